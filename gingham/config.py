@@ -1,0 +1,223 @@
+"""gingham's one configuration object, and the one place that reads the environment.
+
+Precedence, highest first: environment variables, the user config file, the defaults below.
+
+========================  =============================================================
+environment variable      field
+========================  =============================================================
+``GINGHAM_DEVICE``        ``device``: default device id (``cpu``, ``opencl:0``, ...)
+``GINGHAM_CACHE_DIR``     ``cache_dir``: compiled kernels, tuned schedules, ...
+``GINGHAM_DEBUG``         ``debug``: 0 (quiet) .. 4 (generated source)
+``GINGHAM_CC``            ``cc``: the C compiler of the ``cpu`` device
+``GINGHAM_NUM_THREADS``   ``num_threads``: OpenMP threads of ``cpu`` kernels
+``GINGHAM_CONFIG_FILE``   where the user config file lives
+========================  =============================================================
+
+The user config file is JSON (``platformdirs.user_config_dir("gingham")/config.json``); it may
+hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``.
+``gingham devices --set-default ID`` writes ``{"device": ID}`` into it.
+
+Example::
+
+    >>> from gingham.config import get_config
+    >>> cfg = get_config()
+    >>> cfg.cache_dir / "cpu"          # where compiled CPU kernels live
+    PosixPath('/home/me/.cache/gingham/cpu')
+
+``get_config()`` is cheap (the environment is re-read each call, the file only when it
+changes), so tests may ``monkeypatch.setenv`` and see the change at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from gingham.errors import GinghamError
+
+# IEEE semantics on purpose: no -ffast-math, so the CPU gives the same numbers as the other
+# devices and the reference interpreter (fast-math reassociates sums and drops NaN/Inf).
+DEFAULT_CFLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared")
+
+MAX_DEBUG = 4
+
+
+class ConfigError(GinghamError, ValueError):
+    """A configuration value (environment variable or config file entry) that is not valid."""
+
+
+def _default_cache_dir() -> Path:
+    return Path(platformdirs.user_cache_dir("gingham"))
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every setting of gingham, typed. Build it with :func:`get_config`.
+
+    ``device``: the default device id, or None to pick the best available one.
+    ``cache_dir``: root of every on-disk cache (compiled kernels, tuning results).
+    ``debug``: 0..4; 1 device and kernel counts, 2 per-kernel time, 3 schedules, 4 source.
+    ``cc`` / ``cflags``: the C compiler of the ``cpu`` device and its flags.
+    ``num_threads``: OpenMP threads for ``cpu`` kernels (None: the OpenMP default).
+    ``config_file``: where the user config file is read from and written to.
+    """
+
+    device: str | None = None
+    cache_dir: Path = field(default_factory=_default_cache_dir)
+    debug: int = 0
+    cc: str = "cc"
+    cflags: tuple[str, ...] = DEFAULT_CFLAGS
+    num_threads: int | None = None
+    config_file: Path = field(default_factory=lambda: default_config_file())
+
+
+# Fields the user config file may set (config_file itself is chosen by the environment only).
+_FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads")
+
+
+def default_config_file() -> Path:
+    """Where the user config file lives: ``GINGHAM_CONFIG_FILE`` or the platform's config dir."""
+    override = os.environ.get("GINGHAM_CONFIG_FILE")
+    if override:
+        return Path(override).expanduser()
+    return Path(platformdirs.user_config_dir("gingham")) / "config.json"
+
+
+# (path, mtime_ns, size) -> parsed file; a file read costs ~20 us, a stat ~1 us.
+_file_memo: dict[tuple[str, int, int], dict[str, Any]] = {}
+
+
+def read_config_file(path: Path | None = None) -> dict[str, Any]:
+    """The user config file as a dict ({} when it does not exist).
+
+    Raises ConfigError naming the file when it is not a JSON object.
+    """
+    path = path or default_config_file()
+    try:
+        st = path.stat()
+    except OSError:
+        return {}
+    memo_key = (str(path), st.st_mtime_ns, st.st_size)
+    if memo_key in _file_memo:
+        return dict(_file_memo[memo_key])
+    try:
+        data = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the gingham config file {path}: {exc}; "
+                          "fix or delete it") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"the gingham config file {path} must hold a JSON object, "
+                          f"not {type(data).__name__}")
+    _file_memo.clear()
+    _file_memo[memo_key] = data
+    return dict(data)
+
+
+def write_config_file(updates: dict[str, Any], path: Path | None = None) -> Path:
+    """Merge ``updates`` into the user config file, atomically; returns the file's path.
+
+    A value of None removes the key. Example: ``write_config_file({"device": "opencl:0"})``.
+    """
+    path = path or default_config_file()
+    unknown = set(updates) - set(_FILE_FIELDS)
+    assert not unknown, f"not config file fields: {sorted(unknown)}"
+    data = read_config_file(path)
+    for key, value in updates.items():
+        if value is None:
+            data.pop(key, None)
+        else:
+            data[key] = str(value) if isinstance(value, Path) else value
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _parse_int(name: str, text: str, low: int, high: int | None) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise ConfigError(f"{name}={text!r} is not an integer") from None
+    if value < low or (high is not None and value > high):
+        bound = f"{low}..{high}" if high is not None else f">= {low}"
+        raise ConfigError(f"{name}={value} is out of range ({bound})")
+    return value
+
+
+def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        where = f"{key} in {path}"
+        if key not in _FILE_FIELDS:
+            warnings.warn(f"gingham: ignoring unknown key {key!r} in {path} "
+                          f"(known: {', '.join(_FILE_FIELDS)})", stacklevel=3)
+        elif key == "cache_dir":
+            values[key] = Path(str(value)).expanduser()
+        elif key == "debug":
+            values[key] = _parse_int(where, value, 0, MAX_DEBUG)
+        elif key == "num_threads":
+            values[key] = None if value is None else _parse_int(where, value, 1, None)
+        elif key == "cflags":
+            flags = value.split() if isinstance(value, str) else value
+            values[key] = tuple(str(flag) for flag in flags)
+        else:
+            values[key] = None if value is None else str(value)
+    return values
+
+
+def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    if env.get("GINGHAM_DEVICE"):
+        values["device"] = env["GINGHAM_DEVICE"].strip()
+    if env.get("GINGHAM_CACHE_DIR"):
+        values["cache_dir"] = Path(env["GINGHAM_CACHE_DIR"]).expanduser()
+    if env.get("GINGHAM_DEBUG"):
+        values["debug"] = _parse_int("GINGHAM_DEBUG", env["GINGHAM_DEBUG"], 0, MAX_DEBUG)
+    if env.get("GINGHAM_CC"):
+        values["cc"] = env["GINGHAM_CC"].strip()
+    if env.get("GINGHAM_NUM_THREADS"):
+        values["num_threads"] = _parse_int("GINGHAM_NUM_THREADS",
+                                           env["GINGHAM_NUM_THREADS"], 1, None)
+    return values
+
+
+def get_config() -> Config:
+    """The current configuration: defaults, then the user config file, then the environment.
+
+    Raises ConfigError (naming the variable or file) for a value that does not parse.
+    """
+    config_file = default_config_file()
+    values = _from_file(read_config_file(config_file), config_file)
+    values.update(_from_environment(os.environ))
+    return Config(config_file=config_file, **values)
+
+
+def debug_print(level: int, message: str) -> None:
+    """Print ``message`` to stderr when ``GINGHAM_DEBUG`` (or the config's debug) >= level."""
+    try:
+        debug = get_config().debug
+    except ConfigError:
+        debug = 0
+    if debug >= level:
+        print(f"gingham: {message}", file=sys.stderr)
+
+
+__all__ = [
+    "Config", "ConfigError", "DEFAULT_CFLAGS", "get_config", "read_config_file",
+    "write_config_file", "default_config_file", "debug_print",
+]

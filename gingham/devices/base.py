@@ -1,0 +1,403 @@
+"""The one device contract: allocate, copy in/out, compile (cached on disk), launch, sync.
+
+A backend is one small module that subclasses :class:`Device` and fills in the underscored
+hooks (``_alloc``, ``_copy_in``, ``_copy_out``, ``_build``, ``_load``, ``_launch``,
+``_synchronize``, ``_compiler_identity``) plus a ``discover()`` function. The public methods
+here do the argument checks, the statistics and the disk cache, so every backend behaves
+the same.
+
+Example (any compiled device; the kernel is written in the device's dialect)::
+
+    >>> import numpy as np
+    >>> from gingham.devices import get_device
+    >>> dev = get_device("opencl:0")
+    >>> k = dev.compile('''__kernel void add(__global float* c, __global const float* a,
+    ...     __global const float* b, int n) { int i = get_global_id(0);
+    ...     if (i < n) c[i] = a[i] + b[i]; }''', "add")
+    >>> a = np.arange(1000, dtype=np.float32)
+    >>> A, B, C = (dev.alloc(a.nbytes) for _ in range(3))
+    >>> dev.copy_in(A, a); dev.copy_in(B, a)
+    >>> dev.launch(k, [C, A, B, np.int32(1000)], global_size=(1024,), local_size=(64,))
+    >>> out = np.empty_like(a); dev.copy_out(C, out)
+    >>> bool((out == 2 * a).all())
+    True
+
+Scalar arguments are passed as their NumPy type: np.int32 -> ``int``, np.int64 -> ``long
+long``, np.float32 -> ``float``, np.float64 -> ``double`` (also the unsigned and 8/16-bit
+integers). A bare Python ``int`` is passed as int64 (sizes and offsets never overflow: an
+H200 holds more than 2**31 floats) and a bare ``float`` as float32 (the compute type);
+pass NumPy scalars to be explicit.
+"""
+
+from __future__ import annotations
+
+import abc
+import ctypes
+import dataclasses
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from gingham.cache import DiskCache
+from gingham.config import debug_print
+from gingham.errors import DeviceError, KernelCompileError
+
+DEVICE_KINDS = ("cpu", "gpu", "accelerator", "reference")
+DIALECTS = ("c", "opencl", "cuda")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What a device is, as data for the tuner (PlaidML's "hardware as data").
+
+    Sizes are in bytes; 0 means unknown. ``simd_width`` is the number of fp32 lanes that
+    execute together: the warp (32 on NVIDIA), the wavefront (64 on AMD GCN), the sub-group,
+    or the CPU's vector width (16 with AVX-512, 8 with AVX2).
+    """
+
+    id: str
+    name: str
+    vendor: str
+    kind: str
+    dialect: str | None
+    compute_units: int
+    global_memory_bytes: int
+    local_memory_bytes: int
+    max_work_group_size: int
+    simd_width: int
+    cache_line_bytes: int
+    l1_bytes: int
+    l2_bytes: int
+    l3_bytes: int
+    driver_version: str
+    compiler_version: str
+
+    def __post_init__(self) -> None:
+        assert self.kind in DEVICE_KINDS, self.kind
+        assert self.dialect is None or self.dialect in DIALECTS, self.dialect
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict (for JSON)."""
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class DeviceStats:
+    """Counters of what a device did; tests use them to prove that nothing moved or compiled.
+
+    ``compiles`` counts real compilations; ``cache_hits`` counts kernels found already built
+    (in this process or on disk). Example::
+
+        before = dev.stats.snapshot()
+        step()
+        assert (dev.stats - before).copies_in == 0
+    """
+
+    copies_in: int = 0
+    bytes_in: int = 0
+    copies_out: int = 0
+    bytes_out: int = 0
+    launches: int = 0
+    compiles: int = 0
+    cache_hits: int = 0
+
+    def snapshot(self) -> DeviceStats:
+        """A copy of the counters now."""
+        return dataclasses.replace(self)
+
+    def reset(self) -> None:
+        """Set every counter to zero."""
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, 0)
+
+    def __sub__(self, other: DeviceStats) -> DeviceStats:
+        return DeviceStats(**{f.name: getattr(self, f.name) - getattr(other, f.name)
+                              for f in dataclasses.fields(self)})
+
+
+class Buffer:
+    """A block of device memory of ``nbytes``, owned by its device.
+
+    Freed by :meth:`free` or when garbage-collected. ``handle`` is the backend's object
+    (a NumPy array on the host, a ``pyopencl.Buffer``, a CUDA device pointer).
+    """
+
+    def __init__(self, device: Device, nbytes: int, handle: Any,
+                 release: Callable[[Any], None] | None = None) -> None:
+        self.device = device
+        self.nbytes = nbytes
+        self._handle = handle
+        # weakref.finalize (not __del__) also runs at interpreter exit, exactly once.
+        self._finalizer = weakref.finalize(self, _release_quietly, release, handle)
+
+    @property
+    def handle(self) -> Any:
+        if self._handle is None:
+            raise DeviceError(f"this {self.nbytes}-byte buffer on {self.device.id} was freed")
+        return self._handle
+
+    @property
+    def freed(self) -> bool:
+        return self._handle is None
+
+    def free(self) -> None:
+        """Release the memory now (idempotent)."""
+        self._handle = None
+        self._finalizer()
+
+    def __repr__(self) -> str:
+        state = " freed" if self.freed else ""
+        return f"<Buffer {self.nbytes} bytes on {self.device.id}{state}>"
+
+
+def _release_quietly(release: Callable[[Any], None] | None, handle: Any) -> None:
+    if release is None:
+        return
+    try:
+        release(handle)
+    except Exception:  # noqa: BLE001 - at exit the runtime may already be gone
+        pass
+
+
+@dataclass(eq=False)
+class Kernel:
+    """A compiled entry point on one device; launch it with :meth:`Device.launch`."""
+
+    device: Device
+    entry: str
+    key: str
+    handle: Any
+    keepalive: Any = None  # the loaded module/program/library the handle points into
+
+    def __repr__(self) -> str:
+        return f"<Kernel {self.entry} on {self.device.id} key={self.key[:12]}>"
+
+
+ScalarOrBuffer = Buffer | int | float | np.generic
+
+#: The C type of each scalar argument type (for backends that call through ctypes).
+SCALAR_CTYPES: dict[np.dtype, type] = {
+    np.dtype(np.int8): ctypes.c_int8, np.dtype(np.int16): ctypes.c_int16,
+    np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
+    np.dtype(np.uint8): ctypes.c_uint8, np.dtype(np.uint16): ctypes.c_uint16,
+    np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.uint64): ctypes.c_uint64,
+    np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double,
+}
+
+# Python scalars: ints are sizes/offsets (64-bit), floats are data (fp32, the compute type).
+_PYTHON_SCALARS = {int: np.int64, float: np.float32}
+_SCALAR_DTYPES = frozenset(SCALAR_CTYPES)
+
+
+def normalize_args(args: Sequence[ScalarOrBuffer]) -> list[Buffer | np.generic]:
+    """Buffers stay; scalars become NumPy scalars of a supported type (else TypeError)."""
+    out: list[Buffer | np.generic] = []
+    for index, arg in enumerate(args):
+        if isinstance(arg, Buffer):
+            out.append(arg)
+        elif isinstance(arg, bool) or isinstance(arg, np.bool_):
+            raise TypeError(f"argument {index}: pass a bool as np.int32 or np.int8 explicitly")
+        elif type(arg) in _PYTHON_SCALARS:
+            out.append(_PYTHON_SCALARS[type(arg)](arg))
+        elif isinstance(arg, np.generic) and arg.dtype in _SCALAR_DTYPES:
+            out.append(arg)
+        else:
+            raise TypeError(f"argument {index}: expected a Buffer, int, float or a NumPy "
+                            f"integer/float32/float64 scalar, got {type(arg).__name__}")
+    return out
+
+
+class Device(abc.ABC):
+    """One device behind the common contract; get one with ``gingham.devices.get_device``.
+
+    Guarantees: copies are complete when ``copy_in``/``copy_out`` return; ``launch`` may be
+    asynchronous but launches and copies on one device run in the order issued;
+    ``compile`` of the same (source, entry) on the same device and toolchain compiles once,
+    ever, across processes (the binary is in the disk cache).
+    """
+
+    #: disk cache namespace of this backend's binaries ("cpu", "opencl", "cuda")
+    cache_namespace: str = ""
+    #: suffix of the saved source when the compiler rejects it
+    source_suffix: str = ".txt"
+
+    def __init__(self, info: DeviceInfo) -> None:
+        self.info = info
+        self.stats = DeviceStats()
+        self._kernels: dict[str, Kernel] = {}
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.id}: {self.info.name}>"
+
+    # ---- memory ---------------------------------------------------------------------
+
+    def alloc(self, nbytes: int) -> Buffer:
+        """A new uninitialised buffer of ``nbytes``; DeviceMemoryError when it does not fit."""
+        if not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
+            raise ValueError(f"alloc needs a byte count >= 0, got {nbytes!r}")
+        return self._alloc(int(nbytes))
+
+    def copy_in(self, buffer: Buffer, array: np.ndarray) -> None:
+        """Copy a C-contiguous host array into the start of ``buffer`` (complete on return)."""
+        self._check_transfer(buffer, array, "copy_in")
+        self.stats.copies_in += 1
+        self.stats.bytes_in += array.nbytes
+        self._copy_in(buffer, array)
+
+    def copy_out(self, buffer: Buffer, array: np.ndarray) -> None:
+        """Copy the start of ``buffer`` into a C-contiguous, writeable host array."""
+        self._check_transfer(buffer, array, "copy_out")
+        if not array.flags.writeable:
+            raise ValueError("copy_out needs a writeable array")
+        self.stats.copies_out += 1
+        self.stats.bytes_out += array.nbytes
+        self._copy_out(buffer, array)
+
+    def _check_transfer(self, buffer: Buffer, array: np.ndarray, what: str) -> None:
+        if buffer.device is not self:
+            raise ValueError(f"{what}: the buffer belongs to {buffer.device.id}, not {self.id}")
+        if not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
+            raise ValueError(f"{what} needs a C-contiguous numpy array "
+                             "(use np.ascontiguousarray)")
+        if array.nbytes > buffer.nbytes:
+            raise ValueError(f"{what}: the array has {array.nbytes} bytes but the buffer "
+                             f"only {buffer.nbytes}")
+        buffer.handle  # raises if freed
+
+    # ---- kernels --------------------------------------------------------------------
+
+    def compile(self, source: str, entry: str) -> Kernel:
+        """Compile ``source`` in this device's dialect and return its function ``entry``.
+
+        The binary is cached on disk under a key of (source, entry, compiler identity:
+        flags, compiler and driver versions, device name). KernelCompileError carries the
+        compiler's output and the path where the source was saved.
+        """
+        key = DiskCache.key(self.cache_namespace, source, entry, self._compiler_identity())
+        if key in self._kernels:
+            self.stats.cache_hits += 1
+            return self._kernels[key]
+        cache = DiskCache(self.cache_namespace)
+        binary = cache.get(key)
+        kernel = None
+        if binary is not None:
+            try:
+                kernel = self._load(binary, entry, key)
+                self.stats.cache_hits += 1
+            except Exception as exc:  # noqa: BLE001 - a stale binary: rebuild it
+                debug_print(1, f"{self.id}: cached binary {key[:12]} did not load ({exc}); "
+                            "rebuilding")
+                cache.delete(key)
+        if kernel is None:
+            start = time.perf_counter()
+            binary = self._build(source, entry)
+            self.stats.compiles += 1
+            debug_print(2, f"{self.id}: compiled {entry} in "
+                        f"{(time.perf_counter() - start) * 1e3:.1f} ms")
+            try:
+                kernel = self._load(binary, entry, key)
+            except KernelCompileError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - e.g. no function named `entry`
+                raise self.compile_error(source, f"the compiled kernel did not load: {exc}",
+                                         "") from None
+            cache.put(key, binary)
+        self._kernels[key] = kernel
+        return kernel
+
+    def compile_error(self, source: str, message: str, log: str) -> KernelCompileError:
+        """A KernelCompileError with the compiler's log and the saved source's path."""
+        from gingham.cache import save_failed_source
+
+        path = save_failed_source(source, self.source_suffix)
+        text = f"{message} on {self.id} ({self.info.name}); source saved to {path}"
+        if log.strip():
+            text += f"\n--- compiler output ---\n{log.rstrip()}"
+        return KernelCompileError(text, source_path=str(path), log=log)
+
+    def launch(self, kernel: Kernel, args: Sequence[ScalarOrBuffer],
+               global_size: tuple[int, ...] = (), local_size: tuple[int, ...] | None = None,
+               *, shared_bytes: int = 0) -> None:
+        """Run ``kernel`` with ``args`` (Buffers and scalars, in the kernel's order).
+
+        ``global_size`` is the total number of work-items per dimension (OpenCL's NDRange,
+        CUDA's grid x block), ``local_size`` the work-group / block shape or None for the
+        runtime's choice. On the ``cpu`` device both are ignored: the C function holds its
+        own OpenMP loop. ``shared_bytes`` is CUDA dynamic shared memory (0 elsewhere).
+        """
+        if kernel.device is not self:
+            raise ValueError(f"the kernel was compiled for {kernel.device.id}, not {self.id}")
+        normalized = normalize_args(args)
+        for index, arg in enumerate(normalized):
+            if isinstance(arg, Buffer) and arg.device is not self:
+                raise ValueError(f"argument {index} is a buffer on {arg.device.id}, "
+                                 f"not on {self.id}")
+        global_size = tuple(int(g) for g in global_size)
+        local_size = None if local_size is None else tuple(int(s) for s in local_size)
+        if local_size is not None and len(local_size) != len(global_size):
+            raise ValueError(f"local_size {local_size} and global_size {global_size} "
+                             "must have the same number of dimensions")
+        if len(global_size) > 3:
+            raise ValueError(f"at most 3 launch dimensions, got {global_size}")
+        self.stats.launches += 1
+        self._launch(kernel, normalized, global_size, local_size, int(shared_bytes))
+
+    def synchronize(self) -> None:
+        """Wait until every launch and copy issued so far has finished."""
+        self._synchronize()
+
+    # ---- backend hooks --------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _alloc(self, nbytes: int) -> Buffer: ...
+
+    @abc.abstractmethod
+    def _copy_in(self, buffer: Buffer, array: np.ndarray) -> None: ...
+
+    @abc.abstractmethod
+    def _copy_out(self, buffer: Buffer, array: np.ndarray) -> None: ...
+
+    @abc.abstractmethod
+    def _compiler_identity(self) -> tuple:
+        """Everything besides source and entry that determines the binary."""
+
+    @abc.abstractmethod
+    def _build(self, source: str, entry: str) -> bytes:
+        """Compile to a binary; raise ``self.compile_error(...)`` when the source is rejected."""
+
+    @abc.abstractmethod
+    def _load(self, binary: bytes, entry: str, key: str) -> Kernel:
+        """Load a binary and find ``entry`` in it (any exception: it did not load)."""
+
+    @abc.abstractmethod
+    def _launch(self, kernel: Kernel, args: list[Buffer | np.generic],
+                global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
+                shared_bytes: int) -> None: ...
+
+    @abc.abstractmethod
+    def _synchronize(self) -> None: ...
+
+
+def host_buffer(device: Device, nbytes: int, alignment: int = 64) -> Buffer:
+    """A Buffer of host memory whose handle is a uint8 array aligned to ``alignment`` bytes.
+
+    64 bytes is a cache line on x86 and most ARM cores, and an AVX-512 register, so aligned
+    vector loads never split a line.
+    """
+    from gingham.errors import DeviceMemoryError
+
+    try:
+        raw = np.empty(max(nbytes, 1) + alignment, dtype=np.uint8)
+    except MemoryError:
+        raise DeviceMemoryError(
+            f"{device.id}: out of host memory allocating {nbytes} bytes "
+            f"({nbytes / 2**30:.2f} GiB); free buffers or use a smaller batch") from None
+    offset = (-raw.ctypes.data) % alignment
+    return Buffer(device, nbytes, raw[offset:offset + nbytes])

@@ -1,0 +1,272 @@
+"""The ``cpu`` device: C source compiled by the system C compiler, loaded with ctypes.
+
+A kernel is a plain C function that holds its own OpenMP parallel loop; ``launch`` calls it
+with one pointer per Buffer and one C scalar per scalar argument, in order (``global_size``
+and ``local_size`` are ignored)::
+
+    void add(float* restrict c, const float* restrict a, const float* restrict b, long long n)
+    {
+        #pragma omp parallel for
+        for (long long i = 0; i < n; ++i) c[i] = a[i] + b[i];
+    }
+
+    >>> dev = get_device("cpu")
+    >>> k = dev.compile(SOURCE, "add")
+    >>> dev.launch(k, [C, A, B, np.int64(n)])   # synchronous: ctypes calls it directly
+
+Buffers are 64-byte aligned host memory. The shared object is stored in the disk cache,
+keyed with ``cc --version``, the flags and the CPU model (``-march=native`` makes the code
+specific to it). ``config.cc`` and ``config.cflags`` choose the compiler
+(``GINGHAM_CC``); ``config.num_threads`` (``GINGHAM_NUM_THREADS``) the OpenMP threads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from gingham.cache import DiskCache
+from gingham.config import get_config
+from gingham.devices.base import SCALAR_CTYPES, Buffer, Device, DeviceInfo, Kernel, host_buffer
+from gingham.errors import DeviceError, DeviceNotFoundError
+
+# A compile of this proves the compiler, its OpenMP support and the flags all work.
+_PROBE_SOURCE = """
+void gingham_probe(float* restrict x, long long n) {
+    #pragma omp parallel for
+    for (long long i = 0; i < n; ++i) x[i] += 1.0f;
+}
+"""
+
+_INSTALL_HINT = "install a C compiler with OpenMP (e.g. `apt-get install gcc`) or set GINGHAM_CC"
+
+
+# ---- the host CPU, described from /proc and /sys (shared with OpenCL CPU devices) ----------
+
+def _parse_size(text: str) -> int:
+    text = text.strip().upper()
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+    digits = text.rstrip("KMG")
+    return int(digits) * scale if digits.isdigit() else 0
+
+
+@lru_cache(maxsize=1)
+def host_caches() -> dict[str, int]:
+    """L1 data, L2, L3 sizes and the cache line of cpu0, in bytes (0 when unknown).
+
+    Read from /sys/devices/system/cpu/cpu0/cache (Linux); falls back to 64-byte lines, the
+    line size of every current x86 core and most ARM cores.
+    """
+    caches = {"l1": 0, "l2": 0, "l3": 0, "line": 0}
+    root = Path("/sys/devices/system/cpu/cpu0/cache")
+    for index in sorted(root.glob("index*")) if root.is_dir() else []:
+        try:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip()
+            size = _parse_size((index / "size").read_text())
+            line = int((index / "coherency_line_size").read_text())
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction" or not 1 <= level <= 3:
+            continue
+        caches[f"l{level}"] = max(caches[f"l{level}"], size)
+        caches["line"] = caches["line"] or line
+    caches["line"] = caches["line"] or 64
+    return caches
+
+
+@lru_cache(maxsize=1)
+def host_cpu() -> dict[str, str]:
+    """The host CPU's model name, vendor and feature flags (from /proc/cpuinfo on Linux)."""
+    fields = {"name": "", "vendor": "", "flags": ""}
+    keys = {"model name": "name", "vendor_id": "vendor", "flags": "flags",
+            "Features": "flags", "CPU implementer": "vendor"}
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        name = keys.get(key.strip())
+        if name and not fields[name]:
+            fields[name] = value.strip()
+    vendors = {"GenuineIntel": "Intel", "AuthenticAMD": "AMD", "0x41": "ARM", "0x61": "Apple"}
+    fields["vendor"] = vendors.get(fields["vendor"], fields["vendor"])
+    fields["name"] = fields["name"] or platform.processor() or platform.machine()
+    return fields
+
+
+def host_simd_width(flags: str) -> int:
+    """fp32 lanes of the widest vector unit: AVX-512 16, AVX/AVX2 8, SSE/NEON 4."""
+    present = set(flags.split())
+    if "avx512f" in present:
+        return 16
+    if "avx2" in present or "avx" in present:
+        return 8
+    return 4
+
+
+def host_cores() -> int:
+    """Cores this process may run on (the affinity mask respects taskset and containers)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def host_memory_bytes() -> int:
+    """Physical memory, capped by a cgroup v2 limit when the process runs under one."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        total = 0
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit.isdigit():
+            total = min(total, int(limit)) if total else int(limit)
+    except OSError:
+        pass
+    return total
+
+
+# ---- the toolchain ------------------------------------------------------------------------
+
+def _probe_toolchain(cc: str, cflags: tuple[str, ...]) -> tuple[str, str]:
+    """(resolved compiler path, ``cc --version`` output); DeviceNotFoundError if unusable.
+
+    The probe compile is cached on disk, so only the first process pays for it (~100 ms).
+    """
+    path = shutil.which(cc)
+    if path is None:
+        raise DeviceNotFoundError(f"the cpu device needs a C compiler, and {cc!r} was not "
+                                  f"found; {_INSTALL_HINT}")
+    try:
+        version = subprocess.run([path, "--version"], capture_output=True, text=True,
+                                 timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise DeviceNotFoundError(f"the C compiler {path} does not run ({exc}); "
+                                  f"{_INSTALL_HINT}") from None
+    cache = DiskCache("cpu")
+    key = cache.key("probe", path, version, cflags, platform.machine())
+    if cache.get(key) is None:
+        error = _run_compiler(path, cflags, _PROBE_SOURCE)[1]
+        if error is not None:
+            raise DeviceNotFoundError(f"the C compiler {path} cannot build an OpenMP shared "
+                                      f"library with flags {' '.join(cflags)}:\n{error}\n"
+                                      f"{_INSTALL_HINT}")
+        cache.put(key, b"ok")
+    return path, version
+
+
+def _run_compiler(cc: str, cflags: tuple[str, ...], source: str) -> tuple[bytes, str | None]:
+    """(shared object bytes, None) on success, (b"", compiler output) on failure."""
+    with tempfile.TemporaryDirectory(prefix="gingham-cc-") as tmp:
+        src, out = Path(tmp) / "kernel.c", Path(tmp) / "kernel.so"
+        src.write_text(source, encoding="utf-8")
+        command = [cc, *cflags, "-o", str(out), str(src), "-lm"]
+        proc = subprocess.run(command, capture_output=True, text=True)
+        if proc.returncode != 0 or not out.exists():
+            return b"", f"$ {' '.join(command)}\n{proc.stderr}{proc.stdout}"
+        return out.read_bytes(), None
+
+
+class CPUDevice(Device):
+    """The host CPU, running C kernels compiled to a shared object (see the module doc)."""
+
+    cache_namespace = "cpu"
+    source_suffix = ".c"
+
+    def __init__(self, cc_path: str, cc_version: str, cflags: tuple[str, ...],
+                 num_threads: int | None) -> None:
+        cpu, caches = host_cpu(), host_caches()
+        info = DeviceInfo(
+            id="cpu", name=cpu["name"], vendor=cpu["vendor"], kind="cpu", dialect="c",
+            compute_units=host_cores(), global_memory_bytes=host_memory_bytes(),
+            # No software-managed local memory on a CPU: tiles are sized for l1/l2 instead.
+            local_memory_bytes=0, max_work_group_size=1,
+            simd_width=host_simd_width(cpu["flags"]), cache_line_bytes=caches["line"],
+            l1_bytes=caches["l1"], l2_bytes=caches["l2"], l3_bytes=caches["l3"],
+            driver_version=platform.release(),
+            compiler_version=cc_version.splitlines()[0] if cc_version else "")
+        super().__init__(info)
+        self.cc, self.cc_version, self.cflags = cc_path, cc_version, cflags
+        self.num_threads = num_threads
+
+    def _alloc(self, nbytes: int) -> Buffer:
+        from gingham.errors import DeviceMemoryError
+
+        # Linux overcommits, so malloc may "succeed" for more than exists and the OOM killer
+        # strikes later; refusing what exceeds physical memory gives a clear error instead.
+        if self.info.global_memory_bytes and nbytes > self.info.global_memory_bytes:
+            raise DeviceMemoryError(
+                f"cpu: cannot allocate {nbytes / 2**30:.2f} GiB, more than the machine's "
+                f"{self.info.global_memory_bytes / 2**30:.2f} GiB of memory")
+        return host_buffer(self, nbytes)
+
+    def _copy_in(self, buffer: Buffer, array: np.ndarray) -> None:
+        buffer.handle[:array.nbytes] = array.reshape(-1).view(np.uint8)
+
+    def _copy_out(self, buffer: Buffer, array: np.ndarray) -> None:
+        array.reshape(-1).view(np.uint8)[:] = buffer.handle[:array.nbytes]
+
+    def _compiler_identity(self) -> tuple:
+        cpu = host_cpu()
+        # -march=native: the binary uses exactly this CPU's instructions.
+        return (self.cc, self.cc_version, self.cflags, platform.machine(), cpu["name"],
+                cpu["flags"])
+
+    def _build(self, source: str, entry: str) -> bytes:
+        try:
+            binary, error = _run_compiler(self.cc, self.cflags, source)
+        except OSError as exc:
+            raise DeviceError(f"cpu: cannot run the C compiler {self.cc}: {exc}; "
+                              f"{_INSTALL_HINT}") from None
+        if error is not None:
+            raise self.compile_error(source, "the C compiler rejected the kernel", error)
+        return binary
+
+    def _load(self, binary: bytes, entry: str, key: str) -> Kernel:
+        # dlopen needs a file; once loaded, the mapping outlives the unlinked file.
+        fd, path = tempfile.mkstemp(prefix=f"gingham-{key[:12]}-", suffix=".so")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(binary)
+            library = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
+        finally:
+            os.unlink(path)
+        try:
+            function = getattr(library, entry)
+        except AttributeError:
+            raise DeviceError(f"the shared object has no exported function {entry!r} "
+                              "(is it misspelled or declared static?)") from None
+        function.restype = None
+        if self.num_threads is not None and hasattr(library, "omp_set_num_threads"):
+            # Sets the calling thread's OpenMP default for every later parallel region.
+            library.omp_set_num_threads(ctypes.c_int(self.num_threads))
+        return Kernel(self, entry, key, function, keepalive=library)
+
+    def _launch(self, kernel: Kernel, args: list, global_size: tuple[int, ...],
+                local_size: tuple[int, ...] | None, shared_bytes: int) -> None:
+        if shared_bytes:
+            raise ValueError("cpu kernels have no dynamic shared memory (shared_bytes=0)")
+        c_args = [ctypes.c_void_p(arg.handle.ctypes.data) if isinstance(arg, Buffer)
+                  else SCALAR_CTYPES[arg.dtype](arg) for arg in args]
+        # ctypes releases the GIL for the call; it returns when the kernel is done.
+        kernel.handle(*c_args)
+
+    def _synchronize(self) -> None:
+        pass  # launches are synchronous
+
+
+def discover() -> list[Device]:
+    """[the cpu device] when a C compiler with OpenMP works, else DeviceNotFoundError."""
+    config = get_config()
+    cc_path, cc_version = _probe_toolchain(config.cc, config.cflags)
+    return [CPUDevice(cc_path, cc_version, config.cflags, config.num_threads)]

@@ -1,0 +1,275 @@
+"""``cuda:N`` devices: CUDA C compiled by NVRTC, run through the driver API (cuda-python).
+
+Kernels are ``extern "C" __global__`` functions (``extern "C"`` keeps the name unmangled so
+``entry`` finds it). ``launch`` passes one device pointer per Buffer (``T*``) and one C
+scalar per NumPy scalar; ``global_size`` counts threads, like OpenCL's NDRange, and the grid
+is ``ceil(global / local)`` blocks of ``local_size`` threads (None: 256 threads along x), so
+kernels guard with ``if (i < n)``::
+
+    extern "C" __global__ void add(float* c, const float* a, const float* b, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) c[i] = a[i] + b[i];
+    }
+
+    >>> dev.launch(k, [C, A, B, np.int32(n)], global_size=(n,), local_size=(256,))
+
+``shared_bytes`` is dynamic shared memory (``extern __shared__ float tile[];``); above 48 KiB
+the kernel's limit is raised with cuFuncSetAttribute (Hopper allows up to 227 KiB a block).
+
+NVRTC compiles to a cubin for the device's exact architecture (``sm_90`` on an H100/H200);
+when this NVRTC does not know the architecture it emits PTX for the newest one it knows and
+the driver JIT-compiles it. Binaries are cached on disk keyed with the NVRTC and driver
+versions. Every cuda-python call returns a tuple whose first element is the error code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+
+import numpy as np
+
+try:
+    from cuda.bindings import driver, nvrtc
+except ImportError:  # cuda-python < 12.6 had the older layout
+    from cuda import cuda as driver  # type: ignore[no-redef]
+    from cuda import nvrtc  # type: ignore[no-redef]
+
+from gingham.devices.base import SCALAR_CTYPES, Buffer, Device, DeviceInfo, Kernel
+from gingham.errors import DeviceError, DeviceMemoryError, DeviceNotFoundError
+
+# Without opting in, a block may use 48 KiB of shared memory on every NVIDIA GPU since Volta.
+_DEFAULT_SHARED_LIMIT = 48 * 1024
+_DEFAULT_BLOCK = 256
+# L2 lines are 128 bytes (four 32-byte sectors) on every NVIDIA GPU since Kepler.
+_CACHE_LINE = 128
+
+
+def _code(status) -> int:
+    return int(getattr(status, "value", status))
+
+
+def _error_name(status) -> str:
+    try:
+        err, name = driver.cuGetErrorName(status)
+        if _code(err) == 0 and name:
+            return name.decode()
+    except Exception:  # noqa: BLE001 - an nvrtcResult, or a broken driver
+        pass
+    return str(status)
+
+
+class CUDAError(DeviceError):
+    """A CUDA driver or NVRTC call failed; ``code`` is the numeric status."""
+
+    def __init__(self, message: str, code: int) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+def _check(result: tuple, what: str):
+    """Unpack a cuda-python result tuple: raise on a bad status, return the outputs."""
+    status, *outputs = result
+    if _code(status) != 0:
+        raise CUDAError(f"{what} failed: {_error_name(status)}", _code(status))
+    if not outputs:
+        return None
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _attribute(device, name: str) -> int:
+    attribute = getattr(driver.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}")
+    return int(_check(driver.cuDeviceGetAttribute(attribute, device), f"reading {name}"))
+
+
+def _nvrtc_version() -> tuple[int, int]:
+    major, minor = _check(nvrtc.nvrtcVersion(), "nvrtcVersion")
+    return int(major), int(minor)
+
+
+def _nvrtc_target(arch: int) -> tuple[str, bool]:
+    """(--gpu-architecture value, True for a cubin / False for PTX) for compute capability."""
+    try:
+        supported = [int(a) for a in _check(nvrtc.nvrtcGetSupportedArchs(), "archs")]
+    except Exception:  # noqa: BLE001 - an old NVRTC without the query: try the cubin
+        return f"sm_{arch}", True
+    if arch in supported:
+        return f"sm_{arch}", True
+    older = [a for a in supported if a <= arch]
+    if not older:
+        raise DeviceError(f"this NVRTC supports sm_{min(supported)}..sm_{max(supported)} and "
+                          f"cannot compile for sm_{arch}; install an older cuda-python/NVRTC")
+    return f"compute_{max(older)}", False
+
+
+class CUDADevice(Device):
+    """One NVIDIA GPU; its primary context is retained on first use."""
+
+    cache_namespace = "cuda"
+    source_suffix = ".cu"
+    nvrtc_options: tuple[str, ...] = ()  # IEEE: no --use_fast_math
+
+    def __init__(self, ordinal: int) -> None:
+        self.cu_device = _check(driver.cuDeviceGet(ordinal), "cuDeviceGet")
+        name = _check(driver.cuDeviceGetName(256, self.cu_device), "cuDeviceGetName")
+        name = name.split(b"\0", 1)[0].decode(errors="replace").strip()
+        self.arch = 10 * _attribute(self.cu_device, "COMPUTE_CAPABILITY_MAJOR") + \
+            _attribute(self.cu_device, "COMPUTE_CAPABILITY_MINOR")
+        version = int(_check(driver.cuDriverGetVersion(), "cuDriverGetVersion"))
+        nvrtc_major, nvrtc_minor = _nvrtc_version()
+        self.target, self.cubin = _nvrtc_target(self.arch)
+        super().__init__(DeviceInfo(
+            id=f"cuda:{ordinal}", name=name, vendor="NVIDIA", kind="gpu", dialect="cuda",
+            compute_units=_attribute(self.cu_device, "MULTIPROCESSOR_COUNT"),
+            global_memory_bytes=int(_check(driver.cuDeviceTotalMem(self.cu_device),
+                                           "cuDeviceTotalMem")),
+            # What one block may use after opting in (launch opts in as needed).
+            local_memory_bytes=_attribute(self.cu_device, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+            max_work_group_size=_attribute(self.cu_device, "MAX_THREADS_PER_BLOCK"),
+            simd_width=_attribute(self.cu_device, "WARP_SIZE"),
+            cache_line_bytes=_CACHE_LINE,
+            l1_bytes=0,  # L1 is carved out of the shared-memory array; not queryable
+            l2_bytes=_attribute(self.cu_device, "L2_CACHE_SIZE"), l3_bytes=0,
+            driver_version=f"CUDA driver {version // 1000}.{version % 1000 // 10}",
+            compiler_version=f"NVRTC {nvrtc_major}.{nvrtc_minor} -> {self.target}"))
+        self._context = None
+        self._shared_limits: dict[str, int] = {}  # kernel key -> dynamic shared bytes allowed
+
+    # ---- context ----------------------------------------------------------------------
+
+    def _activate(self) -> None:
+        # The current context is per host thread: set it on every entry point (~1 us).
+        if self._context is None:
+            self._context = _check(driver.cuDevicePrimaryCtxRetain(self.cu_device),
+                                   "cuDevicePrimaryCtxRetain")
+        _check(driver.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
+
+    # ---- memory -----------------------------------------------------------------------
+
+    def _alloc(self, nbytes: int) -> Buffer:
+        self._activate()
+        try:
+            pointer = _check(driver.cuMemAlloc(max(nbytes, 1)), "cuMemAlloc")
+        except CUDAError as exc:
+            if exc.code != _code(driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY):
+                raise
+            free, total = _check(driver.cuMemGetInfo(), "cuMemGetInfo")
+            raise DeviceMemoryError(
+                f"{self.id} ({self.info.name}): out of memory allocating "
+                f"{nbytes / 2**20:.1f} MiB ({int(free) / 2**20:.1f} MiB free of "
+                f"{int(total) / 2**20:.1f} MiB); free buffers or use a smaller batch") from None
+        return Buffer(self, nbytes, pointer, release=self._free)
+
+    def _free(self, pointer) -> None:
+        self._activate()
+        _check(driver.cuMemFree(pointer), "cuMemFree")
+
+    def _copy_in(self, buffer: Buffer, array: np.ndarray) -> None:
+        self._activate()
+        if array.nbytes:
+            _check(driver.cuMemcpyHtoD(buffer.handle, array.ctypes.data, array.nbytes),
+                   "cuMemcpyHtoD (or an earlier kernel)")
+
+    def _copy_out(self, buffer: Buffer, array: np.ndarray) -> None:
+        self._activate()
+        if array.nbytes:
+            _check(driver.cuMemcpyDtoH(array.ctypes.data, buffer.handle, array.nbytes),
+                   "cuMemcpyDtoH (or an earlier kernel)")
+
+    # ---- kernels ----------------------------------------------------------------------
+
+    def _compiler_identity(self) -> tuple:
+        return (self.info.name, self.arch, self.target, self.info.driver_version,
+                self.info.compiler_version, self.nvrtc_options)
+
+    def _build(self, source: str, entry: str) -> bytes:
+        program = _check(nvrtc.nvrtcCreateProgram(source.encode(), f"{entry}.cu".encode(),
+                                                  0, [], []), "nvrtcCreateProgram")
+        try:
+            options = [f"--gpu-architecture={self.target}".encode()]
+            options += [option.encode() for option in self.nvrtc_options]
+            (status,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
+            if _code(status) != 0:
+                raise self.compile_error(source, "NVRTC rejected the kernel",
+                                         _program_log(program) or str(status))
+            what = "CUBIN" if self.cubin else "PTX"
+            size = _check(getattr(nvrtc, f"nvrtcGet{what}Size")(program), f"{what} size")
+            binary = b" " * int(size)  # NVRTC fills this buffer in place
+            _check(getattr(nvrtc, f"nvrtcGet{what}")(program, binary), f"nvrtcGet{what}")
+            return binary
+        finally:
+            nvrtc.nvrtcDestroyProgram(program)
+
+    def _load(self, binary: bytes, entry: str, key: str) -> Kernel:
+        self._activate()
+        # cuModuleLoadData takes a cubin or NUL-terminated PTX (which it JIT-compiles).
+        module = _check(driver.cuModuleLoadData(binary), "cuModuleLoadData")
+        try:
+            function = _check(driver.cuModuleGetFunction(module, entry.encode()),
+                              "cuModuleGetFunction")
+        except CUDAError:
+            driver.cuModuleUnload(module)
+            raise DeviceError(f'no kernel named {entry!r}; declare it extern "C" __global__ '
+                              "so that its name is not mangled") from None
+        return Kernel(self, entry, key, function, keepalive=module)
+
+    def _launch(self, kernel: Kernel, args: list, global_size: tuple[int, ...],
+                local_size: tuple[int, ...] | None, shared_bytes: int) -> None:
+        if not global_size:
+            raise ValueError("a CUDA launch needs a global_size (threads), e.g. (n,)")
+        if local_size is None:
+            local_size = (min(_DEFAULT_BLOCK, global_size[0]),) + (1,) * (len(global_size) - 1)
+        block = tuple(local_size) + (1,) * (3 - len(local_size))
+        grid = tuple(math.ceil(g / b) for g, b in zip(global_size, block)) + \
+            (1,) * (3 - len(global_size))
+        self._activate()
+        if shared_bytes > self._shared_limits.get(kernel.key, _DEFAULT_SHARED_LIMIT):
+            attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            _check(driver.cuFuncSetAttribute(kernel.handle, attribute, shared_bytes),
+                   f"raising {kernel.entry}'s dynamic shared memory to {shared_bytes} bytes "
+                   f"(this GPU allows {self.info.local_memory_bytes})")
+            self._shared_limits[kernel.key] = shared_bytes
+        values = [ctypes.c_uint64(int(arg.handle)) if isinstance(arg, Buffer)
+                  else SCALAR_CTYPES[arg.dtype](arg) for arg in args]
+        # cuLaunchKernel wants void**: one pointer to each argument's value.
+        pointers = (ctypes.c_void_p * max(len(values), 1))(
+            *[ctypes.addressof(value) for value in values])
+        _check(driver.cuLaunchKernel(kernel.handle, *grid, *block, shared_bytes, 0,
+                                     ctypes.addressof(pointers), 0),
+               f"launching {kernel.entry} with grid {grid} and block {block}")
+
+    def _synchronize(self) -> None:
+        if self._context is not None:
+            self._activate()
+            _check(driver.cuCtxSynchronize(), "cuCtxSynchronize (a kernel failed)")
+
+
+def _program_log(program) -> str:
+    try:
+        size = int(_check(nvrtc.nvrtcGetProgramLogSize(program), "log size"))
+        log = b" " * size
+        _check(nvrtc.nvrtcGetProgramLog(program, log), "nvrtcGetProgramLog")
+        return log.rstrip(b"\0").decode(errors="replace")
+    except CUDAError:
+        return ""
+
+
+def discover() -> list[Device]:
+    """``cuda:0``.. for each GPU when an NVIDIA driver and NVRTC are present."""
+    try:
+        status = driver.cuInit(0)[0]
+    except Exception as exc:  # noqa: BLE001 - cuda-python raises when libcuda.so is absent
+        raise DeviceNotFoundError(f"no NVIDIA driver ({type(exc).__name__}: "
+                                  f"{str(exc).splitlines()[0]})") from None
+    if _code(status) == _code(driver.CUresult.CUDA_ERROR_NO_DEVICE):
+        raise DeviceNotFoundError("the NVIDIA driver sees no GPU")
+    if _code(status) != 0:
+        raise DeviceNotFoundError(f"cuInit failed: {_error_name(status)}")
+    try:
+        _nvrtc_version()
+    except Exception as exc:  # noqa: BLE001
+        raise DeviceNotFoundError(
+            f"NVRTC (the CUDA runtime compiler) is missing ({str(exc).splitlines()[0]}); "
+            "install it with `pip install nvidia-cuda-nvrtc` (or `cuda-python[all]`)") from None
+    count = int(_check(driver.cuDeviceGetCount(), "cuDeviceGetCount"))
+    return [CUDADevice(ordinal) for ordinal in range(count)]

@@ -1,0 +1,239 @@
+"""``opencl:N`` devices: OpenCL C through pyopencl, over whatever ICDs are installed.
+
+Every device of every platform that answers is listed, in platform order (PoCL, NVIDIA,
+AMD, Intel, ...; no whitelist); a platform that throws is skipped with a debug message.
+
+Kernels are OpenCL C ``__kernel`` functions; ``launch`` sets one argument per Buffer
+(``__global T*``) and per NumPy scalar (``int``, ``long``, ``float``, ...) and enqueues an
+NDRange of ``global_size`` work-items in work-groups of ``local_size`` (None: the driver
+picks). OpenCL 1.2 requires ``global_size`` to be a multiple of ``local_size``: round it up
+and guard with ``if (i < n)`` in the kernel::
+
+    >>> dev.launch(k, [C, A, B, np.int32(n)], global_size=(round_up(n, 64),),
+    ...            local_size=(64,))
+
+Launches are asynchronous on one in-order queue; copies are blocking. Program binaries are
+cached on disk (``CL_PROGRAM_BINARIES``) keyed with the platform and driver versions and the
+device name, so a second process builds nothing.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pyopencl as cl
+
+from gingham.config import debug_print
+from gingham.devices.base import Buffer, Device, DeviceInfo, Kernel
+from gingham.devices.cpu import host_caches
+from gingham.errors import DeviceError, DeviceMemoryError
+
+# Status codes that mean "does not fit": in device memory, in host staging memory, or over
+# CL_DEVICE_MAX_MEM_ALLOC_SIZE (often a quarter of global memory).
+_OOM_CODES = {cl.status_code.MEM_OBJECT_ALLOCATION_FAILURE, cl.status_code.OUT_OF_RESOURCES,
+              cl.status_code.OUT_OF_HOST_MEMORY, cl.status_code.INVALID_BUFFER_SIZE}
+
+
+def _query(device: cl.Device, name: str, default=None):
+    try:
+        return getattr(device, name)
+    except (cl.Error, AttributeError):  # an extension query the device does not answer
+        return default
+
+
+def _kind(device: cl.Device) -> str:
+    if device.type & cl.device_type.GPU:
+        return "gpu"
+    if device.type & cl.device_type.CPU:
+        return "cpu"
+    return "accelerator"
+
+
+def _simd_width(device: cl.Device, kind: str) -> int:
+    vendor = device.vendor.lower()
+    if "nvidia" in vendor:
+        return int(_query(device, "warp_size_nv", 32))  # a warp is 32 lanes on every NVIDIA GPU
+    if kind == "gpu" and ("amd" in vendor or "advanced micro" in vendor):
+        return int(_query(device, "wavefront_width_amd", 64))  # GCN/CDNA wave64
+    if kind == "gpu" and "intel" in vendor:
+        return 16  # Intel GPUs compile fp32 kernels to SIMD16 by default (SIMD8/32 possible)
+    width = int(_query(device, "preferred_vector_width_float", 1) or 1)
+    return max(1, min(width, 16))
+
+
+def describe(device: cl.Device, device_id: str) -> DeviceInfo:
+    """The DeviceInfo of one OpenCL device, from its queries (and /sys for CPU devices)."""
+    kind = _kind(device)
+    cache_bytes = int(_query(device, "global_mem_cache_size", 0) or 0)
+    l1 = l2 = l3 = 0
+    if kind == "cpu":
+        # The OpenCL "global memory cache" of a CPU device is its last level; the host's
+        # /sys description gives every level of the same silicon.
+        caches = host_caches()
+        l1, l2, l3 = caches["l1"], caches["l2"], caches["l3"] or cache_bytes
+    else:
+        l2 = cache_bytes  # on GPUs the global memory cache is the L2
+    platform = device.platform
+    return DeviceInfo(
+        id=device_id, name=device.name.strip(), vendor=device.vendor.strip(), kind=kind,
+        dialect="opencl", compute_units=int(device.max_compute_units),
+        global_memory_bytes=int(device.global_mem_size),
+        local_memory_bytes=int(device.local_mem_size),
+        max_work_group_size=int(device.max_work_group_size),
+        simd_width=_simd_width(device, kind),
+        cache_line_bytes=int(_query(device, "global_mem_cacheline_size", 0) or 0),
+        l1_bytes=l1, l2_bytes=l2, l3_bytes=l3,
+        driver_version=f"{platform.name.strip()} {platform.version.strip()}; "
+                       f"driver {device.driver_version.strip()}",
+        compiler_version=str(_query(device, "opencl_c_version", device.version)).strip())
+
+
+class OpenCLDevice(Device):
+    """One OpenCL device; its context and queue are created on first use."""
+
+    cache_namespace = "opencl"
+    source_suffix = ".cl"
+    build_options: tuple[str, ...] = ()  # IEEE: no -cl-fast-relaxed-math, no -cl-mad-enable
+
+    def __init__(self, device: cl.Device, device_id: str) -> None:
+        super().__init__(describe(device, device_id))
+        self.cl_device = device
+        self.max_alloc_bytes = int(device.max_mem_alloc_size)
+        self.allocated_bytes = 0
+        self._context: cl.Context | None = None
+        self._queue: cl.CommandQueue | None = None
+
+    @property
+    def queue(self) -> cl.CommandQueue:
+        if self._queue is None:
+            self._context = cl.Context([self.cl_device])
+            self._queue = cl.CommandQueue(self._context)
+        return self._queue
+
+    @property
+    def context(self) -> cl.Context:
+        self.queue  # noqa: B018 - creates both
+        assert self._context is not None
+        return self._context
+
+    def _out_of_memory(self, nbytes: int, why: str) -> DeviceMemoryError:
+        return DeviceMemoryError(
+            f"{self.id} ({self.info.name}): cannot allocate {nbytes / 2**20:.1f} MiB: {why} "
+            f"(this process holds {self.allocated_bytes / 2**20:.1f} MiB of "
+            f"{self.info.global_memory_bytes / 2**20:.1f} MiB); free buffers or use a "
+            "smaller batch")
+
+    def _alloc(self, nbytes: int) -> Buffer:
+        if nbytes > self.max_alloc_bytes:
+            raise self._out_of_memory(nbytes, f"over the largest single allocation, "
+                                              f"{self.max_alloc_bytes / 2**20:.1f} MiB")
+        # Drivers may oversubscribe (PoCL mallocs lazily); a budget gives a clear error
+        # instead of an OOM-killed process or a slow paging GPU.
+        if self.allocated_bytes + nbytes > self.info.global_memory_bytes:
+            raise self._out_of_memory(nbytes, "over the device's global memory")
+        try:
+            handle = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, max(nbytes, 1))
+            # OpenCL allocates on first use; touching one byte makes a failure show up here
+            # rather than at some later kernel launch.
+            cl.enqueue_copy(self.queue, handle, np.zeros(1, np.uint8), is_blocking=True)
+        except cl.Error as exc:
+            if exc.code in _OOM_CODES:
+                raise self._out_of_memory(nbytes, str(exc)) from None
+            raise
+        self.allocated_bytes += nbytes
+        return Buffer(self, nbytes, handle, release=self._releaser(nbytes))
+
+    def _releaser(self, nbytes: int):
+        def release(handle: cl.Buffer) -> None:
+            self.allocated_bytes -= nbytes
+            handle.release()
+        return release
+
+    def _copy_in(self, buffer: Buffer, array: np.ndarray) -> None:
+        if array.nbytes:
+            cl.enqueue_copy(self.queue, buffer.handle, array, is_blocking=True)
+
+    def _copy_out(self, buffer: Buffer, array: np.ndarray) -> None:
+        if array.nbytes:
+            cl.enqueue_copy(self.queue, array, buffer.handle, is_blocking=True)
+
+    def _compiler_identity(self) -> tuple:
+        return (self.info.name, self.info.vendor, self.info.driver_version,
+                self.info.compiler_version, self.build_options)
+
+    def _build(self, source: str, entry: str) -> bytes:
+        # pyopencl's low-level _Program skips pyopencl's own binary cache (in the home
+        # directory): gingham caches the binary itself, under cache_dir.
+        options = " ".join(self.build_options).encode()
+        program = cl._cl._Program(self.context, source)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                program.build(options, [self.cl_device])
+        except cl.Error as exc:
+            try:
+                log = program.get_build_info(self.cl_device, cl.program_build_info.LOG)
+            except cl.Error:
+                log = ""
+            raise self.compile_error(source, "the OpenCL compiler rejected the kernel",
+                                     log or str(exc)) from None
+        binaries = program.get_info(cl.program_info.BINARIES)
+        assert len(binaries) == 1 and binaries[0], "expected one binary for one device"
+        return bytes(binaries[0])
+
+    def _load(self, binary: bytes, entry: str, key: str) -> Kernel:
+        program = cl.Program(self.context, [self.cl_device], [binary])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program.build(options=list(self.build_options))
+        try:
+            kernel = cl.Kernel(program, entry)
+        except cl.Error as exc:
+            raise DeviceError(f"no __kernel named {entry!r} in the program ({exc})") from None
+        return Kernel(self, entry, key, kernel, keepalive=program)
+
+    def _launch(self, kernel: Kernel, args: list, global_size: tuple[int, ...],
+                local_size: tuple[int, ...] | None, shared_bytes: int) -> None:
+        if shared_bytes:
+            raise ValueError("OpenCL kernels declare __local arrays with a static size; "
+                             "shared_bytes must be 0")
+        if not global_size:
+            raise ValueError("an OpenCL launch needs a global_size, e.g. (n,)")
+        if local_size is not None:
+            for g, l in zip(global_size, local_size):
+                if l <= 0 or g % l:
+                    raise ValueError(f"global_size {global_size} must be a multiple of "
+                                     f"local_size {local_size} in OpenCL: round it up and "
+                                     "guard the kernel with `if (i < n)`")
+        handle: cl.Kernel = kernel.handle
+        for index, arg in enumerate(args):
+            handle.set_arg(index, arg.handle if isinstance(arg, Buffer) else arg)
+        cl.enqueue_nd_range_kernel(self.queue, handle, global_size, local_size)
+
+    def _synchronize(self) -> None:
+        if self._queue is not None:
+            self._queue.finish()
+
+
+def discover() -> list[Device]:
+    """Every device of every OpenCL platform that answers, as ``opencl:0``, ``opencl:1``..."""
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as exc:  # PLATFORM_NOT_FOUND_KHR: no ICD installed
+        raise DeviceError(f"no OpenCL platform found ({exc}); install an OpenCL driver "
+                          "(e.g. pocl-opencl-icd, or your GPU vendor's)") from None
+    devices: list[Device] = []
+    for platform in platforms:
+        try:
+            found = platform.get_devices()
+        except cl.Error as exc:
+            debug_print(1, f"opencl: skipping platform {platform.name!r}: {exc}")
+            continue
+        for cl_device in found:
+            device_id = f"opencl:{len(devices)}"
+            try:
+                devices.append(OpenCLDevice(cl_device, device_id))
+            except cl.Error as exc:
+                debug_print(1, f"opencl: skipping device {cl_device.name!r}: {exc}")
+    return devices

@@ -1,0 +1,40 @@
+"""Fixtures of the device-layer tests.
+
+``compiled_device`` is parametrised over every discovered device that compiles kernels
+(all of ``list_devices()`` but ``reference``), so each test runs real kernels on the CPU,
+on every OpenCL device and on every CUDA GPU present. ``GINGHAM_TEST_DEVICES=cpu,opencl:0``
+narrows the list.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gingham.devices import get_device, list_devices
+
+
+def _compiled_device_ids() -> list[str]:
+    ids = [d.id for d in list_devices() if d.info.dialect is not None]
+    only = os.environ.get("GINGHAM_TEST_DEVICES")
+    if only:
+        wanted = {d.strip() for d in only.split(",")}
+        ids = [i for i in ids if i in wanted]
+    return ids
+
+
+COMPILED_DEVICE_IDS = _compiled_device_ids()
+
+
+@pytest.fixture(params=COMPILED_DEVICE_IDS)
+def compiled_device(request):
+    """Every discovered device that compiles kernels, in turn."""
+    return get_device(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_config_file(tmp_path, monkeypatch):
+    """Keep the user's own config file (and its default device) out of the tests."""
+    monkeypatch.setenv("GINGHAM_CONFIG_FILE", str(tmp_path / "gingham-config.json"))
+    monkeypatch.delenv("GINGHAM_DEVICE", raising=False)
