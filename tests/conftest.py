@@ -8,8 +8,12 @@ program runs everywhere it can. The list comes from discovery, never from a hard
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
+
+# Discovery below compiles a probe kernel: keep the whole run out of the user's cache directory.
+os.environ.setdefault("GINGHAM_CACHE_DIR", tempfile.mkdtemp(prefix="gingham-test-cache-"))
 
 
 def _discovered_device_ids() -> list[str]:
@@ -36,11 +40,3 @@ DEVICE_IDS = _discovered_device_ids()
 def device(request) -> str:
     """A device id to run on: every discovered device in turn."""
     return request.param
-
-
-@pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory, monkeypatch):
-    """Keep compiled kernels of the test run out of the user's cache directory."""
-    if "GINGHAM_CACHE_DIR" not in os.environ:
-        cache = tmp_path_factory.getbasetemp() / "gingham-cache"
-        monkeypatch.setenv("GINGHAM_CACHE_DIR", str(cache))

@@ -122,13 +122,17 @@ class Buffer:
     """A block of device memory of ``nbytes``, owned by its device.
 
     Freed by :meth:`free` or when garbage-collected. ``handle`` is the backend's object
-    (a NumPy array on the host, a ``pyopencl.Buffer``, a CUDA device pointer).
+    (a NumPy array on the host, a ``pyopencl.Buffer``, a CUDA device pointer); ``address``
+    is the memory's address as an int where the backend has one (host pointer, CUDA device
+    pointer; None for OpenCL), so that a launch passes it without a lookup.
     """
 
     def __init__(self, device: Device, nbytes: int, handle: Any,
-                 release: Callable[[Any], None] | None = None) -> None:
+                 release: Callable[[Any], None] | None = None,
+                 address: int | None = None) -> None:
         self.device = device
         self.nbytes = nbytes
+        self.address = address
         self._handle = handle
         # weakref.finalize (not __del__) also runs at interpreter exit, exactly once.
         self._finalizer = weakref.finalize(self, _release_quietly, release, handle)
@@ -146,6 +150,7 @@ class Buffer:
     def free(self) -> None:
         """Release the memory now (idempotent)."""
         self._handle = None
+        self.address = None
         self._finalizer()
 
     def __repr__(self) -> str:
@@ -192,13 +197,23 @@ _PYTHON_SCALARS = {int: np.int64, float: np.float32}
 _SCALAR_DTYPES = frozenset(SCALAR_CTYPES)
 
 
-def normalize_args(args: Sequence[ScalarOrBuffer]) -> list[Buffer | np.generic]:
-    """Buffers stay; scalars become NumPy scalars of a supported type (else TypeError)."""
+def normalize_args(args: Sequence[ScalarOrBuffer],
+                   device: Device | None = None) -> list[Buffer | np.generic]:
+    """Buffers stay (checked: live, and on ``device``); scalars become NumPy scalars.
+
+    Raises TypeError for an unsupported scalar, ValueError / DeviceError for a buffer on
+    another device or already freed.
+    """
     out: list[Buffer | np.generic] = []
     for index, arg in enumerate(args):
         if isinstance(arg, Buffer):
+            if device is not None and arg.device is not device:
+                raise ValueError(f"argument {index} is a buffer on {arg.device.id}, "
+                                 f"not on {device.id}")
+            if arg.freed:
+                raise DeviceError(f"argument {index} is a buffer that was freed")
             out.append(arg)
-        elif isinstance(arg, bool) or isinstance(arg, np.bool_):
+        elif isinstance(arg, (bool, np.bool_)):
             raise TypeError(f"argument {index}: pass a bool as np.int32 or np.int8 explicitly")
         elif type(arg) in _PYTHON_SCALARS:
             out.append(_PYTHON_SCALARS[type(arg)](arg))
@@ -312,6 +327,47 @@ class Device(abc.ABC):
         self._kernels[key] = kernel
         return kernel
 
+    def compile_many(self, source: str, entries: Sequence[str]) -> list[Kernel]:
+        """Compile one source that defines several kernels with a single build.
+
+        A program's kernels are rendered into one source so that a first run pays for one
+        compiler invocation, not one per kernel; the binary is cached like ``compile``'s.
+        """
+        entries = list(entries)
+        key = DiskCache.key(self.cache_namespace, source, "\0".join(entries),
+                            self._compiler_identity())
+        if all(f"{key}:{e}" in self._kernels for e in entries):
+            self.stats.cache_hits += 1
+            return [self._kernels[f"{key}:{e}"] for e in entries]
+        cache = DiskCache(self.cache_namespace)
+        binary = cache.get(key)
+        kernels: list[Kernel] | None = None
+        if binary is not None:
+            try:
+                kernels = [self._load(binary, e, key) for e in entries]
+                self.stats.cache_hits += 1
+            except Exception as exc:  # noqa: BLE001 - a stale binary: rebuild it
+                debug_print(1, f"{self.id}: cached binary {key[:12]} did not load ({exc}); "
+                            "rebuilding")
+                cache.delete(key)
+        if kernels is None:
+            start = time.perf_counter()
+            binary = self._build(source, entries[0] if entries else "")
+            self.stats.compiles += 1
+            debug_print(1, f"{self.id}: compiled {len(entries)} kernels in "
+                        f"{(time.perf_counter() - start) * 1e3:.1f} ms")
+            try:
+                kernels = [self._load(binary, e, key) for e in entries]
+            except KernelCompileError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise self.compile_error(source, f"the compiled kernels did not load: {exc}",
+                                         "") from None
+            cache.put(key, binary)
+        for entry, kernel in zip(entries, kernels):
+            self._kernels[f"{key}:{entry}"] = kernel
+        return kernels
+
     def compile_error(self, source: str, message: str, log: str) -> KernelCompileError:
         """A KernelCompileError with the compiler's log and the saved source's path."""
         from gingham.cache import save_failed_source
@@ -334,11 +390,7 @@ class Device(abc.ABC):
         """
         if kernel.device is not self:
             raise ValueError(f"the kernel was compiled for {kernel.device.id}, not {self.id}")
-        normalized = normalize_args(args)
-        for index, arg in enumerate(normalized):
-            if isinstance(arg, Buffer) and arg.device is not self:
-                raise ValueError(f"argument {index} is a buffer on {arg.device.id}, "
-                                 f"not on {self.id}")
+        normalized = normalize_args(args, self)
         global_size = tuple(int(g) for g in global_size)
         local_size = None if local_size is None else tuple(int(s) for s in local_size)
         if local_size is not None and len(local_size) != len(global_size):
@@ -400,4 +452,5 @@ def host_buffer(device: Device, nbytes: int, alignment: int = 64) -> Buffer:
             f"{device.id}: out of host memory allocating {nbytes} bytes "
             f"({nbytes / 2**30:.2f} GiB); free buffers or use a smaller batch") from None
     offset = (-raw.ctypes.data) % alignment
-    return Buffer(device, nbytes, raw[offset:offset + nbytes])
+    return Buffer(device, nbytes, raw[offset:offset + nbytes],
+                  address=raw.ctypes.data + offset)

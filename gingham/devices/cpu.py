@@ -256,7 +256,7 @@ class CPUDevice(Device):
                 local_size: tuple[int, ...] | None, shared_bytes: int) -> None:
         if shared_bytes:
             raise ValueError("cpu kernels have no dynamic shared memory (shared_bytes=0)")
-        c_args = [ctypes.c_void_p(arg.handle.ctypes.data) if isinstance(arg, Buffer)
+        c_args = [ctypes.c_void_p(arg.address) if isinstance(arg, Buffer)
                   else SCALAR_CTYPES[arg.dtype](arg) for arg in args]
         # ctypes releases the GIL for the call; it returns when the kernel is done.
         kernel.handle(*c_args)

@@ -158,7 +158,7 @@ class CUDADevice(Device):
                 f"{self.id} ({self.info.name}): out of memory allocating "
                 f"{nbytes / 2**20:.1f} MiB ({int(free) / 2**20:.1f} MiB free of "
                 f"{int(total) / 2**20:.1f} MiB); free buffers or use a smaller batch") from None
-        return Buffer(self, nbytes, pointer, release=self._free)
+        return Buffer(self, nbytes, pointer, release=self._free, address=int(pointer))
 
     def _free(self, pointer) -> None:
         self._activate()
@@ -229,7 +229,7 @@ class CUDADevice(Device):
                    f"raising {kernel.entry}'s dynamic shared memory to {shared_bytes} bytes "
                    f"(this GPU allows {self.info.local_memory_bytes})")
             self._shared_limits[kernel.key] = shared_bytes
-        values = [ctypes.c_uint64(int(arg.handle)) if isinstance(arg, Buffer)
+        values = [ctypes.c_uint64(arg.address) if isinstance(arg, Buffer)
                   else SCALAR_CTYPES[arg.dtype](arg) for arg in args]
         # cuLaunchKernel wants void**: one pointer to each argument's value.
         pointers = (ctypes.c_void_p * max(len(values), 1))(

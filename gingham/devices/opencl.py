@@ -35,6 +35,9 @@ _OOM_CODES = {cl.status_code.MEM_OBJECT_ALLOCATION_FAILURE, cl.status_code.OUT_O
               cl.status_code.OUT_OF_HOST_MEMORY, cl.status_code.INVALID_BUFFER_SIZE}
 
 
+_CPUID_VENDORS = {"AuthenticAMD": "AMD", "GenuineIntel": "Intel"}
+
+
 def _query(device: cl.Device, name: str, default=None):
     try:
         return getattr(device, name)
@@ -75,8 +78,10 @@ def describe(device: cl.Device, device_id: str) -> DeviceInfo:
     else:
         l2 = cache_bytes  # on GPUs the global memory cache is the L2
     platform = device.platform
+    vendor = device.vendor.strip()
+    vendor = _CPUID_VENDORS.get(vendor, vendor)  # CPU devices report the CPUID vendor string
     return DeviceInfo(
-        id=device_id, name=device.name.strip(), vendor=device.vendor.strip(), kind=kind,
+        id=device_id, name=device.name.strip(), vendor=vendor, kind=kind,
         dialect="opencl", compute_units=int(device.max_compute_units),
         global_memory_bytes=int(device.global_mem_size),
         local_memory_bytes=int(device.local_mem_size),

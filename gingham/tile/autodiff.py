@@ -351,6 +351,8 @@ class _GradientBuilder:
         """Max/min/product over a combination: write the combined values over the whole index
         box into a tensor T (an ``=`` contraction), then differentiate ``agg(T)``."""
         bc = bind_contraction(c, self.bound)
+        if bc.empty:
+            return  # no valid assignment: nothing flows back
         variables = bc.variables
         shifted = tuple(Poly.var(v) - bc.ranges[v][0] for v in variables)
         box = tuple(bc.ranges[v][1] - bc.ranges[v][0] + 1 for v in variables)

@@ -97,6 +97,14 @@ class Function:
                 result.append(by_name[gradient_name])
         return tuple(result)
 
+    def gradient_function(self, *arrays: ArrayLike) -> "Function":
+        """The gradient program for these argument shapes and dtypes, as a callable Function.
+
+        It takes the forward inputs followed by one cotangent per output and returns the
+        gradients of the differentiable inputs that receive any (see ``gradient_names``).
+        """
+        return self._gradient(self.bind(*arrays)).function
+
     def gradient_source(self, *arrays: ArrayLike) -> str:
         """The gradient program for these argument shapes and dtypes, as Tile text."""
         return str(self._gradient(self.bind(*arrays)).program)

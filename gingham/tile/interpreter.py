@@ -53,7 +53,9 @@ def run(bound: BoundProgram, arrays: Sequence[np.ndarray]) -> dict[str, np.ndarr
             value = np.broadcast_to(value, bound.shapes[statement.out])
         else:
             value = run_special(statement, bound, env)
-        env[statement.out] = np.ascontiguousarray(value, dtype=bound.dtypes[statement.out])
+        # np.require keeps 0-d arrays 0-d (np.ascontiguousarray would make them 1-d).
+        env[statement.out] = np.require(np.asarray(value, dtype=bound.dtypes[statement.out]),
+                                        requirements="C")
     return env
 
 

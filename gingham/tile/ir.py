@@ -266,7 +266,7 @@ class Contraction:
         polys.extend(c.poly for c in self.constraints)
         for poly in polys:
             for name, _ in poly.terms:
-                if name not in seen:
+                if name[0].islower() and name not in seen:
                     seen.append(name)
         return seen
 

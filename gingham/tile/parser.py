@@ -82,6 +82,7 @@ class _Parser:
         self.tokens = tokenize(source)
         self.position = 0
         self.dims: set[str] = set()
+        self.hoisted: list[Special] = []  # special operations met inside expressions
 
     # -- token helpers -------------------------------------------------------------------------
     @property
@@ -145,7 +146,10 @@ class _Parser:
         while not self.at("}"):
             if self.token.kind == "end":
                 raise self.error("expected '}' to close the function body")
-            statements.append(self.statement())
+            statement = self.statement()
+            statements.extend(self.hoisted)
+            self.hoisted.clear()
+            statements.append(statement)
         self.expect("}")
         if self.token.kind != "end":
             raise self.error(f"unexpected {self.describe(self.token)} after the function body")
@@ -378,10 +382,7 @@ class _Parser:
         if fn in CASTS:
             return self.cast(name, args)
         if fn in SPECIAL_OPS:
-            raise TileSyntaxError(
-                f"{fn}() must be the whole right-hand side of its statement (T = {fn}(...);)",
-                name.loc,
-            )
+            return self.hoist_special(name, args)
         if fn in UNARY_FUNCTIONS:
             arity = 1
         elif fn in BINARY_FUNCTIONS:
@@ -394,6 +395,49 @@ class _Parser:
                 name.loc,
             )
         return Call(fn, tuple(args), name.loc)
+
+    def hoist_special(self, name: Token, args: list[Expr]) -> Ref:
+        """A special operation inside an expression (``X + scatter(X, I, U)``) becomes its own
+        statement just before the current one, named after its place in the text."""
+        arity = {"reshape": 1, "shape": 1, "index": 1, "gather": 2, "scatter": 3, "prng": 1}
+        count = arity[name.text]
+        if len(args) < count or (name.text in ("shape", "gather", "scatter")
+                                 and len(args) != count):
+            raise TileSyntaxError(f"wrong number of arguments to {name.text}()", name.loc)
+        tensors = []
+        for arg in args[:count]:
+            if not isinstance(arg, Ref):
+                raise TileSyntaxError(
+                    f"argument of {name.text}() must be a tensor name; compute expressions into "
+                    "a tensor first",
+                    name.loc,
+                )
+            tensors.append(arg.name)
+        out = f"{name.text.capitalize()}_{name.loc.line}_{name.loc.column}"
+        rest = args[count:]
+        if name.text == "index":
+            if len(rest) != 1 or not isinstance(rest[0], Const) or isinstance(rest[0].value, float):
+                raise TileSyntaxError("index(X, axis) needs an integer axis", name.loc)
+            special = Special(out, "index", tuple(tensors), axis=int(rest[0].value), loc=name.loc)
+        else:
+            sizes = tuple(self.expr_to_size(a, name) for a in rest)
+            special = Special(out, name.text, tuple(tensors), sizes, loc=name.loc)
+        self.hoisted.append(special)
+        return Ref(out, name.loc)
+
+    def expr_to_size(self, expr: Expr, name: Token) -> Size:
+        if isinstance(expr, Const) and isinstance(expr.value, int):
+            return Size.const(expr.value)
+        if isinstance(expr, DimValue):
+            return Size.dim(expr.name)
+        if isinstance(expr, Unary) and expr.op == "-":
+            return Size("neg", args=(self.expr_to_size(expr.operand, name),))
+        if isinstance(expr, Binary) and expr.op in "+-*/":
+            return Size(expr.op, args=(self.expr_to_size(expr.left, name),
+                                       self.expr_to_size(expr.right, name)))
+        raise TileSyntaxError(
+            f"sizes of {name.text}() are built from dimensions and integers", name.loc
+        )
 
     def cast(self, name: Token, args: list[Expr]) -> Cast:
         fn = name.text

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-PHILOX_M = 0xD256D345  # the multiplier of Philox-2x32
+PHILOX_M = 0xD256D193  # the multiplier of Philox-2x32
 PHILOX_W = 0x9E3779B9  # the key increment (golden ratio)
 ROUNDS = 10
 _MASK = 0xFFFFFFFF

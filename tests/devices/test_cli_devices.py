@@ -46,7 +46,8 @@ def test_set_default_validates_and_writes_the_config_file(capsys):
 
 
 def test_console_entry_point_runs_as_a_process(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get(
+        "PYTHONPATH", "")]))
     result = subprocess.run([sys.executable, "-m", "gingham.cli", "devices", "--json"],
                             capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr

@@ -91,6 +91,10 @@ def test_copy_rejects_misuse(compiled_device):
     buffer.free()  # idempotent
     with pytest.raises(DeviceError, match="freed"):
         dev.copy_in(buffer, np.zeros(4, np.float32))
+    kernel = dev.compile(VECTOR_ADD[dev.info.dialect], "vector_add")
+    live = dev.alloc(16)
+    with pytest.raises(DeviceError, match="freed"):  # never a dangling pointer
+        dev.launch(kernel, [live, live, buffer, np.int64(4)], *launch_sizes(dev, 4))
 
 
 def test_stats_count_copies_launches_and_compiles(compiled_device):

@@ -1049,9 +1049,11 @@ def test_math_on_int_is_float32(device, fn_name, ref):
     assert_close(run(src, x, device=device), ref(x.astype(np.float64)), dtype=np.float32)
 
 
+# docs/tile-decisions.md: arrays promote as numpy.promote_types does.
 PROMOTIONS = [
-    (np.int32, np.float16, np.float16),
-    (np.int64, np.float32, np.float32),
+    (np.int32, np.float16, np.float64),
+    (np.int64, np.float32, np.float64),
+    (np.int8, np.float16, np.float16),
     (np.int8, np.uint8, np.int16),
     (np.float32, np.float64, np.float64),
     (np.uint8, np.uint16, np.uint16),
@@ -1205,7 +1207,8 @@ def test_index(device):
 def test_index_in_arithmetic(device):
     src = "function (X) -> (O) { O = X * index(X, 0); }"
     x = np.ones((3, 2), np.float32)
-    assert_close(run(src, x, device=device), np.array([[0, 0], [1, 1], [2, 2]], np.float32), dtype=np.float32)
+    # float32 * int32 promotes to float64, as NumPy promotes arrays.
+    assert_close(run(src, x, device=device), np.array([[0, 0], [1, 1], [2, 2]], np.float64), dtype=np.float64)
 
 
 def _ref_gather(x, idx):
@@ -1463,3 +1466,99 @@ def test_mixed_float_matmul_promotes(device):
     a = randn(r, 3, 4, dtype=np.float32)
     b = randn(r, 4, 2)
     assert_close(run(MATMUL, a, b, device=device), a.astype(np.float64) @ b, dtype=np.float64)
+
+
+# =============================================================================================
+# More semantics
+# =============================================================================================
+
+
+def test_unsigned_and_signed_wraparound(device):
+    src = "function (X, Y, A, B) -> (D, P) { D = X - Y; P = A * B; }"
+    x = np.array([3, 250, 0], np.uint8)
+    y = np.array([5, 10, 1], np.uint8)
+    a = np.array([2**20, -(2**30), 7], np.int32)
+    b = np.array([2**12, 4, 3], np.int32)
+    d, p = run(src, x, y, a, b, device=device)
+    assert_close(d, (x.astype(np.int64) - y.astype(np.int64)).astype(np.uint8), dtype=np.uint8)
+    assert_close(p, (a.astype(np.int64) * b.astype(np.int64)).astype(np.int32), dtype=np.int32)
+
+
+def test_float_division_by_zero_is_ieee(device):
+    x = np.array([1.0, -1.0, 0.0])
+    y = np.zeros(3)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        got = run("function (X, Y) -> (O) { O = X / Y; }", x, y, device=device)
+    assert got[0] == np.inf and got[1] == -np.inf and np.isnan(got[2])
+
+
+def test_scientific_literals(device):
+    x = np.array([1.0, 2.0])
+    src = "function (X) -> (O) { O = X * 1e-3 + 2.5e2; }"
+    assert_close(run(src, x, device=device), x * 1e-3 + 2.5e2, dtype=np.float64)
+
+
+def test_default_broadcasts(device):
+    src = """
+    function (A[M, N, K], B[N]) -> (O) {
+        O[i, j : M, N] = +(A[i, j, k]) default B;
+    }
+    """
+    r = rng(80)
+    a, b = randn(r, 2, 3, 4), randn(r, 3)
+    assert_close(run(src, a, b, device=device), a.sum(axis=2) + b[None, :], dtype=np.float64)
+
+
+def test_contraction_promotes_int_and_float16(device):
+    # decisions: the result type is the promoted operand type; int8 with float16 -> float16.
+    a = np.array([[1, 2], [3, 4]], np.int8)
+    b = np.array([[0.5, 1.0], [1.5, -2.0]], np.float16)
+    got = run(MATMUL, a, b, device=device)
+    assert_close(got, a.astype(np.float64) @ b.astype(np.float64), dtype=np.float16)
+
+
+def test_contraction_int8_times_float32(device):
+    a = np.array([[1, -2], [3, 4]], np.int8)
+    b = np.array([[0.5, 1.0], [1.5, -2.0]], np.float32)
+    assert_close(run(MATMUL, a, b, device=device), a.astype(np.float64) @ b, dtype=np.float32)
+
+
+# A contraction reading another contraction's output with a strided, offset index.
+TWO_STAGE = """
+function (I[N]) -> (O) {
+    P[i : N + 2] = =(I[i - 1]);
+    O[i : (N + 1)/2] = +(P[2*i + k]), k < 3;
+}
+"""
+
+
+def test_two_stage_affine_reads_of_intermediate(device):
+    src = TWO_STAGE
+    x = np.arange(1.0, 8.0)  # N = 7
+    p = np.concatenate([[0.0], x, [0.0]])
+    expected = np.array([p[2 * i : 2 * i + 3].sum() for i in range(4)])
+    assert_close(run(src, x, device=device), expected, dtype=np.float64)
+
+
+SMALL_CNN = """
+function (I[N, CI, H, X], K[CO, CI, KH, KW], W[F, J]) -> (O) {
+    C[n, co, y, x : N, CO, H, X] = +(I[n, ci, y + ky - 1, x + kx - 1] * K[co, ci, ky, kx]);
+    R = relu(C);
+    P[n, co, y, x : N, CO, H / 2, X / 2] = >(R[n, co, 2*y + a, 2*x + b]), a < 2, b < 2;
+    Flat = reshape(P, N, CO * (H / 2) * (X / 2));
+    O[n, j : N, J] = +(Flat[n, f] * W[f, j]);
+}
+"""
+
+
+def torch_small_cnn(i, k, w):
+    c = torch.relu(F.conv2d(i, k, padding=1))
+    p = F.max_pool2d(c, 2)
+    return p.reshape(p.shape[0], -1) @ w
+
+
+def test_small_cnn(device):
+    r = rng(81)
+    i, k, w = randn(r, 2, 3, 6, 6), randn(r, 4, 3, 3, 3), randn(r, 36, 5)
+    expected = _np(torch_small_cnn(T(i), T(k), T(w)))
+    assert_close(run(SMALL_CNN, i, k, w, device=device), expected, dtype=np.float64)

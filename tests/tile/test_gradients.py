@@ -517,3 +517,42 @@ def test_maxpool1d_gradient_source_mentions_equality_routing():
     fn = tile_function(C.MAXPOOL1D)
     text = fn.gradient_source(rand_distinct(rng(52), 7))
     assert "==" in text and "?" in text, text
+
+
+def test_grad_small_cnn(device):
+    r = rng(60)
+    i, k, w = randn(r, 1, 2, 4, 4), randn(r, 3, 2, 3, 3), randn(r, 12, 2)
+    check_vjp(C.SMALL_CNN, [i, k, w], device, C.torch_small_cnn, fd_coords=8)
+
+
+def test_grad_self_outer_product(device):
+    src = """
+    function (A[N]) -> (O) {
+        O[i, j : N, N] = +(A[i] * A[j]);
+    }
+    """
+    r = rng(61)
+    check_vjp(src, [randn(r, 4)], device, lambda a: a[:, None] * a[None, :])
+
+
+def test_grad_through_prng_stops_at_state(device):
+    src = "function (X, S) -> (O, U) { U = prng(S, 5); O = X * U; }"
+    x = randn(rng(62), 5)
+    s = np.array([3, 0], np.uint32)
+    fn = tile_function(src)
+    o, u = fn(x, s, device=device)
+    ct_o = rng(63).standard_normal(5)
+    grads = fn.vjp([x, s], (ct_o, np.zeros(5, np.float32)), device=device)
+    assert grads[1] is None
+    np.testing.assert_allclose(grads[0], ct_o * u.astype(np.float64), rtol=1e-6)
+
+
+def test_grad_two_stage_affine(device):
+    r = rng(64)
+    x = randn(r, 7)
+
+    def tf(t):
+        p = F.pad(t, (1, 1))
+        return torch.stack([p[2 * i : 2 * i + 3].sum() for i in range(4)])
+
+    check_vjp(C.TWO_STAGE, [x], device, tf)

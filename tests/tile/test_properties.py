@@ -8,7 +8,7 @@ import itertools
 import string
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from _util import assert_close, rng, run
@@ -33,15 +33,23 @@ SEARCH = range(-8, 9)  # every safely-bounded variable lies in here (sizes <= 5,
 class Affine:
     """sum(coef * var) + const."""
 
-    def __init__(self, terms: dict[str, int], const: int):
+    def __init__(self, terms: dict[str, int], const: int, div: int = 1):
         self.terms = {v: c for v, c in terms.items() if c != 0}
         self.const = const
+        self.div = div  # exact division (PlaidML's rational index): valid only when it divides
 
-    def eval(self, env: dict[str, int]) -> int:
-        return sum(c * env[v] for v, c in self.terms.items()) + self.const
+    def eval(self, env: dict[str, int]):
+        """The index value, or None where an exact division does not divide."""
+        num = sum(c * env[v] for v, c in self.terms.items()) + self.const
+        if num % self.div:
+            return None
+        return num // self.div
+
+    def __repr__(self) -> str:
+        return repr(self.render())
 
     def single_var(self):
-        return next(iter(self.terms)) if len(self.terms) == 1 else None
+        return next(iter(self.terms)) if len(self.terms) == 1 and self.div == 1 else None
 
     def render(self) -> str:
         out = ""
@@ -57,15 +65,21 @@ class Affine:
                 out = str(self.const)
             else:
                 out += f" + {self.const}" if self.const > 0 else f" - {-self.const}"
-        return out or "0"
+        out = out or "0"
+        if self.div != 1:
+            out = f"({out})/{self.div}"
+        return out
 
 
 @st.composite
-def affine(draw, variables):
+def affine(draw, variables, allow_div=False):
     nterms = draw(st.sampled_from([0, 1, 1, 1, 1, 2]))
     chosen = draw(st.permutations(variables))[: min(nterms, len(variables))]
     terms = {v: draw(st.integers(-2, 2).filter(lambda c: c != 0)) for v in chosen}
-    return Affine(terms, draw(st.integers(-2, 2)))
+    div = 1
+    if allow_div and terms and draw(st.integers(0, 5)) == 0:
+        div = draw(st.sampled_from([2, 3]))
+    return Affine(terms, draw(st.integers(-2, 2)), div)
 
 
 @st.composite
@@ -77,7 +91,7 @@ def contraction(draw):
     for _ in range(n_ops):
         rank = draw(st.integers(1, 3))
         sizes = [draw(st.integers(1, 5)) for _ in range(rank)]
-        idx = [draw(affine(variables)) for _ in range(rank)]
+        idx = [draw(affine(variables, allow_div=True)) for _ in range(rank)]
         operands.append((sizes, idx))
     out_rank = draw(st.integers(0, 3))
     out_sizes = [draw(st.integers(1, 5)) for _ in range(out_rank)]
@@ -142,42 +156,49 @@ def render_contraction(c) -> str:
     return f"function ({', '.join(header)}) -> (O) {{\n    {lhs} = {c['agg']}({expr}){cons};\n}}\n"
 
 
-def brute_force(c, arrays):
+def enumerate_valid(c, arrays):
     """The valid-index rule, enumerated: every assignment with all accesses (inputs and output)
-    in bounds and all constraints satisfied contributes; unreached cells are 0."""
+    in bounds (and exact divisions dividing) and all constraints satisfied. Yields
+    (output cell, value, [(operand, position, d value / d operand[position])])."""
     variables = c["variables"]
-    is_bool = c["combine"] == "=="
-    cells: dict[tuple, list] = {}
-    writers: dict[tuple, list] = {}
     for values in itertools.product(SEARCH, repeat=len(variables)):
         env = dict(zip(variables, values))
         if not all(0 <= e.eval(env) < b for e, b in c["constraints"]):
             continue
         out = tuple(e.eval(env) for e in c["out_idx"])
-        if not all(0 <= o < s for o, s in zip(out, c["out_sizes"])):
+        if not all(o is not None and 0 <= o < s for o, s in zip(out, c["out_sizes"])):
             continue
-        vals = []
-        ok = True
+        vals, poss = [], []
         for arr, (sizes, idx) in zip(arrays, c["operands"]):
             pos = tuple(e.eval(env) for e in idx)
-            if not all(0 <= p < s for p, s in zip(pos, sizes)):
-                ok = False
+            if not all(p is not None and 0 <= p < s for p, s in zip(pos, sizes)):
                 break
             vals.append(arr[pos])
-        if not ok:
-            continue
-        if c["combine"] == "single":
-            v = vals[0]
-        elif c["combine"] == "*":
-            v = vals[0] * vals[1]
-        elif c["combine"] == "+":
-            v = vals[0] + vals[1]
+            poss.append(pos)
         else:
-            v = bool(vals[0] == vals[1])
-        cells.setdefault(out, []).append(v)
-        writers.setdefault(out, []).append(values)
+            if c["combine"] == "single":
+                yield out, vals[0], [(0, poss[0], 1.0)]
+            elif c["combine"] == "*":
+                yield out, vals[0] * vals[1], [(0, poss[0], vals[1]), (1, poss[1], vals[0])]
+            elif c["combine"] == "+":
+                yield out, vals[0] + vals[1], [(0, poss[0], 1.0), (1, poss[1], 1.0)]
+            else:
+                yield out, bool(vals[0] == vals[1]), []
+
+
+def _cells(c, arrays):
+    cells: dict[tuple, list] = {}
+    for out, v, partials in enumerate_valid(c, arrays):
+        cells.setdefault(out, []).append((v, partials))
+    return cells
+
+
+def brute_force(c, arrays):
+    """The contraction's result per the spec: aggregate each reached cell; unreached cells are 0."""
+    is_bool = c["combine"] == "=="
     result = np.zeros(c["out_sizes"], dtype=np.bool_ if is_bool else np.float64)
-    for cell, vals in cells.items():
+    for cell, contribs in _cells(c, arrays).items():
+        vals = [v for v, _ in contribs]
         agg = c["agg"]
         if agg == "+":
             result[cell] = np.sum(vals)
@@ -191,6 +212,29 @@ def brute_force(c, arrays):
             assert len(vals) == 1, "generator bug: '=' with a non-injective map"
             result[cell] = vals[0]
     return result
+
+
+def brute_force_vjp(c, arrays, ct):
+    """The exact vector-Jacobian product of the contraction, by enumeration; None where a max/min
+    cell has a tie (not differentiable)."""
+    grads = [np.zeros(a.shape) for a in arrays]
+    for cell, contribs in _cells(c, arrays).items():
+        vals = [v for v, _ in contribs]
+        agg = c["agg"]
+        if agg in "+=":
+            weights = [1.0] * len(vals)
+        elif agg == "*":
+            weights = [float(np.prod(vals[:m] + vals[m + 1 :])) for m in range(len(vals))]
+        else:
+            best = max(vals) if agg == ">" else min(vals)
+            winners = [m for m, v in enumerate(vals) if v == best]
+            if len(winners) > 1:
+                return None
+            weights = [1.0 if m == winners[0] else 0.0 for m in range(len(vals))]
+        for w, (_, partials) in zip(weights, contribs):
+            for t, pos, d in partials:
+                grads[t][pos] += ct[cell] * w * d
+    return grads
 
 
 def make_inputs(c):
@@ -208,11 +252,30 @@ def make_inputs(c):
 @given(c=contraction())
 def test_random_contraction_matches_brute_force(device, c):
     src = render_contraction(c)
+    note(src)
     arrays = make_inputs(c)
     expected = brute_force(c, arrays)
     got = run(src, *arrays, device=device)
     dtype = np.bool_ if c["combine"] == "==" else np.float64
     assert_close(got, expected, dtype=dtype, rtol=1e-9, atol=1e-9, err_msg=src)
+
+
+@SETTINGS
+@given(c=contraction().filter(lambda c: c["combine"] != "=="))
+def test_random_contraction_gradient_matches_brute_force(device, c):
+    from _util import tile_function
+
+    src = render_contraction(c)
+    note(src)
+    arrays = make_inputs(c)
+    ct = rng(c["seed"] + 1).standard_normal(c["out_sizes"])
+    expected = brute_force_vjp(c, arrays, ct)
+    if expected is None:
+        return  # a tie in a max/min: not differentiable there
+    grads = tile_function(src).vjp(arrays, ct, device=device)
+    assert len(grads) == len(arrays)
+    for g, e in zip(grads, expected):
+        assert_close(g, e, dtype=np.float64, rtol=1e-8, atol=1e-9, err_msg=src)
 
 
 def test_brute_force_self_check():

@@ -1,0 +1,52 @@
+"""From a bound Tile program to kernels on a device.
+
+    exe = compile_program(bound, device)   # plan kernels, lower, render, compile (cached)
+    c, = exe(a, b)
+
+Passes, in order: fusion planning (:mod:`.fusion`, with contraction normal form from
+:mod:`.normalize`), lowering to the loop-nest kernel IR with a schedule chosen from the device
+description (:mod:`.lower`, :mod:`.schedule`), rendering in the device's dialect
+(:mod:`gingham.codegen.c_family`), compilation through the device (binaries cached on disk), and
+memory planning (:mod:`.executable`).
+"""
+
+from __future__ import annotations
+
+from ..codegen.c_family import DIALECTS, render_many
+from ..config import debug_print
+from ..devices.base import Device
+from ..tile.shapes import BoundProgram
+from .executable import Executable, Launch
+from .fusion import plan
+from .lower import LoweringContext
+from .schedule import lower_with_schedule
+
+
+def compile_program(bound: BoundProgram, device: Device) -> Executable:
+    """Compile every kernel of ``bound`` for ``device`` into a replayable executable."""
+    dialect_name = device.info.dialect
+    if dialect_name not in DIALECTS:
+        raise ValueError(f"device {device.id} has no kernel dialect; it cannot run compiled code")
+    kernel_plan = plan(bound)
+    kernels = []
+    for position, kernel in enumerate(kernel_plan.kernels):
+        ctx = LoweringContext(bound, kernel_plan.aliases)
+        name = f"k{position}_{sorted(kernel.stores)[0]}"
+        kernels.append(lower_with_schedule(kernel, ctx, name, device.info))
+    source = render_many(kernels, DIALECTS[dialect_name])
+    debug_print(1, f"{device.id}: {len(kernels)} kernel(s) for a program with "
+                   f"{len(bound.program.statements)} statement(s)")
+    for kernel in kernels:
+        debug_print(3, f"{kernel.name}: {kernel.schedule}")
+    debug_print(4, f"source for {device.id}:\n{source}")
+    compiled = device.compile_many(source, [k.name for k in kernels]) if kernels else []
+    launches = [
+        Launch(handle, kernel.name, [p.name for p in kernel.params], kernel.launch.global_size,
+               kernel.launch.local_size, getattr(kernel.launch, "shared_bytes", 0),
+               kernel.schedule, kernel.flops)
+        for kernel, handle in zip(kernels, compiled)
+    ]
+    return Executable(bound, device, launches, kernel_plan.aliases, source)
+
+
+__all__ = ["Executable", "compile_program"]

@@ -1,0 +1,129 @@
+"""A compiled program: kernels in order, buffers planned, ready to replay on its device.
+
+    exe = compile_program(bound, get_device("cpu"))
+    outputs = exe(a, b)                  # copy in, run, copy out
+    buffers = exe.run([buf_a, buf_b])    # device-resident: no copies at all
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..config import debug_print, get_config
+from ..devices.base import Buffer, Device, Kernel
+from ..tile.shapes import BoundProgram
+
+
+@dataclass
+class Launch:
+    kernel: Kernel
+    name: str
+    args: list[str]  # tensor (buffer) names in parameter order
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...] | None
+    shared_bytes: int = 0
+    schedule: str = ""
+    flops: int = 0
+
+
+class Executable:
+    """Kernels and a buffer plan for one bound program on one device.
+
+    Intermediate buffers are allocated once and reused by every run; buffers whose lifetimes
+    do not overlap share memory. Outputs live in buffers owned by the executable and are
+    overwritten by the next run (copy them out or use ``__call__``).
+    """
+
+    def __init__(self, bound: BoundProgram, device: Device, launches: list[Launch],
+                 aliases: dict[str, str], source: str) -> None:
+        self.bound = bound
+        self.device = device
+        self.launches = launches
+        self.aliases = aliases
+        self.source = source
+        self.input_names = bound.program.input_names
+        self.output_names = [self.root(n) for n in bound.program.outputs]
+        self._buffers: dict[str, Buffer] = {}
+        self.debug = get_config().debug
+        self._plan_memory()
+
+    def root(self, name: str) -> str:
+        while name in self.aliases:
+            name = self.aliases[name]
+        return name
+
+    def nbytes(self, name: str) -> int:
+        return max(1, math.prod(self.bound.shapes[name]) * self.bound.dtypes[name].itemsize)
+
+    def _plan_memory(self) -> None:
+        """Give every intermediate and output a buffer; reuse freed intermediates."""
+        inputs = set(self.input_names)
+        last_use: dict[str, int] = {}
+        for position, launch in enumerate(self.launches):
+            for name in launch.args:
+                last_use[name] = position
+        outputs = set(self.output_names)
+        free: list[Buffer] = []
+        for position, launch in enumerate(self.launches):
+            for name in launch.args:
+                if name in inputs or name in self._buffers:
+                    continue
+                size = self.nbytes(name)
+                reusable = None
+                if name not in outputs:
+                    fitting = [b for b in free if b.nbytes >= size]
+                    if fitting:
+                        reusable = min(fitting, key=lambda b: b.nbytes)
+                        free.remove(reusable)
+                self._buffers[name] = reusable or self.device.alloc(size)
+            for name in launch.args:
+                if (last_use.get(name) == position and name not in inputs and name not in outputs
+                        and name in self._buffers):
+                    free.append(self._buffers[name])
+        for name in self.output_names:
+            if name not in inputs and name not in self._buffers:
+                self._buffers[name] = self.device.alloc(self.nbytes(name))
+
+    def run(self, inputs: Sequence[Buffer]) -> list[Buffer]:
+        """Launch every kernel on device-resident inputs; return the output buffers."""
+        if len(inputs) != len(self.input_names):
+            raise ValueError(f"expected {len(self.input_names)} input buffers, got {len(inputs)}")
+        buffers = dict(self._buffers)
+        buffers.update(zip(self.input_names, inputs))
+        debug = self.debug
+        for launch in self.launches:
+            args = [buffers[name] for name in launch.args]
+            start = time.perf_counter() if debug >= 2 else 0.0
+            self.device.launch(launch.kernel, args, launch.global_size, launch.local_size,
+                               shared_bytes=launch.shared_bytes)
+            if debug >= 2:
+                self.device.synchronize()
+                elapsed = time.perf_counter() - start
+                rate = f", {launch.flops / elapsed / 1e9:.1f} GFLOP/s" if launch.flops else ""
+                debug_print(2, f"{self.device.id}: {launch.name} {elapsed * 1e3:.3f} ms{rate}")
+        return [buffers[name] for name in self.output_names]
+
+    def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        """Copy the arrays in, run, and copy every output back."""
+        device = self.device
+        inputs = []
+        for name, array in zip(self.input_names, arrays):
+            value = np.ascontiguousarray(array, dtype=self.bound.dtypes[name])
+            buffer = device.alloc(self.nbytes(name))
+            if value.size:
+                device.copy_in(buffer, value)
+            inputs.append(buffer)
+        outputs = self.run(inputs)
+        results = []
+        for name, buffer in zip(self.bound.program.outputs, outputs):
+            result = np.empty(self.bound.shapes[name], dtype=self.bound.dtypes[name])
+            if result.size:
+                device.copy_out(buffer, result)
+            results.append(result)
+        device.synchronize()
+        return results

@@ -1,0 +1,128 @@
+"""Grouping a bound program's statements into kernels.
+
+Every contraction and special operation starts a kernel. An elementwise statement joins the
+kernel that produces one of its operands when it iterates over the same cells (same shape) and
+all its other operands exist before that kernel runs; there it becomes an epilogue computed in
+registers, per output cell. Otherwise it starts an elementwise kernel, which later elementwise
+statements can join in turn, so a chain ``relu(x * a + b) * c`` is one kernel and
+``C = A @ B; D = relu(C + bias)`` is one kernel. A tensor is written to memory only if it is an
+output of the program or another kernel reads it.
+
+    plan(bound) -> [KernelPlan(kind="contraction", outputs=["C", "D"], stores={"D"}, ...)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..tile.bounds import bind_contraction
+from ..tile.ir import Contraction, Elementwise, Special
+from ..tile.shapes import BoundProgram
+from .normalize import NormalContraction, normalize
+
+
+@dataclass
+class KernelPlan:
+    """One kernel to generate: what it iterates over and what it computes, in order."""
+
+    kind: str  # "contraction", "elementwise" or "special"
+    shape: tuple[int, ...]  # the cells it iterates over
+    contraction: NormalContraction | None = None
+    special: Special | None = None
+    elementwise: list[Elementwise] = field(default_factory=list)
+    stores: set[str] = field(default_factory=set)
+
+    @property
+    def produced(self) -> list[str]:
+        names = []
+        if self.contraction is not None:
+            names.append(self.contraction.out)
+        if self.special is not None:
+            names.append(self.special.out)
+        names.extend(e.out for e in self.elementwise)
+        return names
+
+    def reads(self) -> set[str]:
+        """Tensors read from memory (produced elsewhere)."""
+        produced = set(self.produced)
+        names: set[str] = set()
+        if self.contraction is not None:
+            names |= {a.tensor for a in self.contraction.operands}
+            if self.contraction.default is not None:
+                names.add(self.contraction.default)
+        if self.special is not None:
+            names |= set(self.special.tensors)
+        for statement in self.elementwise:
+            names |= set(statement.inputs()) - produced
+        return names
+
+
+@dataclass
+class Plan:
+    kernels: list[KernelPlan]
+    aliases: dict[str, str]  # reshape outputs share their source's buffer
+
+
+def plan(bound: BoundProgram) -> Plan:
+    kernels: list[KernelPlan] = []
+    producer: dict[str, int] = {}  # tensor -> index of the kernel that computes it
+    aliases: dict[str, str] = {}
+    program = bound.program
+
+    def root(name: str) -> str:
+        while name in aliases:
+            name = aliases[name]
+        return name
+
+    for statement in program.statements:
+        if isinstance(statement, Special) and statement.op == "reshape":
+            aliases[statement.out] = statement.tensors[0]
+            continue
+        if isinstance(statement, Contraction):
+            nc = normalize(bind_contraction(statement, bound))
+            kernels.append(KernelPlan("contraction", bound.shapes[statement.out], contraction=nc))
+        elif isinstance(statement, Special):
+            kernels.append(KernelPlan("special", bound.shapes[statement.out], special=statement))
+        else:
+            target = _fusion_target(statement, bound, kernels, producer, root)
+            if target is None:
+                kernels.append(KernelPlan("elementwise", bound.shapes[statement.out]))
+                target = len(kernels) - 1
+            kernels[target].elementwise.append(statement)
+            producer[statement.out] = target
+            continue
+        producer[statement.out] = len(kernels) - 1
+
+    # A tensor is stored if the program returns it or another kernel reads it.
+    needed_in_memory = {root(name) for name in program.outputs}
+    for index, kernel in enumerate(kernels):
+        for name in kernel.reads():
+            name = root(name)
+            if producer.get(name) != index:
+                needed_in_memory.add(name)
+    for kernel in kernels:
+        kernel.stores = {n for n in kernel.produced if n in needed_in_memory}
+    return Plan([k for k in kernels if k.stores], aliases)
+
+
+def _fusion_target(statement: Elementwise, bound: BoundProgram, kernels: list[KernelPlan],
+                   producer: dict[str, int], root) -> int | None:
+    shape = bound.shapes[statement.out]
+    candidates = sorted(
+        {producer[n] for n in statement.inputs() if n in producer and root(n) == n},
+        reverse=True,
+    )
+    for index in candidates:
+        kernel = kernels[index]
+        if kernel.kind == "special" or kernel.shape != shape:
+            continue
+        produced_here = set(kernel.produced)
+        ready = all(
+            name in produced_here or producer.get(root(name), -1) < index
+            for name in statement.inputs()
+        )
+        # Tensors produced here are read in registers at the same cell: they must not broadcast.
+        same_cells = all(bound.shapes[n] == shape for n in statement.inputs() if n in produced_here)
+        if ready and same_cells:
+            return index
+    return None

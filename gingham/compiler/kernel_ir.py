@@ -1,0 +1,246 @@
+"""The loop-nest kernel IR: what the compiler lowers Tile to and the renderer prints.
+
+A kernel is a tree of statements over scalar expressions, with every parallel axis, tile and
+vector width explicit. It knows nothing of Tile (no index variables, no aggregations) and
+nothing of a dialect (no ``__global__``, no ``get_global_id``): the renderer adds those.
+
+    Kernel("scale", params=(Param("X", "float32"), Param("Y", "float32", output=True)),
+           body=For("g", 0, 1024, kind="thread",
+                    body=Store("Y", Var("g"), BinOp("*", Load("X", Var("g"), "float32"),
+                                                    Const(2.0, "float32")))),
+           launch=Launch(global_size=(1024,), local_size=(256,)))
+
+Loop kinds:
+* ``serial``   an ordinary loop;
+* ``unroll``   a loop with constant bounds the renderer asks the compiler to unroll;
+* ``parallel`` iterations spread over CPU threads (OpenMP);
+* ``simd``     iterations the C compiler should vectorise;
+* ``thread``   one iteration per GPU work-item / CPU OpenMP iteration along a launch axis
+               (``axis`` 0..2); the renderer maps it to the dialect's global id and guards
+               against the rounded-up launch size;
+* ``group`` / ``local``  the work-group (block) index and the index within the work-group
+               along ``axis``, for kernels that stage data in local memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+# -- expressions ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Var:
+    """A loop variable or a declared scalar."""
+
+    name: str
+    dtype: str = "int64"
+
+
+@dataclass(frozen=True)
+class Const:
+    value: Union[int, float, bool]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Load:
+    """Element ``index`` (flat, in elements) of a global buffer parameter."""
+
+    buffer: str
+    index: "Expr"
+    dtype: str
+
+
+@dataclass(frozen=True)
+class LoadLocal:
+    """Element of a local (work-group shared) or register array."""
+
+    array: str
+    index: tuple["Expr", ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class BinOp:
+    op: str  # + - * / % min max < <= > >= == != && || & | ^ << >> idiv imod
+    a: "Expr"
+    b: "Expr"
+    dtype: str
+
+
+@dataclass(frozen=True)
+class UnOp:
+    op: str  # - ! ~
+    a: "Expr"
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Call:
+    """A math function on scalars of ``dtype`` (exp, log, sqrt, ... and the Tile helpers)."""
+
+    fn: str
+    args: tuple["Expr", ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Select:
+    cond: "Expr"
+    if_true: "Expr"
+    if_false: "Expr"
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Cast:
+    dtype: str
+    a: "Expr"
+
+
+Expr = Union[Var, Const, Load, LoadLocal, BinOp, UnOp, Call, Select, Cast]
+
+# -- statements ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Declare:
+    """``dtype name = init;`` (init may be None)."""
+
+    name: str
+    dtype: str
+    init: Expr | None = None
+
+
+@dataclass(frozen=True)
+class Assign:
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Store:
+    buffer: str
+    index: Expr
+    value: Expr
+
+
+@dataclass(frozen=True)
+class StoreLocal:
+    array: str
+    index: tuple[Expr, ...]
+    value: Expr
+
+
+@dataclass(frozen=True)
+class LocalArray:
+    """An array private to a work-item (``register``) or shared by a work-group (``shared``)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    scope: str  # "register" or "shared"
+    align: int = 0  # byte alignment to request (0: the compiler's choice)
+    # C only, 1-D only: access through a ``restrict`` pointer to the array. gcc 12 then keeps a
+    # register block read from such a scratch array in registers (through the array itself it
+    # spills the block to the stack every iteration).
+    restrict: bool = False
+
+
+@dataclass(frozen=True)
+class CopyLocal:
+    """Copy ``width`` consecutive elements between local or register arrays as one vector
+    access (``float4``: one 16-byte shared-memory load on a GPU instead of four). Both first
+    elements must be aligned to the vector's size (see ``LocalArray.align``)."""
+
+    dst: str
+    dst_index: tuple[Expr, ...]
+    src: str
+    src_index: tuple[Expr, ...]
+    width: int
+    dtype: str
+
+
+@dataclass(frozen=True)
+class For:
+    var: str
+    start: Expr | int
+    stop: Expr | int
+    body: "Stmt"
+    step: int = 1
+    kind: str = "serial"
+    axis: int = 0
+
+
+@dataclass(frozen=True)
+class If:
+    cond: Expr
+    then: "Stmt"
+    otherwise: "Stmt | None" = None
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """All work-items of a work-group reach this point before any continues."""
+
+
+@dataclass(frozen=True)
+class Block:
+    stmts: tuple["Stmt", ...]
+
+
+@dataclass(frozen=True)
+class Comment:
+    text: str
+
+
+Stmt = Union[Declare, Assign, Store, StoreLocal, LocalArray, CopyLocal, For, If, Barrier, Block,
+             Comment]
+
+# -- kernels ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Param:
+    """A global buffer argument: element type, and whether the kernel writes it."""
+
+    name: str
+    dtype: str
+    output: bool = False
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The launch shape on GPUs: total work-items and work-group shape per axis."""
+
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel: parameters, body, launch shape, and a note on the schedule for debug output."""
+
+    name: str
+    params: tuple[Param, ...]
+    body: Stmt
+    launch: Launch
+    schedule: str = ""
+    flops: int = 0
+    bytes_moved: int = 0
+    uses: frozenset = field(default_factory=frozenset)  # helper functions the body calls
+
+
+def block(*stmts: "Stmt | None") -> Block:
+    """A block of the given statements, flattening nested blocks and dropping Nones."""
+    flat: list[Stmt] = []
+    for stmt in stmts:
+        if stmt is None:
+            continue
+        if isinstance(stmt, Block):
+            flat.extend(stmt.stmts)
+        else:
+            flat.append(stmt)
+    return Block(tuple(flat))

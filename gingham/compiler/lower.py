@@ -1,0 +1,507 @@
+"""Kernel plans to the loop-nest kernel IR.
+
+Each plan becomes one kernel whose work-items are the output cells. A contraction's work-item
+decodes its cell, loops over the reduction variables inside the box that bounds inference gave,
+tests the guards that the box does not imply, accumulates, finalises (unreached cells become 0
+or the default), then evaluates the fused elementwise epilogue in registers and stores what
+other kernels need. The fast schedules for contractions (:mod:`gingham.compiler.tiling`) replace
+the per-cell reduction with tiled loops but keep this structure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..tile import dtypes as dt
+from ..tile import ir as tir
+from ..tile.bounds import integer_form
+from ..tile.ir import Poly
+from ..tile.shapes import BoundProgram, combine, expr_type
+from . import kernel_ir as k
+from .fusion import KernelPlan
+from .normalize import NormalContraction
+
+
+def compute_type(dtype: np.dtype) -> str:
+    """Arithmetic type in kernels: half types compute in float32, bool as bool."""
+    return dt.dtype_name(dt.compute_dtype(np.dtype(dtype)))
+
+
+def index_type(max_value: int) -> str:
+    """32-bit indices where they suffice (GPUs do 64-bit integer arithmetic slowly)."""
+    return "int32" if max_value < 2**31 - 1 else "int64"
+
+
+@dataclass
+class LoweringContext:
+    """What a kernel needs from the program: shapes, dtypes, dimension values, aliases."""
+
+    bound: BoundProgram
+    aliases: dict[str, str]
+    params: dict[str, k.Param] = field(default_factory=dict)
+    uses: set[str] = field(default_factory=set)
+
+    def buffer(self, tensor: str) -> str:
+        while tensor in self.aliases:
+            tensor = self.aliases[tensor]
+        return tensor
+
+    def param(self, tensor: str, output: bool = False) -> str:
+        name = self.buffer(tensor)
+        existing = self.params.get(name)
+        dtype = dt.dtype_name(self.bound.dtypes[name])
+        self.params[name] = k.Param(name, dtype, output or (existing.output if existing else False))
+        return name
+
+    def shape(self, tensor: str) -> tuple[int, ...]:
+        return self.bound.shapes[tensor]
+
+    def dtype(self, tensor: str) -> np.dtype:
+        return self.bound.dtypes[tensor]
+
+    def load(self, tensor: str, index: k.Expr) -> k.Expr:
+        return k.Load(self.param(tensor), index, compute_type(self.dtype(tensor)))
+
+
+def row_major_strides(shape: tuple[int, ...]) -> list[int]:
+    strides = [1] * len(shape)
+    for axis in range(len(shape) - 2, -1, -1):
+        strides[axis] = strides[axis + 1] * shape[axis + 1]
+    return strides
+
+
+def cell_coordinates(flat: k.Expr, shape: tuple[int, ...], names: list[str], itype: str
+                     ) -> list[k.Stmt]:
+    """Declare the coordinates of a flat cell index (row-major)."""
+    strides = row_major_strides(shape)
+    stmts: list[k.Stmt] = []
+    for axis, (name, size, stride) in enumerate(zip(names, shape, strides)):
+        value: k.Expr = flat
+        if stride != 1:
+            value = k.BinOp("/", value, k.Const(stride, itype), itype)
+        if axis != 0:
+            value = k.BinOp("%", value, k.Const(size, itype), itype)
+        stmts.append(k.Declare(name, itype, value))
+    return stmts
+
+
+def broadcast_index(cell: list[k.Expr], out_shape: tuple[int, ...], shape: tuple[int, ...],
+                    flat: k.Expr, itype: str) -> k.Expr:
+    """Flat index into a tensor of ``shape`` broadcast to ``out_shape`` at ``cell``."""
+    if shape == out_shape:
+        return flat
+    if math.prod(shape) == 1:
+        return k.Const(0, itype)
+    strides = row_major_strides(shape)
+    lead = len(out_shape) - len(shape)
+    index: k.Expr | None = None
+    for axis, size in enumerate(shape):
+        if size == 1:
+            continue
+        term: k.Expr = cell[lead + axis]
+        if strides[axis] != 1:
+            term = k.BinOp("*", term, k.Const(strides[axis], itype), itype)
+        index = term if index is None else k.BinOp("+", index, term, itype)
+    return index if index is not None else k.Const(0, itype)
+
+
+# -- affine index expressions ------------------------------------------------------------------------
+
+
+def affine_expr(coeffs: dict[str, int], const: int, itype: str) -> k.Expr:
+    expr: k.Expr | None = None
+    for name, coeff in sorted(coeffs.items()):
+        if coeff == 0:
+            continue
+        term: k.Expr = k.Var(name, itype)
+        if coeff == -1:
+            expr = k.UnOp("-", term, itype) if expr is None else k.BinOp("-", expr, term, itype)
+            continue
+        if abs(coeff) != 1:
+            term = k.BinOp("*", k.Const(abs(coeff), itype), term, itype)
+        if expr is None:
+            expr = term if coeff > 0 else k.UnOp("-", term, itype)
+        else:
+            expr = k.BinOp("+" if coeff > 0 else "-", expr, term, itype)
+    if expr is None:
+        return k.Const(const, itype)
+    if const:
+        expr = k.BinOp("+" if const > 0 else "-", expr, k.Const(abs(const), itype), itype)
+    return expr
+
+
+def access_index(index: tuple[Poly, ...], sizes: tuple[int, ...], itype: str) -> k.Expr:
+    """The flat element index of an access. Integral polys fold into one affine expression;
+    rational ones are divided per axis (guards have checked they divide exactly)."""
+    strides = row_major_strides(sizes)
+    forms = [integer_form(p) for p in index]
+    if all(denominator == 1 for _, _, denominator in forms):
+        coeffs: dict[str, int] = {}
+        const = 0
+        for (poly_coeffs, poly_const, _), stride in zip(forms, strides):
+            for name, c in poly_coeffs.items():
+                coeffs[name] = coeffs.get(name, 0) + c * stride
+            const += poly_const * stride
+        return affine_expr(coeffs, const, itype)
+    flat: k.Expr | None = None
+    for (poly_coeffs, poly_const, denominator), stride in zip(forms, strides):
+        term = affine_expr(poly_coeffs, poly_const, itype)
+        if denominator != 1:
+            term = k.BinOp("/", term, k.Const(denominator, itype), itype)
+        if stride != 1:
+            term = k.BinOp("*", term, k.Const(stride, itype), itype)
+        flat = term if flat is None else k.BinOp("+", flat, term, itype)
+    return flat if flat is not None else k.Const(0, itype)
+
+
+def guard_condition(poly: Poly, upper: int, itype: str) -> k.Expr:
+    """``0 <= poly < upper`` and, for a rational poly, that it is an integer."""
+    coeffs, const, denominator = integer_form(poly)
+    numerator = affine_expr(coeffs, const, itype)
+    cond: k.Expr = k.BinOp("&&",
+                           k.BinOp(">=", numerator, k.Const(0, itype), "bool"),
+                           k.BinOp("<", numerator, k.Const(upper * denominator, itype), "bool"),
+                           "bool")
+    if denominator != 1:
+        divisible = k.BinOp("==", k.BinOp("%", numerator, k.Const(denominator, itype), itype),
+                            k.Const(0, itype), "bool")
+        cond = k.BinOp("&&", cond, divisible, "bool")
+    return cond
+
+
+def conjunction(conditions: list[k.Expr]) -> k.Expr | None:
+    result: k.Expr | None = None
+    for cond in conditions:
+        result = cond if result is None else k.BinOp("&&", result, cond, "bool")
+    return result
+
+
+# -- elementwise expressions ---------------------------------------------------------------------------
+
+
+class ExprLowering:
+    """Tile elementwise expressions to kernel IR, with the interpreter's typing rules."""
+
+    def __init__(self, ctx: LoweringContext, value_of) -> None:
+        self.ctx = ctx
+        self.value_of = value_of  # tensor name -> kernel IR expression at this cell
+
+    def lower(self, expr: tir.Expr) -> k.Expr:
+        t = expr_type(expr, self.ctx.bound.dtypes)
+        ct = compute_type(t.dtype)
+        if isinstance(expr, tir.Ref):
+            return self.value_of(expr.name)
+        if isinstance(expr, tir.Const):
+            value = expr.value
+            if dt.is_float(np.dtype(t.dtype)):
+                value = float(value)
+            elif isinstance(value, float):
+                value = int(value)
+            return k.Const(value, ct)
+        if isinstance(expr, tir.DimValue):
+            return k.Const(self.ctx.bound.dims[expr.name], ct)
+        if isinstance(expr, tir.Cast):
+            inner = self.lower(expr.operand)
+            if expr.dtype == "bool":
+                return k.BinOp("!=", inner, k.Const(0, _type_of(inner)), "bool")
+            if expr.dtype in ("float16", "bfloat16"):
+                self.ctx.uses.add(f"round_{expr.dtype}")
+                return k.Call(f"round_{expr.dtype}", (k.Cast("float32", inner),), "float32")
+            return k.Cast(ct, inner)
+        if isinstance(expr, tir.Unary):
+            inner = self.lower(expr.operand)
+            if expr.op == "!" or (expr.op == "~" and ct == "bool"):
+                return k.BinOp("==", inner, k.Const(0, _type_of(inner)), "bool")
+            return k.UnOp(expr.op, _cast(inner, ct), ct)
+        if isinstance(expr, tir.Binary):
+            return self.binary(expr, ct)
+        if isinstance(expr, tir.Select):
+            cond = self.lower(expr.cond)
+            if _type_of(cond) != "bool":
+                cond = k.BinOp("!=", cond, k.Const(0, _type_of(cond)), "bool")
+            return k.Select(cond, _cast(self.lower(expr.if_true), ct),
+                            _cast(self.lower(expr.if_false), ct), ct)
+        if isinstance(expr, tir.Call):
+            arg_type = "int32" if ct == "bool" and expr.fn not in ("min", "max") else ct
+            args = tuple(_cast(self.lower(a), arg_type) for a in expr.args)
+            fn = {"min": "min", "max": "max"}.get(expr.fn, expr.fn)
+            return _cast(k.Call(fn, args, arg_type), ct)
+        raise AssertionError(expr)
+
+    def binary(self, expr: tir.Binary, ct: str) -> k.Expr:
+        op = expr.op
+        left, right = self.lower(expr.left), self.lower(expr.right)
+        if op in ("&&", "||"):
+            return k.BinOp(op, _truth(left), _truth(right), "bool")
+        dtypes = self.ctx.bound.dtypes
+        operand = combine(expr_type(expr.left, dtypes), expr_type(expr.right, dtypes))
+        ot = compute_type(operand.dtype)
+        if ot == "bool" and op in "+-*/%":
+            ot = "int32"
+        a, b = _cast(left, ot), _cast(right, ot)
+        if op in ("<", "<=", ">", ">=", "==", "!="):
+            return k.BinOp(op, a, b, "bool")
+        is_float = ot.startswith("float")
+        if op == "/" and not is_float:
+            return _cast(k.BinOp("idiv", a, b, ot), ct)
+        if op == "%":
+            return _cast(k.BinOp("fmod" if is_float else "imod", a, b, ot), ct)
+        return _cast(k.BinOp(op, a, b, ot), ct)
+
+
+def _type_of(expr: k.Expr) -> str:
+    return expr.dtype if not isinstance(expr, k.Cast) else expr.dtype
+
+
+def _cast(expr: k.Expr, dtype: str) -> k.Expr:
+    return expr if _type_of(expr) == dtype else k.Cast(dtype, expr)
+
+
+def _truth(expr: k.Expr) -> k.Expr:
+    if _type_of(expr) == "bool":
+        return expr
+    return k.BinOp("!=", expr, k.Const(0, _type_of(expr)), "bool")
+
+
+# -- kernels ---------------------------------------------------------------------------------------------
+
+
+def lower_plan(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kernel:
+    if plan.kind == "contraction":
+        return lower_contraction(plan, ctx, name)
+    if plan.kind == "special":
+        return lower_special(plan, ctx, name)
+    return lower_elementwise(plan, ctx, name)
+
+
+def _epilogue(plan: KernelPlan, ctx: LoweringContext, cell: list[k.Expr], flat: k.Expr,
+              itype: str, registers: dict[str, k.Expr]) -> list[k.Stmt]:
+    """Evaluate the plan's elementwise statements at this cell and store what is needed."""
+    stmts: list[k.Stmt] = []
+
+    def value_of(name: str) -> k.Expr:
+        if name in registers:
+            return registers[name]
+        index = broadcast_index(cell, plan.shape, ctx.shape(name), flat, itype)
+        return ctx.load(name, index)
+
+    lowering = ExprLowering(ctx, value_of)
+    for statement in plan.elementwise:
+        value = _cast(lowering.lower(statement.expr), compute_type(ctx.dtype(statement.out)))
+        register = f"v_{statement.out}"
+        stmts.append(k.Declare(register, compute_type(ctx.dtype(statement.out)), value))
+        registers[statement.out] = k.Var(register, compute_type(ctx.dtype(statement.out)))
+    for produced in plan.produced:
+        if produced in plan.stores:
+            stmts.append(k.Store(ctx.param(produced, output=True), flat, registers[produced]))
+    return stmts
+
+
+def lower_elementwise(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kernel:
+    cells = math.prod(plan.shape)
+    itype = index_type(cells)
+    flat = k.Var("g", itype)
+    needs_coordinates = any(
+        ctx.shape(n) != plan.shape and math.prod(ctx.shape(n)) != 1
+        for statement in plan.elementwise for n in statement.inputs()
+    )
+    names = [f"c{axis}" for axis in range(len(plan.shape))]
+    body: list[k.Stmt] = []
+    if needs_coordinates:
+        body += cell_coordinates(flat, plan.shape, names, itype)
+    cell = [k.Var(n, itype) for n in names]
+    body += _epilogue(plan, ctx, cell, flat, itype, {})
+    loop = k.For("g", 0, cells, k.block(*body), kind="thread")
+    return _kernel(name, ctx, loop, cells, schedule=f"elementwise over {cells} cells")
+
+
+def _kernel(name: str, ctx: LoweringContext, body: k.Stmt, cells: int, schedule: str,
+            local: int = 256) -> k.Kernel:
+    local = max(1, min(local, cells))
+    global_size = ((cells + local - 1) // local) * local
+    params = tuple(sorted(ctx.params.values(), key=lambda p: (p.output, p.name)))
+    return k.Kernel(name, params, body, k.Launch((global_size,), (local,)), schedule,
+                    uses=frozenset(ctx.uses))
+
+
+_IDENTITY = {"+": 0, "=": 0, "*": 1}
+
+
+def identity_value(agg: str, ctype: str):
+    if agg in _IDENTITY:
+        return _IDENTITY[agg]
+    dtype = np.dtype(dt.DTYPES[ctype])
+    if dt.is_float(dtype):
+        return -math.inf if agg == ">" else math.inf
+    if dt.is_bool(dtype):
+        return agg == "<"
+    info = np.iinfo(dtype)
+    return int(info.min) if agg == ">" else int(info.max)
+
+
+def aggregate(agg: str, acc: k.Expr, value: k.Expr, ctype: str) -> k.Expr:
+    if agg == "+":
+        return k.BinOp("+", acc, value, ctype)
+    if agg == "*":
+        return k.BinOp("*", acc, value, ctype)
+    if agg == ">":
+        return k.Call("max", (acc, value), ctype)
+    if agg == "<":
+        return k.Call("min", (acc, value), ctype)
+    return value
+
+
+def contraction_value(nc: NormalContraction, ctx: LoweringContext, ctype: str, itype: str
+                      ) -> tuple[k.Expr, k.Expr | None]:
+    """The combined value of one assignment, and for ``?`` the condition it contributes under."""
+    loads = [ctx.load(a.tensor, access_index(a.index, a.sizes, itype)) for a in nc.operands]
+    if nc.combo == "none":
+        return _cast(loads[0], ctype), None
+    if nc.combo == "?":
+        common = compute_type(dt.promote(ctx.dtype(nc.operands[0].tensor),
+                                         ctx.dtype(nc.operands[1].tensor)))
+        cond = k.BinOp("==", _cast(loads[0], common), _cast(loads[1], common), "bool")
+        return _cast(loads[2], ctype), cond
+    if nc.combo == "==":
+        common = compute_type(dt.promote(ctx.dtype(nc.operands[0].tensor),
+                                         ctx.dtype(nc.operands[1].tensor)))
+        equal = k.BinOp("==", _cast(loads[0], common), _cast(loads[1], common), "bool")
+        return _cast(equal, ctype), None
+    return k.BinOp(nc.combo, _cast(loads[0], ctype), _cast(loads[1], ctype), ctype), None
+
+
+def needs_reached_flag(nc: NormalContraction) -> bool:
+    """Sums start from 0, which is also the unreached value; other aggregations must know
+    whether any assignment reached the cell unless the box guarantees one."""
+    if nc.agg == "+":
+        return False
+    return not nc.always_reached or nc.combo == "?"
+
+
+def finalize(nc: NormalContraction, ctx: LoweringContext, acc: k.Expr, reached: k.Expr | None,
+             cell: list[k.Expr], flat: k.Expr, ctype: str, itype: str) -> k.Expr:
+    """The cell's value: unreached cells hold 0 or the default; reached ones combine."""
+    default: k.Expr | None = None
+    if nc.default is not None:
+        index = broadcast_index(cell, nc.out_shape, ctx.shape(nc.default), flat, itype)
+        default = _cast(ctx.load(nc.default, index), ctype)
+    value = acc
+    if default is not None and nc.agg != "=":
+        value = aggregate(nc.agg, default, acc, ctype)
+    if reached is None:
+        return value
+    unreached = default if default is not None else k.Const(0, ctype)
+    return k.Select(reached, value, unreached, ctype)
+
+
+def lower_contraction(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kernel:
+    nc = plan.contraction
+    assert nc is not None
+    cells = math.prod(nc.out_shape)
+    biggest = max([cells] + [math.prod(a.sizes) for a in nc.operands])
+    itype = index_type(biggest * 2 + 16)
+    out_dtype = ctx.dtype(nc.out)
+    ctype = compute_type(out_dtype)
+    flat = k.Var("g", itype)
+    body: list[k.Stmt] = cell_coordinates(flat, nc.out_shape, list(nc.out_vars), itype)
+    cell = [k.Var(v, itype) for v in nc.out_vars]
+    flag = needs_reached_flag(nc)
+    body.append(k.Declare("acc", ctype, k.Const(identity_value(nc.agg, ctype), ctype)))
+    if flag:
+        body.append(k.Declare("reached", "bool", k.Const(False, "bool")))
+    value, condition = contraction_value(nc, ctx, ctype, itype)
+    update: list[k.Stmt] = [k.Assign("acc", aggregate(nc.agg, k.Var("acc", ctype), value, ctype))]
+    if flag:
+        update.append(k.Assign("reached", k.Const(True, "bool")))
+    inner: k.Stmt = k.block(*update)
+    if condition is not None:
+        inner = k.If(condition, inner)
+    guard = conjunction([guard_condition(q.poly, q.upper, itype) for q in nc.guards])
+    if guard is not None:
+        inner = k.If(guard, inner)
+    for var in reversed(nc.red_vars):
+        lo, hi = nc.red_ranges[var]
+        inner = k.For(var, lo, hi + 1, inner)
+    body.append(inner)
+    reached = k.Var("reached", "bool") if flag else None
+    result = finalize(nc, ctx, k.Var("acc", ctype), reached, cell, flat, ctype, itype)
+    body.append(k.Declare(f"v_{nc.out}", ctype, result))
+    registers = {nc.out: k.Var(f"v_{nc.out}", ctype)}
+    body += _epilogue(plan, ctx, cell, flat, itype, registers)
+    loop = k.For("g", 0, cells, k.block(*body), kind="thread")
+    schedule = (f"one work-item per output cell ({cells}), serial reduction over "
+                f"{nc.reduction_size} assignments, {len(nc.guards)} guards")
+    kernel = _kernel(name, ctx, loop, cells, schedule)
+    flops = 2 * cells * nc.reduction_size
+    return k.Kernel(kernel.name, kernel.params, kernel.body, kernel.launch, kernel.schedule,
+                    flops=flops, uses=kernel.uses)
+
+
+def lower_special(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kernel:
+    s = plan.special
+    assert s is not None
+    shape = plan.shape
+    cells = math.prod(shape)
+    x = s.tensors[0]
+    itype = index_type(max([cells] + [math.prod(ctx.shape(t)) for t in s.tensors]) + 1)
+    flat = k.Var("g", itype)
+    out_ctype = compute_type(ctx.dtype(s.out))
+    body: list[k.Stmt] = []
+    if s.op == "shape":
+        value: k.Expr = k.Const(0, "int64")
+        for axis, size in enumerate(ctx.shape(x)):
+            value = k.Select(k.BinOp("==", flat, k.Const(axis, itype), "bool"),
+                             k.Const(size, "int64"), value, "int64")
+    elif s.op == "index":
+        strides = row_major_strides(shape)
+        value = flat
+        if strides[s.axis] != 1:
+            value = k.BinOp("/", value, k.Const(strides[s.axis], itype), itype)
+        if s.axis != 0:
+            value = k.BinOp("%", value, k.Const(shape[s.axis], itype), itype)
+        value = k.Cast("int32", value)
+    elif s.op == "gather":
+        indices = s.tensors[1]
+        x_shape = ctx.shape(x)
+        inner = math.prod(x_shape[1:])
+        position = k.BinOp("/", flat, k.Const(inner, itype), itype) if inner != 1 else flat
+        rest = k.BinOp("%", flat, k.Const(inner, itype), itype) if inner != 1 else k.Const(0, itype)
+        body.append(k.Declare("row", "int64", k.Cast("int64", ctx.load(indices, position))))
+        row = k.Var("row", "int64")
+        valid = k.BinOp("&&", k.BinOp(">=", row, k.Const(0, "int64"), "bool"),
+                        k.BinOp("<", row, k.Const(x_shape[0], "int64"), "bool"), "bool")
+        source = k.BinOp("+", k.BinOp("*", k.Cast(itype, row), k.Const(inner, itype), itype),
+                         rest, itype)
+        safe = k.Select(valid, source, k.Const(0, itype), itype)
+        value = k.Select(valid, ctx.load(x, safe), k.Const(0, out_ctype), out_ctype)
+    elif s.op == "scatter":
+        # Output-stationary: each cell sums the updates whose index names its row. Slower than
+        # atomics for large index sets, but deterministic and portable to every dialect.
+        indices, updates = s.tensors[1], s.tensors[2]
+        inner = math.prod(shape[1:])
+        count = math.prod(ctx.shape(indices))
+        row = k.BinOp("/", flat, k.Const(inner, itype), itype) if inner != 1 else flat
+        rest = k.BinOp("%", flat, k.Const(inner, itype), itype) if inner != 1 else k.Const(0, itype)
+        body.append(k.Declare("acc", out_ctype, k.Const(0, out_ctype)))
+        j = k.Var("j", itype)
+        hit = k.BinOp("==", k.Cast("int64", ctx.load(indices, j)), k.Cast("int64", row), "bool")
+        source = k.BinOp("+", k.BinOp("*", j, k.Const(inner, itype), itype), rest, itype)
+        add = k.Assign("acc", k.BinOp("+", k.Var("acc", out_ctype),
+                                      _cast(ctx.load(updates, source), out_ctype), out_ctype))
+        body.append(k.For("j", 0, count, k.If(hit, add)))
+        value = k.Var("acc", out_ctype)
+    elif s.op == "prng":
+        state_size = math.prod(ctx.shape(x))
+        key = k.Cast("uint32", ctx.load(x, k.Const(0, itype)))
+        high = (k.Cast("uint32", ctx.load(x, k.Const(1, itype))) if state_size > 1
+                else k.Const(0, "uint32"))
+        ctx.uses.add("philox")
+        value = k.Call("philox_uniform", (key, high, k.Cast("uint32", flat)), "float32")
+    else:
+        raise AssertionError(s.op)
+    body.append(k.Store(ctx.param(s.out, output=True), flat, _cast(value, out_ctype)))
+    loop = k.For("g", 0, cells, k.block(*body), kind="thread")
+    return _kernel(name, ctx, loop, cells, schedule=f"{s.op} over {cells} cells")

