@@ -21,10 +21,30 @@ from .errors import (
     TileTypeError,
 )
 
+from .frontend.tensor import (  # noqa: E402
+    Tensor,
+    arange,
+    concat,
+    full,
+    matmul,
+    maximum,
+    minimum,
+    no_grad,
+    ones,
+    permute_dims,
+    reshape,
+    stack,
+    tensor,
+    where,
+    zeros,
+)
+
 __version__ = "0.1.0"
 
 __all__ = [
     "tile",
+    "Tensor", "tensor", "zeros", "ones", "full", "arange", "matmul", "reshape",
+    "permute_dims", "concat", "stack", "maximum", "minimum", "where", "no_grad",
     "GinghamError",
     "TileError",
     "TileSyntaxError",

@@ -31,12 +31,47 @@ def execute(bound: BoundProgram, arrays: list[np.ndarray], device: str | None) -
 
 
 def executable(bound: BoundProgram, target):
-    """The compiled executable of ``bound`` on a device object (compiled on first use)."""
+    """The executable of ``bound`` on a device object (compiled on first use); on the
+    reference device it interprets, behind the same ``run(buffers)`` interface."""
     from .compiler import compile_program
 
     key = (id(bound), target.id)
     exe = _executables.get(key)
     if exe is None or exe.bound is not bound:  # ids are reused once a binding is collected
-        exe = compile_program(bound, target)
+        if target.info.dialect is None:
+            exe = InterpretedExecutable(bound, target)
+        else:
+            exe = compile_program(bound, target)
         _executables[key] = exe
     return exe
+
+
+class InterpretedExecutable:
+    """The reference interpreter with an executable's interface (buffers in, buffers out)."""
+
+    def __init__(self, bound: BoundProgram, device) -> None:
+        self.bound = bound
+        self.device = device
+        self.launches: list = []
+
+    def run(self, inputs, fresh_outputs: bool = True):
+        program = self.bound.program
+        arrays = []
+        for name, buffer in zip(program.input_names, inputs):
+            array = np.empty(self.bound.shapes[name], self.bound.dtypes[name])
+            if array.size:
+                self.device.copy_out(buffer, array)
+            arrays.append(array)
+        env = interpret(self.bound, arrays)
+        outputs = []
+        for name in program.outputs:
+            value = np.require(env[name], requirements="C")
+            buffer = self.device.alloc(max(value.nbytes, 1))
+            if value.size:
+                self.device.copy_in(buffer, value)
+            outputs.append(buffer)
+        return outputs
+
+    def __call__(self, *arrays):
+        env = interpret(self.bound, list(arrays))
+        return [np.array(env[name]) for name in self.bound.program.outputs]

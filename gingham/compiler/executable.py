@@ -89,12 +89,21 @@ class Executable:
             if name not in inputs and name not in self._buffers:
                 self._buffers[name] = self.device.alloc(self.nbytes(name))
 
-    def run(self, inputs: Sequence[Buffer]) -> list[Buffer]:
-        """Launch every kernel on device-resident inputs; return the output buffers."""
+    def run(self, inputs: Sequence[Buffer], fresh_outputs: bool = False) -> list[Buffer]:
+        """Launch every kernel on device-resident inputs; return the output buffers.
+
+        By default outputs live in the executable's own buffers, overwritten by the next run
+        (the replay of a training step wants exactly that); ``fresh_outputs=True`` writes them
+        into new buffers that the caller keeps.
+        """
         if len(inputs) != len(self.input_names):
             raise ValueError(f"expected {len(self.input_names)} input buffers, got {len(inputs)}")
         buffers = dict(self._buffers)
         buffers.update(zip(self.input_names, inputs))
+        if fresh_outputs:
+            for name in self.output_names:
+                if name not in self.input_names:
+                    buffers[name] = self.device.alloc(self.nbytes(name))
         debug = self.debug
         for launch in self.launches:
             args = [buffers[name] for name in launch.args]

@@ -69,9 +69,13 @@ class GradientProgram:
     function: object = field(repr=False, default=None)
 
 
-def gradient_program(bound: BoundProgram) -> GradientProgram:
-    """Differentiate ``bound`` (a program specialised to shapes) into a Tile program."""
-    builder = _GradientBuilder(bound)
+def gradient_program(bound: BoundProgram, wrt: frozenset[str] | None = None) -> GradientProgram:
+    """Differentiate ``bound`` (a program specialised to shapes) into a Tile program.
+
+    ``wrt`` limits the gradients to those inputs (default: every floating-point input); the
+    statements only the others need are dropped.
+    """
+    builder = _GradientBuilder(bound, wrt)
     program, gradient_names = builder.build()
     from .function import Function  # the gradient is itself a runnable Tile function
 
@@ -84,8 +88,9 @@ def gradient_program(bound: BoundProgram) -> GradientProgram:
 
 
 class _GradientBuilder:
-    def __init__(self, bound: BoundProgram) -> None:
+    def __init__(self, bound: BoundProgram, wrt: frozenset[str] | None = None) -> None:
         self.bound = bound
+        self.wrt = wrt
         self.program = bound.program
         self.used = set(bound.shapes) | set(self.program.dim_names())
         self.shapes = dict(bound.shapes)
@@ -213,6 +218,8 @@ class _GradientBuilder:
         gradient_names: dict[str, str] = {}
         for inp in program.inputs:
             if not self.differentiable(inp.name):
+                continue
+            if self.wrt is not None and inp.name not in self.wrt:
                 continue
             gradient = self.total(inp.name)
             if gradient is None:

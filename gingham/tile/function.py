@@ -51,6 +51,14 @@ class Function:
             self._bindings[key] = bind(self.program, shapes, dtypes)
         return self._bindings[key]
 
+    def bind_shapes(self, shapes: Sequence[Sequence[int]], dtypes: Sequence) -> BoundProgram:
+        """Like :meth:`bind`, from shapes and dtypes alone (no arrays needed)."""
+        dtypes = [dt.as_tile_dtype(d) for d in dtypes]
+        key = (tuple(tuple(s) for s in shapes), tuple(dt.dtype_name(d) for d in dtypes))
+        if key not in self._bindings:
+            self._bindings[key] = bind(self.program, [tuple(s) for s in shapes], dtypes)
+        return self._bindings[key]
+
     # -- running ---------------------------------------------------------------------------------
     def __call__(self, *arrays: ArrayLike, device: str | None = None):
         """Run on NumPy arrays; one output gives an array, several a tuple in header order."""
@@ -109,11 +117,16 @@ class Function:
         """The gradient program for these argument shapes and dtypes, as Tile text."""
         return str(self._gradient(self.bind(*arrays)).program)
 
-    def _gradient(self, bound: BoundProgram) -> GradientProgram:
-        key = bound.signature()
+    def _gradient(self, bound: BoundProgram, wrt: frozenset[str] | None = None) -> GradientProgram:
+        key = (bound.signature(), wrt)
         if key not in self._gradients:
-            self._gradients[key] = gradient_program(bound)
+            self._gradients[key] = gradient_program(bound, wrt)
         return self._gradients[key]
+
+    def gradient_for(self, bound: BoundProgram, wrt: frozenset[str] | None = None
+                     ) -> GradientProgram:
+        """The gradient program of a binding, limited to the inputs named in ``wrt``."""
+        return self._gradient(bound, wrt)
 
 
 def function(source: Union[str, Program]) -> Function:

@@ -1,0 +1,1 @@
+"""Frontends: the ways users reach gingham without writing Tile (``gingham.Tensor`` first)."""

@@ -1,0 +1,80 @@
+"""gingham.Tensor against NumPy and PyTorch autograd, on every discovered device."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import gingham
+from gingham.frontend.tensor import ShapeError, concat, stack, tensor, where
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed + sum(shape)).standard_normal(shape).astype(np.float32)
+
+
+def test_arithmetic_and_broadcasting(device):
+    a, b = rand(4, 1, 3), rand(5, 3, seed=1)
+    x, y = tensor(a, device=device), tensor(b, device=device)
+    np.testing.assert_allclose((x * y + 2.0 - y / 3.0).numpy(), a * b + 2.0 - b / 3.0, rtol=1e-5)
+    np.testing.assert_array_equal((x > y).numpy(), a > b)
+    assert (x * 2).dtype == np.float32  # a Python float takes the tensor's type
+
+
+def test_reductions_and_shapes(device):
+    a = rand(3, 4, 5)
+    x = tensor(a, device=device)
+    np.testing.assert_allclose(x.sum(axis=1).numpy(), a.sum(1), rtol=1e-5)
+    np.testing.assert_allclose(x.mean(axis=(0, 2), keepdims=True).numpy(),
+                               a.mean((0, 2), keepdims=True), rtol=1e-5)
+    np.testing.assert_allclose(x.max().numpy(), a.max(), rtol=1e-6)
+    np.testing.assert_allclose(x.transpose(2, 0, 1).numpy(), a.transpose(2, 0, 1))
+    np.testing.assert_allclose(x.reshape(12, -1).numpy(), a.reshape(12, 5))
+    np.testing.assert_allclose(x[1, ::2, None, -3:].numpy(), a[1, ::2, None, -3:])
+    np.testing.assert_allclose(concat([x, x * 2], axis=2).numpy(),
+                               np.concatenate([a, a * 2], 2), rtol=1e-6)
+    np.testing.assert_allclose(stack([x, x], axis=1).numpy(), np.stack([a, a], 1))
+    np.testing.assert_allclose(where(x > 0, x, 0.0).numpy(), np.where(a > 0, a, 0))
+
+
+def test_matmul_batched_and_vector(device):
+    a, b, v = rand(2, 3, 4), rand(4, 5, seed=2), rand(4, seed=3)
+    x, y, z = (tensor(t, device=device) for t in (a, b, v))
+    np.testing.assert_allclose((x @ y).numpy(), a @ b, rtol=1e-5)
+    np.testing.assert_allclose((x @ z).numpy(), a @ v, rtol=1e-5)
+
+
+def test_backward_matches_torch(device):
+    a, b, c = rand(6, 4), rand(4, 3, seed=4), rand(3, seed=5)
+    x = tensor(a, device=device, requires_grad=True)
+    w = tensor(b, device=device, requires_grad=True)
+    bias = tensor(c, device=device, requires_grad=True)
+    loss = ((x @ w + bias).relu() ** 2).mean() + (x.exp() * 0.1).sum()
+    loss.backward()
+    tx, tw, tb = (torch.tensor(t, requires_grad=True) for t in (a, b, c))
+    tloss = ((tx @ tw + tb).relu() ** 2).mean() + (tx.exp() * 0.1).sum()
+    tloss.backward()
+    np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-5)
+    for ours, theirs in ((x, tx), (w, tw), (bias, tb)):
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_gradients_accumulate(device):
+    x = tensor(rand(3), device=device, requires_grad=True)
+    (x * 2.0).sum().backward()
+    (x * 3.0).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full(3, 5.0))
+
+
+def test_errors_name_the_operation_and_shapes(device):
+    x, y = tensor(rand(2, 3), device=device), tensor(rand(4, 3), device=device)
+    with pytest.raises(ShapeError, match=r"add: shapes \(2, 3\), \(4, 3\)"):
+        x + y
+    with pytest.raises(ShapeError, match="matmul"):
+        x @ y
+    with pytest.raises(ShapeError, match="reshape"):
+        x.reshape(5)
+    other = "reference" if device != "reference" else "cpu"
+    with pytest.raises(gingham.DeviceError, match="different devices"):
+        x + tensor(rand(2, 3), device=other)
