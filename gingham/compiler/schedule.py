@@ -2,7 +2,7 @@
 
 The default schedule gives every output cell a work-item (a GPU thread, or an iteration of the
 CPU's OpenMP loop). Contractions that are sums of products get tiled schedules where the device
-and shapes allow.
+and shapes allow: :mod:`.tiling_cpu` on CPUs.
 """
 
 from __future__ import annotations
@@ -11,9 +11,14 @@ from ..devices.base import DeviceInfo
 from . import kernel_ir as k
 from .fusion import KernelPlan
 from .lower import LoweringContext, lower_plan
+from .tiling_cpu import tiled_contraction_cpu
 
 
 def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
                         info: DeviceInfo) -> k.Kernel:
     """Lower ``plan`` with the best schedule this device supports."""
+    if info.dialect == "c":
+        kernel = tiled_contraction_cpu(plan, ctx, name, info)
+        if kernel is not None:
+            return kernel
     return lower_plan(plan, ctx, name)

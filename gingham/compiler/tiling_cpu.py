@@ -1,0 +1,628 @@
+"""A fast CPU schedule for sums of products: packed, cache-blocked, register-blocked GEMM.
+
+A contraction ``O = +(A * B)`` is viewed as a batch of matrix products. The output's last
+(unit-stride) axis is ``N``; the operand that reads it is ``B``, the other is ``A``. Output axes
+that ``B`` also reads are batch axes; the remaining output axes, flattened, are ``M``; the
+reduction variables, flattened, are ``K``:
+
+    O[n, y, x, co] = +(I[n, y + ky - 1, x + kx - 1, ci] * F[ky, kx, ci, co])
+    ->  M = (n, y, x), N = co, K = (ky, kx, ci), A = I (with padding guards), B = F
+
+The kernel (one C function, see :func:`tiled_contraction_cpu`) runs, per output tile of
+``mt x nt`` cells spread over cores by OpenMP:
+
+    zero the tile's accumulators C[mt][nt]
+    for each reduction block of ~kc (whole rows of the innermost reduction variable):
+        pack B[k][n] into nr-wide panels, pack A[m][k] into rows (guards: invalid taps pack 0)
+        for each nr x mr register block: acc[mr][nr] += a * b over the block (packed FMAs)
+    finalise each cell and run the fused epilogue exactly as the one-cell-per-item schedule
+
+Packing applies the guards: an invalid tap packs as 0 and so adds 0 * other = 0. That equals
+the valid-index rule (the tap is skipped) except when the other operand holds inf or NaN there,
+where the product is NaN instead of nothing.
+
+Reductions made sparse by a guard (the data gradient of a convolution, where a cell sees 3 of
+``H`` rows) are first re-parametrised over the guard's expression (the filter tap), so the box
+holds the useful taps only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..devices.base import DeviceInfo
+from ..tile.bounds import Inequality, infer_ranges, integer_form, poly_interval
+from ..tile.ir import Poly
+from . import kernel_ir as k
+from .fusion import KernelPlan
+from .lower import (LoweringContext, _cast, _epilogue, affine_expr, compute_type, finalize,
+                    index_type, row_major_strides)
+from .normalize import NormalContraction
+
+Affine = tuple[dict[str, int], int]  # (coefficient per variable, constant)
+
+
+@dataclass(frozen=True)
+class CpuTiling:
+    """Tile sizes of the CPU GEMM schedule (all in elements).
+
+    ``mr x nr`` accumulators live in vector registers; a ``kc``-deep slice of a B panel
+    (``kc * nr``) stays in L1 while the ``mt x kc`` packed A block streams from L2; an output
+    tile is ``mt x nt`` cells, one unit of OpenMP work.
+    """
+
+    mr: int
+    nr: int
+    kc: int
+    mt: int
+    nt: int
+    simd: int
+
+    def describe(self) -> str:
+        return (f"register block {self.mr}x{self.nr} (simd {self.simd}), kc {self.kc}, "
+                f"tile {self.mt}x{self.nt}")
+
+
+def choose_tiling(info: DeviceInfo, m: int, n: int, k: int, k_inner: int, batch: int
+                  ) -> CpuTiling:
+    """Tile sizes for an ``m x n x k`` product from the device's vector width and caches."""
+    simd = max(4, info.simd_width)
+    # 6 x 2 vectors: 12 accumulators + 2 B vectors + 1 broadcast fit 16 registers (AVX2);
+    # AVX-512 has 32, where the same shape leaves room for the compiler.
+    mr, nr = 6, 2 * simd
+    l1 = info.l1_bytes or 32 * 1024
+    l2 = info.l2_bytes or 256 * 1024
+    kc = _clamp(l1 // 2 // (nr * 4), 64, 512)
+    # Reduction blocks hold whole rows of the innermost reduction variable where they fit.
+    if k_inner <= kc:
+        kc = (kc // k_inner) * k_inner
+    kc = min(kc, k)
+    block_k = max(kc, 64)
+    # A block and B panel each a quarter of L2, the accumulator tile less.
+    mt = max(mr, (l2 // 4 // (block_k * 4)) // mr * mr)
+    nt = max(nr, (l2 // 4 // (block_k * 4)) // nr * nr)
+    mt = min(mt, _round_up(m, mr))
+    nt = min(nt, _round_up(n, nr))
+    workers = max(1, info.compute_units)
+    # Enough tiles for every core (a few each, for balance), but not tiles thinner than 2 blocks.
+    while batch * _ceil(m, mt) * _ceil(n, nt) < 4 * workers and mt > 4 * mr:
+        mt = _round_up(mt // 2, mr)
+    return CpuTiling(mr, nr, kc, mt, nt, simd)
+
+
+def _clamp(value: int, lo: int, hi: int) -> int:
+    return max(lo, min(hi, value))
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _round_up(a: int, b: int) -> int:
+    return _ceil(a, b) * b
+
+
+# -- the contraction as a batched GEMM ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Guard:
+    form: Affine
+    upper: int
+
+
+@dataclass(frozen=True)
+class _Gemm:
+    out_vars: tuple[str, ...]
+    out_shape: tuple[int, ...]
+    batch: tuple[str, ...]
+    m_vars: tuple[str, ...]
+    n_var: str
+    k_outer: tuple[str, ...]
+    k_inner: str | None
+    ranges: dict[str, tuple[int, int]]  # reduction variables, inclusive
+    a: tuple[str, Affine]  # tensor, flat index
+    b: tuple[str, Affine]
+    a_guards: tuple[_Guard, ...]
+    b_guards: tuple[_Guard, ...]
+
+    def size(self, var: str) -> int:
+        if var in self.ranges:
+            lo, hi = self.ranges[var]
+            return hi - lo + 1
+        return self.out_shape[self.out_vars.index(var)]
+
+    def extent(self, names) -> int:
+        return math.prod(self.size(v) for v in names)
+
+
+def _flat_form(index: tuple[Poly, ...], sizes: tuple[int, ...]) -> Affine | None:
+    coeffs: dict[str, int] = {}
+    const = 0
+    for poly, stride in zip(index, row_major_strides(sizes)):
+        poly_coeffs, poly_const, denominator = integer_form(poly)
+        if denominator != 1:
+            return None
+        for name, c in poly_coeffs.items():
+            coeffs[name] = coeffs.get(name, 0) + c * stride
+        const += poly_const * stride
+    return {n: c for n, c in coeffs.items() if c}, const
+
+
+def _poly_form(poly: Poly) -> Affine | None:
+    coeffs, const, denominator = integer_form(poly)
+    if denominator != 1:
+        return None
+    return {n: c for n, c in coeffs.items() if c}, const
+
+
+def _narrow(nc: NormalContraction):
+    """Re-parametrise reductions that a guard makes sparse; (red vars, ranges, operand index
+    polys, guards). ``D_I[o] = +(D_O[y] * F[o - y + 1])`` with ``y`` in ``[0, H)`` but only 3
+    valid per cell becomes ``+(D_O[o + 1 - t] * F[t])`` with ``t`` in ``[0, 3)``."""
+    red_vars = list(nc.red_vars)
+    ranges = dict(nc.red_ranges)
+    indices = [a.index for a in nc.operands]
+    sizes = [a.sizes for a in nc.operands]
+    # All validity conditions: the accesses, the guards, and the box (which they imply).
+    inequalities = [Inequality(p, s, "operand") for index, shape in zip(indices, sizes)
+                    for p, s in zip(index, shape)]
+    inequalities += list(nc.guards)
+    inequalities += [Inequality(Poly.var(v) - lo, hi - lo + 1, "box")
+                     for v, (lo, hi) in ranges.items()]
+    guards = list(nc.guards)
+    out_box = [Inequality(Poly.var(o), s, "output") for o, s in zip(nc.out_vars, nc.out_shape)]
+    for step in range(len(red_vars)):
+        choice = None
+        for q in guards:
+            form = _poly_form(q.poly)
+            if form is None or not set(form[0]) & set(nc.out_vars):
+                continue
+            for var, coeff in form[0].items():
+                if var in ranges and abs(coeff) == 1:
+                    lo, hi = ranges[var]
+                    if 2 * q.upper <= hi - lo + 1:
+                        choice = (q, var, coeff)
+                        break
+            if choice:
+                break
+        if choice is None:
+            break
+        q, var, coeff = choice
+        new = f"tc_tap{step}"
+        rest = q.poly - Poly.var(var).scale(coeff)
+        solved = (Poly.var(new) - rest).scale(coeff)  # coeff is +-1: its own inverse
+
+        def sub(poly: Poly) -> Poly:
+            c = poly.coeffs.get(var)
+            if c is None:
+                return poly
+            return Poly.of({n: x for n, x in poly.terms if n != var}, poly.const) + solved.scale(c)
+
+        indices = [tuple(sub(p) for p in index) for index in indices]
+        inequalities = [Inequality(sub(i.poly), i.upper, i.origin) for i in inequalities]
+        red_vars = [new if v == var else v for v in red_vars]
+        found = infer_ranges(tuple(nc.out_vars) + tuple(red_vars), out_box + inequalities)
+        if any(math.isinf(found[v][0]) or math.isinf(found[v][1]) for v in red_vars):
+            return None
+        ranges = {v: (int(found[v][0]), int(found[v][1])) for v in red_vars}
+        box = {o: (0, s - 1) for o, s in zip(nc.out_vars, nc.out_shape)}
+        box.update(ranges)
+        guards = [i for i in inequalities if not _implied(i, box)]
+    return red_vars, ranges, indices, guards
+
+
+def _implied(q: Inequality, box: dict[str, tuple[int, int]]) -> bool:
+    if _poly_form(q.poly) is None:
+        return False
+    if any(box[n][0] > box[n][1] for n, _ in q.poly.terms):
+        return False
+    low, high = poly_interval(q.poly, box)
+    return low >= 0 and high <= q.upper - 1
+
+
+def gemm_view(nc: NormalContraction) -> _Gemm | None:
+    """The contraction as a batched GEMM, or None when it is not one."""
+    if nc.agg != "+" or nc.combo != "*" or len(nc.operands) != 2 or not nc.out_vars:
+        return None
+    if any(lo > hi for lo, hi in nc.red_ranges.values()):
+        return None
+    narrowed = _narrow(nc)
+    if narrowed is None:
+        return None
+    red_vars, ranges, indices, guards = narrowed
+    forms = [_flat_form(index, a.sizes) for index, a in zip(indices, nc.operands)]
+    if any(f is None for f in forms):
+        return None
+    n_var = nc.out_vars[-1]
+    readers = [i for i, f in enumerate(forms) if n_var in f[0]]
+    if len(readers) != 1:
+        return None  # both read N (depthwise) or neither does (broadcast along N)
+    b_pos = readers[0]
+    a_pos = 1 - b_pos
+    a_form, b_form = forms[a_pos], forms[b_pos]
+    batch = tuple(o for o in nc.out_vars[:-1] if o in b_form[0])
+    m_vars = tuple(o for o in nc.out_vars[:-1] if o not in batch)
+    a_guards, b_guards = [], []
+    for q in guards:
+        form = _poly_form(q.poly)
+        if form is None:
+            return None
+        names = set(form[0])
+        has_m, has_n = bool(names & set(m_vars)), n_var in names
+        if has_m and has_n:
+            return None
+        if not has_n:
+            a_guards.append(_Guard(form, q.upper))
+        if not has_m:
+            b_guards.append(_Guard(form, q.upper))
+    # The innermost reduction variable: the one A reads contiguously, else the last.
+    k_inner = None
+    if red_vars:
+        unit = [v for v in red_vars if a_form[0].get(v) == 1]
+        k_inner = unit[-1] if unit else red_vars[-1]
+    k_outer = tuple(v for v in red_vars if v != k_inner)
+    return _Gemm(tuple(nc.out_vars), tuple(nc.out_shape), batch, m_vars, n_var, k_outer,
+                 k_inner, ranges, (nc.operands[a_pos].tensor, a_form),
+                 (nc.operands[b_pos].tensor, b_form), tuple(a_guards), tuple(b_guards))
+
+
+# -- kernel construction ---------------------------------------------------------------------
+
+# Below this many multiply-adds the one-cell-per-item schedule is as good (no packing to pay for).
+MIN_WORK = 4096
+
+
+def tiled_contraction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str, info: DeviceInfo
+                          ) -> k.Kernel | None:
+    """The packed, tiled GEMM kernel for a sum of products, or None (use the default)."""
+    nc = plan.contraction
+    if plan.kind != "contraction" or nc is None:
+        return None
+    if compute_type(ctx.dtype(nc.out)) != "float32":
+        return None
+    g = gemm_view(nc)
+    if g is None:
+        return None
+    m, n = g.extent(g.m_vars), g.size(g.n_var)
+    k_in = g.size(g.k_inner) if g.k_inner else 1
+    k_out = g.extent(g.k_outer)
+    batch = g.extent(g.batch)
+    if m * n * k_in * k_out * batch < MIN_WORK:
+        return None
+    tiling = choose_tiling(info, m, n, k_in * k_out, k_in, batch)
+    return _Builder(plan, ctx, name, g, tiling).kernel()
+
+
+class _Builder:
+    def __init__(self, plan: KernelPlan, ctx: LoweringContext, name: str, g: _Gemm,
+                 t: CpuTiling) -> None:
+        self.plan, self.ctx, self.name, self.g, self.t = plan, ctx, name, g, t
+        nc = plan.contraction
+        self.nc = nc
+        self.cells = math.prod(nc.out_shape)
+        biggest = max([self.cells] + [math.prod(a.sizes) for a in nc.operands])
+        self.it = index_type(biggest * 2 + 16)
+        self.m = g.extent(g.m_vars)
+        self.n = g.size(g.n_var)
+        self.k_in = g.size(g.k_inner) if g.k_inner else 1
+        self.k_out = g.extent(g.k_outer)
+        # Reduction blocks: several whole inner rows, or one row cut in chunks.
+        if self.k_in <= t.kc:
+            self.rows_per_block = max(1, t.kc // self.k_in)
+            self.chunk = self.k_in
+        else:
+            self.rows_per_block = 1
+            self.chunk = _ceil(self.k_in, _ceil(self.k_in, t.kc))
+        self.chunks = _ceil(self.k_in, self.chunk)
+        self.blocks = _ceil(self.k_out, self.rows_per_block) * self.chunks
+        self.kc = self.rows_per_block * self.chunk  # the packed depth
+        self.n_mt = _ceil(self.m, t.mt)
+        self.n_nt = _ceil(self.n, t.nt)
+        self.tiles = g.extent(g.batch) * self.n_mt * self.n_nt
+
+    # small helpers
+    def v(self, name: str) -> k.Var:
+        return k.Var(name, self.it)
+
+    def c(self, value: int) -> k.Const:
+        return k.Const(value, self.it)
+
+    def add(self, a: k.Expr, b: k.Expr) -> k.Expr:
+        return k.BinOp("+", a, b, self.it)
+
+    def mul(self, a: k.Expr, b: k.Expr | int) -> k.Expr:
+        if isinstance(b, int):
+            if b == 1:
+                return a
+            b = self.c(b)
+        return k.BinOp("*", a, b, self.it)
+
+    def affine(self, form: Affine, names, const: bool = False) -> k.Expr:
+        coeffs = {v: c for v, c in form[0].items() if v in names}
+        return affine_expr(coeffs, form[1] if const else 0, self.it)
+
+    def decode(self, flat: k.Expr, names: tuple[str, ...], offsets: bool) -> list[k.Stmt]:
+        """Declare ``names`` from a row-major flat index over their sizes (plus range starts)."""
+        sizes = tuple(self.g.size(v) for v in names)
+        stmts = []
+        for var, size, stride in zip(names, sizes, row_major_strides(sizes)):
+            value = flat
+            if stride != 1:
+                value = k.BinOp("/", value, self.c(stride), self.it)
+            if var != names[0]:
+                value = k.BinOp("%", value, self.c(size), self.it)
+            if offsets and self.g.ranges[var][0]:
+                value = self.add(value, self.c(self.g.ranges[var][0]))
+            stmts.append(k.Declare(var, self.it, value))
+        return stmts
+
+    def in_range(self, value: k.Expr, upper: int) -> k.Expr:
+        return k.BinOp("&&", k.BinOp(">=", value, self.c(0), "bool"),
+                       k.BinOp("<", value, self.c(upper), "bool"), "bool")
+
+    @staticmethod
+    def all_of(conds: list[k.Expr]) -> k.Expr | None:
+        result = None
+        for cond in conds:
+            result = cond if result is None else k.BinOp("&&", result, cond, "bool")
+        return result
+
+    def load(self, tensor: str, index: k.Expr) -> k.Expr:
+        return _cast(self.ctx.load(tensor, index), "float32")
+
+    # -- the kernel --------------------------------------------------------------------------------
+    def kernel(self) -> k.Kernel:
+        g, t = self.g, self.t
+        f32 = "float32"
+        it = self.it
+        body: list[k.Stmt] = [
+            k.LocalArray("tc_C", f32, (t.mt * t.nt,), "register", align=64,
+                         restrict=True),
+            k.LocalArray("tc_A", f32, (t.mt * self.kc,), "register", align=64,
+                         restrict=True),
+            k.LocalArray("tc_B", f32, (t.nt * self.kc,), "register", align=64,
+                         restrict=True),
+            k.LocalArray("tc_am", it, (t.mt,), "register"),
+            k.LocalArray("tc_ak", it, (self.rows_per_block,), "register"),
+            k.LocalArray("tc_bk", it, (self.rows_per_block,), "register"),
+        ]
+        for i, _ in enumerate(g.a_guards):
+            body.append(k.LocalArray(f"tc_gam{i}", it, (t.mt,), "register"))
+            body.append(k.LocalArray(f"tc_gak{i}", it, (self.rows_per_block,), "register"))
+        for i, _ in enumerate(g.b_guards):
+            body.append(k.LocalArray(f"tc_gbk{i}", it, (self.rows_per_block,), "register"))
+        # Which tile: batch, then M, then N fastest.
+        tile = self.v("tc_t")
+        body.append(k.Declare("tc_nt", it, k.BinOp("%", tile, self.c(self.n_nt), it)))
+        body.append(k.Declare("tc_mt", it, k.BinOp(
+            "%", k.BinOp("/", tile, self.c(self.n_nt), it), self.c(self.n_mt), it)))
+        if g.batch:
+            body.append(k.Declare("tc_bt", it, k.BinOp("/", tile, self.c(self.n_nt * self.n_mt),
+                                                       it)))
+            body += self.decode(self.v("tc_bt"), g.batch, offsets=False)
+        body.append(k.Declare("tc_m0", it, self.mul(self.v("tc_mt"), t.mt)))
+        body.append(k.Declare("tc_n0", it, self.mul(self.v("tc_nt"), t.nt)))
+        body.append(k.Declare("tc_mlen", it, self._min(self.c(self.m), self.v("tc_m0"), t.mt)))
+        body.append(k.Declare("tc_nlen", it, self._min(self.c(self.n), self.v("tc_n0"), t.nt)))
+        body.append(k.For("tc_z", 0, t.mt * t.nt,
+                          k.StoreLocal("tc_C", (self.v("tc_z"),), k.Const(0.0, f32)), kind="simd"))
+        body.append(self.row_tables())
+        body.append(k.For("tc_kb", 0, self.blocks, k.block(
+            *self.block_bounds(), *self.k_tables(), self.pack_b(), self.pack_a(),
+            self.micro_kernels())))
+        body.append(self.epilogue())
+        loop = k.For("tc_t", 0, self.tiles, k.block(*body), kind="parallel")
+        params = tuple(sorted(self.ctx.params.values(), key=lambda p: (p.output, p.name)))
+        k_size = self.k_in * self.k_out
+        schedule = (f"cpu-tiled GEMM: M {self.m} x N {self.n} x K {k_size}"
+                    f"{f' x batch {g.extent(g.batch)}' if g.batch else ''}, {t.describe()}, "
+                    f"{self.tiles} tiles over OpenMP, K in {self.blocks} blocks of <= {self.kc}"
+                    f", {len(self.nc.guards)} guards packed as zeros")
+        return k.Kernel(self.name, params, loop, k.Launch((self.tiles,), (1,)), schedule,
+                        flops=2 * self.cells * k_size, uses=frozenset(self.ctx.uses))
+
+    def _min(self, total: k.Expr, start: k.Expr, size: int) -> k.Expr:
+        rest = k.BinOp("-", total, start, self.it)
+        return k.Select(k.BinOp("<", rest, self.c(size), "bool"), rest, self.c(size), self.it)
+
+    def row_tables(self) -> k.Stmt:
+        """Per tile row: A's flat index and each A guard's value, from M and batch variables."""
+        g = self.g
+        r = self.v("tc_r")
+        stmts = self.decode(self.add(self.v("tc_m0"), r), g.m_vars, offsets=False)
+        known = set(g.m_vars) | set(g.batch)
+        stmts.append(k.StoreLocal("tc_am", (r,), self.affine(g.a[1], known, const=True)))
+        for i, guard in enumerate(g.a_guards):
+            stmts.append(k.StoreLocal(f"tc_gam{i}", (r,), self.affine(guard.form, known, True)))
+        return k.For("tc_r", 0, self.v("tc_mlen"), k.block(*stmts))
+
+    def block_bounds(self) -> list[k.Stmt]:
+        """This reduction block: outer rows [tc_ko0, tc_ko1), inner range [tc_ki0, tc_ki1)."""
+        it = self.it
+        kb = self.v("tc_kb")
+        row_block = k.BinOp("/", kb, self.c(self.chunks), it) if self.chunks > 1 else kb
+        chunk = k.BinOp("%", kb, self.c(self.chunks), it) if self.chunks > 1 else self.c(0)
+        return [
+            k.Declare("tc_ko0", it, self.mul(row_block, self.rows_per_block)),
+            k.Declare("tc_kon", it, self._min(self.c(self.k_out), self.v("tc_ko0"),
+                                              self.rows_per_block)),
+            k.Declare("tc_ki0", it, self.mul(chunk, self.chunk)),
+            k.Declare("tc_kin", it, self._min(self.c(self.k_in), self.v("tc_ki0"), self.chunk)),
+            k.Declare("tc_klen", it, self.mul(self.v("tc_kon"), self.v("tc_kin"))),
+        ]
+
+    def k_tables(self) -> list[k.Stmt]:
+        """Per outer reduction row of the block: A's and B's index and guard parts."""
+        g = self.g
+        q = self.v("tc_q")
+        stmts = self.decode(self.add(self.v("tc_ko0"), q), g.k_outer, offsets=True)
+        outer = set(g.k_outer)
+        stmts.append(k.StoreLocal("tc_ak", (q,), self.affine(g.a[1], outer)))
+        b_fixed = outer | set(g.batch)
+        stmts.append(k.StoreLocal("tc_bk", (q,), self.affine(g.b[1], b_fixed, const=True)))
+        for i, guard in enumerate(g.a_guards):
+            stmts.append(k.StoreLocal(f"tc_gak{i}", (q,), self.affine(guard.form, outer)))
+        for i, guard in enumerate(g.b_guards):
+            stmts.append(k.StoreLocal(f"tc_gbk{i}", (q,), self.affine(guard.form, b_fixed, True)))
+        return [k.For("tc_q", 0, self.v("tc_kon"), k.block(*stmts))]
+
+    def _inner_value(self, form: Affine) -> k.Expr:
+        """The innermost reduction variable's contribution (``ki`` counts from its range start)."""
+        g = self.g
+        if g.k_inner is None:
+            return self.c(0)
+        coeff = form[0].get(g.k_inner, 0)
+        if not coeff:
+            return self.c(0)
+        value = self.add(self.v("tc_ki"), self.c(g.ranges[g.k_inner][0]))
+        return self.mul(value, coeff)
+
+    def pack_a(self) -> k.Stmt:
+        """tc_A[r][kk] = A[m, k] for the tile's rows (0 where a guard fails or past the edge)."""
+        g, t = self.g, self.t
+        f32 = "float32"
+        r, q, ki = self.v("tc_r"), self.v("tc_q"), self.v("tc_ki")
+        inner_guards, outer_conds = [], []
+        for i, guard in enumerate(g.a_guards):
+            value = self.add(k.LoadLocal(f"tc_gam{i}", (r,), self.it),
+                             k.LoadLocal(f"tc_gak{i}", (q,), self.it))
+            if g.k_inner and guard.form[0].get(g.k_inner):
+                inner_guards.append((f"tc_ga{i}", value, guard))
+            else:
+                outer_conds.append(self.in_range(value, guard.upper))
+        dst = self.add(self.add(self.mul(r, self.kc), self.mul(q, self.v("tc_kin"))),
+                       k.BinOp("-", ki, self.v("tc_ki0"), self.it))
+        src = self.add(self.v("tc_src"), self._inner_value(g.a[1]))
+        conds = [self.in_range(self.add(self.v(name), self._inner_value(guard.form)),
+                               guard.upper) for name, _, guard in inner_guards]
+        cond = self.all_of(conds)
+        if cond is None:
+            value: k.Expr = self.load(g.a[0], src)
+        else:
+            value = k.Select(cond, self.load(g.a[0], k.Select(cond, src, self.c(0), self.it)),
+                             k.Const(0.0, f32), f32)
+        copy = k.For("tc_ki", self.v("tc_ki0"), self.add(self.v("tc_ki0"), self.v("tc_kin")),
+                     k.StoreLocal("tc_A", (dst,), value), kind="simd")
+        zero = k.For("tc_ki", self.v("tc_ki0"), self.add(self.v("tc_ki0"), self.v("tc_kin")),
+                     k.StoreLocal("tc_A", (dst,), k.Const(0.0, f32)), kind="simd")
+        valid = self.all_of([k.BinOp("<", r, self.v("tc_mlen"), "bool")] + outer_conds)
+        row = k.block(
+            k.Declare("tc_src", self.it, self.add(k.LoadLocal("tc_am", (r,), self.it),
+                                                   k.LoadLocal("tc_ak", (q,), self.it))),
+            *[k.Declare(name, self.it, value) for name, value, _ in inner_guards],
+            k.If(valid, copy, zero))
+        # Rows past the edge (to a whole register block) are zero; tc_am is not read there.
+        safe_row = k.If(k.BinOp("<", r, self.v("tc_mlen"), "bool"), row,
+                        k.For("tc_ki", self.v("tc_ki0"), self.add(self.v("tc_ki0"),
+                                                                  self.v("tc_kin")),
+                              k.StoreLocal("tc_A", (dst,), k.Const(0.0, f32)), kind="simd"))
+        rows = self.mul(k.BinOp("/", self.add(self.v("tc_mlen"), self.c(t.mr - 1)),
+                                self.c(t.mr), self.it), t.mr)
+        return k.For("tc_r", 0, rows, k.For("tc_q", 0, self.v("tc_kon"), safe_row))
+
+    def pack_b(self) -> k.Stmt:
+        """tc_B[jp][kk][j] = B[k, n0 + jp * nr + j] (0 where a guard fails or past the edge)."""
+        g, t = self.g, self.t
+        f32 = "float32"
+        it = self.it
+        q, ki, jp, j = self.v("tc_q"), self.v("tc_ki"), self.v("tc_jp"), self.v("tc_j")
+        n_coeff = g.b[1][0].get(g.n_var, 0)
+        k_conds, n_guards = [], []
+        for i, guard in enumerate(g.b_guards):
+            value = self.add(k.LoadLocal(f"tc_gbk{i}", (q,), it), self._inner_value(guard.form))
+            if guard.form[0].get(g.n_var):
+                n_guards.append((value, guard))
+            else:
+                k_conds.append(self.in_range(value, guard.upper))
+        kk = self.add(self.mul(q, self.v("tc_kin")), k.BinOp("-", ki, self.v("tc_ki0"), it))
+        n_start = self.add(self.v("tc_n0"), self.mul(jp, t.nr))
+        col = self.add(self.v("tc_nb"), j)
+        src = self.add(self.v("tc_src"), self.mul(col, n_coeff))
+        dst = self.add(self.mul(self.add(self.mul(jp, self.kc), kk), t.nr), j)
+        per_element = [k.BinOp("<", col, self.c(self.n), "bool")] + [
+            self.in_range(self.add(value, self.mul(col, guard.form[0][g.n_var])), guard.upper)
+            for value, guard in n_guards]
+        cond = self.all_of(per_element)
+        careful = k.For("tc_j", 0, t.nr, k.StoreLocal("tc_B", (dst,), k.Select(
+            cond, self.load(g.b[0], k.Select(cond, src, self.c(0), it)), k.Const(0.0, f32), f32)))
+        fast = k.For("tc_j", 0, t.nr, k.StoreLocal("tc_B", (dst,), self.load(g.b[0], src)),
+                     kind="simd")
+        zero = k.For("tc_j", 0, t.nr, k.StoreLocal("tc_B", (dst,), k.Const(0.0, f32)),
+                     kind="simd")
+        full = k.BinOp("<=", self.add(self.v("tc_nb"), self.c(t.nr)), self.c(self.n), "bool")
+        panel: k.Stmt = k.If(full, fast, careful) if not n_guards else careful
+        k_valid = self.all_of(k_conds)
+        if k_valid is not None:
+            panel = k.If(k_valid, panel, zero)
+        panels = k.BinOp("/", self.add(self.v("tc_nlen"), self.c(t.nr - 1)), self.c(t.nr), it)
+        per_k = k.block(
+            k.Declare("tc_src", it, self.add(k.LoadLocal("tc_bk", (q,), it),
+                                             self._inner_value(g.b[1]))),
+            k.For("tc_jp", 0, panels, k.block(k.Declare("tc_nb", it, n_start), panel)))
+        return k.For("tc_q", 0, self.v("tc_kon"), k.For(
+            "tc_ki", self.v("tc_ki0"), self.add(self.v("tc_ki0"), self.v("tc_kin")), per_k))
+
+    def micro_kernels(self) -> k.Stmt:
+        """acc[mr][nr] += A[r][kk] * B[kk][j] per register block; gcc keeps acc in registers
+        when every loop over it is unrolled (an ``omp simd`` over acc spills it to memory)."""
+        t = self.t
+        f32, it = "float32", self.it
+        ip, jp = self.v("tc_ip"), self.v("tc_jp")
+        i, j, kk = self.v("tc_i"), self.v("tc_jj"), self.v("tc_kk")
+        lanes = min(t.nr, 16)
+        jv, lane = self.v("tc_jv"), self.v("tc_l")
+        j_split = self.add(self.mul(jv, lanes), lane)
+        c_index = self.add(self.mul(self.add(self.mul(ip, t.mr), i), t.nt),
+                           self.add(self.mul(jp, t.nr), j_split))
+
+        def over_acc(stmt_of) -> k.Stmt:
+            inner = k.For("tc_l", 0, lanes, stmt_of(j_split), kind="unroll")
+            return k.For("tc_i", 0, t.mr, k.For("tc_jv", 0, t.nr // lanes, inner, kind="unroll"),
+                         kind="unroll")
+
+        load_acc = over_acc(lambda jx: k.StoreLocal(
+            "tc_acc", (i, jx), k.LoadLocal("tc_C", (c_index,), f32)))
+        store_acc = over_acc(lambda jx: k.StoreLocal(
+            "tc_C", (c_index,), k.LoadLocal("tc_acc", (i, jx), f32)))
+        a = k.LoadLocal("tc_A", (self.add(self.mul(self.add(self.mul(ip, t.mr), i), self.kc),
+                                          kk),), f32)
+        b = k.LoadLocal("tc_B", (self.add(self.mul(self.add(self.mul(jp, self.kc), kk), t.nr),
+                                          j),), f32)
+        fma = k.StoreLocal("tc_acc", (i, j), k.BinOp(
+            "+", k.LoadLocal("tc_acc", (i, j), f32),
+            k.BinOp("*", k.Var("tc_a", f32), b, f32), f32))
+        step = k.For("tc_i", 0, t.mr, k.block(
+            k.Declare("tc_a", f32, a), k.For("tc_jj", 0, t.nr, fma, kind="simd")), kind="unroll")
+        reduction = k.For("tc_kk", 0, self.v("tc_klen"), step, kind="unroll")
+        block = k.block(k.LocalArray("tc_acc", f32, (t.mr, t.nr), "register", align=64),
+                        load_acc, reduction, store_acc)
+        m_blocks = k.BinOp("/", self.add(self.v("tc_mlen"), self.c(t.mr - 1)), self.c(t.mr), it)
+        n_blocks = k.BinOp("/", self.add(self.v("tc_nlen"), self.c(t.nr - 1)), self.c(t.nr), it)
+        return k.For("tc_jp", 0, n_blocks, k.For("tc_ip", 0, m_blocks, block))
+
+    def epilogue(self) -> k.Stmt:
+        """Finalise each cell of the tile and run the fused elementwise statements."""
+        g, nc, ctx = self.g, self.nc, self.ctx
+        it = self.it
+        f32 = "float32"
+        r, j = self.v("tc_r"), self.v("tc_j")
+        row = self.decode(self.add(self.v("tc_m0"), r), g.m_vars, offsets=False)
+        strides = row_major_strides(nc.out_shape)
+        base = affine_expr({o: s for o, s in zip(nc.out_vars[:-1], strides[:-1])}, 0, it)
+        row.append(k.Declare("tc_base", it, base))
+        cell = [k.Var(o, it) for o in nc.out_vars]
+        flat = self.v("tc_flat")
+        acc = k.LoadLocal("tc_C", (self.add(self.mul(r, self.t.nt), j),), f32)
+        stmts: list[k.Stmt] = [
+            k.Declare(g.n_var, it, self.add(self.v("tc_n0"), j)),
+            k.Declare("tc_flat", it, self.add(self.v("tc_base"), self.v(g.n_var))),
+        ]
+        ctype = compute_type(ctx.dtype(nc.out))
+        result = finalize(nc, ctx, acc, None, cell, flat, ctype, it)
+        stmts.append(k.Declare(f"v_{nc.out}", ctype, result))
+        registers = {nc.out: k.Var(f"v_{nc.out}", ctype)}
+        stmts += _epilogue(self.plan, ctx, cell, flat, it, registers)
+        return k.For("tc_r", 0, self.v("tc_mlen"), k.block(
+            *row, k.For("tc_j", 0, self.v("tc_nlen"), k.block(*stmts))))
