@@ -1,8 +1,8 @@
 """Choosing how each kernel runs on a device, from the device's description.
 
 The default schedule gives every output cell a work-item (a GPU thread, or an iteration of the
-CPU's OpenMP loop). Contractions that are sums of products get tiled schedules where the device
-and shapes allow: :mod:`.tiling_cpu` on CPUs.
+CPU's OpenMP loop). Contractions that are sums of products get tiled schedules from
+:mod:`gingham.compiler.tiling` where the device and shapes allow.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from . import kernel_ir as k
 from .fusion import KernelPlan
 from .lower import LoweringContext, lower_plan
 from .tiling_cpu import tiled_contraction_cpu
+from .tiling_gpu import tiled_contraction
 
 
 def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
@@ -19,6 +20,10 @@ def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
     """Lower ``plan`` with the best schedule this device supports."""
     if info.dialect == "c":
         kernel = tiled_contraction_cpu(plan, ctx, name, info)
+        if kernel is not None:
+            return kernel
+    if info.kind == "gpu" or info.dialect == "cuda":
+        kernel = tiled_contraction(plan, ctx, name, info)
         if kernel is not None:
             return kernel
     return lower_plan(plan, ctx, name)

@@ -1,0 +1,725 @@
+"""Tiled schedules for sums of products on GPUs (the OpenCL and CUDA dialects).
+
+A contraction ``O = +(A * B)`` is a batched matrix product once its index variables are
+grouped: output variables that only ``A`` reads form the row index M, those that only ``B``
+reads the column index N, those both read (or neither) a batch index, and the reduction
+variables, flattened, the inner index K. A convolution ``O[n, y, x, co] = +(I[n, y + ky - 1,
+x + kx - 1, ci] * F[ky, kx, ci, co])`` becomes M = (n, y, x), N = co, K = (ky, kx, ci)
+(im2col without materialising it: the flat indices are decoded while staging).
+
+Each work-group computes a TM x TN block of one batch entry; each work-item a RM x RN register
+tile. Per step of TK along K, the work-group copies a TM x TK slice of A and a TK x TN slice of
+B into local memory (coalesced: work-items run along the operand's unit-stride index), then
+every work-item accumulates its register tile from it. The next slices are read into registers
+while the current ones are used, and local memory is double-buffered: one barrier per step.
+
+Guards (bounds the loop box does not imply, e.g. zero padding) are tested while staging: an
+element whose assignment is not valid is staged as 0. For a sum of products that adds 0 * b,
+which equals the valid-index rule's "no term" unless b is inf or NaN (then the rule gives a
+finite sum and this schedule NaN). Each operand tests every guard it can evaluate, so no load
+leaves its tensor.
+
+    config = choose_config(view, info)           # from the device description and the shapes
+    kernel = tiled_contraction(plan, ctx, "k0_C", info)   # None: use the default schedule
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from ..devices.base import DeviceInfo
+from ..tile.bounds import Inequality, integer_form, poly_interval
+from ..tile.ir import Poly
+from . import kernel_ir as k
+from .fusion import KernelPlan
+from .lower import (LoweringContext, _epilogue, compute_type, finalize, index_type,
+                    row_major_strides)
+from .normalize import NormalAccess, NormalContraction
+
+#: Below this many multiply-adds the default schedule is as good (launch-bound either way).
+MIN_WORK = 4096
+
+_FLOAT_TYPES = ("float32", "float64")
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """One tiled schedule: the work-group tile (tile_m x tile_n, stepping tile_k along K) and
+    the register tile of each work-item (reg_m x reg_n). ``pad`` elements end each row of the
+    local-memory tiles (against bank conflicts; a multiple of 4 keeps rows 16-byte aligned).
+    ``group_m`` rows of work-group tiles are visited together, so that they share B in cache."""
+
+    tile_m: int
+    tile_n: int
+    tile_k: int
+    reg_m: int
+    reg_n: int
+    pad: int = 4
+    group_m: int = 8
+
+    @property
+    def threads(self) -> int:
+        return (self.tile_m // self.reg_m) * (self.tile_n // self.reg_n)
+
+    def local_bytes(self, itemsize: int) -> int:
+        """Local memory of the two double-buffered tiles."""
+        return 2 * self.tile_k * (self.tile_m + self.tile_n + 2 * self.pad) * itemsize
+
+    def efficiency(self) -> float:
+        """A relative throughput: local-memory reads per multiply-add fall as 1/reg and global
+        reads as 1/tile (the constants weigh them; refine by measurement)."""
+        local_reads = (self.reg_m + self.reg_n) / (self.reg_m * self.reg_n)
+        global_reads = (self.tile_m + self.tile_n) / (self.tile_m * self.tile_n)
+        return 1.0 / (1.0 + local_reads + 8.0 * global_reads)
+
+    def __str__(self) -> str:
+        return (f"{self.tile_m}x{self.tile_n}x{self.tile_k} tile, {self.reg_m}x{self.reg_n} "
+                f"per work-item, {self.threads} work-items")
+
+
+#: The candidates the heuristic (and later a tuner) picks from, largest first.
+CANDIDATES: tuple[TileConfig, ...] = (
+    TileConfig(128, 128, 8, 8, 8),
+    TileConfig(128, 64, 8, 8, 8),
+    TileConfig(64, 128, 8, 8, 8),
+    TileConfig(64, 64, 8, 4, 4),
+    TileConfig(32, 32, 8, 4, 4),
+    TileConfig(16, 16, 8, 2, 2),
+)
+
+
+# -- the matrix-product view of a contraction ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Affine:
+    """``sum(coeffs[v] * v) + const`` over integers."""
+
+    coeffs: dict
+    const: int
+
+    def part(self, names, const: bool = False) -> "Affine":
+        """The terms over ``names`` (and the constant, if asked)."""
+        return Affine({v: c for v, c in self.coeffs.items() if v in names},
+                      self.const if const else 0)
+
+    def names(self) -> set:
+        return {v for v, c in self.coeffs.items() if c}
+
+
+@dataclass(frozen=True)
+class Side:
+    """One staged operand: the output variables along its tile (``group``), its flat address,
+    the guards it tests, and whether its unit-stride index is K (else the tile index)."""
+
+    label: str  # "a" or "b"
+    access: NormalAccess
+    group: tuple[str, ...]
+    extents: tuple[int, ...]
+    address: Affine
+    guards: tuple[tuple[Affine, int], ...]  # (poly, upper): 0 <= poly < upper
+    k_fastest: bool
+
+    @property
+    def total(self) -> int:
+        return math.prod(self.extents)
+
+
+@dataclass(frozen=True)
+class GemmView:
+    nc: NormalContraction
+    a: Side
+    b: Side
+    batch: tuple[str, ...]
+    batch_extents: tuple[int, ...]
+    red_vars: tuple[str, ...]  # flattening order of K, outermost first
+    red_ranges: dict
+
+    @property
+    def m(self) -> int:
+        return self.a.total
+
+    @property
+    def n(self) -> int:
+        return self.b.total
+
+    @property
+    def k(self) -> int:
+        return math.prod(hi - lo + 1 for lo, hi in self.red_ranges.values())
+
+    @property
+    def batches(self) -> int:
+        return math.prod(self.batch_extents)
+
+
+def _affine(poly: Poly) -> Affine | None:
+    coeffs, const, denominator = integer_form(poly)
+    if denominator != 1:
+        return None
+    return Affine(coeffs, const)
+
+
+def _flat_address(access: NormalAccess) -> Affine | None:
+    coeffs: dict[str, int] = {}
+    const = 0
+    for poly, stride in zip(access.index, row_major_strides(access.sizes)):
+        form = _affine(poly)
+        if form is None:
+            return None
+        for name, c in form.coeffs.items():
+            coeffs[name] = coeffs.get(name, 0) + c * stride
+        const += form.const * stride
+    return Affine({n: c for n, c in coeffs.items() if c}, const)
+
+
+def narrow_reductions(nc: NormalContraction) -> NormalContraction:
+    """Change reduction variables whose guard is narrower than their range.
+
+    Normal form may keep a reduction variable with the full range of an image while a guard
+    lets through only a kernel's width of it (the data gradient of a convolution:
+    ``D_I[n, o1, ...] = +(D_O[n, y, ...] * F[o1 - y + 1, ...])``, y over all rows, guard
+    ``0 <= o1 - y + 1 < 3``). With ``u = o1 - y + 1`` the reduction runs over u in [0, 3) and
+    the old range of y becomes the guard ``0 <= o1 + 1 - u < H``: the same assignments, a
+    reduction 3 long instead of H. Only unit coefficients are changed (no division).
+    """
+    while True:
+        best = None
+        for var in nc.red_vars:
+            lo, hi = nc.red_ranges[var]
+            for guard in nc.guards:
+                coeff = guard.poly.coeffs.get(var)
+                others = guard.poly.names() - {var}
+                if coeff is None or abs(coeff) != 1 or others & set(nc.red_vars):
+                    continue
+                if _affine(guard.poly) is None or guard.upper >= hi - lo + 1:
+                    continue
+                if best is None or guard.upper < best[1].upper:
+                    best = (var, guard)
+        if best is None:
+            return nc
+        nc = _substitute_reduction(nc, *best)
+
+
+def _substitute_reduction(nc: NormalContraction, var: str, guard: Inequality
+                          ) -> NormalContraction:
+    coeff = guard.poly.coeffs[var]
+    new = f"{var}_n"
+    while new in nc.red_vars or new in nc.out_vars:
+        new += "_"
+    rest = Poly.of({n: c for n, c in guard.poly.terms if n != var}, guard.poly.const)
+    value = (Poly.var(new) - rest).scale(coeff)  # var = (u - rest) / coeff, coeff = +-1
+
+    def sub(poly: Poly) -> Poly:
+        c = poly.coeffs.get(var)
+        if c is None:
+            return poly
+        kept = Poly.of({n: x for n, x in poly.terms if n != var}, poly.const)
+        return kept + value.scale(c)
+
+    lo, hi = nc.red_ranges[var]
+    red_vars = tuple(new if v == var else v for v in nc.red_vars)
+    red_ranges = {(new if v == var else v): r for v, r in nc.red_ranges.items()}
+    red_ranges[new] = (0, guard.upper - 1)
+    operands = tuple(dataclasses.replace(a, index=tuple(sub(p) for p in a.index))
+                     for a in nc.operands)
+    guards = [Inequality(sub(q.poly), q.upper, q.origin) for q in nc.guards if q is not guard]
+    guards.append(Inequality(value - lo, hi - lo + 1, "reduction range"))
+    ranges = {o: (0, s - 1) for o, s in zip(nc.out_vars, nc.out_shape)}
+    ranges.update(red_ranges)
+    kept = tuple(q for q in guards if not _implied(q, ranges))
+    return dataclasses.replace(nc, red_vars=red_vars, red_ranges=red_ranges, operands=operands,
+                               guards=kept)
+
+
+def _implied(q: Inequality, ranges: dict) -> bool:
+    if _affine(q.poly) is None:
+        return False
+    low, high = poly_interval(q.poly, ranges)
+    return low >= 0 and high <= q.upper - 1
+
+
+def gemm_view(nc: NormalContraction) -> GemmView | None:
+    """The contraction as a batched matrix product, or None when it is not one."""
+    if nc.agg != "+" or nc.combo != "*" or len(nc.operands) != 2:
+        return None
+    if any(lo > hi for lo, hi in nc.red_ranges.values()):
+        return None
+    nc = narrow_reductions(nc)
+    addresses = [_flat_address(a) for a in nc.operands]
+    guards = [(_affine(q.poly), q.upper) for q in nc.guards]
+    if any(a is None for a in addresses) or any(g is None for g, _ in guards):
+        return None  # rational indices: the default schedule tests divisibility
+    out_vars = set(nc.out_vars)
+    deps = [a.names() & out_vars for a in addresses]
+    wide = [v for v, s in zip(nc.out_vars, nc.out_shape) if s > 1]
+    last = wide[-1] if wide else nc.out_vars[-1]
+    b_index = 0 if (last in deps[0] and last not in deps[1]) else 1
+    a_index = 1 - b_index
+    extent = dict(zip(nc.out_vars, nc.out_shape))
+    m_vars = tuple(v for v in nc.out_vars if v in deps[a_index] - deps[b_index])
+    n_vars = tuple(v for v in nc.out_vars if v in deps[b_index] - deps[a_index])
+    batch = tuple(v for v in nc.out_vars if v not in m_vars and v not in n_vars)
+    if not m_vars or not n_vars:
+        return None
+    # K runs fastest along A's smallest stride, so that A's rows are read contiguously.
+    a_address = addresses[a_index]
+    red_vars = tuple(sorted(nc.red_vars, key=lambda v: -abs(a_address.coeffs.get(v, 0))))
+    red_set = set(red_vars)
+    sides = []
+    for index, group in ((a_index, m_vars), (b_index, n_vars)):
+        allowed = set(group) | set(batch) | red_set
+        own = tuple((g, upper) for g, upper in guards if g.names() <= allowed)
+        address = addresses[index]
+        k_fastest = (abs(address.coeffs.get(red_vars[-1], 0)) == 1 if red_vars else False)
+        if not k_fastest and abs(address.coeffs.get(group[-1], 0)) != 1:
+            k_fastest = bool(red_vars) and red_vars[-1] in address.coeffs
+        sides.append(Side("a" if index == a_index else "b", nc.operands[index], group,
+                          tuple(extent[v] for v in group), address, own, k_fastest))
+    m_set, n_set = set(m_vars), set(n_vars)
+    for g, _ in guards:
+        if g.names() & m_set and g.names() & n_set:
+            return None  # a guard that couples rows and columns cannot be staged
+    return GemmView(nc, sides[0], sides[1], batch, tuple(extent[v] for v in batch), red_vars,
+                    {v: nc.red_ranges[v] for v in red_vars})
+
+
+# -- choosing a configuration ---------------------------------------------------------------------
+
+
+def _fits(config: TileConfig, info: DeviceInfo, itemsize: int) -> bool:
+    local_limit = info.local_memory_bytes or 32768
+    if info.dialect == "cuda":
+        local_limit = min(local_limit, 48 * 1024)  # static __shared__ arrays stop at 48 KiB
+    return (config.threads <= max(info.max_work_group_size, 1)
+            and config.local_bytes(itemsize) <= local_limit)
+
+
+def config_cost(config: TileConfig, view: GemmView, info: DeviceInfo) -> float:
+    """Relative time: the work-group tiles each compute unit runs one after another, each
+    costing tile area over the configuration's efficiency (padding at the edges included)."""
+    groups = (math.ceil(view.m / config.tile_m) * math.ceil(view.n / config.tile_n)
+              * view.batches)
+    per_unit = math.ceil(groups / max(info.compute_units, 1))
+    return per_unit * config.tile_m * config.tile_n / config.efficiency()
+
+
+def choose_config(view: GemmView, info: DeviceInfo, itemsize: int = 4) -> TileConfig | None:
+    """The cheapest candidate by :func:`config_cost` that fits the device."""
+    fitting = [c for c in CANDIDATES if _fits(c, info, itemsize)]
+    if not fitting:
+        return None
+    return min(fitting, key=lambda c: config_cost(c, view, info))
+
+
+# -- kernel construction -------------------------------------------------------------------------
+
+
+class _Builder:
+    """Small constructors for index arithmetic in one integer type, folding constants."""
+
+    def __init__(self, itype: str) -> None:
+        self.t = itype
+
+    def c(self, value: int) -> k.Const:
+        return k.Const(value, self.t)
+
+    def v(self, name: str) -> k.Var:
+        return k.Var(name, self.t)
+
+    def add(self, a: k.Expr, b: k.Expr | int) -> k.Expr:
+        b = self.c(b) if isinstance(b, int) else b
+        if isinstance(b, k.Const) and b.value == 0:
+            return a
+        if isinstance(a, k.Const) and a.value == 0:
+            return b
+        return k.BinOp("+", a, b, self.t)
+
+    def mul(self, a: k.Expr, factor: int) -> k.Expr:
+        if factor == 0:
+            return self.c(0)
+        if factor == 1:
+            return a
+        return k.BinOp("*", a, self.c(factor), self.t)
+
+    def div(self, a: k.Expr, d: int) -> k.Expr:
+        return a if d == 1 else k.BinOp("/", a, self.c(d), self.t)
+
+    def mod(self, a: k.Expr, d: int) -> k.Expr:
+        return self.c(0) if d == 1 else k.BinOp("%", a, self.c(d), self.t)
+
+    def lt(self, a: k.Expr, bound: int) -> k.Expr:
+        return k.BinOp("<", a, self.c(bound), "bool")
+
+    def affine(self, form: Affine, env: dict, const: bool = True) -> k.Expr:
+        expr: k.Expr = self.c(form.const if const else 0)
+        for name in sorted(form.coeffs):
+            expr = self.add(expr, self.mul(env[name], form.coeffs[name]))
+        return expr
+
+    def decode(self, flat: k.Expr, names, extents, lows=None) -> dict:
+        """Row-major coordinates of ``flat`` (plus ``lows``); the outermost is not wrapped."""
+        strides = row_major_strides(tuple(extents))
+        values = {}
+        for axis, (name, size, stride) in enumerate(zip(names, extents, strides)):
+            value = self.div(flat, stride)
+            if axis:
+                value = self.mod(value, size)
+            values[name] = self.add(value, lows[name] if lows else 0)
+        return values
+
+
+def _conjunction(conditions: list) -> k.Expr | None:
+    result = None
+    for cond in conditions:
+        result = cond if result is None else k.BinOp("&&", result, cond, "bool")
+    return result
+
+
+@dataclass
+class _Staging:
+    """How the work-items of a group copy one operand's TS x TK slice to local memory."""
+
+    side: Side
+    tile: int  # TS
+    tile_k: int
+    slots: int  # elements per work-item
+    lanes_k: int  # work-items side by side along K
+    lanes_s: int  # work-items side by side along the tile index
+
+    @property
+    def array(self) -> str:
+        return f"gt_{self.side.label}s"
+
+    def slot(self, p: int) -> tuple[int, int]:
+        """(k-repeat, s-repeat) of slot p: its kk and s are the lane's plus repeat * lanes."""
+        if self.side.k_fastest:
+            per_k = self.tile_k // self.lanes_k
+            return p % per_k, p // per_k
+        per_s = self.tile // self.lanes_s
+        return p // per_s, p % per_s
+
+
+def _staging(side: Side, tile: int, config: TileConfig) -> _Staging | None:
+    threads, tk = config.threads, config.tile_k
+    if side.k_fastest:
+        lanes_k = min(tk, threads)
+        lanes_s = threads // lanes_k
+    else:
+        lanes_s = min(tile, threads)
+        lanes_k = threads // lanes_s
+    if threads % (lanes_k * lanes_s) or tk % lanes_k or tile % lanes_s:
+        return None
+    slots = (tile * tk) // threads
+    if slots * threads != tile * tk:
+        return None
+    return _Staging(side, tile, tk, slots, lanes_k, lanes_s)
+
+
+def tiled_contraction(plan: KernelPlan, ctx: LoweringContext, name: str, info: DeviceInfo,
+                      config: TileConfig | None = None) -> k.Kernel | None:
+    """A tiled kernel for a sum-of-products contraction on a GPU dialect, or None.
+
+    None when the plan is not a contraction ``+(A * B)`` over floats that groups into a
+    matrix product (see :func:`gemm_view`), has fewer than :data:`MIN_WORK` multiply-adds,
+    or no candidate fits the device. The kernel computes the same cells as
+    :func:`gingham.compiler.lower.lower_contraction` (finalisation and fused epilogue included).
+    """
+    if info.dialect not in ("opencl", "cuda") or plan.kind != "contraction":
+        return None
+    nc = plan.contraction
+    assert nc is not None
+    ctype = compute_type(ctx.dtype(nc.out))
+    if ctype not in _FLOAT_TYPES:
+        return None
+    view = gemm_view(nc)
+    if view is None or view.m * view.n * view.k * view.batches < MIN_WORK:
+        return None
+    itemsize = 8 if ctype == "float64" else 4
+    config = config or choose_config(view, info, itemsize)
+    if config is None or not _fits(config, info, itemsize):
+        return None
+    stage_a = _staging(view.a, config.tile_m, config)
+    stage_b = _staging(view.b, config.tile_n, config)
+    if stage_a is None or stage_b is None:
+        return None
+    return _TiledKernel(plan, ctx, name, view, config, stage_a, stage_b, ctype).build()
+
+
+class _TiledKernel:
+    def __init__(self, plan: KernelPlan, ctx: LoweringContext, name: str, view: GemmView,
+                 config: TileConfig, stage_a: _Staging, stage_b: _Staging, ctype: str) -> None:
+        self.plan, self.ctx, self.name, self.view, self.cfg = plan, ctx, name, view, config
+        self.stages = (stage_a, stage_b)
+        self.ctype = ctype
+        nc = view.nc
+        biggest = max([math.prod(nc.out_shape), view.m * view.n, view.k + config.tile_k]
+                      + [math.prod(a.sizes) for a in nc.operands])
+        self.itype = index_type(biggest * 2 + 4 * (config.tile_m + config.tile_n) + 16)
+        self.e = _Builder(self.itype)
+        self.m_tiles = math.ceil(view.m / config.tile_m)
+        self.n_tiles = math.ceil(view.n / config.tile_n)
+        self.k_tiles = math.ceil(view.k / config.tile_k)
+        self.groups = self.m_tiles * self.n_tiles * view.batches
+
+    # -- the parts of the kernel -------------------------------------------------------------
+    def build(self) -> k.Kernel:
+        cfg, view, e = self.cfg, self.view, self.e
+        shared = [k.LocalArray(s.array, self.ctype, (2, cfg.tile_k, s.tile + cfg.pad), "shared",
+                               align=16) for s in self.stages]
+        body: list[k.Stmt] = [
+            k.Declare("gt_tx", self.itype, e.mod(e.v("gt_tid"), cfg.tile_n // cfg.reg_n)),
+            k.Declare("gt_ty", self.itype, e.div(e.v("gt_tid"), cfg.tile_n // cfg.reg_n)),
+        ]
+        body += self.group_coordinates()
+        for stage in self.stages:
+            body += self.hoisted(stage)
+        body += [
+            k.LocalArray("gt_acc", self.ctype, (cfg.reg_m, cfg.reg_n), "register"),
+            k.LocalArray("gt_af", self.ctype, (cfg.reg_m,), "register", align=16),
+            k.LocalArray("gt_bf", self.ctype, (cfg.reg_n,), "register", align=16),
+            k.For("gt_i", 0, cfg.reg_m, k.For("gt_j", 0, cfg.reg_n, k.StoreLocal(
+                "gt_acc", (e.v("gt_i"), e.v("gt_j")), k.Const(0.0, self.ctype)),
+                kind="unroll"), kind="unroll"),
+        ]
+        for stage in self.stages:
+            body += [k.Declare(f"gt_{stage.side.label}r{p}", self.ctype)
+                     for p in range(stage.slots)]
+        kt = e.v("gt_kt")
+        next_kt = e.add(kt, 1)
+        more = e.lt(next_kt, self.k_tiles)
+        body += self.load(e.c(0)) + self.store(e.c(0)) + [k.Barrier()]
+        step = k.block(
+            k.If(more, k.block(*self.load(next_kt))),
+            self.compute(e.mod(kt, 2)),
+            k.If(more, k.block(*self.store(e.mod(next_kt, 2)))),
+            k.Barrier(),
+        )
+        body.append(k.For("gt_kt", 0, self.k_tiles, step))
+        body.append(self.epilogue())
+        local = k.For("gt_tid", 0, cfg.threads, k.block(*body), kind="local")
+        kernel_body = k.block(*shared, k.For("gt_group", 0, self.groups, local, kind="group"))
+        params = tuple(sorted(self.ctx.params.values(), key=lambda p: (p.output, p.name)))
+        return k.Kernel(self.name, params, kernel_body,
+                        k.Launch((self.groups * cfg.threads,), (cfg.threads,)),
+                        self.schedule(), flops=2 * view.m * view.n * view.k * view.batches,
+                        uses=frozenset(self.ctx.uses))
+
+    def schedule(self) -> str:
+        v = self.view
+
+        def side(s: Side) -> str:
+            order = "K" if s.k_fastest else "tile"
+            return (f"{s.label.upper()}={s.access.tensor}[{','.join(s.group)}] ({order}-major "
+                    f"loads, {len(s.guards)} guards)")
+
+        batch = f", batch {v.batches} ({','.join(v.batch)})" if v.batch else ""
+        return (f"gpu tiled contraction: M={v.m} N={v.n} K={v.k} ({','.join(v.red_vars)})"
+                f"{batch}; {self.cfg}; {self.groups} work-groups; {side(v.a)}, {side(v.b)}")
+
+    def group_coordinates(self) -> list[k.Stmt]:
+        """Batch entry and tile of this work-group; tiles in bands of group_m rows so that
+        work-groups running together share both operands' slices in cache."""
+        e, cfg = self.e, self.cfg
+        group = e.v("gt_group")
+        per_batch = self.m_tiles * self.n_tiles
+        stmts: list[k.Stmt] = []
+        if self.view.batch:
+            stmts.append(k.Declare("gt_batch", self.itype, e.div(group, per_batch)))
+            for var, value in e.decode(e.v("gt_batch"), self.view.batch,
+                                       self.view.batch_extents).items():
+                stmts.append(k.Declare(f"gt_v_{var}", self.itype, value))
+        band = min(cfg.group_m, self.m_tiles)
+        width = band * self.n_tiles
+        rest = e.mod(group, per_batch) if self.view.batch else group
+        stmts += [
+            k.Declare("gt_r", self.itype, rest),
+            k.Declare("gt_first", self.itype, e.mul(e.div(e.v("gt_r"), width), band)),
+        ]
+        remaining = k.BinOp("-", e.c(self.m_tiles), e.v("gt_first"), self.itype)
+        rows = k.Select(e.lt(remaining, band), remaining, e.c(band), self.itype)
+        stmts += [
+            k.Declare("gt_band", self.itype, rows),
+            k.Declare("gt_in", self.itype, e.mod(e.v("gt_r"), width)),
+            k.Declare("gt_m0", self.itype, e.mul(e.add(e.v("gt_first"), k.BinOp(
+                "%", e.v("gt_in"), e.v("gt_band"), self.itype)), cfg.tile_m)),
+            k.Declare("gt_n0", self.itype, e.mul(k.BinOp(
+                "/", e.v("gt_in"), e.v("gt_band"), self.itype), cfg.tile_n)),
+        ]
+        return stmts
+
+    def batch_env(self) -> dict:
+        return {var: self.e.v(f"gt_v_{var}") for var in self.view.batch}
+
+    def lane(self, stage: _Staging) -> tuple[k.Expr, k.Expr]:
+        """(kk, s) of this work-item's first slot."""
+        e, tid = self.e, self.e.v("gt_tid")
+        if stage.side.k_fastest:
+            return e.mod(tid, stage.lanes_k), e.div(tid, stage.lanes_k)
+        return e.div(tid, stage.lanes_s), e.mod(tid, stage.lanes_s)
+
+    def slot_position(self, stage: _Staging, p: int) -> tuple[k.Expr, k.Expr]:
+        e = self.e
+        kk, s = self.lane(stage)
+        k_rep, s_rep = stage.slot(p)
+        return e.add(kk, k_rep * stage.lanes_k), e.add(s, s_rep * stage.lanes_s)
+
+    def hoisted(self, stage: _Staging) -> list[k.Stmt]:
+        """Per slot, what does not change along K: validity of its row (column) and the row's
+        share of the address and of each guard."""
+        e, side = self.e, stage.side
+        label = side.label
+        origin = e.v("gt_m0" if label == "a" else "gt_n0")
+        stmts: list[k.Stmt] = []
+        env_base = self.batch_env()
+        names = set(side.group) | set(self.view.batch)
+        for p in range(stage.slots):
+            _, s = self.slot_position(stage, p)
+            flat = f"gt_{label}{p}_s"
+            stmts.append(k.Declare(flat, self.itype, e.add(origin, s)))
+            env = dict(env_base)
+            for var, value in e.decode(e.v(flat), side.group, side.extents).items():
+                stmts.append(k.Declare(f"gt_{label}{p}_{var}", self.itype, value))
+                env[var] = e.v(f"gt_{label}{p}_{var}")
+            if side.total % stage.tile:
+                stmts.append(k.Declare(f"gt_{label}{p}_ok", "bool", e.lt(e.v(flat), side.total)))
+            stmts.append(k.Declare(f"gt_{label}{p}_base", self.itype,
+                                   e.affine(side.address.part(names), env) if names
+                                   else e.c(0)))
+            for g, (poly, _) in enumerate(side.guards):
+                stmts.append(k.Declare(f"gt_{label}{p}_g{g}", self.itype,
+                                       e.affine(poly.part(names, const=True), env)))
+        return stmts
+
+    def load(self, kt: k.Expr) -> list[k.Stmt]:
+        """Read the slices at K tile ``kt`` into the work-item's staging registers."""
+        stmts: list[k.Stmt] = []
+        for stage in self.stages:
+            stmts += self.load_side(stage, kt)
+        return stmts
+
+    def load_side(self, stage: _Staging, kt: k.Expr) -> list[k.Stmt]:
+        e, side, view, cfg = self.e, stage.side, self.view, self.cfg
+        label = side.label
+        red = set(view.red_vars)
+        lows = {v: e.c(lo) for v, (lo, _) in view.red_ranges.items()}
+        extents = [hi - lo + 1 for lo, hi in view.red_ranges.values()]
+        stmts: list[k.Stmt] = []
+        k_parts: dict[int, tuple] = {}
+        for p in range(stage.slots):
+            k_rep, _ = stage.slot(p)
+            if k_rep not in k_parts:
+                kk, _ = self.slot_position(stage, p)
+                kflat = f"gt_{label}k{k_rep}"
+                stmts.append(k.Declare(kflat, self.itype, e.add(e.mul(kt, cfg.tile_k), kk)))
+                env = {}
+                for var, value in e.decode(e.v(kflat), view.red_vars, extents, lows).items():
+                    stmts.append(k.Declare(f"{kflat}_{var}", self.itype, value))
+                    env[var] = e.v(f"{kflat}_{var}")
+                address = e.affine(side.address.part(red), env, const=False)
+                stmts.append(k.Declare(f"{kflat}_addr", self.itype, address))
+                conditions = []
+                if view.k % cfg.tile_k:
+                    conditions.append(e.lt(e.v(kflat), view.k))
+                k_parts[k_rep] = (kflat, env, conditions)
+            kflat, env, conditions = k_parts[k_rep]
+            conditions = list(conditions)
+            if side.total % stage.tile:
+                conditions.append(k.Var(f"gt_{label}{p}_ok", "bool"))
+            for g, (poly, upper) in enumerate(side.guards):
+                value = e.add(e.v(f"gt_{label}{p}_g{g}"),
+                              e.affine(poly.part(red), env, const=False))
+                conditions.append(k.BinOp(">=", value, e.c(0), "bool"))
+                conditions.append(e.lt(value, upper))
+            index = e.add(e.add(e.v(f"gt_{label}{p}_base"), e.v(f"{kflat}_addr")),
+                          side.address.const)
+            value = self.ctx.load(side.access.tensor, index)
+            if value.dtype != self.ctype:
+                value = k.Cast(self.ctype, value)
+            cond = _conjunction(conditions)
+            if cond is not None:
+                value = k.Select(cond, value, k.Const(0.0, self.ctype), self.ctype)
+            stmts.append(k.Assign(f"gt_{label}r{p}", value))
+        return stmts
+
+    def store(self, buf: k.Expr) -> list[k.Stmt]:
+        stmts: list[k.Stmt] = []
+        for stage in self.stages:
+            for p in range(stage.slots):
+                kk, s = self.slot_position(stage, p)
+                stmts.append(k.StoreLocal(stage.array, (buf, kk, s),
+                                          k.Var(f"gt_{stage.side.label}r{p}", self.ctype)))
+        return stmts
+
+    def row(self, index: k.Expr, tile: int, reg: int, lane: str) -> k.Expr:
+        """Row ``index`` of this work-item's register tile within the work-group tile: chunks
+        of up to 4 consecutive rows (vector loads from local memory), lanes interleaved."""
+        e = self.e
+        width = min(4, reg)
+        lanes = tile // reg
+        chunk = e.mul(e.div(index, width), lanes * width)
+        return e.add(e.add(chunk, e.mul(e.v(lane), width)), e.mod(index, width))
+
+    def compute(self, buf: k.Expr) -> k.Stmt:
+        e, cfg, t = self.e, self.cfg, self.ctype
+        i, j, kk = e.v("gt_i"), e.v("gt_j"), e.v("gt_kk")
+        a_row = self.row(i, cfg.tile_m, cfg.reg_m, "gt_ty")
+        b_col = self.row(j, cfg.tile_n, cfg.reg_n, "gt_tx")
+        fetch = k.block(self.fetch("gt_af", self.stages[0].array, buf, cfg.tile_m, cfg.reg_m,
+                                   "gt_ty", a_row),
+                        self.fetch("gt_bf", self.stages[1].array, buf, cfg.tile_n, cfg.reg_n,
+                                   "gt_tx", b_col))
+        product = k.BinOp("*", k.LoadLocal("gt_af", (i,), t), k.LoadLocal("gt_bf", (j,), t), t)
+        update = k.StoreLocal("gt_acc", (i, j),
+                              k.BinOp("+", k.LoadLocal("gt_acc", (i, j), t), product, t))
+        accumulate = k.For("gt_i", 0, cfg.reg_m, k.For("gt_j", 0, cfg.reg_n, update,
+                                                        kind="unroll"), kind="unroll")
+        return k.For("gt_kk", 0, cfg.tile_k, k.block(fetch, accumulate), kind="unroll")
+
+    def vector_width(self, reg: int) -> int:
+        """Elements per local-memory read of a fragment: the chunks of :meth:`row`, as one
+        16- or 8-byte access for float32 (NVRTC does not merge the scalar reads itself)."""
+        width = min(4, reg)
+        return width if self.ctype == "float32" and width in (2, 4) else 1
+
+    def fetch(self, fragment: str, array: str, buf: k.Expr, tile: int, reg: int, lane: str,
+              scalar_row: k.Expr) -> k.Stmt:
+        """This work-item's fragment of row ``gt_kk`` of a staged tile, into registers."""
+        e, t = self.e, self.ctype
+        width = self.vector_width(reg)
+        if width == 1:
+            index = e.v("gt_i" if fragment == "gt_af" else "gt_j")
+            return k.For(index.name, 0, reg, k.StoreLocal(fragment, (index,), k.LoadLocal(
+                array, (buf, e.v("gt_kk"), scalar_row), t)), kind="unroll")
+        chunk = e.v("gt_c")
+        first = e.add(e.mul(chunk, (tile // reg) * width), e.mul(e.v(lane), width))
+        copy = k.CopyLocal(fragment, (e.mul(chunk, width),), array, (buf, e.v("gt_kk"), first),
+                           width, t)
+        return k.For("gt_c", 0, reg // width, copy, kind="unroll")
+
+    def epilogue(self) -> k.Stmt:
+        """Finalise and store each cell of the register tile, as lower_contraction does."""
+        e, cfg, view, nc = self.e, self.cfg, self.view, self.view.nc
+        i, j = e.v("gt_i"), e.v("gt_j")
+        m = e.add(e.v("gt_m0"), self.row(i, cfg.tile_m, cfg.reg_m, "gt_ty"))
+        n = e.add(e.v("gt_n0"), self.row(j, cfg.tile_n, cfg.reg_n, "gt_tx"))
+        values = dict(self.batch_env())
+        values.update(e.decode(e.v("gt_m"), view.a.group, view.a.extents))
+        values.update(e.decode(e.v("gt_n"), view.b.group, view.b.extents))
+        cell_stmts: list[k.Stmt] = [k.Declare(v, self.itype, values[v]) for v in nc.out_vars]
+        cell = [e.v(v) for v in nc.out_vars]
+        flat = e.c(0)
+        for var, stride in zip(nc.out_vars, row_major_strides(nc.out_shape)):
+            flat = e.add(flat, e.mul(e.v(var), stride))
+        cell_stmts.append(k.Declare("gt_flat", self.itype, flat))
+        acc = k.LoadLocal("gt_acc", (i, j), self.ctype)
+        result = finalize(nc, self.ctx, acc, None, cell, e.v("gt_flat"), self.ctype, self.itype)
+        cell_stmts.append(k.Declare(f"v_{nc.out}", self.ctype, result))
+        registers = {nc.out: k.Var(f"v_{nc.out}", self.ctype)}
+        cell_stmts += _epilogue(self.plan, self.ctx, cell, e.v("gt_flat"), self.itype, registers)
+        inside = k.BinOp("&&", e.lt(e.v("gt_m"), view.m), e.lt(e.v("gt_n"), view.n), "bool")
+        per_cell = k.block(k.Declare("gt_m", self.itype, m), k.Declare("gt_n", self.itype, n),
+                           k.If(inside, k.block(*cell_stmts)))
+        return k.For("gt_i", 0, cfg.reg_m, k.For("gt_j", 0, cfg.reg_n, per_cell, kind="unroll"),
+                     kind="unroll")

@@ -1,0 +1,243 @@
+"""The GPU tiled schedule for contractions, on every discovered OpenCL and CUDA device.
+
+References are NumPy / PyTorch in float64. PoCL (OpenCL on the CPU) describes itself as a CPU,
+so its description is patched to ``kind="gpu"`` here: it runs local memory and barriers for
+real, which makes it a good place to test the GPU schedule without a GPU. Every test asserts
+that the tiled schedule was the one chosen, so that a silent fallback cannot pass as a test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gingham import tile
+from gingham.compiler import tiling_gpu
+from gingham.devices import list_devices
+from gingham.runtime import executable
+
+GPU_DIALECT_IDS = [d.id for d in list_devices() if d.info.dialect in ("opencl", "cuda")]
+TILED = "gpu tiled contraction"
+
+
+@pytest.fixture(params=GPU_DIALECT_IDS)
+def gpu(request, monkeypatch):
+    """Each OpenCL / CUDA device, described as a GPU so that it gets the GPU schedules."""
+    device = next(d for d in list_devices() if d.id == request.param)
+    if device.info.kind != "gpu":
+        monkeypatch.setattr(device, "info", dataclasses.replace(device.info, kind="gpu"))
+    return device
+
+
+def _run(source: str, arrays, device, expect_tiled=(0,)):
+    """Outputs of ``source`` on ``device``; asserts which launches have the tiled schedule."""
+    fn = tile.function(source)
+    exe = executable(fn.bind(*arrays), device)
+    schedules = [launch.schedule for launch in exe.launches]
+    for index in expect_tiled:
+        assert schedules[index].startswith(TILED), schedules
+    return exe(*arrays), schedules
+
+
+def _close(got, expected, k_size, err=""):
+    scale = max(1.0, float(np.abs(expected).max()))
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=2e-6 * k_size * scale,
+                               err_msg=err)
+
+
+MATMUL = """
+function (A[M, K], B[K, N]) -> (C) {
+    C[i, j : M, N] = +(A[i, k] * B[k, j]);
+}
+"""
+
+
+@pytest.mark.parametrize("m, k, n", [
+    (64, 64, 64), (37, 51, 45), (3, 300, 5), (200, 100, 70), (129, 17, 257), (1, 4096, 3),
+    (130, 9, 130),
+])
+def test_matmul_shapes(gpu, m, k, n):
+    rng = np.random.default_rng(m * 1000 + n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    (c,), _ = _run(MATMUL, (a, b), gpu)
+    _close(c, a.astype(np.float64) @ b, k)
+
+
+@pytest.mark.parametrize("config", tiling_gpu.CANDIDATES, ids=str)
+def test_every_candidate_config(gpu, monkeypatch, config):
+    if not tiling_gpu._fits(config, gpu.info, 4):
+        pytest.skip(f"{config} does not fit {gpu.id}")
+    monkeypatch.setattr(tiling_gpu, "choose_config", lambda view, info, itemsize=4: config)
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((150, 70)).astype(np.float32)
+    b = rng.standard_normal((70, 133)).astype(np.float32)
+    (c,), schedules = _run(MATMUL, (a, b), gpu)
+    assert str(config) in schedules[0]
+    _close(c, a.astype(np.float64) @ b, 70)
+
+
+def test_transposed_operands_and_float64(gpu):
+    source = """
+    function (A[K, M], B[N, K]) -> (C) {
+        C[i, j : M, N] = +(A[k, i] * B[j, k]);
+    }
+    """
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((90, 70))
+    b = rng.standard_normal((50, 90))
+    (c,), schedules = _run(source, (a, b), gpu)
+    assert "A=A[o0] (tile-major" in schedules[0] and "B=B[o1] (K-major" in schedules[0]
+    np.testing.assert_allclose(c, a.T @ b.T, rtol=1e-10, atol=1e-10)
+
+
+def test_batched_matmul(gpu):
+    source = """
+    function (A[Bt, M, K], B[Bt, K, N]) -> (C) {
+        C[b, i, j : Bt, M, N] = +(A[b, i, k] * B[b, k, j]);
+    }
+    """
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((5, 33, 40)).astype(np.float32)
+    b = rng.standard_normal((5, 40, 66)).astype(np.float32)
+    (c,), schedules = _run(source, (a, b), gpu)
+    assert "batch 5" in schedules[0]
+    _close(c, np.matmul(a.astype(np.float64), b), 40)
+
+
+def test_fused_epilogue_and_half_inputs(gpu):
+    source = """
+    function (A[M, K], B[K, N], Bias[N]) -> (D) {
+        C[i, j : M, N] = +(A[i, k] * B[k, j]);
+        D = relu(C + Bias);
+    }
+    """
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((70, 48)).astype(np.float16)
+    b = rng.standard_normal((48, 36)).astype(np.float16)
+    bias = rng.standard_normal(36).astype(np.float16)
+    (d,), _ = _run(source, (a, b, bias), gpu)
+    c = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16).astype(np.float64)
+    expected = np.maximum(c + bias, 0)
+    assert d.dtype == np.float16
+    np.testing.assert_allclose(d.astype(np.float64), expected, rtol=4e-3, atol=4e-3)
+
+
+def _conv_source(stride: int, pad: int, dilation: int, h: int, kh: int) -> str:
+    out = (h + 2 * pad - dilation * (kh - 1) - 1) // stride + 1
+    return f"""
+    function (I[N, H, W, CI], F[KH, KW, CI, CO]) -> (O) {{
+        O[n, y, x, co : N, {out}, {out}, CO] =
+            +(I[n, {stride}*y + {dilation}*ky - {pad}, {stride}*x + {dilation}*kx - {pad}, ci]
+              * F[ky, kx, ci, co]);
+    }}
+    """
+
+
+def _torch_conv(i, f, stride, pad, dilation):
+    out = F.conv2d(torch.from_numpy(i).double().permute(0, 3, 1, 2),
+                   torch.from_numpy(f).double().permute(3, 2, 0, 1),
+                   stride=stride, padding=pad, dilation=dilation)
+    return out.permute(0, 2, 3, 1).numpy()
+
+
+@pytest.mark.parametrize("stride, pad, dilation, h", [
+    (1, 1, 1, 16), (2, 1, 1, 15), (1, 2, 2, 12), (2, 0, 1, 9),
+])
+def test_conv2d_forward(gpu, stride, pad, dilation, h):
+    rng = np.random.default_rng(stride * 10 + pad)
+    i = rng.standard_normal((2, h, h, 6)).astype(np.float32)
+    f = rng.standard_normal((3, 3, 6, 20)).astype(np.float32)
+    (o,), schedules = _run(_conv_source(stride, pad, dilation, h, 3), (i, f), gpu)
+    assert ("2 guards" in schedules[0]) == (pad > 0)
+    _close(o, _torch_conv(i, f, stride, pad, dilation), 54)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_conv2d_gradients(gpu, stride):
+    """The data and filter gradients (``fn.vjp``), against PyTorch autograd; the stride-1
+    data gradient runs over 3x3 kernel offsets, not over the image (narrow_reductions)."""
+    rng = np.random.default_rng(40 + stride)
+    h = 12
+    source = _conv_source(stride, 1, 1, h, 3)
+    fn = tile.function(source)
+    i = rng.standard_normal((2, h, h, 5)).astype(np.float32)
+    f = rng.standard_normal((3, 3, 5, 7)).astype(np.float32)
+    out = (h + 2 - 3) // stride + 1
+    d_o = rng.standard_normal((2, out, out, 7)).astype(np.float32)
+
+    grad = tile.function(fn.gradient_source(i, f))
+    exe = executable(grad.bind(i, f, d_o), gpu)
+    schedules = [launch.schedule for launch in exe.launches]
+    assert all(s.startswith(TILED) for s in schedules), schedules
+    if stride == 1:
+        assert any("K=63" in s for s in schedules), schedules  # 3 * 3 * 7, not 12 * 12 * 7
+
+    d_i, d_f = fn.vjp((i, f), d_o, device=gpu.id)
+    ti = torch.from_numpy(i).double().permute(0, 3, 1, 2).requires_grad_()
+    tf = torch.from_numpy(f).double().permute(3, 2, 0, 1).requires_grad_()
+    to = F.conv2d(ti, tf, stride=stride, padding=1)
+    to.backward(torch.from_numpy(d_o).double().permute(0, 3, 1, 2))
+    _close(d_i, ti.grad.permute(0, 2, 3, 1).numpy(), 63, "data gradient")
+    _close(d_f, tf.grad.permute(2, 3, 1, 0).numpy(), 2 * out * out, "filter gradient")
+
+
+def test_fallbacks_stay_correct(gpu):
+    # Too little work, and a max-reduction: the default schedule, with the same results.
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((4, 2)).astype(np.float32)
+    (c,), schedules = _run(MATMUL, (a, b), gpu, expect_tiled=())
+    assert not schedules[0].startswith(TILED)
+    _close(c, a.astype(np.float64) @ b, 4)
+    source = """
+    function (A[M, K], B[K, N]) -> (C) {
+        C[i, j : M, N] = >(A[i, k] * B[k, j]);
+    }
+    """
+    a = rng.standard_normal((64, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 64)).astype(np.float32)
+    (c,), schedules = _run(source, (a, b), gpu, expect_tiled=())
+    assert not schedules[0].startswith(TILED)
+    np.testing.assert_allclose(c, (a[:, :, None] * b[None]).max(axis=1), rtol=1e-6)
+
+
+def test_narrow_reductions_keeps_the_assignments():
+    """The change of variables gives the same set of (cell, value) terms as the original."""
+    from gingham.compiler.fusion import plan
+
+    source = _conv_source(1, 1, 1, 6, 3)
+    fn = tile.function(source)
+    i = np.zeros((1, 6, 6, 2), np.float32)
+    f = np.zeros((3, 3, 2, 3), np.float32)
+    d_o = np.zeros((1, 6, 6, 3), np.float32)
+    grad = tile.function(fn.gradient_source(i, f))
+    kernels = plan(grad.bind(i, f, d_o)).kernels
+    data = next(kp.contraction for kp in kernels if kp.contraction.out == "D_I")
+    narrow = tiling_gpu.narrow_reductions(data)
+    assert narrow.reduction_size < data.reduction_size
+    assert _terms(narrow) == _terms(data)
+
+
+def _terms(nc):
+    """Every valid assignment as (output cell, operand indices), by brute force."""
+    import itertools
+
+    names = nc.out_vars + nc.red_vars
+    ranges = [range(s) for s in nc.out_shape] + [range(lo, hi + 1)
+                                                  for lo, hi in nc.red_ranges.values()]
+    order = list(nc.out_vars) + list(nc.red_ranges)
+    found = set()
+    for point in itertools.product(*ranges):
+        env = dict(zip(order, point))
+        if not all(0 <= q.poly.evaluate(env) < q.upper for q in nc.guards):
+            continue
+        operands = tuple(tuple(int(p.evaluate(env)) for p in a.index) for a in nc.operands)
+        if all(0 <= x < s for a, idx in zip(nc.operands, operands) for x, s in zip(idx, a.sizes)):
+            found.add((tuple(env[o] for o in nc.out_vars), operands))
+    assert names  # the point enumerates every variable
+    return found
