@@ -1,6 +1,6 @@
 """Times the GPU tiled schedule against PyTorch (cuBLAS / cuDNN, fp32, TF32 off).
 
-    PYTHONPATH=$PWD python3 tests/compiler/bench_tiling_gpu.py [--small] [--out results.json]
+    PYTHONPATH=$PWD python3 tools/bench_tiling_gpu.py [--small] [--out results.json]
 
 For every discovered GPU (CUDA and OpenCL): fp32 GEMM 4096^3 and the CIFAR ResNet 3x3 conv
 layer (batch 128, 64 -> 64 channels, 32x32, padding 1, NHWC), on device-resident buffers,
