@@ -39,12 +39,17 @@ from .frontend.tensor import (  # noqa: E402
     zeros,
 )
 
+from .frontend import optim  # noqa: E402
+from .frontend.jit import jit  # noqa: E402
+from .frontend.transforms import grad, value_and_grad  # noqa: E402
+
 __version__ = "0.1.0"
 
 __all__ = [
     "tile",
     "Tensor", "tensor", "zeros", "ones", "full", "arange", "matmul", "reshape",
     "permute_dims", "concat", "stack", "maximum", "minimum", "where", "no_grad",
+    "jit", "optim", "grad", "value_and_grad",
     "GinghamError",
     "TileError",
     "TileSyntaxError",

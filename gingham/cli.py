@@ -23,7 +23,8 @@ from gingham.errors import GinghamError
 # name -> "module:function" registering the subcommand. Imported when the CLI starts.
 SUBCOMMANDS: dict[str, str] = {
     "devices": "gingham.cli:register_devices",
-    # "bench": "gingham.bench.cli:register",
+    "demo": "gingham.demo:register",
+    "bench": "gingham.bench.cli:register",
     # "tune": "gingham.tuner.cli:register",
     # "run": "gingham.frontends.cli:register",
 }
@@ -122,10 +123,11 @@ def devices_command(args: argparse.Namespace) -> int:
                      _size(info.l2_bytes), _size(info.l3_bytes),
                      f"{info.cache_line_bytes} B" if info.cache_line_bytes else "-"])
     print(_table(rows))
+    notes = [f"no {prefix} devices: {reason}" for prefix, reason in missing.items()]
     if default not in {d.id for d in found}:
-        print(f"\nthe configured default {default!r} is not available")
-    for prefix, reason in missing.items():
-        print(f"\nno {prefix} devices: {reason}")
+        notes.insert(0, f"the configured default {default!r} is not available")
+    if notes:
+        print("\n" + "\n".join(notes))
     return 0
 
 

@@ -64,6 +64,12 @@ class Tensor:
         self._build = build
         self.requires_grad = requires_grad
         self.grad: Tensor | None = None
+        # A leaf's value changes only through assign(), which bumps its version; a lazy tensor
+        # remembers the versions it was computed from, so it can never read a newer value.
+        self._version = 0
+        self._parent_versions = tuple(p._version for p in self._parents)
+        self._placeholder = False  # an argument of a function being traced by gingham.jit
+        self._backward_roots: list[Tensor] = []
 
     # -- basic properties ------------------------------------------------------------------------
     @property
@@ -94,6 +100,11 @@ class Tensor:
         if self._buffer is None:
             realize([self])
         return self
+
+    def assign(self, value: "Tensor") -> None:
+        """Make this leaf hold ``value`` (same shape and dtype): how optimisers update
+        parameters. Inside ``gingham.jit`` the update becomes an output of the traced step."""
+        assign_all([(self, value)])
 
     def numpy(self) -> np.ndarray:
         """The value as a NumPy array (copies from the device)."""
@@ -253,9 +264,12 @@ class Tensor:
         leaves = [t for t in _graph_leaves([self]) if t.requires_grad]
         if not leaves:
             raise GinghamError("backward(): no tensor in the graph requires a gradient")
+        # Gradients are lazy tensors: the gradient program joins the graph, so an optimiser
+        # step computes forward, backward and update as one compiled program.
         grads = _gradients(self, leaves, cotangent)
         for leaf, grad in zip(leaves, grads):
-            leaf.grad = grad if leaf.grad is None else (leaf.grad + grad).realize()
+            leaf.grad = grad if leaf.grad is None else leaf.grad + grad
+            leaf._backward_roots.append(self)
 
 
 # -- creation ------------------------------------------------------------------------------------------
@@ -573,6 +587,12 @@ def _collect(targets: Iterable[Tensor], stop: Callable[[Tensor], bool]):
             stack.pop()
             if id(current) in memo:
                 continue
+            for parent, version in zip(current._parents, current._parent_versions):
+                if parent._version != version:
+                    raise GinghamError(
+                        "a tensor was computed from a value that has since been assigned "
+                        "(an optimiser step?); realise it before the assignment"
+                    )
             memo[id(current)] = current._build([node(p) for p in current._parents])
         return memo[key]
 
@@ -592,10 +612,16 @@ def realize(targets: Sequence[Tensor]) -> None:
     from ..devices import get_device
     from ..runtime import executable
 
-    pending = [t for t in dict.fromkeys(targets) if t._buffer is None]
+    pending = list({id(t): t for t in targets if t._buffer is None}.values())
     if not pending:
         return
-    inputs, placeholders, outputs = _collect(pending, lambda t: t._buffer is not None)
+    inputs, placeholders, outputs = _collect(
+        pending, lambda t: t._buffer is not None or t._placeholder)
+    if any(t._placeholder for t in inputs):
+        raise GinghamError(
+            "a value that depends on the arguments of a function traced by gingham.jit cannot "
+            "be read during tracing (no .numpy(), .item() or Python branching on tensors)"
+        )
     names = {f"O{i}": out for i, out in enumerate(outputs)}
     program = builder.program(placeholders, names)
     fn = _function_for(program)
@@ -626,10 +652,7 @@ def _graph_leaves(targets: Sequence[Tensor]) -> list[Tensor]:
 
 
 def _gradients(output: Tensor, wrt: list[Tensor], cotangent: Tensor) -> list[Tensor]:
-    """d(output)/d(wrt) · cotangent through the Tile autodiff of the whole graph."""
-    from ..devices import get_device
-    from ..runtime import executable
-
+    """d(output)/d(wrt) · cotangent as lazy tensors, from the Tile autodiff of the graph."""
     inputs, placeholders, (out_node,) = _collect([output], lambda t: t.is_leaf)
     position = {id(t): n for n, t in enumerate(inputs)}  # by identity: == is elementwise
     program = builder.program(placeholders, {"Out": out_node})
@@ -639,26 +662,62 @@ def _gradients(output: Tensor, wrt: list[Tensor], cotangent: Tensor) -> list[Ten
     grad = fn.gradient_for(bound, wanted)
     gradient_bound = grad.function.bind_shapes(
         [t.shape for t in inputs] + [output.shape], [t.dtype for t in inputs] + [output.dtype])
-    device = get_device(output.device)
-    exe = executable(gradient_bound, device)
-    cotangent = cotangent if cotangent.dtype == output.dtype else cotangent.astype(output.dtype)
-    cotangent.realize()
-    for t in inputs:
-        t.realize()
-    buffers = exe.run([t._buffer for t in inputs] + [cotangent._buffer], fresh_outputs=True)
-    by_name = dict(zip(grad.program.outputs, buffers))
+    if cotangent.dtype != output.dtype:
+        cotangent = cotangent.astype(output.dtype)
+    parents = list(inputs) + [cotangent]
+    inlined: dict = {}
+
+    def output_of(name: str):
+        def build(nodes):
+            key = tuple(nodes)  # the nodes themselves (kept alive), not their ids
+            if inlined.get("key") != key:
+                inlined["key"] = key
+                inlined["outputs"] = dict(zip(grad.program.outputs,
+                                              builder.inline(grad.program, nodes)))
+            return inlined["outputs"][name]
+        return build
+
     results = []
     for t in wrt:
         name = grad.gradient_names.get(f"L{position[id(t)]}") if id(t) in position else None
         if name is None:
             results.append(zeros(t.shape, t.dtype, t.device))
             continue
-        produced = Tensor(t.shape, gradient_bound.dtypes[name], t.device, buffer=by_name[name])
-        results.append(produced if produced.dtype == t.dtype else produced.astype(t.dtype).realize())
+        value = Tensor(t.shape, gradient_bound.dtypes[name], t.device, parents=parents,
+                       build=output_of(name))
+        results.append(value if value.dtype == t.dtype else value.astype(t.dtype))
     return results
+
+
+def assign_all(pairs: Sequence[tuple[Tensor, Tensor]]) -> None:
+    """Give several leaves new values computed together (one program), then swap them in.
+
+    The tensors that ``backward()`` was called on are computed in the same program, so a loss
+    read after ``optimizer.step()`` still shows the value it had before the step.
+    """
+    from .jit import current_trace
+
+    for target, value in pairs:
+        if not target.is_leaf:
+            raise GinghamError("assign(): only leaf tensors (parameters, state) can be assigned")
+        if value.shape != target.shape:
+            raise ShapeError(f"assign(): value of shape {value.shape} for a tensor of shape "
+                             f"{target.shape}")
+    pairs = [(t, v if v.dtype == t.dtype else v.astype(t.dtype)) for t, v in pairs]
+    trace = current_trace()
+    if trace is not None:
+        trace.record_assignments(pairs)
+        return
+    roots = [r for target, _ in pairs for r in target._backward_roots]
+    realize([v for _, v in pairs] + roots)
+    for target, value in pairs:
+        target._buffer = value._buffer
+        target._version += 1
+        target._backward_roots = []
 
 
 __all__ = [
     "Tensor", "ShapeError", "tensor", "zeros", "ones", "full", "arange", "matmul", "reshape",
     "permute_dims", "concat", "stack", "maximum", "minimum", "where", "realize", "no_grad",
+    "assign_all",
 ]

@@ -537,6 +537,72 @@ def program(inputs: Sequence[Tensor], outputs: Union[Sequence[Tensor], Mapping[s
     return result
 
 
+def inline(program: Program, inputs: Sequence[Tensor]) -> list[Tensor]:
+    """Embed a whole program in the graph under construction: its inputs are ``inputs``; the
+    result is one tensor per program output. This is how a gradient program (itself Tile)
+    joins the forward graph, so forward, backward and update compile as one program.
+
+        grads = tile.inline(gradient_program, [X, W, D_Loss])
+    """
+    if len(inputs) != len(program.inputs):
+        raise TileSyntaxError(
+            f"the program takes {len(program.inputs)} inputs but {len(inputs)} were given")
+    by_name: dict[str, Tensor] = {inp.name: t for inp, t in zip(program.inputs, inputs)}
+    dims: dict[str, int] = {}
+    for inp, tensor in zip(program.inputs, inputs):
+        for dim, size in zip(inp.dims or (), tensor.dims or ()):
+            if isinstance(dim, str) and isinstance(size, int):
+                dims[dim] = size
+    for statement in program.statements:
+        names = {name: by_name[name].id for name in statement.inputs()}
+        renamed = _bind_dims(rename_statement(statement, names), dims)
+        by_name[statement.out] = Tensor(renamed, [by_name[n] for n in statement.inputs()])
+    return [by_name[name] for name in program.outputs]
+
+
+def _bind_dims(statement, dims: dict[str, int]):
+    """Replace header dimension names by the sizes of the tensors given for them."""
+    if not dims:
+        return statement
+    if isinstance(statement, Contraction):
+        return replace(
+            statement,
+            index=tuple(p.substitute(dims) for p in statement.index),
+            shape=tuple(_size_value(s, dims) for s in statement.shape),
+            operands=tuple(replace(a, index=tuple(p.substitute(dims) for p in a.index))
+                           for a in statement.operands),
+            constraints=tuple(replace(k, poly=k.poly.substitute(dims),
+                                      bound=_size_value(k.bound, dims))
+                              for k in statement.constraints),
+        )
+    if isinstance(statement, Special) and statement.sizes:
+        return replace(statement, sizes=tuple(_size_value(s, dims) for s in statement.sizes))
+    if isinstance(statement, Elementwise):
+        return replace(statement, expr=_bind_expr_dims(statement.expr, dims))
+    return statement
+
+
+def _size_value(size: Size, dims: dict[str, int]) -> Size:
+    return Size.const(size.evaluate(dims)) if size.dims() <= dims.keys() else size
+
+
+def _bind_expr_dims(expr, dims: dict[str, int]):
+    if isinstance(expr, ir.DimValue) and expr.name in dims:
+        return ir.Const(dims[expr.name])
+    if isinstance(expr, (ir.Unary, ir.Cast)):
+        return replace(expr, operand=_bind_expr_dims(expr.operand, dims))
+    if isinstance(expr, ir.Binary):
+        return replace(expr, left=_bind_expr_dims(expr.left, dims),
+                       right=_bind_expr_dims(expr.right, dims))
+    if isinstance(expr, ir.Select):
+        return replace(expr, cond=_bind_expr_dims(expr.cond, dims),
+                       if_true=_bind_expr_dims(expr.if_true, dims),
+                       if_false=_bind_expr_dims(expr.if_false, dims))
+    if isinstance(expr, ir.Call):
+        return replace(expr, args=tuple(_bind_expr_dims(a, dims) for a in expr.args))
+    return expr
+
+
 def _inline_elementwise(ordered: list[Tensor], names: dict[str, str]) -> list[Tensor]:
     """Fold an unnamed elementwise result into its consumer when that is its only use, so
     ``relu(X * 2.0 + 1.0)`` is one statement, as it would be in text."""

@@ -7,7 +7,7 @@ shapes and happen when a program is bound (:mod:`gingham.tile.shapes`).
 from __future__ import annotations
 
 from ..errors import TileIndexError, TileNameError, TileShapeError
-from .ir import Contraction, Elementwise, Program, Special, Statement
+from .ir import Contraction, Program, Statement
 
 
 def validate(program: Program) -> None:
@@ -54,8 +54,6 @@ def _check_statement(statement: Statement, defined: dict, dims: set[str]) -> Non
             raise TileNameError(f"{what} '{name}' {where}", statement.loc, statement.out)
     if isinstance(statement, Contraction):
         _check_contraction(statement)
-    if isinstance(statement, Special) and statement.op == "reshape" and not statement.sizes:
-        raise TileShapeError(f"reshape() needs at least one size {where}", statement.loc)
 
 
 def _check_contraction(c: Contraction) -> None:

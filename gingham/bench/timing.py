@@ -1,0 +1,79 @@
+"""Wall-clock timing of something that runs asynchronously on a device.
+
+    timing = measure(lambda: exe.run(buffers), device.synchronize, repeat=5, budget=2.0)
+    timing.seconds        # median time of one run over the trials
+
+One warm-up run sizes the measurement: a trial is ``number`` back-to-back runs followed by one
+synchronisation (so launch overhead overlaps device work, as in a real step), the per-run time of
+a trial is its time over ``number``, and the result is the median over the trials. The whole
+measurement stays near ``budget`` seconds; a big op gets fewer trials, and an op whose warm-up run
+takes more than ``slow`` seconds is timed exactly once (and says so).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+#: A run slower than this is timed once: more repeats would cost minutes and add no insight.
+SLOW_RUN_SECONDS = 5.0
+
+# Enough trials for a median when a run is short; a run of a second or more gets what fits.
+_MIN_TRIALS_SHORT = 3
+_SHORT_RUN_SECONDS = 1.0
+_MAX_RUNS_PER_TRIAL = 10_000
+
+
+@dataclass
+class Timing:
+    """The median per-run time of a measurement and what it is made of."""
+
+    seconds: float
+    runs: int  # timed runs, warm-up excluded
+    trials: list[float] = field(default_factory=list)  # the per-run time of each trial
+    note: str = ""
+
+    def as_dict(self) -> dict:
+        return {"seconds": self.seconds, "runs": self.runs, "trials": self.trials,
+                "note": self.note}
+
+
+def _once(run: Callable[[], object], sync: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    run()
+    sync()
+    return time.perf_counter() - start
+
+
+def measure(run: Callable[[], object], sync: Callable[[], object], *, repeat: int = 5,
+            budget: float = 2.0, slow: float = SLOW_RUN_SECONDS) -> Timing:
+    """Time ``run`` (asynchronous; ``sync`` waits for it): the median per-run seconds.
+
+    Guarantees at least one warm-up run before any timed run and at least one timed run;
+    ``repeat`` bounds the number of trials.
+    """
+    assert repeat >= 1 and budget > 0
+    sync()
+    first = _once(run, sync)
+    if first > slow:
+        seconds = _once(run, sync)
+        return Timing(seconds, 1, [seconds], f"timed once (one run takes > {slow:g} s)")
+    first = max(first, 1e-7)
+    number = max(1, min(_MAX_RUNS_PER_TRIAL, int(budget / (repeat * first))))
+    if number > 1:
+        trials = repeat
+    else:
+        fitting = int(budget / first)
+        floor = _MIN_TRIALS_SHORT if first < _SHORT_RUN_SECONDS else 1
+        trials = min(repeat, max(floor, fitting))
+    per_run = []
+    for _ in range(trials):
+        start = time.perf_counter()
+        for _ in range(number):
+            run()
+        sync()
+        per_run.append((time.perf_counter() - start) / number)
+    note = "" if trials > 1 else "one timed run (a big op under the time budget)"
+    return Timing(statistics.median(per_run), trials * number, per_run, note)

@@ -1,0 +1,146 @@
+"""``gingham bench ops``: the command runs end to end and its records are complete and checked.
+
+No timing is asserted (performance belongs to the benchmark, not to the tests); the problems
+are shrunk with the hidden ``--scale`` so that the run takes seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from gingham.bench import baselines as bl
+from gingham.bench import ops
+from gingham.bench.report import write_json
+from gingham.bench.timing import measure
+from gingham.cli import main
+
+torch = pytest.importorskip("torch")
+
+SCALE = "0.01"  # GEMM 10^3, 2^24 / 100 elements, conv batch 1
+REQUIRED = {"name", "device", "dtype", "shape", "gingham_seconds", "baseline",
+            "baseline_seconds", "ratio", "torch_version", "machine"}
+
+
+def _run(tmp_path, *extra: str) -> tuple[int, list[dict]]:
+    path = tmp_path / "ops.json"
+    status = main(["bench", "ops", "--device", "cpu", "--quick", "--scale", SCALE,
+                   "--json", str(path), *extra])
+    return status, json.loads(path.read_text())
+
+
+def test_gemm_and_elementwise_records_are_complete_and_checked(tmp_path, capsys):
+    status, records = _run(tmp_path, "--only", "gemm,elementwise", "--repeat", "2")
+    out = capsys.readouterr().out
+    assert status == 0, out
+    pairs = {(r["name"], r["baseline"]) for r in records}
+    assert pairs == {("gemm", "torch"), ("gemm", "numpy"), ("elementwise", "torch"),
+                     ("elementwise", "copy")}
+    for record in records:
+        assert REQUIRED <= set(record), REQUIRED - set(record)
+        assert record["device"] == "cpu" and record["dtype"] == "float32"
+        assert record["status"] == "ok"
+        assert record["golden"]["ok"] and record["golden"]["rel_error"] < 1e-3
+        assert record["torch_version"] == torch.__version__
+        for key in ("gingham_seconds", "baseline_seconds", "ratio"):
+            assert isinstance(record[key], float) and math.isfinite(record[key]) \
+                and record[key] > 0, (key, record)
+        assert record["ratio"] == pytest.approx(
+            record["baseline_seconds"] / record["gingham_seconds"])
+    gemm = next(r for r in records if r["name"] == "gemm")
+    assert gemm["gflops"] > 0 and gemm["params"] == {"M": 10, "N": 10, "K": 10}
+    elementwise = next(r for r in records if r["name"] == "elementwise")
+    assert elementwise["gbps"] > 0
+    for name in ("gemm", "elementwise", "ratio", "torch", "numpy", "copy"):
+        assert name in out
+
+
+def test_a_wrong_kernel_is_reported_and_never_timed(tmp_path, capsys, monkeypatch):
+    real_outputs = ops.GinghamRun.outputs
+
+    def wrong_outputs(self, rerun=True):
+        return [value + 1 for value in real_outputs(self, rerun)]
+
+    monkeypatch.setattr(ops.GinghamRun, "outputs", wrong_outputs)
+    status, records = _run(tmp_path, "--only", "gemm")
+    assert status == 1
+    assert records and all(r["status"] == "wrong" for r in records)
+    for record in records:
+        assert record["gingham_seconds"] is None and record["ratio"] is None
+        assert record["golden"]["ok"] is False
+    assert "WRONG" in capsys.readouterr().out
+
+
+def test_a_kernel_wrong_only_after_timing_is_reported(tmp_path, monkeypatch):
+    real_outputs = ops.GinghamRun.outputs
+
+    def flaky_outputs(self, rerun=True):
+        values = real_outputs(self, rerun)
+        return values if rerun else [value * 2 for value in values]
+
+    monkeypatch.setattr(ops.GinghamRun, "outputs", flaky_outputs)
+    status, records = _run(tmp_path, "--only", "elementwise", "--repeat", "1")
+    assert status == 1
+    assert all(r["status"] == "wrong" and r["ratio"] is None for r in records)
+    assert any("after" in note for note in records[0]["notes"])
+
+
+def test_conv_forward_backward_records(tmp_path):
+    status, records = _run(tmp_path, "--only", "conv", "--repeat", "1")
+    assert status == 0
+    names = list(dict.fromkeys(r["name"] for r in records))
+    assert names == ["conv3x3.forward", "conv3x3.backward", "conv3x3.forward+backward"]
+    assert {(r["name"], r["baseline"]) for r in records} == {
+        (name, baseline) for name in names for baseline in ("torch", "torch-cl")}
+    by_name = {r["name"]: r for r in records}
+    total = by_name["conv3x3.forward+backward"]
+    assert total["gingham_seconds"] == pytest.approx(
+        by_name["conv3x3.forward"]["gingham_seconds"]
+        + by_name["conv3x3.backward"]["gingham_seconds"])
+    assert all(r["golden"]["ok"] and r["ratio"] > 0 for r in records)
+
+
+def test_unknown_benchmark_name_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "ops", "--only", "gemm,nope"])
+    assert exit_info.value.code == 2
+    assert "nope" in capsys.readouterr().err
+
+
+def test_torch_conv_layouts_match_the_numpy_reference():
+    """The torch baseline's NHWC / [KH, KW, CI, CO] conversions, against an independent one."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 5, 6, 3), dtype=np.float32)
+    f = rng.standard_normal((3, 3, 3, 4), dtype=np.float32)
+    d_out = rng.standard_normal((2, 5, 6, 4), dtype=np.float32)
+    env = bl.TorchEnv(torch, "cpu")
+    expected_forward = bl.reference_conv_forward(x, f)
+    expected_backward = bl.reference_conv_backward(x, f, d_out)
+    for channels_last in (False, True):
+        forward, backward = bl.torch_conv(env, x, f, d_out, channels_last)
+        assert ops.relative_error(forward.result(), expected_forward) < 1e-5
+        assert ops.relative_error(backward.result(), expected_backward) < 1e-5
+
+
+def test_relative_error_rejects_nan_and_shape_mismatch():
+    ref = [np.ones((2, 2), np.float32)]
+    assert ops.relative_error([np.full((2, 2), np.nan, np.float32)], ref) != 0
+    assert not ops.Golden("x", ops.relative_error([np.full((2, 2), np.nan)], ref)).ok
+    assert ops.relative_error([np.ones((4,), np.float32)], ref) == math.inf
+
+
+def test_measure_times_a_slow_run_once():
+    calls = []
+    timing = measure(lambda: calls.append(1), lambda: None, repeat=5, budget=1.0, slow=-1.0)
+    assert len(calls) == 2 and timing.runs == 1 and "once" in timing.note
+
+
+def test_write_json_is_atomic_and_leaves_no_temp_files(tmp_path):
+    path = tmp_path / "out" / "r.json"
+    write_json(path, [{"a": 1}])
+    write_json(path, [{"a": 2}])
+    assert json.loads(path.read_text()) == [{"a": 2}]
+    assert [p.name for p in path.parent.iterdir()] == ["r.json"]

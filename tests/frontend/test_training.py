@@ -1,0 +1,132 @@
+"""Optimisers against torch.optim, and gingham.jit's contracts: one trace per signature, no
+host copies but the batch in and the loss out, no stale captured state."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import gingham
+from gingham.devices import get_device
+from gingham.frontend import optim
+from gingham.frontend.jit import jit
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((16, 5)).astype(np.float32)
+Y = RNG.standard_normal((16, 3)).astype(np.float32)
+W0 = RNG.standard_normal((5, 3)).astype(np.float32)
+
+OPTIMIZERS = {
+    "sgd": (lambda p: optim.SGD(p, lr=0.1), lambda p: torch.optim.SGD(p, lr=0.1)),
+    "momentum-dampening-wd": (
+        lambda p: optim.SGD(p, lr=0.05, momentum=0.9, dampening=0.1, weight_decay=0.01),
+        lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, dampening=0.1, weight_decay=0.01)),
+    "nesterov": (lambda p: optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True),
+                 lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True)),
+    "adam": (lambda p: optim.Adam(p, lr=0.01, weight_decay=0.01),
+             lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.01)),
+    "adamw": (lambda p: optim.AdamW(p, lr=0.01), lambda p: torch.optim.AdamW(p, lr=0.01)),
+}
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_optimizer_matches_torch(device, name):
+    make, make_torch = OPTIMIZERS[name]
+    w = gingham.tensor(W0, device=device, requires_grad=True)
+    opt = make([w])
+    tw = torch.tensor(W0, requires_grad=True)
+    topt = make_torch([tw])
+    x, y = gingham.tensor(X, device=device), gingham.tensor(Y, device=device)
+    for _ in range(4):
+        loss = ((x @ w - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        tloss = ((torch.tensor(X) @ tw - torch.tensor(Y)) ** 2).mean()
+        topt.zero_grad()
+        tloss.backward()
+        topt.step()
+        # The loss read after the step is the value from before it, as in PyTorch.
+        np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-5)
+    np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _training_step(w, opt):
+    @jit
+    def step(xb, yb):
+        loss = ((xb @ w - yb) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def test_jit_traces_once_and_moves_only_batch_and_loss(device):
+    w = gingham.tensor(W0, device=device, requires_grad=True)
+    opt = optim.SGD([w], lr=0.1, momentum=0.9)
+    step = _training_step(w, opt)
+    tw = torch.tensor(W0, requires_grad=True)
+    topt = torch.optim.SGD([tw], lr=0.1, momentum=0.9)
+    stats = get_device(device).stats
+    for i in range(4):
+        before = stats.snapshot()
+        loss = step(X, Y).item()
+        moved = stats.snapshot() - before
+        tloss = ((torch.tensor(X) @ tw - torch.tensor(Y)) ** 2).mean()
+        topt.zero_grad()
+        tloss.backward()
+        topt.step()
+        np.testing.assert_allclose(loss, tloss.item(), rtol=1e-5)
+        if i and device != "reference":  # the interpreter copies by design
+            assert (moved.copies_in, moved.copies_out) == (2, 1)
+            assert moved.compiles == 0
+    assert step.traces == 1
+    opt.lr = 0.01  # a schedule changes a device tensor, not the trace
+    step(X, Y)
+    assert step.traces == 1
+
+
+def test_jit_retraces_when_captured_state_changes(device):
+    w = gingham.tensor(W0, device=device, requires_grad=True)
+    holder = type("Model", (), {})()
+    holder.w, holder.scale = w, 1.0
+
+    @jit
+    def predict(xb):
+        return (xb @ holder.w) * holder.scale
+
+    first = predict(X).numpy()
+    holder.scale = 2.0  # a captured Python number changed
+    np.testing.assert_allclose(predict(X).numpy(), 2 * first, rtol=1e-6)
+    holder.w = gingham.tensor(2 * W0, device=device)  # a captured tensor was replaced
+    np.testing.assert_allclose(predict(X).numpy(), 4 * first, rtol=1e-6)
+    assert predict.traces == 3
+    predict(X[:8])  # a new signature traces too
+    assert predict.traces == 4
+
+
+def test_reading_a_value_while_tracing_is_an_error(device):
+    @jit
+    def bad(xb):
+        return xb * 2 if (xb.sum() > 0).item() else xb
+
+    with pytest.raises(gingham.GinghamError, match="cannot be read during tracing"):
+        bad(X)
+
+
+def test_grad_and_value_and_grad_match_torch(device):
+    def loss(w, x):
+        return ((x @ w).tanh() ** 2).sum()
+
+    w, x = gingham.tensor(W0, device=device), gingham.tensor(X, device=device)
+    value, (dw, dx) = gingham.value_and_grad(loss, argnums=(0, 1))(w, x)
+    tw, tx = torch.tensor(W0, requires_grad=True), torch.tensor(X, requires_grad=True)
+    tvalue = ((tx @ tw).tanh() ** 2).sum()
+    tvalue.backward()
+    np.testing.assert_allclose(value.item(), tvalue.item(), rtol=1e-5)
+    np.testing.assert_allclose(dw.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(dx.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(gingham.grad(loss)(w, x).numpy(), tw.grad.numpy(), rtol=1e-4,
+                               atol=1e-5)
