@@ -242,8 +242,8 @@ def _implied(q: Inequality, ranges: dict) -> bool:
 
 def gemm_view(nc: NormalContraction) -> GemmView | None:
     """The contraction as a batched matrix product, or None when it is not one."""
-    if nc.agg != "+" or nc.combo != "*" or len(nc.operands) != 2:
-        return None
+    if nc.agg != "+" or nc.combo != "*" or len(nc.operands) != 2 or not nc.out_vars:
+        return None  # not a sum of products, or a scalar result (nothing to tile)
     if any(lo > hi for lo, hi in nc.red_ranges.values()):
         return None
     nc = narrow_reductions(nc)
