@@ -616,7 +616,7 @@ def _inline_elementwise(ordered: list[Tensor], names: dict[str, str]) -> list[Te
         statement = tensor.statement
         if isinstance(statement, Elementwise):
             expr, deps = statement.expr, []
-            for dep in tensor.deps:
+            for dep in {d.id: d for d in tensor.deps}.values():  # a value read twice inlines once
                 producer = by_id[dep.id]
                 if (isinstance(producer.statement, Elementwise) and uses[dep.id] == 1
                         and dep.id not in names):

@@ -236,7 +236,9 @@ class _Evaluator:
         if isinstance(expr, DimValue):
             return np.asarray(self.bound.dims[expr.name], dtype=t.dtype), t
         if isinstance(expr, Const):
-            return np.asarray(expr.value, dtype=t.dtype), t
+            # A literal keeps its full value until it meets a tensor, whose type it takes.
+            exact = np.float64 if isinstance(expr.value, float) else np.int64
+            return np.asarray(expr.value, dtype=exact if t.weak else t.dtype), t
         if isinstance(expr, Cast):
             value, _ = self.eval(expr.operand)
             if expr.dtype == "bool":
