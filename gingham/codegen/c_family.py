@@ -273,6 +273,11 @@ class _Renderer:
         vector = f"{scalar}{s.width}"
 
         def pointer(name: str) -> str:
+            if name in self.storage:  # a global buffer parameter
+                assert self.storage[name] == s.dtype, (name, s.dtype)
+                qualifier = f"{self.d.global_pointer} " if self.d.global_pointer else ""
+                const = "const " if name == s.src else ""
+                return f"{qualifier}{const}{vector}*"
             shared = self.local_scopes.get(name) == "shared" and self.d.name == "opencl"
             return f"{self.d.shared_qualifier} {vector}*" if shared else f"{vector}*"
 

@@ -12,9 +12,12 @@ memory planning (:mod:`.executable`).
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..codegen.c_family import DIALECTS, render_many
 from ..config import debug_print
 from ..devices.base import Device
+from ..tile.dtypes import DTYPES
 from ..tile.shapes import BoundProgram
 from .executable import Executable, Launch
 from .fusion import plan
@@ -32,7 +35,7 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
     for position, kernel in enumerate(kernel_plan.kernels):
         ctx = LoweringContext(bound, kernel_plan.aliases)
         name = f"k{position}_{sorted(kernel.stores)[0]}"
-        kernels.append(lower_with_schedule(kernel, ctx, name, device.info))
+        kernels.extend(lower_with_schedule(kernel, ctx, name, device.info))
     source = render_many(kernels, DIALECTS[dialect_name])
     debug_print(1, f"{device.id}: {len(kernels)} kernel(s) for a program with "
                    f"{len(bound.program.statements)} statement(s)")
@@ -46,7 +49,9 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
                kernel.schedule, kernel.flops)
         for kernel, handle in zip(kernels, compiled)
     ]
-    return Executable(bound, device, launches, kernel_plan.aliases, source)
+    scratch = {s.name: s.size * np.dtype(DTYPES[s.dtype]).itemsize
+               for kernel in kernels for s in kernel.scratch}
+    return Executable(bound, device, launches, kernel_plan.aliases, source, scratch)
 
 
 __all__ = ["Executable", "compile_program"]

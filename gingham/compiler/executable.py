@@ -36,16 +36,21 @@ class Executable:
 
     Intermediate buffers are allocated once and reused by every run; buffers whose lifetimes
     do not overlap share memory. Outputs live in buffers owned by the executable and are
-    overwritten by the next run (copy them out or use ``__call__``).
+    overwritten by the next run (copy them out or use ``__call__``). ``scratch`` names the
+    launch arguments that are no tensor (a split-K contraction's partial sums), with their
+    sizes in bytes: they are planned like intermediates.
     """
 
     def __init__(self, bound: BoundProgram, device: Device, launches: list[Launch],
-                 aliases: dict[str, str], source: str) -> None:
+                 aliases: dict[str, str], source: str,
+                 scratch: dict[str, int] | None = None) -> None:
         self.bound = bound
         self.device = device
         self.launches = launches
         self.aliases = aliases
         self.source = source
+        self.scratch = dict(scratch or {})
+        assert not set(self.scratch) & set(bound.shapes), "a scratch buffer shadows a tensor"
         self.input_names = bound.program.input_names
         self.output_names = [self.root(n) for n in bound.program.outputs]
         self._buffers: dict[str, Buffer] = {}
@@ -58,6 +63,8 @@ class Executable:
         return name
 
     def nbytes(self, name: str) -> int:
+        if name in self.scratch:
+            return max(1, self.scratch[name])
         return max(1, math.prod(self.bound.shapes[name]) * self.bound.dtypes[name].itemsize)
 
     def _plan_memory(self) -> None:

@@ -153,7 +153,11 @@ class LocalArray:
 class CopyLocal:
     """Copy ``width`` consecutive elements between local or register arrays as one vector
     access (``float4``: one 16-byte shared-memory load on a GPU instead of four). Both first
-    elements must be aligned to the vector's size (see ``LocalArray.align``)."""
+    elements must be aligned to the vector's size (see ``LocalArray.align``).
+
+    ``src`` or ``dst`` may also name a global buffer parameter (one flat index, a multiple of
+    ``width``; buffers start aligned), of storage type ``dtype``: a 16-byte global load or store.
+    """
 
     dst: str
     dst_index: tuple[Expr, ...]
@@ -212,6 +216,17 @@ class Param:
 
 
 @dataclass(frozen=True)
+class Scratch:
+    """A global buffer among a kernel's parameters that no tensor names (the partial sums of a
+    split-K contraction, say): the executable allocates ``size`` elements of ``dtype`` like an
+    intermediate tensor, live from the first launch that names it to the last."""
+
+    name: str
+    dtype: str
+    size: int
+
+
+@dataclass(frozen=True)
 class Launch:
     """The launch shape on GPUs: total work-items and work-group shape per axis."""
 
@@ -231,6 +246,7 @@ class Kernel:
     flops: int = 0
     bytes_moved: int = 0
     uses: frozenset = field(default_factory=frozenset)  # helper functions the body calls
+    scratch: tuple[Scratch, ...] = ()  # parameters that are scratch buffers, not tensors
 
 
 def block(*stmts: "Stmt | None") -> Block:

@@ -2,7 +2,10 @@
 
 The default schedule gives every output cell a work-item (a GPU thread, or an iteration of the
 CPU's OpenMP loop). Contractions that are sums of products get tiled schedules from
-:mod:`gingham.compiler.tiling` where the device and shapes allow.
+:mod:`gingham.compiler.tiling_cpu` / :mod:`gingham.compiler.tiling_gpu` where the device and
+shapes allow (on a GPU possibly split along K: a partial-sum kernel and a reduction, so a plan
+can become two kernels); elementwise and special kernels get the bandwidth-bound schedules of
+:func:`gingham.compiler.lower.lower_streaming`.
 """
 
 from __future__ import annotations
@@ -10,22 +13,27 @@ from __future__ import annotations
 from ..devices.base import DeviceInfo
 from . import kernel_ir as k
 from .fusion import KernelPlan
-from .lower import LoweringContext, lower_plan
+from .lower import LoweringContext, lower_plan, lower_streaming
 from .tiling_cpu import tiled_contraction_cpu
 from .tiling_gpu import tiled_contraction
 
 
 def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
-                        info: DeviceInfo) -> k.Kernel:
-    """Lower ``plan`` with the best schedule this device supports."""
+                        info: DeviceInfo) -> list[k.Kernel]:
+    """Lower ``plan`` with the best schedule this device supports: its kernels in launch order
+    (one, or a split-K contraction's two)."""
     if info.dialect == "c":
         kernel = tiled_contraction_cpu(plan, ctx, name, info)
         if kernel is not None:
-            return kernel
+            return [kernel]
     # Every work-group device gets the staged GPU schedule: it is also 14x faster than one
     # work-item per cell on PoCL (GEMM 512: 18.6 ms against 257 ms, measured here).
     if info.dialect in ("opencl", "cuda"):
-        kernel = tiled_contraction(plan, ctx, name, info)
+        kernels = tiled_contraction(plan, ctx, name, info)
+        if kernels is not None:
+            return kernels
+    if info.dialect is not None:
+        kernel = lower_streaming(plan, ctx, name, info.dialect)
         if kernel is not None:
-            return kernel
-    return lower_plan(plan, ctx, name)
+            return [kernel]
+    return [lower_plan(plan, ctx, name)]
