@@ -1,0 +1,1086 @@
+"""Deep-learning primitives on :class:`gingham.Tensor`, each a few lines of Tile math.
+
+Names, argument order and defaults follow ``torch.nn.functional``, so
+
+    import gingham.nn.functional as F
+    y = F.max_pool2d(F.relu(F.conv2d(x, w, b, stride=2, padding=1)), 2)
+    loss = F.cross_entropy(F.linear(y.reshape(n, -1), w2, b2), labels)
+    loss.backward()
+
+reads as it would in PyTorch. Every op builds Tile statements (PlaidML style): padding, strides
+and dilations are index arithmetic and the valid-index rule supplies zero padding, so a 2-D
+convolution is the one contraction
+
+    O[n, co, y, x] = +(I[n, ci, sy*y + dy*ky - py, sx*x + dx*kx - px] * W[co, ci, ky, kx])
+
+and a max pool's padded taps simply do not exist (they never win, as with -inf padding).
+Gradients come from the Tile autodiff of the whole graph: no op here has a hand-written one.
+
+Where PyTorch mutates state, these functions return new values instead (tensors are immutable):
+``batch_norm(..., training=True)`` returns ``(y, new_running_mean, new_running_var)``, and random
+numbers come from an explicit Philox state (:class:`Generator`, or a ``seed``).
+
+Errors name the op, the argument and the shapes, and are raised before anything is built:
+:class:`ShapeError` for shapes, :class:`DTypeError` (a ``ShapeError``) for dtypes,
+:class:`gingham.DeviceError` for operands on different devices.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence, Union
+
+import numpy as np
+
+from ..errors import DeviceError
+from ..frontend.tensor import ShapeError, Tensor, no_grad, tensor
+from ..tile import builder
+from ..tile import dtypes as dt
+
+IntOrTuple = Union[int, Sequence[int]]
+
+
+class DTypeError(ShapeError, TypeError):
+    """An operand whose dtype does not fit an op (a float op given integers, mixed dtypes)."""
+
+
+# -- checking arguments ----------------------------------------------------------------------------
+
+
+def _check(op: str, require_float: Sequence[str] = (), **operands) -> None:
+    """Every operand is a Tensor on one device; those named in ``require_float`` are floats of
+    one dtype."""
+    device, first = None, None
+    for name, value in operands.items():
+        if value is None:
+            continue
+        if not isinstance(value, Tensor):
+            raise TypeError(f"{op}: {name} must be a gingham.Tensor, not {type(value).__name__}")
+        if device is None:
+            device, first = value.device, name
+        elif value.device != device:
+            raise DeviceError(f"{op}: {name} is on {value.device} but {first} is on {device}; "
+                              "move one with .to(device)")
+    float_dtype, float_name = None, None
+    for name in require_float:
+        value = operands.get(name)
+        if value is None:
+            continue
+        if not dt.is_float(value.dtype):
+            raise DTypeError(f"{op}: {name} must be a floating-point tensor, not "
+                             f"{dt.dtype_name(value.dtype)}")
+        if float_dtype is None:
+            float_dtype, float_name = value.dtype, name
+        elif value.dtype != float_dtype:
+            raise DTypeError(f"{op}: {name} is {dt.dtype_name(value.dtype)} but {float_name} is "
+                             f"{dt.dtype_name(float_dtype)}")
+
+
+def _check_integer(op: str, name: str, value: Tensor) -> None:
+    if not (np.issubdtype(value.dtype, np.integer)):
+        raise DTypeError(f"{op}: {name} must hold integer class indices, not "
+                         f"{dt.dtype_name(value.dtype)}")
+
+
+def _ntuple(op: str, name: str, value: IntOrTuple, n: int) -> tuple[int, ...]:
+    if isinstance(value, (int, np.integer)):
+        return (int(value),) * n
+    values = tuple(int(v) for v in value)
+    if len(values) == 1:
+        return values * n
+    if len(values) != n:
+        raise ShapeError(f"{op}: {name} needs 1 or {n} values, got {tuple(value)}")
+    return values
+
+
+def _indices(prefix: str, n: int) -> tuple:
+    return builder.indices(" ".join(f"{prefix}{i}" for i in range(n))) if n else ()
+
+
+def _map(x: Tensor, fn, name: str) -> Tensor:
+    """An elementwise op of one tensor: ``fn`` maps its builder node to the result node."""
+    return x._elementwise(fn, [], name)
+
+
+def _layout(channels_last: bool, n, c, spatial: Sequence) -> tuple:
+    """The index (or shape) of a tensor in NC... or N...C order."""
+    return (n, *spatial, c) if channels_last else (n, c, *spatial)
+
+
+def _data_format(op: str, data_format: str, nd: int) -> bool:
+    """True for channels-last data."""
+    first, last = ("NCHW", "NHWC") if nd == 2 else (("NCL", "NLC") if nd == 1 else ("NCDHW",
+                                                                                   "NDHWC"))
+    if data_format not in (first, last):
+        raise ValueError(f"{op}: data_format must be '{first}' or '{last}', not {data_format!r}")
+    return data_format == last
+
+
+def _spatial_input(op: str, x: Tensor, nd: int, channels_last: bool) -> tuple[int, int, tuple]:
+    if x.ndim != nd + 2:
+        layout = ("N", *"DHW"[3 - nd:], "C") if channels_last else ("N", "C", *"DHW"[3 - nd:])
+        raise ShapeError(f"{op}: input must be {nd + 2}-d ({', '.join(layout)}), got shape "
+                         f"{x.shape}")
+    if channels_last:
+        return x.shape[0], x.shape[-1], x.shape[1:-1]
+    return x.shape[0], x.shape[1], x.shape[2:]
+
+
+def _full_node(like, like_ndim: int, shape: Sequence[int], value: float, dtype: np.dtype):
+    """A builder node of ``shape`` filled with ``value``, made on the device from ``like`` (any
+    tensor with an element: its coordinates, times 0, are finite whatever it holds)."""
+    zeros = builder.index(like, 0) * 0
+    idx = _indices("f", len(shape))
+    spread = builder.assign(zeros[(0,) * like_ndim], out=list(idx), shape=list(shape),
+                            where=[i < s for i, s in zip(idx, shape)])
+    return builder.cast(spread, dt.dtype_name(dtype)) + value
+
+
+# -- linear and convolutions -----------------------------------------------------------------------
+
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``input @ weight.T + bias`` with ``weight`` of shape ``[out, in]``; ``input`` is
+    ``[..., in]``. One contraction: ``O[b..., o] = +(X[b..., i] * W[o, i])``."""
+    op = "linear"
+    _check(op, ("input", "weight", "bias"), input=input, weight=weight, bias=bias)
+    if weight.ndim != 2:
+        raise ShapeError(f"{op}: weight must be 2-d [out_features, in_features], got shape "
+                         f"{weight.shape}")
+    if input.ndim < 1 or input.shape[-1] != weight.shape[1]:
+        raise ShapeError(f"{op}: input has {input.shape[-1] if input.ndim else 0} features "
+                         f"(shape {input.shape}) but weight expects {weight.shape[1]} "
+                         f"(shape {weight.shape})")
+    if bias is not None and bias.shape != (weight.shape[0],):
+        raise ShapeError(f"{op}: bias must have shape ({weight.shape[0]},), got {bias.shape}")
+    batch = input.shape[:-1]
+    b = _indices("b", len(batch))
+    o, i = builder.indices("o i")
+    shape = batch + (weight.shape[0],)
+    y = input._derive(shape, input.dtype, [input, weight], lambda nodes: builder.sum(
+        nodes[0][(*b, i)] * nodes[1][o, i], out=[*b, o], shape=list(shape)))
+    return y if bias is None else y + bias
+
+
+def _conv_padding(op: str, padding, nd: int, kernel: tuple, stride: tuple,
+                  dilation: tuple) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(left, right) padding per spatial axis; ``"same"`` splits as PyTorch does (extra right)."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0,) * nd, (0,) * nd
+        if padding != "same":
+            raise ValueError(f"{op}: padding must be an int, a tuple, 'valid' or 'same', not "
+                             f"{padding!r}")
+        if any(s != 1 for s in stride):
+            raise ShapeError(f"{op}: padding='same' needs stride 1, got stride {stride}")
+        total = [d * (k - 1) for d, k in zip(dilation, kernel)]
+        return tuple(t // 2 for t in total), tuple(t - t // 2 for t in total)
+    pads = _ntuple(op, "padding", padding, nd)
+    if any(p < 0 for p in pads):
+        raise ShapeError(f"{op}: padding must be non-negative, got {pads}")
+    return pads, pads
+
+
+def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stride, padding,
+          dilation, groups: int, data_format: str | None = None) -> Tensor:
+    _check(op, ("input", "weight", "bias"), input=x, weight=weight, bias=bias)
+    channels_last = _data_format(op, data_format, nd) if data_format else False
+    n_batch, channels, spatial = _spatial_input(op, x, nd, channels_last)
+    if weight.ndim != nd + 2:
+        raise ShapeError(f"{op}: weight must be {nd + 2}-d (out_channels, in_channels/groups, "
+                         f"kernel...), got shape {weight.shape}")
+    out_channels, group_in, kernel = weight.shape[0], weight.shape[1], weight.shape[2:]
+    if groups < 1 or out_channels % groups:
+        raise ShapeError(f"{op}: groups={groups} must divide the weight's {out_channels} output "
+                         "channels")
+    if group_in * groups != channels:
+        raise ShapeError(f"{op}: weight has {group_in} input channels per group but input has "
+                         f"{channels} channels (groups={groups})")
+    if bias is not None and bias.shape != (out_channels,):
+        raise ShapeError(f"{op}: bias must have shape ({out_channels},), got {bias.shape}")
+    stride = _ntuple(op, "stride", stride, nd)
+    dilation = _ntuple(op, "dilation", dilation, nd)
+    if min(stride) < 1 or min(dilation) < 1:
+        raise ShapeError(f"{op}: stride {stride} and dilation {dilation} must be positive")
+    left, right = _conv_padding(op, padding, nd, kernel, stride, dilation)
+    out_spatial = tuple((size + lp + rp - d * (k - 1) - 1) // s + 1 for size, lp, rp, d, k, s
+                        in zip(spatial, left, right, dilation, kernel, stride))
+    if min(out_spatial) < 1:
+        raise ShapeError(f"{op}: kernel {kernel} (dilation {dilation}) is larger than the padded "
+                         f"input {tuple(s + lp + rp for s, lp, rp in zip(spatial, left, right))}")
+    out_group = out_channels // groups
+    n, g, co, ci = builder.indices("n g co ci")
+    ys, ks = _indices("y", nd), _indices("k", nd)
+    taps = [s * y + d * k - p for s, y, d, k, p in zip(stride, ys, dilation, ks, left)]
+    if groups == 1:
+        out_c, in_c, where = co, ci, []
+    else:  # group g reads channels [g*Cg, (g+1)*Cg) and writes [g*Og, (g+1)*Og)
+        out_c, in_c, where = g * out_group + co, g * group_in + ci, [co < out_group]
+    shape = _layout(channels_last, n_batch, out_channels, out_spatial)
+
+    def build(nodes):
+        image, kernel_node = nodes
+        return builder.sum(image[_layout(channels_last, n, in_c, taps)]
+                           * kernel_node[(out_c, ci, *ks)],
+                           out=list(_layout(channels_last, n, out_c, ys)), shape=list(shape),
+                           where=where)
+
+    y = x._derive(shape, x.dtype, [x, weight], build)
+    if bias is None:
+        return y
+    return y + (bias if channels_last else bias.reshape((out_channels,) + (1,) * nd))
+
+
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
+           padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
+    """1-D convolution (cross-correlation, as in PyTorch) of ``[N, C, L]`` data with
+    ``[O, C/groups, K]`` weights. ``padding`` is an int, a 1-tuple, ``"valid"`` or ``"same"``."""
+    return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
+           padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1,
+           data_format: str = "NCHW") -> Tensor:
+    """2-D convolution of ``[N, C, H, W]`` data (``[N, H, W, C]`` with ``data_format="NHWC"``,
+    giving NHWC output) with ``[O, C/groups, KH, KW]`` weights; ``groups=C`` with ``O = k*C`` is
+    depthwise."""
+    return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups,
+                 data_format)
+
+
+def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
+           padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
+    """3-D convolution of ``[N, C, D, H, W]`` data with ``[O, C/groups, KD, KH, KW]`` weights."""
+    return _conv("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
+
+
+def _conv_transpose(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stride,
+                    padding, output_padding, groups: int, dilation) -> Tensor:
+    """The adjoint of a convolution, written as the contraction whose output index is affine:
+    ``O[n, co, s*i + d*k - p] = +(I[n, ci, i] * W[ci, co, k])`` (taps landing outside the
+    output are dropped by the valid-index rule; that is the cropping by ``padding``)."""
+    _check(op, ("input", "weight", "bias"), input=x, weight=weight, bias=bias)
+    n_batch, channels, spatial = _spatial_input(op, x, nd, False)
+    if weight.ndim != nd + 2:
+        raise ShapeError(f"{op}: weight must be {nd + 2}-d (in_channels, out_channels/groups, "
+                         f"kernel...), got shape {weight.shape}")
+    if groups < 1 or channels % groups:
+        raise ShapeError(f"{op}: groups={groups} must divide the input's {channels} channels")
+    if weight.shape[0] != channels:
+        raise ShapeError(f"{op}: weight has {weight.shape[0]} input channels but input has "
+                         f"{channels} channels (weight shape {weight.shape}, input {x.shape})")
+    out_group, kernel = weight.shape[1], weight.shape[2:]
+    out_channels = out_group * groups
+    if bias is not None and bias.shape != (out_channels,):
+        raise ShapeError(f"{op}: bias must have shape ({out_channels},), got {bias.shape}")
+    stride = _ntuple(op, "stride", stride, nd)
+    pads = _ntuple(op, "padding", padding, nd)
+    extra = _ntuple(op, "output_padding", output_padding, nd)
+    dilation = _ntuple(op, "dilation", dilation, nd)
+    if any(e >= max(s, d) or e < 0 for e, s, d in zip(extra, stride, dilation)):
+        raise ShapeError(f"{op}: output_padding {extra} must be smaller than stride {stride} or "
+                         f"dilation {dilation}")
+    out_spatial = tuple((size - 1) * s - 2 * p + d * (k - 1) + e + 1 for size, s, p, d, k, e
+                        in zip(spatial, stride, pads, dilation, kernel, extra))
+    if min(out_spatial) < 1:
+        raise ShapeError(f"{op}: padding {pads} leaves no output (size {out_spatial})")
+    group_in = channels // groups
+    n, g, co, ci = builder.indices("n g co ci")
+    xs, ks = _indices("x", nd), _indices("k", nd)
+    outs = [s * i + d * k - p for s, i, d, k, p in zip(stride, xs, dilation, ks, pads)]
+    if groups == 1:
+        out_c, in_c, where = co, ci, []
+    else:
+        out_c, in_c, where = g * out_group + co, g * group_in + ci, [ci < group_in]
+    shape = (n_batch, out_channels, *out_spatial)
+    y = x._derive(shape, x.dtype, [x, weight], lambda nodes: builder.sum(
+        nodes[0][(n, in_c, *xs)] * nodes[1][(in_c, co, *ks)], out=[n, out_c, *outs],
+        shape=list(shape), where=where))
+    return y if bias is None else y + bias.reshape((out_channels,) + (1,) * nd)
+
+
+def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
+                     stride: IntOrTuple = 1, padding: IntOrTuple = 0,
+                     output_padding: IntOrTuple = 0, groups: int = 1,
+                     dilation: IntOrTuple = 1) -> Tensor:
+    """Transposed 1-D convolution: ``[N, C, L]`` data, ``[C, O/groups, K]`` weights."""
+    return _conv_transpose("conv_transpose1d", 1, input, weight, bias, stride, padding,
+                           output_padding, groups, dilation)
+
+
+def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
+                     stride: IntOrTuple = 1, padding: IntOrTuple = 0,
+                     output_padding: IntOrTuple = 0, groups: int = 1,
+                     dilation: IntOrTuple = 1) -> Tensor:
+    """Transposed 2-D convolution: ``[N, C, H, W]`` data, ``[C, O/groups, KH, KW]`` weights;
+    output size ``(H - 1)*stride - 2*padding + dilation*(KH - 1) + output_padding + 1``."""
+    return _conv_transpose("conv_transpose2d", 2, input, weight, bias, stride, padding,
+                           output_padding, groups, dilation)
+
+
+def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
+                     stride: IntOrTuple = 1, padding: IntOrTuple = 0,
+                     output_padding: IntOrTuple = 0, groups: int = 1,
+                     dilation: IntOrTuple = 1) -> Tensor:
+    """Transposed 3-D convolution: ``[N, C, D, H, W]`` data, ``[C, O/groups, KD, KH, KW]``."""
+    return _conv_transpose("conv_transpose3d", 3, input, weight, bias, stride, padding,
+                           output_padding, groups, dilation)
+
+
+# -- pooling ---------------------------------------------------------------------------------------
+
+
+def _pool_geometry(op: str, nd: int, spatial: tuple, kernel_size, stride, padding, dilation,
+                   ceil_mode: bool):
+    kernel = _ntuple(op, "kernel_size", kernel_size, nd)
+    stride = kernel if stride is None or stride == () or stride == [] else _ntuple(
+        op, "stride", stride, nd)
+    pads = _ntuple(op, "padding", padding, nd)
+    dilation = _ntuple(op, "dilation", dilation, nd)
+    if min(kernel) < 1 or min(stride) < 1 or min(dilation) < 1:
+        raise ShapeError(f"{op}: kernel_size {kernel}, stride {stride} and dilation {dilation} "
+                         "must be positive")
+    if any(p < 0 or 2 * p > k for p, k in zip(pads, kernel)):
+        raise ShapeError(f"{op}: padding {pads} must be at most half of kernel_size {kernel}")
+    out = []
+    for size, k, s, p, d in zip(spatial, kernel, stride, pads, dilation):
+        span = size + 2 * p - d * (k - 1) - 1
+        count = (-(-span // s) if ceil_mode else span // s) + 1
+        if ceil_mode and (count - 1) * s >= size + p:  # the last window must start inside
+            count -= 1
+        if count < 1:
+            raise ShapeError(f"{op}: kernel_size {kernel} is larger than the padded input "
+                             f"{tuple(sz + 2 * q for sz, q in zip(spatial, pads))}")
+        out.append(count)
+    return kernel, stride, pads, dilation, tuple(out)
+
+
+def _pool(op: str, agg, x: Tensor, nd: int, kernel, stride, pads, dilation, out_spatial,
+          channels_last: bool) -> Tensor:
+    """``O[n, c, y...] = agg(I[n, c, s*y + d*k - p ...]), k < K`` (padded taps do not exist)."""
+    n_batch, channels, _ = _spatial_input(op, x, nd, channels_last)
+    n, c = builder.indices("n c")
+    ys, ks = _indices("y", nd), _indices("k", nd)
+    taps = [s * y + d * k - p for s, y, d, k, p in zip(stride, ys, dilation, ks, pads)]
+    shape = _layout(channels_last, n_batch, channels, out_spatial)
+    return x._derive(shape, x.dtype, [x], lambda nodes: agg(
+        nodes[0][_layout(channels_last, n, c, taps)], out=list(_layout(channels_last, n, c, ys)),
+        shape=list(shape), where=[k < size for k, size in zip(ks, kernel)]))
+
+
+def _max_pool(op: str, nd: int, x: Tensor, kernel_size, stride, padding, dilation, ceil_mode,
+              return_indices: bool, data_format: str | None) -> Tensor:
+    _check(op, ("input",), input=x)
+    if return_indices:
+        raise NotImplementedError(f"{op}: return_indices=True is not supported")
+    channels_last = _data_format(op, data_format, nd) if data_format else False
+    _, _, spatial = _spatial_input(op, x, nd, channels_last)
+    kernel, stride, pads, dilation, out = _pool_geometry(op, nd, spatial, kernel_size, stride,
+                                                         padding, dilation, ceil_mode)
+    return _pool(op, builder.max, x, nd, kernel, stride, pads, dilation, out, channels_last)
+
+
+def max_pool1d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None,
+               padding: IntOrTuple = 0, dilation: IntOrTuple = 1, ceil_mode: bool = False,
+               return_indices: bool = False) -> Tensor:
+    """Max over windows of ``[N, C, L]`` data; padded taps never win (as with -inf padding)."""
+    return _max_pool("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices, None)
+
+
+def max_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None,
+               padding: IntOrTuple = 0, dilation: IntOrTuple = 1, ceil_mode: bool = False,
+               return_indices: bool = False, data_format: str = "NCHW") -> Tensor:
+    """Max over windows of ``[N, C, H, W]`` (or NHWC) data; ``stride`` defaults to the kernel.
+
+        O[n, c, y, x] = >(I[n, c, sy*y + ky - py, sx*x + kx - px]), ky < KH, kx < KW
+    """
+    return _max_pool("max_pool2d", 2, input, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices, data_format)
+
+
+def max_pool3d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None,
+               padding: IntOrTuple = 0, dilation: IntOrTuple = 1, ceil_mode: bool = False,
+               return_indices: bool = False) -> Tensor:
+    return _max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices, None)
+
+
+def _avg_pool(op: str, nd: int, x: Tensor, kernel_size, stride, padding, ceil_mode: bool,
+              count_include_pad: bool, divisor_override, data_format: str | None) -> Tensor:
+    _check(op, ("input",), input=x)
+    channels_last = _data_format(op, data_format, nd) if data_format else False
+    _, _, spatial = _spatial_input(op, x, nd, channels_last)
+    kernel, stride, pads, dilation, out = _pool_geometry(op, nd, spatial, kernel_size, stride,
+                                                     padding, 1, ceil_mode)
+    total = _pool(op, builder.sum, x, nd, kernel, stride, pads, dilation, out, channels_last)
+    if divisor_override:
+        return total / float(divisor_override)
+    # PyTorch's divisor: the window clipped to the padded input (include) or to the input.
+    extent = [size + 2 * p if count_include_pad else size for size, p in zip(spatial, pads)]
+    offset = [0 if count_include_pad else p for p in pads]
+    counts = [np.clip(np.arange(o) * s - off + k, 0, e) - np.clip(np.arange(o) * s - off, 0, e)
+              for o, s, off, k, e in zip(out, stride, offset, kernel, extent)]
+    if all(np.all(c == c[0]) for c in counts):
+        return total / float(math.prod(int(c[0]) for c in counts))
+    # Uneven windows: count each window's taps on the device, by pooling a tensor of ones.
+    ys, ks = _indices("y", nd), _indices("k", nd)
+    shape = tuple(out) + ((1,) if channels_last else ())
+
+    def count(nodes):
+        ones_node = _full_node(nodes[0], x.ndim, extent, 1.0, x.dtype)
+        tally = builder.sum(ones_node[tuple(s * y + k - off for s, y, k, off
+                                            in zip(stride, ys, ks, offset))],
+                            out=list(ys), shape=list(out), where=[k < size for k, size
+                                                                  in zip(ks, kernel)])
+        return builder.reshape(tally, *shape)
+
+    return total / x._derive(shape, x.dtype, [x], count)
+
+
+def avg_pool1d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None,
+               padding: IntOrTuple = 0, ceil_mode: bool = False,
+               count_include_pad: bool = True) -> Tensor:
+    return _avg_pool("avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, None, None)
+
+
+def avg_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None,
+               padding: IntOrTuple = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None, data_format: str = "NCHW") -> Tensor:
+    """Mean over windows of ``[N, C, H, W]`` (or NHWC) data. With ``count_include_pad=False``
+    (or partial windows from ``ceil_mode``) each window is divided by its own tap count, as in
+    PyTorch."""
+    return _avg_pool("avg_pool2d", 2, input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override, data_format)
+
+
+def avg_pool3d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None,
+               padding: IntOrTuple = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Tensor:
+    return _avg_pool("avg_pool3d", 3, input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override, None)
+
+
+def _adaptive_windows(size: int, out: int) -> np.ndarray:
+    """PyTorch's adaptive pooling as a [out, size] averaging matrix (windows
+    ``[floor(i*size/out), ceil((i+1)*size/out))``)."""
+    matrix = np.zeros((out, size), np.float64)
+    for i in range(out):
+        start, end = (i * size) // out, -(-((i + 1) * size) // out)
+        matrix[i, start:end] = 1.0 / (end - start)
+    return matrix
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size: IntOrTuple,
+                        data_format: str = "NCHW") -> Tensor:
+    """Average pooling to a fixed output size. When the size divides evenly it is a plain
+    ``avg_pool2d``; otherwise each axis is contracted with PyTorch's window-averaging matrix
+    (a small constant made on the host from the shapes)."""
+    op = "adaptive_avg_pool2d"
+    _check(op, ("input",), input=input)
+    channels_last = _data_format(op, data_format, 2)
+    _, _, spatial = _spatial_input(op, input, 2, channels_last)
+    out = tuple(s if o is None else o for s, o in zip(
+        spatial, (output_size,) * 2 if isinstance(output_size, int) or output_size is None
+        else tuple(output_size)))
+    if len(out) != 2 or min(out) < 1:
+        raise ShapeError(f"{op}: output_size must be 1 or 2 positive sizes, got {output_size}")
+    if all(s % o == 0 for s, o in zip(spatial, out)):
+        kernel = tuple(s // o for s, o in zip(spatial, out))
+        return avg_pool2d(input, kernel, kernel, data_format=data_format)
+    result = input
+    for axis, (size, o) in enumerate(zip(spatial, out)):
+        matrix = tensor(_adaptive_windows(size, o).astype(input.dtype), device=input.device)
+        result = _contract_axis(result, (1 if channels_last else 2) + axis, matrix)
+    return result
+
+
+def global_avg_pool2d(input: Tensor, data_format: str = "NCHW") -> Tensor:
+    """Mean over the spatial axes, keeping them as size 1 (``adaptive_avg_pool2d(x, 1)``)."""
+    return adaptive_avg_pool2d(input, 1, data_format)
+
+
+def global_max_pool2d(input: Tensor, data_format: str = "NCHW") -> Tensor:
+    """Max over the spatial axes, keeping them as size 1 (``adaptive_max_pool2d(x, 1)``)."""
+    channels_last = _data_format("global_max_pool2d", data_format, 2)
+    _, _, spatial = _spatial_input("global_max_pool2d", input, 2, channels_last)
+    return max_pool2d(input, spatial, data_format=data_format)
+
+
+def _contract_axis(x: Tensor, axis: int, matrix: Tensor) -> Tensor:
+    """``O[..., o, ...] = +(X[..., a, ...] * M[o, a])``: a linear map along one axis."""
+    idx = list(_indices("i", x.ndim))
+    a, o = builder.indices("a o")
+    source, target = list(idx), list(idx)
+    source[axis], target[axis] = a, o
+    shape = x.shape[:axis] + (matrix.shape[0],) + x.shape[axis + 1:]
+    return x._derive(shape, x.dtype, [x, matrix], lambda nodes: builder.sum(
+        nodes[0][tuple(source)] * nodes[1][o, a], out=target, shape=list(shape)))
+
+
+# -- normalisation ---------------------------------------------------------------------------------
+
+
+def _rsqrt(x: Tensor) -> Tensor:
+    return _map(x, builder.rsqrt, "rsqrt")
+
+
+def _square(x: Tensor) -> Tensor:
+    # pow, not x * x: gingham.tile.builder cannot yet inline an elementwise node that its only
+    # consumer reads twice (``d = A - 1.0; d * d`` fails in program(); reported).
+    return _map(x, lambda a: builder.pow(a, 2.0), "square")
+
+
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+               weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5):
+    """Batch normalisation of ``[N, C, ...]`` data over every axis but the channels.
+
+    Evaluation (``training=False``) returns ``y`` normalised with the running statistics.
+    Training returns ``(y, new_running_mean, new_running_var)``: ``y`` uses the batch statistics,
+    and because tensors are immutable the running statistics are returned updated as PyTorch
+    updates them in place — ``(1 - momentum) * running + momentum * batch``, the variance term
+    unbiased (``n / (n - 1)``). Either is ``None`` when the running statistic passed in is
+    ``None``. They do not require gradients, but they are values to store (``assign``), not to
+    put in a loss: Tile has no stop-gradient, so a loss that used them would differentiate
+    through the batch statistics.
+    """
+    op = "batch_norm"
+    _check(op, ("input", "running_mean", "running_var", "weight", "bias"), input=input,
+           running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
+    if input.ndim < 2:
+        raise ShapeError(f"{op}: input must be at least 2-d (N, C, ...), got shape {input.shape}")
+    channels = input.shape[1]
+    for name, value in (("running_mean", running_mean), ("running_var", running_var),
+                        ("weight", weight), ("bias", bias)):
+        if value is not None and value.shape != (channels,):
+            raise ShapeError(f"{op}: {name} must have shape ({channels},) for input of shape "
+                             f"{input.shape}, got {value.shape}")
+    axes = (0,) + tuple(range(2, input.ndim))
+    per_channel = (channels,) + (1,) * (input.ndim - 2)
+    count = input.size // channels
+    if training:
+        if count < 2:
+            raise ShapeError(f"{op}: training needs more than one value per channel, input shape "
+                             f"{input.shape}")
+        mean = input.mean(axes, keepdims=True)
+        centred = input - mean
+        var = _square(centred).mean(axes, keepdims=True)
+        y = centred * _rsqrt(var + eps)
+    else:
+        if running_mean is None or running_var is None:
+            raise ShapeError(f"{op}: evaluation (training=False) needs running_mean and "
+                             "running_var")
+        y = (input - running_mean.reshape(per_channel)) * _rsqrt(
+            running_var.reshape(per_channel) + eps)
+    if weight is not None:
+        y = y * weight.reshape(per_channel)
+    if bias is not None:
+        y = y + bias.reshape(per_channel)
+    if not training:
+        return y
+    with no_grad():
+        new_mean = new_var = None
+        if running_mean is not None:
+            new_mean = running_mean * (1.0 - momentum) + mean.reshape(channels) * momentum
+        if running_var is not None:
+            unbiased = var.reshape(channels) * (count / (count - 1))
+            new_var = running_var * (1.0 - momentum) + unbiased * momentum
+    return y, new_mean, new_var
+
+
+def layer_norm(input: Tensor, normalized_shape: IntOrTuple, weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalise over the trailing ``normalized_shape`` axes (biased variance), then scale and
+    shift elementwise by ``weight`` and ``bias`` of that shape."""
+    op = "layer_norm"
+    _check(op, ("input", "weight", "bias"), input=input, weight=weight, bias=bias)
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(shape)
+    if k == 0 or input.shape[input.ndim - k:] != shape or input.ndim < k:
+        raise ShapeError(f"{op}: normalized_shape {shape} does not match the trailing axes of "
+                         f"input shape {input.shape}")
+    for name, value in (("weight", weight), ("bias", bias)):
+        if value is not None and value.shape != shape:
+            raise ShapeError(f"{op}: {name} must have shape {shape}, got {value.shape}")
+    axes = tuple(range(input.ndim - k, input.ndim))
+    centred = input - input.mean(axes, keepdims=True)
+    y = centred * _rsqrt(_square(centred).mean(axes, keepdims=True) + eps)
+    if weight is not None:
+        y = y * weight
+    return y if bias is None else y + bias
+
+
+# -- activations -----------------------------------------------------------------------------------
+
+
+def _float_input(op: str, x: Tensor) -> None:
+    _check(op, ("input",), input=x)
+
+
+def relu(input: Tensor) -> Tensor:
+    _float_input("relu", input)
+    return _map(input, builder.relu, "relu")
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """``x`` where positive, ``negative_slope * x`` elsewhere."""
+    _float_input("leaky_relu", input)
+    return _map(input, lambda a: builder.select(a > 0, a, a * negative_slope), "leaky_relu")
+
+
+def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere (``exp`` of ``min(x, 0)``, so
+    the branch not taken never overflows into the gradient)."""
+    _float_input("elu", input)
+    return _map(input, lambda a: builder.select(
+        a > 0, a, (builder.exp(builder.minimum(a, 0.0)) - 1.0) * alpha), "elu")
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """``x * Phi(x)`` exactly (``erf``), or PyTorch's ``tanh`` approximation."""
+    _float_input("gelu", input)
+    if approximate == "none":
+        return _map(input, lambda a: a * (builder.erf(a * (1.0 / math.sqrt(2.0))) + 1.0) * 0.5,
+                    "gelu")
+    if approximate == "tanh":
+        c = math.sqrt(2.0 / math.pi)
+        return _map(input, lambda a: a * (builder.tanh((a + a * a * a * 0.044715) * c) + 1.0)
+                    * 0.5, "gelu")
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', not {approximate!r}")
+
+
+def silu(input: Tensor) -> Tensor:
+    _float_input("silu", input)
+    return _map(input, lambda a: a * builder.sigmoid(a), "silu")
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    _float_input("sigmoid", input)
+    return _map(input, builder.sigmoid, "sigmoid")
+
+
+def tanh(input: Tensor) -> Tensor:
+    _float_input("tanh", input)
+    return _map(input, builder.tanh, "tanh")
+
+
+def _dim(op: str, x: Tensor, dim: int) -> int:
+    if not -x.ndim <= dim < max(x.ndim, 1):
+        raise ShapeError(f"{op}: dim {dim} is out of range for input of shape {x.shape}")
+    return dim % max(x.ndim, 1)
+
+
+def softmax(input: Tensor, dim: int = -1) -> Tensor:
+    """``exp(x - max) / sum(exp(x - max))`` along ``dim`` (the max keeps ``exp`` finite)."""
+    _float_input("softmax", input)
+    dim = _dim("softmax", input, dim)
+    e = (input - input.max(dim, keepdims=True)).exp()
+    return e / e.sum(dim, keepdims=True)
+
+
+def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
+    """``x - max - log(sum(exp(x - max)))`` along ``dim``."""
+    _float_input("log_softmax", input)
+    dim = _dim("log_softmax", input, dim)
+    shifted = input - input.max(dim, keepdims=True)
+    return shifted - shifted.exp().sum(dim, keepdims=True).log()
+
+
+# -- random numbers and dropout --------------------------------------------------------------------
+
+
+class Generator:
+    """Device-side random numbers: a Philox state, the ``uint32`` tensor ``[key, counter]``.
+
+    Tile's ``prng(state, shape...)`` is a pure function of the state, so a generator is just the
+    state and a rule to advance it: :meth:`next_state` hands out the current state and assigns
+    ``[key, counter + 1]`` (computed on the device) to ``self.state``, so successive draws
+    differ and a run is reproducible from its seed. ``dropout(x, generator=g)`` advances ``g``
+    once per call. Inside ``gingham.jit`` the advance is an assignment of the traced step, so
+    every replay draws fresh numbers.
+    """
+
+    def __init__(self, seed: int = 0, device: str | None = None) -> None:
+        self.state = tensor(np.array([int(seed) & 0xFFFFFFFF, 0], np.uint32), device=device)
+        self.device = self.state.device
+
+    def manual_seed(self, seed: int) -> "Generator":
+        self.state.assign(tensor(np.array([int(seed) & 0xFFFFFFFF, 0], np.uint32),
+                                 device=self.device))
+        return self
+
+    def next_state(self) -> Tensor:
+        """The state to draw from now; the generator moves on to the next one."""
+        from ..frontend.jit import current_trace
+
+        # Eagerly, the drawn state is a snapshot (assign() swaps in a new buffer and would
+        # otherwise invalidate lazy tensors that read the old one); while tracing it must be
+        # the leaf itself, which the step reads before its assignments land.
+        drawn = self.state if current_trace() is not None else self.state.detach()
+        self.state.assign(drawn._elementwise(
+            lambda s: s + builder.cast(builder.index(s, 0), "uint32"), [], "advance"))
+        return drawn
+
+
+_default_generators: dict[str, Generator] = {}
+
+
+def manual_seed(seed: int) -> None:
+    """Reseed the default generator of every device (as ``torch.manual_seed``)."""
+    for generator in _default_generators.values():
+        generator.manual_seed(seed)
+
+
+def _random_state(op: str, x: Tensor, seed, generator: Generator | None) -> Tensor:
+    if seed is not None and generator is not None:
+        raise ValueError(f"{op}: pass seed or generator, not both")
+    if isinstance(seed, Tensor):
+        if seed.dtype != np.uint32 or seed.ndim != 1 or not 1 <= seed.shape[0] <= 2:
+            raise DTypeError(f"{op}: a seed tensor must be a uint32 Philox state of 1 or 2 "
+                             f"elements, got {dt.dtype_name(seed.dtype)} of shape {seed.shape}")
+        _check(op, (), input=x, seed=seed)
+        return seed
+    if seed is not None:
+        return tensor(np.array([int(seed) & 0xFFFFFFFF, 0], np.uint32), device=x.device)
+    if generator is None:
+        generator = _default_generators.setdefault(x.device, Generator(0, x.device))
+    if generator.device != x.device:
+        raise DeviceError(f"{op}: generator is on {generator.device} but input is on {x.device}")
+    return generator.next_state()
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False, *,
+            seed: int | Tensor | None = None, generator: Generator | None = None) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``.
+
+    The mask is ``prng(state, shape) >= p``, computed on the device from a Philox state: an int
+    ``seed`` (state ``[seed, 0]``), a ``uint32`` state tensor you advance yourself
+    (``state + 1``), a :class:`Generator` (advanced once per call), or by default the device's
+    default generator (see :func:`manual_seed`). ``inplace`` is accepted for PyTorch
+    compatibility and ignored (tensors are immutable).
+    """
+    op = "dropout"
+    _float_input(op, input)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    state = _random_state(op, input, seed, generator)
+    scale = 1.0 / (1.0 - p)
+    return input._derive(input.shape, input.dtype, [input, state], lambda nodes: builder.select(
+        builder.prng(nodes[1], *input.shape) >= p, nodes[0] * scale, 0.0))
+
+
+# -- losses ----------------------------------------------------------------------------------------
+
+
+def _reduce_loss(op: str, loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', not {reduction!r}")
+
+
+def _same_shape(op: str, input: Tensor, target: Tensor, name: str = "target") -> None:
+    if input.shape != target.shape:
+        raise ShapeError(f"{op}: {name} shape {target.shape} differs from input shape "
+                         f"{input.shape}")
+
+
+def _pick_class(log_probs: Tensor, target: Tensor) -> Tensor:
+    """``P[n, d...] = log_probs[n, target[n, d...], d...]`` as Tile's conditional form: the
+    class coordinate equals the target. A target outside ``[0, C)`` picks nothing (0)."""
+    n, c = builder.indices("n c")
+    ds = _indices("d", target.ndim - 1)
+
+    def build(nodes):
+        values, labels = nodes
+        classes = builder.index(values, 1)
+        labels32 = builder.cast(labels, "int32")
+        return builder.sum(builder.cond(classes[(n, c, *ds)] == labels32[(n, *ds)],
+                                        values[(n, c, *ds)]),
+                           out=[n, *ds], shape=list(target.shape))
+
+    return log_probs._derive(target.shape, log_probs.dtype, [log_probs, target], build)
+
+
+def _class_target_check(op: str, input: Tensor, target: Tensor, weight: Tensor | None) -> None:
+    if input.ndim < 2:
+        raise ShapeError(f"{op}: input must be (N, C, ...), got shape {input.shape}")
+    _check_integer(op, "target", target)
+    expected = (input.shape[0],) + input.shape[2:]
+    if target.shape != expected:
+        raise ShapeError(f"{op}: target shape {target.shape} does not fit input shape "
+                         f"{input.shape} (expected {expected})")
+    if weight is not None and weight.shape != (input.shape[1],):
+        raise ShapeError(f"{op}: weight must have shape ({input.shape[1]},), got {weight.shape}")
+
+
+def _class_weights(input: Tensor, target: Tensor, weight: Tensor | None,
+                   ignore_index: int) -> Tensor:
+    """Each sample's weight: ``weight[target]`` (or 1), and 0 where ``target == ignore_index``."""
+    keep = (target != ignore_index).astype(input.dtype)
+    if weight is None:
+        return keep
+    picked = target._derive(target.shape, weight.dtype, [weight, target],
+                            lambda nodes: builder.gather(nodes[0], nodes[1]))
+    return picked * keep
+
+
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
+             ignore_index: int = -100, reduction: str = "mean") -> Tensor:
+    """``-input[n, target[n]]`` (input holds log-probabilities, ``[N, C, ...]``), weighted by
+    ``weight[target]``; the mean divides by the total weight of the samples not ignored."""
+    op = "nll_loss"
+    _check(op, ("input", "weight"), input=input, target=target, weight=weight)
+    _class_target_check(op, input, target, weight)
+    sample_weight = _class_weights(input, target, weight, ignore_index)
+    losses = -_pick_class(input, target) * sample_weight
+    if reduction == "mean":
+        return losses.sum() / sample_weight.sum()
+    return _reduce_loss(op, losses, reduction)
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                  ignore_index: int = -100, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """Softmax cross-entropy of logits ``[N, C, ...]`` against integer class indices
+    ``[N, ...]`` (as ``nll_loss(log_softmax(x, 1), target)``) or against class probabilities of
+    the logits' shape (``-sum_c weight_c * target_c * log_softmax(x)_c``, mean over samples)."""
+    op = "cross_entropy"
+    _check(op, ("input", "weight"), input=input, target=target, weight=weight)
+    if input.ndim < 2:
+        raise ShapeError(f"{op}: input must be (N, C, ...), got shape {input.shape}")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
+    classes = input.shape[1]
+    log_probs = log_softmax(input, 1)
+    per_class = (classes,) + (1,) * (input.ndim - 2)
+    weighted = log_probs if weight is None else log_probs * weight.reshape(per_class)
+    if dt.is_float(target.dtype):
+        if target.shape != input.shape:
+            raise ShapeError(f"{op}: probability target shape {target.shape} differs from input "
+                             f"shape {input.shape}")
+        if weight is not None and weight.shape != (classes,):
+            raise ShapeError(f"{op}: weight must have shape ({classes},), got {weight.shape}")
+        if label_smoothing:
+            target = target * (1.0 - label_smoothing) + label_smoothing / classes
+        return _reduce_loss(op, -(weighted * target).sum(1), reduction)
+    _class_target_check(op, input, target, weight)
+    sample_weight = _class_weights(input, target, weight, ignore_index)
+    losses = -_pick_class(log_probs, target) * sample_weight
+    if label_smoothing:
+        keep = (target != ignore_index).astype(input.dtype)
+        smooth = -weighted.sum(1) * keep * (1.0 / classes)
+        losses = losses * (1.0 - label_smoothing) + smooth * label_smoothing
+    if reduction == "mean":
+        return losses.sum() / sample_weight.sum()
+    return _reduce_loss(op, losses, reduction)
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                         reduction: str = "mean") -> Tensor:
+    """``-(t * log(p) + (1 - t) * log(1 - p))`` with each log clamped at -100, as PyTorch."""
+    op = "binary_cross_entropy"
+    _check(op, ("input", "target", "weight"), input=input, target=target, weight=weight)
+    _same_shape(op, input, target)
+    log_p = _map(input, lambda a: builder.maximum(builder.log(a), -100.0), "log")
+    log_q = _map(input, lambda a: builder.maximum(builder.log(1.0 - a), -100.0), "log")
+    losses = -(target * log_p + (1.0 - target) * log_q)
+    if weight is not None:
+        losses = losses * weight
+    return _reduce_loss(op, losses, reduction)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                     reduction: str = "mean",
+                                     pos_weight: Tensor | None = None) -> Tensor:
+    """``binary_cross_entropy(sigmoid(x), t)`` computed stably:
+    ``(1 - t) * x + (1 + (pos_weight - 1) * t) * (log(1 + exp(-|x|)) + max(-x, 0))``."""
+    op = "binary_cross_entropy_with_logits"
+    _check(op, ("input", "target", "weight", "pos_weight"), input=input, target=target,
+           weight=weight, pos_weight=pos_weight)
+    _same_shape(op, input, target)
+    softplus_neg = _map(input, lambda a: builder.log(builder.exp(-builder.abs(a)) + 1.0)
+                        + builder.relu(-a), "softplus")
+    log_weight = 1.0 if pos_weight is None else (pos_weight - 1.0) * target + 1.0
+    losses = (1.0 - target) * input + softplus_neg * log_weight
+    if weight is not None:
+        losses = losses * weight
+    return _reduce_loss(op, losses, reduction)
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    op = "mse_loss"
+    _check(op, ("input", "target"), input=input, target=target)
+    _same_shape(op, input, target)
+    return _reduce_loss(op, _square(input - target), reduction)
+
+
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    op = "l1_loss"
+    _check(op, ("input", "target"), input=input, target=target)
+    _same_shape(op, input, target)
+    return _reduce_loss(op, (input - target).abs(), reduction)
+
+
+# -- indexing, padding, resampling -----------------------------------------------------------------
+
+
+def embedding(input: Tensor, weight: Tensor) -> Tensor:
+    """Rows of ``weight`` ``[V, D]`` picked by integer ``input`` (any shape): shape
+    ``input.shape + (D,)``. Tile's ``gather``; an index outside ``[0, V)`` gives a zero row."""
+    op = "embedding"
+    _check(op, ("weight",), input=input, weight=weight)
+    if not np.issubdtype(input.dtype, np.integer):
+        raise DTypeError(f"embedding: input must hold integer indices, not "
+                         f"{dt.dtype_name(input.dtype)}")
+    if weight.ndim != 2:
+        raise ShapeError(f"{op}: weight must be 2-d [num_embeddings, embedding_dim], got shape "
+                         f"{weight.shape}")
+    shape = input.shape + (weight.shape[1],)
+    return input._derive(shape, weight.dtype, [weight, input],
+                         lambda nodes: builder.gather(nodes[0], nodes[1]))
+
+
+def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
+        value: float | None = None) -> Tensor:
+    """Constant padding with PyTorch's ``pad`` order: ``(left, right)`` of the last axis first,
+    then of the axis before it, ...; negative amounts crop. One assignment with shifted
+    indices, ``O[i + left] = =(X[i])``; the fill is a ``default`` tensor when ``value != 0``."""
+    op = "pad"
+    _check(op, (), input=input)
+    if mode != "constant":
+        raise NotImplementedError(f"{op}: only mode='constant' is supported, not {mode!r}")
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise ShapeError(f"{op}: pad {pad} needs an even length of at most 2 * {input.ndim} "
+                         f"for input shape {input.shape}")
+    before, after = [0] * input.ndim, [0] * input.ndim
+    for k in range(len(pad) // 2):
+        before[input.ndim - 1 - k], after[input.ndim - 1 - k] = pad[2 * k], pad[2 * k + 1]
+    shape = tuple(s + b + a for s, b, a in zip(input.shape, before, after))
+    if min(shape, default=1) < 0 or (input.size == 0 and value):
+        raise ShapeError(f"{op}: pad {pad} gives a negative size {shape} for input shape "
+                         f"{input.shape}")
+    idx = _indices("i", input.ndim)
+    fill = 0.0 if value is None else float(value)
+
+    def build(nodes):
+        default = None
+        if fill != 0.0:
+            default = _full_node(nodes[0], input.ndim, shape, fill, input.dtype)
+        return builder.assign(nodes[0][tuple(idx)], out=[i + b for i, b in zip(idx, before)],
+                              shape=list(shape), default=default)
+
+    return input._derive(shape, input.dtype, [input], build)
+
+
+def _resample_matrix(mode: str, size: int, out: int, scale: float | None,
+                     align_corners: bool) -> np.ndarray:
+    """PyTorch's source positions for one axis as an [out, size] interpolation matrix (computed
+    in float32, as PyTorch's CPU kernels compute them)."""
+    f32 = np.float32
+    dst = np.arange(out)
+    matrix = np.zeros((out, size), np.float32)
+    if mode == "nearest":
+        if out == size:
+            src = dst
+        elif out == 2 * size:
+            src = dst >> 1
+        else:
+            ratio = f32(1.0 / scale) if scale else f32(size) / f32(out)
+            src = np.minimum(np.floor(dst.astype(f32) * ratio).astype(np.int64), size - 1)
+        matrix[dst, src] = 1.0
+        return matrix
+    if align_corners:
+        ratio = f32(size - 1) / f32(out - 1) if out > 1 else f32(0)
+        real = dst.astype(f32) * ratio
+    else:
+        ratio = f32(1.0 / scale) if scale else f32(size) / f32(out)
+        real = np.maximum((dst.astype(f32) + f32(0.5)) * ratio - f32(0.5), f32(0))
+    first = real.astype(np.int64)
+    second = first + (first < size - 1)
+    upper = (real - first.astype(f32)).astype(f32)
+    np.add.at(matrix, (dst, first), f32(1) - upper)
+    np.add.at(matrix, (dst, second), upper)
+    return matrix
+
+
+def interpolate(input: Tensor, size: IntOrTuple | None = None,
+                scale_factor: float | Sequence[float] | None = None, mode: str = "nearest",
+                align_corners: bool | None = None,
+                recompute_scale_factor: bool | None = None) -> Tensor:
+    """Resize the spatial axes of ``[N, C, ...]`` data: ``mode`` is ``"nearest"`` or
+    ``"linear"``/``"bilinear"``/``"trilinear"`` (for 1/2/3 spatial axes), with PyTorch's
+    source-index rules. Nearest upsampling by integer factors is the assignment
+    ``O[n, c, k*y + a, k*x + b] = =(I[n, c, y, x]), a < k, b < k``; other cases contract each
+    axis with its interpolation matrix (a small constant made on the host from the shapes)."""
+    op = "interpolate"
+    _check(op, ("input",), input=input)
+    nd = input.ndim - 2
+    if nd < 1:
+        raise ShapeError(f"{op}: input must be (N, C, ...) with spatial axes, got shape "
+                         f"{input.shape}")
+    linear_modes = {1: "linear", 2: "bilinear", 3: "trilinear"}
+    if mode not in ("nearest", linear_modes.get(nd)):
+        raise ValueError(f"{op}: mode must be 'nearest' or '{linear_modes.get(nd)}' for "
+                         f"{nd + 2}-d input, not {mode!r}")
+    if mode == "nearest" and align_corners is not None:
+        raise ValueError(f"{op}: align_corners only applies to the linear modes")
+    if (size is None) == (scale_factor is None):
+        raise ValueError(f"{op}: give exactly one of size and scale_factor")
+    spatial = input.shape[2:]
+    if size is not None:
+        out = _ntuple(op, "size", size, nd)
+        scales = (None,) * nd
+    else:
+        scales = tuple(float(s) for s in ((scale_factor,) * nd if isinstance(
+            scale_factor, (int, float)) else scale_factor))
+        if len(scales) != nd:
+            raise ShapeError(f"{op}: scale_factor needs {nd} values, got {scale_factor}")
+        out = tuple(int(math.floor(s * f)) for s, f in zip(spatial, scales))
+        if recompute_scale_factor:
+            scales = (None,) * nd
+    if min(out) < 1:
+        raise ShapeError(f"{op}: output size {out} must be positive")
+    factors = [o // s if o % s == 0 else 0 for s, o in zip(spatial, out)]
+    exact = all(f and (sc is None or 1.0 / sc == 1.0 / f) for f, sc in zip(factors, scales))
+    if mode == "nearest" and exact:
+        n, c = builder.indices("n c")
+        ys, ks = _indices("y", nd), _indices("a", nd)
+        shape = input.shape[:2] + out
+        return input._derive(shape, input.dtype, [input], lambda nodes: builder.assign(
+            nodes[0][(n, c, *ys)], out=[n, c, *(f * y + k for f, y, k in zip(factors, ys, ks))],
+            shape=list(shape), where=[k < f for k, f in zip(ks, factors)]))
+    result = input
+    for axis in range(nd):
+        if out[axis] == spatial[axis] and (scales[axis] in (None, 1.0)) and mode == "nearest":
+            continue
+        matrix = _resample_matrix(mode, spatial[axis], out[axis], scales[axis],
+                                  bool(align_corners))
+        result = _contract_axis(result, 2 + axis,
+                                tensor(matrix.astype(input.dtype), device=input.device))
+    return result
+
+
+__all__ = [
+    "DTypeError", "Generator", "manual_seed",
+    "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+    "conv_transpose3d",
+    "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+    "adaptive_avg_pool2d", "global_avg_pool2d", "global_max_pool2d",
+    "batch_norm", "layer_norm",
+    "relu", "leaky_relu", "elu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax",
+    "dropout",
+    "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+    "mse_loss", "l1_loss",
+    "embedding", "pad", "interpolate",
+]

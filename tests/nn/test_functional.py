@@ -1,0 +1,387 @@
+"""gingham.nn.functional against torch.nn.functional (CPU), forward and gradient, on every device.
+
+Each test builds several ops on the same inputs so that the forward values are one compiled
+program and the gradient (``backward()`` of a random-weighted sum of every output) another:
+kernels compile with a C compiler or PoCL, so fewer, bigger programs keep the file fast.
+
+Tolerances per dtype (``TOLERANCE``): float32 rtol 1e-4 / atol 1e-4 (sums of up to a few hundred
+products, gradients of magnitude ~10); float64 rtol 1e-7 / atol 1e-7 — it would be 1e-9 / 1e-10,
+but Tile currently rounds float literals (``x * 0.2``, gelu's ``1/sqrt(2)``) to float32 even when
+they meet a float64 tensor (relative error ~1.5e-8; reported to the lead).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import gingham
+from gingham.devices import list_devices
+import gingham.nn.functional as F
+from gingham.frontend.tensor import ShapeError, realize, tensor
+from gingham.tile.philox import philox_uniform
+
+TOLERANCE = {
+    np.dtype(np.float32): dict(rtol=1e-4, atol=1e-4),
+    np.dtype(np.float64): dict(rtol=1e-7, atol=1e-7),  # see the module docstring
+}
+
+
+def rand(*shape, seed=0, dtype=np.float32):
+    rng = np.random.default_rng(seed + 7 * len(shape) + sum(shape))
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def compare(device, arrays: dict, ours, theirs, constants=(), dtype=np.float32,
+            forward_only=()):
+    """Run ``ours(**gingham tensors)`` and ``theirs(**torch tensors)`` (each a dict of named
+    outputs), compare the outputs, then the gradients of ``sum_k <w_k, out_k>`` (outputs not in
+    ``forward_only``) with respect to every float input not listed in ``constants``."""
+    tol = TOLERANCE[np.dtype(dtype)]
+    wants_grad = {k: v.dtype.kind == "f" and k not in constants for k, v in arrays.items()}
+    g_in = {k: tensor(v, device=device, requires_grad=wants_grad[k]) for k, v in arrays.items()}
+    t_in = {k: torch.tensor(v, requires_grad=wants_grad[k]) for k, v in arrays.items()}
+    g_out, t_out = ours(**g_in), theirs(**t_in)
+    assert g_out.keys() == t_out.keys()
+    realize(list(g_out.values()))  # every forward output from one program
+    for name, expected in t_out.items():
+        value = g_out[name]
+        assert value.shape == tuple(expected.shape), name
+        assert value.dtype == np.dtype(dtype), name
+        np.testing.assert_allclose(value.numpy(), expected.detach().numpy(), err_msg=name, **tol)
+    if not any(wants_grad.values()):
+        return
+    rng = np.random.default_rng(1)
+    weights = {k: rng.standard_normal(tuple(v.shape)).astype(dtype) for k, v in t_out.items()
+               if k not in forward_only}
+    g_loss = sum((g_out[k] * tensor(w, device=device)).sum() for k, w in weights.items())
+    t_loss = sum((t_out[k] * torch.tensor(w)).sum() for k, w in weights.items())
+    g_loss.backward()
+    t_loss.backward()
+    realize([g_in[name].grad for name, wanted in wants_grad.items() if wanted])  # one program
+    for name, wanted in wants_grad.items():
+        if wanted:
+            expected = t_in[name].grad
+            expected = np.zeros_like(arrays[name]) if expected is None else expected.numpy()
+            np.testing.assert_allclose(g_in[name].grad.numpy(), expected,
+                                       err_msg=f"d/d{name}", **tol)
+
+
+# -- linear and convolutions -----------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same'")  # PyTorch's note on even kernels
+def test_linear_conv1d_conv3d(device):
+    arrays = dict(x=rand(3, 2, 5), w=rand(4, 5, seed=1), b=rand(4, seed=2),
+                  s=rand(2, 4, 11, seed=3), k=rand(6, 2, 3, seed=4), kb=rand(6, seed=5),
+                  v=rand(1, 4, 4, 5, 4, seed=6), kv=rand(4, 2, 2, 3, 2, seed=7))
+
+    def run(f, x, w, b, s, k, kb, v, kv):
+        return {
+            "linear": f.linear(x, w, b),
+            "linear_nobias": f.linear(x, w),
+            "conv1d": f.conv1d(s, k, kb, stride=2, padding=2, dilation=2, groups=2),
+            "conv1d_same": f.conv1d(s, k[:, :, :2], padding="same", groups=2),
+            "conv3d": f.conv3d(v, kv, stride=(1, 2, 1), padding=1, groups=2),
+        }
+
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
+
+
+def test_conv2d(device):
+    """Stride, padding, dilation, groups, depthwise, 'same' with an even kernel, NHWC."""
+    arrays = dict(x=rand(2, 4, 7, 6), w=rand(6, 4, 3, 3, seed=1), b=rand(6, seed=2),
+                  wg=rand(6, 2, 3, 2, seed=3), we=rand(5, 4, 2, 4, seed=4),
+                  wd=rand(8, 1, 3, 3, seed=5))
+
+    def run(f, x, w, b, wg, we, wd):
+        nhwc = (x.permute(0, 2, 3, 1) if f is TF else x.transpose(0, 2, 3, 1))
+        if f is TF:
+            nhwc_out = TF.conv2d(x, w, b, stride=2, padding=(1, 2)).permute(0, 2, 3, 1)
+        else:
+            nhwc_out = F.conv2d(nhwc, w, b, stride=2, padding=(1, 2), data_format="NHWC")
+        return {
+            "strided": f.conv2d(x, w, b, stride=2, padding=1),
+            "grouped": f.conv2d(x, wg, None, stride=(2, 1), padding=(2, 1), dilation=(2, 1),
+                                groups=2),
+            "same": f.conv2d(x, we, padding="same", dilation=(1, 2)),
+            "depthwise": f.conv2d(x, wd, padding="valid", groups=4),
+            "nhwc": nhwc_out,
+        }
+
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
+
+
+def test_conv_transpose(device):
+    arrays = dict(x=rand(2, 4, 4, 3), w=rand(4, 3, 3, 2, seed=1), b=rand(6, seed=2),
+                  s=rand(2, 3, 5, seed=3), k=rand(3, 2, 3, seed=4))
+
+    def run(f, x, w, b, s, k):
+        return {
+            "2d": f.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=(1, 0),
+                                     groups=2),
+            "2d_plain": f.conv_transpose2d(x, w[:, :, :2, :]),
+            "1d": f.conv_transpose1d(s, k, stride=3, padding=1, dilation=2),
+        }
+
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
+
+
+# -- pooling ---------------------------------------------------------------------------------------
+
+
+def test_pooling(device):
+    """Padding, partial windows (ceil_mode), count_include_pad, NHWC, adaptive and global."""
+    arrays = dict(x=rand(2, 3, 7, 6), s=rand(2, 3, 9, seed=1))
+
+    def run(f, x, s):
+        if f is TF:
+            nhwc_max = TF.max_pool2d(x, 3, 2, 1).permute(0, 2, 3, 1)
+            nhwc_avg = TF.avg_pool2d(x, 3, 2, 1, count_include_pad=False).permute(0, 2, 3, 1)
+        else:
+            nhwc = x.transpose(0, 2, 3, 1)
+            nhwc_max = F.max_pool2d(nhwc, 3, 2, 1, data_format="NHWC")
+            nhwc_avg = F.avg_pool2d(nhwc, 3, 2, 1, count_include_pad=False, data_format="NHWC")
+        return {
+            "max": f.max_pool2d(x, 3, 2, 1),
+            "max_partial": f.max_pool2d(x, (2, 4), (2, 3), ceil_mode=True),
+            "max_dilated": f.max_pool2d(x, 2, 1, dilation=2),
+            "max1d": f.max_pool1d(s, 4, 2, 2),
+            "avg_pad": f.avg_pool2d(x, 3, 2, 1),
+            "avg_exclude_ceil": f.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+            "avg_include_ceil": f.avg_pool2d(x, 2, 2, 1, ceil_mode=True),
+            "nhwc_max": nhwc_max,
+            "nhwc_avg": nhwc_avg,
+            "adaptive": f.adaptive_avg_pool2d(x, (3, 4)),
+            "global": f.adaptive_avg_pool2d(x, 1),
+        }
+
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
+
+
+# -- normalisation ---------------------------------------------------------------------------------
+
+
+def test_batch_norm_and_layer_norm(device):
+    arrays = dict(x=rand(4, 3, 5, 2), g=rand(3, seed=1), b=rand(3, seed=2),
+                  mean=rand(3, seed=3), var=np.abs(rand(3, seed=4)) + 0.5,
+                  lg=rand(5, 2, seed=5), lb=rand(5, 2, seed=6))
+
+    def ours(x, g, b, mean, var, lg, lb):
+        y, new_mean, new_var = F.batch_norm(x, mean, var, g, b, training=True, momentum=0.3)
+        assert not new_mean.requires_grad and not new_var.requires_grad
+        return {"train": y, "running_mean": new_mean, "running_var": new_var,
+                "eval": F.batch_norm(x, mean, var, g, b, eps=1e-3),
+                "plain": F.batch_norm(x, None, None, training=True)[0],
+                "layer": F.layer_norm(x, (5, 2), lg, lb)}
+
+    def theirs(x, g, b, mean, var, lg, lb):
+        running_mean, running_var = mean.detach().clone(), var.detach().clone()
+        y = TF.batch_norm(x, running_mean, running_var, g, b, training=True, momentum=0.3)
+        return {"train": y, "running_mean": running_mean, "running_var": running_var,
+                "eval": TF.batch_norm(x, mean, var, g, b, eps=1e-3),
+                "plain": TF.batch_norm(x, None, None, training=True),
+                "layer": TF.layer_norm(x, (5, 2), lg, lb)}
+
+    compare(device, arrays, ours, theirs, constants=("mean", "var"),
+            forward_only=("running_mean", "running_var"))
+
+
+# -- activations -----------------------------------------------------------------------------------
+
+POINTWISE = {
+    "relu": lambda f, x: f.relu(x), "leaky_relu": lambda f, x: f.leaky_relu(x, 0.2),
+    "elu": lambda f, x: f.elu(x * 40, 0.7),  # exp(40 x) overflows in the branch not taken
+    "gelu": lambda f, x: f.gelu(x), "gelu_tanh": lambda f, x: f.gelu(x, approximate="tanh"),
+    "silu": lambda f, x: f.silu(x), "sigmoid": lambda f, x: f.sigmoid(x),
+    "tanh": lambda f, x: f.tanh(x),
+}
+
+
+def test_activations_and_softmax(device):
+    """Each pointwise op is its own output on the reference interpreter; on compiled devices
+    they are checked as one weighted sum (one kernel each way instead of eight: PoCL compiles
+    each kernel in about half a second)."""
+    arrays = dict(x=rand(3, 4, 5) * 2)
+
+    def run(f, x):
+        outputs = {name: op(f, x) for name, op in POINTWISE.items()}
+        if device != "reference":
+            outputs = {"+".join(outputs): sum(v * (k + 1.0) for k, v in
+                                              enumerate(outputs.values()))}
+        outputs["softmax"] = f.softmax(x * 50 + 1000, 1)  # stable: the max is subtracted
+        outputs["log_softmax"] = f.log_softmax(x * 50 - 1000, -1)
+        return outputs
+
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
+
+
+def test_float64(device):
+    """A chain of ops in float64, held to float64 tolerances."""
+    arrays = dict(x=rand(2, 3, 6, 5, dtype=np.float64), w=rand(4, 3, 3, 3, dtype=np.float64),
+                  g=rand(5, dtype=np.float64))
+
+    def run(f, x, w, g):
+        y = f.conv2d(x, w, stride=(2, 1), padding=1)
+        return {"chain": f.log_softmax(f.gelu(f.layer_norm(y, (5,), g)), 1),
+                "pool": f.avg_pool2d(f.leaky_relu(y, 0.2), 2, ceil_mode=True)}
+
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a),
+            dtype=np.float64)
+
+
+# -- losses ----------------------------------------------------------------------------------------
+
+
+def test_losses(device):
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 4, (6,))
+    labels[2] = -100  # ignore_index
+    probs = np.abs(rand(6, 4, seed=8))
+    arrays = dict(
+        logits=rand(6, 4), labels=labels, probs=(probs / probs.sum(1, keepdims=True)),
+        logits2d=rand(3, 4, 2, 2, seed=1), labels2d=rng.integers(0, 4, (3, 2, 2)),
+        cw=np.abs(rand(4, seed=2)) + 0.1, p=1 / (1 + np.exp(-rand(5, 3, seed=3))),
+        t=rng.random((5, 3)).astype(np.float32), z=rand(5, 3, seed=4) * 3,
+        pw=np.abs(rand(3, seed=5)) + 0.5, y=rand(5, 3, seed=6), bw=np.abs(rand(5, 3, seed=7)),
+    )
+
+    def run(f, logits, labels, probs, logits2d, labels2d, cw, p, t, z, pw, y, bw):
+        return {
+            "ce": f.cross_entropy(logits, labels),
+            "ce_weighted_smooth": f.cross_entropy(logits, labels, weight=cw, label_smoothing=0.1),
+            "ce_probs_smooth_none": f.cross_entropy(logits, probs, label_smoothing=0.2,
+                                                    reduction="none"),
+            "nll_2d": f.nll_loss(f.log_softmax(logits2d, 1), labels2d, weight=cw,
+                                 ignore_index=1),
+            "nll_none": f.nll_loss(logits, labels, reduction="none"),
+            "bce": f.binary_cross_entropy(p, t),
+            "bce_weighted_sum": f.binary_cross_entropy(p, t, weight=pw, reduction="sum"),
+            "bce_logits": f.binary_cross_entropy_with_logits(z, t),
+            "bce_logits_pos": f.binary_cross_entropy_with_logits(z, t, weight=bw, pos_weight=pw,
+                                                                 reduction="none"),
+            "mse": f.mse_loss(y, z), "mse_none": f.mse_loss(y, z, reduction="none"),
+            "l1_sum": f.l1_loss(y, z, reduction="sum"),
+        }
+
+    # PyTorch gives no gradient for class weights, weight, pos_weight or (for BCE) targets.
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a),
+            constants=("cw", "pw", "t", "bw"))
+
+
+# -- indexing, padding, resampling -----------------------------------------------------------------
+
+
+def test_embedding_pad_interpolate(device):
+    rng = np.random.default_rng(4)
+    arrays = dict(ids=rng.integers(0, 6, (3, 4)), table=rand(6, 5), x=rand(2, 3, 4, 5, seed=1),
+                  s=rand(2, 3, 5, seed=2))
+
+    def run(f, ids, table, x, s):
+        return {
+            "embedding": f.embedding(ids, table),
+            "pad": f.pad(x, (1, 2, -1, 1), value=1.5),
+            "pad_zero_3axes": f.pad(x, (0, 1, 2, 0, 1, 1)),
+            "nearest_x2": f.interpolate(x, scale_factor=2),
+            "nearest_x3_1": f.interpolate(x, scale_factor=(3, 1)),
+            "nearest_size": f.interpolate(x, size=(7, 3)),
+            "bilinear_scale": f.interpolate(x, scale_factor=1.5, mode="bilinear"),
+            "bilinear_corners": f.interpolate(x, size=(6, 4), mode="bilinear",
+                                              align_corners=True),
+            "linear_1d": f.interpolate(s, scale_factor=2, mode="linear"),
+        }
+
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
+
+
+# -- dropout ---------------------------------------------------------------------------------------
+
+
+def test_dropout(device):
+    """The mask is Philox on the device: compare with the NumPy reference of the generator."""
+    a, w = rand(6, 50), rand(6, 50, seed=1)
+    x = tensor(a, device=device, requires_grad=True)
+    p = 0.3
+    g = F.Generator(seed=7, device=device)
+    first = F.dropout(x, p, generator=g)
+    second = F.dropout(x, p, generator=g)  # the generator advanced: a different mask
+    seeded = F.dropout(x, p, seed=7)
+    realize([first, second, seeded])
+    masks = [philox_uniform(7, counter, a.size).reshape(a.shape) >= p for counter in (0, 1)]
+    scale = np.float32(1.0 / (1.0 - p))
+    np.testing.assert_allclose(first.numpy(), np.where(masks[0], a * scale, 0), rtol=1e-6)
+    np.testing.assert_allclose(second.numpy(), np.where(masks[1], a * scale, 0), rtol=1e-6)
+    np.testing.assert_array_equal(seeded.numpy(), first.numpy())
+    assert 0.6 < masks[0].mean() < 0.8 and (masks[0] != masks[1]).any()
+    np.testing.assert_array_equal(g.state.numpy(), [7, 2])
+    (first * tensor(w, device=device)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.where(masks[0], w * scale, 0), rtol=1e-6)
+    assert F.dropout(x, p, training=False) is x
+
+
+# -- errors ----------------------------------------------------------------------------------------
+
+
+def test_shape_errors_name_the_op_argument_and_shapes():
+    x = tensor(rand(2, 4, 6, 6), device="reference")
+    with pytest.raises(ShapeError, match=r"conv2d: weight has 3 input channels per group but "
+                                         r"input has 4 channels \(groups=1\)"):
+        F.conv2d(x, tensor(rand(5, 3, 3, 3), device="reference"))
+    with pytest.raises(ShapeError, match=r"conv2d: groups=3 must divide"):
+        F.conv2d(x, tensor(rand(4, 2, 3, 3), device="reference"), groups=3)
+    with pytest.raises(ShapeError, match=r"conv2d: input must be 4-d .* got shape \(4, 6, 6\)"):
+        F.conv2d(x[0], tensor(rand(5, 4, 3, 3), device="reference"))
+    with pytest.raises(ShapeError, match=r"conv2d: padding='same' needs stride 1"):
+        F.conv2d(x, tensor(rand(5, 4, 3, 3), device="reference"), stride=2, padding="same")
+    with pytest.raises(ShapeError, match=r"conv1d: bias must have shape \(5,\), got \(4,\)"):
+        F.conv1d(x[0], tensor(rand(5, 6, 3), device="reference"),
+                 tensor(rand(4), device="reference"))
+    with pytest.raises(ShapeError, match=r"linear: input has 6 features \(shape \(2, 4, 6, 6\)\)"
+                                         r" but weight expects 5"):
+        F.linear(x, tensor(rand(3, 5), device="reference"))
+    with pytest.raises(ShapeError, match=r"max_pool2d: kernel_size \(9, 9\) is larger"):
+        F.max_pool2d(x, 9)
+    with pytest.raises(ShapeError, match=r"cross_entropy: target shape \(3,\) does not fit input"
+                                         r" shape \(2, 4\)"):
+        F.cross_entropy(tensor(rand(2, 4), device="reference"),
+                        tensor(np.zeros(3, np.int64), device="reference"))
+    with pytest.raises(ShapeError, match=r"mse_loss: target shape \(2, 5\) differs from input "
+                                         r"shape \(2, 4\)"):
+        F.mse_loss(tensor(rand(2, 4), device="reference"), tensor(rand(2, 5),
+                                                                  device="reference"))
+    with pytest.raises(ShapeError, match=r"batch_norm: running_mean must have shape \(4,\)"):
+        F.batch_norm(x, tensor(rand(3), device="reference"), tensor(rand(4), device="reference"))
+    with pytest.raises(ShapeError, match=r"layer_norm: normalized_shape \(5,\) does not match"):
+        F.layer_norm(x, 5)
+
+
+def test_dtype_errors():
+    ints = tensor(np.ones((2, 4, 6, 6), np.int32), device="reference")
+    with pytest.raises(F.DTypeError, match=r"conv2d: input must be a floating-point tensor, not "
+                                           r"int32"):
+        F.conv2d(ints, tensor(rand(5, 4, 3, 3), device="reference"))
+    with pytest.raises(F.DTypeError, match=r"conv2d: weight is float64 but input is float32"):
+        F.conv2d(tensor(rand(2, 4, 6, 6), device="reference"),
+                 tensor(rand(5, 4, 3, 3, dtype=np.float64), device="reference"))
+    with pytest.raises(F.DTypeError, match=r"nll_loss: target must hold integer class indices"):
+        F.nll_loss(tensor(rand(2, 4), device="reference"), tensor(rand(2), device="reference"))
+    with pytest.raises(F.DTypeError, match=r"embedding: input must hold integer indices"):
+        F.embedding(tensor(rand(3), device="reference"), tensor(rand(6, 2), device="reference"))
+    assert issubclass(F.DTypeError, ShapeError)
+
+
+def test_device_errors(device):
+    here, there = device, "cpu" if device == "reference" else "reference"
+    if there not in [d.id for d in list_devices()] + ["reference"]:
+        pytest.skip("needs a second device")
+    x = tensor(rand(2, 4, 6, 6), device=here)
+    with pytest.raises(gingham.DeviceError, match=rf"conv2d: weight is on {there} but input is "
+                                                  rf"on {here}"):
+        F.conv2d(x, tensor(rand(5, 4, 3, 3), device=there))
+    with pytest.raises(gingham.DeviceError, match=r"cross_entropy: target is on"):
+        F.cross_entropy(tensor(rand(2, 4), device=here),
+                        tensor(np.zeros(2, np.int64), device=there))
+    with pytest.raises(gingham.DeviceError, match=r"dropout: generator is on"):
+        F.dropout(x, generator=F.Generator(device=there))
