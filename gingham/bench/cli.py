@@ -56,6 +56,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     # Tests shrink every problem with this; numbers from a scaled run are not benchmarks.
     ops.add_argument("--scale", type=_positive_float, default=1.0, help=argparse.SUPPRESS)
     ops.set_defaults(func=ops_command)
+    model = benches.add_parser(
+        "model", help="seconds per epoch of a training step beside PyTorch eager",
+        description="Train a network for a few steps with gingham.jit and with PyTorch eager on "
+                    "the same device (synthetic data of the real shape, fp32) and report "
+                    "seconds per epoch extrapolated from the median step, and the first step's "
+                    "trace + compile overhead.")
+    model.add_argument("name", choices=["resnet9", "story"])
+    model.add_argument("--device", metavar="ID", help="device id; default: the default device")
+    model.add_argument("--batch", type=_positive_int, help="batch size (default: the model's)")
+    model.add_argument("--steps", type=_positive_int, default=5, help="timed steps (default 5)")
+    model.add_argument("--no-torch", action="store_true", help="skip the PyTorch baseline")
+    model.add_argument("--json", metavar="PATH", help="also write the record to PATH")
+    model.set_defaults(func=model_command)
 
 
 def _help(parser: argparse.ArgumentParser) -> int:
@@ -193,3 +206,16 @@ def ops_command(args: argparse.Namespace) -> int:
 
 
 __all__ = ["register", "ops_command"]
+
+
+def model_command(args: argparse.Namespace) -> int:
+    """``gingham bench model NAME``."""
+    from ..devices import default_device_id
+    from .model import format_result, run_model
+
+    device = args.device or default_device_id()
+    result = run_model(args.name, device, args.batch, args.steps, not args.no_torch)
+    print(format_result(result))
+    if args.json:
+        write_json(args.json, [result.record()])
+    return 0
