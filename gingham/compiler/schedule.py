@@ -5,7 +5,8 @@ CPU's OpenMP loop). Contractions that are sums of products get tiled schedules f
 :mod:`gingham.compiler.tiling_cpu` / :mod:`gingham.compiler.tiling_gpu` where the device and
 shapes allow (on a GPU possibly split along K: a partial-sum kernel and a reduction, so a plan
 can become two kernels); elementwise and special kernels get the bandwidth-bound schedules of
-:func:`gingham.compiler.lower.lower_streaming`.
+:func:`gingham.compiler.lower.lower_streaming`; few-cell, long reductions (batch-norm
+statistics, losses) are split across work-groups by :mod:`gingham.compiler.reduction`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from ..devices.base import DeviceInfo
 from . import kernel_ir as k
 from .fusion import KernelPlan
 from .lower import LoweringContext, lower_plan, lower_streaming
+from .reduction import split_reduction
 from .tiling_cpu import tiled_contraction_cpu
 from .tiling_gpu import tiled_contraction
 
@@ -30,6 +32,9 @@ def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
     # work-item per cell on PoCL (GEMM 512: 18.6 ms against 257 ms, measured here).
     if info.dialect in ("opencl", "cuda"):
         kernels = tiled_contraction(plan, ctx, name, info)
+        if kernels is not None:
+            return kernels
+        kernels = split_reduction(plan, ctx, name, info)
         if kernels is not None:
             return kernels
     if info.dialect is not None:

@@ -1,0 +1,204 @@
+"""Split reductions: contractions with few output cells and long reductions, on GPUs.
+
+A batch-norm statistic (``Mean[c] = +(X[n, c, y, x])`` over half a million values per channel),
+a loss or a broadcast gradient has far fewer output cells than a GPU has threads, so one
+work-item per cell leaves the device idle. Here each cell's reduction box is flattened and cut
+into S slices; a work-group reduces one (slice, cell) pair — its work-items stride through the
+slice, then combine their partial results in local memory by a fixed tree — and writes one
+partial; a second kernel combines each cell's S partials in slice order and applies the usual
+finalisation and fused epilogue. Every aggregation but ``=`` works this way (sum, product, max,
+min, with the reached flags of the valid-index rule), and the result is deterministic.
+
+    M[c : C] = +(X[n, c, h, w])   with 128 cells, 524288 values each, on 132 compute units
+    -> k_partial: 1056 work-groups of 256 (8 slices per cell), k: 128 work-items
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..devices.base import DeviceInfo
+from . import kernel_ir as k
+from .fusion import KernelPlan
+from .lower import (LoweringContext, _epilogue, _kernel, aggregate, cell_coordinates,
+                    compute_type, conjunction, contraction_value, finalize, guard_condition,
+                    identity_value, index_type, needs_reached_flag)
+from .normalize import NormalContraction
+
+GROUP = 256  # work-items per work-group; the local-memory tree halves it eight times
+
+
+def split_reduction(plan: KernelPlan, ctx: LoweringContext, name: str,
+                    info: DeviceInfo) -> list[k.Kernel] | None:
+    """Two kernels (partials, then combine) for a few-cell, long-reduction contraction, or None
+    when one work-item per cell already fills the device."""
+    nc = plan.contraction
+    if plan.kind != "contraction" or nc is None or nc.agg == "=" or not nc.red_vars:
+        return None
+    cells = math.prod(nc.out_shape)
+    extent = nc.reduction_size
+    units = max(info.compute_units, 1)
+    if cells == 0 or cells >= units * 64 or extent < 8 * GROUP:
+        return None
+    slices = max(1, min(math.ceil(units * 8 / cells), math.ceil(extent / (4 * GROUP))))
+    chunk = math.ceil(extent / slices)
+    slices = math.ceil(extent / chunk)  # no slice empty
+    ctype = compute_type(ctx.dtype(nc.out))
+    flagged = needs_reached_flag(nc)
+    values = k.Scratch(f"{name}_partials", ctype, slices * cells)
+    reached = k.Scratch(f"{name}_reached", "int32", slices * cells) if flagged else None
+    partial_ctx = LoweringContext(ctx.bound, ctx.aliases)
+    first = _partials(nc, partial_ctx, f"{name}_partial", cells, slices, chunk, ctype, values,
+                      reached)
+    second = _combine(plan, ctx, name, cells, slices, ctype, values, reached)
+    return [first, second]
+
+
+def _combine_pair(agg: str, a: k.Expr, a_hit: k.Expr | None, b: k.Expr, b_hit: k.Expr | None,
+                  ctype: str) -> k.Expr:
+    """``a`` aggregated with ``b``; with flags, a side that reached nothing is skipped."""
+    both = aggregate(agg, a, b, ctype)
+    if a_hit is None:
+        return both
+    return k.Select(a_hit, k.Select(b_hit, both, a, ctype), b, ctype)
+
+
+def _partials(nc: NormalContraction, ctx: LoweringContext, name: str, cells: int, slices: int,
+              chunk: int, ctype: str, values: k.Scratch, reached: k.Scratch | None) -> k.Kernel:
+    extent = nc.reduction_size
+    biggest = max([slices * cells, extent + GROUP * 2] +
+                  [math.prod(a.sizes) for a in nc.operands])
+    itype = index_type(biggest * 2 + 16)
+    v = lambda n: k.Var(n, itype)  # noqa: E731 - a local shorthand
+    c = lambda x: k.Const(x, itype)  # noqa: E731
+    body: list[k.Stmt] = [
+        k.Declare("rs_cell", itype, k.BinOp("%", v("rs_group"), c(cells), itype)),
+        k.Declare("rs_slice", itype, k.BinOp("/", v("rs_group"), c(cells), itype)),
+    ]
+    body += cell_coordinates(v("rs_cell"), nc.out_shape, list(nc.out_vars), itype)
+    body.append(k.Declare("rs_start", itype, k.BinOp("*", v("rs_slice"), c(chunk), itype)))
+    end = k.BinOp("+", v("rs_start"), c(chunk), itype)
+    body.append(k.Declare("rs_end", itype, k.Select(k.BinOp("<", end, c(extent), "bool"), end,
+                                                    c(extent), itype)))
+    body.append(k.Declare("acc", ctype, k.Const(identity_value(nc.agg, ctype), ctype)))
+    if reached is not None:
+        body.append(k.Declare("hit", "bool", k.Const(False, "bool")))
+    # Decode the flat reduction index into the reduction variables (row-major over the box).
+    decode: list[k.Stmt] = []
+    stride = extent
+    for var in nc.red_vars:
+        lo, hi = nc.red_ranges[var]
+        size = hi - lo + 1
+        stride //= size
+        value: k.Expr = v("rs_r")
+        if stride != 1:
+            value = k.BinOp("/", value, c(stride), itype)
+        if size != extent // stride:
+            value = k.BinOp("%", value, c(size), itype)
+        if lo:
+            value = k.BinOp("+", value, c(lo), itype)
+        decode.append(k.Declare(var, itype, value))
+    contribution, condition = contraction_value(nc, ctx, ctype, itype)
+    update: list[k.Stmt] = [k.Assign("acc", aggregate(nc.agg, k.Var("acc", ctype), contribution,
+                                                      ctype))]
+    if reached is not None:
+        update.append(k.Assign("hit", k.Const(True, "bool")))
+    inner: k.Stmt = k.block(*update)
+    if condition is not None:
+        inner = k.If(condition, inner)
+    guard = conjunction([guard_condition(q.poly, q.upper, itype) for q in nc.guards])
+    if guard is not None:
+        inner = k.If(guard, inner)
+    start = k.BinOp("+", v("rs_start"), v("rs_lid"), itype)
+    body.append(k.For("rs_r", start, v("rs_end"), k.block(*decode, inner), step=GROUP))
+    # A fixed tree over the work-group's partials: deterministic, and log2(256) barriers.
+    # OpenCL wants local arrays at the kernel's outermost scope: declared before the loops.
+    shared = [k.LocalArray("rs_values", ctype, (GROUP,), "shared")]
+    body.append(k.StoreLocal("rs_values", (v("rs_lid"),), k.Var("acc", ctype)))
+    if reached is not None:
+        shared.append(k.LocalArray("rs_hits", "int32", (GROUP,), "shared"))
+        body.append(k.StoreLocal("rs_hits", (v("rs_lid"),),
+                                 k.Cast("int32", k.Var("hit", "bool"))))
+    body.append(k.Barrier())
+    width = GROUP // 2
+    while width:
+        mine = k.LoadLocal("rs_values", (v("rs_lid"),), ctype)
+        other_index = k.BinOp("+", v("rs_lid"), c(width), itype)
+        other = k.LoadLocal("rs_values", (other_index,), ctype)
+        step: list[k.Stmt] = []
+        if reached is None:
+            step.append(k.StoreLocal("rs_values", (v("rs_lid"),),
+                                     _combine_pair(nc.agg, mine, None, other, None, ctype)))
+        else:
+            my_hit = k.BinOp("!=", k.LoadLocal("rs_hits", (v("rs_lid"),), "int32"),
+                             k.Const(0, "int32"), "bool")
+            other_hit = k.BinOp("!=", k.LoadLocal("rs_hits", (other_index,), "int32"),
+                                k.Const(0, "int32"), "bool")
+            step.append(k.StoreLocal("rs_values", (v("rs_lid"),),
+                                     _combine_pair(nc.agg, mine, my_hit, other, other_hit,
+                                                   ctype)))
+            step.append(k.StoreLocal("rs_hits", (v("rs_lid"),),
+                                     k.Cast("int32", k.BinOp("||", my_hit, other_hit, "bool"))))
+        body.append(k.If(k.BinOp("<", v("rs_lid"), c(width), "bool"), k.block(*step)))
+        body.append(k.Barrier())
+        width //= 2
+    slot = k.BinOp("+", k.BinOp("*", v("rs_slice"), c(cells), itype), v("rs_cell"), itype)
+    write: list[k.Stmt] = [k.Store(values.name, slot, k.LoadLocal("rs_values", (c(0),), ctype))]
+    ctx.params[values.name] = k.Param(values.name, ctype, output=True)
+    if reached is not None:
+        write.append(k.Store(reached.name, slot, k.LoadLocal("rs_hits", (c(0),), "int32")))
+        ctx.params[reached.name] = k.Param(reached.name, "int32", output=True)
+    body.append(k.If(k.BinOp("==", v("rs_lid"), c(0), "bool"), k.block(*write)))
+    groups = slices * cells
+    loop = k.block(*shared, k.For("rs_group", 0, groups,
+                                  k.For("rs_lid", 0, GROUP, k.block(*body), kind="local"),
+                                  kind="group"))
+    params = tuple(sorted(ctx.params.values(), key=lambda p: (p.output, p.name)))
+    scratch = (values,) + ((reached,) if reached is not None else ())
+    schedule = (f"split reduction: {slices} slices x {cells} cells, {GROUP} work-items each "
+                f"reducing up to {chunk} of {extent} assignments, tree in local memory")
+    return k.Kernel(name, params, loop, k.Launch((groups * GROUP,), (GROUP,)), schedule,
+                    flops=2 * cells * extent, uses=frozenset(ctx.uses), scratch=scratch)
+
+
+def _combine(plan: KernelPlan, ctx: LoweringContext, name: str, cells: int, slices: int,
+             ctype: str, values: k.Scratch, reached: k.Scratch | None) -> k.Kernel:
+    """Per cell: the partials in slice order, then finalisation and the fused epilogue."""
+    nc = plan.contraction
+    itype = index_type(slices * cells + 16)
+    flat = k.Var("g", itype)
+    body: list[k.Stmt] = cell_coordinates(flat, nc.out_shape, list(nc.out_vars), itype)
+    ctx.params[values.name] = k.Param(values.name, ctype)
+    acc = k.Var("acc", ctype)
+    body.append(k.Declare("acc", ctype, k.Load(values.name, flat, ctype)))
+    later_slot = k.BinOp("+", k.BinOp("*", k.Var("gs", itype), k.Const(cells, itype), itype),
+                         flat, itype)
+    later = k.Load(values.name, later_slot, ctype)
+    hit: k.Expr | None = None
+    if reached is not None:
+        ctx.params[reached.name] = k.Param(reached.name, "int32")
+        body.append(k.Declare("hit", "bool", k.BinOp(
+            "!=", k.Load(reached.name, flat, "int32"), k.Const(0, "int32"), "bool")))
+        later_hit = k.BinOp("!=", k.Load(reached.name, later_slot, "int32"),
+                            k.Const(0, "int32"), "bool")
+        hit = k.Var("hit", "bool")
+        step = k.block(
+            k.Assign("acc", _combine_pair(nc.agg, acc, hit, later, later_hit, ctype)),
+            k.Assign("hit", k.BinOp("||", hit, later_hit, "bool")))
+    else:
+        step = k.Assign("acc", _combine_pair(nc.agg, acc, None, later, None, ctype))
+    body.append(k.For("gs", 1, slices, step))
+    cell = [k.Var(var, itype) for var in nc.out_vars]
+    body.append(k.Declare(f"v_{nc.out}", ctype, finalize(nc, ctx, acc, hit, cell, flat, ctype,
+                                                         itype)))
+    registers = {nc.out: k.Var(f"v_{nc.out}", ctype)}
+    body += _epilogue(plan, ctx, cell, flat, itype, registers)
+    loop = k.For("g", 0, cells, k.block(*body), kind="thread")
+    kernel = _kernel(name, ctx, loop, cells,
+                     f"split reduction, combine: {slices} partials per cell ({cells} cells)")
+    scratch = (values,) + ((reached,) if reached is not None else ())
+    return dataclasses.replace(kernel, scratch=scratch)
+
+
+__all__ = ["split_reduction"]
