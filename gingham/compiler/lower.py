@@ -609,6 +609,23 @@ def finalize(nc: NormalContraction, ctx: LoweringContext, acc: k.Expr, reached: 
     return k.Select(reached, value, unreached, ctype)
 
 
+def accumulate(nc: NormalContraction, ctx: LoweringContext, ctype: str, itype: str,
+               flag: str | None) -> k.Stmt:
+    """One assignment's contribution to ``acc`` (and ``flag`` set), under the guards the loop
+    box does not imply and, for ``A == B ? C``, the condition."""
+    value, condition = contraction_value(nc, ctx, ctype, itype)
+    update: list[k.Stmt] = [k.Assign("acc", aggregate(nc.agg, k.Var("acc", ctype), value, ctype))]
+    if flag is not None:
+        update.append(k.Assign(flag, k.Const(True, "bool")))
+    inner: k.Stmt = k.block(*update)
+    if condition is not None:
+        inner = k.If(condition, inner)
+    guard = conjunction([guard_condition(q.poly, q.upper, itype) for q in nc.guards])
+    if guard is not None:
+        inner = k.If(guard, inner)
+    return inner
+
+
 def lower_contraction(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kernel:
     nc = plan.contraction
     assert nc is not None
@@ -624,16 +641,7 @@ def lower_contraction(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
     body.append(k.Declare("acc", ctype, k.Const(identity_value(nc.agg, ctype), ctype)))
     if flag:
         body.append(k.Declare("reached", "bool", k.Const(False, "bool")))
-    value, condition = contraction_value(nc, ctx, ctype, itype)
-    update: list[k.Stmt] = [k.Assign("acc", aggregate(nc.agg, k.Var("acc", ctype), value, ctype))]
-    if flag:
-        update.append(k.Assign("reached", k.Const(True, "bool")))
-    inner: k.Stmt = k.block(*update)
-    if condition is not None:
-        inner = k.If(condition, inner)
-    guard = conjunction([guard_condition(q.poly, q.upper, itype) for q in nc.guards])
-    if guard is not None:
-        inner = k.If(guard, inner)
+    inner = accumulate(nc, ctx, ctype, itype, "reached" if flag else None)
     for var in reversed(nc.red_vars):
         lo, hi = nc.red_ranges[var]
         inner = k.For(var, lo, hi + 1, inner)

@@ -21,9 +21,9 @@ import math
 from ..devices.base import DeviceInfo
 from . import kernel_ir as k
 from .fusion import KernelPlan
-from .lower import (LoweringContext, _epilogue, _kernel, aggregate, cell_coordinates,
-                    compute_type, conjunction, contraction_value, finalize, guard_condition,
-                    identity_value, index_type, needs_reached_flag)
+from .lower import (LoweringContext, _epilogue, _kernel, accumulate, aggregate,
+                    cell_coordinates, compute_type, finalize, identity_value, index_type,
+                    needs_reached_flag)
 from .normalize import NormalContraction
 
 GROUP = 256  # work-items per work-group; the local-memory tree halves it eight times
@@ -99,17 +99,7 @@ def _partials(nc: NormalContraction, ctx: LoweringContext, name: str, cells: int
         if lo:
             value = k.BinOp("+", value, c(lo), itype)
         decode.append(k.Declare(var, itype, value))
-    contribution, condition = contraction_value(nc, ctx, ctype, itype)
-    update: list[k.Stmt] = [k.Assign("acc", aggregate(nc.agg, k.Var("acc", ctype), contribution,
-                                                      ctype))]
-    if reached is not None:
-        update.append(k.Assign("hit", k.Const(True, "bool")))
-    inner: k.Stmt = k.block(*update)
-    if condition is not None:
-        inner = k.If(condition, inner)
-    guard = conjunction([guard_condition(q.poly, q.upper, itype) for q in nc.guards])
-    if guard is not None:
-        inner = k.If(guard, inner)
+    inner = accumulate(nc, ctx, ctype, itype, "hit" if reached is not None else None)
     start = k.BinOp("+", v("rs_start"), v("rs_lid"), itype)
     body.append(k.For("rs_r", start, v("rs_end"), k.block(*decode, inner), step=GROUP))
     # A fixed tree over the work-group's partials: deterministic, and log2(256) barriers.

@@ -295,37 +295,7 @@ class Device(abc.ABC):
         flags, compiler and driver versions, device name). KernelCompileError carries the
         compiler's output and the path where the source was saved.
         """
-        key = DiskCache.key(self.cache_namespace, source, entry, self._compiler_identity())
-        if key in self._kernels:
-            self.stats.cache_hits += 1
-            return self._kernels[key]
-        cache = DiskCache(self.cache_namespace)
-        binary = cache.get(key)
-        kernel = None
-        if binary is not None:
-            try:
-                kernel = self._load(binary, entry, key)
-                self.stats.cache_hits += 1
-            except Exception as exc:  # noqa: BLE001 - a stale binary: rebuild it
-                debug_print(1, f"{self.id}: cached binary {key[:12]} did not load ({exc}); "
-                            "rebuilding")
-                cache.delete(key)
-        if kernel is None:
-            start = time.perf_counter()
-            binary = self._build(source, entry)
-            self.stats.compiles += 1
-            debug_print(2, f"{self.id}: compiled {entry} in "
-                        f"{(time.perf_counter() - start) * 1e3:.1f} ms")
-            try:
-                kernel = self._load(binary, entry, key)
-            except KernelCompileError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - e.g. no function named `entry`
-                raise self.compile_error(source, f"the compiled kernel did not load: {exc}",
-                                         "") from None
-            cache.put(key, binary)
-        self._kernels[key] = kernel
-        return kernel
+        return self.compile_many(source, [entry])[0]
 
     def compile_many(self, source: str, entries: Sequence[str]) -> list[Kernel]:
         """Compile one source that defines several kernels with a single build.
