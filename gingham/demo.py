@@ -50,6 +50,21 @@ def _numpy_conv(x: np.ndarray, f: np.ndarray) -> np.ndarray:
     return out
 
 
+def _numpy_conv_gradients(x: np.ndarray, f: np.ndarray, d_out: np.ndarray):
+    """The two gradients of the padded 3x3 convolution, tap by tap in float64."""
+    n, h, w, _ = x.shape
+    padded = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    d_padded = np.zeros_like(padded)
+    d_f = np.zeros(f.shape, dtype=np.float64)
+    d_out = d_out.astype(np.float64)
+    for ky in range(3):
+        for kx in range(3):
+            window = padded[:, ky:ky + h, kx:kx + w, :]
+            d_f[ky, kx] = np.einsum("nyxc,nyxo->co", window, d_out)
+            d_padded[:, ky:ky + h, kx:kx + w, :] += d_out @ f[ky, kx].T.astype(np.float64)
+    return d_padded[:, 1:-1, 1:-1, :], d_f
+
+
 def _timed(fn, *args, device: str, repeat: int = 5):
     start = time.perf_counter()
     result = fn(*args, device=device)
@@ -102,12 +117,11 @@ def run(device: str | None = None) -> int:
     start = time.perf_counter()
     dx, df = conv.vjp((x, f), cotangent, device=device)
     elapsed = time.perf_counter() - start
-    expected_dx, expected_df = conv.vjp((x.astype(np.float64), f.astype(np.float64)),
-                                        cotangent.astype(np.float64), device="reference")
+    expected_dx, expected_df = _numpy_conv_gradients(x, f, cotangent)
     error = max(_relative_error(dx, expected_dx), _relative_error(df, expected_df))
     worst = max(worst, error)
     print(f"{'conv gradient (autodiff)':28} {elapsed * 1e3:9.1f}ms {'':>10} {'':>8} {error:11.1e}"
-          "  (vs the reference interpreter in float64)")
+          "  (vs NumPy in float64)")
 
     print("\nThe autodiff writes Tile too; the gradient of a 2-wide max pool:\n")
     print(tile.function(POOL).gradient_source(np.zeros(7, np.float32)))
