@@ -20,14 +20,7 @@ def execute(bound: BoundProgram, arrays: list[np.ndarray], device: str | None) -
     from .devices import default_device_id, get_device
 
     device_id = device if device is not None else default_device_id()
-    if device_id == "reference":
-        env = interpret(bound, arrays)
-        return [np.array(env[name]) for name in bound.program.outputs]
-    target = get_device(device_id)
-    if target.info.dialect is None:
-        env = interpret(bound, arrays)
-        return [np.array(env[name]) for name in bound.program.outputs]
-    return executable(bound, target)(*arrays)
+    return executable(bound, get_device(device_id))(*arrays)
 
 
 def executable(bound: BoundProgram, target):

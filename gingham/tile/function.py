@@ -18,7 +18,6 @@ import numpy as np
 from ..errors import TileError, TileShapeError
 from . import dtypes as dt
 from .autodiff import GradientProgram, gradient_program
-from .interpreter import run as interpret
 from .ir import Program
 from .parser import parse
 from .shapes import BoundProgram, bind
@@ -45,11 +44,7 @@ class Function:
     # -- binding ---------------------------------------------------------------------------------
     def bind(self, *arrays) -> BoundProgram:
         """Shapes and dtypes of every tensor for these arguments (cached per signature)."""
-        shapes, dtypes = _signature(self.program, arrays)
-        key = (tuple(shapes), tuple(dt.dtype_name(d) for d in dtypes))
-        if key not in self._bindings:
-            self._bindings[key] = bind(self.program, shapes, dtypes)
-        return self._bindings[key]
+        return self.bind_shapes(*_signature(self.program, arrays))
 
     def bind_shapes(self, shapes: Sequence[Sequence[int]], dtypes: Sequence) -> BoundProgram:
         """Like :meth:`bind`, from shapes and dtypes alone (no arrays needed)."""
