@@ -175,11 +175,10 @@ class _Renderer:
         t = self.d.types[dtype]
         p = self.d.helper_prefix
         is_float = dtype.startswith("float")
-        nan = " || a != a" if is_float else ""
-        nan_min = " || a != a" if is_float else ""
+        nan = " || a != a" if is_float else ""  # a NaN on either side propagates
         lines = [
             f"{p} {t} gh_max_{dtype}({t} a, {t} b) {{ return (a > b{nan}) ? a : b; }}",
-            f"{p} {t} gh_min_{dtype}({t} a, {t} b) {{ return (a < b{nan_min}) ? a : b; }}",
+            f"{p} {t} gh_min_{dtype}({t} a, {t} b) {{ return (a < b{nan}) ? a : b; }}",
         ]
         if dtype == "bool":
             return lines

@@ -255,7 +255,7 @@ class ExprLowering:
 
 
 def _type_of(expr: k.Expr) -> str:
-    return expr.dtype if not isinstance(expr, k.Cast) else expr.dtype
+    return expr.dtype
 
 
 def _cast(expr: k.Expr, dtype: str) -> k.Expr:

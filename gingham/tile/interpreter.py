@@ -119,7 +119,6 @@ def _valid_contributions(bc: BoundContraction, env: dict[str, np.ndarray], acc_d
     variables = bc.variables
     ranges = [bc.ranges[v] for v in variables]
     extents = [hi - lo + 1 for lo, hi in ranges]
-    total = prod(extents)
     # Split along the first variable so each chunk enumerates at most _CHUNK assignments.
     inner = prod(extents[1:]) if variables else 1
     step = max(1, _CHUNK // max(inner, 1))
@@ -138,27 +137,22 @@ def _valid_contributions(bc: BoundContraction, env: dict[str, np.ndarray], acc_d
         for inequality in bc.inequalities:
             value, integral = _evaluate_poly(inequality.poly, values_of, shape)
             valid &= integral & (value >= 0) & (value < inequality.upper)
-        operand_values = []
-        for access in bc.operands:
-            coords = [_evaluate_poly(p, values_of, shape)[0] for p in access.index]
-            operand_values.append(coords)
-        out_coords = [_evaluate_poly(p, values_of, shape)[0] for p in bc.output.index]
         if not valid.any():
             continue
         gathered = []
-        for access, coords in zip(bc.operands, operand_values):
-            picked = tuple(coord[valid] for coord in coords)
+        for access in bc.operands:
+            picked = tuple(_evaluate_poly(p, values_of, shape)[0][valid] for p in access.index)
             gathered.append(env[access.tensor][picked] if picked else
                             np.broadcast_to(env[access.tensor], (int(valid.sum()),)))
         values, keep = _combine(bc.statement.combo, gathered, acc_dtype)
+        out_coords = tuple(_evaluate_poly(p, values_of, shape)[0][valid] for p in bc.output.index)
         flat = (
-            np.ravel_multi_index(tuple(coord[valid] for coord in out_coords), bc.output.sizes)
+            np.ravel_multi_index(out_coords, bc.output.sizes)
             if out_coords else np.zeros(int(valid.sum()), dtype=np.int64)
         )
         if keep is not None:
             flat, values = flat[keep], values[keep]
         yield flat.astype(np.int64), values
-    del total
 
 
 def _evaluate_poly(poly, values_of, shape):
