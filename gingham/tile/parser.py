@@ -12,7 +12,7 @@ Every error names the line and column and shows the offending text.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Union
 
@@ -275,39 +275,12 @@ class _Parser:
         return Constraint(poly, self.size(), start.loc)
 
     def elementwise_or_special(self, name: Token) -> Statement:
-        if self.token.kind == "name" and self.token.text in SPECIAL_OPS and self.peek().text == "(":
-            return self.special(name)
-        return Elementwise(name.text, self.expr(), name.loc)
-
-    def special(self, name: Token) -> Special:
-        op = self.advance()
-        self.expect("(")
-        args: list[_Arith] = []
-        if not self.at(")"):
-            args.append(self.arith())
-            while self.accept(","):
-                args.append(self.arith())
-        self.expect(")", f"to close '{op.text}('")
-        tensor_count = {"reshape": 1, "shape": 1, "index": 1, "gather": 2, "scatter": 3, "prng": 1}
-        count = tensor_count[op.text]
-        if len(args) < count or (op.text in ("shape", "gather", "scatter") and len(args) != count):
-            raise TileSyntaxError(f"wrong number of arguments to {op.text}()", op.loc)
-        tensors = []
-        for arg in args[:count]:
-            if arg.op != "name" or not arg.name[0].isupper() or arg.name in self.dims:
-                raise TileSyntaxError(
-                    f"argument of {op.text}() must be a tensor name; compute expressions into a "
-                    "tensor first",
-                    arg.loc,
-                )
-            tensors.append(arg.name)
-        rest = args[count:]
-        if op.text == "index":
-            if len(rest) != 1 or rest[0].op != "num":
-                raise TileSyntaxError("index(X, axis) needs an integer axis", op.loc)
-            return Special(name.text, "index", tuple(tensors), axis=rest[0].value, loc=name.loc)
-        sizes = tuple(self.arith_to_size(a) for a in rest)
-        return Special(name.text, op.text, tuple(tensors), sizes, loc=name.loc)
+        expr = self.expr()
+        # A special operation that is the whole right-hand side was hoisted last while its
+        # arguments were parsed: it becomes this statement itself rather than a temporary.
+        if isinstance(expr, Ref) and self.hoisted and self.hoisted[-1].out == expr.name:
+            return replace(self.hoisted.pop(), out=name.text, loc=name.loc)
+        return Elementwise(name.text, expr, name.loc)
 
     # -- elementwise expressions ---------------------------------------------------------------
     def expr(self) -> Expr:
