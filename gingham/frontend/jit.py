@@ -31,8 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import GinghamError
-from ..tile import builder
-from .tensor import Tensor, _collect, _function_for, tensor
+from .tensor import Tensor, _bound_graph, tensor
 
 _traces: list["_Trace"] = []
 _SCALARS = (bool, int, float, str, type(None))
@@ -157,10 +156,7 @@ def _trace(fn: Callable, args: tuple) -> _Compiled:
     targets = outputs + [value for _, value in trace.assignments]
     if not targets:
         raise GinghamError("the traced function computes nothing (no outputs, no updates)")
-    leaves, nodes, out_nodes = _collect(targets, lambda t: t.is_leaf)
-    program = builder.program(nodes, {f"O{i}": n for i, n in enumerate(out_nodes)})
-    fn_tile = _function_for(program)
-    bound = fn_tile.bind_shapes([t.shape for t in leaves], [t.dtype for t in leaves])
+    leaves, _, bound = _bound_graph(targets, lambda t: t.is_leaf)
     device = get_device(targets[0].device)
     exe = executable(bound, device)
     slots = {}

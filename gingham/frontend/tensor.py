@@ -607,6 +607,15 @@ def _function_for(program) -> tile.Function:
     return fn
 
 
+def _bound_graph(targets: Sequence[Tensor], stop: Callable[[Tensor], bool]):
+    """The Tile program computing ``targets`` (outputs O0, O1, ...) from the tensors where
+    ``stop`` holds, its function (shared by equal programs) and its binding to their shapes."""
+    inputs, placeholders, outputs = _collect(targets, stop)
+    program = builder.program(placeholders, {f"O{i}": out for i, out in enumerate(outputs)})
+    fn = _function_for(program)
+    return inputs, fn, fn.bind_shapes([t.shape for t in inputs], [t.dtype for t in inputs])
+
+
 def realize(targets: Sequence[Tensor]) -> None:
     """Compute several tensors with one compiled program."""
     from ..devices import get_device
@@ -615,18 +624,13 @@ def realize(targets: Sequence[Tensor]) -> None:
     pending = list({id(t): t for t in targets if t._buffer is None}.values())
     if not pending:
         return
-    inputs, placeholders, outputs = _collect(
-        pending, lambda t: t._buffer is not None or t._placeholder)
+    inputs, _, bound = _bound_graph(pending, lambda t: t._buffer is not None or t._placeholder)
     if any(t._placeholder for t in inputs):
         raise GinghamError(
             "a value that depends on the arguments of a function traced by gingham.jit cannot "
             "be read during tracing (no .numpy(), .item() or Python branching on tensors)"
         )
-    names = {f"O{i}": out for i, out in enumerate(outputs)}
-    program = builder.program(placeholders, names)
-    fn = _function_for(program)
-    bound = fn.bind_shapes([t.shape for t in inputs], [t.dtype for t in inputs])
-    for t, name in zip(pending, names):
+    for t, name in zip(pending, bound.program.outputs):
         if bound.shapes[name] != t.shape or bound.dtypes[name] != t.dtype:
             raise AssertionError(f"shape inference disagrees: {t} vs {bound.shapes[name]}")
     device = get_device(pending[0].device)
@@ -653,11 +657,8 @@ def _graph_leaves(targets: Sequence[Tensor]) -> list[Tensor]:
 
 def _gradients(output: Tensor, wrt: list[Tensor], cotangent: Tensor) -> list[Tensor]:
     """d(output)/d(wrt) · cotangent as lazy tensors, from the Tile autodiff of the graph."""
-    inputs, placeholders, (out_node,) = _collect([output], lambda t: t.is_leaf)
+    inputs, fn, bound = _bound_graph([output], lambda t: t.is_leaf)
     position = {id(t): n for n, t in enumerate(inputs)}  # by identity: == is elementwise
-    program = builder.program(placeholders, {"Out": out_node})
-    fn = _function_for(program)
-    bound = fn.bind_shapes([t.shape for t in inputs], [t.dtype for t in inputs])
     wanted = frozenset(f"L{position[id(t)]}" for t in wrt if id(t) in position)
     grad = fn.gradient_for(bound, wanted)
     gradient_bound = grad.function.bind_shapes(
