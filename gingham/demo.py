@@ -14,17 +14,9 @@ import time
 import numpy as np
 
 from . import tile
+from .bench.ops import CONV, GEMM
 from .devices import default_device_id, get_device, list_devices
 
-MATMUL = """
-function (A[M, K], B[K, N]) -> (C) {
-    C[i, j : M, N] = +(A[i, k] * B[k, j]);
-}"""
-
-CONV = """
-function (I[N, H, W, CI], F[KH, KW, CI, CO]) -> (O) {
-    O[n, y, x, co : N, H, W, CO] = +(I[n, y + ky - 1, x + kx - 1, ci] * F[ky, kx, ci, co]);
-}"""
 
 SOFTMAX = """
 function (X[N, C]) -> (Y) {
@@ -96,7 +88,7 @@ def run(device: str | None = None) -> int:
 
     conv = tile.function(CONV)
     cases = [
-        ("matmul 512x512x512", tile.function(MATMUL), (a, b),
+        ("matmul 512x512x512", tile.function(GEMM), (a, b),
          lambda: a.astype(np.float64) @ b, 2 * 512**3),
         ("conv 3x3 8x32x32x32->32", conv, (x, f), lambda: _numpy_conv(x, f),
          2 * 8 * 32 * 32 * 32 * 32 * 9),

@@ -21,18 +21,8 @@ from gingham import tile
 from gingham.compiler import tiling_gpu
 from gingham.compiler.tiling_gpu import TileConfig
 from gingham.devices import list_devices
+from gingham.bench.ops import CONV, GEMM
 from gingham.runtime import executable
-
-GEMM = """
-function (A[M, K], B[K, N]) -> (C) {
-    C[i, j : M, N] = +(A[i, k] * B[k, j]);
-}
-"""
-CONV = """
-function (I[N, H, W, CI], F[KH, KW, CI, CO]) -> (O) {
-    O[n, y, x, co : N, H, W, CO] = +(I[n, y + ky - 1, x + kx - 1, ci] * F[ky, kx, ci, co]);
-}
-"""
 
 
 def _time(run, sync, repeats: int) -> float:

@@ -11,7 +11,7 @@ import gingham
 import gingham.nn.functional as F
 from gingham import data
 from gingham.devices import get_device, list_devices
-from gingham.nn import modules
+from gingham.nn import modules, training
 from gingham.nn.models import ResNet9, SmallConvNet
 
 pytestmark = pytest.mark.skipif("cpu" not in [d.id for d in list_devices()],
@@ -63,14 +63,7 @@ def test_resnet9_loss_decreases_on_synthetic_cifar(device):
                                   weight_decay=5e-4)
     images, labels = data.synthetic(8, (3, 32, 32), seed=1)
 
-    @gingham.jit
-    def train_step(x, y):
-        loss = F.cross_entropy(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        return loss
-
+    train_step = training.train_step(model, optimizer)
     losses = [train_step(images, labels).item() for _ in range(6)]
     assert np.isfinite(losses).all()
     assert losses[-1] < losses[0]
