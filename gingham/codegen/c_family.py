@@ -252,6 +252,8 @@ class _Renderer:
             return f"{pad}{qualifier}{t} {s.name}{dims}{align};\n"
         if isinstance(s, k.CopyLocal):
             return pad + self.copy_local(s) + "\n"
+        if isinstance(s, k.WarpOp):
+            return pad + self.warp_op(s) + "\n"
         if isinstance(s, k.Barrier):
             return f"{pad}{d.barrier}\n"
         if isinstance(s, k.If):
@@ -281,6 +283,46 @@ class _Renderer:
             return f"{self.d.shared_qualifier} {vector}*" if shared else f"{vector}*"
 
         return f"*(({pointer(s.dst)})({dst})) = *(({pointer(s.src)})({src}));"
+
+    def warp_op(self, s: k.WarpOp) -> str:
+        """Inline PTX for a warp-level instruction (CUDA only; see ``kernel_ir.WarpOp``)."""
+        if self.d.name != "cuda":
+            raise ValueError(f"the {s.op} instruction (WarpOp) exists only in the CUDA dialect, "
+                             f"not in {self.d.name}: tensor-core schedules are for CUDA devices")
+
+        def shared_address() -> str:
+            assert s.shared is not None
+            array, index = s.shared
+            return f'"r"((unsigned)__cvta_generic_to_shared(&{array}[{self.expr(index)}]))'
+
+        regs = [self.expr(r) for r in s.regs]
+        if s.op == "ldmatrix":
+            n = len(regs)
+            assert n in (1, 2, 4), n
+            trans = ".trans" if s.variant == "trans" else ""
+            slots = ", ".join(f"%{i}" for i in range(n))
+            outs = ", ".join(f'"=r"({r})' for r in regs)
+            return (f'asm volatile("ldmatrix.sync.aligned.m8n8.x{n}{trans}.shared.b16 '
+                    f'{{{slots}}}, [%{n}];" : {outs} : {shared_address()});')
+        if s.op == "mma":
+            kind = {"bfloat16": "bf16", "float16": "f16"}[s.variant]
+            assert len(regs) == 4 and len(s.args) == 6
+            accs = ", ".join(f'"+f"({r})' for r in regs)
+            ins = ", ".join(f'"r"({self.expr(a)})' for a in s.args)
+            return (f'asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 '
+                    '{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};" '
+                    f': {accs} : {ins});')
+        if s.op == "cp_async":
+            assert s.src is not None and len(s.args) == 1
+            buffer, index = s.src
+            return (f'asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: '
+                    f'{shared_address()}, "l"(&{buffer}[{self.expr(index)}]), '
+                    f'"r"({self.expr(s.args[0])} ? 16 : 0));')
+        if s.op == "cp_async_commit":
+            return 'asm volatile("cp.async.commit_group;" ::: "memory");'
+        if s.op == "cp_async_wait":
+            return f'asm volatile("cp.async.wait_group {int(s.variant)};" ::: "memory");'
+        raise AssertionError(s.op)
 
     def loop(self, s: k.For, depth: int) -> str:
         pad = "    " * depth
@@ -330,6 +372,8 @@ class _Renderer:
         if isinstance(e, k.Load):
             storage = self.storage[e.buffer]
             text = f"{e.buffer}[{self.expr(e.index)}]"
+            if storage in _HALF_TYPES and e.dtype == "uint16":
+                return text  # the element's bits
             if storage == "float16":
                 return f"gh_half_to_float({text})"
             if storage == "bfloat16":

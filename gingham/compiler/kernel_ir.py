@@ -46,7 +46,8 @@ class Const:
 
 @dataclass(frozen=True)
 class Load:
-    """Element ``index`` (flat, in elements) of a global buffer parameter."""
+    """Element ``index`` (flat, in elements) of a global buffer parameter. A float16 or
+    bfloat16 buffer read as ``uint16`` gives the element's bits (no conversion)."""
 
     buffer: str
     index: "Expr"
@@ -168,6 +169,38 @@ class CopyLocal:
 
 
 @dataclass(frozen=True)
+class WarpOp:
+    """A warp-level tensor-core or asynchronous-copy instruction: CUDA only (inline PTX,
+    sm_80 and later); the other dialects refuse to render it. All 32 threads of a warp run
+    it together (``ldmatrix``, ``mma``) or each thread its own copy (``cp_async``).
+
+    ``op`` is one of:
+
+    * ``ldmatrix``: load ``len(regs)`` (1, 2 or 4) 8x8 matrices of 16-bit elements from shared
+      memory into the 32-bit registers ``regs``; ``shared`` = (array, element index) is this
+      thread's row address (threads 0-7 give the rows of the first matrix, 8-15 of the
+      second, ...); ``variant`` "trans" transposes each matrix.
+    * ``mma``: ``regs`` (4 float32 accumulators) += A (``args[0:4]``, four registers of
+      16-bit pairs) times B (``args[4:6]``): one m16n8k16 product, row-major A, column-major
+      B, fp32 accumulation; ``variant`` is the operand type, "bfloat16" or "float16".
+    * ``cp_async``: copy 16 bytes from global ``src`` = (buffer, element index) to ``shared``
+      without passing through registers; ``args[0]`` false: write zeros, read nothing.
+    * ``cp_async_commit``: close this thread's group of copies issued so far.
+    * ``cp_async_wait``: wait until at most ``int(variant)`` of its groups are in flight.
+
+        WarpOp("mma", regs=(acc0, acc1, acc2, acc3), args=(a0, a1, a2, a3, b0, b1),
+               variant="bfloat16")
+    """
+
+    op: str
+    regs: tuple["LoadLocal", ...] = ()
+    args: tuple["Expr", ...] = ()
+    shared: tuple[str, "Expr"] | None = None
+    src: tuple[str, "Expr"] | None = None
+    variant: str = ""
+
+
+@dataclass(frozen=True)
 class For:
     var: str
     start: Expr | int
@@ -200,8 +233,8 @@ class Comment:
     text: str
 
 
-Stmt = Union[Declare, Assign, Store, StoreLocal, LocalArray, CopyLocal, For, If, Barrier, Block,
-             Comment]
+Stmt = Union[Declare, Assign, Store, StoreLocal, LocalArray, CopyLocal, WarpOp, For, If, Barrier,
+             Block, Comment]
 
 # -- kernels ----------------------------------------------------------------------------------------
 

@@ -74,6 +74,7 @@ class DeviceInfo:
     l3_bytes: int
     driver_version: str
     compiler_version: str
+    compute_capability: int = 0  # CUDA: 10 * major + minor (90 on an H100/H200); else 0
 
     def __post_init__(self) -> None:
         assert self.kind in DEVICE_KINDS, self.kind

@@ -131,7 +131,8 @@ class CUDADevice(Device):
             l1_bytes=0,  # L1 is carved out of the shared-memory array; not queryable
             l2_bytes=_attribute(self.cu_device, "L2_CACHE_SIZE"), l3_bytes=0,
             driver_version=f"CUDA driver {version // 1000}.{version % 1000 // 10}",
-            compiler_version=f"NVRTC {nvrtc_major}.{nvrtc_minor} -> {self.target}"))
+            compiler_version=f"NVRTC {nvrtc_major}.{nvrtc_minor} -> {self.target}",
+            compute_capability=self.arch))
         self._context = None
         self._shared_limits: dict[str, int] = {}  # kernel key -> dynamic shared bytes allowed
 
