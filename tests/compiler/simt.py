@@ -58,6 +58,12 @@ class Simulator:
     # -- driving -------------------------------------------------------------------------------
     def run(self, groups=None) -> None:
         body = self.kernel.body
+        if isinstance(body, k.For) and body.kind == "thread":  # one work-item per cell
+            self.t = body.stop
+            self.env = {body.var: np.arange(body.stop)}
+            self.registers, self.shared, self.written = {}, {}, {}
+            self.stmt(body.body, np.ones(self.t, bool))
+            return
         shared_decls = [s for s in body.stmts if isinstance(s, k.LocalArray)]
         (grid,) = [s for s in body.stmts if isinstance(s, k.For)]
         assert grid.kind == "group" and isinstance(grid.body, k.For) and grid.body.kind == "local"
