@@ -38,6 +38,34 @@ SWEEP = (TcConfig(128, 128, 2, 4), TcConfig(128, 128, 2, 2, stages=2),
          TcConfig(128, 64, 2, 2), TcConfig(64, 128, 2, 2))
 
 
+#: Configurations --conv-sweep times on the CIFAR conv forward.
+CONV_SWEEP = (TcConfig(64, 64, 2, 2), TcConfig(128, 64, 4, 2), TcConfig(128, 64, 2, 2, stages=2),
+              TcConfig(128, 64, 2, 2, tile_k=64, stages=2), TcConfig(64, 64, 2, 2, stages=4))
+
+
+def conv_sweep(device, repeats: int, batch: int = 128) -> None:
+    """The conv forward with each configuration of CONV_SWEEP, checked against cuDNN."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((batch, 32, 32, 64), np.float32).astype(BF16)
+    w = (rng.standard_normal((3, 3, 64, 64), np.float32) / 24).astype(BF16)
+    tx = to_torch(x).permute(0, 3, 1, 2)
+    tw = to_torch(w).permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)
+    expected = from_torch(F.conv2d(tx, tw, padding=1).permute(0, 2, 3, 1))
+    chooser = tiling_tc.choose_config
+    for config in CONV_SWEEP:
+        tiling_tc.choose_config = lambda view, info, c=config: c
+        try:
+            run = GinghamRun(device, tile.function(CONV), (x, w))
+            error = rel_error(run.outputs()[0], expected)
+            seconds = event_time(run, repeats)
+            print(f"  conv forward {config}: {seconds * 1e3:.3f} ms, rel error {error:.1e}",
+                  flush=True)
+        except Exception as exc:  # noqa: BLE001 - report and go on
+            print(f"  conv forward {config}: FAILED {type(exc).__name__}: {exc}"[:2000])
+        finally:
+            tiling_tc.choose_config = chooser
+
+
 def event_time(fn, repeats: int, loops: int = 3) -> float:
     """Seconds per call: CUDA events around ``repeats`` calls, the best of ``loops``."""
     fn()
@@ -157,9 +185,9 @@ def bench_conv(device, rows, repeats: int, batch: int = 128) -> None:
     layouts = {"NCHW": torch.contiguous_format, "NHWC": torch.channels_last}
     inputs = {}
     for label, layout in layouts.items():
-        inputs[label] = (tx.contiguous(memory_format=layout).requires_grad_(),
-                         tw.contiguous(memory_format=layout).requires_grad_(),
-                         tg.contiguous(memory_format=layout))
+        inputs[label] = (tx.clone(memory_format=layout).requires_grad_(),
+                         tw.clone(memory_format=layout).requires_grad_(),
+                         tg.clone(memory_format=layout))
     xi, wi, gi = inputs["NHWC"]
     out = F.conv2d(xi, wi, padding=1)
     out.backward(gi)
@@ -198,6 +226,9 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--out")
+    parser.add_argument("--only", choices=("gemm", "conv"), help="run only these rows")
+    parser.add_argument("--conv-sweep", action="store_true",
+                        help="also time the conv forward with each configuration of CONV_SWEEP")
     parser.add_argument("--sweep", action="store_true",
                         help="also time bf16 GEMM 8192 with each configuration of SWEEP")
     args = parser.parse_args()
@@ -214,6 +245,8 @@ def main() -> int:
           f"{torch.backends.cuda.matmul.allow_tf32}, cuDNN TF32 {torch.backends.cudnn.allow_tf32}",
           flush=True)
     rows: list = []
+    if args.conv_sweep:
+        conv_sweep(device, args.repeats)
     chooser = tiling_tc.choose_config
     for config in SWEEP if args.sweep else ():
         tiling_tc.choose_config = lambda view, info, c=config: c
@@ -224,12 +257,15 @@ def main() -> int:
         finally:
             tiling_tc.choose_config = chooser
     for size, dtype in ((8192, BF16), (4096, np.float16), (4096, np.float32)):
+        if args.only == "conv":
+            break
         try:
             bench_gemm(device, rows, size, dtype, args.repeats)
         except Exception as exc:  # noqa: BLE001 - report and go on
             print(f"GEMM {size} {np.dtype(dtype).name}: FAILED {type(exc).__name__}: {exc}"[:3000])
     try:
-        bench_conv(device, rows, args.repeats)
+        if args.only != "gemm":
+            bench_conv(device, rows, args.repeats)
     except Exception as exc:  # noqa: BLE001
         print(f"conv: FAILED {type(exc).__name__}: {exc}"[:3000])
     if args.out:

@@ -309,7 +309,9 @@ class _Renderer:
             assert len(regs) == 4 and len(s.args) == 6
             accs = ", ".join(f'"+f"({r})' for r in regs)
             ins = ", ".join(f'"r"({self.expr(a)})' for a in s.args)
-            return (f'asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 '
+            # Not volatile: a product of registers, which the compiler may interleave with the
+            # next fragments' loads (ldmatrix and the copies stay volatile: they touch memory).
+            return (f'asm("mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 '
                     '{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};" '
                     f': {accs} : {ins});')
         if s.op == "cp_async":
