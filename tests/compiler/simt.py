@@ -219,10 +219,10 @@ class Simulator:
                 cols = starts[:, None] + np.arange(8)[None, :]
                 assert written[cols].all(), f"ldmatrix reads unwritten {array}"
                 matrix = shared[cols]  # [row][column], 16-bit patterns
-                if s.variant == "trans":
-                    lo, hi = matrix[2 * (lane % 4), lane // 4], matrix[2 * (lane % 4) + 1, lane // 4]
-                else:
-                    lo, hi = matrix[lane // 4, 2 * (lane % 4)], matrix[lane // 4, 2 * (lane % 4) + 1]
+                if s.variant == "trans":  # thread t: column t / 4, rows 2 (t % 4) + 0, 1
+                    matrix = matrix.T
+                # thread t: row t / 4, columns 2 (t % 4) + 0, 1
+                lo, hi = matrix[lane // 4, 2 * (lane % 4)], matrix[lane // 4, 2 * (lane % 4) + 1]
                 out[32 * w:32 * w + 32] = lo.astype(np.uint32) | (hi.astype(np.uint32) << 16)
             self._store_local(reg.array, reg.index, out, np.ones(self.t, bool))
 

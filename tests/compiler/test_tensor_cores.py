@@ -215,7 +215,7 @@ def test_staging_modes_and_split_in_schedules():
         assert phrase in text, phrase
 
 
-# -- the choice --------------------------------------------------------------------------------------
+# -- the choice ------------------------------------------------------------------------------
 
 
 def _schedules(source, arrays, info=H200):
