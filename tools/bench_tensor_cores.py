@@ -34,13 +34,13 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 #: Configurations --sweep times on the bf16 GEMM 8192 besides the chosen one.
-SWEEP = (TcConfig(128, 128, 2, 4), TcConfig(128, 128, 2, 2, stages=2),
-         TcConfig(128, 64, 2, 2), TcConfig(64, 128, 2, 2))
-
-
-#: Configurations --conv-sweep times on the CIFAR conv forward.
-CONV_SWEEP = (TcConfig(64, 64, 2, 2), TcConfig(128, 64, 4, 2), TcConfig(128, 64, 2, 2, stages=2),
-              TcConfig(128, 64, 2, 2, tile_k=64, stages=2), TcConfig(64, 64, 2, 2, stages=4))
+SWEEP = (TcConfig(128, 128, 2, 2, stages=3), TcConfig(128, 128, 2, 2, stages=4),
+         TcConfig(128, 128, 2, 2, stages=5), TcConfig(256, 128, 4, 2),
+         TcConfig(128, 256, 2, 4, stages=4), TcConfig(128, 128, 2, 2, tile_k=64))
+#: Configurations --conv-sweep times on the CIFAR conv forward (None: L1 off for im2col reads).
+CONV_SWEEP = (TcConfig(128, 64, 2, 2, stages=3), TcConfig(128, 64, 2, 2, stages=4), None,
+              TcConfig(64, 64, 2, 2, stages=4), TcConfig(128, 64, 2, 2, tile_k=64),
+              TcConfig(128, 128, 2, 2, stages=4))
 
 
 def conv_sweep(device, repeats: int, batch: int = 128) -> None:
@@ -53,17 +53,21 @@ def conv_sweep(device, repeats: int, batch: int = 128) -> None:
     expected = from_torch(F.conv2d(tx, tw, padding=1).permute(0, 2, 3, 1))
     chooser = tiling_tc.choose_config
     for config in CONV_SWEEP:
-        tiling_tc.choose_config = lambda view, info, c=config: c
+        if config is None:  # the chosen configuration, copies through L2 only
+            tiling_tc.L1_FOR_OVERLAPPING_READS = False
+        else:
+            tiling_tc.choose_config = lambda view, info, c=config: c
         try:
             run = GinghamRun(device, tile.function(CONV), (x, w))
             error = rel_error(run.outputs()[0], expected)
             seconds = event_time(run, repeats)
-            print(f"  conv forward {config}: {seconds * 1e3:.3f} ms, rel error {error:.1e}",
-                  flush=True)
+            print(f"  conv forward {config or 'chosen, no L1'}: {seconds * 1e3:.3f} ms, rel "
+                  f"error {error:.1e}; {run.exe.launches[0].schedule[-150:]}", flush=True)
         except Exception as exc:  # noqa: BLE001 - report and go on
             print(f"  conv forward {config}: FAILED {type(exc).__name__}: {exc}"[:2000])
         finally:
             tiling_tc.choose_config = chooser
+            tiling_tc.L1_FOR_OVERLAPPING_READS = True
 
 
 def event_time(fn, repeats: int, loops: int = 3) -> float:

@@ -246,6 +246,11 @@ class _Renderer:
             qualifier = f"{d.shared_qualifier} " if s.scope == "shared" else ""
             align = f" __attribute__((aligned({s.align})))" if s.align else ""
             t = self.ctype(s.dtype)
+            if s.scope == "dynamic":
+                if d.name != "cuda":
+                    raise ValueError(f"dynamic shared memory ({s.name}) exists only in the CUDA "
+                                     f"dialect, not in {d.name}")
+                return f"{pad}extern __shared__ __align__({s.align or 16}) {t} {s.name}[];\n"
             if s.restrict and d.name == "c" and len(s.shape) == 1:
                 return (f"{pad}{t} {s.name}_mem{dims}{align};\n"
                         f"{pad}{t}* {d.restrict} {s.name} = {s.name}_mem;\n")
@@ -317,7 +322,8 @@ class _Renderer:
         if s.op == "cp_async":
             assert s.src is not None and len(s.args) == 1
             buffer, index = s.src
-            return (f'asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: '
+            cache = "ca" if s.variant == "ca" else "cg"
+            return (f'asm volatile("cp.async.{cache}.shared.global [%0], [%1], 16, %2;" :: '
                     f'{shared_address()}, "l"(&{buffer}[{self.expr(index)}]), '
                     f'"r"({self.expr(s.args[0])} ? 16 : 0));')
         if s.op == "cp_async_commit":

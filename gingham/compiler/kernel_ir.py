@@ -137,7 +137,9 @@ class StoreLocal:
 
 @dataclass(frozen=True)
 class LocalArray:
-    """An array private to a work-item (``register``) or shared by a work-group (``shared``)."""
+    """An array private to a work-item (``register``) or shared by a work-group (``shared``;
+    ``dynamic``: CUDA's dynamic shared memory, one array per kernel at the kernel's top, its
+    size the launch's ``shared_bytes``: blocks may then use more than the static 48 KiB)."""
 
     name: str
     dtype: str
@@ -185,6 +187,8 @@ class WarpOp:
       B, fp32 accumulation; ``variant`` is the operand type, "bfloat16" or "float16".
     * ``cp_async``: copy 16 bytes from global ``src`` = (buffer, element index) to ``shared``
       without passing through registers; ``args[0]`` false: write zeros, read nothing.
+      ``variant`` "ca" also keeps the data in L1 (for reads that overlap, as im2col's do);
+      otherwise it goes through L2 only.
     * ``cp_async_commit``: close this thread's group of copies issued so far.
     * ``cp_async_wait``: wait until at most ``int(variant)`` of its groups are in flight.
 
@@ -265,6 +269,7 @@ class Launch:
 
     global_size: tuple[int, ...]
     local_size: tuple[int, ...] | None = None
+    shared_bytes: int = 0  # CUDA dynamic shared memory per block (a ``dynamic`` LocalArray)
 
 
 @dataclass(frozen=True)

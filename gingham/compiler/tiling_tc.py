@@ -50,8 +50,11 @@ from .tiling_gpu import (MIN_WORK, GemmView, Side, Staging, TiledKernel, gemm_vi
 MIN_COMPUTE_CAPABILITY = 80
 #: 16-bit elements per 16-byte copy (and per ldmatrix row).
 VECTOR = 8
-#: Static shared memory stops at 48 KiB without opting in.
+#: Shared memory a block may use where the device does not say (CUDA's default without opting
+#: in; the schedule's dynamic shared memory opts in up to the device's limit).
 SHARED_LIMIT = 48 * 1024
+#: Keep im2col operands (reads that overlap between K steps) in L1 as well as L2.
+L1_FOR_OVERLAPPING_READS = True
 #: Split K into slices of at least this many TK steps.
 MIN_SLICE_K_TILES = 8
 #: Split K until there are about this many blocks per multiprocessor.
@@ -117,17 +120,18 @@ class TcConfig:
                 f"warps of {self.warp_m}x{self.warp_n}, {self.stages} stages{split}")
 
 
-#: The candidates, largest first.
+#: The candidates, largest first (dynamic shared memory: 72, 64, 48, 48 and 32 KiB).
 CANDIDATES: tuple[TcConfig, ...] = (
-    TcConfig(128, 128, 2, 2),
-    TcConfig(128, 64, 2, 2),
-    TcConfig(64, 128, 2, 2),
-    TcConfig(64, 64, 2, 2),
+    TcConfig(128, 256, 2, 4),
+    TcConfig(128, 128, 2, 2, stages=4),
+    TcConfig(128, 64, 2, 2, stages=4),
+    TcConfig(64, 128, 2, 2, stages=4),
+    TcConfig(64, 64, 2, 2, stages=4),
 )
 
 
 def fits(config: TcConfig, info: DeviceInfo) -> bool:
-    limit = min(info.local_memory_bytes or SHARED_LIMIT, SHARED_LIMIT)
+    limit = info.local_memory_bytes or SHARED_LIMIT
     return (config.valid() and config.threads <= max(info.max_work_group_size, 1)
             and config.shared_bytes <= limit)
 
@@ -206,6 +210,15 @@ def vector_copies(side: Side, view: GemmView) -> bool:
     if any(c % VECTOR for name, c in address.coeffs.items() if name != var):
         return False
     return not any(poly.coeffs.get(var) for poly, _ in side.guards)
+
+
+def overlapping_reads(side: Side, view: GemmView) -> bool:
+    """Whether a K variable and a tile variable move the address by the same stride (im2col:
+    ``I[n, y + ky - 1, ...]``), so that one block reads the same elements at several K steps."""
+    red = set(view.red_vars)
+    strides = {abs(c) for v, c in side.address.coeffs.items() if v in red and c}
+    return any(abs(c) in strides for v, c in side.address.coeffs.items()
+               if v in side.group and c)
 
 
 def staging(side: Side, tile: int, config: TcConfig, vector: int) -> Staging | None:
@@ -289,6 +302,16 @@ class TensorCoreKernel(TiledKernel):
         self.ni = config.warp_n // 8  # n8 products per warp along N
 
     # -- shared memory -----------------------------------------------------------------------
+    #: One dynamic shared-memory array: A's ring of buffers, then B's.
+    SHARED = "gt_smem"
+
+    def region(self, stage: Staging) -> int:
+        """Offset, in elements, of this operand's ring in the shared array."""
+        if stage is self.stages[0]:
+            return 0
+        rows, width = self.layout(self.stages[0])
+        return self.cfg.stages * rows * width
+
     def layout(self, stage: Staging) -> tuple[int, int]:
         """(rows, row length) of one ring buffer: tile rows of K, or K rows of the tile."""
         if stage.side.k_fastest:
@@ -305,7 +328,7 @@ class TensorCoreKernel(TiledKernel):
         chunks = width // VECTOR
         swizzle = e.mod(e.div(row, max(1, VECTOR // chunks)), min(chunks, VECTOR))
         chunk = k.BinOp("^", e.div(col, VECTOR), swizzle, t)
-        index = e.add(e.mul(buf, rows * width), e.mul(row, width))
+        index = e.add(e.add(e.mul(buf, rows * width), self.region(stage)), e.mul(row, width))
         index = e.add(index, e.mul(chunk, VECTOR))
         return e.add(index, e.mod(col, VECTOR))
 
@@ -317,6 +340,8 @@ class TensorCoreKernel(TiledKernel):
             decode, accesses = self.slot_accesses(stage, k_tile)
             stmts += decode
             buffer = self.ctx.param(stage.side.access.tensor)
+            cache = "ca" if (L1_FOR_OVERLAPPING_READS
+                             and overlapping_reads(stage.side, self.view)) else ""
             for p, (index, cond) in enumerate(accesses):
                 kk, s = self.slot_position(stage, p)
                 target = self.shared_index(stage, buf, kk, s)
@@ -324,13 +349,13 @@ class TensorCoreKernel(TiledKernel):
                     valid = cond if cond is not None else k.Const(True, "bool")
                     if cond is not None:  # an invalid copy reads nothing, but keep it inside
                         index = k.Select(cond, index, self.e.c(0), self.itype)
-                    stmts.append(k.WarpOp("cp_async", shared=(stage.array, target),
-                                          src=(buffer, index), args=(valid,)))
+                    stmts.append(k.WarpOp("cp_async", shared=(self.SHARED, target),
+                                          src=(buffer, index), args=(valid,), variant=cache))
                 else:
                     value: k.Expr = k.Load(buffer, index, "uint16")
                     if cond is not None:
                         value = k.Select(cond, value, k.Const(0, "uint16"), "uint16")
-                    stmts.append(k.StoreLocal(stage.array, (target,), value))
+                    stmts.append(k.StoreLocal(self.SHARED, (target,), value))
         return stmts
 
     # -- the inner product ---------------------------------------------------------------------
@@ -368,11 +393,11 @@ class TensorCoreKernel(TiledKernel):
         return [
             k.For("gt_mi", 0, self.mi, k.WarpOp(
                 "ldmatrix", regs=a_regs, variant=trans_a,
-                shared=(stage_a.array, self.shared_index(stage_a, buf, a_kk, a_s))),
+                shared=(self.SHARED, self.shared_index(stage_a, buf, a_kk, a_s))),
                 kind="unroll"),
             k.For("gt_nj", 0, self.ni // 2, k.WarpOp(
                 "ldmatrix", regs=b_regs, variant=trans_b,
-                shared=(stage_b.array, self.shared_index(stage_b, buf, b_kk, b_s))),
+                shared=(self.SHARED, self.shared_index(stage_b, buf, b_kk, b_s))),
                 kind="unroll"),
         ]
 
@@ -392,11 +417,9 @@ class TensorCoreKernel(TiledKernel):
     def build(self) -> k.Kernel:
         cfg, view, e = self.cfg, self.view, self.e
         stages = cfg.stages
-        shared = []
-        for stage in self.stages:
-            rows, width = self.layout(stage)
-            shared.append(k.LocalArray(stage.array, "uint16", (stages * rows * width,),
-                                       "shared", align=128))
+        elements = sum(stages * math.prod(self.layout(stage)) for stage in self.stages)
+        assert 2 * elements == cfg.shared_bytes
+        shared = [k.LocalArray(self.SHARED, "uint16", (elements,), "dynamic", align=128)]
         body: list[k.Stmt] = [
             k.Declare("gt_lane", self.itype, e.mod(e.v("gt_tid"), 32)),
             k.Declare("gt_warp", self.itype, e.div(e.v("gt_tid"), 32)),
@@ -451,7 +474,8 @@ class TensorCoreKernel(TiledKernel):
         kernel_body = k.block(*shared, k.For("gt_group", 0, self.groups, local, kind="group"))
         params = tuple(sorted(self.ctx.params.values(), key=lambda p: (p.output, p.name)))
         return k.Kernel(self.name, params, kernel_body,
-                        k.Launch((self.groups * cfg.threads,), (cfg.threads,)),
+                        k.Launch((self.groups * cfg.threads,), (cfg.threads,),
+                                 shared_bytes=cfg.shared_bytes),
                         self.schedule(), flops=2 * view.m * view.n * view.k * view.batches,
                         uses=frozenset(self.ctx.uses),
                         scratch=(self.scratch,) if self.scratch else ())
@@ -475,6 +499,8 @@ class TensorCoreKernel(TiledKernel):
         def side(s: Staging) -> str:
             order = "K" if s.side.k_fastest else "tile"
             copies = "16-byte async copies" if s.vector > 1 else "element loads"
+            if s.vector > 1 and L1_FOR_OVERLAPPING_READS and overlapping_reads(s.side, v):
+                copies += " via L1"
             return (f"{s.side.label.upper()}={s.side.access.tensor}[{','.join(s.side.group)}] "
                     f"({order}-major, {copies}, {len(s.side.guards)} guards)")
 

@@ -224,12 +224,13 @@ class CUDADevice(Device):
         grid = tuple(math.ceil(g / b) for g, b in zip(global_size, block)) + \
             (1,) * (3 - len(global_size))
         self._activate()
-        if shared_bytes > self._shared_limits.get(kernel.key, _DEFAULT_SHARED_LIMIT):
+        limit_key = f"{kernel.key}:{kernel.entry}"  # the kernels of one program share a key
+        if shared_bytes > self._shared_limits.get(limit_key, _DEFAULT_SHARED_LIMIT):
             attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             _check(driver.cuFuncSetAttribute(kernel.handle, attribute, shared_bytes),
                    f"raising {kernel.entry}'s dynamic shared memory to {shared_bytes} bytes "
                    f"(this GPU allows {self.info.local_memory_bytes})")
-            self._shared_limits[kernel.key] = shared_bytes
+            self._shared_limits[limit_key] = shared_bytes
         values = [ctypes.c_uint64(arg.address) if isinstance(arg, Buffer)
                   else SCALAR_CTYPES[arg.dtype](arg) for arg in args]
         # cuLaunchKernel wants void**: one pointer to each argument's value.

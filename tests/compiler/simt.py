@@ -77,7 +77,9 @@ class Simulator:
             self.written: dict[str, np.ndarray] = {}
             self.pending: list[list] = []  # committed groups of copies not yet landed
             self.open: list = []  # copies issued since the last commit
-            for decl in shared_decls:
+            for decl in shared_decls:  # "shared" or "dynamic"
+                if decl.scope == "dynamic":
+                    assert 2 * math.prod(decl.shape) <= self.kernel.launch.shared_bytes
                 self.shared[decl.name] = np.full(math.prod(decl.shape), np.nan, np.float64)
                 self.written[decl.name] = np.zeros(math.prod(decl.shape), bool)
             self.stmt(grid.body.body, np.ones(threads, bool))

@@ -28,7 +28,9 @@ from gingham.compiler import kernel_ir as k  # before codegen: the packages impo
 from gingham.codegen.c_family import DIALECTS, render
 from gingham.compiler.fusion import plan
 from gingham.compiler.lower import LoweringContext
+from gingham.compiler import tiling_tc
 from gingham.compiler.schedule import lower_with_schedule
+from gingham.compiler.tiling_tc import TcConfig
 from gingham.devices import list_devices
 from gingham.devices.base import DeviceInfo
 from gingham.runtime import executable
@@ -166,6 +168,37 @@ def test_cuda_device_gets_tensor_cores_for_both_types(device):
         _close(c, _f32(a) @ _f32(b), dtype, 256)
 
 
+#: Every candidate, and other depths and shapes the benchmark tries.
+CONFIGS = tiling_tc.CANDIDATES + (TcConfig(128, 128, 2, 2, stages=3),
+                                  TcConfig(128, 128, 2, 2, stages=5), TcConfig(256, 128, 4, 2),
+                                  TcConfig(128, 128, 2, 2, tile_k=64),
+                                  TcConfig(128, 64, 4, 2, stages=3))
+
+
+def _config_case(seed):
+    """A ragged GEMM with a transposed A and a padded conv, for one configuration."""
+    rng = np.random.default_rng(seed)
+    a, b = _rand(rng, (160, 300), BF16), _rand(rng, (160, 264), BF16)
+    i, f = _rand(rng, (2, 10, 10, 32), F16), _rand(rng, (3, 3, 32, 64), F16)
+    return [("function (A[K, M], B[K, N]) -> (C) { C[i, j : M, N] = +(A[k, i] * B[k, j]); }",
+             (a, b), _f32(a).T @ _f32(b), 160), (CONV, (i, f), _conv_ref(i, f), 288)]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=str)
+@pytest.mark.parametrize("device", CUDA or [pytest.param(None, marks=pytest.mark.skip(
+    reason="no CUDA device in this run"))], ids=[d.id for d in CUDA] or ["no-cuda"])
+def test_every_config_on_cuda(device, config, monkeypatch):
+    if device.info.compute_capability < 80 or not tiling_tc.fits(config, device.info):
+        pytest.skip(f"{config} is not for {device.id}")
+    monkeypatch.setattr(tiling_tc, "choose_config", lambda view, info: config)
+    for source, arrays, expected, k_size in _config_case(4):
+        exe = executable(tile.function(source).bind(*arrays), device)
+        assert exe.launches[0].schedule.startswith(TC) and str(config) in \
+            exe.launches[0].schedule, exe.launches[0].schedule
+        (got,) = exe(*arrays)
+        _close(got, expected, got.dtype, k_size, str(config))
+
+
 # -- the kernels, simulated (no GPU needed) --------------------------------------------------------
 
 
@@ -206,12 +239,21 @@ def test_simulated_tensor_core_kernels(case):
         _close(got, expected, got.dtype, k_size, name)
 
 
+@pytest.mark.parametrize("config", CONFIGS, ids=str)
+def test_every_config_simulated(config, monkeypatch):
+    monkeypatch.setattr(tiling_tc, "choose_config", lambda view, info: config)
+    for source, arrays, expected, k_size in _config_case(4):
+        (got,), schedules = _simulate(tile.function(source), arrays)
+        assert str(config) in schedules[0], schedules
+        _close(got, expected, got.dtype, k_size, str(config))
+
+
 def test_staging_modes_and_split_in_schedules():
     """The cases above cover both operand orders, element staging and split-K."""
     text = " | ".join(s for case in CASES for s in
                       (kernel.schedule for kernel in _kernels(case[1].bind(*case[2]))))
     for phrase in ("K-major, 16-byte async copies", "tile-major, 16-byte async copies",
-                   "element loads", "split-K", "batch 3", "2 guards"):
+                   "async copies via L1", "element loads", "split-K", "batch 3", "2 guards"):
         assert phrase in text, phrase
 
 
