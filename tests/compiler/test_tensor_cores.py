@@ -169,8 +169,8 @@ def test_cuda_device_gets_tensor_cores_for_both_types(device):
 
 
 #: Every candidate, and other depths and shapes the benchmark tries.
-CONFIGS = tiling_tc.CANDIDATES + (TcConfig(128, 128, 2, 2, stages=3),
-                                  TcConfig(128, 128, 2, 2, stages=5), TcConfig(256, 128, 4, 2),
+CONFIGS = tiling_tc.CANDIDATES + (TcConfig(128, 128, 2, 2, stages=4),
+                                  TcConfig(128, 128, 2, 2, stages=5), TcConfig(128, 256, 2, 4),
                                   TcConfig(128, 128, 2, 2, tile_k=64),
                                   TcConfig(128, 64, 4, 2, stages=3))
 
