@@ -522,12 +522,12 @@ def tiled_contraction(plan: KernelPlan, ctx: LoweringContext, name: str, info: D
     scratch = k.Scratch(f"{name}_partials", ctype, split * math.prod(view.nc.out_shape))
     partial_ctx = LoweringContext(ctx.bound, ctx.aliases)  # its own parameters
     partials = TiledKernel(plan, partial_ctx, f"{name}_partial", view, config, stage_a,
-                            stage_b, ctype, scratch).build()
+                           stage_b, ctype, scratch).build()
     return [partials, split_sum(plan, ctx, name, view, scratch, split, ctype)]
 
 
 def split_sum(plan: KernelPlan, ctx: LoweringContext, name: str, view: GemmView,
-               scratch: k.Scratch, split: int, ctype: str) -> k.Kernel:
+              scratch: k.Scratch, split: int, ctype: str) -> k.Kernel:
     """One work-item per cell: the sum of the cell's partials in slice order, then the
     finalisation and fused epilogue of the one-kernel schedule."""
     nc = view.nc
@@ -554,6 +554,9 @@ def split_sum(plan: KernelPlan, ctx: LoweringContext, name: str, view: GemmView,
 
 
 class TiledKernel:
+    """The kernel of one tiled schedule (subclassed by the tensor-core schedule, which keeps
+    the coordinates, hoisting, K decoding and per-cell epilogue and replaces the rest)."""
+
     def __init__(self, plan: KernelPlan, ctx: LoweringContext, name: str, view: GemmView,
                  config: TileConfig, stage_a: Staging, stage_b: Staging, ctype: str,
                  scratch: k.Scratch | None = None) -> None:
@@ -857,7 +860,9 @@ class TiledKernel:
 
     def cell_epilogue(self, m: k.Expr, n: k.Expr, acc: k.Expr) -> k.Stmt:
         """Finalise the sum ``acc`` of cell (row m, column n) of this batch entry and store it
-        (or, split-K, store the raw partial sum) when the cell is inside the output."""
+        (or, split-K, store the raw partial sum) when the cell is inside the output. It
+        declares ``gt_m``, ``gt_n`` and the cell's variables: give it a scope of its own (the
+        body of a loop over cells)."""
         e, view, nc = self.e, self.view, self.view.nc
         values = dict(self.batch_env())
         values.update(e.decode(e.v("gt_m"), view.a.group, view.a.extents))
