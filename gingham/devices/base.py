@@ -130,13 +130,16 @@ class Buffer:
 
     def __init__(self, device: Device, nbytes: int, handle: Any,
                  release: Callable[[Any], None] | None = None,
-                 address: int | None = None) -> None:
+                 address: int | None = None, pool: BufferPool | None = None) -> None:
         self.device = device
         self.nbytes = nbytes
         self.address = address
         self._handle = handle
         # weakref.finalize (not __del__) also runs at interpreter exit, exactly once.
-        self._finalizer = weakref.finalize(self, _release_quietly, release, handle)
+        if pool is None:
+            self._finalizer = weakref.finalize(self, _release_quietly, release, handle)
+        else:
+            self._finalizer = weakref.finalize(self, pool.give, nbytes, address, release, handle)
 
     @property
     def handle(self) -> Any:
@@ -209,7 +212,7 @@ class BufferPool:
     def give(self, nbytes: int, address: int | None, release: Callable[[Any], None] | None,
              handle: Any) -> None:
         """Keep a released block (or release it when the pool is full)."""
-        if self.kept_bytes + nbytes > self.limit_bytes or release is None:
+        if self.kept_bytes + nbytes > self.limit_bytes:
             _release_quietly(release, handle)
             return
         self.kept_bytes += nbytes
@@ -264,25 +267,25 @@ def normalize_args(args: Sequence[ScalarOrBuffer],
     Raises TypeError for an unsupported scalar, ValueError / DeviceError for a buffer on
     another device or already freed.
     """
-    out: list[Buffer | np.generic] = []
-    for index, arg in enumerate(args):
-        if isinstance(arg, Buffer):
-            if device is not None and arg.device is not device:
-                raise ValueError(f"argument {index} is a buffer on {arg.device.id}, "
-                                 f"not on {device.id}")
-            if arg.freed:
-                raise DeviceError(f"argument {index} is a buffer that was freed")
-            out.append(arg)
-        elif isinstance(arg, (bool, np.bool_)):
-            raise TypeError(f"argument {index}: pass a bool as np.int32 or np.int8 explicitly")
-        elif type(arg) in _PYTHON_SCALARS:
-            out.append(_PYTHON_SCALARS[type(arg)](arg))
-        elif isinstance(arg, np.generic) and arg.dtype in _SCALAR_DTYPES:
-            out.append(arg)
-        else:
-            raise TypeError(f"argument {index}: expected a Buffer, int, float or a NumPy "
-                            f"integer/float32/float64 scalar, got {type(arg).__name__}")
-    return out
+    return [_normalize_arg(index, arg, device) for index, arg in enumerate(args)]
+
+
+def _normalize_arg(index: int, arg: ScalarOrBuffer, device: Device | None) -> Buffer | np.generic:
+    if isinstance(arg, Buffer):
+        if device is not None and arg.device is not device:
+            raise ValueError(f"argument {index} is a buffer on {arg.device.id}, "
+                             f"not on {device.id}")
+        if arg.freed:
+            raise DeviceError(f"argument {index} is a buffer that was freed")
+        return arg
+    if isinstance(arg, (bool, np.bool_)):
+        raise TypeError(f"argument {index}: pass a bool as np.int32 or np.int8 explicitly")
+    if type(arg) in _PYTHON_SCALARS:
+        return _PYTHON_SCALARS[type(arg)](arg)
+    if isinstance(arg, np.generic) and arg.dtype in _SCALAR_DTYPES:
+        return arg
+    raise TypeError(f"argument {index}: expected a Buffer, int, float or a NumPy "
+                    f"integer/float32/float64 scalar, got {type(arg).__name__}")
 
 
 @dataclass(frozen=True)
@@ -407,14 +410,13 @@ class Device(abc.ABC):
         kept = pool.take(nbytes)
         if kept is not None:
             handle, address, release = kept
-            buffer = Buffer(self, nbytes, handle, release=release, address=address)
-        else:
-            try:
-                buffer = self._alloc(nbytes)
-            except DeviceMemoryError:
-                if not pool.drain():
-                    raise
-                buffer = self._alloc(nbytes)
+            return Buffer(self, nbytes, handle, release=release, address=address, pool=pool)
+        try:
+            buffer = self._alloc(nbytes)
+        except DeviceMemoryError:
+            if not pool.drain():
+                raise
+            buffer = self._alloc(nbytes)
         buffer._recycle_into(pool)
         return buffer
 
@@ -535,13 +537,15 @@ class Device(abc.ABC):
             if spec.kernel.device is not self:
                 raise ValueError(f"the kernel was compiled for {spec.kernel.device.id}, "
                                  f"not {self.id}")
-            slots = [a for a in spec.args if isinstance(a, Slot)]
-            for slot in slots:
-                if not 0 <= slot.index < n_slots:
-                    raise ValueError(f"slot {slot.index} is out of range for {n_slots} slots")
-            fixed = normalize_args([a for a in spec.args if not isinstance(a, Slot)], self)
-            fixed_iter = iter(fixed)
-            args = [a if isinstance(a, Slot) else next(fixed_iter) for a in spec.args]
+            args: list = []
+            for index, arg in enumerate(spec.args):
+                if isinstance(arg, Slot):
+                    if not 0 <= arg.index < n_slots:
+                        raise ValueError(f"argument {index}: slot {arg.index} is out of range "
+                                         f"for {n_slots} slots")
+                    args.append(arg)
+                else:
+                    args.append(_normalize_arg(index, arg, self))
             global_size, local_size = _launch_sizes(spec.global_size, spec.local_size)
             checked.append(LaunchSpec(spec.kernel, args, global_size, local_size,
                                       int(spec.shared_bytes)))

@@ -183,6 +183,7 @@ class CPUDevice(Device):
 
     cache_namespace = "cpu"
     source_suffix = ".c"
+    pools_buffers = True  # an aligned host allocation costs more than a replayed launch
 
     def __init__(self, cc_path: str, cc_version: str, cflags: tuple[str, ...],
                  num_threads: int | None) -> None:

@@ -269,8 +269,10 @@ class CUDAPlan(LaunchPlan):
     8-byte value that every launch reading it points to, so a run writes each slot's device
     address once and issues the launches with no per-launch Python work beyond the call.
 
-    With ``graphs`` the launches become one CUDA graph (a chain of kernel nodes, built on
-    the first run) and a run is one ``cuGraphLaunch``. An instantiated graph bakes in the
+    With ``graphs`` the launches become one CUDA graph (a chain of kernel nodes) and a run
+    is one ``cuGraphLaunch``. The first run launches one by one: most programs that run
+    once (an eager ``realize``) never pay for building a graph; the graph is built on the
+    second run. An instantiated graph bakes in the
     slot addresses, so up to ``MAX_GRAPHS`` instantiations are kept by those addresses: a
     training step alternates between two sets of parameter buffers (the pool hands them
     back in turn), and each set finds its own graph. A run with addresses not seen before
@@ -312,6 +314,7 @@ class CUDAPlan(LaunchPlan):
         self._graph: list = []  # [graph, its nodes, their params, the addresses it holds]
         self._execs: dict[tuple, object] = {}  # slot addresses -> instantiated graph
         self.instantiations = self.updated_nodes = self.graph_launches = 0
+        self._runs = 0  # runs launched one by one: the first (see the class doc)
         self._finalizer = weakref.finalize(self, _destroy_graphs, device, self._graph,
                                            self._execs)
 
@@ -319,9 +322,10 @@ class CUDAPlan(LaunchPlan):
         for slot, buffer in zip(self._slots, buffers):
             slot.value = buffer.address
         self.device._activate()
-        if self.graphs:
-            self._run_graph(tuple(slot.value for slot in self._slots))
+        if self.graphs and self._runs:
+            self._run_graph(tuple([buffer.address for buffer in buffers]))
             return
+        self._runs += 1
         launch = driver.cuLaunchKernel
         for function, gx, gy, gz, bx, by, bz, shared, params in self._launches:
             (status,) = launch(function, gx, gy, gz, bx, by, bz, shared, 0, params, 0)
