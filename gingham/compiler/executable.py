@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -110,6 +110,8 @@ class Executable:
         for index, name in reversed(list(enumerate(self.input_names))):
             slot_of[name] = index
         self._output_slots = [slot_of[n] for n in self.output_names]
+        # For each output slot, the position of its first name in output_names.
+        self._output_positions = [self.output_names.index(n) for n in self._output_slot_names]
         self._own_outputs = [self._buffers[n] for n in self._output_slot_names]
         self._output_nbytes = [self.nbytes(n) for n in self._output_slot_names]
         specs = [
@@ -121,12 +123,15 @@ class Executable:
         ]
         self._plan = self.device.plan(specs, len(slot_names))
 
-    def run(self, inputs: Sequence[Buffer], fresh_outputs: bool = False) -> list[Buffer]:
+    def run(self, inputs: Sequence[Buffer], fresh_outputs: bool = False,
+            prefer: Sequence[Any] | None = None) -> list[Buffer]:
         """Launch every kernel on device-resident inputs; return the output buffers.
 
-        By default outputs live in the executable's own buffers, overwritten by the next run
-        (the replay of a training step wants exactly that); ``fresh_outputs=True`` writes them
-        into new buffers that the caller keeps.
+        By default outputs live in the executable's own buffers, overwritten by the next run;
+        ``fresh_outputs=True`` writes them into new buffers that the caller keeps, and
+        ``prefer`` (one per output, or None) names the handles of released buffers to have
+        back for them (see :meth:`Device.alloc`): a replayed training step asks for the
+        buffers of two steps ago, so its addresses repeat and a CUDA graph is reused.
         """
         if len(inputs) != len(self.input_names):
             raise ValueError(f"expected {len(self.input_names)} input buffers, got {len(inputs)}")
@@ -134,7 +139,11 @@ class Executable:
             return self._run_timed(inputs, fresh_outputs)
         if fresh_outputs:
             alloc = self.device.alloc
-            outputs = [alloc(n) for n in self._output_nbytes]
+            if prefer is None:
+                outputs = [alloc(n) for n in self._output_nbytes]
+            else:
+                outputs = [alloc(n, prefer[i])
+                           for n, i in zip(self._output_nbytes, self._output_positions)]
         else:
             outputs = self._own_outputs
         slots = [*inputs, *outputs]

@@ -201,12 +201,18 @@ class BufferPool:
         self.kept_bytes = 0
         self._free: dict[int, collections.deque] = {}
 
-    def take(self, nbytes: int) -> tuple[Any, int | None, Callable] | None:
-        """(handle, address, release) of a kept block of exactly ``nbytes``, or None."""
+    def take(self, nbytes: int, prefer: Any = None) -> tuple[Any, int | None, Callable] | None:
+        """(handle, address, release) of a kept block of exactly ``nbytes``, or None; the
+        block whose handle is ``prefer`` when the pool holds it."""
         kept = self._free.get(nbytes)
         if not kept:
             return None
         self.kept_bytes -= nbytes
+        if prefer is not None:
+            for index, entry in enumerate(kept):
+                if entry[0] is prefer:
+                    del kept[index]  # by position: handles may not compare with ==
+                    return entry
         return kept.popleft()
 
     def give(self, nbytes: int, address: int | None, release: Callable[[Any], None] | None,
@@ -399,15 +405,20 @@ class Device(abc.ABC):
 
     # ---- memory ---------------------------------------------------------------------
 
-    def alloc(self, nbytes: int) -> Buffer:
-        """A new uninitialised buffer of ``nbytes``; DeviceMemoryError when it does not fit."""
+    def alloc(self, nbytes: int, prefer: Any = None) -> Buffer:
+        """A new uninitialised buffer of ``nbytes``; DeviceMemoryError when it does not fit.
+
+        On a pooling device, released memory of that size is reused; ``prefer`` is the
+        ``handle`` of a released buffer to have back if the pool still holds it (a replay
+        that gets the same addresses every time replays the same CUDA graph).
+        """
         if not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
             raise ValueError(f"alloc needs a byte count >= 0, got {nbytes!r}")
         nbytes = int(nbytes)
         pool = self.pool
         if pool is None:
             return self._alloc(nbytes)
-        kept = pool.take(nbytes)
+        kept = pool.take(nbytes, prefer)
         if kept is not None:
             handle, address, release = kept
             return Buffer(self, nbytes, handle, release=release, address=address, pool=pool)

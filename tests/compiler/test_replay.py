@@ -188,3 +188,37 @@ def test_jit_replay_on_cuda_with_graphs_on_and_off(monkeypatch, graphs):
     expected_losses, expected_w = _torch_reference(batches, w0, 0.05, 0.9)
     np.testing.assert_allclose(losses, expected_losses, rtol=1e-5)
     np.testing.assert_allclose(w, expected_w, rtol=1e-5, atol=1e-6)
+
+
+def test_jit_replay_alternates_two_buffers_per_parameter(compiled_device):
+    # What lets a CUDA graph be reused: each step asks for the memory of two steps ago, so
+    # a parameter lives in one of two buffers, in turn; a buffer the caller still holds is
+    # never handed out again.
+    rng = np.random.default_rng(6)
+    w0 = rng.standard_normal((5, 3)).astype(np.float32)
+    x = rng.standard_normal((8, 5)).astype(np.float32)
+    y = rng.standard_normal((8, 3)).astype(np.float32)
+    w = gingham.tensor(w0, device=compiled_device.id, requires_grad=True)
+    opt = optim.SGD([w], lr=0.05, momentum=0.9)
+
+    @jit
+    def step(xb, yb):
+        loss = ((xb @ w - yb) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    handles = []
+    for _ in range(6):
+        step(x, y)
+        handles.append(w._buffer.handle)
+    if compiled_device.pool is not None:
+        for i in range(2, 6):
+            assert handles[i] is handles[i - 2] and handles[i] is not handles[i - 1]
+    kept = w.detach()  # shares the current buffer
+    value = kept.numpy()
+    for _ in range(3):
+        step(x, y)
+    np.testing.assert_array_equal(kept.numpy(), value)
+    assert not np.array_equal(w.numpy(), value)
