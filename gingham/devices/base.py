@@ -209,9 +209,12 @@ class BufferPool:
             return None
         self.kept_bytes -= nbytes
         if prefer is not None:
-            for index, entry in enumerate(kept):
-                if entry[0] is prefer:
-                    del kept[index]  # by position: handles may not compare with ==
+            # By position, not by iterating: a finalizer run by the garbage collector may
+            # append to this deque meanwhile (and handles may not compare with ==).
+            for index in range(len(kept)):
+                if kept[index][0] is prefer:
+                    entry = kept[index]
+                    del kept[index]
                     return entry
         return kept.popleft()
 

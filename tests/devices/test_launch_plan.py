@@ -137,3 +137,29 @@ def test_pool_keeps_at_most_its_limit(compiled_device):
         dev.pool.limit_bytes = limit
         dev.pool.drain()
     assert dev.pool.kept_bytes == 0
+
+
+def test_pool_hands_back_the_preferred_block(compiled_device):
+    dev = compiled_device
+    if dev.pool is None:
+        pytest.skip(f"{dev.id} does not pool its buffers")
+    dev.pool.drain()
+    first, second, third = (dev.alloc(4 * 777) for _ in range(3))
+    handles = [b.handle for b in (first, second, third)]
+    del first, second, third  # all three in the pool, in this order
+    preferred = dev.alloc(4 * 777, prefer=handles[2])
+    assert preferred.handle is handles[2]
+    other = dev.alloc(4 * 777, prefer=object())  # not in the pool: the oldest block
+    assert other.handle is handles[0]
+
+
+def test_cuda_graphs_setting(monkeypatch):
+    from gingham.config import ConfigError, get_config
+
+    monkeypatch.delenv("GINGHAM_CUDA_GRAPHS", raising=False)
+    assert get_config().cuda_graphs is True
+    monkeypatch.setenv("GINGHAM_CUDA_GRAPHS", "0")
+    assert get_config().cuda_graphs is False
+    monkeypatch.setenv("GINGHAM_CUDA_GRAPHS", "maybe")
+    with pytest.raises(ConfigError, match="GINGHAM_CUDA_GRAPHS='maybe' is not a boolean"):
+        get_config()
