@@ -185,10 +185,10 @@ class BufferPool:
 
     A replayed training step allocates its fresh outputs (the updated parameters) and drops
     the previous ones every step; recycling them saves a runtime allocation and free each
-    (cuMemFree waits for the GPU; an OpenCL allocation is touched by a blocking copy), and
-    hands the same addresses back step after step, so a captured CUDA graph replays
-    unchanged. First in, first out: a step that drops buffers A1, A2 and then allocates two
-    of that size gets A1, A2 again, in that order.
+    (cuMemFree waits for the GPU; an OpenCL allocation is touched by a blocking copy). A
+    caller that wants a particular block back (a replay that wants the addresses of two
+    steps ago, so that its CUDA graph is reused) names its handle in ``prefer``; otherwise
+    the oldest block of the size is handed out first.
 
     Reuse is safe without synchronising because every backend runs launches and copies on
     one in-order queue: whatever is issued with the recycled memory runs after the work
@@ -349,7 +349,7 @@ class LaunchPlan:
                              f"got {len(buffers)}")
         device = self.device
         for index, (buffer, nbytes) in enumerate(zip(buffers, self.slot_nbytes)):
-            if buffer.__class__ is not Buffer or buffer.device is not device \
+            if not isinstance(buffer, Buffer) or buffer.device is not device \
                     or buffer._handle is None or buffer.nbytes < nbytes:
                 self._bad_buffer(index, buffer, nbytes)
         device.stats.launches += len(self.specs)
