@@ -10,11 +10,13 @@ environment variable      field
 ``GINGHAM_DEBUG``         ``debug``: 0 (quiet) .. 4 (generated source)
 ``GINGHAM_CC``            ``cc``: the C compiler of the ``cpu`` device
 ``GINGHAM_NUM_THREADS``   ``num_threads``: OpenMP threads of ``cpu`` kernels
+``GINGHAM_CUDA_GRAPHS``   ``cuda_graphs``: replay CUDA executables as CUDA graphs (1/0)
 ``GINGHAM_CONFIG_FILE``   where the user config file lives
 ========================  =============================================================
 
 The user config file is JSON (``platformdirs.user_config_dir("gingham")/config.json``); it may
-hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``.
+hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``,
+``cuda_graphs``.
 ``gingham devices --set-default ID`` writes ``{"device": ID}`` into it.
 
 Example::
@@ -67,6 +69,8 @@ class Config:
     ``debug``: 0..4; 1 device and kernel counts, 2 per-kernel time, 3 schedules, 4 source.
     ``cc`` / ``cflags``: the C compiler of the ``cpu`` device and its flags.
     ``num_threads``: OpenMP threads for ``cpu`` kernels (None: the OpenMP default).
+    ``cuda_graphs``: replay a compiled program on a CUDA device as one CUDA graph launch
+    instead of one launch per kernel.
     ``config_file``: where the user config file is read from and written to.
     """
 
@@ -76,11 +80,12 @@ class Config:
     cc: str = "cc"
     cflags: tuple[str, ...] = DEFAULT_CFLAGS
     num_threads: int | None = None
+    cuda_graphs: bool = True
     config_file: Path = field(default_factory=lambda: default_config_file())
 
 
 # Fields the user config file may set (config_file itself is chosen by the environment only).
-_FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads")
+_FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "cuda_graphs")
 
 
 def default_config_file() -> Path:
@@ -159,6 +164,17 @@ def _parse_int(name: str, text: str, low: int, high: int | None) -> int:
     return value
 
 
+def _parse_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name}={value!r} is not a boolean (use 1 or 0)")
+
+
 def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key, value in data.items():
@@ -172,6 +188,8 @@ def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
             values[key] = _parse_int(where, value, 0, MAX_DEBUG)
         elif key == "num_threads":
             values[key] = None if value is None else _parse_int(where, value, 1, None)
+        elif key == "cuda_graphs":
+            values[key] = _parse_bool(where, value)
         elif key == "cflags":
             flags = value.split() if isinstance(value, str) else value
             values[key] = tuple(str(flag) for flag in flags)
@@ -193,6 +211,8 @@ def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
     if env.get("GINGHAM_NUM_THREADS"):
         values["num_threads"] = _parse_int("GINGHAM_NUM_THREADS",
                                            env["GINGHAM_NUM_THREADS"], 1, None)
+    if env.get("GINGHAM_CUDA_GRAPHS"):
+        values["cuda_graphs"] = _parse_bool("GINGHAM_CUDA_GRAPHS", env["GINGHAM_CUDA_GRAPHS"])
     return values
 
 

@@ -32,6 +32,7 @@ pass NumPy scalars to be explicit.
 from __future__ import annotations
 
 import abc
+import collections
 import ctypes
 import dataclasses
 import time
@@ -43,7 +44,7 @@ import numpy as np
 
 from gingham.cache import DiskCache
 from gingham.config import debug_print
-from gingham.errors import DeviceError, KernelCompileError
+from gingham.errors import DeviceError, DeviceMemoryError, KernelCompileError
 
 DEVICE_KINDS = ("cpu", "gpu", "accelerator", "reference")
 DIALECTS = ("c", "opencl", "cuda")
@@ -130,13 +131,16 @@ class Buffer:
 
     def __init__(self, device: Device, nbytes: int, handle: Any,
                  release: Callable[[Any], None] | None = None,
-                 address: int | None = None) -> None:
+                 address: int | None = None, pool: BufferPool | None = None) -> None:
         self.device = device
         self.nbytes = nbytes
         self.address = address
         self._handle = handle
         # weakref.finalize (not __del__) also runs at interpreter exit, exactly once.
-        self._finalizer = weakref.finalize(self, _release_quietly, release, handle)
+        if pool is None:
+            self._finalizer = weakref.finalize(self, _release_quietly, release, handle)
+        else:
+            self._finalizer = weakref.finalize(self, pool.give, nbytes, address, release, handle)
 
     @property
     def handle(self) -> Any:
@@ -149,10 +153,19 @@ class Buffer:
         return self._handle is None
 
     def free(self) -> None:
-        """Release the memory now (idempotent)."""
+        """Give the memory back to the runtime now (idempotent; never to a pool)."""
         self._handle = None
         self.address = None
-        self._finalizer()
+        detached = self._finalizer.detach()
+        if detached is not None:
+            release, handle = detached[2][-2:]  # both finalizers end with (release, handle)
+            _release_quietly(release, handle)
+
+    def _recycle_into(self, pool: BufferPool) -> None:
+        """When collected, hand the memory to ``pool`` instead of back to the runtime."""
+        _, _, (release, handle), _ = self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, pool.give, self.nbytes, self.address,
+                                           release, handle)
 
     def __repr__(self) -> str:
         state = " freed" if self.freed else ""
@@ -166,6 +179,65 @@ def _release_quietly(release: Callable[[Any], None] | None, handle: Any) -> None
         release(handle)
     except Exception:  # noqa: BLE001 - at exit the runtime may already be gone
         pass
+
+
+class BufferPool:
+    """Released device memory kept by exact size for the next ``alloc`` of that size.
+
+    A replayed training step allocates its fresh outputs (the updated parameters) and drops
+    the previous ones every step; recycling them saves a runtime allocation and free each
+    (cuMemFree waits for the GPU; an OpenCL allocation is touched by a blocking copy). A
+    caller that wants a particular block back (a replay that wants the addresses of two
+    steps ago, so that its CUDA graph is reused) names its handle in ``prefer``; otherwise
+    the oldest block of the size is handed out first.
+
+    Reuse is safe without synchronising because every backend runs launches and copies on
+    one in-order queue: whatever is issued with the recycled memory runs after the work
+    that used it. At most ``limit_bytes`` are kept; ``drain`` gives everything back (an
+    allocation that does not fit drains the pool and retries).
+    """
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        self.kept_bytes = 0
+        self._free: dict[int, collections.deque] = {}
+
+    def take(self, nbytes: int, prefer: Any = None) -> tuple[Any, int | None, Callable] | None:
+        """(handle, address, release) of a kept block of exactly ``nbytes``, or None; the
+        block whose handle is ``prefer`` when the pool holds it."""
+        kept = self._free.get(nbytes)
+        if not kept:
+            return None
+        self.kept_bytes -= nbytes
+        if prefer is not None:
+            # By position, not by iterating: a finalizer run by the garbage collector may
+            # append to this deque meanwhile (and handles may not compare with ==).
+            for index in range(len(kept)):
+                if kept[index][0] is prefer:
+                    entry = kept[index]
+                    del kept[index]
+                    return entry
+        return kept.popleft()
+
+    def give(self, nbytes: int, address: int | None, release: Callable[[Any], None] | None,
+             handle: Any) -> None:
+        """Keep a released block (or release it when the pool is full)."""
+        if self.kept_bytes + nbytes > self.limit_bytes:
+            _release_quietly(release, handle)
+            return
+        self.kept_bytes += nbytes
+        self._free.setdefault(nbytes, collections.deque()).append((handle, address, release))
+
+    def drain(self) -> int:
+        """Give every kept block back to the runtime; returns how many bytes that was."""
+        drained = self.kept_bytes
+        for kept in self._free.values():
+            while kept:
+                handle, _, release = kept.popleft()
+                _release_quietly(release, handle)
+        self._free.clear()
+        self.kept_bytes = 0
+        return drained
 
 
 @dataclass(eq=False)
@@ -205,25 +277,101 @@ def normalize_args(args: Sequence[ScalarOrBuffer],
     Raises TypeError for an unsupported scalar, ValueError / DeviceError for a buffer on
     another device or already freed.
     """
-    out: list[Buffer | np.generic] = []
-    for index, arg in enumerate(args):
-        if isinstance(arg, Buffer):
-            if device is not None and arg.device is not device:
-                raise ValueError(f"argument {index} is a buffer on {arg.device.id}, "
-                                 f"not on {device.id}")
-            if arg.freed:
-                raise DeviceError(f"argument {index} is a buffer that was freed")
-            out.append(arg)
-        elif isinstance(arg, (bool, np.bool_)):
-            raise TypeError(f"argument {index}: pass a bool as np.int32 or np.int8 explicitly")
-        elif type(arg) in _PYTHON_SCALARS:
-            out.append(_PYTHON_SCALARS[type(arg)](arg))
-        elif isinstance(arg, np.generic) and arg.dtype in _SCALAR_DTYPES:
-            out.append(arg)
-        else:
-            raise TypeError(f"argument {index}: expected a Buffer, int, float or a NumPy "
-                            f"integer/float32/float64 scalar, got {type(arg).__name__}")
-    return out
+    return [_normalize_arg(index, arg, device) for index, arg in enumerate(args)]
+
+
+def _normalize_arg(index: int, arg: ScalarOrBuffer, device: Device | None) -> Buffer | np.generic:
+    if isinstance(arg, Buffer):
+        if device is not None and arg.device is not device:
+            raise ValueError(f"argument {index} is a buffer on {arg.device.id}, "
+                             f"not on {device.id}")
+        if arg.freed:
+            raise DeviceError(f"argument {index} is a buffer that was freed")
+        return arg
+    if isinstance(arg, (bool, np.bool_)):
+        raise TypeError(f"argument {index}: pass a bool as np.int32 or np.int8 explicitly")
+    if type(arg) in _PYTHON_SCALARS:
+        return _PYTHON_SCALARS[type(arg)](arg)
+    if isinstance(arg, np.generic) and arg.dtype in _SCALAR_DTYPES:
+        return arg
+    raise TypeError(f"argument {index}: expected a Buffer, int, float or a NumPy "
+                    f"integer/float32/float64 scalar, got {type(arg).__name__}")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A launch argument that is filled in at run time: ``LaunchPlan.run``'s ``index``-th
+    buffer, of at least ``nbytes``."""
+
+    index: int
+    nbytes: int = 0
+
+
+@dataclass
+class LaunchSpec:
+    """One launch of a plan: like :meth:`Device.launch`'s arguments, where ``args`` may hold
+    :class:`Slot` s besides Buffers and scalars."""
+
+    kernel: Kernel
+    args: Sequence[ScalarOrBuffer | Slot]
+    global_size: tuple[int, ...] = ()
+    local_size: tuple[int, ...] | None = None
+    shared_bytes: int = 0
+
+
+class LaunchPlan:
+    """A fixed sequence of launches, checked and packed once, replayed by :meth:`run`.
+
+    Only the slots change between runs (an executable's inputs and fresh outputs); every
+    other argument, size and limit was checked and converted when the plan was made, so a
+    run costs what the backend needs to issue the launches and no more. This generic plan
+    calls the backend's ``_launch`` for each; backends override :meth:`_run` with cheaper
+    ways (prebuilt CUDA argument arrays or a CUDA graph, OpenCL arguments set once, ctypes
+    arguments built once)::
+
+        plan = dev.plan([LaunchSpec(k, [Slot(0, 4 * n), A, np.int64(n)], (n,))], 1)
+        plan.run([C])         # the same as dev.launch(k, [C, A, np.int64(n)], (n,))
+    """
+
+    def __init__(self, device: Device, specs: list[LaunchSpec], n_slots: int) -> None:
+        self.device = device
+        self.specs = specs
+        self.n_slots = n_slots
+        self.slot_nbytes = [0] * n_slots
+        for spec in specs:
+            for arg in spec.args:
+                if isinstance(arg, Slot):
+                    self.slot_nbytes[arg.index] = max(self.slot_nbytes[arg.index], arg.nbytes)
+
+    def run(self, buffers: Sequence[Buffer]) -> None:
+        """Launch everything with ``buffers`` in the slots (checked: live, here, big enough)."""
+        if len(buffers) != self.n_slots:
+            raise ValueError(f"this launch plan takes {self.n_slots} buffers, "
+                             f"got {len(buffers)}")
+        device = self.device
+        for index, (buffer, nbytes) in enumerate(zip(buffers, self.slot_nbytes)):
+            if not isinstance(buffer, Buffer) or buffer.device is not device \
+                    or buffer._handle is None or buffer.nbytes < nbytes:
+                self._bad_buffer(index, buffer, nbytes)
+        device.stats.launches += len(self.specs)
+        self._run(buffers)
+
+    def _bad_buffer(self, index: int, buffer: Any, nbytes: int) -> None:
+        if not isinstance(buffer, Buffer):
+            raise TypeError(f"slot {index}: expected a Buffer, got {type(buffer).__name__}")
+        if buffer.device is not self.device:
+            raise ValueError(f"slot {index}: the buffer is on {buffer.device.id}, "
+                             f"not on {self.device.id}")
+        if buffer.freed:
+            raise DeviceError(f"slot {index}: the buffer was freed")
+        raise ValueError(f"slot {index}: the buffer has {buffer.nbytes} bytes, the kernels "
+                         f"use {nbytes}")
+
+    def _run(self, buffers: Sequence[Buffer]) -> None:
+        launch = self.device._launch
+        for spec in self.specs:
+            args = [buffers[a.index] if isinstance(a, Slot) else a for a in spec.args]
+            launch(spec.kernel, args, spec.global_size, spec.local_size, spec.shared_bytes)
 
 
 class Device(abc.ABC):
@@ -240,10 +388,17 @@ class Device(abc.ABC):
     #: suffix of the saved source when the compiler rejects it
     source_suffix: str = ".txt"
 
+    #: recycle released buffers through a :class:`BufferPool` (allocation is costly here)
+    pools_buffers: bool = False
+
     def __init__(self, info: DeviceInfo) -> None:
         self.info = info
         self.stats = DeviceStats()
         self._kernels: dict[str, Kernel] = {}
+        # A quarter of the memory, at most 4 GiB: enough for a step's parameters and
+        # optimiser state twice over, and drained whenever an allocation does not fit.
+        self.pool = BufferPool(min(info.global_memory_bytes // 4, 4 << 30)) \
+            if self.pools_buffers else None
 
     @property
     def id(self) -> str:
@@ -254,11 +409,31 @@ class Device(abc.ABC):
 
     # ---- memory ---------------------------------------------------------------------
 
-    def alloc(self, nbytes: int) -> Buffer:
-        """A new uninitialised buffer of ``nbytes``; DeviceMemoryError when it does not fit."""
+    def alloc(self, nbytes: int, prefer: Any = None) -> Buffer:
+        """A new uninitialised buffer of ``nbytes``; DeviceMemoryError when it does not fit.
+
+        On a pooling device, released memory of that size is reused; ``prefer`` is the
+        ``handle`` of a released buffer to have back if the pool still holds it (a replay
+        that gets the same addresses every time replays the same CUDA graph).
+        """
         if not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
             raise ValueError(f"alloc needs a byte count >= 0, got {nbytes!r}")
-        return self._alloc(int(nbytes))
+        nbytes = int(nbytes)
+        pool = self.pool
+        if pool is None:
+            return self._alloc(nbytes)
+        kept = pool.take(nbytes, prefer)
+        if kept is not None:
+            handle, address, release = kept
+            return Buffer(self, nbytes, handle, release=release, address=address, pool=pool)
+        try:
+            buffer = self._alloc(nbytes)
+        except DeviceMemoryError:
+            if not pool.drain():
+                raise
+            buffer = self._alloc(nbytes)
+        buffer._recycle_into(pool)
+        return buffer
 
     def copy_in(self, buffer: Buffer, array: np.ndarray) -> None:
         """Copy a C-contiguous host array into the start of ``buffer`` (complete on return)."""
@@ -362,15 +537,38 @@ class Device(abc.ABC):
         if kernel.device is not self:
             raise ValueError(f"the kernel was compiled for {kernel.device.id}, not {self.id}")
         normalized = normalize_args(args, self)
-        global_size = tuple(int(g) for g in global_size)
-        local_size = None if local_size is None else tuple(int(s) for s in local_size)
-        if local_size is not None and len(local_size) != len(global_size):
-            raise ValueError(f"local_size {local_size} and global_size {global_size} "
-                             "must have the same number of dimensions")
-        if len(global_size) > 3:
-            raise ValueError(f"at most 3 launch dimensions, got {global_size}")
+        global_size, local_size = _launch_sizes(global_size, local_size)
         self.stats.launches += 1
         self._launch(kernel, normalized, global_size, local_size, int(shared_bytes))
+
+    def plan(self, specs: Sequence[LaunchSpec], n_slots: int) -> LaunchPlan:
+        """Check and pack a sequence of launches once; replay it with ``plan.run(buffers)``.
+
+        Everything :meth:`launch` checks is checked here, once; a run only checks the
+        buffers in the ``n_slots`` slots (live, on this device, big enough).
+        """
+        checked = []
+        for spec in specs:
+            if spec.kernel.device is not self:
+                raise ValueError(f"the kernel was compiled for {spec.kernel.device.id}, "
+                                 f"not {self.id}")
+            args: list = []
+            for index, arg in enumerate(spec.args):
+                if isinstance(arg, Slot):
+                    if not 0 <= arg.index < n_slots:
+                        raise ValueError(f"argument {index}: slot {arg.index} is out of range "
+                                         f"for {n_slots} slots")
+                    args.append(arg)
+                else:
+                    args.append(_normalize_arg(index, arg, self))
+            global_size, local_size = _launch_sizes(spec.global_size, spec.local_size)
+            checked.append(LaunchSpec(spec.kernel, args, global_size, local_size,
+                                      int(spec.shared_bytes)))
+        return self._plan(checked, n_slots)
+
+    def _plan(self, specs: list[LaunchSpec], n_slots: int) -> LaunchPlan:
+        """The backend's plan of checked specs (the generic one calls ``_launch``)."""
+        return LaunchPlan(self, specs, n_slots)
 
     def synchronize(self) -> None:
         """Wait until every launch and copy issued so far has finished."""
@@ -406,6 +604,19 @@ class Device(abc.ABC):
 
     @abc.abstractmethod
     def _synchronize(self) -> None: ...
+
+
+def _launch_sizes(global_size: Sequence[int], local_size: Sequence[int] | None
+                  ) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    """The sizes as tuples of ints, checked: at most 3 dimensions, local like global."""
+    global_size = tuple(int(g) for g in global_size)
+    local_size = None if local_size is None else tuple(int(s) for s in local_size)
+    if local_size is not None and len(local_size) != len(global_size):
+        raise ValueError(f"local_size {local_size} and global_size {global_size} "
+                         "must have the same number of dimensions")
+    if len(global_size) > 3:
+        raise ValueError(f"at most 3 launch dimensions, got {global_size}")
+    return global_size, local_size
 
 
 def host_buffer(device: Device, nbytes: int, alignment: int = 64) -> Buffer:
