@@ -8,7 +8,8 @@
         optimizer.step()
         return loss
 
-The first call with a new signature (shapes, dtypes, devices of the tensor arguments) runs the
+The first call with a new signature (shapes, dtypes, devices of the tensor arguments, and the
+:func:`gingham.autocast` state in force) runs the
 Python function on placeholder tensors. Everything it computes — forward, the gradient program,
 the optimiser's updates — is one graph, compiled into one Tile program: a fixed sequence of
 kernel launches on planned buffers. Later calls only bind buffers and launch: no Python runs per
@@ -187,7 +188,9 @@ def _default_device() -> str:
 
 
 def _signature(flat_args: list) -> tuple:
-    key = []
+    from .amp import trace_key
+
+    key: list = [("autocast", trace_key())]  # a step traced under autocast is another program
     for value in flat_args:
         if isinstance(value, Tensor):
             key.append(("tensor", value.shape, str(value.dtype), value.device))
