@@ -327,7 +327,7 @@ def test_float16_training_with_grad_scaler(device):
     modules.manual_seed(1)
     model = modules.Sequential(modules.Linear(64, 32, device=device), modules.ReLU(),
                                modules.Linear(32, 10, device=device))
-    optimizer = gingham.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    optimizer = gingham.optim.Adam(model.parameters(), lr=0.02)
     scaler = gingham.amp.GradScaler(init_scale=1.0, growth_interval=3)
     step = training.train_step(model, optimizer, scaler=scaler, autocast="float16")
     images, labels = data.load_digits("train")
