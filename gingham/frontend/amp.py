@@ -12,7 +12,8 @@ Inside the block, the ops in :data:`LOW_PRECISION_OPS` (contractions: matmul, li
 convolutions) cast their floating inputs to the autocast dtype and give low-precision results;
 the ops in :data:`FLOAT32_OPS` (softmax, log-softmax, losses, normalisation, ``exp``, ``log``,
 ``pow``, ``sum``, ``mean``) cast half inputs up to float32; everything else runs in the dtype it
-is given, with NumPy's promotion where dtypes mix (``bfloat16 + float32`` is ``float32``). The
+is given, with NumPy's promotion where dtypes mix (``bfloat16 + float32`` is ``float32``);
+batch norm computes its statistics in float32 and returns its input's dtype. The
 lists are PyTorch's CUDA autocast lists (its CPU lists leave softmax, layer norm, exp, log, pow
 and sum in the low dtype). Casts are ordinary Tile elementwise ops, so gradients flow back
 through them: parameters stay float32, their gradients are float32 and optimisers update

@@ -9,12 +9,12 @@
         return loss
 
 The first call with a new signature (shapes, dtypes, devices of the tensor arguments, and the
-:func:`gingham.autocast` state in force) runs the
-Python function on placeholder tensors. Everything it computes — forward, the gradient program,
-the optimiser's updates — is one graph, compiled into one Tile program: a fixed sequence of
-kernel launches on planned buffers. Later calls only bind buffers and launch: no Python runs per
-operation, parameters never leave the device, and the only copies are the arguments in (when
-given as NumPy arrays) and whatever the caller reads out.
+:func:`gingham.autocast` state in force) runs the Python function on placeholder tensors.
+Everything it computes — forward, the gradient program, the optimiser's updates — is one graph,
+compiled into one Tile program: a fixed sequence of kernel launches on planned buffers. Later
+calls only bind buffers and launch: no Python runs per operation, parameters never leave the
+device, and the only copies are the arguments in (when given as NumPy arrays) and whatever the
+caller reads out.
 
 Python state the traced function captured is checked on every call: if a captured tensor was
 replaced by another object, or a captured number, string or bool changed, the function is traced
