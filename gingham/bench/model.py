@@ -8,8 +8,9 @@ Each side trains the same network (same initial weights, SGD with Nesterov momen
 synthetic data of the real shape. ``--precision fp32`` (the default) trains in float32;
 ``bf16`` / ``fp16`` run gingham's step under :func:`gingham.autocast` (float32 master
 weights; fp16 with a :class:`gingham.amp.GradScaler`) and PyTorch's under ``torch.autocast`` in
-the same dtype with channels-last memory format (fp16 with ``torch.amp.GradScaler``). gingham runs its ``gingham.jit``-compiled step; the first
-call's time (trace, compile, first run) is reported separately as the first-epoch overhead.
+the same dtype with channels-last memory format (fp16 with ``torch.amp.GradScaler``). gingham
+runs its ``gingham.jit``-compiled step; the first call's time (trace, compile, first run) is
+reported separately as the first-epoch overhead.
 Seconds per epoch are extrapolated from the median step time over ``--steps`` timed steps
 (stated as such): epoch = ceil(images / batch) steps.
 """

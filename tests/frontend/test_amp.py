@@ -107,7 +107,8 @@ def test_convnet_block(device):
     every intermediate's dtype as torch's autocast gives it, the loss, the running statistics
     and every parameter's gradient. (The conv has no bias: batch norm cancels it, so its
     gradient is zero plus rounding noise.)"""
-    arrays = dict(img=rand(4, 3, 8, 8), k=rand(6, 3, 3, 3, seed=1) * 0.3, gamma=1 + 0.1 * rand(6, seed=3),
+    arrays = dict(img=rand(4, 3, 8, 8), k=rand(6, 3, 3, 3, seed=1) * 0.3,
+                  gamma=1 + 0.1 * rand(6, seed=3),
                   beta=0.1 * rand(6, seed=4), w=rand(5, 96, seed=5) * 0.1,
                   b=rand(5, seed=6) * 0.1)
     labels = np.array([0, 3, 1, 4])
@@ -238,7 +239,7 @@ def test_mixed_dtypes_give_clear_errors():
                      training=True)
 
 
-# -- training: jit, master weights, loss scaling -----------------------------------------------------
+# -- training: jit, master weights, loss scaling ---------------------------------------------------
 
 
 def test_jitted_training_under_autocast(device):
