@@ -88,7 +88,7 @@ def _check(op: str, require_float: Sequence[str] = (), **operands) -> None:
 def _check_mixed(op: str, input: Tensor, **params) -> None:
     """Parameters (one float dtype among themselves) in ``input``'s dtype, or float32 beside
     half-precision data (mixed precision: float32 master weights)."""
-    _check(op, ("input",), input=input)
+    _check(op, ("input",), input=input, **params)  # types and devices of all of them
     _check(op, tuple(params), **params)
     dtypes = {value.dtype for value in params.values() if value is not None}
     allowed = {input.dtype} | ({dt.FLOAT32} if input.dtype in HALF_DTYPES else set())

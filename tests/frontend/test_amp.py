@@ -19,6 +19,7 @@ import torch.nn.functional as TF
 import gingham
 import gingham.nn.functional as F
 from gingham import data
+from gingham.devices import list_devices
 from gingham.frontend.tensor import realize, tensor
 from gingham.nn import modules, training
 from gingham.nn.functional import DTypeError
@@ -237,6 +238,11 @@ def test_mixed_dtypes_give_clear_errors():
     with pytest.raises(DTypeError, match="batch_norm: weight is bfloat16 but input is float16"):
         F.batch_norm(img, None, None, tensor(np.ones(3), device="reference").astype(BF16),
                      training=True)
+    others = [d.id for d in list_devices() if d.id != "reference"]
+    if others:  # mixed precision does not loosen the device check
+        with pytest.raises(gingham.DeviceError, match="batch_norm: weight is on"):
+            F.batch_norm(img, None, None, tensor(np.ones(3, np.float32), device=others[0]),
+                         training=True)
 
 
 # -- training: jit, master weights, loss scaling ---------------------------------------------------
