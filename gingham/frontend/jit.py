@@ -32,6 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import GinghamError
+from .amp import trace_key
 from .tensor import Tensor, _bound_graph, tensor
 
 _traces: list["_Trace"] = []
@@ -188,8 +189,6 @@ def _default_device() -> str:
 
 
 def _signature(flat_args: list) -> tuple:
-    from .amp import trace_key
-
     key: list = [("autocast", trace_key())]  # a step traced under autocast is another program
     for value in flat_args:
         if isinstance(value, Tensor):
