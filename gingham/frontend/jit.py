@@ -8,12 +8,13 @@
         optimizer.step()
         return loss
 
-The first call with a new signature (shapes, dtypes, devices of the tensor arguments) runs the
-Python function on placeholder tensors. Everything it computes — forward, the gradient program,
-the optimiser's updates — is one graph, compiled into one Tile program: a fixed sequence of
-kernel launches on planned buffers. Later calls only bind buffers and launch: no Python runs per
-operation, parameters never leave the device, and the only copies are the arguments in (when
-given as NumPy arrays) and whatever the caller reads out.
+The first call with a new signature (shapes, dtypes, devices of the tensor arguments, and the
+:func:`gingham.autocast` state in force) runs the Python function on placeholder tensors.
+Everything it computes — forward, the gradient program, the optimiser's updates — is one graph,
+compiled into one Tile program: a fixed sequence of kernel launches on planned buffers. Later
+calls only bind buffers and launch: no Python runs per operation, parameters never leave the
+device, and the only copies are the arguments in (when given as NumPy arrays) and whatever the
+caller reads out.
 
 Python state the traced function captured is checked on every call: if a captured tensor was
 replaced by another object, or a captured number, string or bool changed, the function is traced
@@ -31,6 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import GinghamError
+from .amp import trace_key
 from .tensor import Tensor, _bound_graph
 
 _traces: list["_Trace"] = []
@@ -215,7 +217,7 @@ def _default_device() -> str:
 
 
 def _signature(flat_args: list) -> tuple:
-    key = []
+    key: list = [("autocast", trace_key())]  # a step traced under autocast is another program
     for value in flat_args:
         if isinstance(value, Tensor):
             key.append(("tensor", value.shape, str(value.dtype), value.device))
