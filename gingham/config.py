@@ -10,11 +10,13 @@ environment variable      field
 ``GINGHAM_DEBUG``         ``debug``: 0 (quiet) .. 4 (generated source)
 ``GINGHAM_CC``            ``cc``: the C compiler of the ``cpu`` device
 ``GINGHAM_NUM_THREADS``   ``num_threads``: OpenMP threads of ``cpu`` kernels
+``GINGHAM_COMPILE_JOBS``  ``compile_jobs``: native compilations run at once (default: cores)
 ``GINGHAM_CONFIG_FILE``   where the user config file lives
 ========================  =============================================================
 
 The user config file is JSON (``platformdirs.user_config_dir("gingham")/config.json``); it may
-hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``.
+hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``,
+``compile_jobs``.
 ``gingham devices --set-default ID`` writes ``{"device": ID}`` into it.
 
 Example::
@@ -67,6 +69,9 @@ class Config:
     ``debug``: 0..4; 1 device and kernel counts, 2 per-kernel time, 3 schedules, 4 source.
     ``cc`` / ``cflags``: the C compiler of the ``cpu`` device and its flags.
     ``num_threads``: OpenMP threads for ``cpu`` kernels (None: the OpenMP default).
+    ``compile_jobs``: how many pieces of a program compile at once (C compiler processes,
+    OpenCL builds, NVRTC calls); None: one per core this process may use. 1 compiles a
+    program as one translation unit.
     ``config_file``: where the user config file is read from and written to.
     """
 
@@ -76,11 +81,12 @@ class Config:
     cc: str = "cc"
     cflags: tuple[str, ...] = DEFAULT_CFLAGS
     num_threads: int | None = None
+    compile_jobs: int | None = None
     config_file: Path = field(default_factory=lambda: default_config_file())
 
 
 # Fields the user config file may set (config_file itself is chosen by the environment only).
-_FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads")
+_FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "compile_jobs")
 
 
 def default_config_file() -> Path:
@@ -170,7 +176,7 @@ def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
             values[key] = Path(str(value)).expanduser()
         elif key == "debug":
             values[key] = _parse_int(where, value, 0, MAX_DEBUG)
-        elif key == "num_threads":
+        elif key in ("num_threads", "compile_jobs"):
             values[key] = None if value is None else _parse_int(where, value, 1, None)
         elif key == "cflags":
             flags = value.split() if isinstance(value, str) else value
@@ -193,6 +199,9 @@ def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
     if env.get("GINGHAM_NUM_THREADS"):
         values["num_threads"] = _parse_int("GINGHAM_NUM_THREADS",
                                            env["GINGHAM_NUM_THREADS"], 1, None)
+    if env.get("GINGHAM_COMPILE_JOBS"):
+        values["compile_jobs"] = _parse_int("GINGHAM_COMPILE_JOBS",
+                                            env["GINGHAM_COMPILE_JOBS"], 1, None)
     return values
 
 

@@ -5,9 +5,10 @@
 
 Passes, in order: fusion planning (:mod:`.fusion`, with contraction normal form from
 :mod:`.normalize`), lowering to the loop-nest kernel IR with a schedule chosen from the device
-description (:mod:`.lower`, :mod:`.schedule`), rendering in the device's dialect
-(:mod:`gingham.codegen.c_family`), compilation through the device (binaries cached on disk), and
-memory planning (:mod:`.executable`).
+description (:mod:`.lower`, :mod:`.schedule`), naming each kernel by its content so equal
+kernels are shared (:mod:`.dedupe`), rendering in the device's dialect
+(:mod:`gingham.codegen.c_family`), compilation through the device (in parallel pieces, each
+kernel's binary cached on disk), and memory planning (:mod:`.executable`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..config import debug_print
 from ..devices.base import Device
 from ..tile.dtypes import DTYPES
 from ..tile.shapes import BoundProgram
+from .dedupe import unit_of
 from .executable import Executable, Launch
 from .fusion import plan
 from .lower import LoweringContext
@@ -36,13 +38,25 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
         ctx = LoweringContext(bound, kernel_plan.aliases)
         name = f"k{position}_{sorted(kernel.stores)[0]}"
         kernels.extend(lower_with_schedule(kernel, ctx, name, device.info))
-    source = render_many(kernels, DIALECTS[dialect_name])
-    debug_print(1, f"{device.id}: {len(kernels)} kernel(s) for a program with "
-                   f"{len(bound.program.statements)} statement(s)")
+    dialect = DIALECTS[dialect_name]
+    units, renamed = [], {}
     for kernel in kernels:
-        debug_print(3, f"{kernel.name}: {kernel.schedule}")
+        unit, ir = unit_of(kernel, dialect)
+        units.append(unit)
+        renamed[unit.entry] = ir
+    debug_print(1, f"{device.id}: {len(kernels)} kernel(s) ({len(renamed)} distinct) for a "
+                   f"program with {len(bound.program.statements)} statement(s)")
+    for kernel, unit in zip(kernels, units):
+        debug_print(3, f"{kernel.name} ({unit.entry}): {kernel.schedule}")
+    distinct = {unit.entry: unit for unit in units}
+    source = "\n".join(unit.source for unit in distinct.values())
     debug_print(4, f"source for {device.id}:\n{source}")
-    compiled = device.compile_many(source, [k.name for k in kernels]) if kernels else []
+
+    def assemble(group) -> str:
+        # One prelude for the whole piece: the units' helpers are defined once.
+        return render_many([renamed[unit.entry] for unit in group], dialect)
+
+    compiled = device.compile_units(units, assemble) if kernels else []
     launches = [
         Launch(handle, kernel.name, [p.name for p in kernel.params], kernel.launch.global_size,
                kernel.launch.local_size, getattr(kernel.launch, "shared_bytes", 0),

@@ -133,7 +133,7 @@ class CUDADevice(Device):
             driver_version=f"CUDA driver {version // 1000}.{version % 1000 // 10}",
             compiler_version=f"NVRTC {nvrtc_major}.{nvrtc_minor} -> {self.target}"))
         self._context = None
-        self._shared_limits: dict[str, int] = {}  # kernel key -> dynamic shared bytes allowed
+        self._shared_limits: dict[str, int] = {}  # key:entry -> dynamic shared bytes allowed
 
     # ---- context ----------------------------------------------------------------------
 
@@ -201,17 +201,25 @@ class CUDADevice(Device):
             nvrtc.nvrtcDestroyProgram(program)
 
     def _load(self, binary: bytes, entry: str, key: str) -> Kernel:
+        return self._load_many(binary, [entry], key)[0]
+
+    def _load_many(self, binary: bytes, entries, key: str) -> list[Kernel]:
         self._activate()
-        # cuModuleLoadData takes a cubin or NUL-terminated PTX (which it JIT-compiles).
+        # cuModuleLoadData takes a cubin or NUL-terminated PTX (which it JIT-compiles); one
+        # module per binary, however many kernels it holds.
         module = _check(driver.cuModuleLoadData(binary), "cuModuleLoadData")
-        try:
-            function = _check(driver.cuModuleGetFunction(module, entry.encode()),
-                              "cuModuleGetFunction")
-        except CUDAError:
-            driver.cuModuleUnload(module)
-            raise DeviceError(f'no kernel named {entry!r}; declare it extern "C" __global__ '
-                              "so that its name is not mangled") from None
-        return Kernel(self, entry, key, function, keepalive=module)
+        kernels = []
+        for entry in entries:
+            try:
+                function = _check(driver.cuModuleGetFunction(module, entry.encode()),
+                                  "cuModuleGetFunction")
+            except CUDAError:
+                if not kernels:
+                    driver.cuModuleUnload(module)
+                raise DeviceError(f'no kernel named {entry!r}; declare it extern "C" '
+                                  "__global__ so that its name is not mangled") from None
+            kernels.append(Kernel(self, entry, key, function, keepalive=module))
+        return kernels
 
     def _launch(self, kernel: Kernel, args: list, global_size: tuple[int, ...],
                 local_size: tuple[int, ...] | None, shared_bytes: int) -> None:
@@ -223,12 +231,14 @@ class CUDADevice(Device):
         grid = tuple(math.ceil(g / b) for g, b in zip(global_size, block)) + \
             (1,) * (3 - len(global_size))
         self._activate()
-        if shared_bytes > self._shared_limits.get(kernel.key, _DEFAULT_SHARED_LIMIT):
+        # Per function: the kernels of one binary share its key.
+        limit_key = f"{kernel.key}:{kernel.entry}"
+        if shared_bytes > self._shared_limits.get(limit_key, _DEFAULT_SHARED_LIMIT):
             attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             _check(driver.cuFuncSetAttribute(kernel.handle, attribute, shared_bytes),
                    f"raising {kernel.entry}'s dynamic shared memory to {shared_bytes} bytes "
                    f"(this GPU allows {self.info.local_memory_bytes})")
-            self._shared_limits[kernel.key] = shared_bytes
+            self._shared_limits[limit_key] = shared_bytes
         values = [ctypes.c_uint64(arg.address) if isinstance(arg, Buffer)
                   else SCALAR_CTYPES[arg.dtype](arg) for arg in args]
         # cuLaunchKernel wants void**: one pointer to each argument's value.
