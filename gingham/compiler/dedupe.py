@@ -121,13 +121,16 @@ def unit_of(kernel: k.Kernel, dialect: Dialect) -> tuple[SourceUnit, k.Kernel]:
     if renamed is not None:
         source = render(renamed, dialect)
         originals = [p.name for p in kernel.params] + [s.name for s in kernel.scratch]
-        if not _word_pattern(originals + [kernel.name]).search(source):
+        # String literals (CUDA's extern "C") hold no identifiers: a tensor named C is fine.
+        code = _STRING_LITERAL.sub('""', source)
+        if not _word_pattern(originals + [kernel.name]).search(code):
             entry = f"gk_{cache_key(dialect.name, source)[:20]}"
             named = dataclasses.replace(renamed, name=entry)
             return SourceUnit(entry, _PLACEHOLDER_WORD.sub(entry, source)), named
     return SourceUnit(kernel.name, render(kernel, dialect)), kernel
 
 
+_STRING_LITERAL = re.compile(r'"[^"\n]*"')
 _PLACEHOLDER_WORD = re.compile(rf"(?<![A-Za-z0-9_]){_PLACEHOLDER}(?![A-Za-z0-9_])")
 
 __all__ = ["canonical", "unit_of"]

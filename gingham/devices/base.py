@@ -358,10 +358,11 @@ class Device(abc.ABC):
         """Compile many kernels, each cached on disk by its own source, in parallel pieces.
 
         What is cached (in this process, or on disk from any earlier program that had the same
-        kernel) is loaded; the rest is split into up to ``jobs`` translation units of about
-        equal size (default ``config.compile_jobs``, else one per core) that compile at once,
-        C compiler processes or driver builds in threads (pyopencl and cuda-python release the
-        GIL while the driver compiles). ``assemble`` makes one translation unit of several
+        kernel) is loaded; the rest is split into translation units ("pieces") of about equal
+        source length, a few per worker, that ``jobs`` workers compile at once (default
+        ``config.compile_jobs``, else one per core; 1: a single piece): C compiler processes,
+        or driver builds in threads (pyopencl and cuda-python release the GIL while the driver
+        compiles; NVRTC is thread-safe). Each worker also loads what it built. ``assemble`` makes one translation unit of several
         units (default: their sources joined; pass the renderer's when the sources share
         helper definitions). Units with the same entry and source compile once.
 
@@ -429,40 +430,45 @@ class Device(abc.ABC):
     def _build_units(self, cache: DiskCache, misses: list[tuple[str, SourceUnit]],
                      assemble: Callable[[Sequence[SourceUnit]], str],
                      jobs: int | None) -> dict[str, Kernel]:
-        """Build ``misses`` in up to ``jobs`` concurrent pieces; store and load each piece."""
+        """Build ``misses`` in concurrent pieces; store and load each piece."""
         jobs = jobs or get_config().compile_jobs or _cores()
-        pieces = split_evenly(misses, jobs, weight=lambda item: len(item[1].source))
+        # Source length is only a guess at compile time (one kernel may take a driver far
+        # longer than its length says), so there are a few pieces per worker: a worker that
+        # finishes early takes the next piece instead of idling behind a slow one.
+        parts = 1 if jobs == 1 else _PIECES_PER_JOB * jobs
+        pieces = split_evenly(misses, parts, weight=lambda item: len(item[1].source))
         sources = [assemble([unit for _, unit in piece]) for piece in pieces]
+        identity = self._compiler_identity()
 
-        def build(source: str, piece: list[tuple[str, SourceUnit]]) -> tuple[bytes, float]:
+        def build(source: str, piece: list[tuple[str, SourceUnit]]):
             start = time.perf_counter()
-            return self._build(source, piece[0][1].entry), time.perf_counter() - start
-
-        start = time.perf_counter()
-        if len(pieces) == 1:
-            results = [build(sources[0], pieces[0])]
-        else:
-            with ThreadPoolExecutor(max_workers=len(pieces),
-                                    thread_name_prefix="gingham-compile") as pool:
-                futures = [pool.submit(build, source, piece)
-                           for source, piece in zip(sources, pieces)]
-                results = [future.result() for future in futures]
-        debug_print(1, f"{self.id}: compiled {len(misses)} kernel(s) in {len(pieces)} "
-                    f"piece(s) in {(time.perf_counter() - start) * 1e3:.1f} ms (longest piece "
-                    f"{max(seconds for _, seconds in results) * 1e3:.1f} ms)")
-        built: dict[str, Kernel] = {}
-        for source, piece, (binary, _) in zip(sources, pieces, results):
-            self.stats.compiles += 1
-            piece_key = DiskCache.key(self.cache_namespace, "piece", source,
-                                      self._compiler_identity())
-            entries = [unit.entry for _, unit in piece]
+            binary = self._build(source, piece[0][1].entry)
+            piece_key = DiskCache.key(self.cache_namespace, "piece", source, identity)
             try:
-                kernels = self._load_many(binary, entries, piece_key)
+                kernels = self._load_many(binary, [unit.entry for _, unit in piece], piece_key)
             except KernelCompileError:
                 raise
             except Exception as exc:  # noqa: BLE001
                 raise self.compile_error(source, f"the compiled kernels did not load: {exc}",
                                          "") from None
+            return binary, piece_key, kernels, time.perf_counter() - start
+
+        start = time.perf_counter()
+        if len(pieces) == 1:
+            results = [build(sources[0], pieces[0])]
+        else:
+            heaviest_first = sorted(range(len(pieces)), key=lambda i: -len(sources[i]))
+            with ThreadPoolExecutor(max_workers=min(jobs, len(pieces)),
+                                    thread_name_prefix="gingham-compile") as pool:
+                futures = {i: pool.submit(build, sources[i], pieces[i]) for i in heaviest_first}
+                results = [futures[i].result() for i in range(len(pieces))]
+        debug_print(1, f"{self.id}: compiled {len(misses)} kernel(s) in {len(pieces)} "
+                    f"piece(s) on {min(jobs, len(pieces))} worker(s) in "
+                    f"{(time.perf_counter() - start) * 1e3:.1f} ms (longest piece "
+                    f"{max(r[3] for r in results) * 1e3:.1f} ms)")
+        built: dict[str, Kernel] = {}
+        for piece, (binary, piece_key, kernels, _) in zip(pieces, results):
+            self.stats.compiles += 1
             # The piece first, then the pointers to it: a pointer never names a missing piece
             # (unless it is damaged later, which reads as a miss).
             cache.put(piece_key, binary)
@@ -543,6 +549,9 @@ class Device(abc.ABC):
 
     @abc.abstractmethod
     def _synchronize(self) -> None: ...
+
+
+_PIECES_PER_JOB = 3
 
 
 def _cores() -> int:
