@@ -466,6 +466,12 @@ class Device(abc.ABC):
                     f"piece(s) on {min(jobs, len(pieces))} worker(s) in "
                     f"{(time.perf_counter() - start) * 1e3:.1f} ms (longest piece "
                     f"{max(r[3] for r in results) * 1e3:.1f} ms)")
+        for i in sorted(range(len(pieces)), key=lambda i: -results[i][3])[:5]:
+            # Level 2: the slowest pieces, to find a kernel that a driver compiles slowly.
+            debug_print(2, f"{self.id}: piece of {len(pieces[i])} kernel(s), "
+                        f"{len(sources[i])} chars: {results[i][3] * 1e3:.1f} ms "
+                        f"({', '.join(unit.entry for _, unit in pieces[i][:4])}"
+                        f"{', ...' if len(pieces[i]) > 4 else ''})")
         built: dict[str, Kernel] = {}
         for piece, (binary, piece_key, kernels, _) in zip(pieces, results):
             self.stats.compiles += 1
