@@ -11,12 +11,13 @@ environment variable      field
 ``GINGHAM_CC``            ``cc``: the C compiler of the ``cpu`` device
 ``GINGHAM_NUM_THREADS``   ``num_threads``: OpenMP threads of ``cpu`` kernels
 ``GINGHAM_CUDA_GRAPHS``   ``cuda_graphs``: replay CUDA executables as CUDA graphs (1/0)
+``GINGHAM_COMPILE_JOBS``  ``compile_jobs``: native compilations run at once (default: cores)
 ``GINGHAM_CONFIG_FILE``   where the user config file lives
 ========================  =============================================================
 
 The user config file is JSON (``platformdirs.user_config_dir("gingham")/config.json``); it may
 hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``,
-``cuda_graphs``.
+``cuda_graphs``, ``compile_jobs``.
 ``gingham devices --set-default ID`` writes ``{"device": ID}`` into it.
 
 Example::
@@ -71,6 +72,9 @@ class Config:
     ``num_threads``: OpenMP threads for ``cpu`` kernels (None: the OpenMP default).
     ``cuda_graphs``: replay a compiled program on a CUDA device as one CUDA graph launch
     instead of one launch per kernel.
+    ``compile_jobs``: how many pieces of a program compile at once (C compiler processes,
+    OpenCL builds, NVRTC calls); None: one per core this process may use. 1 compiles a
+    program as one translation unit.
     ``config_file``: where the user config file is read from and written to.
     """
 
@@ -81,11 +85,13 @@ class Config:
     cflags: tuple[str, ...] = DEFAULT_CFLAGS
     num_threads: int | None = None
     cuda_graphs: bool = True
+    compile_jobs: int | None = None
     config_file: Path = field(default_factory=lambda: default_config_file())
 
 
 # Fields the user config file may set (config_file itself is chosen by the environment only).
-_FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "cuda_graphs")
+_FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "cuda_graphs",
+                "compile_jobs")
 
 
 def default_config_file() -> Path:
@@ -186,7 +192,7 @@ def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
             values[key] = Path(str(value)).expanduser()
         elif key == "debug":
             values[key] = _parse_int(where, value, 0, MAX_DEBUG)
-        elif key == "num_threads":
+        elif key in ("num_threads", "compile_jobs"):
             values[key] = None if value is None else _parse_int(where, value, 1, None)
         elif key == "cuda_graphs":
             values[key] = _parse_bool(where, value)
@@ -213,6 +219,9 @@ def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
                                            env["GINGHAM_NUM_THREADS"], 1, None)
     if env.get("GINGHAM_CUDA_GRAPHS"):
         values["cuda_graphs"] = _parse_bool("GINGHAM_CUDA_GRAPHS", env["GINGHAM_CUDA_GRAPHS"])
+    if env.get("GINGHAM_COMPILE_JOBS"):
+        values["compile_jobs"] = _parse_int("GINGHAM_COMPILE_JOBS",
+                                            env["GINGHAM_COMPILE_JOBS"], 1, None)
     return values
 
 

@@ -35,15 +35,17 @@ import abc
 import collections
 import ctypes
 import dataclasses
+import os
 import time
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from gingham.cache import DiskCache
-from gingham.config import debug_print
+from gingham.config import debug_print, get_config
 from gingham.errors import DeviceError, DeviceMemoryError, KernelCompileError
 
 DEVICE_KINDS = ("cpu", "gpu", "accelerator", "reference")
@@ -252,6 +254,18 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<Kernel {self.entry} on {self.device.id} key={self.key[:12]}>"
+
+
+@dataclass(frozen=True)
+class SourceUnit:
+    """One kernel's complete source (helpers included) and its entry point's name.
+
+    The unit of caching of :meth:`Device.compile_units`: its key is the source and the entry,
+    so a kernel built once (alone or among others) is found again by any program that has it.
+    """
+
+    entry: str
+    source: str
 
 
 ScalarOrBuffer = Buffer | int | float | np.generic
@@ -490,7 +504,7 @@ class Device(abc.ABC):
         kernels: list[Kernel] | None = None
         if binary is not None:
             try:
-                kernels = [self._load(binary, e, key) for e in entries]
+                kernels = self._load_many(binary, entries, key)
                 self.stats.cache_hits += 1
             except Exception as exc:  # noqa: BLE001 - a stale binary: rebuild it
                 debug_print(1, f"{self.id}: cached binary {key[:12]} did not load ({exc}); "
@@ -503,7 +517,7 @@ class Device(abc.ABC):
             debug_print(1, f"{self.id}: compiled {len(entries)} kernels in "
                         f"{(time.perf_counter() - start) * 1e3:.1f} ms")
             try:
-                kernels = [self._load(binary, e, key) for e in entries]
+                kernels = self._load_many(binary, entries, key)
             except KernelCompileError:
                 raise
             except Exception as exc:  # noqa: BLE001
@@ -513,6 +527,137 @@ class Device(abc.ABC):
         for entry, kernel in zip(entries, kernels):
             self._kernels[f"{key}:{entry}"] = kernel
         return kernels
+
+    def compile_units(self, units: Sequence[SourceUnit],
+                      assemble: Callable[[Sequence[SourceUnit]], str] | None = None,
+                      jobs: int | None = None) -> list[Kernel]:
+        """Compile many kernels, each cached on disk by its own source, in parallel pieces.
+
+        What is cached (in this process, or on disk from any earlier program that had the same
+        kernel) is loaded; the rest is split into translation units ("pieces") of about equal
+        source length, a few per worker, that ``jobs`` workers compile at once (default
+        ``config.compile_jobs``, else one per core; 1: a single piece): C compiler processes,
+        or driver builds in threads (pyopencl and cuda-python release the GIL while the driver
+        compiles; NVRTC is thread-safe). Each worker also loads what it built. ``assemble`` makes one translation unit of several
+        units (default: their sources joined; pass the renderer's when the sources share
+        helper definitions). Units with the same entry and source compile once.
+
+        On disk, a piece's binary is stored once under its own key, and every kernel's key
+        holds the piece's key: a kernel is found from its own source whatever it was built
+        with. A damaged or missing entry is a miss, rebuilt.
+
+        Example::
+
+            >>> k1, k2 = dev.compile_units([SourceUnit("f", SRC_F), SourceUnit("g", SRC_G)])
+        """
+        units = list(units)
+        assemble = assemble or (lambda group: "\n".join(u.source for u in group))
+        identity = self._compiler_identity()
+        keys = [DiskCache.key(self.cache_namespace, "unit", u.source, u.entry, identity)
+                for u in units]
+        found: dict[str, Kernel] = {}
+        pending: dict[str, SourceUnit] = {}
+        for key, unit in zip(keys, units):
+            kernel = self._kernels.get(key)
+            if kernel is not None:
+                found[key] = kernel
+                self.stats.cache_hits += 1
+            elif key not in pending:
+                pending[key] = unit
+        cache = DiskCache(self.cache_namespace)
+        if pending:
+            found.update(self._load_cached_units(cache, pending))
+        misses = [(key, unit) for key, unit in pending.items() if key not in found]
+        if misses:
+            found.update(self._build_units(cache, misses, assemble, jobs))
+        return [found[key] for key in keys]
+
+    def _load_cached_units(self, cache: DiskCache,
+                           pending: dict[str, SourceUnit]) -> dict[str, Kernel]:
+        """The kernels of ``pending`` whose piece is on disk, each piece loaded once."""
+        by_piece: dict[str, list[str]] = {}
+        for key in pending:
+            pointer = cache.get(key)
+            if pointer is None:
+                continue
+            piece = pointer.decode("ascii", errors="replace")
+            if len(piece) != 64 or any(c not in "0123456789abcdef" for c in piece):
+                cache.delete(key)  # not a piece key: damaged, rebuild the kernel
+                continue
+            by_piece.setdefault(piece, []).append(key)
+        loaded: dict[str, Kernel] = {}
+        for piece, unit_keys in by_piece.items():
+            binary = cache.get(piece)
+            if binary is None:
+                continue  # the piece was damaged or removed: its kernels are rebuilt
+            entries = [pending[key].entry for key in unit_keys]
+            try:
+                kernels = self._load_many(binary, entries, piece)
+            except Exception as exc:  # noqa: BLE001 - a stale binary: rebuild its kernels
+                debug_print(1, f"{self.id}: cached binary {piece[:12]} did not load ({exc}); "
+                            "rebuilding")
+                cache.delete(piece)
+                continue
+            for key, kernel in zip(unit_keys, kernels):
+                loaded[key] = self._kernels[key] = kernel
+            self.stats.cache_hits += 1
+        return loaded
+
+    def _build_units(self, cache: DiskCache, misses: list[tuple[str, SourceUnit]],
+                     assemble: Callable[[Sequence[SourceUnit]], str],
+                     jobs: int | None) -> dict[str, Kernel]:
+        """Build ``misses`` in concurrent pieces; store and load each piece."""
+        jobs = jobs or get_config().compile_jobs or _cores()
+        # Source length is only a guess at compile time (one kernel may take a driver far
+        # longer than its length says), so there are a few pieces per worker: a worker that
+        # finishes early takes the next piece instead of idling behind a slow one.
+        parts = 1 if jobs == 1 else _PIECES_PER_JOB * jobs
+        pieces = split_evenly(misses, parts, weight=lambda item: len(item[1].source))
+        sources = [assemble([unit for _, unit in piece]) for piece in pieces]
+        identity = self._compiler_identity()
+
+        def build(source: str, piece: list[tuple[str, SourceUnit]]):
+            start = time.perf_counter()
+            binary = self._build(source, piece[0][1].entry)
+            piece_key = DiskCache.key(self.cache_namespace, "piece", source, identity)
+            try:
+                kernels = self._load_many(binary, [unit.entry for _, unit in piece], piece_key)
+            except KernelCompileError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise self.compile_error(source, f"the compiled kernels did not load: {exc}",
+                                         "") from None
+            return binary, piece_key, kernels, time.perf_counter() - start
+
+        start = time.perf_counter()
+        if len(pieces) == 1:
+            results = [build(sources[0], pieces[0])]
+        else:
+            heaviest_first = sorted(range(len(pieces)), key=lambda i: -len(sources[i]))
+            with ThreadPoolExecutor(max_workers=min(jobs, len(pieces)),
+                                    thread_name_prefix="gingham-compile") as pool:
+                futures = {i: pool.submit(build, sources[i], pieces[i]) for i in heaviest_first}
+                results = [futures[i].result() for i in range(len(pieces))]
+        debug_print(1, f"{self.id}: compiled {len(misses)} kernel(s) in {len(pieces)} "
+                    f"piece(s) on {min(jobs, len(pieces))} worker(s) in "
+                    f"{(time.perf_counter() - start) * 1e3:.1f} ms (longest piece "
+                    f"{max(r[3] for r in results) * 1e3:.1f} ms)")
+        for i in sorted(range(len(pieces)), key=lambda i: -results[i][3])[:5]:
+            # Level 2: the slowest pieces, to find a kernel that a driver compiles slowly.
+            debug_print(2, f"{self.id}: piece of {len(pieces[i])} kernel(s), "
+                        f"{len(sources[i])} chars: {results[i][3] * 1e3:.1f} ms "
+                        f"({', '.join(unit.entry for _, unit in pieces[i][:4])}"
+                        f"{', ...' if len(pieces[i]) > 4 else ''})")
+        built: dict[str, Kernel] = {}
+        for piece, (binary, piece_key, kernels, _) in zip(pieces, results):
+            self.stats.compiles += 1
+            # The piece first, then the pointers to it: a pointer never names a missing piece
+            # (unless it is damaged later, which reads as a miss).
+            cache.put(piece_key, binary)
+            for (key, _), kernel in zip(piece, kernels):
+                cache.put(key, piece_key.encode("ascii"))
+                built[key] = self._kernels[key] = kernel
+        return built
 
     def compile_error(self, source: str, message: str, log: str) -> KernelCompileError:
         """A KernelCompileError with the compiler's log and the saved source's path."""
@@ -597,6 +742,11 @@ class Device(abc.ABC):
     def _load(self, binary: bytes, entry: str, key: str) -> Kernel:
         """Load a binary and find ``entry`` in it (any exception: it did not load)."""
 
+    def _load_many(self, binary: bytes, entries: Sequence[str], key: str) -> list[Kernel]:
+        """Load a binary once and find every one of ``entries`` in it (backends override
+        this when loading is expensive: a dlopen, a program build, a module load)."""
+        return [self._load(binary, entry, key) for entry in entries]
+
     @abc.abstractmethod
     def _launch(self, kernel: Kernel, args: list[Buffer | np.generic],
                 global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
@@ -617,6 +767,34 @@ def _launch_sizes(global_size: Sequence[int], local_size: Sequence[int] | None
     if len(global_size) > 3:
         raise ValueError(f"at most 3 launch dimensions, got {global_size}")
     return global_size, local_size
+
+
+_PIECES_PER_JOB = 3
+
+
+def _cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def split_evenly(items: Sequence, parts: int, weight: Callable[[Any], float]) -> list[list]:
+    """At most ``parts`` non-empty groups of about equal total weight, each in input order.
+
+    Greedy: the heaviest remaining item goes to the lightest group. Deterministic: ties go to
+    the earlier item and the earlier group. Example::
+
+        >>> split_evenly([5, 1, 1, 3], 2, weight=lambda x: x)
+        [[5], [1, 1, 3]]
+    """
+    parts = max(1, min(parts, len(items)))
+    groups: list[list[int]] = [[] for _ in range(parts)]
+    totals = [0.0] * parts
+    for index in sorted(range(len(items)), key=lambda i: (-weight(items[i]), i)):
+        lightest = min(range(parts), key=lambda g: (totals[g], g))
+        groups[lightest].append(index)
+        totals[lightest] += weight(items[index])
+    return [[items[i] for i in sorted(group)] for group in groups if group]
 
 
 def host_buffer(device: Device, nbytes: int, alignment: int = 64) -> Buffer:

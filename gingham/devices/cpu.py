@@ -235,7 +235,11 @@ class CPUDevice(Device):
         return binary
 
     def _load(self, binary: bytes, entry: str, key: str) -> Kernel:
-        # dlopen needs a file; once loaded, the mapping outlives the unlinked file.
+        return self._load_many(binary, [entry], key)[0]
+
+    def _load_many(self, binary: bytes, entries, key: str) -> list[Kernel]:
+        # dlopen needs a file; once loaded, the mapping outlives the unlinked file. One
+        # dlopen per shared object, however many kernels it holds.
         fd, path = tempfile.mkstemp(prefix=f"gingham-{key[:12]}-", suffix=".so")
         try:
             with os.fdopen(fd, "wb") as f:
@@ -243,16 +247,19 @@ class CPUDevice(Device):
             library = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
         finally:
             os.unlink(path)
-        try:
-            function = getattr(library, entry)
-        except AttributeError:
-            raise DeviceError(f"the shared object has no exported function {entry!r} "
-                              "(is it misspelled or declared static?)") from None
-        function.restype = None
         if self.num_threads is not None and hasattr(library, "omp_set_num_threads"):
             # Sets the calling thread's OpenMP default for every later parallel region.
             library.omp_set_num_threads(ctypes.c_int(self.num_threads))
-        return Kernel(self, entry, key, function, keepalive=library)
+        kernels = []
+        for entry in entries:
+            try:
+                function = getattr(library, entry)
+            except AttributeError:
+                raise DeviceError(f"the shared object has no exported function {entry!r} "
+                                  "(is it misspelled or declared static?)") from None
+            function.restype = None
+            kernels.append(Kernel(self, entry, key, function, keepalive=library))
+        return kernels
 
     def _launch(self, kernel: Kernel, args: list, global_size: tuple[int, ...],
                 local_size: tuple[int, ...] | None, shared_bytes: int) -> None:

@@ -138,7 +138,7 @@ class CUDADevice(Device):
             compiler_version=f"NVRTC {nvrtc_major}.{nvrtc_minor} -> {self.target}",
             compute_capability=self.arch))
         self._context = None
-        self._shared_limits: dict[str, int] = {}  # kernel key -> dynamic shared bytes allowed
+        self._shared_limits: dict[str, int] = {}  # key:entry -> dynamic shared bytes allowed
 
     # ---- context ----------------------------------------------------------------------
 
@@ -206,17 +206,29 @@ class CUDADevice(Device):
             nvrtc.nvrtcDestroyProgram(program)
 
     def _load(self, binary: bytes, entry: str, key: str) -> Kernel:
+        return self._load_many(binary, [entry], key)[0]
+
+    def _load_many(self, binary: bytes, entries, key: str) -> list[Kernel]:
         self._activate()
-        # cuModuleLoadData takes a cubin or NUL-terminated PTX (which it JIT-compiles).
+        # cuModuleLoadData takes a cubin or NUL-terminated PTX (which it JIT-compiles); one
+        # module per binary, however many kernels it holds.
         module = _check(driver.cuModuleLoadData(binary), "cuModuleLoadData")
-        try:
-            function = _check(driver.cuModuleGetFunction(module, entry.encode()),
-                              "cuModuleGetFunction")
-        except CUDAError:
-            driver.cuModuleUnload(module)
-            raise DeviceError(f'no kernel named {entry!r}; declare it extern "C" __global__ '
-                              "so that its name is not mangled") from None
-        return Kernel(self, entry, key, function, keepalive=module)
+        kernels = []
+        for entry in entries:
+            try:
+                function = _check(driver.cuModuleGetFunction(module, entry.encode()),
+                                  "cuModuleGetFunction")
+            except CUDAError:
+                if not kernels:
+                    driver.cuModuleUnload(module)
+                raise DeviceError(f'no kernel named {entry!r}; declare it extern "C" '
+                                  "__global__ so that its name is not mangled") from None
+            kernels.append(Kernel(self, entry, key, function, keepalive=module))
+        return kernels
+
+    def compile_units(self, units, assemble=None, jobs=None):
+        self._activate()  # retain the context here, before pieces load in several threads
+        return super().compile_units(units, assemble, jobs)
 
     def _launch(self, kernel: Kernel, args: list, global_size: tuple[int, ...],
                 local_size: tuple[int, ...] | None, shared_bytes: int) -> None:

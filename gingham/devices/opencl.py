@@ -190,15 +190,26 @@ class OpenCLDevice(Device):
         return bytes(binaries[0])
 
     def _load(self, binary: bytes, entry: str, key: str) -> Kernel:
+        return self._load_many(binary, [entry], key)[0]
+
+    def _load_many(self, binary: bytes, entries, key: str) -> list[Kernel]:
+        # One program object per binary, however many kernels it holds.
         program = cl.Program(self.context, [self.cl_device], [binary])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             program.build(options=list(self.build_options))
-        try:
-            kernel = cl.Kernel(program, entry)
-        except cl.Error as exc:
-            raise DeviceError(f"no __kernel named {entry!r} in the program ({exc})") from None
-        return Kernel(self, entry, key, kernel, keepalive=program)
+        kernels = []
+        for entry in entries:
+            try:
+                kernel = cl.Kernel(program, entry)
+            except cl.Error as exc:
+                raise DeviceError(f"no __kernel named {entry!r} in the program ({exc})") from None
+            kernels.append(Kernel(self, entry, key, kernel, keepalive=program))
+        return kernels
+
+    def compile_units(self, units, assemble=None, jobs=None):
+        self.context  # noqa: B018 - create it here, before builds run in several threads
+        return super().compile_units(units, assemble, jobs)
 
     def _launch(self, kernel: Kernel, args: list, global_size: tuple[int, ...],
                 local_size: tuple[int, ...] | None, shared_bytes: int) -> None:
