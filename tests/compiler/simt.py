@@ -312,7 +312,10 @@ class Simulator:
         if isinstance(e, k.Call):
             args = [self.expr(a, mask) for a in e.args]
             fn = {"relu": lambda x: np.maximum(x, 0), "max": np.maximum, "min": np.minimum,
-                  "exp": np.exp, "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs}
+                  "exp": np.exp, "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs,
+                  # a half-precision value kept in float32 registers, rounded to its type
+                  "round_float16": lambda x: x.astype(np.float16).astype(np.float32),
+                  "round_bfloat16": lambda x: x.astype(ml_dtypes.bfloat16).astype(np.float32)}
             return fn[e.fn](*args).astype(_numpy_type(e.dtype))
         raise NotImplementedError(type(e).__name__)
 
