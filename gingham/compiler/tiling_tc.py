@@ -66,6 +66,9 @@ VECTOR = 8
 SHARED_LIMIT = 48 * 1024
 #: Keep im2col operands (reads that overlap between K steps) in L1 as well as L2.
 L1_FOR_OVERLAPPING_READS = True
+#: Fragment register sets: 2 loads the next k16 step's fragments while this step's products
+#: run (more registers); 1 loads them after the products.
+FRAGMENT_SETS = 2
 #: Split K into slices of at least this many TK steps.
 MIN_SLICE_K_TILES = 8
 #: Split K until there are about this many blocks per multiprocessor.
@@ -495,15 +498,18 @@ class TensorCoreKernel(TiledKernel):
             k.WarpOp("cp_async_commit"),
         ]
         k16_steps = self.cfg.tile_k // 16
+        two = FRAGMENT_SETS == 2
         for kk in range(k16_steps):
-            half = kk % 2
+            half = kk % 2 if two else 0
             if kk + 1 < k16_steps:
-                stmts += self.fragment_loads(read, kk + 1, 1 - half)
+                loads = self.fragment_loads(read, kk + 1, 1 - half if two else 0)
             else:
-                stmts += [k.WarpOp("cp_async_wait", variant=str(stages - 2)), k.Barrier(),
-                          k.If(k.BinOp("<", e.add(kt, 1), steps, "bool"),
-                               k.block(*self.fragment_loads(e.v("gt_nx"), 0, 1 - half)))]
-            stmts.append(self.products(half))
+                loads = [k.WarpOp("cp_async_wait", variant=str(stages - 2)), k.Barrier(),
+                         k.If(k.BinOp("<", e.add(kt, 1), steps, "bool"),
+                              k.block(*self.fragment_loads(e.v("gt_nx"), 0, 0)))]  # even
+            # One set: the next fragments overwrite this step's, so they load after its
+            # products (the barrier still comes before the last ones, as with two sets).
+            stmts += loads + [self.products(half)] if two else [self.products(half)] + loads
         stmts.append(k.Assign("gt_rd", e.v("gt_nx")))
         return k.block(*stmts)
 
@@ -528,8 +534,8 @@ class TensorCoreKernel(TiledKernel):
                             k.Const(0.0, "float32"))
         body += [
             k.LocalArray("gt_acc", "float32", (self.mi, self.ni, 4), "register"),
-            k.LocalArray("gt_af", "uint32", (2, self.mi, 4), "register"),
-            k.LocalArray("gt_bf", "uint32", (2, self.ni, 2), "register"),
+            k.LocalArray("gt_af", "uint32", (FRAGMENT_SETS, self.mi, 4), "register"),
+            k.LocalArray("gt_bf", "uint32", (FRAGMENT_SETS, self.ni, 2), "register"),
             k.For("gt_mi", 0, self.mi, k.For("gt_ni", 0, self.ni, k.For(
                 "gt_q", 0, 4, zero, kind="unroll"), kind="unroll"), kind="unroll"),
         ]
