@@ -42,6 +42,11 @@ CONV_SWEEP = (TcConfig(128, 64, 2, 2, stages=3), TcConfig(128, 64, 2, 2, stages=
               TcConfig(64, 64, 2, 2, stages=4), TcConfig(128, 64, 2, 2, tile_k=64),
               TcConfig(128, 128, 2, 2, stages=4))
 
+#: Configurations --variants times on the conv forward: register caps for 4 blocks a
+#: multiprocessor, smaller tiles.
+VARIANTS = (TcConfig(128, 64, 2, 2, min_blocks=4), TcConfig(64, 64, 2, 2, stages=4),
+            TcConfig(64, 64, 2, 2, stages=4, min_blocks=6))
+
 
 def conv_sweep(device, repeats: int, batch: int = 128, configs=CONV_SWEEP) -> None:
     """The conv forward with each configuration of ``configs``, checked against cuDNN."""
@@ -233,9 +238,9 @@ def main() -> int:
     parser.add_argument("--only", choices=("gemm", "conv"), help="run only these rows")
     parser.add_argument("--conv-sweep", action="store_true",
                         help="also time the conv forward with each configuration of CONV_SWEEP")
-    parser.add_argument("--one-fragment-set", action="store_true",
-                        help="also time bf16 GEMM 8192 and the conv forward with "
-                        "tiling_tc.FRAGMENT_SETS = 1")
+    parser.add_argument("--variants", action="store_true",
+                        help="also time the conv forward with each configuration of VARIANTS, "
+                        "and it and bf16 GEMM 8192 with tiling_tc.FRAGMENT_SETS = 1")
     parser.add_argument("--sweep", action="store_true",
                         help="also time bf16 GEMM 8192 with each configuration of SWEEP")
     args = parser.parse_args()
@@ -275,7 +280,8 @@ def main() -> int:
             bench_conv(device, rows, args.repeats)
     except Exception as exc:  # noqa: BLE001
         print(f"conv: FAILED {type(exc).__name__}: {exc}"[:3000])
-    if args.one_fragment_set:
+    if args.variants:
+        conv_sweep(device, args.repeats, configs=VARIANTS)
         sets = tiling_tc.FRAGMENT_SETS
         tiling_tc.FRAGMENT_SETS = 1
         print("with one fragment set:", flush=True)

@@ -15,10 +15,16 @@ them. On CUDA devices of compute capability 8.0 or later it runs on the tensor c
   loads the warps' fragments from it. 16-byte chunks are XOR-swizzled inside each row, so
   that neither the copies nor the eight rows of an ``ldmatrix`` meet in one bank;
 * staging is ``cp.async`` (16 bytes, zero-filled where invalid) into a ring of STAGES
-  buffers, so that the copies of the next STAGES - 1 steps fly while one step computes, one
-  barrier per step. An operand whose unit-stride run is not a multiple of 8 elements, or
-  misaligned, or split by a guard (a convolution of 3 input channels) is staged element by
-  element instead (ordinary loads and shared-memory stores, same ring, same barriers);
+  buffers (each A's slice then B's), so that the copies of the next STAGES - 1 steps fly
+  while one step computes, one barrier per step. An operand whose unit-stride run is not a
+  multiple of 8 elements, or misaligned, or split by a guard (a convolution of 3 input
+  channels) is staged element by element instead (ordinary loads and shared-memory stores,
+  same ring, same barriers);
+* the k16 steps of a TK step are unrolled, and each loads its successor's fragments into a
+  second register set while its own products run; the last loads the next TK step's first
+  fragments, after the barrier (FRAGMENT_SETS = 1: after the products, one set). Every
+  ldmatrix address is the ring buffer's offset plus a per-thread swizzled offset computed
+  once before the K loop plus a constant;
 * guards (zero padding) are tested per copy, as in :mod:`tiling_gpu`: an invalid tap is
   staged as 0; ragged edges of M, N and K are guarded the same way;
 * the epilogue finalises each cell and runs the fused elementwise epilogue exactly as the
@@ -84,7 +90,8 @@ class TcConfig:
     """A tensor-core tiling: the block tile (tile_m x tile_n, stepping tile_k along K), its
     warps (warps_m x warps_n, each a (tile_m / warps_m) x (tile_n / warps_n) tile), the depth
     of the shared-memory ring, the band of ``group_m`` tile rows visited together, and the
-    number of slices of K (split-K)."""
+    number of slices of K (split-K); ``min_blocks`` > 0 caps the registers so that that many
+    blocks fit a multiprocessor (``__launch_bounds__``; the compiler spills what does not)."""
 
     tile_m: int
     tile_n: int
@@ -94,6 +101,7 @@ class TcConfig:
     stages: int = 3
     group_m: int = 8
     split: int = 1
+    min_blocks: int = 0
 
     @property
     def threads(self) -> int:
@@ -131,8 +139,9 @@ class TcConfig:
 
     def __str__(self) -> str:
         split = f", split-K {self.split}" if self.split > 1 else ""
+        bound = f", {self.min_blocks} blocks/SM" if self.min_blocks else ""
         return (f"{self.tile_m}x{self.tile_n}x{self.tile_k} tile, {self.warps_m}x{self.warps_n} "
-                f"warps of {self.warp_m}x{self.warp_n}, {self.stages} stages{split}")
+                f"warps of {self.warp_m}x{self.warp_n}, {self.stages} stages{split}{bound}")
 
 
 #: The candidates, largest first (shared memory 48, 36, 36 and 32 KiB). Measured on an H200
@@ -568,7 +577,7 @@ class TensorCoreKernel(TiledKernel):
         params = tuple(sorted(self.ctx.params.values(), key=lambda p: (p.output, p.name)))
         return k.Kernel(self.name, params, kernel_body,
                         k.Launch((self.groups * cfg.threads,), (cfg.threads,),
-                                 shared_bytes=cfg.shared_bytes),
+                                 shared_bytes=cfg.shared_bytes, min_blocks=cfg.min_blocks),
                         self.schedule(), flops=2 * view.m * view.n * view.k * view.batches,
                         uses=frozenset(self.ctx.uses),
                         scratch=(self.scratch,) if self.scratch else ())
