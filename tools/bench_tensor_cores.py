@@ -34,14 +34,11 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 #: Configurations --sweep times on the bf16 GEMM 8192 besides the chosen one.
-SWEEP = (TcConfig(128, 128, 2, 2, stages=3), TcConfig(128, 128, 2, 2, stages=4),
-         TcConfig(128, 128, 2, 2, stages=5), TcConfig(256, 128, 4, 2),
-         TcConfig(128, 256, 2, 4, stages=4), TcConfig(128, 128, 2, 2, tile_k=64))
+SWEEP = (TcConfig(128, 128, 2, 2, stages=4), TcConfig(128, 128, 2, 2, stages=5),
+         TcConfig(128, 128, 2, 2, tile_k=64))
 #: Configurations --conv-sweep times on the CIFAR conv forward (None: L1 off for im2col reads).
-CONV_SWEEP = (TcConfig(128, 64, 2, 2, stages=3), TcConfig(128, 64, 2, 2, stages=4), None,
-              TcConfig(64, 64, 2, 2, stages=4), TcConfig(128, 64, 2, 2, tile_k=64),
-              TcConfig(128, 128, 2, 2, stages=4))
-
+CONV_SWEEP = (TcConfig(128, 64, 2, 2, stages=4), TcConfig(128, 64, 4, 2),
+              TcConfig(128, 64, 2, 2, tile_k=64))
 #: Configurations --variants times on the conv forward: register caps for 4 blocks a
 #: multiprocessor, smaller tiles.
 VARIANTS = (TcConfig(128, 64, 2, 2, min_blocks=4), TcConfig(64, 64, 2, 2, stages=4),

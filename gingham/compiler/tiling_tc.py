@@ -38,13 +38,21 @@ the CUDA dialect renders (inline PTX); the ring lives in dynamic shared memory (
 whose reads overlap from one K step to the next, are copied through L1 (``cp.async.ca``).
 Anything else falls back to the float32 tiled schedule.
 
-Measured on an H200 (tools/bench_tensor_cores.py, against PyTorch 2.11 on the same device):
-bf16 GEMM 8192 at 0.51x cuBLAS (~400 TFLOP/s), fp16 GEMM 4096 at 0.46x, the CIFAR conv layer
-forward at 0.45-0.50x cuDNN channels-last, forward + backward at 0.97-1.4x. Nsight Compute
-says both are latency-bound: the GEMM kernel holds 224 registers a thread, so 8 warps a
-multiprocessor, and keeps the tensor pipe 56% busy; the conv forward (K = 576, 18 steps) spends
-its issue slots on integer index arithmetic (ALU the busiest pipe, 26%). Next steps: fewer
-registers or precomputed shared-memory addresses, fragments loaded a step ahead, wgmma (sm_90a).
+Measured on an H200 (tools/bench_tensor_cores.py, against PyTorch 2.11 in the same run):
+bf16 GEMM 8192 2.62 ms = 0.54x cuBLAS (420 TFLOP/s; 2.68 ms with one fragment set, 2.76 ms =
+0.51x before the fragments were pipelined), fp16 GEMM 4096 0.49x (0.46x before); the CIFAR
+conv layer forward 0.064 ms = 0.47x cuDNN channels-last (unchanged), forward + backward 1.25x.
+Before this round Nsight Compute found both latency-bound: the GEMM at 224 registers a thread
+(8 warps a multiprocessor) kept the tensor pipe 56% busy, stalled on fixed-latency
+dependencies (address arithmetic before each ldmatrix: now precomputed); the conv forward
+spent its issue slots on index arithmetic, a third of it in the epilogue (each cell decoded
+its coordinates inside its bounds test, so no cell shared them: 2225 PTX instructions a
+thread, now 409). Cutting it left the time unchanged; what limits it now is, presumably
+(not profiled since), latency: K = 576 is 18 steps, 1024 blocks run in 2-3 waves, and each
+block's pipeline fill is exposed (its registers went 128 -> 168, 4 -> 3 blocks a
+multiprocessor; capping them at 128 spills and measured slower, 0.073 ms). Next steps: wgmma
+(sm_90a) for the GEMM (cuBLAS, with wgmma, runs at 775 TFLOP/s); a persistent conv kernel
+that overlaps one tile's epilogue with the next tile's fill.
 
     kernels = tensor_core_contraction(plan, ctx, "k0_C", info)  # None: not for tensor cores
 """
