@@ -38,21 +38,24 @@ the CUDA dialect renders (inline PTX); the ring lives in dynamic shared memory (
 whose reads overlap from one K step to the next, are copied through L1 (``cp.async.ca``).
 Anything else falls back to the float32 tiled schedule.
 
-Measured on an H200 (tools/bench_tensor_cores.py, against PyTorch 2.11 in the same run):
-bf16 GEMM 8192 2.62 ms = 0.54x cuBLAS (420 TFLOP/s; 2.68 ms with one fragment set, 2.76 ms =
-0.51x before the fragments were pipelined), fp16 GEMM 4096 0.49x (0.46x before); the CIFAR
-conv layer forward 0.064 ms = 0.47x cuDNN channels-last (unchanged), forward + backward 1.25x.
+Measured on an H200 (tools/bench_tensor_cores.py, against PyTorch 2.11 in the same run, two
+runs): bf16 GEMM 8192 2.62-2.63 ms = 0.54x cuBLAS (420 TFLOP/s; 2.68 ms with one fragment
+set; 2.76 ms = 0.51x before the fragments were pipelined; 2.52 ms = 0.57x with TK = 64, not
+a candidate yet: measured once), fp16 GEMM 4096 0.49x (0.46x before); the CIFAR conv layer
+forward 0.064 ms = 0.47-0.49x cuDNN channels-last (unchanged), forward + backward 0.197-0.201
+ms, 0.64-1.25x (cuDNN's own time moved between the runs, 0.125 and 0.251 ms).
+
 Before this round Nsight Compute found both latency-bound: the GEMM at 224 registers a thread
 (8 warps a multiprocessor) kept the tensor pipe 56% busy, stalled on fixed-latency
 dependencies (address arithmetic before each ldmatrix: now precomputed); the conv forward
-spent its issue slots on index arithmetic, a third of it in the epilogue (each cell decoded
-its coordinates inside its bounds test, so no cell shared them: 2225 PTX instructions a
-thread, now 409). Cutting it left the time unchanged; what limits it now is, presumably
+spent its issue slots on index arithmetic, about a third of it in the epilogue (each cell
+decoded its coordinates inside its bounds test, so no cell shared them: 2225 PTX
+instructions a thread, now 409). Cutting it left the time unchanged; what limits it now is, presumably
 (not profiled since), latency: K = 576 is 18 steps, 1024 blocks run in 2-3 waves, and each
 block's pipeline fill is exposed (its registers went 128 -> 168, 4 -> 3 blocks a
 multiprocessor; capping them at 128 spills and measured slower, 0.073 ms). Next steps: wgmma
-(sm_90a) for the GEMM (cuBLAS, with wgmma, runs at 775 TFLOP/s); a persistent conv kernel
-that overlaps one tile's epilogue with the next tile's fill.
+(sm_90a) for the GEMM (cuBLAS runs at 760-780 TFLOP/s); a persistent conv kernel that
+overlaps one tile's epilogue with the next tile's fill.
 
     kernels = tensor_core_contraction(plan, ctx, "k0_C", info)  # None: not for tensor cores
 """
@@ -153,10 +156,12 @@ class TcConfig:
 
 
 #: The candidates, largest first (shared memory 48, 36, 36 and 32 KiB). Measured on an H200
-#: (tools/bench_tensor_cores.py --sweep --conv-sweep): bf16 GEMM 8192 takes 2.73-2.83 ms with
-#: 128x128 tiles of 3, 4 or 5 stages or TK 64, 3.1-3.4 ms with 128x256 or 256x128 tiles (8
-#: warps); the CIFAR conv forward 0.061-0.066 ms with every 128x64 or 64x64 variant. Deeper
-#: rings buy nothing there, so the candidates stay within the 48 KiB every device allows.
+#: (tools/bench_tensor_cores.py --sweep --conv-sweep), first round: bf16 GEMM 8192 took
+#: 2.73-2.83 ms with 128x128 tiles of 3, 4 or 5 stages or TK 64, 3.1-3.4 ms with 128x256 or
+#: 256x128 tiles (8 warps); the CIFAR conv forward 0.061-0.066 ms with every 128x64 or 64x64
+#: variant. With the fragments pipelined: GEMM 2.63 ms (3 stages), 2.64-2.65 (4, 5 stages),
+#: 2.52 (TK 64, 96 KiB); conv 0.064 (3 or 4 stages), 0.065 (TK 64), 0.069 (4x2 warps of
+#: 32x32), 0.066 (64x64), 0.073 and 0.093 with registers capped for 4 (6) blocks.
 CANDIDATES: tuple[TcConfig, ...] = (
     TcConfig(128, 128, 2, 2),
     TcConfig(128, 64, 2, 2),
