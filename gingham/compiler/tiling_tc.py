@@ -45,14 +45,14 @@ a candidate yet: measured once), fp16 GEMM 4096 0.49x (0.46x before); the CIFAR 
 forward 0.064 ms = 0.47-0.49x cuDNN channels-last (unchanged), forward + backward 0.197-0.201
 ms, 0.64-1.25x (cuDNN's own time moved between the runs, 0.125 and 0.251 ms).
 
-Before this round Nsight Compute found both latency-bound: the GEMM at 224 registers a thread
-(8 warps a multiprocessor) kept the tensor pipe 56% busy, stalled on fixed-latency
+Before this round Nsight Compute found both latency-bound: the GEMM at 224 registers a
+thread (8 warps a multiprocessor) kept the tensor pipe 56% busy, stalled on fixed-latency
 dependencies (address arithmetic before each ldmatrix: now precomputed); the conv forward
 spent its issue slots on index arithmetic, about a third of it in the epilogue (each cell
 decoded its coordinates inside its bounds test, so no cell shared them: 2225 PTX
-instructions a thread, now 409). Cutting it left the time unchanged; what limits it now is, presumably
-(not profiled since), latency: K = 576 is 18 steps, 1024 blocks run in 2-3 waves, and each
-block's pipeline fill is exposed (its registers went 128 -> 168, 4 -> 3 blocks a
+instructions a thread, now 409). Cutting it left the time unchanged; what limits it now is,
+presumably (not profiled since), latency: K = 576 is 18 steps, 1024 blocks run in 2-3 waves,
+and each block's pipeline fill is exposed (its registers went 128 -> 168, 4 -> 3 blocks a
 multiprocessor; capping them at 128 spills and measured slower, 0.073 ms). Next steps: wgmma
 (sm_90a) for the GEMM (cuBLAS runs at 760-780 TFLOP/s); a persistent conv kernel that
 overlaps one tile's epilogue with the next tile's fill.
