@@ -34,17 +34,19 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 #: Configurations --sweep times on the bf16 GEMM 8192 besides the chosen one.
-SWEEP = (TcConfig(128, 128, 2, 2, stages=3), TcConfig(128, 128, 2, 2, stages=4),
-         TcConfig(128, 128, 2, 2, stages=5), TcConfig(256, 128, 4, 2),
-         TcConfig(128, 256, 2, 4, stages=4), TcConfig(128, 128, 2, 2, tile_k=64))
+SWEEP = (TcConfig(128, 128, 2, 2, stages=4), TcConfig(128, 128, 2, 2, stages=5),
+         TcConfig(128, 128, 2, 2, tile_k=64))
 #: Configurations --conv-sweep times on the CIFAR conv forward (None: L1 off for im2col reads).
-CONV_SWEEP = (TcConfig(128, 64, 2, 2, stages=3), TcConfig(128, 64, 2, 2, stages=4), None,
-              TcConfig(64, 64, 2, 2, stages=4), TcConfig(128, 64, 2, 2, tile_k=64),
-              TcConfig(128, 128, 2, 2, stages=4))
+CONV_SWEEP = (TcConfig(128, 64, 2, 2, stages=4), TcConfig(128, 64, 4, 2),
+              TcConfig(128, 64, 2, 2, tile_k=64))
+#: Configurations --variants times on the conv forward: register caps for 4 blocks a
+#: multiprocessor, smaller tiles.
+VARIANTS = (TcConfig(128, 64, 2, 2, min_blocks=4), TcConfig(64, 64, 2, 2, stages=4),
+            TcConfig(64, 64, 2, 2, stages=4, min_blocks=6))
 
 
-def conv_sweep(device, repeats: int, batch: int = 128) -> None:
-    """The conv forward with each configuration of CONV_SWEEP, checked against cuDNN."""
+def conv_sweep(device, repeats: int, batch: int = 128, configs=CONV_SWEEP) -> None:
+    """The conv forward with each configuration of ``configs``, checked against cuDNN."""
     rng = np.random.default_rng(1)
     x = rng.standard_normal((batch, 32, 32, 64), np.float32).astype(BF16)
     w = (rng.standard_normal((3, 3, 64, 64), np.float32) / 24).astype(BF16)
@@ -52,7 +54,7 @@ def conv_sweep(device, repeats: int, batch: int = 128) -> None:
     tw = to_torch(w).permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)
     expected = from_torch(F.conv2d(tx, tw, padding=1).permute(0, 2, 3, 1))
     chooser = tiling_tc.choose_config
-    for config in CONV_SWEEP:
+    for config in configs:
         if config is None:  # the chosen configuration, copies through L2 only
             tiling_tc.L1_FOR_OVERLAPPING_READS = False
         else:
@@ -233,6 +235,9 @@ def main() -> int:
     parser.add_argument("--only", choices=("gemm", "conv"), help="run only these rows")
     parser.add_argument("--conv-sweep", action="store_true",
                         help="also time the conv forward with each configuration of CONV_SWEEP")
+    parser.add_argument("--variants", action="store_true",
+                        help="also time the conv forward with each configuration of VARIANTS, "
+                        "and it and bf16 GEMM 8192 with tiling_tc.FRAGMENT_SETS = 1")
     parser.add_argument("--sweep", action="store_true",
                         help="also time bf16 GEMM 8192 with each configuration of SWEEP")
     args = parser.parse_args()
@@ -272,6 +277,16 @@ def main() -> int:
             bench_conv(device, rows, args.repeats)
     except Exception as exc:  # noqa: BLE001
         print(f"conv: FAILED {type(exc).__name__}: {exc}"[:3000])
+    if args.variants:
+        conv_sweep(device, args.repeats, configs=VARIANTS)
+        sets = tiling_tc.FRAGMENT_SETS
+        tiling_tc.FRAGMENT_SETS = 1
+        print("with one fragment set:", flush=True)
+        try:
+            bench_gemm(device, rows, 8192, BF16, args.repeats)
+            conv_sweep(device, args.repeats, configs=(tiling_tc.CANDIDATES[1],))
+        finally:
+            tiling_tc.FRAGMENT_SETS = sets
     if args.out:
         with open(args.out, "w") as handle:
             json.dump(rows, handle, indent=1)

@@ -270,6 +270,7 @@ class Launch:
     global_size: tuple[int, ...]
     local_size: tuple[int, ...] | None = None
     shared_bytes: int = 0  # CUDA dynamic shared memory per block (a ``dynamic`` LocalArray)
+    min_blocks: int = 0  # CUDA: blocks per multiprocessor to fit in registers (launch bounds)
 
 
 @dataclass(frozen=True)

@@ -867,12 +867,15 @@ class TiledKernel:
         values = dict(self.batch_env())
         values.update(e.decode(e.v("gt_m"), view.a.group, view.a.extents))
         values.update(e.decode(e.v("gt_n"), view.b.group, view.b.extents))
-        cell_stmts: list[k.Stmt] = [k.Declare(v, self.itype, values[v]) for v in nc.out_vars]
+        # The cell's coordinates and flat index before the bounds test: plain arithmetic
+        # (harmless outside), and the compiler then shares it between the cells of a row.
+        position: list[k.Stmt] = [k.Declare(v, self.itype, values[v]) for v in nc.out_vars]
         cell = [e.v(v) for v in nc.out_vars]
         flat = e.c(0)
         for var, stride in zip(nc.out_vars, row_major_strides(nc.out_shape)):
             flat = e.add(flat, e.mul(e.v(var), stride))
-        cell_stmts.append(k.Declare("gt_flat", self.itype, flat))
+        position.append(k.Declare("gt_flat", self.itype, flat))
+        cell_stmts: list[k.Stmt] = []
         if self.scratch is not None:
             # Split-K: the raw sum over this slice; the sum kernel finalises.
             scratch = self.scratch.name
@@ -889,4 +892,4 @@ class TiledKernel:
                                     registers)
         inside = k.BinOp("&&", e.lt(e.v("gt_m"), view.m), e.lt(e.v("gt_n"), view.n), "bool")
         return k.block(k.Declare("gt_m", self.itype, m), k.Declare("gt_n", self.itype, n),
-                       k.If(inside, k.block(*cell_stmts)))
+                       *position, k.If(inside, k.block(*cell_stmts)))

@@ -8,8 +8,9 @@ fragment layouts, swizzles, guards and epilogue are checked against NumPy where 
 What it checks beyond the values: loads, stores and copies stay inside their buffers (for the
 threads whose condition holds), 16-byte copies and ldmatrix rows are 16-byte aligned, shared
 memory is read only where written (unwritten shared memory holds NaN), and ``cp.async`` data is
-read only after its ``wait_group`` (copies land when waited for, never earlier). It does not
-check barriers: lockstep execution has no races.
+read only after its ``wait_group`` (copies land when waited for, never earlier; from the copy's
+issue until then its destination counts as unwritten, so a buffer overwritten while still read
+fails too). It does not check barriers: lockstep execution has no races.
 
     sim = Simulator(kernel, {"A": a_bits, "B": b_bits, "C": c_out})
     sim.run()            # every block; outputs are written into the arrays given
@@ -181,6 +182,9 @@ class Simulator:
                     chunk = self._bits(buffer, data[src[t]:src[t] + 8])
                 else:
                     chunk = np.zeros(8)
+                # Until it lands, the destination holds nothing that may be read: a buffer
+                # still being read when its next copies are issued fails as unwritten.
+                self.written[array][dst[t]:dst[t] + 8] = False
                 self.open.append((array, int(dst[t]), chunk))
             return
         assert mask.all(), f"{s.op} under a condition"

@@ -172,7 +172,8 @@ def test_cuda_device_gets_tensor_cores_for_both_types(device):
 CONFIGS = tiling_tc.CANDIDATES + (TcConfig(128, 128, 2, 2, stages=4),
                                   TcConfig(128, 128, 2, 2, stages=5), TcConfig(128, 256, 2, 4),
                                   TcConfig(128, 128, 2, 2, tile_k=64),
-                                  TcConfig(128, 64, 4, 2, stages=3))
+                                  TcConfig(128, 64, 4, 2, stages=3),
+                                  TcConfig(128, 64, 2, 2, min_blocks=4))
 
 
 def _config_case(seed):
@@ -246,6 +247,23 @@ def test_every_config_simulated(config, monkeypatch):
         (got,), schedules = _simulate(tile.function(source), arrays)
         assert str(config) in schedules[0], schedules
         _close(got, expected, got.dtype, k_size, str(config))
+
+
+@pytest.mark.parametrize("device", [None] + CUDA, ids=["simulated"] + [d.id for d in CUDA])
+def test_one_fragment_set(device, monkeypatch):
+    """Fragments loaded after the products that use the previous ones (one register set)."""
+    if device is not None and device.info.compute_capability < 80:
+        pytest.skip(f"{device.id} has no tensor-core schedule")
+    monkeypatch.setattr(tiling_tc, "FRAGMENT_SETS", 1)
+    for source, arrays, expected, k_size in _config_case(6):
+        if device is None:
+            (got,), schedules = _simulate(tile.function(source), arrays)
+        else:
+            exe = executable(tile.function(source).bind(*arrays), device)
+            schedules = [launch.schedule for launch in exe.launches]
+            (got,) = exe(*arrays)
+        assert schedules[0].startswith(TC), schedules
+        _close(got, expected, got.dtype, k_size, "one fragment set")
 
 
 def test_staging_modes_and_split_in_schedules():
