@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 
-from .ops import CONV_BATCH, GROUPS, OpBench, Settings
+from .ops import CONV_BATCH, DTYPES, GROUPS, OpBench, Settings, known_pattern
 from .report import format_table, machine_description, records, write_json
 
 # OpenBLAS reads these when NumPy loads it; set, they halve np.matmul on this project's CI
@@ -37,22 +37,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=lambda args: _help(parser))
     benches = parser.add_subparsers(dest="bench", metavar="BENCH")
     ops = benches.add_parser(
-        "ops", help="GEMM, a ResNet 3x3 conv layer (forward, backward), an elementwise chain",
-        description="Time fp32 GEMM (1024^2; also 4096^2 on GPUs), the 3x3 conv layer of a "
-                    "CIFAR ResNet (batch 128, 64->64 channels, 32x32, NHWC) forward and "
-                    "backward, and relu(X * A + B) * C over 2^24 floats, each beside PyTorch "
-                    "on the same device (and NumPy for GEMM on a CPU). ratio = baseline time / "
-                    "gingham time.")
+        "ops", help="GEMM, conv, pooling, batch norm, softmax, cross-entropy, elementwise",
+        description="Time GEMM (fp32 1024^2, also 4096^2 on GPUs; fp16/bf16 up to 8192^2 on "
+                    "GPUs, 512^2 on CPUs), the 3x3 conv layer of a CIFAR ResNet (batch 128, "
+                    "64->64 channels, 32x32, NHWC), 2x2 max and average pooling and training-"
+                    "mode batch norm of its activations, softmax, log_softmax and cross-entropy "
+                    "(each forward, backward and forward+backward), and relu(X * A + B) * C "
+                    "over 2^24 floats, in fp32, fp16 and bf16 (fp32 only on CPUs unless "
+                    "--dtype), each checked against PyTorch and timed beside it on the same "
+                    "device, eager and through torch.compile (and NumPy for fp32 GEMM on a "
+                    "CPU). ratio = baseline time / gingham time.")
     ops.add_argument("--device", metavar="ID",
                      help="device id (cpu, opencl:N, cuda:N); default: the default device")
     ops.add_argument("--json", metavar="PATH",
                      help="also write one JSON record per (op, baseline) to PATH")
     ops.add_argument("--repeat", metavar="N", type=_positive_int,
                      help="trials per measurement (median taken); default 5, 3 with --quick")
-    ops.add_argument("--only", metavar="NAME,...", type=_groups,
-                     help=f"run only these benchmarks: {', '.join(GROUPS)}")
+    ops.add_argument("--only", metavar="PATTERN,...", type=_patterns,
+                     help="run only what these patterns select: a group "
+                          f"({', '.join(GROUPS)}), part of a row id name/dtype "
+                          "(conv3x3.backward/bf16) or a wildcard pattern (*/fp16); a group "
+                          "runs whole (forward, backward, forward+backward, every size)")
+    ops.add_argument("--dtype", metavar="DTYPE,...", type=_dtypes,
+                     help="element types: fp32, fp16, bf16 or all (default: all on GPUs, fp32 "
+                          "on CPUs, where PyTorch's half kernels are slow)")
+    ops.add_argument("--torch-compile", choices=("auto", "on", "off"), default="auto",
+                     help="time torch.compile beside PyTorch eager: auto (default) = where "
+                          "PyTorch runs on a GPU (inductor's CPU compile takes seconds per "
+                          "op)")
+    ops.add_argument("--gemm-sizes", metavar="N,...", type=_sizes,
+                     help="GEMM sizes (M = N = K) instead of the device class's")
     ops.add_argument("--quick", action="store_true",
-                     help="shorter measurements and a smaller conv batch")
+                     help="shorter measurements and smaller batches")
     # Tests shrink every problem with this; numbers from a scaled run are not benchmarks.
     ops.add_argument("--scale", type=_positive_float, default=1.0, help=argparse.SUPPRESS)
     ops.set_defaults(func=ops_command)
@@ -90,37 +106,73 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _groups(text: str) -> tuple[str, ...]:
-    names = tuple(name.strip().lower() for name in text.split(",") if name.strip())
-    unknown = [name for name in names if name not in GROUPS]
-    if unknown or not names:
+def _patterns(text: str) -> tuple[str, ...]:
+    patterns = tuple(p.strip() for p in text.split(",") if p.strip())
+    unknown = [p for p in patterns if not known_pattern(p)]
+    if unknown or not patterns:
         raise argparse.ArgumentTypeError(
-            f"unknown benchmark {', '.join(unknown) or repr(text)}; choose from "
-            f"{', '.join(GROUPS)}")
-    return names
+            f"{', '.join(unknown) or repr(text)} selects no benchmark; use a group "
+            f"({', '.join(GROUPS)}), part of a row id such as conv3x3.backward/bf16, or a "
+            "wildcard pattern such as '*/fp16'")
+    return patterns
+
+
+def _dtypes(text: str) -> tuple[str, ...]:
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    if names == ["all"]:
+        return tuple(DTYPES.values())
+    chosen = []
+    for name in names:
+        long = DTYPES.get(name, name)
+        if long not in DTYPES.values():
+            raise argparse.ArgumentTypeError(
+                f"unknown dtype {name!r}; choose from {', '.join(DTYPES)} or all")
+        chosen.append(long)
+    if not chosen:
+        raise argparse.ArgumentTypeError("no dtype given")
+    return tuple(dict.fromkeys(chosen))
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(n) for n in text.split(",") if n.strip())
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive sizes such as 1024,8192, "
+                                         f"not {text!r}")
+    return sizes
 
 
 def _header(bench: OpBench, settings: Settings, busy: int | None) -> list[str]:
     info = bench.device.info
     torch = bench.torch
+    groups = {group for group, _ in bench.cases()}
     lines = [f"gingham bench ops on {info.id}: {info.name} ({info.vendor}, {info.kind}, "
              f"{info.compute_units} compute units)"]
+    lines.append(f"dtypes: {', '.join(bench.dtypes)}")
     if torch.device is not None:
         lines.append(f"baseline: {torch.label}")
+        if bench.compiled:
+            lines.append("baseline: torch.compile (inductor, default mode, fullgraph, static "
+                         "shapes); its compile time is column 'compile', not in its times")
+        else:
+            why = "--torch-compile off" if settings.torch_compile == "off" else \
+                "off on a CPU by default (--torch-compile on to add it)"
+            lines.append(f"baseline: torch.compile not run ({why})")
     else:
         lines.append(f"baseline: no PyTorch on this device ({torch.reason}); checked against "
-                     "NumPy on the host")
-    if torch.device is not None and "conv" in settings.only:
+                     "host references (NumPy, the reference interpreter)")
+    if torch.device is not None and "conv" in groups:
         lines.append("baseline: conv in torch with NCHW tensors (torch) and channels-last "
-                     "ones (torch-cl, the bytes of gingham's NHWC)")
-    if bench.on_cpu and "gemm" in settings.only:
-        lines.append(f"baseline: numpy {np.__version__} np.matmul")
+                     "ones (-cl, the bytes of gingham's NHWC)")
+    if bench.on_cpu and "gemm" in groups and "float32" in bench.dtypes:
+        lines.append(f"baseline: numpy {np.__version__} np.matmul (fp32)")
     lines.append(f"timing: median of up to {settings.trials} trials, about "
                  f"{settings.budget:g} s per measurement after one warm-up run")
     if settings.quick:
-        smaller = (f", conv batch {bench.sizes.conv_batch} (not {CONV_BATCH})"
-                   if "conv" in settings.only else "")
-        lines.append(f"--quick: shorter measurements{smaller}")
+        lines.append(f"--quick: shorter measurements, batch {bench.sizes.batch} "
+                     f"(not {CONV_BATCH})")
     if settings.scale != 1.0:
         lines.append(f"--scale {settings.scale:g}: every problem shrunk; not benchmark numbers")
     if info.kind == "cpu" and busy:
@@ -176,6 +228,7 @@ def _context(bench: OpBench, settings: Settings, busy: int | None) -> dict:
         "machine": machine_description(),
         "quick": settings.quick,
         "scale": settings.scale,
+        "torch_compile": bench.compiled,
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "load_average": _load_average(),
         "competing_processes": busy,  # at the start
@@ -188,7 +241,8 @@ def ops_command(args: argparse.Namespace) -> int:
 
     device_id = args.device or default_device_id()
     settings = Settings(device_id=device_id, quick=args.quick, repeat=args.repeat,
-                        only=args.only or GROUPS, scale=args.scale)
+                        only=args.only or (), scale=args.scale, dtypes=args.dtype,
+                        torch_compile=args.torch_compile, gemm=args.gemm_sizes)
     bench = OpBench(settings, get_device(device_id))
     busy = _competing_processes()
     print("\n".join(_header(bench, settings, busy)), flush=True)
@@ -198,7 +252,7 @@ def ops_command(args: argparse.Namespace) -> int:
     if args.json:
         write_json(args.json, records(results, _context(bench, settings, busy)))
         print(f"\nwrote {args.json}")
-    failed = [f"{r.name} {r.shape}" for r in results if r.status != "ok"]
+    failed = [f"{r.name} {r.dtype} {r.shape}" for r in results if r.status != "ok"]
     if failed:
         print(f"\nFAILED: {', '.join(failed)}", file=sys.stderr)
         return 1
