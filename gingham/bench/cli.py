@@ -1,8 +1,11 @@
-"""``gingham bench``: the benchmark suite's command line (``gingham bench ops`` so far).
+"""``gingham bench``: the benchmark suite's command line (``ops`` and ``model``).
 
     $ gingham bench ops                          # the default device
     $ gingham bench ops --device cuda:0 --json ops.json
     $ gingham bench ops --device cpu --quick --only gemm,elementwise
+    $ gingham bench ops --device cuda:0 --only 'gemm/bf16' --gemm-sizes 8192
+    $ gingham bench model resnet9 --device cuda:0
+    $ gingham bench model --all-devices --quick --json epoch.json --plot epoch.png
 
 Exit status: 0 when every op passed its golden check and ran, 1 when any op was wrong or
 failed (its row says which), 2 on a usage error.
@@ -19,7 +22,8 @@ import time
 import numpy as np
 
 
-from .ops import CONV_BATCH, DTYPES, GROUPS, OpBench, Settings, known_pattern
+from .model import DEFAULT_MODELS, MODELS
+from .ops import CONV_BATCH, DTYPES, GROUPS, BenchError, OpBench, Settings, known_pattern
 from .report import format_table, machine_description, records, write_json
 
 # OpenBLAS reads these when NumPy loads it; set, they halve np.matmul on this project's CI
@@ -73,17 +77,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ops.add_argument("--scale", type=_positive_float, default=1.0, help=argparse.SUPPRESS)
     ops.set_defaults(func=ops_command)
     model = benches.add_parser(
-        "model", help="seconds per epoch of a training step beside PyTorch eager",
-        description="Train a network for a few steps with gingham.jit and with PyTorch eager on "
-                    "the same device (synthetic data of the real shape, fp32) and report "
-                    "seconds per epoch extrapolated from the median step, and the first step's "
-                    "trace + compile overhead.")
-    model.add_argument("name", choices=["resnet9", "story"])
-    model.add_argument("--device", metavar="ID", help="device id; default: the default device")
+        "model", help="seconds per epoch of a training step beside PyTorch",
+        description="Train networks for a few steps with gingham.jit and with PyTorch (eager, "
+                    "and torch.compile where it runs) on the same device, synthetic data of the "
+                    "real shape, and report seconds per epoch extrapolated from the median "
+                    "timed step, ms/step, the first step (trace + compile + run) and an "
+                    "estimate of the first epoch. With --all-devices: every device gingham "
+                    "sees, and PyTorch once per torch device.")
+    model.add_argument("models", nargs="*", metavar="MODEL",
+                       help=f"models to train: {', '.join(MODELS)}, or all (the default: "
+                            f"{', '.join(DEFAULT_MODELS)})")
+    where = model.add_mutually_exclusive_group()
+    where.add_argument("--device", metavar="ID", help="device id; default: the default device")
+    where.add_argument("--all-devices", action="store_true",
+                       help="every device gingham can see (cpu, opencl:N, cuda:N; not "
+                            "reference), and PyTorch on every torch device they map to")
     model.add_argument("--batch", type=_positive_int, help="batch size (default: the model's)")
-    model.add_argument("--steps", type=_positive_int, default=5, help="timed steps (default 5)")
-    model.add_argument("--no-torch", action="store_true", help="skip the PyTorch baseline")
-    model.add_argument("--json", metavar="PATH", help="also write the record to PATH")
+    model.add_argument("--steps", type=_positive_int,
+                       help="timed steps after the first and one warm-up (default 5, 2 with "
+                            "--quick)")
+    model.add_argument("--quick", action="store_true",
+                       help="2 timed steps: an affordable first look")
+    model.add_argument("--torch-compile", choices=("auto", "on", "off"), default="auto",
+                       help="also train the model under torch.compile: auto (default) = on "
+                            "GPUs only (on a CPU inductor compiles a training step for minutes)")
+    model.add_argument("--no-torch", action="store_true", help="skip the PyTorch baselines")
+    model.add_argument("--json", metavar="PATH", help="also write one record per run to PATH")
+    model.add_argument("--plot", metavar="PATH",
+                       help="also draw seconds per epoch as a PNG bar chart (needs matplotlib: "
+                            "pip install 'gingham[bench]')")
     model.set_defaults(func=model_command)
 
 
@@ -259,17 +281,71 @@ def ops_command(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["register", "ops_command"]
-
-
 def model_command(args: argparse.Namespace) -> int:
-    """``gingham bench model NAME``."""
-    from ..devices import default_device_id
-    from .model import format_result, run_model
+    """``gingham bench model [MODEL ...] [--device ID | --all-devices]``."""
+    from gingham import __version__
+    from gingham.devices import default_device_id, list_devices
 
-    device = args.device or default_device_id()
-    result = run_model(args.name, device, args.batch, args.steps, not args.no_torch)
-    print(format_result(result))
+    from .model import ModelSettings, bench_models, format_runs, plot
+    from .model import records as model_records
+
+    names = list(DEFAULT_MODELS) if not args.models or args.models == ["all"] else args.models
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        print(f"gingham bench model: unknown model {', '.join(unknown)}; choose from "
+              f"{', '.join(MODELS)} or all", file=sys.stderr)
+        return 2
+    if args.plot:
+        _require_matplotlib()  # before minutes of training, not after
+    if args.all_devices:
+        devices = [d.id for d in list_devices() if d.info.dialect is not None]
+    else:
+        devices = [args.device or default_device_id()]
+    overrides = {"batch": args.batch, "torch": not args.no_torch,
+                 "torch_compile": args.torch_compile}
+    if args.steps:
+        overrides["steps"] = args.steps
+    settings = ModelSettings.quick(**overrides) if args.quick else ModelSettings(**overrides)
+    busy = _competing_processes()
+    print(f"gingham bench model: {', '.join(names)} on {', '.join(devices)}; "
+          f"{settings.steps} timed steps after the first and {settings.warmup} warm-up, "
+          f"precision {settings.precision}; PyTorch: "
+          f"{'off' if not settings.torch else 'eager, torch.compile ' + settings.torch_compile}",
+          flush=True)
+    if busy:
+        print(f"warning: {busy} other processes running at the start: CPU timings are noisy")
+    runs = bench_models(names, devices, settings, log=sys.stderr)
+    print()
+    print(format_runs(runs))
     if args.json:
-        write_json(args.json, [result.record()])
-    return 0
+        context = {"machine": machine_description(), "gingham_version": __version__,
+                   "numpy_version": np.__version__, "torch_version": _torch_version(),
+                   "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                       timespec="seconds"),
+                   "load_average": _load_average(), "competing_processes": busy,
+                   "quick": args.quick}
+        write_json(args.json, model_records(runs, context))
+        print(f"\nwrote {args.json}")
+    if args.plot:
+        plot(runs, args.plot, f"gingham bench model on {machine_description()}")
+        print(f"wrote {args.plot}")
+    return 1 if any(run.error for run in runs) else 0
+
+
+def _require_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise BenchError("--plot needs matplotlib, which is not installed: pip install "
+                         "'gingham[bench]' (the bench extra)") from None
+
+
+def _torch_version() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return str(torch.__version__)
+
+
+__all__ = ["register", "ops_command", "model_command"]
