@@ -180,8 +180,8 @@ def row_ids(group: str, dtype: str) -> list[str]:
 
 def _normal_pattern(pattern: str) -> str:
     pattern = pattern.strip().lower()
-    for long, short in SHORT.items():
-        pattern = pattern.replace(long, short)
+    for long in sorted(SHORT, key=len, reverse=True):  # bfloat16 before float16
+        pattern = pattern.replace(long, SHORT[long])
     return pattern
 
 
