@@ -24,7 +24,7 @@ import numpy as np
 
 from .model import DEFAULT_MODELS, MODELS
 from .ops import CONV_BATCH, DTYPES, GROUPS, BenchError, OpBench, Settings, known_pattern
-from .report import format_table, machine_description, records, write_json
+from .report import format_table, machine_description, records, write_json, write_text
 
 # OpenBLAS reads these when NumPy loads it; set, they halve np.matmul on this project's CI
 # machine, so the NumPy baseline is only fair without them.
@@ -107,6 +107,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="also draw seconds per epoch as a PNG bar chart (needs matplotlib: "
                             "pip install 'gingham[bench]')")
     model.set_defaults(func=model_command)
+    everything = benches.add_parser(
+        "all", help="the whole picture in one command: ops on every device, then the models",
+        description="Run `bench ops` on every device gingham sees (or --devices), then `bench "
+                    "model --all-devices`, writing each table (.txt), its JSON records and the "
+                    "seconds-per-epoch chart (.png, when matplotlib is installed) into --out.")
+    everything.add_argument("--out", metavar="DIR", default="bench-results",
+                            help="directory for the tables, records and chart "
+                                 "(default: bench-results)")
+    everything.add_argument("--devices", metavar="ID,...",
+                            help="devices for the op benchmarks (default: every compiled one)")
+    everything.add_argument("--models", metavar="MODEL,...",
+                            help=f"models to train (default: {','.join(DEFAULT_MODELS)}); "
+                                 "none: skip the model benchmarks")
+    everything.add_argument("--quick", action="store_true",
+                            help="--quick for both: shorter measurements, smaller op batches, "
+                                 "2 timed training steps")
+    everything.add_argument("--batch", type=_positive_int,
+                            help="training batch for every model (default: each model's)")
+    everything.add_argument("--torch-compile", choices=("auto", "on", "off"), default="auto",
+                            help="torch.compile baselines (default auto: on GPUs)")
+    everything.add_argument("--only", metavar="PATTERN,...", type=_patterns,
+                            help="op benchmarks to run (as bench ops --only)")
+    everything.add_argument("--scale", type=_positive_float, default=1.0, help=argparse.SUPPRESS)
+    everything.set_defaults(func=all_command)
 
 
 def _help(parser: argparse.ArgumentParser) -> int:
@@ -348,4 +372,69 @@ def _torch_version() -> str | None:
     return str(torch.__version__)
 
 
-__all__ = ["register", "ops_command", "model_command"]
+def all_command(args: argparse.Namespace) -> int:
+    """``gingham bench all``: ``bench ops`` per device, then ``bench model --all-devices``;
+    each part's printed table is also saved (``ops-cuda_0.txt``) beside its JSON records."""
+    import contextlib
+    import io
+    from pathlib import Path
+
+    from gingham.cli import build_parser
+    from gingham.devices import list_devices
+
+    out = Path(args.out)
+    if args.devices:
+        devices = [d.strip() for d in args.devices.split(",") if d.strip()]
+    else:
+        devices = [d.id for d in list_devices() if d.info.dialect is not None]
+    models = DEFAULT_MODELS if args.models is None else tuple(
+        m.strip() for m in args.models.split(",") if m.strip() and m.strip() != "none")
+    common = ["--torch-compile", args.torch_compile] + (["--quick"] if args.quick else [])
+    ops_args = ["--scale", str(args.scale)] + (["--only", ",".join(args.only)] if args.only
+                                               else [])
+    parts = [(f"ops-{device.replace(':', '_')}",
+              ["bench", "ops", "--device", device, *common, *ops_args]) for device in devices]
+    if models:
+        model_args = ["bench", "model", *models, "--all-devices", *common]
+        model_args += ["--batch", str(args.batch)] if args.batch else []
+        try:
+            import matplotlib  # noqa: F401
+            model_args += ["--plot", str(out / "models.png")]
+        except ImportError:
+            print("note: matplotlib is not installed (pip install 'gingham[bench]'): no chart")
+        parts.append(("models", model_args))
+    parser = build_parser()
+    status = 0
+    for name, argv in parts:
+        print(f"\n==== gingham {' '.join(argv)}", flush=True)
+        part = parser.parse_args([*argv, "--json", str(out / f"{name}.json")])
+        text = io.StringIO()
+        with contextlib.redirect_stdout(_Tee(sys.stdout, text)):
+            try:
+                code = part.func(part)
+            except Exception as exc:  # noqa: BLE001 - one part failing must not stop the rest
+                print(f"gingham bench {argv[1]} failed: {type(exc).__name__}: {exc}")
+                code = 1
+        write_text(out / f"{name}.txt", text.getvalue())
+        status = max(status, code)
+    print(f"\nwrote {out}/: " + ", ".join(f"{name}.txt/.json" for name, _ in parts))
+    return status
+
+
+class _Tee:
+    """A stream writing to several streams (the terminal and the saved table)."""
+
+    def __init__(self, *streams) -> None:
+        self.streams = streams
+
+    def write(self, text: str) -> int:
+        for stream in self.streams:
+            stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for stream in self.streams:
+            stream.flush()
+
+
+__all__ = ["register", "ops_command", "model_command", "all_command"]

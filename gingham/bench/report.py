@@ -234,14 +234,18 @@ def records(results: Sequence[OpResult], context: dict[str, Any]) -> list[dict[s
 
 def write_json(path: str | os.PathLike, payload: Any) -> None:
     """Write ``payload`` as JSON atomically: a reader sees the old file or the whole new one."""
+    write_text(path, json.dumps(payload, indent=2, allow_nan=False) + "\n")
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` atomically (a temp file beside it, then ``os.replace``)."""
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     directory.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, indent=2, allow_nan=False)
-            handle.write("\n")
+            handle.write(text)
         os.replace(temp, target)
     except BaseException:
         try:

@@ -99,3 +99,20 @@ def test_plot_without_matplotlib_names_the_extra_before_training(tmp_path, capsy
 def test_unknown_model_is_a_usage_error(capsys):
     assert main(["bench", "model", "resnet1000", "--device", "cpu"]) == 2
     assert "resnet1000" in capsys.readouterr().err
+
+
+def test_bench_all_writes_every_table_and_record(tmp_path, capsys):
+    out = tmp_path / "results"
+    status = main(["bench", "all", "--out", str(out), "--devices", "cpu", "--models", "digits",
+                   "--batch", "4", "--quick", "--only", "gemm", "--scale", "0.01"])
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    names = {p.name for p in out.iterdir()}
+    assert {"ops-cpu.txt", "ops-cpu.json", "models.txt", "models.json"} <= names
+    assert not [n for n in names if n.endswith(".tmp")]
+    ops_records = _records(out / "ops-cpu.json")
+    assert {r["name"] for r in ops_records} == {"gemm"} and all(r["ratio"] > 0
+                                                              for r in ops_records)
+    assert {r["model"] for r in _records(out / "models.json")} == {"digits"}
+    assert "ratio" in (out / "ops-cpu.txt").read_text()
+    assert "s/epoch" in (out / "models.txt").read_text()
