@@ -295,6 +295,9 @@ def run_torch(spec: ModelSpec, env: TorchEnv, compiled: bool, settings: ModelSet
     except Exception as exc:  # noqa: BLE001 - e.g. torch.compile without a C++ compiler
         run.error = _describe(exc)
         _say(log, f"{spec.name} {run.name}: ERROR {run.error}")
+    finally:
+        if env.device.startswith("cuda"):  # hand torch's cached blocks back for the next runner
+            env.torch.cuda.empty_cache()
     return run
 
 
