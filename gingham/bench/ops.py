@@ -526,8 +526,8 @@ class OpBench:
     def conv(self, batch: int, dtype: str = "float32") -> list[OpResult]:
         size, channels, k = CONV_IMAGE, CONV_CHANNELS, CONV_KERNEL
         x = _as(self._normal(batch, size, size, channels), dtype)
-        f = _as(self._normal(k, k, channels, channels) * np.float32(1 / math.sqrt(k * k * channels)),
-                dtype)
+        fan_in = np.float32(1 / math.sqrt(k * k * channels))
+        f = _as(self._normal(k, k, channels, channels) * fan_in, dtype)
         d_out = _as(self._normal(batch, size, size, channels), dtype)
         params = {"N": batch, "H": size, "W": size, "CI": channels, "CO": channels, "KH": k,
                   "KW": k, "padding": 1, "layout": "NHWC, F[KH, KW, CI, CO]"}
