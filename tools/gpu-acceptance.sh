@@ -8,8 +8,7 @@ mkdir -p "$out"
 export GINGHAM_CACHE_DIR=/tmp/gingham-cache
 run() { python3 -c "from gingham.cli import main; import sys; sys.exit(main(sys.argv[1:]))" "$@"; }
 python3 -m pytest -n 14 -q -p no:cacheprovider -p no:warnings tests 2>&1 | tee "$out/tests.log" | tail -15
-for device in cuda:0 opencl:0; do
-    run bench ops --device "$device" --json "$out/ops-${device/:/}.json" 2>&1 | tee "$out/ops-${device/:/}.log"
-    run bench model resnet9 --device "$device" --steps 5 --json "$out/resnet9-${device/:/}.json" 2>&1 | tee "$out/resnet9-${device/:/}.log"
-done
-run bench model story --device cuda:0 --steps 10 --json "$out/story-cuda0.json" 2>&1 | tee "$out/story-cuda0.log"
+# Ops on every device (ops-cuda_0.txt/.json, ...), then ResNet-9, ResNet-18 and the story net on
+# all of them (models.txt/.json/.png). BENCH_ARGS="--quick" (or "--devices cuda:0 --models none",
+# "--only gemm,conv", ...) makes it fit a shorter lease.
+run bench all --out "$out" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.log"

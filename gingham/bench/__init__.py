@@ -1,11 +1,13 @@
-"""gingham's benchmark suite: ``gingham bench ops`` (more benches later).
+"""gingham's benchmark suite: ``gingham bench ops``, ``gingham bench model``, ``gingham bench all``.
 
-Every benchmark runs gingham beside PyTorch (and NumPy) on the same device in the same run,
-checks gingham's output against the baseline's before timing it (a fast wrong kernel is
-reported as wrong, never as a time), and reports a table and, with ``--json``, one record per
-(op, baseline). Layout: :mod:`.ops` (what is measured and checked), :mod:`.baselines` (PyTorch,
-NumPy, host references), :mod:`.timing` (medians under a time budget), :mod:`.report` (table,
-JSON), :mod:`.cli` (the subcommand).
+Every benchmark runs gingham beside PyTorch (eager and ``torch.compile``; NumPy for fp32 GEMM on
+a CPU) on the same device in the same run, checks gingham's output against the baseline's
+before timing it (a fast wrong kernel is reported as wrong, never as a time), and reports a
+table and, with ``--json``, one record per (op, baseline) or per training run. Layout:
+:mod:`.ops` (what is measured and checked), :mod:`.model` (training steps, seconds per epoch,
+``--all-devices``, the chart), :mod:`.baselines` (PyTorch, NumPy, host references),
+:mod:`.timing` (medians under a time budget), :mod:`.report` (table, JSON), :mod:`.cli` (the
+subcommands).
 
     >>> from gingham.bench import OpBench, Settings
     >>> from gingham.devices import get_device
@@ -14,6 +16,8 @@ JSON), :mod:`.cli` (the subcommand).
     ['ok']
 """
 
+from .model import MODELS, ModelSettings, Run, bench_models
 from .ops import GROUPS, OpBench, OpResult, Settings, run_ops
 
-__all__ = ["GROUPS", "OpBench", "OpResult", "Settings", "run_ops"]
+__all__ = ["GROUPS", "OpBench", "OpResult", "Settings", "run_ops", "MODELS", "ModelSettings",
+           "Run", "bench_models"]

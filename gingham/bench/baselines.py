@@ -5,6 +5,11 @@ PyTorch runs where the gingham device runs: torch's CPU for ``cpu`` and for Open
 cuBLAS / cuDNN compute in fp32 as gingham does. A device torch cannot drive (an AMD GPU through
 OpenCL, say) gets no torch baseline; its golden check falls back to the NumPy references here.
 
+Each PyTorch op comes eager (``torch``) and, with ``compiled=True``, through ``torch.compile``
+(``torch.compile``: inductor, default mode, ``fullgraph=True`` so that a graph break is an
+error rather than a silent fallback to eager). A compiled baseline is compiled (and warmed up)
+when it is made; the seconds that took are its ``compile_seconds``, never part of its timing.
+
     env = torch_env(device.info)
     baselines = gemm_baselines(env, a, b, on_cpu=True)   # [torch, numpy]
     baselines[0].run(); env.sync()
@@ -16,10 +21,14 @@ activations, [KH, KW, CI, CO] filters), so the golden check compares like with l
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
+import ml_dtypes
 import numpy as np
+
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 
 @dataclass
@@ -36,6 +45,7 @@ class Baseline:
     run: Callable[[], object]
     sync: Callable[[], object]
     result: Callable[[], list[np.ndarray]] | None = None
+    compile_seconds: float | None = None  # torch.compile: compile + first run, not timed
 
 
 def _no_sync() -> None:
@@ -70,7 +80,31 @@ class TorchEnv:
             self.torch.cuda.synchronize(self.device)
 
     def tensor(self, array: np.ndarray):
-        return self.torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
+        """``array`` on the torch device, same dtype (bfloat16 arrays from ml_dtypes too)."""
+        array = np.ascontiguousarray(array)
+        if array.dtype == BFLOAT16:  # torch.from_numpy knows no ml_dtypes: same bits
+            return self.torch.from_numpy(array.view(np.int16)).view(
+                self.torch.bfloat16).to(self.device)
+        return self.torch.from_numpy(array).to(self.device)
+
+    def compile(self, fn: Callable) -> Callable:
+        """``torch.compile(fn)`` as this suite uses it (static shapes, no graph breaks)."""
+        config = self.torch._dynamo.config
+        # One function compiled for several dtypes, layouts and grad modes in one row: past
+        # dynamo's recompile limit it would silently run eager and be timed as compiled.
+        for limit in ("recompile_limit", "cache_size_limit"):
+            if hasattr(config, limit):
+                setattr(config, limit, max(getattr(config, limit), 64))
+        return self.torch.compile(fn, dynamic=False, fullgraph=True)
+
+    def reset_compiled(self) -> None:
+        """Forget what torch.compile compiled so far (between rows: keeps its caches small)."""
+        if self.torch is not None:
+            self.torch._dynamo.reset()
+
+    @property
+    def compile_label(self) -> str:
+        return f"{self.label}, torch.compile (inductor, default mode)"
 
 
 def torch_env(info) -> TorchEnv:
@@ -110,67 +144,139 @@ def _torch_cuda_index(torch, info) -> int:
     return 0
 
 
-def _host(tensor) -> np.ndarray:
-    return tensor.detach().cpu().numpy()
+def host(tensor) -> np.ndarray:
+    import torch  # only ever called on torch tensors
+
+    tensor = tensor.detach().cpu()
+    if tensor.dtype == torch.bfloat16:  # .numpy() knows no bfloat16: same bits
+        return tensor.contiguous().view(torch.int16).numpy().view(BFLOAT16)
+    return tensor.numpy()
 
 
-def torch_gemm(env: TorchEnv, a: np.ndarray, b: np.ndarray) -> Baseline:
+def _timed_first(call: Callable[[], object], sync: Callable[[], object]) -> float:
+    """Seconds of the first call (for torch.compile: tracing, compiling and one run)."""
+    start = time.perf_counter()
+    call()
+    sync()
+    return time.perf_counter() - start
+
+
+def torch_op(env: TorchEnv, name: str, label: str, fn: Callable, inputs: Sequence,
+             grad_inputs: Sequence[int], d_out=None, *, compiled: bool = False,
+             forward_out: Callable[[Any], list[np.ndarray]] | None = None,
+             backward_out: Callable[[Sequence], list[np.ndarray]] | None = None
+             ) -> tuple[Baseline, Baseline | None]:
+    """The forward and (with ``grad_inputs``) backward of ``fn(*inputs)`` as two baselines.
+
+    ``inputs`` are torch tensors on ``env.device``; the backward is
+    ``autograd.grad(fn(*inputs), inputs[grad_inputs], d_out)``, replayed on one recorded graph
+    (``retain_graph``), so it times the gradient alone. ``forward_out`` / ``backward_out`` turn
+    the results into NumPy arrays in gingham's layout (default: as they are). With
+    ``compiled``, ``fn`` goes through ``torch.compile`` first, and both are compiled and run
+    once here (the compile time is each baseline's ``compile_seconds``).
+
+        forward, backward = torch_op(env, "torch", env.label, torch.softmax_fn, [x], [0], dy)
+    """
+    torch = env.torch
+    call = env.compile(fn) if compiled else fn
+    forward_out = forward_out or (lambda out: [host(out)])
+    backward_out = backward_out or (lambda grads: [host(g) for g in grads])
+    leaves = [t.detach().requires_grad_(i in grad_inputs) if t.is_floating_point() else t
+              for i, t in enumerate(inputs)]
+    state: dict[str, Any] = {}
+
+    def forward() -> None:
+        with torch.no_grad():  # the op alone, without recording a graph
+            state["out"] = call(*leaves)
+
+    def forward_result() -> list[np.ndarray]:
+        forward()
+        return forward_out(state["out"])
+
+    first_forward = _timed_first(forward, env.sync) if compiled else None
+    forward_baseline = Baseline(name, label, forward, env.sync, forward_result, first_forward)
+    if not grad_inputs:
+        return forward_baseline, None
+
+    wrt = [leaves[i] for i in grad_inputs]
+    graph_start = time.perf_counter()
+    graph = call(*leaves)  # kept alive: backward replays its gradient
+    # gingham gives a scalar loss shape (1,) where torch gives (): same values, torch's shape.
+    cotangent = torch.ones_like(graph) if d_out is None else d_out.reshape(graph.shape)
+
+    def backward() -> None:
+        state["grads"] = torch.autograd.grad(graph, wrt, cotangent, retain_graph=True)
+
+    def backward_result() -> list[np.ndarray]:
+        backward()
+        return backward_out(state["grads"])
+
+    first_backward = None
+    if compiled:
+        env.sync()
+        record = time.perf_counter() - graph_start
+        first_backward = record + _timed_first(backward, env.sync)  # compiles the backward
+    return forward_baseline, Baseline(name, label, backward, env.sync, backward_result,
+                                      first_backward)
+
+
+def torch_gemm(env: TorchEnv, a: np.ndarray, b: np.ndarray, compiled: bool = False
+               ) -> Baseline:
+    """``a @ b`` in PyTorch (eager into a preallocated output, or through torch.compile)."""
     torch = env.torch
     at, bt = env.tensor(a), env.tensor(b)
+    if compiled:
+        return torch_op(env, "torch.compile", env.compile_label, torch.matmul, [at, bt], (),
+                        compiled=True)[0]
     ct = torch.empty((a.shape[0], b.shape[1]), dtype=at.dtype, device=env.device)
+
     def run() -> None:
         torch.matmul(at, bt, out=ct)
 
     def result() -> list[np.ndarray]:
         run()
-        return [_host(ct)]
+        return [host(ct)]
 
     return Baseline("torch", env.label, run, env.sync, result)
 
 
 def torch_conv(env: TorchEnv, x: np.ndarray, f: np.ndarray, d_out: np.ndarray,
-               channels_last: bool = False) -> tuple[Baseline, Baseline]:
+               channels_last: bool = False, compiled: bool = False
+               ) -> tuple[Baseline, Baseline]:
     """Forward and backward (dI and dF together) of a padding-1 conv on NCHW tensors.
 
     ``x`` and ``d_out`` are NHWC and ``f`` is [KH, KW, CI, CO], as gingham takes them. The
     tensors are NCHW-contiguous (PyTorch's default, baseline ``torch``) or channels-last
     (``torch-cl``, the same bytes as gingham's NHWC). Both are timed because neither is always
     the faster: on an H200 with cuDNN, fp32, batch 128, the channels-last forward took 995 us
-    and the NCHW one 240 us, while at batch 32 channels-last was the faster.
+    and the NCHW one 240 us, while at batch 32 channels-last was the faster. With
+    ``compiled``: ``torch.compile`` / ``torch.compile-cl``.
     """
     torch = env.torch
-    conv2d = torch.nn.functional.conv2d
     layout = torch.channels_last if channels_last else torch.contiguous_format
     xt = env.tensor(x).permute(0, 3, 1, 2).contiguous(memory_format=layout)
-    xt = xt.detach().requires_grad_(True)
     wt = env.tensor(f.transpose(3, 2, 0, 1)).contiguous(memory_format=layout)
-    wt = wt.detach().requires_grad_(True)
     dot = env.tensor(d_out).permute(0, 3, 1, 2).contiguous(memory_format=layout)
-    name = "torch-cl" if channels_last else "torch"
-    label = f"{env.label}, {'channels-last' if channels_last else 'NCHW'}"
+    name = ("torch.compile" if compiled else "torch") + ("-cl" if channels_last else "")
+    label = (env.compile_label if compiled else env.label) + \
+        (", channels-last" if channels_last else ", NCHW")
     pad = f.shape[0] // 2
-    state: dict[str, Any] = {}
 
-    def forward() -> None:
-        with torch.no_grad():  # the convolution alone, without recording a graph
-            state["out"] = conv2d(xt, wt, padding=pad)
+    def conv(inputs, weights):
+        return torch.nn.functional.conv2d(inputs, weights, padding=pad)
 
-    def forward_result() -> list[np.ndarray]:
-        forward()
-        return [_host(state["out"].permute(0, 2, 3, 1))]
+    def forward_out(out) -> list[np.ndarray]:
+        return [host(out.permute(0, 2, 3, 1))]
 
-    graph = conv2d(xt, wt, padding=pad)  # kept alive: backward replays its gradient
+    def backward_out(grads) -> list[np.ndarray]:
+        d_x, d_w = grads
+        return [host(d_x.permute(0, 2, 3, 1)), host(d_w.permute(2, 3, 1, 0))]
 
-    def backward() -> None:
-        state["grads"] = torch.autograd.grad(graph, (xt, wt), dot, retain_graph=True)
-
-    def backward_result() -> list[np.ndarray]:
-        backward()
-        d_x, d_w = state["grads"]
-        return [_host(d_x.permute(0, 2, 3, 1)), _host(d_w.permute(2, 3, 1, 0))]
-
-    return (Baseline(name, label, forward, env.sync, forward_result),
-            Baseline(name, label, backward, env.sync, backward_result))
+    forward, backward = torch_op(env, name, label, conv, [xt, wt], (0, 1), dot,
+                                 compiled=compiled, forward_out=forward_out,
+                                 backward_out=backward_out)
+    assert backward is not None
+    return forward, backward
 
 
 def torch_elementwise(env: TorchEnv, x: np.ndarray, a: float, b: float, c: float
@@ -186,7 +292,7 @@ def torch_elementwise(env: TorchEnv, x: np.ndarray, a: float, b: float, c: float
 
     def chain_result() -> list[np.ndarray]:
         chain()
-        return [_host(state["out"])]
+        return [host(state["out"])]
 
     copy = Baseline("copy", f"{env.label}: y.copy_(x)", lambda: yt.copy_(xt), env.sync)
     return Baseline("torch", env.label, chain, env.sync, chain_result), copy

@@ -1,8 +1,11 @@
-"""``gingham bench``: the benchmark suite's command line (``gingham bench ops`` so far).
+"""``gingham bench``: the benchmark suite's command line (``ops`` and ``model``).
 
     $ gingham bench ops                          # the default device
     $ gingham bench ops --device cuda:0 --json ops.json
     $ gingham bench ops --device cpu --quick --only gemm,elementwise
+    $ gingham bench ops --device cuda:0 --only 'gemm/bf16' --gemm-sizes 8192
+    $ gingham bench model resnet9 --device cuda:0
+    $ gingham bench model --all-devices --quick --json epoch.json --plot epoch.png
 
 Exit status: 0 when every op passed its golden check and ran, 1 when any op was wrong or
 failed (its row says which), 2 on a usage error.
@@ -19,8 +22,9 @@ import time
 import numpy as np
 
 
-from .ops import CONV_BATCH, GROUPS, OpBench, Settings
-from .report import format_table, machine_description, records, write_json
+from .model import DEFAULT_MODELS, MODELS
+from .ops import CONV_BATCH, DTYPES, GROUPS, BenchError, OpBench, Settings, known_pattern
+from .report import format_table, machine_description, records, write_json, write_text
 
 # OpenBLAS reads these when NumPy loads it; set, they halve np.matmul on this project's CI
 # machine, so the NumPy baseline is only fair without them.
@@ -37,41 +41,99 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=lambda args: _help(parser))
     benches = parser.add_subparsers(dest="bench", metavar="BENCH")
     ops = benches.add_parser(
-        "ops", help="GEMM, a ResNet 3x3 conv layer (forward, backward), an elementwise chain",
-        description="Time fp32 GEMM (1024^2; also 4096^2 on GPUs), the 3x3 conv layer of a "
-                    "CIFAR ResNet (batch 128, 64->64 channels, 32x32, NHWC) forward and "
-                    "backward, and relu(X * A + B) * C over 2^24 floats, each beside PyTorch "
-                    "on the same device (and NumPy for GEMM on a CPU). ratio = baseline time / "
-                    "gingham time.")
+        "ops", help="GEMM, conv, pooling, batch norm, softmax, cross-entropy, elementwise",
+        description="Time GEMM (fp32 1024^2, also 4096^2 on GPUs; fp16/bf16 up to 8192^2 on "
+                    "GPUs, 512^2 on CPUs), the 3x3 conv layer of a CIFAR ResNet (batch 128, "
+                    "64->64 channels, 32x32, NHWC), 2x2 max and average pooling and training-"
+                    "mode batch norm of its activations, softmax, log_softmax and cross-entropy "
+                    "(each forward, backward and forward+backward), and relu(X * A + B) * C "
+                    "over 2^24 floats, in fp32, fp16 and bf16 (fp32 only on CPUs unless "
+                    "--dtype), each checked against PyTorch and timed beside it on the same "
+                    "device, eager and through torch.compile (and NumPy for fp32 GEMM on a "
+                    "CPU). ratio = baseline time / gingham time.")
     ops.add_argument("--device", metavar="ID",
                      help="device id (cpu, opencl:N, cuda:N); default: the default device")
     ops.add_argument("--json", metavar="PATH",
                      help="also write one JSON record per (op, baseline) to PATH")
     ops.add_argument("--repeat", metavar="N", type=_positive_int,
                      help="trials per measurement (median taken); default 5, 3 with --quick")
-    ops.add_argument("--only", metavar="NAME,...", type=_groups,
-                     help=f"run only these benchmarks: {', '.join(GROUPS)}")
+    ops.add_argument("--only", metavar="PATTERN,...", type=_patterns,
+                     help="run only what these patterns select: a group "
+                          f"({', '.join(GROUPS)}), part of a row id name/dtype "
+                          "(conv3x3.backward/bf16) or a wildcard pattern (*/fp16); a group "
+                          "runs whole (forward, backward, forward+backward, every size)")
+    ops.add_argument("--dtype", metavar="DTYPE,...", type=_dtypes,
+                     help="element types: fp32, fp16, bf16 or all (default: all on GPUs, fp32 "
+                          "on CPUs, where PyTorch's half kernels are slow)")
+    ops.add_argument("--torch-compile", choices=("auto", "on", "off"), default="auto",
+                     help="time torch.compile beside PyTorch eager: auto (default) = where "
+                          "PyTorch runs on a GPU (inductor's CPU compile takes seconds per "
+                          "op)")
+    ops.add_argument("--gemm-sizes", metavar="N,...", type=_sizes,
+                     help="GEMM sizes (M = N = K) instead of the device class's")
     ops.add_argument("--quick", action="store_true",
-                     help="shorter measurements and a smaller conv batch")
+                     help="shorter measurements and smaller batches")
     # Tests shrink every problem with this; numbers from a scaled run are not benchmarks.
     ops.add_argument("--scale", type=_positive_float, default=1.0, help=argparse.SUPPRESS)
     ops.set_defaults(func=ops_command)
     model = benches.add_parser(
-        "model", help="seconds per epoch of a training step beside PyTorch eager",
-        description="Train a network for a few steps with gingham.jit and with PyTorch eager on "
-                    "the same device (synthetic data of the real shape, fp32) and report "
-                    "seconds per epoch extrapolated from the median step, and the first step's "
-                    "trace + compile overhead.")
-    model.add_argument("name", choices=["resnet9", "story"])
-    model.add_argument("--device", metavar="ID", help="device id; default: the default device")
+        "model", help="seconds per epoch of a training step beside PyTorch",
+        description="Train networks for a few steps with gingham.jit and with PyTorch (eager, "
+                    "and torch.compile where it runs) on the same device, synthetic data of the "
+                    "real shape, and report seconds per epoch extrapolated from the median "
+                    "timed step, ms/step, the first step (trace + compile + run) and an "
+                    "estimate of the first epoch. With --all-devices: every device gingham "
+                    "sees, and PyTorch once per torch device.")
+    model.add_argument("models", nargs="*", metavar="MODEL",
+                       help=f"models to train: {', '.join(MODELS)}, or all (the default: "
+                            f"{', '.join(DEFAULT_MODELS)})")
+    where = model.add_mutually_exclusive_group()
+    where.add_argument("--device", metavar="ID", help="device id; default: the default device")
+    where.add_argument("--all-devices", action="store_true",
+                       help="every device gingham can see (cpu, opencl:N, cuda:N; not "
+                            "reference), and PyTorch on every torch device they map to")
     model.add_argument("--batch", type=_positive_int, help="batch size (default: the model's)")
-    model.add_argument("--steps", type=_positive_int, default=5, help="timed steps (default 5)")
+    model.add_argument("--steps", type=_positive_int,
+                       help="timed steps after the first and one warm-up (default 5, 2 with "
+                            "--quick)")
+    model.add_argument("--quick", action="store_true",
+                       help="2 timed steps: an affordable first look")
+    model.add_argument("--torch-compile", choices=("auto", "on", "off"), default="auto",
+                       help="also train the model under torch.compile: auto (default) = on "
+                            "GPUs only (on a CPU inductor compiles a training step for minutes)")
     model.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                        help="fp32, or mixed precision under gingham.autocast / torch.autocast "
-                       "(channels-last) in bfloat16 or float16 (default fp32)")
-    model.add_argument("--no-torch", action="store_true", help="skip the PyTorch baseline")
-    model.add_argument("--json", metavar="PATH", help="also write the record to PATH")
+                            "(channels-last) in bfloat16 or float16 (default fp32)")
+    model.add_argument("--no-torch", action="store_true", help="skip the PyTorch baselines")
+    model.add_argument("--json", metavar="PATH", help="also write one record per run to PATH")
+    model.add_argument("--plot", metavar="PATH",
+                       help="also draw seconds per epoch as a PNG bar chart (needs matplotlib: "
+                            "pip install 'gingham[bench]')")
     model.set_defaults(func=model_command)
+    everything = benches.add_parser(
+        "all", help="the whole picture in one command: ops on every device, then the models",
+        description="Run `bench ops` on every device gingham sees (or --devices), then `bench "
+                    "model --all-devices`, writing each table (.txt), its JSON records and the "
+                    "seconds-per-epoch chart (.png, when matplotlib is installed) into --out.")
+    everything.add_argument("--out", metavar="DIR", default="bench-results",
+                            help="directory for the tables, records and chart "
+                                 "(default: bench-results)")
+    everything.add_argument("--devices", metavar="ID,...",
+                            help="devices for the op benchmarks (default: every compiled one)")
+    everything.add_argument("--models", metavar="MODEL,...",
+                            help=f"models to train (default: {','.join(DEFAULT_MODELS)}); "
+                                 "none: skip the model benchmarks")
+    everything.add_argument("--quick", action="store_true",
+                            help="--quick for both: shorter measurements, smaller op batches, "
+                                 "2 timed training steps")
+    everything.add_argument("--batch", type=_positive_int,
+                            help="training batch for every model (default: each model's)")
+    everything.add_argument("--torch-compile", choices=("auto", "on", "off"), default="auto",
+                            help="torch.compile baselines (default auto: on GPUs)")
+    everything.add_argument("--only", metavar="PATTERN,...", type=_patterns,
+                            help="op benchmarks to run (as bench ops --only)")
+    everything.add_argument("--scale", type=_positive_float, default=1.0, help=argparse.SUPPRESS)
+    everything.set_defaults(func=all_command)
 
 
 def _help(parser: argparse.ArgumentParser) -> int:
@@ -93,37 +155,73 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _groups(text: str) -> tuple[str, ...]:
-    names = tuple(name.strip().lower() for name in text.split(",") if name.strip())
-    unknown = [name for name in names if name not in GROUPS]
-    if unknown or not names:
+def _patterns(text: str) -> tuple[str, ...]:
+    patterns = tuple(p.strip() for p in text.split(",") if p.strip())
+    unknown = [p for p in patterns if not known_pattern(p)]
+    if unknown or not patterns:
         raise argparse.ArgumentTypeError(
-            f"unknown benchmark {', '.join(unknown) or repr(text)}; choose from "
-            f"{', '.join(GROUPS)}")
-    return names
+            f"{', '.join(unknown) or repr(text)} selects no benchmark; use a group "
+            f"({', '.join(GROUPS)}), part of a row id such as conv3x3.backward/bf16, or a "
+            "wildcard pattern such as '*/fp16'")
+    return patterns
+
+
+def _dtypes(text: str) -> tuple[str, ...]:
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    if names == ["all"]:
+        return tuple(DTYPES.values())
+    chosen = []
+    for name in names:
+        long = DTYPES.get(name, name)
+        if long not in DTYPES.values():
+            raise argparse.ArgumentTypeError(
+                f"unknown dtype {name!r}; choose from {', '.join(DTYPES)} or all")
+        chosen.append(long)
+    if not chosen:
+        raise argparse.ArgumentTypeError("no dtype given")
+    return tuple(dict.fromkeys(chosen))
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(n) for n in text.split(",") if n.strip())
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive sizes such as 1024,8192, "
+                                         f"not {text!r}")
+    return sizes
 
 
 def _header(bench: OpBench, settings: Settings, busy: int | None) -> list[str]:
     info = bench.device.info
     torch = bench.torch
+    groups = {group for group, _ in bench.cases()}
     lines = [f"gingham bench ops on {info.id}: {info.name} ({info.vendor}, {info.kind}, "
              f"{info.compute_units} compute units)"]
+    lines.append(f"dtypes: {', '.join(bench.dtypes)}")
     if torch.device is not None:
         lines.append(f"baseline: {torch.label}")
+        if bench.compiled:
+            lines.append("baseline: torch.compile (inductor, default mode, fullgraph, static "
+                         "shapes); its compile time is column 'compile', not in its times")
+        else:
+            why = "--torch-compile off" if settings.torch_compile == "off" else \
+                "off on a CPU by default (--torch-compile on to add it)"
+            lines.append(f"baseline: torch.compile not run ({why})")
     else:
         lines.append(f"baseline: no PyTorch on this device ({torch.reason}); checked against "
-                     "NumPy on the host")
-    if torch.device is not None and "conv" in settings.only:
+                     "host references (NumPy, the reference interpreter)")
+    if torch.device is not None and "conv" in groups:
         lines.append("baseline: conv in torch with NCHW tensors (torch) and channels-last "
-                     "ones (torch-cl, the bytes of gingham's NHWC)")
-    if bench.on_cpu and "gemm" in settings.only:
-        lines.append(f"baseline: numpy {np.__version__} np.matmul")
+                     "ones (-cl, the bytes of gingham's NHWC)")
+    if bench.on_cpu and "gemm" in groups and "float32" in bench.dtypes:
+        lines.append(f"baseline: numpy {np.__version__} np.matmul (fp32)")
     lines.append(f"timing: median of up to {settings.trials} trials, about "
                  f"{settings.budget:g} s per measurement after one warm-up run")
     if settings.quick:
-        smaller = (f", conv batch {bench.sizes.conv_batch} (not {CONV_BATCH})"
-                   if "conv" in settings.only else "")
-        lines.append(f"--quick: shorter measurements{smaller}")
+        lines.append(f"--quick: shorter measurements, batch {bench.sizes.batch} "
+                     f"(not {CONV_BATCH})")
     if settings.scale != 1.0:
         lines.append(f"--scale {settings.scale:g}: every problem shrunk; not benchmark numbers")
     if info.kind == "cpu" and busy:
@@ -179,6 +277,7 @@ def _context(bench: OpBench, settings: Settings, busy: int | None) -> dict:
         "machine": machine_description(),
         "quick": settings.quick,
         "scale": settings.scale,
+        "torch_compile": bench.compiled,
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "load_average": _load_average(),
         "competing_processes": busy,  # at the start
@@ -191,7 +290,8 @@ def ops_command(args: argparse.Namespace) -> int:
 
     device_id = args.device or default_device_id()
     settings = Settings(device_id=device_id, quick=args.quick, repeat=args.repeat,
-                        only=args.only or GROUPS, scale=args.scale)
+                        only=args.only or (), scale=args.scale, dtypes=args.dtype,
+                        torch_compile=args.torch_compile, gemm=args.gemm_sizes)
     bench = OpBench(settings, get_device(device_id))
     busy = _competing_processes()
     print("\n".join(_header(bench, settings, busy)), flush=True)
@@ -201,25 +301,143 @@ def ops_command(args: argparse.Namespace) -> int:
     if args.json:
         write_json(args.json, records(results, _context(bench, settings, busy)))
         print(f"\nwrote {args.json}")
-    failed = [f"{r.name} {r.shape}" for r in results if r.status != "ok"]
+    failed = [f"{r.name} {r.dtype} {r.shape}" for r in results if r.status != "ok"]
     if failed:
         print(f"\nFAILED: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
 
 
-__all__ = ["register", "ops_command"]
-
-
 def model_command(args: argparse.Namespace) -> int:
-    """``gingham bench model NAME``."""
-    from ..devices import default_device_id
-    from .model import format_result, run_model
+    """``gingham bench model [MODEL ...] [--device ID | --all-devices]``."""
+    from gingham import __version__
+    from gingham.devices import default_device_id, list_devices
 
-    device = args.device or default_device_id()
-    result = run_model(args.name, device, args.batch, args.steps, not args.no_torch,
-                       precision=args.precision)
-    print(format_result(result))
+    from .model import ModelSettings, bench_models, format_runs, plot
+    from .model import records as model_records
+
+    names = list(DEFAULT_MODELS) if not args.models or args.models == ["all"] else args.models
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        print(f"gingham bench model: unknown model {', '.join(unknown)}; choose from "
+              f"{', '.join(MODELS)} or all", file=sys.stderr)
+        return 2
+    if args.plot:
+        _require_matplotlib()  # before minutes of training, not after
+    if args.all_devices:
+        devices = [d.id for d in list_devices() if d.info.dialect is not None]
+    else:
+        devices = [args.device or default_device_id()]
+    overrides = {"batch": args.batch, "torch": not args.no_torch,
+                 "torch_compile": args.torch_compile, "precision": args.precision}
+    if args.steps:
+        overrides["steps"] = args.steps
+    settings = ModelSettings.quick(**overrides) if args.quick else ModelSettings(**overrides)
+    busy = _competing_processes()
+    print(f"gingham bench model: {', '.join(names)} on {', '.join(devices)}; "
+          f"{settings.steps} timed steps after the first and {settings.warmup} warm-up, "
+          f"precision {settings.precision}; PyTorch: "
+          f"{'off' if not settings.torch else 'eager, torch.compile ' + settings.torch_compile}",
+          flush=True)
+    if busy:
+        print(f"warning: {busy} other processes running at the start: CPU timings are noisy")
+    runs = bench_models(names, devices, settings, log=sys.stderr)
+    print()
+    print(format_runs(runs))
     if args.json:
-        write_json(args.json, [result.record()])
-    return 0
+        context = {"machine": machine_description(), "gingham_version": __version__,
+                   "numpy_version": np.__version__, "torch_version": _torch_version(),
+                   "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                       timespec="seconds"),
+                   "load_average": _load_average(), "competing_processes": busy,
+                   "quick": args.quick}
+        write_json(args.json, model_records(runs, context))
+        print(f"\nwrote {args.json}")
+    if args.plot:
+        plot(runs, args.plot, f"gingham bench model on {machine_description()}")
+        print(f"wrote {args.plot}")
+    return 1 if any(run.error for run in runs) else 0
+
+
+def _require_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise BenchError("--plot needs matplotlib, which is not installed: pip install "
+                         "'gingham[bench]' (the bench extra)") from None
+
+
+def _torch_version() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return str(torch.__version__)
+
+
+def all_command(args: argparse.Namespace) -> int:
+    """``gingham bench all``: ``bench ops`` per device, then ``bench model --all-devices``;
+    each part's printed table is also saved (``ops-cuda_0.txt``) beside its JSON records."""
+    import contextlib
+    import io
+    from pathlib import Path
+
+    from gingham.cli import build_parser
+    from gingham.devices import list_devices
+
+    out = Path(args.out)
+    if args.devices:
+        devices = [d.strip() for d in args.devices.split(",") if d.strip()]
+    else:
+        devices = [d.id for d in list_devices() if d.info.dialect is not None]
+    models = DEFAULT_MODELS if args.models is None else tuple(
+        m.strip() for m in args.models.split(",") if m.strip() and m.strip() != "none")
+    common = ["--torch-compile", args.torch_compile] + (["--quick"] if args.quick else [])
+    ops_args = ["--scale", str(args.scale)] + (["--only", ",".join(args.only)] if args.only
+                                               else [])
+    parts = [(f"ops-{device.replace(':', '_')}",
+              ["bench", "ops", "--device", device, *common, *ops_args]) for device in devices]
+    if models:
+        model_args = ["bench", "model", *models, "--all-devices", *common]
+        model_args += ["--batch", str(args.batch)] if args.batch else []
+        try:
+            import matplotlib  # noqa: F401
+            model_args += ["--plot", str(out / "models.png")]
+        except ImportError:
+            print("note: matplotlib is not installed (pip install 'gingham[bench]'): no chart")
+        parts.append(("models", model_args))
+    parser = build_parser()
+    status = 0
+    for name, argv in parts:
+        print(f"\n==== gingham {' '.join(argv)}", flush=True)
+        part = parser.parse_args([*argv, "--json", str(out / f"{name}.json")])
+        text = io.StringIO()
+        with contextlib.redirect_stdout(_Tee(sys.stdout, text)):
+            try:
+                code = part.func(part)
+            except Exception as exc:  # noqa: BLE001 - one part failing must not stop the rest
+                print(f"gingham bench {argv[1]} failed: {type(exc).__name__}: {exc}")
+                code = 1
+        write_text(out / f"{name}.txt", text.getvalue())
+        status = max(status, code)
+    print(f"\nwrote {out}/: " + ", ".join(f"{name}.txt/.json" for name, _ in parts))
+    return status
+
+
+class _Tee:
+    """A stream writing to several streams (the terminal and the saved table)."""
+
+    def __init__(self, *streams) -> None:
+        self.streams = streams
+
+    def write(self, text: str) -> int:
+        for stream in self.streams:
+            stream.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for stream in self.streams:
+            stream.flush()
+
+
+__all__ = ["register", "ops_command", "model_command", "all_command"]

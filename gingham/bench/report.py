@@ -100,50 +100,73 @@ def _table(rows: list[list[str]], right: set[int]) -> str:
     return "\n".join(lines)
 
 
+def _first_cell(seconds: float | None) -> str:
+    return "-" if seconds is None else format_seconds(seconds)
+
+
 def format_table(results: Sequence[OpResult], device_id: str) -> str:
-    """The results as a text table, one line per (op, baseline), then the notes."""
-    header = ["name", "device", "shape", "dtype", "check", "gingham", "rate", "baseline",
-              "time", "rate", "ratio"]
+    """The results as a text table, one line per (op, baseline), then the notes.
+
+    ``first`` is gingham's first run (compile, or load from the disk cache, plus one run);
+    ``compile`` is a torch.compile baseline's compile and first run. Neither is in the times.
+    """
+    header = ["name", "device", "shape", "dtype", "check", "gingham", "rate", "first",
+              "baseline", "time", "rate", "compile", "ratio"]
     rows = [header]
-    notes: list[str] = []
+    notes: dict[str, list[str]] = {}
+
+    def note(result: OpResult, text: str) -> None:
+        notes.setdefault(text, []).append(f"{result.name} {_short(result.dtype)}")
+
     for result in results:
         first = [result.name, device_id, result.shape, result.dtype, _check_cell(result),
-                 _gingham_cell(result), _rate_text(result, result.seconds)]
+                 _gingham_cell(result), _rate_text(result, result.seconds),
+                 _first_cell(result.first_seconds)]
         blank = [""] * len(first)
         entries = result.baselines or [None]
         for position, entry in enumerate(entries):
             lead = first if position == 0 else blank
             if entry is None:
-                rows.append(lead + ["-", "-", "-", "-"])
+                rows.append(lead + ["-", "-", "-", "-", "-"])
                 continue
             if entry.error is not None:
-                rows.append(lead + [entry.name, "ERROR", "-", "-"])
-                notes.append(f"{result.name}: {entry.name} failed: {entry.error}")
+                rows.append(lead + [entry.name, "ERROR", "-", "-", "-"])
+                note(result, f"{entry.name} failed: {entry.error}")
                 continue
             seconds = entry.timing.seconds if entry.timing else None
             value = ratio(result, entry.timing)
+            compile_text = "" if entry.compile_seconds is None else _first_cell(
+                entry.compile_seconds)
             rows.append(lead + [entry.name, _time_cell(entry.timing), _rate_text(result, seconds),
-                                _ratio_text(value)])
+                                compile_text, _ratio_text(value)])
         if result.error is not None:
-            notes.append(f"{result.name}: gingham failed: {result.error}")
+            note(result, f"gingham failed: {result.error}")
         elif result.golden is not None and not result.golden.ok:
-            notes.append(f"{result.name}: gingham's result is WRONG: relative error "
+            note(result, f"gingham's result is WRONG: relative error "
                          f"{result.golden.rel_error:.2e} against {result.golden.reference} "
                          f"(tolerance {result.golden.tolerance:g}); not timed")
-        for note in result.notes:
-            notes.append(f"{result.name}: {note}")
-    lines = [_table(rows, right={5, 6, 8, 9, 10})]
+        for text in result.notes:
+            note(result, text)
+    lines = [_table(rows, right={5, 6, 7, 9, 10, 11, 12})]
     lines.append("")
     lines.append("ratio = baseline time / gingham time (> 1: gingham is faster); times are "
-                 "medians per run; check = relative error against the reference")
-    if any("*" in row[5] or "*" in row[8] for row in rows[1:]):
+                 "medians per run; check = relative error against the reference; first = "
+                 "gingham's compile (or disk-cache load) + first run; compile = torch.compile's "
+                 "compile + first run (neither is in the times)")
+    if any("*" in row[5] or "*" in row[9] for row in rows[1:]):
         lines.append("* one timed run (a run is too long to repeat within the time budget)")
-    lines.extend(_dedupe(notes))
+    for text, names in notes.items():
+        lines.append(f"{text} [{_rows_text(list(dict.fromkeys(names)))}]")
     return "\n".join(lines)
 
 
-def _dedupe(items: list[str]) -> list[str]:
-    return list(dict.fromkeys(items))
+def _short(dtype: str) -> str:
+    return {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(dtype, dtype)
+
+
+def _rows_text(names: list[str]) -> str:
+    return ", ".join(names) if len(names) <= 4 else f"{', '.join(names[:3])} and " \
+        f"{len(names) - 3} more"
 
 
 # ---- JSON ------------------------------------------------------------------------------------
@@ -185,6 +208,7 @@ def records(results: Sequence[OpResult], context: dict[str, Any]) -> list[dict[s
             "gingham_runs": result.timing.runs if result.timing else 0,
             "gingham_trials": result.timing.trials if result.timing else [],
             "gingham_note": result.timing.note if result.timing else "",
+            "gingham_first_seconds": result.first_seconds,
             key: _finite(gingham_rate),
             "flops": result.flops,
             "bytes": result.nbytes,
@@ -195,13 +219,14 @@ def records(results: Sequence[OpResult], context: dict[str, Any]) -> list[dict[s
             record = {**context, **base}
             if entry is None:
                 record.update(baseline=None, baseline_label=None, baseline_seconds=None,
-                              ratio=None, baseline_error=None)
+                              ratio=None, baseline_error=None, baseline_compile_seconds=None)
             else:
                 seconds = entry.timing.seconds if entry.timing else None
                 record.update(baseline=entry.name, baseline_label=entry.label,
                               baseline_seconds=seconds,
                               ratio=_finite(ratio(result, entry.timing)),
-                              baseline_error=entry.error)
+                              baseline_error=entry.error,
+                              baseline_compile_seconds=entry.compile_seconds)
                 record["baseline_" + key] = _finite(rate(result, seconds)[1])
             out.append(record)
     return out
@@ -209,14 +234,18 @@ def records(results: Sequence[OpResult], context: dict[str, Any]) -> list[dict[s
 
 def write_json(path: str | os.PathLike, payload: Any) -> None:
     """Write ``payload`` as JSON atomically: a reader sees the old file or the whole new one."""
+    write_text(path, json.dumps(payload, indent=2, allow_nan=False) + "\n")
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` atomically (a temp file beside it, then ``os.replace``)."""
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     directory.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, indent=2, allow_nan=False)
-            handle.write("\n")
+            handle.write(text)
         os.replace(temp, target)
     except BaseException:
         try:

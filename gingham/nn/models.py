@@ -4,6 +4,9 @@
   prep conv 64; layer1 conv 128 + pool + a residual of two convs; layer2 conv 256 + pool;
   layer3 conv 512 + pool + a residual; global max pool; linear 10 (scaled by 0.125). Each conv is
   3x3 conv, batch norm, relu.
+* :class:`ResNet18` — the common CIFAR ResNet-18 (kuangliu/pytorch-cifar): a 3x3 stem conv 64,
+  four stages of two :class:`BasicBlock` (64, 128, 256, 512 channels; stages 2-4 start with
+  stride 2 and a 1x1 conv + batch norm shortcut), global average pooling, linear 10.
 * :class:`StoryNet` — the network of PlaidML's launch story: four residual blocks on 100x100
   RGB images (trained there at batch 16).
 * :class:`SmallConvNet` — a two-conv network for the 8x8 digits.
@@ -56,17 +59,59 @@ class ResNet9(Module):
 
 
 class BasicBlock(Module):
-    """conv-bn-relu-conv-bn plus the input, then relu."""
+    """conv-bn-relu-conv-bn plus the shortcut, then relu (ResNet's basic block).
 
-    def __init__(self, channels: int, device: str | None = None) -> None:
-        self.conv1 = Conv2d(channels, channels, 3, padding=1, bias=False, device=device)
-        self.bn1 = BatchNorm2d(channels, device=device)
-        self.conv2 = Conv2d(channels, channels, 3, padding=1, bias=False, device=device)
-        self.bn2 = BatchNorm2d(channels, device=device)
+    The shortcut is the input itself, or — when the block changes the channel count or has a
+    ``stride`` — a 1x1 conv (no bias) with that stride and a batch norm, as in ResNet-18.
+
+        block = BasicBlock(64, 128, stride=2)      # [N, 64, 32, 32] -> [N, 128, 16, 16]
+    """
+
+    def __init__(self, channels: int, out_channels: int | None = None, stride: int = 1,
+                 device: str | None = None) -> None:
+        out = channels if out_channels is None else out_channels
+        self.conv1 = Conv2d(channels, out, 3, stride=stride, padding=1, bias=False,
+                            device=device)
+        self.bn1 = BatchNorm2d(out, device=device)
+        self.conv2 = Conv2d(out, out, 3, padding=1, bias=False, device=device)
+        self.bn2 = BatchNorm2d(out, device=device)
+        self.shortcut = None
+        if stride != 1 or out != channels:
+            self.shortcut = Sequential(Conv2d(channels, out, 1, stride=stride, bias=False,
+                                              device=device), BatchNorm2d(out, device=device))
 
     def forward(self, x: Tensor) -> Tensor:
         y = F.relu(self.bn1(self.conv1(x)))
-        return F.relu(x + self.bn2(self.conv2(y)))
+        shortcut = x if self.shortcut is None else self.shortcut(x)
+        return F.relu(shortcut + self.bn2(self.conv2(y)))
+
+
+class ResNet18(Module):
+    """The CIFAR ResNet-18: 3x3 stem, stages of two basic blocks at ``width`` x (1, 2, 4, 8)
+    channels (the last three halving the resolution), global average pooling, linear.
+
+    11,173,962 parameters at the default width 64 and 10 classes, as the common PyTorch CIFAR
+    ResNet-18. ``width`` scales every stage (tests use a narrow one).
+
+        model = ResNet18(device="cuda:0")
+        logits = model(images)                      # [N, 3, 32, 32] -> [N, 10]
+    """
+
+    def __init__(self, classes: int = 10, width: int = 64, device: str | None = None) -> None:
+        self.stem = ConvBN(3, width, device=device)
+        stages = []
+        channels = width
+        for index, out in enumerate((width, 2 * width, 4 * width, 8 * width)):
+            stride = 1 if index == 0 else 2
+            stages.append(Sequential(BasicBlock(channels, out, stride, device=device),
+                                     BasicBlock(out, out, device=device)))
+            channels = out
+        self.stages = Sequential(*stages)
+        self.linear = Linear(channels, classes, device=device)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.stages(self.stem(x))
+        return self.linear(x.mean(axis=(2, 3)))  # global average pooling
 
 
 class StoryNet(Module):
@@ -97,4 +142,5 @@ class SmallConvNet(Module):
         return self.linear(x.reshape(x.shape[0], -1))
 
 
-__all__ = ["ResNet9", "StoryNet", "SmallConvNet", "ConvBN", "Residual", "BasicBlock"]
+__all__ = ["ResNet9", "ResNet18", "StoryNet", "SmallConvNet", "ConvBN", "Residual",
+           "BasicBlock"]

@@ -144,3 +144,104 @@ def test_write_json_is_atomic_and_leaves_no_temp_files(tmp_path):
     write_json(path, [{"a": 2}])
     assert json.loads(path.read_text()) == [{"a": 2}]
     assert [p.name for p in path.parent.iterdir()] == ["r.json"]
+
+
+# ---- the rows added with fp16 / bf16, the layer ops and torch.compile -----------------------
+
+def test_half_gemm_and_conv_are_checked_with_their_dtype_tolerance(tmp_path):
+    status, records = _run(tmp_path, "--only", "gemm,conv", "--dtype", "fp16,bf16",
+                           "--repeat", "1")
+    assert status == 0
+    assert {r["dtype"] for r in records} == {"float16", "bfloat16"}
+    names = {(r["name"], r["dtype"]) for r in records}
+    assert ("gemm", "bfloat16") in names and ("conv3x3.backward", "float16") in names
+    for record in records:
+        assert record["golden"]["ok"] and record["golden"]["reference"].startswith("torch")
+        assert record["golden"]["tolerance"] == ops.TOLERANCE[record["dtype"]]
+        assert record["ratio"] > 0 and record["gingham_first_seconds"] > 0
+
+
+def test_layer_ops_forward_backward_records(tmp_path):
+    status, records = _run(tmp_path, "--only", "pool,batchnorm,softmax", "--repeat", "1")
+    assert status == 0, [(r["name"], r["error"], r["golden"]) for r in records
+                         if r["status"] != "ok"]
+    names = list(dict.fromkeys(r["name"] for r in records))
+    expected = [name for group in ("pool", "batchnorm", "softmax") for name in ops.ROWS[group]]
+    assert names == expected
+    by_name = {r["name"]: r for r in records}
+    for record in records:
+        assert record["golden"]["ok"] and record["golden"]["reference"] == "torch"
+        assert record["baseline"] == "torch" and record["ratio"] > 0
+        assert record["gbps"] > 0 and record["bytes"] > 0
+    for op in ("maxpool2x2", "batchnorm", "cross_entropy"):
+        total = by_name[f"{op}.forward+backward"]["gingham_seconds"]
+        assert total == pytest.approx(by_name[f"{op}.forward"]["gingham_seconds"]
+                                      + by_name[f"{op}.backward"]["gingham_seconds"])
+
+
+def test_layer_ops_without_torch_are_checked_by_the_interpreter():
+    """A device PyTorch cannot drive still gets checked: against the reference interpreter."""
+    from gingham.devices import get_device
+
+    bench = ops.OpBench(ops.Settings("cpu", quick=True, scale=0.01, repeat=1), get_device("cpu"))
+    bench.torch = bl.TorchEnv(None, None, "no PyTorch here")
+    results = bench.batchnorm(2) + bench.pool(2, "bfloat16")
+    for result in results:
+        assert result.status == "ok", (result.name, result.error, result.golden)
+        assert result.golden.reference == "host reference" and not result.baselines
+
+
+def test_max_pool_inputs_have_no_ties_in_any_window():
+    from gingham.devices import get_device
+
+    bench = ops.OpBench(ops.Settings("cpu"), get_device("cpu"))
+    x = bench._distinct_windows(2, 3, 8, 8)
+    windows = x.reshape(2, 3, 4, 2, 4, 2).transpose(0, 1, 2, 4, 3, 5).reshape(-1, 4)
+    assert all(len(set(w)) == 4 for w in windows.tolist())
+    for dtype in ("float16", "bfloat16"):  # exact in the half types too
+        assert np.array_equal(x.astype(ops.dt.DTYPES[dtype]).astype(np.float32), x)
+
+
+def test_torch_compile_baseline_is_timed_beside_eager(tmp_path):
+    status, records = _run(tmp_path, "--only", "gemm", "--torch-compile", "on", "--repeat", "1")
+    assert status == 0
+    by_baseline = {r["baseline"]: r for r in records}
+    assert set(by_baseline) == {"torch", "torch.compile", "numpy"}
+    compiled = by_baseline["torch.compile"]
+    if compiled["baseline_error"] is None:
+        assert compiled["baseline_seconds"] > 0 and compiled["baseline_compile_seconds"] > 0
+        assert "torch.compile" in compiled["baseline_label"]
+    else:  # no C++ compiler for inductor: the row says so, the others still ran
+        assert "Error" in compiled["baseline_error"]
+    assert by_baseline["torch"]["baseline_compile_seconds"] is None
+    assert by_baseline["torch"]["ratio"] > 0
+
+
+@pytest.mark.parametrize("pattern, group, dtype, expected", [
+    ("gemm", "gemm", "float32", True),
+    ("conv", "conv", "bfloat16", True),
+    ("bf16", "conv", "bfloat16", True),
+    ("bfloat16", "pool", "bfloat16", True),
+    ("bf16", "conv", "float32", False),
+    ("*/fp16", "softmax", "float16", True),
+    ("*/fp16", "softmax", "float32", False),
+    ("conv3x3.backward/bf16", "conv", "bfloat16", True),
+    ("maxpool", "pool", "float32", True),
+    ("maxpool", "batchnorm", "float32", False),
+    ("cross_entropy", "softmax", "float32", True),
+])
+def test_only_patterns(pattern, group, dtype, expected):
+    assert ops.matches(pattern, group, dtype) is expected
+
+
+def test_a_pattern_that_selects_nothing_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "ops", "--only", "gemm,winograd"])
+    assert exit_info.value.code == 2
+    assert "winograd" in capsys.readouterr().err
+
+
+def test_only_half_types_on_a_cpu_without_dtype_says_how(tmp_path, capsys):
+    status = main(["bench", "ops", "--device", "cpu", "--only", "bf16", "--scale", SCALE])
+    assert status == 1
+    assert "--dtype" in capsys.readouterr().err
