@@ -10,6 +10,11 @@ environment variable      field
 ``GINGHAM_DEBUG``         ``debug``: 0 (quiet) .. 4 (generated source)
 ``GINGHAM_CC``            ``cc``: the C compiler of the ``cpu`` device
 ``GINGHAM_NUM_THREADS``   ``num_threads``: OpenMP threads of ``cpu`` kernels
+``GINGHAM_TUNE``          ``tune``: ``off`` (tuning database, else cost model) or ``on``
+                          (also search and store a schedule for every kernel it lacks)
+``GINGHAM_TUNE_BUDGET``   ``tune_budget``: seconds of measured search per kernel
+``GINGHAM_TUNE_MEASURE``  ``tune_measure``: 1 measures the device model once (cached), 0 uses
+                          estimates from the driver's description only
 ``GINGHAM_CONFIG_FILE``   where the user config file lives
 ========================  =============================================================
 
@@ -68,6 +73,10 @@ class Config:
     ``cc`` / ``cflags``: the C compiler of the ``cpu`` device and its flags.
     ``num_threads``: OpenMP threads for ``cpu`` kernels (None: the OpenMP default).
     ``config_file``: where the user config file is read from and written to.
+    ``tune``: ``off`` compiles with the tuning database's schedule or the cost model's choice;
+    ``on`` also runs a measured search for each tunable kernel the database lacks.
+    ``tune_budget``: seconds one kernel's measured search may take.
+    ``tune_measure``: measure the device model by micro-benchmarks (once, cached on disk).
     """
 
     device: str | None = None
@@ -77,10 +86,15 @@ class Config:
     cflags: tuple[str, ...] = DEFAULT_CFLAGS
     num_threads: int | None = None
     config_file: Path = field(default_factory=lambda: default_config_file())
+    tune: str = "off"
+    tune_budget: float = 10.0
+    tune_measure: bool = True
 
 
 # Fields the user config file may set (config_file itself is chosen by the environment only).
-_FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads")
+_FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "tune",
+                "tune_budget", "tune_measure")
+TUNE_MODES = ("off", "on")
 
 
 def default_config_file() -> Path:
@@ -172,12 +186,45 @@ def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
             values[key] = _parse_int(where, value, 0, MAX_DEBUG)
         elif key == "num_threads":
             values[key] = None if value is None else _parse_int(where, value, 1, None)
+        elif key in _TUNE_PARSERS:
+            values[key] = _TUNE_PARSERS[key](where, value)
         elif key == "cflags":
             flags = value.split() if isinstance(value, str) else value
             values[key] = tuple(str(flag) for flag in flags)
         else:
             values[key] = None if value is None else str(value)
     return values
+
+
+def _parse_tune(name: str, text: object) -> str:
+    value = str(text).strip().lower()
+    if value not in TUNE_MODES:
+        raise ConfigError(f"{name}={text!r} is not one of {', '.join(TUNE_MODES)}")
+    return value
+
+
+def _parse_budget(name: str, text: object) -> float:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise ConfigError(f"{name}={text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise ConfigError(f"{name}={value} must be > 0 seconds")
+    return value
+
+
+def _parse_bool(name: str, text: object) -> bool:
+    value = str(text).strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name}={text!r} is not a boolean (1/0, true/false)")
+
+
+_TUNE_PARSERS = {"tune": _parse_tune, "tune_budget": _parse_budget, "tune_measure": _parse_bool}
+_TUNE_VARIABLES = {"GINGHAM_TUNE": "tune", "GINGHAM_TUNE_BUDGET": "tune_budget",
+                   "GINGHAM_TUNE_MEASURE": "tune_measure"}
 
 
 def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
@@ -193,6 +240,9 @@ def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
     if env.get("GINGHAM_NUM_THREADS"):
         values["num_threads"] = _parse_int("GINGHAM_NUM_THREADS",
                                            env["GINGHAM_NUM_THREADS"], 1, None)
+    for variable, key in _TUNE_VARIABLES.items():
+        if env.get(variable):
+            values[key] = _TUNE_PARSERS[key](variable, env[variable])
     return values
 
 
