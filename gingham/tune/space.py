@@ -32,14 +32,14 @@ GPU_GROUP_M = (1, 4, 8, 16)
 #: Work-items per work-group we consider (fewer cannot fill a warp/wavefront).
 GPU_MIN_THREADS = 32
 
-CPU_KC = (64, 128, 192, 256, 384, 512)
-CPU_MT_BLOCKS = (2, 4, 8, 12, 16, 24, 32, 48, 64)
-CPU_NT_PANELS = (1, 2, 4, 8, 12, 16, 24, 32)
+CPU_KC = (64, 128, 192, 256, 384)
+CPU_MT_BLOCKS = (4, 8, 16, 24, 32, 48, 64)
+CPU_NT_PANELS = (1, 2, 4, 8, 16, 32)
 #: The packed A, B and accumulator tile live on an OpenMP thread's stack (8 MiB by default on
 #: Linux for the main thread, 2-8 MiB for the others): stay well below it.
 CPU_STACK_BYTES = 1 << 20
 #: Register shapes kept for the search (the best by efficiency, then by size).
-CPU_REGISTER_SHAPES = 5
+CPU_REGISTER_SHAPES = 4
 
 
 # -- GPU ---------------------------------------------------------------------------------------------
@@ -77,14 +77,25 @@ def gpu_space(view, info: DeviceInfo, itemsize: int) -> list[TileConfig]:
     return configs
 
 
+_gpu_ranked: dict[tuple, list] = {}
+
+
 def rank_gpu(view, info: DeviceInfo, itemsize: int, model: DeviceModel
              ) -> list[tuple[float, TileConfig]]:
     """Every legal configuration with its estimated seconds, cheapest first (ties: larger
-    tiles first, for a deterministic order)."""
-    ranked = [(gpu_time(c, view, model, itemsize), c) for c in gpu_space(view, info, itemsize)]
-    ranked.sort(key=lambda pair: (pair[0], -pair[1].tile_m * pair[1].tile_n,
-                                  -pair[1].reg_m * pair[1].reg_n, str(pair[1])))
-    return ranked
+    tiles first, for a deterministic order). Memoised on what decides it: the sizes, which
+    operand is K-major (staging), the device and its model."""
+    key = (view.m, view.n, view.k, view.batches, view.a.k_fastest, view.b.k_fastest, info,
+           itemsize, repr(model))
+    if key not in _gpu_ranked:
+        ranked = [(gpu_time(c, view, model, itemsize), c)
+                  for c in gpu_space(view, info, itemsize)]
+        ranked.sort(key=lambda pair: (pair[0], -pair[1].tile_m * pair[1].tile_n,
+                                      -pair[1].reg_m * pair[1].reg_n, str(pair[1])))
+        if len(_gpu_ranked) > 1024:
+            _gpu_ranked.clear()
+        _gpu_ranked[key] = ranked
+    return list(_gpu_ranked[key])
 
 
 def gpu_neighbours(config: TileConfig, view, info: DeviceInfo, itemsize: int
@@ -154,7 +165,7 @@ def rank_cpu(dims: CpuDims, model: DeviceModel) -> tuple[tuple[float, CpuTiling]
     key = (dims, repr(model))
     if key not in _cpu_ranked:
         ranked = [(cpu_time(t, dims, model), t) for t in cpu_space(dims, model)]
-        ranked.sort(key=lambda pair: (pair[0], -pair[1].mt * pair[1].nt, pair[1].describe()))
+        ranked.sort(key=lambda p: (p[0], -p[1].mt * p[1].nt, p[1].mr, p[1].nr, p[1].kc, p[1].mt))
         if len(_cpu_ranked) > 1024:
             _cpu_ranked.clear()
         _cpu_ranked[key] = tuple(ranked)
