@@ -46,7 +46,7 @@ GPU_STEP_OVERHEAD = 48
 #: FMA latency (cycles) x FMA ports of a CPU core: independent accumulators needed.
 CPU_FMA_CHAINS = 8
 #: Cycles per packed element (load, guard test, store; vectorised where contiguous).
-CPU_PACK_CYCLES = 0.5
+CPU_PACK_CYCLES = 0.3
 
 
 def _ceil(a: int, b: int) -> int:
@@ -158,6 +158,11 @@ def cpu_register_efficiency(mr: int, nr: int, lanes: int, registers: int) -> flo
     return efficiency
 
 
+def _fit(size: float, budget: float) -> float:
+    """1 while a block fits its cache budget, then falling slowly with the overflow."""
+    return 1.0 if size <= budget else (budget / size) ** 0.3
+
+
 def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
     """Estimated seconds of the packed CPU GEMM of ``dims`` under ``tiling`` (a CpuTiling)."""
     lanes = max(4, model.simd_width)
@@ -170,21 +175,23 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
     efficiency = cpu_register_efficiency(tiling.mr, tiling.nr, lanes, registers)
     kc = cpu_block_depth(tiling, dims)
     blocks = _ceil(dims.k, kc)
-    # Caches: a kc x nr panel of B is reused by every register block of the tile (L1); the
-    # packed A block and the accumulator tile are re-read for every panel (L2).
-    if kc * tiling.nr * 4 > 0.75 * model.l1_bytes:
-        efficiency *= 0.75
-    if (tiling.mt * kc + tiling.mt * tiling.nt) * 4 > 0.75 * model.l2_bytes:
-        efficiency *= 0.7
-    if (tiling.mt + tiling.nt) * kc * 4 + tiling.mt * tiling.nt * 4 > model.l2_bytes:
-        efficiency *= 0.85  # the B block no longer stays in L2 between panels
+    # Caches: a kc x nr panel of B is reused by every register block of the tile (half of L1);
+    # the packed A block, the B block and the accumulator tile are re-read for every panel
+    # and K block (a quarter of L2 each: associativity and the other data take the rest).
+    # Beyond its share a block costs smoothly more, as more of it comes from the next level.
+    efficiency *= (_fit(kc * tiling.nr * 4, model.l1_bytes / 2)
+                   * _fit(tiling.mt * kc * 4, model.l2_bytes / 4)
+                   * _fit(tiling.nt * kc * 4, model.l2_bytes / 4)
+                   * _fit(tiling.mt * tiling.nt * 4, model.l2_bytes / 4))
     flops = 2.0 * dims.batch * m_pad * n_pad * dims.k
     # Per tile and K block: pack (mt + nt) x kc elements, reload and store the accumulators
     # (two vector accesses per cycle).
     cycle = 4 * lanes / peak  # two FMA ports of ``lanes`` multiply-adds each per cycle
     pack = tiles * dims.k * (tiling.mt + tiling.nt) * CPU_PACK_CYCLES * cycle
     accumulators = tiles * blocks * tiling.mt * tiling.nt / lanes * cycle
-    per_thread = _ceil(tiles, workers) / tiles  # share of the work of the busiest thread
+    # The busiest thread's share, plus half a tile of expected tail: tiles are handed out
+    # dynamically, and a thread that is preempted (a shared machine) finishes late.
+    per_thread = (_ceil(tiles, workers) + 0.5) / tiles
     compute = (flops / (peak * efficiency) + pack + accumulators) * per_thread
     memory = (dims.batch * (dims.m * dims.k + dims.k * dims.n + 2 * dims.m * dims.n) * 4
               / model.bandwidth)

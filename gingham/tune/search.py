@@ -459,25 +459,28 @@ def _relative_error(got: list[np.ndarray], want: list[np.ndarray]) -> float:
     return worst
 
 
-def _time(device: Device, launches: list[Callable[[], None]], deadline: float) -> float:
-    """Seconds per run of ``launches``: the best of REPEATS timings of enough runs."""
-    def run_all() -> None:
-        for launch in launches:
-            launch()
-
+def _calibrate(device: Device, run: Callable[[], None]) -> int:
+    """Runs per timing so that one timing lasts about MIN_TIMING seconds."""
     start = time.perf_counter()
-    run_all()
+    run()
     device.synchronize()
     once = max(time.perf_counter() - start, 1e-7)
-    runs = max(1, min(1000, int(MIN_TIMING / once)))
-    best = once
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        for _ in range(runs):
-            run_all()
-        device.synchronize()
-        best = min(best, (time.perf_counter() - start) / runs)
-        if time.perf_counter() > deadline:
+    return max(1, min(1000, int(MIN_TIMING / once)))
+
+
+def _time_interleaved(device: Device, runs: dict, deadline: float | None) -> dict:
+    """Seconds per run of each entry of ``runs`` ({config: (run, repeats)}): REPEATS rounds,
+    each timing every candidate once, the best of each kept. Interleaved, so that a busy
+    moment of a shared machine slows every candidate alike rather than one of them."""
+    best = {config: math.inf for config in runs}
+    for round_ in range(REPEATS):
+        for config, (run, count) in runs.items():
+            start = time.perf_counter()
+            for _ in range(count):
+                run()
+            device.synchronize()
+            best[config] = min(best[config], (time.perf_counter() - start) / count)
+        if round_ and deadline is not None and time.perf_counter() > deadline:
             break
     return best
 
@@ -518,8 +521,11 @@ def search_family(family: _Family, device: Device, name: str, budget: float,
     dtype = str(family.ctx.dtype(family.plan.contraction.out))
     tolerance = TOLERANCE.get(dtype, 1e-4)
 
+    runners: dict[Any, tuple] = {}  # config -> (run, repeats): kept to time the best again
+
     def run_round(configs: list, first: bool) -> None:
         nonlocal reference, outputs
+        ready: dict[Any, tuple] = {}
         built = []
         for index, config in enumerate(configs):
             kernels = family.build(config, f"{name}_t{len(measured) + len(rejected)}_{index}")
@@ -559,7 +565,12 @@ def search_family(family: _Family, device: Device, name: str, budget: float,
                     if not error <= tolerance:
                         raise RuntimeError(f"wrong result (relative error {error:.2e} against "
                                            "the untuned schedule)")
-                seconds = _time(device, launches, deadline)
+
+                def run(launches=launches) -> None:
+                    for launch in launches:
+                        launch()
+
+                ready[config] = (run, _calibrate(device, run))
             except Exception as exc:  # noqa: BLE001 - a broken candidate is dropped, not fatal
                 if config is default:
                     raise
@@ -568,10 +579,20 @@ def search_family(family: _Family, device: Device, name: str, budget: float,
                 debug_print(1, f"tune {name}: dropped {config}: {exc}")
                 bar.step(None)
                 continue
-            stats.timed += 1
-            measured[config] = seconds
             schedules[config] = kernels[0].schedule
-            bar.step(seconds)
+        if not ready:
+            return
+        if measured:  # the best so far runs again beside the newcomers: a fair comparison
+            best = min(measured, key=measured.get)
+            if best in runners:
+                ready[best] = runners[best]
+        times = _time_interleaved(device, ready, None if first else deadline)
+        for config, seconds in times.items():
+            if config not in measured:
+                stats.timed += 1
+                bar.step(seconds)
+            measured[config] = min(seconds, measured.get(config, math.inf))
+            runners[config] = ready[config]
 
     try:
         run_round(chosen, first=True)
