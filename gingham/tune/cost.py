@@ -45,6 +45,10 @@ GPU_WARPS_TO_HIDE = 8
 GPU_STEP_OVERHEAD = 48
 #: FMA latency (cycles) x FMA ports of a CPU core: independent accumulators needed.
 CPU_FMA_CHAINS = 8
+#: Instructions a core issues per cycle (conservative: 4 on current x86 and ARM cores), and the
+#: loop's own per step of K (counter, compare, branch, pointer).
+CPU_ISSUE_WIDTH = 4
+CPU_LOOP_INSTRUCTIONS = 4
 #: Cycles per packed element (load, guard test, store; vectorised where contiguous).
 CPU_PACK_CYCLES = 0.3
 
@@ -148,10 +152,13 @@ def cpu_block_depth(tiling, dims: CpuDims) -> int:
 
 def cpu_register_efficiency(mr: int, nr: int, lanes: int, registers: int) -> float:
     """Fraction of the FMA ports a mr x nr register block keeps busy: loads (nr / lanes vectors
-    of B, mr broadcasts of A) share two load ports, dependent chains need CPU_FMA_CHAINS
-    accumulators, and a block that does not fit the vector registers spills."""
+    of B, mr broadcasts of A) share two load ports, every instruction (and the loop's own)
+    shares CPU_ISSUE_WIDTH issue slots, dependent chains need CPU_FMA_CHAINS accumulators, and a
+    block that does not fit the vector registers spills."""
     vectors = mr * (nr // lanes)
-    cycles = max(vectors / 2, (nr // lanes + mr) / 2, CPU_FMA_CHAINS / 2)
+    loads = nr // lanes + mr
+    cycles = max(vectors / 2, loads / 2, CPU_FMA_CHAINS / 2,
+                 (vectors + loads + CPU_LOOP_INSTRUCTIONS) / CPU_ISSUE_WIDTH)
     efficiency = (vectors / 2) / cycles
     if vectors + nr // lanes + 1 > registers:
         efficiency *= 0.35
