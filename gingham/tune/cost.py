@@ -100,6 +100,11 @@ def gpu_time(config, view, model: DeviceModel, itemsize: int = 4) -> float:
     overhead = GPU_STEP_OVERHEAD * config.threads * steps
     if gpu_registers(config) > 255:
         per_fma *= 3  # spills to local memory
+    if model.kind == "cpu" and (config.reg_m * config.reg_n + config.reg_m + config.reg_n
+                                > (model.vector_registers or 16)):
+        # A CPU's OpenCL driver maps work-items to vector lanes: each accumulator of a
+        # work-item becomes a vector register, and a block beyond the register file spills.
+        per_fma *= 1.5
     resident = gpu_residency(config, model, itemsize) or 1
     per_unit = _ceil(groups, units)  # groups one unit runs, one after another or together
     together = min(resident, per_unit)

@@ -26,7 +26,7 @@ from .cost import CpuDims, cpu_register_efficiency, cpu_time, gpu_time
 from .device_model import DeviceModel
 
 GPU_TILES = (16, 32, 64, 128)
-GPU_TILE_K = (8, 16, 32)
+GPU_TILE_K = (8, 16)  # the K step is unrolled: 32 makes kernels that NVRTC and PoCL build slowly
 GPU_REGS = (1, 2, 4, 8)
 GPU_GROUP_M = (1, 4, 8, 16)
 #: Work-items per work-group we consider (fewer cannot fill a warp/wavefront).
@@ -59,8 +59,11 @@ def gpu_space(view, info: DeviceInfo, itemsize: int) -> list[TileConfig]:
     """Legal base configurations (pad 4, group_m 8), each with K whole and split as
     :func:`choose_split` suggests."""
     limit = max(info.max_work_group_size, 1)
+    # A CPU's OpenCL driver runs this family as a fallback and builds big unrolled work-groups
+    # very slowly (minutes, gigabytes for a training step): the K step stays 8 there.
+    steps = (8,) if info.kind == "cpu" else GPU_TILE_K
     configs = []
-    for tm, tn, tk, rm, rn in itertools.product(GPU_TILES, GPU_TILES, GPU_TILE_K, GPU_REGS,
+    for tm, tn, tk, rm, rn in itertools.product(GPU_TILES, GPU_TILES, steps, GPU_REGS,
                                                 GPU_REGS):
         if rm * rn > 64 or rm > tm or rn > tn:
             continue
@@ -90,7 +93,7 @@ def rank_gpu(view, info: DeviceInfo, itemsize: int, model: DeviceModel
     if key not in _gpu_ranked:
         ranked = [(gpu_time(c, view, model, itemsize), c)
                   for c in gpu_space(view, info, itemsize)]
-        ranked.sort(key=lambda pair: (pair[0], -pair[1].tile_m * pair[1].tile_n,
+        ranked.sort(key=lambda pair: (pair[0], pair[1].tile_k, -pair[1].tile_m * pair[1].tile_n,
                                       -pair[1].reg_m * pair[1].reg_n, str(pair[1])))
         if len(_gpu_ranked) > 1024:
             _gpu_ranked.clear()
