@@ -40,6 +40,8 @@ from .frontend.tensor import (  # noqa: E402
 )
 
 from .frontend import optim  # noqa: E402
+from . import amp  # noqa: E402
+from .frontend.amp import autocast  # noqa: E402
 from .frontend.jit import jit  # noqa: E402
 from .frontend.transforms import grad, value_and_grad  # noqa: E402
 
@@ -49,7 +51,7 @@ __all__ = [
     "tile",
     "Tensor", "tensor", "zeros", "ones", "full", "arange", "matmul", "reshape",
     "permute_dims", "concat", "stack", "maximum", "minimum", "where", "no_grad",
-    "jit", "optim", "grad", "value_and_grad",
+    "jit", "optim", "grad", "value_and_grad", "amp", "autocast",
     "GinghamError",
     "TileError",
     "TileSyntaxError",

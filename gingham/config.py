@@ -10,6 +10,8 @@ environment variable      field
 ``GINGHAM_DEBUG``         ``debug``: 0 (quiet) .. 4 (generated source)
 ``GINGHAM_CC``            ``cc``: the C compiler of the ``cpu`` device
 ``GINGHAM_NUM_THREADS``   ``num_threads``: OpenMP threads of ``cpu`` kernels
+``GINGHAM_CUDA_GRAPHS``   ``cuda_graphs``: replay CUDA executables as CUDA graphs (1/0)
+``GINGHAM_COMPILE_JOBS``  ``compile_jobs``: native compilations run at once (default: cores)
 ``GINGHAM_TUNE``          ``tune``: ``off`` (tuning database, else cost model) or ``on``
                           (also search and store a schedule for every kernel it lacks)
 ``GINGHAM_TUNE_BUDGET``   ``tune_budget``: seconds of measured search per kernel
@@ -19,7 +21,8 @@ environment variable      field
 ========================  =============================================================
 
 The user config file is JSON (``platformdirs.user_config_dir("gingham")/config.json``); it may
-hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``.
+hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``,
+``cuda_graphs``, ``compile_jobs``, ``tune``, ``tune_budget``, ``tune_measure``.
 ``gingham devices --set-default ID`` writes ``{"device": ID}`` into it.
 
 Example::
@@ -72,6 +75,11 @@ class Config:
     ``debug``: 0..4; 1 device and kernel counts, 2 per-kernel time, 3 schedules, 4 source.
     ``cc`` / ``cflags``: the C compiler of the ``cpu`` device and its flags.
     ``num_threads``: OpenMP threads for ``cpu`` kernels (None: the OpenMP default).
+    ``cuda_graphs``: replay a compiled program on a CUDA device as one CUDA graph launch
+    instead of one launch per kernel.
+    ``compile_jobs``: how many pieces of a program compile at once (C compiler processes,
+    OpenCL builds, NVRTC calls); None: one per core this process may use. 1 compiles a
+    program as one translation unit.
     ``config_file``: where the user config file is read from and written to.
     ``tune``: ``off`` compiles with the tuning database's schedule or the cost model's choice;
     ``on`` also runs a measured search for each tunable kernel the database lacks.
@@ -85,6 +93,8 @@ class Config:
     cc: str = "cc"
     cflags: tuple[str, ...] = DEFAULT_CFLAGS
     num_threads: int | None = None
+    cuda_graphs: bool = True
+    compile_jobs: int | None = None
     config_file: Path = field(default_factory=lambda: default_config_file())
     tune: str = "off"
     tune_budget: float = 10.0
@@ -92,8 +102,8 @@ class Config:
 
 
 # Fields the user config file may set (config_file itself is chosen by the environment only).
-_FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "tune",
-                "tune_budget", "tune_measure")
+_FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "cuda_graphs",
+                "compile_jobs", "tune", "tune_budget", "tune_measure")
 TUNE_MODES = ("off", "on")
 
 
@@ -173,6 +183,17 @@ def _parse_int(name: str, text: str, low: int, high: int | None) -> int:
     return value
 
 
+def _parse_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name}={value!r} is not a boolean (use 1 or 0)")
+
+
 def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key, value in data.items():
@@ -184,8 +205,10 @@ def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
             values[key] = Path(str(value)).expanduser()
         elif key == "debug":
             values[key] = _parse_int(where, value, 0, MAX_DEBUG)
-        elif key == "num_threads":
+        elif key in ("num_threads", "compile_jobs"):
             values[key] = None if value is None else _parse_int(where, value, 1, None)
+        elif key == "cuda_graphs":
+            values[key] = _parse_bool(where, value)
         elif key in _TUNE_PARSERS:
             values[key] = _TUNE_PARSERS[key](where, value)
         elif key == "cflags":
@@ -213,15 +236,6 @@ def _parse_budget(name: str, text: object) -> float:
     return value
 
 
-def _parse_bool(name: str, text: object) -> bool:
-    value = str(text).strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off"):
-        return False
-    raise ConfigError(f"{name}={text!r} is not a boolean (1/0, true/false)")
-
-
 _TUNE_PARSERS = {"tune": _parse_tune, "tune_budget": _parse_budget, "tune_measure": _parse_bool}
 _TUNE_VARIABLES = {"GINGHAM_TUNE": "tune", "GINGHAM_TUNE_BUDGET": "tune_budget",
                    "GINGHAM_TUNE_MEASURE": "tune_measure"}
@@ -240,6 +254,11 @@ def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
     if env.get("GINGHAM_NUM_THREADS"):
         values["num_threads"] = _parse_int("GINGHAM_NUM_THREADS",
                                            env["GINGHAM_NUM_THREADS"], 1, None)
+    if env.get("GINGHAM_CUDA_GRAPHS"):
+        values["cuda_graphs"] = _parse_bool("GINGHAM_CUDA_GRAPHS", env["GINGHAM_CUDA_GRAPHS"])
+    if env.get("GINGHAM_COMPILE_JOBS"):
+        values["compile_jobs"] = _parse_int("GINGHAM_COMPILE_JOBS",
+                                            env["GINGHAM_COMPILE_JOBS"], 1, None)
     for variable, key in _TUNE_VARIABLES.items():
         if env.get(variable):
             values[key] = _TUNE_PARSERS[key](variable, env[variable])

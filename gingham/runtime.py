@@ -47,7 +47,7 @@ class InterpretedExecutable:
         self.device = device
         self.launches: list = []
 
-    def run(self, inputs, fresh_outputs: bool = True):
+    def run(self, inputs, fresh_outputs: bool = True, prefer=None):
         program = self.bound.program
         arrays = []
         for name, buffer in zip(program.input_names, inputs):

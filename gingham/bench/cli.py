@@ -66,6 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--device", metavar="ID", help="device id; default: the default device")
     model.add_argument("--batch", type=_positive_int, help="batch size (default: the model's)")
     model.add_argument("--steps", type=_positive_int, default=5, help="timed steps (default 5)")
+    model.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                       help="fp32, or mixed precision under gingham.autocast / torch.autocast "
+                       "(channels-last) in bfloat16 or float16 (default fp32)")
     model.add_argument("--no-torch", action="store_true", help="skip the PyTorch baseline")
     model.add_argument("--json", metavar="PATH", help="also write the record to PATH")
     model.set_defaults(func=model_command)
@@ -214,7 +217,8 @@ def model_command(args: argparse.Namespace) -> int:
     from .model import format_result, run_model
 
     device = args.device or default_device_id()
-    result = run_model(args.name, device, args.batch, args.steps, not args.no_torch)
+    result = run_model(args.name, device, args.batch, args.steps, not args.no_torch,
+                       precision=args.precision)
     print(format_result(result))
     if args.json:
         write_json(args.json, [result.record()])

@@ -2,11 +2,15 @@
 
     $ gingham bench model resnet9 --device cuda:0            # CIFAR-shaped, batch 512
     $ gingham bench model story --device opencl:0             # PlaidML's story net, batch 16
-    $ gingham bench model resnet9 --device cpu --batch 32 --steps 3
+    $ gingham bench model resnet9 --device cuda:0 --precision bf16   # mixed precision
 
-Each side trains the same network (same initial weights, SGD with Nesterov momentum, fp32) on
-synthetic data of the real shape. gingham runs its ``gingham.jit``-compiled step; the first
-call's time (trace, compile, first run) is reported separately as the first-epoch overhead.
+Each side trains the same network (same initial weights, SGD with Nesterov momentum) on
+synthetic data of the real shape. ``--precision fp32`` (the default) trains in float32;
+``bf16`` / ``fp16`` run gingham's step under :func:`gingham.autocast` (float32 master
+weights; fp16 with a :class:`gingham.amp.GradScaler`) and PyTorch's under ``torch.autocast`` in
+the same dtype with channels-last memory format (fp16 with ``torch.amp.GradScaler``). gingham
+runs its ``gingham.jit``-compiled step; the first call's time (trace, compile, first run) is
+reported separately as the first-epoch overhead.
 Seconds per epoch are extrapolated from the median step time over ``--steps`` timed steps
 (stated as such): epoch = ceil(images / batch) steps.
 """
@@ -23,6 +27,9 @@ from .. import data
 from ..devices import get_device
 from .baselines import torch_env
 
+#: --precision -> the autocast dtype (None: float32 throughout).
+PRECISIONS = {"fp32": None, "bf16": "bfloat16", "fp16": "float16"}
+
 MODELS = {
     # name: (input shape, images per epoch, default batch)
     "resnet9": ((3, 32, 32), 50_000, 512),
@@ -36,6 +43,7 @@ class ModelResult:
     device: str
     batch: int
     steps_per_epoch: int
+    precision: str = "fp32"
     first_step_seconds: float = math.nan
     gingham_step_seconds: float = math.nan
     torch_step_seconds: float | None = None
@@ -61,7 +69,8 @@ class ModelResult:
 
     def record(self) -> dict:
         return {
-            "name": f"model.{self.name}", "device": self.device, "dtype": "float32",
+            "name": f"model.{self.name}", "device": self.device,
+            "dtype": PRECISIONS[self.precision] or "float32",
             "shape": f"batch {self.batch}", "gingham_seconds": self.gingham_epoch,
             "baseline": self.baseline, "baseline_seconds": self.torch_epoch,
             "ratio": self.ratio, "unit": "seconds per epoch (extrapolated from steps)",
@@ -80,20 +89,24 @@ def _gingham_model(name: str, device: str):
 
 
 def run_model(name: str, device_id: str, batch: int | None = None, steps: int = 5,
-              with_torch: bool = True) -> ModelResult:
+              with_torch: bool = True, precision: str = "fp32") -> ModelResult:
     import gingham
     from ..nn import training
 
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     shape, images_per_epoch, default_batch = MODELS[name]
     batch = batch or default_batch
-    result = ModelResult(name, device_id, batch, math.ceil(images_per_epoch / batch))
+    result = ModelResult(name, device_id, batch, math.ceil(images_per_epoch / batch), precision)
     device = get_device(device_id)
     images, labels = data.synthetic(batch * 2, shape, seed=0)
     model = _gingham_model(name, device_id)
     optimizer = gingham.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True,
                                   weight_decay=5e-4)
 
-    train_step = training.train_step(model, optimizer)
+    scaler = gingham.amp.GradScaler() if precision == "fp16" else None
+    train_step = training.train_step(model, optimizer, autocast=PRECISIONS[precision],
+                                     scaler=scaler)
 
     batches = [(images[:batch], labels[:batch]), (images[batch:], labels[batch:])]
     start = time.perf_counter()
@@ -123,12 +136,22 @@ def _torch_side(name, device, batches, steps, result: ModelResult) -> None:
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, nesterov=True,
                                 weight_decay=5e-4)
     tensors = [(env.tensor(x), env.tensor(y.astype(np.int64))) for x, y in batches]
+    low = PRECISIONS[result.precision]
+    if low is not None:  # PyTorch's fast mixed-precision setting: autocast, channels-last
+        net = net.to(memory_format=torch.channels_last)
+        tensors = [(x.contiguous(memory_format=torch.channels_last), y) for x, y in tensors]
+    device_type = "cuda" if env.device.startswith("cuda") else "cpu"
+    autocast = torch.autocast(device_type, dtype=getattr(torch, low or "float32"),
+                              enabled=low is not None)
+    scaler = torch.amp.GradScaler(device_type, enabled=low == "float16")
 
     def step(x, y):
-        loss = torch.nn.functional.cross_entropy(net(x), y)
+        with autocast:
+            loss = torch.nn.functional.cross_entropy(net(x), y)
         optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
         return loss
 
     step(*tensors[0])
@@ -140,7 +163,8 @@ def _torch_side(name, device, batches, steps, result: ModelResult) -> None:
         env.sync()
         times.append(time.perf_counter() - start)
     result.torch_step_seconds = float(np.median(times))
-    result.baseline = f"{env.label} eager"
+    result.baseline = f"{env.label} eager" + (
+        f" {result.precision} autocast channels-last" if low is not None else "")
 
 
 def _torch_model(torch, name: str):
@@ -194,7 +218,8 @@ def _torch_model(torch, name: str):
 
 def format_result(r: ModelResult) -> str:
     lines = [
-        f"{r.name} on {r.device}, batch {r.batch}, {r.steps_per_epoch} steps per epoch "
+        f"{r.name} on {r.device}, batch {r.batch}, {r.precision}, {r.steps_per_epoch} steps "
+        "per epoch "
         "(seconds per epoch extrapolated from the median step)",
         f"  gingham: {r.gingham_step_seconds * 1e3:9.1f} ms/step  {r.gingham_epoch:8.1f} s/epoch"
         f"   first step (trace + compile + run): {r.first_step_seconds:.1f} s",
@@ -210,4 +235,4 @@ def format_result(r: ModelResult) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["MODELS", "ModelResult", "run_model", "format_result"]
+__all__ = ["MODELS", "PRECISIONS", "ModelResult", "run_model", "format_result"]

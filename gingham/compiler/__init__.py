@@ -5,9 +5,10 @@
 
 Passes, in order: fusion planning (:mod:`.fusion`, with contraction normal form from
 :mod:`.normalize`), lowering to the loop-nest kernel IR with a schedule chosen from the device
-description (:mod:`.lower`, :mod:`.schedule`), rendering in the device's dialect
-(:mod:`gingham.codegen.c_family`), compilation through the device (binaries cached on disk), and
-memory planning (:mod:`.executable`).
+description (:mod:`.lower`, :mod:`.schedule`), naming each kernel by its content so equal
+kernels are shared (:mod:`.dedupe`), rendering in the device's dialect
+(:mod:`gingham.codegen.c_family`), compilation through the device (in parallel pieces, each
+kernel's binary cached on disk), and memory planning (:mod:`.executable`).
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..codegen.c_family import DIALECTS, render_many
-from ..config import debug_print
+from ..config import debug_print, get_config
 from ..devices.base import Device
 from ..tile.dtypes import DTYPES
 from ..tile.shapes import BoundProgram
+from . import kernel_ir as k
+from .dedupe import unit_of
 from .executable import Executable, Launch
 from .fusion import plan
 from .lower import LoweringContext
@@ -36,22 +39,50 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
         ctx = LoweringContext(bound, kernel_plan.aliases)
         name = f"k{position}_{sorted(kernel.stores)[0]}"
         kernels.extend(lower_with_schedule(kernel, ctx, name, device.info))
-    source = render_many(kernels, DIALECTS[dialect_name])
-    debug_print(1, f"{device.id}: {len(kernels)} kernel(s) for a program with "
-                   f"{len(bound.program.statements)} statement(s)")
+    launches, source = compile_kernels(kernels, device)
+    debug_print(1, f"{device.id}: {len(kernels)} kernel(s) "
+                   f"({len({launch.kernel.entry for launch in launches})} distinct) for a "
+                   f"program with {len(bound.program.statements)} statement(s)")
+    scratch = {s.name: s.size * np.dtype(DTYPES[s.dtype]).itemsize
+               for kernel in kernels for s in kernel.scratch}
+    return Executable(bound, device, launches, kernel_plan.aliases, source, scratch)
+
+
+def compile_kernels(kernels: list[k.Kernel], device: Device) -> tuple[list[Launch], str]:
+    """One launch per kernel (in order) and the source compiled for them.
+
+    Kernels equal up to the names of their tensors share one compiled entry point; each
+    launch keeps its own kernel's launch shape and arguments. Example::
+
+        >>> launches, source = compile_kernels([k0, k1], get_device("cpu"))
+        >>> launches[0].kernel is launches[1].kernel   # k1 is k0 on other tensors
+        True
+    """
+    dialect = DIALECTS[device.info.dialect]
+    units, renamed = [], {}
     for kernel in kernels:
-        debug_print(3, f"{kernel.name}: {kernel.schedule}")
-    debug_print(4, f"source for {device.id}:\n{source}")
-    compiled = device.compile_many(source, [k.name for k in kernels]) if kernels else []
+        unit, ir = unit_of(kernel, dialect)
+        units.append(unit)
+        renamed[unit.entry] = ir
+    for kernel, unit in zip(kernels, units):
+        debug_print(3, f"{kernel.name} ({unit.entry}): {kernel.schedule}")
+    if get_config().debug >= 4:
+        # The kernels under their own names (what was compiled names parameters by position).
+        debug_print(4, f"source for {device.id}:\n{render_many(kernels, dialect)}")
+
+    def assemble(group) -> str:
+        # One prelude for the whole piece: the units' helpers are defined once.
+        return render_many([renamed[unit.entry] for unit in group], dialect)
+
+    compiled = device.compile_units(units, assemble) if kernels else []
     launches = [
         Launch(handle, kernel.name, [p.name for p in kernel.params], kernel.launch.global_size,
                kernel.launch.local_size, getattr(kernel.launch, "shared_bytes", 0),
                kernel.schedule, kernel.flops)
         for kernel, handle in zip(kernels, compiled)
     ]
-    scratch = {s.name: s.size * np.dtype(DTYPES[s.dtype]).itemsize
-               for kernel in kernels for s in kernel.scratch}
-    return Executable(bound, device, launches, kernel_plan.aliases, source, scratch)
+    source = "\n".join({unit.entry: unit.source for unit in units}.values())
+    return launches, source
 
 
-__all__ = ["Executable", "compile_program"]
+__all__ = ["Executable", "compile_kernels", "compile_program"]

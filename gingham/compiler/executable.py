@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from ..config import debug_print, get_config
-from ..devices.base import Buffer, Device, Kernel
+from ..devices.base import Buffer, Device, Kernel, LaunchSpec, Slot
 from ..tile.shapes import BoundProgram
 
 
@@ -56,6 +56,7 @@ class Executable:
         self._buffers: dict[str, Buffer] = {}
         self.debug = get_config().debug
         self._plan_memory()
+        self._plan_launches()
 
     def root(self, name: str) -> str:
         while name in self.aliases:
@@ -96,32 +97,76 @@ class Executable:
             if name not in inputs and name not in self._buffers:
                 self._buffers[name] = self.device.alloc(self.nbytes(name))
 
-    def run(self, inputs: Sequence[Buffer], fresh_outputs: bool = False) -> list[Buffer]:
+    def _plan_launches(self) -> None:
+        """Pack every launch once (:meth:`Device.plan`): planned buffers are fixed; the
+        inputs and the outputs are slots, filled in by each run."""
+        inputs = set(self.input_names)
+        # Slots: the inputs in order, then each output that is not an input, once.
+        self._output_slot_names = list(dict.fromkeys(
+            n for n in self.output_names if n not in inputs))
+        slot_names = list(self.input_names) + self._output_slot_names
+        slot_of = {name: index for index, name in enumerate(slot_names)}
+        # An input listed twice is read through its first slot.
+        for index, name in reversed(list(enumerate(self.input_names))):
+            slot_of[name] = index
+        self._output_slots = [slot_of[n] for n in self.output_names]
+        # For each output slot, the position of its first name in output_names.
+        self._output_positions = [self.output_names.index(n) for n in self._output_slot_names]
+        self._own_outputs = [self._buffers[n] for n in self._output_slot_names]
+        self._output_nbytes = [self.nbytes(n) for n in self._output_slot_names]
+        specs = [
+            LaunchSpec(launch.kernel,
+                       [Slot(slot_of[n], self.nbytes(n)) if n in slot_of else self._buffers[n]
+                        for n in launch.args],
+                       launch.global_size, launch.local_size, launch.shared_bytes)
+            for launch in self.launches
+        ]
+        self._plan = self.device.plan(specs, len(slot_names))
+
+    def run(self, inputs: Sequence[Buffer], fresh_outputs: bool = False,
+            prefer: Sequence[Any] | None = None) -> list[Buffer]:
         """Launch every kernel on device-resident inputs; return the output buffers.
 
-        By default outputs live in the executable's own buffers, overwritten by the next run
-        (the replay of a training step wants exactly that); ``fresh_outputs=True`` writes them
-        into new buffers that the caller keeps.
+        By default outputs live in the executable's own buffers, overwritten by the next run;
+        ``fresh_outputs=True`` writes them into new buffers that the caller keeps, and
+        ``prefer`` (one per output, or None) names the handles of released buffers to have
+        back for them (see :meth:`Device.alloc`): a replayed training step asks for the
+        buffers of two steps ago, so its addresses repeat and a CUDA graph is reused.
         """
         if len(inputs) != len(self.input_names):
             raise ValueError(f"expected {len(self.input_names)} input buffers, got {len(inputs)}")
+        if self.debug >= 2:
+            return self._run_timed(inputs, fresh_outputs)
+        if fresh_outputs:
+            alloc = self.device.alloc
+            if prefer is None:
+                outputs = [alloc(n) for n in self._output_nbytes]
+            else:
+                outputs = [alloc(n, prefer[i])
+                           for n, i in zip(self._output_nbytes, self._output_positions)]
+        else:
+            outputs = self._own_outputs
+        slots = [*inputs, *outputs]
+        self._plan.run(slots)
+        return [slots[i] for i in self._output_slots]
+
+    def _run_timed(self, inputs: Sequence[Buffer], fresh_outputs: bool) -> list[Buffer]:
+        """``run`` one launch at a time, each timed and printed (``GINGHAM_DEBUG=2``)."""
         buffers = dict(self._buffers)
         buffers.update(zip(self.input_names, inputs))
         if fresh_outputs:
             for name in self.output_names:
                 if name not in self.input_names:
                     buffers[name] = self.device.alloc(self.nbytes(name))
-        debug = self.debug
         for launch in self.launches:
             args = [buffers[name] for name in launch.args]
-            start = time.perf_counter() if debug >= 2 else 0.0
+            start = time.perf_counter()
             self.device.launch(launch.kernel, args, launch.global_size, launch.local_size,
                                shared_bytes=launch.shared_bytes)
-            if debug >= 2:
-                self.device.synchronize()
-                elapsed = time.perf_counter() - start
-                rate = f", {launch.flops / elapsed / 1e9:.1f} GFLOP/s" if launch.flops else ""
-                debug_print(2, f"{self.device.id}: {launch.name} {elapsed * 1e3:.3f} ms{rate}")
+            self.device.synchronize()
+            elapsed = time.perf_counter() - start
+            rate = f", {launch.flops / elapsed / 1e9:.1f} GFLOP/s" if launch.flops else ""
+            debug_print(2, f"{self.device.id}: {launch.name} {elapsed * 1e3:.3f} ms{rate}")
         return [buffers[name] for name in self.output_names]
 
     def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:

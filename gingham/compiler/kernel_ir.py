@@ -46,7 +46,8 @@ class Const:
 
 @dataclass(frozen=True)
 class Load:
-    """Element ``index`` (flat, in elements) of a global buffer parameter."""
+    """Element ``index`` (flat, in elements) of a global buffer parameter. A float16 or
+    bfloat16 buffer read as ``uint16`` gives the element's bits (no conversion)."""
 
     buffer: str
     index: "Expr"
@@ -136,7 +137,9 @@ class StoreLocal:
 
 @dataclass(frozen=True)
 class LocalArray:
-    """An array private to a work-item (``register``) or shared by a work-group (``shared``)."""
+    """An array private to a work-item (``register``) or shared by a work-group (``shared``;
+    ``dynamic``: CUDA's dynamic shared memory, one array per kernel at the kernel's top, its
+    size the launch's ``shared_bytes``: blocks may then use more than the static 48 KiB)."""
 
     name: str
     dtype: str
@@ -165,6 +168,40 @@ class CopyLocal:
     src_index: tuple[Expr, ...]
     width: int
     dtype: str
+
+
+@dataclass(frozen=True)
+class WarpOp:
+    """A warp-level tensor-core or asynchronous-copy instruction: CUDA only (inline PTX,
+    sm_80 and later); the other dialects refuse to render it. All 32 threads of a warp run
+    it together (``ldmatrix``, ``mma``) or each thread its own copy (``cp_async``).
+
+    ``op`` is one of:
+
+    * ``ldmatrix``: load ``len(regs)`` (1, 2 or 4) 8x8 matrices of 16-bit elements from shared
+      memory into the 32-bit registers ``regs``; ``shared`` = (array, element index) is this
+      thread's row address (threads 0-7 give the rows of the first matrix, 8-15 of the
+      second, ...); ``variant`` "trans" transposes each matrix.
+    * ``mma``: ``regs`` (4 float32 accumulators) += A (``args[0:4]``, four registers of
+      16-bit pairs) times B (``args[4:6]``): one m16n8k16 product, row-major A, column-major
+      B, fp32 accumulation; ``variant`` is the operand type, "bfloat16" or "float16".
+    * ``cp_async``: copy 16 bytes from global ``src`` = (buffer, element index) to ``shared``
+      without passing through registers; ``args[0]`` false: write zeros, read nothing.
+      ``variant`` "ca" also keeps the data in L1 (for reads that overlap, as im2col's do);
+      otherwise it goes through L2 only.
+    * ``cp_async_commit``: close this thread's group of copies issued so far.
+    * ``cp_async_wait``: wait until at most ``int(variant)`` of its groups are in flight.
+
+        WarpOp("mma", regs=(acc0, acc1, acc2, acc3), args=(a0, a1, a2, a3, b0, b1),
+               variant="bfloat16")
+    """
+
+    op: str
+    regs: tuple["LoadLocal", ...] = ()
+    args: tuple["Expr", ...] = ()
+    shared: tuple[str, "Expr"] | None = None
+    src: tuple[str, "Expr"] | None = None
+    variant: str = ""
 
 
 @dataclass(frozen=True)
@@ -200,8 +237,8 @@ class Comment:
     text: str
 
 
-Stmt = Union[Declare, Assign, Store, StoreLocal, LocalArray, CopyLocal, For, If, Barrier, Block,
-             Comment]
+Stmt = Union[Declare, Assign, Store, StoreLocal, LocalArray, CopyLocal, WarpOp, For, If, Barrier,
+             Block, Comment]
 
 # -- kernels ----------------------------------------------------------------------------------------
 
@@ -232,6 +269,8 @@ class Launch:
 
     global_size: tuple[int, ...]
     local_size: tuple[int, ...] | None = None
+    shared_bytes: int = 0  # CUDA dynamic shared memory per block (a ``dynamic`` LocalArray)
+    min_blocks: int = 0  # CUDA: blocks per multiprocessor to fit in registers (launch bounds)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,21 @@ def compute_type(dtype: np.dtype) -> str:
     return dt.dtype_name(dt.compute_dtype(np.dtype(dtype)))
 
 
+def as_stored(value: k.Expr, dtype: np.dtype, ctx: "LoweringContext") -> k.Expr:
+    """``value`` (in its compute type) as a tensor of ``dtype`` holds it. Half types compute in
+    float32 and are rounded here, so that a consumer fused into the same kernel reads what the
+    interpreter and a consumer in another kernel read: without it a bfloat16 convolution fused
+    with its cast to float32 skipped the rounding, and a max pool's gradient, which compares
+    recomputed values with stored ones, lost taps."""
+    name = dt.dtype_name(np.dtype(dtype))
+    if name not in ("float16", "bfloat16"):
+        return value
+    if isinstance(value, k.Call) and value.fn == f"round_{name}":
+        return value
+    ctx.uses.add(f"round_{name}")
+    return k.Call(f"round_{name}", (value,), "float32")
+
+
 def index_type(max_value: int) -> str:
     """32-bit indices where they suffice (GPUs do 64-bit integer arithmetic slowly)."""
     return "int32" if max_value < 2**31 - 1 else "int64"
@@ -317,7 +332,8 @@ def _evaluate(plan: KernelPlan, ctx: LoweringContext, value_of, registers: dict[
     for statement in plan.elementwise:
         ctype = compute_type(ctx.dtype(statement.out))
         register = f"v_{statement.out}"
-        stmts.append(k.Declare(register, ctype, _cast(lowering.lower(statement.expr), ctype)))
+        value = _cast(lowering.lower(statement.expr), ctype)
+        stmts.append(k.Declare(register, ctype, as_stored(value, ctx.dtype(statement.out), ctx)))
         registers[statement.out] = k.Var(register, ctype)
     return stmts
 
@@ -603,10 +619,10 @@ def finalize(nc: NormalContraction, ctx: LoweringContext, acc: k.Expr, reached: 
     value = acc
     if default is not None and nc.agg != "=":
         value = aggregate(nc.agg, default, acc, ctype)
-    if reached is None:
-        return value
-    unreached = default if default is not None else k.Const(0, ctype)
-    return k.Select(reached, value, unreached, ctype)
+    if reached is not None:
+        unreached = default if default is not None else k.Const(0, ctype)
+        value = k.Select(reached, value, unreached, ctype)
+    return as_stored(value, ctx.dtype(nc.out), ctx)
 
 
 def accumulate(nc: NormalContraction, ctx: LoweringContext, ctype: str, itype: str,

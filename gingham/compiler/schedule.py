@@ -4,8 +4,9 @@ The default schedule gives every output cell a work-item (a GPU thread, or an it
 CPU's OpenMP loop). Contractions that are sums of products get tiled schedules from
 :mod:`gingham.compiler.tiling_cpu` / :mod:`gingham.compiler.tiling_gpu` where the device and
 shapes allow (on a GPU possibly split along K: a partial-sum kernel and a reduction, so a plan
-can become two kernels); elementwise and special kernels get the bandwidth-bound schedules of
-:func:`gingham.compiler.lower.lower_streaming`; few-cell, long reductions (batch-norm
+can become two kernels; float16 / bfloat16 products on CUDA run on the tensor cores, see
+:mod:`gingham.compiler.tiling_tc`); elementwise and special kernels get the bandwidth-bound
+schedules of :func:`gingham.compiler.lower.lower_streaming`; few-cell, long reductions (batch-norm
 statistics, losses) are split across work-groups by :mod:`gingham.compiler.reduction`.
 
 The tiled families' configurations come from the tuning database when it holds this kernel on
@@ -22,6 +23,7 @@ from .lower import LoweringContext, lower_plan, lower_streaming
 from .reduction import split_reduction
 from .tiling_cpu import tiled_contraction_cpu
 from .tiling_gpu import tiled_contraction
+from .tiling_tc import tensor_core_contraction
 
 
 def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
@@ -36,6 +38,10 @@ def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
             return [kernel]
     # Every work-group device gets the staged GPU schedule: it is also 14x faster than one
     # work-item per cell on PoCL (GEMM 512: 18.6 ms against 257 ms, measured here).
+    if info.dialect == "cuda":  # float16 / bfloat16 products on the tensor cores
+        kernels = tensor_core_contraction(plan, ctx, name, info)
+        if kernels is not None:
+            return kernels
     if info.dialect in ("opencl", "cuda"):
         kernels = tiled_contraction(plan, ctx, name, info, tuned_config(plan, ctx, name, info))
         if kernels is not None:

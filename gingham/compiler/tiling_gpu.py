@@ -350,7 +350,7 @@ def choose_config(view: GemmView, info: DeviceInfo, itemsize: int = 4) -> TileCo
 # -- kernel construction -------------------------------------------------------------------------
 
 
-class _Builder:
+class IndexBuilder:
     """Small constructors for index arithmetic in one integer type, folding constants."""
 
     def __init__(self, itype: str) -> None:
@@ -412,30 +412,44 @@ def _conjunction(conditions: list) -> k.Expr | None:
 
 
 @dataclass
-class _Staging:
-    """How the work-items of a group copy one operand's TS x TK slice to local memory."""
+class Staging:
+    """How the work-items of a group copy one operand's TS x TK slice to local memory.
+
+    A slot is what one work-item copies at a time: one element, or with ``vector`` > 1 that
+    many consecutive elements along the operand's unit-stride index (K when ``k_fastest``,
+    else the tile index; one 16-byte copy in the tensor-core schedule). Lanes, repeats and
+    slots count in those units."""
 
     side: Side
     tile: int  # TS
     tile_k: int
-    slots: int  # elements per work-item
+    slots: int  # copies per work-item
     lanes_k: int  # work-items side by side along K
     lanes_s: int  # work-items side by side along the tile index
+    vector: int = 1  # elements per copy along the unit-stride index
 
     @property
     def array(self) -> str:
         return f"gt_{self.side.label}s"
 
+    @property
+    def units(self) -> tuple[int, int]:
+        """(along K, along the tile index) in copies."""
+        if self.side.k_fastest:
+            return self.tile_k // self.vector, self.tile
+        return self.tile_k, self.tile // self.vector
+
     def slot(self, p: int) -> tuple[int, int]:
         """(k-repeat, s-repeat) of slot p: its kk and s are the lane's plus repeat * lanes."""
+        units_k, units_s = self.units
         if self.side.k_fastest:
-            per_k = self.tile_k // self.lanes_k
+            per_k = units_k // self.lanes_k
             return p % per_k, p // per_k
-        per_s = self.tile // self.lanes_s
+        per_s = units_s // self.lanes_s
         return p // per_s, p % per_s
 
 
-def _staging(side: Side, tile: int, config: TileConfig) -> _Staging | None:
+def _staging(side: Side, tile: int, config: TileConfig) -> Staging | None:
     threads, tk = config.threads, config.tile_k
     if side.k_fastest:
         lanes_k = min(tk, threads)
@@ -448,7 +462,7 @@ def _staging(side: Side, tile: int, config: TileConfig) -> _Staging | None:
     slots = (tile * tk) // threads
     if slots * threads != tile * tk:
         return None
-    return _Staging(side, tile, tk, slots, lanes_k, lanes_s)
+    return Staging(side, tile, tk, slots, lanes_k, lanes_s)
 
 
 def tiled_view(plan: KernelPlan, ctx: LoweringContext) -> tuple[GemmView, str] | None:
@@ -496,22 +510,22 @@ def tiled_contraction(plan: KernelPlan, ctx: LoweringContext, name: str, info: D
     split = math.ceil(k_tiles / math.ceil(k_tiles / split))  # no slice empty
     config = dataclasses.replace(config, split=split)
     if split == 1:
-        return [_TiledKernel(plan, ctx, name, view, config, stage_a, stage_b, ctype).build()]
+        return [TiledKernel(plan, ctx, name, view, config, stage_a, stage_b, ctype).build()]
     scratch = k.Scratch(f"{name}_partials", ctype, split * math.prod(view.nc.out_shape))
     partial_ctx = LoweringContext(ctx.bound, ctx.aliases)  # its own parameters
-    partials = _TiledKernel(plan, partial_ctx, f"{name}_partial", view, config, stage_a,
-                            stage_b, ctype, scratch).build()
-    return [partials, _split_sum(plan, ctx, name, view, scratch, split, ctype)]
+    partials = TiledKernel(plan, partial_ctx, f"{name}_partial", view, config, stage_a,
+                           stage_b, ctype, scratch).build()
+    return [partials, split_sum(plan, ctx, name, view, scratch, split, ctype)]
 
 
-def _split_sum(plan: KernelPlan, ctx: LoweringContext, name: str, view: GemmView,
-               scratch: k.Scratch, split: int, ctype: str) -> k.Kernel:
+def split_sum(plan: KernelPlan, ctx: LoweringContext, name: str, view: GemmView,
+              scratch: k.Scratch, split: int, ctype: str) -> k.Kernel:
     """One work-item per cell: the sum of the cell's partials in slice order, then the
     finalisation and fused epilogue of the one-kernel schedule."""
     nc = view.nc
     cells = math.prod(nc.out_shape)
     itype = index_type(split * cells + 16)
-    e = _Builder(itype)
+    e = IndexBuilder(itype)
     ctx.params[scratch.name] = k.Param(scratch.name, scratch.dtype)
     flat = e.v("g")
     body: list[k.Stmt] = cell_coordinates(flat, nc.out_shape, list(nc.out_vars), itype)
@@ -531,9 +545,12 @@ def _split_sum(plan: KernelPlan, ctx: LoweringContext, name: str, view: GemmView
     return dataclasses.replace(kernel, scratch=(scratch,))
 
 
-class _TiledKernel:
+class TiledKernel:
+    """The kernel of one tiled schedule (subclassed by the tensor-core schedule, which keeps
+    the coordinates, hoisting, K decoding and per-cell epilogue and replaces the rest)."""
+
     def __init__(self, plan: KernelPlan, ctx: LoweringContext, name: str, view: GemmView,
-                 config: TileConfig, stage_a: _Staging, stage_b: _Staging, ctype: str,
+                 config: TileConfig, stage_a: Staging, stage_b: Staging, ctype: str,
                  scratch: k.Scratch | None = None) -> None:
         self.plan, self.ctx, self.name, self.view, self.cfg = plan, ctx, name, view, config
         self.stages = (stage_a, stage_b)
@@ -543,7 +560,7 @@ class _TiledKernel:
                        view.k + config.tile_k]
                       + [math.prod(a.sizes) for a in nc.operands])
         self.itype = index_type(biggest * 2 + 4 * (config.tile_m + config.tile_n) + 16)
-        self.e = _Builder(self.itype)
+        self.e = IndexBuilder(self.itype)
         self.m_tiles = math.ceil(view.m / config.tile_m)
         self.n_tiles = math.ceil(view.n / config.tile_n)
         self.k_tiles = math.ceil(view.k / config.tile_k)
@@ -663,20 +680,24 @@ class _TiledKernel:
     def batch_env(self) -> dict:
         return {var: self.e.v(f"gt_v_{var}") for var in self.view.batch}
 
-    def lane(self, stage: _Staging) -> tuple[k.Expr, k.Expr]:
+    def lane(self, stage: Staging) -> tuple[k.Expr, k.Expr]:
         """(kk, s) of this work-item's first slot."""
         e, tid = self.e, self.e.v("gt_tid")
         if stage.side.k_fastest:
             return e.mod(tid, stage.lanes_k), e.div(tid, stage.lanes_k)
         return e.div(tid, stage.lanes_s), e.mod(tid, stage.lanes_s)
 
-    def slot_position(self, stage: _Staging, p: int) -> tuple[k.Expr, k.Expr]:
+    def slot_position(self, stage: Staging, p: int) -> tuple[k.Expr, k.Expr]:
+        """(kk, s) of slot p's first element within the TS x TK slice."""
         e = self.e
         kk, s = self.lane(stage)
         k_rep, s_rep = stage.slot(p)
-        return e.add(kk, k_rep * stage.lanes_k), e.add(s, s_rep * stage.lanes_s)
+        kk, s = e.add(kk, k_rep * stage.lanes_k), e.add(s, s_rep * stage.lanes_s)
+        if stage.side.k_fastest:
+            return e.mul(kk, stage.vector), s
+        return kk, e.mul(s, stage.vector)
 
-    def hoisted(self, stage: _Staging) -> list[k.Stmt]:
+    def hoisted(self, stage: Staging) -> list[k.Stmt]:
         """Per slot, what does not change along K: validity of its row (column) and the row's
         share of the address and of each guard."""
         e, side = self.e, stage.side
@@ -710,13 +731,29 @@ class _TiledKernel:
             stmts += self.load_side(stage, kt)
         return stmts
 
-    def load_side(self, stage: _Staging, kt: k.Expr) -> list[k.Stmt]:
+    def load_side(self, stage: Staging, kt: k.Expr) -> list[k.Stmt]:
+        stmts, accesses = self.slot_accesses(stage, kt)
+        for p, (index, cond) in enumerate(accesses):
+            value = self.ctx.load(stage.side.access.tensor, index)
+            if value.dtype != self.ctype:
+                value = k.Cast(self.ctype, value)
+            if cond is not None:
+                value = k.Select(cond, value, k.Const(0.0, self.ctype), self.ctype)
+            stmts.append(k.Assign(f"gt_{stage.side.label}r{p}", value))
+        return stmts
+
+    def slot_accesses(self, stage: Staging, kt: k.Expr
+                      ) -> tuple[list[k.Stmt], list[tuple[k.Expr, k.Expr | None]]]:
+        """For K tile ``kt``: the statements that decode each slot's position along K, and per
+        slot its first element's flat index in the operand and the condition (None: always)
+        under which it is loaded; otherwise it is staged as 0."""
         e, side, view, cfg = self.e, stage.side, self.view, self.cfg
         label = side.label
         red = set(view.red_vars)
         lows = {v: e.c(lo) for v, (lo, _) in view.red_ranges.items()}
         extents = [hi - lo + 1 for lo, hi in view.red_ranges.values()]
         stmts: list[k.Stmt] = []
+        accesses: list[tuple[k.Expr, k.Expr | None]] = []
         k_parts: dict[int, tuple] = {}
         for p in range(stage.slots):
             k_rep, _ = stage.slot(p)
@@ -745,14 +782,8 @@ class _TiledKernel:
                 conditions.append(e.lt(value, upper))
             index = e.add(e.add(e.v(f"gt_{label}{p}_base"), e.v(f"{kflat}_addr")),
                           side.address.const)
-            value = self.ctx.load(side.access.tensor, index)
-            if value.dtype != self.ctype:
-                value = k.Cast(self.ctype, value)
-            cond = _conjunction(conditions)
-            if cond is not None:
-                value = k.Select(cond, value, k.Const(0.0, self.ctype), self.ctype)
-            stmts.append(k.Assign(f"gt_{label}r{p}", value))
-        return stmts
+            accesses.append((index, _conjunction(conditions)))
+        return stmts, accesses
 
     def store(self, buf: k.Expr) -> list[k.Stmt]:
         stmts: list[k.Stmt] = []
@@ -811,20 +842,32 @@ class _TiledKernel:
 
     def epilogue(self) -> k.Stmt:
         """Finalise and store each cell of the register tile, as lower_contraction does."""
-        e, cfg, view, nc = self.e, self.cfg, self.view, self.view.nc
+        e, cfg = self.e, self.cfg
         i, j = e.v("gt_i"), e.v("gt_j")
         m = e.add(e.v("gt_m0"), self.row(i, cfg.tile_m, cfg.reg_m, "gt_ty"))
         n = e.add(e.v("gt_n0"), self.row(j, cfg.tile_n, cfg.reg_n, "gt_tx"))
+        per_cell = self.cell_epilogue(m, n, k.LoadLocal("gt_acc", (i, j), self.ctype))
+        return k.For("gt_i", 0, cfg.reg_m, k.For("gt_j", 0, cfg.reg_n, per_cell, kind="unroll"),
+                     kind="unroll")
+
+    def cell_epilogue(self, m: k.Expr, n: k.Expr, acc: k.Expr) -> k.Stmt:
+        """Finalise the sum ``acc`` of cell (row m, column n) of this batch entry and store it
+        (or, split-K, store the raw partial sum) when the cell is inside the output. It
+        declares ``gt_m``, ``gt_n`` and the cell's variables: give it a scope of its own (the
+        body of a loop over cells)."""
+        e, view, nc = self.e, self.view, self.view.nc
         values = dict(self.batch_env())
         values.update(e.decode(e.v("gt_m"), view.a.group, view.a.extents))
         values.update(e.decode(e.v("gt_n"), view.b.group, view.b.extents))
-        cell_stmts: list[k.Stmt] = [k.Declare(v, self.itype, values[v]) for v in nc.out_vars]
+        # The cell's coordinates and flat index before the bounds test: plain arithmetic
+        # (harmless outside), and the compiler then shares it between the cells of a row.
+        position: list[k.Stmt] = [k.Declare(v, self.itype, values[v]) for v in nc.out_vars]
         cell = [e.v(v) for v in nc.out_vars]
         flat = e.c(0)
         for var, stride in zip(nc.out_vars, row_major_strides(nc.out_shape)):
             flat = e.add(flat, e.mul(e.v(var), stride))
-        cell_stmts.append(k.Declare("gt_flat", self.itype, flat))
-        acc = k.LoadLocal("gt_acc", (i, j), self.ctype)
+        position.append(k.Declare("gt_flat", self.itype, flat))
+        cell_stmts: list[k.Stmt] = []
         if self.scratch is not None:
             # Split-K: the raw sum over this slice; the sum kernel finalises.
             scratch = self.scratch.name
@@ -840,7 +883,5 @@ class _TiledKernel:
             cell_stmts += _epilogue(self.plan, self.ctx, cell, e.v("gt_flat"), self.itype,
                                     registers)
         inside = k.BinOp("&&", e.lt(e.v("gt_m"), view.m), e.lt(e.v("gt_n"), view.n), "bool")
-        per_cell = k.block(k.Declare("gt_m", self.itype, m), k.Declare("gt_n", self.itype, n),
-                           k.If(inside, k.block(*cell_stmts)))
-        return k.For("gt_i", 0, cfg.reg_m, k.For("gt_j", 0, cfg.reg_n, per_cell, kind="unroll"),
-                     kind="unroll")
+        return k.block(k.Declare("gt_m", self.itype, m), k.Declare("gt_n", self.itype, n),
+                       *position, k.If(inside, k.block(*cell_stmts)))

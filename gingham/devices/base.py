@@ -32,18 +32,21 @@ pass NumPy scalars to be explicit.
 from __future__ import annotations
 
 import abc
+import collections
 import ctypes
 import dataclasses
+import os
 import time
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from gingham.cache import DiskCache
-from gingham.config import debug_print
-from gingham.errors import DeviceError, KernelCompileError
+from gingham.config import debug_print, get_config
+from gingham.errors import DeviceError, DeviceMemoryError, KernelCompileError
 
 DEVICE_KINDS = ("cpu", "gpu", "accelerator", "reference")
 DIALECTS = ("c", "opencl", "cuda")
@@ -74,6 +77,7 @@ class DeviceInfo:
     l3_bytes: int
     driver_version: str
     compiler_version: str
+    compute_capability: int = 0  # CUDA: 10 * major + minor (90 on an H100/H200); else 0
 
     def __post_init__(self) -> None:
         assert self.kind in DEVICE_KINDS, self.kind
@@ -129,13 +133,16 @@ class Buffer:
 
     def __init__(self, device: Device, nbytes: int, handle: Any,
                  release: Callable[[Any], None] | None = None,
-                 address: int | None = None) -> None:
+                 address: int | None = None, pool: BufferPool | None = None) -> None:
         self.device = device
         self.nbytes = nbytes
         self.address = address
         self._handle = handle
         # weakref.finalize (not __del__) also runs at interpreter exit, exactly once.
-        self._finalizer = weakref.finalize(self, _release_quietly, release, handle)
+        if pool is None:
+            self._finalizer = weakref.finalize(self, _release_quietly, release, handle)
+        else:
+            self._finalizer = weakref.finalize(self, pool.give, nbytes, address, release, handle)
 
     @property
     def handle(self) -> Any:
@@ -148,10 +155,19 @@ class Buffer:
         return self._handle is None
 
     def free(self) -> None:
-        """Release the memory now (idempotent)."""
+        """Give the memory back to the runtime now (idempotent; never to a pool)."""
         self._handle = None
         self.address = None
-        self._finalizer()
+        detached = self._finalizer.detach()
+        if detached is not None:
+            release, handle = detached[2][-2:]  # both finalizers end with (release, handle)
+            _release_quietly(release, handle)
+
+    def _recycle_into(self, pool: BufferPool) -> None:
+        """When collected, hand the memory to ``pool`` instead of back to the runtime."""
+        _, _, (release, handle), _ = self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, pool.give, self.nbytes, self.address,
+                                           release, handle)
 
     def __repr__(self) -> str:
         state = " freed" if self.freed else ""
@@ -167,6 +183,65 @@ def _release_quietly(release: Callable[[Any], None] | None, handle: Any) -> None
         pass
 
 
+class BufferPool:
+    """Released device memory kept by exact size for the next ``alloc`` of that size.
+
+    A replayed training step allocates its fresh outputs (the updated parameters) and drops
+    the previous ones every step; recycling them saves a runtime allocation and free each
+    (cuMemFree waits for the GPU; an OpenCL allocation is touched by a blocking copy). A
+    caller that wants a particular block back (a replay that wants the addresses of two
+    steps ago, so that its CUDA graph is reused) names its handle in ``prefer``; otherwise
+    the oldest block of the size is handed out first.
+
+    Reuse is safe without synchronising because every backend runs launches and copies on
+    one in-order queue: whatever is issued with the recycled memory runs after the work
+    that used it. At most ``limit_bytes`` are kept; ``drain`` gives everything back (an
+    allocation that does not fit drains the pool and retries).
+    """
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        self.kept_bytes = 0
+        self._free: dict[int, collections.deque] = {}
+
+    def take(self, nbytes: int, prefer: Any = None) -> tuple[Any, int | None, Callable] | None:
+        """(handle, address, release) of a kept block of exactly ``nbytes``, or None; the
+        block whose handle is ``prefer`` when the pool holds it."""
+        kept = self._free.get(nbytes)
+        if not kept:
+            return None
+        self.kept_bytes -= nbytes
+        if prefer is not None:
+            # By position, not by iterating: a finalizer run by the garbage collector may
+            # append to this deque meanwhile (and handles may not compare with ==).
+            for index in range(len(kept)):
+                if kept[index][0] is prefer:
+                    entry = kept[index]
+                    del kept[index]
+                    return entry
+        return kept.popleft()
+
+    def give(self, nbytes: int, address: int | None, release: Callable[[Any], None] | None,
+             handle: Any) -> None:
+        """Keep a released block (or release it when the pool is full)."""
+        if self.kept_bytes + nbytes > self.limit_bytes:
+            _release_quietly(release, handle)
+            return
+        self.kept_bytes += nbytes
+        self._free.setdefault(nbytes, collections.deque()).append((handle, address, release))
+
+    def drain(self) -> int:
+        """Give every kept block back to the runtime; returns how many bytes that was."""
+        drained = self.kept_bytes
+        for kept in self._free.values():
+            while kept:
+                handle, _, release = kept.popleft()
+                _release_quietly(release, handle)
+        self._free.clear()
+        self.kept_bytes = 0
+        return drained
+
+
 @dataclass(eq=False)
 class Kernel:
     """A compiled entry point on one device; launch it with :meth:`Device.launch`."""
@@ -179,6 +254,18 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<Kernel {self.entry} on {self.device.id} key={self.key[:12]}>"
+
+
+@dataclass(frozen=True)
+class SourceUnit:
+    """One kernel's complete source (helpers included) and its entry point's name.
+
+    The unit of caching of :meth:`Device.compile_units`: its key is the source and the entry,
+    so a kernel built once (alone or among others) is found again by any program that has it.
+    """
+
+    entry: str
+    source: str
 
 
 ScalarOrBuffer = Buffer | int | float | np.generic
@@ -204,25 +291,101 @@ def normalize_args(args: Sequence[ScalarOrBuffer],
     Raises TypeError for an unsupported scalar, ValueError / DeviceError for a buffer on
     another device or already freed.
     """
-    out: list[Buffer | np.generic] = []
-    for index, arg in enumerate(args):
-        if isinstance(arg, Buffer):
-            if device is not None and arg.device is not device:
-                raise ValueError(f"argument {index} is a buffer on {arg.device.id}, "
-                                 f"not on {device.id}")
-            if arg.freed:
-                raise DeviceError(f"argument {index} is a buffer that was freed")
-            out.append(arg)
-        elif isinstance(arg, (bool, np.bool_)):
-            raise TypeError(f"argument {index}: pass a bool as np.int32 or np.int8 explicitly")
-        elif type(arg) in _PYTHON_SCALARS:
-            out.append(_PYTHON_SCALARS[type(arg)](arg))
-        elif isinstance(arg, np.generic) and arg.dtype in _SCALAR_DTYPES:
-            out.append(arg)
-        else:
-            raise TypeError(f"argument {index}: expected a Buffer, int, float or a NumPy "
-                            f"integer/float32/float64 scalar, got {type(arg).__name__}")
-    return out
+    return [_normalize_arg(index, arg, device) for index, arg in enumerate(args)]
+
+
+def _normalize_arg(index: int, arg: ScalarOrBuffer, device: Device | None) -> Buffer | np.generic:
+    if isinstance(arg, Buffer):
+        if device is not None and arg.device is not device:
+            raise ValueError(f"argument {index} is a buffer on {arg.device.id}, "
+                             f"not on {device.id}")
+        if arg.freed:
+            raise DeviceError(f"argument {index} is a buffer that was freed")
+        return arg
+    if isinstance(arg, (bool, np.bool_)):
+        raise TypeError(f"argument {index}: pass a bool as np.int32 or np.int8 explicitly")
+    if type(arg) in _PYTHON_SCALARS:
+        return _PYTHON_SCALARS[type(arg)](arg)
+    if isinstance(arg, np.generic) and arg.dtype in _SCALAR_DTYPES:
+        return arg
+    raise TypeError(f"argument {index}: expected a Buffer, int, float or a NumPy "
+                    f"integer/float32/float64 scalar, got {type(arg).__name__}")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A launch argument that is filled in at run time: ``LaunchPlan.run``'s ``index``-th
+    buffer, of at least ``nbytes``."""
+
+    index: int
+    nbytes: int = 0
+
+
+@dataclass
+class LaunchSpec:
+    """One launch of a plan: like :meth:`Device.launch`'s arguments, where ``args`` may hold
+    :class:`Slot` s besides Buffers and scalars."""
+
+    kernel: Kernel
+    args: Sequence[ScalarOrBuffer | Slot]
+    global_size: tuple[int, ...] = ()
+    local_size: tuple[int, ...] | None = None
+    shared_bytes: int = 0
+
+
+class LaunchPlan:
+    """A fixed sequence of launches, checked and packed once, replayed by :meth:`run`.
+
+    Only the slots change between runs (an executable's inputs and fresh outputs); every
+    other argument, size and limit was checked and converted when the plan was made, so a
+    run costs what the backend needs to issue the launches and no more. This generic plan
+    calls the backend's ``_launch`` for each; backends override :meth:`_run` with cheaper
+    ways (prebuilt CUDA argument arrays or a CUDA graph, OpenCL arguments set once, ctypes
+    arguments built once)::
+
+        plan = dev.plan([LaunchSpec(k, [Slot(0, 4 * n), A, np.int64(n)], (n,))], 1)
+        plan.run([C])         # the same as dev.launch(k, [C, A, np.int64(n)], (n,))
+    """
+
+    def __init__(self, device: Device, specs: list[LaunchSpec], n_slots: int) -> None:
+        self.device = device
+        self.specs = specs
+        self.n_slots = n_slots
+        self.slot_nbytes = [0] * n_slots
+        for spec in specs:
+            for arg in spec.args:
+                if isinstance(arg, Slot):
+                    self.slot_nbytes[arg.index] = max(self.slot_nbytes[arg.index], arg.nbytes)
+
+    def run(self, buffers: Sequence[Buffer]) -> None:
+        """Launch everything with ``buffers`` in the slots (checked: live, here, big enough)."""
+        if len(buffers) != self.n_slots:
+            raise ValueError(f"this launch plan takes {self.n_slots} buffers, "
+                             f"got {len(buffers)}")
+        device = self.device
+        for index, (buffer, nbytes) in enumerate(zip(buffers, self.slot_nbytes)):
+            if not isinstance(buffer, Buffer) or buffer.device is not device \
+                    or buffer._handle is None or buffer.nbytes < nbytes:
+                self._bad_buffer(index, buffer, nbytes)
+        device.stats.launches += len(self.specs)
+        self._run(buffers)
+
+    def _bad_buffer(self, index: int, buffer: Any, nbytes: int) -> None:
+        if not isinstance(buffer, Buffer):
+            raise TypeError(f"slot {index}: expected a Buffer, got {type(buffer).__name__}")
+        if buffer.device is not self.device:
+            raise ValueError(f"slot {index}: the buffer is on {buffer.device.id}, "
+                             f"not on {self.device.id}")
+        if buffer.freed:
+            raise DeviceError(f"slot {index}: the buffer was freed")
+        raise ValueError(f"slot {index}: the buffer has {buffer.nbytes} bytes, the kernels "
+                         f"use {nbytes}")
+
+    def _run(self, buffers: Sequence[Buffer]) -> None:
+        launch = self.device._launch
+        for spec in self.specs:
+            args = [buffers[a.index] if isinstance(a, Slot) else a for a in spec.args]
+            launch(spec.kernel, args, spec.global_size, spec.local_size, spec.shared_bytes)
 
 
 class Device(abc.ABC):
@@ -239,10 +402,17 @@ class Device(abc.ABC):
     #: suffix of the saved source when the compiler rejects it
     source_suffix: str = ".txt"
 
+    #: recycle released buffers through a :class:`BufferPool` (allocation is costly here)
+    pools_buffers: bool = False
+
     def __init__(self, info: DeviceInfo) -> None:
         self.info = info
         self.stats = DeviceStats()
         self._kernels: dict[str, Kernel] = {}
+        # A quarter of the memory, at most 4 GiB: enough for a step's parameters and
+        # optimiser state twice over, and drained whenever an allocation does not fit.
+        self.pool = BufferPool(min(info.global_memory_bytes // 4, 4 << 30)) \
+            if self.pools_buffers else None
 
     @property
     def id(self) -> str:
@@ -253,11 +423,31 @@ class Device(abc.ABC):
 
     # ---- memory ---------------------------------------------------------------------
 
-    def alloc(self, nbytes: int) -> Buffer:
-        """A new uninitialised buffer of ``nbytes``; DeviceMemoryError when it does not fit."""
+    def alloc(self, nbytes: int, prefer: Any = None) -> Buffer:
+        """A new uninitialised buffer of ``nbytes``; DeviceMemoryError when it does not fit.
+
+        On a pooling device, released memory of that size is reused; ``prefer`` is the
+        ``handle`` of a released buffer to have back if the pool still holds it (a replay
+        that gets the same addresses every time replays the same CUDA graph).
+        """
         if not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
             raise ValueError(f"alloc needs a byte count >= 0, got {nbytes!r}")
-        return self._alloc(int(nbytes))
+        nbytes = int(nbytes)
+        pool = self.pool
+        if pool is None:
+            return self._alloc(nbytes)
+        kept = pool.take(nbytes, prefer)
+        if kept is not None:
+            handle, address, release = kept
+            return Buffer(self, nbytes, handle, release=release, address=address, pool=pool)
+        try:
+            buffer = self._alloc(nbytes)
+        except DeviceMemoryError:
+            if not pool.drain():
+                raise
+            buffer = self._alloc(nbytes)
+        buffer._recycle_into(pool)
+        return buffer
 
     def copy_in(self, buffer: Buffer, array: np.ndarray) -> None:
         """Copy a C-contiguous host array into the start of ``buffer`` (complete on return)."""
@@ -314,7 +504,7 @@ class Device(abc.ABC):
         kernels: list[Kernel] | None = None
         if binary is not None:
             try:
-                kernels = [self._load(binary, e, key) for e in entries]
+                kernels = self._load_many(binary, entries, key)
                 self.stats.cache_hits += 1
             except Exception as exc:  # noqa: BLE001 - a stale binary: rebuild it
                 debug_print(1, f"{self.id}: cached binary {key[:12]} did not load ({exc}); "
@@ -327,7 +517,7 @@ class Device(abc.ABC):
             debug_print(1, f"{self.id}: compiled {len(entries)} kernels in "
                         f"{(time.perf_counter() - start) * 1e3:.1f} ms")
             try:
-                kernels = [self._load(binary, e, key) for e in entries]
+                kernels = self._load_many(binary, entries, key)
             except KernelCompileError:
                 raise
             except Exception as exc:  # noqa: BLE001
@@ -337,6 +527,137 @@ class Device(abc.ABC):
         for entry, kernel in zip(entries, kernels):
             self._kernels[f"{key}:{entry}"] = kernel
         return kernels
+
+    def compile_units(self, units: Sequence[SourceUnit],
+                      assemble: Callable[[Sequence[SourceUnit]], str] | None = None,
+                      jobs: int | None = None) -> list[Kernel]:
+        """Compile many kernels, each cached on disk by its own source, in parallel pieces.
+
+        What is cached (in this process, or on disk from any earlier program that had the same
+        kernel) is loaded; the rest is split into translation units ("pieces") of about equal
+        source length, a few per worker, that ``jobs`` workers compile at once (default
+        ``config.compile_jobs``, else one per core; 1: a single piece): C compiler processes,
+        or driver builds in threads (pyopencl and cuda-python release the GIL while the driver
+        compiles; NVRTC is thread-safe). Each worker also loads what it built. ``assemble`` makes one translation unit of several
+        units (default: their sources joined; pass the renderer's when the sources share
+        helper definitions). Units with the same entry and source compile once.
+
+        On disk, a piece's binary is stored once under its own key, and every kernel's key
+        holds the piece's key: a kernel is found from its own source whatever it was built
+        with. A damaged or missing entry is a miss, rebuilt.
+
+        Example::
+
+            >>> k1, k2 = dev.compile_units([SourceUnit("f", SRC_F), SourceUnit("g", SRC_G)])
+        """
+        units = list(units)
+        assemble = assemble or (lambda group: "\n".join(u.source for u in group))
+        identity = self._compiler_identity()
+        keys = [DiskCache.key(self.cache_namespace, "unit", u.source, u.entry, identity)
+                for u in units]
+        found: dict[str, Kernel] = {}
+        pending: dict[str, SourceUnit] = {}
+        for key, unit in zip(keys, units):
+            kernel = self._kernels.get(key)
+            if kernel is not None:
+                found[key] = kernel
+                self.stats.cache_hits += 1
+            elif key not in pending:
+                pending[key] = unit
+        cache = DiskCache(self.cache_namespace)
+        if pending:
+            found.update(self._load_cached_units(cache, pending))
+        misses = [(key, unit) for key, unit in pending.items() if key not in found]
+        if misses:
+            found.update(self._build_units(cache, misses, assemble, jobs))
+        return [found[key] for key in keys]
+
+    def _load_cached_units(self, cache: DiskCache,
+                           pending: dict[str, SourceUnit]) -> dict[str, Kernel]:
+        """The kernels of ``pending`` whose piece is on disk, each piece loaded once."""
+        by_piece: dict[str, list[str]] = {}
+        for key in pending:
+            pointer = cache.get(key)
+            if pointer is None:
+                continue
+            piece = pointer.decode("ascii", errors="replace")
+            if len(piece) != 64 or any(c not in "0123456789abcdef" for c in piece):
+                cache.delete(key)  # not a piece key: damaged, rebuild the kernel
+                continue
+            by_piece.setdefault(piece, []).append(key)
+        loaded: dict[str, Kernel] = {}
+        for piece, unit_keys in by_piece.items():
+            binary = cache.get(piece)
+            if binary is None:
+                continue  # the piece was damaged or removed: its kernels are rebuilt
+            entries = [pending[key].entry for key in unit_keys]
+            try:
+                kernels = self._load_many(binary, entries, piece)
+            except Exception as exc:  # noqa: BLE001 - a stale binary: rebuild its kernels
+                debug_print(1, f"{self.id}: cached binary {piece[:12]} did not load ({exc}); "
+                            "rebuilding")
+                cache.delete(piece)
+                continue
+            for key, kernel in zip(unit_keys, kernels):
+                loaded[key] = self._kernels[key] = kernel
+            self.stats.cache_hits += 1
+        return loaded
+
+    def _build_units(self, cache: DiskCache, misses: list[tuple[str, SourceUnit]],
+                     assemble: Callable[[Sequence[SourceUnit]], str],
+                     jobs: int | None) -> dict[str, Kernel]:
+        """Build ``misses`` in concurrent pieces; store and load each piece."""
+        jobs = jobs or get_config().compile_jobs or _cores()
+        # Source length is only a guess at compile time (one kernel may take a driver far
+        # longer than its length says), so there are a few pieces per worker: a worker that
+        # finishes early takes the next piece instead of idling behind a slow one.
+        parts = 1 if jobs == 1 else _PIECES_PER_JOB * jobs
+        pieces = split_evenly(misses, parts, weight=lambda item: len(item[1].source))
+        sources = [assemble([unit for _, unit in piece]) for piece in pieces]
+        identity = self._compiler_identity()
+
+        def build(source: str, piece: list[tuple[str, SourceUnit]]):
+            start = time.perf_counter()
+            binary = self._build(source, piece[0][1].entry)
+            piece_key = DiskCache.key(self.cache_namespace, "piece", source, identity)
+            try:
+                kernels = self._load_many(binary, [unit.entry for _, unit in piece], piece_key)
+            except KernelCompileError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise self.compile_error(source, f"the compiled kernels did not load: {exc}",
+                                         "") from None
+            return binary, piece_key, kernels, time.perf_counter() - start
+
+        start = time.perf_counter()
+        if len(pieces) == 1:
+            results = [build(sources[0], pieces[0])]
+        else:
+            heaviest_first = sorted(range(len(pieces)), key=lambda i: -len(sources[i]))
+            with ThreadPoolExecutor(max_workers=min(jobs, len(pieces)),
+                                    thread_name_prefix="gingham-compile") as pool:
+                futures = {i: pool.submit(build, sources[i], pieces[i]) for i in heaviest_first}
+                results = [futures[i].result() for i in range(len(pieces))]
+        debug_print(1, f"{self.id}: compiled {len(misses)} kernel(s) in {len(pieces)} "
+                    f"piece(s) on {min(jobs, len(pieces))} worker(s) in "
+                    f"{(time.perf_counter() - start) * 1e3:.1f} ms (longest piece "
+                    f"{max(r[3] for r in results) * 1e3:.1f} ms)")
+        for i in sorted(range(len(pieces)), key=lambda i: -results[i][3])[:5]:
+            # Level 2: the slowest pieces, to find a kernel that a driver compiles slowly.
+            debug_print(2, f"{self.id}: piece of {len(pieces[i])} kernel(s), "
+                        f"{len(sources[i])} chars: {results[i][3] * 1e3:.1f} ms "
+                        f"({', '.join(unit.entry for _, unit in pieces[i][:4])}"
+                        f"{', ...' if len(pieces[i]) > 4 else ''})")
+        built: dict[str, Kernel] = {}
+        for piece, (binary, piece_key, kernels, _) in zip(pieces, results):
+            self.stats.compiles += 1
+            # The piece first, then the pointers to it: a pointer never names a missing piece
+            # (unless it is damaged later, which reads as a miss).
+            cache.put(piece_key, binary)
+            for (key, _), kernel in zip(piece, kernels):
+                cache.put(key, piece_key.encode("ascii"))
+                built[key] = self._kernels[key] = kernel
+        return built
 
     def compile_error(self, source: str, message: str, log: str) -> KernelCompileError:
         """A KernelCompileError with the compiler's log and the saved source's path."""
@@ -361,15 +682,38 @@ class Device(abc.ABC):
         if kernel.device is not self:
             raise ValueError(f"the kernel was compiled for {kernel.device.id}, not {self.id}")
         normalized = normalize_args(args, self)
-        global_size = tuple(int(g) for g in global_size)
-        local_size = None if local_size is None else tuple(int(s) for s in local_size)
-        if local_size is not None and len(local_size) != len(global_size):
-            raise ValueError(f"local_size {local_size} and global_size {global_size} "
-                             "must have the same number of dimensions")
-        if len(global_size) > 3:
-            raise ValueError(f"at most 3 launch dimensions, got {global_size}")
+        global_size, local_size = _launch_sizes(global_size, local_size)
         self.stats.launches += 1
         self._launch(kernel, normalized, global_size, local_size, int(shared_bytes))
+
+    def plan(self, specs: Sequence[LaunchSpec], n_slots: int) -> LaunchPlan:
+        """Check and pack a sequence of launches once; replay it with ``plan.run(buffers)``.
+
+        Everything :meth:`launch` checks is checked here, once; a run only checks the
+        buffers in the ``n_slots`` slots (live, on this device, big enough).
+        """
+        checked = []
+        for spec in specs:
+            if spec.kernel.device is not self:
+                raise ValueError(f"the kernel was compiled for {spec.kernel.device.id}, "
+                                 f"not {self.id}")
+            args: list = []
+            for index, arg in enumerate(spec.args):
+                if isinstance(arg, Slot):
+                    if not 0 <= arg.index < n_slots:
+                        raise ValueError(f"argument {index}: slot {arg.index} is out of range "
+                                         f"for {n_slots} slots")
+                    args.append(arg)
+                else:
+                    args.append(_normalize_arg(index, arg, self))
+            global_size, local_size = _launch_sizes(spec.global_size, spec.local_size)
+            checked.append(LaunchSpec(spec.kernel, args, global_size, local_size,
+                                      int(spec.shared_bytes)))
+        return self._plan(checked, n_slots)
+
+    def _plan(self, specs: list[LaunchSpec], n_slots: int) -> LaunchPlan:
+        """The backend's plan of checked specs (the generic one calls ``_launch``)."""
+        return LaunchPlan(self, specs, n_slots)
 
     def synchronize(self) -> None:
         """Wait until every launch and copy issued so far has finished."""
@@ -398,6 +742,11 @@ class Device(abc.ABC):
     def _load(self, binary: bytes, entry: str, key: str) -> Kernel:
         """Load a binary and find ``entry`` in it (any exception: it did not load)."""
 
+    def _load_many(self, binary: bytes, entries: Sequence[str], key: str) -> list[Kernel]:
+        """Load a binary once and find every one of ``entries`` in it (backends override
+        this when loading is expensive: a dlopen, a program build, a module load)."""
+        return [self._load(binary, entry, key) for entry in entries]
+
     @abc.abstractmethod
     def _launch(self, kernel: Kernel, args: list[Buffer | np.generic],
                 global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
@@ -405,6 +754,47 @@ class Device(abc.ABC):
 
     @abc.abstractmethod
     def _synchronize(self) -> None: ...
+
+
+def _launch_sizes(global_size: Sequence[int], local_size: Sequence[int] | None
+                  ) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    """The sizes as tuples of ints, checked: at most 3 dimensions, local like global."""
+    global_size = tuple(int(g) for g in global_size)
+    local_size = None if local_size is None else tuple(int(s) for s in local_size)
+    if local_size is not None and len(local_size) != len(global_size):
+        raise ValueError(f"local_size {local_size} and global_size {global_size} "
+                         "must have the same number of dimensions")
+    if len(global_size) > 3:
+        raise ValueError(f"at most 3 launch dimensions, got {global_size}")
+    return global_size, local_size
+
+
+_PIECES_PER_JOB = 3
+
+
+def _cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def split_evenly(items: Sequence, parts: int, weight: Callable[[Any], float]) -> list[list]:
+    """At most ``parts`` non-empty groups of about equal total weight, each in input order.
+
+    Greedy: the heaviest remaining item goes to the lightest group. Deterministic: ties go to
+    the earlier item and the earlier group. Example::
+
+        >>> split_evenly([5, 1, 1, 3], 2, weight=lambda x: x)
+        [[5], [1, 1, 3]]
+    """
+    parts = max(1, min(parts, len(items)))
+    groups: list[list[int]] = [[] for _ in range(parts)]
+    totals = [0.0] * parts
+    for index in sorted(range(len(items)), key=lambda i: (-weight(items[i]), i)):
+        lightest = min(range(parts), key=lambda g: (totals[g], g))
+        groups[lightest].append(index)
+        totals[lightest] += weight(items[index])
+    return [[items[i] for i in sorted(group)] for group in groups if group]
 
 
 def host_buffer(device: Device, nbytes: int, alignment: int = 64) -> Buffer:

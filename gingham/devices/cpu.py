@@ -35,7 +35,8 @@ import numpy as np
 
 from gingham.cache import DiskCache
 from gingham.config import get_config
-from gingham.devices.base import SCALAR_CTYPES, Buffer, Device, DeviceInfo, Kernel, host_buffer
+from gingham.devices.base import (SCALAR_CTYPES, Buffer, Device, DeviceInfo, Kernel, LaunchPlan,
+                                  LaunchSpec, Slot, host_buffer)
 from gingham.errors import DeviceError, DeviceNotFoundError
 
 # A compile of this proves the compiler, its OpenMP support and the flags all work.
@@ -182,6 +183,7 @@ class CPUDevice(Device):
 
     cache_namespace = "cpu"
     source_suffix = ".c"
+    pools_buffers = True  # an aligned host allocation costs more than a replayed launch
 
     def __init__(self, cc_path: str, cc_version: str, cflags: tuple[str, ...],
                  num_threads: int | None) -> None:
@@ -233,7 +235,11 @@ class CPUDevice(Device):
         return binary
 
     def _load(self, binary: bytes, entry: str, key: str) -> Kernel:
-        # dlopen needs a file; once loaded, the mapping outlives the unlinked file.
+        return self._load_many(binary, [entry], key)[0]
+
+    def _load_many(self, binary: bytes, entries, key: str) -> list[Kernel]:
+        # dlopen needs a file; once loaded, the mapping outlives the unlinked file. One
+        # dlopen per shared object, however many kernels it holds.
         fd, path = tempfile.mkstemp(prefix=f"gingham-{key[:12]}-", suffix=".so")
         try:
             with os.fdopen(fd, "wb") as f:
@@ -241,28 +247,60 @@ class CPUDevice(Device):
             library = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
         finally:
             os.unlink(path)
-        try:
-            function = getattr(library, entry)
-        except AttributeError:
-            raise DeviceError(f"the shared object has no exported function {entry!r} "
-                              "(is it misspelled or declared static?)") from None
-        function.restype = None
         if self.num_threads is not None and hasattr(library, "omp_set_num_threads"):
             # Sets the calling thread's OpenMP default for every later parallel region.
             library.omp_set_num_threads(ctypes.c_int(self.num_threads))
-        return Kernel(self, entry, key, function, keepalive=library)
+        kernels = []
+        for entry in entries:
+            try:
+                function = getattr(library, entry)
+            except AttributeError:
+                raise DeviceError(f"the shared object has no exported function {entry!r} "
+                                  "(is it misspelled or declared static?)") from None
+            function.restype = None
+            kernels.append(Kernel(self, entry, key, function, keepalive=library))
+        return kernels
 
     def _launch(self, kernel: Kernel, args: list, global_size: tuple[int, ...],
                 local_size: tuple[int, ...] | None, shared_bytes: int) -> None:
-        if shared_bytes:
-            raise ValueError("cpu kernels have no dynamic shared memory (shared_bytes=0)")
+        _check_shared(shared_bytes)
         c_args = [ctypes.c_void_p(arg.address) if isinstance(arg, Buffer)
                   else SCALAR_CTYPES[arg.dtype](arg) for arg in args]
         # ctypes releases the GIL for the call; it returns when the kernel is done.
         kernel.handle(*c_args)
 
+    def _plan(self, specs: list[LaunchSpec], n_slots: int) -> LaunchPlan:
+        return _CPUPlan(self, specs, n_slots)
+
     def _synchronize(self) -> None:
         pass  # launches are synchronous
+
+
+def _check_shared(shared_bytes: int) -> None:
+    if shared_bytes:
+        raise ValueError("cpu kernels have no dynamic shared memory (shared_bytes=0)")
+
+
+class _CPUPlan(LaunchPlan):
+    """Each call's ctypes arguments built once. A slot is one ``c_void_p`` shared by every
+    call that reads it, so a run sets each slot's address once and then only calls."""
+
+    def __init__(self, device: CPUDevice, specs: list[LaunchSpec], n_slots: int) -> None:
+        super().__init__(device, specs, n_slots)
+        self._slots = [ctypes.c_void_p() for _ in range(n_slots)]
+        self._calls = []
+        for spec in specs:
+            _check_shared(spec.shared_bytes)
+            args = tuple(self._slots[a.index] if isinstance(a, Slot)
+                         else ctypes.c_void_p(a.address) if isinstance(a, Buffer)
+                         else SCALAR_CTYPES[a.dtype](a) for a in spec.args)
+            self._calls.append((spec.kernel.handle, args))
+
+    def _run(self, buffers) -> None:
+        for slot, buffer in zip(self._slots, buffers):
+            slot.value = buffer.address
+        for function, args in self._calls:
+            function(*args)
 
 
 def discover() -> list[Device]:

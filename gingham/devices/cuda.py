@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import weakref
 
 import numpy as np
 
@@ -35,7 +36,9 @@ except ImportError:  # cuda-python < 12.6 had the older layout
     from cuda import cuda as driver  # type: ignore[no-redef]
     from cuda import nvrtc  # type: ignore[no-redef]
 
-from gingham.devices.base import SCALAR_CTYPES, Buffer, Device, DeviceInfo, Kernel
+from gingham.config import debug_print, get_config
+from gingham.devices.base import (SCALAR_CTYPES, Buffer, Device, DeviceInfo, Kernel, LaunchPlan,
+                                  LaunchSpec, Slot)
 from gingham.errors import DeviceError, DeviceMemoryError, DeviceNotFoundError
 
 # Without opting in, a block may use 48 KiB of shared memory on every NVIDIA GPU since Volta.
@@ -107,6 +110,7 @@ class CUDADevice(Device):
 
     cache_namespace = "cuda"
     source_suffix = ".cu"
+    pools_buffers = True  # cuMemFree waits for the GPU: recycle released memory instead
     nvrtc_options: tuple[str, ...] = ()  # IEEE: no --use_fast_math
 
     def __init__(self, ordinal: int) -> None:
@@ -131,9 +135,10 @@ class CUDADevice(Device):
             l1_bytes=0,  # L1 is carved out of the shared-memory array; not queryable
             l2_bytes=_attribute(self.cu_device, "L2_CACHE_SIZE"), l3_bytes=0,
             driver_version=f"CUDA driver {version // 1000}.{version % 1000 // 10}",
-            compiler_version=f"NVRTC {nvrtc_major}.{nvrtc_minor} -> {self.target}"))
+            compiler_version=f"NVRTC {nvrtc_major}.{nvrtc_minor} -> {self.target}",
+            compute_capability=self.arch))
         self._context = None
-        self._shared_limits: dict[str, int] = {}  # kernel key -> dynamic shared bytes allowed
+        self._shared_limits: dict[str, int] = {}  # key:entry -> dynamic shared bytes allowed
 
     # ---- context ----------------------------------------------------------------------
 
@@ -201,34 +206,35 @@ class CUDADevice(Device):
             nvrtc.nvrtcDestroyProgram(program)
 
     def _load(self, binary: bytes, entry: str, key: str) -> Kernel:
+        return self._load_many(binary, [entry], key)[0]
+
+    def _load_many(self, binary: bytes, entries, key: str) -> list[Kernel]:
         self._activate()
-        # cuModuleLoadData takes a cubin or NUL-terminated PTX (which it JIT-compiles).
+        # cuModuleLoadData takes a cubin or NUL-terminated PTX (which it JIT-compiles); one
+        # module per binary, however many kernels it holds.
         module = _check(driver.cuModuleLoadData(binary), "cuModuleLoadData")
-        try:
-            function = _check(driver.cuModuleGetFunction(module, entry.encode()),
-                              "cuModuleGetFunction")
-        except CUDAError:
-            driver.cuModuleUnload(module)
-            raise DeviceError(f'no kernel named {entry!r}; declare it extern "C" __global__ '
-                              "so that its name is not mangled") from None
-        return Kernel(self, entry, key, function, keepalive=module)
+        kernels = []
+        for entry in entries:
+            try:
+                function = _check(driver.cuModuleGetFunction(module, entry.encode()),
+                                  "cuModuleGetFunction")
+            except CUDAError:
+                if not kernels:
+                    driver.cuModuleUnload(module)
+                raise DeviceError(f'no kernel named {entry!r}; declare it extern "C" '
+                                  "__global__ so that its name is not mangled") from None
+            kernels.append(Kernel(self, entry, key, function, keepalive=module))
+        return kernels
+
+    def compile_units(self, units, assemble=None, jobs=None):
+        self._activate()  # retain the context here, before pieces load in several threads
+        return super().compile_units(units, assemble, jobs)
 
     def _launch(self, kernel: Kernel, args: list, global_size: tuple[int, ...],
                 local_size: tuple[int, ...] | None, shared_bytes: int) -> None:
-        if not global_size:
-            raise ValueError("a CUDA launch needs a global_size (threads), e.g. (n,)")
-        if local_size is None:
-            local_size = (min(_DEFAULT_BLOCK, global_size[0]),) + (1,) * (len(global_size) - 1)
-        block = tuple(local_size) + (1,) * (3 - len(local_size))
-        grid = tuple(math.ceil(g / b) for g, b in zip(global_size, block)) + \
-            (1,) * (3 - len(global_size))
+        grid, block = _grid_and_block(global_size, local_size)
         self._activate()
-        if shared_bytes > self._shared_limits.get(kernel.key, _DEFAULT_SHARED_LIMIT):
-            attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            _check(driver.cuFuncSetAttribute(kernel.handle, attribute, shared_bytes),
-                   f"raising {kernel.entry}'s dynamic shared memory to {shared_bytes} bytes "
-                   f"(this GPU allows {self.info.local_memory_bytes})")
-            self._shared_limits[kernel.key] = shared_bytes
+        self._allow_shared(kernel, shared_bytes)
         values = [ctypes.c_uint64(arg.address) if isinstance(arg, Buffer)
                   else SCALAR_CTYPES[arg.dtype](arg) for arg in args]
         # cuLaunchKernel wants void**: one pointer to each argument's value.
@@ -238,10 +244,172 @@ class CUDADevice(Device):
                                      ctypes.addressof(pointers), 0),
                f"launching {kernel.entry} with grid {grid} and block {block}")
 
+    def _allow_shared(self, kernel: Kernel, shared_bytes: int) -> None:
+        """Opt the kernel in to ``shared_bytes`` of dynamic shared memory (above 48 KiB)."""
+        limit_key = f"{kernel.key}:{kernel.entry}"  # the kernels of one program share a key
+        if shared_bytes > self._shared_limits.get(limit_key, _DEFAULT_SHARED_LIMIT):
+            attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            _check(driver.cuFuncSetAttribute(kernel.handle, attribute, shared_bytes),
+                   f"raising {kernel.entry}'s dynamic shared memory to {shared_bytes} bytes "
+                   f"(this GPU allows {self.info.local_memory_bytes})")
+            self._shared_limits[limit_key] = shared_bytes
+
+    def _plan(self, specs: list[LaunchSpec], n_slots: int) -> LaunchPlan:
+        return CUDAPlan(self, specs, n_slots, graphs=get_config().cuda_graphs)
+
     def _synchronize(self) -> None:
         if self._context is not None:
             self._activate()
             _check(driver.cuCtxSynchronize(), "cuCtxSynchronize (a kernel failed)")
+
+
+def _grid_and_block(global_size: tuple[int, ...], local_size: tuple[int, ...] | None
+                    ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(grid in blocks, block in threads), both 3-D, for a launch of ``global_size`` threads."""
+    if not global_size:
+        raise ValueError("a CUDA launch needs a global_size (threads), e.g. (n,)")
+    if local_size is None:
+        local_size = (min(_DEFAULT_BLOCK, global_size[0]),) + (1,) * (len(global_size) - 1)
+    block = tuple(local_size) + (1,) * (3 - len(local_size))
+    grid = tuple(math.ceil(g / b) for g, b in zip(global_size, block)) + \
+        (1,) * (3 - len(global_size))
+    return grid, block  # type: ignore[return-value]
+
+
+class CUDAPlan(LaunchPlan):
+    """Launches packed for ``cuLaunchKernel`` once, replayed one by one or as a CUDA graph.
+
+    Every launch's argument array (``void**``) is built when the plan is made. A slot is one
+    8-byte value that every launch reading it points to, so a run writes each slot's device
+    address once and issues the launches with no per-launch Python work beyond the call.
+
+    With ``graphs`` the launches become one CUDA graph (a chain of kernel nodes) and a run
+    is one ``cuGraphLaunch``. The first run launches one by one: most programs that run
+    once (an eager ``realize``) never pay for building a graph; the graph is built on the
+    second run. An instantiated graph bakes in the
+    slot addresses, so up to ``MAX_GRAPHS`` instantiations are kept by those addresses: a
+    training step alternates between two sets of parameter buffers (the pool hands them
+    back in turn), and each set finds its own graph. A run with addresses not seen before
+    takes the least recently used instantiation and updates only the kernel nodes that
+    read a changed slot (``cuGraphExecKernelNodeSetParams``), which is cheaper than
+    instantiating again. ``instantiations``, ``updated_nodes`` and ``graph_launches``
+    count what happened.
+    """
+
+    MAX_GRAPHS = 4
+
+    def __init__(self, device: CUDADevice, specs: list[LaunchSpec], n_slots: int,
+                 graphs: bool = True) -> None:
+        super().__init__(device, specs, n_slots)
+        device._activate()
+        self.graphs = graphs and bool(specs)
+        self._slots = [ctypes.c_uint64() for _ in range(n_slots)]
+        self._readers: list[list[int]] = [[] for _ in range(n_slots)]  # launches per slot
+        self._keep: list = []  # the values and pointer arrays the launches point into
+        self._launches: list[tuple] = []
+        for position, spec in enumerate(specs):
+            grid, block = _grid_and_block(spec.global_size, spec.local_size)
+            device._allow_shared(spec.kernel, spec.shared_bytes)
+            values = []
+            for arg in spec.args:
+                if isinstance(arg, Slot):
+                    values.append(self._slots[arg.index])
+                    self._readers[arg.index].append(position)
+                elif isinstance(arg, Buffer):
+                    values.append(ctypes.c_uint64(arg.address))
+                else:
+                    values.append(SCALAR_CTYPES[arg.dtype](arg))
+            pointers = (ctypes.c_void_p * max(len(values), 1))(
+                *[ctypes.addressof(value) for value in values])
+            self._keep.append((values, pointers))
+            self._launches.append((spec.kernel.handle, *grid, *block, spec.shared_bytes,
+                                   ctypes.addressof(pointers)))
+        self._readers = [sorted(set(r)) for r in self._readers]
+        self._graph: list = []  # [graph, its nodes, their params, the addresses it holds]
+        self._execs: dict[tuple, object] = {}  # slot addresses -> instantiated graph
+        self.instantiations = self.updated_nodes = self.graph_launches = 0
+        self._runs = 0  # runs launched one by one: the first (see the class doc)
+        self._finalizer = weakref.finalize(self, _destroy_graphs, device, self._graph,
+                                           self._execs)
+
+    def _run(self, buffers) -> None:
+        for slot, buffer in zip(self._slots, buffers):
+            slot.value = buffer.address
+        self.device._activate()
+        if self.graphs and self._runs:
+            self._run_graph(tuple([buffer.address for buffer in buffers]))
+            return
+        self._runs += 1
+        launch = driver.cuLaunchKernel
+        for function, gx, gy, gz, bx, by, bz, shared, params in self._launches:
+            (status,) = launch(function, gx, gy, gz, bx, by, bz, shared, 0, params, 0)
+            if status:
+                _check((status,), f"launching a kernel with grid {(gx, gy, gz)} and "
+                                  f"block {(bx, by, bz)}")
+
+    def _run_graph(self, key: tuple) -> None:
+        execs = self._execs
+        graph_exec = execs.pop(key, None)  # re-inserted below: the dict is in LRU order
+        if graph_exec is None:
+            graph_exec = self._instantiation_for(key)
+        execs[key] = graph_exec
+        (status,) = driver.cuGraphLaunch(graph_exec, 0)
+        if status:
+            _check((status,), f"launching a CUDA graph of {len(self._launches)} kernels")
+        self.graph_launches += 1
+
+    def _instantiation_for(self, key: tuple):
+        """An instantiated graph holding the addresses ``key`` (the slots hold them now)."""
+        if not self._graph:
+            self._build_graph(key)
+        graph, nodes, params, built_with = self._graph
+        if len(self._execs) < self.MAX_GRAPHS:
+            graph_exec = _check(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+            self.instantiations += 1
+            held = built_with
+        else:
+            held = next(iter(self._execs))
+            graph_exec = self._execs.pop(held)
+        changed = sorted({position for index, (old, new) in enumerate(zip(held, key))
+                          if old != new for position in self._readers[index]})
+        for position in changed:
+            _check(driver.cuGraphExecKernelNodeSetParams(graph_exec, nodes[position],
+                                                         params[position]),
+                   "cuGraphExecKernelNodeSetParams")
+        self.updated_nodes += len(changed)
+        debug_print(1, f"{self.device.id}: CUDA graph of {len(nodes)} kernels for new "
+                       f"addresses ({len(changed)} nodes updated, {self.instantiations} "
+                       "instantiated)")
+        return graph_exec
+
+    def _build_graph(self, key: tuple) -> None:
+        """The launches as a chain of kernel nodes (each runs after the one before)."""
+        graph = _check(driver.cuGraphCreate(0), "cuGraphCreate")
+        nodes, params = [], []
+        for function, gx, gy, gz, bx, by, bz, shared, pointers in self._launches:
+            node_params = driver.CUDA_KERNEL_NODE_PARAMS()
+            node_params.func = function
+            node_params.gridDimX, node_params.gridDimY, node_params.gridDimZ = gx, gy, gz
+            node_params.blockDimX, node_params.blockDimY, node_params.blockDimZ = bx, by, bz
+            node_params.sharedMemBytes = shared
+            node_params.kernelParams = pointers  # the values are copied into the node
+            after = nodes[-1:]
+            nodes.append(_check(driver.cuGraphAddKernelNode(graph, after, len(after),
+                                                            node_params),
+                                "cuGraphAddKernelNode"))
+            params.append(node_params)
+        self._graph[:] = [graph, nodes, params, key]
+
+
+def _destroy_graphs(device: CUDADevice, graph: list, execs: dict) -> None:
+    try:
+        device._activate()
+        for graph_exec in execs.values():
+            driver.cuGraphExecDestroy(graph_exec)
+        if graph:
+            driver.cuGraphDestroy(graph[0])
+    except Exception:  # noqa: BLE001 - at exit the driver may already be gone
+        pass
 
 
 def _program_log(program) -> str:

@@ -25,7 +25,8 @@ import numpy as np
 import pyopencl as cl
 
 from gingham.config import debug_print
-from gingham.devices.base import Buffer, Device, DeviceInfo, Kernel
+from gingham.devices.base import (Buffer, Device, DeviceInfo, Kernel, LaunchPlan, LaunchSpec,
+                                  Slot)
 from gingham.devices.cpu import host_caches
 from gingham.errors import DeviceError, DeviceMemoryError
 
@@ -97,6 +98,7 @@ def describe(device: cl.Device, device_id: str) -> DeviceInfo:
 class OpenCLDevice(Device):
     """One OpenCL device; its context and queue are created on first use."""
 
+    pools_buffers = True  # an allocation is touched by a blocking copy: reuse instead
     cache_namespace = "opencl"
     source_suffix = ".cl"
     build_options: tuple[str, ...] = ()  # IEEE: no -cl-fast-relaxed-math, no -cl-mad-enable
@@ -188,37 +190,89 @@ class OpenCLDevice(Device):
         return bytes(binaries[0])
 
     def _load(self, binary: bytes, entry: str, key: str) -> Kernel:
+        return self._load_many(binary, [entry], key)[0]
+
+    def _load_many(self, binary: bytes, entries, key: str) -> list[Kernel]:
+        # One program object per binary, however many kernels it holds.
         program = cl.Program(self.context, [self.cl_device], [binary])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             program.build(options=list(self.build_options))
-        try:
-            kernel = cl.Kernel(program, entry)
-        except cl.Error as exc:
-            raise DeviceError(f"no __kernel named {entry!r} in the program ({exc})") from None
-        return Kernel(self, entry, key, kernel, keepalive=program)
+        kernels = []
+        for entry in entries:
+            try:
+                kernel = cl.Kernel(program, entry)
+            except cl.Error as exc:
+                raise DeviceError(f"no __kernel named {entry!r} in the program ({exc})") from None
+            kernels.append(Kernel(self, entry, key, kernel, keepalive=program))
+        return kernels
+
+    def compile_units(self, units, assemble=None, jobs=None):
+        self.context  # noqa: B018 - create it here, before builds run in several threads
+        return super().compile_units(units, assemble, jobs)
 
     def _launch(self, kernel: Kernel, args: list, global_size: tuple[int, ...],
                 local_size: tuple[int, ...] | None, shared_bytes: int) -> None:
-        if shared_bytes:
-            raise ValueError("OpenCL kernels declare __local arrays with a static size; "
-                             "shared_bytes must be 0")
-        if not global_size:
-            raise ValueError("an OpenCL launch needs a global_size, e.g. (n,)")
-        if local_size is not None:
-            for g, l in zip(global_size, local_size):
-                if l <= 0 or g % l:
-                    raise ValueError(f"global_size {global_size} must be a multiple of "
-                                     f"local_size {local_size} in OpenCL: round it up and "
-                                     "guard the kernel with `if (i < n)`")
+        _check_sizes(global_size, local_size, shared_bytes)
         handle: cl.Kernel = kernel.handle
         for index, arg in enumerate(args):
             handle.set_arg(index, arg.handle if isinstance(arg, Buffer) else arg)
         cl.enqueue_nd_range_kernel(self.queue, handle, global_size, local_size)
 
+    def _plan(self, specs: list[LaunchSpec], n_slots: int) -> LaunchPlan:
+        return _OpenCLPlan(self, specs, n_slots)
+
     def _synchronize(self) -> None:
         if self._queue is not None:
             self._queue.finish()
+
+
+def _check_sizes(global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
+                 shared_bytes: int) -> None:
+    if shared_bytes:
+        raise ValueError("OpenCL kernels declare __local arrays with a static size; "
+                         "shared_bytes must be 0")
+    if not global_size:
+        raise ValueError("an OpenCL launch needs a global_size, e.g. (n,)")
+    if local_size is not None:
+        for g, l in zip(global_size, local_size):
+            if l <= 0 or g % l:
+                raise ValueError(f"global_size {global_size} must be a multiple of "
+                                 f"local_size {local_size} in OpenCL: round it up and "
+                                 "guard the kernel with `if (i < n)`")
+
+
+class _OpenCLPlan(LaunchPlan):
+    """Kernel arguments set once; a run re-sets only the slots whose buffer changed, then
+    enqueues. Each launch gets its own ``cl.Kernel`` (arguments are state of the kernel
+    object, and a compiled kernel is shared by every executable that uses it)."""
+
+    def __init__(self, device: OpenCLDevice, specs: list[LaunchSpec], n_slots: int) -> None:
+        super().__init__(device, specs, n_slots)
+        self._uses: list[list[tuple[cl.Kernel, int]]] = [[] for _ in range(n_slots)]
+        self._current: list = [None] * n_slots  # the cl.Buffer each slot is set to
+        self._enqueues = []
+        for spec in specs:
+            _check_sizes(spec.global_size, spec.local_size, spec.shared_bytes)
+            kernel = cl.Kernel(spec.kernel.keepalive, spec.kernel.entry)
+            for index, arg in enumerate(spec.args):
+                if isinstance(arg, Slot):
+                    self._uses[arg.index].append((kernel, index))
+                else:
+                    kernel.set_arg(index, arg.handle if isinstance(arg, Buffer) else arg)
+            self._enqueues.append((kernel, spec.global_size, spec.local_size))
+
+    def _run(self, buffers) -> None:
+        current = self._current
+        for index, buffer in enumerate(buffers):
+            handle = buffer._handle
+            if handle is not current[index]:
+                for kernel, position in self._uses[index]:
+                    kernel.set_arg(position, handle)
+                current[index] = handle
+        queue, enqueue = self.device.queue, cl.enqueue_nd_range_kernel
+        for kernel, global_size, local_size in self._enqueues:
+            enqueue(queue, kernel, global_size, local_size)
 
 
 def discover() -> list[Device]:

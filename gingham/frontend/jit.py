@@ -8,12 +8,13 @@
         optimizer.step()
         return loss
 
-The first call with a new signature (shapes, dtypes, devices of the tensor arguments) runs the
-Python function on placeholder tensors. Everything it computes — forward, the gradient program,
-the optimiser's updates — is one graph, compiled into one Tile program: a fixed sequence of
-kernel launches on planned buffers. Later calls only bind buffers and launch: no Python runs per
-operation, parameters never leave the device, and the only copies are the arguments in (when
-given as NumPy arrays) and whatever the caller reads out.
+The first call with a new signature (shapes, dtypes, devices of the tensor arguments, and the
+:func:`gingham.autocast` state in force) runs the Python function on placeholder tensors.
+Everything it computes — forward, the gradient program, the optimiser's updates — is one graph,
+compiled into one Tile program: a fixed sequence of kernel launches on planned buffers. Later
+calls only bind buffers and launch: no Python runs per operation, parameters never leave the
+device, and the only copies are the arguments in (when given as NumPy arrays) and whatever the
+caller reads out.
 
 Python state the traced function captured is checked on every call: if a captured tensor was
 replaced by another object, or a captured number, string or bool changed, the function is traced
@@ -31,7 +32,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import GinghamError
-from .tensor import Tensor, _bound_graph, tensor
+from .amp import trace_key
+from .tensor import Tensor, _bound_graph
 
 _traces: list["_Trace"] = []
 _SCALARS = (bool, int, float, str, type(None))
@@ -66,21 +68,41 @@ class _Compiled:
     assigned: list[Tensor]  # leaves that receive the program's trailing outputs
     snapshot: list
 
+    def __post_init__(self) -> None:
+        # Everything a replay looks up, looked up once: per leaf, the argument it comes from
+        # (-1: the captured tensor itself); per output, its shape and dtype.
+        self._bindings = [(self.argument_slots.get(position, -1), leaf)
+                          for position, leaf in enumerate(self.leaves)]
+        bound = self.executable.bound
+        names = bound.program.outputs[:self.n_outputs]
+        self._output_types = [(bound.shapes[n], bound.dtypes[n]) for n in names]
+        self._device = self.executable.device
+        # The memory each output had one and two steps ago, and each uploaded argument last
+        # step: a replay asks the buffer pool for the same memory again, so the addresses
+        # repeat every two steps (parameters alternate between two buffers) and a CUDA
+        # graph instantiated for them is reused. Only handles are kept: whoever still holds
+        # an old buffer keeps it, and the pool then hands out other memory.
+        self._recent: list[list] = [[None, None] for _ in bound.program.outputs]
+        self._uploaded: dict[int, Any] = {}
+
     def replay(self, flat_args: list) -> Any:
         buffers = []
-        for position, leaf in enumerate(self.leaves):
-            slot = self.argument_slots.get(position)
-            value = flat_args[slot] if slot is not None else leaf
-            if not isinstance(value, Tensor):
-                value = tensor(np.asarray(value, dtype=leaf.dtype), device=leaf.device)
-            value.realize()
+        for slot, leaf in self._bindings:
+            value = leaf if slot < 0 else flat_args[slot]
+            if not isinstance(value, Tensor):  # a NumPy argument: straight into a buffer
+                buffers.append(self._upload(value, leaf, slot))
+                continue
+            if value._buffer is None:
+                value.realize()
             buffers.append(value._buffer)
-        results = self.executable.run(buffers, fresh_outputs=True)
-        outputs = [
-            Tensor(self.leaves_shape(i), self.output_dtype(i), self.executable.device.id,
-                   buffer=results[i])
-            for i in range(self.n_outputs)
-        ]
+        recent = self._recent
+        results = self.executable.run(buffers, fresh_outputs=True,
+                                      prefer=[older for older, _ in recent])
+        for pair, buffer in zip(recent, results):
+            pair[0], pair[1] = pair[1], buffer._handle
+        device_id = self._device.id
+        outputs = [Tensor(shape, dtype, device_id, buffer=buffer)
+                   for (shape, dtype), buffer in zip(self._output_types, results)]
         for target, buffer in zip(self.assigned, results[self.n_outputs:]):
             target._buffer = buffer
             target._version += 1
@@ -88,13 +110,21 @@ class _Compiled:
             target.grad = None
         return _unflatten(self.output_structure, outputs)
 
-    def leaves_shape(self, i: int):
-        name = self.executable.bound.program.outputs[i]
-        return self.executable.bound.shapes[name]
+    def _upload(self, value, leaf: Tensor, slot: int):
+        """A buffer on the leaf's device holding ``value`` as the leaf's dtype."""
+        array = np.ascontiguousarray(value, dtype=leaf.dtype)
+        device = self._device if leaf.device == self._device.id else _get_device(leaf.device)
+        buffer = device.alloc(max(array.nbytes, 1), self._uploaded.get(slot))
+        self._uploaded[slot] = buffer._handle
+        if array.size:
+            device.copy_in(buffer, array)
+        return buffer
 
-    def output_dtype(self, i: int):
-        name = self.executable.bound.program.outputs[i]
-        return self.executable.bound.dtypes[name]
+
+def _get_device(device_id: str):
+    from ..devices import get_device
+
+    return get_device(device_id)
 
 
 def jit(fn: Callable | None = None):
@@ -187,7 +217,7 @@ def _default_device() -> str:
 
 
 def _signature(flat_args: list) -> tuple:
-    key = []
+    key: list = [("autocast", trace_key())]  # a step traced under autocast is another program
     for value in flat_args:
         if isinstance(value, Tensor):
             key.append(("tensor", value.shape, str(value.dtype), value.device))
@@ -227,34 +257,50 @@ def _unflatten(structure, flat: list):
 
 def _snapshot(fn: Callable, args: tuple, tensors: list | None = None) -> list:
     """Identities of the tensors and values of the plain Python values the function can see
-    through its closure, the globals it names, and its arguments' attributes."""
+    through its closure, the globals it names, and its arguments' attributes.
+
+    Taken on every call, so it is kept cheap: the entries are flat tuples in depth-first
+    order, ``(depth, key)`` for a container and ``(depth, key, value)`` for a leaf (a
+    tensor's value is ``(_TENSOR, id)``); the depths fix the tree's shape, so two snapshots
+    are equal exactly when the same paths lead to the same values.
+    """
     found: list = []
+    append = found.append
     seen: set[int] = set()
 
-    def visit(path: str, value, depth: int) -> None:
-        if isinstance(value, Tensor):
-            found.append((path, "tensor", id(value)))
+    def visit(key, value, depth: int) -> None:
+        # Leaves are handled inline (a call per leaf would double the cost); only a
+        # container that is looked into costs a recursive call.
+        kind = type(value)
+        if kind is Tensor or isinstance(value, Tensor):
+            append((depth, key, (_TENSOR, id(value))))
             if tensors is not None:
                 tensors.append(value)
-            return
-        if isinstance(value, _SCALARS):
-            found.append((path, "value", value))
-            return
-        if depth == 0 or id(value) in seen or isinstance(value, (np.ndarray, type)) \
-                or inspect.isroutine(value) or inspect.ismodule(value):
-            return
-        seen.add(id(value))
-        if isinstance(value, (list, tuple)):
-            for i, item in enumerate(value[:256]):
-                visit(f"{path}[{i}]", item, depth - 1)
-        elif isinstance(value, dict):
-            for k, item in list(value.items())[:256]:
-                if isinstance(k, str) and not k.startswith("_"):
-                    visit(f"{path}[{k!r}]", item, depth - 1)
-        elif hasattr(value, "__dict__"):
-            for k, item in vars(value).items():
-                if not k.startswith("_"):
-                    visit(f"{path}.{k}", item, depth - 1)
+        elif kind in _EXACT_SCALARS or isinstance(value, _SCALARS):
+            append((depth, key, value))
+        elif depth and id(value) not in seen and not _opaque(kind, value):
+            seen.add(id(value))
+            append((depth, key))
+            if kind is list or kind is tuple or isinstance(value, (list, tuple)):
+                items = enumerate(value[:256])
+            elif isinstance(value, dict):
+                items = [(k, v) for k, v in list(value.items())[:256]
+                         if k.__class__ is str and not k.startswith("_")]
+            else:
+                attributes = getattr(value, "__dict__", None)
+                if attributes is None:
+                    return
+                items = [(k, v) for k, v in attributes.items() if not k.startswith("_")]
+            depth -= 1
+            for k, item in items:
+                if item.__class__ is Tensor:
+                    append((depth, k, (_TENSOR, id(item))))
+                    if tensors is not None:
+                        tensors.append(item)
+                elif item.__class__ in _EXACT_SCALARS:
+                    append((depth, k, item))
+                else:
+                    visit(k, item, depth)
 
     code = fn.__code__
     for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
@@ -266,6 +312,22 @@ def _snapshot(fn: Callable, args: tuple, tensors: list | None = None) -> list:
         if name in fn.__globals__:
             visit(name, fn.__globals__[name], 4)
     return found
+
+
+_TENSOR = object()  # marks a tensor's identity in a snapshot (never equal to a plain value)
+_EXACT_SCALARS = frozenset(_SCALARS)
+_opaque_types: dict[type, bool] = {}
+
+
+def _opaque(kind: type, value) -> bool:
+    """Whether a snapshot does not look inside values of this type (arrays, classes,
+    functions, modules): decided once per type, since inspect's tests are slow."""
+    opaque = _opaque_types.get(kind)
+    if opaque is None:
+        opaque = _opaque_types[kind] = bool(
+            issubclass(kind, (np.ndarray, type)) or inspect.isroutine(value)
+            or inspect.ismodule(value))
+    return opaque
 
 
 __all__ = ["jit", "current_trace"]

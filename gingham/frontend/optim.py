@@ -56,11 +56,15 @@ class Optimizer:
     def updates(self, step: Tensor) -> list[tuple[Tensor, Tensor]]:
         raise NotImplementedError
 
+    def step_updates(self) -> list[tuple[Tensor, Tensor]]:
+        """The ``(tensor, new value)`` pairs of one step, the step count's included, not yet
+        assigned: :class:`gingham.amp.GradScaler` masks them to skip a step on the device."""
+        step = self._step + 1.0
+        return self.updates(step) + [(self._step, step)]
+
     def step(self) -> None:
         """Apply one update to every parameter that has a gradient."""
-        step = self._step + 1.0
-        pairs = self.updates(step)
-        assign_all(pairs + [(self._step, step)])
+        assign_all(self.step_updates())
 
 
 class SGD(Optimizer):

@@ -194,7 +194,8 @@ class Tensor:
     def __truediv__(self, o): return _true_divide(self, o)
     def __rtruediv__(self, o): return _true_divide(_as_tensor(o, self), self)
     def __neg__(self): return self._elementwise(lambda a: -a, [], "negative")
-    def __pow__(self, o): return self._elementwise(lambda a, b: builder.pow(a, b), [o], "pow")
+    def __pow__(self, o):
+        return _autocast_float32(self)._elementwise(lambda a, b: builder.pow(a, b), [o], "pow")
     def __lt__(self, o): return self._elementwise(lambda a, b: a < b, [o], "less", dt.BOOL)
     def __le__(self, o): return self._elementwise(lambda a, b: a <= b, [o], "less_equal", dt.BOOL)
     def __gt__(self, o): return self._elementwise(lambda a, b: a > b, [o], "greater", dt.BOOL)
@@ -207,8 +208,8 @@ class Tensor:
         return matmul(self, other)
 
     # math -----------------------------------------------------------------------------------------
-    def exp(self): return _unary_float(self, builder.exp, "exp")
-    def log(self): return _unary_float(self, builder.log, "log")
+    def exp(self): return _unary_float(_autocast_float32(self), builder.exp, "exp")
+    def log(self): return _unary_float(_autocast_float32(self), builder.log, "log")
     def sqrt(self): return _unary_float(self, builder.sqrt, "sqrt")
     def tanh(self): return _unary_float(self, builder.tanh, "tanh")
     def sigmoid(self): return _unary_float(self, builder.sigmoid, "sigmoid")
@@ -221,15 +222,16 @@ class Tensor:
         return self._elementwise(lambda a: builder.cast(a, name), [], "astype", target)
 
     # reductions -----------------------------------------------------------------------------------
-    def sum(self, axis=None, keepdims: bool = False): return _reduce(self, "+", axis, keepdims)
+    def sum(self, axis=None, keepdims: bool = False):
+        return _reduce(_autocast_float32(self), "+", axis, keepdims)
     def max(self, axis=None, keepdims: bool = False): return _reduce(self, ">", axis, keepdims)
     def min(self, axis=None, keepdims: bool = False): return _reduce(self, "<", axis, keepdims)
 
     def mean(self, axis=None, keepdims: bool = False):
         axes = _axes(axis, self.ndim)
         count = math.prod(self.shape[a] for a in axes) or 1
-        total = _reduce(self if dt.is_float(self.dtype) else self.astype(np.float32), "+", axis,
-                        keepdims)
+        x = _autocast_float32(self)
+        total = _reduce(x if dt.is_float(x.dtype) else x.astype(np.float32), "+", axis, keepdims)
         return total / float(count)
 
     # shapes ----------------------------------------------------------------------------------------
@@ -334,6 +336,14 @@ def _ne(a, b):
     return b.ne(a)
 
 
+def _autocast_float32(x: Tensor) -> Tensor:
+    """Under ``gingham.autocast``, a half tensor cast up to float32: the ops PyTorch's autocast
+    runs in float32 (exp, log, pow, sum, mean) call this first."""
+    from .amp import cast_inputs_float32
+
+    return cast_inputs_float32(x)[0]
+
+
 def _unary_float(x: Tensor, fn, name: str) -> Tensor:
     dtype = x.dtype if dt.is_float(x.dtype) else dt.FLOAT32
     return x._elementwise(fn, [], name, dtype)
@@ -417,7 +427,11 @@ def _reduce(x: Tensor, agg: str, axis, keepdims: bool) -> Tensor:
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
-    """``a @ b`` for 1-D, 2-D and batched (leading dimensions equal) operands."""
+    """``a @ b`` for 1-D, 2-D and batched (leading dimensions equal) operands; under
+    ``gingham.autocast`` in its low-precision dtype."""
+    from .amp import cast_inputs_low
+
+    a, b = cast_inputs_low(a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError("matmul: operands must have at least one dimension")
     a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a

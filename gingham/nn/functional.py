@@ -20,6 +20,11 @@ Where PyTorch mutates state, these functions return new values instead (tensors 
 ``batch_norm(..., training=True)`` returns ``(y, new_running_mean, new_running_var)``, and random
 numbers come from an explicit Philox state (:class:`Generator`, or a ``seed``).
 
+Under :func:`gingham.autocast`, linear and the convolutions compute in the autocast dtype and
+softmax, log-softmax, layer norm and the losses in float32 (see :mod:`gingham.frontend.amp`);
+batch norm and layer norm accept half-precision data with float32 parameters and compute their
+statistics in float32.
+
 Errors name the op, the argument and the shapes, and are raised before anything is built:
 :class:`ShapeError` for shapes, :class:`DTypeError` (a ``ShapeError``) for dtypes,
 :class:`gingham.DeviceError` for operands on different devices.
@@ -33,6 +38,7 @@ from typing import Sequence, Union
 import numpy as np
 
 from ..errors import DeviceError
+from ..frontend.amp import HALF_DTYPES, cast_inputs_float32, cast_inputs_low
 from ..frontend.tensor import ShapeError, Tensor, no_grad, tensor
 from ..tile import builder
 from ..tile import dtypes as dt
@@ -72,8 +78,30 @@ def _check(op: str, require_float: Sequence[str] = (), **operands) -> None:
         if float_dtype is None:
             float_dtype, float_name = value.dtype, name
         elif value.dtype != float_dtype:
+            hint = ""
+            if {value.dtype, float_dtype} & set(HALF_DTYPES):
+                hint = " (cast one with .astype(), or compute under gingham.autocast())"
             raise DTypeError(f"{op}: {name} is {dt.dtype_name(value.dtype)} but {float_name} is "
-                             f"{dt.dtype_name(float_dtype)}")
+                             f"{dt.dtype_name(float_dtype)}{hint}")
+
+
+def _check_mixed(op: str, input: Tensor, **params) -> None:
+    """Parameters (one float dtype among themselves) in ``input``'s dtype, or float32 beside
+    half-precision data (mixed precision: float32 master weights)."""
+    _check(op, ("input",), input=input, **params)  # types and devices of all of them
+    _check(op, tuple(params), **params)
+    dtypes = {value.dtype for value in params.values() if value is not None}
+    allowed = {input.dtype} | ({dt.FLOAT32} if input.dtype in HALF_DTYPES else set())
+    if dtypes - allowed:
+        name = next(n for n, v in params.items() if v is not None and v.dtype not in allowed)
+        raise DTypeError(f"{op}: {name} is {dt.dtype_name(params[name].dtype)} but input is "
+                         f"{dt.dtype_name(input.dtype)} (parameters must match the input, or be "
+                         "float32 beside float16/bfloat16 input)")
+
+
+def _statistics_dtype(x: Tensor) -> Tensor:
+    """Half-precision data cast up to float32, where normalisation computes its statistics."""
+    return x.astype(dt.FLOAT32) if x.dtype in HALF_DTYPES else x
 
 
 def _check_integer(op: str, name: str, value: Tensor) -> None:
@@ -143,6 +171,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias`` with ``weight`` of shape ``[out, in]``; ``input`` is
     ``[..., in]``. One contraction: ``O[b..., o] = +(X[b..., i] * W[o, i])``."""
     op = "linear"
+    input, weight, bias = cast_inputs_low(input, weight, bias)
     _check(op, ("input", "weight", "bias"), input=input, weight=weight, bias=bias)
     if weight.ndim != 2:
         raise ShapeError(f"{op}: weight must be 2-d [out_features, in_features], got shape "
@@ -183,6 +212,7 @@ def _conv_padding(op: str, padding, nd: int, kernel: tuple, stride: tuple,
 
 def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stride, padding,
           dilation, groups: int, data_format: str | None = None) -> Tensor:
+    x, weight, bias = cast_inputs_low(x, weight, bias)
     _check(op, ("input", "weight", "bias"), input=x, weight=weight, bias=bias)
     channels_last = _data_format(op, data_format, nd) if data_format else False
     n_batch, channels, spatial = _spatial_input(op, x, nd, channels_last)
@@ -259,6 +289,7 @@ def _conv_transpose(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | 
     """The adjoint of a convolution, written as the contraction whose output index is affine:
     ``O[n, co, s*i + d*k - p] = +(I[n, ci, i] * W[ci, co, k])`` (taps landing outside the
     output are dropped by the valid-index rule; that is the cropping by ``padding``)."""
+    x, weight, bias = cast_inputs_low(x, weight, bias)
     _check(op, ("input", "weight", "bias"), input=x, weight=weight, bias=bias)
     n_batch, channels, spatial = _spatial_input(op, x, nd, False)
     if weight.ndim != nd + 2:
@@ -545,10 +576,15 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     ``None``. They do not require gradients, but they are values to store (``assign``), not to
     put in a loss: Tile has no stop-gradient, so a loss that used them would differentiate
     through the batch statistics.
+
+    Half-precision ``input`` (``bfloat16``/``float16``, e.g. a convolution's output under
+    autocast) may meet float32 parameters and statistics: the statistics and the
+    normalisation are computed in float32 and ``y`` is returned in the input's dtype, as
+    PyTorch's mixed-precision batch norm does.
     """
     op = "batch_norm"
-    _check(op, ("input", "running_mean", "running_var", "weight", "bias"), input=input,
-           running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
+    _check_mixed(op, input, running_mean=running_mean, running_var=running_var, weight=weight,
+                 bias=bias)
     if input.ndim < 2:
         raise ShapeError(f"{op}: input must be at least 2-d (N, C, ...), got shape {input.shape}")
     channels = input.shape[1]
@@ -560,6 +596,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     axes = (0,) + tuple(range(2, input.ndim))
     per_channel = (channels,) + (1,) * (input.ndim - 2)
     count = input.size // channels
+    out_dtype, input = input.dtype, _statistics_dtype(input)
     if training:
         if count < 2:
             raise ShapeError(f"{op}: training needs more than one value per channel, input shape "
@@ -578,24 +615,32 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         y = y * weight.reshape(per_channel)
     if bias is not None:
         y = y + bias.reshape(per_channel)
+    if y.dtype != out_dtype:
+        y = y.astype(out_dtype)
     if not training:
         return y
     with no_grad():
         new_mean = new_var = None
         if running_mean is not None:
             new_mean = running_mean * (1.0 - momentum) + mean.reshape(channels) * momentum
+            if new_mean.dtype != running_mean.dtype:
+                new_mean = new_mean.astype(running_mean.dtype)
         if running_var is not None:
             unbiased = var.reshape(channels) * (count / (count - 1))
             new_var = running_var * (1.0 - momentum) + unbiased * momentum
+            if new_var.dtype != running_var.dtype:
+                new_var = new_var.astype(running_var.dtype)
     return y, new_mean, new_var
 
 
 def layer_norm(input: Tensor, normalized_shape: IntOrTuple, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalise over the trailing ``normalized_shape`` axes (biased variance), then scale and
-    shift elementwise by ``weight`` and ``bias`` of that shape."""
+    shift elementwise by ``weight`` and ``bias`` of that shape. Half-precision input computes
+    its statistics in float32 and returns its own dtype; under autocast it runs in float32."""
     op = "layer_norm"
-    _check(op, ("input", "weight", "bias"), input=input, weight=weight, bias=bias)
+    input, weight, bias = cast_inputs_float32(input, weight, bias)
+    _check_mixed(op, input, weight=weight, bias=bias)
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     k = len(shape)
     if k == 0 or input.shape[input.ndim - k:] != shape or input.ndim < k:
@@ -605,11 +650,14 @@ def layer_norm(input: Tensor, normalized_shape: IntOrTuple, weight: Tensor | Non
         if value is not None and value.shape != shape:
             raise ShapeError(f"{op}: {name} must have shape {shape}, got {value.shape}")
     axes = tuple(range(input.ndim - k, input.ndim))
-    centred = input - input.mean(axes, keepdims=True)
+    x = _statistics_dtype(input)
+    centred = x - x.mean(axes, keepdims=True)
     y = centred * _rsqrt(_square(centred).mean(axes, keepdims=True) + eps)
     if weight is not None:
         y = y * weight
-    return y if bias is None else y + bias
+    if bias is not None:
+        y = y + bias
+    return y if y.dtype == input.dtype else y.astype(input.dtype)
 
 
 # -- activations -----------------------------------------------------------------------------------
@@ -674,6 +722,7 @@ def _dim(op: str, x: Tensor, dim: int) -> int:
 
 def softmax(input: Tensor, dim: int = -1) -> Tensor:
     """``exp(x - max) / sum(exp(x - max))`` along ``dim`` (the max keeps ``exp`` finite)."""
+    (input,) = cast_inputs_float32(input)
     _float_input("softmax", input)
     dim = _dim("softmax", input, dim)
     e = (input - input.max(dim, keepdims=True)).exp()
@@ -682,6 +731,7 @@ def softmax(input: Tensor, dim: int = -1) -> Tensor:
 
 def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
     """``x - max - log(sum(exp(x - max)))`` along ``dim``."""
+    (input,) = cast_inputs_float32(input)
     _float_input("log_softmax", input)
     dim = _dim("log_softmax", input, dim)
     shifted = input - input.max(dim, keepdims=True)
@@ -839,6 +889,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     """``-input[n, target[n]]`` (input holds log-probabilities, ``[N, C, ...]``), weighted by
     ``weight[target]``; the mean divides by the total weight of the samples not ignored."""
     op = "nll_loss"
+    input, weight = cast_inputs_float32(input, weight)
     _check(op, ("input", "weight"), input=input, target=target, weight=weight)
     _class_target_check(op, input, target, weight)
     sample_weight = _class_weights(input, target, weight, ignore_index)
@@ -855,6 +906,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     ``[N, ...]`` (as ``nll_loss(log_softmax(x, 1), target)``) or against class probabilities of
     the logits' shape (``-sum_c weight_c * target_c * log_softmax(x)_c``, mean over samples)."""
     op = "cross_entropy"
+    input, target, weight = cast_inputs_float32(input, target, weight)
     _check(op, ("input", "weight"), input=input, target=target, weight=weight)
     if input.ndim < 2:
         raise ShapeError(f"{op}: input must be (N, C, ...), got shape {input.shape}")
@@ -889,6 +941,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
                          reduction: str = "mean") -> Tensor:
     """``-(t * log(p) + (1 - t) * log(1 - p))`` with each log clamped at -100, as PyTorch."""
     op = "binary_cross_entropy"
+    input, target, weight = cast_inputs_float32(input, target, weight)
     _check(op, ("input", "target", "weight"), input=input, target=target, weight=weight)
     _same_shape(op, input, target)
     log_p = _map(input, lambda a: builder.maximum(builder.log(a), -100.0), "log")
@@ -905,6 +958,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     """``binary_cross_entropy(sigmoid(x), t)`` computed stably:
     ``(1 - t) * x + (1 + (pos_weight - 1) * t) * (log(1 + exp(-|x|)) + max(-x, 0))``."""
     op = "binary_cross_entropy_with_logits"
+    input, target, weight, pos_weight = cast_inputs_float32(input, target, weight, pos_weight)
     _check(op, ("input", "target", "weight", "pos_weight"), input=input, target=target,
            weight=weight, pos_weight=pos_weight)
     _same_shape(op, input, target)
@@ -919,6 +973,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     op = "mse_loss"
+    input, target = cast_inputs_float32(input, target)
     _check(op, ("input", "target"), input=input, target=target)
     _same_shape(op, input, target)
     return _reduce_loss(op, _square(input - target), reduction)
@@ -926,6 +981,7 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
 
 def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     op = "l1_loss"
+    input, target = cast_inputs_float32(input, target)
     _check(op, ("input", "target"), input=input, target=target)
     _same_shape(op, input, target)
     return _reduce_loss(op, (input - target).abs(), reduction)

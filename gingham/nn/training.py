@@ -5,29 +5,45 @@
         loss = step(images, labels)
 
 It is exactly the loop a PyTorch user writes (forward, loss, zero_grad, backward, step),
-traced once per batch shape and replayed as one compiled program.
+traced once per batch shape and replayed as one compiled program. Mixed precision is two
+arguments: ``autocast="bfloat16"`` runs the forward under :func:`gingham.autocast`; with
+``"float16"`` pass a :class:`gingham.amp.GradScaler` as ``scaler`` too.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
+from ..frontend.amp import GradScaler
+from ..frontend.amp import autocast as autocast_block
 from ..frontend.jit import jit
 from ..frontend.optim import Optimizer
 from . import functional as F
 from .modules import Module
 
 
-def train_step(model: Module, optimizer: Optimizer,
-               loss_fn: Callable = F.cross_entropy) -> Callable:
-    """A jit-compiled ``step(inputs, targets) -> loss`` that also updates the model."""
+def train_step(model: Module, optimizer: Optimizer, loss_fn: Callable = F.cross_entropy,
+               autocast: str | None = None, scaler: GradScaler | None = None) -> Callable:
+    """A jit-compiled ``step(inputs, targets) -> loss`` that also updates the model.
+
+    ``autocast`` (``"bfloat16"`` or ``"float16"``) computes the model and the loss under
+    :func:`gingham.autocast` (parameters, gradients and the update stay float32); ``scaler``
+    scales the loss and skips steps whose gradients overflow (float16)."""
+    precision = autocast_block(autocast) if autocast else contextlib.nullcontext()
 
     @jit
     def step(inputs, targets):
-        loss = loss_fn(model(inputs), targets)
+        with precision:
+            loss = loss_fn(model(inputs), targets)
         optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+        if scaler is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
         return loss
 
     return step

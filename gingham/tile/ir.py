@@ -41,8 +41,11 @@ class Poly:
 
     @staticmethod
     def of(terms: Mapping[str, Fraction | int], const: Fraction | int = 0) -> "Poly":
-        cleaned = tuple(sorted((n, Fraction(c)) for n, c in terms.items() if c != 0))
-        return Poly(cleaned, Fraction(const))
+        # Fraction(f) of a Fraction builds a new one: the compiler makes ~10^5 of these per
+        # training step, so coefficients that already are Fractions are kept as they are.
+        cleaned = tuple(sorted((n, c if type(c) is Fraction else Fraction(c))
+                               for n, c in terms.items() if c != 0))
+        return Poly(cleaned, const if type(const) is Fraction else Fraction(const))
 
     @staticmethod
     def var(name: str) -> "Poly":

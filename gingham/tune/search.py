@@ -616,23 +616,22 @@ def search_family(family: _Family, device: Device, name: str, budget: float,
 
 
 def _compile(device: Device, kernels: list) -> dict[str, Any]:
-    """Compile every kernel in one source; if that build fails, one kernel at a time (so one
-    candidate the compiler rejects does not sink the others)."""
-    from .. import compiler  # noqa: F401 - c_family imports it: load it first (import cycle)
-    from ..codegen.c_family import DIALECTS, render_many
+    """Compile every candidate kernel the way compilation does (in parallel pieces, each
+    cached on disk by its own source); if that fails, one kernel at a time, so that one
+    candidate the compiler rejects does not sink the others. {kernel name: handle or None}."""
+    from ..compiler import compile_kernels
 
-    dialect = DIALECTS[device.info.dialect]
     if not kernels:
         return {}
     try:
-        handles = device.compile_many(render_many(kernels, dialect), [kk.name for kk in kernels])
-        return {kk.name: h for kk, h in zip(kernels, handles)}
+        launches, _ = compile_kernels(kernels, device)
+        return {kk.name: launch.kernel for kk, launch in zip(kernels, launches)}
     except Exception as exc:  # noqa: BLE001
         debug_print(1, f"tuning: the batch build failed ({exc}); building one at a time")
     out: dict[str, Any] = {}
     for kk in kernels:
         try:
-            out[kk.name] = device.compile(render_many([kk], dialect), kk.name)
+            out[kk.name] = compile_kernels([kk], device)[0][0].kernel
         except Exception:  # noqa: BLE001
             out[kk.name] = None
     return out

@@ -12,7 +12,7 @@ from gingham.config import (DEFAULT_CFLAGS, Config, ConfigError, get_config,
                             read_config_file, write_config_file)
 
 ENV = ("GINGHAM_DEVICE", "GINGHAM_CACHE_DIR", "GINGHAM_DEBUG", "GINGHAM_CC",
-       "GINGHAM_NUM_THREADS")
+       "GINGHAM_NUM_THREADS", "GINGHAM_COMPILE_JOBS")
 
 
 @pytest.fixture
@@ -32,6 +32,7 @@ def test_defaults(clean_env):
     assert config.cflags == DEFAULT_CFLAGS
     assert "-ffast-math" not in config.cflags and "-fopenmp" in config.cflags
     assert config.num_threads is None
+    assert config.compile_jobs is None
 
 
 def test_environment_overrides(clean_env, tmp_path):
@@ -40,13 +41,16 @@ def test_environment_overrides(clean_env, tmp_path):
     clean_env.setenv("GINGHAM_DEBUG", "3")
     clean_env.setenv("GINGHAM_CC", "clang")
     clean_env.setenv("GINGHAM_NUM_THREADS", "2")
+    clean_env.setenv("GINGHAM_COMPILE_JOBS", "5")
     config = get_config()
-    assert (config.device, config.cache_dir, config.debug, config.cc, config.num_threads) == \
-        ("opencl:1", tmp_path / "c", 3, "clang", 2)
+    assert (config.device, config.cache_dir, config.debug, config.cc, config.num_threads,
+            config.compile_jobs) == ("opencl:1", tmp_path / "c", 3, "clang", 2, 5)
 
 
 @pytest.mark.parametrize("name,value", [("GINGHAM_DEBUG", "loud"), ("GINGHAM_DEBUG", "9"),
-                                        ("GINGHAM_NUM_THREADS", "0")])
+                                        ("GINGHAM_NUM_THREADS", "0"),
+                                        ("GINGHAM_COMPILE_JOBS", "0"),
+                                        ("GINGHAM_COMPILE_JOBS", "many")])
 def test_bad_environment_values_name_the_variable(clean_env, name, value):
     clean_env.setenv(name, value)
     with pytest.raises(ConfigError, match=name):

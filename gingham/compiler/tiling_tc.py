@@ -1,0 +1,628 @@
+"""Tensor-core schedule for 16-bit float contractions on CUDA (sm_80 and later).
+
+A sum of products whose operands are both float16 or both bfloat16 and that accumulates in
+float32 (the compute type of every 16-bit float output) is the batched matrix product of
+:func:`gingham.compiler.tiling_gpu.gemm_view`: matmuls, convolutions as implicit GEMM (im2col
+decoded while staging) and the data and filter gradients that Tile's autodiff derives from
+them. On CUDA devices of compute capability 8.0 or later it runs on the tensor cores:
+
+* a block of ``warps_m x warps_n`` warps computes a TM x TN tile of one batch entry, each warp
+  a (TM / warps_m) x (TN / warps_n) tile as m16n8k16 ``mma.sync`` products with float32
+  accumulators in registers;
+* per step of TK = 32 along K the block stages a TM x TK slice of A and a TK x TN slice of B
+  in shared memory, each in the operand's own order (K-fastest, or tile-index-fastest: the
+  gradients read their operands transposed); ``ldmatrix`` (``.trans`` for the second order)
+  loads the warps' fragments from it. 16-byte chunks are XOR-swizzled inside each row, so
+  that neither the copies nor the eight rows of an ``ldmatrix`` meet in one bank;
+* staging is ``cp.async`` (16 bytes, zero-filled where invalid) into a ring of STAGES
+  buffers (each A's slice then B's), so that the copies of the next STAGES - 1 steps fly
+  while one step computes, one barrier per step. An operand whose unit-stride run is not a
+  multiple of 8 elements, or misaligned, or split by a guard (a convolution of 3 input
+  channels) is staged element by element instead (ordinary loads and shared-memory stores,
+  same ring, same barriers);
+* the k16 steps of a TK step are unrolled, and each loads its successor's fragments into a
+  second register set while its own products run; the last loads the next TK step's first
+  fragments, after the barrier (FRAGMENT_SETS = 1: after the products, one set). Every
+  ldmatrix address is the ring buffer's offset plus a per-thread swizzled offset computed
+  once before the K loop plus a constant;
+* guards (zero padding) are tested per copy, as in :mod:`tiling_gpu`: an invalid tap is
+  staged as 0; ragged edges of M, N and K are guarded the same way;
+* the epilogue finalises each cell and runs the fused elementwise epilogue exactly as the
+  float32 tiled kernel does (shared code); with split-K (long K, few output tiles: the filter
+  gradient) the partial sums go to a scratch buffer and :func:`tiling_gpu.split_sum` adds
+  them, then finalises.
+
+The tensor-core instructions are :class:`gingham.compiler.kernel_ir.WarpOp` nodes, which only
+the CUDA dialect renders (inline PTX); the ring lives in dynamic shared memory (a ``dynamic``
+``LocalArray``, ``Launch.shared_bytes``), so configurations may pass 48 KiB. Im2col operands,
+whose reads overlap from one K step to the next, are copied through L1 (``cp.async.ca``).
+Anything else falls back to the float32 tiled schedule.
+
+Measured on an H200 (tools/bench_tensor_cores.py, against PyTorch 2.11 in the same run, two
+runs): bf16 GEMM 8192 2.62-2.63 ms = 0.54x cuBLAS (420 TFLOP/s; 2.68 ms with one fragment
+set; 2.76 ms = 0.51x before the fragments were pipelined; 2.52 ms = 0.57x with TK = 64, not
+a candidate yet: measured once), fp16 GEMM 4096 0.49x (0.46x before); the CIFAR conv layer
+forward 0.064 ms = 0.47-0.49x cuDNN channels-last (unchanged), forward + backward 0.197-0.201
+ms, 0.64-1.25x (cuDNN's own time moved between the runs, 0.125 and 0.251 ms).
+
+Before this round Nsight Compute found both latency-bound: the GEMM at 224 registers a
+thread (8 warps a multiprocessor) kept the tensor pipe 56% busy, stalled on fixed-latency
+dependencies (address arithmetic before each ldmatrix: now precomputed); the conv forward
+spent its issue slots on index arithmetic, about a third of it in the epilogue (each cell
+decoded its coordinates inside its bounds test, so no cell shared them: 2225 PTX
+instructions a thread, now 409). Cutting it left the time unchanged; what limits it now is,
+presumably (not profiled since), latency: K = 576 is 18 steps, 1024 blocks run in 2-3 waves,
+and each block's pipeline fill is exposed (its registers went 128 -> 168, 4 -> 3 blocks a
+multiprocessor; capping them at 128 spills and measured slower, 0.073 ms). Next steps: wgmma
+(sm_90a) for the GEMM (cuBLAS runs at 760-780 TFLOP/s); a persistent conv kernel that
+overlaps one tile's epilogue with the next tile's fill.
+
+    kernels = tensor_core_contraction(plan, ctx, "k0_C", info)  # None: not for tensor cores
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from ..devices.base import DeviceInfo
+from ..tile import dtypes as dt
+from . import kernel_ir as k
+from .fusion import KernelPlan
+from .lower import LoweringContext, compute_type
+from .tiling_gpu import (MIN_WORK, GemmView, Side, Staging, TiledKernel, gemm_view,
+                         output_tiles, split_sum)
+
+#: mma.sync m16n8k16 with bfloat16 operands, ldmatrix and cp.async need sm_80.
+MIN_COMPUTE_CAPABILITY = 80
+#: 16-bit elements per 16-byte copy (and per ldmatrix row).
+VECTOR = 8
+#: Shared memory a block may use where the device does not say (CUDA's limit without opting
+#: in; with the device's opt-in limit known, the launch raises the kernel's limit as needed).
+SHARED_LIMIT = 48 * 1024
+#: Keep im2col operands (reads that overlap between K steps) in L1 as well as L2.
+L1_FOR_OVERLAPPING_READS = True
+#: Fragment register sets: 2 loads the next k16 step's fragments while this step's products
+#: run (more registers); 1 loads them after the products.
+FRAGMENT_SETS = 2
+#: Split K into slices of at least this many TK steps.
+MIN_SLICE_K_TILES = 8
+#: Split K until there are about this many blocks per multiprocessor.
+SPLIT_BLOCKS_PER_UNIT = 2
+#: Relative cost, in multiply-adds of one block tile cell, of writing and reading back a
+#: partial sum (a tensor core does ~30 multiply-adds in the time memory moves a float).
+PARTIAL_COST = 256
+_OPERAND_TYPES = ("float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class TcConfig:
+    """A tensor-core tiling: the block tile (tile_m x tile_n, stepping tile_k along K), its
+    warps (warps_m x warps_n, each a (tile_m / warps_m) x (tile_n / warps_n) tile), the depth
+    of the shared-memory ring, the band of ``group_m`` tile rows visited together, and the
+    number of slices of K (split-K); ``min_blocks`` > 0 caps the registers so that that many
+    blocks fit a multiprocessor (``__launch_bounds__``; the compiler spills what does not)."""
+
+    tile_m: int
+    tile_n: int
+    warps_m: int
+    warps_n: int
+    tile_k: int = 32
+    stages: int = 3
+    group_m: int = 8
+    split: int = 1
+    min_blocks: int = 0
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def warp_m(self) -> int:
+        return self.tile_m // self.warps_m
+
+    @property
+    def warp_n(self) -> int:
+        return self.tile_n // self.warps_n
+
+    @property
+    def shared_bytes(self) -> int:
+        return self.stages * (self.tile_m + self.tile_n) * self.tile_k * 2
+
+    def valid(self) -> bool:
+        """Warp tiles of whole 16 x 16 products; rows of whole power-of-two chunk counts; an
+        even number of k16 steps per TK step (the two fragment sets alternate)."""
+        def chunks_ok(width: int) -> bool:
+            chunks = width // VECTOR
+            return width % VECTOR == 0 and chunks & (chunks - 1) == 0
+        return (self.tile_m % self.warps_m == 0 and self.tile_n % self.warps_n == 0
+                and self.warp_m % 16 == 0 and self.warp_n % 16 == 0 and self.tile_k % 32 == 0
+                and all(chunks_ok(w) for w in (self.tile_m, self.tile_n, self.tile_k))
+                and self.stages >= 2)
+
+    def efficiency(self) -> float:
+        """Relative throughput: shared-memory fragment loads per product fall with the warp
+        tile, global loads per product with the block tile (constants to refine)."""
+        fragments = 1 / self.warp_m + 1 / self.warp_n
+        globals_ = 1 / self.tile_m + 1 / self.tile_n
+        return 1.0 / (1.0 + 16 * fragments + 32 * globals_)
+
+    def __str__(self) -> str:
+        split = f", split-K {self.split}" if self.split > 1 else ""
+        bound = f", {self.min_blocks} blocks/SM" if self.min_blocks else ""
+        return (f"{self.tile_m}x{self.tile_n}x{self.tile_k} tile, {self.warps_m}x{self.warps_n} "
+                f"warps of {self.warp_m}x{self.warp_n}, {self.stages} stages{split}{bound}")
+
+
+#: The candidates, largest first (shared memory 48, 36, 36 and 32 KiB). Measured on an H200
+#: (tools/bench_tensor_cores.py --sweep --conv-sweep), first round: bf16 GEMM 8192 took
+#: 2.73-2.83 ms with 128x128 tiles of 3, 4 or 5 stages or TK 64, 3.1-3.4 ms with 128x256 or
+#: 256x128 tiles (8 warps); the CIFAR conv forward 0.061-0.066 ms with every 128x64 or 64x64
+#: variant. With the fragments pipelined: GEMM 2.63 ms (3 stages), 2.64-2.65 (4, 5 stages),
+#: 2.52 (TK 64, 96 KiB); conv 0.064 (3 or 4 stages), 0.065 (TK 64), 0.069 (4x2 warps of
+#: 32x32), 0.066 (64x64), 0.073 and 0.093 with registers capped for 4 (6) blocks.
+CANDIDATES: tuple[TcConfig, ...] = (
+    TcConfig(128, 128, 2, 2),
+    TcConfig(128, 64, 2, 2),
+    TcConfig(64, 128, 2, 2),
+    TcConfig(64, 64, 2, 2, stages=4),
+)
+
+
+def fits(config: TcConfig, info: DeviceInfo) -> bool:
+    limit = info.local_memory_bytes or SHARED_LIMIT
+    return (config.valid() and config.threads <= max(info.max_work_group_size, 1)
+            and config.shared_bytes <= limit)
+
+
+def choose_split(config: TcConfig, view: GemmView, info: DeviceInfo) -> int:
+    """1 unless the output has fewer block tiles than the device has multiprocessors and K is
+    long; then about SPLIT_BLOCKS_PER_UNIT blocks per unit, slices of whole TK steps."""
+    tiles = output_tiles(config, view)  # type: ignore[arg-type]
+    units = max(info.compute_units, 1)
+    k_tiles = math.ceil(view.k / config.tile_k)
+    if tiles >= units or k_tiles < 2 * MIN_SLICE_K_TILES:
+        return 1
+    split = min(math.ceil(SPLIT_BLOCKS_PER_UNIT * units / tiles), k_tiles // MIN_SLICE_K_TILES)
+    return math.ceil(k_tiles / math.ceil(k_tiles / max(split, 1)))
+
+
+def config_cost(config: TcConfig, view: GemmView, info: DeviceInfo) -> float:
+    """Relative time: block tiles per multiprocessor, one after another, each its area times
+    its K steps over the configuration's efficiency, plus the partial sums of a split K."""
+    units = max(info.compute_units, 1)
+    blocks = output_tiles(config, view) * config.split  # type: ignore[arg-type]
+    steps = math.ceil(math.ceil(view.k / config.tile_k) / config.split)
+    cost = (math.ceil(blocks / units) * config.tile_m * config.tile_n * steps * config.tile_k
+            / config.efficiency())
+    if config.split > 1:
+        cost += PARTIAL_COST * config.split * view.m * view.n * view.batches / units
+    return cost
+
+
+def choose_config(view: GemmView, info: DeviceInfo) -> TcConfig | None:
+    """The cheapest fitting candidate by :func:`config_cost`, with K whole or split."""
+    options = []
+    for config in CANDIDATES:
+        if fits(config, info):
+            options.append(config)
+            split = choose_split(config, view, info)
+            if split > 1:
+                options.append(dataclasses.replace(config, split=split))
+    if not options:
+        return None
+    return min(options, key=lambda c: config_cost(c, view, info))
+
+
+# -- which contractions ----------------------------------------------------------------------------
+
+
+def operand_type(plan: KernelPlan, ctx: LoweringContext) -> str | None:
+    """"float16" or "bfloat16" when both operands (and their buffers) have that type."""
+    nc = plan.contraction
+    if nc is None or len(nc.operands) != 2:
+        return None
+    names = set()
+    for access in nc.operands:
+        names.add(dt.dtype_name(ctx.dtype(access.tensor)))
+        names.add(dt.dtype_name(ctx.dtype(ctx.buffer(access.tensor))))
+    if len(names) != 1 or not names <= set(_OPERAND_TYPES):
+        return None
+    return names.pop()
+
+
+def vector_copies(side: Side, view: GemmView) -> bool:
+    """Whether 16-byte copies can stage this operand: its unit-stride index (the last K
+    variable, or the last tile variable) has stride 1, a multiple of 8 values and no guard,
+    and every other stride and the offset are multiples of 8 elements (16-byte alignment)."""
+    address = side.address
+    if side.k_fastest:
+        if not view.red_vars:
+            return False
+        var = view.red_vars[-1]
+        lo, hi = view.red_ranges[var]
+        extent = hi - lo + 1
+    else:
+        var, lo, extent = side.group[-1], 0, side.extents[-1]
+    if address.coeffs.get(var) != 1 or extent % VECTOR or (address.const + lo) % VECTOR:
+        return False
+    if any(c % VECTOR for name, c in address.coeffs.items() if name != var):
+        return False
+    return not any(poly.coeffs.get(var) for poly, _ in side.guards)
+
+
+def overlapping_reads(side: Side, view: GemmView) -> bool:
+    """Whether a K variable and a tile variable move the address by the same stride (im2col:
+    ``I[n, y + ky - 1, ...]``), so that one block reads the same elements at several K steps."""
+    red = set(view.red_vars)
+    strides = {abs(c) for v, c in side.address.coeffs.items() if v in red and c}
+    return any(abs(c) in strides for v, c in side.address.coeffs.items()
+               if v in side.group and c)
+
+
+def staging(side: Side, tile: int, config: TcConfig, vector: int) -> Staging | None:
+    """Lanes and slots of a block copying its TS x TK slice in units of ``vector`` elements
+    along the operand's unit-stride index."""
+    threads = config.threads
+    probe = Staging(side, tile, config.tile_k, 0, 1, 1, vector)
+    units_k, units_s = probe.units
+    if side.k_fastest:
+        lanes_k = min(units_k, threads)
+        lanes_s = threads // lanes_k
+    else:
+        lanes_s = min(units_s, threads)
+        lanes_k = threads // lanes_s
+    if threads % (lanes_k * lanes_s) or units_k % lanes_k or units_s % lanes_s:
+        return None
+    slots = units_k * units_s // threads
+    if slots * threads != units_k * units_s:
+        return None
+    return Staging(side, tile, config.tile_k, slots, lanes_k, lanes_s, vector)
+
+
+def tensor_core_contraction(plan: KernelPlan, ctx: LoweringContext, name: str,
+                            info: DeviceInfo, config: TcConfig | None = None
+                            ) -> list[k.Kernel] | None:
+    """Tensor-core kernels for a float16/bfloat16 sum of products on CUDA, or None.
+
+    None unless the device is CUDA of compute capability >= 8.0, both operands are float16 or
+    both bfloat16, the result computes in float32, the contraction is a matrix product
+    (:func:`gemm_view`) of at least MIN_WORK multiply-adds and a candidate fits. Otherwise one
+    kernel, or with split-K two, that compute what lower_contraction computes (finalisation
+    and fused epilogue included), in launch order.
+    """
+    if (info.dialect != "cuda" or plan.kind != "contraction"
+            or info.compute_capability < MIN_COMPUTE_CAPABILITY):
+        return None
+    nc = plan.contraction
+    assert nc is not None
+    operands = operand_type(plan, ctx)
+    if operands is None or compute_type(ctx.dtype(nc.out)) != "float32":
+        return None
+    view = gemm_view(nc)
+    if view is None or view.m * view.n * view.k * view.batches < MIN_WORK:
+        return None
+    config = config or choose_config(view, info)
+    if config is None or not fits(config, info):
+        return None
+    stage_a = staging(view.a, config.tile_m, config,
+                      VECTOR if vector_copies(view.a, view) else 1)
+    stage_b = staging(view.b, config.tile_n, config,
+                      VECTOR if vector_copies(view.b, view) else 1)
+    if stage_a is None or stage_b is None:
+        return None
+    k_tiles = math.ceil(view.k / config.tile_k)
+    split = min(max(config.split, 1), k_tiles)
+    split = math.ceil(k_tiles / math.ceil(k_tiles / split))  # no slice empty
+    config = dataclasses.replace(config, split=split)
+    if split == 1:
+        return [TensorCoreKernel(plan, ctx, name, view, config, stage_a, stage_b, operands)
+                .build()]
+    scratch = k.Scratch(f"{name}_partials", "float32", split * math.prod(nc.out_shape))
+    partial_ctx = LoweringContext(ctx.bound, ctx.aliases)  # its own parameters
+    partials = TensorCoreKernel(plan, partial_ctx, f"{name}_partial", view, config, stage_a,
+                                stage_b, operands, scratch).build()
+    return [partials, split_sum(plan, ctx, name, view, scratch, split, "float32")]
+
+
+class TensorCoreKernel(TiledKernel):
+    """The kernel of one tensor-core schedule. From :class:`TiledKernel` it keeps the block's
+    tile and batch coordinates, the per-slot hoisting, the decoding of K with guards, and the
+    per-cell finalisation and epilogue; it replaces staging, the inner product and the order
+    of the epilogue's cells."""
+
+    def __init__(self, plan: KernelPlan, ctx: LoweringContext, name: str, view: GemmView,
+                 config: TcConfig, stage_a: Staging, stage_b: Staging, operands: str,
+                 scratch: k.Scratch | None = None) -> None:
+        super().__init__(plan, ctx, name, view, config, stage_a, stage_b,  # type: ignore
+                         "float32", scratch)
+        self.operands = operands
+        self.mi = config.warp_m // 16  # m16 products per warp along M
+        self.ni = config.warp_n // 8  # n8 products per warp along N
+
+    # -- shared memory -----------------------------------------------------------------------
+    #: One dynamic shared-memory array: a ring of STAGES buffers, each A's slice then B's.
+    SHARED = "gt_smem"
+
+    def region(self, stage: Staging) -> int:
+        """Offset, in elements, of this operand's slice within a ring buffer."""
+        return 0 if stage is self.stages[0] else math.prod(self.layout(self.stages[0]))
+
+    @property
+    def buffer_elements(self) -> int:
+        """Elements of one ring buffer (both operands' slices)."""
+        return sum(math.prod(self.layout(stage)) for stage in self.stages)
+
+    def layout(self, stage: Staging) -> tuple[int, int]:
+        """(rows, row length) of one operand's slice: tile rows of K, or K rows of the tile."""
+        if stage.side.k_fastest:
+            return stage.tile, stage.tile_k
+        return stage.tile_k, stage.tile
+
+    def shared_index(self, stage: Staging, base: k.Expr, kk: k.Expr, s: k.Expr) -> k.Expr:
+        """Element (kk, s) of the ring buffer at element ``base``: the 8-element chunk of its
+        row is XORed with a few bits of the row number, so that 8 consecutive rows at one
+        column land in 8 different 16-byte bank groups (no conflicts for ldmatrix nor for the
+        copies). The swizzle depends on the row modulo 8 only, and changes the chunk's low
+        ``swizzle_chunks`` bits only (see :meth:`fragment_address`)."""
+        e, t = self.e, self.itype
+        rows, width = self.layout(stage)
+        row, col = (s, kk) if stage.side.k_fastest else (kk, s)
+        chunks = width // VECTOR
+        swizzle = e.mod(e.div(row, max(1, VECTOR // chunks)), self.swizzle_chunks(stage))
+        chunk = k.BinOp("^", e.div(col, VECTOR), swizzle, t)
+        index = e.add(e.add(base, self.region(stage)), e.mul(row, width))
+        index = e.add(index, e.mul(chunk, VECTOR))
+        return e.add(index, e.mod(col, VECTOR))
+
+    def swizzle_chunks(self, stage: Staging) -> int:
+        return min(self.layout(stage)[1] // VECTOR, VECTOR)
+
+    # -- staging -----------------------------------------------------------------------------
+    def issue(self, k_tile: k.Expr, base: k.Expr) -> list[k.Stmt]:
+        """Start copying K tile ``k_tile`` of both operands into the ring buffer at ``base``."""
+        stmts: list[k.Stmt] = []
+        for stage in self.stages:
+            decode, accesses = self.slot_accesses(stage, k_tile)
+            stmts += decode
+            buffer = self.ctx.param(stage.side.access.tensor)
+            cache = "ca" if (L1_FOR_OVERLAPPING_READS
+                             and overlapping_reads(stage.side, self.view)) else ""
+            for p, (index, cond) in enumerate(accesses):
+                kk, s = self.slot_position(stage, p)
+                target = self.shared_index(stage, base, kk, s)
+                if stage.vector > 1:
+                    valid = cond if cond is not None else k.Const(True, "bool")
+                    if cond is not None:  # an invalid copy reads nothing, but keep it inside
+                        index = k.Select(cond, index, self.e.c(0), self.itype)
+                    stmts.append(k.WarpOp("cp_async", shared=(self.SHARED, target),
+                                          src=(buffer, index), args=(valid,), variant=cache))
+                else:
+                    value: k.Expr = k.Load(buffer, index, "uint16")
+                    if cond is not None:
+                        value = k.Select(cond, value, k.Const(0, "uint16"), "uint16")
+                    stmts.append(k.StoreLocal(self.SHARED, (target,), value))
+        return stmts
+
+    # -- the inner product ---------------------------------------------------------------------
+    def lane_position(self, stage: Staging) -> tuple[k.Expr, k.Expr]:
+        """(kk, s) of the row this lane gives ldmatrix for the warp's first fragment (k16 step
+        0, first m16 of A / first n16 of B): A's x4 holds (m0-7, k0-7), (m8-15, k0-7),
+        (m0-7, k8-15), (m8-15, k8-15); B's x4 (n0-7, k0-7), (n0-7, k8-15), (n8-15, k0-7),
+        (n8-15, k8-15) (transposed when the operand is stored K rows of the tile)."""
+        e, cfg = self.e, self.cfg
+        lane = e.v("gt_lane")
+        lo8 = e.mod(lane, 8)  # row within an 8x8 matrix
+        mat1 = e.mod(e.div(lane, 8), 2)  # bit 0 of the matrix number
+        mat2 = e.div(lane, 16)  # bit 1
+        if stage is self.stages[0]:
+            s0 = e.mul(e.v("gt_wm"), cfg.warp_m)
+            if stage.side.k_fastest:
+                return e.mul(mat2, 8), e.add(s0, e.mod(lane, 16))
+            return e.add(e.mul(mat2, 8), lo8), e.add(s0, e.mul(mat1, 8))
+        s0 = e.mul(e.v("gt_wn"), cfg.warp_n)
+        if stage.side.k_fastest:
+            return e.mul(mat1, 8), e.add(e.add(s0, e.mul(mat2, 8)), lo8)
+        return e.add(e.mul(mat1, 8), lo8), e.add(s0, e.mul(mat2, 8))
+
+    def fragment_address(self, stage: Staging, k_off: int, s_off: int
+                         ) -> tuple[str, k.Expr, int]:
+        """This lane's ldmatrix row for the fragment ``k_off`` along K and ``s_off`` along the
+        tile from its first one, as (name, value, constant): a per-thread offset computed
+        once before the K loop, plus a constant. A step of 8 rows leaves the swizzle alone
+        and a step of ``swizzle_chunks`` chunks along a row leaves the XORed bits alone, so
+        both are constants; the rest of a step along the row needs an offset of its own."""
+        rows, width = self.layout(stage)
+        row_off, col_off = (s_off, k_off) if stage.side.k_fastest else (k_off, s_off)
+        assert row_off % VECTOR == 0 and col_off % VECTOR == 0, (row_off, col_off)
+        period = self.swizzle_chunks(stage) * VECTOR
+        key = col_off % period
+        constant = row_off * width + col_off - key
+        kk, s = self.lane_position(stage)
+        if stage.side.k_fastest:
+            kk = self.e.add(kk, key)
+        else:
+            s = self.e.add(s, key)
+        value = self.shared_index(stage, self.e.c(0), kk, s)
+        return f"gt_{stage.side.label}f{key}", value, constant
+
+    def fragment_offsets(self) -> list[k.Stmt]:
+        """Declarations of the per-thread ldmatrix offsets (before the K loop)."""
+        declared: dict[str, k.Stmt] = {}
+        for stage, positions in zip(self.stages, self.fragment_positions()):
+            for k_off, s_off in positions:
+                name, value, _ = self.fragment_address(stage, k_off, s_off)
+                declared.setdefault(name, k.Declare(name, self.itype, value))
+        return list(declared.values())
+
+    def fragment_positions(self) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """(k, s) offsets of every ldmatrix x4 of A and of B within a TK step."""
+        steps = range(0, self.cfg.tile_k, 16)
+        return ([(kk, 16 * i) for kk in steps for i in range(self.mi)],
+                [(kk, 16 * j) for kk in steps for j in range(self.ni // 2)])
+
+    def fragment_loads(self, base: k.Expr, kk: int, half: int) -> list[k.Stmt]:
+        """ldmatrix of this warp's A fragments (one x4 per m16) and B fragments (one x4 per
+        two n8) for k16 step ``kk`` of the ring buffer at ``base``, into fragment set
+        ``half`` (0 or 1: one set is loaded while the other feeds the products)."""
+        e = self.e
+        u32 = "uint32"
+        stage_a, stage_b = self.stages
+        stmts: list[k.Stmt] = []
+        for i in range(self.mi):
+            name, _, constant = self.fragment_address(stage_a, 16 * kk, 16 * i)
+            regs = tuple(k.LoadLocal("gt_af", (e.c(half), e.c(i), e.c(r)), u32)
+                         for r in range(4))
+            stmts.append(k.WarpOp("ldmatrix", regs=regs,
+                                  variant="" if stage_a.side.k_fastest else "trans",
+                                  shared=(self.SHARED, e.add(e.add(base, e.v(name)), constant))))
+        for j in range(self.ni // 2):
+            name, _, constant = self.fragment_address(stage_b, 16 * kk, 16 * j)
+            regs = tuple(k.LoadLocal("gt_bf", (e.c(half), e.c(2 * j + r // 2), e.c(r % 2)),
+                                     u32) for r in range(4))
+            stmts.append(k.WarpOp("ldmatrix", regs=regs,
+                                  variant="" if stage_b.side.k_fastest else "trans",
+                                  shared=(self.SHARED, e.add(e.add(base, e.v(name)), constant))))
+        return stmts
+
+    def products(self, half: int) -> k.Stmt:
+        """The warp's m16n8k16 products with fragment set ``half``."""
+        e = self.e
+        mi, ni, h = e.v("gt_mi"), e.v("gt_ni"), e.c(half)
+        acc = tuple(k.LoadLocal("gt_acc", (mi, ni, e.c(q)), "float32") for q in range(4))
+        a = tuple(k.LoadLocal("gt_af", (h, mi, e.c(r)), "uint32") for r in range(4))
+        b = tuple(k.LoadLocal("gt_bf", (h, ni, e.c(r)), "uint32") for r in range(2))
+        mma = k.WarpOp("mma", regs=acc, args=a + b, variant=self.operands)
+        return k.For("gt_mi", 0, self.mi, k.For("gt_ni", 0, self.ni, mma, kind="unroll"),
+                     kind="unroll")
+
+    def step(self, first: k.Expr, steps: k.Expr) -> k.Stmt:
+        """One TK step (``gt_kt``) of the K loop, its k16 steps unrolled. Fragments are loaded
+        one k16 step ahead, into the other fragment set: the last k16 step of tile kt loads
+        the first of tile kt + 1, so the copies of tile kt + 1 are waited for (and the
+        barrier passed) before it, while the products of tile kt are still to run. A buffer
+        is overwritten (tile kt + STAGES - 1's copies, at the start of step kt) only after
+        the barrier that follows the last ldmatrix reading it (step kt - 1's)."""
+        e, stages, size = self.e, self.cfg.stages, self.buffer_elements
+        kt, read = e.v("gt_kt"), e.v("gt_rd")
+        ahead = e.add(kt, stages - 1)
+        after = e.add(read, size)
+        stmts: list[k.Stmt] = [
+            # Ring buffers of tile kt + 1 and of tile kt - 1 (= kt + STAGES - 1).
+            k.Declare("gt_nx", self.itype, k.Select(e.lt(after, stages * size), after,
+                                                    e.c(0), self.itype)),
+            k.Declare("gt_wr", self.itype, k.Select(
+                k.BinOp("==", read, e.c(0), "bool"), e.c((stages - 1) * size),
+                k.BinOp("-", read, e.c(size), self.itype), self.itype)),
+            k.If(k.BinOp("<", ahead, steps, "bool"),
+                 k.block(*self.issue(e.add(first, ahead), e.v("gt_wr")))),
+            k.WarpOp("cp_async_commit"),
+        ]
+        k16_steps = self.cfg.tile_k // 16
+        two = FRAGMENT_SETS == 2
+        for kk in range(k16_steps):
+            half = kk % 2 if two else 0
+            if kk + 1 < k16_steps:
+                loads = self.fragment_loads(read, kk + 1, 1 - half if two else 0)
+            else:
+                loads = [k.WarpOp("cp_async_wait", variant=str(stages - 2)), k.Barrier(),
+                         k.If(k.BinOp("<", e.add(kt, 1), steps, "bool"),
+                              k.block(*self.fragment_loads(e.v("gt_nx"), 0, 0)))]  # even
+            # One set: the next fragments overwrite this step's, so they load after its
+            # products (the barrier still comes before the last ones, as with two sets).
+            stmts += loads + [self.products(half)] if two else [self.products(half)] + loads
+        stmts.append(k.Assign("gt_rd", e.v("gt_nx")))
+        return k.block(*stmts)
+
+    # -- the kernel ----------------------------------------------------------------------------
+    def build(self) -> k.Kernel:
+        cfg, view, e = self.cfg, self.view, self.e
+        stages = cfg.stages
+        elements = stages * self.buffer_elements
+        assert 2 * elements == cfg.shared_bytes
+        shared = [k.LocalArray(self.SHARED, "uint16", (elements,), "dynamic", align=128)]
+        body: list[k.Stmt] = [
+            k.Declare("gt_lane", self.itype, e.mod(e.v("gt_tid"), 32)),
+            k.Declare("gt_warp", self.itype, e.div(e.v("gt_tid"), 32)),
+            k.Declare("gt_wm", self.itype, e.mod(e.v("gt_warp"), cfg.warps_m)),
+            k.Declare("gt_wn", self.itype, e.div(e.v("gt_warp"), cfg.warps_m)),
+        ]
+        body += self.group_coordinates()
+        for stage in self.stages:
+            body += self.hoisted(stage)
+        body += self.fragment_offsets()
+        zero = k.StoreLocal("gt_acc", (e.v("gt_mi"), e.v("gt_ni"), e.v("gt_q")),
+                            k.Const(0.0, "float32"))
+        body += [
+            k.LocalArray("gt_acc", "float32", (self.mi, self.ni, 4), "register"),
+            k.LocalArray("gt_af", "uint32", (FRAGMENT_SETS, self.mi, 4), "register"),
+            k.LocalArray("gt_bf", "uint32", (FRAGMENT_SETS, self.ni, 2), "register"),
+            k.For("gt_mi", 0, self.mi, k.For("gt_ni", 0, self.ni, k.For(
+                "gt_q", 0, 4, zero, kind="unroll"), kind="unroll"), kind="unroll"),
+        ]
+        # gt_kt counts this block's TK steps; its slice of K starts at step ``first``.
+        first: k.Expr = e.c(0)
+        steps: k.Expr = e.c(self.k_tiles)
+        if self.split > 1:
+            body.append(k.Declare("gt_kt0", self.itype, e.mul(e.v("gt_slice"),
+                                                              self.slice_steps)))
+            left = k.BinOp("-", e.c(self.k_tiles), e.v("gt_kt0"), self.itype)
+            body.append(k.Declare("gt_kn", self.itype, k.Select(
+                e.lt(left, self.slice_steps), left, e.c(self.slice_steps), self.itype)))
+            first, steps = e.v("gt_kt0"), e.v("gt_kn")
+        commit = k.WarpOp("cp_async_commit")
+        # Prologue: the first stages - 1 steps in flight (a group per step, empty or not, so
+        # that "all but stages - 2 groups done" always means "the next step's copies
+        # landed"), then the first step's first fragments (every slice has a step).
+        for s in range(stages - 1):
+            body.append(k.If(k.BinOp("<", e.c(s), steps, "bool"),
+                             k.block(*self.issue(e.add(first, s), e.c(s * self.buffer_elements)))))
+            body.append(commit)
+        body += [k.WarpOp("cp_async_wait", variant=str(stages - 2)), k.Barrier(),
+                 k.Declare("gt_rd", self.itype, e.c(0))]
+        body += self.fragment_loads(e.v("gt_rd"), 0, 0)
+        body.append(k.For("gt_kt", 0, steps, self.step(first, steps)))
+        body.append(k.WarpOp("cp_async_wait", variant="0"))
+        body.append(self.epilogue())
+        local = k.For("gt_tid", 0, cfg.threads, k.block(*body), kind="local")
+        kernel_body = k.block(*shared, k.For("gt_group", 0, self.groups, local, kind="group"))
+        params = tuple(sorted(self.ctx.params.values(), key=lambda p: (p.output, p.name)))
+        return k.Kernel(self.name, params, kernel_body,
+                        k.Launch((self.groups * cfg.threads,), (cfg.threads,),
+                                 shared_bytes=cfg.shared_bytes, min_blocks=cfg.min_blocks),
+                        self.schedule(), flops=2 * view.m * view.n * view.k * view.batches,
+                        uses=frozenset(self.ctx.uses),
+                        scratch=(self.scratch,) if self.scratch else ())
+
+    def epilogue(self) -> k.Stmt:
+        """Each accumulator's cell: c0, c1 at (row lane / 4, columns 2 (lane % 4) + 0, 1) of
+        its m16n8 product, c2, c3 eight rows further down."""
+        e, cfg = self.e, self.cfg
+        lane, mi, ni, q = e.v("gt_lane"), e.v("gt_mi"), e.v("gt_ni"), e.v("gt_q")
+        m = e.add(e.add(e.v("gt_m0"), e.mul(e.v("gt_wm"), cfg.warp_m)), e.mul(mi, 16))
+        m = e.add(e.add(m, e.div(lane, 4)), e.mul(e.div(q, 2), 8))
+        n = e.add(e.add(e.v("gt_n0"), e.mul(e.v("gt_wn"), cfg.warp_n)), e.mul(ni, 8))
+        n = e.add(e.add(n, e.mul(e.mod(lane, 4), 2)), e.mod(q, 2))
+        cell = self.cell_epilogue(m, n, k.LoadLocal("gt_acc", (mi, ni, q), "float32"))
+        return k.For("gt_mi", 0, self.mi, k.For("gt_ni", 0, self.ni, k.For(
+            "gt_q", 0, 4, cell, kind="unroll"), kind="unroll"), kind="unroll")
+
+    def schedule(self) -> str:
+        v = self.view
+
+        def side(s: Staging) -> str:
+            order = "K" if s.side.k_fastest else "tile"
+            copies = "16-byte async copies" if s.vector > 1 else "element loads"
+            if s.vector > 1 and L1_FOR_OVERLAPPING_READS and overlapping_reads(s.side, v):
+                copies += " via L1"
+            return (f"{s.side.label.upper()}={s.side.access.tensor}[{','.join(s.side.group)}] "
+                    f"({order}-major, {copies}, {len(s.side.guards)} guards)")
+
+        batch = f", batch {v.batches} ({','.join(v.batch)})" if v.batch else ""
+        split = (f" ({self.split} slices of {self.slice_steps * self.cfg.tile_k} along K, "
+                 f"partial sums to {self.scratch.name})" if self.scratch else "")
+        return (f"gpu tensor-core contraction (mma.sync m16n8k16 {self.operands}, fp32 "
+                f"accumulate): M={v.m} N={v.n} K={v.k} ({','.join(v.red_vars)}){batch}; "
+                f"{self.cfg}; {self.groups} blocks{split}; {side(self.stages[0])}, "
+                f"{side(self.stages[1])}")

@@ -1,0 +1,319 @@
+"""Mixed precision: ``autocast`` (half-precision compute, float32 master weights) and
+``GradScaler`` (loss scaling for float16), as ``torch.autocast`` and ``torch.amp.GradScaler``.
+
+    model = nn.models.SmallConvNet(device="cpu")             # float32 parameters
+    optimizer = gingham.optim.SGD(model.parameters(), lr=0.1)
+    with gingham.autocast("bfloat16"):
+        loss = F.cross_entropy(model(images), labels)         # convs, linears in bfloat16
+    loss.backward()                                           # float32 gradients
+    optimizer.step()                                          # float32 update
+
+Inside the block, the ops in :data:`LOW_PRECISION_OPS` (contractions: matmul, linear,
+convolutions) cast their floating inputs to the autocast dtype and give low-precision results;
+the ops in :data:`FLOAT32_OPS` (softmax, log-softmax, losses, normalisation, ``exp``, ``log``,
+``pow``, ``sum``, ``mean``) cast half inputs up to float32; everything else runs in the dtype it
+is given, with NumPy's promotion where dtypes mix (``bfloat16 + float32`` is ``float32``);
+batch norm computes its statistics in float32 and returns its input's dtype. The
+lists are PyTorch's CUDA autocast lists (its CPU lists leave softmax, layer norm, exp, log, pow
+and sum in the low dtype). Casts are ordinary Tile elementwise ops, so gradients flow back
+through them: parameters stay float32, their gradients are float32 and optimisers update
+float32 values. A contraction over half inputs accumulates in float32 and rounds once
+(``gingham.tile.dtypes.compute_dtype``).
+
+Under :func:`gingham.jit` the autocast state in force when the step is traced is part of its
+signature: a step called inside and outside ``autocast`` compiles to two programs.
+
+float16 gradients can underflow; :class:`GradScaler` multiplies the loss by a scale before
+``backward()`` and divides the gradients by it before the update. The check for inf/NaN and the
+decision to skip happen on the device (see :class:`GradScaler`), so a jitted step never waits
+for the host. bfloat16 has float32's exponent range and needs no scaler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Sequence
+
+import ml_dtypes
+import numpy as np
+
+from ..errors import GinghamError
+from ..tile import dtypes as dt
+from .optim import Optimizer
+from .tensor import Tensor, assign_all, tensor, where
+
+HALF_DTYPES = (np.dtype(np.float16), dt.bfloat16)
+
+#: Ops that compute in the autocast dtype (their floating inputs are cast down).
+LOW_PRECISION_OPS = ("matmul", "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+                     "conv_transpose2d", "conv_transpose3d")
+#: Ops that compute in float32 under autocast (their half inputs are cast up).
+FLOAT32_OPS = ("softmax", "log_softmax", "layer_norm", "batch_norm statistics", "cross_entropy",
+               "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+               "mse_loss", "l1_loss", "exp", "log", "pow", "sum", "mean")
+
+# The innermost autocast block's dtype, or None where autocast is off (also inside an
+# ``autocast(enabled=False)`` block nested in an enabled one).
+_state: list[np.dtype | None] = [None]
+
+
+def _autocast_dtype(dtype) -> np.dtype:
+    try:
+        resolved = dt.as_tile_dtype(dtype)
+    except TypeError:
+        resolved = None
+    if resolved not in HALF_DTYPES:
+        raise GinghamError(f"autocast: dtype must be 'bfloat16' or 'float16', not {dtype!r}")
+    return resolved
+
+
+class autocast(contextlib.ContextDecorator):
+    """Run the ops inside the block in mixed precision (see the module docstring).
+
+        with gingham.autocast():                     # bfloat16
+            logits = model(images)
+        with gingham.autocast("float16"), gingham.autocast(enabled=False):
+            ...                                      # a nested block turns it off again
+
+    Also a decorator: ``@gingham.autocast("float16")``. Blocks nest; the innermost wins.
+    """
+
+    def __init__(self, dtype="bfloat16", enabled: bool = True) -> None:
+        self.dtype = _autocast_dtype(dtype)
+        self.enabled = bool(enabled)
+
+    def __enter__(self) -> "autocast":
+        _state.append(self.dtype if self.enabled else None)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _state.pop()
+
+
+def autocast_dtype() -> np.dtype | None:
+    """The dtype the current autocast block computes contractions in; None outside one."""
+    return _state[-1]
+
+
+def is_autocast_enabled() -> bool:
+    return _state[-1] is not None
+
+
+def trace_key() -> str | None:
+    """The autocast state as it enters a :func:`gingham.jit` signature."""
+    state = _state[-1]
+    return None if state is None else dt.dtype_name(state)
+
+
+def _eligible(value, dtypes: Sequence[np.dtype]) -> bool:
+    return isinstance(value, Tensor) and value.dtype in dtypes
+
+
+def cast_inputs_low(*values):
+    """Under autocast, the float32/float16/bfloat16 tensors among ``values`` cast to the autocast
+    dtype (float64, integers and non-tensors pass through, as in PyTorch); unchanged outside."""
+    target = _state[-1]
+    if target is None:
+        return values
+    floats = (dt.FLOAT32,) + HALF_DTYPES
+    return tuple(v.astype(target) if _eligible(v, floats) and v.dtype != target else v
+                 for v in values)
+
+
+def cast_inputs_float32(*values):
+    """Under autocast, the half tensors among ``values`` cast up to float32; unchanged
+    outside."""
+    if _state[-1] is None:
+        return values
+    return tuple(v.astype(dt.FLOAT32) if _eligible(v, HALF_DTYPES) else v for v in values)
+
+
+def _finite_max(dtype: np.dtype) -> float:
+    finfo = ml_dtypes.finfo(dtype) if dtype == dt.bfloat16 else np.finfo(dtype)
+    return float(finfo.max)
+
+
+def _count_nonfinite(grads: Sequence[Tensor]) -> Tensor:
+    """The number of inf/NaN elements in ``grads`` as an int32 device scalar.
+
+    ``|g| <= max`` is false exactly for inf and NaN, and reads ``g`` once (the kernels keep IEEE
+    semantics: no fast-math, see gingham/config.py).
+    """
+    counts = [(g.size - (g.abs() <= _finite_max(g.dtype)).sum()) for g in grads]
+    total = counts[0]
+    for count in counts[1:]:
+        total = total + count
+    return total
+
+
+class GradScaler:
+    """Dynamic loss scaling for float16 training, with ``torch.amp.GradScaler``'s defaults and
+    semantics.
+
+        scaler = gingham.amp.GradScaler()
+        @gingham.jit
+        def step(x, y):
+            with gingham.autocast("float16"):
+                loss = F.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            scaler.scale(loss).backward()      # gradients of loss * scale
+            scaler.step(optimizer)             # unscale; update unless a gradient is inf/NaN
+            scaler.update()                    # lower the scale after inf/NaN, grow it after
+            return loss                        # growth_interval good steps in a row
+
+    The scale and the count of good steps are device tensors, and the skip is a mask: ``step``
+    computes ``found_inf`` (any inf/NaN in the unscaled gradients) on the device and assigns
+    ``where(found_inf, old, new)`` to every parameter and optimiser state (momentum, Adam's
+    moments, the step count), so a skipped step leaves them exactly as they were. Nothing is
+    read back to the host, so a jitted step replays without a round-trip; the cost is that the
+    update is computed even when it is thrown away. :meth:`get_scale` reads the scale (a
+    host copy) when you want to see it.
+
+    ``enabled=False`` makes every method a pass-through (``scale`` returns the loss as is,
+    ``step`` calls ``optimizer.step()``), so one training loop serves float32 and float16.
+    """
+
+    def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
+                 backoff_factor: float = 0.5, growth_interval: int = 2000,
+                 enabled: bool = True, device: str | None = None) -> None:
+        if growth_factor <= 1.0:
+            raise GinghamError(f"GradScaler: growth_factor must be > 1, got {growth_factor}")
+        if not 0.0 < backoff_factor < 1.0:
+            raise GinghamError(f"GradScaler: backoff_factor must be in (0, 1), got "
+                               f"{backoff_factor}")
+        if int(growth_interval) < 1:
+            raise GinghamError(f"GradScaler: growth_interval must be a positive int, got "
+                               f"{growth_interval}")
+        self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
+        self.growth_interval = int(growth_interval)
+        self.enabled = bool(enabled)
+        self._init_scale = float(init_scale)
+        self._device = device
+        self._scale: Tensor | None = None  # made on the device of the first loss
+        self._growth_tracker: Tensor | None = None
+        self._found_inf: Tensor | None = None  # the last step's verdict, kept on the device
+        self._pending: dict[int, Tensor] = {}  # id(optimizer) -> found_inf, until update()
+        self._unscaled: dict[int, list[Tensor]] = {}  # id(optimizer) -> the scaled grads
+
+    # -- state ----------------------------------------------------------------------------------
+    def _lazy_init(self, device: str) -> None:
+        if self._scale is None:
+            self._device = self._device or device
+            self._scale = tensor(np.float32(self._init_scale), device=self._device)
+            self._growth_tracker = tensor(np.int32(0), device=self._device)
+            self._found_inf = tensor(np.bool_(False), device=self._device)
+
+    def is_enabled(self) -> bool:
+        return self.enabled
+
+    def get_scale(self) -> float:
+        """The current scale (copied from the device; 1.0 when disabled)."""
+        if not self.enabled:
+            return 1.0
+        return self._init_scale if self._scale is None else float(self._scale.item())
+
+    def found_inf(self) -> bool | None:
+        """Whether the last stepped gradients held an inf or NaN (a host read); None before the
+        first step."""
+        if self._found_inf is None:
+            return None
+        return bool(self._found_inf.item())
+
+    def state_dict(self) -> dict:
+        return {"scale": self.get_scale(), "growth_factor": self.growth_factor,
+                "backoff_factor": self.backoff_factor, "growth_interval": self.growth_interval,
+                "_growth_tracker": 0 if self._growth_tracker is None
+                else int(self._growth_tracker.item())}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.growth_factor = float(state["growth_factor"])
+        self.backoff_factor = float(state["backoff_factor"])
+        self.growth_interval = int(state["growth_interval"])
+        self._init_scale = float(state["scale"])
+        if self._scale is not None:
+            self._scale.assign(tensor(np.float32(state["scale"]), device=self._device))
+            self._growth_tracker.assign(tensor(np.int32(state["_growth_tracker"]),
+                                               device=self._device))
+
+    # -- the training-loop calls ------------------------------------------------------------------
+    def scale(self, outputs: Tensor) -> Tensor:
+        """``outputs * scale`` (in ``outputs``' dtype), to call ``backward()`` on."""
+        if not self.enabled:
+            return outputs
+        if not isinstance(outputs, Tensor):
+            raise TypeError(f"GradScaler.scale: expected a gingham.Tensor, not "
+                            f"{type(outputs).__name__}")
+        self._lazy_init(outputs.device)
+        scale = self._scale
+        return outputs * (scale if outputs.dtype == scale.dtype else scale.astype(outputs.dtype))
+
+    def unscale_(self, optimizer: Optimizer) -> None:
+        """Divide ``optimizer``'s gradients by the scale now (to clip them before ``step``),
+        and compute whether any is inf/NaN. At most once per optimizer between updates."""
+        if not self.enabled:
+            return
+        key = id(optimizer)
+        if key in self._pending:
+            raise GinghamError("GradScaler.unscale_() was already called for this optimizer "
+                               "since the last update()")
+        params = [p for p in optimizer.params if p.grad is not None]
+        if not params:
+            raise GinghamError("GradScaler: the optimizer has no gradients to unscale; call "
+                               "backward() on scaler.scale(loss) first")
+        self._lazy_init(params[0].device)
+        inverse = 1.0 / self._scale
+        for p in params:
+            p.grad = p.grad * (inverse if p.grad.dtype == inverse.dtype
+                               else inverse.astype(p.grad.dtype))
+        self._pending[key] = _count_nonfinite([p.grad for p in params]) > 0
+
+    def step(self, optimizer: Optimizer) -> None:
+        """Unscale the gradients (unless :meth:`unscale_` did) and apply ``optimizer``'s update
+        where every gradient is finite; where one is not, every parameter and state tensor
+        keeps its value (a device-side mask, no host read)."""
+        if not self.enabled:
+            optimizer.step()
+            return
+        key = id(optimizer)
+        if key not in self._pending:
+            self.unscale_(optimizer)
+        found = self._pending[key]
+        pairs = [(target, where(found, target, value))
+                 for target, value in optimizer.step_updates()]
+        # The verdict is assigned with the update so that, run eagerly, it is computed in the
+        # same program (its inputs, the gradients, are stale once the parameters change).
+        assign_all(pairs + [(self._found_inf, found)])
+
+    def update(self, new_scale: float | None = None) -> None:
+        """Adjust the scale for the next step: ``* backoff_factor`` if the steps since the last
+        update found an inf/NaN (and restart the count of good steps), ``* growth_factor`` after
+        ``growth_interval`` good steps in a row. ``new_scale`` sets it outright instead."""
+        if not self.enabled:
+            return
+        if self._scale is None:
+            raise GinghamError("GradScaler.update(): nothing was scaled yet")
+        if new_scale is not None:
+            self._scale.assign(tensor(np.float32(new_scale), device=self._device))
+            self._pending.clear()
+            return
+        if not self._pending:
+            raise GinghamError("GradScaler.update(): no scaler.step(optimizer) since the last "
+                               "update")
+        verdicts = list(self._pending.values())
+        found = verdicts[0]
+        for other in verdicts[1:]:  # several optimizers: skip if any found one
+            found = where(found, found, other)
+        self._pending.clear()
+        good_steps = self._growth_tracker + 1
+        grow = good_steps >= self.growth_interval
+        grown = self._scale * self.growth_factor
+        # As PyTorch: a scale that would overflow float32 stays where it is.
+        grown = where(grown <= _finite_max(dt.FLOAT32), grown, self._scale)
+        new_scale = where(found, self._scale * self.backoff_factor,
+                          where(grow, grown, self._scale))
+        new_tracker = where(found, 0, where(grow, 0, good_steps))
+        assign_all([(self._scale, new_scale), (self._growth_tracker, new_tracker)])
+
+
+__all__ = ["autocast", "autocast_dtype", "is_autocast_enabled", "GradScaler",
+           "LOW_PRECISION_OPS", "FLOAT32_OPS"]

@@ -1,0 +1,305 @@
+"""The tensor-core schedule for float16 / bfloat16 contractions (compiler/tiling_tc.py).
+
+References are NumPy / PyTorch float32 on the 16-bit inputs (exactly representable), so the
+only differences are the fp32 accumulation order and the rounding of the 16-bit result:
+tolerances are an ulp or two of the output type.
+
+Three ways in:
+* on every compiled device of the run (cpu, OpenCL, CUDA): the same programs stay correct; on
+  a CUDA device of compute capability >= 8.0 the kernels must be the tensor-core ones;
+* without a GPU: the kernels built for an H200's description run in ``simt.Simulator``, an
+  interpreter of kernel IR with the PTX semantics of ldmatrix / mma.sync / cp.async, which
+  also checks bounds, alignment and that shared memory is read only once written;
+* the choice itself: which contractions get the schedule, and which fall back.
+"""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gingham import tile
+from gingham.compiler import kernel_ir as k  # before codegen: the packages import each other
+from gingham.codegen.c_family import DIALECTS, render
+from gingham.compiler.fusion import plan
+from gingham.compiler.lower import LoweringContext
+from gingham.compiler import tiling_tc
+from gingham.compiler.schedule import lower_with_schedule
+from gingham.compiler.tiling_tc import TcConfig
+from gingham.devices import list_devices
+from gingham.devices.base import DeviceInfo
+from gingham.runtime import executable
+from gingham.tile.dtypes import DTYPES
+
+from simt import Simulator  # tests/compiler/simt.py (the test directory is on sys.path)
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F16 = np.dtype(np.float16)
+TC = "gpu tensor-core contraction"
+COMPILED = [d for d in list_devices() if d.info.dialect is not None]
+CUDA = [d for d in COMPILED if d.info.dialect == "cuda"]
+
+H200 = DeviceInfo(id="cuda:sim", name="NVIDIA H200 (description)", vendor="NVIDIA", kind="gpu",
+                  dialect="cuda", compute_units=132, global_memory_bytes=140 << 30,
+                  local_memory_bytes=232448, max_work_group_size=1024, simd_width=32,
+                  cache_line_bytes=128, l1_bytes=0, l2_bytes=60 << 20, l3_bytes=0,
+                  driver_version="-", compiler_version="-", compute_capability=90)
+
+GEMM = "function (A[M, K], B[K, N]) -> (C) { C[i, j : M, N] = +(A[i, k] * B[k, j]); }"
+BATCHED_T = """function (A[Bt, K, M], B[Bt, N, K]) -> (C) {
+    C[b, i, j : Bt, M, N] = +(A[b, k, i] * B[b, j, k]);
+}"""
+GEMM_BIAS_RELU = """function (A[M, K], B[K, N], Bias[N]) -> (C) {
+    T[i, j : M, N] = +(A[i, k] * B[k, j]);
+    C = relu(T + Bias);
+}"""
+CONV = """function (I[N, H, W, CI], F[KH, KW, CI, CO]) -> (O) {
+    O[n, y, x, co : N, H, W, CO] = +(I[n, y + ky - 1, x + kx - 1, ci] * F[ky, kx, ci, co]);
+}"""
+CONV_S2_BIAS_RELU = """function (I[N, H, W, CI], F[KH, KW, CI, CO], Bias[CO]) -> (O) {
+    T[n, y, x, co : N, 4, 4, CO] = +(I[n, 2 * y + ky - 1, 2 * x + kx - 1, ci] * F[ky, kx, ci, co]);
+    O = relu(T + Bias);
+}"""
+
+
+def _rand(rng, shape, dtype):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _f32(a):
+    return np.asarray(a).astype(np.float32)
+
+
+def _close(got, expected, dtype, k_size=1, err=""):
+    """Within an ulp or two of the 16-bit output (relative to the result's scale too)."""
+    eps = 2.0**-8 if dtype == BF16 else 2.0**-11
+    scale = max(1.0, float(np.abs(expected).max()))
+    np.testing.assert_allclose(_f32(got), expected, rtol=2 * eps,
+                               atol=2 * eps * scale + 1e-6 * k_size * scale, err_msg=err)
+
+
+def _conv_ref(i, f, stride=1):
+    ti = torch.from_numpy(_f32(i)).permute(0, 3, 1, 2)
+    tf = torch.from_numpy(_f32(f)).permute(3, 2, 0, 1)
+    return F.conv2d(ti, tf, stride=stride, padding=1).permute(0, 2, 3, 1).numpy()
+
+
+def _conv_grads(i, f, d_o):
+    ti = torch.from_numpy(_f32(i)).permute(0, 3, 1, 2).requires_grad_()
+    tf = torch.from_numpy(_f32(f)).permute(3, 2, 0, 1).requires_grad_()
+    F.conv2d(ti, tf, padding=1).backward(torch.from_numpy(_f32(d_o)).permute(0, 3, 1, 2))
+    return ti.grad.permute(0, 2, 3, 1).numpy(), tf.grad.permute(2, 3, 1, 0).numpy()
+
+
+# The cases: (name, program, arrays, references, contractions expected on the tensor cores).
+def _cases():
+    rng = np.random.default_rng(5)
+    cases = []
+    for m, kk, n, dtype in ((200, 72, 136, BF16), (130, 40, 70, BF16), (64, 64, 64, F16),
+                            (257, 96, 129, F16)):
+        a, b = _rand(rng, (m, kk), dtype), _rand(rng, (kk, n), dtype)
+        cases.append((f"gemm-{m}x{kk}x{n}-{dtype}", tile.function(GEMM), (a, b),
+                      [_f32(a) @ _f32(b)], kk))
+    a, b = _rand(rng, (3, 48, 80), BF16), _rand(rng, (3, 72, 48), BF16)
+    cases.append(("batched-transposed", tile.function(BATCHED_T), (a, b),
+                  [np.einsum("bki,bjk->bij", _f32(a), _f32(b))], 48))
+    a, b, bias = _rand(rng, (150, 64), BF16), _rand(rng, (64, 96), BF16), _rand(rng, 96, BF16)
+    t = (_f32(a) @ _f32(b)).astype(BF16)
+    cases.append(("gemm-bias-relu", tile.function(GEMM_BIAS_RELU), (a, b, bias),
+                  [np.maximum(_f32(t) + _f32(bias), 0)], 64))
+    i, f, bias = _rand(rng, (2, 8, 8, 16), BF16), _rand(rng, (3, 3, 16, 24), BF16), \
+        _rand(rng, 24, BF16)
+    t = _conv_ref(i, f, stride=2).astype(BF16)
+    cases.append(("conv-stride2-pad-bias-relu", tile.function(CONV_S2_BIAS_RELU), (i, f, bias),
+                  [np.maximum(_f32(t) + _f32(bias), 0)], 144))
+    i, f = _rand(rng, (2, 8, 8, 3), BF16), _rand(rng, (3, 3, 3, 16), BF16)
+    cases.append(("conv-3-channels", tile.function(CONV), (i, f), [_conv_ref(i, f)], 27))
+    for dtype, shape in ((F16, (2, 8, 8, 16)), (BF16, (4, 16, 16, 16))):
+        i, f = _rand(rng, shape, dtype), _rand(rng, (3, 3, 16, 32), dtype)
+        d_o = _rand(rng, shape[:3] + (32,), dtype)
+        gradient = tile.function(CONV).gradient_function(i, f)  # D_I, D_F from Tile autodiff
+        cases.append((f"conv-gradients-{dtype}-{shape[0]}", gradient, (i, f, d_o),
+                      list(_conv_grads(i, f, d_o)), math.prod(shape[:3])))
+    return cases
+
+
+CASES = _cases()
+CASE_IDS = [c[0] for c in CASES]
+
+
+def _expects_tensor_cores(info: DeviceInfo) -> bool:
+    return info.dialect == "cuda" and info.compute_capability >= 80
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+@pytest.mark.parametrize("device", COMPILED, ids=[d.id for d in COMPILED])
+def test_on_every_device(device, case):
+    """Correct on every compiled device; the tensor-core kernels on CUDA (sm_80+)."""
+    name, fn, arrays, references, k_size = case
+    exe = executable(fn.bind(*arrays), device)
+    schedules = [launch.schedule for launch in exe.launches]
+    products = [s for s in schedules if "contraction" in s and "split-K sum" not in s]
+    if _expects_tensor_cores(device.info):
+        assert products and all(s.startswith(TC) for s in products), schedules
+    else:
+        assert not any(s.startswith(TC) for s in schedules), schedules
+    outputs = exe(*arrays)
+    for got, expected in zip(outputs, references):
+        _close(got, expected, got.dtype, k_size, f"{name} on {device.id}")
+
+
+@pytest.mark.parametrize("device", CUDA or [pytest.param(None, marks=pytest.mark.skip(
+    reason="no CUDA device in this run"))], ids=[d.id for d in CUDA] or ["no-cuda"])
+def test_cuda_device_gets_tensor_cores_for_both_types(device):
+    if device.info.compute_capability < 80:
+        pytest.skip(f"{device.id} has compute capability {device.info.compute_capability}; "
+                    "mma.sync with bfloat16 needs 8.0")
+    rng = np.random.default_rng(9)
+    for dtype in (BF16, F16):
+        a, b = _rand(rng, (512, 256), dtype), _rand(rng, (256, 384), dtype)
+        exe = executable(tile.function(GEMM).bind(a, b), device)
+        assert exe.launches[0].schedule.startswith(TC), exe.launches[0].schedule
+        (c,) = exe(a, b)
+        _close(c, _f32(a) @ _f32(b), dtype, 256)
+
+
+#: Every candidate, and other depths and shapes the benchmark tries.
+CONFIGS = tiling_tc.CANDIDATES + (TcConfig(128, 128, 2, 2, stages=4),
+                                  TcConfig(128, 128, 2, 2, stages=5), TcConfig(128, 256, 2, 4),
+                                  TcConfig(128, 128, 2, 2, tile_k=64),
+                                  TcConfig(128, 64, 4, 2, stages=3),
+                                  TcConfig(128, 64, 2, 2, min_blocks=4))
+
+
+def _config_case(seed):
+    """A ragged GEMM with a transposed A and a padded conv, for one configuration."""
+    rng = np.random.default_rng(seed)
+    a, b = _rand(rng, (96, 200), BF16), _rand(rng, (96, 264), BF16)  # K: 3 steps of 32
+    i, f = _rand(rng, (2, 10, 10, 32), F16), _rand(rng, (3, 3, 32, 64), F16)
+    return [("function (A[K, M], B[K, N]) -> (C) { C[i, j : M, N] = +(A[k, i] * B[k, j]); }",
+             (a, b), _f32(a).T @ _f32(b), 96), (CONV, (i, f), _conv_ref(i, f), 288)]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=str)
+@pytest.mark.parametrize("device", CUDA or [pytest.param(None, marks=pytest.mark.skip(
+    reason="no CUDA device in this run"))], ids=[d.id for d in CUDA] or ["no-cuda"])
+def test_every_config_on_cuda(device, config, monkeypatch):
+    if device.info.compute_capability < 80 or not tiling_tc.fits(config, device.info):
+        pytest.skip(f"{config} is not for {device.id}")
+    monkeypatch.setattr(tiling_tc, "choose_config", lambda view, info: config)
+    for source, arrays, expected, k_size in _config_case(4):
+        exe = executable(tile.function(source).bind(*arrays), device)
+        assert exe.launches[0].schedule.startswith(TC) and str(config) in \
+            exe.launches[0].schedule, exe.launches[0].schedule
+        (got,) = exe(*arrays)
+        _close(got, expected, got.dtype, k_size, str(config))
+
+
+# -- the kernels, simulated (no GPU needed) --------------------------------------------------------
+
+
+def _kernels(bound, info=H200):
+    kernel_plan = plan(bound)
+    kernels = []
+    for position, kernel in enumerate(kernel_plan.kernels):
+        ctx = LoweringContext(bound, kernel_plan.aliases)
+        kernels += lower_with_schedule(kernel, ctx, f"k{position}", info)
+    return kernels
+
+
+def _simulate(fn, arrays):
+    bound = fn.bind(*arrays)
+    kernels = _kernels(bound)
+    buffers = {name: np.ascontiguousarray(a).reshape(-1).copy()
+               for name, a in zip(bound.program.input_names, arrays)}
+    for kernel in kernels:
+        for s in kernel.scratch:
+            buffers.setdefault(s.name, np.full(s.size, np.nan, np.float32))
+        for p in kernel.params:
+            if p.name not in buffers:
+                buffers[p.name] = np.full(math.prod(bound.shapes[p.name]), np.nan,
+                                          DTYPES[p.dtype])
+    for kernel in kernels:
+        Simulator(kernel, buffers).run()
+    outputs = [buffers[name].reshape(bound.shapes[name]) for name in bound.program.outputs]
+    return outputs, [kernel.schedule for kernel in kernels]
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_simulated_tensor_core_kernels(case):
+    name, fn, arrays, references, k_size = case
+    outputs, schedules = _simulate(fn, arrays)
+    products = [s for s in schedules if "split-K sum" not in s and "contraction" in s]
+    assert products and all(s.startswith(TC) for s in products), schedules
+    for got, expected in zip(outputs, references):
+        _close(got, expected, got.dtype, k_size, name)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=str)
+def test_every_config_simulated(config, monkeypatch):
+    monkeypatch.setattr(tiling_tc, "choose_config", lambda view, info: config)
+    for source, arrays, expected, k_size in _config_case(4):
+        (got,), schedules = _simulate(tile.function(source), arrays)
+        assert str(config) in schedules[0], schedules
+        _close(got, expected, got.dtype, k_size, str(config))
+
+
+@pytest.mark.parametrize("device", [None] + CUDA, ids=["simulated"] + [d.id for d in CUDA])
+def test_one_fragment_set(device, monkeypatch):
+    """Fragments loaded after the products that use the previous ones (one register set)."""
+    if device is not None and device.info.compute_capability < 80:
+        pytest.skip(f"{device.id} has no tensor-core schedule")
+    monkeypatch.setattr(tiling_tc, "FRAGMENT_SETS", 1)
+    for source, arrays, expected, k_size in _config_case(6):
+        if device is None:
+            (got,), schedules = _simulate(tile.function(source), arrays)
+        else:
+            exe = executable(tile.function(source).bind(*arrays), device)
+            schedules = [launch.schedule for launch in exe.launches]
+            (got,) = exe(*arrays)
+        assert schedules[0].startswith(TC), schedules
+        _close(got, expected, got.dtype, k_size, "one fragment set")
+
+
+def test_staging_modes_and_split_in_schedules():
+    """The cases above cover both operand orders, element staging and split-K."""
+    text = " | ".join(s for case in CASES for s in
+                      (kernel.schedule for kernel in _kernels(case[1].bind(*case[2]))))
+    for phrase in ("K-major, 16-byte async copies", "tile-major, 16-byte async copies",
+                   "async copies via L1", "element loads", "split-K", "batch 3", "2 guards"):
+        assert phrase in text, phrase
+
+
+# -- the choice ------------------------------------------------------------------------------
+
+
+def _schedules(source, arrays, info=H200):
+    return [kernel.schedule for kernel in _kernels(tile.function(source).bind(*arrays), info)]
+
+
+def test_falls_back_when_not_for_tensor_cores():
+    rng = np.random.default_rng(3)
+    a16, b16 = _rand(rng, (128, 64), BF16), _rand(rng, (64, 128), BF16)
+    assert _schedules(GEMM, (a16, b16))[0].startswith(TC)
+    # mixed operand types, float32, an old GPU, OpenCL: the float32 tiled schedule
+    mixed = _schedules(GEMM, (a16, _rand(rng, (64, 128), F16)))
+    fp32 = _schedules(GEMM, (_f32(a16), _f32(b16)))
+    turing = _schedules(GEMM, (a16, b16), H200.__class__(**{**H200.as_dict(),
+                                                            "compute_capability": 75}))
+    opencl = _schedules(GEMM, (a16, b16), H200.__class__(**{**H200.as_dict(),
+                                                            "dialect": "opencl"}))
+    for schedules in (mixed, fp32, turing, opencl):
+        assert schedules[0].startswith("gpu tiled contraction"), schedules
+
+
+def test_other_dialects_refuse_warp_ops():
+    kernel = k.Kernel("w", (), k.WarpOp("cp_async_commit"), k.Launch((32,), (32,)))
+    assert "cp.async.commit_group" in render(kernel, DIALECTS["cuda"])
+    for dialect in ("c", "opencl"):
+        with pytest.raises(ValueError, match="only in the CUDA dialect"):
+            render(kernel, DIALECTS[dialect])
