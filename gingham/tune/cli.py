@@ -53,6 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     common(model)
     model.add_argument("name", choices=["resnet9", "story"])
     model.add_argument("--batch", type=int, help="batch size (default: the model's)")
+    model.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                       help="as `gingham bench model --precision` (default fp32)")
     model.set_defaults(func=model_command)
 
 
@@ -110,14 +112,14 @@ def tune_ops(device, budget: float | None = None, quick: bool = False, only=("ge
     return session.results
 
 
-def model_step(name: str, device_id: str, batch: int | None = None
+def model_step(name: str, device_id: str, batch: int | None = None, precision: str = "fp32"
                ) -> tuple[Callable, tuple]:
     """The training step of `gingham bench model NAME` and its first batch (same model, seed,
-    optimiser and data as the benchmark)."""
+    optimiser, precision and data as the benchmark, so the same kernels)."""
     import gingham
 
     from .. import data
-    from ..bench.model import MODELS, _gingham_model
+    from ..bench.model import MODELS, PRECISIONS, _gingham_model
     from ..nn import training
 
     shape, _, default_batch = MODELS[name]
@@ -126,7 +128,9 @@ def model_step(name: str, device_id: str, batch: int | None = None
     model = _gingham_model(name, device_id)
     optimizer = gingham.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True,
                                   weight_decay=5e-4)
-    return training.train_step(model, optimizer), (images[:batch], labels[:batch])
+    scaler = gingham.amp.GradScaler() if precision == "fp16" else None
+    step = training.train_step(model, optimizer, autocast=PRECISIONS[precision], scaler=scaler)
+    return step, (images[:batch], labels[:batch])
 
 
 def tune_step(step: Callable, args: tuple, budget: float | None = None,
@@ -166,7 +170,7 @@ def model_command(args: argparse.Namespace) -> int:
     device = _device(args)
     start = time.perf_counter()
     before = device.stats.snapshot()
-    step, batch = model_step(args.name, device.id, args.batch)
+    step, batch = model_step(args.name, device.id, args.batch, args.precision)
     results = tune_step(step, batch, args.budget, args.candidates, not args.quiet)
     _report(results, device, time.perf_counter() - start, device.stats - before)
     return 0
