@@ -24,7 +24,6 @@ device-specific comes from the model. The model ranks candidates; the measured s
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from .device_model import DeviceModel

@@ -42,7 +42,7 @@ CPU_STACK_BYTES = 1 << 20
 CPU_REGISTER_SHAPES = 4
 
 
-# -- GPU ---------------------------------------------------------------------------------------------
+# -- GPU -------------------------------------------------------------------------------------------
 
 
 def gpu_legal(config: TileConfig, view, info: DeviceInfo, itemsize: int) -> bool:
@@ -114,7 +114,7 @@ def gpu_neighbours(config: TileConfig, view, info: DeviceInfo, itemsize: int
     return [c for c in out if gpu_legal(c, view, info, itemsize)]
 
 
-# -- CPU ---------------------------------------------------------------------------------------------
+# -- CPU -------------------------------------------------------------------------------------------
 
 
 def _round_up(a: int, b: int) -> int:

@@ -102,7 +102,7 @@ def test_measurement_can_be_switched_off(monkeypatch):
     assert model.flops("float32") > 0 and model.bandwidth > 0
 
 
-# -- the cost model ----------------------------------------------------------------------------------
+# -- the cost model --------------------------------------------------------------------------------
 
 
 def _gpu_info(**changes):
@@ -280,7 +280,7 @@ def test_a_wrong_candidate_is_dropped_and_reported(monkeypatch):
     assert result.config.describe() != dropped
 
 
-# -- gingham tune, and a fresh process afterwards ---------------------------------------------------
+# -- gingham tune, and a fresh process afterwards --------------------------------------------------
 
 
 def _python(script: str, env: dict) -> dict:
