@@ -8,6 +8,7 @@ write ``gingham/bench/cli.py`` with ``register`` and add one line here.
     $ gingham devices                     # table of every device, default marked with *
     $ gingham devices --json              # the same, machine-readable
     $ gingham devices --set-default opencl:0
+    $ gingham devices --model             # the tuner's device model (measured once, cached)
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ SUBCOMMANDS: dict[str, str] = {
     "devices": "gingham.cli:register_devices",
     "demo": "gingham.demo:register",
     "bench": "gingham.bench.cli:register",
-    # "tune": "gingham.tuner.cli:register",
+    "tune": "gingham.tune.cli:register",
     # "run": "gingham.frontends.cli:register",
 }
 
@@ -70,6 +71,9 @@ def register_devices(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--set-default", metavar="ID",
                         help="make ID (e.g. cpu, opencl:0, cuda:0) the default device, "
                              "saved in the user config file")
+    parser.add_argument("--model", action="store_true",
+                        help="show the device model the tuner uses (driver queries plus "
+                             "bandwidth, arithmetic rate and launch overhead measured once)")
     parser.set_defaults(func=devices_command)
 
 
@@ -105,6 +109,8 @@ def devices_command(args: argparse.Namespace) -> int:
 
     found = devices.list_devices()
     default = devices.default_device_id()
+    if args.model:
+        return _models(found, args.json)
     missing = devices.unavailable()
     if args.json:
         payload = {"default": default,
@@ -128,6 +134,25 @@ def devices_command(args: argparse.Namespace) -> int:
         notes.insert(0, f"the configured default {default!r} is not available")
     if notes:
         print("\n" + "\n".join(notes))
+    return 0
+
+
+def _models(found: list, as_json: bool) -> int:
+    from gingham.tune.device_model import device_model
+
+    models = [device_model(d) for d in found if d.info.dialect is not None]
+    if as_json:
+        print(json.dumps([m.as_dict() for m in models], indent=2))
+        return 0
+    rows = [["id", "workers", "simd", "sub-group", "vec", "threads/unit", "local/unit",
+             "GB/s", "GFLOP/s fp32", "launch us", "source"]]
+    for m in models:
+        rows.append([m.device, str(m.workers), str(m.simd_width), str(m.sub_group_size),
+                     str(m.vector_width_float), str(m.threads_per_unit),
+                     _size(m.local_memory_per_unit), f"{m.bandwidth / 1e9:.1f}",
+                     f"{m.flops('float32') / 1e9:.1f}", f"{m.launch_overhead * 1e6:.1f}",
+                     f"measured in {m.measure_seconds:.2f} s" if m.measured else "estimated"])
+    print(_table(rows))
     return 0
 
 

@@ -12,12 +12,17 @@ environment variable      field
 ``GINGHAM_NUM_THREADS``   ``num_threads``: OpenMP threads of ``cpu`` kernels
 ``GINGHAM_CUDA_GRAPHS``   ``cuda_graphs``: replay CUDA executables as CUDA graphs (1/0)
 ``GINGHAM_COMPILE_JOBS``  ``compile_jobs``: native compilations run at once (default: cores)
+``GINGHAM_TUNE``          ``tune``: ``off`` (tuning database, else cost model) or ``on``
+                          (also search and store a schedule for every kernel it lacks)
+``GINGHAM_TUNE_BUDGET``   ``tune_budget``: seconds of measured search per kernel
+``GINGHAM_TUNE_MEASURE``  ``tune_measure``: 1 measures the device model once (cached), 0 uses
+                          estimates from the driver's description only
 ``GINGHAM_CONFIG_FILE``   where the user config file lives
 ========================  =============================================================
 
 The user config file is JSON (``platformdirs.user_config_dir("gingham")/config.json``); it may
 hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``,
-``cuda_graphs``, ``compile_jobs``.
+``cuda_graphs``, ``compile_jobs``, ``tune``, ``tune_budget``, ``tune_measure``.
 ``gingham devices --set-default ID`` writes ``{"device": ID}`` into it.
 
 Example::
@@ -76,6 +81,10 @@ class Config:
     OpenCL builds, NVRTC calls); None: one per core this process may use. 1 compiles a
     program as one translation unit.
     ``config_file``: where the user config file is read from and written to.
+    ``tune``: ``off`` compiles with the tuning database's schedule or the cost model's choice;
+    ``on`` also runs a measured search for each tunable kernel the database lacks.
+    ``tune_budget``: seconds one kernel's measured search may take.
+    ``tune_measure``: measure the device model by micro-benchmarks (once, cached on disk).
     """
 
     device: str | None = None
@@ -87,11 +96,15 @@ class Config:
     cuda_graphs: bool = True
     compile_jobs: int | None = None
     config_file: Path = field(default_factory=lambda: default_config_file())
+    tune: str = "off"
+    tune_budget: float = 10.0
+    tune_measure: bool = True
 
 
 # Fields the user config file may set (config_file itself is chosen by the environment only).
 _FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "cuda_graphs",
-                "compile_jobs")
+                "compile_jobs", "tune", "tune_budget", "tune_measure")
+TUNE_MODES = ("off", "on")
 
 
 def default_config_file() -> Path:
@@ -196,12 +209,36 @@ def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
             values[key] = None if value is None else _parse_int(where, value, 1, None)
         elif key == "cuda_graphs":
             values[key] = _parse_bool(where, value)
+        elif key in _TUNE_PARSERS:
+            values[key] = _TUNE_PARSERS[key](where, value)
         elif key == "cflags":
             flags = value.split() if isinstance(value, str) else value
             values[key] = tuple(str(flag) for flag in flags)
         else:
             values[key] = None if value is None else str(value)
     return values
+
+
+def _parse_tune(name: str, text: object) -> str:
+    value = str(text).strip().lower()
+    if value not in TUNE_MODES:
+        raise ConfigError(f"{name}={text!r} is not one of {', '.join(TUNE_MODES)}")
+    return value
+
+
+def _parse_budget(name: str, text: object) -> float:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise ConfigError(f"{name}={text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise ConfigError(f"{name}={value} must be > 0 seconds")
+    return value
+
+
+_TUNE_PARSERS = {"tune": _parse_tune, "tune_budget": _parse_budget, "tune_measure": _parse_bool}
+_TUNE_VARIABLES = {"GINGHAM_TUNE": "tune", "GINGHAM_TUNE_BUDGET": "tune_budget",
+                   "GINGHAM_TUNE_MEASURE": "tune_measure"}
 
 
 def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
@@ -222,6 +259,9 @@ def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
     if env.get("GINGHAM_COMPILE_JOBS"):
         values["compile_jobs"] = _parse_int("GINGHAM_COMPILE_JOBS",
                                             env["GINGHAM_COMPILE_JOBS"], 1, None)
+    for variable, key in _TUNE_VARIABLES.items():
+        if env.get(variable):
+            values[key] = _TUNE_PARSERS[key](variable, env[variable])
     return values
 
 

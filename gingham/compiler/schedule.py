@@ -8,6 +8,10 @@ can become two kernels; float16 / bfloat16 products on CUDA run on the tensor co
 :mod:`gingham.compiler.tiling_tc`); elementwise and special kernels get the bandwidth-bound
 schedules of :func:`gingham.compiler.lower.lower_streaming`; few-cell, long reductions (batch-norm
 statistics, losses) are split across work-groups by :mod:`gingham.compiler.reduction`.
+
+The tiled families' configurations come from the tuning database when it holds this kernel on
+this device (:func:`gingham.tune.search.tuned_config`; ``gingham tune`` fills it), else from the
+cost model (:mod:`gingham.tune.cost`).
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
                         info: DeviceInfo) -> list[k.Kernel]:
     """Lower ``plan`` with the best schedule this device supports: its kernels in launch order
     (one, or a split-K contraction's two)."""
+    from ..tune.search import tuned_config
+
     if info.dialect == "c":
-        kernel = tiled_contraction_cpu(plan, ctx, name, info)
+        kernel = tiled_contraction_cpu(plan, ctx, name, info, tuned_config(plan, ctx, name, info))
         if kernel is not None:
             return [kernel]
     # Every work-group device gets the staged GPU schedule: it is also 14x faster than one
@@ -37,7 +43,7 @@ def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
         if kernels is not None:
             return kernels
     if info.dialect in ("opencl", "cuda"):
-        kernels = tiled_contraction(plan, ctx, name, info)
+        kernels = tiled_contraction(plan, ctx, name, info, tuned_config(plan, ctx, name, info))
         if kernels is not None:
             return kernels
         kernels = split_reduction(plan, ctx, name, info)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from ..devices.base import DeviceInfo
 from ..tile.bounds import Inequality, infer_ranges, integer_form, poly_interval
 from ..tile.ir import Poly
+from ..tune.cost import CpuDims
 from . import kernel_ir as k
 from .fusion import KernelPlan
 from .lower import (LoweringContext, _cast, _epilogue, affine_expr, compute_type, finalize,
@@ -66,29 +67,14 @@ class CpuTiling:
 
 def choose_tiling(info: DeviceInfo, m: int, n: int, k: int, k_inner: int, batch: int
                   ) -> CpuTiling:
-    """Tile sizes for an ``m x n x k`` product from the device's vector width and caches."""
-    simd = max(4, info.simd_width)
-    # 6 x 2 vectors: 12 accumulators + 2 B vectors + 1 broadcast fit 16 registers (AVX2);
-    # AVX-512 has 32, where the same shape leaves room for the compiler.
-    mr, nr = 6, 2 * simd
-    l1 = info.l1_bytes or 32 * 1024
-    l2 = info.l2_bytes or 256 * 1024
-    kc = _clamp(l1 // 2 // (nr * 4), 64, 512)
-    # Reduction blocks hold whole rows of the innermost reduction variable where they fit.
-    if k_inner <= kc:
-        kc = (kc // k_inner) * k_inner
-    kc = min(kc, k)
-    block_k = max(kc, 64)
-    # A block and B panel each a quarter of L2, the accumulator tile less.
-    mt = max(mr, (l2 // 4 // (block_k * 4)) // mr * mr)
-    nt = max(nr, (l2 // 4 // (block_k * 4)) // nr * nr)
-    mt = min(mt, _round_up(m, mr))
-    nt = min(nt, _round_up(n, nr))
-    workers = max(1, info.compute_units)
-    # Enough tiles for every core (a few each, for balance), but not tiles thinner than 2 blocks.
-    while batch * _ceil(m, mt) * _ceil(n, nt) < 4 * workers and mt > 4 * mr:
-        mt = _round_up(mt // 2, mr)
-    return CpuTiling(mr, nr, kc, mt, nt, simd)
+    """The cost model's choice for an ``m x n x k`` product (``batch`` of them) over the whole
+    legal space (:func:`gingham.tune.space.rank_cpu`: register block, kc, mt, nt)."""
+    from ..tune.device_model import model_for_info
+    from ..tune.space import rank_cpu
+
+    ranked = rank_cpu(CpuDims(m, n, k, k_inner, batch), model_for_info(info))
+    assert ranked, f"no CPU tiling for {m}x{n}x{k}"  # mr = 1, one vector, always fits
+    return ranked[0][1]
 
 
 def _clamp(value: int, lo: int, hi: int) -> int:
@@ -274,9 +260,9 @@ def gemm_view(nc: NormalContraction) -> _Gemm | None:
 MIN_WORK = 4096
 
 
-def tiled_contraction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str, info: DeviceInfo
-                          ) -> k.Kernel | None:
-    """The packed, tiled GEMM kernel for a sum of products, or None (use the default)."""
+def gemm_dims(plan: KernelPlan, ctx: LoweringContext) -> tuple[_Gemm, CpuDims] | None:
+    """The plan as a batched GEMM and its sizes, or None when this schedule does not apply
+    (not a float32 sum of products, not a GEMM, or too little work)."""
     nc = plan.contraction
     if plan.kind != "contraction" or nc is None:
         return None
@@ -291,7 +277,20 @@ def tiled_contraction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str, inf
     batch = g.extent(g.batch)
     if m * n * k_in * k_out * batch < MIN_WORK:
         return None
-    tiling = choose_tiling(info, m, n, k_in * k_out, k_in, batch)
+    return g, CpuDims(m, n, k_in * k_out, k_in, batch)
+
+
+def tiled_contraction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str, info: DeviceInfo,
+                          tiling: CpuTiling | None = None) -> k.Kernel | None:
+    """The packed, tiled GEMM kernel for a sum of products, or None (use the default).
+
+    ``tiling`` None: the cost model's choice (:func:`choose_tiling`); a tuned one otherwise.
+    """
+    found = gemm_dims(plan, ctx)
+    if found is None:
+        return None
+    g, d = found
+    tiling = tiling or choose_tiling(info, d.m, d.n, d.k, d.k_inner, d.batch)
     return _Builder(plan, ctx, name, g, tiling).kernel()
 
 
@@ -571,7 +570,7 @@ class _Builder:
         f32, it = "float32", self.it
         ip, jp = self.v("tc_ip"), self.v("tc_jp")
         i, j, kk = self.v("tc_i"), self.v("tc_jj"), self.v("tc_kk")
-        lanes = min(t.nr, 16)
+        lanes = next(w for w in (16, 8, 4, 2, 1) if t.nr % w == 0)  # whole groups of nr
         jv, lane = self.v("tc_jv"), self.v("tc_l")
         j_split = self.add(self.mul(jv, lanes), lane)
         c_index = self.add(self.mul(self.add(self.mul(ip, t.mr), i), t.nt),

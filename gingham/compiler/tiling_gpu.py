@@ -59,9 +59,6 @@ MIN_SLICE_K_TILES = 16
 #: memory latency. Measured on an H200 (132 SMs, CUDA), the CIFAR layer's filter gradient in
 #: 128x64 tiles, both kernels: 4 per unit (S = 106) 0.495 ms, 8 per unit (S = 212) 0.425 ms.
 SPLIT_GROUPS_PER_UNIT = 8
-#: Relative cost, in multiply-adds of one work-item, of writing and reading back one partial
-#: sum (fp32 H200: about 33 T multiply-adds/s against 1.2 T floats/s of memory bandwidth).
-PARTIAL_COST = 64
 
 
 @dataclass(frozen=True)
@@ -89,20 +86,14 @@ class TileConfig:
         """Local memory of the two double-buffered tiles."""
         return 2 * self.tile_k * (self.tile_m + self.tile_n + 2 * self.pad) * itemsize
 
-    def efficiency(self) -> float:
-        """A relative throughput: local-memory reads per multiply-add fall as 1/reg and global
-        reads as 1/tile (the constants weigh them; refine by measurement)."""
-        local_reads = (self.reg_m + self.reg_n) / (self.reg_m * self.reg_n)
-        global_reads = (self.tile_m + self.tile_n) / (self.tile_m * self.tile_n)
-        return 1.0 / (1.0 + local_reads + 8.0 * global_reads)
-
     def __str__(self) -> str:
         split = f", split-K {self.split}" if self.split > 1 else ""
         return (f"{self.tile_m}x{self.tile_n}x{self.tile_k} tile, {self.reg_m}x{self.reg_n} "
                 f"per work-item, {self.threads} work-items{split}")
 
 
-#: The candidates the heuristic (and later a tuner) picks from, largest first.
+#: A sample of the space (:func:`gingham.tune.space.gpu_space` enumerates all of it), largest
+#: first; the tests build each of them.
 CANDIDATES: tuple[TileConfig, ...] = (
     TileConfig(128, 128, 8, 8, 8),
     TileConfig(128, 64, 8, 8, 8),
@@ -337,34 +328,23 @@ def choose_split(config: TileConfig, view: GemmView, info: DeviceInfo) -> int:
     return math.ceil(k_tiles / math.ceil(k_tiles / max(split, 1)))
 
 
-def config_cost(config: TileConfig, view: GemmView, info: DeviceInfo) -> float:
-    """Relative time: the work-group tiles each compute unit runs one after another, each
-    costing tile area times its K steps over the configuration's efficiency (padding at the
-    edges included), plus writing and summing the partial tiles of a split K."""
-    units = max(info.compute_units, 1)
-    groups = output_tiles(config, view) * config.split
-    per_unit = math.ceil(groups / units)
-    steps = math.ceil(math.ceil(view.k / config.tile_k) / config.split)
-    cost = per_unit * config.tile_m * config.tile_n * steps * config.tile_k / config.efficiency()
-    if config.split > 1:
-        cells = view.m * view.n * view.batches
-        cost += PARTIAL_COST * config.split * cells / units
-    return cost
+def config_cost(config: TileConfig, view: GemmView, info: DeviceInfo, itemsize: int = 4
+                ) -> float:
+    """Estimated seconds of ``config`` on this device (:func:`gingham.tune.cost.gpu_time`)."""
+    from ..tune.cost import gpu_time
+    from ..tune.device_model import model_for_info
+
+    return gpu_time(config, view, model_for_info(info), itemsize)
 
 
 def choose_config(view: GemmView, info: DeviceInfo, itemsize: int = 4) -> TileConfig | None:
-    """The cheapest candidate by :func:`config_cost` that fits the device, each with K whole
-    and split as :func:`choose_split` says."""
-    options = []
-    for config in CANDIDATES:
-        if _fits(config, info, itemsize):
-            options.append(config)
-            split = choose_split(config, view, info)
-            if split > 1:
-                options.append(dataclasses.replace(config, split=split))
-    if not options:
-        return None
-    return min(options, key=lambda c: config_cost(c, view, info))  # the first of equals
+    """The cost model's choice over the whole legal space (:func:`gingham.tune.space.rank_gpu`:
+    tile and register sizes, K step, split-K), or None when nothing fits the device."""
+    from ..tune.device_model import model_for_info
+    from ..tune.space import rank_gpu
+
+    ranked = rank_gpu(view, info, itemsize, model_for_info(info))
+    return ranked[0][1] if ranked else None
 
 
 # -- kernel construction -------------------------------------------------------------------------
@@ -485,6 +465,22 @@ def _staging(side: Side, tile: int, config: TileConfig) -> Staging | None:
     return Staging(side, tile, tk, slots, lanes_k, lanes_s)
 
 
+def tiled_view(plan: KernelPlan, ctx: LoweringContext) -> tuple[GemmView, str] | None:
+    """The plan's matrix-product view and compute type, or None when this schedule does not
+    apply (not a float sum of products that groups into a matrix product, or too little work)."""
+    if plan.kind != "contraction":
+        return None
+    nc = plan.contraction
+    assert nc is not None
+    ctype = compute_type(ctx.dtype(nc.out))
+    if ctype not in _FLOAT_TYPES:
+        return None
+    view = gemm_view(nc)
+    if view is None or view.m * view.n * view.k * view.batches < MIN_WORK:
+        return None
+    return view, ctype
+
+
 def tiled_contraction(plan: KernelPlan, ctx: LoweringContext, name: str, info: DeviceInfo,
                       config: TileConfig | None = None) -> list[k.Kernel] | None:
     """Tiled kernels for a sum-of-products contraction on a GPU dialect, or None.
@@ -495,16 +491,12 @@ def tiled_contraction(plan: KernelPlan, ctx: LoweringContext, name: str, info: D
     into a scratch buffer, then their sum), in launch order; they compute the same cells as
     :func:`gingham.compiler.lower.lower_contraction` (finalisation and fused epilogue included).
     """
-    if info.dialect not in ("opencl", "cuda") or plan.kind != "contraction":
+    if info.dialect not in ("opencl", "cuda"):
         return None
-    nc = plan.contraction
-    assert nc is not None
-    ctype = compute_type(ctx.dtype(nc.out))
-    if ctype not in _FLOAT_TYPES:
+    found = tiled_view(plan, ctx)
+    if found is None:
         return None
-    view = gemm_view(nc)
-    if view is None or view.m * view.n * view.k * view.batches < MIN_WORK:
-        return None
+    view, ctype = found
     itemsize = 8 if ctype == "float64" else 4
     config = config or choose_config(view, info, itemsize)
     if config is None or not _fits(config, info, itemsize):

@@ -1,0 +1,201 @@
+"""``gingham tune``: measure the best schedules of a benchmark's kernels and store them.
+
+    $ gingham tune ops --device cuda:0 --budget 5          # the kernels of `gingham bench ops`
+    $ gingham tune model resnet9 --device cuda:0            # one training step's kernels
+    $ gingham tune model story --device cpu --batch 4
+
+Each tunable kernel without a database entry is searched (:mod:`gingham.tune.search`) within
+``--budget`` seconds, the winner stored in the tuning database, and the final programs compiled
+with it, so that their binaries are in the disk cache: the benchmark run afterwards, in any
+process, compiles nothing and tunes nothing. A table of untuned / tuned times closes the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+
+from .search import CANDIDATES, SearchResult, stats, tuning
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "tune", help="tune the kernels of a benchmark on a device (stored for every later run)",
+        description="Search the schedules of every tunable kernel of a benchmark by measuring "
+                    "the cost model's best candidates on the device; store the fastest in the "
+                    "tuning database and compile the final programs.")
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+    which = parser.add_subparsers(dest="target", metavar="TARGET")
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--device", metavar="ID", help="device id; default: the default device")
+        sub.add_argument("--budget", type=_positive_float, metavar="SECONDS",
+                         help="seconds of search per kernel (default: config.tune_budget)")
+        sub.add_argument("--candidates", type=int, default=CANDIDATES, metavar="N",
+                         help=f"candidates of the first round per kernel (default {CANDIDATES})")
+        sub.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    ops = which.add_parser("ops", help="the kernels of `gingham bench ops`")
+    common(ops)
+    ops.add_argument("--quick", action="store_true",
+                     help="the sizes of `gingham bench ops --quick` (conv batch 32)")
+    ops.add_argument("--only", metavar="NAME,...", default="gemm,conv",
+                     help="gemm, conv (default both; the elementwise op has nothing to tune)")
+    ops.add_argument("--scale", type=_positive_float, default=1.0, help=argparse.SUPPRESS)
+    ops.set_defaults(func=ops_command)
+
+    model = which.add_parser("model", help="one jitted training step of a benchmark model")
+    common(model)
+    model.add_argument("name", choices=["resnet9", "story"])
+    model.add_argument("--batch", type=int, help="batch size (default: the model's)")
+    model.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                       help="as `gingham bench model --precision` (default fp32)")
+    model.set_defaults(func=model_command)
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not > 0")
+    return value
+
+
+# -- what gets tuned -------------------------------------------------------------------------------
+
+
+def ops_programs(device, quick: bool = False, only=("gemm", "conv"), scale: float = 1.0
+                 ) -> list[tuple[str, object, list]]:
+    """(label, bound program, arrays) of the `gingham bench ops` programs, same shapes and
+    dtypes as the benchmark builds them (so their kernels share keys and binaries)."""
+    from .. import tile
+    from ..bench import ops
+
+    sizes = ops.Sizes.for_device(device.info.kind, quick, scale)
+    rng = np.random.default_rng(0)
+
+    def normal(*shape):
+        return rng.standard_normal(shape, dtype=np.float32)
+
+    programs = []
+    if "gemm" in only:
+        for n in sizes.gemm:
+            a, b = normal(n, n), normal(n, n)
+            programs.append((f"gemm {n}", tile.function(ops.GEMM).bind(a, b), [a, b]))
+    if "conv" in only:
+        batch, size, ch, k = sizes.conv_batch, ops.CONV_IMAGE, ops.CONV_CHANNELS, ops.CONV_KERNEL
+        x, f, d = normal(batch, size, size, ch), normal(k, k, ch, ch), normal(batch, size, size,
+                                                                                ch)
+        fn = tile.function(ops.CONV)
+        programs.append((f"conv3x3.forward N{batch}", fn.bind(x, f), [x, f]))
+        gradient = fn._gradient(fn.bind(x, f))
+        programs.append((f"conv3x3.backward N{batch}", gradient.function.bind(x, f, d),
+                         [x, f, d]))
+    return programs
+
+
+def tune_ops(device, budget: float | None = None, quick: bool = False, only=("gemm", "conv"),
+             scale: float = 1.0, candidates: int = CANDIDATES, progress: bool = True
+             ) -> list[SearchResult]:
+    """Tune and compile the bench ops programs on ``device``; the searches that ran."""
+    from ..runtime import executable
+
+    with tuning(budget, progress, candidates) as session:
+        for label, bound, _ in ops_programs(device, quick, only, scale):
+            if progress:
+                print(f"tune: {label}", file=sys.stderr, flush=True)
+            executable(bound, device)
+    return session.results
+
+
+def model_step(name: str, device_id: str, batch: int | None = None, precision: str = "fp32"
+               ) -> tuple[Callable, tuple]:
+    """The training step of `gingham bench model NAME` and its first batch (same model, seed,
+    optimiser, precision and data as the benchmark, so the same kernels)."""
+    import gingham
+
+    from .. import data
+    from ..bench.model import MODELS, PRECISIONS, _gingham_model
+    from ..nn import training
+
+    shape, _, default_batch = MODELS[name]
+    batch = batch or default_batch
+    images, labels = data.synthetic(batch * 2, shape, seed=0)
+    model = _gingham_model(name, device_id)
+    optimizer = gingham.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True,
+                                  weight_decay=5e-4)
+    scaler = gingham.amp.GradScaler() if precision == "fp16" else None
+    step = training.train_step(model, optimizer, autocast=PRECISIONS[precision], scaler=scaler)
+    return step, (images[:batch], labels[:batch])
+
+
+def tune_step(step: Callable, args: tuple, budget: float | None = None,
+              candidates: int = CANDIDATES, progress: bool = True) -> list[SearchResult]:
+    """Trace, tune and compile one call of a jitted step (and run it once)."""
+    with tuning(budget, progress, candidates) as session:
+        step(*args)
+    return session.results
+
+
+# -- the commands --------------------------------------------------------------------------------
+
+
+def _device(args):
+    from ..devices import default_device_id, get_device
+
+    device = get_device(args.device or default_device_id())
+    if device.info.dialect is None:
+        from ..errors import GinghamError
+
+        raise GinghamError(f"{device.id} compiles no kernels: there is nothing to tune")
+    return device
+
+
+def ops_command(args: argparse.Namespace) -> int:
+    device = _device(args)
+    only = tuple(s.strip() for s in args.only.split(",") if s.strip())
+    start = time.perf_counter()
+    before = device.stats.snapshot()
+    results = tune_ops(device, args.budget, args.quick, only, args.scale, args.candidates,
+                       not args.quiet)
+    _report(results, device, time.perf_counter() - start, device.stats - before)
+    return 0
+
+
+def model_command(args: argparse.Namespace) -> int:
+    device = _device(args)
+    start = time.perf_counter()
+    before = device.stats.snapshot()
+    step, batch = model_step(args.name, device.id, args.batch, args.precision)
+    results = tune_step(step, batch, args.budget, args.candidates, not args.quiet)
+    _report(results, device, time.perf_counter() - start, device.stats - before)
+    return 0
+
+
+def _report(results: list[SearchResult], device, elapsed: float, moved) -> None:
+    print(f"tuned {len(results)} kernel(s) on {device.id} ({device.info.name}) in "
+          f"{elapsed:.1f} s; {moved.compiles} compile(s), {stats.hits} kernel(s) already in "
+          "the database")
+    if not results:
+        return
+    rows = [["kernel", "family", "untuned ms", "tuned ms", "untuned/tuned", "tried", "dropped",
+             "schedule"]]
+    for r in results:
+        rows.append([r.name, r.family, f"{r.default_seconds * 1e3:.3f}", f"{r.seconds * 1e3:.3f}",
+                     f"{r.speedup:.2f}x", str(r.tried), str(len(r.rejected)), str(r.config)
+                     if r.family == "gpu-tiled" else r.config.describe()])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    geo = math.exp(sum(math.log(r.speedup) for r in results) / len(results))
+    print(f"geometric mean untuned/tuned: {geo:.2f}x")
+    for r in results:
+        for reason in r.rejected:
+            print(f"dropped in {r.name}: {reason}")
+
+
+__all__ = ["register", "tune_ops", "tune_step", "model_step", "ops_programs"]

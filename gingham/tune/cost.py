@@ -1,0 +1,217 @@
+"""The cost model: an estimated time for a kernel plan under a candidate schedule.
+
+Both tiled GEMM families are costed the same way, from the :class:`DeviceModel`:
+
+* **arithmetic**: the multiply-adds actually executed (edge tiles padded to whole tiles and
+  register blocks) over the device's measured rate, derated by how well the register block
+  feeds the arithmetic units (loads per multiply-add, dependent-chain latency, registers);
+* **memory**: the bytes each level must deliver given the reuse of the tile sizes (register
+  block, local-memory / L1 panel, L2 block) against the measured bandwidth: a roofline, time =
+  max(arithmetic, memory);
+* **parallelism**: work-groups (CPU tiles) in waves over the compute units (CPU threads), so
+  that too few or lopsided tiles cost idle units; on GPUs, residency per unit (threads, local
+  memory, registers) sets the latency hiding;
+* **overheads**: split-K partial sums (written, read back, one more launch), packing on the
+  CPU, one launch overhead per kernel.
+
+The constants below are architectural rules of thumb (issue ports, latencies); everything
+device-specific comes from the model. The model ranks candidates; the measured search
+(:mod:`gingham.tune.search`) has the last word.
+
+    >>> seconds = gpu_time(TileConfig(64, 64, 8, 4, 4), view, model)
+    >>> seconds = cpu_time(CpuTiling(6, 16, 256, 96, 256, 8), dims, model)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .device_model import DeviceModel
+
+#: 32-bit registers per compute unit of current GPUs (NVIDIA SM, AMD CU per SIMD pair).
+GPU_REGISTERS_PER_UNIT = 65536
+#: Work-groups resident on one unit at most (NVIDIA: 32 blocks per SM since Volta).
+GPU_GROUPS_PER_UNIT = 16
+#: Local-memory words delivered per multiply-add lane and clock: a GPU's shared memory moves
+#: 128 bytes per clock per unit against 128 (NVIDIA) or 64 (AMD) FMA lanes; a CPU's OpenCL
+#: "local memory" is L1, two vector loads per two vector FMAs.
+GPU_LOCAL_WORDS_PER_FMA = 0.25
+CPU_LOCAL_WORDS_PER_FMA = 1.0
+#: Warps (wavefronts) per unit that hide shared-memory and pipeline latency with the register
+#: blocks we build: two per scheduler, four schedulers.
+GPU_WARPS_TO_HIDE = 8
+#: Cost of a barrier plus the staging bookkeeping of one K step, in multiply-adds per work-item.
+GPU_STEP_OVERHEAD = 48
+#: FMA latency (cycles) x FMA ports of a CPU core: independent accumulators needed.
+CPU_FMA_CHAINS = 8
+#: Instructions a core issues per cycle (conservative: 4 on current x86 and ARM cores), and the
+#: loop's own per step of K (counter, compare, branch, pointer).
+CPU_ISSUE_WIDTH = 4
+CPU_LOOP_INSTRUCTIONS = 4
+#: Cycles per packed element (load, guard test, store; vectorised where contiguous).
+CPU_PACK_CYCLES = 0.3
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# -- GPU tiled contractions ----------------------------------------------------------------------
+
+
+def gpu_registers(config) -> int:
+    """32-bit registers one work-item needs, roughly: accumulators, fragments, staging, indices."""
+    staging = (config.tile_m + config.tile_n) * config.tile_k // max(config.threads, 1)
+    return config.reg_m * config.reg_n + config.reg_m + config.reg_n + staging + 24
+
+
+def gpu_residency(config, model: DeviceModel, itemsize: int) -> int:
+    """Work-groups of ``config`` resident on one compute unit at once (0: none fits)."""
+    by_threads = model.threads_per_unit // max(config.threads, 1)
+    local = config.local_bytes(itemsize)
+    by_local = (model.local_memory_per_unit or model.local_memory_bytes) // local if local \
+        else GPU_GROUPS_PER_UNIT
+    regs = gpu_registers(config) * config.threads
+    by_regs = GPU_REGISTERS_PER_UNIT // regs if model.kind == "gpu" else GPU_GROUPS_PER_UNIT
+    return max(0, min(by_threads, by_local, by_regs, GPU_GROUPS_PER_UNIT))
+
+
+def gpu_time(config, view, model: DeviceModel, itemsize: int = 4) -> float:
+    """Estimated seconds of the tiled contraction ``view`` (a GemmView) under ``config``."""
+    units = max(model.compute_units, 1)
+    tiles_m, tiles_n = _ceil(view.m, config.tile_m), _ceil(view.n, config.tile_n)
+    k_tiles = _ceil(view.k, config.tile_k)
+    split = max(1, min(config.split, k_tiles))
+    steps = _ceil(k_tiles, split)
+    groups = tiles_m * tiles_n * view.batches * split
+    dtype = "float64" if itemsize == 8 else "float32"
+    fma_rate_unit = model.flops(dtype) / 2 / units
+
+    # Arithmetic of one work-group: its padded tile, plus what feeds it. Local memory delivers
+    # about one word per lane and multiply-add: a work-item reads reg_m + reg_n words per K
+    # step for reg_m * reg_n multiply-adds, and the group stores its (TM + TN) x TK slices.
+    fmas = config.tile_m * config.tile_n * steps * config.tile_k
+    local_words = (config.reg_m + config.reg_n) / (config.reg_m * config.reg_n)
+    local_words += (config.tile_m + config.tile_n) / (config.tile_m * config.tile_n)
+    local_words *= itemsize / 4
+    rate = CPU_LOCAL_WORDS_PER_FMA if model.kind == "cpu" else GPU_LOCAL_WORDS_PER_FMA
+    per_fma = max(1.0, local_words / rate)
+    overhead = GPU_STEP_OVERHEAD * config.threads * steps
+    if gpu_registers(config) > 255:
+        per_fma *= 3  # spills to local memory
+    if model.kind == "cpu" and (config.reg_m * config.reg_n + config.reg_m + config.reg_n
+                                > (model.vector_registers or 16)):
+        # A CPU's OpenCL driver maps work-items to vector lanes: each accumulator of a
+        # work-item becomes a vector register, and a block beyond the register file spills.
+        per_fma *= 1.5
+    resident = gpu_residency(config, model, itemsize) or 1
+    per_unit = _ceil(groups, units)  # groups one unit runs, one after another or together
+    together = min(resident, per_unit)
+    warps = together * config.threads / max(model.sub_group_size, 1)
+    # A CPU's OpenCL driver runs a work-group as vector loops on one core: nothing to hide.
+    hide = 1.0 if model.kind == "cpu" else min(1.0, warps / GPU_WARPS_TO_HIDE)
+    compute = per_unit * (fmas * per_fma + overhead) / (fma_rate_unit * hide)
+
+    # Memory: the work-groups running together share their slices in L2; a band of group_m
+    # tile rows reads each B slice once. Bytes from memory per wave, times the waves.
+    wave = min(groups, units * resident)
+    band = max(1, min(config.group_m, tiles_m, wave))
+    k_slice = steps * config.tile_k
+    per_wave = (band * config.tile_m + _ceil(wave, band) * config.tile_n) * k_slice * itemsize
+    waves = _ceil(groups, wave)
+    unique = (view.m * view.k + view.k * view.n) * view.batches * itemsize
+    streamed = groups * (config.tile_m + config.tile_n) * k_slice * itemsize
+    loads = min(streamed, max(unique, per_wave * waves))
+    cells = view.m * view.n * view.batches
+    stores = cells * itemsize
+    launches = 1
+    if split > 1:
+        stores += 2 * split * cells * 4  # partials written, then read by the sum kernel
+        launches = 2
+    memory = (loads + stores) / model.bandwidth
+    return max(compute, memory) + 0.1 * min(compute, memory) + launches * model.launch_overhead
+
+
+# -- CPU tiled contractions -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CpuDims:
+    """The GEMM a CPU tiling is chosen for: ``m x n x k`` (``k_inner`` the innermost reduction
+    variable's extent, whole rows of which fill a K block), ``batch`` products."""
+
+    m: int
+    n: int
+    k: int
+    k_inner: int
+    batch: int
+
+
+def cpu_block_depth(tiling, dims: CpuDims) -> int:
+    """The packed depth of a K block as the kernel builds it (whole inner rows, or chunks)."""
+    if dims.k_inner <= tiling.kc:
+        return max(1, tiling.kc // dims.k_inner) * dims.k_inner
+    return _ceil(dims.k_inner, _ceil(dims.k_inner, tiling.kc))
+
+
+def cpu_register_efficiency(mr: int, nr: int, lanes: int, registers: int) -> float:
+    """Fraction of the FMA ports a mr x nr register block keeps busy: loads (nr / lanes vectors
+    of B, mr broadcasts of A) share two load ports, every instruction (and the loop's own)
+    shares CPU_ISSUE_WIDTH issue slots, dependent chains need CPU_FMA_CHAINS accumulators, and a
+    block that does not fit the vector registers spills."""
+    vectors = mr * (nr // lanes)
+    loads = nr // lanes + mr
+    cycles = max(vectors / 2, loads / 2, CPU_FMA_CHAINS / 2,
+                 (vectors + loads + CPU_LOOP_INSTRUCTIONS) / CPU_ISSUE_WIDTH)
+    efficiency = (vectors / 2) / cycles
+    if vectors + nr // lanes + 1 > registers:
+        efficiency *= 0.35
+    if (nr * 4) % 64:
+        # Rows of a packed B panel that are not whole 64-byte lines: half the vector loads
+        # straddle two lines (measured: 4x24 blocks run at 0.8x the speed of 6x16 on Zen).
+        efficiency *= 0.85
+    return efficiency
+
+
+def _fit(size: float, budget: float) -> float:
+    """1 while a block fits its cache budget, then falling slowly with the overflow."""
+    return 1.0 if size <= budget else (budget / size) ** 0.3
+
+
+def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
+    """Estimated seconds of the packed CPU GEMM of ``dims`` under ``tiling`` (a CpuTiling)."""
+    lanes = max(4, model.simd_width)
+    registers = model.vector_registers or 16
+    workers = max(1, model.workers)
+    peak = model.flops("float32") / workers  # flops/s of one thread
+    m_pad = (dims.m // tiling.mt) * tiling.mt + _ceil(dims.m % tiling.mt, tiling.mr) * tiling.mr
+    n_pad = (dims.n // tiling.nt) * tiling.nt + _ceil(dims.n % tiling.nt, tiling.nr) * tiling.nr
+    tiles = dims.batch * _ceil(dims.m, tiling.mt) * _ceil(dims.n, tiling.nt)
+    efficiency = cpu_register_efficiency(tiling.mr, tiling.nr, lanes, registers)
+    kc = cpu_block_depth(tiling, dims)
+    blocks = _ceil(dims.k, kc)
+    # Caches: a kc x nr panel of B is reused by every register block of the tile (half of L1);
+    # the packed A block, the B block and the accumulator tile are re-read for every panel
+    # and K block (a quarter of L2 each: associativity and the other data take the rest).
+    # Beyond its share a block costs smoothly more, as more of it comes from the next level.
+    efficiency *= (_fit(kc * tiling.nr * 4, model.l1_bytes / 2)
+                   * _fit(tiling.mt * kc * 4, model.l2_bytes / 4)
+                   * _fit(tiling.nt * kc * 4, model.l2_bytes / 4)
+                   * _fit(tiling.mt * tiling.nt * 4, model.l2_bytes / 4))
+    flops = 2.0 * dims.batch * m_pad * n_pad * dims.k
+    # Per tile and K block: pack (mt + nt) x kc elements, reload and store the accumulators
+    # (two vector accesses per cycle).
+    cycle = 4 * lanes / peak  # two FMA ports of ``lanes`` multiply-adds each per cycle
+    pack = tiles * dims.k * (tiling.mt + tiling.nt) * CPU_PACK_CYCLES * cycle
+    accumulators = tiles * blocks * tiling.mt * tiling.nt / lanes * cycle
+    # The busiest thread's share, plus half a tile of expected tail: tiles are handed out
+    # dynamically, and a thread that is preempted (a shared machine) finishes late.
+    per_thread = (_ceil(tiles, workers) + 0.5) / tiles
+    compute = (flops / (peak * efficiency) + pack + accumulators) * per_thread
+    memory = (dims.batch * (dims.m * dims.k + dims.k * dims.n + 2 * dims.m * dims.n) * 4
+              / model.bandwidth)
+    return max(compute, memory) + 0.1 * min(compute, memory) + model.launch_overhead
+
+
+__all__ = ["CpuDims", "cpu_time", "cpu_block_depth", "cpu_register_efficiency", "gpu_time",
+           "gpu_residency", "gpu_registers"]

@@ -1,0 +1,63 @@
+"""The tuning database: the measured best schedule per (kernel key, device key), on disk.
+
+Entries live in the disk cache (``DiskCache("tuning")``: atomic writes, checksummed reads) as
+JSON under ``key(kernel key, device key, DB_VERSION)``, so that concurrent processes never see
+half an entry and a damaged one reads as a miss. An entry holds the schedule family, the chosen
+configuration's fields, and what the search measured (the tuned and the untuned time, how many
+candidates ran, which were dropped as wrong)::
+
+    {"family": "cpu-tiled", "config": {"mr": 6, "nr": 16, ...}, "seconds": 0.0061,
+     "default_seconds": 0.0068, "default": {...}, "tried": 8, "rejected": []}
+
+    >>> db = TuningDB()
+    >>> db.put(kernel, device, entry); db.get(kernel, device)["config"]
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..cache import DiskCache
+from ..config import debug_print
+
+#: Bump when the schedule families' configurations change meaning: old entries are ignored.
+DB_VERSION = 1
+_NAMESPACE = "tuning"
+
+
+class TuningDB:
+    """Persistent tuning results; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.cache = DiskCache(_NAMESPACE)
+
+    @staticmethod
+    def key(kernel_key: str, device_key: str) -> str:
+        return DiskCache.key("tuning", DB_VERSION, kernel_key, device_key)
+
+    def get(self, kernel_key: str, device_key: str) -> dict[str, Any] | None:
+        """The stored entry, or None (a miss, or an entry that does not parse: deleted)."""
+        key = self.key(kernel_key, device_key)
+        blob = self.cache.get(key)
+        if blob is None:
+            return None
+        try:
+            entry = json.loads(blob)
+            if not isinstance(entry, dict) or not isinstance(entry.get("config"), dict):
+                raise ValueError("not an entry")
+            return entry
+        except ValueError as exc:
+            debug_print(1, f"tuning: discarding unusable entry {key[:12]} ({exc})")
+            self.cache.delete(key)
+            return None
+
+    def put(self, kernel_key: str, device_key: str, entry: dict[str, Any]) -> None:
+        self.cache.put(self.key(kernel_key, device_key),
+                       json.dumps(entry, sort_keys=True).encode())
+
+    def delete(self, kernel_key: str, device_key: str) -> None:
+        self.cache.delete(self.key(kernel_key, device_key))
+
+
+__all__ = ["TuningDB", "DB_VERSION"]

@@ -1,0 +1,641 @@
+"""Measured search: compile and time the best candidates of a kernel, keep the fastest.
+
+For one tunable kernel plan (a tiled contraction on the CPU or a GPU dialect) the search
+
+1. ranks the legal configurations by the cost model (:mod:`gingham.tune.space`) and picks
+   :data:`CANDIDATES` of them, at most two of each shape class (so that K near-duplicates do not
+   crowd out the alternatives), the untuned choice first;
+2. compiles them in one source (one compiler run), runs each once on the same random inputs
+   and compares its outputs with the untuned schedule's: a candidate that disagrees (or fails
+   to build or run) is dropped and reported, never kept;
+3. times each (the best of several repeats: on a shared machine the others were preempted),
+   then tries the neighbours of the fastest (band height, padding, split-K; CPU: K block and
+   tile sizes) while the time budget lasts;
+4. stores the fastest in the tuning database (:mod:`gingham.tune.db`) under the kernel's and
+   device's keys, with the untuned time beside it.
+
+Compilation consults the database (:func:`tuned_config`, called from
+:mod:`gingham.compiler.schedule`): a hit gives the tuned schedule; a miss the cost model's
+choice, or, with ``GINGHAM_TUNE=on`` or inside :func:`tuning`, a search first.
+
+    >>> with tuning(budget=5.0):                  # every tunable kernel compiled here is tuned
+    ...     exe = compile_program(bound, device)
+    >>> stats.searches                            # how many searches this process ran
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from ..config import debug_print, get_config
+from ..devices.base import Device, DeviceInfo
+from ..tile.dtypes import DTYPES
+from .db import TuningDB
+from .device_model import device_model
+from .keys import device_key, kernel_key
+
+#: Candidates measured in the first round (the untuned choice among them).
+CANDIDATES = 8
+#: Relative error (Frobenius norm, per output) a candidate may differ from the untuned schedule.
+TOLERANCE = {"float64": 1e-9, "float32": 1e-4, "float16": 1e-2, "bfloat16": 2e-2}
+#: Seconds one timing aims for: enough runs that the timer's resolution does not matter.
+MIN_TIMING = 0.005
+REPEATS = 5
+
+
+@dataclass
+class TuneStats:
+    """What tuning did in this process; tests prove a tuned program tunes nothing again."""
+
+    searches: int = 0  # measured searches run
+    timed: int = 0  # candidates compiled and timed
+    rejected: int = 0  # candidates dropped: wrong results, or did not build or run
+    hits: int = 0  # compilations that found their kernel in the database
+    misses: int = 0  # tunable kernels compiled without a database entry
+
+    def snapshot(self) -> TuneStats:
+        return dataclasses.replace(self)
+
+
+stats = TuneStats()
+_local = threading.local()
+
+
+@dataclass
+class _Session:
+    budget: float
+    progress: bool
+    candidates: int = CANDIDATES
+    results: list = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def tuning(budget: float | None = None, progress: bool = True,
+           candidates: int = CANDIDATES) -> Iterator[_Session]:
+    """Within the block, compiling a tunable kernel without a database entry searches first.
+
+    ``budget``: seconds per kernel (default ``config.tune_budget``); ``candidates``: how many
+    the first round measures. The session's ``results`` list gets one :class:`SearchResult`
+    per search.
+    """
+    session = _Session(budget or get_config().tune_budget, progress, max(1, candidates))
+    previous = getattr(_local, "session", None)
+    _local.session = session
+    try:
+        yield session
+    finally:
+        _local.session = previous
+
+
+def _active_session() -> _Session | None:
+    session = getattr(_local, "session", None)
+    if session is not None:
+        return session
+    if get_config().tune == "on":
+        return _Session(get_config().tune_budget, progress=False)
+    return None
+
+
+# -- the two tunable families ------------------------------------------------------------------
+
+
+class _Family:
+    """What the search needs of a schedule family: its candidates, builder and config type."""
+
+    name = ""
+
+    def __init__(self, plan, ctx, info: DeviceInfo) -> None:
+        self.plan, self.ctx, self.info = plan, ctx, info
+
+    def ranked(self, model) -> list:  # [(seconds, config)], cheapest first
+        raise NotImplementedError
+
+    def default(self):
+        raise NotImplementedError
+
+    def build(self, config, name: str) -> list:
+        raise NotImplementedError
+
+    def legal(self, config) -> bool:
+        raise NotImplementedError
+
+    def neighbours(self, config) -> list:
+        raise NotImplementedError
+
+    def shape_class(self, config) -> tuple:
+        raise NotImplementedError
+
+    def from_dict(self, data: dict):
+        raise NotImplementedError
+
+
+class _GpuFamily(_Family):
+    name = "gpu-tiled"
+
+    def __init__(self, plan, ctx, info, view, ctype) -> None:
+        super().__init__(plan, ctx, info)
+        self.view, self.ctype = view, ctype
+        self.itemsize = 8 if ctype == "float64" else 4
+
+    def ranked(self, model):
+        from .space import rank_gpu
+
+        return rank_gpu(self.view, self.info, self.itemsize, model)
+
+    def default(self):
+        from ..compiler import tiling_gpu
+
+        return tiling_gpu.choose_config(self.view, self.info, self.itemsize)
+
+    def build(self, config, name):
+        from ..compiler.lower import LoweringContext
+        from ..compiler.tiling_gpu import tiled_contraction
+
+        ctx = LoweringContext(self.ctx.bound, self.ctx.aliases)
+        return tiled_contraction(self.plan, ctx, name, self.info, config)
+
+    def legal(self, config):
+        from .space import gpu_legal
+
+        return gpu_legal(config, self.view, self.info, self.itemsize)
+
+    def neighbours(self, config):
+        from .space import gpu_neighbours
+
+        return gpu_neighbours(config, self.view, self.info, self.itemsize)
+
+    def shape_class(self, config):
+        return (config.tile_m, config.tile_n, config.reg_m, config.reg_n)
+
+    def from_dict(self, data):
+        from ..compiler.tiling_gpu import TileConfig
+
+        return TileConfig(**data)
+
+
+class _CpuFamily(_Family):
+    name = "cpu-tiled"
+
+    def __init__(self, plan, ctx, info, dims) -> None:
+        super().__init__(plan, ctx, info)
+        self.dims = dims
+
+    def ranked(self, model):
+        from .space import rank_cpu
+
+        return list(rank_cpu(self.dims, model))
+
+    def default(self):
+        from ..compiler import tiling_cpu
+
+        d = self.dims
+        return tiling_cpu.choose_tiling(self.info, d.m, d.n, d.k, d.k_inner, d.batch)
+
+    def build(self, config, name):
+        from ..compiler.lower import LoweringContext
+        from ..compiler.tiling_cpu import tiled_contraction_cpu
+
+        ctx = LoweringContext(self.ctx.bound, self.ctx.aliases)
+        kernel = tiled_contraction_cpu(self.plan, ctx, name, self.info, config)
+        return None if kernel is None else [kernel]
+
+    def legal(self, config):
+        from .space import cpu_legal
+
+        return config.simd == max(4, self.info.simd_width) and cpu_legal(config, self.dims)
+
+    def neighbours(self, config):
+        out = []
+        for kc in (config.kc // 2, config.kc * 2):
+            if 16 <= kc <= 1024:
+                out.append(dataclasses.replace(config, kc=kc))
+        for mt in (config.mt - config.mr * max(1, config.mt // config.mr // 4),
+                   config.mt * 2):
+            if mt >= config.mr:
+                out.append(dataclasses.replace(config, mt=mt))
+        for nt in (config.nt // 2 // config.nr * config.nr, config.nt * 2):
+            if nt >= config.nr:
+                out.append(dataclasses.replace(config, nt=nt))
+        return [c for c in out if self.legal(c)]
+
+    def shape_class(self, config):
+        return (config.mr, config.nr)
+
+    def from_dict(self, data):
+        from ..compiler.tiling_cpu import CpuTiling
+
+        return CpuTiling(**data)
+
+
+def family_of(plan, ctx, info: DeviceInfo) -> _Family | None:
+    """The tunable family of this kernel plan on this device, or None (nothing to tune)."""
+    if info.dialect == "c":
+        from ..compiler.tiling_cpu import gemm_dims
+
+        found = gemm_dims(plan, ctx)
+        return None if found is None else _CpuFamily(plan, ctx, info, found[1])
+    if info.dialect in ("opencl", "cuda"):
+        from ..compiler.tiling_gpu import tiled_view
+
+        found = tiled_view(plan, ctx)
+        return None if found is None else _GpuFamily(plan, ctx, info, *found)
+    return None
+
+
+# -- the lookup compilation makes ------------------------------------------------------------------
+
+
+def tuned_config(plan, ctx, name: str, info: DeviceInfo):
+    """The schedule configuration compilation should use for ``plan``: the database's, or
+    (tuning on) a fresh search's, or None for the cost model's choice."""
+    family = family_of(plan, ctx, info)
+    if family is None:
+        return None
+    kkey, dkey = kernel_key(family.name, plan, ctx.bound), device_key(info)
+    db = TuningDB()
+    entry = db.get(kkey, dkey)
+    if entry is not None and entry.get("family") == family.name:
+        try:
+            config = family.from_dict(entry["config"])
+        except TypeError as exc:
+            config, reason = None, f"fields changed ({exc})"
+        else:
+            reason = "illegal here"
+        if config is not None and family.legal(config):
+            stats.hits += 1
+            debug_print(3, f"{name}: tuned schedule from the database")
+            return config
+        debug_print(1, f"tuning: ignoring the stored schedule of {name}: {reason}")
+    stats.misses += 1
+    session = _active_session()
+    if session is None:
+        return None
+    device = _device_for(info)
+    if device is None:
+        return None
+    result = search_family(family, device, name, session.budget, session.progress,
+                           session.candidates)
+    session.results.append(result)
+    db.put(kkey, dkey, result.entry())
+    return result.config
+
+
+def _device_for(info: DeviceInfo) -> Device | None:
+    from ..devices import get_device
+
+    try:
+        device = get_device(info.id)
+    except Exception:  # noqa: BLE001 - a made-up description: nothing to measure on
+        return None
+    return device if device.info == info else None
+
+
+# -- measuring -----------------------------------------------------------------------------------
+
+
+@dataclass
+class SearchResult:
+    """One search: the kernel, what ran, and the winner."""
+
+    name: str
+    family: str
+    schedule: str
+    config: Any
+    seconds: float
+    default: Any
+    default_seconds: float
+    tried: int
+    rejected: list[str]
+    elapsed: float
+
+    @property
+    def speedup(self) -> float:
+        """Untuned time / tuned time (>= 1: the untuned choice is always a candidate)."""
+        return self.default_seconds / self.seconds
+
+    def entry(self) -> dict:
+        return {"family": self.family, "config": dataclasses.asdict(self.config),
+                "seconds": self.seconds, "default": dataclasses.asdict(self.default),
+                "default_seconds": self.default_seconds, "tried": self.tried,
+                "rejected": self.rejected, "schedule": self.schedule}
+
+
+class _Progress:
+    """A one-line progress bar on stderr (tqdm's when installed)."""
+
+    def __init__(self, name: str, total: int, enabled: bool) -> None:
+        self.name, self.total, self.done, self.enabled = name, total, 0, enabled
+        self.best = math.inf
+        self.tty = enabled and sys.stderr.isatty()
+        self.bar = None
+        if enabled:
+            try:
+                from tqdm import tqdm  # optional
+
+                self.bar = tqdm(total=total, desc=f"tune {name}", leave=True, file=sys.stderr)
+            except ImportError:
+                self.bar = None
+
+    def grow(self, extra: int) -> None:
+        self.total += extra
+        if self.bar is not None:
+            self.bar.total = self.total
+            self.bar.refresh()
+
+    def step(self, seconds: float | None) -> None:
+        self.done += 1
+        if seconds is not None:
+            self.best = min(self.best, seconds)
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"best {self.best * 1e3:.3f} ms")
+            self.bar.update(1)
+            return
+        width = 20
+        filled = round(width * self.done / max(self.total, 1))
+        best = f"best {self.best * 1e3:.3f} ms" if math.isfinite(self.best) else ""
+        line = (f"tune {self.name} [{'#' * filled}{'.' * (width - filled)}] "
+                f"{self.done}/{self.total} {best}")
+        if self.tty:
+            print("\r" + line, end="", file=sys.stderr, flush=True)
+        elif self.done == self.total:
+            print(line, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        elif self.tty:
+            print(file=sys.stderr, flush=True)
+
+
+class _Harness:
+    """Buffers for one kernel plan's candidates: random inputs, shared by every candidate."""
+
+    def __init__(self, device: Device, bound, seed: int = 0) -> None:
+        self.device, self.bound = device, bound
+        self.rng = np.random.default_rng(seed)
+        self.initial: dict[str, np.ndarray] = {}
+        self.buffers: dict[str, Any] = {}
+
+    def _array(self, name: str) -> np.ndarray:
+        shape, dtype = self.bound.shapes[name], np.dtype(self.bound.dtypes[name])
+        if dtype.kind == "f" or dtype.name in ("float16", "bfloat16"):
+            values = self.rng.standard_normal(shape)
+            return np.ascontiguousarray(values.astype(dtype))
+        # Integers may be indices: 0 is in bounds for every indexed axis.
+        return np.zeros(shape, dtype)
+
+    def buffer(self, name: str, nbytes: int | None = None):
+        if name not in self.buffers:
+            if nbytes is None:
+                self.initial[name] = self._array(name)
+                nbytes = self.initial[name].nbytes
+            self.buffers[name] = self.device.alloc(max(1, nbytes))
+        return self.buffers[name]
+
+    def prepare(self, kernels: list) -> list[tuple]:
+        """(kernel IR, argument buffers) per kernel; scratch buffers sized from the IR."""
+        scratch = {s.name: s for kk in kernels for s in kk.scratch}
+        out = []
+        for kernel in kernels:
+            args = []
+            for p in kernel.params:
+                if p.name in scratch:
+                    s = scratch[p.name]
+                    args.append(self.buffer(p.name, s.size * np.dtype(DTYPES[s.dtype]).itemsize))
+                else:
+                    args.append(self.buffer(p.name))
+            out.append((kernel, args))
+        return out
+
+    def reset(self) -> None:
+        for name, array in self.initial.items():
+            if array.size:
+                self.device.copy_in(self.buffers[name], array)
+
+    def read(self, names: list[str]) -> list[np.ndarray]:
+        results = []
+        for name in names:
+            out = np.empty(self.bound.shapes[name], self.bound.dtypes[name])
+            if out.size:
+                self.device.copy_out(self.buffers[name], out)
+            results.append(out)
+        self.device.synchronize()
+        return results
+
+    def free(self) -> None:
+        for buffer in self.buffers.values():
+            buffer.free()
+        self.buffers.clear()
+
+
+def _outputs(kernels: list) -> list[str]:
+    scratch = {s.name for kk in kernels for s in kk.scratch}
+    return sorted({p.name for kk in kernels for p in kk.params if p.output} - scratch)
+
+
+def _relative_error(got: list[np.ndarray], want: list[np.ndarray]) -> float:
+    worst = 0.0
+    for g, w in zip(got, want):
+        g64, w64 = g.astype(np.float64), w.astype(np.float64)
+        finite = np.isfinite(w64)
+        if not np.array_equal(finite, np.isfinite(g64)):
+            return math.inf
+        if not np.array_equal(np.isnan(w64), np.isnan(g64)):
+            return math.inf
+        scale = float(np.linalg.norm(w64[finite])) or 1.0
+        err = float(np.linalg.norm(g64[finite] - w64[finite])) / scale
+        worst = max(worst, err) if err == err else math.inf
+    return worst
+
+
+def _calibrate(device: Device, run: Callable[[], None]) -> int:
+    """Runs per timing so that one timing lasts about MIN_TIMING seconds."""
+    start = time.perf_counter()
+    run()
+    device.synchronize()
+    once = max(time.perf_counter() - start, 1e-7)
+    return max(1, min(1000, int(MIN_TIMING / once)))
+
+
+def _time_interleaved(device: Device, runs: dict, deadline: float | None) -> dict:
+    """Seconds per run of each entry of ``runs`` ({config: (run, repeats)}): REPEATS rounds,
+    each timing every candidate once, the best of each kept. Interleaved, so that a busy
+    moment of a shared machine slows every candidate alike rather than one of them."""
+    best = {config: math.inf for config in runs}
+    for round_ in range(REPEATS):
+        for config, (run, count) in runs.items():
+            start = time.perf_counter()
+            for _ in range(count):
+                run()
+            device.synchronize()
+            best[config] = min(best[config], (time.perf_counter() - start) / count)
+        if round_ and deadline is not None and time.perf_counter() > deadline:
+            break
+    return best
+
+
+def _pick(family: _Family, ranked: list, default, count: int) -> list:
+    """The untuned choice, then the cheapest candidates, at most two per shape class."""
+    chosen = [default]
+    per_class: dict[tuple, int] = {family.shape_class(default): 1}
+    for _, config in ranked:
+        if len(chosen) >= count:
+            break
+        if config in chosen:
+            continue
+        shape = family.shape_class(config)
+        if per_class.get(shape, 0) >= 2:
+            continue
+        per_class[shape] = per_class.get(shape, 0) + 1
+        chosen.append(config)
+    return chosen
+
+
+def search_family(family: _Family, device: Device, name: str, budget: float,
+                  progress: bool = True, candidates: int = CANDIDATES) -> SearchResult:
+    """Measure the candidates of one kernel plan on ``device``; see the module docstring."""
+    started = time.perf_counter()
+    deadline = started + budget
+    stats.searches += 1
+    model = device_model(device)
+    default = family.default()
+    chosen = _pick(family, family.ranked(model), default, candidates)
+    bar = _Progress(name, len(chosen), progress)
+    harness = _Harness(device, family.ctx.bound)
+    measured: dict[Any, float] = {}
+    schedules: dict[Any, str] = {}
+    rejected: list[str] = []
+    reference: list[np.ndarray] | None = None
+    outputs: list[str] = []
+    dtype = str(family.ctx.dtype(family.plan.contraction.out))
+    tolerance = TOLERANCE.get(dtype, 1e-4)
+
+    runners: dict[Any, tuple] = {}  # config -> (run, repeats): kept to time the best again
+
+    def run_round(configs: list, first: bool) -> None:
+        nonlocal reference, outputs
+        ready: dict[Any, tuple] = {}
+        built = []
+        for index, config in enumerate(configs):
+            kernels = family.build(config, f"{name}_t{len(measured) + len(rejected)}_{index}")
+            if kernels is None:
+                rejected.append(f"{config}: the builder refused it")
+                stats.rejected += 1
+                bar.step(None)
+                continue
+            built.append((config, kernels))
+        handles = _compile(device, [kk for _, kernels in built for kk in kernels])
+        for config, kernels in built:
+            # The first round is measured whole once built (its compile is the expensive part);
+            # a later round stops at the deadline.
+            if not first and time.perf_counter() > deadline:
+                bar.step(None)
+                continue
+            try:
+                compiled = [handles[kk.name] for kk in kernels]
+                if any(h is None for h in compiled):
+                    raise RuntimeError("it did not compile")
+                prepared = harness.prepare(kernels)
+                launches = [
+                    (lambda h=h, kk=kk, args=args: device.launch(
+                        h, args, kk.launch.global_size, kk.launch.local_size,
+                        shared_bytes=getattr(kk.launch, "shared_bytes", 0)))
+                    for h, (kk, args) in zip(compiled, prepared)]
+                harness.reset()
+                for launch in launches:
+                    launch()
+                got = harness.read(_outputs(kernels))
+                if reference is None:  # the untuned schedule runs first: it is the reference
+                    reference, outputs = got, _outputs(kernels)
+                else:
+                    if _outputs(kernels) != outputs:
+                        raise RuntimeError(f"writes {_outputs(kernels)}, not {outputs}")
+                    error = _relative_error(got, reference)
+                    if not error <= tolerance:
+                        raise RuntimeError(f"wrong result (relative error {error:.2e} against "
+                                           "the untuned schedule)")
+
+                def run(launches=launches) -> None:
+                    for launch in launches:
+                        launch()
+
+                ready[config] = (run, _calibrate(device, run))
+            except Exception as exc:  # noqa: BLE001 - a broken candidate is dropped, not fatal
+                if config is default:
+                    raise
+                rejected.append(f"{config}: {exc}")
+                stats.rejected += 1
+                debug_print(1, f"tune {name}: dropped {config}: {exc}")
+                bar.step(None)
+                continue
+            schedules[config] = kernels[0].schedule
+        if not ready:
+            return
+        if measured:  # the best so far runs again beside the newcomers: a fair comparison
+            best = min(measured, key=measured.get)
+            if best in runners:
+                ready[best] = runners[best]
+        times = _time_interleaved(device, ready, None if first else deadline)
+        for config, seconds in times.items():
+            if config not in measured:
+                stats.timed += 1
+                bar.step(seconds)
+            measured[config] = min(seconds, measured.get(config, math.inf))
+            runners[config] = ready[config]
+
+    try:
+        run_round(chosen, first=True)
+        if time.perf_counter() < deadline and measured:
+            best = min(measured, key=measured.get)
+            extra = [c for c in family.neighbours(best) if c not in measured][:candidates]
+            if extra:
+                bar.grow(len(extra))
+                run_round(extra, first=False)
+    finally:
+        bar.close()
+        harness.free()
+    best = min(measured, key=measured.get)
+    result = SearchResult(name, family.name, schedules[best], best, measured[best], default,
+                          measured[default], len(measured) + len(rejected), rejected,
+                          time.perf_counter() - started)
+    debug_print(1, f"tune {name}: {result.speedup:.2f}x over the untuned schedule "
+                   f"({result.default_seconds * 1e3:.3f} -> {result.seconds * 1e3:.3f} ms), "
+                   f"{result.tried} tried, {len(rejected)} dropped")
+    return result
+
+
+def _compile(device: Device, kernels: list) -> dict[str, Any]:
+    """Compile every candidate kernel the way compilation does (in parallel pieces, each
+    cached on disk by its own source); if that fails, one kernel at a time, so that one
+    candidate the compiler rejects does not sink the others. {kernel name: handle or None}."""
+    from ..compiler import compile_kernels
+
+    if not kernels:
+        return {}
+    try:
+        launches, _ = compile_kernels(kernels, device)
+        return {kk.name: launch.kernel for kk, launch in zip(kernels, launches)}
+    except Exception as exc:  # noqa: BLE001
+        debug_print(1, f"tuning: the batch build failed ({exc}); building one at a time")
+    out: dict[str, Any] = {}
+    for kk in kernels:
+        try:
+            out[kk.name] = compile_kernels([kk], device)[0][0].kernel
+        except Exception:  # noqa: BLE001
+            out[kk.name] = None
+    return out
+
+
+__all__ = ["tuning", "tuned_config", "search_family", "family_of", "SearchResult", "TuneStats",
+           "stats", "CANDIDATES"]

@@ -1,0 +1,179 @@
+"""The schedule spaces: every legal configuration of a tiled family, ranked by the cost model.
+
+GPU tiled contractions (:class:`gingham.compiler.tiling_gpu.TileConfig`): work-group tile
+``tile_m x tile_n`` stepping ``tile_k``, register tile ``reg_m x reg_n``, split-K, ``group_m``,
+``pad``. Legal when the work-group fits (``max_work_group_size``), the double-buffered tiles fit
+local memory, and both operands stage evenly over the work-items (``_staging``).
+
+CPU tiled contractions (:class:`gingham.compiler.tiling_cpu.CpuTiling`): register block
+``mr x nr`` (nr whole vectors; accumulators plus one B row plus a broadcast within the vector
+registers), K block ``kc``, tile ``mt x nt`` (whole register blocks; the packed buffers on the
+stack of an OpenMP thread within :data:`CPU_STACK_BYTES`).
+
+    >>> ranked = rank_gpu(view, info, 4, model)      # [(seconds, TileConfig)], best first
+    >>> ranked = rank_cpu(CpuDims(1024, 1024, 1024, 1024, 1), model)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+from ..compiler.tiling_cpu import CpuTiling
+from ..compiler.tiling_gpu import TileConfig, _fits, _staging, choose_split
+from ..devices.base import DeviceInfo
+from .cost import CpuDims, cpu_register_efficiency, cpu_time, gpu_time
+from .device_model import DeviceModel
+
+GPU_TILES = (16, 32, 64, 128)
+GPU_TILE_K = (8, 16)  # the K step is unrolled: 32 makes kernels that NVRTC and PoCL build slowly
+GPU_REGS = (1, 2, 4, 8)
+GPU_GROUP_M = (1, 4, 8, 16)
+#: Work-items per work-group we consider (fewer cannot fill a warp/wavefront).
+GPU_MIN_THREADS = 32
+
+CPU_KC = (64, 128, 192, 256, 384)
+CPU_MT_BLOCKS = (4, 8, 16, 24, 32, 48, 64)
+CPU_NT_PANELS = (1, 2, 4, 8, 16, 32)
+#: The packed A, B and accumulator tile live on an OpenMP thread's stack (8 MiB by default on
+#: Linux for the main thread, 2-8 MiB for the others): stay well below it.
+CPU_STACK_BYTES = 1 << 20
+#: Register shapes kept for the search (the best by efficiency, then by size).
+CPU_REGISTER_SHAPES = 4
+
+
+# -- GPU -------------------------------------------------------------------------------------------
+
+
+def gpu_legal(config: TileConfig, view, info: DeviceInfo, itemsize: int) -> bool:
+    """Whether the tiled GPU kernel can be built for ``config`` on this device."""
+    if config.tile_m % config.reg_m or config.tile_n % config.reg_n:
+        return False
+    if config.threads < 1 or not _fits(config, info, itemsize):
+        return False
+    return (_staging(view.a, config.tile_m, config) is not None
+            and _staging(view.b, config.tile_n, config) is not None)
+
+
+def gpu_space(view, info: DeviceInfo, itemsize: int) -> list[TileConfig]:
+    """Legal base configurations (pad 4, group_m 8), each with K whole and split as
+    :func:`choose_split` suggests."""
+    limit = max(info.max_work_group_size, 1)
+    # A CPU's OpenCL driver runs this family as a fallback and builds big unrolled work-groups
+    # very slowly (minutes, gigabytes for a training step): the K step stays 8 there.
+    steps = (8,) if info.kind == "cpu" else GPU_TILE_K
+    configs = []
+    for tm, tn, tk, rm, rn in itertools.product(GPU_TILES, GPU_TILES, steps, GPU_REGS,
+                                                GPU_REGS):
+        if rm * rn > 64 or rm > tm or rn > tn:
+            continue
+        config = TileConfig(tm, tn, tk, rm, rn)
+        threads = config.threads
+        if threads > limit or threads < min(GPU_MIN_THREADS, limit):
+            continue
+        if not gpu_legal(config, view, info, itemsize):
+            continue
+        configs.append(config)
+        split = choose_split(config, view, info)
+        if split > 1:
+            configs.append(dataclasses.replace(config, split=split))
+    return configs
+
+
+_gpu_ranked: dict[tuple, list] = {}
+
+
+def rank_gpu(view, info: DeviceInfo, itemsize: int, model: DeviceModel
+             ) -> list[tuple[float, TileConfig]]:
+    """Every legal configuration with its estimated seconds, cheapest first (ties: larger
+    tiles first, for a deterministic order). Memoised on what decides it: the sizes, which
+    operand is K-major (staging), the device and its model."""
+    key = (view.m, view.n, view.k, view.batches, view.a.k_fastest, view.b.k_fastest, info,
+           itemsize, repr(model))
+    if key not in _gpu_ranked:
+        ranked = [(gpu_time(c, view, model, itemsize), c)
+                  for c in gpu_space(view, info, itemsize)]
+        ranked.sort(key=lambda pair: (pair[0], pair[1].tile_k, -pair[1].tile_m * pair[1].tile_n,
+                                      -pair[1].reg_m * pair[1].reg_n, str(pair[1])))
+        if len(_gpu_ranked) > 1024:
+            _gpu_ranked.clear()
+        _gpu_ranked[key] = ranked
+    return list(_gpu_ranked[key])
+
+
+def gpu_neighbours(config: TileConfig, view, info: DeviceInfo, itemsize: int
+                   ) -> list[TileConfig]:
+    """Variations the cost model cannot rank (band height, padding) and split-K near
+    ``config``: what the measured search tries around its best candidate."""
+    out = [dataclasses.replace(config, group_m=g) for g in GPU_GROUP_M if g != config.group_m]
+    out.append(dataclasses.replace(config, pad=0 if config.pad else 4))
+    k_tiles = -(-view.k // config.tile_k)
+    for split in (config.split // 2, config.split * 2):
+        if 1 <= split <= k_tiles and split != config.split:
+            out.append(dataclasses.replace(config, split=split))
+    return [c for c in out if gpu_legal(c, view, info, itemsize)]
+
+
+# -- CPU -------------------------------------------------------------------------------------------
+
+
+def _round_up(a: int, b: int) -> int:
+    return -(-a // b) * b
+
+
+def cpu_register_shapes(lanes: int, registers: int) -> list[tuple[int, int]]:
+    """Register blocks (mr, nr) that fit the vector registers, the most efficient first."""
+    shapes = []
+    for vectors in (1, 2, 3, 4):
+        nr = vectors * lanes
+        for mr in range(1, 17):
+            if mr * vectors + vectors + 1 <= registers:
+                shapes.append((cpu_register_efficiency(mr, nr, lanes, registers), mr * vectors,
+                               mr, nr))
+    shapes.sort(key=lambda s: (-s[0], -s[1], s[2]))
+    return [(mr, nr) for _, _, mr, nr in shapes[:CPU_REGISTER_SHAPES]]
+
+
+def cpu_legal(t: CpuTiling, dims: CpuDims) -> bool:
+    """Whether the CPU kernel can be built for ``t``: whole blocks, buffers within the stack."""
+    if t.mr < 1 or t.nr < 1 or t.nr % t.simd or t.mt % t.mr or t.nt % t.nr or t.kc < 1:
+        return False
+    from .cost import cpu_block_depth
+
+    kc = cpu_block_depth(t, dims)
+    return (t.mt * t.nt + (t.mt + t.nt) * kc) * 4 <= CPU_STACK_BYTES
+
+
+def cpu_space(dims: CpuDims, model: DeviceModel) -> list[CpuTiling]:
+    """Legal CPU tilings of ``dims``: register shapes x K blocks x tile sizes."""
+    lanes = max(4, model.simd_width)
+    configs = []
+    kcs = sorted({min(kc, dims.k) for kc in CPU_KC})
+    for mr, nr in cpu_register_shapes(lanes, model.vector_registers or 16):
+        mts = sorted({min(mr * b, _round_up(dims.m, mr)) for b in CPU_MT_BLOCKS})
+        nts = sorted({min(nr * p, _round_up(dims.n, nr)) for p in CPU_NT_PANELS})
+        for kc, mt, nt in itertools.product(kcs, mts, nts):
+            t = CpuTiling(mr, nr, kc, mt, nt, lanes)
+            if cpu_legal(t, dims):
+                configs.append(t)
+    return configs
+
+
+_cpu_ranked: dict[tuple, tuple] = {}
+
+
+def rank_cpu(dims: CpuDims, model: DeviceModel) -> tuple[tuple[float, CpuTiling], ...]:
+    """Every legal CPU tiling with its estimated seconds, cheapest first (memoised: a training
+    step meets the same shapes many times)."""
+    key = (dims, repr(model))
+    if key not in _cpu_ranked:
+        ranked = [(cpu_time(t, dims, model), t) for t in cpu_space(dims, model)]
+        ranked.sort(key=lambda p: (p[0], -p[1].mt * p[1].nt, p[1].mr, p[1].nr, p[1].kc, p[1].mt))
+        if len(_cpu_ranked) > 1024:
+            _cpu_ranked.clear()
+        _cpu_ranked[key] = tuple(ranked)
+    return _cpu_ranked[key]
+
+
+__all__ = ["gpu_space", "gpu_legal", "rank_gpu", "gpu_neighbours", "cpu_space", "cpu_legal",
+           "rank_cpu", "cpu_register_shapes"]
