@@ -26,7 +26,12 @@ from .cost import CpuDims, cpu_register_efficiency, cpu_time, gpu_time
 from .device_model import DeviceModel
 
 GPU_TILES = (16, 32, 64, 128)
-GPU_TILE_K = (8, 16)  # the K step is unrolled: 32 makes kernels that NVRTC and PoCL build slowly
+#: K steps the cost model ranks. The step is unrolled: 32 makes kernels that NVRTC and PoCL build
+#: slowly, and 16, which the model ranks above 8 (half the barriers), measured slower on the H200
+#: (GEMM 4096 fp32, 128x128 tiles of 8x8: K step 16 3.88 ms, 8 2.96 ms; the model does not see
+#: the unrolled step's register pressure). The measured search still tries 16, as a neighbour.
+GPU_TILE_K = (8,)
+GPU_TILE_K_NEIGHBOURS = (8, 16)
 GPU_REGS = (1, 2, 4, 8)
 GPU_GROUP_M = (1, 4, 8, 16)
 #: Work-items per work-group we consider (fewer cannot fill a warp/wavefront).
@@ -107,6 +112,9 @@ def gpu_neighbours(config: TileConfig, view, info: DeviceInfo, itemsize: int
     ``config``: what the measured search tries around its best candidate."""
     out = [dataclasses.replace(config, group_m=g) for g in GPU_GROUP_M if g != config.group_m]
     out.append(dataclasses.replace(config, pad=0 if config.pad else 4))
+    if info.kind != "cpu":
+        out += [dataclasses.replace(config, tile_k=tk) for tk in GPU_TILE_K_NEIGHBOURS
+                if tk != config.tile_k]
     k_tiles = -(-view.k // config.tile_k)
     for split in (config.split // 2, config.split * 2):
         if 1 <= split <= k_tiles and split != config.split:

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS]
+# Steps run most important first; each gets at most its own limit and what is left of the
+# total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
+# what a new user sees.
+set -uo pipefail
+out="${OUT:-gpu-out}"
+mkdir -p "$out"
+export GINGHAM_CACHE_DIR="${GINGHAM_CACHE_DIR:-/tmp/gingham-cache-$$}"
+deadline=$(( $(date +%s) + ${1:-560} ))
+g="python3 -m gingham"
+step() {  # step NAME LIMIT COMMAND...
+    local name=$1 limit=$2; shift 2
+    local left=$(( deadline - $(date +%s) ))
+    (( left < 10 )) && { echo "== $name: skipped, no time left"; return; }
+    (( limit > left )) && limit=$left
+    echo "== $name (limit ${limit}s) $(date +%T)"
+    timeout "$limit" "$@" > "$out/$name.log" 2>&1
+    echo "   rc $? $(date +%T)"; tail -n 25 "$out/$name.log"
+}
+step resnet9-bf16-cuda 75 $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
+step ops-cuda 150 $g bench ops --device cuda:0 --only gemm,conv --dtype fp32,bf16 --torch-compile off --json "$out/ops-cuda.json"
+step story-cuda 80 $g bench model story --device cuda:0 --steps 20 --json "$out/story-cuda.json"
+step ops-opencl 110 $g bench ops --device opencl:0 --only gemm,conv --dtype fp32 --torch-compile off --json "$out/ops-opencl.json"
+#step tune-then-fresh 70 bash -c 'python3 -m gingham tune ops --device cuda:0 --only gemm --budget 4 --quiet && GINGHAM_DEBUG=1 python3 -m gingham bench ops --device cuda:0 --only gemm --dtype fp32 --torch-compile off'
+#step tests-cuda 120 python3 -m pytest -n 14 -q -p no:cacheprovider tests/compiler/test_tensor_cores.py tests/compiler/test_replay.py tests/compiler/test_first_run.py tests/tune tests/frontend/test_amp.py -k "cuda"
+step resnet9-fp32-opencl 60 $g bench model resnet9 --device opencl:0 --no-torch --json "$out/resnet9-opencl.json"
