@@ -3,7 +3,8 @@
 Every contraction and special operation starts a kernel. An elementwise statement joins the
 kernel that produces one of its operands when it iterates over the same cells (same shape) and
 all its other operands exist before that kernel runs; there it becomes an epilogue computed in
-registers, per output cell. Otherwise it starts an elementwise kernel, which later elementwise
+registers, per output cell; it may also join the latest kernel when that iterates over the
+same cells and its operands exist before it. Otherwise it starts an elementwise kernel, which later elementwise
 statements can join in turn, so a chain ``relu(x * a + b) * c`` is one kernel and
 ``C = A @ B; D = relu(C + bias)`` is one kernel. A tensor is written to memory only if it is an
 output of the program or another kernel reads it.
@@ -112,6 +113,11 @@ def _fusion_target(statement: Elementwise, bound: BoundProgram, kernels: list[Ke
         {producer[n] for n in statement.inputs() if n in producer and root(n) == n},
         reverse=True,
     )
+    # The latest kernel too, though it produces none of the operands (siblings: softmax's
+    # gradient computes D_O / S and D_O * E / (S * S) over the same cells): one pass over
+    # the cells instead of two kernels.
+    if kernels and len(kernels) - 1 not in candidates:
+        candidates.insert(0, len(kernels) - 1)
     for index in candidates:
         kernel = kernels[index]
         if kernel.kind == "special" or kernel.shape != shape:
