@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..tile.bounds import bind_contraction
-from ..tile.ir import Contraction, Elementwise, Special
+from ..tile.ir import Contraction, Elementwise, Poly, Ref, Special
 from ..tile.shapes import BoundProgram
 from .normalize import NormalContraction, normalize
 
@@ -79,8 +79,18 @@ def plan(bound: BoundProgram) -> Plan:
         if isinstance(statement, Special) and statement.op == "reshape":
             aliases[statement.out] = statement.tensors[0]
             continue
+        if _is_copy(statement, bound):
+            # ``D_T = D_O`` (autodiff passes cotangents on so): the same buffer, no kernel.
+            aliases[statement.out] = statement.expr.name
+            continue
         if isinstance(statement, Contraction):
             nc = normalize(bind_contraction(statement, bound))
+            source = _broadcast_source(nc, bound)
+            if source is not None:
+                # A copy with broadcasting (autodiff's gradient of a sum): elementwise, so it
+                # streams in vector loops and fuses with its neighbours.
+                statement = Elementwise(statement.out, Ref(source), statement.loc)
+        if isinstance(statement, Contraction):
             kernels.append(KernelPlan("contraction", bound.shapes[statement.out], contraction=nc))
         elif isinstance(statement, Special):
             kernels.append(KernelPlan("special", bound.shapes[statement.out], special=statement))
@@ -104,6 +114,42 @@ def plan(bound: BoundProgram) -> Plan:
     for kernel in kernels:
         kernel.stores = {n for n in kernel.produced if n in needed_in_memory}
     return Plan([k for k in kernels if k.stores], aliases)
+
+
+def _is_copy(statement, bound: BoundProgram) -> bool:
+    """An elementwise statement that only names another tensor of its shape and dtype."""
+    if not isinstance(statement, Elementwise) or not isinstance(statement.expr, Ref):
+        return False
+    source = statement.expr.name
+    return (bound.shapes[source] == bound.shapes[statement.out]
+            and bound.dtypes[source] == bound.dtypes[statement.out])
+
+
+def _broadcast_source(nc: NormalContraction, bound: BoundProgram) -> str | None:
+    """The tensor a contraction copies with NumPy broadcasting, or None.
+
+    ``D[i0, i1, i2, i3 : 32, 64, 32, 32] = +(S[0, i1, 0, 0])``: one assignment per cell (no
+    reduction variables, no guards), its one operand read at the cell's own coordinates on
+    each axis it does not broadcast (right-aligned, as elementwise statements broadcast), in
+    the output's dtype: the same values as the elementwise ``D = S``.
+    """
+    if nc.red_vars or nc.guards or nc.combo != "none" or nc.default is not None:
+        return None
+    if nc.agg not in ("+", "*", ">", "<", "=") or len(nc.operands) != 1:
+        return None
+    (access,) = nc.operands
+    if bound.dtypes[access.tensor] != bound.dtypes[nc.out]:
+        return None
+    lead = len(nc.out_vars) - len(access.index)
+    if lead < 0 or tuple(bound.shapes[access.tensor]) != access.sizes:
+        return None
+    for axis, (poly, size) in enumerate(zip(access.index, access.sizes)):
+        out_axis = lead + axis
+        if size == 1 and poly == Poly.constant(0):
+            continue
+        if poly != Poly.var(nc.out_vars[out_axis]) or size != nc.out_shape[out_axis]:
+            return None
+    return access.tensor
 
 
 def _fusion_target(statement: Elementwise, bound: BoundProgram, kernels: list[KernelPlan],

@@ -242,6 +242,14 @@ class ExprLowering:
             return k.Select(cond, _cast(self.lower(expr.if_true), ct),
                             _cast(self.lower(expr.if_false), ct), ct)
         if isinstance(expr, tir.Call):
+            if expr.fn == "pow" and ct.startswith("float") and len(expr.args) == 2:
+                # x^1 and x^2 exactly (x * x is the correctly rounded square, as NumPy's
+                # float power gives it), without a libm call per element: batch norm's
+                # variance and its gradient (pow(T, 2.0 - 1.0)).
+                exponent = _constant_value(expr.args[1])
+                if exponent in (1.0, 2.0):
+                    base = _cast(self.lower(expr.args[0]), ct)
+                    return base if exponent == 1.0 else k.BinOp("*", base, base, ct)
             arg_type = "int32" if ct == "bool" and expr.fn not in ("min", "max") else ct
             args = tuple(_cast(self.lower(a), arg_type) for a in expr.args)
             fn = {"min": "min", "max": "max"}.get(expr.fn, expr.fn)
@@ -267,6 +275,22 @@ class ExprLowering:
         if op == "%":
             return _cast(k.BinOp("fmod" if is_float else "imod", a, b, ot), ct)
         return _cast(k.BinOp(op, a, b, ot), ct)
+
+
+def _constant_value(expr: tir.Expr) -> float | None:
+    """The value of a literal expression built from ``+ - * /`` (``2.0 - 1.0``), else None."""
+    if isinstance(expr, tir.Const) and not isinstance(expr.value, bool):
+        return float(expr.value)
+    if isinstance(expr, tir.Unary) and expr.op == "-":
+        inner = _constant_value(expr.operand)
+        return None if inner is None else -inner
+    if isinstance(expr, tir.Binary) and expr.op in "+-*/":
+        left, right = _constant_value(expr.left), _constant_value(expr.right)
+        if left is None or right is None or (expr.op == "/" and right == 0):
+            return None
+        return {"+": left + right, "-": left - right, "*": left * right,
+                "/": left / right if right else 0.0}[expr.op]
+    return None
 
 
 def _type_of(expr: k.Expr) -> str:
