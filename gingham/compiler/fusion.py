@@ -51,7 +51,9 @@ class KernelPlan:
             names |= {a.tensor for a in self.contraction.operands}
             if self.contraction.default is not None:
                 names.add(self.contraction.default)
-        if self.special is not None:
+        if self.special is not None and self.special.op not in ("index", "shape"):
+            # index and shape need only the tensor's shape, never its values: a tensor that
+            # only they name (cross-entropy's log-probabilities in its gradient) is not computed.
             names |= set(self.special.tensors)
         for statement in self.elementwise:
             names |= set(statement.inputs()) - produced
