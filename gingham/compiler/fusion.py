@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..tile.bounds import bind_contraction
-from ..tile.ir import Contraction, Elementwise, Poly, Ref, Special
+from ..tile.ir import Binary, Const, Contraction, Elementwise, Expr, Poly, Ref, Select, Special
 from ..tile.shapes import BoundProgram
 from .normalize import NormalContraction, normalize
 
@@ -87,11 +87,11 @@ def plan(bound: BoundProgram) -> Plan:
             continue
         if isinstance(statement, Contraction):
             nc = normalize(bind_contraction(statement, bound))
-            source = _broadcast_source(nc, bound)
-            if source is not None:
-                # A copy with broadcasting (autodiff's gradient of a sum): elementwise, so it
-                # streams in vector loops and fuses with its neighbours.
-                statement = Elementwise(statement.out, Ref(source), statement.loc)
+            expr = _as_elementwise(nc, bound)
+            if expr is not None:
+                # A copy or product with broadcasting (autodiff's gradients of a sum and of a
+                # max): elementwise, so it streams in vector loops and fuses with neighbours.
+                statement = Elementwise(statement.out, expr, statement.loc)
         if isinstance(statement, Contraction):
             kernels.append(KernelPlan("contraction", bound.shapes[statement.out], contraction=nc))
         elif isinstance(statement, Special):
@@ -127,31 +127,51 @@ def _is_copy(statement, bound: BoundProgram) -> bool:
             and bound.dtypes[source] == bound.dtypes[statement.out])
 
 
-def _broadcast_source(nc: NormalContraction, bound: BoundProgram) -> str | None:
-    """The tensor a contraction copies with NumPy broadcasting, or None.
+def _as_elementwise(nc: NormalContraction, bound: BoundProgram) -> Expr | None:
+    """The elementwise expression a contraction computes at each cell, or None.
 
-    ``D[i0, i1, i2, i3 : 32, 64, 32, 32] = +(S[0, i1, 0, 0])``: one assignment per cell (no
-    reduction variables, no guards), its one operand read at the cell's own coordinates on
-    each axis it does not broadcast (right-aligned, as elementwise statements broadcast), in
-    the output's dtype: the same values as the elementwise ``D = S``.
+    ``D[i, j : R, K] = +(S[i, 0])`` or ``+(X[i, j] == M[i, 0] ? G[i, 0])``: one assignment per
+    cell (no reduction variables, no guards), each operand read at the cell's own coordinates
+    on every axis it does not broadcast (right-aligned, as elementwise statements broadcast),
+    all in the output's dtype: the same values as ``D = S`` or ``D = X == M ? G : 0``.
     """
-    if nc.red_vars or nc.guards or nc.combo != "none" or nc.default is not None:
+    if nc.red_vars or nc.guards or nc.default is not None or not nc.always_reached:
         return None
-    if nc.agg not in ("+", "*", ">", "<", "=") or len(nc.operands) != 1:
+    if nc.combo == "none":
+        if nc.agg not in ("+", "*", ">", "<", "="):
+            return None
+    elif nc.combo not in ("*", "+", "-", "?") or nc.agg not in ("+", "="):
         return None
-    (access,) = nc.operands
-    if bound.dtypes[access.tensor] != bound.dtypes[nc.out]:
+    refs = []
+    for access in nc.operands:
+        if not _broadcast_access(nc, access, bound):
+            return None
+        refs.append(Ref(access.tensor))
+    out_dtype = bound.dtypes[nc.out]
+    if nc.combo == "?":
+        # The comparison promotes its two operands as the contraction does; only the value
+        # taken must already be in the output's dtype.
+        if bound.dtypes[nc.operands[2].tensor] != out_dtype:
+            return None
+        return Select(Binary("==", refs[0], refs[1]), refs[2], Const(0))
+    if any(bound.dtypes[a.tensor] != out_dtype for a in nc.operands):
         return None
+    if nc.combo == "none":
+        return refs[0]
+    return Binary(nc.combo, refs[0], refs[1])
+
+
+def _broadcast_access(nc: NormalContraction, access, bound: BoundProgram) -> bool:
     lead = len(nc.out_vars) - len(access.index)
     if lead < 0 or tuple(bound.shapes[access.tensor]) != access.sizes:
-        return None
+        return False
     for axis, (poly, size) in enumerate(zip(access.index, access.sizes)):
         out_axis = lead + axis
         if size == 1 and poly == Poly.constant(0):
             continue
         if poly != Poly.var(nc.out_vars[out_axis]) or size != nc.out_shape[out_axis]:
-            return None
-    return access.tensor
+            return False
+    return True
 
 
 def _fusion_target(statement: Elementwise, bound: BoundProgram, kernels: list[KernelPlan],
