@@ -69,6 +69,8 @@ DIALECTS = {
 }
 
 _XYZ = "xyz"
+# C work-item loops are cut into about this many dynamic chunks (see ``For`` of kind thread).
+THREAD_CHUNKS = 64
 _HALF_TYPES = ("float16", "bfloat16")
 
 
@@ -373,13 +375,20 @@ class _Renderer:
             return text + f"{pad}{{\n{body}{pad}}}\n"
         pragma = ""
         if s.kind == "thread" and d.name == "c":
-            pragma = f"{pad}#pragma omp parallel for schedule(static)\n"
+            # Dynamic chunks of about 1/64 of the loop: a core that another process shares
+            # takes fewer of them instead of holding every kernel up (static halves took one
+            # or two scheduler time slices per kernel on a busy 2-core machine: 7.4 ms for a
+            # batch-norm statistic that one thread computes in 1.1 ms).
+            stop = s.stop.value if isinstance(s.stop, k.Const) else s.stop
+            chunk = max(1, -(-stop // THREAD_CHUNKS)) if isinstance(stop, int) else 1
+            pragma = f"{pad}#pragma omp parallel for schedule(dynamic, {chunk})\n"
         elif s.kind == "parallel" and d.name == "c":
             # Coarse iterations (a tile each): dynamic, so a core that other work slows down
             # takes fewer of them instead of holding the whole loop up.
             pragma = f"{pad}#pragma omp parallel for schedule(dynamic)\n"
         elif s.kind == "simd" and d.name == "c":
-            pragma = f"{pad}#pragma omp simd\n"
+            clause = f" reduction({s.reduction})" if s.reduction else ""
+            pragma = f"{pad}#pragma omp simd{clause}\n"
         elif s.kind == "unroll":
             pragma = f"{pad}#pragma GCC unroll 16\n" if d.name == "c" else f"{pad}#pragma unroll\n"
         step = f"{s.var}++" if s.step == 1 else f"{s.var} += {s.step}"

@@ -3,7 +3,7 @@
     exe = compile_program(bound, device)   # plan kernels, lower, render, compile (cached)
     c, = exe(a, b)
 
-Passes, in order: fusion planning (:mod:`.fusion`, with contraction normal form from
+Passes, in order: hoisting broadcast sub-expressions (:mod:`.hoist`), fusion planning (:mod:`.fusion`, with contraction normal form from
 :mod:`.normalize`), lowering to the loop-nest kernel IR with a schedule chosen from the device
 description (:mod:`.lower`, :mod:`.schedule`), naming each kernel by its content so equal
 kernels are shared (:mod:`.dedupe`), rendering in the device's dialect
@@ -24,6 +24,7 @@ from . import kernel_ir as k
 from .dedupe import unit_of
 from .executable import Executable, Launch
 from .fusion import plan
+from .hoist import hoist_broadcast
 from .lower import LoweringContext
 from .schedule import lower_with_schedule
 
@@ -33,6 +34,7 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
     dialect_name = device.info.dialect
     if dialect_name not in DIALECTS:
         raise ValueError(f"device {device.id} has no kernel dialect; it cannot run compiled code")
+    bound = hoist_broadcast(bound)  # per-channel sub-expressions computed per channel
     kernel_plan = plan(bound)
     kernels = []
     for position, kernel in enumerate(kernel_plan.kernels):

@@ -24,7 +24,7 @@ from ..tile.ir import Poly
 from ..tile.shapes import BoundProgram, combine, expr_type
 from . import kernel_ir as k
 from .fusion import KernelPlan
-from .normalize import NormalContraction
+from .normalize import NormalContraction, narrow
 
 
 def compute_type(dtype: np.dtype) -> str:
@@ -242,6 +242,14 @@ class ExprLowering:
             return k.Select(cond, _cast(self.lower(expr.if_true), ct),
                             _cast(self.lower(expr.if_false), ct), ct)
         if isinstance(expr, tir.Call):
+            if expr.fn == "pow" and ct.startswith("float") and len(expr.args) == 2:
+                # x^1 and x^2 exactly (x * x is the correctly rounded square, as NumPy's
+                # float power gives it), without a libm call per element: batch norm's
+                # variance and its gradient (pow(T, 2.0 - 1.0)).
+                exponent = _constant_value(expr.args[1])
+                if exponent in (1.0, 2.0):
+                    base = _cast(self.lower(expr.args[0]), ct)
+                    return base if exponent == 1.0 else k.BinOp("*", base, base, ct)
             arg_type = "int32" if ct == "bool" and expr.fn not in ("min", "max") else ct
             args = tuple(_cast(self.lower(a), arg_type) for a in expr.args)
             fn = {"min": "min", "max": "max"}.get(expr.fn, expr.fn)
@@ -267,6 +275,22 @@ class ExprLowering:
         if op == "%":
             return _cast(k.BinOp("fmod" if is_float else "imod", a, b, ot), ct)
         return _cast(k.BinOp(op, a, b, ot), ct)
+
+
+def _constant_value(expr: tir.Expr) -> float | None:
+    """The value of a literal expression built from ``+ - * /`` (``2.0 - 1.0``), else None."""
+    if isinstance(expr, tir.Const) and not isinstance(expr.value, bool):
+        return float(expr.value)
+    if isinstance(expr, tir.Unary) and expr.op == "-":
+        inner = _constant_value(expr.operand)
+        return None if inner is None else -inner
+    if isinstance(expr, tir.Binary) and expr.op in "+-*/":
+        left, right = _constant_value(expr.left), _constant_value(expr.right)
+        if left is None or right is None or (expr.op == "/" and right == 0):
+            return None
+        return {"+": left + right, "-": left - right, "*": left * right,
+                "/": left / right if right else 0.0}[expr.op]
+    return None
 
 
 def _type_of(expr: k.Expr) -> str:
@@ -643,8 +667,9 @@ def accumulate(nc: NormalContraction, ctx: LoweringContext, ctype: str, itype: s
 
 
 def lower_contraction(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kernel:
-    nc = plan.contraction
-    assert nc is not None
+    assert plan.contraction is not None
+    # Loop only over the assignments a guard lets through (gradients of strided windows).
+    nc = narrow(plan.contraction)
     cells = math.prod(nc.out_shape)
     biggest = max([cells] + [math.prod(a.sizes) for a in nc.operands])
     itype = index_type(biggest * 2 + 16)
@@ -660,7 +685,10 @@ def lower_contraction(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
     inner = accumulate(nc, ctx, ctype, itype, "reached" if flag else None)
     for var in reversed(nc.red_vars):
         lo, hi = nc.red_ranges[var]
-        inner = k.For(var, lo, hi + 1, inner)
+        if var == nc.red_vars[-1] and _lane_sum(nc, ctype, hi - lo + 1):
+            inner = k.For(var, lo, hi + 1, inner, kind="simd", reduction="+:acc")
+        else:
+            inner = k.For(var, lo, hi + 1, inner)
     body.append(inner)
     reached = k.Var("reached", "bool") if flag else None
     result = finalize(nc, ctx, k.Var("acc", ctype), reached, cell, flat, ctype, itype)
@@ -674,6 +702,18 @@ def lower_contraction(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
     flops = 2 * cells * nc.reduction_size
     return k.Kernel(kernel.name, kernel.params, kernel.body, kernel.launch, kernel.schedule,
                     flops=flops, uses=kernel.uses)
+
+
+# Sums at least this long run their innermost loop in vector lanes (C: ``omp simd reduction``).
+LANE_SUM_MIN = 16
+
+
+def _lane_sum(nc: NormalContraction, ctype: str, length: int) -> bool:
+    """Whether the innermost reduction loop may keep partial sums in lanes: a plain sum (the
+    order of a floating-point sum is not fixed by the language; the serial chain of adds is
+    latency-bound, 4 cycles an element, where lanes take a fraction of a cycle: a batch-norm
+    statistic over 32768 values, a softmax row sum) that is long enough to pay for it."""
+    return nc.agg == "+" and ctype != "bool" and length >= LANE_SUM_MIN
 
 
 def lower_special(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kernel:

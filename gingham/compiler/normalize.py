@@ -18,6 +18,7 @@ not imply (the guards).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -117,6 +118,72 @@ def normalize(bc: BoundContraction) -> NormalContraction:
     )
     _check_assign_conflict(nc, c)
     return nc
+
+
+def narrow(nc: NormalContraction) -> NormalContraction:
+    """The same contraction with each reduction variable that a guard pins to fewer values
+    than its range replaced by the guarded expression itself.
+
+    Normal form solves each output axis for a unit-coefficient variable where it can, which can
+    leave a long reduction that a guard makes sparse. The max-pool gradient
+    ``D_X[2*y + k] = +(X[2*y + k] == O[y] ? D_O[y])`` solves ``k = o - 2*y`` and keeps ``y``
+    over all 16 output rows under the guard ``0 <= o - 2*y < 2``: one valid row in 16 (per
+    image axis, so 1 of 256 assignments in 2-D). With ``u = o - 2*y`` the reduction runs over
+    ``u`` in ``[0, 2)`` and ``y = (o - u) / 2`` becomes a guard (its old range, and that it is
+    an integer): the same assignments, a reduction 2 long per axis. A coefficient ``a`` of
+    magnitude above 1 leaves ``|a| - 1`` of every ``|a|`` values of ``u`` failing the
+    integrality guard, still far fewer than the range. Only guards whose other variables are
+    output variables qualify (the new range must not depend on another reduction).
+
+        D_I[o] = +(D_O[y] * F[o - y + 1]), y < H, guard 0 <= o - y + 1 < 3
+        ->  D_I[o] = +(D_O[o + 1 - u] * F[u]), u < 3, guard 0 <= o + 1 - u < H
+    """
+    while True:
+        best: tuple[str, Inequality] | None = None
+        for var in nc.red_vars:
+            lo, hi = nc.red_ranges[var]
+            for guard in nc.guards:
+                coeff = guard.poly.coeffs.get(var)
+                others = guard.poly.names() - {var}
+                if coeff is None or others & set(nc.red_vars) or not _integral(guard.poly):
+                    continue
+                if guard.upper >= hi - lo + 1:
+                    continue
+                if best is None or guard.upper < best[1].upper:
+                    best = (var, guard)
+        if best is None:
+            return nc
+        nc = _narrow_one(nc, *best)
+
+
+def _integral(poly: Poly) -> bool:
+    return all(c.denominator == 1 for _, c in poly.terms) and poly.const.denominator == 1
+
+
+def _narrow_one(nc: NormalContraction, var: str, guard: Inequality) -> NormalContraction:
+    """Replace reduction variable ``var`` by ``u = guard.poly`` (``u`` in ``[0, upper)``)."""
+    coeff = guard.poly.coeffs[var]
+    new = f"{var}_n"
+    while new in nc.red_vars or new in nc.out_vars:
+        new += "_"
+    rest = Poly.of({n: c for n, c in guard.poly.terms if n != var}, guard.poly.const)
+    value = (Poly.var(new) - rest).scale(Fraction(1) / coeff)  # var = (u - rest) / coeff
+    lo, hi = nc.red_ranges[var]
+    red_vars = tuple(new if v == var else v for v in nc.red_vars)
+    red_ranges = {(new if v == var else v): r for v, r in nc.red_ranges.items()}
+    red_ranges[new] = (0, guard.upper - 1)
+    operands = tuple(dataclasses.replace(a, index=tuple(_substitute(p, var, value)
+                                                        for p in a.index))
+                     for a in nc.operands)
+    # The old range of var, which for |coeff| > 1 also demands that var is an integer.
+    guards = [Inequality(_substitute(q.poly, var, value), q.upper, q.origin)
+              for q in nc.guards if q is not guard]
+    guards.append(Inequality(value - lo, hi - lo + 1, "solved"))
+    box = {o: (0, s - 1) for o, s in zip(nc.out_vars, nc.out_shape)}
+    box.update(red_ranges)
+    kept = tuple(q for q in guards if not _implied(q, box))
+    return dataclasses.replace(nc, red_vars=red_vars, red_ranges=red_ranges,
+                               operands=operands, guards=kept)
 
 
 def _check_assign_conflict(nc: NormalContraction, c) -> None:

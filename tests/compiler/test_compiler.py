@@ -122,3 +122,74 @@ def test_output_that_is_an_input_and_a_reshape(compiled_device):
     np.testing.assert_array_equal(got_x, x)
     np.testing.assert_array_equal(got_r, x.reshape(3, 2))
     np.testing.assert_array_equal(got_s, 2 * x.reshape(3, 2))
+
+
+MAXPOOL_GRAD = """
+function (X[N, C, H, W], D[N, C, P, Q]) -> (DX) {
+    O[n, c, y, x : N, C, P, Q] = >(X[n, c, 2*y + i, 2*x + j]), i < 2, j < 2;
+    DX[n, c, 2*y + i, 2*x + j : N, C, H, W] = +(X[n, c, 2*y + i, 2*x + j] == O[n, c, y, x]
+                                                 ? D[n, c, y, x]), i < 2, j < 2;
+}
+"""
+
+
+def test_strided_window_gradient_loops_over_its_taps(compiled_device):
+    # Normal form keeps y and x over every output row and column under a guard that lets one
+    # through; the kernel must loop over the 2 x 2 taps instead (4 assignments, not P * Q).
+    rng = np.random.default_rng(2)
+    x = rng.permutation(2 * 3 * 8 * 8).reshape(2, 3, 8, 8).astype(np.float32)  # no ties
+    d = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    exe = executable(tile.function(MAXPOOL_GRAD).bind(x, d), compiled_device)
+    gradient = [launch for launch in exe.launches if launch.name.endswith("_DX")]
+    assert gradient and all("over 4 assignments" in launch.schedule for launch in gradient), \
+        [launch.schedule for launch in exe.launches]
+    got, = exe(x, d)
+    windows = x.reshape(2, 3, 4, 2, 4, 2)
+    hit = windows == windows.max(axis=(3, 5), keepdims=True)
+    want = (hit * d[:, :, :, None, :, None]).reshape(2, 3, 8, 8)
+    np.testing.assert_array_equal(got, want)
+
+
+NORMALISE = """
+function (X[N, C], S[C]) -> (Y, M) {
+    M[0, c : 1, C] = +(X[n, c]);
+    Y = X * rsqrt(M / 1024.0 + 0.5) + pow(S, 2.0) * X + M;
+}
+"""
+
+
+def test_broadcast_subexpressions_are_hoisted_and_exact(compiled_device):
+    # rsqrt(M / 1024 + 0.5) reads only the [1, C] statistic: computed once per column, in the
+    # statistic's kernel (which writes it as Y_h0); pow(S, 2.0) in a kernel over S's cells.
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((256, 8)).astype(np.float32)
+    s = rng.standard_normal(8).astype(np.float32)
+    bound = tile.function(NORMALISE).bind(x, s)
+    from gingham.compiler.hoist import hoist_broadcast
+    hoisted = hoist_broadcast(bound)
+    assert len(hoisted.program.statements) > len(bound.program.statements)
+    exe = executable(bound, compiled_device)
+    statistic = next(launch for launch in exe.launches if "M" in launch.args)
+    assert "Y_h0" in statistic.args, [(launch.name, launch.args) for launch in exe.launches]
+    y, m = exe(x, s)
+    want_m = x.sum(axis=0, dtype=np.float64)[None, :]
+    np.testing.assert_allclose(m, want_m, rtol=1e-5, atol=1e-4)
+    scale = (1 / np.sqrt(m / np.float32(1024) + np.float32(0.5))).astype(np.float32)
+    want = x * scale + (s * s) * x + m
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+def test_broadcast_copy_streams_and_fuses(compiled_device):
+    # D[i, j] = +(S[i, 0]) copies with broadcasting: planned as elementwise, one kernel with
+    # the statement that follows it.
+    fn = tile.function("""
+    function (S[R, 1], X[R, K]) -> (Y) {
+        D[i, j : R, K] = +(S[i, 0]), j < K;
+        Y = D * X;
+    }""")
+    rng = np.random.default_rng(4)
+    s, x = rng.standard_normal((16, 1)), rng.standard_normal((16, 40))
+    exe = executable(fn.bind(s, x), compiled_device)
+    assert len(exe.launches) == 1, [launch.schedule for launch in exe.launches]
+    y, = exe(s, x)
+    np.testing.assert_array_equal(y, s * x)
