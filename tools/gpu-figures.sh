@@ -19,10 +19,9 @@ step() {  # step NAME LIMIT COMMAND...
     timeout "$limit" "$@" > "$out/$name.log" 2>&1
     echo "   rc $? $(date +%T)"; tail -n 25 "$out/$name.log"
 }
-step tests-cuda 100 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 14 -q -p no:cacheprovider tests/compiler/test_tensor_cores.py tests/compiler/test_replay.py tests/compiler/test_first_run.py tests/tune tests/frontend/test_amp.py -k "cuda"
-step ops-gemm-cuda 45 $g bench ops --device cuda:0 --only gemm --dtype fp32 --torch-compile off --json "$out/ops-gemm-cuda.json"
-step resnet9-bf16-cuda 75 $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
-step resnet9-bf16-kernels 45 env GINGHAM_DEBUG=2 $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch --steps 1
-step resnet9-fp32-cuda 60 $g bench model resnet9 --device cuda:0 --torch-compile off --json "$out/resnet9-fp32-cuda.json"
-step tune-story-fresh 90 bash -c 'python3 -m gingham tune model story --device cuda:0 --budget 2 --quiet && GINGHAM_TUNE=on python3 tools/check_tuned_fresh.py story cuda:0'
-step all-devices 300 $g bench model story resnet9 --all-devices --quick --torch-compile off --json "$out/all-devices.json"
+step tests-cuda 140 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18"
+step ops-gemm-cuda 35 $g bench ops --device cuda:0 --only gemm --dtype fp32 --torch-compile off --json "$out/ops-gemm-cuda.json"
+step resnet9-bf16-cuda 65 $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
+step resnet9-bf16-kernels 35 env GINGHAM_DEBUG=2 $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch --steps 1
+step all-devices 200 $g bench model story resnet9 --all-devices --quick --torch-compile off --json "$out/all-devices.json"
+step tune-story-fresh 55 bash -c 'python3 -m gingham tune model story --device cuda:0 --budget 1 --quiet && GINGHAM_TUNE=on python3 tools/check_tuned_fresh.py story cuda:0'
