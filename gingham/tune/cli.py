@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     model = which.add_parser("model", help="one jitted training step of a benchmark model")
     common(model)
-    model.add_argument("name", choices=["resnet9", "story"])
+    model.add_argument("name", choices=["resnet9", "resnet18", "story", "digits"])
     model.add_argument("--batch", type=int, help="batch size (default: the model's)")
     model.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                        help="as `gingham bench model --precision` (default fp32)")
@@ -118,19 +118,17 @@ def model_step(name: str, device_id: str, batch: int | None = None, precision: s
     optimiser, precision and data as the benchmark, so the same kernels)."""
     import gingham
 
-    from .. import data
-    from ..bench.model import MODELS, PRECISIONS, _gingham_model
+    from ..bench.model import MODELS, PRECISIONS, _batches
     from ..nn import training
 
-    shape, _, default_batch = MODELS[name]
-    batch = batch or default_batch
-    images, labels = data.synthetic(batch * 2, shape, seed=0)
-    model = _gingham_model(name, device_id)
+    spec = MODELS[name]
+    batch = batch or spec.batch
+    model = spec.gingham_model(device_id)
     optimizer = gingham.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True,
                                   weight_decay=5e-4)
     scaler = gingham.amp.GradScaler() if precision == "fp16" else None
     step = training.train_step(model, optimizer, autocast=PRECISIONS[precision], scaler=scaler)
-    return step, (images[:batch], labels[:batch])
+    return step, _batches(spec, batch)[0]
 
 
 def tune_step(step: Callable, args: tuple, budget: float | None = None,

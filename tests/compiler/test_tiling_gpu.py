@@ -120,7 +120,12 @@ def test_fused_epilogue_and_half_inputs(gpu):
     a = rng.standard_normal((70, 48)).astype(np.float16)
     b = rng.standard_normal((48, 36)).astype(np.float16)
     bias = rng.standard_normal(36).astype(np.float16)
-    (d,), _ = _run(source, (a, b, bias), gpu)
+    # Half inputs run on the tensor cores where the device has them (CUDA, sm_80 and later:
+    # tests/compiler/test_tensor_cores.py), on the fp32-accumulating tiled schedule elsewhere.
+    tensor_cores = gpu.info.dialect == "cuda" and gpu.info.compute_capability >= 80
+    (d,), schedules = _run(source, (a, b, bias), gpu, expect_tiled=() if tensor_cores else (0,))
+    if tensor_cores:
+        assert schedules[0].startswith("gpu tensor-core contraction"), schedules
     c = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16).astype(np.float64)
     expected = np.maximum(c + bias, 0)
     assert d.dtype == np.float16

@@ -358,3 +358,27 @@ def test_cli_devices_model_lists_every_compiled_device():
     models = json.loads(done.stdout)
     assert [m["device"] for m in models] == [d for d in COMPILED] or only
     assert all(m["peak_flops"]["float32"] > 0 for m in models)
+
+
+@pytest.mark.skipif(not HAS_CPU, reason="needs the cpu backend")
+def test_cli_tune_model_then_its_step_compiles_nothing(tmp_path):
+    """`gingham tune model` builds the benchmark's own step (model, optimiser, data), so the
+    benchmark's step afterwards finds every kernel tuned and every binary on disk."""
+    env = dict(os.environ, GINGHAM_CACHE_DIR=str(tmp_path / "model"))
+    done = subprocess.run([sys.executable, "-m", "gingham", "tune", "model", "digits",
+                           "--device", "cpu", "--batch", "4", "--budget", "1",
+                           "--candidates", "2", "--quiet"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "on cpu" in done.stdout, done.stdout
+    after = _python("""
+        import json
+        from gingham.devices import get_device
+        from gingham.tune import search
+        from gingham.tune.cli import model_step
+        step, args = model_step("digits", "cpu", batch=4)
+        loss = step(*args).item()
+        print(json.dumps({"compiles": get_device("cpu").stats.compiles,
+                          "searches": search.stats.searches, "misses": search.stats.misses}))
+    """, dict(env, GINGHAM_TUNE="on"))
+    assert after == {"compiles": 0, "searches": 0, "misses": 0}
