@@ -685,10 +685,7 @@ def lower_contraction(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
     inner = accumulate(nc, ctx, ctype, itype, "reached" if flag else None)
     for var in reversed(nc.red_vars):
         lo, hi = nc.red_ranges[var]
-        if var == nc.red_vars[-1] and _lane_sum(nc, ctype, hi - lo + 1):
-            inner = k.For(var, lo, hi + 1, inner, kind="simd", reduction="+:acc")
-        else:
-            inner = k.For(var, lo, hi + 1, inner)
+        inner = k.For(var, lo, hi + 1, inner)
     body.append(inner)
     reached = k.Var("reached", "bool") if flag else None
     result = finalize(nc, ctx, k.Var("acc", ctype), reached, cell, flat, ctype, itype)
@@ -702,18 +699,6 @@ def lower_contraction(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
     flops = 2 * cells * nc.reduction_size
     return k.Kernel(kernel.name, kernel.params, kernel.body, kernel.launch, kernel.schedule,
                     flops=flops, uses=kernel.uses)
-
-
-# Sums at least this long run their innermost loop in vector lanes (C: ``omp simd reduction``).
-LANE_SUM_MIN = 16
-
-
-def _lane_sum(nc: NormalContraction, ctype: str, length: int) -> bool:
-    """Whether the innermost reduction loop may keep partial sums in lanes: a plain sum (the
-    order of a floating-point sum is not fixed by the language; the serial chain of adds is
-    latency-bound, 4 cycles an element, where lanes take a fraction of a cycle: a batch-norm
-    statistic over 32768 values, a softmax row sum) that is long enough to pay for it."""
-    return nc.agg == "+" and ctype != "bool" and length >= LANE_SUM_MIN
 
 
 def lower_special(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kernel:
