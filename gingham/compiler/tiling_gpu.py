@@ -449,20 +449,25 @@ class Staging:
         return p // per_s, p % per_s
 
 
-def _staging(side: Side, tile: int, config: TileConfig) -> Staging | None:
-    threads, tk = config.threads, config.tile_k
+def staging(side: Side, tile: int, config, vector: int = 1) -> Staging | None:
+    """Lanes and slots of a work-group (``config``: a TileConfig or tensor-core TcConfig)
+    copying its TS x TK slice in units of ``vector`` elements along the operand's unit-stride
+    index; None when the work-items cannot share the copies evenly."""
+    threads = config.threads
+    probe = Staging(side, tile, config.tile_k, 0, 1, 1, vector)
+    units_k, units_s = probe.units
     if side.k_fastest:
-        lanes_k = min(tk, threads)
+        lanes_k = min(units_k, threads)
         lanes_s = threads // lanes_k
     else:
-        lanes_s = min(tile, threads)
+        lanes_s = min(units_s, threads)
         lanes_k = threads // lanes_s
-    if threads % (lanes_k * lanes_s) or tk % lanes_k or tile % lanes_s:
+    if threads % (lanes_k * lanes_s) or units_k % lanes_k or units_s % lanes_s:
         return None
-    slots = (tile * tk) // threads
-    if slots * threads != tile * tk:
+    slots = units_k * units_s // threads
+    if slots * threads != units_k * units_s:
         return None
-    return Staging(side, tile, tk, slots, lanes_k, lanes_s)
+    return Staging(side, tile, config.tile_k, slots, lanes_k, lanes_s, vector)
 
 
 def tiled_view(plan: KernelPlan, ctx: LoweringContext) -> tuple[GemmView, str] | None:
@@ -501,8 +506,8 @@ def tiled_contraction(plan: KernelPlan, ctx: LoweringContext, name: str, info: D
     config = config or choose_config(view, info, itemsize)
     if config is None or not _fits(config, info, itemsize):
         return None
-    stage_a = _staging(view.a, config.tile_m, config)
-    stage_b = _staging(view.b, config.tile_n, config)
+    stage_a = staging(view.a, config.tile_m, config)
+    stage_b = staging(view.b, config.tile_n, config)
     if stage_a is None or stage_b is None:
         return None
     k_tiles = math.ceil(view.k / config.tile_k)
@@ -595,15 +600,7 @@ class TiledKernel:
             body += [k.Declare(f"gt_{stage.side.label}r{p}", self.ctype)
                      for p in range(stage.slots)]
         # gt_kt counts this work-group's TK steps; the slice starts at step first.
-        first: k.Expr = e.c(0)
-        steps: k.Expr | int = self.k_tiles
-        if self.split > 1:
-            body.append(k.Declare("gt_kt0", self.itype, e.mul(e.v("gt_slice"),
-                                                              self.slice_steps)))
-            left = k.BinOp("-", e.c(self.k_tiles), e.v("gt_kt0"), self.itype)
-            body.append(k.Declare("gt_kn", self.itype, k.Select(
-                e.lt(left, self.slice_steps), left, e.c(self.slice_steps), self.itype)))
-            first, steps = e.v("gt_kt0"), e.v("gt_kn")
+        first, steps = self.k_slice(body)
         kt = e.v("gt_kt")
         next_kt = e.add(kt, 1)
         more = (e.lt(next_kt, steps) if isinstance(steps, int)
@@ -640,6 +637,18 @@ class TiledKernel:
         return (f"gpu tiled contraction: M={v.m} N={v.n} K={v.k} ({','.join(v.red_vars)})"
                 f"{batch}; {self.cfg}; {self.groups} work-groups{split}; {side(v.a)}, "
                 f"{side(v.b)}")
+
+    def k_slice(self, body: list[k.Stmt]) -> tuple[k.Expr, k.Expr | int]:
+        """(first TK step, number of TK steps) of this work-group's slice of K: all of K
+        (0, k_tiles), or with split-K slice ``gt_slice``'s steps, declared onto ``body``."""
+        e = self.e
+        if self.split == 1:
+            return e.c(0), self.k_tiles
+        body.append(k.Declare("gt_kt0", self.itype, e.mul(e.v("gt_slice"), self.slice_steps)))
+        left = k.BinOp("-", e.c(self.k_tiles), e.v("gt_kt0"), self.itype)
+        body.append(k.Declare("gt_kn", self.itype, k.Select(
+            e.lt(left, self.slice_steps), left, e.c(self.slice_steps), self.itype)))
+        return e.v("gt_kt0"), e.v("gt_kn")
 
     def group_coordinates(self) -> list[k.Stmt]:
         """Batch entry and tile of this work-group; tiles in bands of group_m rows so that

@@ -72,7 +72,7 @@ from . import kernel_ir as k
 from .fusion import KernelPlan
 from .lower import LoweringContext, compute_type
 from .tiling_gpu import (MIN_WORK, GemmView, Side, Staging, TiledKernel, gemm_view,
-                         output_tiles, split_sum)
+                         output_tiles, split_sum, staging)
 
 #: mma.sync m16n8k16 with bfloat16 operands, ldmatrix and cp.async need sm_80.
 MIN_COMPUTE_CAPABILITY = 80
@@ -259,26 +259,6 @@ def overlapping_reads(side: Side, view: GemmView) -> bool:
     strides = {abs(c) for v, c in side.address.coeffs.items() if v in red and c}
     return any(abs(c) in strides for v, c in side.address.coeffs.items()
                if v in side.group and c)
-
-
-def staging(side: Side, tile: int, config: TcConfig, vector: int) -> Staging | None:
-    """Lanes and slots of a block copying its TS x TK slice in units of ``vector`` elements
-    along the operand's unit-stride index."""
-    threads = config.threads
-    probe = Staging(side, tile, config.tile_k, 0, 1, 1, vector)
-    units_k, units_s = probe.units
-    if side.k_fastest:
-        lanes_k = min(units_k, threads)
-        lanes_s = threads // lanes_k
-    else:
-        lanes_s = min(units_s, threads)
-        lanes_k = threads // lanes_s
-    if threads % (lanes_k * lanes_s) or units_k % lanes_k or units_s % lanes_s:
-        return None
-    slots = units_k * units_s // threads
-    if slots * threads != units_k * units_s:
-        return None
-    return Staging(side, tile, config.tile_k, slots, lanes_k, lanes_s, vector)
 
 
 def tensor_core_contraction(plan: KernelPlan, ctx: LoweringContext, name: str,
@@ -562,15 +542,8 @@ class TensorCoreKernel(TiledKernel):
                 "gt_q", 0, 4, zero, kind="unroll"), kind="unroll"), kind="unroll"),
         ]
         # gt_kt counts this block's TK steps; its slice of K starts at step ``first``.
-        first: k.Expr = e.c(0)
-        steps: k.Expr = e.c(self.k_tiles)
-        if self.split > 1:
-            body.append(k.Declare("gt_kt0", self.itype, e.mul(e.v("gt_slice"),
-                                                              self.slice_steps)))
-            left = k.BinOp("-", e.c(self.k_tiles), e.v("gt_kt0"), self.itype)
-            body.append(k.Declare("gt_kn", self.itype, k.Select(
-                e.lt(left, self.slice_steps), left, e.c(self.slice_steps), self.itype)))
-            first, steps = e.v("gt_kt0"), e.v("gt_kn")
+        first, slice_steps = self.k_slice(body)
+        steps = e.c(slice_steps) if isinstance(slice_steps, int) else slice_steps
         commit = k.WarpOp("cp_async_commit")
         # Prologue: the first stages - 1 steps in flight (a group per step, empty or not, so
         # that "all but stages - 2 groups done" always means "the next step's copies

@@ -3,7 +3,7 @@
 GPU tiled contractions (:class:`gingham.compiler.tiling_gpu.TileConfig`): work-group tile
 ``tile_m x tile_n`` stepping ``tile_k``, register tile ``reg_m x reg_n``, split-K, ``group_m``,
 ``pad``. Legal when the work-group fits (``max_work_group_size``), the double-buffered tiles fit
-local memory, and both operands stage evenly over the work-items (``_staging``).
+local memory, and both operands stage evenly over the work-items (``staging``).
 
 CPU tiled contractions (:class:`gingham.compiler.tiling_cpu.CpuTiling`): register block
 ``mr x nr`` (nr whole vectors; accumulators plus one B row plus a broadcast within the vector
@@ -20,7 +20,7 @@ import dataclasses
 import itertools
 
 from ..compiler.tiling_cpu import CpuTiling
-from ..compiler.tiling_gpu import TileConfig, _fits, _staging, choose_split
+from ..compiler.tiling_gpu import TileConfig, _fits, choose_split, staging
 from ..devices.base import DeviceInfo
 from .cost import CpuDims, cpu_register_efficiency, cpu_time, gpu_time
 from .device_model import DeviceModel
@@ -56,8 +56,8 @@ def gpu_legal(config: TileConfig, view, info: DeviceInfo, itemsize: int) -> bool
         return False
     if config.threads < 1 or not _fits(config, info, itemsize):
         return False
-    return (_staging(view.a, config.tile_m, config) is not None
-            and _staging(view.b, config.tile_n, config) is not None)
+    return (staging(view.a, config.tile_m, config) is not None
+            and staging(view.b, config.tile_n, config) is not None)
 
 
 def gpu_space(view, info: DeviceInfo, itemsize: int) -> list[TileConfig]:
