@@ -120,7 +120,7 @@ def normalize(bc: BoundContraction) -> NormalContraction:
     return nc
 
 
-def narrow(nc: NormalContraction) -> NormalContraction:
+def narrow(nc: NormalContraction, unit_coefficients: bool = False) -> NormalContraction:
     """The same contraction with each reduction variable that a guard pins to fewer values
     than its range replaced by the guarded expression itself.
 
@@ -137,6 +137,9 @@ def narrow(nc: NormalContraction) -> NormalContraction:
 
         D_I[o] = +(D_O[y] * F[o - y + 1]), y < H, guard 0 <= o - y + 1 < 3
         ->  D_I[o] = +(D_O[o + 1 - u] * F[u]), u < 3, guard 0 <= o + 1 - u < H
+
+    ``unit_coefficients``: narrow only variables with coefficient +-1 in the guard (no
+    integrality guard appears; the tiled GPU schedule wants that).
     """
     while True:
         best: tuple[str, Inequality] | None = None
@@ -146,6 +149,8 @@ def narrow(nc: NormalContraction) -> NormalContraction:
                 coeff = guard.poly.coeffs.get(var)
                 others = guard.poly.names() - {var}
                 if coeff is None or others & set(nc.red_vars) or not _integral(guard.poly):
+                    continue
+                if unit_coefficients and abs(coeff) != 1:
                     continue
                 if guard.upper >= hi - lo + 1:
                     continue

@@ -39,13 +39,13 @@ import math
 from dataclasses import dataclass
 
 from ..devices.base import DeviceInfo
-from ..tile.bounds import Inequality, integer_form, poly_interval
+from ..tile.bounds import integer_form
 from ..tile.ir import Poly
 from . import kernel_ir as k
 from .fusion import KernelPlan
 from .lower import (LoweringContext, _epilogue, _kernel, cell_coordinates, compute_type,
                     finalize, index_type, row_major_strides)
-from .normalize import NormalAccess, NormalContraction
+from .normalize import NormalAccess, NormalContraction, narrow
 
 #: Below this many multiply-adds the default schedule is as good (launch-bound either way).
 MIN_WORK = 4096
@@ -196,62 +196,10 @@ def narrow_reductions(nc: NormalContraction) -> NormalContraction:
     ``D_I[n, o1, ...] = +(D_O[n, y, ...] * F[o1 - y + 1, ...])``, y over all rows, guard
     ``0 <= o1 - y + 1 < 3``). With ``u = o1 - y + 1`` the reduction runs over u in [0, 3) and
     the old range of y becomes the guard ``0 <= o1 + 1 - u < H``: the same assignments, a
-    reduction 3 long instead of H. Only unit coefficients are changed (no division).
+    reduction 3 long instead of H. Only unit coefficients are changed (no division):
+    :func:`gingham.compiler.normalize.narrow` restricted to them.
     """
-    while True:
-        best = None
-        for var in nc.red_vars:
-            lo, hi = nc.red_ranges[var]
-            for guard in nc.guards:
-                coeff = guard.poly.coeffs.get(var)
-                others = guard.poly.names() - {var}
-                if coeff is None or abs(coeff) != 1 or others & set(nc.red_vars):
-                    continue
-                if _affine(guard.poly) is None or guard.upper >= hi - lo + 1:
-                    continue
-                if best is None or guard.upper < best[1].upper:
-                    best = (var, guard)
-        if best is None:
-            return nc
-        nc = _substitute_reduction(nc, *best)
-
-
-def _substitute_reduction(nc: NormalContraction, var: str, guard: Inequality
-                          ) -> NormalContraction:
-    coeff = guard.poly.coeffs[var]
-    new = f"{var}_n"
-    while new in nc.red_vars or new in nc.out_vars:
-        new += "_"
-    rest = Poly.of({n: c for n, c in guard.poly.terms if n != var}, guard.poly.const)
-    value = (Poly.var(new) - rest).scale(coeff)  # var = (u - rest) / coeff, coeff = +-1
-
-    def sub(poly: Poly) -> Poly:
-        c = poly.coeffs.get(var)
-        if c is None:
-            return poly
-        kept = Poly.of({n: x for n, x in poly.terms if n != var}, poly.const)
-        return kept + value.scale(c)
-
-    lo, hi = nc.red_ranges[var]
-    red_vars = tuple(new if v == var else v for v in nc.red_vars)
-    red_ranges = {(new if v == var else v): r for v, r in nc.red_ranges.items()}
-    red_ranges[new] = (0, guard.upper - 1)
-    operands = tuple(dataclasses.replace(a, index=tuple(sub(p) for p in a.index))
-                     for a in nc.operands)
-    guards = [Inequality(sub(q.poly), q.upper, q.origin) for q in nc.guards if q is not guard]
-    guards.append(Inequality(value - lo, hi - lo + 1, "reduction range"))
-    ranges = {o: (0, s - 1) for o, s in zip(nc.out_vars, nc.out_shape)}
-    ranges.update(red_ranges)
-    kept = tuple(q for q in guards if not _implied(q, ranges))
-    return dataclasses.replace(nc, red_vars=red_vars, red_ranges=red_ranges, operands=operands,
-                               guards=kept)
-
-
-def _implied(q: Inequality, ranges: dict) -> bool:
-    if _affine(q.poly) is None:
-        return False
-    low, high = poly_interval(q.poly, ranges)
-    return low >= 0 and high <= q.upper - 1
+    return narrow(nc, unit_coefficients=True)
 
 
 def gemm_view(nc: NormalContraction) -> GemmView | None:
