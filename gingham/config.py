@@ -12,8 +12,9 @@ environment variable      field
 ``GINGHAM_NUM_THREADS``   ``num_threads``: OpenMP threads of ``cpu`` kernels
 ``GINGHAM_CUDA_GRAPHS``   ``cuda_graphs``: replay CUDA executables as CUDA graphs (1/0)
 ``GINGHAM_COMPILE_JOBS``  ``compile_jobs``: native compilations run at once (default: cores)
-``GINGHAM_TUNE``          ``tune``: ``off`` (tuning database, else cost model) or ``on``
-                          (also search and store a schedule for every kernel it lacks)
+``GINGHAM_TUNE``          ``tune``: ``off`` (tuning database, else cost model), ``on``
+                          (also search and store a schedule for every kernel it lacks) or
+                          ``background`` (search them between the steps of a jitted function)
 ``GINGHAM_TUNE_BUDGET``   ``tune_budget``: seconds of measured search per kernel
 ``GINGHAM_TUNE_MEASURE``  ``tune_measure``: 1 measures the device model once (cached), 0 uses
                           estimates from the driver's description only
@@ -82,7 +83,10 @@ class Config:
     program as one translation unit.
     ``config_file``: where the user config file is read from and written to.
     ``tune``: ``off`` compiles with the tuning database's schedule or the cost model's choice;
-    ``on`` also runs a measured search for each tunable kernel the database lacks.
+    ``on`` also runs a measured search for each tunable kernel the database lacks, before
+    compiling it; ``background`` compiles at once and searches them between the steps of
+    ``gingham.jit`` functions, which switch to the refined program when it is ready
+    (:mod:`gingham.tune.background`).
     ``tune_budget``: seconds one kernel's measured search may take.
     ``tune_measure``: measure the device model by micro-benchmarks (once, cached on disk).
     """
@@ -104,7 +108,7 @@ class Config:
 # Fields the user config file may set (config_file itself is chosen by the environment only).
 _FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "cuda_graphs",
                 "compile_jobs", "tune", "tune_budget", "tune_measure")
-TUNE_MODES = ("off", "on")
+TUNE_MODES = ("off", "on", "background")
 
 
 def default_config_file() -> Path:

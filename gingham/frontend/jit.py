@@ -32,6 +32,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import GinghamError
+from ..tune import background as tune_background
+from ..tune.device_model import device_model
 from .amp import trace_key
 from .tensor import Tensor, _bound_graph
 
@@ -67,6 +69,7 @@ class _Compiled:
     n_outputs: int
     assigned: list[Tensor]  # leaves that receive the program's trailing outputs
     snapshot: list
+    refinement: Any = None  # GINGHAM_TUNE=background: the program's kernels being tuned
 
     def __post_init__(self) -> None:
         # Everything a replay looks up, looked up once: per leaf, the argument it comes from
@@ -145,9 +148,16 @@ def jit(fn: Callable | None = None):
             compiled = _trace(fn, args)
             cache[key] = compiled
             wrapper.traces += 1
-        return compiled.replay(flat_args)
+        result = compiled.replay(flat_args)
+        if compiled.refinement is not None:  # background tuning: between two steps
+            refined = compiled.refinement.after_step()
+            if refined is not None:
+                compiled.executable = refined
+                wrapper.refinements += 1
+        return result
 
     wrapper.traces = 0
+    wrapper.refinements = 0  # executables swapped for background-tuned ones
     return wrapper
 
 
@@ -188,7 +198,16 @@ def _trace(fn: Callable, args: tuple) -> _Compiled:
         raise GinghamError("the traced function computes nothing (no outputs, no updates)")
     leaves, _, bound = _bound_graph(targets, lambda t: t.is_leaf)
     device = get_device(targets[0].device)
-    exe = executable(bound, device)
+    refinement = None
+    if tune_background.enabled() and device.info.dialect is not None:
+        # Measure the device model now, on this thread: the worker must not measure it
+        # while steps run. Then collect what compiling queues for background tuning.
+        device_model(device)
+        with tune_background.refiner().collecting() as queued:
+            exe = executable(bound, device)
+        refinement = tune_background.ProgramRefinement(bound, device, queued.keys)
+    else:
+        exe = executable(bound, device)
     slots = {}
     placeholder_position = {id(p): i for i, p in enumerate(placeholders) if p is not None}
     for position, leaf in enumerate(leaves):
@@ -201,7 +220,7 @@ def _trace(fn: Callable, args: tuple) -> _Compiled:
         if not leaf._placeholder:
             leaf._backward_roots = []
     return _Compiled(exe, leaves, slots, out_structure, len(outputs),
-                     [t for t, _ in trace.assignments], _snapshot(fn, args))
+                     [t for t, _ in trace.assignments], _snapshot(fn, args), refinement)
 
 
 def _captured_device(fn: Callable) -> str | None:

@@ -16,7 +16,9 @@ For one tunable kernel plan (a tiled contraction on the CPU or a GPU dialect) th
 
 Compilation consults the database (:func:`tuned_config`, called from
 :mod:`gingham.compiler.schedule`): a hit gives the tuned schedule; a miss the cost model's
-choice, or, with ``GINGHAM_TUNE=on`` or inside :func:`tuning`, a search first.
+choice, or, with ``GINGHAM_TUNE=on`` or inside :func:`tuning`, a search first; with
+``GINGHAM_TUNE=background`` the cost model's choice now and a search while the program trains
+(:mod:`gingham.tune.background`).
 
     >>> with tuning(budget=5.0):                  # every tunable kernel compiled here is tuned
     ...     exe = compile_program(bound, device)
@@ -278,6 +280,12 @@ def tuned_config(plan, ctx, name: str, info: DeviceInfo):
     stats.misses += 1
     session = _active_session()
     if session is None:
+        if get_config().tune == "background":
+            device = _device_for(info)
+            if device is not None:  # searched while the program runs; the cost model's for now
+                from .background import refiner
+
+                refiner().submit(family, device, name, (kkey, dkey))
         return None
     device = _device_for(info)
     if device is None:
@@ -505,114 +513,170 @@ def _pick(family: _Family, ranked: list, default, count: int) -> list:
 def search_family(family: _Family, device: Device, name: str, budget: float,
                   progress: bool = True, candidates: int = CANDIDATES) -> SearchResult:
     """Measure the candidates of one kernel plan on ``device``; see the module docstring."""
-    started = time.perf_counter()
-    deadline = started + budget
-    stats.searches += 1
-    model = device_model(device)
-    default = family.default()
-    chosen = _pick(family, family.ranked(model), default, candidates)
-    bar = _Progress(name, len(chosen), progress)
-    harness = _Harness(device, family.ctx.bound)
-    measured: dict[Any, float] = {}
-    schedules: dict[Any, str] = {}
-    rejected: list[str] = []
-    reference: list[np.ndarray] | None = None
-    outputs: list[str] = []
-    dtype = str(family.ctx.dtype(family.plan.contraction.out))
-    tolerance = TOLERANCE.get(dtype, 1e-4)
+    search = Search(family, device, name, budget, progress, candidates)
+    search.deadline = search.started + budget  # compiling the candidates counts here
+    try:
+        search.build_first_round()
+        search.measure()
+        search.try_neighbours()
+    finally:
+        search.close()
+    return search.result()
 
-    runners: dict[Any, tuple] = {}  # config -> (run, repeats): kept to time the best again
 
-    def run_round(configs: list, first: bool) -> None:
-        nonlocal reference, outputs
-        ready: dict[Any, tuple] = {}
+class Search:
+    """One kernel's measured search, in phases that may run on different threads.
+
+    :func:`search_family` runs them back to back. Background refinement
+    (:mod:`gingham.tune.background`) builds the first round on a worker thread — compiling the
+    candidates is the expensive part and touches no device memory — and measures on the thread
+    that trains, between two steps, so that timings never overlap a step::
+
+        search = Search(family, device, "k3", budget=2.0, progress=False)
+        search.build_first_round()           # any thread: build and compile the candidates
+        search.measure()                     # the device's thread: check and time them
+        search.close(); result = search.result()
+    """
+
+    def __init__(self, family: _Family, device: Device, name: str, budget: float,
+                 progress: bool = True, candidates: int = CANDIDATES) -> None:
+        self.family, self.device, self.name = family, device, name
+        self.budget, self.candidates = budget, candidates
+        self.started = time.perf_counter()
+        self.deadline: float | None = None  # None: the budget starts when measuring does
+        self.default = family.default()
+        self.chosen = _pick(family, family.ranked(device_model(device)), self.default,
+                            candidates)
+        self.bar = _Progress(name, len(self.chosen), progress)
+        self.harness = _Harness(device, family.ctx.bound)
+        self.measured: dict[Any, float] = {}
+        self.schedules: dict[Any, str] = {}
+        self.rejected: list[str] = []
+        self.reference: list[np.ndarray] | None = None
+        self.outputs: list[str] = []
+        dtype = str(family.ctx.dtype(family.plan.contraction.out))
+        self.tolerance = TOLERANCE.get(dtype, 1e-4)
+        self.runners: dict[Any, tuple] = {}  # config -> (run, repeats): to time the best again
+        self._built: list[tuple] = []  # [(config, kernels)] of the round waiting to be measured
+        self._handles: dict[str, Any] = {}
+        stats.searches += 1
+
+    # -- building (no device memory touched) ------------------------------------------------
+
+    def build_first_round(self) -> None:
+        self._build(self.chosen)
+
+    def _build(self, configs: list) -> None:
         built = []
         for index, config in enumerate(configs):
-            kernels = family.build(config, f"{name}_t{len(measured) + len(rejected)}_{index}")
+            kernels = self.family.build(
+                config, f"{self.name}_t{len(self.measured) + len(self.rejected)}_{index}")
             if kernels is None:
-                rejected.append(f"{config}: the builder refused it")
+                self.rejected.append(f"{config}: the builder refused it")
                 stats.rejected += 1
-                bar.step(None)
+                self.bar.step(None)
                 continue
             built.append((config, kernels))
-        handles = _compile(device, [kk for _, kernels in built for kk in kernels])
-        for config, kernels in built:
-            # The first round is measured whole once built (its compile is the expensive part);
-            # a later round stops at the deadline.
-            if not first and time.perf_counter() > deadline:
-                bar.step(None)
+        self._handles = _compile(self.device, [kk for _, kernels in built for kk in kernels])
+        self._built = built
+
+    # -- measuring (on the device's thread) ---------------------------------------------------
+
+    def measure(self) -> None:
+        """Check and time the round built last (the first round is measured whole: its
+        compile was the expensive part; a later round stops at the deadline)."""
+        first = not self.measured
+        if self.deadline is None:
+            self.deadline = time.perf_counter() + self.budget
+        ready: dict[Any, tuple] = {}
+        for config, kernels in self._built:
+            if not first and time.perf_counter() > self.deadline:
+                self.bar.step(None)
                 continue
             try:
-                compiled = [handles[kk.name] for kk in kernels]
-                if any(h is None for h in compiled):
-                    raise RuntimeError("it did not compile")
-                prepared = harness.prepare(kernels)
-                launches = [
-                    (lambda h=h, kk=kk, args=args: device.launch(
-                        h, args, kk.launch.global_size, kk.launch.local_size,
-                        shared_bytes=getattr(kk.launch, "shared_bytes", 0)))
-                    for h, (kk, args) in zip(compiled, prepared)]
-                harness.reset()
-                for launch in launches:
-                    launch()
-                got = harness.read(_outputs(kernels))
-                if reference is None:  # the untuned schedule runs first: it is the reference
-                    reference, outputs = got, _outputs(kernels)
-                else:
-                    if _outputs(kernels) != outputs:
-                        raise RuntimeError(f"writes {_outputs(kernels)}, not {outputs}")
-                    error = _relative_error(got, reference)
-                    if not error <= tolerance:
-                        raise RuntimeError(f"wrong result (relative error {error:.2e} against "
-                                           "the untuned schedule)")
-
-                def run(launches=launches) -> None:
-                    for launch in launches:
-                        launch()
-
-                ready[config] = (run, _calibrate(device, run))
+                ready[config] = self._check(config, kernels)
             except Exception as exc:  # noqa: BLE001 - a broken candidate is dropped, not fatal
-                if config is default:
+                if config is self.default:
                     raise
-                rejected.append(f"{config}: {exc}")
+                self.rejected.append(f"{config}: {exc}")
                 stats.rejected += 1
-                debug_print(1, f"tune {name}: dropped {config}: {exc}")
-                bar.step(None)
+                debug_print(1, f"tune {self.name}: dropped {config}: {exc}")
+                self.bar.step(None)
                 continue
-            schedules[config] = kernels[0].schedule
+            self.schedules[config] = kernels[0].schedule
+        self._built, self._handles = [], {}
         if not ready:
             return
-        if measured:  # the best so far runs again beside the newcomers: a fair comparison
-            best = min(measured, key=measured.get)
-            if best in runners:
-                ready[best] = runners[best]
-        times = _time_interleaved(device, ready, None if first else deadline)
+        if self.measured:  # the best so far runs again beside the newcomers: a fair comparison
+            best = min(self.measured, key=self.measured.get)
+            if best in self.runners:
+                ready[best] = self.runners[best]
+        times = _time_interleaved(self.device, ready, None if first else self.deadline)
         for config, seconds in times.items():
-            if config not in measured:
+            if config not in self.measured:
                 stats.timed += 1
-                bar.step(seconds)
-            measured[config] = min(seconds, measured.get(config, math.inf))
-            runners[config] = ready[config]
+                self.bar.step(seconds)
+            self.measured[config] = min(seconds, self.measured.get(config, math.inf))
+            self.runners[config] = ready[config]
 
-    try:
-        run_round(chosen, first=True)
-        if time.perf_counter() < deadline and measured:
-            best = min(measured, key=measured.get)
-            extra = [c for c in family.neighbours(best) if c not in measured][:candidates]
-            if extra:
-                bar.grow(len(extra))
-                run_round(extra, first=False)
-    finally:
-        bar.close()
-        harness.free()
-    best = min(measured, key=measured.get)
-    result = SearchResult(name, family.name, schedules[best], best, measured[best], default,
-                          measured[default], len(measured) + len(rejected), rejected,
-                          time.perf_counter() - started)
-    debug_print(1, f"tune {name}: {result.speedup:.2f}x over the untuned schedule "
-                   f"({result.default_seconds * 1e3:.3f} -> {result.seconds * 1e3:.3f} ms), "
-                   f"{result.tried} tried, {len(rejected)} dropped")
-    return result
+    def _check(self, config, kernels: list) -> tuple:
+        """Run the candidate once against the reference; its (run, repeats) for timing."""
+        device, harness = self.device, self.harness
+        compiled = [self._handles.get(kk.name) for kk in kernels]
+        if any(h is None for h in compiled):
+            raise RuntimeError("it did not compile")
+        prepared = harness.prepare(kernels)
+        launches = [
+            (lambda h=h, kk=kk, args=args: device.launch(
+                h, args, kk.launch.global_size, kk.launch.local_size,
+                shared_bytes=getattr(kk.launch, "shared_bytes", 0)))
+            for h, (kk, args) in zip(compiled, prepared)]
+        harness.reset()
+        for launch in launches:
+            launch()
+        got = harness.read(_outputs(kernels))
+        if self.reference is None:  # the untuned schedule runs first: it is the reference
+            self.reference, self.outputs = got, _outputs(kernels)
+        else:
+            if _outputs(kernels) != self.outputs:
+                raise RuntimeError(f"writes {_outputs(kernels)}, not {self.outputs}")
+            error = _relative_error(got, self.reference)
+            if not error <= self.tolerance:
+                raise RuntimeError(f"wrong result (relative error {error:.2e} against "
+                                   "the untuned schedule)")
+
+        def run(launches=launches) -> None:
+            for launch in launches:
+                launch()
+
+        return run, _calibrate(device, run)
+
+    def try_neighbours(self) -> None:
+        """While the budget lasts: build and measure the neighbours of the fastest."""
+        if not self.measured or time.perf_counter() >= (self.deadline or math.inf):
+            return
+        best = min(self.measured, key=self.measured.get)
+        extra = [c for c in self.family.neighbours(best) if c not in self.measured]
+        extra = extra[:self.candidates]
+        if extra:
+            self.bar.grow(len(extra))
+            self._build(extra)
+            self.measure()
+
+    def close(self) -> None:
+        self.bar.close()
+        self.harness.free()
+
+    def result(self) -> SearchResult:
+        best = min(self.measured, key=self.measured.get)
+        result = SearchResult(self.name, self.family.name, self.schedules[best], best,
+                              self.measured[best], self.default, self.measured[self.default],
+                              len(self.measured) + len(self.rejected), self.rejected,
+                              time.perf_counter() - self.started)
+        debug_print(1, f"tune {self.name}: {result.speedup:.2f}x over the untuned schedule "
+                       f"({result.default_seconds * 1e3:.3f} -> {result.seconds * 1e3:.3f} ms), "
+                       f"{result.tried} tried, {len(self.rejected)} dropped")
+        return result
 
 
 def _compile(device: Device, kernels: list) -> dict[str, Any]:
@@ -638,4 +702,4 @@ def _compile(device: Device, kernels: list) -> dict[str, Any]:
 
 
 __all__ = ["tuning", "tuned_config", "search_family", "family_of", "SearchResult", "TuneStats",
-           "stats", "CANDIDATES"]
+           "stats", "CANDIDATES", "Search"]

@@ -1,0 +1,244 @@
+"""Refining kernels while a model trains: ``GINGHAM_TUNE=background``.
+
+With ``tune = "background"`` a program compiles at once with the cost model's schedules (as with
+``off``: the first step is not delayed), and every tunable kernel the tuning database lacks is
+queued here. Then, while a :func:`gingham.jit` function keeps being called:
+
+1. a worker thread builds the queued kernel's candidates (:class:`~gingham.tune.search.Search`:
+   compiling them is the expensive part, and touches no device memory);
+2. between two steps, the thread that trains checks and times the built candidates (so a timing
+   never overlaps a step, and a step waits for at most one kernel's timing) and stores the
+   fastest in the tuning database. The worker builds the next kernel only once that is done, so
+   compiling never overlaps timing either;
+3. when every kernel a jitted program queued is settled and at least one got a schedule other
+   than the cost model's, the worker compiles the program again (the database now answers for
+   every kernel; unchanged kernels come from the disk cache), and the next step runs the new
+   executable.
+
+The next process finds the schedules in the database: a program refined once is never tuned
+again. ``gingham tune`` does the same ahead of time, with the search's neighbour rounds too.
+
+    GINGHAM_TUNE=background python train.py     # trains at once, gets faster as it goes
+
+    >>> step = gingham.jit(train_step)           # in Python: the same through the config
+    >>> for images, labels in batches: step(images, labels)
+    >>> step.refinements                         # programs swapped for refined ones so far
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import queue
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from ..config import debug_print, get_config
+from ..devices.base import Device
+from .db import TuningDB
+
+
+@dataclass
+class _Job:
+    """One kernel waiting for (or done with) its background search."""
+
+    key: tuple[str, str]  # (kernel key, device key): the database's key
+    family: Any
+    device: Device
+    name: str
+    search: Any = None  # the Search, once its candidates are built
+    state: str = "queued"  # queued -> built -> done (or failed)
+    changed: bool = False  # the winner differs from the cost model's choice
+
+
+@dataclass
+class _Collector:
+    keys: list[tuple[str, str]] = field(default_factory=list)
+
+
+class Refiner:
+    """The process's background tuner: one worker thread, jobs keyed by database key."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: dict[tuple[str, str], _Job] = {}
+        self._queue: "queue.Queue[_Job | tuple]" = queue.Queue()
+        self._built: list[_Job] = []  # built, waiting to be measured between two steps
+        self._measured = threading.Event()  # the worker waits on it before the next build
+        self._measured.set()
+        self._thread: threading.Thread | None = None
+        self._local = threading.local()
+
+    # -- what compilation reports ----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def collecting(self) -> Iterator[_Collector]:
+        """Within the block, the keys of the kernels queued (or found already queued) by a
+        compilation on this thread are gathered: the jit watches them to know when its
+        program is settled."""
+        collector = _Collector()
+        previous = getattr(self._local, "collector", None)
+        self._local.collector = collector
+        try:
+            yield collector
+        finally:
+            self._local.collector = previous
+
+    def submit(self, family, device: Device, name: str, key: tuple[str, str]) -> None:
+        """Queue a kernel the database lacks (once per process: a kernel seen before, even one
+        whose search failed, is not queued again)."""
+        collector = getattr(self._local, "collector", None)
+        if collector is not None:
+            collector.keys.append(key)
+        with self._lock:
+            if key in self._jobs:
+                return
+            job = _Job(key, family, device, name)
+            self._jobs[key] = job
+        self._queue.put(job)
+        self._start()
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._work, name="gingham-tune",
+                                                daemon=True)
+                self._thread.start()
+
+    # -- the worker thread ------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        from .search import Search
+
+        while True:
+            item = self._queue.get()
+            if isinstance(item, tuple):  # (bound, device, future): compile a program again
+                self._recompile(*item)
+                continue
+            job = item
+            self._measured.wait()  # never compile while the training thread is timing
+            try:
+                budget = get_config().tune_budget
+                job.search = Search(job.family, job.device, job.name, budget, progress=False)
+                job.search.build_first_round()
+            except Exception as exc:  # noqa: BLE001 - a kernel that cannot be tuned keeps its
+                job.state = "failed"  # untuned schedule; training goes on
+                debug_print(1, f"background tuning of {job.name} failed: {exc}")
+                continue
+            with self._lock:
+                job.state = "built"
+                self._built.append(job)
+                self._measured.clear()
+
+    def _recompile(self, bound, device: Device, future: concurrent.futures.Future) -> None:
+        from ..compiler import compile_program
+
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(compile_program(bound, device))
+        except Exception as exc:  # noqa: BLE001 - reported to the thread that waits
+            future.set_exception(exc)
+
+    # -- the training thread ----------------------------------------------------------------------
+
+    def between_steps(self, device: Device) -> _Job | None:
+        """Measure one built kernel of ``device`` (if any) and store its winner; the job."""
+        with self._lock:
+            job = next((j for j in self._built if j.device is device), None)
+            if job is None:
+                return None
+            self._built.remove(job)
+        search = job.search
+        try:
+            search.measure()
+            search.close()
+            result = search.result()
+        except Exception as exc:  # noqa: BLE001 - the untuned schedule stays
+            job.state = "failed"
+            debug_print(1, f"background tuning of {job.name} failed: {exc}")
+        else:
+            TuningDB().put(*job.key, result.entry())
+            job.changed = result.config != result.default
+            job.state = "done"
+            debug_print(1, f"background tuning: {job.name} {result.speedup:.2f}x "
+                           f"({result.default_seconds * 1e3:.3f} -> {result.seconds * 1e3:.3f} ms)")
+        finally:
+            job.search = None  # its buffers are freed; the built kernels are not needed
+            with self._lock:
+                if not self._built:
+                    self._measured.set()
+        return job
+
+    def settled(self, keys: list[tuple[str, str]]) -> bool:
+        """Every kernel of ``keys`` searched (or given up on)."""
+        with self._lock:
+            return all(self._jobs[k].state in ("done", "failed") for k in keys if k in self._jobs)
+
+    def changed(self, keys: list[tuple[str, str]]) -> bool:
+        """Some kernel of ``keys`` got a schedule other than the cost model's."""
+        with self._lock:
+            return any(self._jobs[k].changed for k in keys if k in self._jobs)
+
+    def recompile(self, bound, device: Device) -> concurrent.futures.Future:
+        """Compile ``bound`` again on the worker thread; the future gives the executable."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._queue.put((bound, device, future))
+        self._start()
+        return future
+
+
+_refiner: Refiner | None = None
+_refiner_lock = threading.Lock()
+
+
+def refiner() -> Refiner:
+    """The process's :class:`Refiner` (made on first use)."""
+    global _refiner
+    with _refiner_lock:
+        if _refiner is None:
+            _refiner = Refiner()
+        return _refiner
+
+
+def enabled() -> bool:
+    return get_config().tune == "background"
+
+
+class ProgramRefinement:
+    """What one jitted program waits for: its queued kernels, then its recompilation.
+
+    :meth:`after_step` is called after each replay; it returns the refined executable once,
+    when there is one to swap in, else None.
+    """
+
+    def __init__(self, bound, device: Device, keys: list[tuple[str, str]]) -> None:
+        self.bound, self.device, self.keys = bound, device, keys
+        self.future: concurrent.futures.Future | None = None
+        self.finished = not keys
+
+    def after_step(self) -> Any:
+        if self.finished:
+            return None
+        tuner = refiner()
+        if self.future is None:
+            tuner.between_steps(self.device)
+            if not tuner.settled(self.keys):
+                return None
+            if not tuner.changed(self.keys):
+                self.finished = True  # the cost model's choices won: nothing to swap
+                return None
+            self.future = tuner.recompile(self.bound, self.device)
+            return None
+        if not self.future.done():
+            return None
+        self.finished = True
+        try:
+            return self.future.result()
+        except Exception as exc:  # noqa: BLE001 - keep training on the executable we have
+            debug_print(1, f"background tuning: recompiling the program failed: {exc}")
+            return None
+
+
+__all__ = ["Refiner", "refiner", "enabled", "ProgramRefinement"]
