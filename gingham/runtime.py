@@ -1,8 +1,8 @@
 """Runs a bound Tile program on a device: the one place that maps a device id to an executor.
 
 ``device=None`` means the configured default device; ``"reference"`` is the NumPy interpreter.
-Compiled executables are kept per (program signature, device) for the life of the process;
-their binaries are cached on disk by the device.
+Compiled executables are kept per (program signature, device), the most recently used
+:data:`MAX_EXECUTABLES` of them; their binaries are cached on disk by the device.
 """
 
 from __future__ import annotations
@@ -12,7 +12,11 @@ import numpy as np
 from .tile.interpreter import run as interpret
 from .tile.shapes import BoundProgram
 
-_executables: dict[tuple, object] = {}
+from .lru import LRU
+
+#: Executables kept in memory (each holds its device buffers); the least recently used go first.
+MAX_EXECUTABLES = 256
+_executables: LRU[tuple, object] = LRU(MAX_EXECUTABLES)
 
 
 def execute(bound: BoundProgram, arrays: list[np.ndarray], device: str | None) -> list[np.ndarray]:

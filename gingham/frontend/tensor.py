@@ -24,13 +24,15 @@ import numpy as np
 
 from .. import tile
 from ..errors import DeviceError, GinghamError
+from ..lru import LRU
 from ..tile import builder
 from ..tile import dtypes as dt
 from ..tile.shapes import ExprType, combine
 
 Scalar = Union[int, float, bool]
 _grad_enabled = [True]
-_functions: dict = {}  # Program -> tile.Function, so identical graphs compile once
+# Program -> tile.Function, so identical graphs compile once (the most recently used kept).
+_functions: LRU = LRU(512)
 
 
 class ShapeError(GinghamError, ValueError):

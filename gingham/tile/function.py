@@ -16,6 +16,7 @@ from typing import Sequence, Union
 import numpy as np
 
 from ..errors import TileError, TileShapeError
+from ..lru import LRU
 from . import dtypes as dt
 from .autodiff import GradientProgram, gradient_program
 from .ir import Program
@@ -23,6 +24,8 @@ from .parser import parse
 from .shapes import BoundProgram, bind
 
 ArrayLike = Union[np.ndarray, float, int]
+#: Bindings (argument signatures) and gradient programs kept per function, most recent first.
+MAX_BINDINGS = 64
 
 
 class Function:
@@ -30,8 +33,8 @@ class Function:
 
     def __init__(self, program: Program) -> None:
         self.program = program
-        self._bindings: dict[tuple, BoundProgram] = {}
-        self._gradients: dict[tuple, GradientProgram] = {}
+        self._bindings: LRU[tuple, BoundProgram] = LRU(MAX_BINDINGS)
+        self._gradients: LRU[tuple, GradientProgram] = LRU(MAX_BINDINGS)
 
     @property
     def source(self) -> str:
@@ -50,9 +53,10 @@ class Function:
         """Like :meth:`bind`, from shapes and dtypes alone (no arrays needed)."""
         dtypes = [dt.as_tile_dtype(d) for d in dtypes]
         key = (tuple(tuple(s) for s in shapes), tuple(dt.dtype_name(d) for d in dtypes))
-        if key not in self._bindings:
-            self._bindings[key] = bind(self.program, [tuple(s) for s in shapes], dtypes)
-        return self._bindings[key]
+        bound = self._bindings.get(key)
+        if bound is None:
+            bound = self._bindings[key] = bind(self.program, [tuple(s) for s in shapes], dtypes)
+        return bound
 
     # -- running ---------------------------------------------------------------------------------
     def __call__(self, *arrays: ArrayLike, device: str | None = None):
