@@ -151,8 +151,9 @@ class TcConfig:
     def __str__(self) -> str:
         split = f", split-K {self.split}" if self.split > 1 else ""
         bound = f", {self.min_blocks} blocks/SM" if self.min_blocks else ""
+        band = f", bands of {self.group_m}" if self.group_m != 8 else ""
         return (f"{self.tile_m}x{self.tile_n}x{self.tile_k} tile, {self.warps_m}x{self.warps_n} "
-                f"warps of {self.warp_m}x{self.warp_n}, {self.stages} stages{split}{bound}")
+                f"warps of {self.warp_m}x{self.warp_n}, {self.stages} stages{split}{bound}{band}")
 
 
 #: The candidates, largest first (shared memory 48, 36, 36 and 32 KiB). Measured on an H200
