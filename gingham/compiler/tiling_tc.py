@@ -156,14 +156,37 @@ class TcConfig:
                 f"warps of {self.warp_m}x{self.warp_n}, {self.stages} stages{split}{bound}{band}")
 
 
-#: The candidates, largest first (shared memory 48, 36, 36 and 32 KiB). Measured on an H200
-#: (tools/bench_tensor_cores.py --sweep --conv-sweep), first round: bf16 GEMM 8192 took
-#: 2.73-2.83 ms with 128x128 tiles of 3, 4 or 5 stages or TK 64, 3.1-3.4 ms with 128x256 or
-#: 256x128 tiles (8 warps); the CIFAR conv forward 0.061-0.066 ms with every 128x64 or 64x64
-#: variant. With the fragments pipelined: GEMM 2.63 ms (3 stages), 2.64-2.65 (4, 5 stages),
-#: 2.52 (TK 64, 96 KiB); conv 0.064 (3 or 4 stages), 0.065 (TK 64), 0.069 (4x2 warps of
-#: 32x32), 0.066 (64x64), 0.073 and 0.093 with registers capped for 4 (6) blocks.
+#: 32-bit registers of a multiprocessor (sm_80 / sm_90), and resident threads at most.
+REGISTERS_PER_UNIT = 65536
+THREADS_PER_UNIT = 2048
+#: Registers a thread needs beside its accumulators and fragments (addresses, loop state):
+#: what makes :func:`registers` match NVRTC's counts on the H200 (warp tiles of 64x64 took
+#: 242-255 registers, of 64x32 152-172).
+OTHER_REGISTERS = 60
+#: Cost of one TK step beyond its products (barrier, ring bookkeeping, pipeline bubble), in
+#: multiply-adds of each block tile cell: K step 64 beat 32 by ~5% on the H200 (2.48 against
+#: 2.60 ms with 128x128 tiles, 2.40 against 2.59 with 128x256), half the steps.
+STEP_COST = 8
+#: Warps a multiprocessor needs resident to hide the latency of the fragment loads, and how
+#: strongly fewer slow it down: 128x128x64 tiles with 4 stages (128 KiB: one block of 4 warps
+#: a multiprocessor) took 2.79 ms against 2.48 with 3 stages (two blocks): (8 / 4) ** 0.2.
+WARPS_TO_HIDE = 8
+LATENCY_EXPONENT = 0.2
+
+
+#: The candidates of the untuned choice, largest first (shared memory 144, 48, 36, 36 and 32
+#: KiB); the tuner (:mod:`gingham.tune.space`) searches a wider space. Measured on an H200
+#: (tools/bench_tensor_cores.py --sweep, 10 repeats, PyTorch's torch.mm 1.40-1.47 ms in the
+#: same run), bf16 GEMM 8192: 128x256x64 tiles of 2x4 warps, 3 stages 2.40 ms (0.59x; 255
+#: registers, one block a multiprocessor); 256x128x64 2.47; 128x128x64 2.48 (bands of 4 or 16
+#: rows instead of 8: 2.50, 2.49; 4 stages 2.79); 128x256x32 2.59 (4 stages 2.58); 256x128x32
+#: 2.63 (4 stages 2.59); 128x128x32 2.60 (4 stages 2.62); 128x128 of 2x4 warps (64x32, 152-172
+#: registers, two blocks a multiprocessor) 3.67 (K step 32), 2.79 (64), 2.83 (64, registers
+#: capped at 128 for two blocks: spills); 4x4 warps of 512 threads did not launch (registers).
+#: Earlier rounds: the CIFAR conv forward 0.061-0.066 ms with every 128x64 or 64x64 variant
+#: (128x64 of 4x2 warps 0.069; registers capped for 4 (6) blocks 0.073 (0.093)).
 CANDIDATES: tuple[TcConfig, ...] = (
+    TcConfig(128, 256, 2, 4, tile_k=64),
     TcConfig(128, 128, 2, 2),
     TcConfig(128, 64, 2, 2),
     TcConfig(64, 128, 2, 2),
@@ -171,10 +194,34 @@ CANDIDATES: tuple[TcConfig, ...] = (
 )
 
 
+def registers(config: TcConfig) -> int:
+    """32-bit registers a thread needs, about: its accumulators (a warp tile of floats over 32
+    lanes), its fragment sets (4 per m16, 2 per n8) and OTHER_REGISTERS; at most 255.
+
+        >>> registers(TcConfig(128, 128, 2, 2))   # warp tile 64x64: 128 + 2 * 32 + 60
+        252
+    """
+    fragments = FRAGMENT_SETS * (config.warp_m // 16 * 4 + config.warp_n // 8 * 2)
+    return min(255, config.warp_m * config.warp_n // 32 + fragments + OTHER_REGISTERS)
+
+
+def residency(config: TcConfig, info: DeviceInfo) -> int:
+    """Blocks of ``config`` resident on one multiprocessor at once (0: none fits): limited by
+    its registers (capped by ``min_blocks``), shared memory and threads."""
+    regs = registers(config)
+    if config.min_blocks:
+        regs = min(regs, REGISTERS_PER_UNIT // (config.threads * config.min_blocks))
+    shared = info.local_memory_bytes or SHARED_LIMIT
+    return min(REGISTERS_PER_UNIT // (config.threads * regs), shared // config.shared_bytes,
+               THREADS_PER_UNIT // config.threads)
+
+
 def fits(config: TcConfig, info: DeviceInfo) -> bool:
+    """Whether ``config`` is whole (:meth:`TcConfig.valid`) and a block of it fits the device:
+    threads, shared memory and registers (512 threads of 32x64 warp tiles do not launch)."""
     limit = info.local_memory_bytes or SHARED_LIMIT
     return (config.valid() and config.threads <= max(info.max_work_group_size, 1)
-            and config.shared_bytes <= limit)
+            and config.shared_bytes <= limit and residency(config, info) >= 1)
 
 
 def choose_split(config: TcConfig, view: GemmView, info: DeviceInfo) -> int:
@@ -191,12 +238,20 @@ def choose_split(config: TcConfig, view: GemmView, info: DeviceInfo) -> int:
 
 def config_cost(config: TcConfig, view: GemmView, info: DeviceInfo) -> float:
     """Relative time: block tiles per multiprocessor, one after another, each its area times
-    its K steps over the configuration's efficiency, plus the partial sums of a split K."""
+    its K steps over the configuration's efficiency plus STEP_COST per step, slower where too
+    few warps are resident to hide latency, plus the partial sums of a split K.
+
+        >>> config_cost(TcConfig(128, 256, 2, 4, tile_k=64), gemm_8192, h200) < \
+        ...     config_cost(TcConfig(128, 128, 2, 2), gemm_8192, h200)
+        True
+    """
     units = max(info.compute_units, 1)
     blocks = output_tiles(config, view) * config.split  # type: ignore[arg-type]
     steps = math.ceil(math.ceil(view.k / config.tile_k) / config.split)
-    cost = (math.ceil(blocks / units) * config.tile_m * config.tile_n * steps * config.tile_k
-            / config.efficiency())
+    per_step = config.tile_k / config.efficiency() + STEP_COST
+    warps = max(residency(config, info), 1) * config.threads // 32
+    hide = min(1.0, warps / WARPS_TO_HIDE) ** LATENCY_EXPONENT
+    cost = math.ceil(blocks / units) * config.tile_m * config.tile_n * steps * per_step / hide
     if config.split > 1:
         cost += PARTIAL_COST * config.split * view.m * view.n * view.batches / units
     return cost
