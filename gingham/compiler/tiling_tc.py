@@ -258,10 +258,11 @@ def config_cost(config: TcConfig, view: GemmView, info: DeviceInfo) -> float:
 
 
 def choose_config(view: GemmView, info: DeviceInfo) -> TcConfig | None:
-    """The cheapest fitting candidate by :func:`config_cost`, with K whole or split."""
+    """The cheapest candidate that can be built (:func:`buildable`) by :func:`config_cost`,
+    with K whole or split."""
     options = []
     for config in CANDIDATES:
-        if fits(config, info):
+        if buildable(config, view, info):
             options.append(config)
             split = choose_split(config, view, info)
             if split > 1:
@@ -269,6 +270,22 @@ def choose_config(view: GemmView, info: DeviceInfo) -> TcConfig | None:
     if not options:
         return None
     return min(options, key=lambda c: config_cost(c, view, info))
+
+
+def stagings(config: TcConfig, view: GemmView) -> tuple[Staging, Staging] | None:
+    """How a block of ``config`` stages A and B (16-byte copies where :func:`vector_copies`
+    allows), or None when its threads cannot share the copies evenly."""
+    stage_a = staging(view.a, config.tile_m, config,
+                      VECTOR if vector_copies(view.a, view) else 1)
+    stage_b = staging(view.b, config.tile_n, config,
+                      VECTOR if vector_copies(view.b, view) else 1)
+    return None if stage_a is None or stage_b is None else (stage_a, stage_b)
+
+
+def buildable(config: TcConfig, view: GemmView, info: DeviceInfo) -> bool:
+    """Whether the kernel of ``config`` can be built for ``view`` on this device: it fits
+    (:func:`fits`) and both operands stage evenly over its threads."""
+    return fits(config, info) and stagings(config, view) is not None
 
 
 # -- which contractions ----------------------------------------------------------------------------
@@ -317,16 +334,14 @@ def overlapping_reads(side: Side, view: GemmView) -> bool:
                if v in side.group and c)
 
 
-def tensor_core_contraction(plan: KernelPlan, ctx: LoweringContext, name: str,
-                            info: DeviceInfo, config: TcConfig | None = None
-                            ) -> list[k.Kernel] | None:
-    """Tensor-core kernels for a float16/bfloat16 sum of products on CUDA, or None.
+def tensor_core_view(plan: KernelPlan, ctx: LoweringContext, info: DeviceInfo
+                     ) -> tuple[GemmView, str] | None:
+    """(matrix-product view, operand type) of a plan for the tensor cores, or None: the device
+    is CUDA of compute capability >= 8.0, both operands are float16 or both bfloat16, the
+    result computes in float32 and the contraction is a matrix product (:func:`gemm_view`) of
+    at least MIN_WORK multiply-adds.
 
-    None unless the device is CUDA of compute capability >= 8.0, both operands are float16 or
-    both bfloat16, the result computes in float32, the contraction is a matrix product
-    (:func:`gemm_view`) of at least MIN_WORK multiply-adds and a candidate fits. Otherwise one
-    kernel, or with split-K two, that compute what lower_contraction computes (finalisation
-    and fused epilogue included), in launch order.
+        >>> view, operands = tensor_core_view(plan, ctx, h200)   # bf16 GEMM: (..., "bfloat16")
     """
     if (info.dialect != "cuda" or plan.kind != "contraction"
             or info.compute_capability < MIN_COMPUTE_CAPABILITY):
@@ -339,15 +354,32 @@ def tensor_core_contraction(plan: KernelPlan, ctx: LoweringContext, name: str,
     view = gemm_view(nc)
     if view is None or view.m * view.n * view.k * view.batches < MIN_WORK:
         return None
+    return view, operands
+
+
+def tensor_core_contraction(plan: KernelPlan, ctx: LoweringContext, name: str,
+                            info: DeviceInfo, config: TcConfig | None = None
+                            ) -> list[k.Kernel] | None:
+    """Tensor-core kernels for a float16/bfloat16 sum of products on CUDA, or None.
+
+    None unless the device is CUDA of compute capability >= 8.0, both operands are float16 or
+    both bfloat16, the result computes in float32, the contraction is a matrix product
+    (:func:`gemm_view`) of at least MIN_WORK multiply-adds (:func:`tensor_core_view`) and
+    ``config`` (default: :func:`choose_config`'s) can be built. Otherwise one kernel, or with
+    split-K two, that compute what lower_contraction computes (finalisation and fused
+    epilogue included), in launch order.
+    """
+    found = tensor_core_view(plan, ctx, info)
+    if found is None:
+        return None
+    view, operands = found
     config = config or choose_config(view, info)
     if config is None or not fits(config, info):
         return None
-    stage_a = staging(view.a, config.tile_m, config,
-                      VECTOR if vector_copies(view.a, view) else 1)
-    stage_b = staging(view.b, config.tile_n, config,
-                      VECTOR if vector_copies(view.b, view) else 1)
-    if stage_a is None or stage_b is None:
+    staged = stagings(config, view)
+    if staged is None:
         return None
+    stage_a, stage_b = staged
     k_tiles = math.ceil(view.k / config.tile_k)
     split = min(max(config.split, 1), k_tiles)
     split = math.ceil(k_tiles / math.ceil(k_tiles / split))  # no slice empty
