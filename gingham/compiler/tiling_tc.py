@@ -9,7 +9,7 @@ them. On CUDA devices of compute capability 8.0 or later it runs on the tensor c
 * a block of ``warps_m x warps_n`` warps computes a TM x TN tile of one batch entry, each warp
   a (TM / warps_m) x (TN / warps_n) tile as m16n8k16 ``mma.sync`` products with float32
   accumulators in registers;
-* per step of TK = 32 along K the block stages a TM x TK slice of A and a TK x TN slice of B
+* per step of TK (32 or 64) along K the block stages a TM x TK slice of A and a TK x TN slice of B
   in shared memory, each in the operand's own order (K-fastest, or tile-index-fastest: the
   gradients read their operands transposed); ``ldmatrix`` (``.trans`` for the second order)
   loads the warps' fragments from it. 16-byte chunks are XOR-swizzled inside each row, so
@@ -38,8 +38,13 @@ the CUDA dialect renders (inline PTX); the ring lives in dynamic shared memory (
 whose reads overlap from one K step to the next, are copied through L1 (``cp.async.ca``).
 Anything else falls back to the float32 tiled schedule.
 
+Big GEMMs take 128x256 tiles of 8 warps stepping 64 along K (a 144 KiB ring: one block a
+multiprocessor), the fastest of a sweep of 16 configurations on the H200 (2.40 ms against 2.60
+for the earlier 128x128x32 choice, bf16 GEMM 8192; see CANDIDATES). The tuner searches the
+wider space of :mod:`gingham.tune.space` (``gingham tune ops --dtype bf16``).
+
 Measured on an H200 (tools/bench_tensor_cores.py, against PyTorch 2.11 in the same run, two
-runs): bf16 GEMM 8192 2.62-2.63 ms = 0.54x cuBLAS (420 TFLOP/s; 2.68 ms with one fragment
+runs), before this round: bf16 GEMM 8192 2.62-2.63 ms = 0.54x cuBLAS (420 TFLOP/s; 2.68 ms with one fragment
 set; 2.76 ms = 0.51x before the fragments were pipelined; 2.52 ms = 0.57x with TK = 64, not
 a candidate yet: measured once), fp16 GEMM 4096 0.49x (0.46x before); the CIFAR conv layer
 forward 0.064 ms = 0.47-0.49x cuDNN channels-last (unchanged), forward + backward 0.197-0.201
@@ -387,7 +392,9 @@ def tensor_core_contraction(plan: KernelPlan, ctx: LoweringContext, name: str,
     if split == 1:
         return [TensorCoreKernel(plan, ctx, name, view, config, stage_a, stage_b, operands)
                 .build()]
-    scratch = k.Scratch(f"{name}_partials", "float32", split * math.prod(nc.out_shape))
+    assert plan.contraction is not None
+    scratch = k.Scratch(f"{name}_partials", "float32",
+                        split * math.prod(plan.contraction.out_shape))
     partial_ctx = LoweringContext(ctx.bound, ctx.aliases)  # its own parameters
     partials = TensorCoreKernel(plan, partial_ctx, f"{name}_partial", view, config, stage_a,
                                 stage_b, operands, scratch).build()
