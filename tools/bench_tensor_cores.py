@@ -33,20 +33,17 @@ from gingham.runtime import executable
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
-#: Configurations --sweep times on the bf16 GEMM 8192 besides the chosen one: deeper rings, K
-#: step 64 (dynamic shared memory above 48 KiB), 8-warp tiles of 128x256 / 256x128 (warp tiles
-#: 64x64) and 128x128 (warp tiles 64x32, fewer registers: two blocks a multiprocessor), band
-#: heights of the block order.
-SWEEP = (TcConfig(128, 128, 2, 2, stages=4), TcConfig(128, 128, 2, 2, tile_k=64),
-         TcConfig(128, 128, 2, 2, tile_k=64, stages=4),
-         TcConfig(128, 128, 2, 2, tile_k=64, group_m=16),
-         TcConfig(128, 128, 2, 2, tile_k=64, group_m=4),
-         TcConfig(128, 256, 2, 4), TcConfig(128, 256, 2, 4, stages=4),
-         TcConfig(128, 256, 2, 4, tile_k=64), TcConfig(256, 128, 4, 2),
-         TcConfig(256, 128, 4, 2, stages=4), TcConfig(256, 128, 4, 2, tile_k=64),
-         TcConfig(128, 128, 2, 4), TcConfig(128, 128, 2, 4, tile_k=64),
-         TcConfig(128, 128, 2, 4, tile_k=64, min_blocks=2),
-         TcConfig(128, 256, 4, 4), TcConfig(256, 128, 4, 4, tile_k=64))
+#: Configurations --sweep times on the bf16 GEMM 8192 besides the chosen one. First round:
+#: deeper rings, K step 64, 8-warp tiles of 128x256 / 256x128 (warp tiles 64x64) and 128x128
+#: (64x32), band heights (see tiling_tc.CANDIDATES for the times). Now: around the fastest,
+#: 128x256x64, two-stage rings of K step 128 (half the barriers again) and other depths.
+SWEEP = (TcConfig(256, 128, 4, 2, tile_k=64), TcConfig(128, 256, 2, 4, tile_k=128, stages=2),
+         TcConfig(256, 128, 4, 2, tile_k=128, stages=2),
+         TcConfig(128, 128, 2, 2, tile_k=128, stages=2),
+         TcConfig(128, 256, 2, 4, tile_k=64, stages=2),
+         TcConfig(128, 256, 2, 4, tile_k=64, stages=4))
+#: Configurations --sweep also times with tiling_tc.SPREAD_COPIES flipped.
+SPREAD_SWEEP = (TcConfig(128, 256, 2, 4, tile_k=64), TcConfig(128, 128, 2, 2, tile_k=64))
 #: Configurations --conv-sweep times on the CIFAR conv forward (None: L1 off for im2col reads).
 CONV_SWEEP = (TcConfig(128, 64, 2, 2, stages=4), TcConfig(128, 64, 4, 2),
               TcConfig(128, 64, 2, 2, tile_k=64))
@@ -283,14 +280,19 @@ def main() -> int:
     if args.conv_sweep:
         conv_sweep(device, args.repeats)
     chooser = tiling_tc.choose_config
-    for config in SWEEP if args.sweep else ():
+    spread = tiling_tc.SPREAD_COPIES
+    sweep = [(c, spread) for c in SWEEP] + [(c, not spread) for c in SPREAD_SWEEP]
+    for config, spreading in sweep if args.sweep else ():
         tiling_tc.choose_config = lambda view, info, c=config: c
+        tiling_tc.SPREAD_COPIES = spreading
+        print(f"sweep: {config}, SPREAD_COPIES = {spreading}", flush=True)
         try:
             bench_gemm(device, rows, 8192, BF16, args.repeats)
         except Exception as exc:  # noqa: BLE001 - report and go on
             print(f"GEMM 8192 with {config}: FAILED {type(exc).__name__}: {exc}"[:3000])
         finally:
             tiling_tc.choose_config = chooser
+            tiling_tc.SPREAD_COPIES = spread
     for size, dtype in ((8192, BF16), (4096, np.float16), (4096, np.float32)):
         if args.only == "conv":
             break

@@ -91,6 +91,10 @@ L1_FOR_OVERLAPPING_READS = True
 #: Fragment register sets: 2 loads the next k16 step's fragments while this step's products
 #: run (more registers); 1 loads them after the products.
 FRAGMENT_SETS = 2
+#: Issue each operand's copies of a TK step after a different k16 step's products (A after
+#: the first, B after the second), so that the tensor cores have products queued while the
+#: copies' addresses are computed; False: both at the start of the step, before any product.
+SPREAD_COPIES = False
 #: Split K into slices of at least this many TK steps.
 MIN_SLICE_K_TILES = 8
 #: Split K until there are about this many blocks per multiprocessor.
@@ -455,10 +459,12 @@ class TensorCoreKernel(TiledKernel):
         return min(self.layout(stage)[1] // VECTOR, VECTOR)
 
     # -- staging -----------------------------------------------------------------------------
-    def issue(self, k_tile: k.Expr, base: k.Expr) -> list[k.Stmt]:
-        """Start copying K tile ``k_tile`` of both operands into the ring buffer at ``base``."""
+    def issue(self, k_tile: k.Expr, base: k.Expr, stages: tuple[Staging, ...] | None = None
+              ) -> list[k.Stmt]:
+        """Start copying K tile ``k_tile`` of both operands (or of ``stages``) into the ring
+        buffer at ``base``."""
         stmts: list[k.Stmt] = []
-        for stage in self.stages:
+        for stage in self.stages if stages is None else stages:
             decode, accesses = self.slot_accesses(stage, k_tile)
             stmts += decode
             buffer = self.ctx.param(stage.side.access.tensor)
@@ -590,11 +596,22 @@ class TensorCoreKernel(TiledKernel):
             k.Declare("gt_wr", self.itype, k.Select(
                 k.BinOp("==", read, e.c(0), "bool"), e.c((stages - 1) * size),
                 k.BinOp("-", read, e.c(size), self.itype), self.itype)),
-            k.If(k.BinOp("<", ahead, steps, "bool"),
-                 k.block(*self.issue(e.add(first, ahead), e.v("gt_wr")))),
-            k.WarpOp("cp_async_commit"),
         ]
         k16_steps = self.cfg.tile_k // 16
+        # The copies of tile kt + STAGES - 1, one group per operand, each after the products
+        # of k16 step ``slot``; all of them (and the commit) before the last k16 step, whose
+        # wait counts this step's group as committed.
+        groups = [(0, self.stages)]
+        if SPREAD_COPIES:
+            groups = [(min(i, k16_steps - 2), (stage,)) for i, stage in enumerate(self.stages)]
+        copies: dict[int, list[k.Stmt]] = {}
+        for slot, group in groups:
+            copies.setdefault(slot, []).append(k.If(
+                k.BinOp("<", ahead, steps, "bool"),
+                k.block(*self.issue(e.add(first, ahead), e.v("gt_wr"), group))))
+        copies[max(copies)].append(k.WarpOp("cp_async_commit"))
+        if not SPREAD_COPIES:
+            stmts += copies.pop(0)
         two = FRAGMENT_SETS == 2
         for kk in range(k16_steps):
             half = kk % 2 if two else 0
@@ -607,6 +624,7 @@ class TensorCoreKernel(TiledKernel):
             # One set: the next fragments overwrite this step's, so they load after its
             # products (the barrier still comes before the last ones, as with two sets).
             stmts += loads + [self.products(half)] if two else [self.products(half)] + loads
+            stmts += copies.pop(kk, [])
         stmts.append(k.Assign("gt_rd", e.v("gt_nx")))
         return k.block(*stmts)
 

@@ -274,6 +274,28 @@ def test_one_fragment_set(device, monkeypatch):
         _close(got, expected, got.dtype, k_size, "one fragment set")
 
 
+@pytest.mark.parametrize("spread", [True, False])
+@pytest.mark.parametrize("device", [None] + CUDA, ids=["simulated"] + [d.id for d in CUDA])
+def test_copies_issued_between_products(device, spread, monkeypatch):
+    """Each operand's copies of a TK step issued after a different k16 step's products
+    (SPREAD_COPIES), or both before them: same results, K steps of 32, 64 and 128."""
+    if device is not None and device.info.compute_capability < 80:
+        pytest.skip(f"{device.id} has no tensor-core schedule")
+    monkeypatch.setattr(tiling_tc, "SPREAD_COPIES", spread)
+    for config in (TcConfig(128, 64, 2, 2), TcConfig(128, 256, 2, 4, tile_k=64),
+                   TcConfig(128, 128, 2, 2, tile_k=128, stages=2)):
+        monkeypatch.setattr(tiling_tc, "choose_config", lambda view, info, c=config: c)
+        for source, arrays, expected, k_size in _config_case(7)[:1]:
+            if device is None:
+                (got,), schedules = _simulate(tile.function(source), arrays)
+            else:
+                exe = executable(tile.function(source).bind(*arrays), device)
+                schedules = [launch.schedule for launch in exe.launches]
+                (got,) = exe(*arrays)
+            assert str(config) in schedules[0], schedules
+            _close(got, expected, got.dtype, k_size, f"{config}, spread {spread}")
+
+
 def test_staging_modes_and_split_in_schedules():
     """The cases above cover both operand orders, element staging and split-K."""
     text = " | ".join(s for case in CASES for s in
