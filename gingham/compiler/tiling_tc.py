@@ -43,6 +43,11 @@ multiprocessor), the fastest of a sweep of 16 configurations on the H200 (2.40 m
 for the earlier 128x128x32 choice, bf16 GEMM 8192; see CANDIDATES). The tuner searches the
 wider space of :mod:`gingham.tune.space` (``gingham tune ops --dtype bf16``).
 
+``gingham bench ops --device cuda:0 --only gemm --dtype bf16 --gemm-sizes 4096,8192
+--torch-compile off`` on the H200, against PyTorch 2.11 (cuBLAS) in the same run: GEMM 8192
+2.76 ms = 0.60x (2.94 ms = 0.55x with 128x128x32 tiles, the run before), GEMM 4096 0.365 ms =
+0.57x (0.393 ms = 0.52x).
+
 Measured on an H200 (tools/bench_tensor_cores.py, against PyTorch 2.11 in the same run, two
 runs), before this round: bf16 GEMM 8192 2.62-2.63 ms = 0.54x cuBLAS (420 TFLOP/s; 2.68 ms with one fragment
 set; 2.76 ms = 0.51x before the fragments were pipelined; 2.52 ms = 0.57x with TK = 64, not
@@ -94,6 +99,8 @@ FRAGMENT_SETS = 2
 #: Issue each operand's copies of a TK step after a different k16 step's products (A after
 #: the first, B after the second), so that the tensor cores have products queued while the
 #: copies' addresses are computed; False: both at the start of the step, before any product.
+#: Measured slower on the H200 (bf16 GEMM 8192, same run: 128x256x64 2.49 ms against 2.43;
+#: 128x128x64 2.56 against 2.48 in the run before), so off.
 SPREAD_COPIES = False
 #: Split K into slices of at least this many TK steps.
 MIN_SLICE_K_TILES = 8
@@ -192,6 +199,9 @@ LATENCY_EXPONENT = 0.2
 #: 2.63 (4 stages 2.59); 128x128x32 2.60 (4 stages 2.62); 128x128 of 2x4 warps (64x32, 152-172
 #: registers, two blocks a multiprocessor) 3.67 (K step 32), 2.79 (64), 2.83 (64, registers
 #: capped at 128 for two blocks: spills); 4x4 warps of 512 threads did not launch (registers).
+#: A second sweep (same tool): 128x256x64 2.43 ms (4 stages 2.43, 2 stages 2.75); two-stage
+#: rings of K step 128: 256x128 2.40, 128x256 2.41 (16 bytes spilled), 128x128 2.75: within
+#: the run-to-run spread of the default (2.40 and 2.43), so the default stays.
 #: Earlier rounds: the CIFAR conv forward 0.061-0.066 ms with every 128x64 or 64x64 variant
 #: (128x64 of 4x2 warps 0.069; registers capped for 4 (6) blocks 0.073 (0.093)).
 CANDIDATES: tuple[TcConfig, ...] = (
