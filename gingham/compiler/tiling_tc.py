@@ -39,9 +39,10 @@ whose reads overlap from one K step to the next, are copied through L1 (``cp.asy
 Anything else falls back to the float32 tiled schedule.
 
 Big GEMMs take 128x256 tiles of 8 warps stepping 64 along K (a 144 KiB ring: one block a
-multiprocessor), the fastest of a sweep of 16 configurations on the H200 (2.40 ms against 2.60
-for the earlier 128x128x32 choice, bf16 GEMM 8192; see CANDIDATES). The tuner searches the
-wider space of :mod:`gingham.tune.space` (``gingham tune ops --dtype bf16``).
+multiprocessor): bf16 GEMM 8192 2.40-2.43 ms on the H200 against 2.60 for the earlier
+128x128x32 choice, the fastest of a first sweep of 16 configurations and within the spread of
+the best of a second (see CANDIDATES). The tuner searches the wider space of
+:mod:`gingham.tune.space` (``gingham tune ops --dtype bf16``).
 
 ``gingham bench ops --device cuda:0 --only gemm --dtype bf16 --gemm-sizes 4096,8192
 --torch-compile off`` on the H200, against PyTorch 2.11 (cuBLAS) in the same run: GEMM 8192
@@ -49,9 +50,9 @@ wider space of :mod:`gingham.tune.space` (``gingham tune ops --dtype bf16``).
 0.57x (0.393 ms = 0.52x).
 
 Measured on an H200 (tools/bench_tensor_cores.py, against PyTorch 2.11 in the same run, two
-runs), before this round: bf16 GEMM 8192 2.62-2.63 ms = 0.54x cuBLAS (420 TFLOP/s; 2.68 ms with one fragment
-set; 2.76 ms = 0.51x before the fragments were pipelined; 2.52 ms = 0.57x with TK = 64, not
-a candidate yet: measured once), fp16 GEMM 4096 0.49x (0.46x before); the CIFAR conv layer
+runs), before this round: bf16 GEMM 8192 2.62-2.63 ms = 0.54x cuBLAS (420 TFLOP/s; 2.68 ms
+with one fragment set; 2.76 ms = 0.51x before the fragments were pipelined; 2.52 ms = 0.57x
+with TK = 64), fp16 GEMM 4096 0.49x (0.46x before); the CIFAR conv layer
 forward 0.064 ms = 0.47-0.49x cuDNN channels-last (unchanged), forward + backward 0.197-0.201
 ms, 0.64-1.25x (cuDNN's own time moved between the runs, 0.125 and 0.251 ms).
 
