@@ -33,9 +33,17 @@ from gingham.runtime import executable
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
-#: Configurations --sweep times on the bf16 GEMM 8192 besides the chosen one.
-SWEEP = (TcConfig(128, 128, 2, 2, stages=4), TcConfig(128, 128, 2, 2, stages=5),
-         TcConfig(128, 128, 2, 2, tile_k=64))
+#: Configurations --sweep times on the bf16 GEMM 8192 besides the chosen one. First round:
+#: deeper rings, K step 64, 8-warp tiles of 128x256 / 256x128 (warp tiles 64x64) and 128x128
+#: (64x32), band heights (see tiling_tc.CANDIDATES for the times). Now: around the fastest,
+#: 128x256x64, two-stage rings of K step 128 (half the barriers again) and other depths.
+SWEEP = (TcConfig(256, 128, 4, 2, tile_k=64), TcConfig(128, 256, 2, 4, tile_k=128, stages=2),
+         TcConfig(256, 128, 4, 2, tile_k=128, stages=2),
+         TcConfig(128, 128, 2, 2, tile_k=128, stages=2),
+         TcConfig(128, 256, 2, 4, tile_k=64, stages=2),
+         TcConfig(128, 256, 2, 4, tile_k=64, stages=4))
+#: Configurations --sweep also times with tiling_tc.SPREAD_COPIES flipped.
+SPREAD_SWEEP = (TcConfig(128, 256, 2, 4, tile_k=64), TcConfig(128, 128, 2, 2, tile_k=64))
 #: Configurations --conv-sweep times on the CIFAR conv forward (None: L1 off for im2col reads).
 CONV_SWEEP = (TcConfig(128, 64, 2, 2, stages=4), TcConfig(128, 64, 4, 2),
               TcConfig(128, 64, 2, 2, tile_k=64))
@@ -137,8 +145,23 @@ class GinghamRun:
             def one(launch=launch, args=args):
                 self.device.launch(launch.kernel, args, launch.global_size, launch.local_size,
                                    shared_bytes=launch.shared_bytes)
-            rows.append((launch.name, event_time(one, repeats), launch.schedule))
+            rows.append((launch.name, event_time(one, repeats),
+                         f"[{registers(launch.kernel)}] {launch.schedule}"))
         return rows
+
+
+def registers(kernel) -> str:
+    """Registers a thread and local-memory (spill) bytes of a compiled CUDA kernel."""
+    try:
+        from cuda.bindings import driver
+
+        attr = driver.CUfunction_attribute
+        regs = driver.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_NUM_REGS, kernel.handle)[1]
+        local = driver.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+                                          kernel.handle)[1]
+        return f"{regs} regs, {local} B local"
+    except Exception as exc:  # noqa: BLE001 - a measuring tool: say why, go on
+        return f"registers unknown: {exc}"[:80]
 
 
 def rel_error(got: np.ndarray, expected: np.ndarray) -> float:
@@ -154,7 +177,7 @@ def report(rows: list, name: str, flops: float, t_gingham: float, t_torch: dict,
           f"torch {torch_text} ({flops / best_torch / 1e12:.1f} TFLOP/s); "
           f"ratio {best_torch / t_gingham:.2f}x; rel error {error:.1e}", flush=True)
     for kernel, seconds, schedule in kernels:
-        print(f"    {kernel:18s} {seconds * 1e3:8.3f} ms  {schedule[:160]}", flush=True)
+        print(f"    {kernel:18s} {seconds * 1e3:8.3f} ms  {schedule[:330]}", flush=True)
     rows.append({"name": name, "gingham_s": t_gingham, "torch_s": t_torch,
                  "ratio": best_torch / t_gingham, "rel_error": error,
                  "tflops": flops / t_gingham / 1e12,
@@ -257,14 +280,19 @@ def main() -> int:
     if args.conv_sweep:
         conv_sweep(device, args.repeats)
     chooser = tiling_tc.choose_config
-    for config in SWEEP if args.sweep else ():
+    spread = tiling_tc.SPREAD_COPIES
+    sweep = [(c, spread) for c in SWEEP] + [(c, not spread) for c in SPREAD_SWEEP]
+    for config, spreading in sweep if args.sweep else ():
         tiling_tc.choose_config = lambda view, info, c=config: c
+        tiling_tc.SPREAD_COPIES = spreading
+        print(f"sweep: {config}, SPREAD_COPIES = {spreading}", flush=True)
         try:
             bench_gemm(device, rows, 8192, BF16, args.repeats)
         except Exception as exc:  # noqa: BLE001 - report and go on
             print(f"GEMM 8192 with {config}: FAILED {type(exc).__name__}: {exc}"[:3000])
         finally:
             tiling_tc.choose_config = chooser
+            tiling_tc.SPREAD_COPIES = spread
     for size, dtype in ((8192, BF16), (4096, np.float16), (4096, np.float32)):
         if args.only == "conv":
             break

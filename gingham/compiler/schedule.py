@@ -22,8 +22,8 @@ from .fusion import KernelPlan
 from .lower import LoweringContext, lower_plan, lower_streaming
 from .reduction import split_reduction
 from .tiling_cpu import tiled_contraction_cpu
-from .tiling_gpu import tiled_contraction
-from .tiling_tc import tensor_core_contraction
+from .tiling_gpu import TileConfig, tiled_contraction
+from .tiling_tc import TcConfig, tensor_core_contraction
 
 
 def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
@@ -38,12 +38,15 @@ def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
             return [kernel]
     # Every work-group device gets the staged GPU schedule: it is also 14x faster than one
     # work-item per cell on PoCL (GEMM 512: 18.6 ms against 257 ms, measured here).
+    tuned = tuned_config(plan, ctx, name, info) if info.dialect in ("opencl", "cuda") else None
     if info.dialect == "cuda":  # float16 / bfloat16 products on the tensor cores
-        kernels = tensor_core_contraction(plan, ctx, name, info)
+        kernels = tensor_core_contraction(
+            plan, ctx, name, info, tuned if isinstance(tuned, TcConfig) else None)
         if kernels is not None:
             return kernels
     if info.dialect in ("opencl", "cuda"):
-        kernels = tiled_contraction(plan, ctx, name, info, tuned_config(plan, ctx, name, info))
+        kernels = tiled_contraction(plan, ctx, name, info,
+                                    tuned if isinstance(tuned, TileConfig) else None)
         if kernels is not None:
             return kernels
         kernels = split_reduction(plan, ctx, name, info)

@@ -9,7 +9,7 @@ them. On CUDA devices of compute capability 8.0 or later it runs on the tensor c
 * a block of ``warps_m x warps_n`` warps computes a TM x TN tile of one batch entry, each warp
   a (TM / warps_m) x (TN / warps_n) tile as m16n8k16 ``mma.sync`` products with float32
   accumulators in registers;
-* per step of TK = 32 along K the block stages a TM x TK slice of A and a TK x TN slice of B
+* per step of TK (32 or 64) along K the block stages a TM x TK slice of A and a TK x TN slice of B
   in shared memory, each in the operand's own order (K-fastest, or tile-index-fastest: the
   gradients read their operands transposed); ``ldmatrix`` (``.trans`` for the second order)
   loads the warps' fragments from it. 16-byte chunks are XOR-swizzled inside each row, so
@@ -38,10 +38,21 @@ the CUDA dialect renders (inline PTX); the ring lives in dynamic shared memory (
 whose reads overlap from one K step to the next, are copied through L1 (``cp.async.ca``).
 Anything else falls back to the float32 tiled schedule.
 
+Big GEMMs take 128x256 tiles of 8 warps stepping 64 along K (a 144 KiB ring: one block a
+multiprocessor): bf16 GEMM 8192 2.40-2.43 ms on the H200 against 2.60 for the earlier
+128x128x32 choice, the fastest of a first sweep of 16 configurations and within the spread of
+the best of a second (see CANDIDATES). The tuner searches the wider space of
+:mod:`gingham.tune.space` (``gingham tune ops --dtype bf16``).
+
+``gingham bench ops --device cuda:0 --only gemm --dtype bf16 --gemm-sizes 4096,8192
+--torch-compile off`` on the H200, against PyTorch 2.11 (cuBLAS) in the same run: GEMM 8192
+2.76 ms = 0.60x (2.94 ms = 0.55x with 128x128x32 tiles, the run before), GEMM 4096 0.365 ms =
+0.57x (0.393 ms = 0.52x).
+
 Measured on an H200 (tools/bench_tensor_cores.py, against PyTorch 2.11 in the same run, two
-runs): bf16 GEMM 8192 2.62-2.63 ms = 0.54x cuBLAS (420 TFLOP/s; 2.68 ms with one fragment
-set; 2.76 ms = 0.51x before the fragments were pipelined; 2.52 ms = 0.57x with TK = 64, not
-a candidate yet: measured once), fp16 GEMM 4096 0.49x (0.46x before); the CIFAR conv layer
+runs), before this round: bf16 GEMM 8192 2.62-2.63 ms = 0.54x cuBLAS (420 TFLOP/s; 2.68 ms
+with one fragment set; 2.76 ms = 0.51x before the fragments were pipelined; 2.52 ms = 0.57x
+with TK = 64), fp16 GEMM 4096 0.49x (0.46x before); the CIFAR conv layer
 forward 0.064 ms = 0.47-0.49x cuDNN channels-last (unchanged), forward + backward 0.197-0.201
 ms, 0.64-1.25x (cuDNN's own time moved between the runs, 0.125 and 0.251 ms).
 
@@ -86,6 +97,12 @@ L1_FOR_OVERLAPPING_READS = True
 #: Fragment register sets: 2 loads the next k16 step's fragments while this step's products
 #: run (more registers); 1 loads them after the products.
 FRAGMENT_SETS = 2
+#: Issue each operand's copies of a TK step after a different k16 step's products (A after
+#: the first, B after the second), so that the tensor cores have products queued while the
+#: copies' addresses are computed; False: both at the start of the step, before any product.
+#: Measured slower on the H200 (bf16 GEMM 8192, same run: 128x256x64 2.49 ms against 2.43;
+#: 128x128x64 2.56 against 2.48 in the run before), so off.
+SPREAD_COPIES = False
 #: Split K into slices of at least this many TK steps.
 MIN_SLICE_K_TILES = 8
 #: Split K until there are about this many blocks per multiprocessor.
@@ -151,18 +168,45 @@ class TcConfig:
     def __str__(self) -> str:
         split = f", split-K {self.split}" if self.split > 1 else ""
         bound = f", {self.min_blocks} blocks/SM" if self.min_blocks else ""
+        band = f", bands of {self.group_m}" if self.group_m != 8 else ""
         return (f"{self.tile_m}x{self.tile_n}x{self.tile_k} tile, {self.warps_m}x{self.warps_n} "
-                f"warps of {self.warp_m}x{self.warp_n}, {self.stages} stages{split}{bound}")
+                f"warps of {self.warp_m}x{self.warp_n}, {self.stages} stages{split}{bound}{band}")
 
 
-#: The candidates, largest first (shared memory 48, 36, 36 and 32 KiB). Measured on an H200
-#: (tools/bench_tensor_cores.py --sweep --conv-sweep), first round: bf16 GEMM 8192 took
-#: 2.73-2.83 ms with 128x128 tiles of 3, 4 or 5 stages or TK 64, 3.1-3.4 ms with 128x256 or
-#: 256x128 tiles (8 warps); the CIFAR conv forward 0.061-0.066 ms with every 128x64 or 64x64
-#: variant. With the fragments pipelined: GEMM 2.63 ms (3 stages), 2.64-2.65 (4, 5 stages),
-#: 2.52 (TK 64, 96 KiB); conv 0.064 (3 or 4 stages), 0.065 (TK 64), 0.069 (4x2 warps of
-#: 32x32), 0.066 (64x64), 0.073 and 0.093 with registers capped for 4 (6) blocks.
+#: 32-bit registers of a multiprocessor (sm_80 / sm_90), and resident threads at most.
+REGISTERS_PER_UNIT = 65536
+THREADS_PER_UNIT = 2048
+#: Registers a thread needs beside its accumulators and fragments (addresses, loop state):
+#: what makes :func:`registers` match NVRTC's counts on the H200 (warp tiles of 64x64 took
+#: 242-255 registers, of 64x32 152-172).
+OTHER_REGISTERS = 60
+#: Cost of one TK step beyond its products (barrier, ring bookkeeping, pipeline bubble), in
+#: multiply-adds of each block tile cell: K step 64 beat 32 by ~5% on the H200 (2.48 against
+#: 2.60 ms with 128x128 tiles, 2.40 against 2.59 with 128x256), half the steps.
+STEP_COST = 8
+#: Warps a multiprocessor needs resident to hide the latency of the fragment loads, and how
+#: strongly fewer slow it down: 128x128x64 tiles with 4 stages (128 KiB: one block of 4 warps
+#: a multiprocessor) took 2.79 ms against 2.48 with 3 stages (two blocks): (8 / 4) ** 0.2.
+WARPS_TO_HIDE = 8
+LATENCY_EXPONENT = 0.2
+
+
+#: The candidates of the untuned choice, largest first (shared memory 144, 48, 36, 36 and 32
+#: KiB); the tuner (:mod:`gingham.tune.space`) searches a wider space. Measured on an H200
+#: (tools/bench_tensor_cores.py --sweep, 10 repeats, PyTorch's torch.mm 1.40-1.47 ms in the
+#: same run), bf16 GEMM 8192: 128x256x64 tiles of 2x4 warps, 3 stages 2.40 ms (0.59x; 255
+#: registers, one block a multiprocessor); 256x128x64 2.47; 128x128x64 2.48 (bands of 4 or 16
+#: rows instead of 8: 2.50, 2.49; 4 stages 2.79); 128x256x32 2.59 (4 stages 2.58); 256x128x32
+#: 2.63 (4 stages 2.59); 128x128x32 2.60 (4 stages 2.62); 128x128 of 2x4 warps (64x32, 152-172
+#: registers, two blocks a multiprocessor) 3.67 (K step 32), 2.79 (64), 2.83 (64, registers
+#: capped at 128 for two blocks: spills); 4x4 warps of 512 threads did not launch (registers).
+#: A second sweep (same tool): 128x256x64 2.43 ms (4 stages 2.43, 2 stages 2.75); two-stage
+#: rings of K step 128: 256x128 2.40, 128x256 2.41 (16 bytes spilled), 128x128 2.75: within
+#: the run-to-run spread of the default (2.40 and 2.43), so the default stays.
+#: Earlier rounds: the CIFAR conv forward 0.061-0.066 ms with every 128x64 or 64x64 variant
+#: (128x64 of 4x2 warps 0.069; registers capped for 4 (6) blocks 0.073 (0.093)).
 CANDIDATES: tuple[TcConfig, ...] = (
+    TcConfig(128, 256, 2, 4, tile_k=64),
     TcConfig(128, 128, 2, 2),
     TcConfig(128, 64, 2, 2),
     TcConfig(64, 128, 2, 2),
@@ -170,10 +214,34 @@ CANDIDATES: tuple[TcConfig, ...] = (
 )
 
 
+def registers(config: TcConfig) -> int:
+    """32-bit registers a thread needs, about: its accumulators (a warp tile of floats over 32
+    lanes), its fragment sets (4 per m16, 2 per n8) and OTHER_REGISTERS; at most 255.
+
+        >>> registers(TcConfig(128, 128, 2, 2))   # warp tile 64x64: 128 + 2 * 32 + 60
+        252
+    """
+    fragments = FRAGMENT_SETS * (config.warp_m // 16 * 4 + config.warp_n // 8 * 2)
+    return min(255, config.warp_m * config.warp_n // 32 + fragments + OTHER_REGISTERS)
+
+
+def residency(config: TcConfig, info: DeviceInfo) -> int:
+    """Blocks of ``config`` resident on one multiprocessor at once (0: none fits): limited by
+    its registers (capped by ``min_blocks``), shared memory and threads."""
+    regs = registers(config)
+    if config.min_blocks:
+        regs = min(regs, REGISTERS_PER_UNIT // (config.threads * config.min_blocks))
+    shared = info.local_memory_bytes or SHARED_LIMIT
+    return min(REGISTERS_PER_UNIT // (config.threads * regs), shared // config.shared_bytes,
+               THREADS_PER_UNIT // config.threads)
+
+
 def fits(config: TcConfig, info: DeviceInfo) -> bool:
+    """Whether ``config`` is whole (:meth:`TcConfig.valid`) and a block of it fits the device:
+    threads, shared memory and registers (512 threads of 32x64 warp tiles do not launch)."""
     limit = info.local_memory_bytes or SHARED_LIMIT
     return (config.valid() and config.threads <= max(info.max_work_group_size, 1)
-            and config.shared_bytes <= limit)
+            and config.shared_bytes <= limit and residency(config, info) >= 1)
 
 
 def choose_split(config: TcConfig, view: GemmView, info: DeviceInfo) -> int:
@@ -190,22 +258,31 @@ def choose_split(config: TcConfig, view: GemmView, info: DeviceInfo) -> int:
 
 def config_cost(config: TcConfig, view: GemmView, info: DeviceInfo) -> float:
     """Relative time: block tiles per multiprocessor, one after another, each its area times
-    its K steps over the configuration's efficiency, plus the partial sums of a split K."""
+    its K steps over the configuration's efficiency plus STEP_COST per step, slower where too
+    few warps are resident to hide latency, plus the partial sums of a split K.
+
+        >>> config_cost(TcConfig(128, 256, 2, 4, tile_k=64), gemm_8192, h200) < \
+        ...     config_cost(TcConfig(128, 128, 2, 2), gemm_8192, h200)
+        True
+    """
     units = max(info.compute_units, 1)
     blocks = output_tiles(config, view) * config.split  # type: ignore[arg-type]
     steps = math.ceil(math.ceil(view.k / config.tile_k) / config.split)
-    cost = (math.ceil(blocks / units) * config.tile_m * config.tile_n * steps * config.tile_k
-            / config.efficiency())
+    per_step = config.tile_k / config.efficiency() + STEP_COST
+    warps = max(residency(config, info), 1) * config.threads // 32
+    hide = min(1.0, warps / WARPS_TO_HIDE) ** LATENCY_EXPONENT
+    cost = math.ceil(blocks / units) * config.tile_m * config.tile_n * steps * per_step / hide
     if config.split > 1:
         cost += PARTIAL_COST * config.split * view.m * view.n * view.batches / units
     return cost
 
 
 def choose_config(view: GemmView, info: DeviceInfo) -> TcConfig | None:
-    """The cheapest fitting candidate by :func:`config_cost`, with K whole or split."""
+    """The cheapest candidate that can be built (:func:`buildable`) by :func:`config_cost`,
+    with K whole or split."""
     options = []
     for config in CANDIDATES:
-        if fits(config, info):
+        if buildable(config, view, info):
             options.append(config)
             split = choose_split(config, view, info)
             if split > 1:
@@ -213,6 +290,22 @@ def choose_config(view: GemmView, info: DeviceInfo) -> TcConfig | None:
     if not options:
         return None
     return min(options, key=lambda c: config_cost(c, view, info))
+
+
+def stagings(config: TcConfig, view: GemmView) -> tuple[Staging, Staging] | None:
+    """How a block of ``config`` stages A and B (16-byte copies where :func:`vector_copies`
+    allows), or None when its threads cannot share the copies evenly."""
+    stage_a = staging(view.a, config.tile_m, config,
+                      VECTOR if vector_copies(view.a, view) else 1)
+    stage_b = staging(view.b, config.tile_n, config,
+                      VECTOR if vector_copies(view.b, view) else 1)
+    return None if stage_a is None or stage_b is None else (stage_a, stage_b)
+
+
+def buildable(config: TcConfig, view: GemmView, info: DeviceInfo) -> bool:
+    """Whether the kernel of ``config`` can be built for ``view`` on this device: it fits
+    (:func:`fits`) and both operands stage evenly over its threads."""
+    return fits(config, info) and stagings(config, view) is not None
 
 
 # -- which contractions ----------------------------------------------------------------------------
@@ -261,16 +354,14 @@ def overlapping_reads(side: Side, view: GemmView) -> bool:
                if v in side.group and c)
 
 
-def tensor_core_contraction(plan: KernelPlan, ctx: LoweringContext, name: str,
-                            info: DeviceInfo, config: TcConfig | None = None
-                            ) -> list[k.Kernel] | None:
-    """Tensor-core kernels for a float16/bfloat16 sum of products on CUDA, or None.
+def tensor_core_view(plan: KernelPlan, ctx: LoweringContext, info: DeviceInfo
+                     ) -> tuple[GemmView, str] | None:
+    """(matrix-product view, operand type) of a plan for the tensor cores, or None: the device
+    is CUDA of compute capability >= 8.0, both operands are float16 or both bfloat16, the
+    result computes in float32 and the contraction is a matrix product (:func:`gemm_view`) of
+    at least MIN_WORK multiply-adds.
 
-    None unless the device is CUDA of compute capability >= 8.0, both operands are float16 or
-    both bfloat16, the result computes in float32, the contraction is a matrix product
-    (:func:`gemm_view`) of at least MIN_WORK multiply-adds and a candidate fits. Otherwise one
-    kernel, or with split-K two, that compute what lower_contraction computes (finalisation
-    and fused epilogue included), in launch order.
+        >>> view, operands = tensor_core_view(plan, ctx, h200)   # bf16 GEMM: (..., "bfloat16")
     """
     if (info.dialect != "cuda" or plan.kind != "contraction"
             or info.compute_capability < MIN_COMPUTE_CAPABILITY):
@@ -283,15 +374,32 @@ def tensor_core_contraction(plan: KernelPlan, ctx: LoweringContext, name: str,
     view = gemm_view(nc)
     if view is None or view.m * view.n * view.k * view.batches < MIN_WORK:
         return None
+    return view, operands
+
+
+def tensor_core_contraction(plan: KernelPlan, ctx: LoweringContext, name: str,
+                            info: DeviceInfo, config: TcConfig | None = None
+                            ) -> list[k.Kernel] | None:
+    """Tensor-core kernels for a float16/bfloat16 sum of products on CUDA, or None.
+
+    None unless the device is CUDA of compute capability >= 8.0, both operands are float16 or
+    both bfloat16, the result computes in float32, the contraction is a matrix product
+    (:func:`gemm_view`) of at least MIN_WORK multiply-adds (:func:`tensor_core_view`) and
+    ``config`` (default: :func:`choose_config`'s) can be built. Otherwise one kernel, or with
+    split-K two, that compute what lower_contraction computes (finalisation and fused
+    epilogue included), in launch order.
+    """
+    found = tensor_core_view(plan, ctx, info)
+    if found is None:
+        return None
+    view, operands = found
     config = config or choose_config(view, info)
     if config is None or not fits(config, info):
         return None
-    stage_a = staging(view.a, config.tile_m, config,
-                      VECTOR if vector_copies(view.a, view) else 1)
-    stage_b = staging(view.b, config.tile_n, config,
-                      VECTOR if vector_copies(view.b, view) else 1)
-    if stage_a is None or stage_b is None:
+    staged = stagings(config, view)
+    if staged is None:
         return None
+    stage_a, stage_b = staged
     k_tiles = math.ceil(view.k / config.tile_k)
     split = min(max(config.split, 1), k_tiles)
     split = math.ceil(k_tiles / math.ceil(k_tiles / split))  # no slice empty
@@ -299,7 +407,9 @@ def tensor_core_contraction(plan: KernelPlan, ctx: LoweringContext, name: str,
     if split == 1:
         return [TensorCoreKernel(plan, ctx, name, view, config, stage_a, stage_b, operands)
                 .build()]
-    scratch = k.Scratch(f"{name}_partials", "float32", split * math.prod(nc.out_shape))
+    assert plan.contraction is not None
+    scratch = k.Scratch(f"{name}_partials", "float32",
+                        split * math.prod(plan.contraction.out_shape))
     partial_ctx = LoweringContext(ctx.bound, ctx.aliases)  # its own parameters
     partials = TensorCoreKernel(plan, partial_ctx, f"{name}_partial", view, config, stage_a,
                                 stage_b, operands, scratch).build()
@@ -360,10 +470,12 @@ class TensorCoreKernel(TiledKernel):
         return min(self.layout(stage)[1] // VECTOR, VECTOR)
 
     # -- staging -----------------------------------------------------------------------------
-    def issue(self, k_tile: k.Expr, base: k.Expr) -> list[k.Stmt]:
-        """Start copying K tile ``k_tile`` of both operands into the ring buffer at ``base``."""
+    def issue(self, k_tile: k.Expr, base: k.Expr, stages: tuple[Staging, ...] | None = None
+              ) -> list[k.Stmt]:
+        """Start copying K tile ``k_tile`` of both operands (or of ``stages``) into the ring
+        buffer at ``base``."""
         stmts: list[k.Stmt] = []
-        for stage in self.stages:
+        for stage in self.stages if stages is None else stages:
             decode, accesses = self.slot_accesses(stage, k_tile)
             stmts += decode
             buffer = self.ctx.param(stage.side.access.tensor)
@@ -495,11 +607,22 @@ class TensorCoreKernel(TiledKernel):
             k.Declare("gt_wr", self.itype, k.Select(
                 k.BinOp("==", read, e.c(0), "bool"), e.c((stages - 1) * size),
                 k.BinOp("-", read, e.c(size), self.itype), self.itype)),
-            k.If(k.BinOp("<", ahead, steps, "bool"),
-                 k.block(*self.issue(e.add(first, ahead), e.v("gt_wr")))),
-            k.WarpOp("cp_async_commit"),
         ]
         k16_steps = self.cfg.tile_k // 16
+        # The copies of tile kt + STAGES - 1, one group per operand, each after the products
+        # of k16 step ``slot``; all of them (and the commit) before the last k16 step, whose
+        # wait counts this step's group as committed.
+        groups = [(0, self.stages)]
+        if SPREAD_COPIES:
+            groups = [(min(i, k16_steps - 2), (stage,)) for i, stage in enumerate(self.stages)]
+        copies: dict[int, list[k.Stmt]] = {}
+        for slot, group in groups:
+            copies.setdefault(slot, []).append(k.If(
+                k.BinOp("<", ahead, steps, "bool"),
+                k.block(*self.issue(e.add(first, ahead), e.v("gt_wr"), group))))
+        copies[max(copies)].append(k.WarpOp("cp_async_commit"))
+        if not SPREAD_COPIES:
+            stmts += copies.pop(0)
         two = FRAGMENT_SETS == 2
         for kk in range(k16_steps):
             half = kk % 2 if two else 0
@@ -512,6 +635,7 @@ class TensorCoreKernel(TiledKernel):
             # One set: the next fragments overwrite this step's, so they load after its
             # products (the barrier still comes before the last ones, as with two sets).
             stmts += loads + [self.products(half)] if two else [self.products(half)] + loads
+            stmts += copies.pop(kk, [])
         stmts.append(k.Assign("gt_rd", e.v("gt_nx")))
         return k.block(*stmts)
 

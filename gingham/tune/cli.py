@@ -1,6 +1,7 @@
 """``gingham tune``: measure the best schedules of a benchmark's kernels and store them.
 
     $ gingham tune ops --device cuda:0 --budget 5          # the kernels of `gingham bench ops`
+    $ gingham tune ops --device cuda:0 --only gemm --dtype bf16 --gemm-sizes 4096,8192
     $ gingham tune model resnet9 --device cuda:0            # one training step's kernels
     $ gingham tune model story --device cpu --batch 4
 
@@ -20,6 +21,8 @@ from typing import Callable
 
 import numpy as np
 
+from ..bench.cli import _dtypes, _sizes
+from ..tile.dtypes import DTYPES
 from .search import CANDIDATES, SearchResult, stats, tuning
 
 
@@ -46,6 +49,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="the sizes of `gingham bench ops --quick` (conv batch 32)")
     ops.add_argument("--only", metavar="NAME,...", default="gemm,conv",
                      help="gemm, conv (default both; the elementwise op has nothing to tune)")
+    ops.add_argument("--dtype", metavar="DTYPE,...", type=_dtypes, default=("float32",),
+                     help="element types, as `gingham bench ops --dtype`: fp32 (default), fp16, "
+                          "bf16 (tensor cores on CUDA) or all")
+    ops.add_argument("--gemm-sizes", metavar="N,...", type=_sizes,
+                     help="GEMM sizes (M = N = K) instead of the benchmark's")
     ops.add_argument("--scale", type=_positive_float, default=1.0, help=argparse.SUPPRESS)
     ops.set_defaults(func=ops_command)
 
@@ -68,44 +76,53 @@ def _positive_float(text: str) -> float:
 # -- what gets tuned -------------------------------------------------------------------------------
 
 
-def ops_programs(device, quick: bool = False, only=("gemm", "conv"), scale: float = 1.0
+def ops_programs(device, quick: bool = False, only=("gemm", "conv"), scale: float = 1.0,
+                 dtypes: tuple[str, ...] = ("float32",), gemm_sizes=None
                  ) -> list[tuple[str, object, list]]:
     """(label, bound program, arrays) of the `gingham bench ops` programs, same shapes and
-    dtypes as the benchmark builds them (so their kernels share keys and binaries)."""
+    dtypes as the benchmark builds them (so their kernels share keys and binaries).
+
+        >>> ops_programs(get_device("cuda:0"), only=("gemm",), dtypes=("bfloat16",),
+        ...              gemm_sizes=(8192,))[0][0]
+        'gemm 8192 bfloat16'
+    """
     from .. import tile
     from ..bench import ops
 
-    sizes = ops.Sizes.for_device(device.info.kind, quick, scale)
+    sizes = ops.Sizes.for_device(device.info.kind, quick, scale, gemm_sizes)
     rng = np.random.default_rng(0)
 
-    def normal(*shape):
-        return rng.standard_normal(shape, dtype=np.float32)
+    def normal(dtype, *shape):
+        return rng.standard_normal(shape, dtype=np.float32).astype(DTYPES[dtype])
 
     programs = []
-    if "gemm" in only:
-        for n in sizes.gemm:
-            a, b = normal(n, n), normal(n, n)
-            programs.append((f"gemm {n}", tile.function(ops.GEMM).bind(a, b), [a, b]))
-    if "conv" in only:
-        batch, size, ch, k = sizes.conv_batch, ops.CONV_IMAGE, ops.CONV_CHANNELS, ops.CONV_KERNEL
-        x, f, d = normal(batch, size, size, ch), normal(k, k, ch, ch), normal(batch, size, size,
-                                                                                ch)
-        fn = tile.function(ops.CONV)
-        programs.append((f"conv3x3.forward N{batch}", fn.bind(x, f), [x, f]))
-        gradient = fn._gradient(fn.bind(x, f))
-        programs.append((f"conv3x3.backward N{batch}", gradient.function.bind(x, f, d),
-                         [x, f, d]))
+    for dtype in dtypes:
+        if "gemm" in only:
+            for n in sizes.gemm_sizes(dtype):
+                a, b = normal(dtype, n, n), normal(dtype, n, n)
+                programs.append((f"gemm {n} {dtype}", tile.function(ops.GEMM).bind(a, b),
+                                 [a, b]))
+        if "conv" in only:
+            batch, size = sizes.layer_batch(dtype), ops.CONV_IMAGE
+            ch, k = ops.CONV_CHANNELS, ops.CONV_KERNEL
+            x, f = normal(dtype, batch, size, size, ch), normal(dtype, k, k, ch, ch)
+            d = normal(dtype, batch, size, size, ch)
+            fn = tile.function(ops.CONV)
+            programs.append((f"conv3x3.forward N{batch} {dtype}", fn.bind(x, f), [x, f]))
+            gradient = fn._gradient(fn.bind(x, f))
+            programs.append((f"conv3x3.backward N{batch} {dtype}",
+                             gradient.function.bind(x, f, d), [x, f, d]))
     return programs
 
 
 def tune_ops(device, budget: float | None = None, quick: bool = False, only=("gemm", "conv"),
-             scale: float = 1.0, candidates: int = CANDIDATES, progress: bool = True
-             ) -> list[SearchResult]:
+             scale: float = 1.0, candidates: int = CANDIDATES, progress: bool = True,
+             dtypes: tuple[str, ...] = ("float32",), gemm_sizes=None) -> list[SearchResult]:
     """Tune and compile the bench ops programs on ``device``; the searches that ran."""
     from ..runtime import executable
 
     with tuning(budget, progress, candidates) as session:
-        for label, bound, _ in ops_programs(device, quick, only, scale):
+        for label, bound, _ in ops_programs(device, quick, only, scale, dtypes, gemm_sizes):
             if progress:
                 print(f"tune: {label}", file=sys.stderr, flush=True)
             executable(bound, device)
@@ -159,7 +176,7 @@ def ops_command(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     before = device.stats.snapshot()
     results = tune_ops(device, args.budget, args.quick, only, args.scale, args.candidates,
-                       not args.quiet)
+                       not args.quiet, args.dtype, args.gemm_sizes)
     _report(results, device, time.perf_counter() - start, device.stats - before)
     return 0
 
@@ -184,8 +201,8 @@ def _report(results: list[SearchResult], device, elapsed: float, moved) -> None:
              "schedule"]]
     for r in results:
         rows.append([r.name, r.family, f"{r.default_seconds * 1e3:.3f}", f"{r.seconds * 1e3:.3f}",
-                     f"{r.speedup:.2f}x", str(r.tried), str(len(r.rejected)), str(r.config)
-                     if r.family == "gpu-tiled" else r.config.describe()])
+                     f"{r.speedup:.2f}x", str(r.tried), str(len(r.rejected)),
+                     r.config.describe() if r.family == "cpu-tiled" else str(r.config)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())

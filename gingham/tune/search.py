@@ -1,6 +1,7 @@
 """Measured search: compile and time the best candidates of a kernel, keep the fastest.
 
-For one tunable kernel plan (a tiled contraction on the CPU or a GPU dialect) the search
+For one tunable kernel plan (a tiled contraction on the CPU or a GPU dialect, or a bf16 / fp16
+contraction on CUDA's tensor cores) the search
 
 1. ranks the legal configurations by the cost model (:mod:`gingham.tune.space`) and picks
    :data:`CANDIDATES` of them, at most two of each shape class (so that K near-duplicates do not
@@ -184,6 +185,51 @@ class _GpuFamily(_Family):
         return TileConfig(**data)
 
 
+class _TcFamily(_Family):
+    """Tensor-core contractions (bf16 / fp16 on CUDA, :mod:`gingham.compiler.tiling_tc`)."""
+
+    name = "gpu-tensor-core"
+
+    def __init__(self, plan, ctx, info, view) -> None:
+        super().__init__(plan, ctx, info)
+        self.view = view
+
+    def ranked(self, model):
+        from .space import rank_tc
+
+        return rank_tc(self.view, self.info)  # the schedule's own relative cost
+
+    def default(self):
+        from ..compiler import tiling_tc
+
+        return tiling_tc.choose_config(self.view, self.info)
+
+    def build(self, config, name):
+        from ..compiler.lower import LoweringContext
+        from ..compiler.tiling_tc import tensor_core_contraction
+
+        ctx = LoweringContext(self.ctx.bound, self.ctx.aliases)
+        return tensor_core_contraction(self.plan, ctx, name, self.info, config)
+
+    def legal(self, config):
+        from .space import tc_legal
+
+        return tc_legal(config, self.view, self.info)
+
+    def neighbours(self, config):
+        from .space import tc_neighbours
+
+        return tc_neighbours(config, self.view, self.info)
+
+    def shape_class(self, config):
+        return (config.tile_m, config.tile_n, config.warps_m, config.warps_n)
+
+    def from_dict(self, data):
+        from ..compiler.tiling_tc import TcConfig
+
+        return TcConfig(**data)
+
+
 class _CpuFamily(_Family):
     name = "cpu-tiled"
 
@@ -245,6 +291,15 @@ def family_of(plan, ctx, info: DeviceInfo) -> _Family | None:
 
         found = gemm_dims(plan, ctx)
         return None if found is None else _CpuFamily(plan, ctx, info, found[1])
+    if info.dialect == "cuda":  # float16 / bfloat16 products run on the tensor cores
+        from ..compiler import tiling_tc
+
+        found = tiling_tc.tensor_core_view(plan, ctx, info)
+        if found is not None:
+            default = tiling_tc.choose_config(found[0], info)
+            # None: no configuration builds, and the plan falls back to the tiled family.
+            if default is not None:
+                return _TcFamily(plan, ctx, info, found[0])
     if info.dialect in ("opencl", "cuda"):
         from ..compiler.tiling_gpu import tiled_view
 

@@ -5,12 +5,19 @@ GPU tiled contractions (:class:`gingham.compiler.tiling_gpu.TileConfig`): work-g
 ``pad``. Legal when the work-group fits (``max_work_group_size``), the double-buffered tiles fit
 local memory, and both operands stage evenly over the work-items (``staging``).
 
+Tensor-core contractions (:class:`gingham.compiler.tiling_tc.TcConfig`, bf16 / fp16 on CUDA):
+block tile ``tile_m x tile_n`` of ``warps_m x warps_n`` warps (warp tiles of 32 to 64 a side),
+K step, ring depth, split-K; neighbours vary the band height, the depth and a register cap.
+Legal when it can be built (:func:`gingham.compiler.tiling_tc.buildable`: whole warp tiles,
+shared memory, registers, even staging); ranked by the schedule's own relative cost.
+
 CPU tiled contractions (:class:`gingham.compiler.tiling_cpu.CpuTiling`): register block
 ``mr x nr`` (nr whole vectors; accumulators plus one B row plus a broadcast within the vector
 registers), K block ``kc``, tile ``mt x nt`` (whole register blocks; the packed buffers on the
 stack of an OpenMP thread within :data:`CPU_STACK_BYTES`).
 
     >>> ranked = rank_gpu(view, info, 4, model)      # [(seconds, TileConfig)], best first
+    >>> ranked = rank_tc(view, info)                 # [(relative cost, TcConfig)], best first
     >>> ranked = rank_cpu(CpuDims(1024, 1024, 1024, 1024, 1), model)
 """
 
@@ -19,7 +26,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
+from ..compiler import tiling_tc
 from ..compiler.tiling_cpu import CpuTiling
+from ..compiler.tiling_tc import TcConfig
 from ..compiler.tiling_gpu import TileConfig, _fits, choose_split, staging
 from ..devices.base import DeviceInfo
 from .cost import CpuDims, cpu_register_efficiency, cpu_time, gpu_time
@@ -122,6 +131,82 @@ def gpu_neighbours(config: TileConfig, view, info: DeviceInfo, itemsize: int
     return [c for c in out if gpu_legal(c, view, info, itemsize)]
 
 
+# -- tensor cores ----------------------------------------------------------------------------------
+
+TC_TILES = (64, 128, 256)
+#: Warp tiles of 32 or 64 rows and columns: 64x64 is the most work per fragment that fits the
+#: registers (252 of 255), smaller ones let more blocks share a multiprocessor.
+TC_WARP_TILES = (32, 64)
+TC_TILE_K = (32, 64)
+TC_STAGES = (3, 4)
+#: What the measured search varies around its best: band heights, ring depths (the cost model
+#: sees neither), a register cap for two blocks a multiprocessor.
+TC_GROUP_M = (4, 8, 16)
+TC_STAGE_NEIGHBOURS = (2, 3, 4, 5)
+#: K steps tried around the best; 128 fits only a two-stage ring of the big tiles, which
+#: measured as fast as 128x256x64 of 3 stages on the H200 (bf16 GEMM 8192: 2.40-2.41 ms).
+TC_TILE_K_NEIGHBOURS = (32, 64, 128)
+
+
+def tc_legal(config: TcConfig, view, info: DeviceInfo) -> bool:
+    """Whether the tensor-core kernel of ``config`` can be built for ``view`` on this device."""
+    return tiling_tc.buildable(config, view, info)
+
+
+def tc_space(view, info: DeviceInfo) -> list[TcConfig]:
+    """Legal tensor-core configurations (band 8, no register cap), each with K whole and split
+    as :func:`tiling_tc.choose_split` suggests: a few dozen on an H200."""
+    configs = []
+    for tm, tn, wm_tile, wn_tile, tk, stages in itertools.product(
+            TC_TILES, TC_TILES, TC_WARP_TILES, TC_WARP_TILES, TC_TILE_K, TC_STAGES):
+        if tm % wm_tile or tn % wn_tile:
+            continue
+        config = TcConfig(tm, tn, tm // wm_tile, tn // wn_tile, tile_k=tk, stages=stages)
+        if not tc_legal(config, view, info):
+            continue
+        configs.append(config)
+        split = tiling_tc.choose_split(config, view, info)
+        if split > 1:
+            configs.append(dataclasses.replace(config, split=split))
+    return configs
+
+
+def rank_tc(view, info: DeviceInfo) -> list[tuple[float, TcConfig]]:
+    """Every legal tensor-core configuration with its relative cost
+    (:func:`tiling_tc.config_cost`), cheapest first; ties: larger tiles, then shallower
+    rings (less shared memory), for a deterministic order."""
+    ranked = [(tiling_tc.config_cost(c, view, info), c) for c in tc_space(view, info)]
+    ranked.sort(key=lambda pair: (pair[0], -pair[1].tile_m * pair[1].tile_n, pair[1].stages,
+                                  str(pair[1])))
+    return ranked
+
+
+def tc_neighbours(config: TcConfig, view, info: DeviceInfo) -> list[TcConfig]:
+    """Variations the cost model cannot rank near ``config``: band height, ring depth, the
+    other K steps (two stages where a deeper ring does not fit), a register cap for one more
+    block a multiprocessor, split-K halved or doubled."""
+    out = [dataclasses.replace(config, group_m=g) for g in TC_GROUP_M if g != config.group_m]
+    out += [dataclasses.replace(config, stages=s) for s in TC_STAGE_NEIGHBOURS
+            if s != config.stages]
+    for tk in TC_TILE_K_NEIGHBOURS:
+        if tk != config.tile_k:
+            other = dataclasses.replace(config, tile_k=tk)
+            # A longer step that does not fit at this depth may fit with two stages.
+            out.append(other if tc_legal(other, view, info)
+                       else dataclasses.replace(other, stages=2))
+    blocks = tiling_tc.residency(config, info) + 1
+    cap = tiling_tc.REGISTERS_PER_UNIT // (config.threads * blocks)
+    if not config.min_blocks and cap >= tiling_tc.registers(config) - tiling_tc.OTHER_REGISTERS:
+        # Only where accumulators and fragments still fit: a tighter cap spills (128 registers
+        # for 64x32 warp tiles measured slower on the H200).
+        out.append(dataclasses.replace(config, min_blocks=blocks))
+    k_tiles = -(-view.k // config.tile_k)
+    for split in (config.split // 2, config.split * 2):
+        if 1 <= split <= k_tiles and split != config.split:
+            out.append(dataclasses.replace(config, split=split))
+    return [c for c in out if tc_legal(c, view, info)]
+
+
 # -- CPU -------------------------------------------------------------------------------------------
 
 
@@ -183,5 +268,6 @@ def rank_cpu(dims: CpuDims, model: DeviceModel) -> tuple[tuple[float, CpuTiling]
     return _cpu_ranked[key]
 
 
-__all__ = ["gpu_space", "gpu_legal", "rank_gpu", "gpu_neighbours", "cpu_space", "cpu_legal",
-           "rank_cpu", "cpu_register_shapes"]
+__all__ = ["gpu_space", "gpu_legal", "rank_gpu", "gpu_neighbours", "tc_space", "tc_legal",
+           "rank_tc", "tc_neighbours", "cpu_space", "cpu_legal", "rank_cpu",
+           "cpu_register_shapes"]

@@ -15,6 +15,7 @@ Three ways in:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import ml_dtypes
@@ -35,6 +36,9 @@ from gingham.devices import list_devices
 from gingham.devices.base import DeviceInfo
 from gingham.runtime import executable
 from gingham.tile.dtypes import DTYPES
+from gingham.tune import search
+from gingham.tune.db import TuningDB
+from gingham.tune.keys import device_key, kernel_key
 
 from simt import Simulator  # tests/compiler/simt.py (the test directory is on sys.path)
 
@@ -168,12 +172,16 @@ def test_cuda_device_gets_tensor_cores_for_both_types(device):
         _close(c, _f32(a) @ _f32(b), dtype, 256)
 
 
-#: Every candidate, and other depths and shapes the benchmark tries.
+#: Every candidate, and other depths and shapes the benchmark and the tuner try: 8 warps of
+#: 64x64 in either orientation, one- and two-warp blocks, a 2-stage ring, other bands.
 CONFIGS = tiling_tc.CANDIDATES + (TcConfig(128, 128, 2, 2, stages=4),
                                   TcConfig(128, 128, 2, 2, stages=5), TcConfig(128, 256, 2, 4),
                                   TcConfig(128, 128, 2, 2, tile_k=64),
                                   TcConfig(128, 64, 4, 2, stages=3),
-                                  TcConfig(128, 64, 2, 2, min_blocks=4))
+                                  TcConfig(128, 64, 2, 2, min_blocks=4),
+                                  TcConfig(256, 128, 4, 2, tile_k=64),
+                                  TcConfig(64, 64, 1, 1), TcConfig(128, 64, 2, 1, tile_k=64),
+                                  TcConfig(128, 128, 2, 2, stages=2, group_m=4))
 
 
 def _config_case(seed):
@@ -266,6 +274,28 @@ def test_one_fragment_set(device, monkeypatch):
         _close(got, expected, got.dtype, k_size, "one fragment set")
 
 
+@pytest.mark.parametrize("spread", [True, False])
+@pytest.mark.parametrize("device", [None] + CUDA, ids=["simulated"] + [d.id for d in CUDA])
+def test_copies_issued_between_products(device, spread, monkeypatch):
+    """Each operand's copies of a TK step issued after a different k16 step's products
+    (SPREAD_COPIES), or both before them: same results, K steps of 32, 64 and 128."""
+    if device is not None and device.info.compute_capability < 80:
+        pytest.skip(f"{device.id} has no tensor-core schedule")
+    monkeypatch.setattr(tiling_tc, "SPREAD_COPIES", spread)
+    for config in (TcConfig(128, 64, 2, 2), TcConfig(128, 256, 2, 4, tile_k=64),
+                   TcConfig(128, 128, 2, 2, tile_k=128, stages=2)):
+        monkeypatch.setattr(tiling_tc, "choose_config", lambda view, info, c=config: c)
+        for source, arrays, expected, k_size in _config_case(7)[:1]:
+            if device is None:
+                (got,), schedules = _simulate(tile.function(source), arrays)
+            else:
+                exe = executable(tile.function(source).bind(*arrays), device)
+                schedules = [launch.schedule for launch in exe.launches]
+                (got,) = exe(*arrays)
+            assert str(config) in schedules[0], schedules
+            _close(got, expected, got.dtype, k_size, f"{config}, spread {spread}")
+
+
 def test_staging_modes_and_split_in_schedules():
     """The cases above cover both operand orders, element staging and split-K."""
     text = " | ".join(s for case in CASES for s in
@@ -303,3 +333,110 @@ def test_other_dialects_refuse_warp_ops():
     for dialect in ("c", "opencl"):
         with pytest.raises(ValueError, match="only in the CUDA dialect"):
             render(kernel, DIALECTS[dialect])
+
+
+# -- the tuner's tensor-core family ----------------------------------------------------------------
+
+
+@pytest.fixture
+def own_cache(tmp_path, monkeypatch):
+    """An empty cache (kernels, tuning database) for this test."""
+    monkeypatch.setenv("GINGHAM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GINGHAM_CONFIG_FILE", str(tmp_path / "config.json"))
+    monkeypatch.delenv("GINGHAM_TUNE", raising=False)
+
+
+def _family(source, arrays, info=H200):
+    bound = tile.function(source).bind(*arrays)
+    kernel_plan = plan(bound)
+    ctx = LoweringContext(bound, kernel_plan.aliases)
+    return bound, kernel_plan.kernels[0], search.family_of(kernel_plan.kernels[0], ctx, info)
+
+
+def test_registers_and_residency_decide_what_fits():
+    """Warp tiles of 64x64 take ~252 registers (NVRTC: 242-255 on the H200): 4 warps fit a
+    multiprocessor twice, 8 once; 512 threads of 32x64 warp tiles do not fit (they failed to
+    launch there), nor a ring beyond the shared memory."""
+    assert tiling_tc.registers(TcConfig(128, 128, 2, 2)) == 252
+    assert tiling_tc.residency(TcConfig(128, 128, 2, 2), H200) == 2
+    assert tiling_tc.residency(TcConfig(128, 256, 2, 4, tile_k=64), H200) == 1
+    assert tiling_tc.residency(TcConfig(128, 128, 2, 2, tile_k=64, stages=4), H200) == 1
+    assert not tiling_tc.fits(TcConfig(128, 256, 4, 4), H200)
+    assert not tiling_tc.fits(TcConfig(256, 256, 4, 4, tile_k=64), H200)
+    assert tiling_tc.fits(TcConfig(128, 256, 2, 4, tile_k=64), H200)
+    assert not tiling_tc.fits(TcConfig(128, 256, 2, 4, tile_k=64, stages=4),
+                              dataclasses.replace(H200, local_memory_bytes=100 * 1024))
+
+
+def test_big_gemms_default_to_what_measured_best():
+    """bf16 GEMM 4096 and 8192: 128x256x64 tiles (fastest of the H200 sweep); the CIFAR conv
+    layer (N = 64) keeps 128x64 tiles."""
+    for n in (4096, 8192):
+        a = np.zeros((n, n), BF16)
+        _, _, family = _family(GEMM, (a, a))
+        assert family.default() == TcConfig(128, 256, 2, 4, tile_k=64)
+    x, w = np.zeros((128, 32, 32, 64), BF16), np.zeros((3, 3, 64, 64), BF16)
+    assert "128x64x32 tile" in _schedules(CONV, (x, w))[0]
+
+
+def test_tuner_space_of_tensor_core_kernels():
+    """bf16 / fp16 products on CUDA are the tensor-core family: a bounded space, every
+    configuration and neighbour buildable, the untuned choice in it, ranked by cost."""
+    big = np.zeros((8192, 8192), BF16)
+    x, w = np.zeros((128, 32, 32, 64), F16), np.zeros((3, 3, 64, 64), F16)
+    for source, arrays in ((GEMM, (big, big)), (CONV, (x, w))):
+        _, _, family = _family(source, arrays)
+        assert family.name == "gpu-tensor-core"
+        ranked = family.ranked(None)
+        configs = [config for _, config in ranked]
+        assert 0 < len(configs) <= 400 and len(set(configs)) == len(configs)
+        assert family.default() in configs
+        assert all(tiling_tc.buildable(c, family.view, H200) for c in configs)
+        assert [cost for cost, _ in ranked] == sorted(cost for cost, _ in ranked)
+        neighbours = family.neighbours(configs[0])
+        assert neighbours and configs[0] not in neighbours
+        assert all(family.legal(c) for c in neighbours)
+    small = np.zeros((256, 256), BF16)
+    assert _family(GEMM, (_f32(small), _f32(small)))[2].name == "gpu-tiled"
+    turing = dataclasses.replace(H200, compute_capability=75)
+    assert _family(GEMM, (small, small), turing)[2].name == "gpu-tiled"
+
+
+def test_a_stored_tensor_core_config_is_compiled_and_correct(own_cache):
+    """Compilation takes the tuning database's configuration (checked here in the simulator);
+    an illegal one is ignored for the untuned choice."""
+    rng = np.random.default_rng(8)
+    a, b = _rand(rng, (200, 72), BF16), _rand(rng, (72, 136), BF16)
+    bound, kernel, family = _family(GEMM, (a, b))
+    default = family.default()
+    other = next(c for _, c in family.ranked(None)
+                 if c != default and c.split == 1 and c.threads != default.threads)
+    key, dkey = kernel_key(family.name, kernel, bound), device_key(H200)
+    for stored, expected in ((other, other), (TcConfig(128, 256, 4, 4), default)):
+        TuningDB().put(key, dkey, {"family": family.name, "config": dataclasses.asdict(stored)})
+        (got,), schedules = _simulate(tile.function(GEMM), (a, b))
+        assert schedules[0].startswith(TC) and str(expected) in schedules[0], schedules
+        _close(got, _f32(a) @ _f32(b), BF16, 72, str(expected))
+
+
+@pytest.mark.parametrize("device", CUDA or [pytest.param(None, marks=pytest.mark.skip(
+    reason="no CUDA device in this run"))], ids=[d.id for d in CUDA] or ["no-cuda"])
+def test_tuner_searches_tensor_core_configs_on_cuda(device, own_cache):
+    """A measured search of a bf16 GEMM: candidates golden-checked against the untuned
+    schedule, the winner stored and compiled, its result right against NumPy."""
+    if device.info.compute_capability < 80:
+        pytest.skip(f"{device.id} has no tensor-core schedule")
+    rng = np.random.default_rng(9)
+    a, b = _rand(rng, (512, 384), BF16), _rand(rng, (384, 640), BF16)
+    bound = tile.function(GEMM).bind(a, b)
+    with search.tuning(budget=5.0, progress=False, candidates=3) as session:
+        exe = executable(bound, device)
+    (result,) = session.results
+    assert result.family == "gpu-tensor-core" and result.tried >= 3, result
+    assert result.seconds <= result.default_seconds and not result.rejected, result
+    assert str(result.config) in exe.launches[0].schedule
+    (got,) = exe(a, b)
+    _close(got, _f32(a) @ _f32(b), BF16, 384, str(result.config))
+    kernel = plan(bound).kernels[0]
+    entry = TuningDB().get(kernel_key(result.family, kernel, bound), device_key(device.info))
+    assert entry["config"] == dataclasses.asdict(result.config)
