@@ -1,19 +1,24 @@
 """A fast CPU schedule for sums of products: packed, cache-blocked, register-blocked GEMM.
 
-A contraction ``O = +(A * B)`` is viewed as a batch of matrix products. The output's last
-(unit-stride) axis is ``N``; the operand that reads it is ``B``, the other is ``A``. Output axes
-that ``B`` also reads are batch axes; the remaining output axes, flattened, are ``M``; the
-reduction variables, flattened, are ``K``:
+A contraction ``O = +(A * B)`` is viewed as a batch of matrix products. The output variables
+that only ``B`` reads, flattened, are ``N`` (the register block's vector lanes run along it);
+those that only ``A`` reads, flattened, are ``M``; those both read (or neither) are batch
+variables; the reduction variables, flattened, are ``K``. Either operand can be ``B``: the
+cost model takes the cheaper view (:func:`gemm_view`):
 
     O[n, y, x, co] = +(I[n, y + ky - 1, x + kx - 1, ci] * F[ky, kx, ci, co])
     ->  M = (n, y, x), N = co, K = (ky, kx, ci), A = I (with padding guards), B = F
+    D_F[o, i, kh, kw] = +(D_O[n, o, y, x] * I[n, i, y + kh - 1, x + kw - 1])   (NCHW)
+    ->  M = o, N = (i, kh, kw), K = (n, y, x), A = D_O, B = I (with padding guards)
 
 The kernel (one C function, see :func:`tiled_contraction_cpu`) runs, per output tile of
 ``mt x nt`` cells spread over cores by OpenMP:
 
     zero the tile's accumulators C[mt][nt]
     for each reduction block of ~kc (whole rows of the innermost reduction variable):
-        pack B[k][n] into nr-wide panels, pack A[m][k] into rows (guards: invalid taps pack 0)
+        pack B[k][n] into nr-wide panels, pack A[m][k] into rows (guards: invalid taps pack 0;
+        per-tile row and column tables hold each M row's and N column's part of the
+        addresses and guards, decoded once from the flat index)
         for each nr x mr register block: acc[mr][nr] += a * b over the block (packed FMAs)
     finalise each cell and run the fused epilogue exactly as the one-cell-per-item schedule
 

@@ -50,10 +50,11 @@ CPU_ISSUE_WIDTH = 4
 CPU_LOOP_INSTRUCTIONS = 4
 #: Cycles per packed element (load, guard test, store; vectorised where contiguous).
 CPU_PACK_CYCLES = 0.3
-#: Cycles per packed element of a B panel gathered with a stride (one scalar load and store
-#: each). Measured with the NCHW weight gradient of a 128 -> 256 channel layer at 8x8, batch
-#: 32, on 2 Zen cores: B along the strided output channel (64 apart) ran at 0.8x the speed of
-#: B along the unit-stride (ci, kh, kw); the contiguous panel loads as whole vectors.
+#: Cycles per packed element of a B panel gathered along a stride (a scalar load and store
+#: each, against whole vector loads of a unit-stride panel): a rule of thumb. It decides which
+#: operand is B when the two views are otherwise alike; measured on 2 shared Zen cores, the
+#: NCHW gradients of a 128 -> 256 channel layer at 8x8, batch 32, took 120 ms with both B
+#: operands unit-stride along N and 142-186 ms with one or both gathered along the channels.
 CPU_GATHER_CYCLES = 1.0
 
 
