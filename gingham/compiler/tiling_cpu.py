@@ -1,19 +1,24 @@
 """A fast CPU schedule for sums of products: packed, cache-blocked, register-blocked GEMM.
 
-A contraction ``O = +(A * B)`` is viewed as a batch of matrix products. The output's last
-(unit-stride) axis is ``N``; the operand that reads it is ``B``, the other is ``A``. Output axes
-that ``B`` also reads are batch axes; the remaining output axes, flattened, are ``M``; the
-reduction variables, flattened, are ``K``:
+A contraction ``O = +(A * B)`` is viewed as a batch of matrix products. The output variables
+that only ``B`` reads, flattened, are ``N`` (the register block's vector lanes run along it);
+those that only ``A`` reads, flattened, are ``M``; those both read (or neither) are batch
+variables; the reduction variables, flattened, are ``K``. Either operand can be ``B``: the
+cost model takes the cheaper view (:func:`gemm_view`):
 
     O[n, y, x, co] = +(I[n, y + ky - 1, x + kx - 1, ci] * F[ky, kx, ci, co])
     ->  M = (n, y, x), N = co, K = (ky, kx, ci), A = I (with padding guards), B = F
+    D_F[o, i, kh, kw] = +(D_O[n, o, y, x] * I[n, i, y + kh - 1, x + kw - 1])   (NCHW)
+    ->  M = o, N = (i, kh, kw), K = (n, y, x), A = D_O, B = I (with padding guards)
 
 The kernel (one C function, see :func:`tiled_contraction_cpu`) runs, per output tile of
 ``mt x nt`` cells spread over cores by OpenMP:
 
     zero the tile's accumulators C[mt][nt]
     for each reduction block of ~kc (whole rows of the innermost reduction variable):
-        pack B[k][n] into nr-wide panels, pack A[m][k] into rows (guards: invalid taps pack 0)
+        pack B[k][n] into nr-wide panels, pack A[m][k] into rows (guards: invalid taps pack 0;
+        per-tile row and column tables hold each M row's and N column's part of the
+        addresses and guards, decoded once from the flat index)
         for each nr x mr register block: acc[mr][nr] += a * b over the block (packed FMAs)
     finalise each cell and run the fused epilogue exactly as the one-cell-per-item schedule
 
@@ -35,6 +40,7 @@ from ..devices.base import DeviceInfo
 from ..tile.bounds import Inequality, infer_ranges, integer_form, poly_interval
 from ..tile.ir import Poly
 from ..tune.cost import CpuDims
+from ..tune.device_model import DeviceModel
 from . import kernel_ir as k
 from .fusion import KernelPlan
 from .lower import (LoweringContext, _cast, _epilogue, affine_expr, compute_type, finalize,
@@ -65,15 +71,14 @@ class CpuTiling:
                 f"tile {self.mt}x{self.nt}")
 
 
-def choose_tiling(info: DeviceInfo, m: int, n: int, k: int, k_inner: int, batch: int
-                  ) -> CpuTiling:
-    """The cost model's choice for an ``m x n x k`` product (``batch`` of them) over the whole
-    legal space (:func:`gingham.tune.space.rank_cpu`: register block, kc, mt, nt)."""
+def choose_tiling(info: DeviceInfo, dims: CpuDims) -> CpuTiling:
+    """The cost model's choice for the GEMM ``dims`` over the whole legal space
+    (:func:`gingham.tune.space.rank_cpu`: register block, kc, mt, nt)."""
     from ..tune.device_model import model_for_info
     from ..tune.space import rank_cpu
 
-    ranked = rank_cpu(CpuDims(m, n, k, k_inner, batch), model_for_info(info))
-    assert ranked, f"no CPU tiling for {m}x{n}x{k}"  # mr = 1, one vector, always fits
+    ranked = rank_cpu(dims, model_for_info(info))
+    assert ranked, f"no CPU tiling for {dims}"  # mr = 1, one vector, always fits
     return ranked[0][1]
 
 
@@ -102,9 +107,9 @@ class _Guard:
 class _Gemm:
     out_vars: tuple[str, ...]
     out_shape: tuple[int, ...]
-    batch: tuple[str, ...]
-    m_vars: tuple[str, ...]
-    n_var: str
+    batch: tuple[str, ...]  # output variables both operands read (or neither)
+    m_vars: tuple[str, ...]  # output variables only A reads, flattened row-major into M
+    n_vars: tuple[str, ...]  # output variables only B reads, flattened row-major into N
     k_outer: tuple[str, ...]
     k_inner: str | None
     ranges: dict[str, tuple[int, int]]  # reduction variables, inclusive
@@ -121,6 +126,14 @@ class _Gemm:
 
     def extent(self, names) -> int:
         return math.prod(self.size(v) for v in names)
+
+    @property
+    def dims(self) -> CpuDims:
+        """The sizes the cost model and the tiling space see."""
+        k_in = self.size(self.k_inner) if self.k_inner else 1
+        return CpuDims(self.extent(self.m_vars), self.extent(self.n_vars),
+                       k_in * self.extent(self.k_outer), k_in, self.extent(self.batch),
+                       b_gather=self.b[1][0].get(self.n_vars[-1]) != 1)
 
 
 def _flat_form(index: tuple[Poly, ...], sizes: tuple[int, ...]) -> Affine | None:
@@ -146,7 +159,9 @@ def _poly_form(poly: Poly) -> Affine | None:
 def _narrow(nc: NormalContraction):
     """Re-parametrise reductions that a guard makes sparse; (red vars, ranges, operand index
     polys, guards). ``D_I[o] = +(D_O[y] * F[o - y + 1])`` with ``y`` in ``[0, H)`` but only 3
-    valid per cell becomes ``+(D_O[o + 1 - t] * F[t])`` with ``t`` in ``[0, 3)``."""
+    valid per cell becomes ``+(D_O[o + 1 - t] * F[t])`` with ``t`` in ``[0, 3)``. Any guard
+    narrower than its variable's range counts: at H = 4 the taps are 3 of 4 rows per cell
+    (K of the 512-channel ResNet-9 layer: 9 x 512 instead of 16 x 512)."""
     red_vars = list(nc.red_vars)
     ranges = dict(nc.red_ranges)
     indices = [a.index for a in nc.operands]
@@ -168,7 +183,7 @@ def _narrow(nc: NormalContraction):
             for var, coeff in form[0].items():
                 if var in ranges and abs(coeff) == 1:
                     lo, hi = ranges[var]
-                    if 2 * q.upper <= hi - lo + 1:
+                    if q.upper < hi - lo + 1:
                         choice = (q, var, coeff)
                         break
             if choice:
@@ -208,8 +223,14 @@ def _implied(q: Inequality, box: dict[str, tuple[int, int]]) -> bool:
     return low >= 0 and high <= q.upper - 1
 
 
-def gemm_view(nc: NormalContraction) -> _Gemm | None:
-    """The contraction as a batched GEMM, or None when it is not one."""
+def gemm_view(nc: NormalContraction, model: DeviceModel | None = None) -> _Gemm | None:
+    """The contraction as a batched GEMM, or None when it is not one.
+
+    Either operand can be B; each choice gives its own M, N and batch (see
+    :func:`_oriented`). With a device model the cheaper of the two by the cost model
+    (:func:`_view_cost`) is taken, else the one whose B reads the last wide output variable
+    (the output's unit stride, as the GPU view does).
+    """
     if nc.agg != "+" or nc.combo != "*" or len(nc.operands) != 2 or not nc.out_vars:
         return None
     if any(lo > hi for lo, hi in nc.red_ranges.values()):
@@ -221,37 +242,62 @@ def gemm_view(nc: NormalContraction) -> _Gemm | None:
     forms = [_flat_form(index, a.sizes) for index, a in zip(indices, nc.operands)]
     if any(f is None for f in forms):
         return None
-    n_var = nc.out_vars[-1]
-    readers = [i for i, f in enumerate(forms) if n_var in f[0]]
-    if len(readers) != 1:
-        return None  # both read N (depthwise) or neither does (broadcast along N)
-    b_pos = readers[0]
+    guard_forms = [(_poly_form(q.poly), q.upper) for q in guards]
+    if any(form is None for form, _ in guard_forms):
+        return None
+    views = [_oriented(nc, red_vars, ranges, forms, guard_forms, b_pos) for b_pos in (0, 1)]
+    views = [v for v in views if v is not None]
+    if not views:
+        return None
+    if model is None:
+        wide = [v for v, size in zip(nc.out_vars, nc.out_shape) if size > 1]
+        last = wide[-1] if wide else nc.out_vars[-1]
+        return next((v for v in views if last in v.n_vars), views[0])
+    return min(views, key=lambda v: _view_cost(v, model))
+
+
+def _oriented(nc: NormalContraction, red_vars, ranges, forms, guards, b_pos: int
+              ) -> _Gemm | None:
+    """The GEMM with operand ``b_pos`` as B: M = the output variables only A reads, N = those
+    only B reads, batch = the rest; None when N is empty or a guard couples M and N (the
+    packing of one operand could not test it). The NCHW weight gradient
+    ``D_F[o, i, kh, kw] = +(D_O[n, o, y, x] * I[n, i, y + kh - 1, x + kw - 1])`` with B = I is
+    M = o, N = (i, kh, kw), K = (n, y, x)."""
     a_pos = 1 - b_pos
     a_form, b_form = forms[a_pos], forms[b_pos]
-    batch = tuple(o for o in nc.out_vars[:-1] if o in b_form[0])
-    m_vars = tuple(o for o in nc.out_vars[:-1] if o not in batch)
+    a_reads, b_reads = set(a_form[0]), set(b_form[0])
+    m_vars = tuple(o for o in nc.out_vars if o in a_reads - b_reads)
+    n_vars = tuple(o for o in nc.out_vars if o in b_reads - a_reads)
+    batch = tuple(o for o in nc.out_vars if o not in m_vars and o not in n_vars)
+    if not n_vars:
+        return None  # nothing for the register block's vector lanes to run along
     a_guards, b_guards = [], []
-    for q in guards:
-        form = _poly_form(q.poly)
-        if form is None:
-            return None
+    for form, upper in guards:
         names = set(form[0])
-        has_m, has_n = bool(names & set(m_vars)), n_var in names
+        has_m, has_n = bool(names & set(m_vars)), bool(names & set(n_vars))
         if has_m and has_n:
             return None
         if not has_n:
-            a_guards.append(_Guard(form, q.upper))
+            a_guards.append(_Guard(form, upper))
         if not has_m:
-            b_guards.append(_Guard(form, q.upper))
+            b_guards.append(_Guard(form, upper))
     # The innermost reduction variable: the one A reads contiguously, else the last.
     k_inner = None
     if red_vars:
         unit = [v for v in red_vars if a_form[0].get(v) == 1]
         k_inner = unit[-1] if unit else red_vars[-1]
     k_outer = tuple(v for v in red_vars if v != k_inner)
-    return _Gemm(tuple(nc.out_vars), tuple(nc.out_shape), batch, m_vars, n_var, k_outer,
+    return _Gemm(tuple(nc.out_vars), tuple(nc.out_shape), batch, m_vars, n_vars, k_outer,
                  k_inner, ranges, (nc.operands[a_pos].tensor, a_form),
                  (nc.operands[b_pos].tensor, b_form), tuple(a_guards), tuple(b_guards))
+
+
+def _view_cost(g: _Gemm, model: DeviceModel) -> float:
+    """The cost model's estimate for the best tiling of ``g``."""
+    from ..tune.space import rank_cpu
+
+    ranked = rank_cpu(g.dims, model)
+    return ranked[0][0] if ranked else math.inf
 
 
 # -- kernel construction ---------------------------------------------------------------------
@@ -260,24 +306,24 @@ def gemm_view(nc: NormalContraction) -> _Gemm | None:
 MIN_WORK = 4096
 
 
-def gemm_dims(plan: KernelPlan, ctx: LoweringContext) -> tuple[_Gemm, CpuDims] | None:
-    """The plan as a batched GEMM and its sizes, or None when this schedule does not apply
-    (not a float32 sum of products, not a GEMM, or too little work)."""
+def gemm_dims(plan: KernelPlan, ctx: LoweringContext, info: DeviceInfo
+              ) -> tuple[_Gemm, CpuDims] | None:
+    """The plan as a batched GEMM on this device and its sizes, or None when this schedule
+    does not apply (not a float32 sum of products, not a GEMM, or too little work)."""
+    from ..tune.device_model import model_for_info
+
     nc = plan.contraction
     if plan.kind != "contraction" or nc is None:
         return None
     if compute_type(ctx.dtype(nc.out)) != "float32":
         return None
-    g = gemm_view(nc)
+    g = gemm_view(nc, model_for_info(info))
     if g is None:
         return None
-    m, n = g.extent(g.m_vars), g.size(g.n_var)
-    k_in = g.size(g.k_inner) if g.k_inner else 1
-    k_out = g.extent(g.k_outer)
-    batch = g.extent(g.batch)
-    if m * n * k_in * k_out * batch < MIN_WORK:
+    d = g.dims
+    if d.m * d.n * d.k * d.batch < MIN_WORK:
         return None
-    return g, CpuDims(m, n, k_in * k_out, k_in, batch)
+    return g, d
 
 
 def tiled_contraction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str, info: DeviceInfo,
@@ -286,11 +332,11 @@ def tiled_contraction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str, inf
 
     ``tiling`` None: the cost model's choice (:func:`choose_tiling`); a tuned one otherwise.
     """
-    found = gemm_dims(plan, ctx)
+    found = gemm_dims(plan, ctx, info)
     if found is None:
         return None
     g, d = found
-    tiling = tiling or choose_tiling(info, d.m, d.n, d.k, d.k_inner, d.batch)
+    tiling = tiling or choose_tiling(info, d)
     return _Builder(plan, ctx, name, g, tiling).kernel()
 
 
@@ -304,7 +350,7 @@ class _Builder:
         biggest = max([self.cells] + [math.prod(a.sizes) for a in nc.operands])
         self.it = index_type(biggest * 2 + 16)
         self.m = g.extent(g.m_vars)
-        self.n = g.size(g.n_var)
+        self.n = g.extent(g.n_vars)
         self.k_in = g.size(g.k_inner) if g.k_inner else 1
         self.k_out = g.extent(g.k_outer)
         # Reduction blocks: several whole inner rows, or one row cut in chunks.
@@ -392,6 +438,9 @@ class _Builder:
             body.append(k.LocalArray(f"tc_gak{i}", it, (self.rows_per_block,), "register"))
         for i, _ in enumerate(g.b_guards):
             body.append(k.LocalArray(f"tc_gbk{i}", it, (self.rows_per_block,), "register"))
+        body.append(k.LocalArray("tc_bn", it, (t.nt,), "register"))
+        for i, _ in self.n_guards():
+            body.append(k.LocalArray(f"tc_gbn{i}", it, (t.nt,), "register"))
         # Which tile: batch, then M, then N fastest.
         tile = self.v("tc_t")
         body.append(k.Declare("tc_nt", it, k.BinOp("%", tile, self.c(self.n_nt), it)))
@@ -408,6 +457,7 @@ class _Builder:
         body.append(k.For("tc_z", 0, t.mt * t.nt,
                           k.StoreLocal("tc_C", (self.v("tc_z"),), k.Const(0.0, f32)), kind="simd"))
         body.append(self.row_tables())
+        body.append(self.column_tables())
         body.append(k.For("tc_kb", 0, self.blocks, k.block(
             *self.block_bounds(), *self.k_tables(), self.pack_b(), self.pack_a(),
             self.micro_kernels())))
@@ -521,37 +571,81 @@ class _Builder:
                                 self.c(t.mr), self.it), t.mr)
         return k.For("tc_r", 0, rows, k.For("tc_q", 0, self.v("tc_kon"), safe_row))
 
+    def column_tables(self) -> k.Stmt:
+        """Per tile column: B's flat index and each N-reading B guard's value, from the N
+        variables (``tc_n0 + c`` decoded as :meth:`row_tables` decodes M). Filled for all
+        ``nt`` columns, past the edge too, so that a whole panel can read them."""
+        g = self.g
+        c = self.v("tc_c")
+        stmts = self.decode(self.add(self.v("tc_n0"), c), g.n_vars, offsets=False)
+        n_vars = set(g.n_vars)
+        stmts.append(k.StoreLocal("tc_bn", (c,), self.affine(g.b[1], n_vars)))
+        for i, guard in self.n_guards():
+            stmts.append(k.StoreLocal(f"tc_gbn{i}", (c,), self.affine(guard.form, n_vars)))
+        return k.For("tc_c", 0, self.t.nt, k.block(*stmts))
+
+    def n_guards(self) -> list[tuple[int, _Guard]]:
+        """The B guards that read an N variable (tested per packed element)."""
+        return [(i, q) for i, q in enumerate(self.g.b_guards)
+                if set(q.form[0]) & set(self.g.n_vars)]
+
+    def b_row_stride(self) -> int | None:
+        """``s`` when B's N part is ``s * (flat N index)`` (N's variables are one strided
+        block of B, as a single variable is), else None."""
+        coeffs = self.g.b[1][0]
+        sizes = tuple(self.g.size(v) for v in self.g.n_vars)
+        s = coeffs.get(self.g.n_vars[-1], 0)
+        linear = all(coeffs.get(v, 0) == s * stride
+                     for v, stride in zip(self.g.n_vars, row_major_strides(sizes)))
+        return s if linear else None
+
     def pack_b(self) -> k.Stmt:
-        """tc_B[jp][kk][j] = B[k, n0 + jp * nr + j] (0 where a guard fails or past the edge)."""
+        """tc_B[jp][kk][j] = B[k, n0 + jp * nr + j] (0 where a guard fails or past the edge).
+
+        A panel inside one run of N's innermost variable, with no guard on N, is copied by a
+        plain (vectorisable) loop; other panels test each element and take its address from
+        the column table."""
         g, t = self.g, self.t
         f32 = "float32"
         it = self.it
         q, ki, jp, j = self.v("tc_q"), self.v("tc_ki"), self.v("tc_jp"), self.v("tc_j")
-        n_coeff = g.b[1][0].get(g.n_var, 0)
-        k_conds, n_guards = [], []
+        n_guards = self.n_guards()
+        k_conds = []
         for i, guard in enumerate(g.b_guards):
-            value = self.add(k.LoadLocal(f"tc_gbk{i}", (q,), it), self._inner_value(guard.form))
-            if guard.form[0].get(g.n_var):
-                n_guards.append((value, guard))
-            else:
+            if all(i != n for n, _ in n_guards):
+                value = self.add(k.LoadLocal(f"tc_gbk{i}", (q,), it),
+                                 self._inner_value(guard.form))
                 k_conds.append(self.in_range(value, guard.upper))
         kk = self.add(self.mul(q, self.v("tc_kin")), k.BinOp("-", ki, self.v("tc_ki0"), it))
         n_start = self.add(self.v("tc_n0"), self.mul(jp, t.nr))
-        col = self.add(self.v("tc_nb"), j)
-        src = self.add(self.v("tc_src"), self.mul(col, n_coeff))
+        column = self.add(self.mul(jp, t.nr), j)  # within the tile
+        col = self.add(self.v("tc_nb"), j)  # within N
         dst = self.add(self.mul(self.add(self.mul(jp, self.kc), kk), t.nr), j)
+        table_src = self.add(self.v("tc_src"), k.LoadLocal("tc_bn", (column,), it))
         per_element = [k.BinOp("<", col, self.c(self.n), "bool")] + [
-            self.in_range(self.add(value, self.mul(col, guard.form[0][g.n_var])), guard.upper)
-            for value, guard in n_guards]
+            self.in_range(self.add(self.add(k.LoadLocal(f"tc_gbk{i}", (q,), it),
+                                            self._inner_value(guard.form)),
+                                   k.LoadLocal(f"tc_gbn{i}", (column,), it)), guard.upper)
+            for i, guard in n_guards]
         cond = self.all_of(per_element)
         careful = k.For("tc_j", 0, t.nr, k.StoreLocal("tc_B", (dst,), k.Select(
-            cond, self.load(g.b[0], k.Select(cond, src, self.c(0), it)), k.Const(0.0, f32), f32)))
-        fast = k.For("tc_j", 0, t.nr, k.StoreLocal("tc_B", (dst,), self.load(g.b[0], src)),
-                     kind="simd")
+            cond, self.load(g.b[0], k.Select(cond, table_src, self.c(0), it)),
+            k.Const(0.0, f32), f32)))
         zero = k.For("tc_j", 0, t.nr, k.StoreLocal("tc_B", (dst,), k.Const(0.0, f32)),
                      kind="simd")
-        full = k.BinOp("<=", self.add(self.v("tc_nb"), self.c(t.nr)), self.c(self.n), "bool")
-        panel: k.Stmt = k.If(full, fast, careful) if not n_guards else careful
+        stride = self.b_row_stride()
+        if stride is not None:  # the whole of N is one strided run
+            fast_src = self.add(self.v("tc_src"), self.mul(col, stride))
+            run = k.BinOp("<=", self.add(self.v("tc_nb"), self.c(t.nr)), self.c(self.n), "bool")
+        else:  # runs of the innermost variable
+            last = g.n_vars[-1]
+            fast_src = self.add(self.add(self.v("tc_src"), k.LoadLocal(
+                "tc_bn", (self.mul(jp, t.nr),), it)), self.mul(j, g.b[1][0].get(last, 0)))
+            offset = k.BinOp("%", self.v("tc_nb"), self.c(g.size(last)), it)
+            run = k.BinOp("<=", self.add(offset, self.c(t.nr)), self.c(g.size(last)), "bool")
+        fast = k.For("tc_j", 0, t.nr, k.StoreLocal("tc_B", (dst,), self.load(g.b[0], fast_src)),
+                     kind="simd")
+        panel: k.Stmt = k.If(run, fast, careful) if not n_guards else careful
         k_valid = self.all_of(k_conds)
         if k_valid is not None:
             panel = k.If(k_valid, panel, zero)
@@ -608,16 +702,16 @@ class _Builder:
         f32 = "float32"
         r, j = self.v("tc_r"), self.v("tc_j")
         row = self.decode(self.add(self.v("tc_m0"), r), g.m_vars, offsets=False)
-        strides = row_major_strides(nc.out_shape)
-        base = affine_expr({o: s for o, s in zip(nc.out_vars[:-1], strides[:-1])}, 0, it)
-        row.append(k.Declare("tc_base", it, base))
+        stride = dict(zip(nc.out_vars, row_major_strides(nc.out_shape)))
+        rows = set(g.m_vars) | set(g.batch)
+        row.append(k.Declare("tc_base", it, affine_expr(
+            {o: s for o, s in stride.items() if o in rows}, 0, it)))
         cell = [k.Var(o, it) for o in nc.out_vars]
         flat = self.v("tc_flat")
         acc = k.LoadLocal("tc_C", (self.add(self.mul(r, self.t.nt), j),), f32)
-        stmts: list[k.Stmt] = [
-            k.Declare(g.n_var, it, self.add(self.v("tc_n0"), j)),
-            k.Declare("tc_flat", it, self.add(self.v("tc_base"), self.v(g.n_var))),
-        ]
+        stmts: list[k.Stmt] = self.decode(self.add(self.v("tc_n0"), j), g.n_vars, offsets=False)
+        stmts.append(k.Declare("tc_flat", it, self.add(self.v("tc_base"), affine_expr(
+            {o: stride[o] for o in g.n_vars}, 0, it))))
         ctype = compute_type(ctx.dtype(nc.out))
         result = finalize(nc, ctx, acc, None, cell, flat, ctype, it)
         stmts.append(k.Declare(f"v_{nc.out}", ctype, result))

@@ -245,8 +245,7 @@ class _CpuFamily(_Family):
     def default(self):
         from ..compiler import tiling_cpu
 
-        d = self.dims
-        return tiling_cpu.choose_tiling(self.info, d.m, d.n, d.k, d.k_inner, d.batch)
+        return tiling_cpu.choose_tiling(self.info, self.dims)
 
     def build(self, config, name):
         from ..compiler.lower import LoweringContext
@@ -289,7 +288,7 @@ def family_of(plan, ctx, info: DeviceInfo) -> _Family | None:
     if info.dialect == "c":
         from ..compiler.tiling_cpu import gemm_dims
 
-        found = gemm_dims(plan, ctx)
+        found = gemm_dims(plan, ctx, info)
         return None if found is None else _CpuFamily(plan, ctx, info, found[1])
     if info.dialect == "cuda":  # float16 / bfloat16 products run on the tensor cores
         from ..compiler import tiling_tc
