@@ -387,7 +387,8 @@ class _Renderer:
             # takes fewer of them instead of holding the whole loop up.
             pragma = f"{pad}#pragma omp parallel for schedule(dynamic)\n"
         elif s.kind == "simd" and d.name == "c":
-            pragma = f"{pad}#pragma omp simd\n"
+            clause = f" reduction({s.reduction})" if s.reduction else ""
+            pragma = f"{pad}#pragma omp simd{clause}\n"
         elif s.kind == "unroll":
             pragma = f"{pad}#pragma GCC unroll 16\n" if d.name == "c" else f"{pad}#pragma unroll\n"
         step = f"{s.var}++" if s.step == 1 else f"{s.var} += {s.step}"

@@ -213,6 +213,9 @@ class For:
     step: int = 1
     kind: str = "serial"
     axis: int = 0
+    # A ``simd`` loop that accumulates into a register: "+:acc" lets the C compiler keep
+    # several partial sums in vector lanes (an OpenMP reduction clause; other dialects ignore it).
+    reduction: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,131 @@
+"""Long plain sums keep partial sums in vector lanes (C: ``#pragma omp simd reduction(+:acc)``).
+
+The lanes change only the order of a sum's additions, so every result must equal NumPy's
+float64 sum to within float rounding, whatever else the loop body does: guards (padding),
+a ``?`` condition, narrowed ranges, integer, half and double accumulators. Aggregations that
+are no sum (max, min) and short sums stay serial. The oracle is NumPy; the programs run on
+every discovered device, and on the C device the schedule must say the lanes were used.
+
+(The lane sums were once dropped for moving the ResNet-18 twin's gradients by 1%. The cause
+was not a kernel: one pre-ReLU activation of that test's input lay 2.3e-6 from ReLU's kink,
+within float32 rounding, and which side of 0 it fell on decided whether its gradient passed;
+see tests/nn/test_resnet18.py.)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gingham import tile
+from gingham.devices import get_device
+from gingham.runtime import executable
+
+LANES = "vector-lane reduction"
+
+
+def _check_lanes(bound, device: str, expected: bool = True) -> None:
+    """On the C device, the reduction kernels of ``bound`` use lanes (or, not ``expected``,
+    none does); other devices only run the numbers."""
+    target = get_device(device)
+    if target.info.dialect != "c":
+        return
+    schedules = [launch.schedule for launch in executable(bound, target).launches
+                 if "reduction over" in launch.schedule]
+    assert schedules, "no serial-reduction kernel: the program took another schedule"
+    assert all((LANES in s) == expected for s in schedules), schedules
+
+
+def _check_sum(got: np.ndarray, terms: np.ndarray, axes: tuple[int, ...], dtype) -> None:
+    """``got`` is the sum of ``terms`` over ``axes`` to within the rounding of a float sum
+    in ``dtype`` (a few units in the last place of the sum of magnitudes)."""
+    want = terms.astype(np.float64).sum(axis=axes)
+    magnitude = np.abs(terms.astype(np.float64)).sum(axis=axes)
+    eps = float(np.finfo(np.float32 if dtype == np.float16 else dtype).eps)
+    tolerance = 64 * eps * magnitude
+    if dtype == np.float16:  # the result is stored as float16: one rounding of its own
+        tolerance = tolerance + float(np.finfo(np.float16).eps) * np.abs(want)
+    assert got.shape == want.shape
+    np.testing.assert_array_less(np.abs(got.astype(np.float64) - want), tolerance + 1e-300)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_row_sums_in_lanes(device, dtype):
+    # A softmax's row sum: 1000 terms a row, so the innermost loop is long.
+    fn = tile.function("function (X[R, L]) -> (S) { S[i : R] = +(X[i, j]); }")
+    x = np.random.default_rng(0).standard_normal((6, 1000)).astype(dtype)
+    bound = fn.bind(x)
+    _check_lanes(bound, device)
+    s = fn(x, device=device)
+    assert s.dtype == dtype
+    _check_sum(s, x, (1,), dtype)
+
+
+def test_batch_norm_statistic_in_lanes(device):
+    # Sums over n, h and w for each channel: lanes over w, n and h stay serial around them.
+    fn = tile.function("function (X[N, C, H, W]) -> (M) { M[c : C] = +(X[n, c, h, w]); }")
+    x = np.random.default_rng(1).standard_normal((4, 8, 16, 16)).astype(np.float32) + 3
+    bound = fn.bind(x)
+    _check_lanes(bound, device)
+    m = fn(x, device=device)
+    _check_sum(m, x.transpose(1, 0, 2, 3).reshape(8, -1), (1,), np.float32)
+
+
+def test_guarded_sum_in_lanes(device):
+    # Windows of 33 taps with stride 2 and 16 taps of padding: the taps that fall outside X
+    # are guarded out inside the lane loop (outputs past 208 have none left: they are 0).
+    fn = tile.function("""
+    function (X[R, N]) -> (O) {
+        O[r, i : R, N] = +(X[r, 2 * i + k - 16]), k < 33;
+    }""")
+    x = np.random.default_rng(2).standard_normal((3, 400)).astype(np.float32)
+    bound = fn.bind(x)
+    _check_lanes(bound, device)
+    o = fn(x, device=device)
+    padded = np.concatenate([np.zeros((3, 16)), x.astype(np.float64), np.zeros((3, 816))], axis=1)
+    terms = np.stack([padded[:, 2 * i:2 * i + 33] for i in range(400)], axis=1)
+    _check_sum(o, terms, (2,), np.float32)
+
+
+def test_conditional_sum_in_lanes(device):
+    # A == B ? C adds C only where the comparison holds (a max pool's gradient): the
+    # condition is a branch inside the lane loop.
+    fn = tile.function("""
+    function (X[R, L], Y[R], Z[R, L]) -> (S) {
+        S[i : R] = +(X[i, j] == Y[i] ? Z[i, j]);
+    }""")
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 4, (5, 300)).astype(np.float32)
+    y = np.arange(5, dtype=np.float32) % 4
+    z = rng.standard_normal((5, 300)).astype(np.float32)
+    bound = fn.bind(x, y, z)
+    _check_lanes(bound, device)
+    s = fn(x, y, z, device=device)
+    _check_sum(s, np.where(x == y[:, None], z, 0), (1,), np.float32)
+
+
+def test_integer_sum_in_lanes_is_exact(device):
+    fn = tile.function("function (X[R, L]) -> (S) { S[i : R] = +(X[i, j]); }")
+    x = np.random.default_rng(4).integers(-10**6, 10**6, (3, 777)).astype(np.int32)
+    bound = fn.bind(x)
+    _check_lanes(bound, device)
+    s = fn(x, device=device)
+    np.testing.assert_array_equal(s, x.sum(axis=1, dtype=np.int64).astype(np.int32))
+
+
+@pytest.mark.parametrize("program, length", [
+    ("function (X[R, L]) -> (S) { S[i : R] = >(X[i, j]); }", 1000),   # a max: no sum
+    ("function (X[R, L]) -> (S) { S[i : R] = <(X[i, j]); }", 1000),   # a min: no sum
+    ("function (X[R, L]) -> (S) { S[i : R] = +(X[i, j]); }", 8),      # too short to pay
+])
+def test_no_lanes_where_they_do_not_apply(device, program, length):
+    fn = tile.function(program)
+    x = np.random.default_rng(5).standard_normal((6, length)).astype(np.float32)
+    bound = fn.bind(x)
+    _check_lanes(bound, device, expected=False)
+    s = fn(x, device=device)
+    want = {">": x.max(axis=1), "<": x.min(axis=1)}.get(program.split("= ")[1][0])
+    if want is None:
+        _check_sum(s, x, (1,), np.float32)
+    else:
+        np.testing.assert_array_equal(s, want)
