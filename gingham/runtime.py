@@ -33,13 +33,16 @@ def executable(bound: BoundProgram, target):
     from .compiler import compile_program
 
     key = (id(bound), target.id)
-    exe = _executables.get(key)
-    if exe is None or exe.bound is not bound:  # ids are reused once a binding is collected
-        if target.info.dialect is None:
-            exe = InterpretedExecutable(bound, target)
-        else:
-            exe = compile_program(bound, target)
-        _executables[key] = exe
+    entry = _executables.get(key)
+    # The binding is kept beside its executable (whose own ``bound`` is the compiler's rewrite
+    # of it): its id cannot be reused while the entry lives, and the check is exact.
+    if entry is not None and entry[0] is bound:
+        return entry[1]
+    if target.info.dialect is None:
+        exe = InterpretedExecutable(bound, target)
+    else:
+        exe = compile_program(bound, target)
+    _executables[key] = (bound, exe)
     return exe
 
 

@@ -3,7 +3,8 @@
     exe = compile_program(bound, device)   # plan kernels, lower, render, compile (cached)
     c, = exe(a, b)
 
-Passes, in order: hoisting broadcast sub-expressions (:mod:`.hoist`), fusion planning (:mod:`.fusion`, with contraction normal form from
+Passes, in order: removing repeated statements (:mod:`.cse`), hoisting broadcast
+sub-expressions (:mod:`.hoist`), fusion planning (:mod:`.fusion`, with contraction normal form from
 :mod:`.normalize`), lowering to the loop-nest kernel IR with a schedule chosen from the device
 description (:mod:`.lower`, :mod:`.schedule`), naming each kernel by its content so equal
 kernels are shared (:mod:`.dedupe`), rendering in the device's dialect
@@ -21,6 +22,7 @@ from ..devices.base import Device
 from ..tile.dtypes import DTYPES
 from ..tile.shapes import BoundProgram
 from . import kernel_ir as k
+from .cse import eliminate_common
 from .dedupe import unit_of
 from .executable import Executable, Launch
 from .fusion import plan
@@ -34,6 +36,7 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
     dialect_name = device.info.dialect
     if dialect_name not in DIALECTS:
         raise ValueError(f"device {device.id} has no kernel dialect; it cannot run compiled code")
+    bound = eliminate_common(bound)  # a traced step's second copy of its forward pass
     bound = hoist_broadcast(bound)  # per-channel sub-expressions computed per channel
     kernel_plan = plan(bound)
     kernels = []
