@@ -246,7 +246,7 @@ class ExprLowering:
                 # x^1 and x^2 exactly (x * x is the correctly rounded square, as NumPy's
                 # float power gives it), without a libm call per element: batch norm's
                 # variance and its gradient (pow(T, 2.0 - 1.0)).
-                exponent = _constant_value(expr.args[1])
+                exponent = constant_value(expr.args[1])
                 if exponent in (1.0, 2.0):
                     base = _cast(self.lower(expr.args[0]), ct)
                     return base if exponent == 1.0 else k.BinOp("*", base, base, ct)
@@ -277,15 +277,15 @@ class ExprLowering:
         return _cast(k.BinOp(op, a, b, ot), ct)
 
 
-def _constant_value(expr: tir.Expr) -> float | None:
+def constant_value(expr: tir.Expr) -> float | None:
     """The value of a literal expression built from ``+ - * /`` (``2.0 - 1.0``), else None."""
     if isinstance(expr, tir.Const) and not isinstance(expr.value, bool):
         return float(expr.value)
     if isinstance(expr, tir.Unary) and expr.op == "-":
-        inner = _constant_value(expr.operand)
+        inner = constant_value(expr.operand)
         return None if inner is None else -inner
     if isinstance(expr, tir.Binary) and expr.op in "+-*/":
-        left, right = _constant_value(expr.left), _constant_value(expr.right)
+        left, right = constant_value(expr.left), constant_value(expr.right)
         if left is None or right is None or (expr.op == "/" and right == 0):
             return None
         return {"+": left + right, "-": left - right, "*": left * right,
@@ -347,13 +347,20 @@ def _evaluate(plan: KernelPlan, ctx: LoweringContext, value_of, registers: dict[
               ) -> list[k.Stmt]:
     """Declare a register per elementwise statement of the plan (added to ``registers``);
     ``value_of`` gives the other tensors' values at the cell."""
+    return evaluate_statements(plan.elementwise, ctx, value_of, registers)
+
+
+def evaluate_statements(statements: list[tir.Elementwise], ctx: LoweringContext, value_of,
+                        registers: dict[str, k.Expr]) -> list[k.Stmt]:
+    """Declare a register ``v_<out>`` per statement, in order (added to ``registers``);
+    ``value_of`` gives the other tensors' values at the cell."""
     stmts: list[k.Stmt] = []
 
     def value(name: str) -> k.Expr:
         return registers[name] if name in registers else value_of(name)
 
     lowering = ExprLowering(ctx, value)
-    for statement in plan.elementwise:
+    for statement in statements:
         ctype = compute_type(ctx.dtype(statement.out))
         register = f"v_{statement.out}"
         value = _cast(lowering.lower(statement.expr), ctype)
@@ -606,10 +613,14 @@ def aggregate(agg: str, acc: k.Expr, value: k.Expr, ctype: str) -> k.Expr:
     return value
 
 
-def contraction_value(nc: NormalContraction, ctx: LoweringContext, ctype: str, itype: str
+def contraction_value(nc: NormalContraction, ctx: LoweringContext, ctype: str, itype: str,
+                      computed: dict[str, k.Expr] | None = None
                       ) -> tuple[k.Expr, k.Expr | None]:
-    """The combined value of one assignment, and for ``?`` the condition it contributes under."""
-    loads = [ctx.load(a.tensor, access_index(a.index, a.sizes, itype)) for a in nc.operands]
+    """The combined value of one assignment, and for ``?`` the condition it contributes under.
+    ``computed`` holds operands already computed in registers (a plan's prologue)."""
+    computed = computed or {}
+    loads = [computed[a.tensor] if a.tensor in computed else
+             ctx.load(a.tensor, access_index(a.index, a.sizes, itype)) for a in nc.operands]
     if nc.combo == "none":
         return _cast(loads[0], ctype), None
     if nc.combo == "?":
@@ -650,10 +661,10 @@ def finalize(nc: NormalContraction, ctx: LoweringContext, acc: k.Expr, reached: 
 
 
 def accumulate(nc: NormalContraction, ctx: LoweringContext, ctype: str, itype: str,
-               flag: str | None) -> k.Stmt:
+               flag: str | None, computed: dict[str, k.Expr] | None = None) -> k.Stmt:
     """One assignment's contribution to ``acc`` (and ``flag`` set), under the guards the loop
     box does not imply and, for ``A == B ? C``, the condition."""
-    value, condition = contraction_value(nc, ctx, ctype, itype)
+    value, condition = contraction_value(nc, ctx, ctype, itype, computed)
     update: list[k.Stmt] = [k.Assign("acc", aggregate(nc.agg, k.Var("acc", ctype), value, ctype))]
     if flag is not None:
         update.append(k.Assign(flag, k.Const(True, "bool")))
@@ -664,6 +675,73 @@ def accumulate(nc: NormalContraction, ctx: LoweringContext, ctype: str, itype: s
     if guard is not None:
         inner = k.If(guard, inner)
     return inner
+
+
+def accumulate_plan(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext,
+                    ctype: str, itype: str, flag: str | None) -> k.Stmt:
+    """:func:`accumulate` for the plan's contraction ``nc`` and each of its siblings (into
+    ``acc_<out>``), after computing the plan's prologue at the assignment's operand cell.
+
+        for (i0 ...) { p_flat = ...; v_T2 = X[p_flat] - M[i1]; acc += v_T2 * v_T2; }
+    """
+    if not plan.prologue and not plan.siblings:
+        return accumulate(nc, ctx, ctype, itype, flag, None)
+    # A plain reduction (fusion.reduction_domain): the operand is read at its own cells, each
+    # axis one loop variable, so the prologue's cell is those variables.
+    access = nc.operands[0]
+    cell = [k.Var(poly.terms[0][0], itype) for poly in access.index]
+    flat = k.Var("p_flat", itype)
+    stmts: list[k.Stmt] = [k.Declare("p_flat", itype, access_index(access.index, access.sizes,
+                                                                  itype))]
+
+    def value_of(tensor: str) -> k.Expr:
+        index = broadcast_index(cell, access.sizes, ctx.shape(tensor), flat, itype)
+        return ctx.load(tensor, index)
+
+    registers: dict[str, k.Expr] = {}
+    stmts += evaluate_statements(plan.prologue, ctx, value_of, registers)
+    stmts.append(accumulate(nc, ctx, ctype, itype, flag, registers))
+    for sibling in plan.siblings:
+        sibling_type = compute_type(ctx.dtype(sibling.out))
+        value = registers[sibling.operand] if sibling.operand in registers else \
+            value_of(sibling.operand)
+        acc = k.Var(f"acc_{sibling.out}", sibling_type)
+        stmts.append(k.Assign(acc.name, aggregate(sibling.agg, acc, _cast(value, sibling_type),
+                                                  sibling_type)))
+    return k.block(*stmts)
+
+
+def _fused_note(plan: KernelPlan) -> str:
+    """What the schedule line adds for a prologue and siblings (GINGHAM_DEBUG=3)."""
+    note = ""
+    if plan.siblings:
+        note += f", {1 + len(plan.siblings)} reductions"
+    if plan.prologue:
+        note += f", operands computed in the loop: {', '.join(e.out for e in plan.prologue)}"
+    return note
+
+
+def sibling_accumulators(plan: KernelPlan, ctx: LoweringContext) -> list[k.Stmt]:
+    """Declarations of the siblings' accumulators, each at its aggregation's identity."""
+    stmts: list[k.Stmt] = []
+    for sibling in plan.siblings:
+        ctype = compute_type(ctx.dtype(sibling.out))
+        stmts.append(k.Declare(f"acc_{sibling.out}", ctype,
+                               k.Const(identity_value(sibling.agg, ctype), ctype)))
+    return stmts
+
+
+def sibling_results(plan: KernelPlan, ctx: LoweringContext, accumulators: dict[str, k.Expr],
+                    registers: dict[str, k.Expr]) -> list[k.Stmt]:
+    """Each sibling's value ``v_<out>`` (added to ``registers``) from its accumulated value in
+    ``accumulators``: the domain reaches every cell, so it is the value as stored."""
+    stmts: list[k.Stmt] = []
+    for sibling in plan.siblings:
+        ctype = compute_type(ctx.dtype(sibling.out))
+        stmts.append(k.Declare(f"v_{sibling.out}", ctype,
+                               as_stored(accumulators[sibling.out], ctx.dtype(sibling.out), ctx)))
+        registers[sibling.out] = k.Var(f"v_{sibling.out}", ctype)
+    return stmts
 
 
 def lower_contraction(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kernel:
@@ -682,7 +760,8 @@ def lower_contraction(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
     body.append(k.Declare("acc", ctype, k.Const(identity_value(nc.agg, ctype), ctype)))
     if flag:
         body.append(k.Declare("reached", "bool", k.Const(False, "bool")))
-    inner = accumulate(nc, ctx, ctype, itype, "reached" if flag else None)
+    body += sibling_accumulators(plan, ctx)
+    inner = accumulate_plan(plan, nc, ctx, ctype, itype, "reached" if flag else None)
     for var in reversed(nc.red_vars):
         lo, hi = nc.red_ranges[var]
         inner = k.For(var, lo, hi + 1, inner)
@@ -691,10 +770,12 @@ def lower_contraction(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
     result = finalize(nc, ctx, k.Var("acc", ctype), reached, cell, flat, ctype, itype)
     body.append(k.Declare(f"v_{nc.out}", ctype, result))
     registers = {nc.out: k.Var(f"v_{nc.out}", ctype)}
+    body += sibling_results(plan, ctx, {s.out: k.Var(f"acc_{s.out}", compute_type(
+        ctx.dtype(s.out))) for s in plan.siblings}, registers)
     body += _epilogue(plan, ctx, cell, flat, itype, registers)
     loop = k.For("g", 0, cells, k.block(*body), kind="thread")
     schedule = (f"one work-item per output cell ({cells}), serial reduction over "
-                f"{nc.reduction_size} assignments, {len(nc.guards)} guards")
+                f"{nc.reduction_size} assignments, {len(nc.guards)} guards{_fused_note(plan)}")
     kernel = _kernel(name, ctx, loop, cells, schedule)
     flops = 2 * cells * nc.reduction_size
     return k.Kernel(kernel.name, kernel.params, kernel.body, kernel.launch, kernel.schedule,
