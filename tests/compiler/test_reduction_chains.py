@@ -1,0 +1,188 @@
+"""Reduction chains (batch norm, softmax, cross-entropy, forward and gradient) in few kernels.
+
+Fusion recomputes cheap elementwise tensors in their readers and puts plain reductions of one
+domain in one kernel (:mod:`gingham.compiler.fusion`). Here: that the chains fuse (kernel
+counts; no intermediate of the activation's shape is stored) and that the values stay those
+of PyTorch CPU on every device the run discovers (odd sizes, half-precision inputs, and sizes
+that take the split reduction on work-group devices).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import gingham.nn.functional as F
+from gingham.bench.ops import Traced
+from gingham.compiler.fusion import plan
+from gingham.compiler.hoist import hoist_broadcast
+from gingham.devices import get_device, list_devices
+from gingham.runtime import executable
+from gingham.tile import dtypes as dt
+
+RNG = np.random.default_rng(11)
+WORK_GROUP_DEVICES = [d.id for d in list_devices() if d.info.dialect in ("opencl", "cuda")]
+
+
+def batch_norm(x, w, b):
+    return F.batch_norm(x, None, None, w, b, training=True)[0]
+
+
+def torch_batch_norm(x, w, b):
+    return TF.batch_norm(x, None, None, w, b, training=True)
+
+
+def batch_norm_arrays(shape, dtype="float32"):
+    channels = shape[1]
+    x = (RNG.standard_normal(shape) * 2 + 0.5).astype(dt.DTYPES[dtype])
+    w = (1 + 0.1 * RNG.standard_normal(channels)).astype(np.float32)
+    b = (0.1 * RNG.standard_normal(channels)).astype(np.float32)
+    return [x, w, b]
+
+
+def labels_for(logits):
+    shape = (logits.shape[0],) + logits.shape[2:]
+    return RNG.integers(0, logits.shape[1], shape).astype(np.int64)
+
+
+def run_traced(fn, arrays, wrt, device, cotangent):
+    """``fn``'s output and its gradients (for inputs ``wrt``) with ``cotangent``, on ``device``."""
+    traced = Traced.of(fn, arrays, device)
+    inputs = traced.inputs(arrays)
+    output = traced.function(*inputs, device=device)
+    gradient, names = traced.gradient(arrays, wrt)
+    results = gradient(*inputs, cotangent, device=device)
+    results = results if isinstance(results, tuple) else (results,)
+    by_name = dict(zip(gradient.program.outputs, results))
+    return output, [by_name[name] for name in names]
+
+
+def run_torch(fn, arrays, wrt, cotangent):
+    """The same in PyTorch, in float32 (half inputs widened exactly)."""
+    tensors = [torch.tensor(np.asarray(a, np.float32) if dt.is_float(a.dtype) else a,
+                            requires_grad=i in wrt) for i, a in enumerate(arrays)]
+    out = fn(*tensors)
+    out.backward(torch.tensor(np.asarray(cotangent, np.float32)))
+    return out.detach().numpy(), [tensors[i].grad.numpy() for i in wrt]
+
+
+def assert_close(got, expected, dtype, what):
+    got = np.asarray(got, np.float64)
+    scale = max(1.0, float(np.abs(expected).max()))
+    # float32: sums of up to ~10^4 terms; half types: one rounding of the output (8 or 11 bits).
+    tol = {"float32": 2e-5, "float16": 2e-3, "bfloat16": 1.6e-2}[dtype]
+    np.testing.assert_allclose(got, expected, rtol=tol, atol=tol * scale, err_msg=what)
+
+
+# -- the chains fuse -----------------------------------------------------------------------------
+
+
+def plan_of(fn, arrays, wrt, backward):
+    traced = Traced.of(fn, arrays, "reference")
+    inputs = traced.inputs(arrays)
+    bound = traced.function.bind(*inputs)
+    if backward:
+        gradient, _ = traced.gradient(arrays, wrt)
+        out = bound.shapes[bound.program.outputs[0]]
+        bound = gradient.bind(*inputs, np.ones(out, bound.dtypes[bound.program.outputs[0]]))
+    bound = hoist_broadcast(bound)
+    return bound, plan(bound)
+
+
+@pytest.mark.parametrize("case, kernels", [
+    ("batch_norm.forward", 3),   # sum(x); sum((x - mean)^2); the normalisation
+    ("batch_norm.backward", 5),  # + sum(dy), sum(dy * xhat), sum(dy * ...) in one; sum(dx'); dx
+    ("softmax.backward", 6),
+    ("cross_entropy.backward", 11),
+])
+def test_chains_fuse_and_store_no_intermediate_of_the_big_shape(case, kernels):
+    name, part = case.split(".")
+    shape = {"batch_norm": (4, 16, 8, 8), "softmax": (8, 64), "cross_entropy": (8, 10)}[name]
+    if name == "batch_norm":
+        fn, arrays, wrt = batch_norm, batch_norm_arrays(shape), (0, 1, 2)
+    elif name == "softmax":
+        fn, arrays, wrt = (lambda t: F.softmax(t, -1)), [RNG.standard_normal(shape)
+                                                         .astype(np.float32)], (0,)
+    else:
+        logits = RNG.standard_normal(shape).astype(np.float32)
+        fn, arrays, wrt = F.cross_entropy, [logits, labels_for(logits)], (0,)
+    bound, kernel_plan = plan_of(fn, arrays, wrt, part == "backward")
+    assert len(kernel_plan.kernels) == kernels
+    stored_big = {n for k in kernel_plan.kernels for n in k.stores
+                  if bound.shapes[n] == shape} - set(bound.program.outputs)
+    # softmax keeps exp(x - max) in memory: recomputing exp costs more than a pass on a CPU;
+    # cross-entropy also its class index and the picked cotangent (a select contraction).
+    allowed = {"softmax": 1, "cross_entropy": 3}.get(name, 0)
+    assert len(stored_big) <= allowed, stored_big
+
+
+def test_batch_norm_backward_reductions_share_one_pass():
+    bound, kernel_plan = plan_of(batch_norm, batch_norm_arrays((4, 16, 8, 8)), (0, 1, 2), True)
+    shared = [k for k in kernel_plan.kernels if k.siblings]
+    assert len(shared) == 1 and len(shared[0].siblings) == 2
+    # Its operands are computed from dy and x in the loop, not read from stored products.
+    assert {e.out for e in shared[0].prologue}
+    def root(name):
+        while name in kernel_plan.aliases:
+            name = kernel_plan.aliases[name]
+        return name
+
+    big_reads = {root(n) for n in shared[0].reads() if bound.shapes[n] == (4, 16, 8, 8)}
+    assert big_reads == {i.name for i in bound.program.inputs if i.name in big_reads}
+    assert len(big_reads) == 2  # x and dy
+
+
+# -- values against PyTorch ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape, dtype", [
+    ((3, 5, 7, 9), "float32"),    # odd sizes
+    ((8, 4, 16, 16), "float32"),  # 2048 values per channel: the split reduction on work groups
+    ((3, 5, 7, 9), "bfloat16"),
+    ((2, 3, 5, 5), "float16"),
+])
+def test_batch_norm_training_matches_torch(device, shape, dtype):
+    arrays = batch_norm_arrays(shape, dtype)
+    cotangent = RNG.standard_normal(shape).astype(dt.DTYPES[dtype])
+    out, grads = run_traced(batch_norm, arrays, (0, 1, 2), device, cotangent)
+    expected, expected_grads = run_torch(torch_batch_norm, arrays, (0, 1, 2), cotangent)
+    assert out.dtype == arrays[0].dtype and grads[0].dtype == arrays[0].dtype
+    assert_close(out, expected, dtype, "y")
+    for name, got, want in zip(("dx", "dweight", "dbias"), grads, expected_grads):
+        # dweight and dbias are float32 sums of the cotangent times float32 values
+        assert_close(got, want, dtype if name == "dx" else "float32" if dtype == "float32"
+                     else "float16", name)
+
+
+@pytest.mark.parametrize("shape", [(5, 37), (2, 5, 3, 3)])
+def test_softmax_and_cross_entropy_match_torch(device, shape):
+    x = (RNG.standard_normal(shape) * 3).astype(np.float32)
+    cotangent = RNG.standard_normal(shape).astype(np.float32)
+    for ours, theirs in ((lambda t: F.softmax(t, 1), lambda t: TF.softmax(t, 1)),
+                         (lambda t: F.log_softmax(t, 1), lambda t: TF.log_softmax(t, 1))):
+        out, (dx,) = run_traced(ours, [x], (0,), device, cotangent)
+        expected, (expected_dx,) = run_torch(theirs, [x], (0,), cotangent)
+        assert_close(out, expected, "float32", "softmax")
+        assert_close(dx, expected_dx, "float32", "softmax dx")
+    labels = labels_for(x)
+    loss_cotangent = np.array(1.7, np.float32)
+    out, (dx,) = run_traced(F.cross_entropy, [x, labels], (0,), device, loss_cotangent)
+    expected, (expected_dx,) = run_torch(TF.cross_entropy, [x, labels], (0,), loss_cotangent)
+    assert_close(out, expected, "float32", "cross_entropy")
+    assert_close(dx, expected_dx, "float32", "cross_entropy dx")
+
+
+@pytest.mark.parametrize("device_id", WORK_GROUP_DEVICES)
+def test_split_reduction_computes_the_siblings(device_id):
+    """On a work-group device batch norm's gradient sums are one split reduction with three
+    results (each with its own partials and tree)."""
+    arrays = batch_norm_arrays((8, 4, 16, 16))
+    traced = Traced.of(batch_norm, arrays, device_id)
+    inputs = traced.inputs(arrays)
+    gradient, _ = traced.gradient(arrays, (0, 1, 2))
+    cotangent = RNG.standard_normal((8, 4, 16, 16)).astype(np.float32)
+    exe = executable(gradient.bind(*inputs, cotangent), get_device(device_id))
+    schedules = [launch.schedule for launch in exe.launches]
+    assert any("split reduction" in s and "3 reductions" in s for s in schedules), schedules
