@@ -55,9 +55,10 @@ class Sibling:
 class KernelPlan:
     """One kernel to generate: what it iterates over and what it computes, in order.
 
-    A contraction kernel may also compute, per assignment of its reduction, the recomputed
-    elementwise statements its operands need (``prologue``, at the operand's cells), and
-    further reductions over the same domain (``siblings``)."""
+    A contraction kernel may also compute, per assignment of its reduction, the elementwise
+    statements its operands need (``prologue``, at the operand's cells: recomputed ones, or
+    those of an elementwise kernel it took over, stored from there if needed), and further
+    reductions over the same domain (``siblings``)."""
 
     kind: str  # "contraction", "elementwise" or "special"
     shape: tuple[int, ...]  # the cells it iterates over
@@ -74,6 +75,7 @@ class KernelPlan:
         if self.contraction is not None:
             names.append(self.contraction.out)
             names.extend(s.out for s in self.siblings)
+            names.extend(e.out for e in self.prologue)
         if self.special is not None:
             names.append(self.special.out)
         names.extend(e.out for e in self.elementwise)
@@ -81,7 +83,7 @@ class KernelPlan:
 
     def reads(self) -> set[str]:
         """Tensors read from memory (produced elsewhere)."""
-        produced = set(self.produced) | {e.out for e in self.prologue}
+        produced = set(self.produced)
         names: set[str] = set()
         if self.contraction is not None:
             names |= {a.tensor for a in self.contraction.operands}
@@ -153,7 +155,14 @@ def plan(bound: BoundProgram) -> Plan:
             operands = [a.tensor for a in nc.operands]
             prologue, reads = closure(operands)
             target = _sibling_target(nc, reads, bound, kernels, producer, root)
-            if target is None:
+            if target is None and _absorbs_producer(nc, bound, kernels, producer, root):
+                # The elementwise kernel just before computes the operand (softmax's
+                # exp(x - max)): the reduction computes it per assignment and stores it.
+                target = len(kernels) - 1
+                kernels[target] = KernelPlan("contraction", bound.shapes[statement.out],
+                                             contraction=nc,
+                                             prologue=kernels[target].elementwise)
+            elif target is None:
                 kernels.append(KernelPlan("contraction", bound.shapes[statement.out],
                                           contraction=nc, prologue=prologue))
                 target = len(kernels) - 1
@@ -321,6 +330,21 @@ def _sibling_target(nc: NormalContraction, reads: list[str], bound: BoundProgram
                 and reduction_domain(kernel.contraction, bound) == domain):
             return index
     return None
+
+
+def _absorbs_producer(nc: NormalContraction, bound: BoundProgram, kernels: list[KernelPlan],
+                      producer: dict[str, int], root) -> bool:
+    """Whether plain reduction ``nc`` can take over the latest kernel, an elementwise kernel
+    over its domain that computes its operand: each assignment of the reduction visits one
+    cell of the domain once, so the kernel's statements become the reduction's prologue, their
+    stored tensors written from there (one pass over the domain instead of two)."""
+    if not kernels or reduction_domain(nc, bound) is None:
+        return False
+    operand = nc.operands[0].tensor
+    latest = kernels[-1]
+    return (latest.kind == "elementwise" and root(operand) == operand
+            and producer.get(operand) == len(kernels) - 1
+            and latest.shape == tuple(bound.shapes[operand]))
 
 
 _CHEAP_CALLS = ("min", "max", "abs")

@@ -337,8 +337,9 @@ def _epilogue(plan: KernelPlan, ctx: LoweringContext, cell: list[k.Expr], flat: 
         return ctx.load(name, index)
 
     stmts = _evaluate(plan, ctx, value_of, registers)
+    in_loop = {e.out for e in plan.prologue}  # stored by the reduction loop
     for produced in plan.produced:
-        if produced in plan.stores:
+        if produced in plan.stores and produced not in in_loop:
             stmts.append(k.Store(ctx.param(produced, output=True), flat, registers[produced]))
     return stmts
 
@@ -700,6 +701,9 @@ def accumulate_plan(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContex
 
     registers: dict[str, k.Expr] = {}
     stmts += evaluate_statements(plan.prologue, ctx, value_of, registers)
+    # Each assignment is one cell of the domain, visited once: store what others read.
+    stmts += [k.Store(ctx.param(e.out, output=True), flat, registers[e.out])
+              for e in plan.prologue if e.out in plan.stores]
     stmts.append(accumulate(nc, ctx, ctype, itype, flag, registers))
     for sibling in plan.siblings:
         sibling_type = compute_type(ctx.dtype(sibling.out))
@@ -718,6 +722,9 @@ def _fused_note(plan: KernelPlan) -> str:
         note += f", {1 + len(plan.siblings)} reductions"
     if plan.prologue:
         note += f", operands computed in the loop: {', '.join(e.out for e in plan.prologue)}"
+        stored = [e.out for e in plan.prologue if e.out in plan.stores]
+        if stored:
+            note += f" (stored: {', '.join(stored)})"
     return note
 
 
