@@ -34,8 +34,21 @@ def torch_batch_norm(x, w, b):
     return TF.batch_norm(x, None, None, w, b, training=True)
 
 
-def batch_norm_arrays(shape, dtype="float32"):
-    channels = shape[1]
+def batch_norm_nhwc(x, w, b):
+    """Training batch norm of channels-last data, written with the frontend's ops as
+    nn.functional writes the NCHW one (the statistics reduce the leading axes)."""
+    mean = x.mean((0, 1, 2), keepdims=True)
+    centred = x - mean
+    var = (centred ** 2.0).mean((0, 1, 2), keepdims=True)
+    return centred * F._rsqrt(var + 1e-5) * w + b
+
+
+def torch_batch_norm_nhwc(x, w, b):
+    return torch_batch_norm(x.permute(0, 3, 1, 2), w, b).permute(0, 2, 3, 1)
+
+
+def batch_norm_arrays(shape, dtype="float32", channels_last=False):
+    channels = shape[-1] if channels_last else shape[1]
     x = (RNG.standard_normal(shape) * 2 + 0.5).astype(dt.DTYPES[dtype])
     w = (1 + 0.1 * RNG.standard_normal(channels)).astype(np.float32)
     b = (0.1 * RNG.standard_normal(channels)).astype(np.float32)
@@ -94,15 +107,20 @@ def plan_of(fn, arrays, wrt, backward):
 @pytest.mark.parametrize("case, kernels", [
     ("batch_norm.forward", 3),   # sum(x); sum((x - mean)^2); the normalisation
     ("batch_norm.backward", 5),  # + sum(dy), sum(dy * xhat), sum(dy * ...) in one; sum(dx'); dx
+    ("batch_norm_nhwc.forward", 3),
+    ("batch_norm_nhwc.backward", 5),
     ("softmax.forward", 3),     # max; sum(exp(x - max)), exp stored from its loop; divide
     ("softmax.backward", 5),
     ("cross_entropy.backward", 10),
 ])
 def test_chains_fuse_and_store_no_intermediate_of_the_big_shape(case, kernels):
     name, part = case.split(".")
-    shape = {"batch_norm": (4, 16, 8, 8), "softmax": (8, 64), "cross_entropy": (8, 10)}[name]
+    shape = {"batch_norm": (4, 16, 8, 8), "batch_norm_nhwc": (4, 8, 8, 16), "softmax": (8, 64),
+             "cross_entropy": (8, 10)}[name]
     if name == "batch_norm":
         fn, arrays, wrt = batch_norm, batch_norm_arrays(shape), (0, 1, 2)
+    elif name == "batch_norm_nhwc":
+        fn, arrays, wrt = batch_norm_nhwc, batch_norm_arrays(shape, channels_last=True), (0, 1, 2)
     elif name == "softmax":
         fn, arrays, wrt = (lambda t: F.softmax(t, -1)), [RNG.standard_normal(shape)
                                                          .astype(np.float32)], (0,)
@@ -155,6 +173,17 @@ def test_batch_norm_training_matches_torch(device, shape, dtype):
         # dweight and dbias are float32 sums of the cotangent times float32 values
         assert_close(got, want, dtype if name == "dx" else "float32" if dtype == "float32"
                      else "float16", name)
+
+
+@pytest.mark.parametrize("shape", [(3, 7, 5, 6), (8, 16, 16, 4)])
+def test_channels_last_batch_norm_matches_torch(device, shape):
+    arrays = batch_norm_arrays(shape, channels_last=True)
+    cotangent = RNG.standard_normal(shape).astype(np.float32)
+    out, grads = run_traced(batch_norm_nhwc, arrays, (0, 1, 2), device, cotangent)
+    expected, expected_grads = run_torch(torch_batch_norm_nhwc, arrays, (0, 1, 2), cotangent)
+    assert_close(out, expected, "float32", "y")
+    for name, got, want in zip(("dx", "dweight", "dbias"), grads, expected_grads):
+        assert_close(got, want, "float32", name)
 
 
 @pytest.mark.parametrize("shape", [(5, 37), (2, 5, 3, 3)])
