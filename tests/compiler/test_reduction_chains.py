@@ -216,3 +216,25 @@ def test_split_reduction_computes_the_siblings(device_id):
     exe = executable(gradient.bind(*inputs, cotangent), get_device(device_id))
     schedules = [launch.schedule for launch in exe.launches]
     assert any("split reduction" in s and "3 reductions" in s for s in schedules), schedules
+
+
+def test_hoisting_reuses_an_expression_it_hoisted_before(device):
+    """Batch norm's gradient needs rsqrt(var + eps) in several statements: one hoisted
+    tensor, so the reductions that read it need not wait for one another."""
+    from gingham import tile
+
+    fn = tile.function("""
+    function (X[N, C], S[C]) -> (A, B) {
+        A = X * rsqrt(S + 1.0);
+        B = X * 2.0 - rsqrt(S + 1.0);
+    }""")
+    x = RNG.standard_normal((64, 5)).astype(np.float32)
+    s = np.abs(RNG.standard_normal(5)).astype(np.float32)
+    bound = fn.bind(x, s)
+    hoisted = hoist_broadcast(bound)
+    added = len(hoisted.program.statements) - len(bound.program.statements)
+    assert added == 1
+    a, b = fn(x, s, device=device)
+    r = 1 / np.sqrt(s.astype(np.float64) + 1)
+    np.testing.assert_allclose(a, x * r, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(b, x * 2 - r, rtol=1e-6, atol=1e-6)
