@@ -28,6 +28,7 @@ passes over one large tensor, so two more rules cut them:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..tile.bounds import bind_contraction
@@ -443,11 +444,12 @@ def _broadcast_access(nc: NormalContraction, access, bound: BoundProgram) -> boo
 def _fusion_target(shape: tuple[int, ...], inputs: list[str], bound: BoundProgram,
                    kernels: list[KernelPlan], producer: dict[str, int], root) -> int | None:
     """The kernel an elementwise statement of ``shape`` reading ``inputs`` from memory (or
-    registers) joins, or None."""
-    candidates = sorted(
-        {producer[n] for n in inputs if n in producer and root(n) == n},
-        reverse=True,
-    )
+    registers) joins, or None. It may join a kernel whose cells are its own up to axes of
+    length 1 (an optimizer's update of a ``[C]`` weight after the ``[C, 1, 1]`` sum that is its
+    gradient) when it reads nothing that broadcasts."""
+    cells = math.prod(shape)
+    producers = {producer[root(n)] for n in inputs if root(n) in producer}
+    candidates = sorted(producers, reverse=True)
     # The latest kernel too, though it produces none of the operands (siblings: softmax's
     # gradient computes D_O / S and D_O * E / (S * S) over the same cells): one pass over
     # the cells instead of two kernels.
@@ -455,15 +457,31 @@ def _fusion_target(shape: tuple[int, ...], inputs: list[str], bound: BoundProgra
         candidates.insert(0, len(kernels) - 1)
     for index in candidates:
         kernel = kernels[index]
-        if kernel.kind == "special" or kernel.shape != shape:
+        if kernel.kind == "special" or not _same_cells(kernel.shape, shape):
             continue
-        produced_here = set(kernel.produced)
-        ready = all(
-            name in produced_here or producer.get(root(name), -1) < index
-            for name in inputs
-        )
-        # Tensors produced here are read in registers at the same cell: they must not broadcast.
-        same_cells = all(bound.shapes[n] == shape for n in inputs if n in produced_here)
-        if ready and same_cells:
+        if kernel.shape != shape and (index not in producers or any(
+                math.prod(bound.shapes[n]) not in (cells, 1) for n in inputs)):
+            # Only into the kernel computing an operand (a statement that joins the latest
+            # kernel can delay a later reduction that would share it), and a broadcast
+            # operand would be indexed by the kernel's coordinates.
+            continue
+        # The prologue's values exist per assignment of the reduction, not per output cell.
+        in_registers = set(kernel.produced) - {e.out for e in kernel.prologue}
+        ready = all(root(n) in in_registers or producer.get(root(n), -1) < index
+                    for n in inputs)
+        # Tensors produced here are read in registers at the same cell (through a reshape,
+        # the same flat cell): they must not broadcast.
+        unbroadcast = all(math.prod(bound.shapes[n]) == cells for n in inputs
+                          if root(n) in in_registers)
+        if ready and unbroadcast:
             return index
     return None
+
+
+def _same_cells(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Whether shapes ``a`` and ``b`` differ at most by axes of length 1: the same cells in the
+    same row-major order, so a kernel over ``a`` computes a ``b`` cell at the same flat index.
+
+        _same_cells((64, 1, 1), (64,)) -> True;   _same_cells((4, 16), (16, 4)) -> False
+    """
+    return [n for n in a if n != 1] == [n for n in b if n != 1]

@@ -109,8 +109,10 @@ def cell_coordinates(flat: k.Expr, shape: tuple[int, ...], names: list[str], ity
 
 def broadcast_index(cell: list[k.Expr], out_shape: tuple[int, ...], shape: tuple[int, ...],
                     flat: k.Expr, itype: str) -> k.Expr:
-    """Flat index into a tensor of ``shape`` broadcast to ``out_shape`` at ``cell``."""
-    if shape == out_shape:
+    """Flat index into a tensor of ``shape`` broadcast to ``out_shape`` at ``cell``. A tensor of
+    as many cells is read at ``flat``: it is ``out_shape`` with other axes of length 1 (a
+    statement over ``[C]`` fused into a kernel over ``[C, 1, 1]``, fusion._same_cells)."""
+    if shape == out_shape or math.prod(shape) == math.prod(out_shape):
         return flat
     if math.prod(shape) == 1:
         return k.Const(0, itype)
@@ -360,7 +362,13 @@ def evaluate_statements(statements: list[tir.Elementwise], ctx: LoweringContext,
     stmts: list[k.Stmt] = []
 
     def value(name: str) -> k.Expr:
-        return registers[name] if name in registers else value_of(name)
+        if name in registers:
+            return registers[name]
+        if ctx.buffer(name) in registers:
+            # A reshape of a value computed here: fusion lets it be read only at the same
+            # flat cell (fusion._fusion_target), so it is the same register.
+            return registers[ctx.buffer(name)]
+        return value_of(name)
 
     lowering = ExprLowering(ctx, value)
     for statement in statements:

@@ -238,3 +238,28 @@ def test_hoisting_reuses_an_expression_it_hoisted_before(device):
     r = 1 / np.sqrt(s.astype(np.float64) + 1)
     np.testing.assert_allclose(a, x * r, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(b, x * 2 - r, rtol=1e-6, atol=1e-6)
+
+
+def test_update_of_a_reshaped_reduction_joins_its_kernel(device):
+    """An optimizer's update of a [C] weight from its [C, 1, 1] gradient sum, and a running
+    statistic of it: the same cells up to axes of length 1, computed in the reduction's
+    kernel (read through the reshape in registers, written at the same flat index)."""
+    from gingham import tile
+
+    fn = tile.function("""
+    function (X[N, C, H, W], P[C], M[C]) -> (S, U, V) {
+        S[c, 0, 0 : C, 1, 1] = +(X[n, c, h, w]);
+        G = reshape(S, C);
+        U = P - G * 0.1;
+        V = M * 0.9 + G / 3.0;
+    }""")
+    x = RNG.standard_normal((3, 7, 5, 4)).astype(np.float32)
+    p, m = RNG.standard_normal(7).astype(np.float32), RNG.standard_normal(7).astype(np.float32)
+    bound = hoist_broadcast(fn.bind(x, p, m))
+    kernels = plan(bound).kernels
+    assert len(kernels) == 1 and {"U", "V"} <= kernels[0].stores
+    s, u, v = fn(x, p, m, device=device)
+    g = x.astype(np.float64).sum((0, 2, 3))
+    np.testing.assert_allclose(s.reshape(7), g, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(u, p - g * 0.1, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(v, m * 0.9 + g / 3.0, rtol=1e-5, atol=1e-5)
