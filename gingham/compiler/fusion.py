@@ -4,13 +4,17 @@ Every contraction and special operation starts a kernel. An elementwise statemen
 kernel that produces one of its operands when it iterates over the same cells (same shape) and
 all its other operands exist before that kernel runs; there it becomes an epilogue computed in
 registers, per output cell; it may also join the latest kernel when that iterates over the
-same cells and its operands exist before it. Otherwise it starts an elementwise kernel, which later elementwise
-statements can join in turn, so a chain ``relu(x * a + b) * c`` is one kernel and
+same cells and its operands exist before it. Otherwise it starts an elementwise kernel, which
+later elementwise statements can join in turn, so a chain ``relu(x * a + b) * c`` is one kernel and
 ``C = A @ B; D = relu(C + bias)`` is one kernel. A tensor is written to memory only if it is an
 output of the program or another kernel reads it.
 
+A statement whose cells are the kernel's up to axes of length 1 (``[C]`` and ``[C, 1, 1]``)
+joins the kernel computing one of its operands too if nothing it reads broadcasts: an
+optimizer's update of a batch-norm weight is computed with the sum that is its gradient.
+
 Reduction chains (batch norm, softmax, cross-entropy and their gradients) are dominated by
-passes over one large tensor, so two more rules cut them:
+passes over one large tensor, so three more rules cut them:
 
 * **Recomputation.** A cheap elementwise tensor (arithmetic only, no transcendental call) that
   reads at most two tensors of its own shape from memory, is no output, and that every reader
@@ -22,6 +26,10 @@ passes over one large tensor, so two more rules cut them:
   assignment (``KernelPlan.prologue``) instead of reading a stored tensor, and joins an earlier
   plain reduction over the same domain whose inputs are ready as a ``Sibling``: one pass and
   one kernel give batch norm backward's ``sum(dy)``, ``sum(dy * xhat)`` and ``sum(dy * x)``.
+* **A reduction takes over its producer.** When the kernel just before a plain reduction is an
+  elementwise kernel over its domain computing its operand (softmax's ``exp(x - max)``, too
+  dear to recompute), its statements become the reduction's prologue and are stored from the
+  reduction's loop, which visits every cell of the domain once.
 
     plan(bound) -> [KernelPlan(kind="contraction", outputs=["C", "D"], stores={"D"}, ...)]
 """
