@@ -15,10 +15,11 @@ than the statement becomes a statement of its own at that smaller shape:
 Fusion then computes ``T4_h0`` in the epilogue of the kernel that produces ``T4`` (the same
 shape), so no kernel is added there. An expression hoisted before is not hoisted again: the
 statement reads the earlier one (batch norm's gradient needs ``rsqrt(T4 / 32768.0 + 1e-05)``
-in three statements; one name lets fusion put their reductions in one kernel). The values are the same: the sub-expression is evaluated
-with the same operands and types, and only where its type is its own compute type (a float16
-sub-expression is computed in float32 in registers; stored, it would be rounded), so nothing is
-rounded that was not rounded before.
+in three statements; one name lets fusion put their reductions in one kernel).
+
+The values are the same: the sub-expression is evaluated with the same operands and types, and
+only where its type is its own compute type (a float16 sub-expression is computed in float32 in
+registers; stored, it would be rounded), so nothing is rounded that was not rounded before.
 
     hoist_broadcast(bound) -> BoundProgram with the extra statements, shapes and dtypes
 """

@@ -6,9 +6,11 @@ tests the guards that the box does not imply, accumulates, finalises (unreached 
 or the default), then evaluates the fused elementwise epilogue in registers and stores what
 other kernels need. A plain reduction may also compute its operand per assignment (the plan's
 prologue, :func:`accumulate_plan`) and further reductions of the same domain beside its own
-(siblings, each with an accumulator ``acc_<out>``). The fast schedules for contractions (:mod:`gingham.compiler.tiling`) replace
-the per-cell reduction with tiled loops but keep this structure. Elementwise and special plans
-have bandwidth-bound schedules here too (:func:`lower_streaming`: several cells per GPU
+(siblings, each with an accumulator ``acc_<out>``).
+
+The fast schedules for contractions (:mod:`gingham.compiler.tiling`) replace the per-cell
+reduction with tiled loops but keep this structure. Elementwise and special plans have
+bandwidth-bound schedules here too (:func:`lower_streaming`: several cells per GPU
 work-item with 16-byte vector accesses, chunks in ``omp simd`` loops on the CPU).
 """
 
