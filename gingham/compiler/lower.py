@@ -567,17 +567,31 @@ def _lower_vectorised(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
 
 
 def _lower_chunked(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kernel | None:
-    """C: each OpenMP iteration computes CPU_CHUNK cells in an ``omp simd`` loop, with the
-    one-element tensors loaded once per chunk."""
+    """C: each OpenMP iteration computes a chunk of cells (CPU_CHUNK, or a divisor of the run
+    over which broadcast operands stay constant) in an ``omp simd`` loop, with the one-element
+    tensors, and the broadcast values constant over the chunk, loaded once per chunk."""
     cells = math.prod(plan.shape)
     itype = _stream_index_type(plan, ctx)
     if itype != "int32":
         return None  # the renderer gives a loop with a computed bound an int counter
-    chunks = math.ceil(cells / CPU_CHUNK)
+    size, runs = _chunk_for_runs(plan, ctx)
+    chunks = math.ceil(cells / size)
     body, scalars = _one_element_loads(plan, ctx, itype)
     chunk = k.Var("gc", itype)
-    start = k.BinOp("*", chunk, k.Const(CPU_CHUNK, itype), itype)
-    stop = k.BinOp("+", start, k.Const(CPU_CHUNK, itype), itype)
+    start = k.BinOp("*", chunk, k.Const(size, itype), itype)
+    if runs:
+        # Per-channel operands (batch norm's mean, scale ...): the chunk lies in one run of
+        # each, so one load per chunk at its first cell replaces a gather per cell.
+        names = [f"gs{axis}" for axis in range(len(plan.shape))]
+        body += cell_coordinates(start, plan.shape, names, itype)
+        first = [k.Var(n, itype) for n in names]
+        for tensor in runs:
+            register = f"s_{tensor}"
+            ctype = compute_type(ctx.dtype(tensor))
+            index = broadcast_index(first, plan.shape, ctx.shape(tensor), start, itype)
+            body.append(k.Declare(register, ctype, ctx.load(tensor, index)))
+            scalars[tensor] = k.Var(register, ctype)
+    stop = k.BinOp("+", start, k.Const(size, itype), itype)
     last = k.BinOp("<", stop, k.Const(cells, itype), "bool")
     body.append(k.Declare("gc_stop", itype, k.Select(last, stop, k.Const(cells, itype), itype)))
     flat = k.Var("ge", itype)
@@ -585,9 +599,45 @@ def _lower_chunked(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kerne
                   k.block(*_scalar_cell(plan, ctx, flat, itype, scalars)), kind="simd")
     body.append(inner)
     loop = k.For("gc", 0, chunks, k.block(*body), kind="thread")
-    schedule = (f"elementwise over {cells} cells, {chunks} chunks of {CPU_CHUNK} (omp simd); "
+    schedule = (f"elementwise over {cells} cells, {chunks} chunks of {size} (omp simd); "
                 f"hoisted scalars: {', '.join(sorted(scalars)) or 'none'}")
     return _kernel(name, ctx, loop, chunks, schedule)
+
+
+#: Fewest cells per chunk for which loading the broadcast operands once per chunk pays.
+MIN_RUN_CHUNK = 256
+
+
+def _chunk_for_runs(plan: KernelPlan, ctx: LoweringContext) -> tuple[int, list[str]]:
+    """The chunk size and the broadcast tensors constant over every chunk.
+
+    A tensor broadcast along the plan's trailing axes (``[1, C, 1, 1]`` over ``[N, C, H, W]``)
+    keeps one value over runs of ``H * W`` consecutive cells; every such run length is a
+    product of trailing sizes, so each is a multiple of the shortest. A chunk dividing the
+    shortest (at least MIN_RUN_CHUNK cells) lies inside one run of each.
+
+        [32, 64, 32, 32] with [1, 64, 1, 1] operands -> (1024, [those operands])
+    """
+    runs: dict[str, int] = {}
+    for tensor in sorted(plan.reads()):
+        shape = ctx.shape(tensor)
+        if shape == plan.shape or math.prod(shape) in (1, math.prod(plan.shape)):
+            continue
+        lead = len(plan.shape) - len(shape)
+        run = 1
+        for axis in range(len(plan.shape) - 1, -1, -1):
+            if axis >= lead and shape[axis - lead] != 1:
+                break
+            run *= plan.shape[axis]
+        if run >= MIN_RUN_CHUNK:
+            runs[tensor] = run
+    if not runs:
+        return CPU_CHUNK, []
+    shortest = min(runs.values())
+    size = max(d for d in range(1, min(shortest, CPU_CHUNK) + 1) if shortest % d == 0)
+    if size < MIN_RUN_CHUNK:
+        return CPU_CHUNK, []
+    return size, sorted(runs)
 
 
 def _kernel(name: str, ctx: LoweringContext, body: k.Stmt, cells: int, schedule: str,

@@ -263,3 +263,32 @@ def test_update_of_a_reshaped_reduction_joins_its_kernel(device):
     np.testing.assert_allclose(s.reshape(7), g, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(u, p - g * 0.1, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(v, m * 0.9 + g / 3.0, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(4, 6, 32, 32), (3, 5, 20, 20), (2, 3, 7, 9)])
+def test_per_channel_operands_load_once_per_chunk_on_the_cpu(device, shape):
+    """The C elementwise schedule takes chunks inside the runs over which broadcast operands
+    keep one value (H * W cells for [1, C, 1, 1], C * H * W for [N, 1, 1, 1]) and loads them
+    once per chunk; runs shorter than 256 cells keep the per-cell loads. Same values."""
+    from gingham import tile
+    from gingham.compiler.lower import MIN_RUN_CHUNK
+
+    fn = tile.function("""
+    function (X[N, C, H, W], M[1, C, 1, 1], S[N, 1, 1, 1], R[1, 1, 1, W]) -> (Y) {
+        Y = (X - M) * S + R;
+    }""")
+    n, c, h, w = shape
+    x = RNG.standard_normal(shape).astype(np.float32)
+    m = RNG.standard_normal((1, c, 1, 1)).astype(np.float32)
+    s = RNG.standard_normal((n, 1, 1, 1)).astype(np.float32)
+    r = RNG.standard_normal((1, 1, 1, w)).astype(np.float32)
+    np.testing.assert_allclose(fn(x, m, s, r, device=device), (x - m) * s + r,
+                               rtol=1e-6, atol=1e-6)
+    if device == "cpu":
+        (launch,) = executable(fn.bind(x, m, s, r), get_device("cpu")).launches
+        hoisted = launch.schedule.split("hoisted scalars: ")[1]
+        if h * w >= MIN_RUN_CHUNK:
+            assert f"chunks of {h * w}" in launch.schedule and "M" in hoisted and "S" in hoisted
+            assert "R" not in hoisted  # varies along W: read per cell
+        else:
+            assert hoisted == "none"
