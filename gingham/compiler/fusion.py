@@ -4,27 +4,70 @@ Every contraction and special operation starts a kernel. An elementwise statemen
 kernel that produces one of its operands when it iterates over the same cells (same shape) and
 all its other operands exist before that kernel runs; there it becomes an epilogue computed in
 registers, per output cell; it may also join the latest kernel when that iterates over the
-same cells and its operands exist before it. Otherwise it starts an elementwise kernel, which later elementwise
-statements can join in turn, so a chain ``relu(x * a + b) * c`` is one kernel and
+same cells and its operands exist before it. Otherwise it starts an elementwise kernel, which
+later elementwise statements can join in turn, so a chain ``relu(x * a + b) * c`` is one kernel and
 ``C = A @ B; D = relu(C + bias)`` is one kernel. A tensor is written to memory only if it is an
 output of the program or another kernel reads it.
+
+A statement whose cells are the kernel's up to axes of length 1 (``[C]`` and ``[C, 1, 1]``)
+joins the kernel computing one of its operands too if nothing it reads broadcasts: an
+optimizer's update of a batch-norm weight is computed with the sum that is its gradient.
+
+Reduction chains (batch norm, softmax, cross-entropy and their gradients) are dominated by
+passes over one large tensor, so three more rules cut them:
+
+* **Recomputation.** A cheap elementwise tensor (arithmetic only, no transcendental call) that
+  reads at most two tensors of its own shape from memory, is no output, and that every reader
+  reads at its own cells, is never stored: each kernel that reads it computes it again in
+  registers (:func:`recomputable`). Batch norm's centred input ``T2 = X - mean`` costs one
+  subtraction per reader instead of a write and a read per reader.
+* **Reductions of one domain share a kernel.** A plain reduction (one operand read at the
+  domain's own cells, no guards) computes its operand's chain of recomputed statements per
+  assignment (``KernelPlan.prologue``) instead of reading a stored tensor, and joins an earlier
+  plain reduction over the same domain whose inputs are ready as a ``Sibling``: one pass and
+  one kernel give batch norm backward's ``sum(dy)``, ``sum(dy * xhat)`` and ``sum(dy * x)``.
+* **A reduction takes over its producer.** When the kernel just before a plain reduction is an
+  elementwise kernel over its domain computing its operand (softmax's ``exp(x - max)``, too
+  dear to recompute), its statements become the reduction's prologue and are stored from the
+  reduction's loop, which visits every cell of the domain once.
 
     plan(bound) -> [KernelPlan(kind="contraction", outputs=["C", "D"], stores={"D"}, ...)]
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..tile.bounds import bind_contraction
+from ..tile import ir as tir
 from ..tile.ir import Binary, Const, Contraction, Elementwise, Expr, Poly, Ref, Select, Special
 from ..tile.shapes import BoundProgram
 from .normalize import NormalContraction, normalize
 
 
+@dataclass(frozen=True)
+class Sibling:
+    """A further reduction in a contraction kernel: ``out`` aggregates (``agg``) ``operand``
+    over the same domain as the kernel's contraction, whose operand it reads at the same
+    cells (both are plain reductions of tensors of one shape to the same output cells).
+
+        Sibling("D_T5_sum", "+", "D_T5")   # beside D_T6_sum = +(D_T6[x0, x1, x2, x3])
+    """
+
+    out: str
+    agg: str
+    operand: str
+
+
 @dataclass
 class KernelPlan:
-    """One kernel to generate: what it iterates over and what it computes, in order."""
+    """One kernel to generate: what it iterates over and what it computes, in order.
+
+    A contraction kernel may also compute, per assignment of its reduction, the elementwise
+    statements its operands need (``prologue``, at the operand's cells: recomputed ones, or
+    those of an elementwise kernel it took over, stored from there if needed), and further
+    reductions over the same domain (``siblings``)."""
 
     kind: str  # "contraction", "elementwise" or "special"
     shape: tuple[int, ...]  # the cells it iterates over
@@ -32,12 +75,16 @@ class KernelPlan:
     special: Special | None = None
     elementwise: list[Elementwise] = field(default_factory=list)
     stores: set[str] = field(default_factory=set)
+    prologue: list[Elementwise] = field(default_factory=list)
+    siblings: list[Sibling] = field(default_factory=list)
 
     @property
     def produced(self) -> list[str]:
         names = []
         if self.contraction is not None:
             names.append(self.contraction.out)
+            names.extend(s.out for s in self.siblings)
+            names.extend(e.out for e in self.prologue)
         if self.special is not None:
             names.append(self.special.out)
         names.extend(e.out for e in self.elementwise)
@@ -49,8 +96,12 @@ class KernelPlan:
         names: set[str] = set()
         if self.contraction is not None:
             names |= {a.tensor for a in self.contraction.operands}
+            names |= {s.operand for s in self.siblings}
             if self.contraction.default is not None:
                 names.add(self.contraction.default)
+            for statement in self.prologue:
+                names |= set(statement.inputs())
+            names -= produced
         if self.special is not None and self.special.op not in ("index", "shape"):
             # index and shape need only the tensor's shape, never its values: a tensor that
             # only they name (cross-entropy's log-probabilities in its gradient) is not computed.
@@ -71,40 +122,79 @@ def plan(bound: BoundProgram) -> Plan:
     producer: dict[str, int] = {}  # tensor -> index of the kernel that computes it
     aliases: dict[str, str] = {}
     program = bound.program
+    statements = _as_kernel_statements(bound)
+    virtual = recomputable(bound, statements)
+    definition = {s.out: s for s, _ in statements if isinstance(s, Elementwise)}
 
     def root(name: str) -> str:
         while name in aliases:
             name = aliases[name]
         return name
 
-    for statement in program.statements:
+    def closure(names) -> tuple[list[Elementwise], list[str]]:
+        """The recomputed statements behind ``names`` (in program order) and the tensors
+        they, with ``names``, read from memory."""
+        chain: dict[str, Elementwise] = {}
+        leaves: list[str] = []
+
+        def visit(name: str) -> None:
+            if name in virtual:
+                if name not in chain:
+                    for inner in definition[name].inputs():
+                        visit(inner)
+                    chain[name] = definition[name]
+            elif name not in leaves:
+                leaves.append(name)
+
+        for name in names:
+            visit(name)
+        return list(chain.values()), leaves
+
+    for statement, nc in statements:
         if isinstance(statement, Special) and statement.op == "reshape":
             aliases[statement.out] = statement.tensors[0]
             continue
-        if _is_copy(statement, bound):
+        if statement.out in virtual:
+            continue  # computed again by every kernel that reads it
+        if _is_copy(statement, bound) and root(statement.expr.name) not in virtual:
             # ``D_T = D_O`` (autodiff passes cotangents on so): the same buffer, no kernel.
             aliases[statement.out] = statement.expr.name
             continue
         if isinstance(statement, Contraction):
-            nc = normalize(bind_contraction(statement, bound))
-            expr = _as_elementwise(nc, bound)
-            if expr is not None:
-                # A copy or product with broadcasting (autodiff's gradients of a sum and of a
-                # max): elementwise, so it streams in vector loops and fuses with neighbours.
-                statement = Elementwise(statement.out, expr, statement.loc)
-        if isinstance(statement, Contraction):
-            kernels.append(KernelPlan("contraction", bound.shapes[statement.out], contraction=nc))
+            operands = [a.tensor for a in nc.operands]
+            prologue, reads = closure(operands)
+            target = _sibling_target(nc, reads, bound, kernels, producer, root)
+            if target is None and _absorbs_producer(nc, bound, kernels, producer, root):
+                # The elementwise kernel just before computes the operand (softmax's
+                # exp(x - max)): the reduction computes it per assignment and stores it.
+                target = len(kernels) - 1
+                kernels[target] = KernelPlan("contraction", bound.shapes[statement.out],
+                                             contraction=nc,
+                                             prologue=kernels[target].elementwise)
+            elif target is None:
+                kernels.append(KernelPlan("contraction", bound.shapes[statement.out],
+                                          contraction=nc, prologue=prologue))
+                target = len(kernels) - 1
+            else:
+                kernel = kernels[target]
+                kernel.siblings.append(Sibling(nc.out, nc.agg, operands[0]))
+                known = {e.out for e in kernel.prologue}
+                kernel.prologue += [e for e in prologue if e.out not in known]
+            producer[statement.out] = target
         elif isinstance(statement, Special):
             kernels.append(KernelPlan("special", bound.shapes[statement.out], special=statement))
+            producer[statement.out] = len(kernels) - 1
         else:
-            target = _fusion_target(statement, bound, kernels, producer, root)
+            recomputed, reads = closure(statement.inputs())
+            target = _fusion_target(bound.shapes[statement.out], reads, bound, kernels,
+                                    producer, root)
             if target is None:
                 kernels.append(KernelPlan("elementwise", bound.shapes[statement.out]))
                 target = len(kernels) - 1
-            kernels[target].elementwise.append(statement)
+            kernel = kernels[target]
+            known = {e.out for e in kernel.elementwise}
+            kernel.elementwise += [e for e in recomputed if e.out not in known] + [statement]
             producer[statement.out] = target
-            continue
-        producer[statement.out] = len(kernels) - 1
 
     # A tensor is stored if the program returns it or another kernel reads it.
     needed_in_memory = {root(name) for name in program.outputs}
@@ -113,9 +203,194 @@ def plan(bound: BoundProgram) -> Plan:
             name = root(name)
             if producer.get(name) != index:
                 needed_in_memory.add(name)
+    assert not needed_in_memory & virtual, "a recomputed tensor is read from memory"
     for kernel in kernels:
         kernel.stores = {n for n in kernel.produced if n in needed_in_memory}
     return Plan([k for k in kernels if k.stores], aliases)
+
+
+def _as_kernel_statements(bound: BoundProgram) -> list[tuple[object, NormalContraction | None]]:
+    """The program's statements, each contraction with its normal form; contractions that
+    compute one elementwise value per cell become :class:`Elementwise` statements."""
+    result: list[tuple[object, NormalContraction | None]] = []
+    for statement in bound.program.statements:
+        nc = None
+        if isinstance(statement, Contraction):
+            nc = normalize(bind_contraction(statement, bound))
+            expr = _as_elementwise(nc, bound)
+            if expr is not None:
+                # A copy or product with broadcasting (autodiff's gradients of a sum and of a
+                # max): elementwise, so it streams in vector loops and fuses with neighbours.
+                statement, nc = Elementwise(statement.out, expr, statement.loc), None
+        result.append((statement, nc))
+    return result
+
+
+#: Most tensors of its own shape a recomputed statement may read from memory: each reader then
+#: reads at most two tensors where it would have read one, and the write is saved.
+MAX_RECOMPUTED_READS = 2
+#: Most operations in a recomputed statement's chain (the work each reader repeats).
+MAX_RECOMPUTED_OPS = 48
+
+
+def recomputable(bound: BoundProgram, statements) -> set[str]:
+    """Elementwise tensors that are never stored but computed again by every reader.
+
+    A tensor qualifies if it is no output, its chain of recomputed statements is cheap
+    (arithmetic, comparisons, selects, casts, min/max and squares: no ``exp`` or ``log``, which
+    cost more than the memory they would save on a CPU), reads at most
+    ``MAX_RECOMPUTED_READS`` tensors of its shape from memory, and every reader reads it at its
+    own cells: an elementwise statement of its shape (a copy included) or a plain reduction
+    (:func:`reduction_domain`). Batch norm's training gradient::
+
+        T2 = X - T2_h0;  T3 = pow(T2, 2.0);  T4[c] = +(T3[n, c, y, x])  ->  T2, T3 recomputed
+    """
+    shapes = bound.shapes
+    outputs = set(bound.program.outputs)
+    readers_ok: dict[str, bool] = {}
+    for statement, nc in statements:
+        if isinstance(statement, Elementwise):
+            shape = shapes[statement.out]
+            for name in statement.inputs():
+                ok = shapes[name] == shape
+                readers_ok[name] = readers_ok.get(name, True) and ok
+        elif isinstance(statement, Contraction):
+            plain = reduction_domain(nc, bound) is not None
+            for access in nc.operands:
+                readers_ok[access.tensor] = readers_ok.get(access.tensor, True) and plain
+            if nc.default is not None:
+                readers_ok[nc.default] = False
+        elif statement.op not in ("index", "shape"):  # those two read no values
+            for name in statement.tensors:
+                readers_ok[name] = False
+    virtual: set[str] = set()
+    reads: dict[str, set[str]] = {}  # recomputed tensor -> tensors of its shape it reads
+    ops: dict[str, int] = {}
+    for statement, _ in statements:
+        if not isinstance(statement, Elementwise) or statement.out in outputs:
+            continue
+        name, shape = statement.out, shapes[statement.out]
+        if not readers_ok.get(name, True) or not _cheap(statement.expr):
+            continue
+        inputs = statement.inputs()
+        if _is_copy(statement, bound) and inputs[0] not in virtual:
+            continue  # a copy of a stored tensor is an alias, cheaper still
+        memory = set()
+        count = _count_ops(statement.expr)
+        for source in inputs:
+            if source in virtual:
+                memory |= reads[source]
+                count += ops[source]
+            elif shapes[source] == shape:
+                memory.add(source)
+        if len(memory) <= MAX_RECOMPUTED_READS and count <= MAX_RECOMPUTED_OPS:
+            virtual.add(name)
+            reads[name], ops[name] = memory, count
+    return virtual
+
+
+def reduction_domain(nc: NormalContraction | None, bound: BoundProgram
+                     ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """For a plain reduction (one operand read at each cell of its own shape, no guards, no
+    default, every output cell reached): the operand's shape and, in output order, the
+    operand axes that the output keeps (its axes longer than 1). Two reductions with the
+    same domain read the same cells and write their results in the same flat order; else None.
+
+        T4[0, c, 0, 0 : 1, C, 1, 1] = +(T3[n, c, y, x])   ->  ((N, C, H, W), (1,))
+    """
+    if (nc is None or nc.combo != "none" or len(nc.operands) != 1 or nc.guards
+            or nc.default is not None or nc.agg == "=" or not nc.always_reached):
+        return None
+    access = nc.operands[0]
+    if tuple(bound.shapes[access.tensor]) != access.sizes:
+        return None
+    names = []
+    for poly in access.index:
+        terms = poly.coeffs
+        if poly.const != 0 or len(terms) != 1 or next(iter(terms.values())) != 1:
+            return None
+        names.append(next(iter(terms)))
+    if len(set(names)) != len(names):
+        return None
+    kept = []
+    for var, size in zip(nc.out_vars, nc.out_shape):
+        if size == 1:
+            continue
+        if var not in names or access.sizes[names.index(var)] != size:
+            return None
+        kept.append(names.index(var))
+    for axis, name in enumerate(names):
+        if name in nc.red_vars and nc.red_ranges[name] != (0, access.sizes[axis] - 1):
+            return None
+    return access.sizes, tuple(kept)
+
+
+def _sibling_target(nc: NormalContraction, reads: list[str], bound: BoundProgram,
+                    kernels: list[KernelPlan], producer: dict[str, int], root) -> int | None:
+    """An earlier contraction kernel over the same domain (:func:`reduction_domain`) that can
+    compute ``nc`` too: everything ``nc`` reads exists before it runs."""
+    domain = reduction_domain(nc, bound)
+    if domain is None:
+        return None
+    ready_after = max((producer.get(root(n), -1) for n in reads), default=-1)
+    for index in range(len(kernels) - 1, ready_after, -1):
+        kernel = kernels[index]
+        if (kernel.kind == "contraction"
+                and reduction_domain(kernel.contraction, bound) == domain):
+            return index
+    return None
+
+
+def _absorbs_producer(nc: NormalContraction, bound: BoundProgram, kernels: list[KernelPlan],
+                      producer: dict[str, int], root) -> bool:
+    """Whether plain reduction ``nc`` can take over the latest kernel, an elementwise kernel
+    over its domain that computes its operand: each assignment of the reduction visits one
+    cell of the domain once, so the kernel's statements become the reduction's prologue, their
+    stored tensors written from there (one pass over the domain instead of two)."""
+    if not kernels or reduction_domain(nc, bound) is None:
+        return False
+    operand = nc.operands[0].tensor
+    latest = kernels[-1]
+    return (latest.kind == "elementwise" and root(operand) == operand
+            and producer.get(operand) == len(kernels) - 1
+            and latest.shape == tuple(bound.shapes[operand]))
+
+
+_CHEAP_CALLS = ("min", "max", "abs")
+
+
+def _cheap(expr: Expr) -> bool:
+    """Arithmetic a reader can repeat for less than a memory pass costs: no transcendental
+    function (a ``pow`` only with the exponent 1 or 2, which lowering makes a product)."""
+    if isinstance(expr, tir.Call):
+        if expr.fn == "pow":
+            from .lower import constant_value  # lower imports this module
+
+            if constant_value(expr.args[1]) not in (1.0, 2.0):
+                return False
+            return _cheap(expr.args[0])
+        if expr.fn not in _CHEAP_CALLS:
+            return False
+        return all(_cheap(a) for a in expr.args)
+    if isinstance(expr, (tir.Unary, tir.Cast)):
+        return _cheap(expr.operand)
+    if isinstance(expr, tir.Binary):
+        return _cheap(expr.left) and _cheap(expr.right)
+    if isinstance(expr, tir.Select):
+        return _cheap(expr.cond) and _cheap(expr.if_true) and _cheap(expr.if_false)
+    return True  # Ref, Const, DimValue
+
+
+def _count_ops(expr: Expr) -> int:
+    if isinstance(expr, tir.Call):
+        return 1 + sum(_count_ops(a) for a in expr.args)
+    if isinstance(expr, (tir.Unary, tir.Cast)):
+        return 1 + _count_ops(expr.operand)
+    if isinstance(expr, tir.Binary):
+        return 1 + _count_ops(expr.left) + _count_ops(expr.right)
+    if isinstance(expr, tir.Select):
+        return 1 + sum(_count_ops(e) for e in (expr.cond, expr.if_true, expr.if_false))
+    return 0
 
 
 def _is_copy(statement, bound: BoundProgram) -> bool:
@@ -174,13 +449,15 @@ def _broadcast_access(nc: NormalContraction, access, bound: BoundProgram) -> boo
     return True
 
 
-def _fusion_target(statement: Elementwise, bound: BoundProgram, kernels: list[KernelPlan],
-                   producer: dict[str, int], root) -> int | None:
-    shape = bound.shapes[statement.out]
-    candidates = sorted(
-        {producer[n] for n in statement.inputs() if n in producer and root(n) == n},
-        reverse=True,
-    )
+def _fusion_target(shape: tuple[int, ...], inputs: list[str], bound: BoundProgram,
+                   kernels: list[KernelPlan], producer: dict[str, int], root) -> int | None:
+    """The kernel an elementwise statement of ``shape`` reading ``inputs`` from memory (or
+    registers) joins, or None. It may join a kernel whose cells are its own up to axes of
+    length 1 (an optimizer's update of a ``[C]`` weight after the ``[C, 1, 1]`` sum that is its
+    gradient) when it reads nothing that broadcasts."""
+    cells = math.prod(shape)
+    producers = {producer[root(n)] for n in inputs if root(n) in producer}
+    candidates = sorted(producers, reverse=True)
     # The latest kernel too, though it produces none of the operands (siblings: softmax's
     # gradient computes D_O / S and D_O * E / (S * S) over the same cells): one pass over
     # the cells instead of two kernels.
@@ -188,15 +465,31 @@ def _fusion_target(statement: Elementwise, bound: BoundProgram, kernels: list[Ke
         candidates.insert(0, len(kernels) - 1)
     for index in candidates:
         kernel = kernels[index]
-        if kernel.kind == "special" or kernel.shape != shape:
+        if kernel.kind == "special" or not _same_cells(kernel.shape, shape):
             continue
-        produced_here = set(kernel.produced)
-        ready = all(
-            name in produced_here or producer.get(root(name), -1) < index
-            for name in statement.inputs()
-        )
-        # Tensors produced here are read in registers at the same cell: they must not broadcast.
-        same_cells = all(bound.shapes[n] == shape for n in statement.inputs() if n in produced_here)
-        if ready and same_cells:
+        if kernel.shape != shape and (index not in producers or any(
+                math.prod(bound.shapes[n]) not in (cells, 1) for n in inputs)):
+            # Only into the kernel computing an operand (a statement that joins the latest
+            # kernel can delay a later reduction that would share it), and a broadcast
+            # operand would be indexed by the kernel's coordinates.
+            continue
+        # The prologue's values exist per assignment of the reduction, not per output cell.
+        in_registers = set(kernel.produced) - {e.out for e in kernel.prologue}
+        ready = all(root(n) in in_registers or producer.get(root(n), -1) < index
+                    for n in inputs)
+        # Tensors produced here are read in registers at the same cell (through a reshape,
+        # the same flat cell): they must not broadcast.
+        unbroadcast = all(math.prod(bound.shapes[n]) == cells for n in inputs
+                          if root(n) in in_registers)
+        if ready and unbroadcast:
             return index
     return None
+
+
+def _same_cells(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Whether shapes ``a`` and ``b`` differ at most by axes of length 1: the same cells in the
+    same row-major order, so a kernel over ``a`` computes a ``b`` cell at the same flat index.
+
+        _same_cells((64, 1, 1), (64,)) -> True;   _same_cells((4, 16), (16, 4)) -> False
+    """
+    return [n for n in a if n != 1] == [n for n in b if n != 1]

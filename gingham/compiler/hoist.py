@@ -13,10 +13,13 @@ than the statement becomes a statement of its own at that smaller shape:
     O = T2 * T4_h0 * W + B;
 
 Fusion then computes ``T4_h0`` in the epilogue of the kernel that produces ``T4`` (the same
-shape), so no kernel is added there. The values are the same: the sub-expression is evaluated
-with the same operands and types, and only where its type is its own compute type (a float16
-sub-expression is computed in float32 in registers; stored, it would be rounded), so nothing is
-rounded that was not rounded before.
+shape), so no kernel is added there. An expression hoisted before is not hoisted again: the
+statement reads the earlier one (batch norm's gradient needs ``rsqrt(T4 / 32768.0 + 1e-05)``
+in three statements; one name lets fusion put their reductions in one kernel).
+
+The values are the same: the sub-expression is evaluated with the same operands and types, and
+only where its type is its own compute type (a float16 sub-expression is computed in float32 in
+registers; stored, it would be rounded), so nothing is rounded that was not rounded before.
 
     hoist_broadcast(bound) -> BoundProgram with the extra statements, shapes and dtypes
 """
@@ -43,16 +46,23 @@ def hoist_broadcast(bound: BoundProgram) -> BoundProgram:
     dtypes = dict(bound.dtypes)
     statements: list = []
     changed = False
+    hoisted_before: dict[tuple, str] = {}  # _signature(expr) -> the statement computing it
     for statement in bound.program.statements:
         if not isinstance(statement, tir.Elementwise):
             statements.append(statement)
             continue
         cells = math.prod(shapes[statement.out])
         hoisted: list[tir.Elementwise] = []
+        reused: list[str] = []
 
         def visit(expr: tir.Expr) -> tir.Expr:
             if _hoistable(expr, shapes, dtypes, cells):
+                signature = _signature(expr)
+                if signature in hoisted_before:
+                    reused.append(hoisted_before[signature])
+                    return tir.Ref(hoisted_before[signature], getattr(expr, "loc", None))
                 name = _fresh(f"{statement.out}_h", shapes)
+                hoisted_before[signature] = name
                 shapes[name] = _broadcast_shape(expr, shapes)
                 dtypes[name] = expr_type(expr, dtypes).dtype
                 hoisted.append(tir.Elementwise(name, expr, statement.loc))
@@ -60,7 +70,7 @@ def hoist_broadcast(bound: BoundProgram) -> BoundProgram:
             return _map_children(expr, visit)
 
         expr = visit(statement.expr)
-        if hoisted:
+        if hoisted or reused:
             changed = True
             statements.extend(hoisted)
             statements.append(dataclasses.replace(statement, expr=expr))
@@ -86,6 +96,22 @@ def _hoistable(expr: tir.Expr, shapes: dict, dtypes: dict, cells: int) -> bool:
 
 def _broadcast_shape(expr: tir.Expr, shapes: dict) -> tuple[int, ...]:
     return tuple(np.broadcast_shapes(*(shapes[name] for name in tir.expr_refs(expr))))
+
+
+def _signature(expr: tir.Expr) -> tuple:
+    """What identifies an expression's value: its structure and its literals with their types
+    (``1`` and ``1.0`` compare equal but type differently)."""
+    if isinstance(expr, tir.Const):
+        return ("const", type(expr.value).__name__, expr.value)
+    if isinstance(expr, (tir.Ref, tir.DimValue)):
+        return (type(expr).__name__, expr.name)
+    parts: list = [type(expr).__name__]
+    for name in ("op", "fn", "dtype"):
+        if hasattr(expr, name):
+            parts.append(getattr(expr, name))
+    children: list = []
+    _map_children(expr, lambda child: children.append(child) or child)
+    return tuple(parts) + tuple(_signature(child) for child in children)
 
 
 def _fresh(prefix: str, shapes: dict) -> str:

@@ -4,9 +4,13 @@ Each plan becomes one kernel whose work-items are the output cells. A contractio
 decodes its cell, loops over the reduction variables inside the box that bounds inference gave,
 tests the guards that the box does not imply, accumulates, finalises (unreached cells become 0
 or the default), then evaluates the fused elementwise epilogue in registers and stores what
-other kernels need. The fast schedules for contractions (:mod:`gingham.compiler.tiling`) replace
-the per-cell reduction with tiled loops but keep this structure. Elementwise and special plans
-have bandwidth-bound schedules here too (:func:`lower_streaming`: several cells per GPU
+other kernels need. A plain reduction may also compute its operand per assignment (the plan's
+prologue, :func:`accumulate_plan`) and further reductions of the same domain beside its own
+(siblings, each with an accumulator ``acc_<out>``).
+
+The fast schedules for contractions (:mod:`gingham.compiler.tiling`) replace the per-cell
+reduction with tiled loops but keep this structure. Elementwise and special plans have
+bandwidth-bound schedules here too (:func:`lower_streaming`: several cells per GPU
 work-item with 16-byte vector accesses, chunks in ``omp simd`` loops on the CPU).
 """
 
@@ -107,8 +111,10 @@ def cell_coordinates(flat: k.Expr, shape: tuple[int, ...], names: list[str], ity
 
 def broadcast_index(cell: list[k.Expr], out_shape: tuple[int, ...], shape: tuple[int, ...],
                     flat: k.Expr, itype: str) -> k.Expr:
-    """Flat index into a tensor of ``shape`` broadcast to ``out_shape`` at ``cell``."""
-    if shape == out_shape:
+    """Flat index into a tensor of ``shape`` broadcast to ``out_shape`` at ``cell``. A tensor of
+    as many cells is read at ``flat``: it is ``out_shape`` with other axes of length 1 (a
+    statement over ``[C]`` fused into a kernel over ``[C, 1, 1]``, fusion._same_cells)."""
+    if shape == out_shape or math.prod(shape) == math.prod(out_shape):
         return flat
     if math.prod(shape) == 1:
         return k.Const(0, itype)
@@ -246,7 +252,7 @@ class ExprLowering:
                 # x^1 and x^2 exactly (x * x is the correctly rounded square, as NumPy's
                 # float power gives it), without a libm call per element: batch norm's
                 # variance and its gradient (pow(T, 2.0 - 1.0)).
-                exponent = _constant_value(expr.args[1])
+                exponent = constant_value(expr.args[1])
                 if exponent in (1.0, 2.0):
                     base = _cast(self.lower(expr.args[0]), ct)
                     return base if exponent == 1.0 else k.BinOp("*", base, base, ct)
@@ -277,15 +283,15 @@ class ExprLowering:
         return _cast(k.BinOp(op, a, b, ot), ct)
 
 
-def _constant_value(expr: tir.Expr) -> float | None:
+def constant_value(expr: tir.Expr) -> float | None:
     """The value of a literal expression built from ``+ - * /`` (``2.0 - 1.0``), else None."""
     if isinstance(expr, tir.Const) and not isinstance(expr.value, bool):
         return float(expr.value)
     if isinstance(expr, tir.Unary) and expr.op == "-":
-        inner = _constant_value(expr.operand)
+        inner = constant_value(expr.operand)
         return None if inner is None else -inner
     if isinstance(expr, tir.Binary) and expr.op in "+-*/":
-        left, right = _constant_value(expr.left), _constant_value(expr.right)
+        left, right = constant_value(expr.left), constant_value(expr.right)
         if left is None or right is None or (expr.op == "/" and right == 0):
             return None
         return {"+": left + right, "-": left - right, "*": left * right,
@@ -337,8 +343,9 @@ def _epilogue(plan: KernelPlan, ctx: LoweringContext, cell: list[k.Expr], flat: 
         return ctx.load(name, index)
 
     stmts = _evaluate(plan, ctx, value_of, registers)
+    in_loop = {e.out for e in plan.prologue}  # stored by the reduction loop
     for produced in plan.produced:
-        if produced in plan.stores:
+        if produced in plan.stores and produced not in in_loop:
             stmts.append(k.Store(ctx.param(produced, output=True), flat, registers[produced]))
     return stmts
 
@@ -347,13 +354,26 @@ def _evaluate(plan: KernelPlan, ctx: LoweringContext, value_of, registers: dict[
               ) -> list[k.Stmt]:
     """Declare a register per elementwise statement of the plan (added to ``registers``);
     ``value_of`` gives the other tensors' values at the cell."""
+    return evaluate_statements(plan.elementwise, ctx, value_of, registers)
+
+
+def evaluate_statements(statements: list[tir.Elementwise], ctx: LoweringContext, value_of,
+                        registers: dict[str, k.Expr]) -> list[k.Stmt]:
+    """Declare a register ``v_<out>`` per statement, in order (added to ``registers``);
+    ``value_of`` gives the other tensors' values at the cell."""
     stmts: list[k.Stmt] = []
 
     def value(name: str) -> k.Expr:
-        return registers[name] if name in registers else value_of(name)
+        if name in registers:
+            return registers[name]
+        if ctx.buffer(name) in registers:
+            # A reshape of a value computed here: fusion lets it be read only at the same
+            # flat cell (fusion._fusion_target), so it is the same register.
+            return registers[ctx.buffer(name)]
+        return value_of(name)
 
     lowering = ExprLowering(ctx, value)
-    for statement in plan.elementwise:
+    for statement in statements:
         ctype = compute_type(ctx.dtype(statement.out))
         register = f"v_{statement.out}"
         value = _cast(lowering.lower(statement.expr), ctype)
@@ -547,17 +567,31 @@ def _lower_vectorised(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
 
 
 def _lower_chunked(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kernel | None:
-    """C: each OpenMP iteration computes CPU_CHUNK cells in an ``omp simd`` loop, with the
-    one-element tensors loaded once per chunk."""
+    """C: each OpenMP iteration computes a chunk of cells (CPU_CHUNK, or a divisor of the run
+    over which broadcast operands stay constant) in an ``omp simd`` loop, with the one-element
+    tensors, and the broadcast values constant over the chunk, loaded once per chunk."""
     cells = math.prod(plan.shape)
     itype = _stream_index_type(plan, ctx)
     if itype != "int32":
         return None  # the renderer gives a loop with a computed bound an int counter
-    chunks = math.ceil(cells / CPU_CHUNK)
+    size, runs = _chunk_for_runs(plan, ctx)
+    chunks = math.ceil(cells / size)
     body, scalars = _one_element_loads(plan, ctx, itype)
     chunk = k.Var("gc", itype)
-    start = k.BinOp("*", chunk, k.Const(CPU_CHUNK, itype), itype)
-    stop = k.BinOp("+", start, k.Const(CPU_CHUNK, itype), itype)
+    start = k.BinOp("*", chunk, k.Const(size, itype), itype)
+    if runs:
+        # Per-channel operands (batch norm's mean, scale ...): the chunk lies in one run of
+        # each, so one load per chunk at its first cell replaces a gather per cell.
+        names = [f"gs{axis}" for axis in range(len(plan.shape))]
+        body += cell_coordinates(start, plan.shape, names, itype)
+        first = [k.Var(n, itype) for n in names]
+        for tensor in runs:
+            register = f"s_{tensor}"
+            ctype = compute_type(ctx.dtype(tensor))
+            index = broadcast_index(first, plan.shape, ctx.shape(tensor), start, itype)
+            body.append(k.Declare(register, ctype, ctx.load(tensor, index)))
+            scalars[tensor] = k.Var(register, ctype)
+    stop = k.BinOp("+", start, k.Const(size, itype), itype)
     last = k.BinOp("<", stop, k.Const(cells, itype), "bool")
     body.append(k.Declare("gc_stop", itype, k.Select(last, stop, k.Const(cells, itype), itype)))
     flat = k.Var("ge", itype)
@@ -565,9 +599,45 @@ def _lower_chunked(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kerne
                   k.block(*_scalar_cell(plan, ctx, flat, itype, scalars)), kind="simd")
     body.append(inner)
     loop = k.For("gc", 0, chunks, k.block(*body), kind="thread")
-    schedule = (f"elementwise over {cells} cells, {chunks} chunks of {CPU_CHUNK} (omp simd); "
+    schedule = (f"elementwise over {cells} cells, {chunks} chunks of {size} (omp simd); "
                 f"hoisted scalars: {', '.join(sorted(scalars)) or 'none'}")
     return _kernel(name, ctx, loop, chunks, schedule)
+
+
+#: Fewest cells per chunk for which loading the broadcast operands once per chunk pays.
+MIN_RUN_CHUNK = 256
+
+
+def _chunk_for_runs(plan: KernelPlan, ctx: LoweringContext) -> tuple[int, list[str]]:
+    """The chunk size and the broadcast tensors constant over every chunk.
+
+    A tensor broadcast along the plan's trailing axes (``[1, C, 1, 1]`` over ``[N, C, H, W]``)
+    keeps one value over runs of ``H * W`` consecutive cells; every such run length is a
+    product of trailing sizes, so each is a multiple of the shortest. A chunk dividing the
+    shortest (at least MIN_RUN_CHUNK cells) lies inside one run of each.
+
+        [32, 64, 32, 32] with [1, 64, 1, 1] operands -> (1024, [those operands])
+    """
+    runs: dict[str, int] = {}
+    for tensor in sorted(plan.reads()):
+        shape = ctx.shape(tensor)
+        if shape == plan.shape or math.prod(shape) in (1, math.prod(plan.shape)):
+            continue
+        lead = len(plan.shape) - len(shape)
+        run = 1
+        for axis in range(len(plan.shape) - 1, -1, -1):
+            if axis >= lead and shape[axis - lead] != 1:
+                break
+            run *= plan.shape[axis]
+        if run >= MIN_RUN_CHUNK:
+            runs[tensor] = run
+    if not runs:
+        return CPU_CHUNK, []
+    shortest = min(runs.values())
+    size = max(d for d in range(1, min(shortest, CPU_CHUNK) + 1) if shortest % d == 0)
+    if size < MIN_RUN_CHUNK:
+        return CPU_CHUNK, []
+    return size, sorted(runs)
 
 
 def _kernel(name: str, ctx: LoweringContext, body: k.Stmt, cells: int, schedule: str,
@@ -606,10 +676,14 @@ def aggregate(agg: str, acc: k.Expr, value: k.Expr, ctype: str) -> k.Expr:
     return value
 
 
-def contraction_value(nc: NormalContraction, ctx: LoweringContext, ctype: str, itype: str
+def contraction_value(nc: NormalContraction, ctx: LoweringContext, ctype: str, itype: str,
+                      computed: dict[str, k.Expr] | None = None
                       ) -> tuple[k.Expr, k.Expr | None]:
-    """The combined value of one assignment, and for ``?`` the condition it contributes under."""
-    loads = [ctx.load(a.tensor, access_index(a.index, a.sizes, itype)) for a in nc.operands]
+    """The combined value of one assignment, and for ``?`` the condition it contributes under.
+    ``computed`` holds operands already computed in registers (a plan's prologue)."""
+    computed = computed or {}
+    loads = [computed[a.tensor] if a.tensor in computed else
+             ctx.load(a.tensor, access_index(a.index, a.sizes, itype)) for a in nc.operands]
     if nc.combo == "none":
         return _cast(loads[0], ctype), None
     if nc.combo == "?":
@@ -650,10 +724,10 @@ def finalize(nc: NormalContraction, ctx: LoweringContext, acc: k.Expr, reached: 
 
 
 def accumulate(nc: NormalContraction, ctx: LoweringContext, ctype: str, itype: str,
-               flag: str | None) -> k.Stmt:
+               flag: str | None, computed: dict[str, k.Expr] | None = None) -> k.Stmt:
     """One assignment's contribution to ``acc`` (and ``flag`` set), under the guards the loop
     box does not imply and, for ``A == B ? C``, the condition."""
-    value, condition = contraction_value(nc, ctx, ctype, itype)
+    value, condition = contraction_value(nc, ctx, ctype, itype, computed)
     update: list[k.Stmt] = [k.Assign("acc", aggregate(nc.agg, k.Var("acc", ctype), value, ctype))]
     if flag is not None:
         update.append(k.Assign(flag, k.Const(True, "bool")))
@@ -664,6 +738,79 @@ def accumulate(nc: NormalContraction, ctx: LoweringContext, ctype: str, itype: s
     if guard is not None:
         inner = k.If(guard, inner)
     return inner
+
+
+def accumulate_plan(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext,
+                    ctype: str, itype: str, flag: str | None) -> k.Stmt:
+    """:func:`accumulate` for the plan's contraction ``nc`` and each of its siblings (into
+    ``acc_<out>``), after computing the plan's prologue at the assignment's operand cell.
+
+        for (i0 ...) { p_flat = ...; v_T2 = X[p_flat] - M[i1]; acc += v_T2 * v_T2; }
+    """
+    if not plan.prologue and not plan.siblings:
+        return accumulate(nc, ctx, ctype, itype, flag, None)
+    # A plain reduction (fusion.reduction_domain): the operand is read at its own cells, each
+    # axis one loop variable, so the prologue's cell is those variables.
+    access = nc.operands[0]
+    cell = [k.Var(poly.terms[0][0], itype) for poly in access.index]
+    flat = k.Var("p_flat", itype)
+    stmts: list[k.Stmt] = [k.Declare("p_flat", itype, access_index(access.index, access.sizes,
+                                                                  itype))]
+
+    def value_of(tensor: str) -> k.Expr:
+        index = broadcast_index(cell, access.sizes, ctx.shape(tensor), flat, itype)
+        return ctx.load(tensor, index)
+
+    registers: dict[str, k.Expr] = {}
+    stmts += evaluate_statements(plan.prologue, ctx, value_of, registers)
+    # Each assignment is one cell of the domain, visited once: store what others read.
+    stmts += [k.Store(ctx.param(e.out, output=True), flat, registers[e.out])
+              for e in plan.prologue if e.out in plan.stores]
+    stmts.append(accumulate(nc, ctx, ctype, itype, flag, registers))
+    for sibling in plan.siblings:
+        sibling_type = compute_type(ctx.dtype(sibling.out))
+        value = registers[sibling.operand] if sibling.operand in registers else \
+            value_of(sibling.operand)
+        acc = k.Var(f"acc_{sibling.out}", sibling_type)
+        stmts.append(k.Assign(acc.name, aggregate(sibling.agg, acc, _cast(value, sibling_type),
+                                                  sibling_type)))
+    return k.block(*stmts)
+
+
+def _fused_note(plan: KernelPlan) -> str:
+    """What the schedule line adds for a prologue and siblings (GINGHAM_DEBUG=3)."""
+    note = ""
+    if plan.siblings:
+        note += f", {1 + len(plan.siblings)} reductions"
+    if plan.prologue:
+        note += f", operands computed in the loop: {', '.join(e.out for e in plan.prologue)}"
+        stored = [e.out for e in plan.prologue if e.out in plan.stores]
+        if stored:
+            note += f" (stored: {', '.join(stored)})"
+    return note
+
+
+def sibling_accumulators(plan: KernelPlan, ctx: LoweringContext) -> list[k.Stmt]:
+    """Declarations of the siblings' accumulators, each at its aggregation's identity."""
+    stmts: list[k.Stmt] = []
+    for sibling in plan.siblings:
+        ctype = compute_type(ctx.dtype(sibling.out))
+        stmts.append(k.Declare(f"acc_{sibling.out}", ctype,
+                               k.Const(identity_value(sibling.agg, ctype), ctype)))
+    return stmts
+
+
+def sibling_results(plan: KernelPlan, ctx: LoweringContext, accumulators: dict[str, k.Expr],
+                    registers: dict[str, k.Expr]) -> list[k.Stmt]:
+    """Each sibling's value ``v_<out>`` (added to ``registers``) from its accumulated value in
+    ``accumulators``: the domain reaches every cell, so it is the value as stored."""
+    stmts: list[k.Stmt] = []
+    for sibling in plan.siblings:
+        ctype = compute_type(ctx.dtype(sibling.out))
+        stmts.append(k.Declare(f"v_{sibling.out}", ctype,
+                               as_stored(accumulators[sibling.out], ctx.dtype(sibling.out), ctx)))
+        registers[sibling.out] = k.Var(f"v_{sibling.out}", ctype)
+    return stmts
 
 
 def lower_contraction(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kernel:
@@ -682,13 +829,19 @@ def lower_contraction(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
     body.append(k.Declare("acc", ctype, k.Const(identity_value(nc.agg, ctype), ctype)))
     if flag:
         body.append(k.Declare("reached", "bool", k.Const(False, "bool")))
-    inner = accumulate(nc, ctx, ctype, itype, "reached" if flag else None)
+    body += sibling_accumulators(plan, ctx)
+    inner = accumulate_plan(plan, nc, ctx, ctype, itype, "reached" if flag else None)
+    # Lanes keep partial sums of every accumulator in the loop (the siblings' too, when they
+    # are sums), never with prologue values stored from the loop.
+    may_use_lanes = (all(sibling.agg == "+" for sibling in plan.siblings)
+                     and not any(e.out in plan.stores for e in plan.prologue))
+    accumulators = ",".join(["acc"] + [f"acc_{sibling.out}" for sibling in plan.siblings])
     lanes = False
     for var in reversed(nc.red_vars):
         lo, hi = nc.red_ranges[var]
-        if var == nc.red_vars[-1] and _lane_sum(nc, ctype, hi - lo + 1):
+        if var == nc.red_vars[-1] and may_use_lanes and _lane_sum(nc, ctype, hi - lo + 1):
             lanes = True
-            inner = k.For(var, lo, hi + 1, inner, kind="simd", reduction="+:acc")
+            inner = k.For(var, lo, hi + 1, inner, kind="simd", reduction=f"+:{accumulators}")
         else:
             inner = k.For(var, lo, hi + 1, inner)
     body.append(inner)
@@ -696,11 +849,13 @@ def lower_contraction(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
     result = finalize(nc, ctx, k.Var("acc", ctype), reached, cell, flat, ctype, itype)
     body.append(k.Declare(f"v_{nc.out}", ctype, result))
     registers = {nc.out: k.Var(f"v_{nc.out}", ctype)}
+    body += sibling_results(plan, ctx, {s.out: k.Var(f"acc_{s.out}", compute_type(
+        ctx.dtype(s.out))) for s in plan.siblings}, registers)
     body += _epilogue(plan, ctx, cell, flat, itype, registers)
     loop = k.For("g", 0, cells, k.block(*body), kind="thread")
     order = "vector-lane" if lanes else "serial"  # lanes: over the innermost loop
     schedule = (f"one work-item per output cell ({cells}), {order} reduction over "
-                f"{nc.reduction_size} assignments, {len(nc.guards)} guards")
+                f"{nc.reduction_size} assignments, {len(nc.guards)} guards{_fused_note(plan)}")
     kernel = _kernel(name, ctx, loop, cells, schedule)
     flops = 2 * cells * nc.reduction_size
     return k.Kernel(kernel.name, kernel.params, kernel.body, kernel.launch, kernel.schedule,

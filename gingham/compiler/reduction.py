@@ -7,7 +7,9 @@ into S slices; a work-group reduces one (slice, cell) pair — its work-items st
 slice, then combine their partial results in local memory by a fixed tree — and writes one
 partial; a second kernel combines each cell's S partials in slice order and applies the usual
 finalisation and fused epilogue. Every aggregation but ``=`` works this way (sum, product, max,
-min, with the reached flags of the valid-index rule), and the result is deterministic.
+min, with the reached flags of the valid-index rule), and the result is deterministic. A plan's
+sibling reductions (:class:`gingham.compiler.fusion.Sibling`) ride along: each has its own
+partials, tree and combination in the same two kernels.
 
     M[c : C] = +(X[n, c, h, w])   with 128 cells, 524288 values each, on 132 compute units
     -> k_partial: 1056 work-groups of 256 (8 slices per cell), k: 128 work-items
@@ -21,9 +23,9 @@ import math
 from ..devices.base import DeviceInfo
 from . import kernel_ir as k
 from .fusion import KernelPlan
-from .lower import (LoweringContext, _epilogue, _kernel, accumulate, aggregate,
+from .lower import (LoweringContext, _epilogue, _kernel, accumulate_plan, aggregate,
                     cell_coordinates, compute_type, finalize, identity_value, index_type,
-                    needs_reached_flag)
+                    _fused_note, needs_reached_flag, sibling_accumulators, sibling_results)
 from .normalize import NormalContraction
 
 GROUP = 256  # work-items per work-group; the local-memory tree halves it eight times
@@ -48,10 +50,16 @@ def split_reduction(plan: KernelPlan, ctx: LoweringContext, name: str,
     flagged = needs_reached_flag(nc)
     values = k.Scratch(f"{name}_partials", ctype, slices * cells)
     reached = k.Scratch(f"{name}_reached", "int32", slices * cells) if flagged else None
+    # One more partials buffer per sibling: (accumulator, aggregation, compute type, buffer).
+    siblings = []
+    for index, sibling in enumerate(plan.siblings):
+        sibling_type = compute_type(ctx.dtype(sibling.out))
+        siblings.append((f"acc_{sibling.out}", sibling.agg, sibling_type,
+                         k.Scratch(f"{name}_partials{index + 1}", sibling_type, slices * cells)))
     partial_ctx = LoweringContext(ctx.bound, ctx.aliases)
-    first = _partials(nc, partial_ctx, f"{name}_partial", cells, slices, chunk, ctype, values,
-                      reached)
-    second = _combine(plan, ctx, name, cells, slices, ctype, values, reached)
+    first = _partials(plan, nc, partial_ctx, f"{name}_partial", cells, slices, chunk, ctype,
+                      values, reached, siblings)
+    second = _combine(plan, ctx, name, cells, slices, ctype, values, reached, siblings)
     return [first, second]
 
 
@@ -64,8 +72,9 @@ def _combine_pair(agg: str, a: k.Expr, a_hit: k.Expr | None, b: k.Expr, b_hit: k
     return k.Select(a_hit, k.Select(b_hit, both, a, ctype), b, ctype)
 
 
-def _partials(nc: NormalContraction, ctx: LoweringContext, name: str, cells: int, slices: int,
-              chunk: int, ctype: str, values: k.Scratch, reached: k.Scratch | None) -> k.Kernel:
+def _partials(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, name: str,
+              cells: int, slices: int, chunk: int, ctype: str, values: k.Scratch,
+              reached: k.Scratch | None, siblings: list) -> k.Kernel:
     extent = nc.reduction_size
     biggest = max([slices * cells, extent + GROUP * 2] +
                   [math.prod(a.sizes) for a in nc.operands])
@@ -84,6 +93,7 @@ def _partials(nc: NormalContraction, ctx: LoweringContext, name: str, cells: int
     body.append(k.Declare("acc", ctype, k.Const(identity_value(nc.agg, ctype), ctype)))
     if reached is not None:
         body.append(k.Declare("hit", "bool", k.Const(False, "bool")))
+    body += sibling_accumulators(plan, ctx)
     # Decode the flat reduction index into the reduction variables (row-major over the box).
     decode: list[k.Stmt] = []
     stride = extent
@@ -99,13 +109,17 @@ def _partials(nc: NormalContraction, ctx: LoweringContext, name: str, cells: int
         if lo:
             value = k.BinOp("+", value, c(lo), itype)
         decode.append(k.Declare(var, itype, value))
-    inner = accumulate(nc, ctx, ctype, itype, "hit" if reached is not None else None)
+    inner = accumulate_plan(plan, nc, ctx, ctype, itype, "hit" if reached is not None else None)
     start = k.BinOp("+", v("rs_start"), v("rs_lid"), itype)
     body.append(k.For("rs_r", start, v("rs_end"), k.block(*decode, inner), step=GROUP))
     # A fixed tree over the work-group's partials: deterministic, and log2(256) barriers.
     # OpenCL wants local arrays at the kernel's outermost scope: declared before the loops.
     shared = [k.LocalArray("rs_values", ctype, (GROUP,), "shared")]
     body.append(k.StoreLocal("rs_values", (v("rs_lid"),), k.Var("acc", ctype)))
+    for index, (acc, _, sibling_type, _) in enumerate(siblings, 1):
+        shared.append(k.LocalArray(f"rs_values{index}", sibling_type, (GROUP,), "shared"))
+        body.append(k.StoreLocal(f"rs_values{index}", (v("rs_lid"),),
+                                 k.Var(acc, sibling_type)))
     if reached is not None:
         shared.append(k.LocalArray("rs_hits", "int32", (GROUP,), "shared"))
         body.append(k.StoreLocal("rs_hits", (v("rs_lid"),),
@@ -130,6 +144,11 @@ def _partials(nc: NormalContraction, ctx: LoweringContext, name: str, cells: int
                                                    ctype)))
             step.append(k.StoreLocal("rs_hits", (v("rs_lid"),),
                                      k.Cast("int32", k.BinOp("||", my_hit, other_hit, "bool"))))
+        for index, (_, agg, sibling_type, _) in enumerate(siblings, 1):
+            array = f"rs_values{index}"
+            step.append(k.StoreLocal(array, (v("rs_lid"),), _combine_pair(
+                agg, k.LoadLocal(array, (v("rs_lid"),), sibling_type), None,
+                k.LoadLocal(array, (other_index,), sibling_type), None, sibling_type)))
         body.append(k.If(k.BinOp("<", v("rs_lid"), c(width), "bool"), k.block(*step)))
         body.append(k.Barrier())
         width //= 2
@@ -139,21 +158,33 @@ def _partials(nc: NormalContraction, ctx: LoweringContext, name: str, cells: int
     if reached is not None:
         write.append(k.Store(reached.name, slot, k.LoadLocal("rs_hits", (c(0),), "int32")))
         ctx.params[reached.name] = k.Param(reached.name, "int32", output=True)
+    for index, (_, _, sibling_type, buffer) in enumerate(siblings, 1):
+        write.append(k.Store(buffer.name, slot,
+                             k.LoadLocal(f"rs_values{index}", (c(0),), sibling_type)))
+        ctx.params[buffer.name] = k.Param(buffer.name, sibling_type, output=True)
     body.append(k.If(k.BinOp("==", v("rs_lid"), c(0), "bool"), k.block(*write)))
     groups = slices * cells
     loop = k.block(*shared, k.For("rs_group", 0, groups,
                                   k.For("rs_lid", 0, GROUP, k.block(*body), kind="local"),
                                   kind="group"))
     params = tuple(sorted(ctx.params.values(), key=lambda p: (p.output, p.name)))
-    scratch = (values,) + ((reached,) if reached is not None else ())
+    scratch = _scratch(values, reached, siblings)
     schedule = (f"split reduction: {slices} slices x {cells} cells, {GROUP} work-items each "
-                f"reducing up to {chunk} of {extent} assignments, tree in local memory")
+                f"reducing up to {chunk} of {extent} assignments, tree in local memory"
+                f"{_fused_note(plan)}")
     return k.Kernel(name, params, loop, k.Launch((groups * GROUP,), (GROUP,)), schedule,
                     flops=2 * cells * extent, uses=frozenset(ctx.uses), scratch=scratch)
 
 
+def _scratch(values: k.Scratch, reached: k.Scratch | None, siblings: list
+             ) -> tuple[k.Scratch, ...]:
+    return ((values,) + ((reached,) if reached is not None else ())
+            + tuple(buffer for _, _, _, buffer in siblings))
+
+
 def _combine(plan: KernelPlan, ctx: LoweringContext, name: str, cells: int, slices: int,
-             ctype: str, values: k.Scratch, reached: k.Scratch | None) -> k.Kernel:
+             ctype: str, values: k.Scratch, reached: k.Scratch | None, siblings: list
+             ) -> k.Kernel:
     """Per cell: the partials in slice order, then finalisation and the fused epilogue."""
     nc = plan.contraction
     itype = index_type(slices * cells + 16)
@@ -178,17 +209,25 @@ def _combine(plan: KernelPlan, ctx: LoweringContext, name: str, cells: int, slic
             k.Assign("hit", k.BinOp("||", hit, later_hit, "bool")))
     else:
         step = k.Assign("acc", _combine_pair(nc.agg, acc, None, later, None, ctype))
-    body.append(k.For("gs", 1, slices, step))
+    steps = [step]
+    for acc_name, agg, sibling_type, buffer in siblings:
+        ctx.params[buffer.name] = k.Param(buffer.name, sibling_type)
+        body.append(k.Declare(acc_name, sibling_type, k.Load(buffer.name, flat, sibling_type)))
+        mine = k.Var(acc_name, sibling_type)
+        steps.append(k.Assign(acc_name, _combine_pair(
+            agg, mine, None, k.Load(buffer.name, later_slot, sibling_type), None, sibling_type)))
+    body.append(k.For("gs", 1, slices, k.block(*steps)))
     cell = [k.Var(var, itype) for var in nc.out_vars]
     body.append(k.Declare(f"v_{nc.out}", ctype, finalize(nc, ctx, acc, hit, cell, flat, ctype,
                                                          itype)))
     registers = {nc.out: k.Var(f"v_{nc.out}", ctype)}
+    body += sibling_results(plan, ctx, {s.out: k.Var(acc, t) for s, (acc, _, t, _)
+                                        in zip(plan.siblings, siblings)}, registers)
     body += _epilogue(plan, ctx, cell, flat, itype, registers)
     loop = k.For("g", 0, cells, k.block(*body), kind="thread")
     kernel = _kernel(name, ctx, loop, cells,
                      f"split reduction, combine: {slices} partials per cell ({cells} cells)")
-    scratch = (values,) + ((reached,) if reached is not None else ())
-    return dataclasses.replace(kernel, scratch=scratch)
+    return dataclasses.replace(kernel, scratch=_scratch(values, reached, siblings))
 
 
 __all__ = ["split_reduction"]
