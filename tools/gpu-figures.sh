@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|b]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -20,17 +20,19 @@ step() {  # step NAME LIMIT COMMAND...
     echo "   rc $? $(date +%T)"; tail -n 25 "$out/$name.log"
 }
 case "${2:-a}" in
-a)  # correctness on the GPU, then the op and model targets of the issue
+a)  # correctness on the GPU, then the op targets of the issue
 step tests-cuda 150 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18"
 step ops-gemm-cuda 70 $g bench ops --device cuda:0 --only gemm --dtype fp32,bf16 --gemm-sizes 4096,8192 --torch-compile off --json "$out/ops-gemm-cuda.json"
 step ops-conv-cuda 45 $g bench ops --device cuda:0 --only conv --dtype fp32,bf16 --torch-compile off --json "$out/ops-conv-cuda.json"
+;;
+m)  # the model targets
 step resnet9-bf16-cuda 80 $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
 step resnet9-bf16-kernels 40 env GINGHAM_DEBUG=2 $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch --steps 1
 step story-cuda 60 $g bench model story --device cuda:0 --steps 20 --torch-compile off --json "$out/story-cuda.json"
 step resnet9-fp32-cuda 60 $g bench model resnet9 --device cuda:0 --layout nhwc --torch-compile off --json "$out/resnet9-fp32-cuda.json"
 ;;
 b)  # the all-devices table, OpenCL against CUDA, a tuned fresh process
-step all-devices 260 $g bench model story resnet9 --all-devices --quick --torch-compile off --json "$out/all-devices.json"
+step all-devices 240 $g bench model story resnet9 --all-devices --quick --torch-compile off --json "$out/all-devices.json"
 step ops-opencl 70 $g bench ops --device opencl:0 --only gemm,conv --dtype fp32 --gemm-sizes 4096 --torch-compile off --json "$out/ops-opencl.json"
 step tune-story-fresh 60 bash -c 'python3 -m gingham tune model story --device cuda:0 --budget 1 --quiet && GINGHAM_TUNE=on python3 tools/check_tuned_fresh.py story cuda:0'
 ;;
