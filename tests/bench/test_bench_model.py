@@ -73,7 +73,26 @@ def test_mixed_precision_runs_both_sides_under_autocast(tmp_path, capsys):
     assert gingham_run["precision"] == torch_run["precision"] == "bf16"
     assert gingham_run["status"] == torch_run["status"] == "ok"
     assert "autocast channels-last" in torch_run["label"]
+    # --layout auto: gingham trains channels-last too, as PyTorch does here
+    assert gingham_run["layout"] == torch_run["layout"] == "NHWC"
+    assert gingham_run["label"].endswith(" NHWC")
     assert gingham_run["losses"][0] == pytest.approx(torch_run["losses"][0], rel=3e-2)
+
+
+@pytest.mark.parametrize("layout, expected", [("nhwc", "NHWC"), ("nchw", "NCHW")])
+def test_layout_option_trains_the_model_in_that_layout(tmp_path, capsys, layout, expected):
+    """``--layout``: gingham's model and images in that layout (fp32 PyTorch stays NCHW);
+    the same weights and images either way, so the first losses agree with PyTorch's."""
+    path = tmp_path / f"{layout}.json"
+    status = main(["bench", "model", *TINY, "--device", "cpu", "--steps", "1", "--layout",
+                   layout, "--json", str(path)])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    gingham_run, torch_run = _records(path)
+    assert (gingham_run["layout"], torch_run["layout"]) == (expected, "NCHW")
+    assert f"gingham layout {expected}" in out
+    assert any(line.split()[1:4] == ["gingham", "cpu", expected] for line in out.splitlines())
+    assert gingham_run["losses"][0] == pytest.approx(torch_run["losses"][0], rel=1e-4)
 
 
 def test_all_devices_table_json_and_plot(tmp_path, capsys):
