@@ -106,8 +106,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "(channels-last) in bfloat16 or float16 (default fp32)")
     model.add_argument("--layout", choices=["auto", "nchw", "nhwc"], default="auto",
                        help="gingham's image layout: auto (default) = channels-last (nhwc) "
-                            "where the PyTorch baseline is channels-last (mixed precision), "
-                            "nchw otherwise")
+                            "where the PyTorch baseline is channels-last (mixed precision) and "
+                            "on the cpu device, nchw otherwise")
     model.add_argument("--no-torch", action="store_true", help="skip the PyTorch baselines")
     model.add_argument("--json", metavar="PATH", help="also write one record per run to PATH")
     model.add_argument("--plot", metavar="PATH",
@@ -317,7 +317,7 @@ def model_command(args: argparse.Namespace) -> int:
     from gingham import __version__
     from gingham.devices import default_device_id, list_devices
 
-    from .model import ModelSettings, bench_models, format_runs, layout_of, plot
+    from .model import ModelSettings, bench_models, format_runs, plot
     from .model import records as model_records
 
     names = list(DEFAULT_MODELS) if not args.models or args.models == ["all"] else args.models
@@ -341,7 +341,7 @@ def model_command(args: argparse.Namespace) -> int:
     busy = _competing_processes()
     print(f"gingham bench model: {', '.join(names)} on {', '.join(devices)}; "
           f"{settings.steps} timed steps after the first and {settings.warmup} warm-up, "
-          f"precision {settings.precision}, gingham layout {layout_of(settings)}; PyTorch: "
+          f"precision {settings.precision}, gingham layout {settings.layout}; PyTorch: "
           f"{'off' if not settings.torch else 'eager, torch.compile ' + settings.torch_compile}",
           flush=True)
     if busy:
