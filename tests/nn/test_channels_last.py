@@ -237,7 +237,8 @@ def _device_params() -> list:
 
 
 #: (model name in gingham.bench.model, gingham class, narrow width, image size)
-TWINS = [("resnet9", models.ResNet9, 4, 16), ("story", models.StoryNet, 4, 12)]
+TWINS = [("resnet9", models.ResNet9, 4, 16), ("story", models.StoryNet, 4, 12),
+         ("resnet18", models.ResNet18, 4, 8)]  # ResNet-18: strided 1x1 shortcut convs
 
 
 @pytest.mark.parametrize("name, cls, width, size", TWINS, ids=[t[0] for t in TWINS])
