@@ -13,20 +13,15 @@ import json
 import sys
 
 import gingham
-from gingham.bench.model import MODELS, _batches
 from gingham.devices import get_device
-from gingham.nn import training
 from gingham.tune import search
+from gingham.tune.cli import model_step
 
 
 def main(name: str, device_id: str) -> None:
-    spec = MODELS[name]
     device = get_device(device_id)
-    model = spec.gingham_model(device_id)
-    optimizer = gingham.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True,
-                                  weight_decay=5e-4)
-    step = training.train_step(model, optimizer)
-    (x, y), _ = _batches(spec, spec.batch)
+    # The benchmark's own step (model, layout, optimiser, data): the kernels `tune model` tuned.
+    step, (x, y) = model_step(name, device_id)
     loss = step(gingham.tensor(x, device=device_id), gingham.tensor(y, device=device_id))
     print(json.dumps({"model": name, "device": device_id, "loss": loss.item(),
                       "compiles": device.stats.compiles, "cache_hits": device.stats.cache_hits,

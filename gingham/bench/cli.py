@@ -104,6 +104,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                        help="fp32, or mixed precision under gingham.autocast / torch.autocast "
                             "(channels-last) in bfloat16 or float16 (default fp32)")
+    model.add_argument("--layout", choices=["auto", "nchw", "nhwc"], default="auto",
+                       help="gingham's image layout: auto (default) = channels-last (nhwc) "
+                            "where the PyTorch baseline is channels-last (mixed precision) and "
+                            "on the cpu device, nchw otherwise")
     model.add_argument("--no-torch", action="store_true", help="skip the PyTorch baselines")
     model.add_argument("--json", metavar="PATH", help="also write one record per run to PATH")
     model.add_argument("--plot", metavar="PATH",
@@ -329,14 +333,15 @@ def model_command(args: argparse.Namespace) -> int:
     else:
         devices = [args.device or default_device_id()]
     overrides = {"batch": args.batch, "torch": not args.no_torch,
-                 "torch_compile": args.torch_compile, "precision": args.precision}
+                 "torch_compile": args.torch_compile, "precision": args.precision,
+                 "layout": args.layout}
     if args.steps:
         overrides["steps"] = args.steps
     settings = ModelSettings.quick(**overrides) if args.quick else ModelSettings(**overrides)
     busy = _competing_processes()
     print(f"gingham bench model: {', '.join(names)} on {', '.join(devices)}; "
           f"{settings.steps} timed steps after the first and {settings.warmup} warm-up, "
-          f"precision {settings.precision}; PyTorch: "
+          f"precision {settings.precision}, gingham layout {settings.layout}; PyTorch: "
           f"{'off' if not settings.torch else 'eager, torch.compile ' + settings.torch_compile}",
           flush=True)
     if busy:

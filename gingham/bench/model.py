@@ -4,12 +4,19 @@
     $ gingham bench model story --device opencl:0              # PlaidML's story net, batch 16
     $ gingham bench model resnet18 --device cpu --batch 32 --steps 3
     $ gingham bench model --all-devices --json epoch.json --plot epoch.png
+    $ gingham bench model resnet9 --device cuda:0 --precision bf16 --layout nhwc
 
 Each runner trains the same network (same initial weights, SGD with Nesterov momentum and
 weight decay, fp32) on the same synthetic data of the real shape, already on the device, so
 their first losses agree: gingham's
 ``gingham.jit``-compiled step (:func:`gingham.nn.training.train_step`), PyTorch eager, and
 PyTorch with the model under ``torch.compile`` (where it runs; see ``torch_compile``).
+
+Layouts (``--layout``): gingham trains in NCHW or channels-last (NHWC) models, given images in
+that layout; ``auto`` trains channels-last where the PyTorch baseline does (mixed precision,
+see :data:`PRECISIONS`), so both sides run their fast convolutions, and on the ``cpu`` device
+always (measured there: a ResNet-9 step at batch 32 takes about a quarter of the NCHW time),
+NCHW otherwise. The table and the records say which layout each run used.
 
 What is measured, per runner: the first step (gingham: trace + compile + run; torch.compile:
 compile + run; eager: cuDNN autotuning and allocations), one more untimed warm-up step, then
@@ -44,6 +51,9 @@ from .ops import BenchError
 #: channels-last tensors (fp16 with ``torch.amp.GradScaler``): PyTorch's fast setting.
 PRECISIONS = {"fp32": None, "bf16": "bfloat16", "fp16": "float16"}
 
+#: ``--layout`` -> the models' ``data_format`` (``auto`` is resolved by :func:`layout_of`).
+LAYOUTS = {"nchw": "NCHW", "nhwc": "NHWC"}
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -56,15 +66,16 @@ class ModelSpec:
     batch: int
     classes: int = 10
 
-    def gingham_model(self, device: str):
-        """The gingham network, initialised from seed 0."""
+    def gingham_model(self, device: str, data_format: str = "NCHW"):
+        """The gingham network in ``data_format``, initialised from seed 0 (the same weights
+        in either layout)."""
         from ..nn import models, modules
 
         modules.manual_seed(0)
         builders: dict[str, Callable[..., Any]] = {
             "resnet9": models.ResNet9, "resnet18": models.ResNet18, "story": models.StoryNet,
             "digits": models.SmallConvNet}
-        return builders[self.name](classes=self.classes, device=device)
+        return builders[self.name](classes=self.classes, device=device, data_format=data_format)
 
     def torch_model(self, torch):
         """The same network in PyTorch, holding the gingham network's initial weights (same
@@ -98,7 +109,8 @@ class ModelSettings:
     ``batch`` None: each model's default. ``torch_compile``: ``auto`` runs it where PyTorch
     runs on a GPU (on a CPU inductor compiles a training step for minutes), ``on``, ``off``.
     ``precision`` is the step's arithmetic: ``fp32``, or ``bf16`` / ``fp16`` mixed precision
-    (see :data:`PRECISIONS`).
+    (see :data:`PRECISIONS`). ``layout`` is gingham's: ``auto`` (channels-last where PyTorch's
+    baseline is: mixed precision), ``nchw`` or ``nhwc``.
     """
 
     steps: int = 5
@@ -107,6 +119,7 @@ class ModelSettings:
     torch: bool = True
     torch_compile: str = "auto"
     precision: str = "fp32"
+    layout: str = "auto"
 
     @classmethod
     def quick(cls, **overrides) -> ModelSettings:
@@ -130,6 +143,7 @@ class Run:
     batch: int
     steps_per_epoch: int
     precision: str = "fp32"
+    layout: str = "NCHW"  # the layout of the images and activations
     hardware: str = ""  # what it runs on (the same for gingham cuda:0 and torch cuda:0)
     first_step_seconds: float | None = None
     warmup_seconds: list[float] = field(default_factory=list)
@@ -165,7 +179,7 @@ class Run:
         return {
             "name": f"model.{self.model}", "model": self.model, "framework": self.framework,
             "device": self.device, "label": self.label, "hardware": self.hardware,
-            "precision": self.precision, "batch": self.batch,
+            "precision": self.precision, "layout": self.layout, "batch": self.batch,
             "shape": f"batch {self.batch}", "steps_per_epoch": self.steps_per_epoch,
             "timed_steps": len(self.step_times),
             "unit": f"seconds per epoch, extrapolated from the median of "
@@ -198,9 +212,32 @@ def _autocast_dtype(settings: ModelSettings) -> str | None:
     return PRECISIONS[settings.precision]
 
 
-def _batches(spec: ModelSpec, batch: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Two batches of synthetic data, alternated: no step sees the same input twice running."""
+def layout_of(settings: ModelSettings, dialect: str | None = None) -> str:
+    """gingham's ``data_format`` for ``settings.layout`` on a device of kernel ``dialect``:
+    ``auto`` is channels-last where PyTorch's baseline runs channels-last (mixed precision)
+    and on the C backend (``cpu``), where it is measured to be the faster layout; NCHW
+    otherwise (float32 on GPUs, where PyTorch's baseline is NCHW too).
+
+        layout_of(ModelSettings(precision="bf16"))           # 'NHWC'
+        layout_of(ModelSettings(), "c")                       # 'NHWC'
+        layout_of(ModelSettings(), "cuda")                    # 'NCHW'
+    """
+    if settings.layout == "auto":
+        channels_last = _autocast_dtype(settings) is not None or dialect == "c"
+        return "NHWC" if channels_last else "NCHW"
+    if settings.layout not in LAYOUTS:
+        raise BenchError(f"layout {settings.layout!r} is not supported; choose from auto, "
+                         f"{', '.join(LAYOUTS)}")
+    return LAYOUTS[settings.layout]
+
+
+def _batches(spec: ModelSpec, batch: int,
+             data_format: str = "NCHW") -> list[tuple[np.ndarray, np.ndarray]]:
+    """Two batches of synthetic data, alternated: no step sees the same input twice running.
+    The same images in either layout (NHWC: each batch transposed, contiguous)."""
     images, labels = data.synthetic(batch * 2, spec.input_shape, spec.classes, seed=0)
+    if data_format == "NHWC":
+        images = np.ascontiguousarray(images.transpose(0, 2, 3, 1))
     return [(images[:batch], labels[:batch]), (images[batch:], labels[batch:])]
 
 
@@ -244,17 +281,19 @@ def run_gingham(spec: ModelSpec, device_id: str, settings: ModelSettings,
               math.ceil(spec.images_per_epoch / batch), settings.precision)
     try:
         device = get_device(device_id)
-        run.label = f"gingham {gingham.__version__} {device_id} ({device.info.name})"
+        run.layout = layout_of(settings, device.info.dialect)
+        run.label = (f"gingham {gingham.__version__} {device_id} ({device.info.name}) "
+                     f"{run.layout}")
         run.hardware = hardware_of(device.info)
         low = _autocast_dtype(settings)
-        model = spec.gingham_model(device_id)
+        model = spec.gingham_model(device_id, run.layout)
         optimizer = gingham.optim.SGD(model.parameters(), lr=0.01, momentum=0.9,
                                       nesterov=True, weight_decay=5e-4)
         scaler = gingham.amp.GradScaler() if low == "float16" else None
         train_step = training.train_step(model, optimizer, autocast=low, scaler=scaler)
         # On the device before timing, as PyTorch's batches are.
         batches = [(gingham.tensor(x, device=device_id), gingham.tensor(y, device=device_id))
-                   for x, y in _batches(spec, batch)]
+                   for x, y in _batches(spec, batch, run.layout)]
         _timed_steps(run, lambda i: train_step(*batches[i % 2]), device.synchronize,
                      lambda loss: loss.item(), settings, log)
         if train_step.traces != 1:
@@ -284,6 +323,7 @@ def run_torch(spec: ModelSpec, env: TorchEnv, compiled: bool, settings: ModelSet
         tensors = [(env.tensor(x), env.tensor(y.astype(np.int64)))
                    for x, y in _batches(spec, batch)]
         if low is not None:  # PyTorch's fast mixed-precision setting: channels-last
+            run.layout = "NHWC"
             net = net.to(memory_format=torch.channels_last)
             tensors = [(x.contiguous(memory_format=torch.channels_last)
                         if x.dim() == 4 else x, y) for x, y in tensors]
@@ -384,25 +424,25 @@ def _seconds(value: float | None, digits: int = 1) -> str:
 
 def format_runs(runs: Sequence[Run]) -> str:
     """The table of seconds per epoch (one line per model and runner), ratios, then notes."""
-    header = ["model", "runner", "device", "batch", "steps/epoch", "ms/step", "s/epoch",
-              "first step", "first epoch", "losses (first, last)"]
+    header = ["model", "runner", "device", "layout", "batch", "steps/epoch", "ms/step",
+              "s/epoch", "first step", "first epoch", "losses (first, last)"]
     rows = [header]
     notes: list[str] = []
     for run in runs:
         losses = "-" if not run.losses else f"{run.losses[0]:.3f}, {run.losses[-1]:.3f}"
         if run.error is not None:
-            rows.append([run.model, run.framework, run.device, str(run.batch),
+            rows.append([run.model, run.framework, run.device, run.layout, str(run.batch),
                          str(run.steps_per_epoch), "ERROR", "-", "-", "-", "-"])
             notes.append(f"{run.model} {run.name}: {run.error}")
             continue
         step = run.step_seconds
-        rows.append([run.model, run.framework, run.device, str(run.batch),
+        rows.append([run.model, run.framework, run.device, run.layout, str(run.batch),
                      str(run.steps_per_epoch), _seconds(None if step is None else step * 1e3),
                      _seconds(run.epoch_seconds), _seconds(run.first_step_seconds),
                      _seconds(run.first_epoch_seconds), losses])
         notes.extend(f"{run.model} {run.name}: {note}" for note in run.notes)
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    right = {3, 4, 5, 6, 7, 8}
+    right = {4, 5, 6, 7, 8, 9}
     lines = ["  ".join(cell.rjust(w) if i in right else cell.ljust(w)
                        for i, (cell, w) in enumerate(zip(row, widths))).rstrip() for row in rows]
     timed = sorted({len(r.step_times) for r in runs if r.step_times})
@@ -453,7 +493,7 @@ def plot(runs: Sequence[Run], path: str, title: str) -> None:
     colours = {"gingham": "#2a7ab0", "torch": "#e07b39", "torch.compile": "#b5523b"}
     for axis, model in zip(axes[:, 0], models):
         chosen = [r for r in runs if r.model == model]
-        names = [f"{r.framework} {r.device}" for r in chosen]
+        names = [f"{r.framework} {r.device} {r.layout}" for r in chosen]
         values = [r.epoch_seconds or 0.0 for r in chosen]
         bars = axis.barh(names, values, color=[colours.get(r.framework, "grey") for r in chosen])
         for bar, run in zip(bars, chosen):
@@ -482,8 +522,10 @@ def plot(runs: Sequence[Run], path: str, title: str) -> None:
         plt.close(fig)
 
 
-def torch_model(torch, name: str, classes: int = 10, width: int = 64):
-    """The PyTorch twin of a gingham model: same layers, same parameter order."""
+def torch_model(torch, name: str, classes: int = 10, width: int | None = None):
+    """The PyTorch twin of a gingham model: same layers, same parameter order. ``width``
+    (None: the model's own default) scales ResNet-9, ResNet-18 and the story net as their
+    gingham ``width`` does."""
     nn = torch.nn
 
     def conv_bn(c_in, c_out, stride=1):
@@ -531,12 +573,14 @@ def torch_model(torch, name: str, classes: int = 10, width: int = 64):
             return self.linear(self.body(self.stem(x)).mean(dim=(2, 3)))
 
     if name == "resnet9":
+        w = width or 64
         return nn.Sequential(
-            conv_bn(3, 64), conv_bn(64, 128), nn.MaxPool2d(2), Residual(128),
-            conv_bn(128, 256), nn.MaxPool2d(2), conv_bn(256, 512), nn.MaxPool2d(2),
-            Residual(512), nn.AdaptiveMaxPool2d(1), nn.Flatten(),
-            nn.Linear(512, classes, bias=False), Scale())
+            conv_bn(3, w), conv_bn(w, 2 * w), nn.MaxPool2d(2), Residual(2 * w),
+            conv_bn(2 * w, 4 * w), nn.MaxPool2d(2), conv_bn(4 * w, 8 * w), nn.MaxPool2d(2),
+            Residual(8 * w), nn.AdaptiveMaxPool2d(1), nn.Flatten(),
+            nn.Linear(8 * w, classes, bias=False), Scale())
     if name == "resnet18":
+        width = width or 64
         stages, channels = [], width
         for index, out in enumerate((width, 2 * width, 4 * width, 8 * width)):
             stages.append(nn.Sequential(Block(channels, out, 1 if index == 0 else 2),
@@ -544,7 +588,8 @@ def torch_model(torch, name: str, classes: int = 10, width: int = 64):
             channels = out
         return Pooled(conv_bn(3, width), nn.Sequential(*stages), channels)
     if name == "story":
-        return Pooled(conv_bn(3, 32, 2), nn.Sequential(*(Block(32) for _ in range(4))), 32)
+        w = width or 32
+        return Pooled(conv_bn(3, w, 2), nn.Sequential(*(Block(w) for _ in range(4))), w)
     if name == "digits":
         return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
@@ -552,5 +597,5 @@ def torch_model(torch, name: str, classes: int = 10, width: int = 64):
     raise BenchError(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
 
 
-__all__ = ["MODELS", "ModelSpec", "ModelSettings", "Run", "run_gingham", "run_torch",
-           "bench_models", "ratios", "format_runs", "records", "plot", "torch_model"]
+__all__ = ["MODELS", "LAYOUTS", "ModelSpec", "ModelSettings", "Run", "layout_of", "run_gingham",
+           "run_torch", "bench_models", "ratios", "format_runs", "records", "plot", "torch_model"]

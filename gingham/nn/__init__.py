@@ -11,7 +11,8 @@
 """
 
 from . import functional, models, modules, training
-from .modules import BatchNorm2d, Conv2d, Flatten, Linear, MaxPool2d, Module, ReLU, Sequential
+from .modules import (AdaptiveAvgPool2d, BatchNorm2d, Conv2d, Flatten, Linear, MaxPool2d, Module,
+                      ReLU, Sequential)
 
 
 def manual_seed(seed: int) -> None:
@@ -21,4 +22,4 @@ def manual_seed(seed: int) -> None:
 
 
 __all__ = ["functional", "models", "training", "Module", "Linear", "Conv2d", "BatchNorm2d",
-           "ReLU", "MaxPool2d", "Flatten", "Sequential", "manual_seed"]
+           "ReLU", "MaxPool2d", "AdaptiveAvgPool2d", "Flatten", "Sequential", "manual_seed"]

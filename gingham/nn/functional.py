@@ -212,6 +212,7 @@ def _conv_padding(op: str, padding, nd: int, kernel: tuple, stride: tuple,
 
 def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stride, padding,
           dilation, groups: int, data_format: str | None = None) -> Tensor:
+    parameter = weight
     x, weight, bias = cast_inputs_low(x, weight, bias)
     _check(op, ("input", "weight", "bias"), input=x, weight=weight, bias=bias)
     channels_last = _data_format(op, data_format, nd) if data_format else False
@@ -247,11 +248,21 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
     else:  # group g reads channels [g*Cg, (g+1)*Cg) and writes [g*Og, (g+1)*Og)
         out_c, in_c, where = g * out_group + co, g * group_in + ci, [co < out_group]
     shape = _layout(channels_last, n_batch, out_channels, out_spatial)
+    if channels_last:
+        # The reduction's fastest index is the input channel (contiguous in NHWC data), so the
+        # filter is read through a copy with that channel last too (OHWI, PyTorch's
+        # channels-last weights): both operands of the product are then K-contiguous, which
+        # the GPU schedules stage with 16-byte copies instead of element by element. The copy
+        # is its own small kernel per step (a permuting assignment is never fused into the
+        # contraction's operand read); the parameter stays OIHW. Permuted before the autocast
+        # cast, so that the cast is the copy's epilogue rather than a kernel of its own.
+        (weight,) = cast_inputs_low(parameter.transpose((0, *range(2, nd + 2), 1)))
+    filter_index = (out_c, *ks, ci) if channels_last else (out_c, ci, *ks)
 
     def build(nodes):
         image, kernel_node = nodes
         return builder.sum(image[_layout(channels_last, n, in_c, taps)]
-                           * kernel_node[(out_c, ci, *ks)],
+                           * kernel_node[filter_index],
                            out=list(_layout(channels_last, n, out_c, ys)), shape=list(shape),
                            where=where)
 
@@ -565,8 +576,13 @@ def _square(x: Tensor) -> Tensor:
 
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
                weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
-               momentum: float = 0.1, eps: float = 1e-5):
+               momentum: float = 0.1, eps: float = 1e-5, data_format: str = "NCHW"):
     """Batch normalisation of ``[N, C, ...]`` data over every axis but the channels.
+
+    ``data_format="NHWC"`` takes channels-last data of any rank, ``[N, ..., C]`` (the channels
+    are the last axis), and returns it in that layout:
+
+        y, mean, var = F.batch_norm(x_nhwc, mean, var, w, b, True, data_format="NHWC")
 
     Evaluation (``training=False``) returns ``y`` normalised with the running statistics.
     Training returns ``(y, new_running_mean, new_running_var)``: ``y`` uses the batch statistics,
@@ -585,16 +601,24 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     op = "batch_norm"
     _check_mixed(op, input, running_mean=running_mean, running_var=running_var, weight=weight,
                  bias=bias)
+    if data_format not in ("NCHW", "NHWC"):
+        raise ValueError(f"{op}: data_format must be 'NCHW' (channels on axis 1) or 'NHWC' "
+                         f"(channels last), not {data_format!r}")
+    channels_last = data_format == "NHWC"
     if input.ndim < 2:
-        raise ShapeError(f"{op}: input must be at least 2-d (N, C, ...), got shape {input.shape}")
-    channels = input.shape[1]
+        layout = "N, ..., C" if channels_last else "N, C, ..."
+        raise ShapeError(f"{op}: input must be at least 2-d ({layout}), got shape {input.shape}")
+    channel_axis = input.ndim - 1 if channels_last else 1
+    channels = input.shape[channel_axis]
     for name, value in (("running_mean", running_mean), ("running_var", running_var),
                         ("weight", weight), ("bias", bias)):
         if value is not None and value.shape != (channels,):
-            raise ShapeError(f"{op}: {name} must have shape ({channels},) for input of shape "
-                             f"{input.shape}, got {value.shape}")
-    axes = (0,) + tuple(range(2, input.ndim))
-    per_channel = (channels,) + (1,) * (input.ndim - 2)
+            raise ShapeError(f"{op}: {name} must have shape ({channels},) for {data_format} "
+                             f"input of shape {input.shape}, got {value.shape}")
+    axes = tuple(a for a in range(input.ndim) if a != channel_axis)
+    # Parameters broadcast against the channels axis: right-aligned, so channels-last needs
+    # no reshape at all.
+    per_channel = (channels,) + (1,) * (input.ndim - 1 - channel_axis)
     count = input.size // channels
     out_dtype, input = input.dtype, _statistics_dtype(input)
     if training:

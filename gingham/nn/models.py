@@ -10,51 +10,82 @@
 * :class:`StoryNet` — the network of PlaidML's launch story: four residual blocks on 100x100
   RGB images (trained there at batch 16).
 * :class:`SmallConvNet` — a two-conv network for the 8x8 digits.
+
+Every model takes ``data_format``: ``"NCHW"`` (the default) or ``"NHWC"``
+(channels-last), the layout of the images it is given and of every activation inside; the
+parameters are the same (PyTorch's shapes and order) in both, so a model's weights load into
+the other layout and into its PyTorch twin unchanged.
+
+    model = ResNet9(data_format="NHWC")
+    logits = model(images)                          # images [N, 32, 32, 3]
 """
 
 from __future__ import annotations
 
 from ..frontend.tensor import Tensor
 from . import functional as F
-from .modules import BatchNorm2d, Conv2d, Linear, Module, Sequential
+from .modules import BatchNorm2d, Conv2d, Flatten, Linear, Module, Sequential
+
+
+def _spatial_axes(data_format: str) -> tuple[int, int]:
+    """The H and W axes of 4-d data in ``data_format``."""
+    return (1, 2) if data_format == "NHWC" else (2, 3)
 
 
 class ConvBN(Module):
     """3x3 conv (no bias), batch norm, relu."""
 
-    def __init__(self, c_in: int, c_out: int, stride: int = 1, device: str | None = None) -> None:
-        self.conv = Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False, device=device)
-        self.bn = BatchNorm2d(c_out, device=device)
+    def __init__(self, c_in: int, c_out: int, stride: int = 1, device: str | None = None,
+                 data_format: str = "NCHW") -> None:
+        self.conv = Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False, device=device,
+                           data_format=data_format)
+        self.bn = BatchNorm2d(c_out, device=device, data_format=data_format)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.relu(self.bn(self.conv(x)))
 
 
 class Residual(Module):
-    def __init__(self, channels: int, device: str | None = None) -> None:
-        self.first = ConvBN(channels, channels, device=device)
-        self.second = ConvBN(channels, channels, device=device)
+    def __init__(self, channels: int, device: str | None = None,
+                 data_format: str = "NCHW") -> None:
+        self.first = ConvBN(channels, channels, device=device, data_format=data_format)
+        self.second = ConvBN(channels, channels, device=device, data_format=data_format)
 
     def forward(self, x: Tensor) -> Tensor:
         return x + self.second(self.first(x))
 
 
 class ResNet9(Module):
-    def __init__(self, classes: int = 10, device: str | None = None) -> None:
-        self.prep = ConvBN(3, 64, device=device)
-        self.layer1 = ConvBN(64, 128, device=device)
-        self.res1 = Residual(128, device=device)
-        self.layer2 = ConvBN(128, 256, device=device)
-        self.layer3 = ConvBN(256, 512, device=device)
-        self.res3 = Residual(512, device=device)
-        self.linear = Linear(512, classes, bias=False, device=device)
+    """The DAWNBench ResNet-9 on 3x32x32 images. ``width`` scales every layer (64: the
+    network of the benchmark; tests use a narrow one).
+
+        model = ResNet9(data_format="NHWC")         # [N, 32, 32, 3] -> [N, 10]
+    """
+
+    def __init__(self, classes: int = 10, device: str | None = None,
+                 data_format: str = "NCHW", width: int = 64) -> None:
+        def conv_bn(c_in: int, c_out: int) -> ConvBN:
+            return ConvBN(c_in, c_out, device=device, data_format=data_format)
+
+        self.data_format = data_format
+        self.prep = conv_bn(3, width)
+        self.layer1 = conv_bn(width, 2 * width)
+        self.res1 = Residual(2 * width, device=device, data_format=data_format)
+        self.layer2 = conv_bn(2 * width, 4 * width)
+        self.layer3 = conv_bn(4 * width, 8 * width)
+        self.res3 = Residual(8 * width, device=device, data_format=data_format)
+        self.linear = Linear(8 * width, classes, bias=False, device=device)
+
+    def _pool(self, x: Tensor, size) -> Tensor:
+        return F.max_pool2d(x, size, data_format=self.data_format)
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.prep(x)
-        x = self.res1(F.max_pool2d(self.layer1(x), 2))
-        x = F.max_pool2d(self.layer2(x), 2)
-        x = self.res3(F.max_pool2d(self.layer3(x), 2))
-        x = F.max_pool2d(x, x.shape[2]).reshape(x.shape[0], -1)  # global max pool
+        x = self.res1(self._pool(self.layer1(x), 2))
+        x = self._pool(self.layer2(x), 2)
+        x = self.res3(self._pool(self.layer3(x), 2))
+        height = x.shape[_spatial_axes(self.data_format)[0]]
+        x = self._pool(x, height).reshape(x.shape[0], -1)  # global max pool
         return self.linear(x) * 0.125
 
 
@@ -68,17 +99,17 @@ class BasicBlock(Module):
     """
 
     def __init__(self, channels: int, out_channels: int | None = None, stride: int = 1,
-                 device: str | None = None) -> None:
+                 device: str | None = None, data_format: str = "NCHW") -> None:
         out = channels if out_channels is None else out_channels
-        self.conv1 = Conv2d(channels, out, 3, stride=stride, padding=1, bias=False,
-                            device=device)
-        self.bn1 = BatchNorm2d(out, device=device)
-        self.conv2 = Conv2d(out, out, 3, padding=1, bias=False, device=device)
-        self.bn2 = BatchNorm2d(out, device=device)
+        layout = {"device": device, "data_format": data_format}
+        self.conv1 = Conv2d(channels, out, 3, stride=stride, padding=1, bias=False, **layout)
+        self.bn1 = BatchNorm2d(out, **layout)
+        self.conv2 = Conv2d(out, out, 3, padding=1, bias=False, **layout)
+        self.bn2 = BatchNorm2d(out, **layout)
         self.shortcut = None
         if stride != 1 or out != channels:
             self.shortcut = Sequential(Conv2d(channels, out, 1, stride=stride, bias=False,
-                                              device=device), BatchNorm2d(out, device=device))
+                                              **layout), BatchNorm2d(out, **layout))
 
     def forward(self, x: Tensor) -> Tensor:
         y = F.relu(self.bn1(self.conv1(x)))
@@ -97,49 +128,59 @@ class ResNet18(Module):
         logits = model(images)                      # [N, 3, 32, 32] -> [N, 10]
     """
 
-    def __init__(self, classes: int = 10, width: int = 64, device: str | None = None) -> None:
-        self.stem = ConvBN(3, width, device=device)
+    def __init__(self, classes: int = 10, width: int = 64, device: str | None = None,
+                 data_format: str = "NCHW") -> None:
+        layout = {"device": device, "data_format": data_format}
+        self.data_format = data_format
+        self.stem = ConvBN(3, width, **layout)
         stages = []
         channels = width
         for index, out in enumerate((width, 2 * width, 4 * width, 8 * width)):
             stride = 1 if index == 0 else 2
-            stages.append(Sequential(BasicBlock(channels, out, stride, device=device),
-                                     BasicBlock(out, out, device=device)))
+            stages.append(Sequential(BasicBlock(channels, out, stride, **layout),
+                                     BasicBlock(out, out, **layout)))
             channels = out
         self.stages = Sequential(*stages)
         self.linear = Linear(channels, classes, device=device)
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.stages(self.stem(x))
-        return self.linear(x.mean(axis=(2, 3)))  # global average pooling
+        return self.linear(x.mean(axis=_spatial_axes(self.data_format)))  # global avg pooling
 
 
 class StoryNet(Module):
     """Four residual blocks on 100x100 RGB images: a stride-2 stem to 50x50x32, the blocks,
     global average pooling and a linear classifier."""
 
-    def __init__(self, classes: int = 10, width: int = 32, device: str | None = None) -> None:
-        self.stem = ConvBN(3, width, stride=2, device=device)
-        self.blocks = Sequential(*(BasicBlock(width, device=device) for _ in range(4)))
+    def __init__(self, classes: int = 10, width: int = 32, device: str | None = None,
+                 data_format: str = "NCHW") -> None:
+        layout = {"device": device, "data_format": data_format}
+        self.data_format = data_format
+        self.stem = ConvBN(3, width, stride=2, **layout)
+        self.blocks = Sequential(*(BasicBlock(width, **layout) for _ in range(4)))
         self.linear = Linear(width, classes, device=device)
 
     def forward(self, x: Tensor) -> Tensor:
         x = self.blocks(self.stem(x))
-        return self.linear(x.mean(axis=(2, 3)))
+        return self.linear(x.mean(axis=_spatial_axes(self.data_format)))
 
 
 class SmallConvNet(Module):
-    """Two 3x3 convs with pooling, for 1x8x8 digits."""
+    """Two 3x3 convs with pooling, for 1x8x8 digits (flattened in NCHW order in either
+    layout, so the linear layer's weights are PyTorch's)."""
 
-    def __init__(self, classes: int = 10, device: str | None = None) -> None:
-        self.conv1 = Conv2d(1, 16, 3, padding=1, device=device)
-        self.conv2 = Conv2d(16, 32, 3, padding=1, device=device)
+    def __init__(self, classes: int = 10, device: str | None = None,
+                 data_format: str = "NCHW") -> None:
+        self.data_format = data_format
+        self.conv1 = Conv2d(1, 16, 3, padding=1, device=device, data_format=data_format)
+        self.conv2 = Conv2d(16, 32, 3, padding=1, device=device, data_format=data_format)
+        self.flatten = Flatten(data_format)
         self.linear = Linear(32 * 2 * 2, classes, device=device)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        return self.linear(x.reshape(x.shape[0], -1))
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2, data_format=self.data_format)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2, data_format=self.data_format)
+        return self.linear(self.flatten(x))
 
 
 __all__ = ["ResNet9", "ResNet18", "StoryNet", "SmallConvNet", "ConvBN", "Residual",

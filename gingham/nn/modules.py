@@ -6,6 +6,10 @@
     logits = model(images)
     opt = gingham.optim.SGD(model.parameters(), lr=0.1)
 
+The image layers take ``data_format="NHWC"`` for channels-last data (what PyTorch's
+``memory_format=torch.channels_last`` and Keras use); their parameters keep PyTorch's shapes
+(OIHW filters), so weights move between the layouts and to and from PyTorch unchanged.
+
 Parameters are leaf tensors that require gradients; buffers (running statistics) are leaf
 tensors updated by ``assign`` — inside ``gingham.jit`` those updates become outputs of the
 compiled step. Initialisation follows PyTorch's defaults (Kaiming-uniform with a = sqrt(5)).
@@ -93,9 +97,23 @@ class Linear(Module):
         return F.linear(x, self.weight, self.bias)
 
 
+def _image_format(layer: str, data_format: str) -> str:
+    """``data_format`` checked once, when the layer is made (``ValueError`` naming it)."""
+    F._data_format(layer, data_format, 2)
+    return data_format
+
+
 class Conv2d(Module):
+    """2-D convolution with an ``[out, in/groups, kh, kw]`` weight (PyTorch's OIHW), on NCHW
+    data or, with ``data_format="NHWC"``, channels-last data:
+
+        conv = Conv2d(3, 64, 3, padding=1, data_format="NHWC")   # [N, H, W, 3] -> [N, H, W, 64]
+    """
+
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-                 dilation=1, groups: int = 1, bias: bool = True, device: str | None = None) -> None:
+                 dilation=1, groups: int = 1, bias: bool = True, device: str | None = None,
+                 data_format: str = "NCHW") -> None:
+        self.data_format = _image_format("Conv2d", data_format)
         kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
         fan_in = in_channels // groups * kh * kw
         bound = 1.0 / math.sqrt(fan_in)
@@ -106,14 +124,19 @@ class Conv2d(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                        self.groups)
+                        self.groups, self.data_format)
 
 
 class BatchNorm2d(Module):
-    """Batch norm over (N, H, W) per channel; running statistics are updated in training."""
+    """Batch norm over (N, H, W) per channel; running statistics are updated in training.
+    ``data_format="NHWC"``: the channels are the last axis.
+
+        bn = BatchNorm2d(64, data_format="NHWC")                 # [N, H, W, 64] -> same
+    """
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
-                 device: str | None = None) -> None:
+                 device: str | None = None, data_format: str = "NCHW") -> None:
+        self.data_format = _image_format("BatchNorm2d", data_format)
         self.weight = tensor(np.ones(num_features, np.float32), device=device, requires_grad=True)
         self.bias = tensor(np.zeros(num_features, np.float32), device=device, requires_grad=True)
         self.running_mean = tensor(np.zeros(num_features, np.float32), device=device)
@@ -123,9 +146,9 @@ class BatchNorm2d(Module):
     def forward(self, x: Tensor) -> Tensor:
         if not self.training:
             return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                                False, self.momentum, self.eps)
+                                False, self.momentum, self.eps, self.data_format)
         y, mean, var = F.batch_norm(x, self.running_mean, self.running_var, self.weight,
-                                    self.bias, True, self.momentum, self.eps)
+                                    self.bias, True, self.momentum, self.eps, self.data_format)
         from ..frontend.tensor import assign_all
 
         assign_all([(self.running_mean, mean), (self.running_var, var)])
@@ -138,15 +161,40 @@ class ReLU(Module):
 
 
 class MaxPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0) -> None:
+    def __init__(self, kernel_size, stride=None, padding=0, data_format: str = "NCHW") -> None:
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.data_format = _image_format("MaxPool2d", data_format)
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding)
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding,
+                            data_format=self.data_format)
+
+
+class AdaptiveAvgPool2d(Module):
+    """Average pooling to ``output_size`` (1: global average pooling), either layout."""
+
+    def __init__(self, output_size, data_format: str = "NCHW") -> None:
+        self.output_size = output_size
+        self.data_format = _image_format("AdaptiveAvgPool2d", data_format)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.adaptive_avg_pool2d(x, self.output_size, self.data_format)
 
 
 class Flatten(Module):
+    """``[N, ...] -> [N, features]``, the features in PyTorch's NCHW order in either layout.
+
+    With ``data_format="NHWC"`` a 4-d input is read as ``[N, H, W, C]`` and flattened as its
+    NCHW twin would be, so a following :class:`Linear` holds the same weights as PyTorch's
+    (a transposing copy, unless H = W = 1, as after global pooling, where it is a reshape).
+    """
+
+    def __init__(self, data_format: str = "NCHW") -> None:
+        self.data_format = _image_format("Flatten", data_format)
+
     def forward(self, x: Tensor) -> Tensor:
+        if self.data_format == "NHWC" and x.ndim == 4 and x.shape[1] * x.shape[2] > 1:
+            x = x.transpose(0, 3, 1, 2)
         return x.reshape(x.shape[0], -1)
 
 
@@ -163,5 +211,5 @@ class Sequential(Module):
         return self.layers[index]
 
 
-__all__ = ["Module", "Linear", "Conv2d", "BatchNorm2d", "ReLU", "MaxPool2d", "Flatten",
-           "Sequential", "manual_seed"]
+__all__ = ["Module", "Linear", "Conv2d", "BatchNorm2d", "ReLU", "MaxPool2d",
+           "AdaptiveAvgPool2d", "Flatten", "Sequential", "manual_seed"]

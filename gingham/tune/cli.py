@@ -63,6 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("--batch", type=int, help="batch size (default: the model's)")
     model.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
                        help="as `gingham bench model --precision` (default fp32)")
+    model.add_argument("--layout", choices=["auto", "nchw", "nhwc"], default="auto",
+                       help="as `gingham bench model --layout` (default auto)")
     model.set_defaults(func=model_command)
 
 
@@ -129,23 +131,26 @@ def tune_ops(device, budget: float | None = None, quick: bool = False, only=("ge
     return session.results
 
 
-def model_step(name: str, device_id: str, batch: int | None = None, precision: str = "fp32"
-               ) -> tuple[Callable, tuple]:
+def model_step(name: str, device_id: str, batch: int | None = None, precision: str = "fp32",
+               layout: str = "auto") -> tuple[Callable, tuple]:
     """The training step of `gingham bench model NAME` and its first batch (same model, seed,
-    optimiser, precision and data as the benchmark, so the same kernels)."""
+    optimiser, precision, layout and data as the benchmark, so the same kernels)."""
     import gingham
 
-    from ..bench.model import MODELS, PRECISIONS, _batches
+    from ..bench.model import MODELS, PRECISIONS, ModelSettings, _batches, layout_of
+    from ..devices import get_device
     from ..nn import training
 
     spec = MODELS[name]
     batch = batch or spec.batch
-    model = spec.gingham_model(device_id)
+    data_format = layout_of(ModelSettings(precision=precision, layout=layout),
+                            get_device(device_id).info.dialect)
+    model = spec.gingham_model(device_id, data_format)
     optimizer = gingham.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True,
                                   weight_decay=5e-4)
     scaler = gingham.amp.GradScaler() if precision == "fp16" else None
     step = training.train_step(model, optimizer, autocast=PRECISIONS[precision], scaler=scaler)
-    return step, _batches(spec, batch)[0]
+    return step, _batches(spec, batch, data_format)[0]
 
 
 def tune_step(step: Callable, args: tuple, budget: float | None = None,
@@ -185,7 +190,7 @@ def model_command(args: argparse.Namespace) -> int:
     device = _device(args)
     start = time.perf_counter()
     before = device.stats.snapshot()
-    step, batch = model_step(args.name, device.id, args.batch, args.precision)
+    step, batch = model_step(args.name, device.id, args.batch, args.precision, args.layout)
     results = tune_step(step, batch, args.budget, args.candidates, not args.quiet)
     _report(results, device, time.perf_counter() - start, device.stats - before)
     return 0

@@ -73,7 +73,26 @@ def test_mixed_precision_runs_both_sides_under_autocast(tmp_path, capsys):
     assert gingham_run["precision"] == torch_run["precision"] == "bf16"
     assert gingham_run["status"] == torch_run["status"] == "ok"
     assert "autocast channels-last" in torch_run["label"]
+    # --layout auto: gingham trains channels-last too, as PyTorch does here
+    assert gingham_run["layout"] == torch_run["layout"] == "NHWC"
+    assert gingham_run["label"].endswith(" NHWC")
     assert gingham_run["losses"][0] == pytest.approx(torch_run["losses"][0], rel=3e-2)
+
+
+@pytest.mark.parametrize("layout, expected", [("nhwc", "NHWC"), ("nchw", "NCHW")])
+def test_layout_option_trains_the_model_in_that_layout(tmp_path, capsys, layout, expected):
+    """``--layout``: gingham's model and images in that layout (fp32 PyTorch stays NCHW);
+    the same weights and images either way, so the first losses agree with PyTorch's."""
+    path = tmp_path / f"{layout}.json"
+    status = main(["bench", "model", *TINY, "--device", "cpu", "--steps", "1", "--layout",
+                   layout, "--json", str(path)])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    gingham_run, torch_run = _records(path)
+    assert (gingham_run["layout"], torch_run["layout"]) == (expected, "NCHW")
+    assert f"gingham layout {layout}" in out
+    assert any(line.split()[1:4] == ["gingham", "cpu", expected] for line in out.splitlines())
+    assert gingham_run["losses"][0] == pytest.approx(torch_run["losses"][0], rel=1e-4)
 
 
 def test_all_devices_table_json_and_plot(tmp_path, capsys):
@@ -132,3 +151,17 @@ def test_bench_all_writes_every_table_and_record(tmp_path, capsys):
     assert {r["model"] for r in _records(out / "models.json")} == {"digits"}
     assert "ratio" in (out / "ops-cpu.txt").read_text()
     assert "s/epoch" in (out / "models.txt").read_text()
+
+
+def test_auto_layout_is_channels_last_under_mixed_precision_and_on_the_cpu():
+    from gingham.bench.model import ModelSettings, layout_of
+    from gingham.bench.ops import BenchError
+
+    fp32, bf16 = ModelSettings(), ModelSettings(precision="bf16")
+    assert [layout_of(fp32, d) for d in ("c", "opencl", "cuda")] == ["NHWC", "NCHW", "NCHW"]
+    assert [layout_of(bf16, d) for d in ("c", "opencl", "cuda")] == ["NHWC"] * 3
+    assert layout_of(ModelSettings(layout="nchw", precision="bf16"), "cuda") == "NCHW"
+    assert layout_of(ModelSettings(layout="nhwc"), "cuda") == "NHWC"
+    with pytest.raises(BenchError, match="layout 'NHWC' is not supported; choose from auto, "
+                                         "nchw, nhwc"):
+        layout_of(ModelSettings(layout="NHWC"), "c")
