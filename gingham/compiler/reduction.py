@@ -27,6 +27,8 @@ from .lower import (LoweringContext, _epilogue, _kernel, accumulate_plan, aggreg
                     cell_coordinates, compute_type, finalize, identity_value, index_type,
                     _fused_note, needs_reached_flag, sibling_accumulators, sibling_results)
 from .normalize import NormalContraction
+from ..tile.bounds import integer_form
+from .lower import row_major_strides
 
 GROUP = 256  # work-items per work-group; the local-memory tree halves it eight times
 
@@ -43,7 +45,10 @@ def split_reduction(plan: KernelPlan, ctx: LoweringContext, name: str,
     units = max(info.compute_units, 1)
     if cells == 0 or cells >= units * 64 or extent < 8 * GROUP:
         return None
-    slices = max(1, min(math.ceil(units * 8 / cells), math.ceil(extent / (4 * GROUP))))
+    lanes = cell_lanes(nc)
+    blocks = math.ceil(cells / lanes)
+    rows = GROUP // lanes  # work-items per cell in a work-group
+    slices = max(1, min(math.ceil(units * 8 / blocks), math.ceil(extent / (4 * rows))))
     chunk = math.ceil(extent / slices)
     slices = math.ceil(extent / chunk)  # no slice empty
     ctype = compute_type(ctx.dtype(nc.out))
@@ -58,9 +63,42 @@ def split_reduction(plan: KernelPlan, ctx: LoweringContext, name: str,
                          k.Scratch(f"{name}_partials{index + 1}", sibling_type, slices * cells)))
     partial_ctx = LoweringContext(ctx.bound, ctx.aliases)
     first = _partials(plan, nc, partial_ctx, f"{name}_partial", cells, slices, chunk, ctype,
-                      values, reached, siblings)
+                      values, reached, siblings, lanes)
     second = _combine(plan, ctx, name, cells, slices, ctype, values, reached, siblings)
     return [first, second]
+
+
+#: Neighbouring cells a work-group reduces side by side (see :func:`cell_lanes`).
+CELL_LANES = 32
+
+
+def cell_lanes(nc: NormalContraction) -> int:
+    """How many neighbouring output cells one work-group reduces at once: CELL_LANES when the
+    operands are read at unit stride along the innermost output variable, else 1.
+
+    A channels-last batch-norm statistic ``M[c] = +(X[n, h, w, c])`` reads X with stride C
+    along its reduction: one cell per work-group makes a warp's 32 loads touch 32 cache lines.
+    With 32 cells side by side (``lane = lid % 32``, ``row = lid / 32``) the same loads are
+    one line, and the rows of the work-group stride through the reduction together.
+    """
+    cells = math.prod(nc.out_shape)
+    if cells < CELL_LANES or not nc.out_vars:
+        return 1
+    innermost = nc.out_vars[-1]
+    if nc.out_shape[-1] < CELL_LANES:
+        return 1
+    reads = False
+    for access in nc.operands:
+        coefficient = 0
+        for poly, stride in zip(access.index, row_major_strides(access.sizes)):
+            coeffs, _, denominator = integer_form(poly)
+            if denominator != 1:
+                return 1
+            coefficient += coeffs.get(innermost, 0) * stride
+        if coefficient not in (0, 1):
+            return 1  # strided along the cells: the old one-cell work-groups read it as well
+        reads = reads or coefficient == 1
+    return CELL_LANES if reads else 1
 
 
 def _combine_pair(agg: str, a: k.Expr, a_hit: k.Expr | None, b: k.Expr, b_hit: k.Expr | None,
@@ -74,16 +112,24 @@ def _combine_pair(agg: str, a: k.Expr, a_hit: k.Expr | None, b: k.Expr, b_hit: k
 
 def _partials(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, name: str,
               cells: int, slices: int, chunk: int, ctype: str, values: k.Scratch,
-              reached: k.Scratch | None, siblings: list) -> k.Kernel:
+              reached: k.Scratch | None, siblings: list, lanes: int = 1) -> k.Kernel:
     extent = nc.reduction_size
+    rows = GROUP // lanes
+    blocks = math.ceil(cells / lanes)
     biggest = max([slices * cells, extent + GROUP * 2] +
                   [math.prod(a.sizes) for a in nc.operands])
     itype = index_type(biggest * 2 + 16)
     v = lambda n: k.Var(n, itype)  # noqa: E731 - a local shorthand
     c = lambda x: k.Const(x, itype)  # noqa: E731
+    # Work-group (slice, block of ``lanes`` neighbouring cells); work-item (row, lane): the
+    # lanes read neighbouring cells, the rows stride through the slice together.
     body: list[k.Stmt] = [
-        k.Declare("rs_cell", itype, k.BinOp("%", v("rs_group"), c(cells), itype)),
-        k.Declare("rs_slice", itype, k.BinOp("/", v("rs_group"), c(cells), itype)),
+        k.Declare("rs_block", itype, k.BinOp("%", v("rs_group"), c(blocks), itype)),
+        k.Declare("rs_slice", itype, k.BinOp("/", v("rs_group"), c(blocks), itype)),
+        k.Declare("rs_lane", itype, k.BinOp("%", v("rs_lid"), c(lanes), itype)),
+        k.Declare("rs_row", itype, k.BinOp("/", v("rs_lid"), c(lanes), itype)),
+        k.Declare("rs_cell", itype, k.BinOp("+", k.BinOp("*", v("rs_block"), c(lanes), itype),
+                                             v("rs_lane"), itype)),
     ]
     body += cell_coordinates(v("rs_cell"), nc.out_shape, list(nc.out_vars), itype)
     body.append(k.Declare("rs_start", itype, k.BinOp("*", v("rs_slice"), c(chunk), itype)))
@@ -110,8 +156,12 @@ def _partials(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, nam
             value = k.BinOp("+", value, c(lo), itype)
         decode.append(k.Declare(var, itype, value))
     inner = accumulate_plan(plan, nc, ctx, ctype, itype, "hit" if reached is not None else None)
-    start = k.BinOp("+", v("rs_start"), v("rs_lid"), itype)
-    body.append(k.For("rs_r", start, v("rs_end"), k.block(*decode, inner), step=GROUP))
+    start = k.BinOp("+", v("rs_start"), v("rs_row"), itype)
+    loop: k.Stmt = k.For("rs_r", start, v("rs_end"), k.block(*decode, inner), step=rows)
+    in_range = k.BinOp("<", v("rs_cell"), c(cells), "bool")
+    if cells % lanes:  # the last block's spare lanes reduce nothing (but meet every barrier)
+        loop = k.If(in_range, loop)
+    body.append(loop)
     # A fixed tree over the work-group's partials: deterministic, and log2(256) barriers.
     # OpenCL wants local arrays at the kernel's outermost scope: declared before the loops.
     shared = [k.LocalArray("rs_values", ctype, (GROUP,), "shared")]
@@ -125,10 +175,10 @@ def _partials(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, nam
         body.append(k.StoreLocal("rs_hits", (v("rs_lid"),),
                                  k.Cast("int32", k.Var("hit", "bool"))))
     body.append(k.Barrier())
-    width = GROUP // 2
+    width = rows // 2
     while width:
         mine = k.LoadLocal("rs_values", (v("rs_lid"),), ctype)
-        other_index = k.BinOp("+", v("rs_lid"), c(width), itype)
+        other_index = k.BinOp("+", v("rs_lid"), c(width * lanes), itype)
         other = k.LoadLocal("rs_values", (other_index,), ctype)
         step: list[k.Stmt] = []
         if reached is None:
@@ -149,28 +199,33 @@ def _partials(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, nam
             step.append(k.StoreLocal(array, (v("rs_lid"),), _combine_pair(
                 agg, k.LoadLocal(array, (v("rs_lid"),), sibling_type), None,
                 k.LoadLocal(array, (other_index,), sibling_type), None, sibling_type)))
-        body.append(k.If(k.BinOp("<", v("rs_lid"), c(width), "bool"), k.block(*step)))
+        body.append(k.If(k.BinOp("<", v("rs_row"), c(width), "bool"), k.block(*step)))
         body.append(k.Barrier())
         width //= 2
     slot = k.BinOp("+", k.BinOp("*", v("rs_slice"), c(cells), itype), v("rs_cell"), itype)
-    write: list[k.Stmt] = [k.Store(values.name, slot, k.LoadLocal("rs_values", (c(0),), ctype))]
+    lane = v("rs_lane")  # row 0 of each lane holds the lane's result
+    write: list[k.Stmt] = [k.Store(values.name, slot, k.LoadLocal("rs_values", (lane,), ctype))]
     ctx.params[values.name] = k.Param(values.name, ctype, output=True)
     if reached is not None:
-        write.append(k.Store(reached.name, slot, k.LoadLocal("rs_hits", (c(0),), "int32")))
+        write.append(k.Store(reached.name, slot, k.LoadLocal("rs_hits", (lane,), "int32")))
         ctx.params[reached.name] = k.Param(reached.name, "int32", output=True)
     for index, (_, _, sibling_type, buffer) in enumerate(siblings, 1):
         write.append(k.Store(buffer.name, slot,
-                             k.LoadLocal(f"rs_values{index}", (c(0),), sibling_type)))
+                             k.LoadLocal(f"rs_values{index}", (lane,), sibling_type)))
         ctx.params[buffer.name] = k.Param(buffer.name, sibling_type, output=True)
-    body.append(k.If(k.BinOp("==", v("rs_lid"), c(0), "bool"), k.block(*write)))
-    groups = slices * cells
+    writer = k.BinOp("==", v("rs_row"), c(0), "bool")
+    if cells % lanes:
+        writer = k.BinOp("&&", writer, in_range, "bool")
+    body.append(k.If(writer, k.block(*write)))
+    groups = slices * blocks
     loop = k.block(*shared, k.For("rs_group", 0, groups,
                                   k.For("rs_lid", 0, GROUP, k.block(*body), kind="local"),
                                   kind="group"))
     params = tuple(sorted(ctx.params.values(), key=lambda p: (p.output, p.name)))
     scratch = _scratch(values, reached, siblings)
-    schedule = (f"split reduction: {slices} slices x {cells} cells, {GROUP} work-items each "
-                f"reducing up to {chunk} of {extent} assignments, tree in local memory"
+    side = f" ({lanes} neighbouring cells a work-group)" if lanes > 1 else ""
+    schedule = (f"split reduction: {slices} slices x {cells} cells{side}, {rows} work-items a "
+                f"cell each reducing up to {chunk} of {extent} assignments, tree in local memory"
                 f"{_fused_note(plan)}")
     return k.Kernel(name, params, loop, k.Launch((groups * GROUP,), (GROUP,)), schedule,
                     flops=2 * cells * extent, uses=frozenset(ctx.uses), scratch=scratch)

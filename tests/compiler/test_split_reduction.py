@@ -30,6 +30,12 @@ CASES = {
             I = index(X, 1);
             A[r : R] = >(X[r, c] == M[r] ? I[r, c]);
         }""", [RNG.standard_normal((3, 9000)).astype(np.float32)]),
+    # Channels-last statistics: neighbouring cells are neighbouring addresses, so a work-group
+    # reduces 32 of them side by side (100 cells: the last block has spare lanes).
+    "channels-last-sum": ("function (X[N, H, W, C]) -> (M) { M[c : C] = +(X[n, h, w, c]); }",
+                          [RNG.standard_normal((8, 16, 16, 100)).astype(np.float32)]),
+    "channels-last-max-2d": ("function (X[R, C]) -> (M) { M[c : C] = >(X[r, c]); }",
+                             [RNG.standard_normal((3000, 64)).astype(np.float32)]),
     "unreached-max-and-default": (
         "function (X[N], D[C]) -> (M) { M[c : C] = >(X[c + 2*n]), c < 2 default D; }",
         [RNG.standard_normal(9000).astype(np.float32), np.full(5, -7.0, np.float32)]),
@@ -52,3 +58,14 @@ def test_split_reduction_matches_the_interpreter(work_group_device, case):
     expected = expected if isinstance(expected, tuple) else (expected,)
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, rtol=2e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", ["channels-last-sum", "channels-last-max-2d"])
+def test_neighbouring_cells_share_a_work_group(work_group_device, case):
+    source, args = CASES[case]
+    exe = executable(tile.function(source).bind(*args), work_group_device)
+    assert any("32 neighbouring cells" in launch.schedule for launch in exe.launches)
+    # A reduction read with a stride along its cells keeps one cell per work-group.
+    source, args = CASES["sum"]
+    exe = executable(tile.function(source).bind(*args), work_group_device)
+    assert not any("neighbouring cells" in launch.schedule for launch in exe.launches)
