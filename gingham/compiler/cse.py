@@ -38,6 +38,7 @@ def eliminate_common(bound: BoundProgram) -> BoundProgram:
     first_of: dict[tuple, str] = {}  # statement key -> the tensor that computes it first
     replaced: dict[str, str] = {}  # a dropped statement's tensor -> the one its readers read
     statements: list[tir.Statement] = []
+    copies = 0  # outputs that repeat an earlier value, made copies of it
     for statement in program.statements:
         if replaced:
             statement = rename_statement(statement, replaced)
@@ -50,10 +51,10 @@ def eliminate_common(bound: BoundProgram) -> BoundProgram:
             statements.append(statement)
         elif out in outputs:  # the caller asks for it by name: a copy of the earlier value
             statements.append(tir.Elementwise(out, tir.Ref(earlier), statement.loc))
+            copies += 1
         else:
             replaced[out] = earlier
-    if not replaced and len(statements) == len(program.statements) and all(
-            a is b for a, b in zip(statements, program.statements)):
+    if not replaced and not copies:  # every statement kept as it was
         return bound
     kept = {s.out for s in statements} | set(program.input_names)
     program = dataclasses.replace(program, statements=tuple(statements))

@@ -27,8 +27,7 @@ from .lower import (LoweringContext, _epilogue, _kernel, accumulate_plan, aggreg
                     cell_coordinates, compute_type, finalize, identity_value, index_type,
                     _fused_note, needs_reached_flag, sibling_accumulators, sibling_results)
 from .normalize import NormalContraction
-from ..tile.bounds import integer_form
-from .lower import row_major_strides
+from .tiling_gpu import flat_address
 
 GROUP = 256  # work-items per work-group; the local-memory tree halves it eight times
 
@@ -89,12 +88,10 @@ def cell_lanes(nc: NormalContraction) -> int:
         return 1
     reads = False
     for access in nc.operands:
-        coefficient = 0
-        for poly, stride in zip(access.index, row_major_strides(access.sizes)):
-            coeffs, _, denominator = integer_form(poly)
-            if denominator != 1:
-                return 1
-            coefficient += coeffs.get(innermost, 0) * stride
+        address = flat_address(access)
+        if address is None:
+            return 1
+        coefficient = address.coeffs.get(innermost, 0)
         if coefficient not in (0, 1):
             return 1  # strided along the cells: the old one-cell work-groups read it as well
         reads = reads or coefficient == 1

@@ -175,7 +175,8 @@ def _affine(poly: Poly) -> Affine | None:
     return Affine(coeffs, const)
 
 
-def _flat_address(access: NormalAccess) -> Affine | None:
+def flat_address(access: NormalAccess) -> Affine | None:
+    """The access's row-major element offset as an affine form, or None (rational indices)."""
     coeffs: dict[str, int] = {}
     const = 0
     for poly, stride in zip(access.index, row_major_strides(access.sizes)):
@@ -209,7 +210,7 @@ def gemm_view(nc: NormalContraction) -> GemmView | None:
     if any(lo > hi for lo, hi in nc.red_ranges.values()):
         return None
     nc = narrow_reductions(nc)
-    addresses = [_flat_address(a) for a in nc.operands]
+    addresses = [flat_address(a) for a in nc.operands]
     guards = [(_affine(q.poly), q.upper) for q in nc.guards]
     if any(a is None for a in addresses) or any(g is None for g, _ in guards):
         return None  # rational indices: the default schedule tests divisibility
@@ -579,12 +580,18 @@ class TiledKernel:
             return (f"{s.label.upper()}={s.access.tensor}[{','.join(s.group)}] ({order}-major "
                     f"loads, {len(s.guards)} guards)")
 
-        batch = f", batch {v.batches} ({','.join(v.batch)})" if v.batch else ""
-        split = (f" ({self.split} slices of {self.slice_steps * self.cfg.tile_k} along K, "
-                 f"partial sums to {self.scratch.name})" if self.scratch else "")
+        batch, split = self.batch_and_split_text()
         return (f"gpu tiled contraction: M={v.m} N={v.n} K={v.k} ({','.join(v.red_vars)})"
                 f"{batch}; {self.cfg}; {self.groups} work-groups{split}; {side(v.a)}, "
                 f"{side(v.b)}")
+
+    def batch_and_split_text(self) -> tuple[str, str]:
+        """The schedule line's batch and split-K notes (empty when there is none)."""
+        v = self.view
+        batch = f", batch {v.batches} ({','.join(v.batch)})" if v.batch else ""
+        split = (f" ({self.split} slices of {self.slice_steps * self.cfg.tile_k} along K, "
+                 f"partial sums to {self.scratch.name})" if self.scratch else "")
+        return batch, split
 
     def k_slice(self, body: list[k.Stmt]) -> tuple[k.Expr, k.Expr | int]:
         """(first TK step, number of TK steps) of this work-group's slice of K: all of K

@@ -716,9 +716,7 @@ class TensorCoreKernel(TiledKernel):
             return (f"{s.side.label.upper()}={s.side.access.tensor}[{','.join(s.side.group)}] "
                     f"({order}-major, {copies}, {len(s.side.guards)} guards)")
 
-        batch = f", batch {v.batches} ({','.join(v.batch)})" if v.batch else ""
-        split = (f" ({self.split} slices of {self.slice_steps * self.cfg.tile_k} along K, "
-                 f"partial sums to {self.scratch.name})" if self.scratch else "")
+        batch, split = self.batch_and_split_text()
         return (f"gpu tensor-core contraction (mma.sync m16n8k16 {self.operands}, fp32 "
                 f"accumulate): M={v.m} N={v.n} K={v.k} ({','.join(v.red_vars)}){batch}; "
                 f"{self.cfg}; {self.groups} blocks{split}; {side(self.stages[0])}, "

@@ -33,7 +33,6 @@ import numpy as np
 
 from ..errors import GinghamError
 from ..tune import background as tune_background
-from ..tune.device_model import device_model
 from .amp import trace_key
 from .tensor import Tensor, _bound_graph
 
@@ -200,6 +199,8 @@ def _trace(fn: Callable, args: tuple) -> _Compiled:
     device = get_device(targets[0].device)
     refinement = None
     if tune_background.enabled() and device.info.dialect is not None:
+        from ..tune.device_model import device_model
+
         # Measure the device model now, on this thread: the worker must not measure it
         # while steps run. Then collect what compiling queues for background tuning.
         device_model(device)

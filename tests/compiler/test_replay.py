@@ -143,9 +143,8 @@ def _torch_reference(batches, w0, lr, momentum):
     return losses, tw.detach().numpy()
 
 
-def _jit_run(device, batches, w0, lr, momentum, as_tensors):
-    w = gingham.tensor(w0, device=device, requires_grad=True)
-    opt = optim.SGD([w], lr=lr, momentum=momentum, nesterov=True)
+def _least_squares_step(w, opt):
+    """A jitted SGD step on ((x @ w - y) ** 2).mean()."""
 
     @jit
     def step(xb, yb):
@@ -155,6 +154,13 @@ def _jit_run(device, batches, w0, lr, momentum, as_tensors):
         opt.step()
         return loss
 
+    return step
+
+
+def _jit_run(device, batches, w0, lr, momentum, as_tensors):
+    w = gingham.tensor(w0, device=device, requires_grad=True)
+    opt = optim.SGD([w], lr=lr, momentum=momentum, nesterov=True)
+    step = _least_squares_step(w, opt)
     losses = []
     for x, y in batches:
         if as_tensors:
@@ -164,30 +170,28 @@ def _jit_run(device, batches, w0, lr, momentum, as_tensors):
     return [loss.item() for loss in losses], w.numpy()
 
 
-@pytest.mark.parametrize("as_tensors", [False, True])
-def test_jit_replay_with_a_new_batch_every_step_matches_torch(device, as_tensors):
-    rng = np.random.default_rng(4)
+def _check_replay_against_torch(device, seed: int, steps: int, as_tensors: bool) -> None:
+    """A new batch every step, jitted on ``device``, against the same training in torch."""
+    rng = np.random.default_rng(seed)
     w0 = rng.standard_normal((5, 3)).astype(np.float32)
     batches = [(rng.standard_normal((8, 5)).astype(np.float32),
-                rng.standard_normal((8, 3)).astype(np.float32)) for _ in range(6)]
+                rng.standard_normal((8, 3)).astype(np.float32)) for _ in range(steps)]
     losses, w = _jit_run(device, batches, w0, 0.05, 0.9, as_tensors)
     expected_losses, expected_w = _torch_reference(batches, w0, 0.05, 0.9)
     np.testing.assert_allclose(losses, expected_losses, rtol=1e-5)
     np.testing.assert_allclose(w, expected_w, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("as_tensors", [False, True])
+def test_jit_replay_with_a_new_batch_every_step_matches_torch(device, as_tensors):
+    _check_replay_against_torch(device, 4, 6, as_tensors)
+
+
 @pytest.mark.skipif(not CUDA, reason="no CUDA device: CUDA graphs cannot be tested here")
 @pytest.mark.parametrize("graphs", ["0", "1"])
 def test_jit_replay_on_cuda_with_graphs_on_and_off(monkeypatch, graphs):
     monkeypatch.setenv("GINGHAM_CUDA_GRAPHS", graphs)
-    rng = np.random.default_rng(5 + int(graphs))
-    w0 = rng.standard_normal((5, 3)).astype(np.float32)
-    batches = [(rng.standard_normal((8, 5)).astype(np.float32),
-                rng.standard_normal((8, 3)).astype(np.float32)) for _ in range(7)]
-    losses, w = _jit_run(CUDA[0], batches, w0, 0.05, 0.9, False)
-    expected_losses, expected_w = _torch_reference(batches, w0, 0.05, 0.9)
-    np.testing.assert_allclose(losses, expected_losses, rtol=1e-5)
-    np.testing.assert_allclose(w, expected_w, rtol=1e-5, atol=1e-6)
+    _check_replay_against_torch(CUDA[0], 5 + int(graphs), 7, False)
 
 
 def test_jit_replay_alternates_two_buffers_per_parameter(compiled_device):
@@ -200,15 +204,7 @@ def test_jit_replay_alternates_two_buffers_per_parameter(compiled_device):
     y = rng.standard_normal((8, 3)).astype(np.float32)
     w = gingham.tensor(w0, device=compiled_device.id, requires_grad=True)
     opt = optim.SGD([w], lr=0.05, momentum=0.9)
-
-    @jit
-    def step(xb, yb):
-        loss = ((xb @ w - yb) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-
+    step = _least_squares_step(w, opt)
     handles = []
     for _ in range(6):
         step(x, y)

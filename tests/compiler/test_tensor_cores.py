@@ -238,6 +238,14 @@ def _simulate(fn, arrays):
     return outputs, [kernel.schedule for kernel in kernels]
 
 
+def _simulate_or_run(device, source: str, arrays):
+    """(outputs, schedules): simulated when ``device`` is None, else compiled and run on it."""
+    if device is None:
+        return _simulate(tile.function(source), arrays)
+    exe = executable(tile.function(source).bind(*arrays), device)
+    return exe(*arrays), [launch.schedule for launch in exe.launches]
+
+
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_simulated_tensor_core_kernels(case):
     name, fn, arrays, references, k_size = case
@@ -264,12 +272,7 @@ def test_one_fragment_set(device, monkeypatch):
         pytest.skip(f"{device.id} has no tensor-core schedule")
     monkeypatch.setattr(tiling_tc, "FRAGMENT_SETS", 1)
     for source, arrays, expected, k_size in _config_case(6):
-        if device is None:
-            (got,), schedules = _simulate(tile.function(source), arrays)
-        else:
-            exe = executable(tile.function(source).bind(*arrays), device)
-            schedules = [launch.schedule for launch in exe.launches]
-            (got,) = exe(*arrays)
+        (got,), schedules = _simulate_or_run(device, source, arrays)
         assert schedules[0].startswith(TC), schedules
         _close(got, expected, got.dtype, k_size, "one fragment set")
 
@@ -286,12 +289,7 @@ def test_copies_issued_between_products(device, spread, monkeypatch):
                    TcConfig(128, 128, 2, 2, tile_k=128, stages=2)):
         monkeypatch.setattr(tiling_tc, "choose_config", lambda view, info, c=config: c)
         for source, arrays, expected, k_size in _config_case(7)[:1]:
-            if device is None:
-                (got,), schedules = _simulate(tile.function(source), arrays)
-            else:
-                exe = executable(tile.function(source).bind(*arrays), device)
-                schedules = [launch.schedule for launch in exe.launches]
-                (got,) = exe(*arrays)
+            (got,), schedules = _simulate_or_run(device, source, arrays)
             assert str(config) in schedules[0], schedules
             _close(got, expected, got.dtype, k_size, f"{config}, spread {spread}")
 

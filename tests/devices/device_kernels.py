@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from gingham.devices import Device
 
 # c = a + b, for n elements
@@ -70,3 +72,19 @@ def launch_sizes(device: Device, n: int) -> tuple[tuple[int, ...], tuple[int, ..
         return (), None
     rounded = -(-n // WORK_GROUP) * WORK_GROUP
     return (rounded,), (WORK_GROUP,)
+
+
+def upload(device: Device, array: np.ndarray):
+    """A new buffer on ``device`` holding ``array``."""
+    buffer = device.alloc(array.nbytes)
+    device.copy_in(buffer, array)
+    return buffer
+
+
+def download(device: Device, buffer, like: np.ndarray) -> np.ndarray:
+    """``buffer``'s contents as an array shaped and typed like ``like``, once the device is
+    done with everything launched before."""
+    out = np.empty_like(like)
+    device.copy_out(buffer, out)
+    device.synchronize()
+    return out

@@ -11,22 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from device_kernels import BROKEN, SCALE_OFFSET, VECTOR_ADD, launch_sizes
+from device_kernels import BROKEN, SCALE_OFFSET, VECTOR_ADD, download, launch_sizes, upload
 from gingham.errors import DeviceError, DeviceMemoryError, KernelCompileError
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _upload(device, array):
-    buffer = device.alloc(array.nbytes)
-    device.copy_in(buffer, array)
-    return buffer
-
-
-def _download(device, buffer, like):
-    out = np.empty_like(like)
-    device.copy_out(buffer, out)
-    return out
 
 
 @pytest.mark.parametrize("n", [1, 1000, 4099])
@@ -35,11 +23,11 @@ def test_vector_add(compiled_device, n):
     rng = np.random.default_rng(n)
     a, b = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
     kernel = dev.compile(VECTOR_ADD[dev.info.dialect], "vector_add")
-    A, B, C = _upload(dev, a), _upload(dev, b), dev.alloc(a.nbytes)
+    A, B, C = upload(dev, a), upload(dev, b), dev.alloc(a.nbytes)
     global_size, local_size = launch_sizes(dev, n)
     dev.launch(kernel, [C, A, B, np.int64(n)], global_size, local_size)
     dev.synchronize()
-    np.testing.assert_array_equal(_download(dev, C, a), a + b)
+    np.testing.assert_array_equal(download(dev, C, a), a + b)
 
 
 def test_int32_and_float_scalars(compiled_device):
@@ -47,12 +35,12 @@ def test_int32_and_float_scalars(compiled_device):
     n = 777  # not a multiple of the work-group size
     a = np.linspace(-3, 3, n, dtype=np.float32)
     kernel = dev.compile(SCALE_OFFSET[dev.info.dialect], "scale_offset")
-    A, OUT = _upload(dev, a), dev.alloc(a.nbytes)
+    A, OUT = upload(dev, a), dev.alloc(a.nbytes)
     global_size, local_size = launch_sizes(dev, n)
     dev.launch(kernel, [OUT, A, np.int32(-5), np.float32(0.25), np.int32(n)],
                global_size, local_size)
     expected = a * np.float32(0.25) + np.float32(-5)
-    np.testing.assert_allclose(_download(dev, OUT, a), expected, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(download(dev, OUT, a), expected, rtol=1e-6, atol=1e-6)
 
 
 def test_python_scalars_follow_the_documented_types(compiled_device):
@@ -60,10 +48,10 @@ def test_python_scalars_follow_the_documented_types(compiled_device):
     dev = compiled_device
     n = 100
     a = np.arange(n, dtype=np.float32)
-    A, B, C = _upload(dev, a), _upload(dev, a), dev.alloc(a.nbytes)
+    A, B, C = upload(dev, a), upload(dev, a), dev.alloc(a.nbytes)
     kernel = dev.compile(VECTOR_ADD[dev.info.dialect], "vector_add")
     dev.launch(kernel, [C, A, B, n], *launch_sizes(dev, n))
-    np.testing.assert_array_equal(_download(dev, C, a), 2 * a)
+    np.testing.assert_array_equal(download(dev, C, a), 2 * a)
     with pytest.raises(TypeError):
         dev.launch(kernel, [C, A, B, "100"], *launch_sizes(dev, n))
 
@@ -72,12 +60,12 @@ def test_python_scalars_follow_the_documented_types(compiled_device):
 def test_copy_round_trip(compiled_device, dtype):
     dev = compiled_device
     data = (np.arange(3 * 5 * 7) % 120).astype(dtype).reshape(3, 5, 7)
-    buffer = _upload(dev, data)
-    np.testing.assert_array_equal(_download(dev, buffer, data), data)
+    buffer = upload(dev, data)
+    np.testing.assert_array_equal(download(dev, buffer, data), data)
     # a prefix of a larger buffer
     big = dev.alloc(data.nbytes * 2)
     dev.copy_in(big, data)
-    np.testing.assert_array_equal(_download(dev, big, data), data)
+    np.testing.assert_array_equal(download(dev, big, data), data)
 
 
 def test_copy_rejects_misuse(compiled_device):
@@ -104,10 +92,10 @@ def test_stats_count_copies_launches_and_compiles(compiled_device):
     source = VECTOR_ADD[dev.info.dialect] + f"\n/* stats test {id(dev)} */\n"
     before = dev.stats.snapshot()
     kernel = dev.compile(source, "vector_add")
-    A, B, C = _upload(dev, a), _upload(dev, a), dev.alloc(a.nbytes)
+    A, B, C = upload(dev, a), upload(dev, a), dev.alloc(a.nbytes)
     for _ in range(3):
         dev.launch(kernel, [C, A, B, np.int64(n)], *launch_sizes(dev, n))
-    _download(dev, C, a)
+    download(dev, C, a)
     assert dev.compile(source, "vector_add") is kernel  # the in-process cache
     delta = dev.stats - before
     assert (delta.copies_in, delta.bytes_in) == (2, 2 * a.nbytes)
@@ -231,8 +219,8 @@ def test_cuda_dynamic_shared_memory_above_48_kib(compiled_device):
     block = 128
     x = np.arange(4 * block, dtype=np.float32)
     kernel = dev.compile(_SHARED_REVERSE, "shared_reverse")
-    IN, OUT = _upload(dev, x), dev.alloc(x.nbytes)
+    IN, OUT = upload(dev, x), dev.alloc(x.nbytes)
     dev.launch(kernel, [OUT, IN, np.int32(shared_bytes // 4)], (x.size,), (block,),
                shared_bytes=shared_bytes)
     expected = x.reshape(4, block)[:, ::-1].reshape(-1)
-    np.testing.assert_array_equal(_download(dev, OUT, x), expected)
+    np.testing.assert_array_equal(download(dev, OUT, x), expected)

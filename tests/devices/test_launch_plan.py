@@ -7,24 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from device_kernels import SCALE_OFFSET, VECTOR_ADD, launch_sizes
+from device_kernels import SCALE_OFFSET, VECTOR_ADD, download, launch_sizes, upload
 from gingham.devices.base import LaunchSpec, Slot
 from gingham.errors import DeviceError
 
 N = 1000
-
-
-def _upload(device, array):
-    buffer = device.alloc(array.nbytes)
-    device.copy_in(buffer, array)
-    return buffer
-
-
-def _download(device, buffer, like):
-    out = np.empty_like(like)
-    device.copy_out(buffer, out)
-    device.synchronize()
-    return out
 
 
 def _chain_plan(dev, a_fixed):
@@ -47,17 +34,17 @@ def test_plan_replays_with_new_buffers_every_run(compiled_device):
     dev = compiled_device
     rng = np.random.default_rng(0)
     a = rng.standard_normal(N).astype(np.float32)
-    plan, _ = _chain_plan(dev, _upload(dev, a))
+    plan, _ = _chain_plan(dev, upload(dev, a))
     before = dev.stats.snapshot()
     kept = []
     for run in range(5):  # a new input and a new output every run, all kept alive
         x = rng.standard_normal(N).astype(np.float32)
         out = dev.alloc(4 * N)
-        plan.run([_upload(dev, x), out])
+        plan.run([upload(dev, x), out])
         kept.append((x, out))
     # Runs 0..4 wrote their own outputs: none was overwritten by a later run.
     for x, out in kept:
-        np.testing.assert_allclose(_download(dev, out, x), ((x + a) + x) * 0.5 + 3, rtol=1e-6)
+        np.testing.assert_allclose(download(dev, out, x), ((x + a) + x) * 0.5 + 3, rtol=1e-6)
     assert (dev.stats - before).launches == 3 * 5
 
 
@@ -66,13 +53,13 @@ def test_plan_with_the_same_buffers_again_and_alternating(compiled_device):
     # of the last set (a CUDA plan keeps one graph per set; every run must still be right).
     dev = compiled_device
     a = np.full(N, 2, np.float32)
-    plan, _ = _chain_plan(dev, _upload(dev, a))
+    plan, _ = _chain_plan(dev, upload(dev, a))
     sets = [(dev.alloc(4 * N), dev.alloc(4 * N)) for _ in range(2)]
     for run, (x_buffer, out) in enumerate([sets[0], sets[1], sets[0], sets[1], sets[1]]):
         x = np.arange(N, dtype=np.float32) + run
         dev.copy_in(x_buffer, x)
         plan.run([x_buffer, out])
-        np.testing.assert_allclose(_download(dev, out, x), (2 * x + 2) * 0.5 + 3, rtol=1e-6)
+        np.testing.assert_allclose(download(dev, out, x), (2 * x + 2) * 0.5 + 3, rtol=1e-6)
 
 
 def test_plan_checks_its_slots(compiled_device):
@@ -116,7 +103,7 @@ def test_released_buffers_are_reused_and_freed_ones_are_not(compiled_device):
     assert second.handle is handle
     x = np.arange(nbytes // 4, dtype=np.float32)
     dev.copy_in(second, x)
-    np.testing.assert_array_equal(_download(dev, second, x), x)
+    np.testing.assert_array_equal(download(dev, second, x), x)
     kept = dev.pool.kept_bytes
     second.free()  # an explicit free gives the memory back to the runtime
     assert dev.pool.kept_bytes == kept
