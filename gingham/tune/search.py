@@ -567,8 +567,8 @@ def _pick(family: _Family, ranked: list, default, count: int) -> list:
 def search_family(family: _Family, device: Device, name: str, budget: float,
                   progress: bool = True, candidates: int = CANDIDATES) -> SearchResult:
     """Measure the candidates of one kernel plan on ``device``; see the module docstring."""
-    search = Search(family, device, name, budget, progress, candidates)
-    search.deadline = search.started + budget  # compiling the candidates counts here
+    # Ahead of time, compiling the candidates counts against the budget too.
+    search = Search(family, device, name, budget, progress, candidates, budget_from_start=True)
     try:
         search.build_first_round()
         search.measure()
@@ -593,11 +593,14 @@ class Search:
     """
 
     def __init__(self, family: _Family, device: Device, name: str, budget: float,
-                 progress: bool = True, candidates: int = CANDIDATES) -> None:
+                 progress: bool = True, candidates: int = CANDIDATES, *,
+                 budget_from_start: bool = False) -> None:
+        """``budget`` seconds run from now when ``budget_from_start``, else from the first
+        :meth:`measure` (background refinement compiles on a worker at its own pace)."""
         self.family, self.device, self.name = family, device, name
         self.budget, self.candidates = budget, candidates
         self.started = time.perf_counter()
-        self.deadline: float | None = None  # None: the budget starts when measuring does
+        self.deadline: float | None = self.started + budget if budget_from_start else None
         self.default = family.default()
         self.chosen = _pick(family, family.ranked(device_model(device)), self.default,
                             candidates)
