@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from gingham import tile
 from gingham.compiler import kernel_ir as k  # before codegen: the packages import each other
 from gingham.codegen.c_family import DIALECTS, render
+from gingham.compiler.dedupe import unit_of
 from gingham.compiler.fusion import plan
 from gingham.compiler.lower import LoweringContext
 from gingham.compiler import tiling_tc
@@ -327,6 +328,8 @@ def test_kernel_source_is_loops_not_unrolled_text():
         copies = source.count("cp.async.cg.shared") + source.count("cp.async.ca.shared")
         assert copies == 4, kernel.schedule
         assert source.count("#pragma unroll") >= 10
+        # what it costs NVRTC follows the unrolled code: weighed as such for the compile pieces
+        assert unit_of(kernel, DIALECTS["cuda"])[0].cost > 8 * len(source)
 
 
 # -- the choice ------------------------------------------------------------------------------
