@@ -173,6 +173,8 @@ class _Renderer:
                 "}",
                 f"{p} {f32} round_float16({f32} x) {{ return gh_half_to_float(gh_float_to_half(x)); }}",
                 f"{p} {f32} round_bfloat16({f32} x) {{ return gh_bf16_to_float(gh_float_to_bf16(x)); }}",
+                # A float that round_bfloat16 gave (its low 16 bits zero) as its bfloat16.
+                f"{p} {u16} gh_bf16_of_rounded({f32} x) {{ return ({u16})({bits_of}(x) >> 16); }}",
             ]
         if "philox" in self.helpers:
             lines += [
@@ -228,6 +230,9 @@ class _Renderer:
             params.append(f"{qualifier}{const}{d.types[param.dtype]}* {d.restrict} {param.name}")
         self.storage = {p.name: p.dtype for p in kernel.params}
         self.local_scopes: dict[str, str] = {}  # LocalArray name -> scope, for CopyLocal
+        # Scalars in scope that hold a value already rounded to bfloat16 (declared as
+        # round_bfloat16(...)): storing one takes its top 16 bits instead of rounding it again.
+        self.rounded: set[str] = set()
         bounds = ""
         launch = kernel.launch
         if d.name == "cuda" and launch.min_blocks and launch.local_size:
@@ -248,14 +253,23 @@ class _Renderer:
         if isinstance(s, k.Declare):
             self.used_types.add(s.dtype)
             init = f" = {self.expr(s.init)}" if s.init is not None else ""
+            self._note_rounded(s.name, s.init)
             return f"{pad}{self.ctype(s.dtype)} {s.name}{init};\n"
         if isinstance(s, k.Assign):
+            self._note_rounded(s.name, s.value)
             return f"{pad}{s.name} = {self.expr(s.value)};\n"
         if isinstance(s, k.Store):
-            value = self.expr(s.value)
             storage = self.storage[s.buffer]
+            stored = s.value
+            if (isinstance(stored, k.Call) and stored.fn == f"round_{storage}"
+                    and storage in _HALF_TYPES):
+                stored = stored.args[0]  # the conversion below rounds it, once
+            value = self.expr(stored)
             if storage == "float16":
                 value = f"gh_float_to_half({value})"
+            elif storage == "bfloat16" and isinstance(stored, k.Var) and \
+                    stored.name in self.rounded:
+                value = f"gh_bf16_of_rounded({value})"  # exact: its top 16 bits
             elif storage == "bfloat16":
                 value = f"gh_float_to_bf16({value})"
             elif storage == "bool":
@@ -287,13 +301,27 @@ class _Renderer:
         if isinstance(s, k.Barrier):
             return f"{pad}{d.barrier}\n"
         if isinstance(s, k.If):
-            text = f"{pad}if ({self.expr(s.cond)}) {{\n{self.stmt(s.then, depth + 1)}{pad}}}"
+            text = f"{pad}if ({self.expr(s.cond)}) {{\n{self.scope(s.then, depth + 1)}{pad}}}"
             if s.otherwise is not None:
-                text += f" else {{\n{self.stmt(s.otherwise, depth + 1)}{pad}}}"
+                text += f" else {{\n{self.scope(s.otherwise, depth + 1)}{pad}}}"
             return text + "\n"
         if isinstance(s, k.For):
             return self.loop(s, depth)
         raise AssertionError(s)
+
+    def scope(self, s: k.Stmt, depth: int) -> str:
+        """``s`` as the body of a C block: what it declares goes out of scope after it."""
+        outer = set(self.rounded)
+        try:
+            return self.stmt(s, depth)
+        finally:
+            self.rounded = outer
+
+    def _note_rounded(self, name: str, value: k.Expr | None) -> None:
+        if isinstance(value, k.Call) and value.fn == "round_bfloat16":
+            self.rounded.add(name)
+        else:
+            self.rounded.discard(name)
 
     def copy_local(self, s: k.CopyLocal) -> str:
         dst = f"&{s.dst}" + "".join(f"[{self.expr(i)}]" for i in s.dst_index)
@@ -362,7 +390,7 @@ class _Renderer:
         d = self.d
         itype = self.ctype("int64") if _bound_above(s.stop, 2**31 - 1) else self.ctype("int32")
         start, stop = self._operand(s.start), self._operand(s.stop)
-        body = self.stmt(s.body, depth + 1)
+        body = self.scope(s.body, depth + 1)
         if s.kind in ("thread", "group", "local") and d.name != "c":
             source = {"thread": d.thread_index, "group": d.group_index,
                       "local": d.local_index}[s.kind]

@@ -828,8 +828,19 @@ class TiledKernel:
         position: list[k.Stmt] = [k.Declare(v, self.itype, values[v]) for v in nc.out_vars]
         cell = [e.v(v) for v in nc.out_vars]
         flat = e.c(0)
-        for var, stride in zip(nc.out_vars, row_major_strides(nc.out_shape)):
-            flat = e.add(flat, e.mul(e.v(var), stride))
+        order = (view.batch + view.a.group + view.b.group,
+                 view.batch_extents + view.a.extents + view.b.extents)
+        if (tuple(nc.out_vars), tuple(nc.out_shape)) == order:
+            # Row-major in (batch, row, column): the cell's flat index is its row and column,
+            # not the coordinates decoded from them and recomposed (the compiler does not see
+            # that as the identity: a bf16 filter gradient's tensor-core kernel, 128 cells a
+            # thread, was 5927 PTX instructions with it, 2676 without).
+            flat = e.add(e.mul(e.v("gt_m"), view.n), e.v("gt_n"))
+            if view.batch:
+                flat = e.add(e.mul(e.v("gt_batch"), view.m * view.n), flat)
+        else:
+            for var, stride in zip(nc.out_vars, row_major_strides(nc.out_shape)):
+                flat = e.add(flat, e.mul(e.v(var), stride))
         position.append(k.Declare("gt_flat", self.itype, flat))
         cell_stmts: list[k.Stmt] = []
         if self.scratch is not None:

@@ -25,6 +25,13 @@ them. On CUDA devices of compute capability 8.0 or later it runs on the tensor c
   fragments, after the barrier (FRAGMENT_SETS = 1: after the products, one set). Every
   ldmatrix address is the ring buffer's offset plus a per-thread swizzled offset computed
   once before the K loop plus a constant;
+* whatever repeats (the copies of the slots, their hoisted values, the fragment loads, the
+  products, the k16 steps, the epilogue's cells) is an ``unroll`` loop over register arrays
+  (``#pragma unroll``: NVRTC unrolls it, every index a constant), not text written out per
+  repeat: ~19 KB of CUDA per kernel, not 40-145 KB. NVRTC's time barely moved (its front end
+  was ~5% of it; the optimiser and ptxas work on the unrolled code: ~1 s a kernel on this
+  team's 2-core machine, 1.3-1.4 s for the slowest on the H200's host); the epilogue's 128
+  guarded cells are ~40% of the PTX of a 64x64 warp tile;
 * guards (zero padding) are tested per copy, as in :mod:`tiling_gpu`: an invalid tap is
   staged as 0; ragged edges of M, N and K are guarded the same way;
 * the epilogue finalises each cell and runs the fused elementwise epilogue exactly as the
@@ -82,8 +89,8 @@ from ..tile import dtypes as dt
 from . import kernel_ir as k
 from .fusion import KernelPlan
 from .lower import LoweringContext, compute_type
-from .tiling_gpu import (MIN_WORK, GemmView, Side, Staging, TiledKernel, gemm_view,
-                         output_tiles, split_sum, staging)
+from .tiling_gpu import (MIN_WORK, GemmView, Side, Staging, TiledKernel, _conjunction,
+                         gemm_view, output_tiles, split_sum, staging)
 
 #: mma.sync m16n8k16 with bfloat16 operands, ldmatrix and cp.async need sm_80.
 MIN_COMPUTE_CAPABILITY = 80
@@ -372,6 +379,10 @@ def tensor_core_view(plan: KernelPlan, ctx: LoweringContext, info: DeviceInfo
     if operands is None or compute_type(ctx.dtype(nc.out)) != "float32":
         return None
     view = gemm_view(nc)
+    # Small products stay on the tensor cores: the SIMT tiled kernel was slower for every one
+    # measured on the H200 (tools/bench_tc_small.py: ResNet-9's classifier, 512 x 512 -> 10,
+    # 6.5 us against 24.7; its gradients 5.2 / 23.9 and 5.3 / 7.3 us; 128^3 8.4 / 8.6), and
+    # its NVRTC time (~0.15 s more) is hidden by the parallel compile of the other kernels.
     if view is None or view.m * view.n * view.k * view.batches < MIN_WORK:
         return None
     return view, operands
@@ -470,32 +481,128 @@ class TensorCoreKernel(TiledKernel):
         return min(self.layout(stage)[1] // VECTOR, VECTOR)
 
     # -- staging -----------------------------------------------------------------------------
+    # The copies, the per-slot values hoisted out of the K loop and the fragment loads are
+    # ``unroll`` loops over register arrays, not statements repeated per slot: NVRTC unrolls
+    # them (every array index is a constant after unrolling, so the arrays stay in registers)
+    # from a source a fraction of the size; rendered slot by slot, a kernel was 40-145 KB of
+    # CUDA and NVRTC spent seconds parsing it.
+    def repeats(self, stage: Staging) -> tuple[int, int]:
+        """(K repeats, tile repeats) of a work-item's slots: slot p of :meth:`Staging.slot`
+        is one of each, so the slots are the grid of the two."""
+        units_k, units_s = stage.units
+        if stage.side.k_fastest:
+            k_reps = units_k // stage.lanes_k
+            return k_reps, stage.slots // k_reps
+        s_reps = units_s // stage.lanes_s
+        return stage.slots // s_reps, s_reps
+
+    def slot_at(self, stage: Staging, k_rep: k.Expr, s_rep: k.Expr) -> tuple[k.Expr, k.Expr]:
+        """(kk, s) of the first element of this work-item's slot (``k_rep``, ``s_rep``) within
+        the TS x TK slice (:meth:`TiledKernel.slot_position` with the repeats as
+        expressions: loop variables)."""
+        e = self.e
+        kk, s = self.lane(stage)
+        kk = e.add(kk, e.mul(k_rep, stage.lanes_k))
+        s = e.add(s, e.mul(s_rep, stage.lanes_s))
+        if stage.side.k_fastest:
+            return e.mul(kk, stage.vector), s
+        return kk, e.mul(s, stage.vector)
+
+    def hoisted(self, stage: Staging) -> list[k.Stmt]:
+        """Per tile repeat of the slots, what does not change along K, into register arrays
+        (``gt_ah_base[r]``, ``gt_ah_ok[r]``, ``gt_ah_g0[r]``, ...): validity of its row
+        (column) and the row's share of the address and of each guard."""
+        e, side = self.e, stage.side
+        label = side.label
+        _, s_reps = self.repeats(stage)
+        rep = e.v(f"gt_{label}sr")
+        _, s = self.slot_at(stage, e.c(0), rep)
+        flat = f"gt_{label}d_s"
+        arrays = [f"gt_{label}h_base"] + [f"gt_{label}h_g{g}" for g in range(len(side.guards))]
+        stmts: list[k.Stmt] = [k.LocalArray(a, self.itype, (s_reps,), "register")
+                               for a in arrays]
+        ragged = side.total % stage.tile != 0
+        if ragged:
+            stmts.append(k.LocalArray(f"gt_{label}h_ok", "bool", (s_reps,), "register"))
+        origin = e.v("gt_m0" if label == "a" else "gt_n0")
+        body: list[k.Stmt] = [k.Declare(flat, self.itype, e.add(origin, s))]
+        env = dict(self.batch_env())
+        for var, value in e.decode(e.v(flat), side.group, side.extents).items():
+            body.append(k.Declare(f"gt_{label}d_{var}", self.itype, value))
+            env[var] = e.v(f"gt_{label}d_{var}")
+        if ragged:
+            body.append(k.StoreLocal(f"gt_{label}h_ok", (rep,), e.lt(e.v(flat), side.total)))
+        names = set(side.group) | set(self.view.batch)
+        body.append(k.StoreLocal(arrays[0], (rep,), e.affine(side.address.part(names), env)
+                                 if names else e.c(0)))
+        for g, (poly, _) in enumerate(side.guards):
+            body.append(k.StoreLocal(arrays[1 + g], (rep,),
+                                     e.affine(poly.part(names, const=True), env)))
+        stmts.append(k.For(rep.name, 0, s_reps, k.block(*body), kind="unroll"))
+        return stmts
+
     def issue(self, k_tile: k.Expr, base: k.Expr, stages: tuple[Staging, ...] | None = None
               ) -> list[k.Stmt]:
         """Start copying K tile ``k_tile`` of both operands (or of ``stages``) into the ring
-        buffer at ``base``."""
-        stmts: list[k.Stmt] = []
-        for stage in self.stages if stages is None else stages:
-            decode, accesses = self.slot_accesses(stage, k_tile)
-            stmts += decode
-            buffer = self.ctx.param(stage.side.access.tensor)
+        buffer at ``base``: per operand a loop over the slots' K repeats (decoding K once
+        each) around a loop over their tile repeats (one copy each)."""
+        return [self.slot_copies(stage, k_tile, base)
+                for stage in (self.stages if stages is None else stages)]
+
+    def slot_copies(self, stage: Staging, k_tile: k.Expr, base: k.Expr) -> k.Stmt:
+        """The copies of this work-item's slots of ``stage`` at K tile ``k_tile``: 16-byte
+        ``cp.async`` (zero-filled where invalid) or element loads stored to shared memory."""
+        e, side, view, cfg = self.e, stage.side, self.view, self.cfg
+        label = side.label
+        k_reps, s_reps = self.repeats(stage)
+        k_rep, s_rep = e.v(f"gt_{label}kr"), e.v(f"gt_{label}sr")
+        kk, s = self.slot_at(stage, k_rep, s_rep)
+        red = set(view.red_vars)
+        lows = {v: e.c(lo) for v, (lo, _) in view.red_ranges.items()}
+        extents = [hi - lo + 1 for lo, hi in view.red_ranges.values()]
+        # K's share of the slot (depends on the K repeat only).
+        kflat = f"gt_{label}k"
+        kk_first, _ = self.slot_at(stage, k_rep, e.c(0))
+        decode: list[k.Stmt] = [k.Declare(kflat, self.itype,
+                                          e.add(e.mul(k_tile, cfg.tile_k), kk_first))]
+        env = {}
+        for var, value in e.decode(e.v(kflat), view.red_vars, extents, lows).items():
+            decode.append(k.Declare(f"{kflat}_{var}", self.itype, value))
+            env[var] = e.v(f"{kflat}_{var}")
+        decode.append(k.Declare(f"{kflat}_addr", self.itype,
+                                e.affine(side.address.part(red), env, const=False)))
+        conditions: list[k.Expr] = []
+        if view.k % cfg.tile_k:
+            conditions.append(e.lt(e.v(kflat), view.k))
+        # The tile's share (hoisted per tile repeat) and the guards, per copy.
+        if side.total % stage.tile:
+            conditions.append(k.LoadLocal(f"gt_{label}h_ok", (s_rep,), "bool"))
+        for g, (poly, upper) in enumerate(side.guards):
+            value = e.add(k.LoadLocal(f"gt_{label}h_g{g}", (s_rep,), self.itype),
+                          e.affine(poly.part(red), env, const=False))
+            conditions.append(k.BinOp(">=", value, e.c(0), "bool"))
+            conditions.append(e.lt(value, upper))
+        cond = _conjunction(conditions)
+        index = e.add(e.add(k.LoadLocal(f"gt_{label}h_base", (s_rep,), self.itype),
+                            e.v(f"{kflat}_addr")), side.address.const)
+        target = self.shared_index(stage, base, kk, s)
+        buffer = self.ctx.param(side.access.tensor)
+        copy: k.Stmt
+        if stage.vector > 1:
             cache = "ca" if (L1_FOR_OVERLAPPING_READS
-                             and overlapping_reads(stage.side, self.view)) else ""
-            for p, (index, cond) in enumerate(accesses):
-                kk, s = self.slot_position(stage, p)
-                target = self.shared_index(stage, base, kk, s)
-                if stage.vector > 1:
-                    valid = cond if cond is not None else k.Const(True, "bool")
-                    if cond is not None:  # an invalid copy reads nothing, but keep it inside
-                        index = k.Select(cond, index, self.e.c(0), self.itype)
-                    stmts.append(k.WarpOp("cp_async", shared=(self.SHARED, target),
-                                          src=(buffer, index), args=(valid,), variant=cache))
-                else:
-                    value: k.Expr = k.Load(buffer, index, "uint16")
-                    if cond is not None:
-                        value = k.Select(cond, value, k.Const(0, "uint16"), "uint16")
-                    stmts.append(k.StoreLocal(self.SHARED, (target,), value))
-        return stmts
+                             and overlapping_reads(side, view)) else ""
+            valid = cond if cond is not None else k.Const(True, "bool")
+            if cond is not None:  # an invalid copy reads nothing, but keep it inside
+                index = k.Select(cond, index, e.c(0), self.itype)
+            copy = k.WarpOp("cp_async", shared=(self.SHARED, target), src=(buffer, index),
+                            args=(valid,), variant=cache)
+        else:
+            value: k.Expr = k.Load(buffer, index, "uint16")
+            if cond is not None:
+                value = k.Select(cond, value, k.Const(0, "uint16"), "uint16")
+            copy = k.StoreLocal(self.SHARED, (target,), value)
+        inner = k.For(s_rep.name, 0, s_reps, copy, kind="unroll")
+        return k.For(k_rep.name, 0, k_reps, k.block(*decode, inner), kind="unroll")
 
     # -- the inner product ---------------------------------------------------------------------
     def lane_position(self, stage: Staging) -> tuple[k.Expr, k.Expr]:
@@ -518,79 +625,82 @@ class TensorCoreKernel(TiledKernel):
             return e.mul(mat1, 8), e.add(e.add(s0, e.mul(mat2, 8)), lo8)
         return e.add(e.mul(mat1, 8), lo8), e.add(s0, e.mul(mat2, 8))
 
-    def fragment_address(self, stage: Staging, k_off: int, s_off: int
-                         ) -> tuple[str, k.Expr, int]:
+    def period(self, stage: Staging) -> int:
+        """Elements along a row after which the swizzle repeats (16, 32 or 64)."""
+        return self.swizzle_chunks(stage) * VECTOR
+
+    def fragment_address(self, stage: Staging, k_off: k.Expr, s_off: k.Expr) -> k.Expr:
         """This lane's ldmatrix row for the fragment ``k_off`` along K and ``s_off`` along the
-        tile from its first one, as (name, value, constant): a per-thread offset computed
-        once before the K loop, plus a constant. A step of 8 rows leaves the swizzle alone
-        and a step of ``swizzle_chunks`` chunks along a row leaves the XORed bits alone, so
-        both are constants; the rest of a step along the row needs an offset of its own."""
-        rows, width = self.layout(stage)
+        tile from its first one, relative to the ring buffer: one of the per-thread offsets
+        computed before the K loop (``gt_afo[key / 16]``) plus a constant (once the loops
+        are unrolled). A step of 8 rows leaves the swizzle alone and a step of
+        ``swizzle_chunks`` chunks along a row leaves the XORed bits alone, so both are
+        constants; the rest of a step along the row (``key``) needs an offset of its own."""
+        e = self.e
+        _, width = self.layout(stage)
         row_off, col_off = (s_off, k_off) if stage.side.k_fastest else (k_off, s_off)
-        assert row_off % VECTOR == 0 and col_off % VECTOR == 0, (row_off, col_off)
-        period = self.swizzle_chunks(stage) * VECTOR
-        key = col_off % period
-        constant = row_off * width + col_off - key
-        kk, s = self.lane_position(stage)
-        if stage.side.k_fastest:
-            kk = self.e.add(kk, key)
-        else:
-            s = self.e.add(s, key)
-        value = self.shared_index(stage, self.e.c(0), kk, s)
-        return f"gt_{stage.side.label}f{key}", value, constant
+        key = e.mod(col_off, self.period(stage))
+        constant = k.BinOp("-", e.add(e.mul(row_off, width), col_off), key, self.itype)
+        offset = k.LoadLocal(f"gt_{stage.side.label}fo", (e.div(key, 16),), self.itype)
+        return e.add(offset, constant)
 
     def fragment_offsets(self) -> list[k.Stmt]:
-        """Declarations of the per-thread ldmatrix offsets (before the K loop)."""
-        declared: dict[str, k.Stmt] = {}
-        for stage, positions in zip(self.stages, self.fragment_positions()):
-            for k_off, s_off in positions:
-                name, value, _ = self.fragment_address(stage, k_off, s_off)
-                declared.setdefault(name, k.Declare(name, self.itype, value))
-        return list(declared.values())
+        """The per-thread ldmatrix offsets (before the K loop), one per 16 elements of the
+        swizzle's period: where this lane's row of a fragment ``key`` further along the row
+        (K for a K-major operand, the tile otherwise) starts (ones no fragment uses are
+        dead code)."""
+        e = self.e
+        stmts: list[k.Stmt] = []
+        for stage in self.stages:
+            name = f"gt_{stage.side.label}fo"
+            q = e.v("gt_fq")
+            kk, s = self.lane_position(stage)
+            if stage.side.k_fastest:
+                kk = e.add(kk, e.mul(q, 16))
+            else:
+                s = e.add(s, e.mul(q, 16))
+            keys = self.period(stage) // 16
+            stmts += [k.LocalArray(name, self.itype, (keys,), "register"),
+                      k.For(q.name, 0, keys, k.StoreLocal(
+                          name, (q,), self.shared_index(stage, e.c(0), kk, s)), kind="unroll")]
+        return stmts
 
-    def fragment_positions(self) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-        """(k, s) offsets of every ldmatrix x4 of A and of B within a TK step."""
-        steps = range(0, self.cfg.tile_k, 16)
-        return ([(kk, 16 * i) for kk in steps for i in range(self.mi)],
-                [(kk, 16 * j) for kk in steps for j in range(self.ni // 2)])
-
-    def fragment_loads(self, base: k.Expr, kk: int, half: int) -> list[k.Stmt]:
+    def fragment_loads(self, base: k.Expr, kk: k.Expr, half: k.Expr) -> list[k.Stmt]:
         """ldmatrix of this warp's A fragments (one x4 per m16) and B fragments (one x4 per
         two n8) for k16 step ``kk`` of the ring buffer at ``base``, into fragment set
         ``half`` (0 or 1: one set is loaded while the other feeds the products)."""
         e = self.e
         u32 = "uint32"
         stage_a, stage_b = self.stages
-        stmts: list[k.Stmt] = []
-        for i in range(self.mi):
-            name, _, constant = self.fragment_address(stage_a, 16 * kk, 16 * i)
-            regs = tuple(k.LoadLocal("gt_af", (e.c(half), e.c(i), e.c(r)), u32)
-                         for r in range(4))
-            stmts.append(k.WarpOp("ldmatrix", regs=regs,
-                                  variant="" if stage_a.side.k_fastest else "trans",
-                                  shared=(self.SHARED, e.add(e.add(base, e.v(name)), constant))))
-        for j in range(self.ni // 2):
-            name, _, constant = self.fragment_address(stage_b, 16 * kk, 16 * j)
-            regs = tuple(k.LoadLocal("gt_bf", (e.c(half), e.c(2 * j + r // 2), e.c(r % 2)),
-                                     u32) for r in range(4))
-            stmts.append(k.WarpOp("ldmatrix", regs=regs,
-                                  variant="" if stage_b.side.k_fastest else "trans",
-                                  shared=(self.SHARED, e.add(e.add(base, e.v(name)), constant))))
-        return stmts
+        i, j = e.v("gt_fi"), e.v("gt_fj")
+        k_off = e.mul(kk, 16)
+        regs_a = tuple(k.LoadLocal("gt_af", (half, i, e.c(r)), u32) for r in range(4))
+        load_a = k.WarpOp("ldmatrix", regs=regs_a,
+                          variant="" if stage_a.side.k_fastest else "trans",
+                          shared=(self.SHARED, e.add(base, self.fragment_address(
+                              stage_a, k_off, e.mul(i, 16)))))
+        regs_b = tuple(k.LoadLocal("gt_bf", (half, e.add(e.mul(j, 2), r // 2), e.c(r % 2)), u32)
+                       for r in range(4))
+        load_b = k.WarpOp("ldmatrix", regs=regs_b,
+                          variant="" if stage_b.side.k_fastest else "trans",
+                          shared=(self.SHARED, e.add(base, self.fragment_address(
+                              stage_b, k_off, e.mul(j, 16)))))
+        return [k.For(i.name, 0, self.mi, load_a, kind="unroll"),
+                k.For(j.name, 0, self.ni // 2, load_b, kind="unroll")]
 
-    def products(self, half: int) -> k.Stmt:
+    def products(self, half: k.Expr) -> k.Stmt:
         """The warp's m16n8k16 products with fragment set ``half``."""
         e = self.e
-        mi, ni, h = e.v("gt_mi"), e.v("gt_ni"), e.c(half)
+        mi, ni = e.v("gt_mi"), e.v("gt_ni")
         acc = tuple(k.LoadLocal("gt_acc", (mi, ni, e.c(q)), "float32") for q in range(4))
-        a = tuple(k.LoadLocal("gt_af", (h, mi, e.c(r)), "uint32") for r in range(4))
-        b = tuple(k.LoadLocal("gt_bf", (h, ni, e.c(r)), "uint32") for r in range(2))
+        a = tuple(k.LoadLocal("gt_af", (half, mi, e.c(r)), "uint32") for r in range(4))
+        b = tuple(k.LoadLocal("gt_bf", (half, ni, e.c(r)), "uint32") for r in range(2))
         mma = k.WarpOp("mma", regs=acc, args=a + b, variant=self.operands)
         return k.For("gt_mi", 0, self.mi, k.For("gt_ni", 0, self.ni, mma, kind="unroll"),
                      kind="unroll")
 
     def step(self, first: k.Expr, steps: k.Expr) -> k.Stmt:
-        """One TK step (``gt_kt``) of the K loop, its k16 steps unrolled. Fragments are loaded
+        """One TK step (``gt_kt``) of the K loop, its k16 steps an unroll loop. Fragments are loaded
         one k16 step ahead, into the other fragment set: the last k16 step of tile kt loads
         the first of tile kt + 1, so the copies of tile kt + 1 are waited for (and the
         barrier passed) before it, while the products of tile kt are still to run. A buffer
@@ -624,18 +734,36 @@ class TensorCoreKernel(TiledKernel):
         if not SPREAD_COPIES:
             stmts += copies.pop(0)
         two = FRAGMENT_SETS == 2
-        for kk in range(k16_steps):
-            half = kk % 2 if two else 0
-            if kk + 1 < k16_steps:
-                loads = self.fragment_loads(read, kk + 1, 1 - half if two else 0)
+
+        def k16_step(kk: k.Expr, last: bool) -> list[k.Stmt]:
+            half = e.mod(kk, 2) if two else e.c(0)
+            if not last:
+                loads = self.fragment_loads(read, e.add(kk, 1),
+                                            e.mod(e.add(kk, 1), 2) if two else e.c(0))
             else:
                 loads = [k.WarpOp("cp_async_wait", variant=str(stages - 2)), k.Barrier(),
                          k.If(k.BinOp("<", e.add(kt, 1), steps, "bool"),
-                              k.block(*self.fragment_loads(e.v("gt_nx"), 0, 0)))]  # even
+                              k.block(*self.fragment_loads(e.v("gt_nx"), e.c(0), e.c(0))))]
             # One set: the next fragments overwrite this step's, so they load after its
             # products (the barrier still comes before the last ones, as with two sets).
-            stmts += loads + [self.products(half)] if two else [self.products(half)] + loads
+            return loads + [self.products(half)] if two else [self.products(half)] + loads
+
+        # The k16 steps with nothing after them but the next (all but the last, and those
+        # followed by copies) run as one unrolled loop (fragment set kk % 2: a constant once
+        # unrolled); the others are written out.
+        kk = 0
+        while kk < k16_steps:
+            end = kk
+            while end < k16_steps - 1 and end not in copies:
+                end += 1
+            if end - kk >= 2:
+                stmts.append(k.For("gt_kk", kk, end, k.block(*k16_step(e.v("gt_kk"), False)),
+                                   kind="unroll"))
+                kk = end
+                continue
+            stmts += k16_step(e.c(kk), kk == k16_steps - 1)
             stmts += copies.pop(kk, [])
+            kk += 1
         stmts.append(k.Assign("gt_rd", e.v("gt_nx")))
         return k.block(*stmts)
 
@@ -672,13 +800,16 @@ class TensorCoreKernel(TiledKernel):
         # Prologue: the first stages - 1 steps in flight (a group per step, empty or not, so
         # that "all but stages - 2 groups done" always means "the next step's copies
         # landed"), then the first step's first fragments (every slice has a step).
-        for s in range(stages - 1):
-            body.append(k.If(k.BinOp("<", e.c(s), steps, "bool"),
-                             k.block(*self.issue(e.add(first, s), e.c(s * self.buffer_elements)))))
-            body.append(commit)
+        # An unrolled loop: rolled ("serial"), NVRTC kept it a loop for the element-staged
+        # 3-channel convolution, whose hoisted slot values then took 168 registers, not 72.
+        s = e.v("gt_ps")
+        body.append(k.For(s.name, 0, stages - 1, k.block(
+            k.If(k.BinOp("<", s, steps, "bool"),
+                 k.block(*self.issue(e.add(first, s), e.mul(s, self.buffer_elements)))),
+            commit), kind="unroll"))
         body += [k.WarpOp("cp_async_wait", variant=str(stages - 2)), k.Barrier(),
                  k.Declare("gt_rd", self.itype, e.c(0))]
-        body += self.fragment_loads(e.v("gt_rd"), 0, 0)
+        body += self.fragment_loads(e.v("gt_rd"), e.c(0), e.c(0))
         body.append(k.For("gt_kt", 0, steps, self.step(first, steps)))
         body.append(k.WarpOp("cp_async_wait", variant="0"))
         body.append(self.epilogue())

@@ -39,7 +39,7 @@ import os
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -266,6 +266,14 @@ class SourceUnit:
 
     entry: str
     source: str
+    #: A guess at its build time in characters of plain source (0: its length), for sharing
+    #: the units out between parallel compilations (:func:`gingham.compiler.dedupe.unit_of`
+    #: weighs a kernel's unrolled loops: the compiler's time follows the unrolled code).
+    weight: float = field(default=0.0, compare=False)
+
+    @property
+    def cost(self) -> float:
+        return self.weight or float(len(self.source))
 
 
 ScalarOrBuffer = Buffer | int | float | np.generic
@@ -608,11 +616,11 @@ class Device(abc.ABC):
                      jobs: int | None) -> dict[str, Kernel]:
         """Build ``misses`` in concurrent pieces; store and load each piece."""
         jobs = jobs or get_config().compile_jobs or _cores()
-        # Source length is only a guess at compile time (one kernel may take a driver far
+        # The units' costs are only a guess at compile time (one kernel may take a driver far
         # longer than its length says), so there are a few pieces per worker: a worker that
         # finishes early takes the next piece instead of idling behind a slow one.
         parts = 1 if jobs == 1 else _PIECES_PER_JOB * jobs
-        pieces = split_evenly(misses, parts, weight=lambda item: len(item[1].source))
+        pieces = split_evenly(misses, parts, weight=lambda item: item[1].cost)
         sources = [assemble([unit for _, unit in piece]) for piece in pieces]
         identity = self._compiler_identity()
 
@@ -633,7 +641,8 @@ class Device(abc.ABC):
         if len(pieces) == 1:
             results = [build(sources[0], pieces[0])]
         else:
-            heaviest_first = sorted(range(len(pieces)), key=lambda i: -len(sources[i]))
+            heaviest_first = sorted(range(len(pieces)),
+                                    key=lambda i: -sum(unit.cost for _, unit in pieces[i]))
             with ThreadPoolExecutor(max_workers=min(jobs, len(pieces)),
                                     thread_name_prefix="gingham-compile") as pool:
                 futures = {i: pool.submit(build, sources[i], pieces[i]) for i in heaviest_first}

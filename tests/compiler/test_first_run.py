@@ -254,6 +254,28 @@ def test_split_evenly_balances_and_keeps_order():
     assert split_evenly([], 4, weight=lambda x: x) == []
 
 
+def test_units_weigh_their_unrolled_loops():
+    """A kernel's compile cost is guessed from its code once unrolled, not its source's length:
+    kernels of about the same source, two with their loop of 64 unrolled, weigh more than ten
+    times apart, and sharing the units out over pieces keeps the heavy ones apart."""
+    def kernel(name: str, kind: str) -> k.Kernel:
+        x = k.Var("x", "float32")
+        body = k.block(k.Declare("x", "float32", k.Const(0.0, "float32")),
+                       k.For("i", 0, 64, k.Assign("x", k.BinOp("+", x, x, "float32")),
+                             kind=kind),
+                       k.Store("Y", k.Var("g", "int32"), x))
+        return k.Kernel(name, (k.Param("Y", "float32", output=True),),
+                        k.For("g", 0, 256, body, kind="thread"), k.Launch((256,), (64,)))
+
+    units = [unit_of(kernel(f"k{i}", "unroll" if i < 2 else "serial"), DIALECTS["cuda"])[0]
+             for i in range(6)]
+    assert abs(len(units[0].source) - len(units[2].source)) < 40
+    assert units[2].cost == pytest.approx(len(units[2].source))
+    assert units[0].cost > 10 * units[2].cost  # 68 statements unrolled, 5 rolled
+    pieces = split_evenly(units, 3, weight=lambda unit: unit.cost)
+    assert sorted(len(piece) for piece in pieces) == [1, 1, 4]
+
+
 def test_units_with_shared_helpers_compile_in_one_piece(compiled_device, monkeypatch):
     monkeypatch.setenv("GINGHAM_COMPILE_JOBS", "1")
     # Both kernels need the max helper: their joined sources would define it twice, the

@@ -43,3 +43,46 @@ def test_fused_half_results_are_rounded(device, half):
                                               else 2.0 ** -7), atol=1e-3)
     exact_sum = (x.astype(np.float32) + y.astype(np.float32)).astype(dtype).astype(np.float32)
     np.testing.assert_array_equal(s32, exact_sum)
+
+
+def test_stored_rounded_bfloat16_is_not_rounded_again():
+    """A bfloat16 store of a scalar declared as its rounded value takes the value's top 16
+    bits (rounding it again cost two conversions a cell in every bf16 epilogue); a store of
+    round_<type>(x) converts x once; a name that an inner scope declared rounded is not taken
+    for rounded outside it."""
+    from gingham.compiler import kernel_ir as k  # before codegen: they import each other
+    from gingham.codegen.c_family import DIALECTS, render
+
+    f32, g = "float32", k.Var("g", "int32")
+    rounded = k.Call("round_bfloat16", (k.Load("X", g, f32),), f32)
+    body = k.block(
+        k.Declare("v", f32, k.Load("X", g, f32)),
+        k.If(k.Const(True, "bool"), k.block(k.Declare("v", f32, rounded),
+                                            k.Store("Y", g, k.Var("v", f32)))),
+        k.Store("Z", g, k.Var("v", f32)),  # the outer v: not rounded
+        k.Store("W", g, k.Call("round_float16", (k.Load("X", g, f32),), f32)),
+        k.Store("V", g, rounded))  # another type's rounding: kept
+    params = (k.Param("X", f32), k.Param("Y", "bfloat16", output=True),
+              k.Param("Z", "bfloat16", output=True), k.Param("W", "float16", output=True), k.Param("V", "float16", output=True))
+    kernel = k.Kernel("r", params, k.For("g", 0, 8, body, kind="thread"), k.Launch((8,), (8,)),
+                      uses=frozenset({"round_bfloat16", "round_float16"}))
+    for dialect in ("c", "opencl", "cuda"):
+        source = render(kernel, DIALECTS[dialect])
+        assert "Y[g] = gh_bf16_of_rounded(v);" in source, source
+        assert "Z[g] = gh_float_to_bf16(v);" in source, source
+        assert "W[g] = gh_float_to_half(X[g]);" in source, source
+        assert "V[g] = gh_float_to_half(round_bfloat16(X[g]));" in source, source
+
+
+@pytest.mark.parametrize("half", HALF)
+def test_rounded_results_stored_exactly(device, half):
+    """End to end, the stores changed above: float32 values (ties, infinities, the largest
+    float, a NaN) cast to the half type equal NumPy's (ml_dtypes') round to nearest even."""
+    dtype = HALF[half]
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((33, 17)) * 100).astype(np.float32)
+    x[0, :7] = (np.inf, -np.inf, 3.0e38, 1.0 + 2.0**-8, 1.0 + 3 * 2.0**-8, -0.0, np.nan)
+    cast = "as_float(X, 16)" if half == "float16" else "as_bfloat(X, 16)"
+    z = tile.function(f"function (X[M, N]) -> (Z) {{ Z = {cast}; }}")(x, device=device)
+    assert z.dtype == dtype
+    np.testing.assert_array_equal(z.astype(np.float32), x.astype(dtype).astype(np.float32))

@@ -1,0 +1,136 @@
+"""NVRTC time, source size and registers of the CUDA kernels of a model's training step, for an
+H200's description: no GPU needed, only NVRTC (``cuda-bindings`` and ``nvidia-cuda-nvrtc``
+importable).
+
+    PYTHONPATH=$PWD:/path/to/nvrtc/site python3 tools/nvrtc_kernels.py resnet9 \
+        [--precision bf16] [--layout NHWC] [--batch 512] [--only tensor-core] [--out DIR]
+
+It traces one step (``nn.training.train_step``, SGD with Nesterov momentum, ``autocast`` in
+the precision), lowers its kernels as a CUDA device of compute capability 9.0 would, renders
+each distinct one as ``gingham`` does (``dedupe.unit_of``) and compiles those whose schedule
+contains ``--only`` with NVRTC (``--gpu-architecture=sm_90 --ptxas-options=-v``), one at a
+time: seconds, characters, registers and spilled bytes per kernel, slowest first. ``--out``
+keeps the sources. What NVRTC spends is the optimiser and ptxas on the unrolled code (add
+``--time=FILE`` to ``--nvrtc`` to see the phases), not the parsing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+
+os.environ.setdefault("GINGHAM_TUNE_MEASURE", "0")
+
+import gingham  # noqa: E402
+from gingham import runtime  # noqa: E402
+from gingham.bench import model as bench_model  # noqa: E402
+from gingham.compiler.dedupe import unit_of  # noqa: E402  (before codegen: they import each other)
+from gingham.codegen.c_family import DIALECTS  # noqa: E402
+from gingham.compiler.fusion import plan  # noqa: E402
+from gingham.compiler.hoist import hoist_broadcast  # noqa: E402
+from gingham.compiler.lower import LoweringContext  # noqa: E402
+from gingham.compiler.schedule import lower_with_schedule  # noqa: E402
+from gingham.devices.base import DeviceInfo  # noqa: E402
+from gingham.nn import training  # noqa: E402
+
+#: An H200 as the CUDA backend describes it (what the schedules depend on).
+H200 = DeviceInfo(id="cuda:sim", name="NVIDIA H200 (description)", vendor="NVIDIA", kind="gpu",
+                  dialect="cuda", compute_units=132, global_memory_bytes=140 << 30,
+                  local_memory_bytes=232448, max_work_group_size=1024, simd_width=32,
+                  cache_line_bytes=128, l1_bytes=0, l2_bytes=60 << 20, l3_bytes=0,
+                  driver_version="-", compiler_version="-", compute_capability=90)
+PRECISIONS = {"fp32": None, "bf16": "bfloat16", "fp16": "float16"}
+
+
+class _Traced(Exception):
+    pass
+
+
+def step_program(model: str, precision: str, layout: str, batch: int):
+    """The bound Tile program of one training step (traced, not run)."""
+    captured = {}
+
+    def capture(bound, device):
+        captured["bound"] = bound
+        raise _Traced
+
+    spec = bench_model.MODELS[model]
+    net = spec.gingham_model("cpu", layout)
+    optimizer = gingham.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, nesterov=True,
+                                  weight_decay=5e-4)
+    step = training.train_step(net, optimizer, autocast=PRECISIONS[precision])
+    x, y = bench_model._batches(spec, batch, layout)[0]  # noqa: SLF001 - a measuring tool
+    real = runtime.executable
+    runtime.executable = capture
+    try:
+        step(gingham.tensor(x, device="cpu"), gingham.tensor(y, device="cpu"))
+    except _Traced:
+        pass
+    finally:
+        runtime.executable = real
+    return hoist_broadcast(captured["bound"])
+
+
+def nvrtc_build(source: str, options: list[str]) -> tuple[float, str]:
+    from cuda.bindings import nvrtc
+
+    program = nvrtc.nvrtcCreateProgram(source.encode(), b"k.cu", 0, [], [])[1]
+    start = time.perf_counter()
+    (status,) = nvrtc.nvrtcCompileProgram(program, len(options), [o.encode() for o in options])
+    seconds = time.perf_counter() - start
+    size = nvrtc.nvrtcGetProgramLogSize(program)[1]
+    log = b" " * size
+    nvrtc.nvrtcGetProgramLog(program, log)
+    nvrtc.nvrtcDestroyProgram(program)
+    if int(status) != 0:
+        raise RuntimeError(log.decode(errors="replace")[:2000])
+    return seconds, log.decode(errors="replace")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("model", nargs="?", default="resnet9")
+    parser.add_argument("--precision", default="bf16", choices=sorted(PRECISIONS))
+    parser.add_argument("--layout", default="NHWC", choices=["NHWC", "NCHW"])
+    parser.add_argument("--batch", type=int, default=512)
+    parser.add_argument("--only", default="tensor-core",
+                        help="compile the kernels whose schedule contains this ('' for all)")
+    parser.add_argument("--out", help="a directory to write each compiled source to")
+    parser.add_argument("--nvrtc", default="--gpu-architecture=sm_90 --ptxas-options=-v")
+    args = parser.parse_args()
+    bound = step_program(args.model, args.precision, args.layout, args.batch)
+    start = time.perf_counter()
+    kernel_plan = plan(bound)
+    kernels = []
+    for position, kernel in enumerate(kernel_plan.kernels):
+        ctx = LoweringContext(bound, kernel_plan.aliases)
+        kernels += lower_with_schedule(kernel, ctx, f"k{position}", H200)
+    print(f"lowered {len(kernels)} kernels in {time.perf_counter() - start:.1f} s")
+    units = {}
+    for kernel in kernels:
+        unit, _ = unit_of(kernel, DIALECTS["cuda"])
+        if args.only in kernel.schedule:
+            units.setdefault(unit.entry, (unit, kernel.schedule))
+    rows = []
+    for unit, schedule in units.values():
+        seconds, log = nvrtc_build(unit.source, args.nvrtc.split())
+        regs = ",".join(re.findall(r"Used (\d+) registers", log)) or "?"
+        spill = ",".join(re.findall(r"(\d+) bytes spill stores", log)) or "?"
+        rows.append((seconds, len(unit.source), regs, spill, schedule))
+        print(f"{seconds:6.2f} s {len(unit.source):7d} chars {regs:>4s} regs, {spill} B spilled  "
+              f"{schedule[:150]}", flush=True)
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+            with open(os.path.join(args.out, f"{unit.entry}.cu"), "w") as handle:
+                handle.write(f"// {schedule}\n{unit.source}")
+    print(f"{len(rows)} kernels, NVRTC {sum(r[0] for r in rows):.1f} s in all, slowest first:")
+    for seconds, chars, regs, spill, schedule in sorted(rows, reverse=True)[:10]:
+        print(f"{seconds:6.2f} s {chars:7d} chars  {schedule[:150]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
