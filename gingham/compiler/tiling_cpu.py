@@ -468,7 +468,9 @@ class _Builder:
         schedule = (f"cpu-tiled GEMM: M {self.m} x N {self.n} x K {k_size}"
                     f"{f' x batch {g.extent(g.batch)}' if g.batch else ''}, {t.describe()}, "
                     f"{self.tiles} tiles over OpenMP, K in {self.blocks} blocks of <= {self.kc}"
-                    f", {len(self.nc.guards)} guards packed as zeros")
+                    f", {len(self.nc.guards)} guards packed as zeros"
+                    f", A packed as {'panels' if self.a_panels else 'rows'}"
+                    f"{', B read along K' if self.b_along_k else ''}")
         return k.Kernel(self.name, params, loop, k.Launch((self.tiles,), (1,)), schedule,
                         flops=2 * self.cells * k_size, uses=frozenset(self.ctx.uses))
 
@@ -528,7 +530,80 @@ class _Builder:
         value = self.add(self.v("tc_ki"), self.c(g.ranges[g.k_inner][0]))
         return self.mul(value, coeff)
 
+    @property
+    def a_panels(self) -> bool:
+        """Whether A is packed as ``mr``-wide panels, ``tc_A[ip][kk][i]``, rather than as rows,
+        ``tc_A[r][kk]``: when A is not contiguous along K (a weight gradient's input,
+        ``I[n, y + ky - 1, x + kx - 1, ci]`` with M = (ky, kx, ci) and K = (n, y, x), is
+        contiguous along M). Packing rows would then read one element per cache line, 128
+        apart; panels read along M. Measured on 2 Zen 3 cores, the weight gradient of a
+        128 -> 128 channel layer at 16x16 spent 45% of its time packing A as rows."""
+        g = self.g
+        return g.k_inner is None or g.a[1][0].get(g.k_inner) != 1
+
+    def a_index(self, row_block: k.Expr, i: k.Expr, kk: k.Expr) -> k.Expr:
+        """Where row ``row_block * mr + i``, depth ``kk`` of the block lies in ``tc_A``."""
+        mr = self.t.mr
+        if self.a_panels:
+            return self.add(self.mul(self.add(self.mul(row_block, self.kc), kk), mr), i)
+        return self.add(self.mul(self.add(self.mul(row_block, mr), i), self.kc), kk)
+
     def pack_a(self) -> k.Stmt:
+        """tc_A = A[m, k] for the tile's rows (0 where a guard fails or past the edge), as
+        rows or as panels (:attr:`a_panels`)."""
+        return self.pack_a_panels() if self.a_panels else self.pack_a_rows()
+
+    def pack_a_panels(self) -> k.Stmt:
+        """tc_A[ip][kk][i] = A[ip * mr + i, kk]: per depth, a register block's ``mr`` rows.
+
+        A block inside one run of M's innermost variable, where no guard reads that variable,
+        tests its guards once and copies ``mr`` elements a stride apart (1 for the weight
+        gradient: ``mr`` neighbouring channels); other blocks test each element."""
+        g, t = self.g, self.t
+        f32, it = "float32", self.it
+        q, ki, ip, i = self.v("tc_q"), self.v("tc_ki"), self.v("tc_ip"), self.v("tc_i")
+        kk = self.add(self.mul(q, self.v("tc_kin")), k.BinOp("-", ki, self.v("tc_ki0"), it))
+        dst = self.a_index(ip, i, kk)
+
+        def element(r: k.Expr) -> tuple[k.Expr, k.Expr]:  # (valid, A's flat index) of row r
+            src = self.add(self.add(k.LoadLocal("tc_am", (r,), it), self.v("tc_ak_q")),
+                           self._inner_value(g.a[1]))
+            conds = [self.in_range(self.add(self.add(k.LoadLocal(f"tc_gam{n}", (r,), it),
+                                                     k.LoadLocal(f"tc_gak{n}", (q,), it)),
+                                            self._inner_value(guard.form)), guard.upper)
+                     for n, guard in enumerate(g.a_guards)]
+            return self.all_of([k.BinOp("<", r, self.v("tc_mlen"), "bool")] + conds), src
+
+        r = self.add(self.mul(ip, t.mr), i)
+        cond, src = element(r)
+        careful = k.For("tc_i", 0, t.mr, k.StoreLocal("tc_A", (dst,), k.Select(
+            cond, self.load(g.a[0], k.Select(cond, src, self.c(0), it)), k.Const(0.0, f32),
+            f32)), kind="unroll")
+        block: k.Stmt = careful
+        last = g.m_vars[-1]
+        stride = g.a[1][0].get(last, 0)
+        if stride and not any(last in guard.form[0] for guard in g.a_guards):
+            r0 = self.mul(ip, t.mr)
+            cond0, src0 = element(r0)
+            offset = k.BinOp("%", self.add(self.v("tc_m0"), r0), self.c(g.size(last)), it)
+            run = self.all_of([
+                k.BinOp("<=", self.add(r0, self.c(t.mr)), self.v("tc_mlen"), "bool"),
+                k.BinOp("<=", self.add(offset, self.c(t.mr)), self.c(g.size(last)), "bool")])
+            copy = k.For("tc_i", 0, t.mr, k.StoreLocal("tc_A", (dst,), self.load(
+                g.a[0], self.add(src0, self.mul(i, stride)))), kind="unroll")
+            zero = k.For("tc_i", 0, t.mr, k.StoreLocal("tc_A", (dst,), k.Const(0.0, f32)),
+                         kind="unroll")
+            block = k.If(run, k.If(cond0, copy, zero), careful)
+        # Depth by depth, each depth's panels in turn: the reads run along M (A's unit stride
+        # here). Panel by panel instead reads one element per cache line: measured 1.3x slower
+        # (the weight gradient of a 128 -> 128 layer at 16x16, one thread).
+        blocks = k.BinOp("/", self.add(self.v("tc_mlen"), self.c(t.mr - 1)), self.c(t.mr), it)
+        return k.For("tc_q", 0, self.v("tc_kon"), k.block(
+            k.Declare("tc_ak_q", it, k.LoadLocal("tc_ak", (q,), it)),
+            k.For("tc_ki", self.v("tc_ki0"), self.add(self.v("tc_ki0"), self.v("tc_kin")),
+                  k.For("tc_ip", 0, blocks, block))))
+
+    def pack_a_rows(self) -> k.Stmt:
         """tc_A[r][kk] = A[m, k] for the tile's rows (0 where a guard fails or past the edge)."""
         g, t = self.g, self.t
         f32 = "float32"
@@ -599,6 +674,16 @@ class _Builder:
                      for v, stride in zip(self.g.n_vars, row_major_strides(sizes)))
         return s if linear else None
 
+    @property
+    def b_along_k(self) -> bool:
+        """Whether B is packed reading along K: when B is contiguous along K and not along N
+        (the data gradient's filter ``F[ky, kx, ci, co]`` with N = ci, K = (ky, kx, co)).
+        Reading along N there loads one element per cache line, each a row of B apart: at
+        512 channels every such line falls in the same two L1 sets."""
+        g = self.g
+        return (g.k_inner is not None and g.b[1][0].get(g.k_inner) == 1
+                and self.b_row_stride() != 1)
+
     def pack_b(self) -> k.Stmt:
         """tc_B[jp][kk][j] = B[k, n0 + jp * nr + j] (0 where a guard fails or past the edge).
 
@@ -622,6 +707,8 @@ class _Builder:
         col = self.add(self.v("tc_nb"), j)  # within N
         dst = self.add(self.mul(self.add(self.mul(jp, self.kc), kk), t.nr), j)
         table_src = self.add(self.v("tc_src"), k.LoadLocal("tc_bn", (column,), it))
+        if self.b_along_k:  # tc_src is the row's part only; the inner variable's is added here
+            table_src = self.add(table_src, self._inner_value(g.b[1]))
         per_element = [k.BinOp("<", col, self.c(self.n), "bool")] + [
             self.in_range(self.add(self.add(k.LoadLocal(f"tc_gbk{i}", (q,), it),
                                             self._inner_value(guard.form)),
@@ -650,6 +737,17 @@ class _Builder:
         if k_valid is not None:
             panel = k.If(k_valid, panel, zero)
         panels = k.BinOp("/", self.add(self.v("tc_nlen"), self.c(t.nr - 1)), self.c(t.nr), it)
+        if self.b_along_k:
+            # Column by column, reading along K: B's unit stride (see b_along_k).
+            guarded = self.all_of(per_element + k_conds)
+            element = k.StoreLocal("tc_B", (dst,), k.Select(
+                guarded, self.load(g.b[0], k.Select(guarded, table_src, self.c(0), it)),
+                k.Const(0.0, f32), f32))
+            return k.For("tc_q", 0, self.v("tc_kon"), k.For("tc_jp", 0, panels, k.block(
+                k.Declare("tc_nb", it, n_start), k.For("tc_j", 0, t.nr, k.block(
+                    k.Declare("tc_src", it, k.LoadLocal("tc_bk", (q,), it)),
+                    k.For("tc_ki", self.v("tc_ki0"), self.add(self.v("tc_ki0"),
+                                                             self.v("tc_kin")), element))))))
         per_k = k.block(
             k.Declare("tc_src", it, self.add(k.LoadLocal("tc_bk", (q,), it),
                                              self._inner_value(g.b[1]))),
@@ -679,8 +777,7 @@ class _Builder:
             "tc_acc", (i, jx), k.LoadLocal("tc_C", (c_index,), f32)))
         store_acc = over_acc(lambda jx: k.StoreLocal(
             "tc_C", (c_index,), k.LoadLocal("tc_acc", (i, jx), f32)))
-        a = k.LoadLocal("tc_A", (self.add(self.mul(self.add(self.mul(ip, t.mr), i), self.kc),
-                                          kk),), f32)
+        a = k.LoadLocal("tc_A", (self.a_index(ip, i, kk),), f32)
         b = k.LoadLocal("tc_B", (self.add(self.mul(self.add(self.mul(jp, self.kc), kk), t.nr),
                                           j),), f32)
         fma = k.StoreLocal("tc_acc", (i, j), k.BinOp(

@@ -56,6 +56,12 @@ CPU_PACK_CYCLES = 0.3
 #: NCHW gradients of a 128 -> 256 channel layer at 8x8, batch 32, took 120 ms with both B
 #: operands unit-stride along N and 142-186 ms with one or both gathered along the channels.
 CPU_GATHER_CYCLES = 1.0
+#: Cycles per packed element that a tile re-reads (A once per tile along N, B once per tile
+#: along M) after the data left L2: rows of the operand come back from L3 or memory a few
+#: hundred bytes at a time. Measured on Zen 3 (one thread, the 128 -> 128 channel weight
+#: gradient at 16x16, M 1152 x N 128 x K 8192, tiles 96..384 x 64..128): 2.5 cycles per B
+#: element, 3.7 per A element re-read, against ~0.3 for a block packed from L2.
+CPU_PACK_FAR_CYCLES = 3.0
 
 
 def _ceil(a: int, b: int) -> int:
@@ -181,6 +187,27 @@ def cpu_register_efficiency(mr: int, nr: int, lanes: int, registers: int) -> flo
     return efficiency
 
 
+def _missed(distance: float, cache: float) -> float:
+    """Fraction of a re-read that misses ``cache`` when ``distance`` bytes were touched since
+    the data's last use (0 while they fit, then approaching 1)."""
+    return 0.0 if distance <= cache else 1.0 - cache / distance
+
+
+def cpu_reread_cycles(tiling, dims: CpuDims, l2_bytes: int) -> float:
+    """Extra cycles (all threads together) of re-packing operands that left L2.
+
+    Each of a tile row's ``ceil(N / nt)`` tiles packs the same ``mt x K`` slab of A, and each
+    of a tile column's ``ceil(M / mt)`` tiles the same ``K x nt`` slab of B. Tiles run N
+    fastest: A comes back after one tile (its slabs of A and B), B after a whole row of tiles
+    (all of B). Whatever no longer fits L2 is read again from further out."""
+    n_mt, n_nt = _ceil(dims.m, tiling.mt), _ceil(dims.n, tiling.nt)
+    tile = (tiling.mt + tiling.nt) * dims.k * 4
+    row = (tiling.mt + dims.n) * dims.k * 4
+    a = (n_nt - 1) * dims.m * dims.k * _missed(tile, l2_bytes)
+    b = (n_mt - 1) * dims.n * dims.k * _missed(row, l2_bytes)
+    return dims.batch * (a + b) * (CPU_PACK_FAR_CYCLES - CPU_PACK_CYCLES)
+
+
 def _fit(size: float, budget: float) -> float:
     """1 while a block fits its cache budget, then falling slowly with the overflow."""
     return 1.0 if size <= budget else (budget / size) ** 0.3
@@ -212,6 +239,7 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
     cycle = 4 * lanes / peak  # two FMA ports of ``lanes`` multiply-adds each per cycle
     b_cycles = CPU_GATHER_CYCLES if dims.b_gather else CPU_PACK_CYCLES
     pack = tiles * dims.k * (tiling.mt * CPU_PACK_CYCLES + tiling.nt * b_cycles) * cycle
+    pack += cpu_reread_cycles(tiling, dims, model.l2_bytes) * cycle
     accumulators = tiles * blocks * tiling.mt * tiling.nt / lanes * cycle
     # The busiest thread's share, plus half a tile of expected tail: tiles are handed out
     # dynamically, and a thread that is preempted (a shared machine) finishes late.
@@ -222,5 +250,5 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
     return max(compute, memory) + 0.1 * min(compute, memory) + model.launch_overhead
 
 
-__all__ = ["CpuDims", "cpu_time", "cpu_block_depth", "cpu_register_efficiency", "gpu_time",
+__all__ = ["CpuDims", "cpu_time", "cpu_block_depth", "cpu_reread_cycles", "cpu_register_efficiency", "gpu_time",
            "gpu_residency", "gpu_registers"]
