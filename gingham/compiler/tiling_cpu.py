@@ -33,8 +33,10 @@ holds the useful taps only.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from ..devices.base import DeviceInfo
 from ..tile.bounds import Inequality, infer_ranges, integer_form, poly_interval
@@ -56,7 +58,9 @@ class CpuTiling:
 
     ``mr x nr`` accumulators live in vector registers; a ``kc``-deep slice of a B panel
     (``kc * nr``) stays in L1 while the ``mt x kc`` packed A block streams from L2; an output
-    tile is ``mt x nt`` cells, one unit of OpenMP work.
+    tile is ``mt x nt`` cells, one unit of OpenMP work. ``split`` > 1 cuts K into that many
+    slices, each tile of each slice a unit of work writing partial sums that a second kernel
+    adds up (for long K and few tiles: the weight gradients).
     """
 
     mr: int
@@ -65,10 +69,12 @@ class CpuTiling:
     mt: int
     nt: int
     simd: int
+    split: int = 1
 
     def describe(self) -> str:
         return (f"register block {self.mr}x{self.nr} (simd {self.simd}), kc {self.kc}, "
-                f"tile {self.mt}x{self.nt}")
+                f"tile {self.mt}x{self.nt}" + (f", split-K {self.split}" if self.split > 1
+                                                else ""))
 
 
 def choose_tiling(info: DeviceInfo, dims: CpuDims) -> CpuTiling:
@@ -327,8 +333,9 @@ def gemm_dims(plan: KernelPlan, ctx: LoweringContext, info: DeviceInfo
 
 
 def tiled_contraction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str, info: DeviceInfo,
-                          tiling: CpuTiling | None = None) -> k.Kernel | None:
-    """The packed, tiled GEMM kernel for a sum of products, or None (use the default).
+                          tiling: CpuTiling | None = None) -> list[k.Kernel] | None:
+    """The packed, tiled GEMM kernels for a sum of products in launch order (one, or with
+    split-K the partial sums and their sum), or None (use the default schedule).
 
     ``tiling`` None: the cost model's choice (:func:`choose_tiling`); a tuned one otherwise.
     """
@@ -337,7 +344,18 @@ def tiled_contraction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str, inf
         return None
     g, d = found
     tiling = tiling or choose_tiling(info, d)
-    return _Builder(plan, ctx, name, g, tiling).kernel()
+    builder = _Builder(plan, LoweringContext(ctx.bound, ctx.aliases) if tiling.split > 1 else ctx,
+                       name, g, tiling)
+    if builder.split == 1:
+        return [builder.kernel()]
+    from .tiling_gpu import split_sum  # the same sum of partials, one cell per iteration
+
+    partials = builder.kernel()
+    view = SimpleNamespace(nc=plan.contraction)  # all that split_sum reads of a GPU view
+    total = split_sum(plan, ctx, name, view, builder.scratch, builder.split, "float32")
+    schedule = (f"cpu split-K sum: {builder.split} partial tiles per cell "
+                f"({builder.cells} cells), then finalisation and epilogue")
+    return [partials, dataclasses.replace(total, schedule=schedule)]
 
 
 class _Builder:
@@ -365,7 +383,13 @@ class _Builder:
         self.kc = self.rows_per_block * self.chunk  # the packed depth
         self.n_mt = _ceil(self.m, t.mt)
         self.n_nt = _ceil(self.n, t.nt)
-        self.tiles = g.extent(g.batch) * self.n_mt * self.n_nt
+        # Split-K: slices of whole K blocks, none empty.
+        self.slice_blocks = _ceil(self.blocks, min(max(t.split, 1), self.blocks))
+        self.split = _ceil(self.blocks, self.slice_blocks)
+        self.tiles = g.extent(g.batch) * self.n_mt * self.n_nt * self.split
+        self.scratch = (k.Scratch(f"{name}_partials", "float32", self.split * self.cells)
+                        if self.split > 1 else None)
+        self.it = index_type(max(biggest, self.split * self.cells) * 2 + 16)
 
     # small helpers
     def v(self, name: str) -> k.Var:
@@ -441,15 +465,20 @@ class _Builder:
         body.append(k.LocalArray("tc_bn", it, (t.nt,), "register"))
         for i, _ in self.n_guards():
             body.append(k.LocalArray(f"tc_gbn{i}", it, (t.nt,), "register"))
-        # Which tile: batch, then M, then N fastest.
+        # Which tile: K slice, batch, then M, then N fastest.
         tile = self.v("tc_t")
         body.append(k.Declare("tc_nt", it, k.BinOp("%", tile, self.c(self.n_nt), it)))
         body.append(k.Declare("tc_mt", it, k.BinOp(
             "%", k.BinOp("/", tile, self.c(self.n_nt), it), self.c(self.n_mt), it)))
+        per_slice = self.tiles // self.split
         if g.batch:
-            body.append(k.Declare("tc_bt", it, k.BinOp("/", tile, self.c(self.n_nt * self.n_mt),
-                                                       it)))
+            batch = k.BinOp("/", tile, self.c(self.n_nt * self.n_mt), it)
+            if self.split > 1:
+                batch = k.BinOp("%", batch, self.c(g.extent(g.batch)), it)
+            body.append(k.Declare("tc_bt", it, batch))
             body += self.decode(self.v("tc_bt"), g.batch, offsets=False)
+        if self.split > 1:
+            body.append(k.Declare("tc_s", it, k.BinOp("/", tile, self.c(per_slice), it)))
         body.append(k.Declare("tc_m0", it, self.mul(self.v("tc_mt"), t.mt)))
         body.append(k.Declare("tc_n0", it, self.mul(self.v("tc_nt"), t.nt)))
         body.append(k.Declare("tc_mlen", it, self._min(self.c(self.m), self.v("tc_m0"), t.mt)))
@@ -458,21 +487,28 @@ class _Builder:
                           k.StoreLocal("tc_C", (self.v("tc_z"),), k.Const(0.0, f32)), kind="simd"))
         body.append(self.row_tables())
         body.append(self.column_tables())
-        body.append(k.For("tc_kb", 0, self.blocks, k.block(
+        first, last = self.c(0), self.c(self.blocks)
+        if self.split > 1:  # this slice's K blocks
+            first = self.mul(self.v("tc_s"), self.slice_blocks)
+            last = self.add(first, self._min(self.c(self.blocks), first, self.slice_blocks))
+        body.append(k.For("tc_kb", first, last, k.block(
             *self.block_bounds(), *self.k_tables(), self.pack_b(), self.pack_a(),
             self.micro_kernels())))
-        body.append(self.epilogue())
+        body.append(self.epilogue() if self.split == 1 else self.store_partials())
         loop = k.For("tc_t", 0, self.tiles, k.block(*body), kind="parallel")
         params = tuple(sorted(self.ctx.params.values(), key=lambda p: (p.output, p.name)))
         k_size = self.k_in * self.k_out
         schedule = (f"cpu-tiled GEMM: M {self.m} x N {self.n} x K {k_size}"
-                    f"{f' x batch {g.extent(g.batch)}' if g.batch else ''}, {t.describe()}, "
+                    f"{f' x batch {g.extent(g.batch)}' if g.batch else ''}, "
+                    f"{dataclasses.replace(t, split=self.split).describe()}, "
                     f"{self.tiles} tiles over OpenMP, K in {self.blocks} blocks of <= {self.kc}"
                     f", {len(self.nc.guards)} guards packed as zeros"
                     f", A packed as {'panels' if self.a_panels else 'rows'}"
                     f"{', B read along K' if self.b_along_k else ''}")
-        return k.Kernel(self.name, params, loop, k.Launch((self.tiles,), (1,)), schedule,
-                        flops=2 * self.cells * k_size, uses=frozenset(self.ctx.uses))
+        return k.Kernel(self.name if self.split == 1 else f"{self.name}_partial", params, loop,
+                        k.Launch((self.tiles,), (1,)), schedule, flops=2 * self.cells * k_size,
+                        uses=frozenset(self.ctx.uses),
+                        scratch=(self.scratch,) if self.scratch else ())
 
     def _min(self, total: k.Expr, start: k.Expr, size: int) -> k.Expr:
         rest = k.BinOp("-", total, start, self.it)
@@ -791,6 +827,26 @@ class _Builder:
         m_blocks = k.BinOp("/", self.add(self.v("tc_mlen"), self.c(t.mr - 1)), self.c(t.mr), it)
         n_blocks = k.BinOp("/", self.add(self.v("tc_nlen"), self.c(t.nr - 1)), self.c(t.nr), it)
         return k.For("tc_jp", 0, n_blocks, k.For("tc_ip", 0, m_blocks, block))
+
+    def store_partials(self) -> k.Stmt:
+        """Split-K: the tile's sums over this K slice to the scratch buffer, slice-major
+        (``partials[s][cell]``, as :func:`gingham.compiler.tiling_gpu.split_sum` reads them)."""
+        g, nc, it = self.g, self.nc, self.it
+        scratch = self.scratch.name
+        self.ctx.params[scratch] = k.Param(scratch, "float32", output=True)
+        r, j = self.v("tc_r"), self.v("tc_j")
+        stride = dict(zip(nc.out_vars, row_major_strides(nc.out_shape)))
+        rows = set(g.m_vars) | set(g.batch)
+        row = self.decode(self.add(self.v("tc_m0"), r), g.m_vars, offsets=False)
+        row.append(k.Declare("tc_base", it, self.add(
+            self.mul(self.v("tc_s"), self.cells),
+            affine_expr({o: s for o, s in stride.items() if o in rows}, 0, it))))
+        cell = self.decode(self.add(self.v("tc_n0"), j), g.n_vars, offsets=False)
+        index = self.add(self.v("tc_base"), affine_expr({o: stride[o] for o in g.n_vars}, 0, it))
+        cell.append(k.Store(scratch, index, k.LoadLocal(
+            "tc_C", (self.add(self.mul(r, self.t.nt), j),), "float32")))
+        return k.For("tc_r", 0, self.v("tc_mlen"), k.block(
+            *row, k.For("tc_j", 0, self.v("tc_nlen"), k.block(*cell))))
 
     def epilogue(self) -> k.Stmt:
         """Finalise each cell of the tile and run the fused elementwise statements."""

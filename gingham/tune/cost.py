@@ -201,8 +201,9 @@ def cpu_reread_cycles(tiling, dims: CpuDims, l2_bytes: int) -> float:
     fastest: A comes back after one tile (its slabs of A and B), B after a whole row of tiles
     (all of B). Whatever no longer fits L2 is read again from further out."""
     n_mt, n_nt = _ceil(dims.m, tiling.mt), _ceil(dims.n, tiling.nt)
-    tile = (tiling.mt + tiling.nt) * dims.k * 4
-    row = (tiling.mt + dims.n) * dims.k * 4
+    k_slice = _ceil(dims.k, max(1, tiling.split))  # a tile's share of K
+    tile = (tiling.mt + tiling.nt) * k_slice * 4
+    row = (tiling.mt + dims.n) * k_slice * 4
     a = (n_nt - 1) * dims.m * dims.k * _missed(tile, l2_bytes)
     b = (n_mt - 1) * dims.n * dims.k * _missed(row, l2_bytes)
     return dims.batch * (a + b) * (CPU_PACK_FAR_CYCLES - CPU_PACK_CYCLES)
@@ -221,10 +222,14 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
     peak = model.flops("float32") / workers  # flops/s of one thread
     m_pad = (dims.m // tiling.mt) * tiling.mt + _ceil(dims.m % tiling.mt, tiling.mr) * tiling.mr
     n_pad = (dims.n // tiling.nt) * tiling.nt + _ceil(dims.n % tiling.nt, tiling.nr) * tiling.nr
-    tiles = dims.batch * _ceil(dims.m, tiling.mt) * _ceil(dims.n, tiling.nt)
     efficiency = cpu_register_efficiency(tiling.mr, tiling.nr, lanes, registers)
     kc = cpu_block_depth(tiling, dims)
-    blocks = _ceil(dims.k, kc)
+    # Split-K: slices of whole K blocks (as the kernel cuts them), each slice's tiles a unit
+    # of work; a tile accumulates over its slice only.
+    slice_blocks = _ceil(_ceil(dims.k, kc), max(1, tiling.split))
+    split = _ceil(_ceil(dims.k, kc), slice_blocks)
+    tiles = dims.batch * _ceil(dims.m, tiling.mt) * _ceil(dims.n, tiling.nt) * split
+    blocks = slice_blocks
     # Caches: a kc x nr panel of B is reused by every register block of the tile (half of L1);
     # the packed A block, the B block and the accumulator tile are re-read for every panel
     # and K block (a quarter of L2 each: associativity and the other data take the rest).
@@ -245,9 +250,14 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
     # dynamically, and a thread that is preempted (a shared machine) finishes late.
     per_thread = (_ceil(tiles, workers) + 0.5) / tiles
     compute = (flops / (peak * efficiency) + pack + accumulators) * per_thread
-    memory = (dims.batch * (dims.m * dims.k + dims.k * dims.n + 2 * dims.m * dims.n) * 4
-              / model.bandwidth)
-    return max(compute, memory) + 0.1 * min(compute, memory) + model.launch_overhead
+    cells = dims.batch * dims.m * dims.n
+    memory = (dims.batch * (dims.m * dims.k + dims.k * dims.n) + 2 * cells) * 4 / model.bandwidth
+    launches = 1
+    if split > 1:  # partial sums written, then read back by a second kernel
+        memory += 2 * split * cells * 4 / model.bandwidth
+        launches = 2
+    return (max(compute, memory) + 0.1 * min(compute, memory)
+            + launches * model.launch_overhead)
 
 
 __all__ = ["CpuDims", "cpu_time", "cpu_block_depth", "cpu_reread_cycles", "cpu_register_efficiency", "gpu_time",
