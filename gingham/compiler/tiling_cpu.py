@@ -16,11 +16,16 @@ The kernel (one C function, see :func:`tiled_contraction_cpu`) runs, per output 
 
     zero the tile's accumulators C[mt][nt]
     for each reduction block of ~kc (whole rows of the innermost reduction variable):
-        pack B[k][n] into nr-wide panels, pack A[m][k] into rows (guards: invalid taps pack 0;
-        per-tile row and column tables hold each M row's and N column's part of the
-        addresses and guards, decoded once from the flat index)
+        pack B[k][n] into nr-wide panels, pack A[m][k] into rows, or into mr-wide panels
+        when A runs along M rather than K (guards: invalid taps pack 0; per-tile row and
+        column tables hold each M row's and N column's part of the addresses and guards,
+        decoded once from the flat index); each read along its operand's unit stride
         for each nr x mr register block: acc[mr][nr] += a * b over the block (packed FMAs)
     finalise each cell and run the fused epilogue exactly as the one-cell-per-item schedule
+
+With split-K (fewer tiles than threads: a first layer's weight gradient) each tile of each K
+slice is a unit of work that stores its sums to a scratch buffer, and a second kernel adds
+the slices and runs the finalisation and epilogue.
 
 Packing applies the guards: an invalid tap packs as 0 and so adds 0 * other = 0. That equals
 the valid-index rule (the tap is skipped) except when the other operand holds inf or NaN there,

@@ -14,7 +14,8 @@ shared memory, registers, even staging); ranked by the schedule's own relative c
 CPU tiled contractions (:class:`gingham.compiler.tiling_cpu.CpuTiling`): register block
 ``mr x nr`` (nr whole vectors; accumulators plus one B row plus a broadcast within the vector
 registers), K block ``kc``, tile ``mt x nt`` (whole register blocks; the packed buffers on the
-stack of an OpenMP thread within :data:`CPU_STACK_BYTES`).
+stack of an OpenMP thread within :data:`CPU_STACK_BYTES`), and split-K (:data:`CPU_SPLITS`)
+where there are fewer tiles than threads.
 
     >>> ranked = rank_gpu(view, info, 4, model)      # [(seconds, TileConfig)], best first
     >>> ranked = rank_tc(view, info)                 # [(relative cost, TcConfig)], best first
