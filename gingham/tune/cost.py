@@ -235,7 +235,8 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
     # other data take the rest). Beyond its share a block costs smoothly more, as more of it
     # comes from the next level. The B block and the accumulator tile are touched once per
     # K block and need not stay in L2: asking them to (as this model did) took 144x256 tiles
-    # for GEMM 2048, measured 1.23x slower than 288x512 (one Zen 3 thread).
+    # for GEMM 2048, measured 1.1-1.2x slower than 288x512 or 384x256 (one Zen 3 thread, two
+    # sweeps on a busy machine).
     efficiency *= (_fit(kc * tiling.nr * 4, model.l1_bytes / 2)
                    * _fit(tiling.mt * kc * 4, model.l2_bytes / 4))
     flops = 2.0 * dims.batch * m_pad * n_pad * dims.k
@@ -260,5 +261,5 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
             + launches * model.launch_overhead)
 
 
-__all__ = ["CpuDims", "cpu_time", "cpu_block_depth", "cpu_reread_cycles", "cpu_register_efficiency", "gpu_time",
-           "gpu_residency", "gpu_registers"]
+__all__ = ["CpuDims", "cpu_time", "cpu_block_depth", "cpu_reread_cycles",
+           "cpu_register_efficiency", "gpu_time", "gpu_residency", "gpu_registers"]
