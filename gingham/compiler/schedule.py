@@ -33,9 +33,10 @@ def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
     from ..tune.search import tuned_config
 
     if info.dialect == "c":
-        kernel = tiled_contraction_cpu(plan, ctx, name, info, tuned_config(plan, ctx, name, info))
-        if kernel is not None:
-            return [kernel]
+        kernels = tiled_contraction_cpu(plan, ctx, name, info,
+                                        tuned_config(plan, ctx, name, info))
+        if kernels is not None:
+            return kernels
     # Every work-group device gets the staged GPU schedule: it is also 14x faster than one
     # work-item per cell on PoCL (GEMM 512: 18.6 ms against 257 ms, measured here).
     tuned = tuned_config(plan, ctx, name, info) if info.dialect in ("opencl", "cuda") else None

@@ -56,6 +56,12 @@ CPU_PACK_CYCLES = 0.3
 #: NCHW gradients of a 128 -> 256 channel layer at 8x8, batch 32, took 120 ms with both B
 #: operands unit-stride along N and 142-186 ms with one or both gathered along the channels.
 CPU_GATHER_CYCLES = 1.0
+#: Cycles per packed element that a tile re-reads (A once per tile along N, B once per tile
+#: along M) after the data left L2: rows of the operand come back from L3 or memory a few
+#: hundred bytes at a time. Measured on Zen 3 (one thread, the 128 -> 128 channel weight
+#: gradient at 16x16, M 1152 x N 128 x K 8192, tiles 96..384 x 64..128): 2.5 cycles per B
+#: element, 3.7 per A element re-read, against ~0.3 for a block packed from L2.
+CPU_PACK_FAR_CYCLES = 3.0
 
 
 def _ceil(a: int, b: int) -> int:
@@ -181,6 +187,28 @@ def cpu_register_efficiency(mr: int, nr: int, lanes: int, registers: int) -> flo
     return efficiency
 
 
+def _missed(distance: float, cache: float) -> float:
+    """Fraction of a re-read that misses ``cache`` when ``distance`` bytes were touched since
+    the data's last use (0 while they fit, then approaching 1)."""
+    return 0.0 if distance <= cache else 1.0 - cache / distance
+
+
+def cpu_reread_cycles(tiling, dims: CpuDims, l2_bytes: int) -> float:
+    """Extra cycles (all threads together) of re-packing operands that left L2.
+
+    Each of a tile row's ``ceil(N / nt)`` tiles packs the same ``mt x K`` slab of A, and each
+    of a tile column's ``ceil(M / mt)`` tiles the same ``K x nt`` slab of B. Tiles run N
+    fastest: A comes back after one tile (its slabs of A and B), B after a whole row of tiles
+    (all of B). Whatever no longer fits L2 is read again from further out."""
+    n_mt, n_nt = _ceil(dims.m, tiling.mt), _ceil(dims.n, tiling.nt)
+    k_slice = _ceil(dims.k, max(1, tiling.split))  # a tile's share of K
+    tile = (tiling.mt + tiling.nt) * k_slice * 4
+    row = (tiling.mt + dims.n) * k_slice * 4
+    a = (n_nt - 1) * dims.m * dims.k * _missed(tile, l2_bytes)
+    b = (n_mt - 1) * dims.n * dims.k * _missed(row, l2_bytes)
+    return dims.batch * (a + b) * (CPU_PACK_FAR_CYCLES - CPU_PACK_CYCLES)
+
+
 def _fit(size: float, budget: float) -> float:
     """1 while a block fits its cache budget, then falling slowly with the overflow."""
     return 1.0 if size <= budget else (budget / size) ** 0.3
@@ -194,33 +222,44 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
     peak = model.flops("float32") / workers  # flops/s of one thread
     m_pad = (dims.m // tiling.mt) * tiling.mt + _ceil(dims.m % tiling.mt, tiling.mr) * tiling.mr
     n_pad = (dims.n // tiling.nt) * tiling.nt + _ceil(dims.n % tiling.nt, tiling.nr) * tiling.nr
-    tiles = dims.batch * _ceil(dims.m, tiling.mt) * _ceil(dims.n, tiling.nt)
     efficiency = cpu_register_efficiency(tiling.mr, tiling.nr, lanes, registers)
     kc = cpu_block_depth(tiling, dims)
-    blocks = _ceil(dims.k, kc)
+    # Split-K: slices of whole K blocks (as the kernel cuts them), each slice's tiles a unit
+    # of work; a tile accumulates over its slice only.
+    slice_blocks = _ceil(_ceil(dims.k, kc), max(1, tiling.split))
+    split = _ceil(_ceil(dims.k, kc), slice_blocks)
+    tiles = dims.batch * _ceil(dims.m, tiling.mt) * _ceil(dims.n, tiling.nt) * split
+    blocks = slice_blocks
     # Caches: a kc x nr panel of B is reused by every register block of the tile (half of L1);
-    # the packed A block, the B block and the accumulator tile are re-read for every panel
-    # and K block (a quarter of L2 each: associativity and the other data take the rest).
-    # Beyond its share a block costs smoothly more, as more of it comes from the next level.
+    # the packed A block is re-read for every panel (a quarter of L2: associativity and the
+    # other data take the rest). Beyond its share a block costs smoothly more, as more of it
+    # comes from the next level. The B block and the accumulator tile are touched once per
+    # K block and need not stay in L2: asking them to (as this model did) took 144x256 tiles
+    # for GEMM 2048, measured 1.1-1.2x slower than 288x512 or 384x256 (one Zen 3 thread, two
+    # sweeps on a busy machine).
     efficiency *= (_fit(kc * tiling.nr * 4, model.l1_bytes / 2)
-                   * _fit(tiling.mt * kc * 4, model.l2_bytes / 4)
-                   * _fit(tiling.nt * kc * 4, model.l2_bytes / 4)
-                   * _fit(tiling.mt * tiling.nt * 4, model.l2_bytes / 4))
+                   * _fit(tiling.mt * kc * 4, model.l2_bytes / 4))
     flops = 2.0 * dims.batch * m_pad * n_pad * dims.k
     # Per tile and K block: pack (mt + nt) x kc elements, reload and store the accumulators
     # (two vector accesses per cycle).
     cycle = 4 * lanes / peak  # two FMA ports of ``lanes`` multiply-adds each per cycle
     b_cycles = CPU_GATHER_CYCLES if dims.b_gather else CPU_PACK_CYCLES
     pack = tiles * dims.k * (tiling.mt * CPU_PACK_CYCLES + tiling.nt * b_cycles) * cycle
+    pack += cpu_reread_cycles(tiling, dims, model.l2_bytes) * cycle
     accumulators = tiles * blocks * tiling.mt * tiling.nt / lanes * cycle
     # The busiest thread's share, plus half a tile of expected tail: tiles are handed out
     # dynamically, and a thread that is preempted (a shared machine) finishes late.
     per_thread = (_ceil(tiles, workers) + 0.5) / tiles
     compute = (flops / (peak * efficiency) + pack + accumulators) * per_thread
-    memory = (dims.batch * (dims.m * dims.k + dims.k * dims.n + 2 * dims.m * dims.n) * 4
-              / model.bandwidth)
-    return max(compute, memory) + 0.1 * min(compute, memory) + model.launch_overhead
+    cells = dims.batch * dims.m * dims.n
+    memory = (dims.batch * (dims.m * dims.k + dims.k * dims.n) + 2 * cells) * 4 / model.bandwidth
+    launches = 1
+    if split > 1:  # partial sums written, then read back by a second kernel
+        memory += 2 * split * cells * 4 / model.bandwidth
+        launches = 2
+    return (max(compute, memory) + 0.1 * min(compute, memory)
+            + launches * model.launch_overhead)
 
 
-__all__ = ["CpuDims", "cpu_time", "cpu_block_depth", "cpu_register_efficiency", "gpu_time",
-           "gpu_residency", "gpu_registers"]
+__all__ = ["CpuDims", "cpu_time", "cpu_block_depth", "cpu_reread_cycles",
+           "cpu_register_efficiency", "gpu_time", "gpu_residency", "gpu_registers"]

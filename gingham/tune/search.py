@@ -252,8 +252,7 @@ class _CpuFamily(_Family):
         from ..compiler.tiling_cpu import tiled_contraction_cpu
 
         ctx = LoweringContext(self.ctx.bound, self.ctx.aliases)
-        kernel = tiled_contraction_cpu(self.plan, ctx, name, self.info, config)
-        return None if kernel is None else [kernel]
+        return tiled_contraction_cpu(self.plan, ctx, name, self.info, config)
 
     def legal(self, config):
         from .space import cpu_legal
@@ -272,6 +271,9 @@ class _CpuFamily(_Family):
         for nt in (config.nt // 2 // config.nr * config.nr, config.nt * 2):
             if nt >= config.nr:
                 out.append(dataclasses.replace(config, nt=nt))
+        for split in (config.split // 2, config.split * 2):
+            if split >= 1:
+                out.append(dataclasses.replace(config, split=split))
         return [c for c in out if self.legal(c)]
 
     def shape_class(self, config):
