@@ -1037,7 +1037,7 @@ def accumulator_rows(plan: KernelPlan, nc: NormalContraction, ctx: LoweringConte
 
 def update_run(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, itype: str,
                rows: list[AccumulatorRow], slot: k.Expr, lane_var: str, start: k.Expr | int,
-               stop: k.Expr | int, before: list[k.Stmt] | None = None) -> k.For:
+               stop: k.Expr | int) -> k.For:
     """The ``omp simd`` loop adding the current assignment to a run of neighbouring cells:
     each lane loads its accumulators from ``rows`` at ``slot``, accumulates (without
     branches, :func:`_accumulate_in_lanes`) and stores them back. The caller has declared the
@@ -1048,8 +1048,7 @@ def update_run(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, it
     """
     ctype = compute_type(ctx.dtype(nc.out))
     flag = next((row.register for row in rows if row.flag), None)
-    body: list[k.Stmt] = list(before or [])
-    body.append(k.Declare("rs_slot", itype, slot))
+    body: list[k.Stmt] = [k.Declare("rs_slot", itype, slot)]
     at = k.Var("rs_slot", itype)
     body += [k.Declare(row.register, row.register_type(), row.load(at)) for row in rows]
     body.append(accumulate_plan(plan, nc, ctx, ctype, itype, flag, lane_var=lane_var))

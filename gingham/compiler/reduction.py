@@ -312,9 +312,6 @@ def _combine(plan: KernelPlan, ctx: LoweringContext, name: str, cells: int, slic
 #             for (int o0 = 0; o0 < 128; o0++) { float acc = P[rs_s * 128 + o0]; acc += X[..];
 #                                                P[rs_s * 128 + o0] = acc; } } }
 
-#: Fewest neighbouring cells for the CPU form: below a vector of them the inner loop is mostly
-#: its own overhead, and one work-item per cell is as good.
-CPU_MIN_CELL_RUN = 8
 #: Fewest assignments per cell (a shorter reduction is cheap however it is read).
 CPU_MIN_EXTENT = 256
 #: Fewest assignments per slice: each slice also initialises and the combine reads its row.
@@ -337,9 +334,13 @@ def split_reduction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str,
         return None
     cells = math.prod(nc.out_shape)
     extent = nc.reduction_size
-    if cells == 0 or extent < CPU_MIN_EXTENT or not _unit_stride_cells(nc, CPU_MIN_CELL_RUN):
+    if cells == 0 or extent < CPU_MIN_EXTENT:
         return None
     model = model_for_info(info)
+    # At least a vector of neighbouring cells: with fewer the inner loop is mostly its own
+    # overhead, and one work-item per cell (its reduction in lanes if contiguous) is as good.
+    if not _unit_stride_cells(nc, max(2, model.simd_width)):
+        return None
     ctype = compute_type(ctx.dtype(nc.out))
     accumulators = 1 + len(plan.siblings) + (1 if needs_reached_flag(nc) else 0)
     # A slice's row of every accumulator stays in L1 while the slice streams its operands

@@ -73,7 +73,7 @@ def test_channels_last_sum(device):
 
 def test_two_dimensional_cells(device):
     # Cells [H, C]: the run is C, the outer cell variable an ordinary loop inside the slice.
-    x = RNG.standard_normal((9, 5, 40, 13)).astype(np.float32)
+    x = RNG.standard_normal((9, 5, 40, 21)).astype(np.float32)
     m = run("function (X[N, H, W, C]) -> (M) { M[h, c : H, C] = +(X[n, h, w, c]); }", [x],
             device, SPLIT)
     assert_sum(m, x, (0, 2), np.finfo(np.float32).eps)
