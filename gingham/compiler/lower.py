@@ -1056,7 +1056,29 @@ def update_run(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, it
     return k.For(lane_var, start, stop, k.block(*body), kind="simd")
 
 
-def lower_cell_nest(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kernel | None:
+def _lane_axis(nc: NormalContraction, lanes: int) -> int:
+    """The output axis whose neighbouring cells the nest computes in vector lanes: the
+    innermost (unit stride in the output), unless it is shorter than ``lanes`` and a longer
+    axis is read at unit stride. A filter relayout ``R[o, i, y, x] = T[o, y, x, i]`` (3x3)
+    then has lanes along ``i``: 8 loads at once and strided stores, where runs of the 3
+    values of ``x`` would load with a stride of ``I`` and leave most lanes idle."""
+    from .tiling_gpu import flat_address  # it imports this module
+
+    last = len(nc.out_shape) - 1
+    if nc.out_shape[last] >= lanes:
+        return last
+    read_in_lanes = []
+    for axis, (var, size) in enumerate(zip(nc.out_vars, nc.out_shape)):
+        if axis == last or size < lanes:
+            continue
+        addresses = [flat_address(a) for a in nc.operands]
+        if any(address is not None and address.coeffs.get(var) == 1 for address in addresses):
+            read_in_lanes.append(axis)
+    return max(read_in_lanes, key=lambda a: nc.out_shape[a], default=last)
+
+
+def lower_cell_nest(plan: KernelPlan, ctx: LoweringContext, name: str,
+                    lanes: int = 8) -> k.Kernel | None:
     """C: a contraction with a short reduction (a pooling window, its gradient's taps, a
     relayout copy) as a loop nest over its output variables, or None (then
     :func:`lower_contraction` is the schedule).
@@ -1064,7 +1086,9 @@ def lower_cell_nest(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kern
     One work-item per cell decodes its coordinates with a division and a modulo per output
     variable and computes alone. Here the leading output variables are the parallel loop
     (decoded once per run of cells), the middle ones ordinary loops, and the innermost, unit
-    stride in the output, a run of cells computed in vector lanes: for each assignment of
+    stride in the output (or one read at unit stride if that is shorter than ``lanes``, the
+    device's vector width; :func:`_lane_axis`), a run of cells computed in vector lanes:
+    for each assignment of
     the reduction (the guards that do not mention the run's variable tested once for the
     run), an ``omp simd`` loop over the run updates a row of accumulators on the stack; a
     last one finalises, evaluates the epilogue and stores. Each cell sees its assignments in
@@ -1096,16 +1120,17 @@ def lower_cell_nest(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kern
         return None  # the renderer gives a loop with a computed bound an int counter
     shape, names = list(nc.out_shape), list(nc.out_vars)
     one_variable = len(shape) == 1
-    run = min(shape[0], CPU_CHUNK) if one_variable else shape[-1]
-    if run > NEST_MAX_RUN and not one_variable:
+    axis = 0 if one_variable else _lane_axis(nc, lanes)
+    run = min(shape[0], CPU_CHUNK, NEST_MAX_RUN) if one_variable else shape[axis]
+    if run > NEST_MAX_RUN:
         return None
-    if one_variable:
-        run = min(run, NEST_MAX_RUN)
     strides = row_major_strides(tuple(shape))
-    # The parallel prefix: the fewest leading variables with NEST_MIN_PARALLEL runs (all but
-    # the innermost at most).
+    # The other variables in order, then the lanes' one; the parallel prefix is the fewest
+    # leading ones with NEST_MIN_PARALLEL runs (all of them at most).
+    order = [a for a in range(len(shape)) if a != axis] + [axis]
     prefix = 0 if one_variable else 1
-    while prefix and prefix < len(shape) - 1 and math.prod(shape[:prefix]) < NEST_MIN_PARALLEL:
+    while prefix and prefix < len(shape) - 1 and \
+            math.prod(shape[a] for a in order[:prefix]) < NEST_MIN_PARALLEL:
         prefix += 1
 
     def c(value: int) -> k.Const:
@@ -1114,7 +1139,7 @@ def lower_cell_nest(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kern
     def var(name: str) -> k.Var:
         return k.Var(name, itype)
 
-    lane = names[-1]
+    lane = names[axis]
     if one_variable:  # the parallel loop takes chunks of the only variable
         lane_start: k.Expr = k.BinOp("*", var("gp"), c(run), itype)
         stop = k.BinOp("+", lane_start, c(run), itype)
@@ -1124,14 +1149,9 @@ def lower_cell_nest(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kern
         slot: k.Expr = k.BinOp("-", var(lane), lane_start, itype)
         flat_expr: k.Expr = var(lane)
     else:
-        lane_start, lane_stop, head, slot = c(0), c(shape[-1]), [], var(lane)
-        terms: list[k.Expr] = []
-        inner_cells = math.prod(shape[prefix:])
-        terms.append(k.BinOp("*", var("gp"), c(inner_cells), itype))
-        for axis in range(prefix, len(shape)):
-            term: k.Expr = var(names[axis])
-            terms.append(k.BinOp("*", term, c(strides[axis]), itype)
-                         if strides[axis] != 1 else term)
+        lane_start, lane_stop, head, slot = c(0), c(shape[axis]), [], var(lane)
+        terms = [var(names[a]) if strides[a] == 1 else
+                 k.BinOp("*", var(names[a]), c(strides[a]), itype) for a in range(len(shape))]
         flat_expr = terms[0]
         for term in terms[1:]:
             flat_expr = k.BinOp("+", flat_expr, term, itype)
@@ -1159,18 +1179,20 @@ def lower_cell_nest(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kern
     finish += finish_cell(plan, nc, ctx, var("g"), itype, reached)
     per_run.append(k.For(lane, lane_start, lane_stop, k.block(*finish), kind="simd"))
     inner: k.Stmt = k.block(*head, *per_run)
-    for axis in range(len(shape) - 2, prefix - 1, -1):
-        inner = k.For(names[axis], 0, shape[axis], inner)
+    for a in reversed(order[prefix:-1]):
+        inner = k.For(names[a], 0, shape[a], inner)
     if one_variable:
         runs = math.ceil(shape[0] / run)
         loop = k.For("gp", 0, runs, inner, kind="thread")
     else:
-        decode = cell_coordinates(var("gp"), tuple(shape[:prefix]), names[:prefix], itype)
-        runs = math.prod(shape[:prefix])
+        leading = order[:prefix]
+        decode = cell_coordinates(var("gp"), tuple(shape[a] for a in leading),
+                                  [names[a] for a in leading], itype)
+        runs = math.prod(shape[a] for a in leading)
         loop = k.For("gp", 0, runs, k.block(*decode, inner), kind="thread")
     hoisted = sum(lane not in q.poly.names() for q in nc.guards)
     schedule = (f"loop nest over {cells} output cells ({' x '.join(map(str, shape))}): "
-                f"{runs} parallel runs, omp simd over runs of {run} cells; reduction over "
+                f"{runs} parallel runs, omp simd over runs of {run} cells ({lane}); reduction over "
                 f"{nc.reduction_size} assignments outside the runs, {len(nc.guards)} guards "
                 f"({hoisted} tested per run){_fused_note(plan)}")
     kernel = _kernel(name, ctx, loop, max(runs, 1), schedule)

@@ -45,7 +45,7 @@ def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
         if kernels is not None:
             return kernels
         # Short reductions (pooling, relayouts): a loop nest vectorised over the cells.
-        kernel = lower_cell_nest(plan, ctx, name)
+        kernel = lower_cell_nest(plan, ctx, name, max(2, info.simd_width))
         if kernel is not None:
             return [kernel]
     # Every work-group device gets the staged GPU schedule: it is also 14x faster than one

@@ -247,10 +247,11 @@ def test_unreached_cells_in_the_nest_are_zero(device):
 
 
 def test_relayout_copy(device):
-    # A filter relayout [O, Y, X, I] -> [O, I, Y, X]: one assignment per cell.
+    # A filter relayout [O, Y, X, I] -> [O, I, Y, X]: one assignment per cell. The innermost
+    # output variable has 3 values: the lanes run along i, which T has at unit stride.
     t = RNG.standard_normal((5, 3, 3, 37)).astype(np.float32)
     got = run("function (T[O, Y, X, I]) -> (R) { R[o, i, y, x : O, I, Y, X] = +(T[o, y, x, i]); }",
-              [t], device, NEST)
+              [t], device, "runs of 37 cells (o1)")
     np.testing.assert_array_equal(got, t.transpose(0, 3, 1, 2))
 
 
