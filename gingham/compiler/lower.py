@@ -576,6 +576,10 @@ def _lower_chunked(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kerne
     if itype != "int32":
         return None  # the renderer gives a loop with a computed bound an int counter
     size, runs = _chunk_for_runs(plan, ctx)
+    if not runs:
+        span = _trailing_span(plan, ctx)
+        if span is not None:
+            return _lower_rows(plan, ctx, name, itype, span)
     chunks = math.ceil(cells / size)
     body, scalars = _one_element_loads(plan, ctx, itype)
     chunk = k.Var("gc", itype)
@@ -602,6 +606,82 @@ def _lower_chunked(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kerne
     loop = k.For("gc", 0, chunks, k.block(*body), kind="thread")
     schedule = (f"elementwise over {cells} cells, {chunks} chunks of {size} (omp simd); "
                 f"hoisted scalars: {', '.join(sorted(scalars)) or 'none'}")
+    return _kernel(name, ctx, loop, chunks, schedule)
+
+
+#: Fewest cells in a row of :func:`_lower_rows`: a vector of float32 on most CPUs.
+MIN_ROW = 8
+
+
+def _trailing_span(plan: KernelPlan, ctx: LoweringContext) -> int | None:
+    """The first axis of the trailing axes that every broadcast operand of an elementwise
+    plan lies in, when it is not the first axis of the plan: per-channel operands of
+    channels-last data (``[C]`` over ``[N, H, W, C]``: 3). Widened to the left until a row
+    holds MIN_ROW cells; None when a row would hold more than CPU_CHUNK, or when there is no
+    broadcast operand."""
+    shape = plan.shape
+    start = len(shape)
+    for tensor in sorted(plan.reads()):
+        tshape = ctx.shape(tensor)
+        if tshape == shape or math.prod(tshape) in (1, math.prod(shape)):
+            continue
+        lead = len(shape) - len(tshape)
+        first = next(axis for axis in range(lead, len(shape)) if tshape[axis - lead] != 1)
+        start = min(start, first)
+    if start == len(shape):
+        return None
+    while start > 0 and math.prod(shape[start:]) < MIN_ROW:
+        start -= 1
+    if start == 0 or math.prod(shape[start:]) > CPU_CHUNK:
+        return None
+    return start
+
+
+def _lower_rows(plan: KernelPlan, ctx: LoweringContext, name: str, itype: str,
+                span: int) -> k.Kernel:
+    """C: an elementwise plan whose broadcast operands vary only along the trailing axes from
+    ``span`` (per-channel operands of channels-last data) as rows of those axes: each OpenMP
+    iteration takes about CPU_CHUNK cells in whole rows, and an ``omp simd`` loop over a row
+    reads the broadcast operands at the row's own index, contiguously (with a flat index
+    they were gathers at ``g % C``).
+
+        for (gc ...) for (gr = gc * 32; gr < ...; gr++) {
+            #pragma omp simd
+            for (c = 0; c < 128; c++) { ge = gr * 128 + c; Y[ge] = X[ge] * S[c] + B[c]; } }
+    """
+    shape = plan.shape
+    cells = math.prod(shape)
+    row = math.prod(shape[span:])
+    rows = cells // row
+    per_chunk = max(1, CPU_CHUNK // row)
+    chunks = math.ceil(rows / per_chunk)
+
+    def c(value: int) -> k.Const:
+        return k.Const(value, itype)
+
+    def var(name: str) -> k.Var:
+        return k.Var(name, itype)
+
+    body, scalars = _one_element_loads(plan, ctx, itype)
+    start = k.BinOp("*", var("gc"), c(per_chunk), itype)
+    stop = k.BinOp("+", start, c(per_chunk), itype)
+    body.append(k.Declare("gc_stop", itype, k.Select(k.BinOp("<", stop, c(rows), "bool"), stop,
+                                                     c(rows), itype)))
+    # The broadcast operands read only the trailing coordinates: those of the row's index;
+    # the leading ones (axes they do not have) are never read.
+    names = [f"c{axis}" for axis in range(span, len(shape))]
+    cell: list[k.Expr] = [c(0)] * span + [var(n) for n in names]
+    flat = var("ge")
+    per_cell: list[k.Stmt] = [k.Declare("ge", itype, k.BinOp(
+        "+", k.BinOp("*", var("gr"), c(row), itype), var("gl"), itype))]
+    per_cell += cell_coordinates(var("gl"), tuple(shape[span:]), names, itype)
+    per_cell += _epilogue(plan, ctx, cell, flat, itype, {}, scalars)
+    lanes = k.For("gl", 0, row, k.block(*per_cell), kind="simd")
+    body.append(k.For("gr", start, var("gc_stop"), lanes))
+    loop = k.For("gc", 0, chunks, k.block(*body), kind="thread")
+    schedule = (f"elementwise over {cells} cells, {rows} rows of {row} in {chunks} chunks "
+                f"(omp simd over a row; broadcast operands read at the row index); hoisted "
+                f"scalars: {', '.join(sorted(scalars)) or 'none'}")
     return _kernel(name, ctx, loop, chunks, schedule)
 
 

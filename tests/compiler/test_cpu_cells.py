@@ -267,3 +267,25 @@ def test_average_pool_with_epilogue(device):
     got = run(source, [x], device, NEST)
     want = windows(x, 2, 2, 0, 0.0).astype(np.float64).sum(axis=-1) / 4
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+# -- elementwise rows ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source, shapes, want", [
+    # per-channel scale and shift of channels-last data (130 channels: a row is no multiple
+    # of the vector)
+    ("function (X[N, H, W, C], S[C], B[C]) -> (Y) { Y = X * S + B; }",
+     [(4, 5, 6, 130), (130,), (130,)], lambda x, s, b: x * s + b),
+    # 3 channels: a row spans W * C = 18 cells (the channel decoded within the row)
+    ("function (X[N, H, W, C], S[C]) -> (Y) { Y = X * S; }", [(4, 5, 6, 3), (3,)],
+     lambda x, s: x * s),
+    # an operand over the two trailing axes
+    ("function (X[N, H, W, C], S[1, 1, W, C]) -> (Y) { Y = max(X - S, 0.0); }",
+     [(3, 5, 6, 7), (1, 1, 6, 7)], lambda x, s: np.maximum(x - s, 0)),
+])
+def test_channels_last_broadcast_rows(device, source, shapes, want):
+    args = [RNG.standard_normal(shape).astype(np.float32) for shape in shapes]
+    got = run(source, args, device, "rows of")
+    expected = want(*[a.astype(np.float64) for a in args])
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
