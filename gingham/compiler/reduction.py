@@ -13,6 +13,10 @@ partials, tree and combination in the same two kernels.
 
     M[c : C] = +(X[n, c, h, w])   with 128 cells, 524288 values each, on 132 compute units
     -> k_partial: 1056 work-groups of 256 (8 slices per cell), k: 128 work-items
+
+The C backend has its own form (:func:`split_reduction_cpu`, below): slices over OpenMP
+threads, each with the neighbouring cells of a channels-last statistic in ``omp simd`` lanes,
+and the same combine kernel.
 """
 
 from __future__ import annotations
@@ -344,7 +348,7 @@ def split_reduction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str,
     ctype = compute_type(ctx.dtype(nc.out))
     accumulators = 1 + len(plan.siblings) + (1 if needs_reached_flag(nc) else 0)
     # A slice's row of every accumulator stays in L1 while the slice streams its operands
-    # (4 bytes a cell: float32 or the int32 flags; wider types only make fewer splits).
+    # (counted at 8 bytes a cell, float64's size: float32 rows only split more often).
     if cells * accumulators * 8 > model.l1_bytes:
         return None
     slices = max(1, min(model.workers * CPU_SLICES_PER_WORKER, extent // CPU_MIN_CHUNK))
