@@ -289,3 +289,14 @@ def test_channels_last_broadcast_rows(device, source, shapes, want):
     got = run(source, args, device, "rows of")
     expected = want(*[a.astype(np.float64) for a in args])
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_assignment_to_every_other_cell(device):
+    # ``=`` into the odd cells of each row: the even ones are unreached (0); the guards (the
+    # cell is odd, its source in range) mention the lanes' variable, so they are selects.
+    a = RNG.standard_normal((3, 21)).astype(np.float32)
+    got = run("function (A[R, N]) -> (O) { O[r, 2*i + 1 : R, 2*N + 1] = =(A[r, i]); }", [a],
+              device, NEST)
+    want = np.zeros((3, 43), np.float32)
+    want[:, 1::2] = a
+    np.testing.assert_array_equal(got, want)
