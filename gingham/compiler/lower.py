@@ -16,6 +16,7 @@ work-item with 16-byte vector accesses, chunks in ``omp simd`` loops on the CPU)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -575,6 +576,10 @@ def _lower_chunked(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kerne
     if itype != "int32":
         return None  # the renderer gives a loop with a computed bound an int counter
     size, runs = _chunk_for_runs(plan, ctx)
+    if not runs:
+        span = _trailing_span(plan, ctx)
+        if span is not None:
+            return _lower_rows(plan, ctx, name, itype, span)
     chunks = math.ceil(cells / size)
     body, scalars = _one_element_loads(plan, ctx, itype)
     chunk = k.Var("gc", itype)
@@ -601,6 +606,82 @@ def _lower_chunked(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kerne
     loop = k.For("gc", 0, chunks, k.block(*body), kind="thread")
     schedule = (f"elementwise over {cells} cells, {chunks} chunks of {size} (omp simd); "
                 f"hoisted scalars: {', '.join(sorted(scalars)) or 'none'}")
+    return _kernel(name, ctx, loop, chunks, schedule)
+
+
+#: Fewest cells in a row of :func:`_lower_rows`: a vector of float32 on most CPUs.
+MIN_ROW = 8
+
+
+def _trailing_span(plan: KernelPlan, ctx: LoweringContext) -> int | None:
+    """The first axis of the trailing axes that every broadcast operand of an elementwise
+    plan lies in, when it is not the first axis of the plan: per-channel operands of
+    channels-last data (``[C]`` over ``[N, H, W, C]``: 3). Widened to the left until a row
+    holds MIN_ROW cells; None when a row would hold more than CPU_CHUNK, or when there is no
+    broadcast operand."""
+    shape = plan.shape
+    start = len(shape)
+    for tensor in sorted(plan.reads()):
+        tshape = ctx.shape(tensor)
+        if tshape == shape or math.prod(tshape) in (1, math.prod(shape)):
+            continue
+        lead = len(shape) - len(tshape)
+        first = next(axis for axis in range(lead, len(shape)) if tshape[axis - lead] != 1)
+        start = min(start, first)
+    if start == len(shape):
+        return None
+    while start > 0 and math.prod(shape[start:]) < MIN_ROW:
+        start -= 1
+    if start == 0 or math.prod(shape[start:]) > CPU_CHUNK:
+        return None
+    return start
+
+
+def _lower_rows(plan: KernelPlan, ctx: LoweringContext, name: str, itype: str,
+                span: int) -> k.Kernel:
+    """C: an elementwise plan whose broadcast operands vary only along the trailing axes from
+    ``span`` (per-channel operands of channels-last data) as rows of those axes: each OpenMP
+    iteration takes about CPU_CHUNK cells in whole rows, and an ``omp simd`` loop over a row
+    reads the broadcast operands at the row's own index, contiguously (with a flat index
+    they were gathers at ``g % C``).
+
+        for (gc ...) for (gr = gc * 32; gr < ...; gr++) {
+            #pragma omp simd
+            for (c = 0; c < 128; c++) { ge = gr * 128 + c; Y[ge] = X[ge] * S[c] + B[c]; } }
+    """
+    shape = plan.shape
+    cells = math.prod(shape)
+    row = math.prod(shape[span:])
+    rows = cells // row
+    per_chunk = max(1, CPU_CHUNK // row)
+    chunks = math.ceil(rows / per_chunk)
+
+    def c(value: int) -> k.Const:
+        return k.Const(value, itype)
+
+    def var(name: str) -> k.Var:
+        return k.Var(name, itype)
+
+    body, scalars = _one_element_loads(plan, ctx, itype)
+    start = k.BinOp("*", var("gc"), c(per_chunk), itype)
+    stop = k.BinOp("+", start, c(per_chunk), itype)
+    body.append(k.Declare("gc_stop", itype, k.Select(k.BinOp("<", stop, c(rows), "bool"), stop,
+                                                     c(rows), itype)))
+    # The broadcast operands read only the trailing coordinates: those of the row's index;
+    # the leading ones (axes they do not have) are never read.
+    names = [f"c{axis}" for axis in range(span, len(shape))]
+    cell: list[k.Expr] = [c(0)] * span + [var(n) for n in names]
+    flat = var("ge")
+    per_cell: list[k.Stmt] = [k.Declare("ge", itype, k.BinOp(
+        "+", k.BinOp("*", var("gr"), c(row), itype), var("gl"), itype))]
+    per_cell += cell_coordinates(var("gl"), tuple(shape[span:]), names, itype)
+    per_cell += _epilogue(plan, ctx, cell, flat, itype, {}, scalars)
+    lanes = k.For("gl", 0, row, k.block(*per_cell), kind="simd")
+    body.append(k.For("gr", start, var("gc_stop"), lanes))
+    loop = k.For("gc", 0, chunks, k.block(*body), kind="thread")
+    schedule = (f"elementwise over {cells} cells, {rows} rows of {row} in {chunks} chunks "
+                f"(omp simd over a row; broadcast operands read at the row index); hoisted "
+                f"scalars: {', '.join(sorted(scalars)) or 'none'}")
     return _kernel(name, ctx, loop, chunks, schedule)
 
 
@@ -740,15 +821,92 @@ def accumulate(nc: NormalContraction, ctx: LoweringContext, ctype: str, itype: s
     return inner
 
 
+def hoisted_guards(nc: NormalContraction, lane_var: str, itype: str) -> k.Expr | None:
+    """The conjunction of the guards that do not mention ``lane_var`` (the innermost output
+    variable when the cells are vector lanes): the same for every lane, so tested once
+    outside the loop over lanes. :func:`accumulate` with ``lane_var`` tests the others."""
+    return conjunction([guard_condition(q.poly, q.upper, itype) for q in nc.guards
+                        if lane_var not in q.poly.names()])
+
+
+def _map_loads(expr: k.Expr, fn) -> k.Expr:
+    """``expr`` with every ``Load`` replaced by ``fn(load)`` (inner ones first)."""
+    if isinstance(expr, k.Load):
+        return fn(k.Load(expr.buffer, _map_loads(expr.index, fn), expr.dtype))
+    if isinstance(expr, k.BinOp):
+        return k.BinOp(expr.op, _map_loads(expr.a, fn), _map_loads(expr.b, fn), expr.dtype)
+    if isinstance(expr, k.UnOp):
+        return k.UnOp(expr.op, _map_loads(expr.a, fn), expr.dtype)
+    if isinstance(expr, k.Call):
+        return k.Call(expr.fn, tuple(_map_loads(a, fn) for a in expr.args), expr.dtype)
+    if isinstance(expr, k.Select):
+        return k.Select(_map_loads(expr.cond, fn), _map_loads(expr.if_true, fn),
+                        _map_loads(expr.if_false, fn), expr.dtype)
+    if isinstance(expr, k.Cast):
+        return k.Cast(expr.dtype, _map_loads(expr.a, fn))
+    return expr
+
+
+def _accumulate_in_lanes(nc: NormalContraction, ctx: LoweringContext, ctype: str, itype: str,
+                         flag: str | None, computed: dict[str, k.Expr], lane_var: str
+                         ) -> k.Stmt:
+    """:func:`accumulate` without branches, for a loop whose vector lanes are neighbouring
+    cells (``omp simd`` over ``lane_var``). The guards that do not mention ``lane_var`` are
+    the caller's (:func:`hoisted_guards`). The others and a ``?`` condition decide whether
+    the lane takes its value: every load reads index 0 where the guards fail (so no lane
+    reads outside a tensor), and the update is a select of the value or the aggregation's
+    identity. Neither an ``if`` around loads nor a conditional float operation lets gcc
+    vectorise (a float operation may trap: gcc does not run it speculatively).
+
+        acc = acc + ((guard && X[safe] == Y[safe]) ? D[safe] : 0.0f);
+
+    The result is that of :func:`accumulate`: ``acc + 0.0f`` is ``acc`` (a sum from +0 is
+    never -0), ``gh_max(acc, -inf)`` is ``acc`` (NaN included), ``acc * 1`` is ``acc``.
+    """
+    value, condition = contraction_value(nc, ctx, ctype, itype, computed)
+    guard = conjunction([guard_condition(q.poly, q.upper, itype) for q in nc.guards
+                         if lane_var in q.poly.names()])
+    if guard is not None:
+        zero = k.Const(0, itype)
+        safe = lambda load: k.Load(load.buffer, k.Select(guard, load.index, zero, itype),  # noqa: E731
+                                   load.dtype)
+        value = _map_loads(value, safe)
+        condition = _map_loads(condition, safe) if condition is not None else None
+    take = conjunction([c for c in (guard, condition) if c is not None])
+    acc = k.Var("acc", ctype)
+    if take is None:
+        update: k.Expr = aggregate(nc.agg, acc, value, ctype)
+    elif nc.agg == "=":
+        update = k.Select(take, value, acc, ctype)
+    else:
+        update = aggregate(nc.agg, acc, k.Select(take, value, k.Const(
+            identity_value(nc.agg, ctype), ctype), ctype), ctype)
+    stmts: list[k.Stmt] = [k.Assign("acc", update)]
+    if flag is not None:
+        flag_value = k.Const(True, "bool") if take is None else \
+            k.BinOp("||", k.Var(flag, "bool"), take, "bool")
+        stmts.append(k.Assign(flag, flag_value))
+    return k.block(*stmts)
+
+
 def accumulate_plan(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext,
-                    ctype: str, itype: str, flag: str | None) -> k.Stmt:
+                    ctype: str, itype: str, flag: str | None,
+                    lane_var: str | None = None) -> k.Stmt:
     """:func:`accumulate` for the plan's contraction ``nc`` and each of its siblings (into
     ``acc_<out>``), after computing the plan's prologue at the assignment's operand cell.
 
         for (i0 ...) { p_flat = ...; v_T2 = X[p_flat] - M[i1]; acc += v_T2 * v_T2; }
+
+    ``lane_var``: the loop's vector lanes are neighbouring cells along this output variable
+    (:func:`_accumulate_in_lanes`; the guards without it are the caller's).
     """
+    def own(computed: dict[str, k.Expr] | None) -> k.Stmt:
+        if lane_var is None:
+            return accumulate(nc, ctx, ctype, itype, flag, computed)
+        return _accumulate_in_lanes(nc, ctx, ctype, itype, flag, computed or {}, lane_var)
+
     if not plan.prologue and not plan.siblings:
-        return accumulate(nc, ctx, ctype, itype, flag, None)
+        return own(None)
     # A plain reduction (fusion.reduction_domain): the operand is read at its own cells, each
     # axis one loop variable, so the prologue's cell is those variables.
     access = nc.operands[0]
@@ -766,7 +924,7 @@ def accumulate_plan(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContex
     # Each assignment is one cell of the domain, visited once: store what others read.
     stmts += [k.Store(ctx.param(e.out, output=True), flat, registers[e.out])
               for e in plan.prologue if e.out in plan.stores]
-    stmts.append(accumulate(nc, ctx, ctype, itype, flag, registers))
+    stmts.append(own(registers))
     for sibling in plan.siblings:
         sibling_type = compute_type(ctx.dtype(sibling.out))
         value = registers[sibling.operand] if sibling.operand in registers else \
@@ -818,41 +976,11 @@ def lower_contraction(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
     # Loop only over the assignments a guard lets through (gradients of strided windows).
     nc = narrow(plan.contraction)
     cells = math.prod(nc.out_shape)
-    biggest = max([cells] + [math.prod(a.sizes) for a in nc.operands])
-    itype = index_type(biggest * 2 + 16)
-    out_dtype = ctx.dtype(nc.out)
-    ctype = compute_type(out_dtype)
+    itype = _contraction_index_type(nc)
     flat = k.Var("g", itype)
     body: list[k.Stmt] = cell_coordinates(flat, nc.out_shape, list(nc.out_vars), itype)
-    cell = [k.Var(v, itype) for v in nc.out_vars]
-    flag = needs_reached_flag(nc)
-    body.append(k.Declare("acc", ctype, k.Const(identity_value(nc.agg, ctype), ctype)))
-    if flag:
-        body.append(k.Declare("reached", "bool", k.Const(False, "bool")))
-    body += sibling_accumulators(plan, ctx)
-    inner = accumulate_plan(plan, nc, ctx, ctype, itype, "reached" if flag else None)
-    # Lanes keep partial sums of every accumulator in the loop (the siblings' too, when they
-    # are sums), never with prologue values stored from the loop.
-    may_use_lanes = (all(sibling.agg == "+" for sibling in plan.siblings)
-                     and not any(e.out in plan.stores for e in plan.prologue))
-    accumulators = ",".join(["acc"] + [f"acc_{sibling.out}" for sibling in plan.siblings])
-    lanes = False
-    for var in reversed(nc.red_vars):
-        lo, hi = nc.red_ranges[var]
-        if var == nc.red_vars[-1] and may_use_lanes and _lane_sum(nc, ctype, hi - lo + 1):
-            lanes = True
-            inner = k.For(var, lo, hi + 1, inner, kind="simd", reduction=f"+:{accumulators}")
-        else:
-            inner = k.For(var, lo, hi + 1, inner)
-    body.append(inner)
-    reached = k.Var("reached", "bool") if flag else None
-    result = finalize(nc, ctx, k.Var("acc", ctype), reached, cell, flat, ctype, itype)
-    body.append(k.Declare(f"v_{nc.out}", ctype, result))
-    registers = {nc.out: k.Var(f"v_{nc.out}", ctype)}
-    body += sibling_results(plan, ctx, {s.out: k.Var(f"acc_{s.out}", compute_type(
-        ctx.dtype(s.out))) for s in plan.siblings}, registers)
-    body += _epilogue(plan, ctx, cell, flat, itype, registers)
-    loop = k.For("g", 0, cells, k.block(*body), kind="thread")
+    cell_body, lanes = contraction_cell(plan, nc, ctx, flat, itype, may_use_lanes=True)
+    loop = k.For("g", 0, cells, k.block(*body, *cell_body), kind="thread")
     order = "vector-lane" if lanes else "serial"  # lanes: over the innermost loop
     schedule = (f"one work-item per output cell ({cells}), {order} reduction over "
                 f"{nc.reduction_size} assignments, {len(nc.guards)} guards{_fused_note(plan)}")
@@ -860,6 +988,295 @@ def lower_contraction(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
     flops = 2 * cells * nc.reduction_size
     return k.Kernel(kernel.name, kernel.params, kernel.body, kernel.launch, kernel.schedule,
                     flops=flops, uses=kernel.uses)
+
+
+def _contraction_index_type(nc: NormalContraction) -> str:
+    cells = math.prod(nc.out_shape)
+    biggest = max([cells] + [math.prod(a.sizes) for a in nc.operands])
+    return index_type(biggest * 2 + 16)
+
+
+def contraction_cell(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext,
+                     flat: k.Expr, itype: str, may_use_lanes: bool
+                     ) -> tuple[list[k.Stmt], bool]:
+    """Everything one output cell does once its coordinates (``nc.out_vars``) and flat index
+    ``flat`` are declared: accumulate over the reduction box, finalise, evaluate the epilogue
+    and store. Returns the statements and whether the innermost reduction loop keeps its sums
+    in vector lanes (never when ``may_use_lanes`` is false: the cells are the vector lanes).
+
+        float acc = 0.0f; for (k0 ...) { acc = acc + X[...]; } float v_M = acc; M[g] = v_M;
+    """
+    out_dtype = ctx.dtype(nc.out)
+    ctype = compute_type(out_dtype)
+    cell = [k.Var(v, itype) for v in nc.out_vars]
+    flag = needs_reached_flag(nc)
+    body: list[k.Stmt] = [k.Declare("acc", ctype,
+                                    k.Const(identity_value(nc.agg, ctype), ctype))]
+    if flag:
+        body.append(k.Declare("reached", "bool", k.Const(False, "bool")))
+    body += sibling_accumulators(plan, ctx)
+    inner = accumulate_plan(plan, nc, ctx, ctype, itype, "reached" if flag else None)
+    accumulators = ",".join(["acc"] + [f"acc_{sibling.out}" for sibling in plan.siblings])
+    lanes = may_use_lanes and _reduction_in_lanes(plan, nc, ctype)
+    for var in reversed(nc.red_vars):
+        lo, hi = nc.red_ranges[var]
+        if var == nc.red_vars[-1] and lanes:
+            inner = k.For(var, lo, hi + 1, inner, kind="simd", reduction=f"+:{accumulators}")
+        else:
+            inner = k.For(var, lo, hi + 1, inner)
+    body.append(inner)
+    reached = k.Var("reached", "bool") if flag else None
+    return body + finish_cell(plan, nc, ctx, flat, itype, reached), lanes
+
+
+def finish_cell(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, flat: k.Expr,
+                itype: str, reached: k.Expr | None) -> list[k.Stmt]:
+    """A cell's value from its accumulators ``acc`` and ``acc_<sibling>`` (and ``reached``):
+    finalisation, the siblings' values, the fused epilogue and the stores."""
+    ctype = compute_type(ctx.dtype(nc.out))
+    cell = [k.Var(v, itype) for v in nc.out_vars]
+    result = finalize(nc, ctx, k.Var("acc", ctype), reached, cell, flat, ctype, itype)
+    body: list[k.Stmt] = [k.Declare(f"v_{nc.out}", ctype, result)]
+    registers = {nc.out: k.Var(f"v_{nc.out}", ctype)}
+    body += sibling_results(plan, ctx, {s.out: k.Var(f"acc_{s.out}", compute_type(
+        ctx.dtype(s.out))) for s in plan.siblings}, registers)
+    body += _epilogue(plan, ctx, cell, flat, itype, registers)
+    return body
+
+
+def _reduction_in_lanes(plan: KernelPlan, nc: NormalContraction, ctype: str) -> bool:
+    """Whether a cell's innermost reduction loop keeps partial sums in vector lanes: a long
+    enough sum (:func:`_lane_sum`) whose siblings are sums too, with no prologue value stored
+    from the loop (lanes keep partial sums of every accumulator in the loop)."""
+    if not nc.red_vars:
+        return False
+    lo, hi = nc.red_ranges[nc.red_vars[-1]]
+    return (all(sibling.agg == "+" for sibling in plan.siblings)
+            and not any(e.out in plan.stores for e in plan.prologue)
+            and _lane_sum(nc, ctype, hi - lo + 1))
+
+
+#: The longest reduction the C loop nest (:func:`lower_cell_nest`) takes: longer ones keep
+#: one work-item per cell (the nest keeps a row of accumulators per run of cells, which
+#: a long reduction reads and writes once per assignment).
+NEST_MAX_REDUCTION = 64
+#: Fewest iterations of the nest's parallel loop: the renderer cuts it into 64 dynamic chunks.
+NEST_MIN_PARALLEL = 64
+#: Longest run of cells (the innermost output variable, or a chunk of a 1-D output) whose
+#: accumulators the nest keeps on the stack: 1024 float32 rows are 4 KiB each, in L1.
+NEST_MAX_RUN = 1024
+
+
+@dataclass(frozen=True)
+class AccumulatorRow:
+    """Where one accumulator of a run of cells lives between assignments: a register array
+    (``local``) or a global buffer (a split reduction's partials), read and written at the
+    cell's slot. ``register`` is the accumulator's name in the loop body (``acc``,
+    ``acc_<sibling>``, or the ``reached`` / ``hit`` flag, a bool stored as ``dtype``)."""
+
+    array: str
+    register: str
+    dtype: str
+    identity: object
+    local: bool
+    flag: bool = False
+
+    def load(self, slot: k.Expr) -> k.Expr:
+        if self.local:
+            value: k.Expr = k.LoadLocal(self.array, (slot,), self.dtype)
+        else:
+            value = k.Load(self.array, slot, self.dtype)
+        return k.BinOp("!=", value, k.Const(0, self.dtype), "bool") if self.flag else value
+
+    def store(self, slot: k.Expr, value: k.Expr) -> k.Stmt:
+        if self.flag:
+            value = k.Cast(self.dtype, value)
+        if self.local:
+            return k.StoreLocal(self.array, (slot,), value)
+        return k.Store(self.array, slot, value)
+
+    def register_type(self) -> str:
+        return "bool" if self.flag else self.dtype
+
+
+def accumulator_rows(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext,
+                     names: list[str], local: bool, flag: str | None) -> list[AccumulatorRow]:
+    """One row per accumulator of ``nc`` (``acc``, then each sibling's, then ``flag``'s),
+    stored in the arrays ``names`` (one more than the siblings, plus one for the flag)."""
+    ctype = compute_type(ctx.dtype(nc.out))
+    rows = [AccumulatorRow(names[0], "acc", ctype, identity_value(nc.agg, ctype), local)]
+    for index, sibling in enumerate(plan.siblings, 1):
+        sibling_type = compute_type(ctx.dtype(sibling.out))
+        rows.append(AccumulatorRow(names[index], f"acc_{sibling.out}", sibling_type,
+                                   identity_value(sibling.agg, sibling_type), local))
+    if flag is not None:
+        rows.append(AccumulatorRow(names[len(plan.siblings) + 1], flag, "int32", 0, local,
+                                   flag=True))
+    return rows
+
+
+def update_run(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, itype: str,
+               rows: list[AccumulatorRow], slot: k.Expr, lane_var: str, start: k.Expr | int,
+               stop: k.Expr | int) -> k.For:
+    """The ``omp simd`` loop adding the current assignment to a run of neighbouring cells:
+    each lane loads its accumulators from ``rows`` at ``slot``, accumulates (without
+    branches, :func:`_accumulate_in_lanes`) and stores them back. The caller has declared the
+    reduction variables and tests the guards without ``lane_var`` (:func:`hoisted_guards`).
+
+        #pragma omp simd
+        for (int c = 0; c < 128; c++) { float acc = rows[c]; acc = acc + X[...]; rows[c] = acc; }
+    """
+    ctype = compute_type(ctx.dtype(nc.out))
+    flag = next((row.register for row in rows if row.flag), None)
+    body: list[k.Stmt] = [k.Declare("rs_slot", itype, slot)]
+    at = k.Var("rs_slot", itype)
+    body += [k.Declare(row.register, row.register_type(), row.load(at)) for row in rows]
+    body.append(accumulate_plan(plan, nc, ctx, ctype, itype, flag, lane_var=lane_var))
+    body += [row.store(at, k.Var(row.register, row.register_type())) for row in rows]
+    return k.For(lane_var, start, stop, k.block(*body), kind="simd")
+
+
+def _lane_axis(nc: NormalContraction, lanes: int) -> int:
+    """The output axis whose neighbouring cells the nest computes in vector lanes: the
+    innermost (unit stride in the output), unless it is shorter than ``lanes`` and a longer
+    axis is read at unit stride. A filter relayout ``R[o, i, y, x] = T[o, y, x, i]`` (3x3)
+    then has lanes along ``i``: 8 loads at once and strided stores, where runs of the 3
+    values of ``x`` would load with a stride of ``I`` and leave most lanes idle."""
+    from .tiling_gpu import flat_address  # it imports this module
+
+    last = len(nc.out_shape) - 1
+    if nc.out_shape[last] >= lanes:
+        return last
+    read_in_lanes = []
+    for axis, (var, size) in enumerate(zip(nc.out_vars, nc.out_shape)):
+        if axis == last or size < lanes:
+            continue
+        addresses = [flat_address(a) for a in nc.operands]
+        if any(address is not None and address.coeffs.get(var) == 1 for address in addresses):
+            read_in_lanes.append(axis)
+    return max(read_in_lanes, key=lambda a: nc.out_shape[a], default=last)
+
+
+def lower_cell_nest(plan: KernelPlan, ctx: LoweringContext, name: str,
+                    lanes: int = 8) -> k.Kernel | None:
+    """C: a contraction with a short reduction (a pooling window, its gradient's taps, a
+    relayout copy) as a loop nest over its output variables, or None (then
+    :func:`lower_contraction` is the schedule).
+
+    One work-item per cell decodes its coordinates with a division and a modulo per output
+    variable and computes alone. Here the leading output variables are the parallel loop
+    (decoded once per run of cells), the middle ones ordinary loops, and the innermost, unit
+    stride in the output (or one read at unit stride if that is shorter than ``lanes``, the
+    device's vector width; :func:`_lane_axis`), a run of cells computed in vector lanes:
+    for each assignment of
+    the reduction (the guards that do not mention the run's variable tested once for the
+    run), an ``omp simd`` loop over the run updates a row of accumulators on the stack; a
+    last one finalises, evaluates the epilogue and stores. Each cell sees its assignments in
+    the order :func:`lower_contraction`'s work-item does and computes the same value::
+
+        #pragma omp parallel for            // o0, o1: 1024 runs
+        for (int gp = 0; gp < 1024; gp++) { int o0 = gp / 32; int o1 = gp % 32;
+            for (int o2 = 0; o2 < 32; o2++) {
+                float rc_acc[128];  (identities)
+                for (k0 ...) for (k1 ...) if (guards of o1, o2, k0, k1) {
+                    #pragma omp simd
+                    for (int o3 = 0; o3 < 128; o3++) { acc = rc_acc[o3]; ...; rc_acc[o3] = acc; }
+                }
+                #pragma omp simd
+                for (int o3 = 0; o3 < 128; o3++) { acc = rc_acc[o3]; ...; O[g] = v_O; } } }
+    """
+    if plan.kind != "contraction" or plan.contraction is None:
+        return None
+    nc = narrow(plan.contraction)
+    cells = math.prod(nc.out_shape)
+    if not nc.out_vars or cells < 2 or nc.reduction_size > NEST_MAX_REDUCTION:
+        return None
+    if _reduction_in_lanes(plan, nc, compute_type(ctx.dtype(nc.out))):
+        return None  # a cell's own reduction is in vector lanes already
+    if any(math.prod(a.sizes) == 0 for a in nc.operands):
+        return None  # guarded loads read element 0 where the guards fail: it must exist
+    itype = _contraction_index_type(nc)
+    if itype != "int32":
+        return None  # the renderer gives a loop with a computed bound an int counter
+    shape, names = list(nc.out_shape), list(nc.out_vars)
+    one_variable = len(shape) == 1
+    axis = 0 if one_variable else _lane_axis(nc, lanes)
+    run = min(shape[0], CPU_CHUNK, NEST_MAX_RUN) if one_variable else shape[axis]
+    if run > NEST_MAX_RUN:
+        return None
+    strides = row_major_strides(tuple(shape))
+    # The other variables in order, then the lanes' one; the parallel prefix is the fewest
+    # leading ones with NEST_MIN_PARALLEL runs (all of them at most).
+    order = [a for a in range(len(shape)) if a != axis] + [axis]
+    prefix = 0 if one_variable else 1
+    while prefix and prefix < len(shape) - 1 and \
+            math.prod(shape[a] for a in order[:prefix]) < NEST_MIN_PARALLEL:
+        prefix += 1
+
+    def c(value: int) -> k.Const:
+        return k.Const(value, itype)
+
+    def var(name: str) -> k.Var:
+        return k.Var(name, itype)
+
+    lane = names[axis]
+    if one_variable:  # the parallel loop takes chunks of the only variable
+        lane_start: k.Expr = k.BinOp("*", var("gp"), c(run), itype)
+        stop = k.BinOp("+", lane_start, c(run), itype)
+        lane_stop: k.Expr = var("gp_stop")
+        head: list[k.Stmt] = [k.Declare("gp_stop", itype, k.Select(
+            k.BinOp("<", stop, c(shape[0]), "bool"), stop, c(shape[0]), itype))]
+        slot: k.Expr = k.BinOp("-", var(lane), lane_start, itype)
+        flat_expr: k.Expr = var(lane)
+    else:
+        lane_start, lane_stop, head, slot = c(0), c(shape[axis]), [], var(lane)
+        terms = [var(names[a]) if strides[a] == 1 else
+                 k.BinOp("*", var(names[a]), c(strides[a]), itype) for a in range(len(shape))]
+        flat_expr = terms[0]
+        for term in terms[1:]:
+            flat_expr = k.BinOp("+", flat_expr, term, itype)
+    flag = "reached" if needs_reached_flag(nc) else None
+    arrays = [f"rc_acc{index or ''}" for index in range(len(plan.siblings) + 1)] + ["rc_hit"]
+    rows = accumulator_rows(plan, nc, ctx, arrays, local=True, flag=flag)
+    per_run: list[k.Stmt] = [k.LocalArray(row.array, row.dtype, (run,), "register", align=64,
+                                          restrict=True) for row in rows]
+    per_run.append(k.For("rc_i", 0, run, k.block(*[
+        row.store(var("rc_i"), k.Const(row.identity, row.register_type())) for row in rows]),
+        kind="simd"))
+    update: k.Stmt = update_run(plan, nc, ctx, itype, rows, slot, lane, lane_start, lane_stop)
+    guard = hoisted_guards(nc, lane, itype)
+    if guard is not None:
+        update = k.If(guard, update)
+    for red in reversed(nc.red_vars):
+        lo, hi = nc.red_ranges[red]
+        update = k.For(red, lo, hi + 1, update)
+    per_run.append(update)
+    # Finish each cell: its accumulators, then what one work-item per cell does after its loop.
+    finish: list[k.Stmt] = [k.Declare("g", itype, flat_expr), k.Declare("rs_slot", itype, slot)]
+    finish += [k.Declare(row.register, row.register_type(), row.load(var("rs_slot")))
+               for row in rows]
+    reached = k.Var(flag, "bool") if flag else None
+    finish += finish_cell(plan, nc, ctx, var("g"), itype, reached)
+    per_run.append(k.For(lane, lane_start, lane_stop, k.block(*finish), kind="simd"))
+    inner: k.Stmt = k.block(*head, *per_run)
+    for a in reversed(order[prefix:-1]):
+        inner = k.For(names[a], 0, shape[a], inner)
+    if one_variable:
+        runs = math.ceil(shape[0] / run)
+        loop = k.For("gp", 0, runs, inner, kind="thread")
+    else:
+        leading = order[:prefix]
+        decode = cell_coordinates(var("gp"), tuple(shape[a] for a in leading),
+                                  [names[a] for a in leading], itype)
+        runs = math.prod(shape[a] for a in leading)
+        loop = k.For("gp", 0, runs, k.block(*decode, inner), kind="thread")
+    hoisted = sum(lane not in q.poly.names() for q in nc.guards)
+    schedule = (f"loop nest over {cells} output cells ({' x '.join(map(str, shape))}): "
+                f"{runs} parallel runs, omp simd over runs of {run} cells ({lane}); reduction over "
+                f"{nc.reduction_size} assignments outside the runs, {len(nc.guards)} guards "
+                f"({hoisted} tested per run){_fused_note(plan)}")
+    kernel = _kernel(name, ctx, loop, max(runs, 1), schedule)
+    return dataclasses.replace(kernel, flops=2 * cells * nc.reduction_size)
 
 
 # Sums at least this long run their innermost loop in vector lanes (C: ``omp simd reduction``).

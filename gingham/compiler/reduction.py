@@ -13,6 +13,10 @@ partials, tree and combination in the same two kernels.
 
     M[c : C] = +(X[n, c, h, w])   with 128 cells, 524288 values each, on 132 compute units
     -> k_partial: 1056 work-groups of 256 (8 slices per cell), k: 128 work-items
+
+The C backend has its own form (:func:`split_reduction_cpu`, below): slices over OpenMP
+threads, each with the neighbouring cells of a channels-last statistic in ``omp simd`` lanes,
+and the same combine kernel.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ import math
 from ..devices.base import DeviceInfo
 from . import kernel_ir as k
 from .fusion import KernelPlan
-from .lower import (LoweringContext, _epilogue, _kernel, accumulate_plan, aggregate,
-                    cell_coordinates, compute_type, finalize, identity_value, index_type,
-                    _fused_note, needs_reached_flag, sibling_accumulators, sibling_results)
+from .lower import (LoweringContext, _epilogue, _kernel, accumulate_plan, accumulator_rows,
+                    aggregate, cell_coordinates, compute_type, finalize, hoisted_guards,
+                    identity_value, index_type, _fused_note, needs_reached_flag,
+                    row_major_strides, sibling_accumulators, sibling_results, update_run)
 from .normalize import NormalContraction
 from .tiling_gpu import flat_address
 
@@ -98,6 +103,29 @@ def cell_lanes(nc: NormalContraction) -> int:
     return CELL_LANES if reads else 1
 
 
+def reduction_coordinates(nc: NormalContraction, flat: k.Expr, itype: str) -> list[k.Stmt]:
+    """Declare the reduction variables at a flat index into the reduction box (row-major).
+
+        x0 in [0, 32), x1 in [0, 32), x2 in [1, 33): int x0 = r / 1024; ... int x2 = r % 32 + 1;
+    """
+    extent = nc.reduction_size
+    decode: list[k.Stmt] = []
+    stride = extent
+    for var in nc.red_vars:
+        lo, hi = nc.red_ranges[var]
+        size = hi - lo + 1
+        stride //= size
+        value: k.Expr = flat
+        if stride != 1:
+            value = k.BinOp("/", value, k.Const(stride, itype), itype)
+        if size != extent // stride:
+            value = k.BinOp("%", value, k.Const(size, itype), itype)
+        if lo:
+            value = k.BinOp("+", value, k.Const(lo, itype), itype)
+        decode.append(k.Declare(var, itype, value))
+    return decode
+
+
 def _combine_pair(agg: str, a: k.Expr, a_hit: k.Expr | None, b: k.Expr, b_hit: k.Expr | None,
                   ctype: str) -> k.Expr:
     """``a`` aggregated with ``b``; with flags, a side that reached nothing is skipped."""
@@ -137,21 +165,7 @@ def _partials(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, nam
     if reached is not None:
         body.append(k.Declare("hit", "bool", k.Const(False, "bool")))
     body += sibling_accumulators(plan, ctx)
-    # Decode the flat reduction index into the reduction variables (row-major over the box).
-    decode: list[k.Stmt] = []
-    stride = extent
-    for var in nc.red_vars:
-        lo, hi = nc.red_ranges[var]
-        size = hi - lo + 1
-        stride //= size
-        value: k.Expr = v("rs_r")
-        if stride != 1:
-            value = k.BinOp("/", value, c(stride), itype)
-        if size != extent // stride:
-            value = k.BinOp("%", value, c(size), itype)
-        if lo:
-            value = k.BinOp("+", value, c(lo), itype)
-        decode.append(k.Declare(var, itype, value))
+    decode = reduction_coordinates(nc, v("rs_r"), itype)
     inner = accumulate_plan(plan, nc, ctx, ctype, itype, "hit" if reached is not None else None)
     start = k.BinOp("+", v("rs_start"), v("rs_row"), itype)
     loop: k.Stmt = k.For("rs_r", start, v("rs_end"), k.block(*decode, inner), step=rows)
@@ -282,4 +296,144 @@ def _combine(plan: KernelPlan, ctx: LoweringContext, name: str, cells: int, slic
     return dataclasses.replace(kernel, scratch=_scratch(values, reached, siblings))
 
 
-__all__ = ["split_reduction"]
+# -- the CPU form ------------------------------------------------------------------------------------
+#
+# A channels-last statistic ``M[c] = +(X[n, h, w, c])`` with one OpenMP iteration per cell reads
+# X with a stride of C floats: every cell walks the whole tensor, one float per cache line, and
+# the few cells leave cores idle. Here the reduction is cut into slices, one OpenMP iteration
+# each; a slice runs over its assignments in order and, for each, over the cells in an
+# ``omp simd`` loop: the neighbouring cells are neighbouring addresses, so the inner loop is a
+# vector load and add per 8 cells, and the slice streams through its part of X once. Each
+# slice accumulates into its own row of the partials (L1-resident: cells x accumulators
+# floats); the combine kernel (:func:`_combine`, as on GPUs) sums each cell's rows in slice
+# order, so the result does not depend on which thread ran which slice.
+#
+#     #pragma omp parallel for schedule(dynamic)
+#     for (int rs_s = 0; rs_s < 8; rs_s++) {
+#         for (c ...) P[rs_s * 128 + c] = 0;
+#         for (int rs_r = start; rs_r < end; rs_r++) { int x0 = rs_r / 1024; ...
+#             #pragma omp simd
+#             for (int o0 = 0; o0 < 128; o0++) { float acc = P[rs_s * 128 + o0]; acc += X[..];
+#                                                P[rs_s * 128 + o0] = acc; } } }
+
+#: Fewest assignments per cell (a shorter reduction is cheap however it is read).
+CPU_MIN_EXTENT = 256
+#: Fewest assignments per slice: each slice also initialises and the combine reads its row.
+CPU_MIN_CHUNK = 64
+#: Slices per worker: dynamic scheduling lets a core that another process slows down take
+#: fewer of them (a 2-core machine shared with other work: 2 slices would wait on the slower).
+CPU_SLICES_PER_WORKER = 4
+
+
+def split_reduction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str,
+                        info: DeviceInfo) -> list[k.Kernel] | None:
+    """C: two kernels (partials by slices of the reduction with the cells innermost, then the
+    combine) for a reduction whose neighbouring cells are read at neighbouring addresses, or
+    None. Every aggregation but ``=``, the reached flags, siblings and the prologue work as in
+    :func:`split_reduction`."""
+    from ..tune.device_model import model_for_info
+
+    nc = plan.contraction
+    if plan.kind != "contraction" or nc is None or nc.agg == "=" or not nc.red_vars:
+        return None
+    cells = math.prod(nc.out_shape)
+    extent = nc.reduction_size
+    if cells == 0 or extent < CPU_MIN_EXTENT:
+        return None
+    model = model_for_info(info)
+    # At least a vector of neighbouring cells: with fewer the inner loop is mostly its own
+    # overhead, and one work-item per cell (its reduction in lanes if contiguous) is as good.
+    if not _unit_stride_cells(nc, max(2, model.simd_width)):
+        return None
+    ctype = compute_type(ctx.dtype(nc.out))
+    accumulators = 1 + len(plan.siblings) + (1 if needs_reached_flag(nc) else 0)
+    # A slice's row of every accumulator stays in L1 while the slice streams its operands
+    # (counted at 8 bytes a cell, float64's size: float32 rows only split more often).
+    if cells * accumulators * 8 > model.l1_bytes:
+        return None
+    slices = max(1, min(model.workers * CPU_SLICES_PER_WORKER, extent // CPU_MIN_CHUNK))
+    chunk = math.ceil(extent / slices)
+    slices = math.ceil(extent / chunk)  # no slice empty
+    flagged = needs_reached_flag(nc)
+    values = k.Scratch(f"{name}_partials", ctype, slices * cells)
+    reached = k.Scratch(f"{name}_reached", "int32", slices * cells) if flagged else None
+    siblings = []
+    for index, sibling in enumerate(plan.siblings):
+        sibling_type = compute_type(ctx.dtype(sibling.out))
+        siblings.append((f"acc_{sibling.out}", sibling.agg, sibling_type,
+                         k.Scratch(f"{name}_partials{index + 1}", sibling_type, slices * cells)))
+    partial_ctx = LoweringContext(ctx.bound, ctx.aliases)
+    first = _partials_cpu(plan, nc, partial_ctx, f"{name}_partial", cells, slices, chunk, ctype,
+                          values, reached, siblings)
+    second = _combine(plan, ctx, name, cells, slices, ctype, values, reached, siblings)
+    return [first, second]
+
+
+def _unit_stride_cells(nc: NormalContraction, minimum: int) -> bool:
+    """Whether every operand is read at stride 0 or 1 along the innermost output variable,
+    one at stride 1, and that variable has at least ``minimum`` values: neighbouring cells
+    are then neighbouring addresses (:func:`cell_lanes`, for the CPU)."""
+    if not nc.out_vars or nc.out_shape[-1] < minimum:
+        return False
+    innermost = nc.out_vars[-1]
+    reads = False
+    for access in nc.operands:
+        address = flat_address(access)
+        if address is None:
+            return False
+        coefficient = address.coeffs.get(innermost, 0)
+        if coefficient not in (0, 1):
+            return False
+        reads = reads or coefficient == 1
+    return reads
+
+
+def _partials_cpu(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, name: str,
+                  cells: int, slices: int, chunk: int, ctype: str, values: k.Scratch,
+                  reached: k.Scratch | None, siblings: list) -> k.Kernel:
+    extent = nc.reduction_size
+    biggest = max([slices * cells, extent + chunk] + [math.prod(a.sizes) for a in nc.operands])
+    itype = index_type(biggest * 2 + 16)
+    v = lambda n: k.Var(n, itype)  # noqa: E731 - a local shorthand
+    c = lambda x: k.Const(x, itype)  # noqa: E731
+    # The slice's row of each accumulator: its partials, at slot slice * cells + cell.
+    buffers = [values.name] + [buffer.name for _, _, _, buffer in siblings]
+    buffers.append(reached.name if reached is not None else "")
+    rows = accumulator_rows(plan, nc, ctx, buffers, local=False,
+                            flag="hit" if reached is not None else None)
+    for row in rows:
+        ctx.params[row.array] = k.Param(row.array, row.dtype, output=True)
+    base = k.BinOp("*", v("rs_s"), c(cells), itype)
+    init_slot = k.BinOp("+", base, v("rs_c"), itype)
+    body: list[k.Stmt] = [k.For("rs_c", 0, cells, k.block(*[
+        row.store(init_slot, k.Const(row.identity, row.register_type())) for row in rows]),
+        kind="simd")]
+    strides = row_major_strides(nc.out_shape)
+    slot: k.Expr = base
+    for var, stride in zip(nc.out_vars, strides):
+        term: k.Expr = v(var) if stride == 1 else k.BinOp("*", v(var), c(stride), itype)
+        slot = k.BinOp("+", slot, term, itype)
+    lane = nc.out_vars[-1]
+    update: k.Stmt = update_run(plan, nc, ctx, itype, rows, slot, lane, 0, nc.out_shape[-1])
+    guard = hoisted_guards(nc, lane, itype)
+    if guard is not None:
+        update = k.If(guard, update)
+    for var, size in zip(reversed(nc.out_vars[:-1]), reversed(nc.out_shape[:-1])):
+        update = k.For(var, 0, size, update)
+    decode = reduction_coordinates(nc, v("rs_r"), itype)
+    body.append(k.Declare("rs_start", itype, k.BinOp("*", v("rs_s"), c(chunk), itype)))
+    end = k.BinOp("+", v("rs_start"), c(chunk), itype)
+    body.append(k.Declare("rs_end", itype, k.Select(k.BinOp("<", end, c(extent), "bool"), end,
+                                                    c(extent), itype)))
+    body.append(k.For("rs_r", v("rs_start"), v("rs_end"), k.block(*decode, update)))
+    loop = k.For("rs_s", 0, slices, k.block(*body), kind="parallel")
+    params = tuple(sorted(ctx.params.values(), key=lambda p: (p.output, p.name)))
+    schedule = (f"split reduction (cpu): {slices} slices of up to {chunk} of {extent} "
+                f"assignments over OpenMP, {cells} cells innermost (omp simd over "
+                f"{nc.out_shape[-1]}){_fused_note(plan)}")
+    return k.Kernel(name, params, loop, k.Launch((slices,), (1,)), schedule,
+                    flops=2 * cells * extent, uses=frozenset(ctx.uses),
+                    scratch=_scratch(values, reached, siblings))
+
+
+__all__ = ["split_reduction", "split_reduction_cpu"]

@@ -7,7 +7,11 @@ shapes allow (on a GPU possibly split along K: a partial-sum kernel and a reduct
 can become two kernels; float16 / bfloat16 products on CUDA run on the tensor cores, see
 :mod:`gingham.compiler.tiling_tc`); elementwise and special kernels get the bandwidth-bound
 schedules of :func:`gingham.compiler.lower.lower_streaming`; few-cell, long reductions (batch-norm
-statistics, losses) are split across work-groups by :mod:`gingham.compiler.reduction`.
+statistics, losses) are split across work-groups by :mod:`gingham.compiler.reduction`. On the CPU,
+reductions whose neighbouring cells are neighbouring addresses (channels-last statistics) are
+split into slices over OpenMP threads with the cells innermost
+(:func:`gingham.compiler.reduction.split_reduction_cpu`), and contractions with short reductions
+run as a loop nest vectorised over their cells (:func:`gingham.compiler.lower.lower_cell_nest`).
 
 The tiled families' configurations come from the tuning database when it holds this kernel on
 this device (:func:`gingham.tune.search.tuned_config`; ``gingham tune`` fills it), else from the
@@ -19,8 +23,8 @@ from __future__ import annotations
 from ..devices.base import DeviceInfo
 from . import kernel_ir as k
 from .fusion import KernelPlan
-from .lower import LoweringContext, lower_plan, lower_streaming
-from .reduction import split_reduction
+from .lower import LoweringContext, lower_cell_nest, lower_plan, lower_streaming
+from .reduction import split_reduction, split_reduction_cpu
 from .tiling_cpu import tiled_contraction_cpu
 from .tiling_gpu import TileConfig, tiled_contraction
 from .tiling_tc import TcConfig, tensor_core_contraction
@@ -37,6 +41,14 @@ def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
                                         tuned_config(plan, ctx, name, info))
         if kernels is not None:
             return kernels
+        # Channels-last statistics: slices of the reduction, the cells innermost in vectors.
+        kernels = split_reduction_cpu(plan, ctx, name, info)
+        if kernels is not None:
+            return kernels
+        # Short reductions (pooling, relayouts): a loop nest vectorised over the cells.
+        kernel = lower_cell_nest(plan, ctx, name, max(2, info.simd_width))
+        if kernel is not None:
+            return [kernel]
     # Every work-group device gets the staged GPU schedule: it is also 14x faster than one
     # work-item per cell on PoCL (GEMM 512: 18.6 ms against 257 ms, measured here).
     tuned = tuned_config(plan, ctx, name, info) if info.dialect in ("opencl", "cuda") else None

@@ -101,7 +101,7 @@ def test_debug_levels(compiled_device, monkeypatch, capfd):
     err = capfd.readouterr().err
     assert "1 kernel(s)" in err  # level 1: device and kernel count
     assert " ms" in err  # level 2: per-kernel time
-    assert "work-item" in err or "tile" in err  # level 3: the schedule
+    assert any(s in err for s in ("work-item", "tile", "loop nest"))  # level 3: the schedule
     assert "source for" in err and "Y[" in err  # level 4: the generated source
 
 
