@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ..errors import TileConflictError
-from ..tile.bounds import BoundContraction, Inequality, infer_ranges, poly_interval
+from ..tile.bounds import (BoundContraction, Inequality, infer_ranges, integer_form,
+                           poly_interval)
 from ..tile.ir import Poly
 
 
@@ -33,6 +34,20 @@ class NormalAccess:
     tensor: str
     index: tuple[Poly, ...]  # over output and reduction variables
     sizes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """A reduction variable that the guards fix for each output cell:
+    ``name = low + ((poly - low) mod modulus)``, ``poly`` over output variables only.
+
+        Pinned("k_n", Poly.var("o1"), 2, 0)    # k_n = o1 mod 2 (a 2x2, stride-2 window)
+    """
+
+    name: str
+    poly: Poly
+    modulus: int
+    low: int
 
 
 @dataclass(frozen=True)
@@ -50,6 +65,8 @@ class NormalContraction:
     combo: str
     default: str | None
     always_reached: bool  # every output cell has at least one valid assignment
+    # Reduction variables computed per cell instead of looped over (:func:`pin`), in order.
+    pinned: tuple[Pinned, ...] = ()
 
     @property
     def reduction_size(self) -> int:
@@ -159,6 +176,86 @@ def narrow(nc: NormalContraction, unit_coefficients: bool = False) -> NormalCont
         if best is None:
             return nc
         nc = _narrow_one(nc, *best)
+
+
+def pin(nc: NormalContraction) -> NormalContraction:
+    """The same contraction with each reduction variable that its guards determine from the
+    output indices computed per cell (:class:`Pinned`) instead of looped over.
+
+    After :func:`narrow`, the max-pool gradient of a 2x2, stride-2 window reduces over the
+    window position ``k`` in ``[0, 2)`` per axis under the guard that ``(o - k) / 2`` is an
+    integer: exactly one ``k`` (``o mod 2``) satisfies it, so the "reduction" is one
+    assignment, an elementwise expression with index arithmetic. In general a guard whose
+    integral form is ``(c*v + rest) / m`` with ``rest`` over output variables and ``c`` prime
+    to ``m`` demands ``v = -rest / c (mod m)``: one value in every ``m`` consecutive ones, so
+    ``v`` is determined when its range is at most ``m`` long. A shorter range keeps the guard
+    ``low <= v <= high`` (a cell whose solution is out of range has no valid assignment: the
+    aggregation's identity, or the default, as the valid-index rule says). An overlapping
+    window (3 long, stride 2) has two solutions for some cells and keeps its reduction. A
+    variable whose range is one value is that constant.
+
+        D_X[o] = +(X[o] == O[(o - k) / 2] ? D_O[(o - k) / 2]), k < 2, guard (o - k) / 2 integer
+        ->  k = o mod 2:    D_X[o] = X[o] == O[(o - k) / 2] ? D_O[(o - k) / 2] : 0
+    """
+    box = {o: (0, s - 1) for o, s in zip(nc.out_vars, nc.out_shape)}
+    while True:
+        for var in nc.red_vars:
+            lo, hi = nc.red_ranges[var]
+            if lo == hi:
+                nc = _substitute_constant(nc, var, lo)
+                break
+            solved = _pin_one(nc, var, lo, hi, box)
+            if solved is not None:
+                nc = solved
+                break
+        else:
+            return nc
+
+
+def _pin_one(nc: NormalContraction, var: str, lo: int, hi: int,
+             box: dict[str, tuple[int, int]]) -> NormalContraction | None:
+    for guard in nc.guards:
+        coeffs, const, modulus = integer_form(guard.poly)
+        c = coeffs.get(var)
+        if c is None or modulus == 1 or math.gcd(c, modulus) != 1 or hi - lo + 1 > modulus:
+            continue
+        rest = {n: k for n, k in coeffs.items() if n != var}
+        if set(rest) - set(nc.out_vars):
+            continue  # the solution must be a function of the output indices only
+        # c*v + rest = 0 (mod m)  <=>  v = -c^-1 * rest (mod m)
+        inverse = pow(c, -1, modulus)
+        poly = Poly.of({n: -inverse * k for n, k in rest.items()}, -inverse * const)
+        pinned = Pinned(var, poly, modulus, lo)
+        # The guard's numerator is now a multiple of m: keep only its range, in integers.
+        numerator = Poly.of(coeffs, const)
+        guards = [q for q in nc.guards if q is not guard]
+        guards.append(Inequality(numerator, guard.upper * modulus, guard.origin))
+        if hi - lo + 1 < modulus:
+            guards.append(Inequality(Poly.var(var) - lo, hi - lo + 1, "solved"))
+        ranges = dict(box)
+        ranges.update(nc.red_ranges)
+        ranges[var] = (lo, lo + modulus - 1)
+        for p in nc.pinned:
+            ranges[p.name] = (p.low, p.low + p.modulus - 1)
+        kept = tuple(q for q in guards if not _implied(q, ranges))
+        red_ranges = {v: r for v, r in nc.red_ranges.items() if v != var}
+        return dataclasses.replace(
+            nc, red_vars=tuple(v for v in nc.red_vars if v != var), red_ranges=red_ranges,
+            guards=kept, pinned=nc.pinned + (pinned,))
+    return None
+
+
+def _substitute_constant(nc: NormalContraction, var: str, value: int) -> NormalContraction:
+    constant = Poly.constant(value)
+    operands = tuple(dataclasses.replace(a, index=tuple(_substitute(p, var, constant)
+                                                        for p in a.index))
+                     for a in nc.operands)
+    guards = tuple(Inequality(_substitute(q.poly, var, constant), q.upper, q.origin)
+                   for q in nc.guards)
+    return dataclasses.replace(
+        nc, red_vars=tuple(v for v in nc.red_vars if v != var),
+        red_ranges={v: r for v, r in nc.red_ranges.items() if v != var},
+        operands=operands, guards=guards)
 
 
 def _integral(poly: Poly) -> bool:
