@@ -94,9 +94,11 @@ def pinned_declarations(nc: NormalContraction, itype: str, prefix: str = ""
     return stmts
 
 
-def lower_cell_statement(statement: CellStatement, ctx, value_of, flat: k.Expr,
-                         ctype: str) -> tuple[list[k.Stmt], k.Expr]:
-    """Declarations and the value of ``statement`` at flat cell ``flat`` of its shape."""
+def lower_cell_statement(statement: CellStatement, ctx, value_of, flat: k.Expr, ctype: str,
+                         cell: tuple[list[k.Expr], tuple[int, ...]] | None = None
+                         ) -> tuple[list[k.Stmt], k.Expr]:
+    """Declarations and the value of ``statement`` at flat cell ``flat`` of its shape (whose
+    coordinates ``cell`` gives, if it is of that shape: a reduction's loop variables)."""
     from .lower import (aggregate, cell_coordinates, conjunction, contraction_value,
                         guard_condition, index_type)
 
@@ -105,7 +107,11 @@ def lower_cell_statement(statement: CellStatement, ctx, value_of, flat: k.Expr,
     itype = index_type(biggest * 2 + 16)
     prefix = f"{statement.out}_"
     names = [prefix + o for o in nc.out_vars]
-    stmts = cell_coordinates(k.Cast(itype, flat), nc.out_shape, names, itype)
+    if cell is not None and tuple(cell[1]) == tuple(nc.out_shape):
+        stmts: list[k.Stmt] = [k.Declare(n, itype, k.Cast(itype, c))
+                               for n, c in zip(names, cell[0])]
+    else:
+        stmts = cell_coordinates(k.Cast(itype, flat), nc.out_shape, names, itype)
     stmts += pinned_declarations(nc, itype, prefix)
     renamed = _renamed(nc, prefix)
     own = statement.own_cell_reads()
@@ -117,6 +123,11 @@ def lower_cell_statement(statement: CellStatement, ctx, value_of, flat: k.Expr,
         if nc.agg != "=":
             value = aggregate(nc.agg, unreached, value, ctype)
     if condition is not None:
+        if not renamed.guards:
+            # Every read is in bounds: load the value whether or not it is taken, so the
+            # select needs no branch (a vector loop blends).
+            stmts.append(k.Declare(f"{prefix}taken", ctype, value))
+            value = k.Var(f"{prefix}taken", ctype)
         value = k.Select(condition, value, unreached, ctype)
     guard = conjunction([guard_condition(q.poly, q.upper, itype) for q in renamed.guards])
     if guard is not None:

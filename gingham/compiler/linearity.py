@@ -5,10 +5,12 @@ products, each of a factor constant along the reduction and a term that varies, 
 
     R[c] = +(a[c] * u + b[c] * v)   ==   a[c] * +(u) + b[c] * +(v)
 
-When ``+(u)`` is already computed over the same domain, and ``+(v)`` can be too (a new sum
-placed right after an earlier sum over that domain, whose inputs exist before it), fusion puts
-them in that earlier sum's kernel as siblings and ``R`` becomes an elementwise statement over
-its cells, an epilogue of that kernel: one pass over the domain fewer. Batch norm's gradient
+It fires where the sum could not share that pass as it is: a factor depends on the
+earlier pass's results (batch norm's ``D_T3`` is its ``sum(dy * xhat)``). When ``+(u)`` is
+already computed over the same domain, and ``+(v)`` can be too (a new sum placed right after
+the last earlier sum over that domain, whose inputs exist before it), fusion puts them in that
+earlier sum's kernel as siblings and ``R`` becomes an elementwise statement over its cells, an
+epilogue of that kernel: one pass over the domain fewer. Batch norm's gradient
 
     D_T1_sum[c] = +(-(D_O * g[c] * r[c] + 2 * D_T3[c] * (x - mean[c])) / N)
     ->  D_T6_sum[c] = +(D_O)  (there already),  S[c] = +(x - mean[c])  (new sibling)
@@ -93,10 +95,11 @@ def split_sums(bound: BoundProgram) -> BoundProgram:
     # position in ``program`` -> statements inserted after it
     inserted: dict[int, list] = {}
     replaced: dict[int, object] = {}
+    depends = _dependencies(statements)
     for position, (statement, nc) in enumerate(statements):
         if not isinstance(statement, Contraction) or nc.agg != "+":
             continue
-        rewrite = _split_one(position, statements, bound, shapes, dtypes)
+        rewrite = _split_one(position, statements, bound, shapes, dtypes, depends)
         if rewrite is None:
             continue
         anchor, new_statements, replacement = rewrite
@@ -129,7 +132,8 @@ def _output_aligned(nc, domain: tuple[tuple[int, ...], tuple[int, ...]]) -> bool
     return True
 
 
-def _split_one(position: int, statements, bound: BoundProgram, shapes: dict, dtypes: dict):
+def _split_one(position: int, statements, bound: BoundProgram, shapes: dict, dtypes: dict,
+               depends: dict[str, set[str]]):
     """(anchor position, statements to insert after it, replacement of the sum) or None."""
     statement, nc = statements[position]
     domain = reduction_domain(nc, bound)
@@ -159,6 +163,20 @@ def _split_one(position: int, statements, bound: BoundProgram, shapes: dict, dty
     if anchor is None:
         return None  # no pass over the domain to join
     defined = {s.out for s, _ in statements[:anchor]} | set(bound.program.input_names)
+    anchor_out = statements[anchor][0].out
+
+    def blocked(name: str) -> bool:
+        """Whether sum ``name`` needs a result of the anchor's pass: a sum over the domain
+        that is the anchor or that the anchor does not wait for (so shares its pass)."""
+        return any(s in depends[name] and (s == anchor_out or s not in depends[anchor_out])
+                   for s in earlier.values())
+
+    if not blocked(statement.out):
+        return None  # it joins that pass as it is (a sibling): nothing to gain
+    for later, later_nc in statements[position + 1:]:
+        if (isinstance(later, Contraction) and reduction_domain(later_nc, bound) == domain
+                and statement.out not in depends[later.out] and blocked(later.out)):
+            return None  # a later sum needs a pass after the anchor's anyway: it is shared
     new_statements = []
     combination: Expr | None = None
     count = math.prod(domain[0]) // math.prod(nc.out_shape)
@@ -196,6 +214,25 @@ def _split_one(position: int, statements, bound: BoundProgram, shapes: dict, dty
             return None
     replacement = Elementwise(statement.out, combination, statement.loc)
     return anchor, new_statements, replacement
+
+
+def _dependencies(statements) -> dict[str, set[str]]:
+    """Every tensor each statement's value depends on, transitively."""
+    depends: dict[str, set[str]] = {}
+    for statement, _ in statements:
+        if isinstance(statement, Contraction):
+            inputs = [a.tensor for a in statement.operands] + (
+                [statement.default] if statement.default else [])
+        elif isinstance(statement, tir.Special):
+            inputs = list(statement.tensors)
+        else:
+            inputs = statement.inputs()
+        found: set[str] = set()
+        for name in inputs:
+            found.add(name)
+            found |= depends.get(name, set())
+        depends[statement.out] = found
+    return depends
 
 
 def _linear(expr: Expr, info: _Domain) -> list[tuple[Expr | None, Expr | None]] | None:

@@ -359,11 +359,13 @@ def _evaluate(plan: KernelPlan, ctx: LoweringContext, value_of, registers: dict[
 
 
 def evaluate_statements(statements: list[tir.Elementwise | CellStatement], ctx: LoweringContext,
-                        value_of, registers: dict[str, k.Expr], flat: k.Expr
+                        value_of, registers: dict[str, k.Expr], flat: k.Expr,
+                        cell: tuple[list[k.Expr], tuple[int, ...]] | None = None
                         ) -> list[k.Stmt]:
     """Declare a register ``v_<out>`` per statement, in order (added to ``registers``);
     ``value_of`` gives the other tensors' values at the cell, ``flat`` is its index (a
-    :class:`CellStatement` computes its coordinates from it)."""
+    :class:`CellStatement` computes its coordinates from it, or takes ``cell``'s coordinates
+    where they are of its shape)."""
     stmts: list[k.Stmt] = []
 
     def value(name: str) -> k.Expr:
@@ -381,7 +383,7 @@ def evaluate_statements(statements: list[tir.Elementwise | CellStatement], ctx: 
         register = f"v_{statement.out}"
         if isinstance(statement, CellStatement):
             declarations, value = lower_cell_statement(statement, ctx, lowering.value_of, flat,
-                                                       ctype)
+                                                       ctype, cell)
             stmts += declarations
         else:
             value = lowering.lower(statement.expr)
@@ -771,7 +773,8 @@ def accumulate_plan(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContex
         return ctx.load(tensor, index)
 
     registers: dict[str, k.Expr] = {}
-    stmts += evaluate_statements(plan.prologue, ctx, value_of, registers, flat)
+    stmts += evaluate_statements(plan.prologue, ctx, value_of, registers, flat,
+                                 (cell, access.sizes))
     # Each assignment is one cell of the domain, visited once: store what others read.
     stmts += [k.Store(ctx.param(e.out, output=True), flat, registers[e.out])
               for e in plan.prologue if e.out in plan.stores]

@@ -204,12 +204,31 @@ def pin(nc: NormalContraction) -> NormalContraction:
             if lo == hi:
                 nc = _substitute_constant(nc, var, lo)
                 break
+            window = _window_guard(nc, var)
+            if window is not None:
+                # 0 <= a*v + rest < U with U <= |a| holds for at most one v: as the window
+                # position u = a*v + rest in [0, U), v = (u - rest) / a is integral for one u
+                # in |a| consecutive ones, which the next round pins.
+                nc = _narrow_one(nc, var, window)
+                break
             solved = _pin_one(nc, var, lo, hi, box)
             if solved is not None:
                 nc = solved
                 break
         else:
             return nc
+
+
+def _window_guard(nc: NormalContraction, var: str) -> Inequality | None:
+    """An integral guard ``0 <= a*var + rest < U`` over output variables with ``U <= |a|``,
+    ``|a| > 1`` (a stride-``a`` window of ``U`` positions: ``0 <= o - 3*y < 3``)."""
+    for guard in nc.guards:
+        coeff = guard.poly.coeffs.get(var)
+        if (coeff is None or not _integral(guard.poly) or abs(coeff) < 2
+                or guard.upper > abs(coeff) or guard.poly.names() - {var} - set(nc.out_vars)):
+            continue
+        return guard
+    return None
 
 
 def _pin_one(nc: NormalContraction, var: str, lo: int, hi: int,
@@ -237,12 +256,53 @@ def _pin_one(nc: NormalContraction, var: str, lo: int, hi: int,
         ranges[var] = (lo, lo + modulus - 1)
         for p in nc.pinned:
             ranges[p.name] = (p.low, p.low + p.modulus - 1)
-        kept = tuple(q for q in guards if not _implied(q, ranges))
+        all_pinned = nc.pinned + (pinned,)
+        kept = tuple(q for q in guards if not _implied(q, ranges)
+                     and not _holds_everywhere(q, all_pinned, box))
         red_ranges = {v: r for v, r in nc.red_ranges.items() if v != var}
         return dataclasses.replace(
             nc, red_vars=tuple(v for v in nc.red_vars if v != var), red_ranges=red_ranges,
-            guards=kept, pinned=nc.pinned + (pinned,))
+            guards=kept, pinned=all_pinned)
     return None
+
+
+#: Most output-index points a guard over pinned variables is checked at (:func:`pin`).
+MAX_GUARD_POINTS = 4096
+
+
+def _holds_everywhere(q: Inequality, pinned: tuple[Pinned, ...],
+                      box: dict[str, tuple[int, int]]) -> bool:
+    """Whether guard ``q``, over output and pinned variables only, holds at every output
+    cell: checked at every point of the output variables it depends on (through the pinned
+    ones too), where that is at most MAX_GUARD_POINTS. The interval of a pinned variable
+    (``[low, low + m)``) is blind to its tie with the output index: ``o - (o mod 2)`` is in
+    ``[0, 31)`` for ``o < 32``, which the intervals cannot show."""
+    by_name = {p.name: p for p in pinned}
+    names = q.poly.names()
+    outputs = {n for n in names if n in box}
+    for n in names - outputs:
+        if n not in by_name:
+            return False
+        outputs |= by_name[n].poly.names()
+    if math.prod(box[n][1] - box[n][0] + 1 for n in outputs) > MAX_GUARD_POINTS:
+        return False
+    order = sorted(outputs)
+    points = [()]
+    for n in order:
+        points = [p + (value,) for p in points for value in range(box[n][0], box[n][1] + 1)]
+    for point in points:
+        values = dict(zip(order, point))
+        for n in names - set(order):
+            p = by_name[n]
+            values[n] = p.low + (int(_evaluate(p.poly, values)) - p.low) % p.modulus
+        value = _evaluate(q.poly, values)
+        if value.denominator != 1 or not 0 <= value < q.upper:
+            return False
+    return True
+
+
+def _evaluate(poly: Poly, values: dict[str, int]) -> Fraction:
+    return poly.const + sum((c * values[n] for n, c in poly.terms), Fraction(0))
 
 
 def _substitute_constant(nc: NormalContraction, var: str, value: int) -> NormalContraction:
