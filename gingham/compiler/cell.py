@@ -18,10 +18,11 @@ tensor's bounds).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
-from ..tile.bounds import poly_interval
+from ..tile.bounds import Inequality, poly_interval
 from ..tile.ir import Poly
 from . import kernel_ir as k
 from .normalize import NormalContraction
@@ -77,7 +78,7 @@ def pinned_declarations(nc: NormalContraction, itype: str, prefix: str = ""
     """Declare each pinned variable (``prefix + name``) from the output variables
     (``prefix + o_d``): ``low + ((poly - low) mod m)``, with the numerator made non-negative
     over the output box first (C's ``%`` truncates towards zero)."""
-    from .lower import affine_expr  # lower imports this module
+    from .lower import affine_expr  # lower imports this module: import when called
 
     box = {o: (0, s - 1) for o, s in zip(nc.out_vars, nc.out_shape)}
     stmts: list[k.Stmt] = []
@@ -138,9 +139,6 @@ def lower_cell_statement(statement: CellStatement, ctx, value_of, flat: k.Expr, 
 
 def _renamed(nc: NormalContraction, prefix: str) -> NormalContraction:
     """``nc`` with its variables prefixed: a kernel may compute several cell statements."""
-    import dataclasses
-
-    from ..tile.bounds import Inequality
 
     def rename(poly: Poly) -> Poly:
         return Poly.of({prefix + n: c for n, c in poly.terms}, poly.const)
