@@ -191,8 +191,7 @@ def pin(nc: NormalContraction) -> NormalContraction:
     ``v`` is determined when its range is at most ``m`` long. A shorter range keeps the guard
     ``low <= v <= high`` (a cell whose solution is out of range has no valid assignment: the
     aggregation's identity, or the default, as the valid-index rule says). An overlapping
-    window (3 long, stride 2) has two solutions for some cells and keeps its reduction. A
-    variable whose range is one value is that constant.
+    window (3 long, stride 2) has two solutions for some cells and keeps its reduction.
 
         D_X[o] = +(X[o] == O[(o - k) / 2] ? D_O[(o - k) / 2]), k < 2, guard (o - k) / 2 integer
         ->  k = o mod 2:    D_X[o] = X[o] == O[(o - k) / 2] ? D_O[(o - k) / 2] : 0
@@ -201,9 +200,6 @@ def pin(nc: NormalContraction) -> NormalContraction:
     while True:
         for var in nc.red_vars:
             lo, hi = nc.red_ranges[var]
-            if lo == hi:
-                nc = _substitute_constant(nc, var, lo)
-                break
             window = _window_guard(nc, var)
             if window is not None:
                 # 0 <= a*v + rest < U with U <= |a| holds for at most one v: as the window
@@ -305,19 +301,6 @@ def _evaluate(poly: Poly, values: dict[str, int]) -> Fraction:
     return poly.const + sum((c * values[n] for n, c in poly.terms), Fraction(0))
 
 
-def _substitute_constant(nc: NormalContraction, var: str, value: int) -> NormalContraction:
-    constant = Poly.constant(value)
-    operands = tuple(dataclasses.replace(a, index=tuple(_substitute(p, var, constant)
-                                                        for p in a.index))
-                     for a in nc.operands)
-    guards = tuple(Inequality(_substitute(q.poly, var, constant), q.upper, q.origin)
-                   for q in nc.guards)
-    return dataclasses.replace(
-        nc, red_vars=tuple(v for v in nc.red_vars if v != var),
-        red_ranges={v: r for v, r in nc.red_ranges.items() if v != var},
-        operands=operands, guards=guards)
-
-
 def _integral(poly: Poly) -> bool:
     return all(c.denominator == 1 for _, c in poly.terms) and poly.const.denominator == 1
 
@@ -343,6 +326,7 @@ def _narrow_one(nc: NormalContraction, var: str, guard: Inequality) -> NormalCon
     guards.append(Inequality(value - lo, hi - lo + 1, "solved"))
     box = {o: (0, s - 1) for o, s in zip(nc.out_vars, nc.out_shape)}
     box.update(red_ranges)
+    box.update({p.name: (p.low, p.low + p.modulus - 1) for p in nc.pinned})
     kept = tuple(q for q in guards if not _implied(q, box))
     return dataclasses.replace(nc, red_vars=red_vars, red_ranges=red_ranges,
                                operands=operands, guards=kept)
