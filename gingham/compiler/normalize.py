@@ -200,16 +200,16 @@ def pin(nc: NormalContraction) -> NormalContraction:
     while True:
         for var in nc.red_vars:
             lo, hi = nc.red_ranges[var]
+            solved = _pin_one(nc, var, lo, hi, box)
+            if solved is not None:
+                nc = solved
+                break
             window = _window_guard(nc, var)
             if window is not None:
                 # 0 <= a*v + rest < U with U <= |a| holds for at most one v: as the window
                 # position u = a*v + rest in [0, U), v = (u - rest) / a is integral for one u
-                # in |a| consecutive ones, which the next round pins.
+                # in |a| consecutive ones, which the next round pins (so this terminates).
                 nc = _narrow_one(nc, var, window)
-                break
-            solved = _pin_one(nc, var, lo, hi, box)
-            if solved is not None:
-                nc = solved
                 break
         else:
             return nc
