@@ -27,6 +27,7 @@ from .dedupe import unit_of
 from .executable import Executable, Launch
 from .fusion import plan
 from .hoist import hoist_broadcast
+from .linearity import split_sums
 from .lower import LoweringContext
 from .schedule import lower_with_schedule
 
@@ -38,6 +39,7 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
         raise ValueError(f"device {device.id} has no kernel dialect; it cannot run compiled code")
     bound = eliminate_common(bound)  # a traced step's second copy of its forward pass
     bound = hoist_broadcast(bound)  # per-channel sub-expressions computed per channel
+    bound = split_sums(bound)  # sums of per-channel factors * terms: from sibling sums
     kernel_plan = plan(bound)
     kernels = []
     for position, kernel in enumerate(kernel_plan.kernels):

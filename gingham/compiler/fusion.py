@@ -43,7 +43,8 @@ from ..tile.bounds import bind_contraction
 from ..tile import ir as tir
 from ..tile.ir import Binary, Const, Contraction, Elementwise, Expr, Poly, Ref, Select, Special
 from ..tile.shapes import BoundProgram
-from .normalize import NormalContraction, normalize
+from .cell import MAX_RECOMPUTED_TERMS, CellStatement, as_cell_statement
+from .normalize import NormalContraction, narrow, normalize, pin
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,8 @@ def plan(bound: BoundProgram) -> Plan:
     program = bound.program
     statements = _as_kernel_statements(bound)
     virtual = recomputable(bound, statements)
-    definition = {s.out: s for s, _ in statements if isinstance(s, Elementwise)}
+    definition = {s.out: s for s, _ in statements
+                  if isinstance(s, (Elementwise, CellStatement))}
 
     def root(name: str) -> str:
         while name in aliases:
@@ -186,8 +188,10 @@ def plan(bound: BoundProgram) -> Plan:
             producer[statement.out] = len(kernels) - 1
         else:
             recomputed, reads = closure(statement.inputs())
+            gathered = set().union(*(e.gathered() for e in recomputed + [statement]
+                                     if isinstance(e, CellStatement)))
             target = _fusion_target(bound.shapes[statement.out], reads, bound, kernels,
-                                    producer, root)
+                                    producer, root, gathered)
             if target is None:
                 kernels.append(KernelPlan("elementwise", bound.shapes[statement.out]))
                 target = len(kernels) - 1
@@ -211,7 +215,8 @@ def plan(bound: BoundProgram) -> Plan:
 
 def _as_kernel_statements(bound: BoundProgram) -> list[tuple[object, NormalContraction | None]]:
     """The program's statements, each contraction with its normal form; contractions that
-    compute one elementwise value per cell become :class:`Elementwise` statements."""
+    compute one elementwise value per cell become :class:`Elementwise` statements, and those
+    whose reduction the guards pin to one assignment per cell :class:`CellStatement`s."""
     result: list[tuple[object, NormalContraction | None]] = []
     for statement in bound.program.statements:
         nc = None
@@ -222,6 +227,13 @@ def _as_kernel_statements(bound: BoundProgram) -> list[tuple[object, NormalContr
                 # A copy or product with broadcasting (autodiff's gradients of a sum and of a
                 # max): elementwise, so it streams in vector loops and fuses with neighbours.
                 statement, nc = Elementwise(statement.out, expr, statement.loc), None
+            else:
+                # The max-pool gradient of a non-overlapping window: one assignment per cell,
+                # so it streams too and cheap readers recompute it instead of reading it.
+                pinned = pin(narrow(nc))
+                cell = as_cell_statement(statement.out, pinned) if pinned.pinned else None
+                if cell is not None:
+                    statement, nc = cell, None
         result.append((statement, nc))
     return result
 
@@ -249,7 +261,11 @@ def recomputable(bound: BoundProgram, statements) -> set[str]:
     outputs = set(bound.program.outputs)
     readers_ok: dict[str, bool] = {}
     for statement, nc in statements:
-        if isinstance(statement, Elementwise):
+        if isinstance(statement, CellStatement):
+            own = statement.own_cell_reads()
+            for name in statement.inputs():
+                readers_ok[name] = readers_ok.get(name, True) and name in own
+        elif isinstance(statement, Elementwise):
             shape = shapes[statement.out]
             for name in statement.inputs():
                 ok = shapes[name] == shape
@@ -267,16 +283,22 @@ def recomputable(bound: BoundProgram, statements) -> set[str]:
     reads: dict[str, set[str]] = {}  # recomputed tensor -> tensors of its shape it reads
     ops: dict[str, int] = {}
     for statement, _ in statements:
-        if not isinstance(statement, Elementwise) or statement.out in outputs:
+        if (not isinstance(statement, (Elementwise, CellStatement))
+                or statement.out in outputs):
             continue
         name, shape = statement.out, shapes[statement.out]
-        if not readers_ok.get(name, True) or not _cheap(statement.expr):
-            continue
+        if isinstance(statement, CellStatement):
+            if not readers_ok.get(name, True) or statement.cost() > MAX_RECOMPUTED_TERMS:
+                continue
+            count = statement.cost()
+        else:
+            if not readers_ok.get(name, True) or not _cheap(statement.expr):
+                continue
+            count = _count_ops(statement.expr)
         inputs = statement.inputs()
         if _is_copy(statement, bound) and inputs[0] not in virtual:
             continue  # a copy of a stored tensor is an alias, cheaper still
         memory = set()
-        count = _count_ops(statement.expr)
         for source in inputs:
             if source in virtual:
                 memory |= reads[source]
@@ -450,11 +472,13 @@ def _broadcast_access(nc: NormalContraction, access, bound: BoundProgram) -> boo
 
 
 def _fusion_target(shape: tuple[int, ...], inputs: list[str], bound: BoundProgram,
-                   kernels: list[KernelPlan], producer: dict[str, int], root) -> int | None:
+                   kernels: list[KernelPlan], producer: dict[str, int], root,
+                   gathered: set[str] = frozenset()) -> int | None:
     """The kernel an elementwise statement of ``shape`` reading ``inputs`` from memory (or
     registers) joins, or None. It may join a kernel whose cells are its own up to axes of
     length 1 (an optimizer's update of a ``[C]`` weight after the ``[C, 1, 1]`` sum that is its
-    gradient) when it reads nothing that broadcasts."""
+    gradient) when it reads nothing that broadcasts. Tensors in ``gathered`` are read at other
+    cells (a :class:`CellStatement`'s window): they must be in memory before the kernel runs."""
     cells = math.prod(shape)
     producers = {producer[root(n)] for n in inputs if root(n) in producer}
     candidates = sorted(producers, reverse=True)
@@ -475,8 +499,8 @@ def _fusion_target(shape: tuple[int, ...], inputs: list[str], bound: BoundProgra
             continue
         # The prologue's values exist per assignment of the reduction, not per output cell.
         in_registers = set(kernel.produced) - {e.out for e in kernel.prologue}
-        ready = all(root(n) in in_registers or producer.get(root(n), -1) < index
-                    for n in inputs)
+        ready = all((root(n) in in_registers and n not in gathered)
+                    or producer.get(root(n), -1) < index for n in inputs)
         # Tensors produced here are read in registers at the same cell (through a reshape,
         # the same flat cell): they must not broadcast.
         unbroadcast = all(math.prod(bound.shapes[n]) == cells for n in inputs

@@ -28,8 +28,9 @@ from ..tile.bounds import integer_form
 from ..tile.ir import Poly
 from ..tile.shapes import BoundProgram, combine, expr_type
 from . import kernel_ir as k
+from .cell import CellStatement, lower_cell_statement, pinned_declarations
 from .fusion import KernelPlan
-from .normalize import NormalContraction, narrow
+from .normalize import NormalContraction, narrow, pin
 
 
 def compute_type(dtype: np.dtype) -> str:
@@ -343,7 +344,7 @@ def _epilogue(plan: KernelPlan, ctx: LoweringContext, cell: list[k.Expr], flat: 
         index = broadcast_index(cell, plan.shape, ctx.shape(name), flat, itype)
         return ctx.load(name, index)
 
-    stmts = _evaluate(plan, ctx, value_of, registers)
+    stmts = _evaluate(plan, ctx, value_of, registers, flat)
     in_loop = {e.out for e in plan.prologue}  # stored by the reduction loop
     for produced in plan.produced:
         if produced in plan.stores and produced not in in_loop:
@@ -351,17 +352,21 @@ def _epilogue(plan: KernelPlan, ctx: LoweringContext, cell: list[k.Expr], flat: 
     return stmts
 
 
-def _evaluate(plan: KernelPlan, ctx: LoweringContext, value_of, registers: dict[str, k.Expr]
-              ) -> list[k.Stmt]:
+def _evaluate(plan: KernelPlan, ctx: LoweringContext, value_of, registers: dict[str, k.Expr],
+              flat: k.Expr) -> list[k.Stmt]:
     """Declare a register per elementwise statement of the plan (added to ``registers``);
-    ``value_of`` gives the other tensors' values at the cell."""
-    return evaluate_statements(plan.elementwise, ctx, value_of, registers)
+    ``value_of`` gives the other tensors' values at the cell, ``flat`` is its index."""
+    return evaluate_statements(plan.elementwise, ctx, value_of, registers, flat)
 
 
-def evaluate_statements(statements: list[tir.Elementwise], ctx: LoweringContext, value_of,
-                        registers: dict[str, k.Expr]) -> list[k.Stmt]:
+def evaluate_statements(statements: list[tir.Elementwise | CellStatement], ctx: LoweringContext,
+                        value_of, registers: dict[str, k.Expr], flat: k.Expr,
+                        cell: tuple[list[k.Expr], tuple[int, ...]] | None = None
+                        ) -> list[k.Stmt]:
     """Declare a register ``v_<out>`` per statement, in order (added to ``registers``);
-    ``value_of`` gives the other tensors' values at the cell."""
+    ``value_of`` gives the other tensors' values at the cell, ``flat`` is its index (a
+    :class:`CellStatement` computes its coordinates from it, or takes ``cell``'s coordinates
+    where they are of its shape)."""
     stmts: list[k.Stmt] = []
 
     def value(name: str) -> k.Expr:
@@ -377,7 +382,13 @@ def evaluate_statements(statements: list[tir.Elementwise], ctx: LoweringContext,
     for statement in statements:
         ctype = compute_type(ctx.dtype(statement.out))
         register = f"v_{statement.out}"
-        value = _cast(lowering.lower(statement.expr), ctype)
+        if isinstance(statement, CellStatement):
+            declarations, value = lower_cell_statement(statement, ctx, lowering.value_of, flat,
+                                                       ctype, cell)
+            stmts += declarations
+        else:
+            value = lowering.lower(statement.expr)
+        value = _cast(value, ctype)
         stmts.append(k.Declare(register, ctype, as_stored(value, ctx.dtype(statement.out), ctx)))
         registers[statement.out] = k.Var(register, ctype)
     return stmts
@@ -538,7 +549,7 @@ def _lower_vectorised(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
             return ctx.load(tensor, index)
 
         values = {}
-        per_lane += _evaluate(plan, ctx, value_of, values)
+        per_lane += _evaluate(plan, ctx, value_of, values, flat)
     stores: list[k.Stmt] = []
     for out in outputs:
         buffer = ctx.param(out, output=True)
@@ -920,7 +931,8 @@ def accumulate_plan(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContex
         return ctx.load(tensor, index)
 
     registers: dict[str, k.Expr] = {}
-    stmts += evaluate_statements(plan.prologue, ctx, value_of, registers)
+    stmts += evaluate_statements(plan.prologue, ctx, value_of, registers, flat,
+                                 (cell, access.sizes))
     # Each assignment is one cell of the domain, visited once: store what others read.
     stmts += [k.Store(ctx.param(e.out, output=True), flat, registers[e.out])
               for e in plan.prologue if e.out in plan.stores]
@@ -973,12 +985,14 @@ def sibling_results(plan: KernelPlan, ctx: LoweringContext, accumulators: dict[s
 
 def lower_contraction(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kernel:
     assert plan.contraction is not None
-    # Loop only over the assignments a guard lets through (gradients of strided windows).
-    nc = narrow(plan.contraction)
+    # Loop only over the assignments a guard lets through (gradients of strided windows), and
+    # not at all over variables the guards determine (non-overlapping windows).
+    nc = pin(narrow(plan.contraction))
     cells = math.prod(nc.out_shape)
     itype = _contraction_index_type(nc)
     flat = k.Var("g", itype)
     body: list[k.Stmt] = cell_coordinates(flat, nc.out_shape, list(nc.out_vars), itype)
+    body += pinned_declarations(nc, itype)
     cell_body, lanes = contraction_cell(plan, nc, ctx, flat, itype, may_use_lanes=True)
     loop = k.For("g", 0, cells, k.block(*body, *cell_body), kind="thread")
     order = "vector-lane" if lanes else "serial"  # lanes: over the innermost loop

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ..errors import TileConflictError
-from ..tile.bounds import BoundContraction, Inequality, infer_ranges, poly_interval
+from ..tile.bounds import (BoundContraction, Inequality, infer_ranges, integer_form,
+                           poly_interval)
 from ..tile.ir import Poly
 
 
@@ -33,6 +34,20 @@ class NormalAccess:
     tensor: str
     index: tuple[Poly, ...]  # over output and reduction variables
     sizes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """A reduction variable that the guards fix for each output cell:
+    ``name = low + ((poly - low) mod modulus)``, ``poly`` over output variables only.
+
+        Pinned("k_n", Poly.var("o1"), 2, 0)    # k_n = o1 mod 2 (a 2x2, stride-2 window)
+    """
+
+    name: str
+    poly: Poly
+    modulus: int
+    low: int
 
 
 @dataclass(frozen=True)
@@ -50,6 +65,8 @@ class NormalContraction:
     combo: str
     default: str | None
     always_reached: bool  # every output cell has at least one valid assignment
+    # Reduction variables computed per cell instead of looped over (:func:`pin`), in order.
+    pinned: tuple[Pinned, ...] = ()
 
     @property
     def reduction_size(self) -> int:
@@ -161,6 +178,129 @@ def narrow(nc: NormalContraction, unit_coefficients: bool = False) -> NormalCont
         nc = _narrow_one(nc, *best)
 
 
+def pin(nc: NormalContraction) -> NormalContraction:
+    """The same contraction with each reduction variable that its guards determine from the
+    output indices computed per cell (:class:`Pinned`) instead of looped over.
+
+    After :func:`narrow`, the max-pool gradient of a 2x2, stride-2 window reduces over the
+    window position ``k`` in ``[0, 2)`` per axis under the guard that ``(o - k) / 2`` is an
+    integer: exactly one ``k`` (``o mod 2``) satisfies it, so the "reduction" is one
+    assignment, an elementwise expression with index arithmetic. In general a guard whose
+    integral form is ``(c*v + rest) / m`` with ``rest`` over output variables and ``c`` prime
+    to ``m`` demands ``v = -rest / c (mod m)``: one value in every ``m`` consecutive ones, so
+    ``v`` is determined when its range is at most ``m`` long. A shorter range keeps the guard
+    ``low <= v <= high`` (a cell whose solution is out of range has no valid assignment: the
+    aggregation's identity, or the default, as the valid-index rule says). An overlapping
+    window (3 long, stride 2) has two solutions for some cells and keeps its reduction.
+
+        D_X[o] = +(X[o] == O[(o - k) / 2] ? D_O[(o - k) / 2]), k < 2, guard (o - k) / 2 integer
+        ->  k = o mod 2:    D_X[o] = X[o] == O[(o - k) / 2] ? D_O[(o - k) / 2] : 0
+    """
+    box = {o: (0, s - 1) for o, s in zip(nc.out_vars, nc.out_shape)}
+    while True:
+        for var in nc.red_vars:
+            lo, hi = nc.red_ranges[var]
+            solved = _pin_one(nc, var, lo, hi, box)
+            if solved is not None:
+                nc = solved
+                break
+            window = _window_guard(nc, var)
+            if window is not None:
+                # 0 <= a*v + rest < U with U <= |a| holds for at most one v: as the window
+                # position u = a*v + rest in [0, U), v = (u - rest) / a is integral for one u
+                # in |a| consecutive ones, which the next round pins (so this terminates).
+                nc = _narrow_one(nc, var, window)
+                break
+        else:
+            return nc
+
+
+def _window_guard(nc: NormalContraction, var: str) -> Inequality | None:
+    """An integral guard ``0 <= a*var + rest < U`` over output variables with ``U <= |a|``,
+    ``|a| > 1`` (a stride-``a`` window of ``U`` positions: ``0 <= o - 3*y < 3``)."""
+    for guard in nc.guards:
+        coeff = guard.poly.coeffs.get(var)
+        if (coeff is None or not _integral(guard.poly) or abs(coeff) < 2
+                or guard.upper > abs(coeff) or guard.poly.names() - {var} - set(nc.out_vars)):
+            continue
+        return guard
+    return None
+
+
+def _pin_one(nc: NormalContraction, var: str, lo: int, hi: int,
+             box: dict[str, tuple[int, int]]) -> NormalContraction | None:
+    for guard in nc.guards:
+        coeffs, const, modulus = integer_form(guard.poly)
+        c = coeffs.get(var)
+        if c is None or modulus == 1 or math.gcd(c, modulus) != 1 or hi - lo + 1 > modulus:
+            continue
+        rest = {n: k for n, k in coeffs.items() if n != var}
+        if set(rest) - set(nc.out_vars):
+            continue  # the solution must be a function of the output indices only
+        # c*v + rest = 0 (mod m)  <=>  v = -c^-1 * rest (mod m)
+        inverse = pow(c, -1, modulus)
+        poly = Poly.of({n: -inverse * k for n, k in rest.items()}, -inverse * const)
+        pinned = Pinned(var, poly, modulus, lo)
+        # The guard's numerator is now a multiple of m: keep only its range, in integers.
+        numerator = Poly.of(coeffs, const)
+        guards = [q for q in nc.guards if q is not guard]
+        guards.append(Inequality(numerator, guard.upper * modulus, guard.origin))
+        if hi - lo + 1 < modulus:
+            guards.append(Inequality(Poly.var(var) - lo, hi - lo + 1, "solved"))
+        ranges = dict(box)
+        ranges.update(nc.red_ranges)
+        ranges[var] = (lo, lo + modulus - 1)
+        for p in nc.pinned:
+            ranges[p.name] = (p.low, p.low + p.modulus - 1)
+        all_pinned = nc.pinned + (pinned,)
+        kept = tuple(q for q in guards if not _implied(q, ranges)
+                     and not _holds_everywhere(q, all_pinned, box))
+        red_ranges = {v: r for v, r in nc.red_ranges.items() if v != var}
+        return dataclasses.replace(
+            nc, red_vars=tuple(v for v in nc.red_vars if v != var), red_ranges=red_ranges,
+            guards=kept, pinned=all_pinned)
+    return None
+
+
+#: Most output-index points a guard over pinned variables is checked at (:func:`pin`).
+MAX_GUARD_POINTS = 4096
+
+
+def _holds_everywhere(q: Inequality, pinned: tuple[Pinned, ...],
+                      box: dict[str, tuple[int, int]]) -> bool:
+    """Whether guard ``q``, over output and pinned variables only, holds at every output
+    cell: checked at every point of the output variables it depends on (through the pinned
+    ones too), where that is at most MAX_GUARD_POINTS. The interval of a pinned variable
+    (``[low, low + m)``) is blind to its tie with the output index: ``o - (o mod 2)`` is in
+    ``[0, 31)`` for ``o < 32``, which the intervals cannot show."""
+    by_name = {p.name: p for p in pinned}
+    names = q.poly.names()
+    outputs = {n for n in names if n in box}
+    for n in names - outputs:
+        if n not in by_name:
+            return False
+        outputs |= by_name[n].poly.names()
+    if math.prod(box[n][1] - box[n][0] + 1 for n in outputs) > MAX_GUARD_POINTS:
+        return False
+    order = sorted(outputs)
+    points = [()]
+    for n in order:
+        points = [p + (value,) for p in points for value in range(box[n][0], box[n][1] + 1)]
+    for point in points:
+        values = dict(zip(order, point))
+        for n in names - set(order):
+            p = by_name[n]
+            values[n] = p.low + (int(_evaluate(p.poly, values)) - p.low) % p.modulus
+        value = _evaluate(q.poly, values)
+        if value.denominator != 1 or not 0 <= value < q.upper:
+            return False
+    return True
+
+
+def _evaluate(poly: Poly, values: dict[str, int]) -> Fraction:
+    return poly.const + sum((c * values[n] for n, c in poly.terms), Fraction(0))
+
+
 def _integral(poly: Poly) -> bool:
     return all(c.denominator == 1 for _, c in poly.terms) and poly.const.denominator == 1
 
@@ -186,6 +326,7 @@ def _narrow_one(nc: NormalContraction, var: str, guard: Inequality) -> NormalCon
     guards.append(Inequality(value - lo, hi - lo + 1, "solved"))
     box = {o: (0, s - 1) for o, s in zip(nc.out_vars, nc.out_shape)}
     box.update(red_ranges)
+    box.update({p.name: (p.low, p.low + p.modulus - 1) for p in nc.pinned})
     kept = tuple(q for q in guards if not _implied(q, box))
     return dataclasses.replace(nc, red_vars=red_vars, red_ranges=red_ranges,
                                operands=operands, guards=kept)

@@ -18,6 +18,7 @@ import gingham.nn.functional as F
 from gingham.bench.ops import Traced
 from gingham.compiler.fusion import plan
 from gingham.compiler.hoist import hoist_broadcast
+from gingham.compiler.linearity import split_sums
 from gingham.devices import get_device, list_devices
 from gingham.runtime import executable
 from gingham.tile import dtypes as dt
@@ -100,18 +101,20 @@ def plan_of(fn, arrays, wrt, backward):
         gradient, _ = traced.gradient(arrays, wrt)
         out = bound.shapes[bound.program.outputs[0]]
         bound = gradient.bind(*inputs, np.ones(out, bound.dtypes[bound.program.outputs[0]]))
-    bound = hoist_broadcast(bound)
+    bound = split_sums(hoist_broadcast(bound))
     return bound, plan(bound)
 
 
 @pytest.mark.parametrize("case, kernels", [
     ("batch_norm.forward", 3),   # sum(x); sum((x - mean)^2); the normalisation
-    ("batch_norm.backward", 5),  # + sum(dy), sum(dy * xhat), sum(dy * ...) in one; sum(dx'); dx
+    # + sum(dy), sum(dy * xhat), sum(dy * ...), sum(x - mean) in one, with sum(dx') from
+    # them in its epilogue (linearity.split_sums); dx
+    ("batch_norm.backward", 4),
     ("batch_norm_nhwc.forward", 3),
-    ("batch_norm_nhwc.backward", 5),
+    ("batch_norm_nhwc.backward", 4),
     ("softmax.forward", 3),     # max; sum(exp(x - max)), exp stored from its loop; divide
     ("softmax.backward", 5),
-    ("cross_entropy.backward", 10),
+    ("cross_entropy.backward", 9),  # softmax's sum(dx') = -sum(dp) - sum(dp * e / s) * s
 ])
 def test_chains_fuse_and_store_no_intermediate_of_the_big_shape(case, kernels):
     name, part = case.split(".")
@@ -140,7 +143,9 @@ def test_chains_fuse_and_store_no_intermediate_of_the_big_shape(case, kernels):
 def test_batch_norm_backward_reductions_share_one_pass():
     bound, kernel_plan = plan_of(batch_norm, batch_norm_arrays((4, 16, 8, 8)), (0, 1, 2), True)
     shared = [k for k in kernel_plan.kernels if k.siblings]
-    assert len(shared) == 1 and len(shared[0].siblings) == 2
+    # sum(dy * ...), sum(dy), sum(dy * xhat) and sum(x - mean), which with sum(dy) gives
+    # sum(dx') (linearity.split_sums) in the same kernel's epilogue
+    assert len(shared) == 1 and len(shared[0].siblings) == 3
     # Its operands are computed from dy and x in the loop, not read from stored products.
     assert {e.out for e in shared[0].prologue}
     def root(name):
@@ -206,7 +211,7 @@ def test_softmax_and_cross_entropy_match_torch(device, shape):
 
 @pytest.mark.parametrize("device_id", WORK_GROUP_DEVICES)
 def test_split_reduction_computes_the_siblings(device_id):
-    """On a work-group device batch norm's gradient sums are one split reduction with three
+    """On a work-group device batch norm's gradient sums are one split reduction with four
     results (each with its own partials and tree)."""
     arrays = batch_norm_arrays((8, 4, 16, 16))
     traced = Traced.of(batch_norm, arrays, device_id)
@@ -215,7 +220,7 @@ def test_split_reduction_computes_the_siblings(device_id):
     cotangent = RNG.standard_normal((8, 4, 16, 16)).astype(np.float32)
     exe = executable(gradient.bind(*inputs, cotangent), get_device(device_id))
     schedules = [launch.schedule for launch in exe.launches]
-    assert any("split reduction" in s and "3 reductions" in s for s in schedules), schedules
+    assert any("split reduction" in s and "4 reductions" in s for s in schedules), schedules
 
 
 def test_hoisting_reuses_an_expression_it_hoisted_before(device):
