@@ -620,6 +620,20 @@ def _lower_chunked(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kerne
     return _kernel(name, ctx, loop, chunks, schedule)
 
 
+def _broadcast_reads(plan: KernelPlan, ctx: LoweringContext
+                     ) -> list[tuple[str, tuple[int, ...], int]]:
+    """The tensors an elementwise plan reads broadcast (neither of its cells nor one element),
+    each with its shape and how many leading axes of the plan it lacks."""
+    cells = math.prod(plan.shape)
+    found = []
+    for tensor in sorted(plan.reads()):
+        shape = ctx.shape(tensor)
+        if shape == plan.shape or math.prod(shape) in (1, cells):
+            continue
+        found.append((tensor, shape, len(plan.shape) - len(shape)))
+    return found
+
+
 #: Fewest cells in a row of :func:`_lower_rows`: a vector of float32 on most CPUs.
 MIN_ROW = 8
 
@@ -632,11 +646,7 @@ def _trailing_span(plan: KernelPlan, ctx: LoweringContext) -> int | None:
     broadcast operand."""
     shape = plan.shape
     start = len(shape)
-    for tensor in sorted(plan.reads()):
-        tshape = ctx.shape(tensor)
-        if tshape == shape or math.prod(tshape) in (1, math.prod(shape)):
-            continue
-        lead = len(shape) - len(tshape)
+    for tensor, tshape, lead in _broadcast_reads(plan, ctx):
         first = next(axis for axis in range(lead, len(shape)) if tshape[axis - lead] != 1)
         start = min(start, first)
     if start == len(shape):
@@ -711,11 +721,7 @@ def _chunk_for_runs(plan: KernelPlan, ctx: LoweringContext) -> tuple[int, list[s
         [32, 64, 32, 32] with [1, 64, 1, 1] operands -> (1024, [those operands])
     """
     runs: dict[str, int] = {}
-    for tensor in sorted(plan.reads()):
-        shape = ctx.shape(tensor)
-        if shape == plan.shape or math.prod(shape) in (1, math.prod(plan.shape)):
-            continue
-        lead = len(plan.shape) - len(shape)
+    for tensor, shape, lead in _broadcast_reads(plan, ctx):
         run = 1
         for axis in range(len(plan.shape) - 1, -1, -1):
             if axis >= lead and shape[axis - lead] != 1:

@@ -56,20 +56,28 @@ def split_reduction(plan: KernelPlan, ctx: LoweringContext, name: str,
     chunk = math.ceil(extent / slices)
     slices = math.ceil(extent / chunk)  # no slice empty
     ctype = compute_type(ctx.dtype(nc.out))
-    flagged = needs_reached_flag(nc)
-    values = k.Scratch(f"{name}_partials", ctype, slices * cells)
-    reached = k.Scratch(f"{name}_reached", "int32", slices * cells) if flagged else None
-    # One more partials buffer per sibling: (accumulator, aggregation, compute type, buffer).
-    siblings = []
-    for index, sibling in enumerate(plan.siblings):
-        sibling_type = compute_type(ctx.dtype(sibling.out))
-        siblings.append((f"acc_{sibling.out}", sibling.agg, sibling_type,
-                         k.Scratch(f"{name}_partials{index + 1}", sibling_type, slices * cells)))
+    values, reached, siblings = _partial_buffers(plan, ctx, name, ctype, slices * cells)
     partial_ctx = LoweringContext(ctx.bound, ctx.aliases)
     first = _partials(plan, nc, partial_ctx, f"{name}_partial", cells, slices, chunk, ctype,
                       values, reached, siblings, lanes)
     second = _combine(plan, ctx, name, cells, slices, ctype, values, reached, siblings)
     return [first, second]
+
+
+def _partial_buffers(plan: KernelPlan, ctx: LoweringContext, name: str, ctype: str, size: int
+                     ) -> tuple[k.Scratch, k.Scratch | None, list]:
+    """The scratch buffers of a split reduction's ``size`` partials: the values, the reached
+    flags (None when the aggregation needs none) and one more values buffer per sibling, as
+    (accumulator, aggregation, compute type, buffer)."""
+    values = k.Scratch(f"{name}_partials", ctype, size)
+    reached = (k.Scratch(f"{name}_reached", "int32", size)
+               if needs_reached_flag(plan.contraction) else None)
+    siblings = []
+    for index, sibling in enumerate(plan.siblings):
+        sibling_type = compute_type(ctx.dtype(sibling.out))
+        siblings.append((f"acc_{sibling.out}", sibling.agg, sibling_type,
+                         k.Scratch(f"{name}_partials{index + 1}", sibling_type, size)))
+    return values, reached, siblings
 
 
 #: Neighbouring cells a work-group reduces side by side (see :func:`cell_lanes`).
@@ -354,14 +362,7 @@ def split_reduction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str,
     slices = max(1, min(model.workers * CPU_SLICES_PER_WORKER, extent // CPU_MIN_CHUNK))
     chunk = math.ceil(extent / slices)
     slices = math.ceil(extent / chunk)  # no slice empty
-    flagged = needs_reached_flag(nc)
-    values = k.Scratch(f"{name}_partials", ctype, slices * cells)
-    reached = k.Scratch(f"{name}_reached", "int32", slices * cells) if flagged else None
-    siblings = []
-    for index, sibling in enumerate(plan.siblings):
-        sibling_type = compute_type(ctx.dtype(sibling.out))
-        siblings.append((f"acc_{sibling.out}", sibling.agg, sibling_type,
-                         k.Scratch(f"{name}_partials{index + 1}", sibling_type, slices * cells)))
+    values, reached, siblings = _partial_buffers(plan, ctx, name, ctype, slices * cells)
     partial_ctx = LoweringContext(ctx.bound, ctx.aliases)
     first = _partials_cpu(plan, nc, partial_ctx, f"{name}_partial", cells, slices, chunk, ctype,
                           values, reached, siblings)
