@@ -139,19 +139,9 @@ def test_strided_cells_keep_one_work_item_per_cell(device):
     ((3, 17, 10, 12), False),  # NCHW: one work-item per channel, lanes over w
 ])
 def test_batch_norm_forward_and_backward_match_torch(device, shape, channels_last):
-    from test_reduction_chains import (assert_close, batch_norm, batch_norm_arrays,
-                                       batch_norm_nhwc, run_torch, run_traced,
-                                       torch_batch_norm, torch_batch_norm_nhwc)
+    from test_reduction_chains import assert_float32_batch_norm_matches_torch
 
-    ours, theirs = ((batch_norm_nhwc, torch_batch_norm_nhwc) if channels_last
-                    else (batch_norm, torch_batch_norm))
-    arrays = batch_norm_arrays(shape, channels_last=channels_last)
-    cotangent = RNG.standard_normal(shape).astype(np.float32)
-    out, grads = run_traced(ours, arrays, (0, 1, 2), device, cotangent)
-    expected, expected_grads = run_torch(theirs, arrays, (0, 1, 2), cotangent)
-    assert_close(out, expected, "float32", "y")
-    for name, got, want in zip(("dx", "dweight", "dbias"), grads, expected_grads):
-        assert_close(got, want, "float32", name)
+    assert_float32_batch_norm_matches_torch(device, shape, channels_last)
 
 
 def test_siblings_and_prologue_in_the_split():
