@@ -41,7 +41,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 from ..devices.base import DeviceInfo
 from ..tile.bounds import Inequality, infer_ranges, integer_form, poly_interval
@@ -356,8 +355,8 @@ def tiled_contraction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str, inf
     from .tiling_gpu import split_sum  # the same sum of partials, one cell per iteration
 
     partials = builder.kernel()
-    view = SimpleNamespace(nc=plan.contraction)  # all that split_sum reads of a GPU view
-    total = split_sum(plan, ctx, name, view, builder.scratch, builder.split, "float32")
+    total = split_sum(plan, ctx, name, plan.contraction, builder.scratch, builder.split,
+                      "float32")
     schedule = (f"cpu split-K sum: {builder.split} partial tiles per cell "
                 f"({builder.cells} cells), then finalisation and epilogue")
     return [partials, dataclasses.replace(total, schedule=schedule)]

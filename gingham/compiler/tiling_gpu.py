@@ -469,14 +469,13 @@ def tiled_contraction(plan: KernelPlan, ctx: LoweringContext, name: str, info: D
     partial_ctx = LoweringContext(ctx.bound, ctx.aliases)  # its own parameters
     partials = TiledKernel(plan, partial_ctx, f"{name}_partial", view, config, stage_a,
                            stage_b, ctype, scratch).build()
-    return [partials, split_sum(plan, ctx, name, view, scratch, split, ctype)]
+    return [partials, split_sum(plan, ctx, name, view.nc, scratch, split, ctype)]
 
 
-def split_sum(plan: KernelPlan, ctx: LoweringContext, name: str, view: GemmView,
+def split_sum(plan: KernelPlan, ctx: LoweringContext, name: str, nc: NormalContraction,
               scratch: k.Scratch, split: int, ctype: str) -> k.Kernel:
-    """One work-item per cell: the sum of the cell's partials in slice order, then the
-    finalisation and fused epilogue of the one-kernel schedule."""
-    nc = view.nc
+    """One work-item per cell of ``nc``: the sum of the cell's partials in slice order, then
+    the finalisation and fused epilogue of the one-kernel schedule."""
     cells = math.prod(nc.out_shape)
     itype = index_type(split * cells + 16)
     e = IndexBuilder(itype)

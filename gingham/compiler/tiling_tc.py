@@ -424,7 +424,7 @@ def tensor_core_contraction(plan: KernelPlan, ctx: LoweringContext, name: str,
     partial_ctx = LoweringContext(ctx.bound, ctx.aliases)  # its own parameters
     partials = TensorCoreKernel(plan, partial_ctx, f"{name}_partial", view, config, stage_a,
                                 stage_b, operands, scratch).build()
-    return [partials, split_sum(plan, ctx, name, view, scratch, split, "float32")]
+    return [partials, split_sum(plan, ctx, name, view.nc, scratch, split, "float32")]
 
 
 class TensorCoreKernel(TiledKernel):
