@@ -39,8 +39,11 @@ class UnitBuilder:
     """Kernels compiled in pieces as their units arrive; see the module docstring.
 
     ``jobs`` workers compile at once. With ``eager`` (the default when ``jobs`` > 1) a piece
-    starts whenever a worker is idle; otherwise everything waits for :meth:`kernels`, which
-    shares the units out into a few pieces per worker (``jobs`` = 1: a single piece).
+    starts as soon as a worker is idle or the waiting units weigh what one piece of an
+    all-at-once split would (a few pieces per worker; ``expected``, the number of units the
+    caller will add, sharpens that guess). Without it everything waits for :meth:`kernels`,
+    which shares the units out into a few pieces per worker (``jobs`` = 1: a single piece).
+    Each piece costs a compiler start (a C compiler process: ~0.1 s), hence no smaller ones.
     """
 
     #: Pieces per worker when the rest is shared out at the end: the units' costs are only a
@@ -49,11 +52,12 @@ class UnitBuilder:
     PIECES_PER_JOB = 3
 
     def __init__(self, device: Device, assemble: Assemble, jobs: int,
-                 eager: bool | None = None) -> None:
+                 eager: bool | None = None, expected: int | None = None) -> None:
         self.device = device
         self.assemble = assemble
         self.jobs = max(1, jobs)
         self.eager = self.jobs > 1 if eager is None else eager
+        self.expected = expected
         self._identity = device._compiler_identity()
         self._cache = DiskCache(device.cache_namespace)
         self._keys: list[str] = []  # one per add(), in order
@@ -94,9 +98,12 @@ class UnitBuilder:
             self._pending, self._pending_cost = [], 0.0
 
     def _fair_share(self) -> float:
-        # What one piece of an all-at-once split of the misses seen so far would weigh: a piece
-        # that waits for a worker grows no larger than that.
-        return self._seen_cost / (self.PIECES_PER_JOB * self.jobs)
+        """What one piece of an all-at-once split of every miss would weigh, guessed from the
+        misses so far (scaled to ``expected`` units)."""
+        total = self._seen_cost
+        if self.expected and len(self._keys) < self.expected:
+            total *= self.expected / len(self._keys)
+        return total / (self.PIECES_PER_JOB * self.jobs)
 
     def _idle_workers(self) -> int:
         return self.jobs - sum(1 for _, _, future in self._pieces if not future.done())
@@ -140,7 +147,10 @@ class UnitBuilder:
                     self._pending.append((key, unit))
         if not self._pending and not self._pieces:
             return
-        parts = 1 if self.jobs == 1 else self.PIECES_PER_JOB * self.jobs
+        # All at once: a few pieces per worker. After eager pieces: the rest is at most about
+        # one piece's worth, shared over the workers so that it finishes soonest.
+        parts = 1 if self.jobs == 1 else self.jobs if self._pieces else \
+            self.PIECES_PER_JOB * self.jobs
         rest = split_evenly(self._pending, parts, weight=lambda item: item[1].cost)
         self._pending = []
         if self._pool is None and len(rest) == 1:
