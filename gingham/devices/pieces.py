@@ -72,6 +72,11 @@ class UnitBuilder:
         self._start = 0.0
         self._done = False
 
+    @property
+    def started(self) -> int:
+        """How many pieces have been handed to the compile workers so far."""
+        return len(self._pieces)
+
     # ---- feeding ------------------------------------------------------------------------
 
     def add(self, unit: SourceUnit) -> None:
