@@ -38,12 +38,15 @@ Assemble = Callable[[Sequence["SourceUnit"]], str]
 class UnitBuilder:
     """Kernels compiled in pieces as their units arrive; see the module docstring.
 
-    ``jobs`` workers compile at once. With ``eager`` (the default when ``jobs`` > 1) a piece
-    starts as soon as a worker is idle or the waiting units weigh what one piece of an
-    all-at-once split would (a few pieces per worker; ``expected``, the number of units the
-    caller will add, sharpens that guess). Without it everything waits for :meth:`kernels`,
-    which shares the units out into a few pieces per worker (``jobs`` = 1: a single piece).
-    Each piece costs a compiler start (a C compiler process: ~0.1 s), hence no smaller ones.
+    ``jobs`` workers compile at once. With ``eager`` (the default when ``jobs`` > 1) the
+    misses are grouped as they come into pieces of about what one piece of an all-at-once
+    split would weigh (a few pieces per worker; ``expected``, the number of units the caller
+    will add, sharpens that guess; a unit that heavy alone is a piece of its own, as the
+    split would make it), and a piece starts whenever a worker is free: the heaviest ready
+    one, else whatever waits. While units still come, one worker is left to the thread that
+    makes them (its lowering is the other half of the overlap). Without ``eager`` everything
+    waits for :meth:`kernels`, which shares the units out into a few pieces per worker
+    (``jobs`` = 1: a single piece).
     """
 
     #: Pieces per worker when the rest is shared out at the end: the units' costs are only a
@@ -66,6 +69,7 @@ class UnitBuilder:
         self._pending: list[tuple[str, SourceUnit]] = []  # misses not yet in a piece
         self._pending_cost = 0.0
         self._seen_cost = 0.0  # of every miss so far: sizes the eager pieces
+        self._ready: list[list[tuple[str, SourceUnit]]] = []  # full pieces not yet started
         self._queued: set[str] = set()
         self._pieces: list[tuple[list[tuple[str, SourceUnit]], str, Future]] = []
         self._pool: Executor | None = None
@@ -95,12 +99,34 @@ class UnitBuilder:
         if self._cache.get(key) is not None:
             self._on_disk[key] = unit
             return
-        self._pending.append((key, unit))
-        self._pending_cost += unit.cost
         self._seen_cost += unit.cost
-        if self.eager and (self._idle_workers() > 0 or self._pending_cost >= self._fair_share()):
-            self._submit(self._pending)
-            self._pending, self._pending_cost = [], 0.0
+        if not self.eager:
+            self._pending.append((key, unit))
+            return
+        share = self._fair_share()
+        if unit.cost >= share:
+            self._ready.append([(key, unit)])  # heavy: a piece of its own
+        else:
+            self._pending.append((key, unit))
+            self._pending_cost += unit.cost
+            if self._pending_cost >= share:
+                self._ready.append(self._pending)
+                self._pending, self._pending_cost = [], 0.0
+        self._dispatch(max(1, self.jobs - 1))
+
+    def _dispatch(self, workers: int) -> None:
+        """Start pieces while fewer than ``workers`` compile: the heaviest ready piece first,
+        else the units waiting (an idle worker gains nothing by waiting for more)."""
+        busy = sum(1 for _, _, future in self._pieces if not future.done())
+        while busy < workers and (self._ready or self._pending):
+            if self._ready:
+                heaviest = max(range(len(self._ready)),
+                               key=lambda i: sum(u.cost for _, u in self._ready[i]))
+                self._submit(self._ready.pop(heaviest))
+            else:
+                self._submit(self._pending)
+                self._pending, self._pending_cost = [], 0.0
+            busy += 1
 
     def _fair_share(self) -> float:
         """What one piece of an all-at-once split of every miss would weigh, guessed from the
@@ -109,9 +135,6 @@ class UnitBuilder:
         if self.expected and len(self._keys) < self.expected:
             total *= self.expected / len(self._keys)
         return total / (self.PIECES_PER_JOB * self.jobs)
-
-    def _idle_workers(self) -> int:
-        return self.jobs - sum(1 for _, _, future in self._pieces if not future.done())
 
     def _build_here(self, piece: list[tuple[str, SourceUnit]]) -> None:
         """Build ``piece`` on this thread (as a finished future, like a worker's)."""
@@ -150,14 +173,17 @@ class UnitBuilder:
             for key, unit in self._on_disk.items():
                 if key not in self._found:  # the piece was damaged or did not load
                     self._pending.append((key, unit))
-        if not self._pending and not self._pieces:
+        if not self._pending and not self._pieces and not self._ready:
             return
-        # All at once: a few pieces per worker. After eager pieces: the rest is at most about
-        # one piece's worth, shared over the workers so that it finishes soonest.
-        parts = 1 if self.jobs == 1 else self.jobs if self._pieces else \
-            self.PIECES_PER_JOB * self.jobs
-        rest = split_evenly(self._pending, parts, weight=lambda item: item[1].cost)
-        self._pending = []
+        if not self._pieces and not self._ready:
+            # All at once: a few pieces per worker (jobs = 1: one piece).
+            parts = 1 if self.jobs == 1 else self.PIECES_PER_JOB * self.jobs
+        else:
+            # The waiting units are less than a piece: one more piece behind those ready,
+            # or, when none is, shared over the workers so that they finish soonest.
+            parts = 1 if self._ready else self.jobs
+        rest = self._ready + split_evenly(self._pending, parts, weight=lambda item: item[1].cost)
+        self._ready, self._pending = [], []
         if self._pool is None and len(rest) == 1:
             self._build_here(rest.pop())  # a single piece: no worker thread needed
         for piece in sorted(rest, key=lambda p: -sum(unit.cost for _, unit in p)):
