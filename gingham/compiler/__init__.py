@@ -44,7 +44,7 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
     bound = split_sums(bound)  # sums of per-channel factors * terms: from sibling sums
     kernel_plan = plan(bound)
     launches, source, kernels = _compile_stream(_lowered(kernel_plan, bound, device.info),
-                                                device, expected=len(kernel_plan.kernels))
+                                                device)
     debug_print(1, f"{device.id}: {len(kernels)} kernel(s) "
                    f"({len({launch.kernel.entry for launch in launches})} distinct) for a "
                    f"program with {len(bound.program.statements)} statement(s)")
@@ -63,7 +63,7 @@ def compile_kernels(kernels: list[k.Kernel], device: Device) -> tuple[list[Launc
         >>> launches[0].kernel is launches[1].kernel   # k1 is k0 on other tensors
         True
     """
-    launches, source, _ = _compile_stream(enumerate(kernels), device, expected=len(kernels))
+    launches, source, _ = _compile_stream(enumerate(kernels), device)
     return launches, source
 
 
@@ -81,12 +81,11 @@ def _lowered(kernel_plan: Plan, bound: BoundProgram,
             yield (position, part), lowered
 
 
-def _compile_stream(kernels: Iterable[tuple[Any, k.Kernel]], device: Device,
-                    expected: int | None = None) -> tuple[list[Launch], str, list[k.Kernel]]:
+def _compile_stream(kernels: Iterable[tuple[Any, k.Kernel]], device: Device
+                    ) -> tuple[list[Launch], str, list[k.Kernel]]:
     """Compile ``(place, kernel)`` pairs as they come (see :func:`compile_kernels`): each
     kernel is named by content and handed to the device's compile workers at once, so that
-    compiling overlaps producing the rest (``expected``: about how many kernels will come).
-    Launches and kernels come back in place order."""
+    compiling overlaps producing the rest. Launches and kernels come back in place order."""
     dialect = DIALECTS[device.info.dialect]
     renamed: dict[str, k.Kernel] = {}
     placed: list[tuple[Any, k.Kernel, SourceUnit]] = []
@@ -95,7 +94,7 @@ def _compile_stream(kernels: Iterable[tuple[Any, k.Kernel]], device: Device,
         # One prelude for the whole piece: the units' helpers are defined once.
         return render_many([renamed[unit.entry] for unit in group], dialect)
 
-    with device.unit_builder(assemble, expected=expected) as build:
+    with device.unit_builder(assemble) as build:
         for place, kernel in kernels:
             unit, ir = unit_of(kernel, dialect)
             renamed[unit.entry] = ir

@@ -567,8 +567,7 @@ class Device(abc.ABC):
         return build.kernels()
 
     def unit_builder(self, assemble: Callable[[Sequence[SourceUnit]], str] | None = None,
-                     jobs: int | None = None, eager: bool | None = None,
-                     expected: int | None = None) -> UnitBuilder:
+                     jobs: int | None = None, eager: bool | None = None) -> UnitBuilder:
         """A :class:`~gingham.devices.pieces.UnitBuilder` that compiles units as they are
         added (``compile_units`` with the units arriving one at a time), so that compiling
         overlaps the lowering of the rest. Example::
@@ -580,8 +579,7 @@ class Device(abc.ABC):
         from gingham.devices.pieces import UnitBuilder
 
         assemble = assemble or (lambda group: "\n".join(u.source for u in group))
-        return UnitBuilder(self, assemble, jobs or get_config().compile_jobs or _cores(), eager,
-                           expected)
+        return UnitBuilder(self, assemble, jobs or get_config().compile_jobs or _cores(), eager)
 
     def _load_cached_units(self, cache: DiskCache,
                            pending: dict[str, SourceUnit]) -> dict[str, Kernel]:

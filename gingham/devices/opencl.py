@@ -207,9 +207,9 @@ class OpenCLDevice(Device):
             kernels.append(Kernel(self, entry, key, kernel, keepalive=program))
         return kernels
 
-    def unit_builder(self, assemble=None, jobs=None, eager=None, expected=None):
+    def unit_builder(self, assemble=None, jobs=None, eager=None):
         self.context  # noqa: B018 - create it here, before builds run in several threads
-        return super().unit_builder(assemble, jobs, eager, expected)
+        return super().unit_builder(assemble, jobs, eager)
 
     def _launch(self, kernel: Kernel, args: list, global_size: tuple[int, ...],
                 local_size: tuple[int, ...] | None, shared_bytes: int) -> None:

@@ -38,15 +38,13 @@ Assemble = Callable[[Sequence["SourceUnit"]], str]
 class UnitBuilder:
     """Kernels compiled in pieces as their units arrive; see the module docstring.
 
-    ``jobs`` workers compile at once. With ``eager`` (the default when ``jobs`` > 1) the
-    misses are grouped as they come into pieces of about what one piece of an all-at-once
-    split would weigh (a few pieces per worker; ``expected``, the number of units the caller
-    will add, sharpens that guess; a unit that heavy alone is a piece of its own, as the
-    split would make it), and a piece starts whenever a worker is free: the heaviest ready
-    one, else whatever waits. While units still come, one worker is left to the thread that
-    makes them (its lowering is the other half of the overlap). Without ``eager`` everything
-    waits for :meth:`kernels`, which shares the units out into a few pieces per worker
-    (``jobs`` = 1: a single piece).
+    ``jobs`` workers compile at once. With ``eager`` (the default when ``jobs`` > 1) a
+    worker that is free while units still come takes the heaviest waiting units, up to one
+    share of those seen so far (a share: what a piece of an all-at-once split weighs, a few
+    per worker); one worker is left to the thread that makes the units (its lowering is the
+    other half of the overlap). :meth:`kernels` shares out what still waits as an all-at-once
+    split would, a few pieces per worker (``jobs`` = 1: a single piece), heaviest first.
+    Without ``eager`` everything waits for that.
     """
 
     #: Pieces per worker when the rest is shared out at the end: the units' costs are only a
@@ -55,21 +53,18 @@ class UnitBuilder:
     PIECES_PER_JOB = 3
 
     def __init__(self, device: Device, assemble: Assemble, jobs: int,
-                 eager: bool | None = None, expected: int | None = None) -> None:
+                 eager: bool | None = None) -> None:
         self.device = device
         self.assemble = assemble
         self.jobs = max(1, jobs)
         self.eager = self.jobs > 1 if eager is None else eager
-        self.expected = expected
         self._identity = device._compiler_identity()
         self._cache = DiskCache(device.cache_namespace)
         self._keys: list[str] = []  # one per add(), in order
         self._found: dict[str, Kernel] = {}
         self._on_disk: dict[str, SourceUnit] = {}  # a pointer exists: loaded at the end
         self._pending: list[tuple[str, SourceUnit]] = []  # misses not yet in a piece
-        self._pending_cost = 0.0
         self._seen_cost = 0.0  # of every miss so far: sizes the eager pieces
-        self._ready: list[list[tuple[str, SourceUnit]]] = []  # full pieces not yet started
         self._queued: set[str] = set()
         self._pieces: list[tuple[list[tuple[str, SourceUnit]], str, Future]] = []
         self._pool: Executor | None = None
@@ -99,42 +94,29 @@ class UnitBuilder:
         if self._cache.get(key) is not None:
             self._on_disk[key] = unit
             return
+        self._pending.append((key, unit))
         self._seen_cost += unit.cost
-        if not self.eager:
-            self._pending.append((key, unit))
-            return
-        share = self._fair_share()
-        if unit.cost >= share:
-            self._ready.append([(key, unit)])  # heavy: a piece of its own
-        else:
-            self._pending.append((key, unit))
-            self._pending_cost += unit.cost
-            if self._pending_cost >= share:
-                self._ready.append(self._pending)
-                self._pending, self._pending_cost = [], 0.0
-        self._dispatch(max(1, self.jobs - 1))
+        if self.eager:
+            self._dispatch(max(1, self.jobs - 1))
 
     def _dispatch(self, workers: int) -> None:
-        """Start pieces while fewer than ``workers`` compile: the heaviest ready piece first,
-        else the units waiting (an idle worker gains nothing by waiting for more)."""
+        """While fewer than ``workers`` compile, start a piece of the heaviest waiting units
+        (an idle worker gains nothing by waiting for more), up to one share of the units
+        seen: a worker freed late does not take everything that came meanwhile."""
         busy = sum(1 for _, _, future in self._pieces if not future.done())
-        while busy < workers and (self._ready or self._pending):
-            if self._ready:
-                heaviest = max(range(len(self._ready)),
-                               key=lambda i: sum(u.cost for _, u in self._ready[i]))
-                self._submit(self._ready.pop(heaviest))
-            else:
-                self._submit(self._pending)
-                self._pending, self._pending_cost = [], 0.0
+        share = self._seen_cost / (self.PIECES_PER_JOB * self.jobs)
+        while busy < workers and self._pending:
+            taken, cost = set(), 0.0
+            for index in sorted(range(len(self._pending)),
+                                key=lambda i: -self._pending[i][1].cost):
+                unit_cost = self._pending[index][1].cost
+                if taken and cost + unit_cost > share:
+                    continue
+                taken.add(index)
+                cost += unit_cost
+            self._submit([item for i, item in enumerate(self._pending) if i in taken])
+            self._pending = [item for i, item in enumerate(self._pending) if i not in taken]
             busy += 1
-
-    def _fair_share(self) -> float:
-        """What one piece of an all-at-once split of every miss would weigh, guessed from the
-        misses so far (scaled to ``expected`` units)."""
-        total = self._seen_cost
-        if self.expected and len(self._keys) < self.expected:
-            total *= self.expected / len(self._keys)
-        return total / (self.PIECES_PER_JOB * self.jobs)
 
     def _build_here(self, piece: list[tuple[str, SourceUnit]]) -> None:
         """Build ``piece`` on this thread (as a finished future, like a worker's)."""
@@ -173,17 +155,12 @@ class UnitBuilder:
             for key, unit in self._on_disk.items():
                 if key not in self._found:  # the piece was damaged or did not load
                     self._pending.append((key, unit))
-        if not self._pending and not self._pieces and not self._ready:
+        if not self._pending and not self._pieces:
             return
-        if not self._pieces and not self._ready:
-            # All at once: a few pieces per worker (jobs = 1: one piece).
-            parts = 1 if self.jobs == 1 else self.PIECES_PER_JOB * self.jobs
-        else:
-            # The waiting units are less than a piece: one more piece behind those ready,
-            # or, when none is, shared over the workers so that they finish soonest.
-            parts = 1 if self._ready else self.jobs
-        rest = self._ready + split_evenly(self._pending, parts, weight=lambda item: item[1].cost)
-        self._ready, self._pending = [], []
+        # What waits is shared out as an all-at-once split would (jobs = 1: one piece).
+        parts = 1 if self.jobs == 1 else self.PIECES_PER_JOB * self.jobs
+        rest = split_evenly(self._pending, parts, weight=lambda item: item[1].cost)
+        self._pending = []
         if self._pool is None and len(rest) == 1:
             self._build_here(rest.pop())  # a single piece: no worker thread needed
         for piece in sorted(rest, key=lambda p: -sum(unit.cost for _, unit in p)):

@@ -74,7 +74,7 @@ def test_pieces_start_while_units_are_still_added(compiled_device):
     factors = [1.5, 2.0, 3.0, 0.25, -4.0, 5.0, 2.0]  # the last repeats the second
     units, assemble = _units(compiled_device, factors)
     before = compiled_device.stats.snapshot()
-    with compiled_device.unit_builder(assemble, jobs=2, expected=len(units)) as build:
+    with compiled_device.unit_builder(assemble, jobs=2) as build:
         build.add(units[0])
         assert build.started == 1  # an idle worker took the first unit at once
         for unit in units[1:]:
