@@ -12,6 +12,8 @@ environment variable      field
 ``GINGHAM_NUM_THREADS``   ``num_threads``: OpenMP threads of ``cpu`` kernels
 ``GINGHAM_CUDA_GRAPHS``   ``cuda_graphs``: replay CUDA executables as CUDA graphs (1/0)
 ``GINGHAM_COMPILE_JOBS``  ``compile_jobs``: native compilations run at once (default: cores)
+``GINGHAM_COMPILE_OVERLAP`` ``compile_overlap``: compile a program's kernels while the rest
+                          are lowered (1, the default) or after all are (0)
 ``GINGHAM_TUNE``          ``tune``: ``off`` (tuning database, else cost model), ``on``
                           (also search and store a schedule for every kernel it lacks) or
                           ``background`` (search them between the steps of a jitted function)
@@ -23,7 +25,8 @@ environment variable      field
 
 The user config file is JSON (``platformdirs.user_config_dir("gingham")/config.json``); it may
 hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``,
-``cuda_graphs``, ``compile_jobs``, ``tune``, ``tune_budget``, ``tune_measure``.
+``cuda_graphs``, ``compile_jobs``, ``compile_overlap``, ``tune``, ``tune_budget``,
+``tune_measure``.
 ``gingham devices --set-default ID`` writes ``{"device": ID}`` into it.
 
 Example::
@@ -81,6 +84,8 @@ class Config:
     ``compile_jobs``: how many pieces of a program compile at once (C compiler processes,
     OpenCL builds, NVRTC calls); None: one per core this process may use. 1 compiles a
     program as one translation unit.
+    ``compile_overlap``: start compiling a program's first kernels while the rest are still
+    being lowered (:class:`gingham.devices.pieces.UnitBuilder`); False lowers all first.
     ``config_file``: where the user config file is read from and written to.
     ``tune``: ``off`` compiles with the tuning database's schedule or the cost model's choice;
     ``on`` also runs a measured search for each tunable kernel the database lacks, before
@@ -99,6 +104,7 @@ class Config:
     num_threads: int | None = None
     cuda_graphs: bool = True
     compile_jobs: int | None = None
+    compile_overlap: bool = True
     config_file: Path = field(default_factory=lambda: default_config_file())
     tune: str = "off"
     tune_budget: float = 10.0
@@ -107,7 +113,7 @@ class Config:
 
 # Fields the user config file may set (config_file itself is chosen by the environment only).
 _FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "cuda_graphs",
-                "compile_jobs", "tune", "tune_budget", "tune_measure")
+                "compile_jobs", "compile_overlap", "tune", "tune_budget", "tune_measure")
 TUNE_MODES = ("off", "on", "background")
 
 
@@ -211,7 +217,7 @@ def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
             values[key] = _parse_int(where, value, 0, MAX_DEBUG)
         elif key in ("num_threads", "compile_jobs"):
             values[key] = None if value is None else _parse_int(where, value, 1, None)
-        elif key == "cuda_graphs":
+        elif key in ("cuda_graphs", "compile_overlap"):
             values[key] = _parse_bool(where, value)
         elif key in _TUNE_PARSERS:
             values[key] = _TUNE_PARSERS[key](where, value)
@@ -263,6 +269,9 @@ def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
     if env.get("GINGHAM_COMPILE_JOBS"):
         values["compile_jobs"] = _parse_int("GINGHAM_COMPILE_JOBS",
                                             env["GINGHAM_COMPILE_JOBS"], 1, None)
+    if env.get("GINGHAM_COMPILE_OVERLAP"):
+        values["compile_overlap"] = _parse_bool("GINGHAM_COMPILE_OVERLAP",
+                                                env["GINGHAM_COMPILE_OVERLAP"])
     for variable, key in _TUNE_VARIABLES.items():
         if env.get(variable):
             values[key] = _TUNE_PARSERS[key](variable, env[variable])

@@ -43,8 +43,10 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
     bound = hoist_broadcast(bound)  # per-channel sub-expressions computed per channel
     bound = split_sums(bound)  # sums of per-channel factors * terms: from sibling sums
     kernel_plan = plan(bound)
-    launches, source, kernels = _compile_stream(_lowered(kernel_plan, bound, device.info),
-                                                device)
+    # Overlapped with compiling, the heaviest kernels are lowered first (see _lowered).
+    heavy_first = get_config().compile_overlap
+    launches, source, kernels = _compile_stream(
+        _lowered(kernel_plan, bound, device.info, heavy_first), device)
     debug_print(1, f"{device.id}: {len(kernels)} kernel(s) "
                    f"({len({launch.kernel.entry for launch in launches})} distinct) for a "
                    f"program with {len(bound.program.statements)} statement(s)")
@@ -67,12 +69,21 @@ def compile_kernels(kernels: list[k.Kernel], device: Device) -> tuple[list[Launc
     return launches, source
 
 
-def _lowered(kernel_plan: Plan, bound: BoundProgram,
-             info: DeviceInfo) -> Iterator[tuple[tuple[int, int], k.Kernel]]:
-    """Each planned kernel lowered, keyed by its place in the program: the contractions
-    first, because they take a compiler longest and compile while the rest is lowered."""
+def _lowered(kernel_plan: Plan, bound: BoundProgram, info: DeviceInfo,
+             heavy_first: bool = True) -> Iterator[tuple[tuple[int, int], k.Kernel]]:
+    """Each planned kernel lowered, keyed by its place in the program; with ``heavy_first``
+    the products first (matrix multiplications and convolutions, whose tiled kernels take a
+    compiler longest), then the other contractions, then the rest, so that the heavy ones
+    compile while the rest is lowered (else in program order)."""
+    def weight_class(plan_kernel) -> int:
+        if not heavy_first:
+            return 0
+        if plan_kernel.kind != "contraction":
+            return 2
+        return 0 if len(plan_kernel.contraction.operands) > 1 else 1
+
     order = sorted(range(len(kernel_plan.kernels)),
-                   key=lambda i: (kernel_plan.kernels[i].kind != "contraction", i))
+                   key=lambda i: (weight_class(kernel_plan.kernels[i]), i))
     for position in order:
         kernel = kernel_plan.kernels[position]
         ctx = LoweringContext(bound, kernel_plan.aliases)

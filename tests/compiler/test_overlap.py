@@ -26,6 +26,7 @@ from gingham.compiler.fusion import plan
 from gingham.compiler.hoist import hoist_broadcast
 from gingham.compiler.linearity import split_sums
 from gingham.devices import get_device, list_devices
+from gingham.config import ConfigError
 from gingham.errors import KernelCompileError
 
 COMPILED = [d.id for d in list_devices() if d.info.dialect is not None
@@ -209,3 +210,27 @@ def test_a_fresh_process_loads_what_an_overlapped_build_stored(tmp_path):
         assert first[0] >= 2, (device, first)  # built in several pieces
         assert second[0] == 0 and second[1] >= 1, (device, second)  # all from disk
         np.testing.assert_array_equal(first_out, second_out)
+
+
+def test_overlap_can_be_switched_off(compiled_device, monkeypatch):
+    """GINGHAM_COMPILE_OVERLAP=0 lowers everything first (in program order) and compiles
+    the same kernels afterwards, as one all-at-once split; a bad value names the variable."""
+    monkeypatch.setenv("GINGHAM_COMPILE_JOBS", "2")
+    monkeypatch.setenv("GINGHAM_COMPILE_OVERLAP", "0")
+    units, assemble = _units(compiled_device, [1.5, 2.0, 3.0])
+    with compiled_device.unit_builder(assemble) as build:
+        for unit in units:
+            build.add(unit)
+        assert build.started == 0
+    for kernel, factor in zip(build.kernels(), [1.5, 2.0, 3.0]):
+        _check_scaling(compiled_device, kernel, factor)
+    rng = np.random.default_rng(5)
+    i = rng.standard_normal((1, 4, 4, 2)).astype(np.float32)
+    f = rng.standard_normal((3, 3, 2, 3)).astype(np.float32) / 4
+    g, b = rng.standard_normal(3).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    exe = compile_program(tile.function(CONV_STEP).bind(i, f, g, b), compiled_device)
+    for got, want in zip(exe(i, f, g, b), _conv_step_expected(i, f, g, b)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    monkeypatch.setenv("GINGHAM_COMPILE_OVERLAP", "sometimes")
+    with pytest.raises(ConfigError, match="GINGHAM_COMPILE_OVERLAP"):
+        compiled_device.unit_builder(assemble)
