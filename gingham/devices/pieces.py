@@ -2,9 +2,9 @@
 
 A program's first run used to lower every kernel and then compile the ones not cached; the
 two phases cost their sum. A :class:`UnitBuilder` takes the kernels one at a time as they are
-lowered and sends pieces to the compile workers as soon as one is idle (or the waiting
-kernels weigh a fair share of the work seen so far), so that the first run costs about the
-larger of the two::
+lowered and hands the heaviest waiting ones to a compile worker as soon as one is free, so
+that the first run costs about the larger of the two (``GINGHAM_COMPILE_OVERLAP=0`` turns this
+off)::
 
     with device.unit_builder(assemble) as build:
         for kernel in kernels_as_lowered():
@@ -40,12 +40,12 @@ class UnitBuilder:
     """Kernels compiled in pieces as their units arrive; see the module docstring.
 
     ``jobs`` workers compile at once. With ``eager`` (the default when ``jobs`` > 1 and
-    ``config.compile_overlap``, ``GINGHAM_COMPILE_OVERLAP``, is on) a
-    worker that is free while units still come takes the heaviest waiting units, up to one
-    share of those seen so far (a share: what a piece of an all-at-once split weighs, a few
-    per worker); one worker is left to the thread that makes the units (its lowering is the
-    other half of the overlap). :meth:`kernels` shares out what still waits as an all-at-once
-    split would, a few pieces per worker (``jobs`` = 1: a single piece), heaviest first.
+    ``config.compile_overlap``, ``GINGHAM_COMPILE_OVERLAP``, is on) a worker that is free
+    while units still come takes the heaviest waiting units, up to one share of those seen so
+    far (a share: what a piece of an all-at-once split weighs, a few per worker); one worker
+    is left to the thread that makes the units (its lowering is the other half of the
+    overlap). :meth:`kernels` shares out what still waits as an all-at-once split would
+    (fewer pieces for what eager pieces left; ``jobs`` = 1: a single piece), heaviest first.
     Without ``eager`` everything waits for that.
     """
 
