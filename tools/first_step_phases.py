@@ -11,7 +11,8 @@ device: common-statement removal, broadcast hoisting, split sums, fusion plannin
 rendering), the per-kernel disk-cache keys and assembling the compiled source. Nothing is
 compiled. Times are this process's CPU seconds (``time.process_time``: other processes on a
 shared machine do not inflate them) of one first run in a fresh process (run it a few times
-and take the best; a second run in the same process would find caches warm). ``--profile`` writes a cProfile of it.
+and take the best; a second run in the same process would find caches warm). ``--profile``
+writes a cProfile of it.
 """
 
 from __future__ import annotations
