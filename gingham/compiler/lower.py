@@ -563,19 +563,23 @@ def _lower_vectorised(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
     body, scalars = _one_element_loads(plan, ctx, itype)
     loads: list[k.Stmt] = []
     lanes: dict[str, str] = {}  # tensor -> buffer, for the tensors read from register vectors
+    # When a row of the plan holds whole vectors, a work-item's cells differ only in their
+    # last coordinate: the others are computed once, at cell 4g (per cell they were divisions
+    # and remainders for every broadcast read and gathered operand).
+    rows = plan.kind == "elementwise" and len(plan.shape) > 1 and plan.shape[-1] % width == 0
+    first: list[k.Expr] | None = None  # the coordinates of cell 4g, when needed
+    if rows:
+        names = [f"b{axis}" for axis in range(len(plan.shape))]
+        loads += cell_coordinates(base, plan.shape, names, itype)
+        first = [k.Var(n, itype) for n in names]
     if plan.kind == "elementwise":
-        first: list[k.Expr] | None = None  # the coordinates of cell 4g, when needed
         for tensor in sorted(plan.reads()):
             vtype = _vector_dtype(ctx, tensor)
             if vtype is None or tensor in scalars:
                 continue
             if math.prod(ctx.shape(tensor)) == cells:
                 index: k.Expr = base
-            elif _row_broadcast(plan, ctx, tensor, width):
-                if first is None:
-                    names = [f"b{axis}" for axis in range(len(plan.shape))]
-                    loads += cell_coordinates(base, plan.shape, names, itype)
-                    first = [k.Var(n, itype) for n in names]
+            elif first is not None and _row_broadcast(plan, ctx, tensor, width):
                 index = broadcast_index(first, plan.shape, ctx.shape(tensor), base, itype)
             else:
                 continue
@@ -593,8 +597,11 @@ def _lower_vectorised(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
         per_lane += stmts
         values = {plan.special.out: value}
     else:
-        stmts, cell = _cell(plan, ctx, flat, itype)
-        per_lane += stmts
+        if first is not None:
+            cell = first[:-1] + [k.BinOp("+", first[-1], lane, itype)]
+        else:
+            stmts, cell = _cell(plan, ctx, flat, itype)
+            per_lane += stmts
 
         def value_of(tensor: str) -> k.Expr:
             if tensor in scalars:
@@ -605,7 +612,8 @@ def _lower_vectorised(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
             return ctx.load(tensor, index)
 
         values = {}
-        per_lane += _evaluate(plan, ctx, value_of, values, flat)
+        per_lane += evaluate_statements(plan.elementwise, ctx, value_of, values, flat,
+                                        (cell, plan.shape))
     stores: list[k.Stmt] = []
     for out in outputs:
         buffer = ctx.param(out, output=True)
