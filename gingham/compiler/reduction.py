@@ -64,44 +64,6 @@ def split_reduction(plan: KernelPlan, ctx: LoweringContext, name: str,
     return [first, second]
 
 
-#: Assignments of a work-item's slice reduced per trip of its loop, in order, as an unrolled
-#: inner loop: the loads of the later ones need not wait for the adds of the earlier ones, so a
-#: work-item has that many in flight (each reads 64 bytes per warp of a bfloat16 channels-last
-#: tensor: one at a time left an H200's batch-norm statistics at 1.2 TB/s). The order of the
-#: aggregation, and so the result, is that of the plain loop.
-PARTIAL_UNROLL = 2
-
-
-def _unrolled_stride_loop(start: k.Expr, stop: k.Var, step: int, unroll: int, body: k.Stmt,
-                          itype: str) -> list[k.Stmt]:
-    """``for (rs_r = start; rs_r < stop; rs_r += step) body`` with ``unroll`` trips of it per
-    trip of the outer loop (an ``unroll`` loop over them), then the trips left one by one:
-
-        int rs_main = start + ((stop - start + step - 1) / step) / 2 * 2 * step;
-        for (rs_q = start; rs_q < rs_main; rs_q += 2 * step)
-            #pragma unroll
-            for (rs_u = 0; rs_u < 2; rs_u++) { int rs_r = rs_q + rs_u * step; body }
-        for (rs_r = rs_main; rs_r < stop; rs_r += step) body
-    """
-    if unroll <= 1:
-        return [k.For("rs_r", start, stop, body, step=step)]
-    c = lambda x: k.Const(x, itype)  # noqa: E731 - a local shorthand
-    # stop - start > -step: a work-item's first assignment is at most step - 1 past its
-    # slice's start, so the trip count is never negative.
-    trips = k.BinOp("/", k.BinOp("+", k.BinOp("-", stop, start, itype), c(step - 1), itype),
-                    c(step), itype)
-    whole = k.BinOp("*", k.BinOp("/", trips, c(unroll), itype), c(unroll * step), itype)
-    main = k.Var("rs_main", itype)
-    at = k.BinOp("+", k.Var("rs_q", itype), k.BinOp("*", k.Var("rs_u", itype), c(step), itype),
-                 itype)
-    return [
-        k.Declare("rs_main", itype, k.BinOp("+", start, whole, itype)),
-        k.For("rs_q", start, main, k.For("rs_u", 0, unroll, k.block(
-            k.Declare("rs_r", itype, at), body), kind="unroll"), step=unroll * step),
-        k.For("rs_r", main, stop, body, step=step),
-    ]
-
-
 def _partial_buffers(plan: KernelPlan, ctx: LoweringContext, name: str, ctype: str, size: int
                      ) -> tuple[k.Scratch, k.Scratch | None, list]:
     """The scratch buffers of a split reduction's ``size`` partials: the values, the reached
@@ -214,8 +176,7 @@ def _partials(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, nam
     decode = reduction_coordinates(nc, v("rs_r"), itype)
     inner = accumulate_plan(plan, nc, ctx, ctype, itype, "hit" if reached is not None else None)
     start = k.BinOp("+", v("rs_start"), v("rs_row"), itype)
-    loop: k.Stmt = k.block(*_unrolled_stride_loop(start, v("rs_end"), rows, PARTIAL_UNROLL,
-                                                  k.block(*decode, inner), itype))
+    loop: k.Stmt = k.For("rs_r", start, v("rs_end"), k.block(*decode, inner), step=rows)
     in_range = k.BinOp("<", v("rs_cell"), c(cells), "bool")
     if cells % lanes:  # the last block's spare lanes reduce nothing (but meet every barrier)
         loop = k.If(in_range, loop)

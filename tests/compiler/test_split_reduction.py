@@ -115,31 +115,3 @@ def test_batch_norm_statistics_in_chains_against_numpy(work_group_device, monkey
     x64 = x.astype(np.float64).reshape(-1, 64)
     np.testing.assert_allclose(mean, x64.mean(0), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(var, x64.var(0), rtol=1e-4, atol=1e-5)
-
-
-@pytest.mark.parametrize("case", ["sum", "channels-last-sum", "min-constrained",
-                                  "unreached-max-and-default"])
-def test_unrolled_partials_keep_the_order(work_group_device, monkeypatch, case):
-    """A work-item reduces its assignments several per trip of its loop (then the trips left
-    one by one): the same order as one per trip, so the results are identical, bit for bit,
-    for every unroll factor, and equal the interpreter's."""
-    from gingham.compiler import reduction
-
-    monkeypatch.setattr(work_group_device, "info",
-                        dataclasses.replace(work_group_device.info, compute_units=132))
-    source, args = CASES[case]
-    fn = tile.function(source)
-    results = {}
-    for unroll in (1, 3, 4):
-        monkeypatch.setattr(reduction, "PARTIAL_UNROLL", unroll)
-        exe = compile_program(fn.bind(*args), work_group_device)  # not the runtime's cache
-        assert any(s.schedule.startswith("split reduction:") for s in exe.launches)
-        assert ("rs_u" in exe.source) == (unroll > 1), unroll  # the unrolled inner loop
-        results[unroll] = exe(*args)
-    expected = fn(*args, device="reference")
-    expected = expected if isinstance(expected, tuple) else (expected,)
-    for unroll in (3, 4):
-        for got, first in zip(results[unroll], results[1]):
-            np.testing.assert_array_equal(got, first, err_msg=f"unroll {unroll}")
-    for got, e in zip(results[1], expected):
-        np.testing.assert_allclose(got, e, rtol=2e-5, atol=1e-4)
