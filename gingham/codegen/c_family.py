@@ -74,9 +74,6 @@ THREAD_CHUNKS = 64
 _HALF_TYPES = ("float16", "bfloat16")
 #: Scalar names of the GPU dialects' vector types where they differ from the scalar type's.
 _VECTOR_SCALARS = {"uint16": "ushort", "uint32": "uint", "uint8": "uchar"}
-#: Bytes per element of the types vector copies move.
-_ITEMSIZE = {"uint8": 1, "uint16": 2, "int32": 4, "uint32": 4, "float32": 4, "float64": 8,
-             "int64": 8}
 
 
 def render(kernel: k.Kernel, dialect: Dialect) -> str:
@@ -326,13 +323,8 @@ class _Renderer:
         scalar = self.ctype(s.dtype)
         if self.d.name == "c":
             return f"memcpy({dst}, {src}, {s.width} * sizeof({scalar}));"
-        # CUDA names its vector types by the short names (ushort4, not unsigned short4) and has
-        # none of more than 4 elements: 8 ushorts move as a uint4 (the same 16 bytes).
+        # CUDA names its vector types by the short names (ushort4, not unsigned short4).
         vector = f"{_VECTOR_SCALARS.get(s.dtype, scalar)}{s.width}"
-        if self.d.name == "cuda" and s.width > 4:
-            size = s.width * _ITEMSIZE[s.dtype]
-            assert size % 4 == 0 and size <= 16, (s.dtype, s.width)
-            vector = f"uint{size // 4}"
 
         def pointer(name: str) -> str:
             if name in self.storage:  # a global buffer parameter

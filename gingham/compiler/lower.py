@@ -431,15 +431,6 @@ def lower_elementwise(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
 
 #: Cells per GPU work-item: one 16-byte vector of a 4-byte type.
 VECTOR_WIDTH = 4
-#: Cells per GPU work-item of a plan that moves half-type tensors of its shape: a 16-byte
-#: vector of theirs (an 8-byte one kept an H200's bfloat16 batch-norm apply at about 2 TB/s:
-#: too few bytes in flight per work-item).
-HALF_VECTOR_WIDTH = 8
-#: Most bytes one vector access moves (wider vectors are copied in pieces).
-VECTOR_BYTES = 16
-#: CUDA: work-groups of 256 a multiprocessor must fit (registers capped to allow it) for the
-#: bandwidth-bound kernels; 0: no cap.
-STREAM_MIN_BLOCKS = 0
 #: Storage types read and written as vectors of VECTOR_WIDTH, and the element type of the
 #: vector: the 4-byte types are their own compute type; the half types move as their bits.
 VECTOR_DTYPES = {"float32": "float32", "int32": "int32", "float16": "uint16",
@@ -511,35 +502,6 @@ def _to_lane(ctx: LoweringContext, tensor: str, value: k.Expr) -> k.Expr:
     return value if vtype == storage else k.Call(f"bits_{storage}", (value,), vtype)
 
 
-def _stream_width(plan: KernelPlan, ctx: LoweringContext) -> int:
-    """Cells per work-item of :func:`_lower_vectorised`: HALF_VECTOR_WIDTH for an elementwise
-    plan that reads or writes a half-type tensor of its cells (when its rows, if it has more
-    than one axis, hold whole vectors of that width), else VECTOR_WIDTH."""
-    cells = math.prod(plan.shape)
-    if plan.kind != "elementwise" or (len(plan.shape) > 1
-                                       and plan.shape[-1] % HALF_VECTOR_WIDTH):
-        return VECTOR_WIDTH
-    tensors = set(plan.reads()) | {p for p in plan.produced if p in plan.stores}
-    halves = [t for t in tensors if math.prod(ctx.shape(t)) == cells
-              and dt.dtype_name(ctx.dtype(ctx.buffer(t))) in ("float16", "bfloat16")]
-    return HALF_VECTOR_WIDTH if halves else VECTOR_WIDTH
-
-
-def _vector_copies(dst: str, dst_index: k.Expr, src: str, src_index: k.Expr, width: int,
-                   vtype: str, itype: str) -> list[k.Stmt]:
-    """``width`` elements of ``vtype`` copied from ``src`` to ``dst`` (one a register array
-    at index 0) in vector accesses of at most VECTOR_BYTES: 8 floats are two float4 copies."""
-    piece = max(1, min(width, VECTOR_BYTES // np.dtype(dt.DTYPES[vtype]).itemsize))
-
-    def at(index: k.Expr, offset: int) -> k.Expr:
-        if isinstance(index, k.Const):
-            return k.Const(index.value + offset, itype)
-        return index if offset == 0 else k.BinOp("+", index, k.Const(offset, itype), itype)
-
-    return [k.CopyLocal(dst, (at(dst_index, o),), src, (at(src_index, o),), piece, vtype)
-            for o in range(0, width, piece)]
-
-
 def _row_broadcast(plan: KernelPlan, ctx: LoweringContext, tensor: str, width: int) -> bool:
     """Whether the ``width`` cells of a work-item read ``tensor`` (broadcast along leading axes
     only: ``[C]`` over ``[N, H, W, C]``) at ``width`` consecutive elements, aligned: the plan's
@@ -557,7 +519,7 @@ def _row_broadcast(plan: KernelPlan, ctx: LoweringContext, tensor: str, width: i
 def _stream_index_type(plan: KernelPlan, ctx: LoweringContext) -> str:
     if plan.kind == "special":
         return _special_index_type(plan, ctx)
-    return index_type(math.prod(plan.shape) + HALF_VECTOR_WIDTH + 1)
+    return index_type(math.prod(plan.shape) + VECTOR_WIDTH + 1)
 
 
 def _cell(plan: KernelPlan, ctx: LoweringContext, flat: k.Expr, itype: str
@@ -589,7 +551,7 @@ def _lower_vectorised(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
         float x_S[4]; *((float4*)&x_S[0]) = *((const float4*)&S[c3]);      // S[C]
         for (l ...) { y_Y[l] = x_X[l] * x_S[l]; }  *((float4*)&Y[g * 4]) = ...;
     """
-    width = _stream_width(plan, ctx)
+    width = VECTOR_WIDTH
     cells = math.prod(plan.shape)
     itype = _stream_index_type(plan, ctx)
     def e(value: int) -> k.Const:
@@ -622,9 +584,9 @@ def _lower_vectorised(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
             else:
                 continue
             lanes[tensor] = ctx.buffer(tensor)
-            loads.append(k.LocalArray(f"x_{tensor}", vtype, (width,), "register", align=16))
-            loads += _vector_copies(f"x_{tensor}", e(0), ctx.param(tensor), index, width,
-                                    vtype, itype)
+            loads += [k.LocalArray(f"x_{tensor}", vtype, (width,), "register", align=16),
+                      k.CopyLocal(f"x_{tensor}", (e(0),), ctx.param(tensor), (index,), width,
+                                  vtype)]
     lane = k.Var("l", itype)
     flat = k.Var("ge", itype)
     per_lane: list[k.Stmt] = [k.Declare("ge", itype, k.BinOp("+", base, lane, itype))]
@@ -662,7 +624,7 @@ def _lower_vectorised(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
         array = f"y_{buffer}"
         loads.append(k.LocalArray(array, vtype, (width,), "register", align=16))
         per_lane.append(k.StoreLocal(array, (lane,), _to_lane(ctx, out, values[out])))
-        stores += _vector_copies(buffer, base, array, e(0), width, vtype, itype)
+        stores.append(k.CopyLocal(buffer, (base,), array, (e(0),), width, vtype))
     if vectors:
         body += loads + [k.For("l", 0, width, k.block(*per_lane), kind="unroll")] + stores
     if cells % width:
@@ -677,11 +639,7 @@ def _lower_vectorised(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
     schedule = (f"{what} over {cells} cells, {width} per work-item ({items} work-items); "
                 f"vector loads/stores: {vectorised}; hoisted scalars: "
                 f"{', '.join(sorted(scalars)) or 'none'}")
-    kernel = _kernel(name, ctx, loop, items, schedule)
-    if STREAM_MIN_BLOCKS:
-        kernel = dataclasses.replace(kernel, launch=dataclasses.replace(
-            kernel.launch, min_blocks=STREAM_MIN_BLOCKS))
-    return kernel
+    return _kernel(name, ctx, loop, items, schedule)
 
 
 def _lower_chunked(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kernel | None:
