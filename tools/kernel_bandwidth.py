@@ -64,8 +64,8 @@ class Row:
 def kernel_bytes(kernel: k.Kernel, bound: BoundProgram) -> int:
     """Bytes ``kernel`` must move: each buffer it names once, whole.
 
-        >>> kernel_bytes(k91, bound)   # four 512x32x32x128 bf16 tensors, two pooled, [C] floats
-        671744512
+        >>> kernel_bytes(k11, bound)   # batch norm + ReLU: a 512x32x32x128 bf16 tensor in and
+        268437504                      # out, four [128] float32 operands
     """
     scratch = {s.name: s.size * np.dtype(DTYPES[s.dtype]).itemsize for s in kernel.scratch}
     total = 0
