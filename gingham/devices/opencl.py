@@ -15,18 +15,26 @@ and guard with ``if (i < n)`` in the kernel::
 Launches are asynchronous on one in-order queue; copies are blocking. Program binaries are
 cached on disk (``CL_PROGRAM_BINARIES``) keyed with the platform and driver versions and the
 device name, so a second process builds nothing.
+
+Programs build in threads of this process, or in compile worker processes where the driver
+serialises builds inside a process (NVIDIA's does; ``config.opencl_build``, see
+:mod:`gingham.devices.opencl_build`); either way the binary is loaded here.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 import warnings
 
 import numpy as np
 import pyopencl as cl
 
-from gingham.config import debug_print
+from gingham.cache import DiskCache
+from gingham.config import debug_print, get_config
+from gingham.devices import opencl_build
 from gingham.devices.base import (Buffer, Device, DeviceInfo, Kernel, LaunchPlan, LaunchSpec,
-                                  Slot)
+                                  Slot, _cores)
 from gingham.devices.cpu import host_caches
 from gingham.errors import DeviceError, DeviceMemoryError
 
@@ -110,12 +118,19 @@ class OpenCLDevice(Device):
         self.allocated_bytes = 0
         self._context: cl.Context | None = None
         self._queue: cl.CommandQueue | None = None
+        self._pool: opencl_build.BuildPool | None = None
+        self._probe: threading.Thread | None = None  # the check behind opencl_build=auto
+        self._pool_lock = threading.Lock()
 
     @property
     def queue(self) -> cl.CommandQueue:
         if self._queue is None:
             self._context = cl.Context([self.cl_device])
             self._queue = cl.CommandQueue(self._context)
+            # A process that uses the device compiles soon (a model's parameters are copied
+            # in before its first step is traced): the compile workers, or the check that
+            # decides on them, start now and overlap the tracing and lowering.
+            self._prepare_builds()
         return self._queue
 
     @property
@@ -169,7 +184,89 @@ class OpenCLDevice(Device):
         return (self.info.name, self.info.vendor, self.info.driver_version,
                 self.info.compiler_version, self.build_options)
 
+    # ---- where programs build ------------------------------------------------------
+
+    def _prepare_builds(self) -> None:
+        """Start the compile workers when builds go to processes; with ``auto`` and no
+        verdict for this driver yet, check in the background whether they should."""
+        mode = self._configured_build_mode()
+        if mode == "processes":
+            self._start_pool()
+        elif mode == "auto":
+            self._probe = threading.Thread(target=self._check_builds, daemon=True,
+                                           name="gingham-opencl-build-check")
+            self._probe.start()
+
+    def _configured_build_mode(self) -> str:
+        """``threads``, ``processes``, or ``auto`` when only the check can tell."""
+        config = get_config()
+        if (config.compile_jobs or _cores()) == 1:
+            return "threads"  # nothing builds at once
+        if config.opencl_build != "auto":
+            return config.opencl_build
+        verdict = _verdicts.get(self._compiler_identity())
+        if verdict is None:
+            record = DiskCache(self.cache_namespace).get(self._verdict_key())
+            if record in (b"processes", b"threads"):
+                verdict = _verdicts[self._compiler_identity()] = record.decode()
+        return verdict or "auto"
+
+    def _verdict_key(self) -> str:
+        return DiskCache.key(self.cache_namespace, "build-verdict", self._compiler_identity())
+
+    def _check_builds(self) -> None:
+        """Time a few builds at once here; processes when they ran one at a time."""
+        start = time.perf_counter()
+        try:
+            serialised, ratio = opencl_build.builds_serialise(self._build_here)
+        except Exception as exc:  # noqa: BLE001 - a check that fails must not fail a step
+            debug_print(1, f"{self.id}: the build concurrency check failed ({exc}); "
+                        "building in threads")
+            return
+        verdict = "processes" if serialised else "threads"
+        _verdicts[self._compiler_identity()] = verdict
+        DiskCache(self.cache_namespace).put(self._verdict_key(), verdict.encode())
+        debug_print(1, f"{self.id}: concurrent builds took {ratio:.2f}x the shortest one "
+                    f"({'serialised' if serialised else 'parallel'}; checked in "
+                    f"{(time.perf_counter() - start) * 1e3:.0f} ms): building in {verdict}")
+        if serialised:
+            self._start_pool()
+
+    def _start_pool(self) -> None:
+        with self._pool_lock:
+            if self._pool is None:
+                jobs = get_config().compile_jobs or _cores()
+                self._pool = opencl_build.BuildPool(opencl_build.target_of(self.cl_device),
+                                                    jobs, name=self.id)
+                self._pool.start()
+
+    def build_mode(self) -> str:
+        """Where this device's programs build now: ``threads`` or ``processes`` (waits for
+        the ``auto`` check when it is running)."""
+        self.queue  # noqa: B018 - the decision is made with the context
+        if self._probe is not None:
+            self._probe.join()
+        if self._pool is None and self._configured_build_mode() == "processes":
+            self._start_pool()  # the configuration changed since the context was made
+        return "processes" if self._pool is not None else "threads"
+
+    @property
+    def build_pool(self) -> opencl_build.BuildPool | None:
+        """The compile worker processes, when programs build there."""
+        return self._pool
+
     def _build(self, source: str, entry: str) -> bytes:
+        if self.build_mode() == "threads":
+            return self._build_here(source)
+        assert self._pool is not None
+        ok, payload = self._pool.build(source, " ".join(self.build_options),
+                                       local=lambda: self._build_here(source))
+        if not ok:
+            raise self.compile_error(source, "the OpenCL compiler rejected the kernel",
+                                     str(payload))
+        return payload
+
+    def _build_here(self, source: str) -> bytes:
         # pyopencl's low-level _Program skips pyopencl's own binary cache (in the home
         # directory): gingham caches the binary itself, under cache_dir.
         options = " ".join(self.build_options).encode()
@@ -210,6 +307,16 @@ class OpenCLDevice(Device):
     def compile_units(self, units, assemble=None, jobs=None):
         self.context  # noqa: B018 - create it here, before builds run in several threads
         return super().compile_units(units, assemble, jobs)
+
+    def _build_units(self, cache, misses, assemble, jobs):
+        pool = self._pool if self.build_mode() == "processes" else None
+        before = (pool.built_by_workers, pool.built_here) if pool else (0, 0)
+        built = super()._build_units(cache, misses, assemble, jobs)
+        if pool is not None:
+            debug_print(1, f"{self.id}: {pool.built_by_workers - before[0]} piece(s) built "
+                        f"by compile worker processes ({pool.serving} serving "
+                        f"of {pool.size}), {pool.built_here - before[1]} in this process")
+        return built
 
     def _launch(self, kernel: Kernel, args: list, global_size: tuple[int, ...],
                 local_size: tuple[int, ...] | None, shared_bytes: int) -> None:
@@ -273,6 +380,10 @@ class _OpenCLPlan(LaunchPlan):
         queue, enqueue = self.device.queue, cl.enqueue_nd_range_kernel
         for kernel, global_size, local_size in self._enqueues:
             enqueue(queue, kernel, global_size, local_size)
+
+
+#: compiler identity -> "threads" / "processes": the check's verdict, once per process
+_verdicts: dict[tuple, str] = {}
 
 
 def discover() -> list[Device]:
