@@ -256,11 +256,13 @@ class OpenCLDevice(Device):
         return self._pool
 
     def _build(self, source: str, entry: str) -> bytes:
-        if self.build_mode() == "threads":
+        # No waiting for the auto check here: a lone program (the device model's, while the
+        # step is lowered) builds in this process; _build_units waits for it.
+        pool = self._pool
+        if pool is None:
             return self._build_here(source)
-        assert self._pool is not None
-        ok, payload = self._pool.build(source, " ".join(self.build_options),
-                                       local=lambda: self._build_here(source))
+        ok, payload = pool.build(source, " ".join(self.build_options),
+                                 local=lambda: self._build_here(source))
         if not ok:
             raise self.compile_error(source, "the OpenCL compiler rejected the kernel",
                                      str(payload))
