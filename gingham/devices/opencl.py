@@ -226,7 +226,7 @@ class OpenCLDevice(Device):
         verdict = "processes" if serialised else "threads"
         _verdicts[self._compiler_identity()] = verdict
         DiskCache(self.cache_namespace).put(self._verdict_key(), verdict.encode())
-        debug_print(1, f"{self.id}: concurrent builds took {ratio:.2f}x the shortest one "
+        debug_print(1, f"{self.id}: builds at once took {ratio:.2f}x as long as one by one "
                     f"({'serialised' if serialised else 'parallel'}; checked in "
                     f"{(time.perf_counter() - start) * 1e3:.0f} ms): building in {verdict}")
         if serialised:
@@ -256,11 +256,12 @@ class OpenCLDevice(Device):
         return self._pool
 
     def _build(self, source: str, entry: str) -> bytes:
-        # No waiting for the auto check here: a lone program (the device model's, while the
-        # step is lowered) builds in this process; _build_units waits for it.
-        pool = self._pool
-        if pool is None:
+        # Waits for the auto check when it is running (the first run on a driver): a build
+        # beside it would falsify its timing.
+        if self.build_mode() == "threads":
             return self._build_here(source)
+        pool = self._pool
+        assert pool is not None
         ok, payload = pool.build(source, " ".join(self.build_options),
                                  local=lambda: self._build_here(source))
         if not ok:

@@ -176,10 +176,10 @@ def test_the_check_tells_serialised_builds_from_parallel_ones(serial):
 
     def build(source: str) -> None:
         if lock is None:
-            time.sleep(0.3)
+            time.sleep(0.2)
         else:
             with lock:
-                time.sleep(0.3)
+                time.sleep(0.2)
 
-    serialised, ratio = opencl_build.builds_serialise(build, threads=3)
+    serialised, ratio = opencl_build.builds_serialise(build, threads=2)
     assert serialised == serial, ratio
