@@ -119,7 +119,7 @@ class OpenCLDevice(Device):
         self._context: cl.Context | None = None
         self._queue: cl.CommandQueue | None = None
         self._pool: opencl_build.BuildPool | None = None
-        self._probe: threading.Thread | None = None  # the check behind opencl_build=auto
+        self._check_thread: threading.Thread | None = None  # opencl_build=auto's check
         self._pool_lock = threading.Lock()
 
     @property
@@ -193,9 +193,9 @@ class OpenCLDevice(Device):
         if mode == "processes":
             self._start_pool()
         elif mode == "auto":
-            self._probe = threading.Thread(target=self._check_builds, daemon=True,
-                                           name="gingham-opencl-build-check")
-            self._probe.start()
+            self._check_thread = threading.Thread(target=self._check_builds, daemon=True,
+                                                  name="gingham-opencl-build-check")
+            self._check_thread.start()
 
     def _configured_build_mode(self) -> str:
         """``threads``, ``processes``, or ``auto`` when only the check can tell."""
@@ -242,10 +242,14 @@ class OpenCLDevice(Device):
 
     def build_mode(self) -> str:
         """Where this device's programs build now: ``threads`` or ``processes`` (waits for
-        the ``auto`` check when it is running)."""
+        the ``auto`` check when it is running). Example::
+
+            >>> get_device("opencl:0").build_mode()   # NVIDIA's driver, 16 cores
+            'processes'
+        """
         self.queue  # noqa: B018 - the decision is made with the context
-        if self._probe is not None:
-            self._probe.join()
+        if self._check_thread is not None:
+            self._check_thread.join()
         if self._pool is None and self._configured_build_mode() == "processes":
             self._start_pool()  # the configuration changed since the context was made
         return "processes" if self._pool is not None else "threads"

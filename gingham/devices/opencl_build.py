@@ -1,8 +1,9 @@
 """OpenCL program builds in compile worker processes, and the check that says when they pay.
 
-NVIDIA's OpenCL driver serialises ``clBuildProgram`` across the threads of one process: a
-training step's 142 kernels took 11.2 s on one thread and 12.5 s on 16 (H200, cold driver
-cache). Separate processes, each with its own context on the same device, build at once.
+NVIDIA's OpenCL driver serialises ``clBuildProgram`` across the threads of one process: 12
+of a ResNet-9 step's pieces took 3.8 s on one thread and 3.0 s on 16 (H200, cold driver
+cache). Separate processes, each with its own context on the same device, build at once:
+the step's 48 pieces took 1.2 s on 16 workers, 9.4 s on 16 threads (docs/opencl-builds.md).
 :class:`BuildPool` keeps such processes (``opencl_worker.py``) for one device; a build takes
 whichever builder is free first: a worker, or, until the first worker is ready, this process
 itself (one build at a time), so no piece waits for the pool to come up::
@@ -44,6 +45,7 @@ WORKER_SCRIPT = Path(opencl_worker.__file__)
 def worker_command() -> list[str]:
     """The command line of a worker, before its device argument (tests replace this)."""
     return [sys.executable, str(WORKER_SCRIPT)]
+
 
 #: What :meth:`BuildPool.build` runs when it builds in this process: the binary, or raises.
 LocalBuild = Callable[[], bytes]

@@ -21,7 +21,7 @@ from gingham.devices import get_device, list_devices
 from gingham.devices.base import SourceUnit
 from gingham.errors import KernelCompileError
 
-cl = pytest.importorskip("pyopencl")
+pytest.importorskip("pyopencl")
 
 from gingham.devices import opencl, opencl_build  # noqa: E402
 
@@ -156,7 +156,7 @@ def test_auto_checks_once_and_records_the_verdict(fresh_device, monkeypatch):
     # A new process (no verdict in memory) reads it from disk instead of checking again.
     monkeypatch.setattr(opencl, "_verdicts", {})
     second = fresh_device()
-    assert second.build_mode() == mode and second._probe is None
+    assert second.build_mode() == mode and second._check_thread is None
     check_kernels(second, second.compile_units(scale_units(2, 14)), 14)
 
 
