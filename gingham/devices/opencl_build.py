@@ -16,7 +16,9 @@ A worker that dies, or a pool that cannot start, leaves this process building al
 ``debug_print`` saying why); a build is never lost.
 
 Whether processes pay is measured, not looked up by vendor: :func:`builds_serialise` times
-a few small builds one after another and the same number at once on threads.
+a few small builds one after another and the same number at once on threads. It runs while
+no compile is in flight (:class:`Activity` says when), and its result is thrown away when a
+compile starts meanwhile, so neither waits for the other nor falsifies the other's timing.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from gingham.config import debug_print
 from gingham.devices import opencl_worker
@@ -154,6 +157,7 @@ class BuildPool:
         self._local_dropped = False  # the _LOCAL token is out of the queue for good
         self._lock = threading.Lock()
         self._workers: list[_Worker] = []
+        self._all: list[_Worker] = []  # every worker ever started, for ``processes``
         self._started = False
         self._closed = False
         self.ready = 0  # workers that have joined
@@ -181,6 +185,7 @@ class BuildPool:
                 self.lost += 1
                 continue
             self._workers.append(worker)
+            self._all.append(worker)
             threading.Thread(target=self._join, args=(worker, started), daemon=True,
                              name="gingham-compile-worker-start").start()
         _POOLS.add(self)
@@ -192,6 +197,8 @@ class BuildPool:
             self._lose(worker, f"compile worker {worker.pid} {exc}")
             return
         with self._lock:
+            if self._closed:
+                return  # stopped while it started: its input is closed, it exits
             self.ready += 1
             self._serving += 1
             first, last = self.ready == 1, self.ready + self.lost == self.size
@@ -219,10 +226,22 @@ class BuildPool:
         return self._serving
 
     def wait_ready(self, timeout: float | None = None) -> bool:
-        """Wait until every worker has joined or been lost; True when all joined."""
+        """Wait until every worker has joined or been lost, or the pool is closed; True when
+        all joined (and it is not closed)."""
         with self._lock:
-            self._settled.wait_for(lambda: self.ready + self.lost >= self.size, timeout)
-            return self.ready == self.size
+            self._settled.wait_for(
+                lambda: self.ready + self.lost >= self.size or self._closed, timeout)
+            return self.ready == self.size and not self._closed
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has stopped the workers."""
+        return self._closed
+
+    @property
+    def processes(self) -> list[subprocess.Popen]:
+        """The worker processes started (also those lost or stopped), for tests."""
+        return [worker.process for worker in self._all]
 
     def _drop_local(self) -> bool:
         """Retire this process as a builder when a worker serves (True: retired)."""
@@ -276,6 +295,7 @@ class BuildPool:
         with self._lock:
             self._closed = True
             workers, self._workers = self._workers, []
+            self._settled.notify_all()
         for worker in workers:
             worker.close_input()
         deadline = time.perf_counter() + timeout
@@ -291,6 +311,79 @@ _POOLS: weakref.WeakSet[BuildPool] = weakref.WeakSet()
 def _close_pools() -> None:
     for pool in list(_POOLS):
         pool.close()
+
+
+# ---- when is a device quiet? ------------------------------------------------------------
+
+class Activity:
+    """The compiles in flight on one device, for what must wait until there is none: the
+    build check (a build beside it would falsify its timing) and the release of idle compile
+    workers. ``generation`` counts the compiles started, so a waiter can tell whether one
+    started while it worked. Example::
+
+        activity = Activity()
+        with activity.busy():                  # around each compile
+            ...
+        generation = activity.wait_quiet()     # elsewhere: no compile in flight now
+        ...                                    # work that a compile must not overlap
+        with activity.quiet_since(generation) as quiet:
+            if quiet:                          # none started meanwhile, none can start now
+                ...
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self.active = 0  # compiles in flight
+        self.generation = 0  # compiles started so far
+        self._last_end = time.monotonic()
+
+    @contextmanager
+    def busy(self) -> Iterator[None]:
+        """Count a compile in flight for the ``with`` block."""
+        with self._changed:
+            self.active += 1
+            self.generation += 1
+            self._changed.notify_all()
+        try:
+            yield
+        finally:
+            with self._changed:
+                self.active -= 1
+                self._last_end = time.monotonic()
+                self._changed.notify_all()
+
+    def wait_quiet(self, started: int = 0, timeout: float | None = None) -> int | None:
+        """Wait until no compile is in flight and at least ``started`` have started; the
+        generation then, or None after ``timeout`` seconds."""
+        with self._changed:
+            if not self._changed.wait_for(
+                    lambda: self.active == 0 and self.generation >= started, timeout):
+                return None
+            return self.generation
+
+    def wait_idle(self, seconds: float, since: float = 0.0) -> int:
+        """Wait until no compile has been in flight for ``seconds``, counted from ``since``
+        (a ``time.monotonic()``) at the earliest; the generation then."""
+        with self._changed:
+            while True:
+                if self.active:
+                    self._changed.wait()
+                    continue
+                left = max(self._last_end, since) + seconds - time.monotonic()
+                if left <= 0:
+                    return self.generation
+                self._changed.wait(left)
+
+    def disturbed_since(self, generation: int) -> bool:
+        """Whether a compile started after ``generation`` or is in flight."""
+        return self.active > 0 or self.generation != generation
+
+    @contextmanager
+    def quiet_since(self, generation: int) -> Iterator[bool]:
+        """True when no compile started after ``generation`` and none is in flight; while
+        the ``with`` block runs, no compile can start (keep it short)."""
+        with self._changed:
+            yield not self.disturbed_since(generation)
 
 
 # ---- does this driver serialise builds? -------------------------------------------------
@@ -312,8 +405,11 @@ __kernel void probe_{tag}(__global float* out, __global const float* in, int n) 
 _probe_counter = itertools.count()
 
 
-def builds_serialise(build: Callable[[str], Any], threads: int = 2) -> tuple[bool, float]:
-    """(whether concurrent builds in this process run one at a time, the measured ratio).
+def builds_serialise(build: Callable[[str], Any], threads: int = 2,
+                     abandon: Callable[[], bool] = lambda: False) -> tuple[bool, float] | None:
+    """(whether concurrent builds in this process run one at a time, the measured ratio), or
+    None when ``abandon()`` said so before a build or at the end (something else built
+    meanwhile: the timing is worthless, and a build of the check's no longer holds it up).
 
     One build first (the compiler's one-time start-up: on NVIDIA about a second, which every
     concurrent build would wait for alike, hiding the lock), then ``threads`` distinct small
@@ -329,14 +425,21 @@ def builds_serialise(build: Callable[[str], Any], threads: int = 2) -> tuple[boo
     threads = max(2, threads)
     base = (os.getpid() % 10000) * 1000 + next(_probe_counter) * (2 * threads + 1)
     sources = [_PROBE_SOURCE.format(tag=base + i) for i in range(2 * threads + 1)]
-    build(sources[0])
-    start = time.perf_counter()
-    for source in sources[1:threads + 1]:
+    one_by_one = 0.0
+    for source in sources[:threads + 1]:
+        if abandon():
+            return None
+        start = time.perf_counter()
         build(source)
-    one_by_one = time.perf_counter() - start
+        if source is not sources[0]:  # the first carries the compiler's start-up
+            one_by_one += time.perf_counter() - start
+    if abandon():
+        return None
     with ThreadPoolExecutor(threads, thread_name_prefix="gingham-build-check") as pool:
         start = time.perf_counter()
         list(pool.map(build, sources[threads + 1:]))
         at_once = time.perf_counter() - start
+    if abandon():
+        return None
     ratio = at_once / max(one_by_one, 1e-9)
     return ratio > (1 + 1 / threads) / 2, ratio

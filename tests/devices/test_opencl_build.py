@@ -7,6 +7,7 @@ test gets its own pool, and a fresh cache directory makes every kernel a real bu
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 import time
@@ -145,19 +146,68 @@ def test_one_compile_job_never_starts_workers(fresh_device, monkeypatch):
     assert device.build_mode() == "threads" and device.build_pool is None
 
 
-def test_auto_checks_once_and_records_the_verdict(fresh_device, monkeypatch):
+def test_auto_on_a_cpu_device_builds_in_threads_without_a_check(fresh_device, monkeypatch):
     monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "auto")
     device = fresh_device()
-    mode = device.build_mode()  # waits for the check
-    assert mode in ("threads", "processes")
-    assert (device.build_pool is not None) == (mode == "processes")
-    record = DiskCache("opencl").get(device._verdict_key())
-    assert record == mode.encode()
+    if device.info.kind != "cpu":
+        pytest.skip(f"{device.id} is a {device.info.kind}, not a CPU device")
+    assert device.build_mode() == "threads"
+    assert device._check_thread is None and device.build_pool is None
+    check_kernels(device, device.compile_units(scale_units(2, 14)), 14)
+    assert DiskCache("opencl").get(device._verdict_key()) is None  # nothing was checked
+
+
+def as_gpu(device):
+    """``device`` with the GPU rules for ``auto`` (on a CPU device such as PoCL: the same
+    real device and builds, only the kind that picks the rule is changed)."""
+    if device.info.kind == "cpu":
+        device.info = dataclasses.replace(device.info, kind="gpu")
+    return device
+
+
+def test_auto_on_an_unchecked_gpu_starts_workers_at_once_and_checks_later(fresh_device,
+                                                                         monkeypatch):
+    monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "auto")
+    device = as_gpu(fresh_device())
+    # No verdict yet: the workers start with the context, before any check has run (the
+    # check waits for the first compile to end).
+    assert device.build_mode() == "processes" and device.build_pool is not None
+    assert device._check_thread.is_alive()
+    assert DiskCache("opencl").get(device._verdict_key()) is None
+    check_kernels(device, device.compile_units(scale_units(3, 15)), 15)
+    assert device.wait_for_build_check(timeout=300), "the check did not end"
+    verdict = DiskCache("opencl").get(device._verdict_key())
+    assert verdict in (b"threads", b"processes")
+    assert device.build_mode() == verdict.decode()
+    # A parallel driver builds in threads from now on: the workers were stopped.
+    assert (device.build_pool is None) == (verdict == b"threads")
+    check_kernels(device, device.compile_units(scale_units(2, 16)), 16)
     # A new process (no verdict in memory) reads it from disk instead of checking again.
     monkeypatch.setattr(opencl, "_verdicts", {})
-    second = fresh_device()
-    assert second.build_mode() == mode and second._check_thread is None
-    check_kernels(second, second.compile_units(scale_units(2, 14)), 14)
+    second = as_gpu(fresh_device())
+    assert second.build_mode() == verdict.decode() and second._check_thread is None
+    check_kernels(second, second.compile_units(scale_units(2, 17)), 17)
+
+
+def test_idle_workers_exit_and_the_next_program_starts_them_again(fresh_device, monkeypatch):
+    monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "processes")
+    monkeypatch.setenv("GINGHAM_OPENCL_IDLE", "0.5")
+    device = fresh_device()
+    assert device.build_mode() == "processes"
+    first = device.build_pool
+    check_kernels(device, device.compile_units(scale_units(2, 18)), 18)
+    deadline = time.monotonic() + 60
+    while not (first.closed and all(p.poll() is not None for p in first.processes)):
+        assert time.monotonic() < deadline, "the idle workers did not exit"
+        time.sleep(0.05)
+    assert len(first.processes) == 2 and device.build_pool is None
+    # The next program starts them again and builds correct kernels.
+    compiled = device.stats.compiles
+    kernels = device.compile_units(scale_units(3, 19))
+    second = device.build_pool
+    assert second is not None and second is not first
+    assert second.built_by_workers + second.built_here == device.stats.compiles - compiled > 0
+    check_kernels(device, kernels, 19)
 
 
 def test_the_setting_is_checked(monkeypatch):
@@ -183,3 +233,26 @@ def test_the_check_tells_serialised_builds_from_parallel_ones(serial):
 
     serialised, ratio = opencl_build.builds_serialise(build, threads=2)
     assert serialised == serial, ratio
+
+
+def test_the_check_stops_when_told_and_times_nothing():
+    built = []
+    result = opencl_build.builds_serialise(built.append, threads=2,
+                                           abandon=lambda: len(built) >= 2)
+    assert result is None and len(built) == 2  # no build after it was told to stop
+
+
+def test_activity_says_whether_a_compile_started_or_runs():
+    activity = opencl_build.Activity()
+    assert activity.wait_quiet(started=1, timeout=0.01) is None  # none has run yet
+    with activity.busy():
+        assert activity.wait_quiet(timeout=0.01) is None
+    generation = activity.wait_quiet(started=1, timeout=0)
+    assert generation == 1 and not activity.disturbed_since(generation)
+    with activity.quiet_since(generation) as quiet:
+        assert quiet
+    with activity.busy():
+        assert activity.disturbed_since(generation)
+    with activity.quiet_since(generation) as quiet:
+        assert not quiet  # one started (and ended) since
+    assert activity.wait_idle(0.01) == 2
