@@ -237,9 +237,8 @@ class OpenCLDevice(Device):
         moment. Records the verdict for later processes; a parallel driver gets threads in
         this process too, from the next program on."""
         for _ in range(_CHECK_ATTEMPTS):
+            self._activity.wait_quiet(started=1)
             pool = self._pool
-            if self._activity.wait_quiet(started=1) is None or _stopping.is_set():
-                return
             if pool is not None:
                 pool.wait_ready(timeout=60)
             generation = self._activity.wait_quiet(started=1)
@@ -497,7 +496,7 @@ _stopping = threading.Event()
 def _stop_checks() -> None:
     _stopping.set()  # a check stops before its next build
     for thread in list(_BUILDING_CHECKS):
-        thread.join(timeout=10)  # at most the probe build in flight (NVIDIA: ~0.3 s)
+        thread.join(timeout=10)  # at most the probe build in flight (NVIDIA: ~0.25 s)
 
 
 def discover() -> list[Device]:
