@@ -164,9 +164,11 @@ class OpenCLDevice(Device):
             # rather than at some later kernel launch.
             cl.enqueue_copy(self.queue, handle, np.zeros(1, np.uint8), is_blocking=True)
         except cl.Error as exc:
-            if exc.code in _OOM_CODES:
-                raise self._out_of_memory(nbytes, str(exc)) from None
-            raise
+            if exc.code not in _OOM_CODES:
+                raise
+            if self.release_compile_workers():
+                return self._alloc(nbytes)  # once: no workers are left to release
+            raise self._out_of_memory(nbytes, str(exc)) from None
         self.allocated_bytes += nbytes
         return Buffer(self, nbytes, handle, release=self._releaser(nbytes))
 
@@ -300,6 +302,26 @@ class OpenCLDevice(Device):
             pool, self._pool = self._pool, None
             self._mode = to_mode
         return pool
+
+    def release_compile_workers(self) -> bool:
+        """Stop the compile workers now, when no compile is in flight; True if there were any.
+
+        Each worker holds a context on the device (524 MiB of an H200's memory), so an
+        allocation that fails first gives their memory back and tries once more, instead of
+        failing a step while idle workers wait for their timeout (``opencl_idle``). The next
+        program to build starts them again.
+        """
+        if self._pool is None:
+            return False
+        generation = self._activity.wait_quiet()
+        with self._activity.quiet_since(generation) as quiet:
+            pool = self._release_pool() if quiet else None
+        if pool is None:
+            return False  # a compile started meanwhile: it needs its workers
+        debug_print(1, f"{self.id}: out of device memory: stopping the compile workers "
+                    f"({pool.serving} serving of {pool.size}) to free their contexts")
+        pool.close()
+        return True
 
     def _release_when_idle(self, pool: opencl_build.BuildPool, seconds: float) -> None:
         """Stop ``pool``'s workers once no compile has run for ``seconds``: each holds a

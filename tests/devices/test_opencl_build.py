@@ -210,6 +210,22 @@ def test_idle_workers_exit_and_the_next_program_starts_them_again(fresh_device, 
     check_kernels(device, kernels, 19)
 
 
+def test_released_workers_free_their_processes_and_building_goes_on(fresh_device, monkeypatch):
+    """What an allocation that runs out of device memory does first: the workers' contexts
+    go (their processes exit), and the next program starts new workers that build correctly."""
+    monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "processes")
+    device = fresh_device()
+    assert device.build_mode() == "processes"
+    check_kernels(device, device.compile_units(scale_units(2, 21)), 21)
+    first = device.build_pool
+    assert device.release_compile_workers()
+    assert device.build_pool is None and first.closed
+    assert all(p.poll() is not None for p in first.processes)
+    assert not device.release_compile_workers()  # nothing left to release
+    check_kernels(device, device.compile_units(scale_units(2, 22)), 22)
+    assert device.build_pool is not None and device.build_pool is not first
+
+
 def test_the_setting_is_checked(monkeypatch):
     monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "Processes")
     assert get_config().opencl_build == "processes"
