@@ -14,6 +14,11 @@ environment variable      field
 ``GINGHAM_COMPILE_JOBS``  ``compile_jobs``: native compilations run at once (default: cores)
 ``GINGHAM_COMPILE_OVERLAP`` ``compile_overlap``: compile a program's kernels while the rest
                           are lowered (1, the default) or after all are (0)
+``GINGHAM_OPENCL_BUILD``  ``opencl_build``: where OpenCL programs build: ``auto`` (worker
+                          processes when the driver serialises builds in one process, as
+                          measured once per driver), ``threads`` or ``processes``
+``GINGHAM_OPENCL_IDLE``   ``opencl_idle``: seconds without a build after which the OpenCL
+                          compile worker processes exit (default 30; ``inf``: never)
 ``GINGHAM_TUNE``          ``tune``: ``off`` (tuning database, else cost model), ``on``
                           (also search and store a schedule for every kernel it lacks) or
                           ``background`` (search them between the steps of a jitted function)
@@ -25,8 +30,8 @@ environment variable      field
 
 The user config file is JSON (``platformdirs.user_config_dir("gingham")/config.json``); it may
 hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``,
-``cuda_graphs``, ``compile_jobs``, ``compile_overlap``, ``tune``, ``tune_budget``,
-``tune_measure``.
+``cuda_graphs``, ``compile_jobs``, ``compile_overlap``, ``opencl_build``, ``opencl_idle``,
+``tune``, ``tune_budget``, ``tune_measure``.
 ``gingham devices --set-default ID`` writes ``{"device": ID}`` into it.
 
 Example::
@@ -86,6 +91,14 @@ class Config:
     program as one translation unit.
     ``compile_overlap``: start compiling a program's first kernels while the rest are still
     being lowered (:class:`gingham.devices.pieces.UnitBuilder`); False lowers all first.
+    ``opencl_build``: how the pieces of an OpenCL program build: ``threads`` (in this
+    process), ``processes`` (in compile worker processes, one context each: NVIDIA's driver
+    serialises builds inside a process) or ``auto`` (processes where a one-time check finds
+    this device's builds serialised, :mod:`gingham.devices.opencl_build`; threads on a CPU
+    device).
+    ``opencl_idle``: seconds without a build after which the compile worker
+    processes exit, freeing their device contexts (on NVIDIA, GPU memory); the next
+    program to build starts them again. ``inf`` keeps them until the process exits.
     ``config_file``: where the user config file is read from and written to.
     ``tune``: ``off`` compiles with the tuning database's schedule or the cost model's choice;
     ``on`` also runs a measured search for each tunable kernel the database lacks, before
@@ -105,6 +118,8 @@ class Config:
     cuda_graphs: bool = True
     compile_jobs: int | None = None
     compile_overlap: bool = True
+    opencl_build: str = "auto"
+    opencl_idle: float = 30.0
     config_file: Path = field(default_factory=lambda: default_config_file())
     tune: str = "off"
     tune_budget: float = 10.0
@@ -113,8 +128,10 @@ class Config:
 
 # Fields the user config file may set (config_file itself is chosen by the environment only).
 _FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "cuda_graphs",
-                "compile_jobs", "compile_overlap", "tune", "tune_budget", "tune_measure")
+                "compile_jobs", "compile_overlap", "opencl_build", "opencl_idle", "tune",
+                "tune_budget", "tune_measure")
 TUNE_MODES = ("off", "on", "background")
+OPENCL_BUILD_MODES = ("auto", "threads", "processes")
 
 
 def default_config_file() -> Path:
@@ -219,6 +236,10 @@ def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
             values[key] = None if value is None else _parse_int(where, value, 1, None)
         elif key in ("cuda_graphs", "compile_overlap"):
             values[key] = _parse_bool(where, value)
+        elif key == "opencl_build":
+            values[key] = _parse_choice(where, value, OPENCL_BUILD_MODES)
+        elif key == "opencl_idle":
+            values[key] = _parse_budget(where, value)
         elif key in _TUNE_PARSERS:
             values[key] = _TUNE_PARSERS[key](where, value)
         elif key == "cflags":
@@ -229,11 +250,15 @@ def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
     return values
 
 
-def _parse_tune(name: str, text: object) -> str:
+def _parse_choice(name: str, text: object, choices: tuple[str, ...]) -> str:
     value = str(text).strip().lower()
-    if value not in TUNE_MODES:
-        raise ConfigError(f"{name}={text!r} is not one of {', '.join(TUNE_MODES)}")
+    if value not in choices:
+        raise ConfigError(f"{name}={text!r} is not one of {', '.join(choices)}")
     return value
+
+
+def _parse_tune(name: str, text: object) -> str:
+    return _parse_choice(name, text, TUNE_MODES)
 
 
 def _parse_budget(name: str, text: object) -> float:
@@ -272,6 +297,11 @@ def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
     if env.get("GINGHAM_COMPILE_OVERLAP"):
         values["compile_overlap"] = _parse_bool("GINGHAM_COMPILE_OVERLAP",
                                                 env["GINGHAM_COMPILE_OVERLAP"])
+    if env.get("GINGHAM_OPENCL_BUILD"):
+        values["opencl_build"] = _parse_choice("GINGHAM_OPENCL_BUILD",
+                                               env["GINGHAM_OPENCL_BUILD"], OPENCL_BUILD_MODES)
+    if env.get("GINGHAM_OPENCL_IDLE"):
+        values["opencl_idle"] = _parse_budget("GINGHAM_OPENCL_IDLE", env["GINGHAM_OPENCL_IDLE"])
     for variable, key in _TUNE_VARIABLES.items():
         if env.get(variable):
             values[key] = _TUNE_PARSERS[key](variable, env[variable])

@@ -29,8 +29,10 @@ from gingham import runtime  # noqa: E402
 from gingham.bench import model as bench_model  # noqa: E402
 from gingham.compiler.dedupe import unit_of  # noqa: E402  (before codegen: they import each other)
 from gingham.codegen.c_family import DIALECTS  # noqa: E402
+from gingham.compiler.cse import eliminate_common  # noqa: E402
 from gingham.compiler.fusion import plan  # noqa: E402
 from gingham.compiler.hoist import hoist_broadcast  # noqa: E402
+from gingham.compiler.linearity import split_sums  # noqa: E402
 from gingham.compiler.lower import LoweringContext  # noqa: E402
 from gingham.compiler.schedule import lower_with_schedule  # noqa: E402
 from gingham.devices.base import DeviceInfo  # noqa: E402
@@ -50,7 +52,8 @@ class _Traced(Exception):
 
 
 def step_program(model: str, precision: str, layout: str, batch: int):
-    """The bound Tile program of one training step (traced, not run)."""
+    """The bound Tile program of one training step (traced, not run), before any of
+    ``compile_program``'s rewrites (:func:`lower_step` applies them)."""
     captured = {}
 
     def capture(bound, device):
@@ -71,7 +74,20 @@ def step_program(model: str, precision: str, layout: str, batch: int):
         pass
     finally:
         runtime.executable = real
-    return hoist_broadcast(captured["bound"])
+    return captured["bound"]
+
+
+def lower_step(bound, info: DeviceInfo) -> tuple[list, object]:
+    """The kernels ``gingham.compiler.compile_program`` lowers for ``bound`` on a device that
+    ``info`` describes, named as it names them (``k91_T240``): the same rewrites, in order."""
+    bound = split_sums(hoist_broadcast(eliminate_common(bound)))
+    kernel_plan = plan(bound)
+    kernels = []
+    for position, kernel in enumerate(kernel_plan.kernels):
+        ctx = LoweringContext(bound, kernel_plan.aliases)
+        name = f"k{position}_{sorted(kernel.stores)[0]}"
+        kernels += lower_with_schedule(kernel, ctx, name, info)
+    return kernels, bound
 
 
 def nvrtc_build(source: str, options: list[str]) -> tuple[float, str]:
@@ -103,11 +119,7 @@ def main() -> int:
     args = parser.parse_args()
     bound = step_program(args.model, args.precision, args.layout, args.batch)
     start = time.perf_counter()
-    kernel_plan = plan(bound)
-    kernels = []
-    for position, kernel in enumerate(kernel_plan.kernels):
-        ctx = LoweringContext(bound, kernel_plan.aliases)
-        kernels += lower_with_schedule(kernel, ctx, f"k{position}", H200)
+    kernels, _ = lower_step(bound, H200)
     print(f"lowered {len(kernels)} kernels in {time.perf_counter() - start:.1f} s")
     units = {}
     for kernel in kernels:

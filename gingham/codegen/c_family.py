@@ -72,6 +72,8 @@ _XYZ = "xyz"
 # C work-item loops are cut into about this many dynamic chunks (see ``For`` of kind thread).
 THREAD_CHUNKS = 64
 _HALF_TYPES = ("float16", "bfloat16")
+#: Scalar names of the GPU dialects' vector types where they differ from the scalar type's.
+_VECTOR_SCALARS = {"uint16": "ushort", "uint32": "uint", "uint8": "uchar"}
 
 
 def render(kernel: k.Kernel, dialect: Dialect) -> str:
@@ -260,20 +262,12 @@ class _Renderer:
             return f"{pad}{s.name} = {self.expr(s.value)};\n"
         if isinstance(s, k.Store):
             storage = self.storage[s.buffer]
-            stored = s.value
-            if (isinstance(stored, k.Call) and stored.fn == f"round_{storage}"
-                    and storage in _HALF_TYPES):
-                stored = stored.args[0]  # the conversion below rounds it, once
-            value = self.expr(stored)
-            if storage == "float16":
-                value = f"gh_float_to_half({value})"
-            elif storage == "bfloat16" and isinstance(stored, k.Var) and \
-                    stored.name in self.rounded:
-                value = f"gh_bf16_of_rounded({value})"  # exact: its top 16 bits
-            elif storage == "bfloat16":
-                value = f"gh_float_to_bf16({value})"
+            if storage in _HALF_TYPES:
+                value = self.half_bits(storage, s.value)
             elif storage == "bool":
-                value = f"({value}) != 0"
+                value = f"({self.expr(s.value)}) != 0"
+            else:
+                value = self.expr(s.value)
             return f"{pad}{s.buffer}[{self.expr(s.index)}] = {value};\n"
         if isinstance(s, k.StoreLocal):
             index = "".join(f"[{self.expr(i)}]" for i in s.index)
@@ -329,11 +323,14 @@ class _Renderer:
         scalar = self.ctype(s.dtype)
         if self.d.name == "c":
             return f"memcpy({dst}, {src}, {s.width} * sizeof({scalar}));"
-        vector = f"{scalar}{s.width}"
+        # CUDA names its vector types by the short names (ushort4, not unsigned short4).
+        vector = f"{_VECTOR_SCALARS.get(s.dtype, scalar)}{s.width}"
 
         def pointer(name: str) -> str:
             if name in self.storage:  # a global buffer parameter
-                assert self.storage[name] == s.dtype, (name, s.dtype)
+                # A half-type buffer moves as vectors of its bits (uint16).
+                assert self.storage[name] == s.dtype or (
+                    self.storage[name] in _HALF_TYPES and s.dtype == "uint16"), (name, s.dtype)
                 qualifier = f"{self.d.global_pointer} " if self.d.global_pointer else ""
                 const = "const " if name == s.src else ""
                 return f"{qualifier}{const}{vector}*"
@@ -512,8 +509,22 @@ class _Renderer:
             return f"philox_uniform({', '.join(args)})"
         if fn.startswith("round_"):
             return f"{fn}({args[0]})"
+        if fn in ("from_bits_bfloat16", "from_bits_float16"):  # a half type's bits -> float
+            return f"gh_{'bf16' if fn.endswith('bfloat16') else 'half'}_to_float({args[0]})"
+        if fn in ("bits_bfloat16", "bits_float16"):  # float -> a half type's bits, rounded once
+            return self.half_bits(fn[len("bits_"):], e.args[0])
         name = {"asin": "asin", "acos": "acos", "atan": "atan"}.get(fn, fn)
         return f"{self._math(name, dtype)}({', '.join(args)})"
+
+    def half_bits(self, storage: str, value: k.Expr) -> str:
+        """The bits of ``value`` rounded to ``storage`` (a half type), as a Store of it does:
+        a value rounded already (``round_bfloat16(x)``) is converted from ``x``, once."""
+        if isinstance(value, k.Call) and value.fn == f"round_{storage}":
+            value = value.args[0]
+        elif storage == "bfloat16" and isinstance(value, k.Var) and value.name in self.rounded:
+            return f"gh_bf16_of_rounded({self.expr(value)})"  # exact: its top 16 bits
+        convert = "gh_float_to_half" if storage == "float16" else "gh_float_to_bf16"
+        return f"{convert}({self.expr(value)})"
 
     def _math(self, name: str, dtype: str) -> str:
         if self.d.overloaded_math or dtype != "float32":

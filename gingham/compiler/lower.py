@@ -421,11 +421,22 @@ def lower_elementwise(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
 # cell (0.64 of a device copy) and takes 35.0 us so, against the copy's 34.9 (`gingham bench ops
 # --device cuda:0`). On a CPU each OpenMP iteration takes a chunk of cells in an ``omp simd``
 # loop. Both load one-element tensors once, outside the per-cell work.
+#
+# Half-type tensors (a bfloat16 step's activations) move as 8-byte vectors of their bits, and
+# operands broadcast along the leading axes only (a channels-last batch norm's per-channel
+# mean, scale ...) as one vector at the first cell's index: read per cell, a warp's load of
+# 2-byte elements 8 bytes apart, or of 4 per-channel floats per work-item 16 bytes apart, keeps
+# the memory pipeline busy with requests 4x more often than the bytes need. On an H200, the
+# bfloat16 ResNet-9 step's batch-norm applies went from 1.2-1.4 TB/s to about 2.5 (k11_T19,
+# 268 MB: 0.218 ms -> 0.106, each launch timed synchronised; `tools/kernel_bandwidth.py`), and
+# 8 cells per work-item (16-byte bf16 vectors) gained nothing more.
 
 #: Cells per GPU work-item: one 16-byte vector of a 4-byte type.
 VECTOR_WIDTH = 4
-#: Storage types read and written as vectors of VECTOR_WIDTH (each is its own compute type).
-VECTOR_DTYPES = ("float32", "int32")
+#: Storage types read and written as vectors of VECTOR_WIDTH, and the element type of the
+#: vector: the 4-byte types are their own compute type; the half types move as their bits.
+VECTOR_DTYPES = {"float32": "float32", "int32": "int32", "float16": "uint16",
+                 "bfloat16": "uint16"}
 #: Cells per iteration of the CPU's parallel loop (its inner loop is ``omp simd``).
 CPU_CHUNK = 4096
 
@@ -471,8 +482,40 @@ def _needs_coordinates(plan: KernelPlan, ctx: LoweringContext) -> bool:
 
 
 def _vector_dtype(ctx: LoweringContext, tensor: str) -> str | None:
-    name = dt.dtype_name(ctx.dtype(ctx.buffer(tensor)))
-    return name if name in VECTOR_DTYPES else None
+    """The element type of ``tensor``'s vectors in a register array (its bits for a half
+    type), or None when it is read and written per element."""
+    return VECTOR_DTYPES.get(dt.dtype_name(ctx.dtype(ctx.buffer(tensor))))
+
+
+def _from_lane(ctx: LoweringContext, tensor: str, lane: k.Expr) -> k.Expr:
+    """``tensor``'s value in its compute type from element ``lane`` of its register vector."""
+    storage = dt.dtype_name(ctx.dtype(ctx.buffer(tensor)))
+    vtype = VECTOR_DTYPES[storage]
+    value = k.LoadLocal(f"x_{tensor}", (lane,), vtype)
+    if vtype != storage:  # a half type's bits
+        return k.Call(f"from_bits_{storage}", (value,), "float32")
+    return value
+
+
+def _to_lane(ctx: LoweringContext, tensor: str, value: k.Expr) -> k.Expr:
+    """``value`` (compute type) as element of ``tensor``'s register vector holds it."""
+    storage = dt.dtype_name(ctx.dtype(ctx.buffer(tensor)))
+    vtype = VECTOR_DTYPES[storage]
+    return value if vtype == storage else k.Call(f"bits_{storage}", (value,), vtype)
+
+
+def _row_broadcast(plan: KernelPlan, ctx: LoweringContext, tensor: str, width: int) -> bool:
+    """Whether the ``width`` cells of a work-item read ``tensor`` (broadcast along leading axes
+    only: ``[C]`` over ``[N, H, W, C]``) at ``width`` consecutive elements, aligned: the plan's
+    last axis is a multiple of ``width`` long and ``tensor`` is not broadcast along it."""
+    shape = ctx.shape(tensor)
+    if not shape or len(shape) > len(plan.shape) or plan.shape[-1] % width:
+        return False
+    # Broadcast (each axis the plan's or 1; a tensor read otherwise, by a pooling window's
+    # gather, say, is no broadcast operand), and not along the last axis.
+    lead = len(plan.shape) - len(shape)
+    return (all(size in (1, plan.shape[lead + axis]) for axis, size in enumerate(shape))
+            and shape[-1] == plan.shape[-1] and 1 < math.prod(shape) < math.prod(plan.shape))
 
 
 def _stream_index_type(plan: KernelPlan, ctx: LoweringContext) -> str:
@@ -501,9 +544,15 @@ def _scalar_cell(plan: KernelPlan, ctx: LoweringContext, flat: k.Var, itype: str
 
 
 def _lower_vectorised(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kernel:
-    """Work-item g computes cells [4g, 4g + 4): same-shaped float32 / int32 tensors move as one
-    16-byte vector each, the rest per cell; work-item 0 also computes the cells after the last
-    whole vector (fewer than 4)."""
+    """Work-item g computes cells [4g, 4g + 4): same-shaped tensors of a 4-byte or half type
+    move as one vector each (16 or 8 bytes), operands broadcast along the leading axes as one
+    vector read at cell 4g (:func:`_row_broadcast`), the rest per cell; work-item 0 also
+    computes the cells after the last whole vector (fewer than 4).
+
+        float x_X[4]; *((float4*)&x_X[0]) = *((const float4*)&X[g * 4]);   // X[N, H, W, C]
+        float x_S[4]; *((float4*)&x_S[0]) = *((const float4*)&S[c3]);      // S[C]
+        for (l ...) { y_Y[l] = x_X[l] * x_S[l]; }  *((float4*)&Y[g * 4]) = ...;
+    """
     width = VECTOR_WIDTH
     cells = math.prod(plan.shape)
     itype = _stream_index_type(plan, ctx)
@@ -515,16 +564,30 @@ def _lower_vectorised(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
     base = k.BinOp("*", g, e(width), itype)
     body, scalars = _one_element_loads(plan, ctx, itype)
     loads: list[k.Stmt] = []
-    lanes: dict[str, str] = {}  # buffer -> register array of its vector
+    lanes: dict[str, str] = {}  # tensor -> buffer, for the tensors read from register vectors
+    # When a row of the plan holds whole vectors, a work-item's cells differ only in their
+    # last coordinate: the others are computed once, at cell 4g (per cell they were divisions
+    # and remainders for every broadcast read and gathered operand).
+    rows = plan.kind == "elementwise" and len(plan.shape) > 1 and plan.shape[-1] % width == 0
+    first: list[k.Expr] | None = None  # the coordinates of cell 4g, when needed
+    if rows:
+        names = [f"b{axis}" for axis in range(len(plan.shape))]
+        loads += cell_coordinates(base, plan.shape, names, itype)
+        first = [k.Var(n, itype) for n in names]
     if plan.kind == "elementwise":
         for tensor in sorted(plan.reads()):
             vtype = _vector_dtype(ctx, tensor)
-            buffer = ctx.buffer(tensor)
-            if ctx.shape(tensor) != plan.shape or vtype is None or buffer in lanes:
+            if vtype is None or tensor in scalars:
                 continue
-            lanes[buffer] = f"x_{buffer}"
-            loads += [k.LocalArray(lanes[buffer], vtype, (width,), "register", align=16),
-                      k.CopyLocal(lanes[buffer], (e(0),), ctx.param(tensor), (base,), width,
+            if math.prod(ctx.shape(tensor)) == cells:
+                index: k.Expr = base
+            elif first is not None and _row_broadcast(plan, ctx, tensor, width):
+                index = broadcast_index(first, plan.shape, ctx.shape(tensor), base, itype)
+            else:
+                continue
+            lanes[tensor] = ctx.buffer(tensor)
+            loads += [k.LocalArray(f"x_{tensor}", vtype, (width,), "register", align=16),
+                      k.CopyLocal(f"x_{tensor}", (e(0),), ctx.param(tensor), (index,), width,
                                   vtype)]
     lane = k.Var("l", itype)
     flat = k.Var("ge", itype)
@@ -536,20 +599,23 @@ def _lower_vectorised(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
         per_lane += stmts
         values = {plan.special.out: value}
     else:
-        stmts, cell = _cell(plan, ctx, flat, itype)
-        per_lane += stmts
+        if first is not None:
+            cell = first[:-1] + [k.BinOp("+", first[-1], lane, itype)]
+        else:
+            stmts, cell = _cell(plan, ctx, flat, itype)
+            per_lane += stmts
 
         def value_of(tensor: str) -> k.Expr:
             if tensor in scalars:
                 return scalars[tensor]
-            buffer = ctx.buffer(tensor)
-            if buffer in lanes and ctx.shape(tensor) == plan.shape:
-                return k.LoadLocal(lanes[buffer], (lane,), compute_type(ctx.dtype(tensor)))
+            if tensor in lanes:
+                return _from_lane(ctx, tensor, lane)
             index = broadcast_index(cell, plan.shape, ctx.shape(tensor), flat, itype)
             return ctx.load(tensor, index)
 
         values = {}
-        per_lane += _evaluate(plan, ctx, value_of, values, flat)
+        per_lane += evaluate_statements(plan.elementwise, ctx, value_of, values, flat,
+                                        (cell, plan.shape))
     stores: list[k.Stmt] = []
     for out in outputs:
         buffer = ctx.param(out, output=True)
@@ -559,7 +625,7 @@ def _lower_vectorised(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
             continue
         array = f"y_{buffer}"
         loads.append(k.LocalArray(array, vtype, (width,), "register", align=16))
-        per_lane.append(k.StoreLocal(array, (lane,), values[out]))
+        per_lane.append(k.StoreLocal(array, (lane,), _to_lane(ctx, out, values[out])))
         stores.append(k.CopyLocal(buffer, (base,), array, (e(0),), width, vtype))
     if vectors:
         body += loads + [k.For("l", 0, width, k.block(*per_lane), kind="unroll")] + stores
@@ -570,8 +636,8 @@ def _lower_vectorised(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
     items = max(vectors, 1)
     loop = k.For("g", 0, items, k.block(*body), kind="thread")
     what = plan.special.op if plan.kind == "special" else "elementwise"
-    vectorised = ", ".join(sorted(set(lanes) | {ctx.buffer(o) for o in outputs
-                                                if _vector_dtype(ctx, o)})) or "none"
+    vectorised = ", ".join(sorted(set(lanes.values()) | {ctx.buffer(o) for o in outputs
+                                                         if _vector_dtype(ctx, o)})) or "none"
     schedule = (f"{what} over {cells} cells, {width} per work-item ({items} work-items); "
                 f"vector loads/stores: {vectorised}; hoisted scalars: "
                 f"{', '.join(sorted(scalars)) or 'none'}")

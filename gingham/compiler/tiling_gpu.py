@@ -168,7 +168,8 @@ class GemmView:
         return math.prod(self.batch_extents)
 
 
-def _affine(poly: Poly) -> Affine | None:
+def affine_form(poly: Poly) -> Affine | None:
+    """``poly`` as an integer affine form, or None (a rational coefficient)."""
     coeffs, const, denominator = integer_form(poly)
     if denominator != 1:
         return None
@@ -180,7 +181,7 @@ def flat_address(access: NormalAccess) -> Affine | None:
     coeffs: dict[str, int] = {}
     const = 0
     for poly, stride in zip(access.index, row_major_strides(access.sizes)):
-        form = _affine(poly)
+        form = affine_form(poly)
         if form is None:
             return None
         for name, c in form.coeffs.items():
@@ -211,7 +212,7 @@ def gemm_view(nc: NormalContraction) -> GemmView | None:
         return None
     nc = narrow_reductions(nc)
     addresses = [flat_address(a) for a in nc.operands]
-    guards = [(_affine(q.poly), q.upper) for q in nc.guards]
+    guards = [(affine_form(q.poly), q.upper) for q in nc.guards]
     if any(a is None for a in addresses) or any(g is None for g, _ in guards):
         return None  # rational indices: the default schedule tests divisibility
     out_vars = set(nc.out_vars)

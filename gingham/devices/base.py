@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import abc
 import collections
+import contextlib
 import ctypes
 import dataclasses
 import os
@@ -40,7 +41,7 @@ import time
 import weakref
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Sequence
 
 import numpy as np
 
@@ -628,6 +629,12 @@ class Device(abc.ABC):
             raise self.compile_error(source, f"the compiled kernels did not load: {exc}",
                                      "") from None
         return binary, piece_key, kernels, time.perf_counter() - start
+
+    def _compiling(self) -> ContextManager[None]:
+        """Held for a unit builder's whole life (its loads of cached kernels included): a
+        backend that must know when compiles are in flight marks them here (default:
+        nothing)."""
+        return contextlib.nullcontext()
 
     def _compile_pool(self, workers: int) -> Executor:
         """Where pieces compile: threads (pyopencl and cuda-python release the GIL while the

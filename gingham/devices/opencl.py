@@ -15,18 +15,30 @@ and guard with ``if (i < n)`` in the kernel::
 Launches are asynchronous on one in-order queue; copies are blocking. Program binaries are
 cached on disk (``CL_PROGRAM_BINARIES``) keyed with the platform and driver versions and the
 device name, so a second process builds nothing.
+
+Programs build in threads of this process, or in compile worker processes where the driver
+serialises builds inside a process (NVIDIA's does; ``config.opencl_build``, see
+:mod:`gingham.devices.opencl_build`); either way the binary is loaded here.
 """
 
 from __future__ import annotations
 
+import atexit
+import threading
+import time
 import warnings
+import weakref
+from contextlib import contextmanager
+from typing import Iterator
 
 import numpy as np
 import pyopencl as cl
 
-from gingham.config import debug_print
+from gingham.cache import DiskCache
+from gingham.config import debug_print, get_config
+from gingham.devices import opencl_build
 from gingham.devices.base import (Buffer, Device, DeviceInfo, Kernel, LaunchPlan, LaunchSpec,
-                                  Slot)
+                                  Slot, _cores)
 from gingham.devices.cpu import host_caches
 from gingham.errors import DeviceError, DeviceMemoryError
 
@@ -110,12 +122,21 @@ class OpenCLDevice(Device):
         self.allocated_bytes = 0
         self._context: cl.Context | None = None
         self._queue: cl.CommandQueue | None = None
+        self._mode: str | None = None  # "threads" / "processes", set with the context
+        self._pool: opencl_build.BuildPool | None = None  # None: not running
+        self._check_thread: threading.Thread | None = None  # opencl_build=auto's check
+        self._pool_lock = threading.Lock()
+        self._activity = opencl_build.Activity()
 
     @property
     def queue(self) -> cl.CommandQueue:
         if self._queue is None:
             self._context = cl.Context([self.cl_device])
             self._queue = cl.CommandQueue(self._context)
+            # A process that uses the device compiles soon (a model's parameters are copied
+            # in before its first step is traced): the compile workers, or the check that
+            # decides on them, start now and overlap the tracing and lowering.
+            self._prepare_builds()
         return self._queue
 
     @property
@@ -145,9 +166,11 @@ class OpenCLDevice(Device):
             # rather than at some later kernel launch.
             cl.enqueue_copy(self.queue, handle, np.zeros(1, np.uint8), is_blocking=True)
         except cl.Error as exc:
-            if exc.code in _OOM_CODES:
-                raise self._out_of_memory(nbytes, str(exc)) from None
-            raise
+            if exc.code not in _OOM_CODES:
+                raise
+            if self.release_compile_workers():
+                return self._alloc(nbytes)  # once: no workers are left to release
+            raise self._out_of_memory(nbytes, str(exc)) from None
         self.allocated_bytes += nbytes
         return Buffer(self, nbytes, handle, release=self._releaser(nbytes))
 
@@ -169,7 +192,192 @@ class OpenCLDevice(Device):
         return (self.info.name, self.info.vendor, self.info.driver_version,
                 self.info.compiler_version, self.build_options)
 
+    # ---- where programs build ------------------------------------------------------
+
+    def _prepare_builds(self) -> None:
+        """Decide where programs build, when the context is created: start the compile
+        workers for ``processes``; with ``auto`` on a GPU whose driver was never checked,
+        start them too and check later, when no compile is in flight."""
+        mode = self._configured_build_mode()
+        if mode == "auto":
+            # Processes are the safe guess: where the driver serialises builds they are the
+            # only way to build a step's pieces at once, and where it does not they cost
+            # only their start-up, which overlaps tracing and lowering. The first step
+            # never waits for the check; the verdict serves the next processes.
+            mode = "processes"
+            self._check_thread = threading.Thread(target=self._check_when_quiet, daemon=True,
+                                                  name="gingham-opencl-build-check")
+            self._check_thread.start()
+        self._mode = mode
+        if mode == "processes":
+            self._running_pool()
+
+    def _configured_build_mode(self) -> str:
+        """``threads``, ``processes``, or ``auto`` when only the check can tell."""
+        config = get_config()
+        if (config.compile_jobs or _cores()) == 1:
+            return "threads"  # nothing builds at once
+        if config.opencl_build != "auto":
+            return config.opencl_build
+        if self.info.kind == "cpu":
+            # A CPU device's compiler runs on the very cores a build in another process
+            # would need: processes cannot win there. PoCL on 2 busy cores: four small
+            # programs took 3.2 s on one thread, 5.3 s through 2 workers.
+            return "threads"
+        verdict = _verdicts.get(self._compiler_identity())
+        if verdict is None:
+            record = DiskCache(self.cache_namespace).get(self._verdict_key())
+            if record in (b"processes", b"threads"):
+                verdict = _verdicts[self._compiler_identity()] = record.decode()
+        return verdict or "auto"
+
+    def _verdict_key(self) -> str:
+        return DiskCache.key(self.cache_namespace, "build-verdict", self._compiler_identity())
+
+    def _check_when_quiet(self) -> None:
+        """Time a few builds at once here, once the first compile is done and none is in
+        flight, with the workers started (their start-up takes the CPU); a compile that
+        starts meanwhile voids the timing, and the check runs again at the next quiet
+        moment. Records the verdict for later processes; a parallel driver gets threads in
+        this process too, from the next program on."""
+        for _ in range(_CHECK_ATTEMPTS):
+            self._activity.wait_quiet(started=1)
+            pool = self._pool
+            if pool is not None:
+                pool.wait_ready(timeout=60)
+            generation = self._activity.wait_quiet(started=1)
+            start = time.perf_counter()
+            _BUILDING_CHECKS.add(threading.current_thread())
+            try:
+                result = opencl_build.builds_serialise(
+                    self._build_here, abandon=lambda: (_stopping.is_set() or
+                                                       self._activity.disturbed_since(generation)))
+            except Exception as exc:  # noqa: BLE001 - a check that fails must not fail a step
+                debug_print(1, f"{self.id}: the build concurrency check failed ({exc}); "
+                            "building in processes")
+                return
+            finally:
+                _BUILDING_CHECKS.discard(threading.current_thread())
+            if result is None:
+                if _stopping.is_set():
+                    return
+                debug_print(1, f"{self.id}: a compile started during the build concurrency "
+                            "check; checking again when none is in flight")
+                continue
+            serialised, ratio = result
+            verdict = "processes" if serialised else "threads"
+            with self._activity.quiet_since(generation) as quiet:
+                if not quiet:
+                    continue
+                _verdicts[self._compiler_identity()] = verdict
+                DiskCache(self.cache_namespace).put(self._verdict_key(), verdict.encode())
+                released = None if serialised else self._release_pool(to_mode="threads")
+            debug_print(1, f"{self.id}: builds at once took {ratio:.2f}x as long as one by one "
+                        f"({'serialised' if serialised else 'parallel'}; checked in "
+                        f"{(time.perf_counter() - start) * 1e3:.0f} ms): building in {verdict} "
+                        "from now on")
+            if released is not None:
+                released.close()
+            return
+        debug_print(1, f"{self.id}: no quiet moment for the build concurrency check in "
+                    f"{_CHECK_ATTEMPTS} tries; building in processes")
+
+    def _running_pool(self) -> opencl_build.BuildPool:
+        """The compile workers, started (again, after an idle release) if need be; until the
+        first is ready a build runs in this process, so none waits for their start-up."""
+        with self._pool_lock:
+            if self._pool is None:
+                jobs = get_config().compile_jobs or _cores()
+                self._pool = opencl_build.BuildPool(opencl_build.target_of(self.cl_device),
+                                                    jobs, name=self.id)
+                self._pool.start()
+                idle = get_config().opencl_idle
+                if idle != float("inf"):
+                    threading.Thread(target=self._release_when_idle, args=(self._pool, idle),
+                                     daemon=True, name="gingham-opencl-workers-idle").start()
+            return self._pool
+
+    def _release_pool(self, to_mode: str = "processes") -> opencl_build.BuildPool | None:
+        """Detach the workers (the caller closes them, outside any lock); the mode the next
+        program builds in. Call only where no compile is in flight or can start."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+            self._mode = to_mode
+        return pool
+
+    def release_compile_workers(self) -> bool:
+        """Stop the compile workers now, when no compile is in flight; True if there were any.
+
+        Each worker holds a context on the device (524 MiB of an H200's memory), so an
+        allocation that fails first gives their memory back and tries once more, instead of
+        failing a step while idle workers wait for their timeout (``opencl_idle``). The next
+        program to build starts them again.
+        """
+        if self._pool is None:
+            return False
+        generation = self._activity.wait_quiet()
+        with self._activity.quiet_since(generation) as quiet:
+            pool = self._release_pool() if quiet else None
+        if pool is None:
+            return False  # a compile started meanwhile: it needs its workers
+        debug_print(1, f"{self.id}: out of device memory: stopping the compile workers "
+                    f"({pool.serving} serving of {pool.size}) to free their contexts")
+        pool.close()
+        return True
+
+    def _release_when_idle(self, pool: opencl_build.BuildPool, seconds: float) -> None:
+        """Stop ``pool``'s workers once no compile has run for ``seconds``: each holds a
+        device context (on NVIDIA, GPU memory), and a training loop stops compiling after
+        its first steps. The next program to build starts them again."""
+        started = time.monotonic()
+        while self._pool is pool:
+            generation = self._activity.wait_idle(seconds, since=started)
+            with self._activity.quiet_since(generation) as quiet:
+                if self._pool is not pool:
+                    return  # released already (the check found builds parallel)
+                if not quiet:
+                    continue
+                self._release_pool()
+            debug_print(1, f"{self.id}: no build for {seconds:g} s: stopping the compile "
+                        f"workers ({pool.serving} serving of {pool.size})")
+            pool.close()
+            return
+
+    def build_mode(self) -> str:
+        """Where this device's programs build: ``threads`` or ``processes``, decided when
+        its context is created (``auto`` on a GPU not yet checked: processes, checked
+        later). Example::
+
+            >>> get_device("opencl:0").build_mode()   # NVIDIA's driver, 16 cores
+            'processes'
+        """
+        self.queue  # noqa: B018 - the decision is made with the context
+        assert self._mode is not None
+        return self._mode
+
+    @property
+    def build_pool(self) -> opencl_build.BuildPool | None:
+        """The compile worker processes, when they are running."""
+        return self._pool
+
+    def wait_for_build_check(self, timeout: float | None = None) -> bool:
+        """Wait for ``auto``'s check, when this device runs one; True when none is running."""
+        if self._check_thread is not None:
+            self._check_thread.join(timeout)
+            return not self._check_thread.is_alive()
+        return True
+
     def _build(self, source: str, entry: str) -> bytes:
+        if self.build_mode() == "threads":
+            return self._build_here(source)
+        ok, payload = self._running_pool().build(source, " ".join(self.build_options),
+                                                 local=lambda: self._build_here(source))
+        if not ok:
+            raise self.compile_error(source, "the OpenCL compiler rejected the kernel",
+                                     str(payload))
+        return payload
+
+    def _build_here(self, source: str) -> bytes:
         # pyopencl's low-level _Program skips pyopencl's own binary cache (in the home
         # directory): gingham caches the binary itself, under cache_dir.
         options = " ".join(self.build_options).encode()
@@ -207,9 +415,31 @@ class OpenCLDevice(Device):
             kernels.append(Kernel(self, entry, key, kernel, keepalive=program))
         return kernels
 
+    # Every build and load runs inside ``_activity.busy()``: the build check and the idle
+    # release of the workers wait until none is in flight.
+
+    def compile_many(self, source, entries):
+        self.context  # noqa: B018 - create it first, outside the activity
+        with self._activity.busy():
+            return super().compile_many(source, entries)
+
     def unit_builder(self, assemble=None, jobs=None, eager=None):
         self.context  # noqa: B018 - create it here, before builds run in several threads
         return super().unit_builder(assemble, jobs, eager)
+
+    @contextmanager
+    def _compiling(self) -> Iterator[None]:
+        # A unit builder's whole life (compile_units and compile_program use one) is one
+        # compile in flight; the pieces the worker processes built are reported at its end.
+        pool = self._pool
+        before = (pool.built_by_workers, pool.built_here) if pool else (0, 0)
+        with self._activity.busy():
+            yield
+        pool = self._pool
+        if pool is not None:
+            debug_print(1, f"{self.id}: {pool.built_by_workers - before[0]} piece(s) built "
+                        f"by compile worker processes ({pool.serving} serving "
+                        f"of {pool.size}), {pool.built_here - before[1]} in this process")
 
     def _launch(self, kernel: Kernel, args: list, global_size: tuple[int, ...],
                 local_size: tuple[int, ...] | None, shared_bytes: int) -> None:
@@ -273,6 +503,27 @@ class _OpenCLPlan(LaunchPlan):
         queue, enqueue = self.device.queue, cl.enqueue_nd_range_kernel
         for kernel, global_size, local_size in self._enqueues:
             enqueue(queue, kernel, global_size, local_size)
+
+
+#: compiler identity -> "threads" / "processes": the check's verdict, once per process
+_verdicts: dict[tuple, str] = {}
+
+#: how often the check starts again after a compile voided its timing, before giving up
+#: (a later process checks again: the verdict is recorded only when one succeeds)
+_CHECK_ATTEMPTS = 5
+
+#: build checks that are building now, and the flag that stops them at exit: a check
+#: thread inside the driver while the process exits could crash the exit (a check that
+#: only waits for a quiet moment is a daemon thread, left waiting)
+_BUILDING_CHECKS: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+_stopping = threading.Event()
+
+
+@atexit.register
+def _stop_checks() -> None:
+    _stopping.set()  # a check stops before its next build
+    for thread in list(_BUILDING_CHECKS):
+        thread.join(timeout=10)  # at most the probe build in flight (NVIDIA: ~0.25 s)
 
 
 def discover() -> list[Device]:

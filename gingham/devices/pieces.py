@@ -22,6 +22,7 @@ A piece that does not compile raises :class:`~gingham.errors.KernelCompileError`
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from concurrent.futures import Executor, Future
@@ -72,6 +73,9 @@ class UnitBuilder:
         self._pool: Executor | None = None
         self._start = 0.0
         self._done = False
+        # The device's mark of a compile in flight, from now until close().
+        self._compiling = contextlib.ExitStack()
+        self._compiling.enter_context(device._compiling())
 
     @property
     def started(self) -> int:
@@ -149,15 +153,23 @@ class UnitBuilder:
         return [self._found[key] for key in self._keys]
 
     def _finish(self) -> None:
+        self._done = True
+        try:
+            self._submit_the_rest()
+            self._store_all()
+        finally:
+            self.close()
+
+    def _submit_the_rest(self) -> None:
+        """Load what is on disk; share out what still waits and start it."""
         from gingham.devices.base import split_evenly
 
-        self._done = True
         if self._on_disk:
             self._found.update(self.device._load_cached_units(self._cache, self._on_disk))
             for key, unit in self._on_disk.items():
                 if key not in self._found:  # the piece was damaged or did not load
                     self._pending.append((key, unit))
-        if not self._pending and not self._pieces:
+        if not self._pending:
             return
         # What waits is shared out as an all-at-once split of every miss would (jobs = 1: one
         # piece): a few pieces per worker, fewer for the part that eager pieces left (each
@@ -172,10 +184,6 @@ class UnitBuilder:
             self._build_here(rest.pop())  # a single piece: no worker thread needed
         for piece in sorted(rest, key=lambda p: -sum(unit.cost for _, unit in p)):
             self._submit(piece)  # the heaviest first
-        try:
-            self._store_all()
-        finally:
-            self.close()
 
     def _store_all(self) -> None:
         """Wait for every piece; store and register the good ones; raise the first error."""
@@ -219,6 +227,7 @@ class UnitBuilder:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        self._compiling.close()
 
     def __enter__(self) -> UnitBuilder:
         return self

@@ -39,9 +39,12 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from ..compiler import compile_kernels, tiling_cpu, tiling_gpu, tiling_tc
+from ..compiler.lower import LoweringContext
 from ..config import debug_print, get_config
 from ..devices.base import Device, DeviceInfo
 from ..tile.dtypes import DTYPES
+from . import space
 from .db import TuningDB
 from .device_model import device_model
 from .keys import device_key, kernel_key
@@ -112,9 +115,14 @@ def _active_session() -> _Session | None:
 
 
 class _Family:
-    """What the search needs of a schedule family: its candidates, builder and config type."""
+    """What the search needs of a schedule family: its candidates, builder and config type.
+
+    ``config_type`` is the family's configuration dataclass; a tuning-database entry holds its
+    fields, and :meth:`from_dict` rebuilds it (a TypeError when the fields have changed).
+    """
 
     name = ""
+    config_type: type = type(None)
 
     def __init__(self, plan, ctx, info: DeviceInfo) -> None:
         self.plan, self.ctx, self.info = plan, ctx, info
@@ -138,11 +146,16 @@ class _Family:
         raise NotImplementedError
 
     def from_dict(self, data: dict):
-        raise NotImplementedError
+        return self.config_type(**data)
+
+    def _fresh_context(self) -> LoweringContext:
+        # Each candidate lowers in its own context: one build's names never leak into another.
+        return LoweringContext(self.ctx.bound, self.ctx.aliases)
 
 
 class _GpuFamily(_Family):
     name = "gpu-tiled"
+    config_type = tiling_gpu.TileConfig
 
     def __init__(self, plan, ctx, info, view, ctype) -> None:
         super().__init__(plan, ctx, info)
@@ -150,114 +163,75 @@ class _GpuFamily(_Family):
         self.itemsize = 8 if ctype == "float64" else 4
 
     def ranked(self, model):
-        from .space import rank_gpu
-
-        return rank_gpu(self.view, self.info, self.itemsize, model)
+        return space.rank_gpu(self.view, self.info, self.itemsize, model)
 
     def default(self):
-        from ..compiler import tiling_gpu
-
         return tiling_gpu.choose_config(self.view, self.info, self.itemsize)
 
     def build(self, config, name):
-        from ..compiler.lower import LoweringContext
-        from ..compiler.tiling_gpu import tiled_contraction
-
-        ctx = LoweringContext(self.ctx.bound, self.ctx.aliases)
-        return tiled_contraction(self.plan, ctx, name, self.info, config)
+        return tiling_gpu.tiled_contraction(self.plan, self._fresh_context(), name, self.info,
+                                            config)
 
     def legal(self, config):
-        from .space import gpu_legal
-
-        return gpu_legal(config, self.view, self.info, self.itemsize)
+        return space.gpu_legal(config, self.view, self.info, self.itemsize)
 
     def neighbours(self, config):
-        from .space import gpu_neighbours
-
-        return gpu_neighbours(config, self.view, self.info, self.itemsize)
+        return space.gpu_neighbours(config, self.view, self.info, self.itemsize)
 
     def shape_class(self, config):
         return (config.tile_m, config.tile_n, config.reg_m, config.reg_n)
-
-    def from_dict(self, data):
-        from ..compiler.tiling_gpu import TileConfig
-
-        return TileConfig(**data)
 
 
 class _TcFamily(_Family):
     """Tensor-core contractions (bf16 / fp16 on CUDA, :mod:`gingham.compiler.tiling_tc`)."""
 
     name = "gpu-tensor-core"
+    config_type = tiling_tc.TcConfig
 
     def __init__(self, plan, ctx, info, view) -> None:
         super().__init__(plan, ctx, info)
         self.view = view
 
     def ranked(self, model):
-        from .space import rank_tc
-
-        return rank_tc(self.view, self.info)  # the schedule's own relative cost
+        return space.rank_tc(self.view, self.info)  # the schedule's own relative cost
 
     def default(self):
-        from ..compiler import tiling_tc
-
         return tiling_tc.choose_config(self.view, self.info)
 
     def build(self, config, name):
-        from ..compiler.lower import LoweringContext
-        from ..compiler.tiling_tc import tensor_core_contraction
-
-        ctx = LoweringContext(self.ctx.bound, self.ctx.aliases)
-        return tensor_core_contraction(self.plan, ctx, name, self.info, config)
+        return tiling_tc.tensor_core_contraction(self.plan, self._fresh_context(), name,
+                                                 self.info, config)
 
     def legal(self, config):
-        from .space import tc_legal
-
-        return tc_legal(config, self.view, self.info)
+        return space.tc_legal(config, self.view, self.info)
 
     def neighbours(self, config):
-        from .space import tc_neighbours
-
-        return tc_neighbours(config, self.view, self.info)
+        return space.tc_neighbours(config, self.view, self.info)
 
     def shape_class(self, config):
         return (config.tile_m, config.tile_n, config.warps_m, config.warps_n)
 
-    def from_dict(self, data):
-        from ..compiler.tiling_tc import TcConfig
-
-        return TcConfig(**data)
-
 
 class _CpuFamily(_Family):
     name = "cpu-tiled"
+    config_type = tiling_cpu.CpuTiling
 
     def __init__(self, plan, ctx, info, dims) -> None:
         super().__init__(plan, ctx, info)
         self.dims = dims
 
     def ranked(self, model):
-        from .space import rank_cpu
-
-        return list(rank_cpu(self.dims, model))
+        return list(space.rank_cpu(self.dims, model))
 
     def default(self):
-        from ..compiler import tiling_cpu
-
         return tiling_cpu.choose_tiling(self.info, self.dims)
 
     def build(self, config, name):
-        from ..compiler.lower import LoweringContext
-        from ..compiler.tiling_cpu import tiled_contraction_cpu
-
-        ctx = LoweringContext(self.ctx.bound, self.ctx.aliases)
-        return tiled_contraction_cpu(self.plan, ctx, name, self.info, config)
+        return tiling_cpu.tiled_contraction_cpu(self.plan, self._fresh_context(), name,
+                                                self.info, config)
 
     def legal(self, config):
-        from .space import cpu_legal
-
-        return config.simd == max(4, self.info.simd_width) and cpu_legal(config, self.dims)
+        return config.simd == max(4, self.info.simd_width) and space.cpu_legal(config, self.dims)
 
     def neighbours(self, config):
         out = []
@@ -279,22 +253,13 @@ class _CpuFamily(_Family):
     def shape_class(self, config):
         return (config.mr, config.nr)
 
-    def from_dict(self, data):
-        from ..compiler.tiling_cpu import CpuTiling
-
-        return CpuTiling(**data)
-
 
 def family_of(plan, ctx, info: DeviceInfo) -> _Family | None:
     """The tunable family of this kernel plan on this device, or None (nothing to tune)."""
     if info.dialect == "c":
-        from ..compiler.tiling_cpu import gemm_dims
-
-        found = gemm_dims(plan, ctx, info)
+        found = tiling_cpu.gemm_dims(plan, ctx, info)
         return None if found is None else _CpuFamily(plan, ctx, info, found[1])
     if info.dialect == "cuda":  # float16 / bfloat16 products run on the tensor cores
-        from ..compiler import tiling_tc
-
         found = tiling_tc.tensor_core_view(plan, ctx, info)
         if found is not None:
             default = tiling_tc.choose_config(found[0], info)
@@ -302,9 +267,7 @@ def family_of(plan, ctx, info: DeviceInfo) -> _Family | None:
             if default is not None:
                 return _TcFamily(plan, ctx, info, found[0])
     if info.dialect in ("opencl", "cuda"):
-        from ..compiler.tiling_gpu import tiled_view
-
-        found = tiled_view(plan, ctx)
+        found = tiling_gpu.tiled_view(plan, ctx)
         return None if found is None else _GpuFamily(plan, ctx, info, *found)
     return None
 
@@ -742,8 +705,6 @@ def _compile(device: Device, kernels: list) -> dict[str, Any]:
     """Compile every candidate kernel the way compilation does (in parallel pieces, each
     cached on disk by its own source); if that fails, one kernel at a time, so that one
     candidate the compiler rejects does not sink the others. {kernel name: handle or None}."""
-    from ..compiler import compile_kernels
-
     if not kernels:
         return {}
     try:

@@ -17,6 +17,7 @@ from gingham import tile
 from gingham.compiler import lower, tiling_gpu
 from gingham.devices import get_device, list_devices
 from gingham.runtime import executable
+from gingham.tile import dtypes as dt
 
 COMPILED = [d.id for d in list_devices() if d.info.dialect is not None]
 GPU_DIALECT_IDS = [d.id for d in list_devices() if d.info.dialect in ("opencl", "cuda")]
@@ -93,17 +94,55 @@ def test_broadcasting_and_several_outputs(compiled):
     np.testing.assert_array_equal(r, np.trunc(q).astype(np.int32))
 
 
-def test_half_and_bool_tensors_move_per_cell(compiled):
+HALF = {"bfloat16": dt.bfloat16, "float16": np.dtype(np.float16)}
+
+
+@pytest.mark.parametrize("half", HALF)
+def test_half_tensors_move_as_vectors_bool_per_cell(compiled, half):
+    """Half-type tensors move as vectors of their bits (a NaN, infinities and ties included);
+    a bool output per cell. Exact: float32 arithmetic rounded once, as NumPy rounds it."""
+    dtype = HALF[half]
     source = "function (X[N], Y[N]) -> (O, M) { O = X + Y; M = X > Y; }"
     rng = np.random.default_rng(8)
-    x = rng.standard_normal(103).astype(np.float16)
-    y = rng.standard_normal(103).astype(np.float16)
+    x = (rng.standard_normal(103) * 100).astype(dtype)
+    y = rng.standard_normal(103).astype(dtype)
+    x[:4] = (np.inf, -np.inf, np.nan, 1.0)
+    y[3] = 2.0 ** -8  # 1 + 2^-8: a tie in bfloat16, exact in float16
     (o, m), schedules, _ = _run(source, (x, y), compiled)
     if compiled.info.dialect != "c":
-        assert "vector loads/stores: none" in schedules[0], schedules
-    np.testing.assert_allclose(o.astype(np.float64), (x.astype(np.float32) + y).astype(np.float16),
-                               rtol=1e-3)
-    np.testing.assert_array_equal(m, x > y)
+        assert "vector loads/stores: O, X, Y" in schedules[0], schedules
+    expected = (x.astype(np.float32) + y.astype(np.float32)).astype(dtype)
+    np.testing.assert_array_equal(o.astype(np.float32), expected.astype(np.float32))
+    np.testing.assert_array_equal(m, x.astype(np.float32) > y.astype(np.float32))
+
+
+@pytest.mark.parametrize("channels, vectorised", [(12, True), (6, False)])
+def test_channels_last_per_channel_operands_as_vectors(compiled, channels, vectorised):
+    """A channels-last batch norm's apply: bfloat16 X[N, H, W, C] with float32 per-channel
+    operands. With C a multiple of 4 a work-item's cells are 4 neighbouring channels, so each
+    per-channel operand is one vector; with C = 6 they are read per cell. A [N, 1, 1, 1]
+    operand (broadcast along the channels) and a [1, H, 1, C] one are read per cell / as a
+    vector. Odd N * H * W * C leaves a scalar tail."""
+    source = """
+    function (X[N, H, W, C], Mean[C], Scale[C], Bias[C], Gate[N, 1, 1, 1], Pos[1, H, 1, C])
+        -> (O) {
+        O = as_bfloat(relu((X - Mean) * Scale + Bias) * Gate + Pos, 16);
+    }"""
+    rng = np.random.default_rng(channels)
+    n, h, w = 3, 5, 7
+    x = rng.standard_normal((n, h, w, channels)).astype(dt.bfloat16)
+    mean, scale, bias = (rng.standard_normal(channels).astype(np.float32) for _ in range(3))
+    gate = rng.standard_normal((n, 1, 1, 1)).astype(np.float32)
+    pos = rng.standard_normal((1, h, 1, channels)).astype(np.float32)
+    (o,), schedules, _ = _run(source, (x, mean, scale, bias, gate, pos), compiled)
+    if compiled.info.dialect != "c":
+        listed = schedules[0].split("vector loads/stores: ")[1].split(";")[0].split(", ")
+        rows = {"Bias", "Mean", "Pos", "Scale"}
+        assert rows <= set(listed) if vectorised else not rows & set(listed), schedules
+        assert "Gate" not in listed and {"O", "X"} <= set(listed), schedules
+    x32 = x.astype(np.float64)
+    expected = np.maximum((x32 - mean) * scale + bias, 0) * gate + pos
+    np.testing.assert_allclose(o.astype(np.float64), expected, rtol=2.0 ** -7, atol=1e-5)
 
 
 def test_special_kernels_several_cells_per_work_item(gpu):

@@ -3,10 +3,13 @@ interpreter: every aggregation, guards, defaults, the conditional form, unreache
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from gingham import tile
+from gingham.compiler import compile_program
 from gingham.devices import get_device, list_devices
 from gingham.runtime import executable
 
@@ -69,3 +72,46 @@ def test_neighbouring_cells_share_a_work_group(work_group_device, case):
     source, args = CASES["sum"]
     exe = executable(tile.function(source).bind(*args), work_group_device)
     assert not any("neighbouring cells" in launch.schedule for launch in exe.launches)
+
+
+@pytest.mark.parametrize("case", ["sum", "max", "product", "channels-last-sum",
+                                  "channels-last-max-2d", "strided-scalar-with-epilogue"])
+def test_many_slices_combine_in_chains(work_group_device, monkeypatch, case):
+    """Described as an H200 (132 compute units), the reductions are cut into many slices; the
+    combine aggregates each cell's partials in interleaved chains (a number of slices that is
+    no multiple of the chains leaves a tail) and equals the interpreter."""
+    monkeypatch.setattr(work_group_device, "info",
+                        dataclasses.replace(work_group_device.info, compute_units=132))
+    source, args = CASES[case]
+    fn = tile.function(source)
+    exe = compile_program(fn.bind(*args), work_group_device)  # not the runtime's cache
+    combine = [launch.schedule for launch in exe.launches
+               if launch.schedule.startswith("split reduction, combine")]
+    assert combine and all(" chains" in s for s in combine), combine
+    got = exe(*args)
+    expected = fn(*args, device="reference")
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=2e-5, atol=1e-4)
+
+
+def test_batch_norm_statistics_in_chains_against_numpy(work_group_device, monkeypatch):
+    """Sibling sums (a channels-last batch norm's sum and sum of squares, one kernel pair)
+    with many slices, each combined in chains: against NumPy in float64."""
+    monkeypatch.setattr(work_group_device, "info",
+                        dataclasses.replace(work_group_device.info, compute_units=132))
+    source = """
+    function (X[N, H, W, C]) -> (Mean, Var) {
+        S[c : C] = +(X[n, h, w, c]);
+        Q[c : C] = +(X[n, h, w, c] * X[n, h, w, c]);
+        Mean = S / (N * H * W);
+        Var = Q / (N * H * W) - Mean * Mean;
+    }"""
+    x = (RNG.standard_normal((16, 16, 16, 64)) + 0.5).astype(np.float32)
+    exe = compile_program(tile.function(source).bind(x), work_group_device)
+    schedules = [launch.schedule for launch in exe.launches]
+    assert any("chains" in s for s in schedules), schedules
+    mean, var = exe(x)
+    x64 = x.astype(np.float64).reshape(-1, 64)
+    np.testing.assert_allclose(mean, x64.mean(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(var, x64.var(0), rtol=1e-4, atol=1e-5)

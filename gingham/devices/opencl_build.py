@@ -1,0 +1,445 @@
+"""OpenCL program builds in compile worker processes, and the check that says when they pay.
+
+NVIDIA's OpenCL driver serialises ``clBuildProgram`` across the threads of one process: 12
+of a ResNet-9 step's pieces took 3.8 s on one thread and 3.0 s on 16 (H200, cold driver
+cache). Separate processes, each with its own context on the same device, build at once:
+the step's 48 pieces took 1.2 s on 16 workers, 9.4 s on 16 threads (docs/opencl-builds.md).
+:class:`BuildPool` keeps such processes (``opencl_worker.py``) for one device; a build takes
+whichever builder is free first: a worker, or, until the first worker is ready, this process
+itself (one build at a time), so no piece waits for the pool to come up::
+
+    pool = BuildPool(target_of(cl_device), workers=16)
+    pool.start()                                  # returns at once; workers start meanwhile
+    ok, binary_or_log = pool.build(source, "", local=lambda: build_here(source))
+
+A worker that dies, or a pool that cannot start, leaves this process building alone (with a
+``debug_print`` saying why); a build is never lost.
+
+Whether processes pay is measured, not looked up by vendor: :func:`builds_serialise` times
+a few small builds one after another and the same number at once on threads. It runs while
+no compile is in flight (:class:`Activity` says when), and its result is thrown away when a
+compile starts meanwhile, so neither waits for the other nor falsifies the other's timing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from gingham.config import debug_print
+from gingham.devices import opencl_worker
+
+#: The worker script, run by path so that the worker imports nothing of gingham.
+WORKER_SCRIPT = Path(opencl_worker.__file__)
+
+
+def worker_command() -> list[str]:
+    """The command line of a worker, before its device argument (tests replace this)."""
+    return [sys.executable, str(WORKER_SCRIPT)]
+
+
+#: What :meth:`BuildPool.build` runs when it builds in this process: the binary, or raises.
+LocalBuild = Callable[[], bytes]
+
+
+def target_of(cl_device) -> dict[str, Any]:
+    """How a worker finds ``cl_device``: its platform's name, its name, and its index among the
+    platform's devices. Example: ``{"platform": "Portable Computing Language",
+    "device": "pthread-haswell-AMD EPYC", "index": 0}``."""
+    platform = cl_device.platform
+    index = next(i for i, d in enumerate(platform.get_devices()) if d == cl_device)
+    return {"platform": platform.name.strip(), "device": cl_device.name.strip(),
+            "index": index}
+
+
+def _startup(worker: _Worker) -> str:
+    """Where a worker's start-up went, for a debug line."""
+    times = {k: v * 1e3 for k, v in worker.startup.items() if isinstance(v, float)}
+    return (f" (its start-up {times['seconds']:.0f} ms: import {times['import']:.0f}, "
+            f"device {times['find']:.0f}, context {times['context']:.0f})")
+
+
+class WorkerDied(RuntimeError):
+    """A worker process ended or broke the protocol."""
+
+
+class _Worker:
+    """One worker process and its pipes; used by one thread at a time."""
+
+    def __init__(self, command: list[str]) -> None:
+        # pyopencl imports NumPy, whose BLAS would start a thread per core in every worker
+        # (16 workers: 256 threads at once); a worker needs none.
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+                   MKL_NUM_THREADS="1")
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        close_fds=True, env=env)
+        self.pid = self.process.pid
+        self.startup: dict[str, Any] = {}  # the worker's "ready" report: seconds, import, ...
+
+    def wait_ready(self) -> None:
+        reply = self._receive()
+        if reply[0] != "ready":
+            raise WorkerDied(f"it could not start: {reply[1]}")
+        self.startup = reply[1]
+
+    def request(self, source: str, options: str) -> tuple[bool, bytes | str]:
+        try:
+            opencl_worker.send(self.process.stdin, ("build", source, options))
+        except OSError as exc:
+            raise WorkerDied(f"its input closed ({exc})") from None
+        kind, payload, _ = self._receive()
+        if kind not in ("built", "rejected"):
+            raise WorkerDied(f"it answered {kind!r}")
+        return kind == "built", payload
+
+    def _receive(self):
+        try:
+            return opencl_worker.receive(self.process.stdout)
+        except Exception as exc:  # noqa: BLE001 - EOF, a torn or unreadable message
+            code = self.process.poll()
+            raise WorkerDied(f"{exc} (exit status {code})") from None
+
+    def close_input(self) -> None:
+        """Close its pipes: a worker exits at the end of its input."""
+        for stream in (self.process.stdin, self.process.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+    def reap(self, deadline: float) -> None:
+        """Wait for it to exit until ``deadline`` (perf_counter), then kill it."""
+        try:
+            self.process.wait(max(0.0, deadline - time.perf_counter()))
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Close its input, and kill it if it has not exited within ``timeout`` seconds."""
+        self.close_input()
+        self.reap(time.perf_counter() + timeout)
+
+
+_LOCAL = "this process"  # the builder token that means: build here
+
+
+class BuildPool:
+    """Compile worker processes for one OpenCL device, started once and reused.
+
+    ``workers`` processes are spawned (``subprocess``: a fresh interpreter, never a fork of
+    this one) by :meth:`start`, which returns at once; each joins the pool when its context
+    exists. Until the first has joined (and again if every worker is lost), builds also run
+    in this process, one at a time (the driver would serialise more anyway); once workers
+    are there this process only loads what they built, which a build here would hold up.
+    ``name`` prefixes the debug lines (the device id).
+    """
+
+    def __init__(self, target: dict[str, Any], workers: int, name: str = "opencl") -> None:
+        self.target = target
+        self.size = workers
+        self.name = name
+        self._command = worker_command()
+        self._idle: queue.Queue = queue.Queue()
+        self._idle.put(_LOCAL)
+        self._local_dropped = False  # the _LOCAL token is out of the queue for good
+        self._lock = threading.Lock()
+        self._workers: list[_Worker] = []
+        self._all: list[_Worker] = []  # every worker ever started, for ``processes``
+        self._started = False
+        self._closed = False
+        self.ready = 0  # workers that have joined
+        self.lost = 0  # workers that failed to start or died
+        self._serving = 0  # joined and not lost
+        self._settled = threading.Condition(self._lock)
+        #: builds done by workers and in this process (for tests and debug lines)
+        self.built_by_workers = 0
+        self.built_here = 0
+
+    def start(self) -> None:
+        """Spawn the workers (once); each joins the pool when it is ready."""
+        with self._lock:
+            if self._started or self._closed:
+                return
+            self._started = True
+        started = time.perf_counter()
+        argv = json.dumps(self.target)
+        for _ in range(self.size):
+            try:
+                worker = _Worker(self._command + [argv])
+            except OSError as exc:
+                debug_print(1, f"{self.name}: cannot start a compile worker ({exc}); "
+                            "building in this process")
+                self.lost += 1
+                continue
+            self._workers.append(worker)
+            self._all.append(worker)
+            threading.Thread(target=self._join, args=(worker, started), daemon=True,
+                             name="gingham-compile-worker-start").start()
+        _POOLS.add(self)
+
+    def _join(self, worker: _Worker, started: float) -> None:
+        try:
+            worker.wait_ready()
+        except WorkerDied as exc:
+            self._lose(worker, f"compile worker {worker.pid} {exc}")
+            return
+        with self._lock:
+            if self._closed:
+                return  # stopped while it started: its input is closed, it exits
+            self.ready += 1
+            self._serving += 1
+            first, last = self.ready == 1, self.ready + self.lost == self.size
+            self._settled.notify_all()
+        if first or last:
+            debug_print(1, f"{self.name}: {'first' if first else 'last'} of {self.size} "
+                        f"compile workers ready after "
+                        f"{(time.perf_counter() - started) * 1e3:.0f} ms{_startup(worker)}")
+        self._idle.put(worker)
+
+    def _lose(self, worker: _Worker, why: str, serving: bool = False) -> None:
+        debug_print(1, f"{self.name}: {why}; building its work in this process")
+        with self._lock:
+            self.lost += 1
+            self._serving -= serving
+            if self._serving == 0 and self._local_dropped:
+                self._local_dropped = False  # no worker left: this process builds again
+                self._idle.put(_LOCAL)
+            self._settled.notify_all()
+        worker.stop(timeout=0.5)
+
+    @property
+    def serving(self) -> int:
+        """Workers that have joined and are not lost."""
+        return self._serving
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until every worker has joined or been lost, or the pool is closed; True when
+        all joined (and it is not closed)."""
+        with self._lock:
+            self._settled.wait_for(
+                lambda: self.ready + self.lost >= self.size or self._closed, timeout)
+            return self.ready == self.size and not self._closed
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has stopped the workers."""
+        return self._closed
+
+    @property
+    def processes(self) -> list[subprocess.Popen]:
+        """The worker processes started (also those lost or stopped), for tests."""
+        return [worker.process for worker in self._all]
+
+    def _drop_local(self) -> bool:
+        """Retire this process as a builder when a worker serves (True: retired)."""
+        with self._lock:
+            if self._serving > 0:
+                self._local_dropped = True
+            return self._local_dropped
+
+    def _give_back(self, builder) -> None:
+        if builder is _LOCAL and self._drop_local():
+            return
+        self._idle.put(builder)
+
+    def build(self, source: str, options: str, local: LocalBuild) -> tuple[bool, bytes | str]:
+        """(True, binary) or (False, the compiler's log), from the first free builder.
+
+        ``local`` builds in this process (it returns the binary or raises, e.g.
+        KernelCompileError); it also runs when the worker that took the build died.
+        """
+        if self._closed:
+            return True, self._count_here(local())
+        builder = self._idle.get()
+        while builder is _LOCAL and self._drop_local():
+            builder = self._idle.get()  # a worker serves: this process only loads
+        try:
+            if builder is _LOCAL:
+                return True, self._count_here(local())
+            try:
+                result = builder.request(source, options)
+            except WorkerDied as exc:
+                self._lose(builder, f"compile worker {builder.pid} died during a build ({exc})",
+                           serving=True)
+                builder = None  # never handed out again
+                return True, self._count_here(local())
+            with self._lock:
+                self.built_by_workers += 1
+            return result
+        finally:
+            if builder is not None:
+                self._give_back(builder)
+
+    def _count_here(self, binary: bytes) -> bytes:
+        with self._lock:
+            self.built_here += 1
+        return binary
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Stop every worker (idempotent): all are told at once, and those that have not
+        exited within ``timeout`` seconds (one in the middle of a build) are killed. Later
+        builds run in this process."""
+        with self._lock:
+            self._closed = True
+            workers, self._workers = self._workers, []
+            self._settled.notify_all()
+        for worker in workers:
+            worker.close_input()
+        deadline = time.perf_counter() + timeout
+        for worker in workers:
+            worker.reap(deadline)
+        _POOLS.discard(self)
+
+
+_POOLS: weakref.WeakSet[BuildPool] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_pools() -> None:
+    for pool in list(_POOLS):
+        pool.close()
+
+
+# ---- when is a device quiet? ------------------------------------------------------------
+
+class Activity:
+    """The compiles in flight on one device, for what must wait until there is none: the
+    build check (a build beside it would falsify its timing) and the release of idle compile
+    workers. ``generation`` counts the compiles started, so a waiter can tell whether one
+    started while it worked. Example::
+
+        activity = Activity()
+        with activity.busy():                  # around each compile
+            ...
+        generation = activity.wait_quiet()     # elsewhere: no compile in flight now
+        ...                                    # work that a compile must not overlap
+        with activity.quiet_since(generation) as quiet:
+            if quiet:                          # none started meanwhile, none can start now
+                ...
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self.active = 0  # compiles in flight
+        self.generation = 0  # compiles started so far
+        self._last_end = time.monotonic()
+
+    @contextmanager
+    def busy(self) -> Iterator[None]:
+        """Count a compile in flight for the ``with`` block."""
+        with self._changed:
+            self.active += 1
+            self.generation += 1
+            self._changed.notify_all()
+        try:
+            yield
+        finally:
+            with self._changed:
+                self.active -= 1
+                self._last_end = time.monotonic()
+                self._changed.notify_all()
+
+    def wait_quiet(self, started: int = 0, timeout: float | None = None) -> int | None:
+        """Wait until no compile is in flight and at least ``started`` have started; the
+        generation then, or None after ``timeout`` seconds."""
+        with self._changed:
+            if not self._changed.wait_for(
+                    lambda: self.active == 0 and self.generation >= started, timeout):
+                return None
+            return self.generation
+
+    def wait_idle(self, seconds: float, since: float = 0.0) -> int:
+        """Wait until no compile has been in flight for ``seconds``, counted from ``since``
+        (a ``time.monotonic()``) at the earliest; the generation then."""
+        with self._changed:
+            while True:
+                if self.active:
+                    self._changed.wait()
+                    continue
+                left = max(self._last_end, since) + seconds - time.monotonic()
+                if left <= 0:
+                    return self.generation
+                self._changed.wait(left)
+
+    def disturbed_since(self, generation: int) -> bool:
+        """Whether a compile started after ``generation`` or is in flight."""
+        return self.active > 0 or self.generation != generation
+
+    @contextmanager
+    def quiet_since(self, generation: int) -> Iterator[bool]:
+        """True when no compile started after ``generation`` and none is in flight; while
+        the ``with`` block runs, no compile can start (keep it short)."""
+        with self._changed:
+            yield not self.disturbed_since(generation)
+
+
+# ---- does this driver serialise builds? -------------------------------------------------
+
+_PROBE_SOURCE = """
+__kernel void probe_{tag}(__global float* out, __global const float* in, int n) {{
+    int i = get_global_id(0);
+    if (i >= n) return;
+    float acc = {tag}.0f;
+    #pragma unroll
+    for (int k = 0; k < 64; ++k) {{
+        acc = acc * in[(i + k) % n] + (float)k;
+        acc = acc > 1.0f ? acc * 0.5f : acc + in[(i * 3 + k) % n];
+    }}
+    out[i] = acc;
+}}
+"""
+
+_probe_counter = itertools.count()
+
+
+def builds_serialise(build: Callable[[str], Any], threads: int = 2,
+                     abandon: Callable[[], bool] = lambda: False) -> tuple[bool, float] | None:
+    """(whether concurrent builds in this process run one at a time, the measured ratio), or
+    None when ``abandon()`` said so before a build or at the end (something else built
+    meanwhile: the timing is worthless, and a build of the check's no longer holds it up).
+
+    One build first (the compiler's one-time start-up: on NVIDIA about a second, which every
+    concurrent build would wait for alike, hiding the lock), then ``threads`` distinct small
+    programs one after another, then ``threads`` others at once on as many threads. The
+    ratio is the second time over the first: about 1/threads when the driver builds in
+    parallel, about 1 when it serialises; serialised means above the midpoint. Every source
+    carries a fresh number, so no driver cache (NVIDIA's keys on the source) answers instead
+    of the compiler. Measured on an H200 with NVIDIA's driver: 1.11 with 2 threads (0.86
+    with 4, 1.10 with 8), in 1.7 s. Example::
+
+        serialised, ratio = builds_serialise(lambda src: build_program(ctx, src))
+    """
+    threads = max(2, threads)
+    base = (os.getpid() % 10000) * 1000 + next(_probe_counter) * (2 * threads + 1)
+    sources = [_PROBE_SOURCE.format(tag=base + i) for i in range(2 * threads + 1)]
+    one_by_one = 0.0
+    for source in sources[:threads + 1]:
+        if abandon():
+            return None
+        start = time.perf_counter()
+        build(source)
+        if source is not sources[0]:  # the first carries the compiler's start-up
+            one_by_one += time.perf_counter() - start
+    if abandon():
+        return None
+    with ThreadPoolExecutor(threads, thread_name_prefix="gingham-build-check") as pool:
+        start = time.perf_counter()
+        list(pool.map(build, sources[threads + 1:]))
+        at_once = time.perf_counter() - start
+    if abandon():
+        return None
+    ratio = at_once / max(one_by_one, 1e-9)
+    return ratio > (1 + 1 / threads) / 2, ratio

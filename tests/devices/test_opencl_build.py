@@ -1,0 +1,274 @@
+"""OpenCL programs built in compile worker processes (``gingham.devices.opencl_build``).
+
+Every test runs on every OpenCL device the run sees (PoCL on a CPU-only machine), with real
+worker processes and real kernels checked against NumPy; a fresh ``OpenCLDevice`` object per
+test gets its own pool, and a fresh cache directory makes every kernel a real build.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gingham.cache import DiskCache
+from gingham.config import ConfigError, get_config
+from gingham.devices import get_device, list_devices
+from gingham.devices.base import SourceUnit
+from gingham.errors import KernelCompileError
+
+pytest.importorskip("pyopencl")
+
+from gingham.devices import opencl, opencl_build  # noqa: E402
+
+OPENCL_IDS = [d.id for d in list_devices() if d.info.dialect == "opencl"]
+pytestmark = pytest.mark.skipif(not OPENCL_IDS, reason="no OpenCL device in this run")
+
+DYING_WORKER = Path(__file__).with_name("dying_opencl_worker.py")
+N = 1000
+
+
+@pytest.fixture(params=OPENCL_IDS)
+def fresh_device(request, tmp_path, monkeypatch):
+    """A new OpenCLDevice (its own context and build pool) on a device of this run, with an
+    empty kernel cache and two compile jobs; its workers are stopped afterwards."""
+    monkeypatch.setenv("GINGHAM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GINGHAM_COMPILE_JOBS", "2")
+    monkeypatch.setattr(opencl, "_verdicts", {})
+    made = []
+
+    def make():
+        known = get_device(request.param)
+        device = opencl.OpenCLDevice(known.cl_device, known.id)
+        made.append(device)
+        return device
+
+    yield make
+    for device in made:
+        if device.build_pool is not None:
+            device.build_pool.close()
+
+
+def scale_units(count: int, tag: int) -> list[SourceUnit]:
+    """``count`` kernels ``c = a * i + tag`` (distinct sources: each is its own build)."""
+    return [SourceUnit(f"scale{i}_{tag}", f"""
+__kernel void scale{i}_{tag}(__global float* c, __global const float* a, int n) {{
+    int j = get_global_id(0);
+    if (j < n) c[j] = a[j] * {i}.0f + {tag}.0f;
+}}""") for i in range(count)]
+
+
+def check_kernels(device, kernels, tag: int) -> None:
+    """Run each kernel and compare with NumPy's ``a * i + tag``."""
+    a = np.random.default_rng(tag).standard_normal(N).astype(np.float32)
+    A, C = device.alloc(a.nbytes), device.alloc(a.nbytes)
+    device.copy_in(A, a)
+    for i, kernel in enumerate(kernels):
+        device.launch(kernel, [C, A, np.int32(N)], global_size=(1024,), local_size=(64,))
+        out = np.empty_like(a)
+        device.copy_out(C, out)
+        np.testing.assert_allclose(out, a * np.float32(i) + np.float32(tag), rtol=1e-6)
+
+
+def test_workers_build_kernels_that_compute_the_right_values(fresh_device, monkeypatch):
+    monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "processes")
+    device = fresh_device()
+    assert device.build_mode() == "processes"
+    pool = device.build_pool
+    assert pool.wait_ready(timeout=120), "the compile workers did not start"
+    kernels = device.compile_units(scale_units(4, 11))
+    # Every piece went to a worker: once one serves, this process only loads binaries.
+    assert pool.built_here == 0 and pool.built_by_workers == device.stats.compiles > 0
+    check_kernels(device, kernels, 11)
+    # The workers' binaries were cached on disk: another device object builds nothing.
+    again = fresh_device()
+    check_kernels(again, again.compile_units(scale_units(4, 11)), 11)
+    assert again.stats.compiles == 0
+
+
+def test_a_kernel_the_driver_rejects_raises_with_the_log_from_the_worker(fresh_device,
+                                                                           monkeypatch):
+    monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "processes")
+    device = fresh_device()
+    assert device.build_mode() == "processes" and device.build_pool.wait_ready(timeout=120)
+    source = "__kernel void broken(__global float* c) { c[0] = undefined_name; }"
+    with pytest.raises(KernelCompileError) as caught:
+        device.compile_units([SourceUnit("broken", source)])
+    assert device.build_pool.built_by_workers == 1 and device.build_pool.built_here == 0
+    assert "undefined_name" in caught.value.log
+    assert "--- compiler output ---" in str(caught.value)
+    assert Path(caught.value.source_path).read_text() == source
+
+
+def test_a_worker_that_dies_mid_build_falls_back_to_this_process(fresh_device, monkeypatch):
+    monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "processes")
+    monkeypatch.setattr(opencl_build, "worker_command",
+                        lambda: [sys.executable, str(DYING_WORKER)])
+    device = fresh_device()
+    assert device.build_mode() == "processes"
+    pool = device.build_pool
+    assert pool.wait_ready(timeout=120), "the workers start; they die at their first build"
+    kernels = device.compile_units(scale_units(3, 12))
+    check_kernels(device, kernels, 12)
+    assert pool.lost >= 1 and pool.built_by_workers == 0
+    assert pool.built_here == device.stats.compiles
+
+
+def test_a_pool_that_cannot_start_builds_in_this_process(tmp_path):
+    target = {"platform": "no such platform", "device": "none", "index": 0}
+    pool = opencl_build.BuildPool(target, 2)
+    pool.start()
+    try:
+        assert not pool.wait_ready(timeout=120)
+        assert pool.lost == 2
+        assert pool.build("unused", "", local=lambda: b"built here") == (True, b"built here")
+        assert pool.built_here == 1
+    finally:
+        pool.close()
+
+
+def test_threads_setting_builds_in_this_process(fresh_device, monkeypatch):
+    monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "threads")
+    device = fresh_device()
+    assert device.build_mode() == "threads" and device.build_pool is None
+    check_kernels(device, device.compile_units(scale_units(2, 13)), 13)
+
+
+def test_one_compile_job_never_starts_workers(fresh_device, monkeypatch):
+    monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "processes")
+    monkeypatch.setenv("GINGHAM_COMPILE_JOBS", "1")
+    device = fresh_device()
+    assert device.build_mode() == "threads" and device.build_pool is None
+
+
+def test_auto_on_a_cpu_device_builds_in_threads_without_a_check(fresh_device, monkeypatch):
+    monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "auto")
+    device = fresh_device()
+    if device.info.kind != "cpu":
+        pytest.skip(f"{device.id} is a {device.info.kind}, not a CPU device")
+    assert device.build_mode() == "threads"
+    assert device._check_thread is None and device.build_pool is None
+    check_kernels(device, device.compile_units(scale_units(2, 14)), 14)
+    assert DiskCache("opencl").get(device._verdict_key()) is None  # nothing was checked
+
+
+def as_gpu(device):
+    """``device`` with the GPU rules for ``auto`` (on a CPU device such as PoCL: the same
+    real device and builds, only the kind that picks the rule is changed)."""
+    if device.info.kind == "cpu":
+        device.info = dataclasses.replace(device.info, kind="gpu")
+    return device
+
+
+def test_auto_on_an_unchecked_gpu_starts_workers_at_once_and_checks_later(fresh_device,
+                                                                         monkeypatch):
+    monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "auto")
+    device = as_gpu(fresh_device())
+    # No verdict yet: the workers start with the context, before any check has run (the
+    # check waits for the first compile to end).
+    assert device.build_mode() == "processes" and device.build_pool is not None
+    assert device._check_thread.is_alive()
+    assert DiskCache("opencl").get(device._verdict_key()) is None
+    check_kernels(device, device.compile_units(scale_units(3, 15)), 15)
+    assert device.wait_for_build_check(timeout=300), "the check did not end"
+    verdict = DiskCache("opencl").get(device._verdict_key())
+    assert verdict in (b"threads", b"processes")
+    assert device.build_mode() == verdict.decode()
+    # A parallel driver builds in threads from now on: the workers were stopped.
+    assert (device.build_pool is None) == (verdict == b"threads")
+    check_kernels(device, device.compile_units(scale_units(2, 16)), 16)
+    # A new process (no verdict in memory) reads it from disk instead of checking again.
+    monkeypatch.setattr(opencl, "_verdicts", {})
+    second = as_gpu(fresh_device())
+    assert second.build_mode() == verdict.decode() and second._check_thread is None
+    check_kernels(second, second.compile_units(scale_units(2, 17)), 17)
+
+
+def test_idle_workers_exit_and_the_next_program_starts_them_again(fresh_device, monkeypatch):
+    monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "processes")
+    monkeypatch.setenv("GINGHAM_OPENCL_IDLE", "0.5")
+    device = fresh_device()
+    assert device.build_mode() == "processes"
+    first = device.build_pool
+    check_kernels(device, device.compile_units(scale_units(2, 18)), 18)
+    deadline = time.monotonic() + 60
+    while not (first.closed and all(p.poll() is not None for p in first.processes)):
+        assert time.monotonic() < deadline, "the idle workers did not exit"
+        time.sleep(0.05)
+    assert len(first.processes) == 2 and device.build_pool is None
+    # The next program starts them again and builds correct kernels.
+    compiled = device.stats.compiles
+    kernels = device.compile_units(scale_units(3, 19))
+    second = device.build_pool
+    assert second is not None and second is not first
+    assert second.built_by_workers + second.built_here == device.stats.compiles - compiled > 0
+    check_kernels(device, kernels, 19)
+
+
+def test_released_workers_free_their_processes_and_building_goes_on(fresh_device, monkeypatch):
+    """What an allocation that runs out of device memory does first: the workers' contexts
+    go (their processes exit), and the next program starts new workers that build correctly."""
+    monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "processes")
+    device = fresh_device()
+    assert device.build_mode() == "processes"
+    check_kernels(device, device.compile_units(scale_units(2, 21)), 21)
+    first = device.build_pool
+    assert device.release_compile_workers()
+    assert device.build_pool is None and first.closed
+    assert all(p.poll() is not None for p in first.processes)
+    assert not device.release_compile_workers()  # nothing left to release
+    check_kernels(device, device.compile_units(scale_units(2, 22)), 22)
+    assert device.build_pool is not None and device.build_pool is not first
+
+
+def test_the_setting_is_checked(monkeypatch):
+    monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "Processes")
+    assert get_config().opencl_build == "processes"
+    monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "forks")
+    with pytest.raises(ConfigError, match="GINGHAM_OPENCL_BUILD"):
+        get_config()
+
+
+@pytest.mark.parametrize("serial", [True, False])
+def test_the_check_tells_serialised_builds_from_parallel_ones(serial):
+    # A stand-in compiler with a known answer: one that holds a process-wide lock while it
+    # works (NVIDIA's driver), and one that does not.
+    lock = threading.Lock() if serial else None
+
+    def build(source: str) -> None:
+        if lock is None:
+            time.sleep(0.2)
+        else:
+            with lock:
+                time.sleep(0.2)
+
+    serialised, ratio = opencl_build.builds_serialise(build, threads=2)
+    assert serialised == serial, ratio
+
+
+def test_the_check_stops_when_told_and_times_nothing():
+    built = []
+    result = opencl_build.builds_serialise(built.append, threads=2,
+                                           abandon=lambda: len(built) >= 2)
+    assert result is None and len(built) == 2  # no build after it was told to stop
+
+
+def test_activity_says_whether_a_compile_started_or_runs():
+    activity = opencl_build.Activity()
+    assert activity.wait_quiet(started=1, timeout=0.01) is None  # none has run yet
+    with activity.busy():
+        assert activity.wait_quiet(timeout=0.01) is None
+    generation = activity.wait_quiet(started=1, timeout=0)
+    assert generation == 1 and not activity.disturbed_since(generation)
+    with activity.quiet_since(generation) as quiet:
+        assert quiet
+    with activity.busy():
+        assert activity.disturbed_since(generation)
+    with activity.quiet_since(generation) as quiet:
+        assert not quiet  # one started (and ended) since
+    assert activity.wait_idle(0.01) == 2
