@@ -13,7 +13,7 @@ environment variable      field
 ``GINGHAM_CUDA_GRAPHS``   ``cuda_graphs``: replay CUDA executables as CUDA graphs (1/0)
 ``GINGHAM_COMPILE_JOBS``  ``compile_jobs``: native compilations run at once (default: cores)
 ``GINGHAM_COMPILE_OVERLAP`` ``compile_overlap``: compile a program's kernels while the rest
-                          are lowered (1, the default) or after all are (0)
+                          are lowered (1) or after all are (0, the default)
 ``GINGHAM_OPENCL_BUILD``  ``opencl_build``: where OpenCL programs build: ``auto`` (worker
                           processes when the driver serialises builds in one process, as
                           measured once per driver), ``threads`` or ``processes``
@@ -90,7 +90,8 @@ class Config:
     OpenCL builds, NVRTC calls); None: one per core this process may use. 1 compiles a
     program as one translation unit.
     ``compile_overlap``: start compiling a program's first kernels while the rest are still
-    being lowered (:class:`gingham.devices.pieces.UnitBuilder`); False lowers all first.
+    being lowered (:class:`gingham.devices.pieces.UnitBuilder`). Off by default: on a shared
+    2-core machine and on one H200 sample it did not shorten a ResNet-9 step's first call.
     ``opencl_build``: how the pieces of an OpenCL program build: ``threads`` (in this
     process), ``processes`` (in compile worker processes, one context each: NVIDIA's driver
     serialises builds inside a process) or ``auto`` (processes where a one-time check finds
@@ -117,7 +118,7 @@ class Config:
     num_threads: int | None = None
     cuda_graphs: bool = True
     compile_jobs: int | None = None
-    compile_overlap: bool = True
+    compile_overlap: bool = False
     opencl_build: str = "auto"
     opencl_idle: float = 30.0
     config_file: Path = field(default_factory=lambda: default_config_file())

@@ -3,8 +3,8 @@
 A program's first run used to lower every kernel and then compile the ones not cached; the
 two phases cost their sum. A :class:`UnitBuilder` takes the kernels one at a time as they are
 lowered and hands the heaviest waiting ones to a compile worker as soon as one is free, so
-that the first run costs about the larger of the two (``GINGHAM_COMPILE_OVERLAP=0`` turns this
-off)::
+that the first run could cost about the larger of the two (``GINGHAM_COMPILE_OVERLAP=1``;
+off by default, see :class:`gingham.config.Config`)::
 
     with device.unit_builder(assemble) as build:
         for kernel in kernels_as_lowered():

@@ -1,5 +1,6 @@
 """Compiling while lowering: a :class:`~gingham.devices.pieces.UnitBuilder` starts pieces as
-units arrive, and ``compile_program`` feeds it kernel by kernel.
+units arrive, and ``compile_program`` feeds it kernel by kernel (``GINGHAM_COMPILE_OVERLAP=1``,
+which the fixture sets; off by default).
 
 Every test runs real kernels on every discovered compiled device and checks the results
 against NumPy; no test measures time. The cache is a fresh directory per test.
@@ -26,7 +27,7 @@ from gingham.compiler.fusion import plan
 from gingham.compiler.hoist import hoist_broadcast
 from gingham.compiler.linearity import split_sums
 from gingham.devices import get_device, list_devices
-from gingham.config import ConfigError
+from gingham.config import ConfigError, get_config
 from gingham.errors import KernelCompileError
 
 COMPILED = [d.id for d in list_devices() if d.info.dialect is not None
@@ -35,8 +36,10 @@ COMPILED = [d.id for d in list_devices() if d.info.dialect is not None
 
 @pytest.fixture(params=COMPILED)
 def compiled_device(request, monkeypatch, tmp_path):
-    """A compiled device with an empty cache directory and nothing compiled in memory."""
+    """A compiled device with an empty cache directory, nothing compiled in memory, and the
+    overlap on (it is off by default)."""
     monkeypatch.setenv("GINGHAM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GINGHAM_COMPILE_OVERLAP", "1")
     device = get_device(request.param)
     monkeypatch.setattr(device, "_kernels", {})
     return device
@@ -198,7 +201,7 @@ print(stats.compiles, stats.cache_hits)
 def test_a_fresh_process_loads_what_an_overlapped_build_stored(tmp_path):
     for device in COMPILED:
         env = dict(os.environ, GINGHAM_CACHE_DIR=str(tmp_path / device.replace(":", "_")),
-                   GINGHAM_COMPILE_JOBS="2")
+                   GINGHAM_COMPILE_JOBS="2", GINGHAM_COMPILE_OVERLAP="1")
         runs = []
         for run in range(2):
             out = str(tmp_path / f"{device.replace(':', '_')}-{run}.npy")
@@ -213,10 +216,12 @@ def test_a_fresh_process_loads_what_an_overlapped_build_stored(tmp_path):
 
 
 def test_overlap_can_be_switched_off(compiled_device, monkeypatch):
-    """GINGHAM_COMPILE_OVERLAP=0 lowers everything first (in program order) and compiles
-    the same kernels afterwards, as one all-at-once split; a bad value names the variable."""
+    """GINGHAM_COMPILE_OVERLAP=0 (the default) lowers everything first (in program order) and
+    compiles the same kernels afterwards, as one all-at-once split; a bad value names the
+    variable."""
     monkeypatch.setenv("GINGHAM_COMPILE_JOBS", "2")
-    monkeypatch.setenv("GINGHAM_COMPILE_OVERLAP", "0")
+    monkeypatch.delenv("GINGHAM_COMPILE_OVERLAP")  # the default: off
+    assert not get_config().compile_overlap
     units, assemble = _units(compiled_device, [1.5, 2.0, 3.0])
     with compiled_device.unit_builder(assemble) as build:
         for unit in units:
