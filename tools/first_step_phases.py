@@ -1,6 +1,6 @@
 """Where the Python time of a training step's first call goes, phase by phase, without a GPU.
 
-    python3 tools/first_step_phases.py resnet9 [--precision bf16] [--layout NHWC] [--batch 512]
+    PYTHONPATH=$PWD python3 tools/first_step_phases.py resnet9 [--precision bf16] [--layout NHWC] [--batch 512]
         [--device h200|cpu] [--profile FILE]
 
 It builds the model (not part of the step), traces one step (``nn.training.train_step`` as
