@@ -12,6 +12,8 @@ environment variable      field
 ``GINGHAM_NUM_THREADS``   ``num_threads``: OpenMP threads of ``cpu`` kernels
 ``GINGHAM_CUDA_GRAPHS``   ``cuda_graphs``: replay CUDA executables as CUDA graphs (1/0)
 ``GINGHAM_COMPILE_JOBS``  ``compile_jobs``: native compilations run at once (default: cores)
+``GINGHAM_COMPILE_OVERLAP`` ``compile_overlap``: compile a program's kernels while the rest
+                          are lowered (1) or after all are (0, the default)
 ``GINGHAM_OPENCL_BUILD``  ``opencl_build``: where OpenCL programs build: ``auto`` (worker
                           processes when the driver serialises builds in one process, as
                           measured once per driver), ``threads`` or ``processes``
@@ -28,8 +30,8 @@ environment variable      field
 
 The user config file is JSON (``platformdirs.user_config_dir("gingham")/config.json``); it may
 hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``,
-``cuda_graphs``, ``compile_jobs``, ``opencl_build``, ``opencl_idle``, ``tune``, ``tune_budget``,
-``tune_measure``.
+``cuda_graphs``, ``compile_jobs``, ``compile_overlap``, ``opencl_build``, ``opencl_idle``,
+``tune``, ``tune_budget``, ``tune_measure``.
 ``gingham devices --set-default ID`` writes ``{"device": ID}`` into it.
 
 Example::
@@ -87,6 +89,9 @@ class Config:
     ``compile_jobs``: how many pieces of a program compile at once (C compiler processes,
     OpenCL builds, NVRTC calls); None: one per core this process may use. 1 compiles a
     program as one translation unit.
+    ``compile_overlap``: start compiling a program's first kernels while the rest are still
+    being lowered (:class:`gingham.devices.pieces.UnitBuilder`). Off by default: on a shared
+    2-core machine and on one H200 sample it did not shorten a ResNet-9 step's first call.
     ``opencl_build``: how the pieces of an OpenCL program build: ``threads`` (in this
     process), ``processes`` (in compile worker processes, one context each: NVIDIA's driver
     serialises builds inside a process) or ``auto`` (processes where a one-time check finds
@@ -113,6 +118,7 @@ class Config:
     num_threads: int | None = None
     cuda_graphs: bool = True
     compile_jobs: int | None = None
+    compile_overlap: bool = False
     opencl_build: str = "auto"
     opencl_idle: float = 30.0
     config_file: Path = field(default_factory=lambda: default_config_file())
@@ -123,8 +129,8 @@ class Config:
 
 # Fields the user config file may set (config_file itself is chosen by the environment only).
 _FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "cuda_graphs",
-                "compile_jobs", "opencl_build", "opencl_idle", "tune", "tune_budget",
-                "tune_measure")
+                "compile_jobs", "compile_overlap", "opencl_build", "opencl_idle", "tune",
+                "tune_budget", "tune_measure")
 TUNE_MODES = ("off", "on", "background")
 OPENCL_BUILD_MODES = ("auto", "threads", "processes")
 
@@ -229,7 +235,7 @@ def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
             values[key] = _parse_int(where, value, 0, MAX_DEBUG)
         elif key in ("num_threads", "compile_jobs"):
             values[key] = None if value is None else _parse_int(where, value, 1, None)
-        elif key == "cuda_graphs":
+        elif key in ("cuda_graphs", "compile_overlap"):
             values[key] = _parse_bool(where, value)
         elif key == "opencl_build":
             values[key] = _parse_choice(where, value, OPENCL_BUILD_MODES)
@@ -289,6 +295,9 @@ def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
     if env.get("GINGHAM_COMPILE_JOBS"):
         values["compile_jobs"] = _parse_int("GINGHAM_COMPILE_JOBS",
                                             env["GINGHAM_COMPILE_JOBS"], 1, None)
+    if env.get("GINGHAM_COMPILE_OVERLAP"):
+        values["compile_overlap"] = _parse_bool("GINGHAM_COMPILE_OVERLAP",
+                                                env["GINGHAM_COMPILE_OVERLAP"])
     if env.get("GINGHAM_OPENCL_BUILD"):
         values["opencl_build"] = _parse_choice("GINGHAM_OPENCL_BUILD",
                                                env["GINGHAM_OPENCL_BUILD"], OPENCL_BUILD_MODES)

@@ -54,26 +54,42 @@ def step_sources(device_id: str, model: str, jobs: int) -> list[str]:
 
     from gingham.compiler import compile_program
     from gingham.devices import get_device
-    from gingham.devices.base import _PIECES_PER_JOB, split_evenly
+    from gingham.devices.base import split_evenly
+    from gingham.devices.pieces import UnitBuilder
 
     device = get_device(device_id)
-    captured = {}
+    captured = {"units": []}
 
     class Captured(Exception):
         pass
 
-    def capture(units, assemble=None, jobs=None):
-        captured["units"], captured["assemble"] = list(units), assemble
-        raise Captured
+    class Capture:
+        """Stands in for the device's unit builder: keeps the units, compiles nothing."""
 
-    device.compile_units = capture
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc_info):
+            return False
+
+        def add(self, unit):
+            captured["units"].append(unit)
+
+        def kernels(self):
+            raise Captured
+
+    def capture(assemble=None, jobs=None, eager=None):
+        captured["assemble"] = assemble
+        return Capture()
+
+    device.unit_builder = capture
     bound = step_program(model, "fp32", "NHWC", 512)
     try:
         compile_program(bound, device)
     except Captured:
         pass
     units = list({(u.entry, u.source): u for u in captured["units"]}.values())
-    pieces = split_evenly(units, _PIECES_PER_JOB * jobs, weight=lambda u: u.cost)
+    pieces = split_evenly(units, UnitBuilder.PIECES_PER_JOB * jobs, weight=lambda u: u.cost)
     print(f"{len(units)} distinct kernels in {len(pieces)} pieces "
           f"({sum(len(u.source) for u in units)} chars)")
     return [captured["assemble"](piece) for piece in pieces]

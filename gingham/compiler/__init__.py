@@ -14,18 +14,20 @@ kernel's binary cached on disk), and memory planning (:mod:`.executable`).
 
 from __future__ import annotations
 
+from typing import Any, Iterable, Iterator
+
 import numpy as np
 
 from ..codegen.c_family import DIALECTS, render_many
 from ..config import debug_print, get_config
-from ..devices.base import Device
+from ..devices.base import Device, DeviceInfo, SourceUnit
 from ..tile.dtypes import DTYPES
 from ..tile.shapes import BoundProgram
 from . import kernel_ir as k
 from .cse import eliminate_common
 from .dedupe import unit_of
 from .executable import Executable, Launch
-from .fusion import plan
+from .fusion import Plan, plan
 from .hoist import hoist_broadcast
 from .linearity import split_sums
 from .lower import LoweringContext
@@ -41,12 +43,10 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
     bound = hoist_broadcast(bound)  # per-channel sub-expressions computed per channel
     bound = split_sums(bound)  # sums of per-channel factors * terms: from sibling sums
     kernel_plan = plan(bound)
-    kernels = []
-    for position, kernel in enumerate(kernel_plan.kernels):
-        ctx = LoweringContext(bound, kernel_plan.aliases)
-        name = f"k{position}_{sorted(kernel.stores)[0]}"
-        kernels.extend(lower_with_schedule(kernel, ctx, name, device.info))
-    launches, source = compile_kernels(kernels, device)
+    # Overlapped with compiling, the heaviest kernels are lowered first (see _lowered).
+    heavy_first = get_config().compile_overlap
+    launches, source, kernels = _compile_stream(
+        _lowered(kernel_plan, bound, device.info, heavy_first), device)
     debug_print(1, f"{device.id}: {len(kernels)} kernel(s) "
                    f"({len({launch.kernel.entry for launch in launches})} distinct) for a "
                    f"program with {len(bound.program.statements)} statement(s)")
@@ -65,31 +65,69 @@ def compile_kernels(kernels: list[k.Kernel], device: Device) -> tuple[list[Launc
         >>> launches[0].kernel is launches[1].kernel   # k1 is k0 on other tensors
         True
     """
+    launches, source, _ = _compile_stream(enumerate(kernels), device)
+    return launches, source
+
+
+def _lowered(kernel_plan: Plan, bound: BoundProgram, info: DeviceInfo,
+             heavy_first: bool = True) -> Iterator[tuple[tuple[int, int], k.Kernel]]:
+    """Each planned kernel lowered, keyed by its place in the program; with ``heavy_first``
+    the products first (matrix multiplications and convolutions, whose tiled kernels take a
+    compiler longest), then the other contractions, then the rest, so that the heavy ones
+    compile while the rest is lowered (else in program order)."""
+    def weight_class(plan_kernel) -> int:
+        if not heavy_first:
+            return 0
+        if plan_kernel.kind != "contraction":
+            return 2
+        return 0 if len(plan_kernel.contraction.operands) > 1 else 1
+
+    order = sorted(range(len(kernel_plan.kernels)),
+                   key=lambda i: (weight_class(kernel_plan.kernels[i]), i))
+    for position in order:
+        kernel = kernel_plan.kernels[position]
+        ctx = LoweringContext(bound, kernel_plan.aliases)
+        name = f"k{position}_{sorted(kernel.stores)[0]}"
+        for part, lowered in enumerate(lower_with_schedule(kernel, ctx, name, info)):
+            yield (position, part), lowered
+
+
+def _compile_stream(kernels: Iterable[tuple[Any, k.Kernel]], device: Device
+                    ) -> tuple[list[Launch], str, list[k.Kernel]]:
+    """Compile ``(place, kernel)`` pairs as they come (see :func:`compile_kernels`): each
+    kernel is named by content and handed to the device's compile workers at once, so that
+    compiling overlaps producing the rest. Launches and kernels come back in place order."""
     dialect = DIALECTS[device.info.dialect]
-    units, renamed = [], {}
-    for kernel in kernels:
-        unit, ir = unit_of(kernel, dialect)
-        units.append(unit)
-        renamed[unit.entry] = ir
-    for kernel, unit in zip(kernels, units):
-        debug_print(3, f"{kernel.name} ({unit.entry}): {kernel.schedule}")
-    if get_config().debug >= 4:
-        # The kernels under their own names (what was compiled names parameters by position).
-        debug_print(4, f"source for {device.id}:\n{render_many(kernels, dialect)}")
+    renamed: dict[str, k.Kernel] = {}
+    placed: list[tuple[Any, k.Kernel, SourceUnit]] = []
 
     def assemble(group) -> str:
         # One prelude for the whole piece: the units' helpers are defined once.
         return render_many([renamed[unit.entry] for unit in group], dialect)
 
-    compiled = device.compile_units(units, assemble) if kernels else []
+    with device.unit_builder(assemble) as build:
+        for place, kernel in kernels:
+            unit, ir = unit_of(kernel, dialect)
+            renamed[unit.entry] = ir
+            placed.append((place, kernel, unit))
+            build.add(unit)
+    compiled = build.kernels()
+    order = sorted(range(len(placed)), key=lambda i: placed[i][0])
+    kernels_in_order = [placed[i][1] for i in order]
+    units = [placed[i][2] for i in order]
+    for kernel, unit in zip(kernels_in_order, units):
+        debug_print(3, f"{kernel.name} ({unit.entry}): {kernel.schedule}")
+    if get_config().debug >= 4:
+        # The kernels under their own names (what was compiled names parameters by position).
+        debug_print(4, f"source for {device.id}:\n{render_many(kernels_in_order, dialect)}")
     launches = [
-        Launch(handle, kernel.name, [p.name for p in kernel.params], kernel.launch.global_size,
-               kernel.launch.local_size, getattr(kernel.launch, "shared_bytes", 0),
-               kernel.schedule, kernel.flops)
-        for kernel, handle in zip(kernels, compiled)
+        Launch(compiled[i], kernel.name, [p.name for p in kernel.params],
+               kernel.launch.global_size, kernel.launch.local_size,
+               getattr(kernel.launch, "shared_bytes", 0), kernel.schedule, kernel.flops)
+        for i, kernel in zip(order, kernels_in_order)
     ]
     source = "\n".join({unit.entry: unit.source for unit in units}.values())
-    return launches, source
+    return launches, source, kernels_in_order
 
 
 __all__ = ["Executable", "compile_kernels", "compile_program"]

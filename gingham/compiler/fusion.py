@@ -37,8 +37,10 @@ passes over one large tensor, so three more rules cut them:
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 
+from ..lru import LRU
 from ..tile.bounds import bind_contraction
 from ..tile import ir as tir
 from ..tile.ir import Binary, Const, Contraction, Elementwise, Expr, Poly, Ref, Select, Special
@@ -217,24 +219,48 @@ def _as_kernel_statements(bound: BoundProgram) -> list[tuple[object, NormalContr
     """The program's statements, each contraction with its normal form; contractions that
     compute one elementwise value per cell become :class:`Elementwise` statements, and those
     whose reduction the guards pin to one assignment per cell :class:`CellStatement`s."""
-    result: list[tuple[object, NormalContraction | None]] = []
-    for statement in bound.program.statements:
-        nc = None
-        if isinstance(statement, Contraction):
-            nc = normalize(bind_contraction(statement, bound))
-            expr = _as_elementwise(nc, bound)
-            if expr is not None:
-                # A copy or product with broadcasting (autodiff's gradients of a sum and of a
-                # max): elementwise, so it streams in vector loops and fuses with neighbours.
-                statement, nc = Elementwise(statement.out, expr, statement.loc), None
-            else:
-                # The max-pool gradient of a non-overlapping window: one assignment per cell,
-                # so it streams too and cheap readers recompute it instead of reading it.
-                pinned = pin(narrow(nc))
-                cell = as_cell_statement(statement.out, pinned) if pinned.pinned else None
-                if cell is not None:
-                    statement, nc = cell, None
-        result.append((statement, nc))
+    return [_as_kernel_statement(statement, bound) if isinstance(statement, Contraction)
+            else (statement, None) for statement in bound.program.statements]
+
+
+#: Contraction -> (what its kernel statement depends on, the kernel statement): compiling a
+#: program asks twice (:func:`gingham.compiler.linearity.split_sums`, then :func:`plan`, on a
+#: rewrite that keeps most statements), and normalising is most of both.
+_KERNEL_STATEMENTS: LRU[int, tuple] = LRU(4096)
+_KERNEL_STATEMENTS_LOCK = threading.Lock()  # the background tuner compiles on its own thread
+
+
+def _as_kernel_statement(statement: Contraction, bound: BoundProgram
+                         ) -> tuple[object, NormalContraction | None]:
+    """One contraction as :func:`_as_kernel_statements` gives it, remembered per statement
+    object, the dimensions and the shapes and types of the tensors it names."""
+    names = [statement.out, *(a.tensor for a in statement.operands)]
+    if statement.default is not None:
+        names.append(statement.default)
+    depends = (statement, bound.dims, [(bound.shapes[n], bound.dtypes[n]) for n in names])
+    with _KERNEL_STATEMENTS_LOCK:
+        known = _KERNEL_STATEMENTS.get(id(statement))
+    # The entry holds its statement, so the id is not reused while it lives; the rest is
+    # compared by value (``dims`` by identity first: a rewrite of a program keeps it).
+    if known is not None and known[0][0] is statement and (
+            known[0][1] is bound.dims or known[0][1] == bound.dims) and known[0][2] == depends[2]:
+        return known[1]
+    nc = normalize(bind_contraction(statement, bound))
+    result: tuple[object, NormalContraction | None] = (statement, nc)
+    expr = _as_elementwise(nc, bound)
+    if expr is not None:
+        # A copy or product with broadcasting (autodiff's gradients of a sum and of a
+        # max): elementwise, so it streams in vector loops and fuses with neighbours.
+        result = (Elementwise(statement.out, expr, statement.loc), None)
+    else:
+        # The max-pool gradient of a non-overlapping window: one assignment per cell,
+        # so it streams too and cheap readers recompute it instead of reading it.
+        pinned = pin(narrow(nc))
+        cell = as_cell_statement(statement.out, pinned) if pinned.pinned else None
+        if cell is not None:
+            result = (cell, None)
+    with _KERNEL_STATEMENTS_LOCK:
+        _KERNEL_STATEMENTS[id(statement)] = (depends, result)
     return result
 
 

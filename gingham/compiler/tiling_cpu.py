@@ -40,9 +40,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 from dataclasses import dataclass
 
 from ..devices.base import DeviceInfo
+from ..lru import LRU
 from ..tile.bounds import Inequality, infer_ranges, integer_form, poly_interval
 from ..tile.ir import Poly
 from ..tune.cost import CpuDims
@@ -212,14 +214,34 @@ def _implied(q: Inequality, box: dict[str, tuple[int, int]]) -> bool:
     return low >= 0 and high <= q.upper - 1
 
 
+#: id(contraction) -> (contraction, model, its view): lowering a CPU contraction asks for its
+#: view twice (the tuner's family, then the kernel), and ranking both views by the cost model
+#: is most of the CPU device's lowering time.
+_VIEWS: LRU[int, tuple] = LRU(1024)
+_VIEWS_LOCK = threading.Lock()  # the background tuner lowers on its own thread
+
+
 def gemm_view(nc: NormalContraction, model: DeviceModel | None = None) -> _Gemm | None:
     """The contraction as a batched GEMM, or None when it is not one.
 
     Either operand can be B; each choice gives its own M, N and batch (see
     :func:`_oriented`). With a device model the cheaper of the two by the cost model
     (:func:`_view_cost`) is taken, else the one whose B reads the last wide output variable
-    (the output's unit stride, as the GPU view does).
+    (the output's unit stride, as the GPU view does). Remembered per contraction object
+    and model.
     """
+    with _VIEWS_LOCK:
+        known = _VIEWS.get(id(nc))
+    # The entry holds its contraction, so the id is not reused while it lives.
+    if known is not None and known[0] is nc and (known[1] is model or known[1] == model):
+        return known[2]
+    view = _gemm_view(nc, model)
+    with _VIEWS_LOCK:
+        _VIEWS[id(nc)] = (nc, model, view)
+    return view
+
+
+def _gemm_view(nc: NormalContraction, model: DeviceModel | None) -> _Gemm | None:
     if nc.agg != "+" or nc.combo != "*" or len(nc.operands) != 2 or not nc.out_vars:
         return None
     if any(lo > hi for lo, hi in nc.red_ranges.values()):

@@ -33,20 +33,24 @@ from __future__ import annotations
 
 import abc
 import collections
+import contextlib
 import ctypes
 import dataclasses
 import os
 import time
 import weakref
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Sequence
 
 import numpy as np
 
 from gingham.cache import DiskCache
 from gingham.config import debug_print, get_config
 from gingham.errors import DeviceError, DeviceMemoryError, KernelCompileError
+
+if TYPE_CHECKING:
+    from gingham.devices.pieces import UnitBuilder
 
 DEVICE_KINDS = ("cpu", "gpu", "accelerator", "reference")
 DIALECTS = ("c", "opencl", "cuda")
@@ -558,27 +562,25 @@ class Device(abc.ABC):
 
             >>> k1, k2 = dev.compile_units([SourceUnit("f", SRC_F), SourceUnit("g", SRC_G)])
         """
-        units = list(units)
+        with self.unit_builder(assemble, jobs, eager=False) as build:
+            for unit in units:
+                build.add(unit)
+        return build.kernels()
+
+    def unit_builder(self, assemble: Callable[[Sequence[SourceUnit]], str] | None = None,
+                     jobs: int | None = None, eager: bool | None = None) -> UnitBuilder:
+        """A :class:`~gingham.devices.pieces.UnitBuilder` that compiles units as they are
+        added (``compile_units`` with the units arriving one at a time), so that compiling
+        overlaps the lowering of the rest. Example::
+
+            >>> with dev.unit_builder() as build:
+            ...     build.add(SourceUnit("f", SRC_F)); build.add(SourceUnit("g", SRC_G))
+            >>> k1, k2 = build.kernels()
+        """
+        from gingham.devices.pieces import UnitBuilder
+
         assemble = assemble or (lambda group: "\n".join(u.source for u in group))
-        identity = self._compiler_identity()
-        keys = [DiskCache.key(self.cache_namespace, "unit", u.source, u.entry, identity)
-                for u in units]
-        found: dict[str, Kernel] = {}
-        pending: dict[str, SourceUnit] = {}
-        for key, unit in zip(keys, units):
-            kernel = self._kernels.get(key)
-            if kernel is not None:
-                found[key] = kernel
-                self.stats.cache_hits += 1
-            elif key not in pending:
-                pending[key] = unit
-        cache = DiskCache(self.cache_namespace)
-        if pending:
-            found.update(self._load_cached_units(cache, pending))
-        misses = [(key, unit) for key, unit in pending.items() if key not in found]
-        if misses:
-            found.update(self._build_units(cache, misses, assemble, jobs))
-        return [found[key] for key in keys]
+        return UnitBuilder(self, assemble, jobs or get_config().compile_jobs or _cores(), eager)
 
     def _load_cached_units(self, cache: DiskCache,
                            pending: dict[str, SourceUnit]) -> dict[str, Kernel]:
@@ -611,62 +613,33 @@ class Device(abc.ABC):
             self.stats.cache_hits += 1
         return loaded
 
-    def _build_units(self, cache: DiskCache, misses: list[tuple[str, SourceUnit]],
-                     assemble: Callable[[Sequence[SourceUnit]], str],
-                     jobs: int | None) -> dict[str, Kernel]:
-        """Build ``misses`` in concurrent pieces; store and load each piece."""
-        jobs = jobs or get_config().compile_jobs or _cores()
-        # The units' costs are only a guess at compile time (one kernel may take a driver far
-        # longer than its length says), so there are a few pieces per worker: a worker that
-        # finishes early takes the next piece instead of idling behind a slow one.
-        parts = 1 if jobs == 1 else _PIECES_PER_JOB * jobs
-        pieces = split_evenly(misses, parts, weight=lambda item: item[1].cost)
-        sources = [assemble([unit for _, unit in piece]) for piece in pieces]
-        identity = self._compiler_identity()
-
-        def build(source: str, piece: list[tuple[str, SourceUnit]]):
-            start = time.perf_counter()
-            binary = self._build(source, piece[0][1].entry)
-            piece_key = DiskCache.key(self.cache_namespace, "piece", source, identity)
-            try:
-                kernels = self._load_many(binary, [unit.entry for _, unit in piece], piece_key)
-            except KernelCompileError:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                raise self.compile_error(source, f"the compiled kernels did not load: {exc}",
-                                         "") from None
-            return binary, piece_key, kernels, time.perf_counter() - start
-
+    def _build_piece(self, source: str, entries: Sequence[str]
+                     ) -> tuple[bytes, str, list[Kernel], float]:
+        """Compile one piece and load its kernels (on a compile worker): the binary, its
+        disk-cache key, the kernels of ``entries`` and the seconds it took."""
         start = time.perf_counter()
-        if len(pieces) == 1:
-            results = [build(sources[0], pieces[0])]
-        else:
-            heaviest_first = sorted(range(len(pieces)),
-                                    key=lambda i: -sum(unit.cost for _, unit in pieces[i]))
-            with ThreadPoolExecutor(max_workers=min(jobs, len(pieces)),
-                                    thread_name_prefix="gingham-compile") as pool:
-                futures = {i: pool.submit(build, sources[i], pieces[i]) for i in heaviest_first}
-                results = [futures[i].result() for i in range(len(pieces))]
-        debug_print(1, f"{self.id}: compiled {len(misses)} kernel(s) in {len(pieces)} "
-                    f"piece(s) on {min(jobs, len(pieces))} worker(s) in "
-                    f"{(time.perf_counter() - start) * 1e3:.1f} ms (longest piece "
-                    f"{max(r[3] for r in results) * 1e3:.1f} ms)")
-        for i in sorted(range(len(pieces)), key=lambda i: -results[i][3])[:5]:
-            # Level 2: the slowest pieces, to find a kernel that a driver compiles slowly.
-            debug_print(2, f"{self.id}: piece of {len(pieces[i])} kernel(s), "
-                        f"{len(sources[i])} chars: {results[i][3] * 1e3:.1f} ms "
-                        f"({', '.join(unit.entry for _, unit in pieces[i][:4])}"
-                        f"{', ...' if len(pieces[i]) > 4 else ''})")
-        built: dict[str, Kernel] = {}
-        for piece, (binary, piece_key, kernels, _) in zip(pieces, results):
-            self.stats.compiles += 1
-            # The piece first, then the pointers to it: a pointer never names a missing piece
-            # (unless it is damaged later, which reads as a miss).
-            cache.put(piece_key, binary)
-            for (key, _), kernel in zip(piece, kernels):
-                cache.put(key, piece_key.encode("ascii"))
-                built[key] = self._kernels[key] = kernel
-        return built
+        binary = self._build(source, entries[0])
+        piece_key = DiskCache.key(self.cache_namespace, "piece", source,
+                                  self._compiler_identity())
+        try:
+            kernels = self._load_many(binary, entries, piece_key)
+        except KernelCompileError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise self.compile_error(source, f"the compiled kernels did not load: {exc}",
+                                     "") from None
+        return binary, piece_key, kernels, time.perf_counter() - start
+
+    def _compiling(self) -> ContextManager[None]:
+        """Held for a unit builder's whole life (its loads of cached kernels included): a
+        backend that must know when compiles are in flight marks them here (default:
+        nothing)."""
+        return contextlib.nullcontext()
+
+    def _compile_pool(self, workers: int) -> Executor:
+        """Where pieces compile: threads (pyopencl and cuda-python release the GIL while the
+        driver compiles; NVRTC is thread-safe; C compilers are processes)."""
+        return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gingham-compile")
 
     def compile_error(self, source: str, message: str, log: str) -> KernelCompileError:
         """A KernelCompileError with the compiler's log and the saved source's path."""
@@ -777,8 +750,6 @@ def _launch_sizes(global_size: Sequence[int], local_size: Sequence[int] | None
         raise ValueError(f"at most 3 launch dimensions, got {global_size}")
     return global_size, local_size
 
-
-_PIECES_PER_JOB = 3
 
 
 def _cores() -> int:

@@ -226,9 +226,9 @@ class CUDADevice(Device):
             kernels.append(Kernel(self, entry, key, function, keepalive=module))
         return kernels
 
-    def compile_units(self, units, assemble=None, jobs=None):
+    def unit_builder(self, assemble=None, jobs=None, eager=None):
         self._activate()  # retain the context here, before pieces load in several threads
-        return super().compile_units(units, assemble, jobs)
+        return super().unit_builder(assemble, jobs, eager)
 
     def _launch(self, kernel: Kernel, args: list, global_size: tuple[int, ...],
                 local_size: tuple[int, ...] | None, shared_bytes: int) -> None:

@@ -28,6 +28,8 @@ import threading
 import time
 import warnings
 import weakref
+from contextlib import contextmanager
+from typing import Iterator
 
 import numpy as np
 import pyopencl as cl
@@ -421,20 +423,23 @@ class OpenCLDevice(Device):
         with self._activity.busy():
             return super().compile_many(source, entries)
 
-    def compile_units(self, units, assemble=None, jobs=None):
+    def unit_builder(self, assemble=None, jobs=None, eager=None):
         self.context  # noqa: B018 - create it here, before builds run in several threads
-        with self._activity.busy():
-            return super().compile_units(units, assemble, jobs)
+        return super().unit_builder(assemble, jobs, eager)
 
-    def _build_units(self, cache, misses, assemble, jobs):
-        pool = self._running_pool() if self.build_mode() == "processes" else None
+    @contextmanager
+    def _compiling(self) -> Iterator[None]:
+        # A unit builder's whole life (compile_units and compile_program use one) is one
+        # compile in flight; the pieces the worker processes built are reported at its end.
+        pool = self._pool
         before = (pool.built_by_workers, pool.built_here) if pool else (0, 0)
-        built = super()._build_units(cache, misses, assemble, jobs)
+        with self._activity.busy():
+            yield
+        pool = self._pool
         if pool is not None:
             debug_print(1, f"{self.id}: {pool.built_by_workers - before[0]} piece(s) built "
                         f"by compile worker processes ({pool.serving} serving "
                         f"of {pool.size}), {pool.built_here - before[1]} in this process")
-        return built
 
     def _launch(self, kernel: Kernel, args: list, global_size: tuple[int, ...],
                 local_size: tuple[int, ...] | None, shared_bytes: int) -> None:

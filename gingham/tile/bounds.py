@@ -121,26 +121,26 @@ def infer_ranges(
     by the ranges of the others."""
     inf = math.inf
     ranges: dict[str, tuple[float, float]] = {v: (-inf, inf) for v in variables}
+    # Each inequality bounds each of its variables by the rest of its polynomial: built once,
+    # not on every round (this runs for every contraction of every program compiled).
+    bounds = [(var, coeff, Poly.of({n: c for n, c in q.poly.terms if n != var}, q.poly.const),
+               q.upper - 1)
+              for q in inequalities for var, coeff in q.poly.terms]
     for _ in range(4 * len(variables) + 4):
         changed = False
-        for inequality in inequalities:
-            for var, coeff in inequality.poly.terms:
-                rest = Poly.of(
-                    {n: c for n, c in inequality.poly.terms if n != var}, inequality.poly.const
-                )
-                rest_low, rest_high = poly_interval(rest, ranges)
-                top = inequality.upper - 1
-                if coeff > 0:
-                    lo, hi = (0 - rest_high) / coeff, (top - rest_low) / coeff
-                else:
-                    lo, hi = (top - rest_low) / coeff, (0 - rest_high) / coeff
-                lo = math.ceil(lo) if not _infinite(lo) else -inf
-                hi = math.floor(hi) if not _infinite(hi) else inf
-                old_lo, old_hi = ranges[var]
-                new = (max(old_lo, lo), min(old_hi, hi))
-                if new != (old_lo, old_hi):
-                    ranges[var] = new
-                    changed = True
+        for var, coeff, rest, top in bounds:
+            rest_low, rest_high = poly_interval(rest, ranges)
+            if coeff > 0:
+                lo, hi = (0 - rest_high) / coeff, (top - rest_low) / coeff
+            else:
+                lo, hi = (top - rest_low) / coeff, (0 - rest_high) / coeff
+            lo = math.ceil(lo) if not _infinite(lo) else -inf
+            hi = math.floor(hi) if not _infinite(hi) else inf
+            old_lo, old_hi = ranges[var]
+            new = (max(old_lo, lo), min(old_hi, hi))
+            if new != (old_lo, old_hi):
+                ranges[var] = new
+                changed = True
         if not changed:
             break
     return ranges
