@@ -13,7 +13,7 @@ environment variable      field
 ``GINGHAM_CUDA_GRAPHS``   ``cuda_graphs``: replay CUDA executables as CUDA graphs (1/0)
 ``GINGHAM_COMPILE_JOBS``  ``compile_jobs``: native compilations run at once (default: cores)
 ``GINGHAM_COMPILE_OVERLAP`` ``compile_overlap``: compile a program's kernels while the rest
-                          are lowered (1) or after all are (0, the default)
+                          are lowered (1) or after all are (0); default: from 4 compile jobs
 ``GINGHAM_OPENCL_BUILD``  ``opencl_build``: where OpenCL programs build: ``auto`` (worker
                           processes when the driver serialises builds in one process, as
                           measured once per driver), ``threads`` or ``processes``
@@ -90,8 +90,10 @@ class Config:
     OpenCL builds, NVRTC calls); None: one per core this process may use. 1 compiles a
     program as one translation unit.
     ``compile_overlap``: start compiling a program's first kernels while the rest are still
-    being lowered (:class:`gingham.devices.pieces.UnitBuilder`). Off by default: on a shared
-    2-core machine and on one H200 sample it did not shorten a ResNet-9 step's first call.
+    being lowered (:class:`gingham.devices.pieces.UnitBuilder`); None (the default): where
+    there are at least 4 compile jobs (:func:`gingham.devices.pieces.overlap_on`: on the
+    H200's 16-core host it shortened ResNet-9's first step by about 0.3 s; a 2-core machine
+    has no core to spare for it).
     ``opencl_build``: how the pieces of an OpenCL program build: ``threads`` (in this
     process), ``processes`` (in compile worker processes, one context each: NVIDIA's driver
     serialises builds inside a process) or ``auto`` (processes where a one-time check finds
@@ -118,7 +120,7 @@ class Config:
     num_threads: int | None = None
     cuda_graphs: bool = True
     compile_jobs: int | None = None
-    compile_overlap: bool = False
+    compile_overlap: bool | None = None
     opencl_build: str = "auto"
     opencl_idle: float = 30.0
     config_file: Path = field(default_factory=lambda: default_config_file())
@@ -222,6 +224,16 @@ def _parse_bool(name: str, value: Any) -> bool:
     raise ConfigError(f"{name}={value!r} is not a boolean (use 1 or 0)")
 
 
+def _parse_auto_bool(name: str, value: Any) -> bool | None:
+    """A boolean, or None for ``auto`` (and JSON null): gingham decides."""
+    if value is None or str(value).strip().lower() == "auto":
+        return None
+    try:
+        return _parse_bool(name, value)
+    except ConfigError:
+        raise ConfigError(f"{name}={value!r} is not 1, 0 or auto") from None
+
+
 def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key, value in data.items():
@@ -235,8 +247,10 @@ def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
             values[key] = _parse_int(where, value, 0, MAX_DEBUG)
         elif key in ("num_threads", "compile_jobs"):
             values[key] = None if value is None else _parse_int(where, value, 1, None)
-        elif key in ("cuda_graphs", "compile_overlap"):
+        elif key == "cuda_graphs":
             values[key] = _parse_bool(where, value)
+        elif key == "compile_overlap":
+            values[key] = _parse_auto_bool(where, value)
         elif key == "opencl_build":
             values[key] = _parse_choice(where, value, OPENCL_BUILD_MODES)
         elif key == "opencl_idle":
@@ -296,8 +310,8 @@ def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
         values["compile_jobs"] = _parse_int("GINGHAM_COMPILE_JOBS",
                                             env["GINGHAM_COMPILE_JOBS"], 1, None)
     if env.get("GINGHAM_COMPILE_OVERLAP"):
-        values["compile_overlap"] = _parse_bool("GINGHAM_COMPILE_OVERLAP",
-                                                env["GINGHAM_COMPILE_OVERLAP"])
+        values["compile_overlap"] = _parse_auto_bool("GINGHAM_COMPILE_OVERLAP",
+                                                     env["GINGHAM_COMPILE_OVERLAP"])
     if env.get("GINGHAM_OPENCL_BUILD"):
         values["opencl_build"] = _parse_choice("GINGHAM_OPENCL_BUILD",
                                                env["GINGHAM_OPENCL_BUILD"], OPENCL_BUILD_MODES)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -35,5 +35,15 @@ b)  # the all-devices table, OpenCL against CUDA, a tuned fresh process
 step all-devices 240 $g bench model story resnet9 --all-devices --quick --torch-compile off --json "$out/all-devices.json"
 step ops-opencl 70 $g bench ops --device opencl:0 --only gemm,conv --dtype fp32 --gemm-sizes 4096 --torch-compile off --json "$out/ops-opencl.json"
 step tune-story-fresh 60 bash -c 'python3 -m gingham tune model story --device cuda:0 --budget 1 --quiet && GINGHAM_TUNE=on python3 tools/check_tuned_fresh.py story cuda:0'
+;;
+f)  # first runs: every command a fresh gingham cache and a fresh driver cache (a new machine)
+for round in 1 2 3; do
+    for overlap in 0 1; do
+        step "overlap$overlap-r$round" 40 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" GINGHAM_COMPILE_OVERLAP=$overlap GINGHAM_DEBUG=1 $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch --steps 3
+    done
+done
+step resnet9-opencl-first 60 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" GINGHAM_DEBUG=1 $g bench model resnet9 --device opencl:0 --no-torch --json "$out/resnet9-opencl-first.json"
+step resnet9-fp32-cuda-first 60 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --no-torch --json "$out/resnet9-fp32-cuda-first.json"
+step resnet9-bf16-cuda 80 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
 ;;
 esac

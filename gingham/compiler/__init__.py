@@ -20,7 +20,8 @@ import numpy as np
 
 from ..codegen.c_family import DIALECTS, render_many
 from ..config import debug_print, get_config
-from ..devices.base import Device, DeviceInfo, SourceUnit
+from ..devices.base import Device, DeviceInfo, SourceUnit, compile_jobs
+from ..devices.pieces import overlap_on
 from ..tile.dtypes import DTYPES
 from ..tile.shapes import BoundProgram
 from . import kernel_ir as k
@@ -44,7 +45,7 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
     bound = split_sums(bound)  # sums of per-channel factors * terms: from sibling sums
     kernel_plan = plan(bound)
     # Overlapped with compiling, the heaviest kernels are lowered first (see _lowered).
-    heavy_first = get_config().compile_overlap
+    heavy_first = overlap_on(compile_jobs())
     launches, source, kernels = _compile_stream(
         _lowered(kernel_plan, bound, device.info, heavy_first), device)
     debug_print(1, f"{device.id}: {len(kernels)} kernel(s) "

@@ -580,7 +580,7 @@ class Device(abc.ABC):
         from gingham.devices.pieces import UnitBuilder
 
         assemble = assemble or (lambda group: "\n".join(u.source for u in group))
-        return UnitBuilder(self, assemble, jobs or get_config().compile_jobs or _cores(), eager)
+        return UnitBuilder(self, assemble, jobs or compile_jobs(), eager)
 
     def _load_cached_units(self, cache: DiskCache,
                            pending: dict[str, SourceUnit]) -> dict[str, Kernel]:
@@ -756,6 +756,12 @@ def _cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def compile_jobs() -> int:
+    """Pieces of a program that compile at once: ``config.compile_jobs``, else one per core
+    this process may use."""
+    return get_config().compile_jobs or _cores()
 
 
 def split_evenly(items: Sequence, parts: int, weight: Callable[[Any], float]) -> list[list]:

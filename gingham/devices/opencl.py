@@ -38,7 +38,7 @@ from gingham.cache import DiskCache
 from gingham.config import debug_print, get_config
 from gingham.devices import opencl_build
 from gingham.devices.base import (Buffer, Device, DeviceInfo, Kernel, LaunchPlan, LaunchSpec,
-                                  Slot, _cores)
+                                  Slot, compile_jobs)
 from gingham.devices.cpu import host_caches
 from gingham.errors import DeviceError, DeviceMemoryError
 
@@ -215,7 +215,7 @@ class OpenCLDevice(Device):
     def _configured_build_mode(self) -> str:
         """``threads``, ``processes``, or ``auto`` when only the check can tell."""
         config = get_config()
-        if (config.compile_jobs or _cores()) == 1:
+        if compile_jobs() == 1:
             return "threads"  # nothing builds at once
         if config.opencl_build != "auto":
             return config.opencl_build
@@ -287,7 +287,7 @@ class OpenCLDevice(Device):
         first is ready a build runs in this process, so none waits for their start-up."""
         with self._pool_lock:
             if self._pool is None:
-                jobs = get_config().compile_jobs or _cores()
+                jobs = compile_jobs()
                 self._pool = opencl_build.BuildPool(opencl_build.target_of(self.cl_device),
                                                     jobs, name=self.id)
                 self._pool.start()

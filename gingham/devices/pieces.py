@@ -3,8 +3,8 @@
 A program's first run used to lower every kernel and then compile the ones not cached; the
 two phases cost their sum. A :class:`UnitBuilder` takes the kernels one at a time as they are
 lowered and hands the heaviest waiting ones to a compile worker as soon as one is free, so
-that the first run could cost about the larger of the two (``GINGHAM_COMPILE_OVERLAP=1``;
-off by default, see :class:`gingham.config.Config`)::
+that the first run costs about the larger of the two (on from :data:`OVERLAP_MIN_JOBS`
+compile workers, or as ``GINGHAM_COMPILE_OVERLAP`` says)::
 
     with device.unit_builder(assemble) as build:
         for kernel in kernels_as_lowered():
@@ -36,12 +36,28 @@ if TYPE_CHECKING:
 
 Assemble = Callable[[Sequence["SourceUnit"]], str]
 
+#: Compile workers from which the overlap is on unless configured: the lowering thread takes
+#: a core from the compilers, which a machine with few cores cannot spare. Measured on the
+#: H200's 16-core host (bf16 ResNet-9, fresh caches, three rounds each): first step 2.4 /
+#: 2.4 / 2.5 s overlapped against 2.5 / 2.7 / 3.0 s not; on a shared 2-core machine the
+#: overlap did not help.
+OVERLAP_MIN_JOBS = 4
+
+
+def overlap_on(jobs: int) -> bool:
+    """Whether a program's kernels compile while the rest is lowered, with ``jobs`` workers:
+    ``config.compile_overlap`` (``GINGHAM_COMPILE_OVERLAP``) if set, else from
+    :data:`OVERLAP_MIN_JOBS` workers on."""
+    setting = get_config().compile_overlap
+    if jobs <= 1:
+        return False
+    return jobs >= OVERLAP_MIN_JOBS if setting is None else setting
+
 
 class UnitBuilder:
     """Kernels compiled in pieces as their units arrive; see the module docstring.
 
-    ``jobs`` workers compile at once. With ``eager`` (the default when ``jobs`` > 1 and
-    ``config.compile_overlap``, ``GINGHAM_COMPILE_OVERLAP``, is on) a worker that is free
+    ``jobs`` workers compile at once. With ``eager`` (by default :func:`overlap_on`) a worker that is free
     while units still come takes the heaviest waiting units, up to one share of those seen so
     far (a share: what a piece of an all-at-once split weighs, a few per worker); one worker
     is left to the thread that makes the units (its lowering is the other half of the
@@ -60,7 +76,7 @@ class UnitBuilder:
         self.device = device
         self.assemble = assemble
         self.jobs = max(1, jobs)
-        self.eager = self.jobs > 1 and get_config().compile_overlap if eager is None else eager
+        self.eager = overlap_on(self.jobs) if eager is None else eager
         self._identity = device._compiler_identity()
         self._cache = DiskCache(device.cache_namespace)
         self._keys: list[str] = []  # one per add(), in order

@@ -27,6 +27,7 @@ from gingham.compiler.fusion import plan
 from gingham.compiler.hoist import hoist_broadcast
 from gingham.compiler.linearity import split_sums
 from gingham.devices import get_device, list_devices
+from gingham.devices.pieces import overlap_on
 from gingham.config import ConfigError, get_config
 from gingham.errors import KernelCompileError
 
@@ -216,12 +217,11 @@ def test_a_fresh_process_loads_what_an_overlapped_build_stored(tmp_path):
 
 
 def test_overlap_can_be_switched_off(compiled_device, monkeypatch):
-    """GINGHAM_COMPILE_OVERLAP=0 (the default) lowers everything first (in program order) and
-    compiles the same kernels afterwards, as one all-at-once split; a bad value names the
-    variable."""
+    """GINGHAM_COMPILE_OVERLAP=0 lowers everything first (in program order) and compiles the
+    same kernels afterwards, as one all-at-once split; a bad value names the variable."""
     monkeypatch.setenv("GINGHAM_COMPILE_JOBS", "2")
-    monkeypatch.delenv("GINGHAM_COMPILE_OVERLAP")  # the default: off
-    assert not get_config().compile_overlap
+    monkeypatch.setenv("GINGHAM_COMPILE_OVERLAP", "0")
+    assert get_config().compile_overlap is False
     units, assemble = _units(compiled_device, [1.5, 2.0, 3.0])
     with compiled_device.unit_builder(assemble) as build:
         for unit in units:
@@ -239,3 +239,16 @@ def test_overlap_can_be_switched_off(compiled_device, monkeypatch):
     monkeypatch.setenv("GINGHAM_COMPILE_OVERLAP", "sometimes")
     with pytest.raises(ConfigError, match="GINGHAM_COMPILE_OVERLAP"):
         compiled_device.unit_builder(assemble)
+
+
+def test_the_overlap_is_on_by_default_from_four_compile_jobs(monkeypatch):
+    """``auto`` (unset): a machine with a core to spare for the lowering thread overlaps."""
+    monkeypatch.delenv("GINGHAM_COMPILE_OVERLAP", raising=False)
+    assert get_config().compile_overlap is None
+    assert [overlap_on(jobs) for jobs in (1, 2, 3, 4, 16)] == [False, False, False, True, True]
+    monkeypatch.setenv("GINGHAM_COMPILE_OVERLAP", "auto")
+    assert get_config().compile_overlap is None and overlap_on(16)
+    monkeypatch.setenv("GINGHAM_COMPILE_OVERLAP", "1")
+    assert overlap_on(2) and not overlap_on(1)  # one job: nothing to overlap with
+    monkeypatch.setenv("GINGHAM_COMPILE_OVERLAP", "0")
+    assert not overlap_on(16)
