@@ -105,6 +105,7 @@ class _GradientBuilder:
         self.backward: list[Statement] = []
         self.contributions: dict[str, list[str]] = {}
         self.cotangents: dict[str, str] = {}
+        self.tap_numbers: dict[int, str] = {}  # window size -> its taps numbered 1, 2, ...
 
     # -- naming and emitting -------------------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -385,6 +386,8 @@ class _GradientBuilder:
             lo, hi = bc.ranges[var]
             tap = tap + (Poly.var(var) - lo).scale(count)
             count *= hi - lo + 1
+        if count in self.tap_numbers:  # the pools of a network share their windows' size
+            return self.tap_numbers[count], tap
         dtype = next(t for t in ("uint8", "uint16", "uint32") if count < np.iinfo(t).max)
         # A 1-D tensor of ``count`` cells to number (its values, one of c's, are never used).
         cells = self.fresh(f"{c.out}_taps")
@@ -396,6 +399,7 @@ class _GradientBuilder:
         self.emit(Special(coordinate, "index", (cells,), axis=0), (count,), dt.INT32)
         positions = self.emit_elementwise(
             f"{c.out}_tap_numbers", Cast(dtype, Binary("+", Ref(coordinate), Const(1))))
+        self.tap_numbers[count] = positions
         return positions, tap
 
     def product_gradient(self, c: Contraction, gradient: str) -> None:
