@@ -166,6 +166,18 @@ def test_grad_max_and_min_ties_route_to_the_first(device):
         np.testing.assert_array_equal(fn.vjp([a], d, device=device)[0], t.grad.numpy(), agg)
 
 
+def test_grad_max_of_products_ties_route_to_the_first(device):
+    # A max over a combination is differentiated through its materialised terms: the same rule.
+    fn = tile_function("function (A[M, K], B[K]) -> (O) { O[i : M] = >(A[i, k] * B[k]); }")
+    a, b = np.array([[1.0, 3.0, 1.5], [2.0, 0.0, 1.0]]), np.array([2.0, 1.0, 2.0])  # 3 == 3
+    d = np.array([1.0, 2.0])
+    ta, tb = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    (ta * tb).max(1).values.backward(torch.tensor(d))
+    ga, gb = fn.vjp([a, b], d, device=device)
+    np.testing.assert_array_equal(ga, ta.grad.numpy())
+    np.testing.assert_array_equal(gb, tb.grad.numpy())
+
+
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 def test_grad_maxpool_with_ties_matches_torch(device, layout):
     """Small integers tie in most 3x3 windows (overlapping, stride 2, padded), and a window of
