@@ -11,8 +11,12 @@ the gradient program holds
     D_A[i, k : M, K] = +(D_C[i, j] * B[k, j]);
     D_B[k, j : K, N] = +(D_C[i, j] * A[i, k]);
 
-and for a max pool ``O[i : N/2] = >(I[2*i + j]), j < 2;`` it routes the cotangent with an affine
-output index: ``D_I[2*i + j : N] = +(I[2*i + j] == O[i] ? D_O[i]), j < 2;``.
+and for a max pool ``O[i : N/2] = >(I[2*i + j]), j < 2;`` it finds each window's first tap equal
+to its max, then routes the cotangent there with an affine output index (``P`` numbers the
+taps 1, 2; see :meth:`_GradientBuilder.extreme_gradient`):
+
+    O_first[i : N/2] = <(I[2*i + j] == O[i] ? P[j]), j < 2;
+    D_I[2*i + j : N] = +(P[j] == O_first[i] ? D_O[i]), j < 2;
 """
 
 from __future__ import annotations
