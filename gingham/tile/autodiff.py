@@ -392,7 +392,8 @@ class _GradientBuilder:
             count *= hi - lo + 1
         if count in self.tap_numbers:  # the pools of a network share their windows' size
             return self.tap_numbers[count], tap
-        dtype = next(t for t in ("uint8", "uint16", "uint32", "uint64") if count < np.iinfo(t).max)
+        dtype = next(t for t in ("uint8", "uint16", "uint32", "uint64")
+                     if count < np.iinfo(t).max)
         # A 1-D tensor of ``count`` cells to number (its values, one of c's, are never used).
         cells = self.fresh(f"{c.out}_taps")
         self.emit(Contraction(cells, (Poly.var("q"),), (Size.const(count),), "=", "none",

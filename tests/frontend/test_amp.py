@@ -175,8 +175,9 @@ def test_functional_ops_on_bfloat16_data(device):
 def test_max_pool_gradient_of_bfloat16_ties(device, data_format):
     """Rounded to bfloat16 (a step of 2**-7 near 1), values within 0.4% of 1 tie in most
     windows: each window's cotangent reaches one tap, the one PyTorch's max pool picks (the
-    first in the window), up to the rounding of a sum. Every tied tap receiving it, as gingham's max gradient once
-    did, shifted the gradients through batch norm in a bfloat16 ResNet block by 2-5%."""
+    first in the window), up to the rounding of a sum. Every tied tap receiving it, as
+    gingham's max gradient once did, shifted the gradients through batch norm in a bfloat16
+    ResNet block by 2-5%."""
     x32 = 1 + 0.004 * rand(2, 4, 8, 8)
     t_x = torch.tensor(x32, requires_grad=True)
     t_pooled = TF.max_pool2d(t_x.to(torch.bfloat16), 3, 2, 1)
