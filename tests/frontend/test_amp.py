@@ -171,6 +171,35 @@ def test_functional_ops_on_bfloat16_data(device):
     close(g_x.grad, t_x.grad, "d/dx")
 
 
+@pytest.mark.parametrize("data_format", ["NCHW", "NHWC"])
+def test_max_pool_gradient_of_bfloat16_ties(device, data_format):
+    """Rounded to bfloat16 (a step of 2**-7 near 1), values within 0.4% of 1 tie in most
+    windows: each window's cotangent reaches one tap, the one PyTorch's max pool picks (the
+    first in the window), up to the rounding of a sum. Every tied tap receiving it, as
+    gingham's max gradient once did, shifted the gradients through batch norm in a bfloat16
+    ResNet block by 2-5%."""
+    x32 = 1 + 0.004 * rand(2, 4, 8, 8)
+    t_x = torch.tensor(x32, requires_grad=True)
+    t_pooled = TF.max_pool2d(t_x.to(torch.bfloat16), 3, 2, 1)
+    cotangent = torch.tensor(rand(*t_pooled.shape, seed=1)).to(torch.bfloat16)
+    t_pooled.backward(cotangent)
+    windows = TF.unfold(t_x.detach().to(torch.bfloat16).float(), 3, padding=1, stride=2)
+    windows = windows.reshape(2, 4, 9, -1)
+    ties = (windows == windows.max(2, keepdim=True).values).sum(2) > 1
+    assert ties.float().mean() > 0.5  # the test is about ties
+
+    nhwc = data_format == "NHWC"
+    layout = (lambda a: np.ascontiguousarray(a.transpose(0, 2, 3, 1))) if nhwc else (lambda a: a)
+    g_x = tensor(layout(x32), device=device, requires_grad=True)
+    pooled = F.max_pool2d(g_x.astype(BF16), 3, 2, 1, data_format=data_format)
+    weight = tensor(layout(cotangent.float().numpy()), device=device)  # exact in bfloat16
+    (pooled.astype(F32) * weight).sum().backward()
+    # A tap that wins two (overlapping) windows sums two cotangents: one bfloat16 rounding.
+    step = 2.0 ** -7 * float(cotangent.abs().max())
+    np.testing.assert_allclose(g_x.grad.numpy(), layout(t_x.grad.numpy()), rtol=2.0 ** -7,
+                               atol=step)
+
+
 def test_dropout_on_bfloat16_keeps_dtype_and_scales(device):
     x = tensor(np.ones((64, 64), np.float32), device=device).astype(BF16)
     y = F.dropout(x, 0.25, seed=3)

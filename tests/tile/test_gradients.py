@@ -153,17 +153,57 @@ def test_grad_maxpool1d_spec_example(device):
     )
 
 
-def test_grad_max_ties_all_receive(device):
-    # decisions: max routes the cotangent to every position equal to the result.
-    src = """
-    function (A[M, K]) -> (O) {
-        O[i : M] = >(A[i, k]);
-    }
-    """
-    a = np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 1.0]])
-    fn = tile_function(src)
-    g = fn.vjp([a], np.array([1.0, 2.0]), device=device)[0]
-    np.testing.assert_allclose(g, np.array([[0.0, 1.0, 1.0], [2.0, 0.0, 0.0]]))
+def test_grad_max_and_min_ties_route_to_the_first(device):
+    # decisions: max and min route each cell's cotangent to the first position (in the window's
+    # row-major order) equal to the result, as PyTorch's max(dim) and max pooling; every tied
+    # position receiving it would count the cotangent once per tie.
+    a = np.array([[1.0, 3.0, 3.0], [2.0, 0.0, 1.0], [5.0, 5.0, 5.0], [0.0, 0.0, 4.0]])
+    d = np.array([1.0, 2.0, 3.0, 4.0])
+    for agg, torch_fn in ((">", torch.max), ("<", torch.min)):
+        fn = tile_function(f"function (A[M, K]) -> (O) {{ O[i : M] = {agg}(A[i, k]); }}")
+        t = torch.tensor(a, requires_grad=True)
+        torch_fn(t, dim=1).values.backward(torch.tensor(d))
+        np.testing.assert_array_equal(fn.vjp([a], d, device=device)[0], t.grad.numpy(), agg)
+
+
+def test_grad_max_of_products_ties_route_to_the_first(device):
+    # A max over a combination is differentiated through its materialised terms: the same rule.
+    fn = tile_function("function (A[M, K], B[K]) -> (O) { O[i : M] = >(A[i, k] * B[k]); }")
+    a, b = np.array([[1.0, 3.0, 1.5], [2.0, 0.0, 1.0]]), np.array([2.0, 1.0, 2.0])  # 3 == 3
+    d = np.array([1.0, 2.0])
+    ta, tb = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    (ta * tb).max(1).values.backward(torch.tensor(d))
+    ga, gb = fn.vjp([a, b], d, device=device)
+    np.testing.assert_array_equal(ga, ta.grad.numpy())
+    np.testing.assert_array_equal(gb, tb.grad.numpy())
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_grad_maxpool_with_ties_matches_torch(device, layout):
+    """Small integers tie in most 3x3 windows (overlapping, stride 2, padded), and a window of
+    equal values too: each window's cotangent reaches exactly one tap, PyTorch's."""
+    x = rng(9).integers(0, 3, (2, 3, 7, 9)).astype(np.float64)
+    x[1, 2, :3, :3] = 1.0
+    tx = torch.tensor(x, requires_grad=True)
+    out = F.max_pool2d(tx, 3, stride=2, padding=1)
+    d = rng(10).standard_normal(tuple(out.shape))
+    out.backward(torch.tensor(d))
+    if layout == "NCHW":
+        src = """
+        function (I[N, C, H, W]) -> (O) {
+            O[n, c, y, x : N, C, (H - 1)/2 + 1, (W - 1)/2 + 1] =
+                >(I[n, c, 2*y + i - 1, 2*x + j - 1]), i < 3, j < 3;
+        }"""
+        got = tile_function(src).vjp([x], d, device=device)[0]
+    else:
+        src = """
+        function (I[N, H, W, C]) -> (O) {
+            O[n, y, x, c : N, (H - 1)/2 + 1, (W - 1)/2 + 1, C] =
+                >(I[n, 2*y + i - 1, 2*x + j - 1, c]), i < 3, j < 3;
+        }"""
+        got = tile_function(src).vjp([x.transpose(0, 2, 3, 1)], d.transpose(0, 2, 3, 1),
+                                     device=device)[0].transpose(0, 3, 1, 2)
+    np.testing.assert_allclose(got, tx.grad.numpy(), rtol=1e-12, atol=1e-12)
 
 
 def test_grad_avgpool2d(device):
