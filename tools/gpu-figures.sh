@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -45,5 +45,13 @@ done
 step resnet9-opencl-first 60 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" GINGHAM_DEBUG=1 $g bench model resnet9 --device opencl:0 --no-torch --json "$out/resnet9-opencl-first.json"
 step resnet9-fp32-cuda-first 60 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --no-torch --json "$out/resnet9-fp32-cuda-first.json"
 step resnet9-bf16-cuda 80 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
+;;
+c)  # a round's closing run: the CUDA tests, then the first-run and model figures (fresh caches)
+step tests-cuda 170 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18"
+step resnet9-opencl-first 60 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" GINGHAM_DEBUG=1 $g bench model resnet9 --device opencl:0 --no-torch --json "$out/resnet9-opencl-first.json"
+step resnet9-fp32-cuda-first 60 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --no-torch --json "$out/resnet9-fp32-cuda-first.json"
+step resnet9-bf16-cuda 80 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
+step resnet9-bf16-kernels 40 env GINGHAM_DEBUG=2 $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch --steps 1
+step story-cuda 60 $g bench model story --device cuda:0 --steps 20 --torch-compile off --json "$out/story-cuda.json"
 ;;
 esac
