@@ -187,7 +187,7 @@ class BuildPool:
             self._workers.append(worker)
             self._all.append(worker)
             threading.Thread(target=self._join, args=(worker, started), daemon=True,
-                             name="gingham-compile-worker-start").start()
+                             name="gingham-opencl-worker-start").start()
         _POOLS.add(self)
 
     def _join(self, worker: _Worker, started: float) -> None:
