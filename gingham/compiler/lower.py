@@ -601,9 +601,11 @@ def _lower_vectorised(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
     else:
         if first is not None:
             cell = first[:-1] + [k.BinOp("+", first[-1], lane, itype)]
+            declared = True
         else:
             stmts, cell = _cell(plan, ctx, flat, itype)
             per_lane += stmts
+            declared = bool(stmts)  # only where broadcast operands need them
 
         def value_of(tensor: str) -> k.Expr:
             if tensor in scalars:
@@ -614,8 +616,10 @@ def _lower_vectorised(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
             return ctx.load(tensor, index)
 
         values = {}
+        # A pinned cell statement takes the coordinates where they are declared, else
+        # computes its own from the flat index.
         per_lane += evaluate_statements(plan.elementwise, ctx, value_of, values, flat,
-                                        (cell, plan.shape))
+                                        (cell, plan.shape) if declared else None)
     stores: list[k.Stmt] = []
     for out in outputs:
         buffer = ctx.param(out, output=True)
