@@ -528,13 +528,7 @@ class Device(abc.ABC):
             self.stats.compiles += 1
             debug_print(1, f"{self.id}: compiled {len(entries)} kernels in "
                         f"{(time.perf_counter() - start) * 1e3:.1f} ms")
-            try:
-                kernels = self._load_many(binary, entries, key)
-            except KernelCompileError:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                raise self.compile_error(source, f"the compiled kernels did not load: {exc}",
-                                         "") from None
+            kernels = self._load_built(source, binary, entries, key)
             cache.put(key, binary)
         for entry, kernel in zip(entries, kernels):
             self._kernels[f"{key}:{entry}"] = kernel
@@ -583,13 +577,11 @@ class Device(abc.ABC):
         return UnitBuilder(self, assemble, jobs or compile_jobs(), eager)
 
     def _load_cached_units(self, cache: DiskCache,
-                           pending: dict[str, SourceUnit]) -> dict[str, Kernel]:
-        """The kernels of ``pending`` whose piece is on disk, each piece loaded once."""
+                           pending: dict[str, tuple[SourceUnit, bytes]]) -> dict[str, Kernel]:
+        """The kernels of ``pending`` (unit key -> the unit and its disk-cache entry, the key
+        of the piece it was built in) whose piece is on disk, each piece loaded once."""
         by_piece: dict[str, list[str]] = {}
-        for key in pending:
-            pointer = cache.get(key)
-            if pointer is None:
-                continue
+        for key, (_, pointer) in pending.items():
             piece = pointer.decode("ascii", errors="replace")
             if len(piece) != 64 or any(c not in "0123456789abcdef" for c in piece):
                 cache.delete(key)  # not a piece key: damaged, rebuild the kernel
@@ -600,7 +592,7 @@ class Device(abc.ABC):
             binary = cache.get(piece)
             if binary is None:
                 continue  # the piece was damaged or removed: its kernels are rebuilt
-            entries = [pending[key].entry for key in unit_keys]
+            entries = [pending[key][0].entry for key in unit_keys]
             try:
                 kernels = self._load_many(binary, entries, piece)
             except Exception as exc:  # noqa: BLE001 - a stale binary: rebuild its kernels
@@ -621,14 +613,21 @@ class Device(abc.ABC):
         binary = self._build(source, entries[0])
         piece_key = DiskCache.key(self.cache_namespace, "piece", source,
                                   self._compiler_identity())
+        kernels = self._load_built(source, binary, entries, piece_key)
+        return binary, piece_key, kernels, time.perf_counter() - start
+
+    def _load_built(self, source: str, binary: bytes, entries: Sequence[str],
+                    key: str) -> list[Kernel]:
+        """The kernels of a binary just built from ``source``; a load that fails is a
+        KernelCompileError naming the source (a binary from the disk cache that fails to
+        load is rebuilt instead)."""
         try:
-            kernels = self._load_many(binary, entries, piece_key)
+            return self._load_many(binary, entries, key)
         except KernelCompileError:
             raise
         except Exception as exc:  # noqa: BLE001
             raise self.compile_error(source, f"the compiled kernels did not load: {exc}",
                                      "") from None
-        return binary, piece_key, kernels, time.perf_counter() - start
 
     def _compiling(self) -> ContextManager[None]:
         """Held for a unit builder's whole life (its loads of cached kernels included): a
@@ -749,7 +748,6 @@ def _launch_sizes(global_size: Sequence[int], local_size: Sequence[int] | None
     if len(global_size) > 3:
         raise ValueError(f"at most 3 launch dimensions, got {global_size}")
     return global_size, local_size
-
 
 
 def _cores() -> int:

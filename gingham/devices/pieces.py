@@ -81,7 +81,8 @@ class UnitBuilder:
         self._cache = DiskCache(device.cache_namespace)
         self._keys: list[str] = []  # one per add(), in order
         self._found: dict[str, Kernel] = {}
-        self._on_disk: dict[str, SourceUnit] = {}  # a pointer exists: loaded at the end
+        # Units whose pointer (the key of their piece) is on disk, with it: loaded at the end.
+        self._on_disk: dict[str, tuple[SourceUnit, bytes]] = {}
         self._pending: list[tuple[str, SourceUnit]] = []  # misses not yet in a piece
         self._seen_cost = 0.0  # of every miss so far: sizes the eager pieces
         self._queued: set[str] = set()
@@ -113,8 +114,9 @@ class UnitBuilder:
         if key in self._queued:
             return  # the same kernel again (a repeated layer): built once
         self._queued.add(key)
-        if self._cache.get(key) is not None:
-            self._on_disk[key] = unit
+        pointer = self._cache.get(key)
+        if pointer is not None:
+            self._on_disk[key] = unit, pointer
             return
         self._pending.append((key, unit))
         self._seen_cost += unit.cost
@@ -182,7 +184,7 @@ class UnitBuilder:
 
         if self._on_disk:
             self._found.update(self.device._load_cached_units(self._cache, self._on_disk))
-            for key, unit in self._on_disk.items():
+            for key, (unit, _) in self._on_disk.items():
                 if key not in self._found:  # the piece was damaged or did not load
                     self._pending.append((key, unit))
         if not self._pending:
