@@ -313,35 +313,35 @@ class OpenCLDevice(Device):
         failing a step while idle workers wait for their timeout (``opencl_idle``). The next
         program to build starts them again.
         """
-        if self._pool is None:
-            return False
-        generation = self._activity.wait_quiet()
-        with self._activity.quiet_since(generation) as quiet:
-            pool = self._release_pool() if quiet else None
+        pool = self._pool
         if pool is None:
-            return False  # a compile started meanwhile: it needs its workers
-        debug_print(1, f"{self.id}: out of device memory: stopping the compile workers "
-                    f"({pool.serving} serving of {pool.size}) to free their contexts")
-        pool.close()
-        return True
+            return False
+        # False also when a compile started meanwhile: it needs its workers.
+        return self._stop_workers(pool, self._activity.wait_quiet(),
+                                  "out of device memory, to free their contexts")
 
     def _release_when_idle(self, pool: opencl_build.BuildPool, seconds: float) -> None:
         """Stop ``pool``'s workers once no compile has run for ``seconds``: each holds a
         device context (on NVIDIA, GPU memory), and a training loop stops compiling after
         its first steps. The next program to build starts them again."""
         started = time.monotonic()
+        # Ends too when the pool is released otherwise (the check found builds parallel).
         while self._pool is pool:
             generation = self._activity.wait_idle(seconds, since=started)
-            with self._activity.quiet_since(generation) as quiet:
-                if self._pool is not pool:
-                    return  # released already (the check found builds parallel)
-                if not quiet:
-                    continue
-                self._release_pool()
-            debug_print(1, f"{self.id}: no build for {seconds:g} s: stopping the compile "
-                        f"workers ({pool.serving} serving of {pool.size})")
-            pool.close()
-            return
+            if self._stop_workers(pool, generation, f"no build for {seconds:g} s"):
+                return
+
+    def _stop_workers(self, pool: opencl_build.BuildPool, generation: int, why: str) -> bool:
+        """Stop ``pool``'s workers if it is still this device's and no compile has started
+        since ``generation`` (none can start while it is released); True if stopped."""
+        with self._activity.quiet_since(generation) as quiet:
+            if not quiet or self._pool is not pool:
+                return False
+            self._release_pool()
+        debug_print(1, f"{self.id}: {why}: stopping the compile workers ({pool.serving} "
+                    f"serving of {pool.size})")
+        pool.close()
+        return True
 
     def build_mode(self) -> str:
         """Where this device's programs build: ``threads`` or ``processes``, decided when
