@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -53,5 +53,11 @@ step resnet9-fp32-cuda-first 60 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_
 step resnet9-bf16-cuda 80 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
 step resnet9-bf16-kernels 40 env GINGHAM_DEBUG=2 $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch --steps 1
 step story-cuda 60 $g bench model story --device cuda:0 --steps 20 --torch-compile off --json "$out/story-cuda.json"
+;;
+t)  # ResNet-9 bf16 before and after `gingham tune model` (one cache through the whole call)
+step resnet9-bf16-untuned 80 $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-untuned.json"
+step tune-resnet9-bf16 330 env GINGHAM_DEBUG=1 $g tune model resnet9 --device cuda:0 --precision bf16 --budget 1 --quiet
+step resnet9-bf16-tuned 80 $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-tuned.json"
+step resnet9-bf16-tuned-kernels 40 env GINGHAM_DEBUG=2 $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch --steps 1
 ;;
 esac
