@@ -19,6 +19,8 @@ environment variable      field
                           measured once per driver), ``threads`` or ``processes``
 ``GINGHAM_OPENCL_IDLE``   ``opencl_idle``: seconds without a build after which the OpenCL
                           compile worker processes exit (default 30; ``inf``: never)
+``GINGHAM_WGMMA``         ``wgmma``: Hopper's warpgroup tensor-core products (sm_90a) where
+                          they apply (1, the default) or ``mma.sync`` everywhere (0)
 ``GINGHAM_TUNE``          ``tune``: ``off`` (tuning database, else cost model), ``on``
                           (also search and store a schedule for every kernel it lacks) or
                           ``background`` (search them between the steps of a jitted function)
@@ -31,7 +33,7 @@ environment variable      field
 The user config file is JSON (``platformdirs.user_config_dir("gingham")/config.json``); it may
 hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``,
 ``cuda_graphs``, ``compile_jobs``, ``compile_overlap``, ``opencl_build``, ``opencl_idle``,
-``tune``, ``tune_budget``, ``tune_measure``.
+``wgmma``, ``tune``, ``tune_budget``, ``tune_measure``.
 ``gingham devices --set-default ID`` writes ``{"device": ID}`` into it.
 
 Example::
@@ -102,6 +104,8 @@ class Config:
     ``opencl_idle``: seconds without a build after which the compile worker
     processes exit, freeing their device contexts (on NVIDIA, GPU memory); the next
     program to build starts them again. ``inf`` keeps them until the process exits.
+    ``wgmma``: on a Hopper GPU (compute capability 9.0) run 16-bit float contractions with
+    the warpgroup instructions (:mod:`gingham.compiler.tiling_wgmma`); off: ``mma.sync``.
     ``config_file``: where the user config file is read from and written to.
     ``tune``: ``off`` compiles with the tuning database's schedule or the cost model's choice;
     ``on`` also runs a measured search for each tunable kernel the database lacks, before
@@ -123,6 +127,7 @@ class Config:
     compile_overlap: bool | None = None
     opencl_build: str = "auto"
     opencl_idle: float = 30.0
+    wgmma: bool = True
     config_file: Path = field(default_factory=lambda: default_config_file())
     tune: str = "off"
     tune_budget: float = 10.0
@@ -131,7 +136,7 @@ class Config:
 
 # Fields the user config file may set (config_file itself is chosen by the environment only).
 _FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "cuda_graphs",
-                "compile_jobs", "compile_overlap", "opencl_build", "opencl_idle", "tune",
+                "compile_jobs", "compile_overlap", "opencl_build", "opencl_idle", "wgmma", "tune",
                 "tune_budget", "tune_measure")
 TUNE_MODES = ("off", "on", "background")
 OPENCL_BUILD_MODES = ("auto", "threads", "processes")
@@ -247,7 +252,7 @@ def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
             values[key] = _parse_int(where, value, 0, MAX_DEBUG)
         elif key in ("num_threads", "compile_jobs"):
             values[key] = None if value is None else _parse_int(where, value, 1, None)
-        elif key == "cuda_graphs":
+        elif key in ("cuda_graphs", "wgmma"):
             values[key] = _parse_bool(where, value)
         elif key == "compile_overlap":
             values[key] = _parse_auto_bool(where, value)
@@ -306,6 +311,8 @@ def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
                                            env["GINGHAM_NUM_THREADS"], 1, None)
     if env.get("GINGHAM_CUDA_GRAPHS"):
         values["cuda_graphs"] = _parse_bool("GINGHAM_CUDA_GRAPHS", env["GINGHAM_CUDA_GRAPHS"])
+    if env.get("GINGHAM_WGMMA"):
+        values["wgmma"] = _parse_bool("GINGHAM_WGMMA", env["GINGHAM_WGMMA"])
     if env.get("GINGHAM_COMPILE_JOBS"):
         values["compile_jobs"] = _parse_int("GINGHAM_COMPILE_JOBS",
                                             env["GINGHAM_COMPILE_JOBS"], 1, None)

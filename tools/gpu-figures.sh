@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -59,5 +59,12 @@ step resnet9-bf16-untuned 80 $g bench model resnet9 --device cuda:0 --precision 
 step tune-resnet9-bf16 330 env GINGHAM_DEBUG=1 $g tune model resnet9 --device cuda:0 --precision bf16 --budget 1 --quiet
 step resnet9-bf16-tuned 80 $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-tuned.json"
 step resnet9-bf16-tuned-kernels 40 env GINGHAM_DEBUG=2 $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch --steps 1
+;;
+w)  # the warpgroup (wgmma) tensor-core schedule against mma.sync
+step tests-tc 150 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 8 -q -p no:cacheprovider -p no:warnings tests/compiler/test_tensor_cores.py tests/compiler/test_bf16_channels_last.py -k cuda
+step ops-wgmma 70 $g bench ops --device cuda:0 --only gemm,conv --dtype bf16 --gemm-sizes 4096,8192 --torch-compile off --json "$out/ops-wgmma.json"
+step ops-mma 70 env GINGHAM_WGMMA=0 $g bench ops --device cuda:0 --only gemm,conv --dtype bf16 --gemm-sizes 4096,8192 --torch-compile off --json "$out/ops-mma.json"
+step resnet9-bf16-wgmma 80 $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-wgmma.json"
+step resnet9-bf16-wgmma-kernels 40 env GINGHAM_DEBUG=2 $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch --steps 1
 ;;
 esac

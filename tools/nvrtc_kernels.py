@@ -8,7 +8,7 @@ importable).
 It traces one step (``nn.training.train_step``, SGD with Nesterov momentum, ``autocast`` in
 the precision), lowers its kernels as a CUDA device of compute capability 9.0 would, renders
 each distinct one as ``gingham`` does (``dedupe.unit_of``) and compiles those whose schedule
-contains ``--only`` with NVRTC (``--gpu-architecture=sm_90 --ptxas-options=-v``), one at a
+contains ``--only`` with NVRTC (``--gpu-architecture=sm_90a --ptxas-options=-v``), one at a
 time: seconds, characters, registers and spilled bytes per kernel, slowest first. ``--out``
 keeps the sources. What NVRTC spends is the optimiser and ptxas on the unrolled code (add
 ``--time=FILE`` to ``--nvrtc`` to see the phases), not the parsing.
@@ -115,7 +115,7 @@ def main() -> int:
     parser.add_argument("--only", default="tensor-core",
                         help="compile the kernels whose schedule contains this ('' for all)")
     parser.add_argument("--out", help="a directory to write each compiled source to")
-    parser.add_argument("--nvrtc", default="--gpu-architecture=sm_90 --ptxas-options=-v")
+    parser.add_argument("--nvrtc", default="--gpu-architecture=sm_90a --ptxas-options=-v")
     args = parser.parse_args()
     bound = step_program(args.model, args.precision, args.layout, args.batch)
     start = time.perf_counter()

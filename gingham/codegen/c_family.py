@@ -178,6 +178,17 @@ class _Renderer:
                 # A float that round_bfloat16 gave (its low 16 bits zero) as its bfloat16.
                 f"{p} {u16} gh_bf16_of_rounded({f32} x) {{ return ({u16})({bits_of}(x) >> 16); }}",
             ]
+        if "wgmma" in self.helpers:
+            # A shared-memory matrix descriptor of sm_90a (128-byte swizzle): the start address,
+            # the leading and stride byte offsets (each in 16-byte units) and the swizzle mode.
+            u64 = d.types["uint64"]
+            lines += [
+                f"{p} {u64} gh_wgmma_desc(const void* p, {u32} lbo, {u32} sbo) {{",
+                f"  {u32} a = ({u32})__cvta_generic_to_shared(p);",
+                f"  return ({u64})((a & 0x3FFFFu) >> 4) | (({u64})(lbo >> 4) << 16)",
+                f"       | (({u64})(sbo >> 4) << 32) | (({u64})1 << 62);",
+                "}",
+            ]
         if "philox" in self.helpers:
             lines += [
                 f"{p} {f32} philox_uniform({u32} key, {u32} high, {u32} position) {{",
@@ -376,11 +387,44 @@ class _Renderer:
             return (f'asm volatile("cp.async.{cache}.shared.global [%0], [%1], 16, %2;" :: '
                     f'{shared_address()}, "l"(&{buffer}[{self.expr(index)}]), '
                     f'"r"({self.expr(s.args[0])} ? 16 : 0));')
+        if s.op == "wgmma":
+            return self.wgmma(s, regs)
+        if s.op == "wgmma_fence":
+            return 'asm volatile("wgmma.fence.sync.aligned;" ::: "memory");'
+        if s.op == "wgmma_commit":
+            return 'asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");'
+        if s.op == "wgmma_wait":
+            # The accumulators pass through the wait, so that no read of them moves above it.
+            outs = ", ".join(f'"+f"({r})' for r in regs)
+            return (f'asm volatile("wgmma.wait_group.sync.aligned {int(s.variant)};" : {outs} '
+                    ':: "memory");')
+        if s.op == "fence_async_shared":
+            return 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory");'
         if s.op == "cp_async_commit":
             return 'asm volatile("cp.async.commit_group;" ::: "memory");'
         if s.op == "cp_async_wait":
             return f'asm volatile("cp.async.wait_group {int(s.variant)};" ::: "memory");'
         raise AssertionError(s.op)
+
+    def wgmma(self, s: k.WarpOp, regs: list[str]) -> str:
+        """One ``wgmma.mma_async`` m64nNk16 product (see ``kernel_ir.WarpOp``): the shared-memory
+        descriptors of A and B are built from their element addresses by ``gh_wgmma_desc``."""
+        assert s.shared is not None and len(s.args) == 2
+        n, trans_a, trans_b, lbo_a, sbo_a, lbo_b, sbo_b = s.layout
+        assert len(regs) == n // 2, (len(regs), n)
+        kind = {"bfloat16": "bf16", "float16": "f16"}[s.variant]
+        self.helpers.add("wgmma")
+        array = s.shared[0]
+        count = len(regs)
+        slots = ", ".join(f"%{i}" for i in range(count))
+        accs = ", ".join(f'"+f"({r})' for r in regs)
+        desc_a = f"gh_wgmma_desc(&{array}[{self.expr(s.args[0])}], {lbo_a}, {sbo_a})"
+        desc_b = f"gh_wgmma_desc(&{array}[{self.expr(s.args[1])}], {lbo_b}, {sbo_b})"
+        # scale-d is a predicate (true: D += A B); PTX has no predicate immediates.
+        return (f'asm volatile("{{ .reg .pred p; setp.ne.b32 p, %{count + 2}, 0; '
+                f'wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} '
+                f'{{{slots}}}, %{count}, %{count + 1}, p, 1, 1, {trans_a}, {trans_b}; }}" '
+                f': {accs} : "l"({desc_a}), "l"({desc_b}), "n"(1));')
 
     def loop(self, s: k.For, depth: int) -> str:
         pad = "    " * depth

@@ -192,6 +192,24 @@ class WarpOp:
     * ``cp_async_commit``: close this thread's group of copies issued so far.
     * ``cp_async_wait``: wait until at most ``int(variant)`` of its groups are in flight.
 
+    Hopper's warpgroup products (sm_90a; a warpgroup is four consecutive warps, 128 threads):
+
+    * ``wgmma``: ``regs`` (N / 2 float32 accumulators of each thread, in the order of N / 8
+      m16n8 products' c0-c3, as ``mma`` lays them out per warp: warp w of the group holds rows
+      16 (w % 4) .. + 15) += A (64 x 16) times B (16 x N), both read from shared memory by the
+      tensor cores: ``args`` = (element index of A's first element, of B's) in the array
+      ``shared[0]``; ``layout`` = (N, A transposed, B transposed, A's leading and stride byte
+      offsets, B's): 0 = K-major, 1 = MN-major; both operands in the 128-byte swizzle
+      (:mod:`gingham.compiler.tiling_wgmma` says which layout that is). Asynchronous: the
+      accumulators may be read only after ``wgmma_wait``.
+    * ``wgmma_fence``: order this thread's register and shared-memory accesses before the
+      warpgroup products that follow.
+    * ``wgmma_commit``: close the group of products issued so far.
+    * ``wgmma_wait``: wait until at most ``int(variant)`` groups are in flight; ``regs`` are
+      the accumulators it hands back (the C++ compiler must not read them earlier).
+    * ``fence_async_shared``: make this thread's earlier shared-memory writes (stores and
+      ``cp_async``) visible to the tensor cores' reads (the async proxy).
+
         WarpOp("mma", regs=(acc0, acc1, acc2, acc3), args=(a0, a1, a2, a3, b0, b1),
                variant="bfloat16")
     """
@@ -202,6 +220,7 @@ class WarpOp:
     shared: tuple[str, "Expr"] | None = None
     src: tuple[str, "Expr"] | None = None
     variant: str = ""
+    layout: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

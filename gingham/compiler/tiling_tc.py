@@ -84,6 +84,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from ..config import get_config
 from ..devices.base import DeviceInfo
 from ..tile import dtypes as dt
 from . import kernel_ir as k
@@ -137,6 +138,9 @@ class TcConfig:
     group_m: int = 8
     split: int = 1
     min_blocks: int = 0
+    #: "mma" (``mma.sync`` per warp, sm_80+) or "wgmma" (warpgroups, sm_90a:
+    #: :mod:`gingham.compiler.tiling_wgmma`; warps_n 1, 16 rows a warp, K step 64).
+    instruction: str = "mma"
 
     @property
     def threads(self) -> int:
@@ -160,6 +164,13 @@ class TcConfig:
         def chunks_ok(width: int) -> bool:
             chunks = width // VECTOR
             return width % VECTOR == 0 and chunks & (chunks - 1) == 0
+        if self.instruction == "wgmma":  # each warpgroup one or two m64 products along M
+            return (self.warps_n == 1 and self.warps_m % 4 == 0
+                    and self.tile_m in (16 * self.warps_m, 32 * self.warps_m)
+                    and self.tile_k == 64 and self.tile_n % 64 == 0 and self.tile_n <= 256
+                    and self.stages >= 3)
+        if self.instruction != "mma":
+            return False
         return (self.tile_m % self.warps_m == 0 and self.tile_n % self.warps_n == 0
                 and self.warp_m % 16 == 0 and self.warp_n % 16 == 0 and self.tile_k % 32 == 0
                 and all(chunks_ok(w) for w in (self.tile_m, self.tile_n, self.tile_k))
@@ -168,14 +179,21 @@ class TcConfig:
     def efficiency(self) -> float:
         """Relative throughput: shared-memory fragment loads per product fall with the warp
         tile, global loads per product with the block tile (constants to refine)."""
-        fragments = 1 / self.warp_m + 1 / self.warp_n
         globals_ = 1 / self.tile_m + 1 / self.tile_n
+        if self.instruction == "wgmma":  # no fragments: the tensor cores read shared memory
+            return 1.0 / (1.0 + 32 * globals_)
+        fragments = 1 / self.warp_m + 1 / self.warp_n
         return 1.0 / (1.0 + 16 * fragments + 32 * globals_)
 
     def __str__(self) -> str:
         split = f", split-K {self.split}" if self.split > 1 else ""
         bound = f", {self.min_blocks} blocks/SM" if self.min_blocks else ""
         band = f", bands of {self.group_m}" if self.group_m != 8 else ""
+        if self.instruction == "wgmma":
+            rows = 4 * self.warp_m
+            return (f"{self.tile_m}x{self.tile_n}x{self.tile_k} tile, {self.warps_m // 4} "
+                    f"warpgroup(s) of {rows}x{self.tile_n}, {self.stages} stages"
+                    f"{split}{bound}{band}")
         return (f"{self.tile_m}x{self.tile_n}x{self.tile_k} tile, {self.warps_m}x{self.warps_n} "
                 f"warps of {self.warp_m}x{self.warp_n}, {self.stages} stages{split}{bound}{band}")
 
@@ -195,6 +213,10 @@ STEP_COST = 8
 #: strongly fewer slow it down: 128x128x64 tiles with 4 stages (128 KiB: one block of 4 warps
 #: a multiprocessor) took 2.79 ms against 2.48 with 3 stages (two blocks): (8 / 4) ** 0.2.
 WARPS_TO_HIDE = 8
+#: K steps' worth of a warpgroup block's fixed work (the ring's fill, the epilogue), exposed
+#: unless a second block shares the multiprocessor: short-K convolutions (9-18 steps) then
+#: prefer two blocks of 3-stage rings.
+BLOCK_OVERHEAD_STEPS = 3
 LATENCY_EXPONENT = 0.2
 
 
@@ -221,6 +243,28 @@ CANDIDATES: tuple[TcConfig, ...] = (
 )
 
 
+#: The warpgroup candidates (sm_90a, :mod:`gingham.compiler.tiling_wgmma`), largest first:
+#: 1 or 2 warpgroups along M, the whole tile N in each product, K step 64, copies 2 steps
+#: ahead in a ring of 4 (shared memory 192, 128, 96, 64 and 32 KiB), or 1 step ahead in a
+#: ring of 3 (96 KiB: two blocks a multiprocessor).
+WGMMA_CANDIDATES: tuple[TcConfig, ...] = (
+    TcConfig(128, 256, 8, 1, tile_k=64, stages=4, instruction="wgmma"),
+    TcConfig(256, 128, 8, 1, tile_k=64, stages=4, instruction="wgmma"),
+    TcConfig(128, 128, 8, 1, tile_k=64, stages=4, instruction="wgmma"),
+    TcConfig(128, 128, 8, 1, tile_k=64, stages=3, instruction="wgmma"),
+    TcConfig(128, 64, 8, 1, tile_k=64, stages=4, instruction="wgmma"),
+    TcConfig(64, 128, 4, 1, tile_k=64, stages=4, instruction="wgmma"),
+    TcConfig(64, 64, 4, 1, tile_k=64, stages=4, instruction="wgmma"),
+)
+
+
+def wgmma_available(info: DeviceInfo) -> bool:
+    """Whether the device runs Hopper's warpgroup products: CUDA compute capability 9.0
+    exactly (sm_90a; later architectures dropped them) and ``config.wgmma`` on."""
+    return (info.dialect == "cuda" and info.compute_capability == 90
+            and get_config().wgmma)
+
+
 def registers(config: TcConfig) -> int:
     """32-bit registers a thread needs, about: its accumulators (a warp tile of floats over 32
     lanes), its fragment sets (4 per m16, 2 per n8) and OTHER_REGISTERS; at most 255.
@@ -228,6 +272,8 @@ def registers(config: TcConfig) -> int:
         >>> registers(TcConfig(128, 128, 2, 2))   # warp tile 64x64: 128 + 2 * 32 + 60
         252
     """
+    if config.instruction == "wgmma":  # accumulators only: the operands stay in shared memory
+        return min(255, config.warp_m // 16 * config.tile_n // 2 + OTHER_REGISTERS)
     fragments = FRAGMENT_SETS * (config.warp_m // 16 * 4 + config.warp_n // 8 * 2)
     return min(255, config.warp_m * config.warp_n // 32 + fragments + OTHER_REGISTERS)
 
@@ -247,6 +293,8 @@ def fits(config: TcConfig, info: DeviceInfo) -> bool:
     """Whether ``config`` is whole (:meth:`TcConfig.valid`) and a block of it fits the device:
     threads, shared memory and registers (512 threads of 32x64 warp tiles do not launch)."""
     limit = info.local_memory_bytes or SHARED_LIMIT
+    if config.instruction == "wgmma" and not wgmma_available(info):
+        return False
     return (config.valid() and config.threads <= max(info.max_work_group_size, 1)
             and config.shared_bytes <= limit and residency(config, info) >= 1)
 
@@ -278,6 +326,9 @@ def config_cost(config: TcConfig, view: GemmView, info: DeviceInfo) -> float:
     per_step = config.tile_k / config.efficiency() + STEP_COST
     warps = max(residency(config, info), 1) * config.threads // 32
     hide = min(1.0, warps / WARPS_TO_HIDE) ** LATENCY_EXPONENT
+    if config.instruction == "wgmma":
+        # A block's pipeline fill and epilogue, hidden only by another block's products.
+        steps += BLOCK_OVERHEAD_STEPS / min(residency(config, info), 2)
     cost = math.ceil(blocks / units) * config.tile_m * config.tile_n * steps * per_step / hide
     if config.split > 1:
         cost += PARTIAL_COST * config.split * view.m * view.n * view.batches / units
@@ -286,9 +337,16 @@ def config_cost(config: TcConfig, view: GemmView, info: DeviceInfo) -> float:
 
 def choose_config(view: GemmView, info: DeviceInfo) -> TcConfig | None:
     """The cheapest candidate that can be built (:func:`buildable`) by :func:`config_cost`,
-    with K whole or split."""
+    with K whole or split: a warpgroup one (:data:`WGMMA_CANDIDATES`) where the device has
+    them and one can be built, else an ``mma.sync`` one."""
+    return (_cheapest(WGMMA_CANDIDATES, view, info) if wgmma_available(info) else None) \
+        or _cheapest(CANDIDATES, view, info)
+
+
+def _cheapest(candidates: tuple[TcConfig, ...], view: GemmView, info: DeviceInfo
+              ) -> TcConfig | None:
     options = []
-    for config in CANDIDATES:
+    for config in candidates:
         if buildable(config, view, info):
             options.append(config)
             split = choose_split(config, view, info)
@@ -312,7 +370,12 @@ def stagings(config: TcConfig, view: GemmView) -> tuple[Staging, Staging] | None
 def buildable(config: TcConfig, view: GemmView, info: DeviceInfo) -> bool:
     """Whether the kernel of ``config`` can be built for ``view`` on this device: it fits
     (:func:`fits`) and both operands stage evenly over its threads."""
-    return fits(config, info) and stagings(config, view) is not None
+    staged = stagings(config, view) if fits(config, info) else None
+    if staged is None:
+        return False
+    # Warpgroup products of element-staged operands (a 3-channel convolution) measured slower
+    # than mma.sync on the H200 (ResNet-9's first conv: 0.225 against 0.146-0.160 ms).
+    return config.instruction != "wgmma" or all(stage.vector > 1 for stage in staged)
 
 
 # -- which contractions ----------------------------------------------------------------------------
@@ -415,15 +478,17 @@ def tensor_core_contraction(plan: KernelPlan, ctx: LoweringContext, name: str,
     split = min(max(config.split, 1), k_tiles)
     split = math.ceil(k_tiles / math.ceil(k_tiles / split))  # no slice empty
     config = dataclasses.replace(config, split=split)
+    # Imported here: tiling_wgmma builds on this module's TensorCoreKernel.
+    from .tiling_wgmma import WgmmaKernel
+    kind = WgmmaKernel if config.instruction == "wgmma" else TensorCoreKernel
     if split == 1:
-        return [TensorCoreKernel(plan, ctx, name, view, config, stage_a, stage_b, operands)
-                .build()]
+        return [kind(plan, ctx, name, view, config, stage_a, stage_b, operands).build()]
     assert plan.contraction is not None
     scratch = k.Scratch(f"{name}_partials", "float32",
                         split * math.prod(plan.contraction.out_shape))
     partial_ctx = LoweringContext(ctx.bound, ctx.aliases)  # its own parameters
-    partials = TensorCoreKernel(plan, partial_ctx, f"{name}_partial", view, config, stage_a,
-                                stage_b, operands, scratch).build()
+    partials = kind(plan, partial_ctx, f"{name}_partial", view, config, stage_a, stage_b,
+                    operands, scratch).build()
     return [partials, split_sum(plan, ctx, name, view.nc, scratch, split, "float32")]
 
 

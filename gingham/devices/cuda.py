@@ -96,8 +96,12 @@ def _nvrtc_target(arch: int) -> tuple[str, bool]:
         supported = [int(a) for a in _check(nvrtc.nvrtcGetSupportedArchs(), "archs")]
     except Exception:  # noqa: BLE001 - an old NVRTC without the query: try the cubin
         return f"sm_{arch}", True
+    # Hopper's warpgroup products (wgmma) exist only in the architecture-specific target
+    # sm_90a, a superset of sm_90 (its cubin runs on compute capability 9.0 only, as every
+    # cubin compiled here for its own device does).
+    specific = "a" if arch == 90 else ""
     if arch in supported:
-        return f"sm_{arch}", True
+        return f"sm_{arch}{specific}", True
     older = [a for a in supported if a <= arch]
     if not older:
         raise DeviceError(f"this NVRTC supports sm_{min(supported)}..sm_{max(supported)} and "

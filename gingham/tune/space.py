@@ -145,6 +145,10 @@ TC_TILES = (64, 128, 256)
 TC_WARP_TILES = (32, 64)
 TC_TILE_K = (32, 64)
 TC_STAGES = (3, 4)
+#: Warpgroup tiles (wgmma): 64 to 256 rows (one or two warpgroups of one or two 64-row slabs);
+#: rings of 3 (two blocks of 128x128 a multiprocessor) to 5.
+WG_TILES_M = (64, 128, 256)
+WG_STAGES = (3, 4, 5)
 #: What the measured search varies around its best: band heights, ring depths (the cost model
 #: sees neither), a register cap for two blocks a multiprocessor.
 TC_GROUP_M = (4, 8, 16)
@@ -162,12 +166,20 @@ def tc_legal(config: TcConfig, view, info: DeviceInfo) -> bool:
 def tc_space(view, info: DeviceInfo) -> list[TcConfig]:
     """Legal tensor-core configurations (band 8, no register cap), each with K whole and split
     as :func:`tiling_tc.choose_split` suggests: a few dozen on an H200."""
-    configs = []
+    candidates = []
     for tm, tn, wm_tile, wn_tile, tk, stages in itertools.product(
             TC_TILES, TC_TILES, TC_WARP_TILES, TC_WARP_TILES, TC_TILE_K, TC_STAGES):
         if tm % wm_tile or tn % wn_tile:
             continue
-        config = TcConfig(tm, tn, tm // wm_tile, tn // wn_tile, tile_k=tk, stages=stages)
+        candidates.append(TcConfig(tm, tn, tm // wm_tile, tn // wn_tile, tile_k=tk,
+                                   stages=stages))
+    # Warpgroups (sm_90a): one or two along M, each one or two 64-row slabs, the whole tile N
+    # in each product (TcConfig.valid keeps the consistent ones).
+    for tm, groups, tn, stages in itertools.product(WG_TILES_M, (1, 2), TC_TILES, WG_STAGES):
+        candidates.append(TcConfig(tm, tn, 4 * groups, 1, tile_k=64, stages=stages,
+                                   instruction="wgmma"))
+    configs = []
+    for config in candidates:
         if not tc_legal(config, view, info):
             continue
         configs.append(config)

@@ -204,6 +204,10 @@ class Simulator:
             self.ldmatrix(s)
         elif s.op == "mma":
             self.mma(s)
+        elif s.op == "wgmma":
+            self.wgmma(s)
+        elif s.op in ("wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_async_shared"):
+            pass  # products run at issue in lockstep: nothing is in flight to order or wait for
         else:
             raise NotImplementedError(s.op)
 
@@ -265,6 +269,63 @@ class Simulator:
             for r, (row, col) in enumerate(((g, 2 * q), (g, 2 * q + 1), (g + 8, 2 * q),
                                             (g + 8, 2 * q + 1))):
                 results[r][sl] = D[row, col]
+        for reg, value in zip(s.regs, results):
+            self._store_local(reg.array, reg.index, value.astype(np.float32), everyone)
+
+    def _smem_matrix(self, array: str, start: int, rows: int, cols: int, mn_major: bool,
+                     lbo: int, sbo: int) -> np.ndarray:
+        """The rows x cols (MN x K) operand a wgmma descriptor names, as the PTX ISA defines
+        its canonical 128-byte-swizzled layouts (addresses in bytes from the array's start,
+        which the kernel aligns to 1024): K-major, element (r, c) at start + (r // 8) SBO +
+        (r % 8) 128 + 2 c; MN-major, at start + (r // 64) LBO + 2 (r % 64) + (c // 8) SBO +
+        (c % 8) 128; then the swizzle XORs address bits 4-6 with bits 7-9."""
+        r = np.arange(rows)[:, None]
+        c = np.arange(cols)[None, :]
+        if mn_major:
+            byte = 2 * start + (r // 64) * lbo + 2 * (r % 64) + (c // 8) * sbo + (c % 8) * 128
+        else:
+            byte = 2 * start + (r // 8) * sbo + (r % 8) * 128 + 2 * c
+        byte = byte ^ (((byte >> 7) & 7) << 4)
+        index = byte // 2
+        shared, written = self.shared[array], self.written[array]
+        assert ((index >= 0) & (index < shared.size)).all(), f"wgmma reads outside {array}"
+        assert written[index].all(), f"wgmma reads unwritten {array}"
+        return shared[index]
+
+    def wgmma(self, s: k.WarpOp) -> None:
+        """D (64 x N, the accumulators of a warpgroup's 128 threads) += A (64 x 16) B (16 x N)."""
+        everyone = np.ones(self.t, bool)
+        half = _HALF[s.variant]
+        n, trans_a, trans_b, lbo_a, sbo_a, lbo_b, sbo_b = s.layout
+        array = s.shared[0]
+        starts = [self.expr(a, everyone) for a in s.args]
+        assert self.t % 128 == 0, "wgmma needs whole warpgroups"
+        accs = [self.expr(r, everyone).astype(np.float64) for r in s.regs]
+        lane = np.arange(32)
+        g, q = lane // 4, lane % 4
+        results = [np.zeros(self.t) for _ in s.regs]
+        for group in range(self.t // 128):
+            sl = slice(128 * group, 128 * group + 128)
+            start_a, start_b = (int(x[sl][0]) for x in starts)
+            assert all((x[sl] == x[sl][0]).all() for x in starts), "descriptors differ in a group"
+
+            def values(bits):
+                return bits.astype(np.uint16).view(half).astype(np.float64)
+
+            A = values(self._smem_matrix(array, start_a, 64, 16, bool(trans_a), lbo_a, sbo_a))
+            B = values(self._smem_matrix(array, start_b, n, 16, bool(trans_b), lbo_b, sbo_b))
+            C = np.zeros((64, n))
+            cells = []
+            for w in range(4):
+                for j in range(n // 8):
+                    for r, (row, col) in enumerate(((g, 2 * q), (g, 2 * q + 1), (g + 8, 2 * q),
+                                                    (g + 8, 2 * q + 1))):
+                        cells.append((w, 4 * j + r, 16 * w + row, 8 * j + col))
+            for w, reg, row, col in cells:
+                C[row, col] = accs[reg][128 * group + 32 * w + lane]
+            D = (A @ B.T + C).astype(np.float32)
+            for w, reg, row, col in cells:
+                results[reg][128 * group + 32 * w + lane] = D[row, col]
         for reg, value in zip(s.regs, results):
             self._store_local(reg.array, reg.index, value.astype(np.float32), everyone)
 

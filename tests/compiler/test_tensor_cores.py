@@ -182,7 +182,13 @@ CONFIGS = tiling_tc.CANDIDATES + (TcConfig(128, 128, 2, 2, stages=4),
                                   TcConfig(128, 64, 2, 2, min_blocks=4),
                                   TcConfig(256, 128, 4, 2, tile_k=64),
                                   TcConfig(64, 64, 1, 1), TcConfig(128, 64, 2, 1, tile_k=64),
-                                  TcConfig(128, 128, 2, 2, stages=2, group_m=4))
+                                  TcConfig(128, 128, 2, 2, stages=2, group_m=4)) + \
+    tiling_tc.WGMMA_CANDIDATES + (TcConfig(128, 128, 8, 1, tile_k=64, stages=3,
+                                           instruction="wgmma"),
+                                  TcConfig(64, 256, 4, 1, tile_k=64, stages=5,
+                                           instruction="wgmma"),
+                                  TcConfig(128, 128, 4, 1, tile_k=64, stages=3,
+                                           instruction="wgmma"))
 
 
 def _config_case(seed):
@@ -304,19 +310,26 @@ def test_staging_modes_and_split_in_schedules():
         assert phrase in text, phrase
 
 
-def test_kernel_source_is_loops_not_unrolled_text():
-    """The copies, hoisted slot values, fragment loads, k16 steps and epilogue are ``#pragma
-    unroll`` loops (NVRTC unrolls them): each ldmatrix / cp.async / mma statement appears a
-    fixed number of times whatever the tile, and the source stays small (a 128x256x64 GEMM
-    kernel was 40 KB written out, the NHWC conv gradients of ResNet-9 50-70 KB; now ~19 KB,
-    of which ~5 KB are the dialect's helper functions)."""
+def _big_tensor_core_kernels() -> list[k.Kernel]:
+    """The tensor-core kernels of a bf16 GEMM 8192 and of a ResNet conv layer's forward and
+    gradients, for an H200."""
     z = np.zeros((8192, 8192), BF16)
     x, w = np.zeros((64, 16, 16, 128), BF16), np.zeros((3, 3, 128, 256), BF16)
     d_o = np.zeros((64, 16, 16, 256), BF16)
     programs = [tile.function(GEMM).bind(z, z), tile.function(CONV).bind(x, w),
                 tile.function(CONV).gradient_function(x, w).bind(x, w, d_o)]
-    kernels = [kernel for bound in programs for kernel in _kernels(bound)
-               if kernel.schedule.startswith(TC)]
+    return [kernel for bound in programs for kernel in _kernels(bound)
+            if kernel.schedule.startswith(TC)]
+
+
+def test_kernel_source_is_loops_not_unrolled_text(monkeypatch):
+    """The copies, hoisted slot values, fragment loads, k16 steps and epilogue are ``#pragma
+    unroll`` loops (NVRTC unrolls them): each ldmatrix / cp.async / mma statement appears a
+    fixed number of times whatever the tile, and the source stays small (a 128x256x64 GEMM
+    kernel was 40 KB written out, the NHWC conv gradients of ResNet-9 50-70 KB; now ~19 KB,
+    of which ~5 KB are the dialect's helper functions)."""
+    monkeypatch.setenv("GINGHAM_WGMMA", "0")  # the mma.sync kernels
+    kernels = _big_tensor_core_kernels()
     assert len(kernels) == 4 and any("128x256x64 tile" in kk.schedule for kk in kernels)
     for kernel in kernels:
         source = render(kernel, DIALECTS["cuda"])
@@ -330,6 +343,23 @@ def test_kernel_source_is_loops_not_unrolled_text():
         assert source.count("#pragma unroll") >= 10
         # what it costs NVRTC follows the unrolled code: weighed as such for the compile pieces
         assert unit_of(kernel, DIALECTS["cuda"])[0].cost > 8 * len(source)
+
+
+def test_warpgroup_kernel_source():
+    """On an H200 the same kernels are warpgroup ones: no fragments; each wgmma statement
+    (which names all its accumulators) once per 64-row slab, inside the unrolled loop of k16
+    steps; the descriptors from 1024-byte aligned shared memory; the source still small."""
+    kernels = _big_tensor_core_kernels()
+    assert len(kernels) == 4 and all("wgmma m64n" in kk.schedule for kk in kernels)
+    for kernel in kernels:
+        source = render(kernel, DIALECTS["cuda"])
+        slabs = 2 if "of 128x" in kernel.schedule else 1
+        assert len(source) < 32_000, (len(source), kernel.schedule)
+        assert "ldmatrix" not in source and "mma.sync" not in source
+        assert source.count("wgmma.mma_async.sync.aligned") == slabs, kernel.schedule
+        assert source.count("wgmma.commit_group") == 1 and source.count("wgmma.wait_group") == 2
+        assert "extern __shared__ __align__(1024)" in source
+        assert source.count("fence.proxy.async.shared::cta") == 1
 
 
 # -- the choice ------------------------------------------------------------------------------
@@ -396,14 +426,34 @@ def test_registers_and_residency_decide_what_fits():
 
 
 def test_big_gemms_default_to_what_measured_best():
-    """bf16 GEMM 4096 and 8192: 128x256x64 tiles (fastest of the H200 sweep); the CIFAR conv
-    layer (N = 64) keeps 128x64 tiles."""
+    """bf16 GEMM 4096 and 8192: 128x256x64 tiles (fastest of the H200 sweeps, with mma.sync
+    and with wgmma); the CIFAR conv layer (N = 64) keeps 128x64 tiles. mma.sync on sm_80-89
+    (and on the H200 with GINGHAM_WGMMA=0), warpgroups on the H200; none past sm_90."""
+    ampere = dataclasses.replace(H200, compute_capability=80)
+    blackwell = dataclasses.replace(H200, compute_capability=100)
     for n in (4096, 8192):
         a = np.zeros((n, n), BF16)
-        _, _, family = _family(GEMM, (a, a))
-        assert family.default() == TcConfig(128, 256, 2, 4, tile_k=64)
+        for info in (ampere, blackwell):
+            assert _family(GEMM, (a, a), info)[2].default() == TcConfig(128, 256, 2, 4, tile_k=64)
+        assert _family(GEMM, (a, a))[2].default() == TcConfig(
+            128, 256, 8, 1, tile_k=64, stages=4, instruction="wgmma")
     x, w = np.zeros((128, 32, 32, 64), BF16), np.zeros((3, 3, 64, 64), BF16)
-    assert "128x64x32 tile" in _schedules(CONV, (x, w))[0]
+    assert "128x64x32 tile, 2x2 warps" in _schedules(CONV, (x, w), ampere)[0]
+    assert "128x64x64 tile, 2 warpgroup(s)" in _schedules(CONV, (x, w))[0]
+
+
+def test_warpgroups_can_be_switched_off(monkeypatch):
+    monkeypatch.setenv("GINGHAM_WGMMA", "0")
+    a = np.zeros((4096, 4096), BF16)
+    assert _family(GEMM, (a, a))[2].default() == TcConfig(128, 256, 2, 4, tile_k=64)
+
+
+def test_element_staged_operands_keep_mma():
+    """A 3-channel convolution (its operands staged element by element) measured faster
+    with mma.sync than with warpgroups on the H200."""
+    x, w = np.zeros((512, 32, 32, 3), BF16), np.zeros((3, 3, 3, 64), BF16)
+    (schedule,) = _schedules(CONV, (x, w))
+    assert "mma.sync" in schedule and "element loads" in schedule, schedule
 
 
 def test_tuner_space_of_tensor_core_kernels():
