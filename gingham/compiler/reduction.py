@@ -14,6 +14,18 @@ partials, tree and combination in the same two kernels.
     M[c : C] = +(X[n, c, h, w])   with 128 cells, 524288 values each, on 132 compute units
     -> k_partial: 1056 work-groups of 256 (8 slices per cell), k: 128 work-items
 
+Where neighbouring cells are neighbouring addresses (a channels-last statistic), a work-item
+reduces 4 of them and a work-group up to 128 (:func:`cell_vector`, :func:`cell_lanes`): the
+operands read at the assignment's cell move as one 8- or 16-byte vector each, and the reduction
+coordinates are decoded once and then stepped (:func:`step_reduction_coordinates`), not
+divided out of the flat index every element. A combine of many partials per cell gives each
+cell up to 32 work-items and a tree (:func:`_combine_tree`), so that 64 cells with 1056
+partials each are combined on 8 multiprocessors, not in one work-group.
+
+    M[c : C] = +(X[n, h, w, c])   bfloat16, 128 channels, 524288 values each, 132 units
+    -> k_partial: 1055 work-groups of 32 x 4 channels x 8 rows, each row 63 assignments, one
+       8-byte load each; k: 16 work-groups of 8 channels x 32 rows, 33 partials a row
+
 The C backend has its own form (:func:`split_reduction_cpu`, below): slices over OpenMP
 threads, each with the neighbouring cells of a channels-last statistic in ``omp simd`` lanes,
 and the same combine kernel.
@@ -298,9 +310,11 @@ def _vector_reads(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext,
             statement.inputs()
         candidates += sorted(names)
     candidates += [sibling.operand for sibling in plan.siblings]
-    same = {a.tensor for a in nc.operands if a.index == access.index and a.sizes == access.sizes}
-    other = {a.tensor for a in nc.operands} - same
-    candidates += [a.tensor for a in nc.operands if a.tensor in same]
+    # A tensor that an operand reads elsewhere too (``X[n, c] * X[n + 1, c]``) is loaded per
+    # cell: ``given`` replaces every operand of that tensor.
+    other = {a.tensor for a in nc.operands
+             if a.index != access.index or a.sizes != access.sizes}
+    candidates += [a.tensor for a in nc.operands]
     chosen: list[str] = []
     for tensor in candidates:
         if tensor in chosen or tensor in produced or tensor in other:

@@ -150,3 +150,16 @@ def test_channels_last_batch_norm_forward_and_gradients(h200_like, monkeypatch, 
     assert any("4 reductions" in s for s in partials), schedules
     if shape[-1] % 4 == 0:
         assert all("on 4 cells each" in s for s in partials), partials
+
+
+def test_an_operand_read_at_two_cells_is_not_a_vector(h200_like):
+    """``X[n, c] * X[n + 1, c]``: X is read at the assignment's cell and the next row's, so it
+    is loaded per cell (a vector at the first access would stand for both)."""
+    source = "function (X[R, C]) -> (M) { M[c : C] = +(X[r, c] * X[r + 1, c]); }"
+    x = RNG.standard_normal((3001, 64)).astype(np.float32)
+    exe = compile_program(tile.function(source).bind(x), h200_like)
+    partials = [s for s in schedules_of(exe) if s.startswith("split reduction: ")]
+    assert partials and not any("vector loads" in s for s in partials), partials
+    (got,) = exe(x)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(got, (x64[:-1] * x64[1:]).sum(0), rtol=1e-4, atol=1e-4)
