@@ -49,6 +49,15 @@ from .normalize import NormalContraction
 from .tiling_gpu import flat_address
 
 GROUP = 256  # work-items per work-group; the local-memory tree halves it eight times
+#: Work-groups of partials per compute unit the slices aim at (fewer where the reduction is
+#: short: ROW_ASSIGNMENTS).
+GROUPS_PER_UNIT = 8
+#: Fewest assignments a work-item reduces (each slice also pays a tree and writes partials).
+#: On an H200 (bf16 ResNet-9 step, GINGHAM_DEBUG=2, each launch timed synchronised) the 76
+#: split-reduction kernels went from 3.75 ms to 2.49 with 4 cells a work-item and the tree
+#: combine (k101_O25_partial 0.274 -> 0.138 ms, its combine 0.098 -> 0.034, k106_O19's
+#: combine 0.121 -> 0.039); 16 here, or 4 groups a unit, measured no better (in a noisier run).
+ROW_ASSIGNMENTS = 4
 
 
 def split_reduction(plan: KernelPlan, ctx: LoweringContext, name: str,
@@ -67,7 +76,8 @@ def split_reduction(plan: KernelPlan, ctx: LoweringContext, name: str,
     lanes = cell_lanes(nc, width)
     blocks = math.ceil(cells / (lanes * width))
     rows = GROUP // lanes  # work-items per cell in a work-group
-    slices = max(1, min(math.ceil(units * 8 / blocks), math.ceil(extent / (4 * rows))))
+    slices = max(1, min(math.ceil(units * GROUPS_PER_UNIT / blocks),
+                        math.ceil(extent / (ROW_ASSIGNMENTS * rows))))
     chunk = math.ceil(extent / slices)
     slices = math.ceil(extent / chunk)  # no slice empty
     ctype = compute_type(ctx.dtype(nc.out))
