@@ -163,3 +163,15 @@ def test_an_operand_read_at_two_cells_is_not_a_vector(h200_like):
     (got,) = exe(x)
     x64 = x.astype(np.float64)
     np.testing.assert_allclose(got, (x64[:-1] * x64[1:]).sum(0), rtol=1e-4, atol=1e-4)
+
+
+def test_stepped_coordinates_of_a_range_that_starts_below_zero(h200_like):
+    """``X[n, h + 2, c]``: h runs over [-2, 4], so the stepped coordinates wrap at 4 back to
+    -2 (16 rows a step: more than h's 7 values, a carry into n every step)."""
+    source = "function (X[N, H, C]) -> (M) { M[c : C] = +(X[n, h + 2, c]); }"
+    x = RNG.standard_normal((600, 7, 64)).astype(np.float32)
+    exe = compile_program(tile.function(source).bind(x), h200_like)
+    partials = [s for s in schedules_of(exe) if s.startswith("split reduction: ")]
+    assert partials and "16 work-items on 4 cells" in partials[0], partials
+    (got,) = exe(x)
+    np.testing.assert_allclose(got, x.astype(np.float64).sum((0, 1)), rtol=1e-5, atol=1e-4)
