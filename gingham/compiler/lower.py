@@ -978,7 +978,8 @@ def _accumulate_in_lanes(nc: NormalContraction, ctx: LoweringContext, ctype: str
 
 def accumulate_plan(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext,
                     ctype: str, itype: str, flag: str | None,
-                    lane_var: str | None = None) -> k.Stmt:
+                    lane_var: str | None = None,
+                    given: dict[str, k.Expr] | None = None) -> k.Stmt:
     """:func:`accumulate` for the plan's contraction ``nc`` and each of its siblings (into
     ``acc_<out>``), after computing the plan's prologue at the assignment's operand cell.
 
@@ -986,8 +987,14 @@ def accumulate_plan(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContex
 
     ``lane_var``: the loop's vector lanes are neighbouring cells along this output variable
     (:func:`_accumulate_in_lanes`; the guards without it are the caller's).
+    ``given``: tensors whose values at the assignment's operand cell the caller has already
+    read (a GPU split reduction's vector loads, ``{"X": from_bits(x_X[l])}``); the caller
+    gives only tensors that every operand reading them reads at that cell.
     """
+    given = given or {}
+
     def own(computed: dict[str, k.Expr] | None) -> k.Stmt:
+        computed = {**given, **(computed or {})}
         if lane_var is None:
             return accumulate(nc, ctx, ctype, itype, flag, computed)
         return _accumulate_in_lanes(nc, ctx, ctype, itype, flag, computed or {}, lane_var)
@@ -1003,6 +1010,8 @@ def accumulate_plan(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContex
                                                                   itype))]
 
     def value_of(tensor: str) -> k.Expr:
+        if tensor in given:
+            return given[tensor]
         index = broadcast_index(cell, access.sizes, ctx.shape(tensor), flat, itype)
         return ctx.load(tensor, index)
 

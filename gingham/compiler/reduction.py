@@ -14,6 +14,18 @@ partials, tree and combination in the same two kernels.
     M[c : C] = +(X[n, c, h, w])   with 128 cells, 524288 values each, on 132 compute units
     -> k_partial: 1056 work-groups of 256 (8 slices per cell), k: 128 work-items
 
+Where neighbouring cells are neighbouring addresses (a channels-last statistic), a work-item
+reduces 4 of them and a work-group up to 128 (:func:`cell_vector`, :func:`cell_lanes`): the
+operands read at the assignment's cell move as one 8- or 16-byte vector each, and the reduction
+coordinates are decoded once and then stepped (:func:`step_reduction_coordinates`), not
+divided out of the flat index every element. A combine of many partials per cell gives each
+cell up to 32 work-items and a tree (:func:`_combine_tree`), so that 64 cells with 1056
+partials each are combined on 8 multiprocessors, not in one work-group.
+
+    M[c : C] = +(X[n, h, w, c])   bfloat16, 128 channels, 524288 values each, 132 units
+    -> k_partial: 1055 work-groups of 32 x 4 channels x 8 rows, each row 63 assignments, one
+       8-byte load each; k: 16 work-groups of 8 channels x 32 rows, 33 partials a row
+
 The C backend has its own form (:func:`split_reduction_cpu`, below): slices over OpenMP
 threads, each with the neighbouring cells of a channels-last statistic in ``omp simd`` lanes,
 and the same combine kernel.
@@ -27,14 +39,25 @@ import math
 from ..devices.base import DeviceInfo
 from . import kernel_ir as k
 from .fusion import KernelPlan
-from .lower import (LoweringContext, _epilogue, _kernel, accumulate_plan, accumulator_rows,
-                    aggregate, cell_coordinates, compute_type, finalize, hoisted_guards,
-                    identity_value, index_type, _fused_note, needs_reached_flag,
-                    row_major_strides, sibling_accumulators, sibling_results, update_run)
+from .cell import CellStatement
+from .lower import (LoweringContext, _epilogue, _from_lane, _kernel, _vector_dtype,
+                    accumulate_plan, accumulator_rows, affine_expr, aggregate, cell_coordinates,
+                    compute_type, finalize, hoisted_guards, identity_value, index_type,
+                    _fused_note, needs_reached_flag, row_major_strides, sibling_results,
+                    update_run)
 from .normalize import NormalContraction
 from .tiling_gpu import flat_address
 
 GROUP = 256  # work-items per work-group; the local-memory tree halves it eight times
+#: Work-groups of partials per compute unit the slices aim at (fewer where the reduction is
+#: short: ROW_ASSIGNMENTS).
+GROUPS_PER_UNIT = 8
+#: Fewest assignments a work-item reduces (each slice also pays a tree and writes partials).
+#: On an H200 (bf16 ResNet-9 step, GINGHAM_DEBUG=2, each launch timed synchronised) the 76
+#: split-reduction kernels went from 3.75 ms to 2.49 with 4 cells a work-item and the tree
+#: combine (k101_O25_partial 0.274 -> 0.138 ms, its combine 0.098 -> 0.034, k106_O19's
+#: combine 0.121 -> 0.039); 16 here, or 4 groups a unit, measured no better (in a noisier run).
+ROW_ASSIGNMENTS = 4
 
 
 def split_reduction(plan: KernelPlan, ctx: LoweringContext, name: str,
@@ -49,18 +72,23 @@ def split_reduction(plan: KernelPlan, ctx: LoweringContext, name: str,
     units = max(info.compute_units, 1)
     if cells == 0 or cells >= units * 64 or extent < 8 * GROUP:
         return None
-    lanes = cell_lanes(nc)
-    blocks = math.ceil(cells / lanes)
+    width = cell_vector(nc)
+    lanes = cell_lanes(nc, width)
+    blocks = math.ceil(cells / (lanes * width))
     rows = GROUP // lanes  # work-items per cell in a work-group
-    slices = max(1, min(math.ceil(units * 8 / blocks), math.ceil(extent / (4 * rows))))
+    slices = max(1, min(math.ceil(units * GROUPS_PER_UNIT / blocks),
+                        math.ceil(extent / (ROW_ASSIGNMENTS * rows))))
     chunk = math.ceil(extent / slices)
     slices = math.ceil(extent / chunk)  # no slice empty
     ctype = compute_type(ctx.dtype(nc.out))
     values, reached, siblings = _partial_buffers(plan, ctx, name, ctype, slices * cells)
     partial_ctx = LoweringContext(ctx.bound, ctx.aliases)
     first = _partials(plan, nc, partial_ctx, f"{name}_partial", cells, slices, chunk, ctype,
-                      values, reached, siblings, lanes)
-    second = _combine(plan, ctx, name, cells, slices, ctype, values, reached, siblings)
+                      values, reached, siblings, lanes, width)
+    if slices >= COMBINE_TREE_MIN_SLICES:
+        second = _combine_tree(plan, ctx, name, cells, slices, ctype, values, reached, siblings)
+    else:
+        second = _combine(plan, ctx, name, cells, slices, ctype, values, reached, siblings)
     return [first, second]
 
 
@@ -80,35 +108,69 @@ def _partial_buffers(plan: KernelPlan, ctx: LoweringContext, name: str, ctype: s
     return values, reached, siblings
 
 
-#: Neighbouring cells a work-group reduces side by side (see :func:`cell_lanes`).
+#: Work-items side by side in a work-group when neighbouring cells are neighbouring addresses
+#: (see :func:`cell_lanes`): a warp.
 CELL_LANES = 32
+#: Neighbouring cells one work-item reduces when they are neighbouring addresses (see
+#: :func:`cell_vector`): its same-cell operands are read as one vector each.
+CELL_VECTOR = 4
 
 
-def cell_lanes(nc: NormalContraction) -> int:
-    """How many neighbouring output cells one work-group reduces at once: CELL_LANES when the
-    operands are read at unit stride along the innermost output variable, else 1.
-
-    A channels-last batch-norm statistic ``M[c] = +(X[n, h, w, c])`` reads X with stride C
-    along its reduction: one cell per work-group makes a warp's 32 loads touch 32 cache lines.
-    With 32 cells side by side (``lane = lid % 32``, ``row = lid / 32``) the same loads are
-    one line, and the rows of the work-group stride through the reduction together.
-    """
-    cells = math.prod(nc.out_shape)
-    if cells < CELL_LANES or not nc.out_vars:
-        return 1
+def _unit_stride_reads(nc: NormalContraction) -> bool:
+    """Whether every operand is read at stride 0 or 1 along the innermost output variable,
+    one at stride 1: neighbouring cells are then neighbouring addresses."""
+    if not nc.out_vars:
+        return False
     innermost = nc.out_vars[-1]
-    if nc.out_shape[-1] < CELL_LANES:
-        return 1
     reads = False
     for access in nc.operands:
         address = flat_address(access)
         if address is None:
-            return 1
+            return False
         coefficient = address.coeffs.get(innermost, 0)
         if coefficient not in (0, 1):
-            return 1  # strided along the cells: the old one-cell work-groups read it as well
+            return False  # strided along the cells: one cell per work-group reads it as well
         reads = reads or coefficient == 1
-    return CELL_LANES if reads else 1
+    return reads
+
+
+def cell_vector(nc: NormalContraction) -> int:
+    """How many neighbouring output cells one work-item reduces: CELL_VECTOR when the operands
+    are read at unit stride along the innermost output variable and its length is a multiple
+    of CELL_VECTOR (a work-item's cells then differ only in that variable), else 1.
+
+    A channels-last bfloat16 statistic with one cell a work-item has a warp load 32 x 2
+    bytes; with 4 cells a work-item each of its loads is one 8-byte vector, and a warp moves
+    256 bytes: whole 128-byte lines, a quarter of the load instructions and of the index
+    arithmetic (and of a fused pooling gradient's tap) per element.
+    """
+    if not nc.out_shape or nc.out_shape[-1] % CELL_VECTOR:
+        return 1
+    return CELL_VECTOR if _unit_stride_reads(nc) else 1
+
+
+def cell_lanes(nc: NormalContraction, width: int = 1) -> int:
+    """How many work-items of a work-group reduce neighbouring cells side by side (``width``
+    cells each, :func:`cell_vector`): up to CELL_LANES when the operands are read at unit
+    stride along the innermost output variable, else 1.
+
+    A channels-last batch-norm statistic ``M[c] = +(X[n, h, w, c])`` reads X with stride C
+    along its reduction: one cell per work-group makes a warp's 32 loads touch 32 cache lines.
+    With 32 cells side by side (``lane = lid % 32``, ``row = lid / 32``) the same loads are
+    one line, and the rows of the work-group stride through the reduction together. With 4
+    cells a work-item, 64 cells take 16 lanes (a warp: two rows of 256 bytes each), and 8
+    channels take 2 (a warp's 16 rows read 16 neighbouring assignments: 256 bytes again).
+    """
+    cells = math.prod(nc.out_shape)
+    if width == 1 and (cells < CELL_LANES or not nc.out_vars
+                       or nc.out_shape[-1] < CELL_LANES):
+        return 1
+    if not _unit_stride_reads(nc):
+        return 1
+    lanes = CELL_LANES
+    while lanes > 1 and lanes * width > cells:
+        lanes //= 2
+    return lanes
 
 
 def reduction_coordinates(nc: NormalContraction, flat: k.Expr, itype: str) -> list[k.Stmt]:
@@ -134,6 +196,46 @@ def reduction_coordinates(nc: NormalContraction, flat: k.Expr, itype: str) -> li
     return decode
 
 
+def step_reduction_coordinates(nc: NormalContraction, step: int, itype: str) -> list[k.Stmt]:
+    """Advance the reduction variables (declared by :func:`reduction_coordinates`) by ``step``
+    along the flat reduction index: ``step``'s digits in the box's mixed radix are added
+    variable by variable, innermost first, each carrying at most 1 into the next. A loop
+    that strides through the box then decodes its start once, not every element with a
+    division and a remainder per variable.
+
+        x2 in [0, 32), x1 in [0, 32), step 8:
+        x2 = x2 + 8; bool rs_carry2 = x2 > 31; x2 = rs_carry2 ? x2 - 32 : x2;
+        x1 = rs_carry2 ? x1 + 1 : x1; bool rs_carry1 = x1 > 31; ...; x0 = rs_carry1 ? ...
+    """
+    stmts: list[k.Stmt] = []
+    rest = step
+    carry: k.Expr | None = None
+    variables = list(nc.red_vars)
+    for position in range(len(variables) - 1, -1, -1):
+        var = variables[position]
+        lo, hi = nc.red_ranges[var]
+        size = hi - lo + 1
+        outermost = position == 0
+        digit = rest if outermost else rest % size
+        rest //= size
+        x = k.Var(var, itype)
+        if digit == 0 and carry is None:
+            continue  # this variable keeps its value; the next may still have a digit
+        value: k.Expr = k.BinOp("+", x, k.Const(digit, itype), itype) if digit else x
+        if carry is not None:
+            value = k.Select(carry, k.BinOp("+", x, k.Const(digit + 1, itype), itype), value,
+                             itype)
+        stmts.append(k.Assign(var, value))
+        if outermost:
+            break
+        flag = f"rs_carry{position}"
+        stmts.append(k.Declare(flag, "bool", k.BinOp(">", x, k.Const(hi, itype), "bool")))
+        carry = k.Var(flag, "bool")
+        stmts.append(k.Assign(var, k.Select(carry, k.BinOp("-", x, k.Const(size, itype), itype),
+                                            x, itype)))
+    return stmts
+
+
 def _combine_pair(agg: str, a: k.Expr, a_hit: k.Expr | None, b: k.Expr, b_hit: k.Expr | None,
                   ctype: str) -> k.Expr:
     """``a`` aggregated with ``b``; with flags, a side that reached nothing is skipped."""
@@ -143,110 +245,235 @@ def _combine_pair(agg: str, a: k.Expr, a_hit: k.Expr | None, b: k.Expr, b_hit: k
     return k.Select(a_hit, k.Select(b_hit, both, a, ctype), b, ctype)
 
 
+def _local_tree(arrays: list[tuple[str, str, str]], hits: str | None, copies: int, lanes: int,
+                rows: int, itype: str) -> list[k.Stmt]:
+    """The fixed tree that combines a work-group's rows in local memory: deterministic, and
+    log2(rows) barriers. ``arrays`` are (local array, aggregation, type), each holding
+    ``copies`` blocks of GROUP values (copy ``j`` of work-item ``lid`` at ``j * GROUP + lid``,
+    ``lid = row * lanes + lane``); ``hits`` holds the first array's reached flags (int32), or
+    is None. Afterwards row 0 holds each lane's result.
+
+        for (w = rows / 2; w; w /= 2) { if (rs_row < w) V[lid] = V[lid] + V[lid + w * lanes];
+                                        barrier; }
+    """
+    v = lambda n: k.Var(n, itype)  # noqa: E731 - a local shorthand
+    c = lambda x: k.Const(x, itype)  # noqa: E731
+    stmts: list[k.Stmt] = [k.Barrier()]
+    width = rows // 2
+    while width:
+        step: list[k.Stmt] = []
+        for copy in range(copies):
+            mine_index: k.Expr = v("rs_lid") if copy == 0 else \
+                k.BinOp("+", v("rs_lid"), c(copy * GROUP), itype)
+            other_index = k.BinOp("+", mine_index, c(width * lanes), itype)
+            for position, (array, agg, ctype) in enumerate(arrays):
+                mine = k.LoadLocal(array, (mine_index,), ctype)
+                other = k.LoadLocal(array, (other_index,), ctype)
+                if position or hits is None:
+                    step.append(k.StoreLocal(array, (mine_index,),
+                                             _combine_pair(agg, mine, None, other, None, ctype)))
+                    continue
+                my_hit = k.BinOp("!=", k.LoadLocal(hits, (mine_index,), "int32"),
+                                 k.Const(0, "int32"), "bool")
+                other_hit = k.BinOp("!=", k.LoadLocal(hits, (other_index,), "int32"),
+                                    k.Const(0, "int32"), "bool")
+                step.append(k.StoreLocal(array, (mine_index,),
+                                         _combine_pair(agg, mine, my_hit, other, other_hit,
+                                                       ctype)))
+                step.append(k.StoreLocal(hits, (mine_index,),
+                                         k.Cast("int32", k.BinOp("||", my_hit, other_hit,
+                                                                 "bool"))))
+        stmts.append(k.If(k.BinOp("<", v("rs_row"), c(width), "bool"), k.block(*step)))
+        stmts.append(k.Barrier())
+        width //= 2
+    return stmts
+
+
+def _vector_reads(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, width: int
+                  ) -> tuple[list[str], dict[str, int] | None, int]:
+    """The tensors a work-item of ``width`` neighbouring cells reads as one vector each at an
+    assignment (:func:`cell_vector`), and the flat address of its first cell's element as
+    (coefficients, constant); ``[], None, 0`` when none is.
+
+    They are the tensors read at the assignment's operand cell (the first operand's access,
+    which the prologue computes at): same-cell reads of the prologue and the siblings, and the
+    contraction's operands whose every access is that one, of a type that moves as vectors.
+    The address must step by 1 along the innermost output variable and be a multiple of
+    ``width`` at the first cell (every other coefficient and the constant are), so the vector
+    is aligned.
+    """
+    if width == 1 or not nc.operands:
+        return [], None, 0
+    access = nc.operands[0]
+    address = flat_address(access)
+    innermost = nc.out_vars[-1]
+    if address is None or address.coeffs.get(innermost) != 1:
+        return [], None, 0
+    if any(c % width for var, c in address.coeffs.items() if var != innermost) \
+            or address.const % width:
+        return [], None, 0
+    size = math.prod(access.sizes)
+    produced = {statement.out for statement in plan.prologue}
+    candidates: list[str] = []
+    for statement in plan.prologue:
+        names = statement.own_cell_reads() if isinstance(statement, CellStatement) else \
+            statement.inputs()
+        candidates += sorted(names)
+    candidates += [sibling.operand for sibling in plan.siblings]
+    # A tensor that an operand reads elsewhere too (``X[n, c] * X[n + 1, c]``) is loaded per
+    # cell: ``given`` replaces every operand of that tensor.
+    other = {a.tensor for a in nc.operands
+             if a.index != access.index or a.sizes != access.sizes}
+    candidates += [a.tensor for a in nc.operands]
+    chosen: list[str] = []
+    for tensor in candidates:
+        if tensor in chosen or tensor in produced or tensor in other:
+            continue
+        if math.prod(ctx.shape(tensor)) != size or _vector_dtype(ctx, tensor) is None:
+            continue
+        chosen.append(tensor)
+    return chosen, dict(address.coeffs), address.const
+
+
 def _partials(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, name: str,
               cells: int, slices: int, chunk: int, ctype: str, values: k.Scratch,
-              reached: k.Scratch | None, siblings: list, lanes: int = 1) -> k.Kernel:
+              reached: k.Scratch | None, siblings: list, lanes: int = 1,
+              width: int = 1) -> k.Kernel:
+    """Work-group (slice, block of ``lanes * width`` neighbouring cells), work-item (row,
+    lane): the lane's ``width`` cells, the rows striding through the slice together; then a
+    tree over the rows in local memory, and row 0 writes each cell's partial.
+
+        float rs_acc[4]; ...; int x0 = (start + row) / 1024; ...     // decoded once
+        for (rs_r = start + row; rs_r < end; rs_r += 8) {
+            *((ushort4*)&x_X[0]) = *((const ushort4*)&X[o0 + 131072 * x0 + ...]);
+            for (l = 0; l < 4; l++) { int o0 = rs_first + l; float acc = rs_acc[l];
+                                      acc = acc + from_bits(x_X[l]); rs_acc[l] = acc; }
+            x2 = x2 + 8; ...                                           // stepped
+        }
+    """
     extent = nc.reduction_size
     rows = GROUP // lanes
-    blocks = math.ceil(cells / lanes)
+    span = lanes * width  # cells a work-group
+    blocks = math.ceil(cells / span)
     biggest = max([slices * cells, extent + GROUP * 2] +
                   [math.prod(a.sizes) for a in nc.operands])
     itype = index_type(biggest * 2 + 16)
     v = lambda n: k.Var(n, itype)  # noqa: E731 - a local shorthand
     c = lambda x: k.Const(x, itype)  # noqa: E731
-    # Work-group (slice, block of ``lanes`` neighbouring cells); work-item (row, lane): the
-    # lanes read neighbouring cells, the rows stride through the slice together.
     body: list[k.Stmt] = [
         k.Declare("rs_block", itype, k.BinOp("%", v("rs_group"), c(blocks), itype)),
         k.Declare("rs_slice", itype, k.BinOp("/", v("rs_group"), c(blocks), itype)),
         k.Declare("rs_lane", itype, k.BinOp("%", v("rs_lid"), c(lanes), itype)),
         k.Declare("rs_row", itype, k.BinOp("/", v("rs_lid"), c(lanes), itype)),
-        k.Declare("rs_cell", itype, k.BinOp("+", k.BinOp("*", v("rs_block"), c(lanes), itype),
-                                             v("rs_lane"), itype)),
+        # The first of the work-item's cells.
+        k.Declare("rs_cell", itype, k.BinOp("*", k.BinOp(
+            "+", k.BinOp("*", v("rs_block"), c(lanes), itype), v("rs_lane"), itype),
+            c(width), itype)),
     ]
-    body += cell_coordinates(v("rs_cell"), nc.out_shape, list(nc.out_vars), itype)
+    innermost = nc.out_vars[-1] if nc.out_vars else ""
+    # With several cells a work-item they differ only in the innermost output variable
+    # (cell_vector): the others are the first cell's; the innermost is ``rs_first + l``.
+    names = list(nc.out_vars) if width == 1 else list(nc.out_vars[:-1]) + ["rs_first"]
+    body += cell_coordinates(v("rs_cell"), nc.out_shape, names, itype)
     body.append(k.Declare("rs_start", itype, k.BinOp("*", v("rs_slice"), c(chunk), itype)))
     end = k.BinOp("+", v("rs_start"), c(chunk), itype)
     body.append(k.Declare("rs_end", itype, k.Select(k.BinOp("<", end, c(extent), "bool"), end,
                                                     c(extent), itype)))
-    body.append(k.Declare("acc", ctype, k.Const(identity_value(nc.agg, ctype), ctype)))
-    if reached is not None:
-        body.append(k.Declare("hit", "bool", k.Const(False, "bool")))
-    body += sibling_accumulators(plan, ctx)
-    decode = reduction_coordinates(nc, v("rs_r"), itype)
-    inner = accumulate_plan(plan, nc, ctx, ctype, itype, "hit" if reached is not None else None)
+    # One register array per accumulator (``acc``, the siblings', the reached flag), a slot
+    # per cell of the work-item.
+    flag = "hit" if reached is not None else None
+    arrays = ["rs_acc"] + [f"rs_acc{i}" for i in range(1, len(siblings) + 1)]
+    arrays.append("rs_hit" if reached is not None else "")
+    accumulators = accumulator_rows(plan, nc, ctx, arrays, local=True, flag=flag)
+    lane = v("l")
+    init: list[k.Stmt] = []
+    for row in accumulators:
+        body.append(k.LocalArray(row.array, row.dtype, (width,), "register"))
+        init.append(row.store(lane, k.Const(row.identity, row.register_type())))
+    body.append(k.For("l", 0, width, k.block(*init), kind="unroll"))
+    # The same-cell operands of the work-item's cells as one vector each, per assignment.
+    vectors, coeffs, const = _vector_reads(plan, nc, ctx, width)
+    given: dict[str, k.Expr] = {}
+    loads: list[k.Stmt] = []
+    if vectors:
+        assert coeffs is not None
+        first = {("rs_first" if var == innermost else var): coefficient
+                 for var, coefficient in coeffs.items()}
+        body.append(k.Declare("rs_vector", itype, c(0)))
+        loads.append(k.Assign("rs_vector", affine_expr(first, const, itype)))
+        for tensor in vectors:
+            vtype = _vector_dtype(ctx, tensor)
+            body.append(k.LocalArray(f"x_{tensor}", vtype, (width,), "register",
+                                     align=width * (2 if vtype == "uint16" else 4)))
+            loads.append(k.CopyLocal(f"x_{tensor}", (k.Const(0, itype),), ctx.param(tensor),
+                                     (v("rs_vector"),), width, vtype))
+            given[tensor] = _from_lane(ctx, tensor, lane)
+    # The reduction variables at the row's first assignment, then stepped.
+    body += reduction_coordinates(nc, k.BinOp("+", v("rs_start"), v("rs_row"), itype), itype)
+    per_cell: list[k.Stmt] = []
+    if width > 1:
+        per_cell.append(k.Declare(innermost, itype, k.BinOp("+", v("rs_first"), lane, itype)))
+    per_cell += [k.Declare(row.register, row.register_type(), row.load(lane))
+                 for row in accumulators]
+    per_cell.append(accumulate_plan(plan, nc, ctx, ctype, itype, flag, given=given))
+    per_cell += [row.store(lane, k.Var(row.register, row.register_type()))
+                 for row in accumulators]
+    step = k.block(*loads, k.For("l", 0, width, k.block(*per_cell), kind="unroll"),
+                   *step_reduction_coordinates(nc, rows, itype))
     start = k.BinOp("+", v("rs_start"), v("rs_row"), itype)
-    loop: k.Stmt = k.For("rs_r", start, v("rs_end"), k.block(*decode, inner), step=rows)
+    loop: k.Stmt = k.For("rs_r", start, v("rs_end"), step, step=rows)
     in_range = k.BinOp("<", v("rs_cell"), c(cells), "bool")
-    if cells % lanes:  # the last block's spare lanes reduce nothing (but meet every barrier)
+    if cells % span:  # the last block's spare lanes reduce nothing (but meet every barrier)
         loop = k.If(in_range, loop)
     body.append(loop)
-    # A fixed tree over the work-group's partials: deterministic, and log2(256) barriers.
+    # The rows' partials to local memory (slot j * GROUP + lid), and the tree over the rows.
     # OpenCL wants local arrays at the kernel's outermost scope: declared before the loops.
-    shared = [k.LocalArray("rs_values", ctype, (GROUP,), "shared")]
-    body.append(k.StoreLocal("rs_values", (v("rs_lid"),), k.Var("acc", ctype)))
-    for index, (acc, _, sibling_type, _) in enumerate(siblings, 1):
-        shared.append(k.LocalArray(f"rs_values{index}", sibling_type, (GROUP,), "shared"))
-        body.append(k.StoreLocal(f"rs_values{index}", (v("rs_lid"),),
-                                 k.Var(acc, sibling_type)))
-    if reached is not None:
-        shared.append(k.LocalArray("rs_hits", "int32", (GROUP,), "shared"))
-        body.append(k.StoreLocal("rs_hits", (v("rs_lid"),),
-                                 k.Cast("int32", k.Var("hit", "bool"))))
-    body.append(k.Barrier())
-    width = rows // 2
-    while width:
-        mine = k.LoadLocal("rs_values", (v("rs_lid"),), ctype)
-        other_index = k.BinOp("+", v("rs_lid"), c(width * lanes), itype)
-        other = k.LoadLocal("rs_values", (other_index,), ctype)
-        step: list[k.Stmt] = []
-        if reached is None:
-            step.append(k.StoreLocal("rs_values", (v("rs_lid"),),
-                                     _combine_pair(nc.agg, mine, None, other, None, ctype)))
+    shared: list[k.Stmt] = []
+    tree: list[tuple[str, str, str]] = []
+    hits: str | None = None
+    aggregations = [nc.agg] + [agg for _, agg, _, _ in siblings]
+    copy: list[k.Stmt] = []
+    for index, row in enumerate(accumulators):
+        array = f"rs_values{index or ''}" if not row.flag else "rs_hits"
+        shared.append(k.LocalArray(array, row.dtype, (width * GROUP,), "shared"))
+        slot = k.BinOp("+", k.BinOp("*", lane, c(GROUP), itype), v("rs_lid"), itype)
+        copy.append(k.StoreLocal(array, (slot,), k.LoadLocal(row.array, (lane,), row.dtype)))
+        if row.flag:
+            hits = array
         else:
-            my_hit = k.BinOp("!=", k.LoadLocal("rs_hits", (v("rs_lid"),), "int32"),
-                             k.Const(0, "int32"), "bool")
-            other_hit = k.BinOp("!=", k.LoadLocal("rs_hits", (other_index,), "int32"),
-                                k.Const(0, "int32"), "bool")
-            step.append(k.StoreLocal("rs_values", (v("rs_lid"),),
-                                     _combine_pair(nc.agg, mine, my_hit, other, other_hit,
-                                                   ctype)))
-            step.append(k.StoreLocal("rs_hits", (v("rs_lid"),),
-                                     k.Cast("int32", k.BinOp("||", my_hit, other_hit, "bool"))))
-        for index, (_, agg, sibling_type, _) in enumerate(siblings, 1):
-            array = f"rs_values{index}"
-            step.append(k.StoreLocal(array, (v("rs_lid"),), _combine_pair(
-                agg, k.LoadLocal(array, (v("rs_lid"),), sibling_type), None,
-                k.LoadLocal(array, (other_index,), sibling_type), None, sibling_type)))
-        body.append(k.If(k.BinOp("<", v("rs_row"), c(width), "bool"), k.block(*step)))
-        body.append(k.Barrier())
-        width //= 2
-    slot = k.BinOp("+", k.BinOp("*", v("rs_slice"), c(cells), itype), v("rs_cell"), itype)
-    lane = v("rs_lane")  # row 0 of each lane holds the lane's result
-    write: list[k.Stmt] = [k.Store(values.name, slot, k.LoadLocal("rs_values", (lane,), ctype))]
-    ctx.params[values.name] = k.Param(values.name, ctype, output=True)
+            tree.append((array, aggregations[index], row.dtype))
+    body.append(k.For("l", 0, width, k.block(*copy), kind="unroll"))
+    body += _local_tree(tree, hits, width, lanes, rows, itype)
+    # Row 0 holds each cell's partial of the slice: slot slice * cells + cell.
+    outputs = [values.name] + [buffer.name for _, _, _, buffer in siblings]
+    write: list[k.Stmt] = []
+    target = k.BinOp("+", k.BinOp("+", k.BinOp("*", v("rs_slice"), c(cells), itype),
+                                  v("rs_cell"), itype), lane, itype)
+    source = k.BinOp("+", k.BinOp("*", lane, c(GROUP), itype), v("rs_lane"), itype)
+    for (array, _, dtype), buffer in zip(tree, outputs):
+        write.append(k.Store(buffer, target, k.LoadLocal(array, (source,), dtype)))
+        ctx.params[buffer] = k.Param(buffer, dtype, output=True)
     if reached is not None:
-        write.append(k.Store(reached.name, slot, k.LoadLocal("rs_hits", (lane,), "int32")))
+        write.append(k.Store(reached.name, target, k.LoadLocal("rs_hits", (source,), "int32")))
         ctx.params[reached.name] = k.Param(reached.name, "int32", output=True)
-    for index, (_, _, sibling_type, buffer) in enumerate(siblings, 1):
-        write.append(k.Store(buffer.name, slot,
-                             k.LoadLocal(f"rs_values{index}", (lane,), sibling_type)))
-        ctx.params[buffer.name] = k.Param(buffer.name, sibling_type, output=True)
     writer = k.BinOp("==", v("rs_row"), c(0), "bool")
-    if cells % lanes:
+    if cells % span:
         writer = k.BinOp("&&", writer, in_range, "bool")
-    body.append(k.If(writer, k.block(*write)))
+    body.append(k.If(writer, k.For("l", 0, width, k.block(*write), kind="unroll")))
     groups = slices * blocks
-    loop = k.block(*shared, k.For("rs_group", 0, groups,
+    nest = k.block(*shared, k.For("rs_group", 0, groups,
                                   k.For("rs_lid", 0, GROUP, k.block(*body), kind="local"),
                                   kind="group"))
     params = tuple(sorted(ctx.params.values(), key=lambda p: (p.output, p.name)))
     scratch = _scratch(values, reached, siblings)
-    side = f" ({lanes} neighbouring cells a work-group)" if lanes > 1 else ""
-    schedule = (f"split reduction: {slices} slices x {cells} cells{side}, {rows} work-items a "
-                f"cell each reducing up to {chunk} of {extent} assignments, tree in local memory"
+    side = f" ({span} neighbouring cells a work-group)" if span > 1 else ""
+    each = f"{width} cells" if width > 1 else "a cell"
+    vectored = f"; vector loads of {width}: {', '.join(vectors)}" if vectors else ""
+    schedule = (f"split reduction: {slices} slices x {cells} cells{side}, {rows} work-items "
+                f"on {each} each reducing up to {math.ceil(chunk / rows)} of {extent} "
+                f"assignments (coordinates stepped){vectored}, tree in local memory"
                 f"{_fused_note(plan)}")
-    return k.Kernel(name, params, loop, k.Launch((groups * GROUP,), (GROUP,)), schedule,
+    return k.Kernel(name, params, nest, k.Launch((groups * GROUP,), (GROUP,)), schedule,
                     flops=2 * cells * extent, uses=frozenset(ctx.uses), scratch=scratch)
 
 
@@ -254,6 +481,23 @@ def _scratch(values: k.Scratch, reached: k.Scratch | None, siblings: list
              ) -> tuple[k.Scratch, ...]:
     return ((values,) + ((reached,) if reached is not None else ())
             + tuple(buffer for _, _, _, buffer in siblings))
+
+
+def _finish(plan: KernelPlan, ctx: LoweringContext, flat: k.Expr, itype: str, ctype: str,
+            hit: k.Expr | None, siblings: list) -> list[k.Stmt]:
+    """A combine's end for cell ``flat``, its aggregated partials in ``acc`` (and ``hit``) and
+    each sibling's accumulator: finalisation, the siblings' values and the fused epilogue."""
+    nc = plan.contraction
+    body: list[k.Stmt] = cell_coordinates(flat, nc.out_shape, list(nc.out_vars), itype)
+    cell = [k.Var(var, itype) for var in nc.out_vars]
+    acc = k.Var("acc", ctype)
+    body.append(k.Declare(f"v_{nc.out}", ctype, finalize(nc, ctx, acc, hit, cell, flat, ctype,
+                                                         itype)))
+    registers = {nc.out: k.Var(f"v_{nc.out}", ctype)}
+    body += sibling_results(plan, ctx, {s.out: k.Var(acc_name, t) for s, (acc_name, _, t, _)
+                                        in zip(plan.siblings, siblings)}, registers)
+    body += _epilogue(plan, ctx, cell, flat, itype, registers)
+    return body
 
 
 def _combine(plan: KernelPlan, ctx: LoweringContext, name: str, cells: int, slices: int,
@@ -264,7 +508,7 @@ def _combine(plan: KernelPlan, ctx: LoweringContext, name: str, cells: int, slic
     nc = plan.contraction
     itype = index_type(slices * cells + 16)
     flat = k.Var("g", itype)
-    body: list[k.Stmt] = cell_coordinates(flat, nc.out_shape, list(nc.out_vars), itype)
+    body: list[k.Stmt] = []
     ctx.params[values.name] = k.Param(values.name, ctype)
     for _, _, sibling_type, buffer in siblings:
         ctx.params[buffer.name] = k.Param(buffer.name, sibling_type)
@@ -302,18 +546,114 @@ def _combine(plan: KernelPlan, ctx: LoweringContext, name: str, cells: int, slic
                 agg, mine, None, k.Load(buffer.name, later_slot, sibling_type), None,
                 sibling_type)))
         body.append(k.For("gs", 1, slices, k.block(*steps)))
-    cell = [k.Var(var, itype) for var in nc.out_vars]
-    body.append(k.Declare(f"v_{nc.out}", ctype, finalize(nc, ctx, acc, hit, cell, flat, ctype,
-                                                         itype)))
-    registers = {nc.out: k.Var(f"v_{nc.out}", ctype)}
-    body += sibling_results(plan, ctx, {s.out: k.Var(acc, t) for s, (acc, _, t, _)
-                                        in zip(plan.siblings, siblings)}, registers)
-    body += _epilogue(plan, ctx, cell, flat, itype, registers)
+    body += _finish(plan, ctx, flat, itype, ctype, hit, siblings)
     loop = k.For("g", 0, cells, k.block(*body), kind="thread")
     in_chains = f" in {chains} chains" if chains > 1 else ""
     kernel = _kernel(name, ctx, loop, cells, f"split reduction, combine: {slices} partials per "
                                              f"cell ({cells} cells){in_chains}")
     return dataclasses.replace(kernel, scratch=_scratch(values, reached, siblings))
+
+
+#: Fewest partials per cell for which the GPU combine gives each cell several work-items
+#: (:func:`_combine_tree`); fewer are summed by one work-item per cell (:func:`_combine`).
+COMBINE_TREE_MIN_SLICES = 16
+#: Most work-items per cell in the tree combine, and the fewest partials each of them sums.
+COMBINE_TREE_ROWS = 32
+COMBINE_TREE_PER_ROW = 8
+
+
+def _combine_tree(plan: KernelPlan, ctx: LoweringContext, name: str, cells: int, slices: int,
+                  ctype: str, values: k.Scratch, reached: k.Scratch | None, siblings: list
+                  ) -> k.Kernel:
+    """GPU: work-group of ``lanes`` neighbouring cells x ``rows`` work-items a cell: row r
+    aggregates partials r, r + rows, ... of its cell in slice order (a warp's loads are
+    ``lanes`` neighbouring floats), a tree over the rows in local memory (:func:`_local_tree`)
+    combines them, and row 0 finalises the cell and runs the fused epilogue. Deterministic,
+    and a combine of 64 cells x 528 partials runs on 8 multiprocessors, not one work-group.
+
+        64 cells, 528 partials: 8 work-groups of 8 cells x 32 rows, each row 16-17 partials
+    """
+    nc = plan.contraction
+    rows = COMBINE_TREE_ROWS
+    while rows > 2 and slices < rows * COMBINE_TREE_PER_ROW:
+        rows //= 2
+    lanes = GROUP // rows
+    blocks = math.ceil(cells / lanes)
+    itype = index_type(slices * cells + GROUP * 2 + 16)
+    v = lambda n: k.Var(n, itype)  # noqa: E731 - a local shorthand
+    c = lambda x: k.Const(x, itype)  # noqa: E731
+    ctx.params[values.name] = k.Param(values.name, ctype)
+    for _, _, sibling_type, buffer in siblings:
+        ctx.params[buffer.name] = k.Param(buffer.name, sibling_type)
+    if reached is not None:
+        ctx.params[reached.name] = k.Param(reached.name, "int32")
+    body: list[k.Stmt] = [
+        k.Declare("rs_lane", itype, k.BinOp("%", v("rs_lid"), c(lanes), itype)),
+        k.Declare("rs_row", itype, k.BinOp("/", v("rs_lid"), c(lanes), itype)),
+        k.Declare("g", itype, k.BinOp("+", k.BinOp("*", v("rs_group"), c(lanes), itype),
+                                      v("rs_lane"), itype)),
+    ]
+    flat = v("g")
+    accumulators = [("acc", nc.agg, ctype, values.name)] + [
+        (acc_name, agg, sibling_type, buffer.name)
+        for acc_name, agg, sibling_type, buffer in siblings]
+    for acc_name, agg, dtype, _ in accumulators:
+        body.append(k.Declare(acc_name, dtype, k.Const(identity_value(agg, dtype), dtype)))
+    hit: k.Expr | None = None
+    slot = k.BinOp("+", k.BinOp("*", v("gs"), c(cells), itype), flat, itype)
+    steps: list[k.Stmt] = []
+    if reached is not None:
+        body.append(k.Declare("hit", "bool", k.Const(False, "bool")))
+        hit = k.Var("hit", "bool")
+        later_hit = k.BinOp("!=", k.Load(reached.name, slot, "int32"), k.Const(0, "int32"),
+                            "bool")
+        later = k.Load(values.name, slot, ctype)
+        steps += [k.Assign("acc", _combine_pair(nc.agg, k.Var("acc", ctype), hit, later,
+                                                later_hit, ctype)),
+                  k.Assign("hit", k.BinOp("||", hit, later_hit, "bool"))]
+        rest = accumulators[1:]
+    else:
+        rest = accumulators
+    for acc_name, agg, dtype, buffer in rest:
+        steps.append(k.Assign(acc_name, aggregate(agg, k.Var(acc_name, dtype),
+                                                  k.Load(buffer, slot, dtype), dtype)))
+    in_range = k.BinOp("<", flat, c(cells), "bool")
+    loop: k.Stmt = k.For("gs", v("rs_row"), slices, k.block(*steps), step=rows)
+    if cells % lanes:
+        loop = k.If(in_range, loop)
+    body.append(loop)
+    shared: list[k.Stmt] = []
+    tree: list[tuple[str, str, str]] = []
+    for index, (acc_name, agg, dtype, _) in enumerate(accumulators):
+        array = f"rs_values{index or ''}"
+        shared.append(k.LocalArray(array, dtype, (GROUP,), "shared"))
+        body.append(k.StoreLocal(array, (v("rs_lid"),), k.Var(acc_name, dtype)))
+        tree.append((array, agg, dtype))
+    hits: str | None = None
+    if reached is not None:
+        hits = "rs_hits"
+        shared.append(k.LocalArray(hits, "int32", (GROUP,), "shared"))
+        body.append(k.StoreLocal(hits, (v("rs_lid"),), k.Cast("int32", hit)))
+    body += _local_tree(tree, hits, 1, lanes, rows, itype)
+    # Row 0: the cell's aggregate, then as the one-work-item combine ends.
+    final: list[k.Stmt] = [k.Assign(acc_name, k.LoadLocal(array, (v("rs_lane"),), dtype))
+                           for (acc_name, _, dtype, _), (array, _, _) in zip(accumulators, tree)]
+    if hits is not None:
+        final.append(k.Assign("hit", k.BinOp("!=", k.LoadLocal(hits, (v("rs_lane"),), "int32"),
+                                             k.Const(0, "int32"), "bool")))
+    final += _finish(plan, ctx, flat, itype, ctype, hit, siblings)
+    writer = k.BinOp("==", v("rs_row"), c(0), "bool")
+    if cells % lanes:
+        writer = k.BinOp("&&", writer, in_range, "bool")
+    body.append(k.If(writer, k.block(*final)))
+    nest = k.block(*shared, k.For("rs_group", 0, blocks,
+                                  k.For("rs_lid", 0, GROUP, k.block(*body), kind="local"),
+                                  kind="group"))
+    params = tuple(sorted(ctx.params.values(), key=lambda p: (p.output, p.name)))
+    schedule = (f"split reduction, combine: {slices} partials per cell ({cells} cells), "
+                f"{rows} work-items a cell in a tree, {lanes} cells a work-group")
+    return k.Kernel(name, params, nest, k.Launch((blocks * GROUP,), (GROUP,)), schedule,
+                    uses=frozenset(ctx.uses), scratch=_scratch(values, reached, siblings))
 
 
 #: Independent chains in which the combine kernel aggregates a cell's partials: each reads its
@@ -435,22 +775,9 @@ def split_reduction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str,
 
 
 def _unit_stride_cells(nc: NormalContraction, minimum: int) -> bool:
-    """Whether every operand is read at stride 0 or 1 along the innermost output variable,
-    one at stride 1, and that variable has at least ``minimum`` values: neighbouring cells
-    are then neighbouring addresses (:func:`cell_lanes`, for the CPU)."""
-    if not nc.out_vars or nc.out_shape[-1] < minimum:
-        return False
-    innermost = nc.out_vars[-1]
-    reads = False
-    for access in nc.operands:
-        address = flat_address(access)
-        if address is None:
-            return False
-        coefficient = address.coeffs.get(innermost, 0)
-        if coefficient not in (0, 1):
-            return False
-        reads = reads or coefficient == 1
-    return reads
+    """Whether neighbouring cells are neighbouring addresses (:func:`_unit_stride_reads`) and
+    the innermost output variable has at least ``minimum`` values (the CPU's vector)."""
+    return bool(nc.out_vars) and nc.out_shape[-1] >= minimum and _unit_stride_reads(nc)
 
 
 def _partials_cpu(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, name: str,
