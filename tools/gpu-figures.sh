@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -66,5 +66,14 @@ step ops-wgmma 70 $g bench ops --device cuda:0 --only gemm,conv --dtype bf16 --g
 step ops-mma 70 env GINGHAM_WGMMA=0 $g bench ops --device cuda:0 --only gemm,conv --dtype bf16 --gemm-sizes 4096,8192 --torch-compile off --json "$out/ops-mma.json"
 step resnet9-bf16-wgmma 80 $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-wgmma.json"
 step resnet9-bf16-wgmma-kernels 40 env GINGHAM_DEBUG=2 $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch --steps 1
+;;
+z)  # a short closing run (about 4 minutes): the CUDA tests of the tensor-core and reduction
+    # schedules, the first-run and model figures with fresh caches
+step tests-cuda 80 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests/compiler/test_tensor_cores.py tests/compiler/test_split_reduction.py tests/compiler/test_split_reduction_vectors.py tests/compiler/test_bf16_channels_last.py tests/frontend/test_amp.py -k cuda
+step resnet9-bf16-cuda 50 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
+step resnet9-opencl-first 45 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" GINGHAM_DEBUG=1 $g bench model resnet9 --device opencl:0 --no-torch --json "$out/resnet9-opencl-first.json"
+step resnet9-fp32-cuda-first 40 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --no-torch --json "$out/resnet9-fp32-cuda-first.json"
+step story-cuda 40 $g bench model story --device cuda:0 --steps 20 --torch-compile off --json "$out/story-cuda.json"
+step resnet9-bf16-kernels 30 env GINGHAM_DEBUG=2 $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch --steps 1
 ;;
 esac
