@@ -38,7 +38,7 @@ from gingham.cache import DiskCache
 from gingham.config import debug_print, get_config
 from gingham.devices import opencl_build
 from gingham.devices.base import (Buffer, Device, DeviceInfo, Kernel, LaunchPlan, LaunchSpec,
-                                  Slot, compile_jobs)
+                                  Slot, compile_jobs, normalize_args)
 from gingham.devices.cpu import host_caches
 from gingham.errors import DeviceError, DeviceMemoryError
 
@@ -125,19 +125,36 @@ class OpenCLDevice(Device):
         self._mode: str | None = None  # "threads" / "processes", set with the context
         self._pool: opencl_build.BuildPool | None = None  # None: not running
         self._check_thread: threading.Thread | None = None  # opencl_build=auto's check
+        self._program_built = threading.Event()  # a program's compile has ended
+        self._profiling: cl.CommandQueue | None = None  # for clocked_launches
         self._pool_lock = threading.Lock()
         self._activity = opencl_build.Activity()
 
     @property
     def queue(self) -> cl.CommandQueue:
         if self._queue is None:
-            self._context = cl.Context([self.cl_device])
-            self._queue = cl.CommandQueue(self._context)
             # A process that uses the device compiles soon (a model's parameters are copied
             # in before its first step is traced): the compile workers, or the check that
-            # decides on them, start now and overlap the tracing and lowering.
+            # decides on them, start now and overlap the tracing and lowering. They start
+            # before this process's own context, since each worker creates one too, which
+            # takes as long (NVIDIA: 1.3 s; a first step waits for the first worker).
             self._prepare_builds()
+            self._context = cl.Context([self.cl_device])
+            self._queue = cl.CommandQueue(self._context)
+            self._measure_model_meanwhile()
         return self._queue
+
+    def _measure_model_meanwhile(self) -> None:
+        """Start measuring the device model (``tune_measure``) on a thread, so that it
+        overlaps what comes before the first lowering (tracing, fusion: the lowering waits
+        for it): on a GPU only, whose clock times the micro-benchmarks whatever this
+        process's threads do. A CPU device would share its cores with the tracing (and
+        time the contention): it is measured when lowering first needs it, as before."""
+        if self.info.kind == "cpu":
+            return
+        from gingham.tune import device_model
+
+        device_model.measure_in_background(self)
 
     @property
     def context(self) -> cl.Context:
@@ -240,6 +257,9 @@ class OpenCLDevice(Device):
         starts meanwhile voids the timing, and the check runs again at the next quiet
         moment. Records the verdict for later processes; a parallel driver gets threads in
         this process too, from the next program on."""
+        # Not before a program's compile has ended: a single compile (the device model's
+        # micro-benchmarks, measured while the first step is traced) is not the first step's.
+        self._program_built.wait()
         for _ in range(_CHECK_ATTEMPTS):
             self._activity.wait_quiet(started=1)
             pool = self._pool
@@ -435,6 +455,7 @@ class OpenCLDevice(Device):
         before = (pool.built_by_workers, pool.built_here) if pool else (0, 0)
         with self._activity.busy():
             yield
+        self._program_built.set()
         pool = self._pool
         if pool is not None:
             debug_print(1, f"{self.id}: {pool.built_by_workers - before[0]} piece(s) built "
@@ -455,6 +476,28 @@ class OpenCLDevice(Device):
     def _synchronize(self) -> None:
         if self._queue is not None:
             self._queue.finish()
+
+    clocks_launches = True  # profiling events
+
+    def clocked_launches(self, kernel, args, global_size, local_size, count):
+        # A queue of its own, with profiling (which the step's queue does without), on the
+        # same context: the buffers are shared. Its own cl.Kernel: arguments are state of
+        # the kernel object, and the step's thread may launch the same kernel meanwhile.
+        _check_sizes(global_size, local_size, 0)
+        with self._pool_lock:
+            if self._profiling is None:
+                self._profiling = cl.CommandQueue(
+                    self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+            queue = self._profiling
+        handle = cl.Kernel(kernel.keepalive, kernel.entry)
+        for index, arg in enumerate(normalize_args(args, self)):
+            handle.set_arg(index, arg.handle if isinstance(arg, Buffer) else arg)
+        self.stats.launches += count
+        events = [cl.enqueue_nd_range_kernel(queue, handle, tuple(global_size),
+                                             None if local_size is None else tuple(local_size))
+                  for _ in range(count)]
+        queue.finish()
+        return [(event.profile.start * 1e-9, event.profile.end * 1e-9) for event in events]
 
 
 def _check_sizes(global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
