@@ -139,8 +139,11 @@ class OpenCLDevice(Device):
             # before this process's own context, since each worker creates one too, which
             # takes as long (NVIDIA: 1.3 s; a first step waits for the first worker).
             self._prepare_builds()
+            start = time.perf_counter()
             self._context = cl.Context([self.cl_device])
             self._queue = cl.CommandQueue(self._context)
+            debug_print(1, f"{self.id}: context created in "
+                        f"{(time.perf_counter() - start) * 1e3:.0f} ms")
             self._measure_model_meanwhile()
         return self._queue
 
