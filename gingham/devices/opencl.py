@@ -500,10 +500,11 @@ class OpenCLDevice(Device):
         # same context: the buffers are shared. Its own cl.Kernel: arguments are state of
         # the kernel object, and the step's thread may launch the same kernel meanwhile.
         _check_sizes(global_size, local_size, 0)
+        context = self.context  # outside the lock: creating it takes the lock
         with self._pool_lock:
             if self._profiling is None:
                 self._profiling = cl.CommandQueue(
-                    self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+                    context, properties=cl.command_queue_properties.PROFILING_ENABLE)
             queue = self._profiling
         handle = cl.Kernel(kernel.keepalive, kernel.entry)
         for index, arg in enumerate(normalize_args(args, self)):
