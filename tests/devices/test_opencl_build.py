@@ -180,7 +180,7 @@ def test_auto_on_an_unchecked_gpu_starts_workers_at_once_and_checks_later(fresh_
     verdict = DiskCache("opencl").get(device._verdict_key())
     assert verdict in (b"threads", b"processes")
     # It ran in a compile worker: its builds held up nothing in this process.
-    assert pool.checked_by_workers == 1
+    assert pool.checked_by_workers >= 1  # more when a compile voided a try
     assert device.build_mode() == verdict.decode()
     # A parallel driver builds in threads from now on: the workers were stopped.
     assert (device.build_pool is None) == (verdict == b"threads")
