@@ -208,7 +208,13 @@ def main(argv: list[str] | None = None, build_one=build) -> None:
     # to stderr, where it cannot corrupt a reply.
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    serve(target, sys.stdin.buffer, replies, build_one)
+    try:
+        serve(target, sys.stdin.buffer, replies, build_one)
+    except BrokenPipeError:
+        # The parent stopped listening (it exited, or closed the pool while this worker was
+        # still starting): nobody wants the answer. Exit at once and quietly; flushing the
+        # closed pipe at exit would raise again.
+        os._exit(0)
 
 
 if __name__ == "__main__":

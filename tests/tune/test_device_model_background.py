@@ -143,7 +143,8 @@ def test_a_gpu_starts_measuring_with_its_context_and_a_cpu_device_does_not(devic
 
 def test_a_measurement_running_at_exit_finishes_before_the_process_ends(tmp_path):
     """The exit waits for the measurement thread (a thread inside the driver while the
-    process tears it down could crash the exit): its model is stored, the exit is clean."""
+    process tears it down could crash the exit): its model is stored, the exit is clean,
+    also for the compile workers it stops while they are still starting."""
     cache = tmp_path / "exit-cache"
     code = textwrap.dedent(f"""
         from gingham.devices import get_device
@@ -152,7 +153,8 @@ def test_a_measurement_running_at_exit_finishes_before_the_process_ends(tmp_path
         assert dm.measure_in_background(device)
         print("model key:", dm._cache_key(device.info, True))
     """)
-    env = dict(os.environ, GINGHAM_CACHE_DIR=str(cache), GINGHAM_TUNE_MEASURE="1")
+    env = dict(os.environ, GINGHAM_CACHE_DIR=str(cache), GINGHAM_TUNE_MEASURE="1",
+               GINGHAM_OPENCL_BUILD="processes", GINGHAM_COMPILE_JOBS="2")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, timeout=300, cwd=os.getcwd())
     assert done.returncode == 0, done.stderr
