@@ -136,8 +136,9 @@ class OpenCLDevice(Device):
             # A process that uses the device compiles soon (a model's parameters are copied
             # in before its first step is traced): the compile workers, or the check that
             # decides on them, start now and overlap the tracing and lowering. They start
-            # before this process's own context, since each worker creates one too, which
-            # takes as long (NVIDIA: 1.3 s; a first step waits for the first worker).
+            # before this process's own context: a head start of its creation (0.25-0.5 s
+            # on the H200). Whether that makes them ready sooner is open: contexts created
+            # at once wait for each other (docs/opencl-builds.md, "The first step").
             self._prepare_builds()
             start = time.perf_counter()
             self._context = cl.Context([self.cl_device])
