@@ -14,6 +14,7 @@ kernel's binary cached on disk), and memory planning (:mod:`.executable`).
 
 from __future__ import annotations
 
+import time
 from typing import Any, Iterable, Iterator
 
 import numpy as np
@@ -40,10 +41,13 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
     dialect_name = device.info.dialect
     if dialect_name not in DIALECTS:
         raise ValueError(f"device {device.id} has no kernel dialect; it cannot run compiled code")
+    start = time.perf_counter()
     bound = eliminate_common(bound)  # a traced step's second copy of its forward pass
     bound = hoist_broadcast(bound)  # per-channel sub-expressions computed per channel
     bound = split_sums(bound)  # sums of per-channel factors * terms: from sibling sums
     kernel_plan = plan(bound)
+    debug_print(1, f"{device.id}: {len(kernel_plan.kernels)} kernel(s) planned in "
+                   f"{(time.perf_counter() - start) * 1e3:.0f} ms; lowering")
     # Overlapped with compiling, the heaviest kernels are lowered first (see _lowered).
     heavy_first = overlap_on(compile_jobs())
     launches, source, kernels = _compile_stream(

@@ -700,6 +700,26 @@ class Device(abc.ABC):
         """Wait until every launch and copy issued so far has finished."""
         self._synchronize()
 
+    #: whether :meth:`clocked_launches` answers (the device clocks its own launches)
+    clocks_launches: bool = False
+
+    def clocked_launches(self, kernel: Kernel, args: Sequence[ScalarOrBuffer],
+                         global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
+                         count: int) -> list[tuple[float, float]]:
+        """Launch ``kernel`` ``count`` times back to back and return when each ran, as the
+        device's own clock says: ``(start, end)`` in seconds, waiting until all are done.
+
+        Unlike a host timer around a synchronisation, these times hold while other threads
+        of this process run Python (a thread that waited for the device may get the
+        interpreter back only milliseconds later), which lets the device model be measured
+        beside the tracing of a first step. Backends that cannot (``clocks_launches``
+        False) raise NotImplementedError. Example::
+
+            >>> runs = dev.clocked_launches(k, [y, x], (1 << 20,), (256,), count=10)
+            >>> fastest = min(end - start for start, end in runs)
+        """
+        raise NotImplementedError(f"{self.id} does not clock its launches")
+
     # ---- backend hooks --------------------------------------------------------------
 
     @abc.abstractmethod

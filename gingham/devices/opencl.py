@@ -38,7 +38,7 @@ from gingham.cache import DiskCache
 from gingham.config import debug_print, get_config
 from gingham.devices import opencl_build
 from gingham.devices.base import (Buffer, Device, DeviceInfo, Kernel, LaunchPlan, LaunchSpec,
-                                  Slot, compile_jobs)
+                                  Slot, compile_jobs, normalize_args)
 from gingham.devices.cpu import host_caches
 from gingham.errors import DeviceError, DeviceMemoryError
 
@@ -125,19 +125,40 @@ class OpenCLDevice(Device):
         self._mode: str | None = None  # "threads" / "processes", set with the context
         self._pool: opencl_build.BuildPool | None = None  # None: not running
         self._check_thread: threading.Thread | None = None  # opencl_build=auto's check
+        self._program_built = threading.Event()  # a program's compile has ended
+        self._profiling: cl.CommandQueue | None = None  # for clocked_launches
         self._pool_lock = threading.Lock()
         self._activity = opencl_build.Activity()
 
     @property
     def queue(self) -> cl.CommandQueue:
         if self._queue is None:
-            self._context = cl.Context([self.cl_device])
-            self._queue = cl.CommandQueue(self._context)
             # A process that uses the device compiles soon (a model's parameters are copied
             # in before its first step is traced): the compile workers, or the check that
-            # decides on them, start now and overlap the tracing and lowering.
+            # decides on them, start now and overlap the tracing and lowering. They start
+            # before this process's own context: a head start of its creation (0.25-0.5 s
+            # on the H200). Whether that makes them ready sooner is open: contexts created
+            # at once wait for each other (docs/opencl-builds.md, "The first step").
             self._prepare_builds()
+            start = time.perf_counter()
+            self._context = cl.Context([self.cl_device])
+            self._queue = cl.CommandQueue(self._context)
+            debug_print(1, f"{self.id}: context created in "
+                        f"{(time.perf_counter() - start) * 1e3:.0f} ms")
+            self._measure_model_meanwhile()
         return self._queue
+
+    def _measure_model_meanwhile(self) -> None:
+        """Start measuring the device model (``tune_measure``) on a thread, so that it
+        overlaps what comes before the first lowering (tracing, fusion: the lowering waits
+        for it): on a GPU only, whose clock times the micro-benchmarks whatever this
+        process's threads do. A CPU device would share its cores with the tracing (and
+        time the contention): it is measured when lowering first needs it, as before."""
+        if self.info.kind == "cpu":
+            return
+        from gingham.tune import device_model
+
+        device_model.measure_in_background(self)
 
     @property
     def context(self) -> cl.Context:
@@ -235,11 +256,15 @@ class OpenCLDevice(Device):
         return DiskCache.key(self.cache_namespace, "build-verdict", self._compiler_identity())
 
     def _check_when_quiet(self) -> None:
-        """Time a few builds at once here, once the first compile is done and none is in
+        """Time a few builds at once in one process (a compile worker, see
+        :meth:`_check_builds`), once the first program's compile is done and none is in
         flight, with the workers started (their start-up takes the CPU); a compile that
         starts meanwhile voids the timing, and the check runs again at the next quiet
         moment. Records the verdict for later processes; a parallel driver gets threads in
         this process too, from the next program on."""
+        # Not before a program's compile has ended: a single compile (the device model's
+        # micro-benchmarks, measured while the first step is traced) is not the first step's.
+        self._program_built.wait()
         for _ in range(_CHECK_ATTEMPTS):
             self._activity.wait_quiet(started=1)
             pool = self._pool
@@ -247,17 +272,12 @@ class OpenCLDevice(Device):
                 pool.wait_ready(timeout=60)
             generation = self._activity.wait_quiet(started=1)
             start = time.perf_counter()
-            _BUILDING_CHECKS.add(threading.current_thread())
             try:
-                result = opencl_build.builds_serialise(
-                    self._build_here, abandon=lambda: (_stopping.is_set() or
-                                                       self._activity.disturbed_since(generation)))
+                result = self._check_builds(pool, generation)
             except Exception as exc:  # noqa: BLE001 - a check that fails must not fail a step
                 debug_print(1, f"{self.id}: the build concurrency check failed ({exc}); "
                             "building in processes")
                 return
-            finally:
-                _BUILDING_CHECKS.discard(threading.current_thread())
             if result is None:
                 if _stopping.is_set():
                     return
@@ -281,6 +301,23 @@ class OpenCLDevice(Device):
             return
         debug_print(1, f"{self.id}: no quiet moment for the build concurrency check in "
                     f"{_CHECK_ATTEMPTS} tries; building in processes")
+
+    def _check_builds(self, pool: opencl_build.BuildPool | None,
+                      generation: int) -> tuple[bool, float] | None:
+        """``builds_serialise`` in a compile worker (its builds hold up nothing here: on
+        NVIDIA, the check's builds in this process made the steps they overlapped 0.2 s
+        slower), or here when no worker serves; None when a compile started meanwhile."""
+        if pool is not None:
+            result = pool.check_builds()
+            if result is not None:
+                return None if self._activity.disturbed_since(generation) else result
+        _BUILDING_CHECKS.add(threading.current_thread())
+        try:
+            return opencl_build.builds_serialise(
+                self._build_here, abandon=lambda: (_stopping.is_set() or
+                                                   self._activity.disturbed_since(generation)))
+        finally:
+            _BUILDING_CHECKS.discard(threading.current_thread())
 
     def _running_pool(self) -> opencl_build.BuildPool:
         """The compile workers, started (again, after an idle release) if need be; until the
@@ -435,6 +472,7 @@ class OpenCLDevice(Device):
         before = (pool.built_by_workers, pool.built_here) if pool else (0, 0)
         with self._activity.busy():
             yield
+        self._program_built.set()
         pool = self._pool
         if pool is not None:
             debug_print(1, f"{self.id}: {pool.built_by_workers - before[0]} piece(s) built "
@@ -455,6 +493,29 @@ class OpenCLDevice(Device):
     def _synchronize(self) -> None:
         if self._queue is not None:
             self._queue.finish()
+
+    clocks_launches = True  # profiling events
+
+    def clocked_launches(self, kernel, args, global_size, local_size, count):
+        # A queue of its own, with profiling (which the step's queue does without), on the
+        # same context: the buffers are shared. Its own cl.Kernel: arguments are state of
+        # the kernel object, and the step's thread may launch the same kernel meanwhile.
+        _check_sizes(global_size, local_size, 0)
+        context = self.context  # outside the lock: creating it takes the lock
+        with self._pool_lock:
+            if self._profiling is None:
+                self._profiling = cl.CommandQueue(
+                    context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+            queue = self._profiling
+        handle = cl.Kernel(kernel.keepalive, kernel.entry)
+        for index, arg in enumerate(normalize_args(args, self)):
+            handle.set_arg(index, arg.handle if isinstance(arg, Buffer) else arg)
+        self.stats.launches += count
+        events = [cl.enqueue_nd_range_kernel(queue, handle, tuple(global_size),
+                                             None if local_size is None else tuple(local_size))
+                  for _ in range(count)]
+        queue.finish()
+        return [(event.profile.start * 1e-9, event.profile.end * 1e-9) for event in events]
 
 
 def _check_sizes(global_size: tuple[int, ...], local_size: tuple[int, ...] | None,

@@ -104,6 +104,20 @@ class _Worker:
             raise WorkerDied(f"it answered {kind!r}")
         return kind == "built", payload
 
+    def check(self, threads: int) -> tuple[bool, float]:
+        """:func:`builds_serialise` run in this worker; RuntimeError if a probe failed."""
+        try:
+            opencl_worker.send(self.process.stdin, ("check", threads))
+        except OSError as exc:
+            raise WorkerDied(f"its input closed ({exc})") from None
+        kind, payload, _ = self._receive()
+        if kind == "rejected":
+            raise RuntimeError(payload)
+        if kind != "checked":
+            raise WorkerDied(f"it answered {kind!r}")
+        serialised, ratio = payload
+        return bool(serialised), float(ratio)
+
     def _receive(self):
         try:
             return opencl_worker.receive(self.process.stdout)
@@ -167,6 +181,7 @@ class BuildPool:
         #: builds done by workers and in this process (for tests and debug lines)
         self.built_by_workers = 0
         self.built_here = 0
+        self.checked_by_workers = 0  # build checks (check_builds) answered by a worker
 
     def start(self) -> None:
         """Spawn the workers (once); each joins the pool when it is ready."""
@@ -283,6 +298,33 @@ class BuildPool:
             if builder is not None:
                 self._give_back(builder)
 
+    def check_builds(self, threads: int = 2) -> tuple[bool, float] | None:
+        """:func:`builds_serialise` in one of the workers (taken like a build): whether the
+        driver serialises builds within a process, and the measured ratio; None when no
+        worker serves. In a worker, the check's builds hold up nothing in this process (on
+        NVIDIA, builds in the parent delayed the launches of the steps it overlapped)."""
+        if self._closed or self._serving == 0:
+            return None
+        builder = self._idle.get()
+        while builder is _LOCAL:
+            if not self._drop_local():  # no worker serves (any more): not here either
+                self._idle.put(_LOCAL)
+                return None
+            builder = self._idle.get()
+        try:
+            result = builder.check(threads)
+            with self._lock:
+                self.checked_by_workers += 1
+            return result
+        except WorkerDied as exc:
+            self._lose(builder, f"compile worker {builder.pid} died during the build check "
+                       f"({exc})", serving=True)
+            builder = None
+            return None
+        finally:
+            if builder is not None:
+                self._give_back(builder)
+
     def _count_here(self, binary: bytes) -> bytes:
         with self._lock:
             self.built_here += 1
@@ -388,58 +430,5 @@ class Activity:
 
 # ---- does this driver serialise builds? -------------------------------------------------
 
-_PROBE_SOURCE = """
-__kernel void probe_{tag}(__global float* out, __global const float* in, int n) {{
-    int i = get_global_id(0);
-    if (i >= n) return;
-    float acc = {tag}.0f;
-    #pragma unroll
-    for (int k = 0; k < 64; ++k) {{
-        acc = acc * in[(i + k) % n] + (float)k;
-        acc = acc > 1.0f ? acc * 0.5f : acc + in[(i * 3 + k) % n];
-    }}
-    out[i] = acc;
-}}
-"""
-
-_probe_counter = itertools.count()
-
-
-def builds_serialise(build: Callable[[str], Any], threads: int = 2,
-                     abandon: Callable[[], bool] = lambda: False) -> tuple[bool, float] | None:
-    """(whether concurrent builds in this process run one at a time, the measured ratio), or
-    None when ``abandon()`` said so before a build or at the end (something else built
-    meanwhile: the timing is worthless, and a build of the check's no longer holds it up).
-
-    One build first (the compiler's one-time start-up: on NVIDIA about a second, which every
-    concurrent build would wait for alike, hiding the lock), then ``threads`` distinct small
-    programs one after another, then ``threads`` others at once on as many threads. The
-    ratio is the second time over the first: about 1/threads when the driver builds in
-    parallel, about 1 when it serialises; serialised means above the midpoint. Every source
-    carries a fresh number, so no driver cache (NVIDIA's keys on the source) answers instead
-    of the compiler. Measured on an H200 with NVIDIA's driver: 1.11 with 2 threads (0.86
-    with 4, 1.10 with 8), in 1.7 s. Example::
-
-        serialised, ratio = builds_serialise(lambda src: build_program(ctx, src))
-    """
-    threads = max(2, threads)
-    base = (os.getpid() % 10000) * 1000 + next(_probe_counter) * (2 * threads + 1)
-    sources = [_PROBE_SOURCE.format(tag=base + i) for i in range(2 * threads + 1)]
-    one_by_one = 0.0
-    for source in sources[:threads + 1]:
-        if abandon():
-            return None
-        start = time.perf_counter()
-        build(source)
-        if source is not sources[0]:  # the first carries the compiler's start-up
-            one_by_one += time.perf_counter() - start
-    if abandon():
-        return None
-    with ThreadPoolExecutor(threads, thread_name_prefix="gingham-build-check") as pool:
-        start = time.perf_counter()
-        list(pool.map(build, sources[threads + 1:]))
-        at_once = time.perf_counter() - start
-    if abandon():
-        return None
-    ratio = at_once / max(one_by_one, 1e-9)
-    return ratio > (1 + 1 / threads) / 2, ratio
+#: Defined in the worker module (standard library only), which runs it in a worker process.
+builds_serialise = opencl_worker.builds_serialise

@@ -89,6 +89,9 @@ class UnitBuilder:
         self._pieces: list[tuple[list[tuple[str, SourceUnit]], str, Future]] = []
         self._pool: Executor | None = None
         self._start = 0.0
+        self._created = time.perf_counter()
+        # Each piece's (submitted, finished) perf_counter times, for the debug timeline.
+        self._spans: list[list[float]] = []
         self._done = False
         # The device's mark of a compile in flight, from now until close().
         self._compiling = contextlib.ExitStack()
@@ -147,10 +150,13 @@ class UnitBuilder:
         self._start = time.perf_counter()
         source = self.assemble([unit for _, unit in piece])
         future: Future = Future()
+        span = [self._start, 0.0]
         try:
             future.set_result(self.device._build_piece(source, [u.entry for _, u in piece]))
         except Exception as exc:  # noqa: BLE001 - raised by _store_all like a worker's
             future.set_exception(exc)
+        span[1] = time.perf_counter()
+        self._spans.append(span)
         self._pieces.append((piece, source, future))
 
     def _submit(self, piece: list[tuple[str, SourceUnit]]) -> None:
@@ -158,8 +164,15 @@ class UnitBuilder:
             self._start = time.perf_counter()
             self._pool = self.device._compile_pool(self.jobs)
         source = self.assemble([unit for _, unit in piece])
+        if not self._pieces:
+            debug_print(1, f"{self.device.id}: the first piece ({len(piece)} kernel(s)) starts "
+                        f"{(time.perf_counter() - self._created) * 1e3:.0f} ms after the "
+                        "lowering began")
+        span = [time.perf_counter(), 0.0]
+        self._spans.append(span)
         future = self._pool.submit(self.device._build_piece, source,
                                    [unit.entry for _, unit in piece])
+        future.add_done_callback(lambda _: span.__setitem__(1, time.perf_counter()))
         self._pieces.append((piece, source, future))
 
     # ---- collecting ---------------------------------------------------------------------
@@ -233,6 +246,12 @@ class UnitBuilder:
                     f"piece(s) on {workers} worker(s) in "
                     f"{(time.perf_counter() - self._start) * 1e3:.1f} ms (longest piece "
                     f"{max(r[-1] for r in results) * 1e3:.1f} ms)")
+        # The timeline of the pieces, in ms from the first piece's start: when each was
+        # handed to a worker and when it was built (what waited for a builder shows here).
+        spans = " ".join(f"{(start - self._start) * 1e3:.0f}-{(end - self._start) * 1e3:.0f}"
+                         f"/{len(piece)}" for (start, end), (piece, *_) in
+                         sorted(zip(self._spans, self._pieces), key=lambda item: item[0][0]))
+        debug_print(1, f"{self.device.id}: pieces (submitted-built ms/kernels): {spans}")
         for piece, source, *_, seconds in sorted(results, key=lambda r: -r[-1])[:5]:
             # Level 2: the slowest pieces, to find a kernel that a driver compiles slowly.
             debug_print(2, f"{self.device.id}: piece of {len(piece)} kernel(s), "

@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
+from ..config import debug_print
 from ..errors import GinghamError
 from ..tune import background as tune_background
 from .amp import trace_key
@@ -182,6 +184,7 @@ def _trace(fn: Callable, args: tuple) -> _Compiled:
                                          for p, v in zip(placeholders, flat_args)])
     trace = _Trace()
     _traces.append(trace)
+    started = time.perf_counter()
     try:
         result = fn(*traced_args)
     finally:
@@ -197,6 +200,9 @@ def _trace(fn: Callable, args: tuple) -> _Compiled:
         raise GinghamError("the traced function computes nothing (no outputs, no updates)")
     leaves, _, bound = _bound_graph(targets, lambda t: t.is_leaf)
     device = get_device(targets[0].device)
+    debug_print(1, f"{device.id}: traced {getattr(fn, '__name__', 'a function')} in "
+                   f"{(time.perf_counter() - started) * 1e3:.0f} ms "
+                   f"({len(bound.program.statements)} statements)")
     refinement = None
     if tune_background.enabled() and device.info.dialect is not None:
         from ..tune.device_model import device_model

@@ -14,6 +14,14 @@ compiler; see :func:`gingham.tune.keys.device_key`) and :data:`MODEL_VERSION`; m
 about a second. ``GINGHAM_TUNE_MEASURE=0`` (``config.tune_measure``) skips the measurement and
 estimates the three figures from the description.
 
+A fresh process need not wait for it: :func:`measure_in_background` (an OpenCL GPU calls it when
+its context is created) loads or measures the model on a thread while the first step is traced,
+and :func:`device_model` waits for that thread's model, so the kernels are the ones a process
+that measured in the foreground (or loaded the model from disk) chooses. That takes a device
+that clocks its own launches (``Device.clocks_launches``): a host timer would count the time a
+thread waits for the interpreter while the tracing runs Python, and the inflated figures
+would be cached for good.
+
     >>> from gingham.devices import get_device
     >>> model = device_model(get_device("cpu"))      # measured the first time, then cached
     >>> model.peak_flops["float32"] > 1e9, model.bandwidth > 1e8
@@ -22,9 +30,13 @@ estimates the three figures from the description.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
+import threading
 import time
+import warnings
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +48,7 @@ from ..devices.base import Device, DeviceInfo
 from .keys import device_key
 
 #: Bump when the model's fields or the micro-benchmarks change: older entries are ignored.
-MODEL_VERSION = 5
+MODEL_VERSION = 6
 _NAMESPACE = "device-model"
 
 #: Measurements (micro-benchmark runs) in this process; tests prove a cached model is reloaded.
@@ -268,6 +280,43 @@ def _best_time(run, sync, window: float = 0.3, inner: int = 1, most: int = 200) 
     return best
 
 
+def _clocked_times(device: Device, launches: list, args: list) -> tuple[float, float, float]:
+    """(copy, FMA, launch overhead) seconds on a device that clocks its launches: the fastest
+    copy and FMA run by the device's clock, and the launch overhead as the slower of issuing
+    a launch here (the host timer around back-to-back launches, which hold the interpreter)
+    and the device's time per tiny kernel run back to back. Each is the best of several
+    tries (a try that another thread interrupted loses). The same method whether or not the
+    measurement overlaps other work, so the cached figures do not depend on it."""
+    (copy, copy_ir), (fma, fma_ir), (tiny, tiny_ir) = launches
+
+    def clocked(handle, kernel, count):
+        return device.clocked_launches(handle, args, kernel.launch.global_size,
+                                       kernel.launch.local_size, count)
+
+    def fastest(handle, kernel, window: float = 0.1) -> float:
+        # The first run sets the count: 20 on a GPU (a few ms), at least 3 where a run is
+        # slow (a CPU device copying 1 GiB); it is not timed (the driver's lazy set-up).
+        (start, end), = clocked(handle, kernel, 1)
+        count = max(3, min(20, int(window / max(end - start, 1e-9))))
+        return min(end - start for start, end in clocked(handle, kernel, count))
+
+    copy_time = fastest(copy, copy_ir)
+    fma_time = fastest(fma, fma_ir)
+    # 30 tries of 20 launches (a few ms on a GPU): a try that lost the interpreter to the
+    # tracing thread, or met its copies in the driver, is not the fastest.
+    inner = 20
+    issue = span = float("inf")
+    for _ in range(30):
+        runs = clocked(tiny, tiny_ir, inner)
+        span = min(span, (runs[-1][1] - runs[0][0]) / inner)
+        start = time.perf_counter()
+        for _ in range(inner):
+            device.launch(tiny, args, tiny_ir.launch.global_size, tiny_ir.launch.local_size)
+        issue = min(issue, (time.perf_counter() - start) / inner)
+        device.synchronize()
+    return copy_time, fma_time, max(issue, span)
+
+
 def measure(device: Device) -> DeviceModel:
     """Measure bandwidth, fp32 FMA rate and launch overhead on ``device`` (about a second)."""
     global measurements
@@ -295,20 +344,27 @@ def measure(device: Device) -> DeviceModel:
     copy, fma_handle, tiny = device.compile_many(source, [kk.name for kk in kernels])
     x = device.alloc(n * 4)
     y = device.alloc(max(n, items) * 4)
-    host = np.full(n, 0.5, np.float32)
+    # Only what the FMA reads is set (the copy's timing does not depend on the values):
+    # filling and copying in all of a GPU's 512 MiB took longer than the timings.
+    host = np.full(min(n, max(items, 2)), 0.5, np.float32)
     host[1] = 1e-4  # the FMA's addend; its multiplier is 0.5: the chains stay finite
     device.copy_in(x, host)
+    try:
+        if device.clocks_launches:
+            copy_time, fma_time, launch_time = _clocked_times(
+                device, [(copy, kernels[0]), (fma_handle, fma), (tiny, kernels[2])], [x, y])
+        else:
+            def launcher(handle, kernel):
+                return lambda: device.launch(handle, [x, y], kernel.launch.global_size,
+                                             kernel.launch.local_size)
 
-    def launcher(handle, kernel):
-        return lambda: device.launch(handle, [x, y], kernel.launch.global_size,
-                                     kernel.launch.local_size)
-
-    copy_time = _best_time(launcher(copy, kernels[0]), device.synchronize)
-    fma_time = _best_time(launcher(fma_handle, fma), device.synchronize, window=0.6)
-    launch_time = _best_time(launcher(tiny, kernels[2]), device.synchronize, window=0.1,
-                             inner=20)
-    x.free()
-    y.free()
+            copy_time = _best_time(launcher(copy, kernels[0]), device.synchronize)
+            fma_time = _best_time(launcher(fma_handle, fma), device.synchronize, window=0.6)
+            launch_time = _best_time(launcher(tiny, kernels[2]), device.synchronize,
+                                     window=0.1, inner=20)
+    finally:
+        x.free()
+        y.free()
     measurements += 1
     flops = scale * fma_flops / fma_time
     model = dataclasses.replace(
@@ -332,7 +388,8 @@ def _cache_key(info: DeviceInfo, measured: bool) -> str:
 
 
 def device_model(device: Device, measure_now: bool | None = None) -> DeviceModel:
-    """The model of ``device``: from memory, from the disk cache, or measured once and stored.
+    """The model of ``device``: from memory, from the disk cache, or measured once and stored
+    (or the one :func:`measure_in_background` is measuring: waited for).
 
     ``measure_now`` None follows ``config.tune_measure``; False gives the estimate.
     """
@@ -343,16 +400,93 @@ def device_model(device: Device, measure_now: bool | None = None) -> DeviceModel
     key = _cache_key(info, wanted)
     if key in _memo:
         return _memo[key]
-    if not wanted:
-        model = estimate(info, device)
-    else:
-        cache = DiskCache(_NAMESPACE)
-        model = _load(cache, key)
-        if model is None:
-            model = measure(device)
-            cache.put(key, json.dumps(model.as_dict(), sort_keys=True).encode())
+    pending = _background.get(key)
+    if pending is not None:
+        return _background_result(device, key, pending)
+    model = _load_or_measure(device, key) if wanted else estimate(info, device)
     _memo[key] = model
     return model
+
+
+def _load_or_measure(device: Device, key: str) -> DeviceModel:
+    cache = DiskCache(_NAMESPACE)
+    model = _load(cache, key)
+    if model is None:
+        model = measure(device)
+        cache.put(key, json.dumps(model.as_dict(), sort_keys=True).encode())
+    return model
+
+
+# -- measured in the background ------------------------------------------------------------------
+
+#: cache key -> the model being loaded or measured on a thread (kept when done: the result)
+_background: dict[str, Future] = {}
+_background_lock = threading.Lock()
+_threads: list[threading.Thread] = []
+
+
+def measure_in_background(device: Device) -> bool:
+    """Load or measure ``device``'s model on a thread; :func:`device_model` waits for it.
+    True if a thread started (False: measurement is off, the model is known, a thread is
+    at it already, or the device cannot clock its launches, so that timings taken beside
+    other work would be off). Example::
+
+        >>> measure_in_background(get_device("opencl:0"))   # at once, when the context exists
+        True
+        >>> device_model(get_device("opencl:0")).measured    # later: waits for it if need be
+        True
+    """
+    info = device.info
+    if info.dialect is None or not get_config().tune_measure or not device.clocks_launches:
+        return False
+    key = _cache_key(info, True)
+    with _background_lock:
+        if key in _memo or key in _background:
+            return False
+        future: Future = Future()
+        _background[key] = future
+        thread = threading.Thread(target=_measure_into, args=(device, key, future),
+                                  daemon=True, name="gingham-device-model")
+        _threads.append(thread)
+    thread.start()
+    return True
+
+
+def _measure_into(device: Device, key: str, future: Future) -> None:
+    try:
+        future.set_result(_load_or_measure(device, key))
+    except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for the model
+        future.set_exception(exc)
+
+
+def _background_result(device: Device, key: str, future: Future) -> DeviceModel:
+    """The background thread's model, waited for; if it failed, the estimate for this
+    process (not stored: the next process measures again) and a warning saying why."""
+    started = time.perf_counter()
+    try:
+        model = future.result()
+    except Exception as exc:  # noqa: BLE001 - a measurement must not fail a compile
+        warnings.warn(f"gingham: {device.id}: measuring the device model failed "
+                      f"({type(exc).__name__}: {exc}); this process chooses its kernels from "
+                      "estimates (GINGHAM_TUNE_MEASURE=0 skips the measurement)",
+                      RuntimeWarning, stacklevel=3)
+        model = estimate(device.info, device)
+    waited = time.perf_counter() - started
+    if waited > 1e-3:
+        debug_print(1, f"{device.id}: waited {waited:.2f} s for the device model measured "
+                       "in the background")
+    with _background_lock:
+        _memo.setdefault(key, model)
+        _background.pop(key, None)
+    return _memo[key]
+
+
+@atexit.register
+def _wait_for_measurements() -> None:
+    """A measurement still running at exit is waited for (a few tenths of a second): a
+    thread inside the driver while the process tears it down could crash the exit."""
+    for thread in list(_threads):
+        thread.join(timeout=30)
 
 
 def _load(cache: DiskCache, key: str) -> DeviceModel | None:
@@ -385,9 +519,15 @@ def model_for_info(info: DeviceInfo) -> DeviceModel:
 
 
 def clear_memo() -> None:
-    """Forget the models loaded in this process (tests: force a reload from disk)."""
-    _memo.clear()
+    """Forget the models loaded in this process (tests: force a reload from disk); a
+    measurement still running in the background is waited for first."""
+    for thread in list(_threads):
+        thread.join()
+    with _background_lock:
+        _memo.clear()
+        _background.clear()
+        _threads.clear()
 
 
 __all__ = ["DeviceModel", "MODEL_VERSION", "device_model", "estimate", "measure",
-           "model_for_info", "clear_memo"]
+           "measure_in_background", "model_for_info", "clear_memo"]

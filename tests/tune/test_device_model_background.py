@@ -1,0 +1,195 @@
+"""The device model measured in the background (``device_model.measure_in_background``) while
+a first step is traced, and the device clock its micro-benchmarks use
+(``Device.clocked_launches``). Real OpenCL devices (PoCL on a CPU-only machine), real kernels
+checked against NumPy, a fresh cache directory per test."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from gingham import runtime, tile
+from gingham.cache import DiskCache
+from gingham.compiler import compile_program
+from gingham.devices import get_device, list_devices
+from gingham.errors import DeviceError
+from gingham.tune import device_model as dm
+
+pytest.importorskip("pyopencl")
+
+from gingham.devices import opencl  # noqa: E402
+
+OPENCL_IDS = [d.id for d in list_devices() if d.info.dialect == "opencl"]
+only = os.environ.get("GINGHAM_TEST_DEVICES")
+if only:
+    OPENCL_IDS = [i for i in OPENCL_IDS if i in {d.strip() for d in only.split(",")}]
+pytestmark = pytest.mark.skipif(not OPENCL_IDS, reason="no OpenCL device in this run")
+
+MATMUL = """
+function (A[M, K], B[K, N]) -> (C) {
+    C[i, j : M, N] = +(A[i, k] * B[k, j]);
+}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    """An empty cache (kernels, device models) and no model in memory, before and after."""
+    monkeypatch.setenv("GINGHAM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("GINGHAM_TUNE_MEASURE", raising=False)
+    dm.clear_memo()
+    runtime._executables.clear()
+    yield
+    dm.clear_memo()
+    runtime._executables.clear()
+
+
+def _model_key(device) -> str:
+    return dm._cache_key(device.info, True)
+
+
+def _stored_model(device) -> dict | None:
+    blob = DiskCache("device-model").get(_model_key(device))
+    return None if blob is None else json.loads(blob)
+
+
+def _matmul_sources(device, a, b) -> tuple[str, np.ndarray]:
+    """The compiled source of a tiled matmul on ``device`` and its result."""
+    bound = tile.function(MATMUL).bind(a, b)
+    exe = compile_program(bound, device)
+    (c,) = exe(a, b)
+    return exe.source, c
+
+
+@pytest.mark.parametrize("device_id", OPENCL_IDS)
+def test_a_model_not_measured_yet_gives_the_kernels_of_the_stored_one(device_id):
+    device = get_device(device_id)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((96, 80)).astype(np.float32)
+    b = rng.standard_normal((80, 112)).astype(np.float32)
+    before = dm.measurements
+    assert dm.measure_in_background(device)
+    assert not dm.measure_in_background(device)  # one thread per model
+    # Compiled at once: the lowering waits for the model still being measured.
+    assert not dm._background[_model_key(device)].done()
+    source, c = _matmul_sources(device, a, b)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    assert dm.measurements == before + 1
+    model = dm.device_model(device)
+    assert model.measured and _stored_model(device) == model.as_dict()
+    # A later process loads the stored model and lowers the same kernels.
+    dm.clear_memo()
+    again, c2 = _matmul_sources(device, a, b)
+    assert dm.measurements == before + 1 and dm.device_model(device) == model
+    assert again == source
+    np.testing.assert_array_equal(c2, c)
+
+
+@pytest.mark.parametrize("device_id", OPENCL_IDS)
+def test_a_failed_background_measurement_falls_back_to_estimates(device_id, monkeypatch):
+    device = get_device(device_id)
+
+    def fails(_device):
+        # A fault injected into the measurement; the device and its compiles are real.
+        raise DeviceError("the micro-benchmark could not allocate its buffers")
+
+    monkeypatch.setattr(dm, "measure", fails)
+    assert dm.measure_in_background(device)
+    with pytest.warns(RuntimeWarning, match="measuring the device model failed.*"
+                                            "could not allocate.*from estimates"):
+        model = dm.device_model(device)
+    assert model == dm.estimate(device.info, device) and not model.measured
+    assert dm.device_model(device) is model  # this process keeps choosing from it
+    # Compiling still works, from the estimates.
+    rng = np.random.default_rng(1)
+    a, b = (rng.standard_normal((33, 17)).astype(np.float32),
+            rng.standard_normal((17, 9)).astype(np.float32))
+    _, c = _matmul_sources(device, a, b)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    # Nothing was stored: the next process measures.
+    assert _stored_model(device) is None
+    monkeypatch.undo()
+    dm.clear_memo()
+    assert dm.device_model(device).measured and _stored_model(device) is not None
+
+
+@pytest.mark.parametrize("device_id", OPENCL_IDS)
+def test_a_gpu_starts_measuring_with_its_context_and_a_cpu_device_does_not(device_id):
+    known = get_device(device_id)
+    device = opencl.OpenCLDevice(known.cl_device, known.id)
+    try:
+        if device.info.kind == "cpu":
+            device.queue  # noqa: B018 - creates the context
+            assert _model_key(device) not in dm._background  # measured when lowering needs it
+            # The same real device with the GPU rule (only the kind that picks it changes).
+            device = opencl.OpenCLDevice(known.cl_device, known.id)
+            device.info = dataclasses.replace(device.info, kind="gpu")
+        device.queue  # noqa: B018
+        key = _model_key(device)
+        assert key in dm._background or key in dm._memo
+        model = dm.device_model(device)
+        assert model.measured and _stored_model(device) == model.as_dict()
+    finally:
+        if device.build_pool is not None:
+            device.build_pool.close()
+
+
+def test_a_measurement_running_at_exit_finishes_before_the_process_ends(tmp_path):
+    """The exit waits for the measurement thread (a thread inside the driver while the
+    process tears it down could crash the exit): its model is stored, the exit is clean,
+    also for the compile workers it stops while they are still starting."""
+    cache = tmp_path / "exit-cache"
+    code = textwrap.dedent(f"""
+        from gingham.devices import get_device
+        from gingham.tune import device_model as dm
+        device = get_device({OPENCL_IDS[0]!r})
+        assert dm.measure_in_background(device)
+        print("model key:", dm._cache_key(device.info, True))
+    """)
+    env = dict(os.environ, GINGHAM_CACHE_DIR=str(cache), GINGHAM_TUNE_MEASURE="1",
+               GINGHAM_OPENCL_BUILD="processes", GINGHAM_COMPILE_JOBS="2")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=300, cwd=os.getcwd())
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    # A driver may print to stdout too (NVIDIA: "1 warning generated."), even after this.
+    key = next(line.split()[-1] for line in done.stdout.splitlines()
+               if line.startswith("model key:"))
+    os.environ["GINGHAM_CACHE_DIR"], saved = str(cache), os.environ["GINGHAM_CACHE_DIR"]
+    try:
+        stored = DiskCache("device-model").get(key)
+    finally:
+        os.environ["GINGHAM_CACHE_DIR"] = saved
+    assert stored is not None and json.loads(stored)["measured"] is True
+
+
+@pytest.mark.parametrize("device_id", OPENCL_IDS)
+def test_clocked_launches_run_the_kernel_and_clock_each_launch(device_id):
+    device = get_device(device_id)
+    kernel = device.compile("""
+__kernel void add_one(__global float* y, __global const float* x, int n) {
+    int i = get_global_id(0);
+    if (i < n) y[i] = y[i] + x[i] + 1.0f;
+}""", "add_one")
+    n = 5000
+    x = np.arange(n, dtype=np.float32)
+    X, Y = device.alloc(x.nbytes), device.alloc(x.nbytes)
+    device.copy_in(X, x)
+    device.copy_in(Y, np.zeros(n, np.float32))
+    runs = device.clocked_launches(kernel, [Y, X, np.int32(n)], (5120,), (64,), count=4)
+    assert len(runs) == 4
+    assert all(end > start for start, end in runs)
+    # One in-order queue: each launch starts after the previous one ended.
+    assert all(later[0] >= earlier[1] for earlier, later in zip(runs, runs[1:]))
+    out = np.empty(n, np.float32)
+    device.copy_out(Y, out)
+    np.testing.assert_array_equal(out, 4 * (x + 1))  # every launch ran, in turn
+    with pytest.raises(ValueError, match="multiple of local_size"):
+        device.clocked_launches(kernel, [Y, X, np.int32(n)], (5000,), (64,), count=1)
