@@ -70,6 +70,7 @@ step resnet9-bf16-wgmma-kernels 40 env GINGHAM_DEBUG=2 $g bench model resnet9 --
 z)  # a short closing run (about 4 minutes): the CUDA tests of the tensor-core and reduction
     # schedules, the first-run and model figures with fresh caches
 step tests-cuda 80 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests/compiler/test_tensor_cores.py tests/compiler/test_split_reduction.py tests/compiler/test_split_reduction_vectors.py tests/compiler/test_bf16_channels_last.py tests/frontend/test_amp.py -k cuda
+step tests-opencl 60 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 4 -q -p no:cacheprovider -p no:warnings tests/devices/test_opencl_build.py tests/tune/test_device_model_background.py
 step resnet9-bf16-cuda 50 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
 step resnet9-opencl-first 45 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" GINGHAM_DEBUG=1 $g bench model resnet9 --device opencl:0 --no-torch --json "$out/resnet9-opencl-first.json"
 step resnet9-fp32-cuda-first 40 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --no-torch --json "$out/resnet9-fp32-cuda-first.json"
