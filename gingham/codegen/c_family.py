@@ -76,6 +76,23 @@ _HALF_TYPES = ("float16", "bfloat16")
 _VECTOR_SCALARS = {"uint16": "ushort", "uint32": "uint", "uint8": "uchar"}
 
 
+def _without_outer_parentheses(text: str) -> str:
+    """``text`` without one pair of parentheses around all of it: ``if ((a == b))`` makes
+    clang (PoCL, NVIDIA's OpenCL) warn of an equality comparison with extraneous parentheses.
+
+        >>> _without_outer_parentheses("(a == b)"), _without_outer_parentheses("(a) && (b)")
+        ('a == b', '(a) && (b)')
+    """
+    if not (text.startswith("(") and text.endswith(")")):
+        return text
+    depth = 0
+    for position, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and position < len(text) - 1:
+            return text  # the first parenthesis closes before the end: not one group
+    return text[1:-1]
+
+
 def render(kernel: k.Kernel, dialect: Dialect) -> str:
     """The complete source of one kernel (helpers included)."""
     return render_many([kernel], dialect)
@@ -306,7 +323,8 @@ class _Renderer:
         if isinstance(s, k.Barrier):
             return f"{pad}{d.barrier}\n"
         if isinstance(s, k.If):
-            text = f"{pad}if ({self.expr(s.cond)}) {{\n{self.scope(s.then, depth + 1)}{pad}}}"
+            condition = _without_outer_parentheses(self.expr(s.cond))
+            text = f"{pad}if ({condition}) {{\n{self.scope(s.then, depth + 1)}{pad}}}"
             if s.otherwise is not None:
                 text += f" else {{\n{self.scope(s.otherwise, depth + 1)}{pad}}}"
             return text + "\n"
