@@ -37,8 +37,9 @@ bf16 GEMM 8192 2.02 ms = 546 TFLOP/s, 0.80x cuBLAS (2.67 ms, 0.60x); GEMM 4096 0
 the CIFAR conv layer forward + backward 159 us (189). A bf16 ResNet-9 step's 28 tensor-core
 kernels, each timed synchronised: 5.4 ms (6.7 with mma.sync); the short-K convolutions
 (K = 576-1152) stay at 200-310 TFLOP/s: each block's fill and epilogue weigh on 9-18 K steps
-(BLOCK_OVERHEAD_STEPS in the cost model), and 128x128 tiles need about 15 TB/s from L2 to
-keep the tensor cores fed.
+(BLOCK_OVERHEAD_STEPS in the cost model), and, by arithmetic not profiled, a 128x128 tile's
+32 KiB of operands a K step would need about 15 TB/s from L2 across the 132 multiprocessors
+to keep their tensor cores busy (256x128 tiles need a quarter less per product).
 
     kernels = tensor_core_contraction(plan, ctx, "k0_C", h200)   # wgmma on an H200
 """
