@@ -186,9 +186,14 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     b = _indices("b", len(batch))
     o, i = builder.indices("o i")
     shape = batch + (weight.shape[0],)
-    y = input._derive(shape, input.dtype, [input, weight], lambda nodes: builder.sum(
-        nodes[0][(*b, i)] * nodes[1][o, i], out=[*b, o], shape=list(shape)))
-    return y if bias is None else y + bias
+    # The bias is the sum's starting value (``default``), not a later addition: the sum and
+    # the bias then meet in the float32 accumulator and a bfloat16 / float16 result is
+    # rounded once, as PyTorch's addmm rounds it (adding the bias to the rounded product
+    # differed from PyTorch autocast in about 30% of a bf16 layer's outputs).
+    parents = [input, weight] + ([bias] if bias is not None else [])
+    return input._derive(shape, input.dtype, parents, lambda nodes: builder.sum(
+        nodes[0][(*b, i)] * nodes[1][o, i], out=[*b, o], shape=list(shape),
+        default=nodes[2] if bias is not None else None))
 
 
 def _conv_padding(op: str, padding, nd: int, kernel: tuple, stride: tuple,
@@ -259,17 +264,18 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
         (weight,) = cast_inputs_low(parameter.transpose((0, *range(2, nd + 2), 1)))
     filter_index = (out_c, *ks, ci) if channels_last else (out_c, ci, *ks)
 
+    parents = [x, weight]
+    if bias is not None:  # the sum's starting value: rounded once with it (see linear)
+        parents.append(bias if channels_last else bias.reshape((out_channels,) + (1,) * nd))
+
     def build(nodes):
-        image, kernel_node = nodes
+        image, kernel_node = nodes[:2]
         return builder.sum(image[_layout(channels_last, n, in_c, taps)]
                            * kernel_node[filter_index],
                            out=list(_layout(channels_last, n, out_c, ys)), shape=list(shape),
-                           where=where)
+                           where=where, default=nodes[2] if bias is not None else None)
 
-    y = x._derive(shape, x.dtype, [x, weight], build)
-    if bias is None:
-        return y
-    return y + (bias if channels_last else bias.reshape((out_channels,) + (1,) * nd))
+    return x._derive(shape, x.dtype, parents, build)
 
 
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
@@ -335,10 +341,12 @@ def _conv_transpose(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | 
     else:
         out_c, in_c, where = g * out_group + co, g * group_in + ci, [ci < group_in]
     shape = (n_batch, out_channels, *out_spatial)
-    y = x._derive(shape, x.dtype, [x, weight], lambda nodes: builder.sum(
+    parents = [x, weight]
+    if bias is not None:  # the sum's starting value, also where no tap lands (see linear)
+        parents.append(bias.reshape((out_channels,) + (1,) * nd))
+    return x._derive(shape, x.dtype, parents, lambda nodes: builder.sum(
         nodes[0][(n, in_c, *xs)] * nodes[1][(in_c, co, *ks)], out=[n, out_c, *outs],
-        shape=list(shape), where=where))
-    return y if bias is None else y + bias.reshape((out_channels,) + (1,) * nd)
+        shape=list(shape), where=where, default=nodes[2] if bias is not None else None))
 
 
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None,

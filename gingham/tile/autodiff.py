@@ -445,9 +445,13 @@ class _GradientBuilder:
     def default_gradient(self, c: Contraction, gradient: str) -> None:
         default = c.default
         if c.agg == "+":
-            expr: Expr = Ref(gradient)
-        elif c.agg in "<>":
-            expr = Select(Binary("==", Ref(default), Ref(c.out)), Ref(gradient), Const(0))
+            # The default is added to every cell: its gradient is the output's, summed over
+            # the axes it was broadcast along (no copy: a copy kept the planner from computing
+            # the output's gradient inside the sum, as it does for an added bias).
+            self.contribute_broadcast(default, gradient)
+            return
+        if c.agg in "<>":
+            expr: Expr = Select(Binary("==", Ref(default), Ref(c.out)), Ref(gradient), Const(0))
         elif c.agg == "*":
             expr = Binary("/", Binary("*", Ref(gradient), Ref(c.out)), Ref(default))
         else:  # "=": the default survives only in cells no assignment wrote

@@ -63,6 +63,9 @@ GEMM_BIAS_RELU = """function (A[M, K], B[K, N], Bias[N]) -> (C) {
     T[i, j : M, N] = +(A[i, k] * B[k, j]);
     C = relu(T + Bias);
 }"""
+GEMM_DEFAULT_BIAS = """function (A[M, K], B[K, N], Bias[N]) -> (C) {
+    C[i, j : M, N] = +(A[i, k] * B[k, j]) default Bias;
+}"""
 CONV = """function (I[N, H, W, CI], F[KH, KW, CI, CO]) -> (O) {
     O[n, y, x, co : N, H, W, CO] = +(I[n, y + ky - 1, x + kx - 1, ci] * F[ky, kx, ci, co]);
 }"""
@@ -117,6 +120,9 @@ def _cases():
     t = (_f32(a) @ _f32(b)).astype(BF16)
     cases.append(("gemm-bias-relu", tile.function(GEMM_BIAS_RELU), (a, b, bias),
                   [np.maximum(_f32(t) + _f32(bias), 0)], 64))
+    a, b, bias = _rand(rng, (150, 64), BF16), _rand(rng, (64, 96), BF16), _rand(rng, 96, BF16)
+    cases.append(("gemm-default-bias", tile.function(GEMM_DEFAULT_BIAS), (a, b, bias),
+                  [_f32(a) @ _f32(b) + _f32(bias)], 64))  # the bias in the sum: one rounding
     i, f, bias = _rand(rng, (2, 8, 8, 16), BF16), _rand(rng, (3, 3, 16, 24), BF16), \
         _rand(rng, 24, BF16)
     t = _conv_ref(i, f, stride=2).astype(BF16)

@@ -91,6 +91,46 @@ def test_linear_matmul_conv2d_forward_backward(device):
     assert all(v.dtype == F32 for v in arrays.values())
 
 
+def _bf16(a):
+    return torch.from_numpy(np.asarray(a, np.float32)).to(torch.bfloat16).double()
+
+
+def _bias_cases():
+    """(name, gingham op, float64 op on bf16-rounded inputs, arrays): a product and a bias."""
+    linear = (lambda x, w, b: F.linear(x, w, b), TF.linear,
+              dict(x=rand(48, 192), w=rand(40, 192, seed=1) * 0.1, b=rand(40, seed=2)))
+    conv = (lambda x, w, b: F.conv2d(x, w, b, padding=1),
+            lambda x, w, b: TF.conv2d(x, w, b, padding=1),
+            dict(x=rand(2, 16, 6, 6), w=rand(24, 16, 3, 3, seed=1) * 0.1, b=rand(24, seed=2)))
+    transposed = (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2),
+                  lambda x, w, b: TF.conv_transpose2d(x, w, b, stride=2),
+                  dict(x=rand(2, 16, 5, 5), w=rand(16, 24, 1, 1, seed=1), b=rand(24, seed=2)))
+    return {"linear": linear, "conv2d": conv, "conv_transpose2d-stride2": transposed}
+
+
+@pytest.mark.parametrize("case", sorted(_bias_cases()))
+def test_bias_is_rounded_once_with_the_product(device, case):
+    """Under autocast a layer's bias meets the product in the float32 accumulator and the
+    bfloat16 result is rounded once, as PyTorch's addmm and convolutions round it. Adding the
+    bias to the rounded product (what gingham did before) differs from that in about a third
+    of the outputs here; the fp32 summation order may move a rare value by one step. The
+    stride-2 1x1 transposed convolution reaches only a quarter of its outputs: the others
+    are the bias alone."""
+    op, reference, arrays = _bias_cases()[case]
+    ours = {k: tensor(v, device=device) for k, v in arrays.items()}
+    with gingham.autocast():
+        got = op(ours["x"], ours["w"], ours["b"])
+    assert got.dtype == BF16
+    got = got.numpy().astype(np.float32)
+    exact = reference(*(_bf16(arrays[k]) for k in ("x", "w", "b")))
+    once = exact.float().to(torch.bfloat16).float().numpy()
+    product = reference(_bf16(arrays["x"]), _bf16(arrays["w"]), None)
+    twice = (product.float().to(torch.bfloat16).double() + _bf16(arrays["b"]).reshape(
+        (-1,) + (1,) * (product.ndim - 2))).float().to(torch.bfloat16).float().numpy()
+    assert np.mean(twice != once) > 0.05  # the data tells the two roundings apart
+    assert np.mean(got != once) < 0.01, (case, np.mean(got != once), np.mean(got != twice))
+
+
 def test_conv_transpose2d_under_autocast(device):
     arrays = dict(x=rand(2, 4, 5, 5), w=rand(4, 3, 3, 3, seed=1), b=rand(3, seed=2))
     g, t = leaves(arrays, device)
