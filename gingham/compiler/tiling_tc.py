@@ -835,7 +835,7 @@ class TensorCoreKernel(TiledKernel):
 
     # -- the kernel ----------------------------------------------------------------------------
     def build(self) -> k.Kernel:
-        cfg, view, e = self.cfg, self.view, self.e
+        cfg, e = self.cfg, self.e
         stages = cfg.stages
         elements = stages * self.buffer_elements
         assert 2 * elements == cfg.shared_bytes
@@ -879,6 +879,12 @@ class TensorCoreKernel(TiledKernel):
         body.append(k.For("gt_kt", 0, steps, self.step(first, steps)))
         body.append(k.WarpOp("cp_async_wait", variant="0"))
         body.append(self.epilogue())
+        return self.kernel(shared, body)
+
+    def kernel(self, shared: list[k.Stmt], body: list[k.Stmt]) -> k.Kernel:
+        """The kernel of a block's ``body`` (one work-item's statements) over every block,
+        with the dynamic shared memory ``shared`` declared at the top."""
+        cfg, view = self.cfg, self.view
         local = k.For("gt_tid", 0, cfg.threads, k.block(*body), kind="local")
         kernel_body = k.block(*shared, k.For("gt_group", 0, self.groups, local, kind="group"))
         params = tuple(sorted(self.ctx.params.values(), key=lambda p: (p.output, p.name)))

@@ -141,7 +141,7 @@ class WgmmaKernel(TensorCoreKernel):
             "gt_q", 0, 4, cell, kind="unroll"), kind="unroll"), kind="unroll")
 
     def build(self) -> k.Kernel:
-        cfg, view, e = self.cfg, self.view, self.e
+        cfg, e = self.cfg, self.e
         stages, size = cfg.stages, self.buffer_elements
         assert cfg.instruction == "wgmma" and cfg.tile_k == ROW and self.mi in (1, 2)
         elements = stages * size
@@ -190,15 +190,7 @@ class WgmmaKernel(TensorCoreKernel):
         body += [k.WarpOp("wgmma_wait", regs=accs, variant="0"),
                  k.WarpOp("cp_async_wait", variant="0"),
                  self.epilogue()]
-        local = k.For("gt_tid", 0, cfg.threads, k.block(*body), kind="local")
-        kernel_body = k.block(*shared, k.For("gt_group", 0, self.groups, local, kind="group"))
-        params = tuple(sorted(self.ctx.params.values(), key=lambda p: (p.output, p.name)))
-        return k.Kernel(self.name, params, kernel_body,
-                        k.Launch((self.groups * cfg.threads,), (cfg.threads,),
-                                 shared_bytes=cfg.shared_bytes, min_blocks=cfg.min_blocks),
-                        self.schedule(), flops=2 * view.m * view.n * view.k * view.batches,
-                        uses=frozenset(self.ctx.uses),
-                        scratch=(self.scratch,) if self.scratch else ())
+        return self.kernel(shared, body)
 
     def schedule(self) -> str:
         return super().schedule().replace("mma.sync m16n8k16", f"wgmma m64n{self.cfg.tile_n}k16")
