@@ -40,3 +40,21 @@ DEVICE_IDS = _discovered_device_ids()
 def device(request) -> str:
     """A device id to run on: every discovered device in turn."""
     return request.param
+
+
+@pytest.fixture
+def compiled_schedules(monkeypatch) -> list[str]:
+    """The schedule line of every kernel compiled while the test runs, in order (a test
+    asserts the schedules it means to exercise)."""
+    from gingham import runtime
+
+    schedules: list[str] = []
+    compile_ = runtime.executable
+
+    def recording(bound, target):
+        exe = compile_(bound, target)
+        schedules.extend(launch.schedule for launch in getattr(exe, "launches", []))
+        return exe
+
+    monkeypatch.setattr(runtime, "executable", recording)
+    return schedules

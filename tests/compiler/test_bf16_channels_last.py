@@ -33,7 +33,6 @@ import torch.nn.functional as TF
 
 import gingham
 import gingham.nn.functional as F
-from gingham import runtime
 from gingham.devices import get_device, list_devices
 from gingham.frontend.tensor import realize, tensor
 
@@ -41,22 +40,13 @@ GPU_DIALECT_IDS = [d.id for d in list_devices() if d.info.dialect in ("opencl", 
 
 
 @pytest.fixture(params=GPU_DIALECT_IDS)
-def h200_like(request, monkeypatch):
+def h200_like(request, monkeypatch, compiled_schedules):
     """A work-group device described as a GPU with an H200's 132 compute units; the schedule
     line of every kernel compiled while the test runs is collected in ``schedules``."""
     device = get_device(request.param)
     monkeypatch.setattr(device, "info", dataclasses.replace(device.info, kind="gpu",
                                                             compute_units=132))
-    schedules: list[str] = []
-    compile_ = runtime.executable
-
-    def recording(bound, target):
-        exe = compile_(bound, target)
-        schedules.extend(launch.schedule for launch in getattr(exe, "launches", []))
-        return exe
-
-    monkeypatch.setattr(runtime, "executable", recording)
-    return device.id, schedules
+    return device.id, compiled_schedules
 
 
 def close(ours: np.ndarray, expected: np.ndarray, name: str, rtol=2e-2, share=2e-2) -> None:

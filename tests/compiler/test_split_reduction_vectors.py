@@ -17,7 +17,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from gingham import runtime, tile
+from gingham import tile
 from gingham.compiler import compile_program
 from gingham.devices import get_device, list_devices
 from gingham.tile import dtypes as dt
@@ -131,20 +131,12 @@ def test_results_are_deterministic(h200_like):
 
 
 @pytest.mark.parametrize("shape", [(8, 16, 16, 64), (5, 23, 19, 36), (8, 16, 16, 30)])
-def test_channels_last_batch_norm_forward_and_gradients(h200_like, monkeypatch, shape):
+def test_channels_last_batch_norm_forward_and_gradients(h200_like, compiled_schedules, shape):
     """Batch norm (training) forward and dx, dweight, dbias against PyTorch CPU, with the
     statistics and the gradient sums (four reductions in one kernel) as split reductions."""
     from test_reduction_chains import assert_float32_batch_norm_matches_torch
 
-    schedules: list[str] = []
-    compile_ = runtime.executable
-
-    def recording(bound, target):
-        exe = compile_(bound, target)
-        schedules.extend(launch.schedule for launch in getattr(exe, "launches", []))
-        return exe
-
-    monkeypatch.setattr(runtime, "executable", recording)
+    schedules = compiled_schedules
     assert_float32_batch_norm_matches_torch(h200_like.id, shape, channels_last=True)
     partials = [s for s in schedules if s.startswith("split reduction: ")]
     assert any("4 reductions" in s for s in partials), schedules
