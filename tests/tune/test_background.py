@@ -14,7 +14,6 @@ from gingham.devices import list_devices
 from gingham.frontend.jit import jit
 from gingham.frontend.tensor import tensor
 from gingham.tune import background
-from gingham.tune import device_model as dm
 from gingham.tune import search
 from gingham.tune.db import TuningDB
 
@@ -24,18 +23,11 @@ DEVICES = [d.id for d in list_devices() if d.info.dialect in ("c", "cuda")] or [
 
 
 @pytest.fixture(autouse=True)
-def _own_cache(tmp_path, monkeypatch):
+def _own_cache(fresh_process, monkeypatch):
     """An empty cache and database, a fresh background tuner, a short budget per kernel."""
-    monkeypatch.setenv("GINGHAM_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("GINGHAM_CONFIG_FILE", str(tmp_path / "config.json"))
     monkeypatch.setenv("GINGHAM_TUNE", "background")
     monkeypatch.setenv("GINGHAM_TUNE_BUDGET", "1")
     monkeypatch.setattr(background, "_refiner", None)
-    dm.clear_memo()
-    runtime._executables.clear()
-    yield
-    dm.clear_memo()
-    runtime._executables.clear()
 
 
 def _regression(device: str, steps: int, deadline: float):

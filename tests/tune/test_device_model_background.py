@@ -15,7 +15,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from gingham import runtime, tile
+from gingham import tile
 from gingham.cache import DiskCache
 from gingham.compiler import compile_program
 from gingham.devices import get_device, list_devices
@@ -40,15 +40,10 @@ function (A[M, K], B[K, N]) -> (C) {
 
 
 @pytest.fixture(autouse=True)
-def _own_cache(tmp_path, monkeypatch):
-    """An empty cache (kernels, device models) and no model in memory, before and after."""
-    monkeypatch.setenv("GINGHAM_CACHE_DIR", str(tmp_path / "cache"))
+def _own_cache(fresh_process, monkeypatch):
+    """An empty cache (kernels, device models) and no model in memory, before and after;
+    the device model measured (as by default)."""
     monkeypatch.delenv("GINGHAM_TUNE_MEASURE", raising=False)
-    dm.clear_memo()
-    runtime._executables.clear()
-    yield
-    dm.clear_memo()
-    runtime._executables.clear()
 
 
 def _model_key(device) -> str:

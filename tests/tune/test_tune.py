@@ -39,16 +39,9 @@ function (A[M, K], B[K, N]) -> (C) {
 
 
 @pytest.fixture(autouse=True)
-def _own_cache(tmp_path, monkeypatch):
+def _own_cache(fresh_process, monkeypatch):
     """Every test starts with an empty cache (kernels, device models, tuning database)."""
-    monkeypatch.setenv("GINGHAM_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("GINGHAM_CONFIG_FILE", str(tmp_path / "config.json"))
     monkeypatch.delenv("GINGHAM_TUNE", raising=False)
-    dm.clear_memo()
-    runtime._executables.clear()
-    yield
-    dm.clear_memo()
-    runtime._executables.clear()
 
 
 def _plan_of(source: str, *arrays):
