@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -76,5 +76,12 @@ step resnet9-opencl-first 45 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PAT
 step resnet9-fp32-cuda-first 40 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --no-torch --json "$out/resnet9-fp32-cuda-first.json"
 step story-cuda 40 $g bench model story --device cuda:0 --steps 20 --torch-compile off --json "$out/story-cuda.json"
 step resnet9-bf16-kernels 30 env GINGHAM_DEBUG=2 $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch --steps 1
+;;
+p)  # where a bf16 ResNet-9 step's time goes: gingham's kernels on the device's clock beside
+    # PyTorch's from its profiler, after the CUDA tests of the code the breakdown relies on
+step tests-cuda 100 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests/frontend/test_amp.py tests/compiler/test_tensor_cores.py tests/devices/test_launch_plan.py -k cuda
+step resnet9-bf16-cuda 70 $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
+step resnet9-bf16-kernels 40 env GINGHAM_DEBUG=2 $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch --steps 1
+step resnet9-bf16-torch-kernels 40 python3 tools/torch_step_kernels.py resnet9 --precision bf16 --top 60
 ;;
 esac

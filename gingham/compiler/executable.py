@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -158,15 +157,18 @@ class Executable:
             for name in self.output_names:
                 if name not in self.input_names:
                     buffers[name] = self.device.alloc(self.nbytes(name))
-        for launch in self.launches:
-            args = [buffers[name] for name in launch.args]
-            start = time.perf_counter()
-            self.device.launch(launch.kernel, args, launch.global_size, launch.local_size,
-                               shared_bytes=launch.shared_bytes)
-            self.device.synchronize()
-            elapsed = time.perf_counter() - start
-            rate = f", {launch.flops / elapsed / 1e9:.1f} GFLOP/s" if launch.flops else ""
+        specs = [LaunchSpec(launch.kernel, [buffers[name] for name in launch.args],
+                            launch.global_size, launch.local_size, launch.shared_bytes)
+                 for launch in self.launches]
+        times = self.device.timed_launches(specs)
+        for launch, elapsed in zip(self.launches, times):
+            rate = f", {launch.flops / elapsed / 1e9:.1f} GFLOP/s" if launch.flops and elapsed \
+                else ""
             debug_print(2, f"{self.device.id}: {launch.name} {elapsed * 1e3:.3f} ms{rate}")
+        clock = ("the device's clock, launched back to back" if self.device.times_on_device
+                 else "the host's clock, each launch synchronised")
+        debug_print(2, f"{self.device.id}: {len(times)} kernels, {sum(times) * 1e3:.3f} ms "
+                       f"in all ({clock})")
         return [buffers[name] for name in self.output_names]
 
     def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:

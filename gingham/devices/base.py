@@ -700,6 +700,32 @@ class Device(abc.ABC):
         """Wait until every launch and copy issued so far has finished."""
         self._synchronize()
 
+    def timed_launches(self, specs: Sequence[LaunchSpec]) -> list[float]:
+        """Run ``specs`` (no slots) once, in order, and return each launch's seconds.
+
+        This generic version times every launch with the host's clock around the launch and
+        a synchronisation, so each time also holds one launch's and one synchronisation's
+        overhead (tens of microseconds on a GPU). Backends that can clock a stream of
+        launches on the device override it (CUDA: events between back-to-back launches),
+        which gives what each kernel costs inside a replayed program. ``GINGHAM_DEBUG=2``
+        prints these times::
+
+            >>> dev.timed_launches([LaunchSpec(k, [C, A, B, np.int32(n)], (n,), (256,))])
+            [3.1e-05]
+        """
+        times = []
+        for spec in specs:
+            start = time.perf_counter()
+            self.launch(spec.kernel, spec.args, spec.global_size, spec.local_size,
+                        shared_bytes=spec.shared_bytes)
+            self.synchronize()
+            times.append(time.perf_counter() - start)
+        return times
+
+    #: whether :meth:`timed_launches` clocks launches back to back on the device (its
+    #: times leave out the host's launch and synchronisation overheads)
+    times_on_device: bool = False
+
     #: whether :meth:`clocked_launches` answers (the device clocks its own launches)
     clocks_launches: bool = False
 

@@ -46,6 +46,14 @@ _DEFAULT_SHARED_LIMIT = 48 * 1024
 _DEFAULT_BLOCK = 256
 # L2 lines are 128 bytes (four 32-byte sectors) on every NVIDIA GPU since Kepler.
 _CACHE_LINE = 128
+# timed_launches holds the stream this long for each launch it queues (Python issues a launch
+# in 10-30 us), so the device never waits for the host between two timed kernels.
+_HOLD_SECONDS_PER_LAUNCH = 100e-6
+_HOLD_SOURCE = """extern "C" __global__ void gh_hold(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) { }
+}
+"""
 
 
 def _code(status) -> int:
@@ -143,6 +151,7 @@ class CUDADevice(Device):
             compute_capability=self.arch))
         self._context = None
         self._shared_limits: dict[str, int] = {}  # key:entry -> dynamic shared bytes allowed
+        self._hold: Kernel | None = None  # timed_launches' spinning kernel
 
     # ---- context ----------------------------------------------------------------------
 
@@ -257,6 +266,42 @@ class CUDADevice(Device):
                    f"raising {kernel.entry}'s dynamic shared memory to {shared_bytes} bytes "
                    f"(this GPU allows {self.info.local_memory_bytes})")
             self._shared_limits[limit_key] = shared_bytes
+
+    times_on_device = True
+
+    def timed_launches(self, specs) -> list[float]:
+        # Events between back-to-back launches on a stream that a spinning kernel holds
+        # until every launch is queued: each time is what the kernel adds to a replay
+        # (its run and the stream's switch to it), not the host's launch and wait.
+        self._activate()
+        hold = self._hold_kernel()
+        events = [_check(driver.cuEventCreate(0), "cuEventCreate") for _ in range(len(specs) + 1)]
+        try:
+            seconds = _HOLD_SECONDS_PER_LAUNCH * len(specs) + 1e-3
+            self.launch(hold, [np.int64(seconds * self._clock_hz())], (1,), (1,))
+            _check(driver.cuEventRecord(events[0], 0), "cuEventRecord")
+            for spec, event in zip(specs, events[1:]):
+                self.launch(spec.kernel, spec.args, spec.global_size, spec.local_size,
+                            shared_bytes=spec.shared_bytes)
+                _check(driver.cuEventRecord(event, 0), "cuEventRecord")
+            self._synchronize()
+            return [_check(driver.cuEventElapsedTime(start, end), "cuEventElapsedTime") * 1e-3
+                    for start, end in zip(events, events[1:])]
+        finally:
+            for event in events:
+                driver.cuEventDestroy(event)
+
+    def _hold_kernel(self) -> Kernel:
+        """A one-thread kernel that spins for a number of clock cycles (compiled once)."""
+        if self._hold is None:
+            self._hold = self.compile(_HOLD_SOURCE, "gh_hold")
+        return self._hold
+
+    def _clock_hz(self) -> float:
+        try:
+            return _attribute(self.cu_device, "CLOCK_RATE") * 1e3  # the attribute is in kHz
+        except Exception:  # noqa: BLE001 - an attribute a newer driver may drop
+            return 2.0e9  # above every NVIDIA GPU's clock: the hold only lasts longer
 
     def _plan(self, specs: list[LaunchSpec], n_slots: int) -> LaunchPlan:
         return CUDAPlan(self, specs, n_slots, graphs=get_config().cuda_graphs)

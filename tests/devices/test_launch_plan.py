@@ -153,3 +153,48 @@ def test_cuda_graphs_setting(monkeypatch):
     monkeypatch.setenv("GINGHAM_CUDA_GRAPHS", "maybe")
     with pytest.raises(ConfigError, match="GINGHAM_CUDA_GRAPHS='maybe' is not a boolean"):
         get_config()
+
+
+def test_timed_launches_run_in_order_and_time_each(compiled_device):
+    # GINGHAM_DEBUG=2's timing path: the same three dependent launches as the plan, given
+    # as specs with buffers, compute the same result, one positive time each.
+    dev = compiled_device
+    rng = np.random.default_rng(1)
+    a, x = (rng.standard_normal(N).astype(np.float32) for _ in range(2))
+    add = dev.compile(VECTOR_ADD[dev.info.dialect], "vector_add")
+    scale = dev.compile(SCALE_OFFSET[dev.info.dialect], "scale_offset")
+    sizes = launch_sizes(dev, N)
+    a_buffer, x_buffer, t1, t2, out = (upload(dev, a), upload(dev, x), dev.alloc(4 * N),
+                                       dev.alloc(4 * N), dev.alloc(4 * N))
+    times = dev.timed_launches([
+        LaunchSpec(add, [t1, x_buffer, a_buffer, np.int64(N)], *sizes),
+        LaunchSpec(add, [t2, t1, x_buffer, np.int64(N)], *sizes),
+        LaunchSpec(scale, [out, t2, np.int32(3), np.float32(0.5), np.int32(N)], *sizes)])
+    np.testing.assert_allclose(download(dev, out, x), ((x + a) + x) * 0.5 + 3, rtol=1e-6)
+    assert len(times) == 3 and all(0 < t < 1 for t in times), times
+
+
+def test_debug_2_times_every_kernel_and_computes_the_same(compiled_device, monkeypatch,
+                                                          capsys):
+    import re
+
+    from gingham import tile
+
+    program = tile.function("""
+    function (A[M, K], B[K, N]) -> (C) {
+        T[i, j : M, N] = +(A[i, k] * B[k, j]);
+        C = relu(T) * 2;
+    }""")
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((33, 20)), rng.standard_normal((20, 17))
+    monkeypatch.setenv("GINGHAM_DEBUG", "2")
+    c = program(a, b, device=compiled_device.id)
+    np.testing.assert_allclose(c, np.maximum(a @ b, 0) * 2, rtol=1e-4, atol=1e-5)
+    err = capsys.readouterr().err
+    prefix = re.escape(f"gingham: {compiled_device.id}: ")
+    kernels = re.findall(prefix + r"k\d+\S* ([\d.]+) ms", err)
+    clock = "device" if compiled_device.times_on_device else "host"
+    total = re.findall(prefix + r"(\d+) kernels, ([\d.]+) ms in all \(the " + clock, err)
+    assert kernels and total, err
+    assert int(total[-1][0]) == len(kernels)
+    assert float(total[-1][1]) == pytest.approx(sum(map(float, kernels)), abs=1e-3 * len(kernels))

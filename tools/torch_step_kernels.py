@@ -1,0 +1,84 @@
+"""PyTorch's kernels of one training step of a benchmark model, from its profiler: what the
+baseline of ``gingham bench model`` spends per kernel on a GPU, beside gingham's own
+``GINGHAM_DEBUG=2`` breakdown of the same step.
+
+    python3 tools/torch_step_kernels.py resnet9 [--precision bf16] [--batch 512] [--top 40]
+
+The step is ``gingham.bench.model.run_torch``'s (SGD with Nesterov momentum, weight decay,
+cross-entropy; under ``--precision`` PyTorch's autocast with channels-last tensors). Three
+warm-up steps, then one profiled step; each CUDA kernel's device time, grouped by kernel
+name and sorted by total, and the sum of every kernel's time beside the step's wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import time
+
+import numpy as np
+import torch
+
+from gingham.bench.model import torch_model
+
+SHAPES = {"resnet9": (3, 32, 32), "resnet18": (3, 32, 32), "story": (3, 100, 100)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", choices=sorted(SHAPES))
+    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="bf16")
+    parser.add_argument("--batch", type=int, default=512)
+    parser.add_argument("--top", type=int, default=40)
+    args = parser.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    low = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]
+    torch.manual_seed(0)
+    net = torch_model(torch, args.model).cuda()
+    rng = np.random.default_rng(0)
+    x = torch.tensor(rng.standard_normal((args.batch, *SHAPES[args.model]), np.float32)).cuda()
+    y = torch.tensor(rng.integers(0, 10, args.batch)).cuda()
+    if low is not None:
+        net = net.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, nesterov=True,
+                                weight_decay=5e-4)
+    scaler = torch.amp.GradScaler("cuda", enabled=low == torch.float16)
+
+    def step() -> None:
+        with torch.autocast("cuda", dtype=low or torch.float32, enabled=low is not None):
+            loss = torch.nn.functional.cross_entropy(net(x), y)
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(10):
+        step()
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - start) / 10
+    activities = [torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as profile:
+        step()
+        torch.cuda.synchronize()
+    totals: dict[str, list[float]] = collections.defaultdict(list)
+    for event in profile.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            totals[event.name].append(event.device_time * 1e-3)  # microseconds -> ms
+    rows = sorted(totals.items(), key=lambda item: -sum(item[1]))
+    every = sum(sum(times) for times in totals.values())
+    launches = sum(len(times) for times in totals.values())
+    print(f"{'ms':>8} {'count':>5}  kernel")
+    for name, times in rows[:args.top]:
+        print(f"{sum(times):8.3f} {len(times):5d}  {name[:150]}")
+    print(f"{args.model} {args.precision} batch {args.batch}: {launches} kernels, "
+          f"{every:.3f} ms of kernels; a step takes {wall * 1e3:.3f} ms (10 steps' mean)")
+
+
+if __name__ == "__main__":
+    main()
