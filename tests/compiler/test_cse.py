@@ -91,3 +91,72 @@ def test_a_rewritten_program_compiles_once(compiled_device, monkeypatch):
     first = executable(bound, compiled_device)
     assert executable(bound, compiled_device) is first
     assert len(calls) == 1
+
+
+# The two copies of a training step's batch norm, as the tracer writes them: the loss's copy
+# stores the mean (its running-statistics update reads it too), the gradient program's copy
+# writes it inline. They compute the same values: D2, V2 and R's work are dropped.
+BATCH_NORM_TWICE = """
+function (X[N, C], G[C], B[C], RM[C]) -> (Y, R, RM2) {
+    S[0, c : 1, C] = +(X[n, c]);
+    D1 = X - S / 8.0;
+    Q1 = pow(D1, 2.0);
+    V1[0, c : 1, C] = +(Q1[n, c]);
+    Y = D1 * rsqrt(V1 / 8.0 + 1e-05) * G + B;
+    M = S / 8.0;
+    D2 = X - M;
+    Q2 = pow(D2, 2.0);
+    V2[0, c : 1, C] = +(Q2[n, c]);
+    W = V2 / 8.0;
+    R = D2 * rsqrt(W + 1e-05) * G + B;
+    RM2 = RM * 0.9 + M * 0.1;
+}
+"""
+
+
+def _batch_norm_arrays():
+    rng = np.random.default_rng(3)
+    return (rng.standard_normal((8, 5)).astype(np.float32) * 3 + 1,
+            *(rng.standard_normal(5).astype(np.float32) for _ in range(3)))
+
+
+def test_an_inlined_copy_is_the_same_value():
+    kept = eliminate_common(tile.function(BATCH_NORM_TWICE).bind(*_batch_norm_arrays()))
+    names = [s.out for s in kept.program.statements]
+    assert not {"D2", "Q2", "V2", "W"} & set(names), names  # W: unread once R is a copy
+    assert "M" in names  # the running mean reads it: not a repeat of anything stored
+    r = next(s for s in kept.program.statements if s.out == "R")
+    assert r.expr == tile.ir.Ref("Y")  # an output: a copy of the value computed first
+    assert eliminate_common(kept) is kept
+
+
+def test_an_inlined_copy_computes_the_same_values(compiled_device):
+    x, g, b, rm = _batch_norm_arrays()
+    y, r, rm2 = executable(tile.function(BATCH_NORM_TWICE).bind(x, g, b, rm),
+                           compiled_device)(x, g, b, rm)
+    x64 = x.astype(np.float64)
+    want = (x64 - x64.mean(0)) / np.sqrt(x64.var(0) + 1e-5) * g + b
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(r, y)
+    np.testing.assert_allclose(rm2[0], rm * 0.9 + x64.mean(0) * 0.1, rtol=1e-5, atol=1e-6)
+
+
+def test_a_weakly_typed_tensor_is_not_inlined():
+    # C is a literal stored as a float32 tensor: X * C multiplies in float32, X * 0.1 in
+    # bfloat16 (the literal takes X's type). Read inline, C would make A look like B.
+    source = """
+    function (X[N]) -> (A, B) {
+        C = 0.1;
+        A = as_float(X * C, 32);
+        B = as_float(X * 0.1, 32);
+    }"""
+    from gingham.tile.dtypes import bfloat16
+
+    x = (np.arange(1, 9, dtype=np.float32) * 1.37).astype(bfloat16)
+    bound = tile.function(source).bind(x)
+    assert [s.out for s in eliminate_common(bound).program.statements] == ["C", "A", "B"]
+    a, b = executable(bound, get_device("reference"))(x)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(a, x64 * np.float32(0.1), rtol=1e-6)  # float32 arithmetic
+    np.testing.assert_array_equal(b, (x * np.array(0.1, bfloat16)).astype(np.float32))  # bfloat16
+    assert not np.array_equal(a, b)
