@@ -137,12 +137,12 @@ class Executable:
         if self.debug >= 2:
             return self._run_timed(inputs, fresh_outputs)
         if fresh_outputs:
-            alloc = self.device.alloc
             if prefer is None:
+                alloc = self.device.alloc
                 outputs = [alloc(n) for n in self._output_nbytes]
             else:
-                outputs = [alloc(n, prefer[i])
-                           for n, i in zip(self._output_nbytes, self._output_positions)]
+                outputs = self.device.alloc_many(
+                    self._output_nbytes, [prefer[i] for i in self._output_positions])
         else:
             outputs = self._own_outputs
         slots = [*inputs, *outputs]

@@ -38,7 +38,6 @@ import ctypes
 import dataclasses
 import os
 import time
-import weakref
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Sequence
@@ -129,11 +128,14 @@ class DeviceStats:
 class Buffer:
     """A block of device memory of ``nbytes``, owned by its device.
 
-    Freed by :meth:`free` or when garbage-collected. ``handle`` is the backend's object
+    Freed by :meth:`free` or when garbage-collected (into the device's pool, where it has
+    one). ``handle`` is the backend's object
     (a NumPy array on the host, a ``pyopencl.Buffer``, a CUDA device pointer); ``address``
     is the memory's address as an int where the backend has one (host pointer, CUDA device
     pointer; None for OpenCL), so that a launch passes it without a lookup.
     """
+
+    __slots__ = ("device", "nbytes", "address", "_handle", "_release", "_pool")
 
     def __init__(self, device: Device, nbytes: int, handle: Any,
                  release: Callable[[Any], None] | None = None,
@@ -142,11 +144,24 @@ class Buffer:
         self.nbytes = nbytes
         self.address = address
         self._handle = handle
-        # weakref.finalize (not __del__) also runs at interpreter exit, exactly once.
-        if pool is None:
-            self._finalizer = weakref.finalize(self, _release_quietly, release, handle)
-        else:
-            self._finalizer = weakref.finalize(self, pool.give, nbytes, address, release, handle)
+        self._release = release
+        self._pool = pool  # where the memory goes when the buffer is collected
+
+    def __del__(self) -> None:
+        # __del__ rather than weakref.finalize: a replayed step makes a buffer per updated
+        # tensor every step, and a finalizer costs 3 us to make and run against 0.7 us.
+        # At interpreter exit the runtime frees whatever is left with its context.
+        handle = self._handle
+        if handle is None:
+            return
+        self._handle = None
+        try:
+            if self._pool is not None:
+                self._pool.give(self.nbytes, self.address, self._release, handle)
+            else:
+                _release_quietly(self._release, handle)
+        except Exception:  # noqa: BLE001 - at exit the pool or the runtime may be gone
+            pass
 
     @property
     def handle(self) -> Any:
@@ -160,18 +175,13 @@ class Buffer:
 
     def free(self) -> None:
         """Give the memory back to the runtime now (idempotent; never to a pool)."""
-        self._handle = None
-        self.address = None
-        detached = self._finalizer.detach()
-        if detached is not None:
-            release, handle = detached[2][-2:]  # both finalizers end with (release, handle)
-            _release_quietly(release, handle)
+        handle, self._handle, self.address = self._handle, None, None
+        if handle is not None:
+            _release_quietly(self._release, handle)
 
     def _recycle_into(self, pool: BufferPool) -> None:
         """When collected, hand the memory to ``pool`` instead of back to the runtime."""
-        _, _, (release, handle), _ = self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, pool.give, self.nbytes, self.address,
-                                           release, handle)
+        self._pool = pool
 
     def __repr__(self) -> str:
         state = " freed" if self.freed else ""
@@ -208,13 +218,14 @@ class BufferPool:
         self.kept_bytes = 0
         self._free: dict[int, collections.deque] = {}
 
-    def take(self, nbytes: int, prefer: Any = None) -> tuple[Any, int | None, Callable] | None:
+    def take(self, nbytes: int, prefer: Any = None, only_preferred: bool = False
+             ) -> tuple[Any, int | None, Callable] | None:
         """(handle, address, release) of a kept block of exactly ``nbytes``, or None; the
-        block whose handle is ``prefer`` when the pool holds it."""
+        block whose handle is ``prefer`` when the pool holds it (``only_preferred``: that
+        block or None)."""
         kept = self._free.get(nbytes)
         if not kept:
             return None
-        self.kept_bytes -= nbytes
         if prefer is not None:
             # By position, not by iterating: a finalizer run by the garbage collector may
             # append to this deque meanwhile (and handles may not compare with ==).
@@ -222,7 +233,11 @@ class BufferPool:
                 if kept[index][0] is prefer:
                     entry = kept[index]
                     del kept[index]
+                    self.kept_bytes -= nbytes
                     return entry
+        if only_preferred:
+            return None
+        self.kept_bytes -= nbytes
         return kept.popleft()
 
     def give(self, nbytes: int, address: int | None, release: Callable[[Any], None] | None,
@@ -460,6 +475,26 @@ class Device(abc.ABC):
             buffer = self._alloc(nbytes)
         buffer._recycle_into(pool)
         return buffer
+
+    def alloc_many(self, sizes: Sequence[int], prefer: Sequence[Any]) -> list[Buffer]:
+        """:meth:`alloc` of each size, with its preferred handle (or None), in two passes:
+        first every buffer whose preferred block the pool holds, then the rest. In one pass
+        a buffer whose block is still in use would take the oldest block of its size, which
+        may be the one a later buffer of the list prefers, and the addresses of a replayed
+        step would then never repeat (its CUDA graph updated every step)."""
+        pool = self.pool
+        if pool is None:
+            return [self.alloc(n) for n in sizes]
+        buffers: list[Buffer | None] = [None] * len(sizes)
+        for index, (nbytes, handle) in enumerate(zip(sizes, prefer)):
+            if handle is not None:
+                kept = pool.take(nbytes, handle, only_preferred=True)
+                if kept is not None:
+                    handle, address, release = kept
+                    buffers[index] = Buffer(self, nbytes, handle, release=release,
+                                            address=address, pool=pool)
+        return [buffer if buffer is not None else self.alloc(nbytes)
+                for buffer, nbytes in zip(buffers, sizes)]
 
     def copy_in(self, buffer: Buffer, array: np.ndarray) -> None:
         """Copy a C-contiguous host array into the start of ``buffer`` (complete on return)."""
