@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -83,5 +83,22 @@ step tests-cuda 100 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pyt
 step resnet9-bf16-cuda 70 $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
 step resnet9-bf16-kernels 40 env GINGHAM_DEBUG=2 $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch --steps 1
 step resnet9-bf16-torch-kernels 40 python3 tools/torch_step_kernels.py resnet9 --precision bf16 --top 60
+;;
+n)  # the step after a change: the tensor-core and CSE tests, the bf16 step beside PyTorch, its
+    # kernels and overheads, then Nsight Compute on the kernels named in NCU_KERNELS (a regex
+    # of entry names, gk_...; tools/kernel_bandwidth.py --out writes each kernel's source)
+step tests-cuda 90 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests/compiler/test_cse.py tests/compiler/test_tensor_cores.py tests/frontend/test_amp.py tests/frontend/test_training.py -k cuda
+step resnet9-bf16-cuda 60 $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
+step resnet9-bf16-overhead 40 python3 tools/step_overhead.py resnet9 --device cuda:0 --precision bf16
+step resnet9-bf16-kernels 30 env GINGHAM_DEBUG=2 $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch --steps 1
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+[ -n "${NCU_KERNELS:-}" ] && step ncu 150 "$ncu" --clock-control none --cache-control none --kernel-name "regex:${NCU_KERNELS}" --launch-count 3 --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch --steps 1
+;;
+s)  # the tensor-core sweep of ResNet-9's heaviest convolutions (persistent or not), the
+    # tensor-core tests, the bf16 step and its overheads
+step tests-tc 90 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests/compiler/test_tensor_cores.py tests/devices/test_launch_plan.py -k cuda
+step resnet9-sweep 200 python3 tools/bench_tensor_cores.py --repeats 10 --resnet9-sweep "${SWEEP_NAMES:-}"
+step resnet9-bf16-cuda 60 $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
+step resnet9-bf16-overhead 40 python3 tools/step_overhead.py resnet9 --device cuda:0 --precision bf16 --profile
 ;;
 esac

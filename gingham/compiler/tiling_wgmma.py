@@ -36,10 +36,14 @@ Measured on the H200 against ``mma.sync`` in the same run (``gingham bench ops -
 bf16 GEMM 8192 2.02 ms = 546 TFLOP/s, 0.80x cuBLAS (2.67 ms, 0.60x); GEMM 4096 0.74x (0.56x);
 the CIFAR conv layer forward + backward 159 us (189). A bf16 ResNet-9 step's 28 tensor-core
 kernels, each timed synchronised: 5.4 ms (6.7 with mma.sync); the short-K convolutions
-(K = 576-1152) stay at 200-310 TFLOP/s: each block's fill and epilogue weigh on 9-18 K steps
-(BLOCK_OVERHEAD_STEPS in the cost model), and, by arithmetic not profiled, a 128x128 tile's
-32 KiB of operands a K step would need about 15 TB/s from L2 across the 132 multiprocessors
-to keep their tensor cores busy (256x128 tiles need a quarter less per product).
+(K = 576-1152) stay at 200-310 TFLOP/s. Nsight Compute on the 64 -> 128 channel forward
+(128x128 tiles, 9 K steps, 0.32 ms): L2 throughput 75%, SM throughput 25%, the warps
+stalled mostly on the LSU queue (the cp.async copies; L1 hit rate 54% for the im2col
+operand): a 128x128 tile's 32 KiB of operands a K step is more than L2 delivers to keep the
+tensor cores busy. Persistent blocks that carry the pipeline across tiles (so a tile's fill
+overlaps the tile before) measured 0-15% slower on four such convolutions
+(``tools/bench_tensor_cores.py --resnet9-sweep``): the fill is not what limits them; fewer
+L2 bytes per product is (TMA multicast across a cluster, or a filter kept in shared memory).
 
     kernels = tensor_core_contraction(plan, ctx, "k0_C", h200)   # wgmma on an H200
 """

@@ -1,0 +1,134 @@
+"""Where a replayed training step's time goes besides its kernels: the host's share of a
+``gingham.jit`` step of a benchmark model, the replay of its executable alone, and the
+kernels' own time on the device's clock.
+
+    python3 tools/step_overhead.py resnet9 --device cuda:0 [--precision bf16] [--batch 512]
+
+After the first step and two warm-up steps (the same model, optimiser and batches as
+``gingham bench model``), the median of ``--steps`` steps of each:
+
+* ``step``: ``step(x, y)`` then a synchronisation (what ``gingham bench model`` times);
+* ``host``: the same call's return alone (the host's work before the device is left alone:
+  binding, output buffers, the launch or the graph launch);
+* ``replay``: ``executable.run`` on the same buffers again, synchronised (the launches with
+  no ``jit`` bookkeeping);
+* ``kernels``: every kernel timed back to back on the device's clock
+  (``Device.timed_launches``, what ``GINGHAM_DEBUG=2`` sums).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import gingham  # noqa: E402
+from gingham.bench import model as bench_model  # noqa: E402
+from gingham.devices import get_device  # noqa: E402
+from gingham.devices.base import LaunchSpec  # noqa: E402
+from gingham.nn import training  # noqa: E402
+
+PRECISIONS = {"fp32": None, "bf16": "bfloat16", "fp16": "float16"}
+
+
+def median_ms(call, sync, count: int) -> float:
+    times = []
+    for _ in range(count):
+        start = time.perf_counter()
+        call()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", choices=sorted(bench_model.MODELS))
+    parser.add_argument("--device", default="cuda:0")
+    parser.add_argument("--precision", choices=sorted(PRECISIONS), default="bf16")
+    parser.add_argument("--batch", type=int)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--profile", action="store_true",
+                        help="also print a profile of the host's share of --steps steps")
+    args = parser.parse_args()
+    spec = bench_model.MODELS[args.model]
+    device = get_device(args.device)
+    settings = bench_model.ModelSettings(precision=args.precision)
+    layout = bench_model.layout_of(settings, device.info.dialect)
+    batch = args.batch or spec.batch
+    net = spec.gingham_model(args.device, layout)
+    optimizer = gingham.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, nesterov=True,
+                                  weight_decay=5e-4)
+    step = training.train_step(net, optimizer, autocast=PRECISIONS[args.precision])
+    batches = [(gingham.tensor(x, device=args.device), gingham.tensor(y, device=args.device))
+               for x, y in bench_model._batches(spec, batch, layout)]  # noqa: SLF001
+    counter = iter(range(1 << 30))
+
+    def one_step():
+        return step(*batches[next(counter) % 2])
+
+    for _ in range(3):
+        one_step().item()
+    stepped = median_ms(one_step, device.synchronize, args.steps)
+    hosts = []
+    for _ in range(args.steps):
+        device.synchronize()
+        start = time.perf_counter()
+        one_step()
+        hosts.append(time.perf_counter() - start)
+    device.synchronize()
+    host = statistics.median(hosts) * 1e3
+    if args.profile:
+        import cProfile
+        import pstats
+
+        profile = cProfile.Profile()
+        for _ in range(args.steps):
+            device.synchronize()
+            profile.enable()
+            one_step()
+            profile.disable()
+        device.synchronize()
+        pstats.Stats(profile).sort_stats("tottime").print_stats(20)
+    (compiled,) = [value for value in _compiled_of(step)]
+    exe = compiled.executable
+    arguments = list(batches[0])
+    buffers = [(leaf if slot < 0 else arguments[slot])._buffer
+               for slot, leaf in compiled._bindings]  # noqa: SLF001 - a measuring tool
+    replay = median_ms(lambda: exe.run(buffers), device.synchronize, args.steps)
+    kernels = _kernel_ms(exe, buffers, device)
+    print(f"{args.model} {args.precision} batch {batch} on {args.device}: "
+          f"{len(exe.launches)} kernels, traced {step.traces} times")
+    print(f"  step    {stepped:8.3f} ms  (call + synchronise, median of {args.steps})")
+    print(f"  host    {host:8.3f} ms  (the call's return: jit bookkeeping and the launch)")
+    print(f"  replay  {replay:8.3f} ms  (executable.run on the same buffers, synchronised)")
+    print(f"  kernels {kernels:8.3f} ms  (each kernel back to back, "
+          f"{'device' if device.times_on_device else 'host'} clock)")
+
+
+def _compiled_of(step):
+    """The traced signatures' compiled programs of a ``gingham.jit`` function."""
+    for cell in step.__closure__ or ():
+        value = cell.cell_contents
+        if isinstance(value, dict):
+            yield from value.values()
+
+
+def _kernel_ms(exe, inputs, device) -> float:
+    buffers = dict(exe._buffers)  # noqa: SLF001 - a measuring tool
+    buffers.update(zip(exe.input_names, inputs))
+    for name in exe.output_names:
+        if name not in buffers:
+            buffers[name] = device.alloc(exe.nbytes(name))
+    specs = [LaunchSpec(launch.kernel, [buffers[name] for name in launch.args],
+                        launch.global_size, launch.local_size, launch.shared_bytes)
+             for launch in exe.launches]
+    return min(sum(device.timed_launches(specs)) for _ in range(3)) * 1e3
+
+
+if __name__ == "__main__":
+    main()
