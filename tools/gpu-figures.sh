@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -100,5 +100,19 @@ step tests-tc 90 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest
 step resnet9-sweep 200 python3 tools/bench_tensor_cores.py --repeats 10 --resnet9-sweep "${SWEEP_NAMES:-}"
 step resnet9-bf16-cuda 60 $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
 step resnet9-bf16-overhead 40 python3 tools/step_overhead.py resnet9 --device cuda:0 --precision bf16 --profile
+;;
+o)  # closing run, part 1: the CUDA tests, then the op targets on CUDA and NVIDIA OpenCL
+step tests-cuda 170 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18"
+step ops-cuda 100 $g bench ops --device cuda:0 --only gemm,conv --dtype fp32,bf16 --gemm-sizes 4096,8192 --torch-compile off --json "$out/ops-cuda.json"
+step ops-opencl 90 $g bench ops --device opencl:0 --only gemm,conv --dtype fp32 --gemm-sizes 4096 --torch-compile off --json "$out/ops-opencl.json"
+step tests-opencl 60 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 4 -q -p no:cacheprovider -p no:warnings tests/devices/test_opencl_build.py tests/tune/test_device_model_background.py
+;;
+e)  # closing run, part 2: first epochs (fresh caches), the model targets, the all-devices table
+step resnet9-opencl-first 60 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" GINGHAM_DEBUG=1 $g bench model resnet9 --device opencl:0 --no-torch --json "$out/resnet9-opencl-first.json"
+step resnet9-fp32-cuda-first 50 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --torch-compile off --json "$out/resnet9-fp32-cuda-first.json"
+step resnet9-bf16-cuda 50 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --precision bf16 --steps 20 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
+step story-cuda 40 $g bench model story --device cuda:0 --steps 20 --torch-compile off --json "$out/story-cuda.json"
+step resnet9-bf16-overhead 25 python3 tools/step_overhead.py resnet9 --device cuda:0 --precision bf16
+step all-devices 240 $g bench model story resnet9 --all-devices --quick --torch-compile off --json "$out/all-devices.json"
 ;;
 esac

@@ -14,9 +14,10 @@ names match the log's (``k91_T240``). Per kernel:
   reduction's partials included): what it must move at least;
 * the bound: bytes / bandwidth (``--bandwidth`` TB/s, default 4.0, an H200's HBM3e);
 * from the log (the last time each kernel was printed): the measured time, the GB/s it
-  reached, and the time lost against the bound. The log times each launch synchronised, so
-  every kernel also pays a launch and a synchronisation (the smallest times in the log, about
-  20 us on an H200, say how much); a CUDA graph replay does not.
+  reached, and the time lost against the bound. On CUDA and OpenCL the log's times are the
+  device's clock with the kernels launched back to back (``Device.timed_launches``): what
+  each adds to a replay, a few microseconds at least (the smallest times in the log say how
+  much); elsewhere each time also holds a launch and a synchronisation.
 * notes: what the schedule line and the parameters say about why (per-element half-type
   accesses, few work-groups, a long serial loop per work-item ...).
 
@@ -171,8 +172,8 @@ def main() -> int:
     if timed:
         floor = min(row.ms for row in timed)
         print(f"{len(timed)} kernels timed: {sum(r.ms for r in timed):.3f} ms measured, "
-              f"{sum(bound_ms(r) for r in timed):.3f} ms at {args.bandwidth} TB/s; each timing "
-              f"includes a launch and a synchronisation (the fastest kernel: {floor:.3f} ms)")
+              f"{sum(bound_ms(r) for r in timed):.3f} ms at {args.bandwidth} TB/s (the "
+              f"fastest kernel: {floor:.3f} ms)")
     else:
         print(f"{len(rows)} kernels: {sum(bound_ms(r) for r in rows):.3f} ms at "
               f"{args.bandwidth} TB/s")
