@@ -94,7 +94,7 @@ step resnet9-bf16-kernels 30 env GINGHAM_DEBUG=2 $g bench model resnet9 --device
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 [ -n "${NCU_KERNELS:-}" ] && step ncu 150 "$ncu" --clock-control none --cache-control none --kernel-name "regex:${NCU_KERNELS}" --launch-count 3 --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch --steps 1
 ;;
-s)  # the tensor-core sweep of ResNet-9's heaviest convolutions (persistent or not), the
+s)  # the tensor-core sweep of ResNet-9's heaviest convolutions (each warpgroup candidate), the
     # tensor-core tests, the bf16 step and its overheads
 step tests-tc 90 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests/compiler/test_tensor_cores.py tests/devices/test_launch_plan.py -k cuda
 step resnet9-sweep 200 python3 tools/bench_tensor_cores.py --repeats 10 --resnet9-sweep "${SWEEP_NAMES:-}"

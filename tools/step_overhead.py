@@ -13,7 +13,7 @@ After the first step and two warm-up steps (the same model, optimiser and batche
 * ``replay``: ``executable.run`` on the same buffers again, synchronised (the launches with
   no ``jit`` bookkeeping);
 * ``kernels``: every kernel timed back to back on the device's clock
-  (``Device.timed_launches``, what ``GINGHAM_DEBUG=2`` sums).
+  (``Executable.kernel_times``, what ``GINGHAM_DEBUG=2`` sums; the best of three).
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import gingham  # noqa: E402
 from gingham.bench import model as bench_model  # noqa: E402
 from gingham.devices import get_device  # noqa: E402
-from gingham.devices.base import LaunchSpec  # noqa: E402
 from gingham.nn import training  # noqa: E402
 
 PRECISIONS = {"fp32": None, "bf16": "bfloat16", "fp16": "float16"}
@@ -100,7 +99,7 @@ def main() -> None:
     buffers = [(leaf if slot < 0 else arguments[slot])._buffer
                for slot, leaf in compiled._bindings]  # noqa: SLF001 - a measuring tool
     replay = median_ms(lambda: exe.run(buffers), device.synchronize, args.steps)
-    kernels = _kernel_ms(exe, buffers, device)
+    kernels = min(sum(exe.kernel_times(buffers)) for _ in range(3)) * 1e3
     print(f"{args.model} {args.precision} batch {batch} on {args.device}: "
           f"{len(exe.launches)} kernels, traced {step.traces} times")
     print(f"  step    {stepped:8.3f} ms  (call + synchronise, median of {args.steps})")
@@ -116,18 +115,6 @@ def _compiled_of(step):
         value = cell.cell_contents
         if isinstance(value, dict):
             yield from value.values()
-
-
-def _kernel_ms(exe, inputs, device) -> float:
-    buffers = dict(exe._buffers)  # noqa: SLF001 - a measuring tool
-    buffers.update(zip(exe.input_names, inputs))
-    for name in exe.output_names:
-        if name not in buffers:
-            buffers[name] = device.alloc(exe.nbytes(name))
-    specs = [LaunchSpec(launch.kernel, [buffers[name] for name in launch.args],
-                        launch.global_size, launch.local_size, launch.shared_bytes)
-             for launch in exe.launches]
-    return min(sum(device.timed_launches(specs)) for _ in range(3)) * 1e3
 
 
 if __name__ == "__main__":

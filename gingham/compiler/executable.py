@@ -151,25 +151,43 @@ class Executable:
 
     def _run_timed(self, inputs: Sequence[Buffer], fresh_outputs: bool) -> list[Buffer]:
         """``run`` one launch at a time, each timed and printed (``GINGHAM_DEBUG=2``)."""
-        buffers = dict(self._buffers)
-        buffers.update(zip(self.input_names, inputs))
-        if fresh_outputs:
-            for name in self.output_names:
-                if name not in self.input_names:
-                    buffers[name] = self.device.alloc(self.nbytes(name))
-        specs = [LaunchSpec(launch.kernel, [buffers[name] for name in launch.args],
-                            launch.global_size, launch.local_size, launch.shared_bytes)
-                 for launch in self.launches]
-        times = self.device.timed_launches(specs)
+        buffers = self._bound_buffers(inputs, fresh_outputs)
+        times = self.kernel_times(buffers)
         for launch, elapsed in zip(self.launches, times):
-            rate = f", {launch.flops / elapsed / 1e9:.1f} GFLOP/s" if launch.flops and elapsed \
-                else ""
+            rate = (f", {launch.flops / elapsed / 1e9:.1f} GFLOP/s"
+                    if launch.flops and elapsed else "")
             debug_print(2, f"{self.device.id}: {launch.name} {elapsed * 1e3:.3f} ms{rate}")
         clock = ("the device's clock, launched back to back" if self.device.times_on_device
                  else "the host's clock, each launch synchronised")
         debug_print(2, f"{self.device.id}: {len(times)} kernels, {sum(times) * 1e3:.3f} ms "
                        f"in all ({clock})")
         return [buffers[name] for name in self.output_names]
+
+    def _bound_buffers(self, inputs: Sequence[Buffer], fresh_outputs: bool = True
+                       ) -> dict[str, Buffer]:
+        """Every tensor's buffer for a run on ``inputs``: the planned ones, the inputs, and
+        new output buffers (``fresh_outputs``) or the executable's own."""
+        buffers = dict(self._buffers)
+        buffers.update(zip(self.input_names, inputs))
+        if fresh_outputs:
+            for name in self.output_names:
+                if name not in self.input_names:
+                    buffers[name] = self.device.alloc(self.nbytes(name))
+        return buffers
+
+    def kernel_times(self, buffers: dict[str, Buffer] | Sequence[Buffer]) -> list[float]:
+        """Run every launch once and return each one's seconds (:meth:`Device.timed_launches`:
+        the device's clock where it has one). ``buffers``: every tensor's buffer, or the
+        input buffers (outputs then go to new buffers)::
+
+            >>> sum(exe.kernel_times([buf_a, buf_b]))    # the kernels' share of a run
+        """
+        if not isinstance(buffers, dict):
+            buffers = self._bound_buffers(buffers)
+        specs = [LaunchSpec(launch.kernel, [buffers[name] for name in launch.args],
+                            launch.global_size, launch.local_size, launch.shared_bytes)
+                 for launch in self.launches]
+        return self.device.timed_launches(specs)
 
     def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
         """Copy the arrays in, run, and copy every output back."""

@@ -465,8 +465,7 @@ class Device(abc.ABC):
             return self._alloc(nbytes)
         kept = pool.take(nbytes, prefer)
         if kept is not None:
-            handle, address, release = kept
-            return Buffer(self, nbytes, handle, release=release, address=address, pool=pool)
+            return self._pooled(nbytes, kept)
         try:
             buffer = self._alloc(nbytes)
         except DeviceMemoryError:
@@ -487,14 +486,16 @@ class Device(abc.ABC):
             return [self.alloc(n) for n in sizes]
         buffers: list[Buffer | None] = [None] * len(sizes)
         for index, (nbytes, handle) in enumerate(zip(sizes, prefer)):
-            if handle is not None:
-                kept = pool.take(nbytes, handle, only_preferred=True)
-                if kept is not None:
-                    handle, address, release = kept
-                    buffers[index] = Buffer(self, nbytes, handle, release=release,
-                                            address=address, pool=pool)
+            kept = pool.take(nbytes, handle, only_preferred=True) if handle is not None else None
+            if kept is not None:
+                buffers[index] = self._pooled(nbytes, kept)
         return [buffer if buffer is not None else self.alloc(nbytes)
                 for buffer, nbytes in zip(buffers, sizes)]
+
+    def _pooled(self, nbytes: int, kept: tuple) -> Buffer:
+        """A buffer on a block the pool handed out (``BufferPool.take``'s triple)."""
+        handle, address, release = kept
+        return Buffer(self, nbytes, handle, release=release, address=address, pool=self.pool)
 
     def copy_in(self, buffer: Buffer, array: np.ndarray) -> None:
         """Copy a C-contiguous host array into the start of ``buffer`` (complete on return)."""

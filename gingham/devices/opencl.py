@@ -517,7 +517,6 @@ class OpenCLDevice(Device):
         queue.finish()
         return [(event.profile.start * 1e-9, event.profile.end * 1e-9) for event in events]
 
-
     times_on_device = True
 
     def timed_launches(self, specs) -> list[float]:
