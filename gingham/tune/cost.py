@@ -77,15 +77,22 @@ def gpu_registers(config) -> int:
     return config.reg_m * config.reg_n + config.reg_m + config.reg_n + staging + 24
 
 
-def gpu_residency(config, model: DeviceModel, itemsize: int) -> int:
-    """Work-groups of ``config`` resident on one compute unit at once (0: none fits)."""
+def gpu_residency_limits(config, model: DeviceModel, itemsize: int) -> tuple[int, int, int]:
+    """Work-groups of ``config`` that fit one compute unit by its threads, by its local memory
+    and by its registers (each at most :data:`GPU_GROUPS_PER_UNIT`)."""
     by_threads = model.threads_per_unit // max(config.threads, 1)
     local = config.local_bytes(itemsize)
     by_local = (model.local_memory_per_unit or model.local_memory_bytes) // local if local \
         else GPU_GROUPS_PER_UNIT
     regs = gpu_registers(config) * config.threads
     by_regs = GPU_REGISTERS_PER_UNIT // regs if model.kind == "gpu" else GPU_GROUPS_PER_UNIT
-    return max(0, min(by_threads, by_local, by_regs, GPU_GROUPS_PER_UNIT))
+    return (min(by_threads, GPU_GROUPS_PER_UNIT), min(by_local, GPU_GROUPS_PER_UNIT),
+            min(by_regs, GPU_GROUPS_PER_UNIT))
+
+
+def gpu_residency(config, model: DeviceModel, itemsize: int) -> int:
+    """Work-groups of ``config`` resident on one compute unit at once (0: none fits)."""
+    return max(0, min(gpu_residency_limits(config, model, itemsize)))
 
 
 def gpu_time(config, view, model: DeviceModel, itemsize: int = 4) -> float:

@@ -22,7 +22,9 @@ from ..cache import DiskCache
 from ..config import debug_print
 
 #: Bump when the schedule families' configurations change meaning: old entries are ignored.
-DB_VERSION = 1
+#: 2: a GPU tiled configuration on CUDA caps its registers unless ``bounded`` is false (an
+#: entry of version 1 was measured without the cap).
+DB_VERSION = 2
 _NAMESPACE = "tuning"
 
 

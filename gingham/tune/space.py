@@ -123,10 +123,13 @@ def rank_gpu(view, info: DeviceInfo, itemsize: int, model: DeviceModel
 
 def gpu_neighbours(config: TileConfig, view, info: DeviceInfo, itemsize: int
                    ) -> list[TileConfig]:
-    """Variations the cost model cannot rank (band height, padding) and split-K near
-    ``config``: what the measured search tries around its best candidate."""
+    """Variations the cost model cannot rank (band height, padding, on CUDA the register
+    bound) and split-K near ``config``: what the measured search tries around its best
+    candidate."""
     out = [dataclasses.replace(config, group_m=g) for g in GPU_GROUP_M if g != config.group_m]
     out.append(dataclasses.replace(config, pad=0 if config.pad else 4))
+    if info.dialect == "cuda":
+        out.append(dataclasses.replace(config, bounded=not config.bounded))
     if info.kind != "cpu":
         out += [dataclasses.replace(config, tile_k=tk) for tk in GPU_TILE_K_NEIGHBOURS
                 if tk != config.tile_k]

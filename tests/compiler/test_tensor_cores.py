@@ -41,6 +41,7 @@ from gingham.tune import search
 from gingham.tune.db import TuningDB
 from gingham.tune.keys import device_key, kernel_key
 
+from descriptions import H200  # tests/compiler/ is on sys.path
 from simt import Simulator  # tests/compiler/simt.py (the test directory is on sys.path)
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -49,11 +50,6 @@ TC = "gpu tensor-core contraction"
 COMPILED = [d for d in list_devices() if d.info.dialect is not None]
 CUDA = [d for d in COMPILED if d.info.dialect == "cuda"]
 
-H200 = DeviceInfo(id="cuda:sim", name="NVIDIA H200 (description)", vendor="NVIDIA", kind="gpu",
-                  dialect="cuda", compute_units=132, global_memory_bytes=140 << 30,
-                  local_memory_bytes=232448, max_work_group_size=1024, simd_width=32,
-                  cache_line_bytes=128, l1_bytes=0, l2_bytes=60 << 20, l3_bytes=0,
-                  driver_version="-", compiler_version="-", compute_capability=90)
 
 GEMM = "function (A[M, K], B[K, N]) -> (C) { C[i, j : M, N] = +(A[i, k] * B[k, j]); }"
 BATCHED_T = """function (A[Bt, K, M], B[Bt, N, K]) -> (C) {

@@ -68,7 +68,12 @@ def test_matmul_shapes(gpu, m, k, n):
     _close(c, a.astype(np.float64) @ b, k)
 
 
-@pytest.mark.parametrize("config", tiling_gpu.CANDIDATES, ids=str)
+#: Every sample configuration, and the largest without its register bound (on CUDA, the
+#: bounded one may spill: both must compute the same cells).
+CONFIGS = tiling_gpu.CANDIDATES + (dataclasses.replace(tiling_gpu.CANDIDATES[0], bounded=False),)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c}{'' if c.bounded else ' unbounded'}")
 def test_every_candidate_config(gpu, monkeypatch, config):
     if not tiling_gpu._fits(config, gpu.info, 4):
         pytest.skip(f"{config} does not fit {gpu.id}")
@@ -209,6 +214,57 @@ def test_fallbacks_stay_correct(gpu):
     (c,), schedules = _run(source, (a, b), gpu, expect_tiled=())
     assert not schedules[0].startswith(TILED)
     np.testing.assert_allclose(c, (a[:, :, None] * b[None]).max(axis=1), rtol=1e-6)
+
+
+def _cuda_kernel(config, info):
+    """The kernel of a 1024-cubed matmul under ``config``, lowered for ``info``."""
+    from gingham.compiler.fusion import plan
+    from gingham.compiler.lower import LoweringContext
+
+    a = np.zeros((1024, 1024), np.float32)
+    bound = tile.function(MATMUL).bind(a, a)
+    kernel_plan = plan(bound)
+    ctx = LoweringContext(bound, kernel_plan.aliases)
+    (kernel,) = tiling_gpu.tiled_contraction(kernel_plan.kernels[0], ctx, "k0", info, config)
+    return kernel
+
+
+def test_cuda_holds_registers_to_the_residency_the_cost_model_counts_on():
+    """NVRTC gives a 128x128 tile of 8x8 per work-item 130 registers: one work-group of 256
+    a multiprocessor, where the cost model counts two (NVIDIA's OpenCL compiler gives the same
+    source 127). On CUDA the kernel says so (``__launch_bounds__(256, 2)``); unbounded, or
+    where threads or local memory limit the work-groups first, or in OpenCL C, it does not."""
+    from descriptions import H200  # tests/compiler/ is on sys.path
+
+    from gingham.codegen.c_family import DIALECTS, render
+
+    big = tiling_gpu.TileConfig(128, 128, 8, 8, 8)
+    assert tiling_gpu.resident_blocks(big, H200) == 2
+    kernel = _cuda_kernel(big, H200)
+    assert kernel.launch.min_blocks == 2
+    assert "__launch_bounds__(256, 2)" in render(kernel, DIALECTS["cuda"])
+    assert "registers for 2 work-groups a unit" in kernel.schedule
+    for config, info in [(dataclasses.replace(big, bounded=False), H200),
+                         (tiling_gpu.TileConfig(16, 16, 8, 2, 2), H200),
+                         (big, dataclasses.replace(H200, dialect="opencl"))]:
+        kernel = _cuda_kernel(config, info)
+        assert kernel.launch.min_blocks == 0, (config, info.dialect)
+        assert "__launch_bounds__" not in render(kernel, DIALECTS["cuda"])
+
+
+def test_the_search_tries_the_unbounded_kernel_on_cuda_only():
+    from descriptions import H200
+
+    from gingham.compiler.fusion import plan
+    from gingham.tune import space
+
+    a = np.zeros((1024, 1024), np.float32)
+    view = tiling_gpu.gemm_view(plan(tile.function(MATMUL).bind(a, a)).kernels[0].contraction)
+    big = tiling_gpu.TileConfig(128, 128, 8, 8, 8)
+    around = space.gpu_neighbours(big, view, H200, 4)
+    assert dataclasses.replace(big, bounded=False) in around
+    opencl = dataclasses.replace(H200, dialect="opencl", local_memory_bytes=49152)
+    assert all(c.bounded for c in space.gpu_neighbours(big, view, opencl, 4))
 
 
 def test_narrow_reductions_keeps_the_assignments():
