@@ -68,7 +68,8 @@ def _startup(worker: _Worker) -> str:
     """Where a worker's start-up went, for a debug line."""
     times = {k: v * 1e3 for k, v in worker.startup.items() if isinstance(v, float)}
     return (f" (its start-up {times['seconds']:.0f} ms: import {times['import']:.0f}, "
-            f"device {times['find']:.0f}, context {times['context']:.0f})")
+            f"device {times['find']:.0f}, its turn {times['waited']:.0f}, "
+            f"context {times['context']:.0f})")
 
 
 class WorkerDied(RuntimeError):
@@ -80,15 +81,30 @@ class _Worker:
 
     def __init__(self, command: list[str]) -> None:
         # pyopencl imports NumPy, whose BLAS would start a thread per core in every worker
-        # (16 workers: 256 threads at once); a worker needs none.
+        # (16 workers: 256 threads at once); a worker needs none. A worker launches nothing,
+        # so one hardware queue is all its context needs: with NVIDIA's driver
+        # (CUDA_DEVICE_MAX_CONNECTIONS, default 8; other drivers ignore it) a context then
+        # took 0.06-0.07 s to create instead of 0.22, and 16 workers one at a time were all
+        # ready after 1.7 s instead of 3.9 (H200, tools/ocl_worker_startup.py).
         env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-                   MKL_NUM_THREADS="1")
+                   MKL_NUM_THREADS="1", CUDA_DEVICE_MAX_CONNECTIONS="1")
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         close_fds=True, env=env)
         self.pid = self.process.pid
         self.startup: dict[str, Any] = {}  # the worker's "ready" report: seconds, import, ...
 
-    def wait_ready(self) -> None:
+    def wait_found(self) -> None:
+        """Wait until it has imported pyopencl and found its device."""
+        reply = self._receive()
+        if reply[0] != "found":
+            raise WorkerDied(f"it could not start: {reply[1]}")
+
+    def make_context(self) -> None:
+        """Tell it to create its context, and wait until it has."""
+        try:
+            opencl_worker.send(self.process.stdin, ("context",))
+        except OSError as exc:
+            raise WorkerDied(f"its input closed ({exc})") from None
         reply = self._receive()
         if reply[0] != "ready":
             raise WorkerDied(f"it could not start: {reply[1]}")
@@ -149,13 +165,25 @@ class _Worker:
 
 _LOCAL = "this process"  # the builder token that means: build here
 
+#: Workers that create their contexts at the same time; the others have imported pyopencl
+#: and found the device, and wait for their turn. NVIDIA's driver creates contexts one at a
+#: time, sharing the time among those that ask, so 16 workers started at once all had their
+#: contexts 1.6-3.0 s after the spawn, none sooner (H200, ``tools/ocl_worker_startup.py``,
+#: two rounds: the first 1.58 and 2.64 s, the last 2.68 and 3.0). One at a time, each took
+#: 0.17 s: the first was ready after 0.61 s, the median after 1.8 s, the last after 3.2 s,
+#: so a first step's builds start two seconds sooner; two at a time: 0.9, 1.9 and 3.1 s.
+#: With one hardware queue per worker context (``_Worker``): one at a time 0.68-0.71,
+#: 1.25-1.32 and 1.72-1.78 s; all at once 1.01, 1.29 and 1.35 s.
+CONTEXTS_AT_ONCE = 1
+
 
 class BuildPool:
     """Compile worker processes for one OpenCL device, started once and reused.
 
     ``workers`` processes are spawned (``subprocess``: a fresh interpreter, never a fork of
-    this one) by :meth:`start`, which returns at once; each joins the pool when its context
-    exists. Until the first has joined (and again if every worker is lost), builds also run
+    this one) by :meth:`start`, which returns at once; they import pyopencl at once, create
+    their contexts one at a time (:data:`CONTEXTS_AT_ONCE`), and each joins the pool when its
+    context exists. Until the first has joined (and again if every worker is lost), builds also run
     in this process, one at a time (the driver would serialise more anyway); once workers
     are there this process only loads what they built, which a build here would hold up.
     ``name`` prefixes the debug lines (the device id).
@@ -178,6 +206,7 @@ class BuildPool:
         self.lost = 0  # workers that failed to start or died
         self._serving = 0  # joined and not lost
         self._settled = threading.Condition(self._lock)
+        self._context_turn = threading.Semaphore(CONTEXTS_AT_ONCE)
         #: builds done by workers and in this process (for tests and debug lines)
         self.built_by_workers = 0
         self.built_here = 0
@@ -207,7 +236,11 @@ class BuildPool:
 
     def _join(self, worker: _Worker, started: float) -> None:
         try:
-            worker.wait_ready()
+            worker.wait_found()
+            with self._context_turn:
+                if self._closed:
+                    return  # its input is closed: it exits without a context
+                worker.make_context()
         except WorkerDied as exc:
             self._lose(worker, f"compile worker {worker.pid} {exc}")
             return

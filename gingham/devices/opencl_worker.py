@@ -14,9 +14,14 @@ separate processes, each with its own context on the same device, build at once.
 The protocol is pickled messages with an 8-byte length prefix on stdin (requests) and on the
 original stdout (replies; whatever the driver prints goes to stderr instead):
 
-* on start, the worker sends ``("ready", {"pid", "seconds", "import", "find", "context",
-  "device"})`` once its context exists (seconds in all, and spent importing pyopencl,
-  finding the device, creating the context), or ``("failed", message)`` and exits;
+* on start, the worker imports pyopencl, finds its device and sends ``("found", pid)``;
+  then it waits for ``("context",)`` before it creates its context (the parent lets one
+  worker at a time create one: see ``opencl_build.CONTEXTS_AT_ONCE``), and sends
+  ``("ready", {"pid", "seconds", "import", "find", "waited", "context", "device",
+  "context_span"})`` once the context exists (seconds in all, and spent importing
+  pyopencl, finding the device, waiting for the go, creating the context; the span is the
+  context's creation in ``time.time()`` seconds, comparable between processes), or
+  ``("failed", message)`` and exits;
 * ``("build", source, options)`` is answered ``("built", binary, seconds)`` or
   ``("rejected", build_log, seconds)``;
 * ``("check", threads)`` runs :func:`builds_serialise` here (so that its builds hold up
@@ -168,14 +173,30 @@ def serve(target: dict[str, Any], requests: BinaryIO, replies: BinaryIO,
         times.append(time.perf_counter())
         device = find_device(target)
         times.append(time.perf_counter())
-        context = cl.Context([device])
-        times.append(time.perf_counter())
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which falls back
         send(replies, ("failed", f"{type(exc).__name__}: {exc}"))
         return
+    send(replies, ("found", os.getpid()))
+    try:
+        go = receive(requests)
+    except EOFError:
+        return  # the pool closed before this worker's turn
+    if go != ("context",):
+        send(replies, ("failed", f"expected the go for the context, got {go!r}"))
+        return
+    times.append(time.perf_counter())
+    began = time.time()
+    try:
+        context = cl.Context([device])
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which falls back
+        send(replies, ("failed", f"{type(exc).__name__}: {exc}"))
+        return
+    times.append(time.perf_counter())
     send(replies, ("ready", {"pid": os.getpid(), "seconds": times[-1] - times[0],
                              "import": times[1] - times[0], "find": times[2] - times[1],
-                             "context": times[3] - times[2], "device": device.name.strip()}))
+                             "waited": times[3] - times[2], "context": times[4] - times[3],
+                             "context_span": (began, time.time()),
+                             "device": device.name.strip()}))
     while True:
         try:
             request = receive(requests)

@@ -94,6 +94,26 @@ def test_workers_build_kernels_that_compute_the_right_values(fresh_device, monke
     assert again.stats.compiles == 0
 
 
+def test_workers_create_their_contexts_one_at_a_time(fresh_device, monkeypatch):
+    """A driver that creates contexts one at a time shares its time among those that ask:
+    started together, no worker would be ready before all are. Each waits for its turn."""
+    monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "processes")
+    monkeypatch.setenv("GINGHAM_COMPILE_JOBS", "3")
+    device = fresh_device()
+    assert device.build_mode() == "processes"
+    pool = device.build_pool
+    assert pool.wait_ready(timeout=120), "the compile workers did not start"
+    spans = sorted(tuple(w.startup["context_span"]) for w in pool._workers)
+    assert len(spans) == 3
+    for (_, end), (begin, _) in zip(spans, spans[1:]):
+        assert begin >= end, f"two workers created their contexts at once: {spans}"
+    # A pool closed while workers wait for their turn stops them all without contexts.
+    other = opencl_build.BuildPool(opencl_build.target_of(device.cl_device), 3)
+    other.start()
+    other.close()
+    assert all(p.wait(timeout=30) is not None for p in other.processes)
+
+
 def test_a_kernel_the_driver_rejects_raises_with_the_log_from_the_worker(fresh_device,
                                                                            monkeypatch):
     monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "processes")
