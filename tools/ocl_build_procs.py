@@ -2,7 +2,7 @@
 
     python3 tools/ocl_build_procs.py --device opencl:0 [--model resnet9] [--jobs 16] \
         [--limit 16] [--phases threads:1,threads:16,procs:16,probe] \
-        [--cache fresh,off] [--out DIR]
+        [--cache fresh,off] [--out DIR] [--split pieces|units] [--layout NCHW|NHWC]
 
 The sources are the pieces gingham would build for one fp32 training step of ``--model`` on
 the device (``compile_units``' split of the distinct kernels into 3 x ``--jobs`` pieces, each
@@ -21,6 +21,8 @@ Phases:
   its own context, plus this process until the first is ready), then the binaries loaded
   here (``clCreateProgramWithBinary`` + build), the first half on one thread and the rest on
   P threads;
+* ``each``: every source alone, one after another (``--split units``: every kernel): its
+  build from source and the load of its binary, the slowest ``--top`` printed;
 * ``probe``: ``builds_serialise``, the check behind ``GINGHAM_OPENCL_BUILD=auto``.
 
 It prints what ``CL_PROGRAM_BINARIES`` holds (its first bytes) and the worker start-up
@@ -48,8 +50,11 @@ sys.path.insert(1, ROOT)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
 
 
-def step_sources(device_id: str, model: str, jobs: int) -> list[str]:
-    """The piece sources gingham builds for one training step of ``model`` on the device."""
+def step_sources(device_id: str, model: str, jobs: int, split: str = "pieces",
+                 layout: str = "NCHW") -> list[tuple[str, str]]:
+    """The piece sources gingham builds for one fp32 training step of ``model`` on the device,
+    each with a file name; ``split="units"``: each distinct kernel assembled alone, named by
+    its entry point."""
     from nvrtc_kernels import step_program  # tools/ is sys.path[0]
 
     from gingham.compiler import compile_program
@@ -83,16 +88,29 @@ def step_sources(device_id: str, model: str, jobs: int) -> list[str]:
         return Capture()
 
     device.unit_builder = capture
-    bound = step_program(model, "fp32", "NHWC", 512)
+    bound = step_program(model, "fp32", layout, 512)
     try:
         compile_program(bound, device)
     except Captured:
         pass
     units = list({(u.entry, u.source): u for u in captured["units"]}.values())
-    pieces = split_evenly(units, UnitBuilder.PIECES_PER_JOB * jobs, weight=lambda u: u.cost)
+    if split == "units":
+        pieces = [[unit] for unit in units]
+    else:
+        pieces = split_evenly(units, UnitBuilder.PIECES_PER_JOB * jobs, weight=lambda u: u.cost)
     print(f"{len(units)} distinct kernels in {len(pieces)} pieces "
           f"({sum(len(u.source) for u in units)} chars)")
-    return [captured["assemble"](piece) for piece in pieces]
+    return [(piece[0].entry if split == "units" else f"piece{index:03d}",
+             captured["assemble"](piece)) for index, piece in enumerate(pieces)]
+
+
+def _schedule_line(path: str) -> str:
+    """The first schedule comment of an assembled source (what kind of kernel it is)."""
+    with open(path) as handle:
+        for line in handle:
+            if line.startswith("// ") and not line.startswith("// generated"):
+                return line[3:].strip()
+    return "?"
 
 
 def _cl_device(device_id: str):
@@ -116,7 +134,8 @@ def _load_here(cl, context, device, binary: bytes) -> None:
         program.build(b"", [device])
 
 
-def run_phase(phase: str, device_id: str, sources: list[str], limit: int) -> dict:
+def run_phase(phase: str, device_id: str, sources: list[str], limit: int,
+              names: list[str] | None = None) -> dict:
     """One phase in this process; returns its figures."""
     import pyopencl as cl
 
@@ -166,6 +185,22 @@ def run_phase(phase: str, device_id: str, sources: list[str], limit: int) -> dic
         result["load_threads_n"] = len(binaries) - half
         result["binary_head"] = binaries[0][:96].decode("latin-1")
         pool.close()
+    elif kind == "each":
+        # Every source alone, one after another: its build from source (front end + PTX to
+        # device code) and the load of its binary (PTX to device code again where the
+        # driver's cache is off), to find the sources that hold a first step up.
+        rows = []
+        for name, source in zip(names, sources):
+            start = time.perf_counter()
+            binary = _build_here(cl, context, device, source)
+            built = time.perf_counter() - start
+            start = time.perf_counter()
+            _load_here(cl, context, device, binary)
+            rows.append([name, round(built, 3), round(time.perf_counter() - start, 3),
+                         len(source), len(binary)])
+        result["each"] = sorted(rows, key=lambda row: -row[1])
+        result["build_s"] = sum(row[1] for row in rows)
+        result["load_s"] = sum(row[2] for row in rows)
     elif kind == "probe":
         for threads in (2, 4, 8):
             start = time.perf_counter()
@@ -188,13 +223,20 @@ def main() -> int:
     parser.add_argument("--phases", default="threads:1,threads:16,procs:16,probe")
     parser.add_argument("--cache", default="fresh,off")
     parser.add_argument("--sources", help="a folder of *.cl sources to build instead")
+    parser.add_argument("--split", default="pieces", choices=["pieces", "units"],
+                        help="the sources: the step's pieces, or each distinct kernel alone")
+    parser.add_argument("--layout", default="NCHW", choices=["NCHW", "NHWC"])
+    parser.add_argument("--top", type=int, default=15, help="rows of the each phase printed")
     parser.add_argument("--out", help="a folder to write the sources to")
     parser.add_argument("--phase", help=argparse.SUPPRESS)  # internal: run one phase here
     args = parser.parse_args()
 
     if args.phase:
-        sources = [open(p).read() for p in sorted(glob.glob(os.path.join(args.sources, "*.cl")))]
-        print("RESULT " + json.dumps(run_phase(args.phase, args.device, sources, args.limit)))
+        paths = sorted(glob.glob(os.path.join(args.sources, "*.cl")))
+        sources = [open(p).read() for p in paths]
+        names = [os.path.basename(p)[:-3] for p in paths]
+        print("RESULT " + json.dumps(run_phase(args.phase, args.device, sources, args.limit,
+                                               names)))
         return 0
 
     folder = args.sources
@@ -202,8 +244,9 @@ def main() -> int:
         folder = args.out or tempfile.mkdtemp(prefix="ocl-sources-")
         os.makedirs(folder, exist_ok=True)
         start = time.perf_counter()
-        for index, source in enumerate(step_sources(args.device, args.model, args.jobs)):
-            with open(os.path.join(folder, f"piece{index:03d}.cl"), "w") as handle:
+        for name, source in step_sources(args.device, args.model, args.jobs, args.split,
+                                         args.layout):
+            with open(os.path.join(folder, f"{name}.cl"), "w") as handle:
                 handle.write(source)
         print(f"lowered in {time.perf_counter() - start:.1f} s; sources in {folder}")
     for cache in args.cache.split(","):
@@ -228,11 +271,16 @@ def main() -> int:
             result = json.loads(lines[-1][len("RESULT "):])
             result["process_s"] = round(time.perf_counter() - start, 2)
             head = result.pop("binary_head", None)
+            each = result.pop("each", None)
             print(f"[{cache}] " + json.dumps(
                 {k: (round(v, 3) if isinstance(v, float) else v) for k, v in result.items()}),
                 flush=True)
             if head is not None and cache == args.cache.split(",")[0]:
                 print(f"    binary starts: {head[:96]!r}")
+            for name, built, loaded, chars, binary_bytes in (each or [])[:args.top]:
+                schedule = _schedule_line(os.path.join(folder, name + ".cl"))
+                print(f"    {name}: build {built:.3f} s, load {loaded:.3f} s, {chars} chars, "
+                      f"{binary_bytes} B binary; {schedule[:160]}")
     return 0
 
 
