@@ -765,6 +765,19 @@ class Device(abc.ABC):
     #: whether :meth:`clocked_launches` answers (the device clocks its own launches)
     clocks_launches: bool = False
 
+    def _measure_model_meanwhile(self) -> None:
+        """Start measuring the device model (``tune_measure``) on a thread once the context
+        exists (backends call this), so that it overlaps what comes before the first
+        lowering (tracing, fusion: the lowering waits for it): on a GPU that clocks its
+        launches only, whose clock times the micro-benchmarks whatever this process's
+        threads do. A CPU device would share its cores with the tracing (and time the
+        contention): it is measured when lowering first needs it."""
+        if self.info.kind == "cpu" or not self.clocks_launches:
+            return
+        from gingham.tune import device_model
+
+        device_model.measure_in_background(self)
+
     def clocked_launches(self, kernel: Kernel, args: Sequence[ScalarOrBuffer],
                          global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
                          count: int) -> list[tuple[float, float]]:

@@ -148,18 +148,6 @@ class OpenCLDevice(Device):
             self._measure_model_meanwhile()
         return self._queue
 
-    def _measure_model_meanwhile(self) -> None:
-        """Start measuring the device model (``tune_measure``) on a thread, so that it
-        overlaps what comes before the first lowering (tracing, fusion: the lowering waits
-        for it): on a GPU only, whose clock times the micro-benchmarks whatever this
-        process's threads do. A CPU device would share its cores with the tracing (and
-        time the contention): it is measured when lowering first needs it, as before."""
-        if self.info.kind == "cpu":
-            return
-        from gingham.tune import device_model
-
-        device_model.measure_in_background(self)
-
     @property
     def context(self) -> cl.Context:
         self.queue  # noqa: B018 - creates both

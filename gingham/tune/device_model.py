@@ -14,8 +14,8 @@ compiler; see :func:`gingham.tune.keys.device_key`) and :data:`MODEL_VERSION`; m
 about a second. ``GINGHAM_TUNE_MEASURE=0`` (``config.tune_measure``) skips the measurement and
 estimates the three figures from the description.
 
-A fresh process need not wait for it: :func:`measure_in_background` (an OpenCL GPU calls it when
-its context is created) loads or measures the model on a thread while the first step is traced,
+A fresh process need not wait for it: :func:`measure_in_background` (an OpenCL or CUDA GPU calls
+it when its context is created) loads or measures the model on a thread while the first step is traced,
 and :func:`device_model` waits for that thread's model, so the kernels are the ones a process
 that measured in the foreground (or loaded the model from disk) chooses. That takes a device
 that clocks its own launches (``Device.clocks_launches``): a host timer would count the time a
@@ -48,7 +48,8 @@ from ..devices.base import Device, DeviceInfo
 from .keys import device_key
 
 #: Bump when the model's fields or the micro-benchmarks change: older entries are ignored.
-MODEL_VERSION = 6
+#: 7: CUDA clocks its launches (events), as OpenCL does; its figures came from a host timer.
+MODEL_VERSION = 7
 _NAMESPACE = "device-model"
 
 #: Measurements (micro-benchmark runs) in this process; tests prove a cached model is reloaded.

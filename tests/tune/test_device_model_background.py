@@ -1,7 +1,7 @@
 """The device model measured in the background (``device_model.measure_in_background``) while
 a first step is traced, and the device clock its micro-benchmarks use
-(``Device.clocked_launches``). Real OpenCL devices (PoCL on a CPU-only machine), real kernels
-checked against NumPy, a fresh cache directory per test."""
+(``Device.clocked_launches``). Real OpenCL devices (PoCL on a CPU-only machine) and CUDA
+devices, real kernels checked against NumPy, a fresh cache directory per test."""
 
 from __future__ import annotations
 
@@ -22,15 +22,15 @@ from gingham.devices import get_device, list_devices
 from gingham.errors import DeviceError
 from gingham.tune import device_model as dm
 
-pytest.importorskip("pyopencl")
-
-from gingham.devices import opencl  # noqa: E402
-
+#: The devices that clock their own launches (OpenCL: profiling events; CUDA: events).
 OPENCL_IDS = [d.id for d in list_devices() if d.info.dialect == "opencl"]
+CLOCKED_IDS = [d.id for d in list_devices() if d.info.dialect in ("opencl", "cuda")]
 only = os.environ.get("GINGHAM_TEST_DEVICES")
 if only:
-    OPENCL_IDS = [i for i in OPENCL_IDS if i in {d.strip() for d in only.split(",")}]
-pytestmark = pytest.mark.skipif(not OPENCL_IDS, reason="no OpenCL device in this run")
+    wanted = {d.strip() for d in only.split(",")}
+    OPENCL_IDS = [i for i in OPENCL_IDS if i in wanted]
+    CLOCKED_IDS = [i for i in CLOCKED_IDS if i in wanted]
+pytestmark = pytest.mark.skipif(not CLOCKED_IDS, reason="no OpenCL or CUDA device in this run")
 
 MATMUL = """
 function (A[M, K], B[K, N]) -> (C) {
@@ -63,7 +63,7 @@ def _matmul_sources(device, a, b) -> tuple[str, np.ndarray]:
     return exe.source, c
 
 
-@pytest.mark.parametrize("device_id", OPENCL_IDS)
+@pytest.mark.parametrize("device_id", CLOCKED_IDS)
 def test_a_model_not_measured_yet_gives_the_kernels_of_the_stored_one(device_id):
     device = get_device(device_id)
     rng = np.random.default_rng(0)
@@ -87,7 +87,7 @@ def test_a_model_not_measured_yet_gives_the_kernels_of_the_stored_one(device_id)
     np.testing.assert_array_equal(c2, c)
 
 
-@pytest.mark.parametrize("device_id", OPENCL_IDS)
+@pytest.mark.parametrize("device_id", CLOCKED_IDS)
 def test_a_failed_background_measurement_falls_back_to_estimates(device_id, monkeypatch):
     device = get_device(device_id)
 
@@ -116,7 +116,9 @@ def test_a_failed_background_measurement_falls_back_to_estimates(device_id, monk
 
 
 @pytest.mark.parametrize("device_id", OPENCL_IDS)
-def test_a_gpu_starts_measuring_with_its_context_and_a_cpu_device_does_not(device_id):
+def test_an_opencl_gpu_starts_measuring_with_its_context_and_a_cpu_device_does_not(device_id):
+    from gingham.devices import opencl
+
     known = get_device(device_id)
     device = opencl.OpenCLDevice(known.cl_device, known.id)
     try:
@@ -136,7 +138,21 @@ def test_a_gpu_starts_measuring_with_its_context_and_a_cpu_device_does_not(devic
             device.build_pool.close()
 
 
-def test_a_measurement_running_at_exit_finishes_before_the_process_ends(tmp_path):
+@pytest.mark.parametrize("device_id", [i for i in CLOCKED_IDS if i.startswith("cuda:")])
+def test_a_cuda_device_starts_measuring_with_its_context(device_id):
+    from gingham.devices import cuda
+
+    device = cuda.CUDADevice(int(device_id.split(":")[1]))
+    buffer = device.alloc(1024)  # the first use retains the context
+    key = _model_key(device)
+    assert key in dm._background or key in dm._memo
+    model = dm.device_model(device)
+    assert model.measured and _stored_model(device) == model.as_dict()
+    buffer.free()
+
+
+@pytest.mark.parametrize("device_id", CLOCKED_IDS)
+def test_a_measurement_running_at_exit_finishes_before_the_process_ends(tmp_path, device_id):
     """The exit waits for the measurement thread (a thread inside the driver while the
     process tears it down could crash the exit): its model is stored, the exit is clean,
     also for the compile workers it stops while they are still starting."""
@@ -144,7 +160,7 @@ def test_a_measurement_running_at_exit_finishes_before_the_process_ends(tmp_path
     code = textwrap.dedent(f"""
         from gingham.devices import get_device
         from gingham.tune import device_model as dm
-        device = get_device({OPENCL_IDS[0]!r})
+        device = get_device({device_id!r})
         assert dm.measure_in_background(device)
         print("model key:", dm._cache_key(device.info, True))
     """)
@@ -165,14 +181,23 @@ def test_a_measurement_running_at_exit_finishes_before_the_process_ends(tmp_path
     assert stored is not None and json.loads(stored)["measured"] is True
 
 
-@pytest.mark.parametrize("device_id", OPENCL_IDS)
-def test_clocked_launches_run_the_kernel_and_clock_each_launch(device_id):
-    device = get_device(device_id)
-    kernel = device.compile("""
+ADD_ONE = {
+    "opencl": """
 __kernel void add_one(__global float* y, __global const float* x, int n) {
     int i = get_global_id(0);
     if (i < n) y[i] = y[i] + x[i] + 1.0f;
-}""", "add_one")
+}""",
+    "cuda": """
+extern "C" __global__ void add_one(float* y, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = y[i] + x[i] + 1.0f;
+}"""}
+
+
+@pytest.mark.parametrize("device_id", CLOCKED_IDS)
+def test_clocked_launches_run_the_kernel_and_clock_each_launch(device_id):
+    device = get_device(device_id)
+    kernel = device.compile(ADD_ONE[device.info.dialect], "add_one")
     n = 5000
     x = np.arange(n, dtype=np.float32)
     X, Y = device.alloc(x.nbytes), device.alloc(x.nbytes)
@@ -186,5 +211,6 @@ __kernel void add_one(__global float* y, __global const float* x, int n) {
     out = np.empty(n, np.float32)
     device.copy_out(Y, out)
     np.testing.assert_array_equal(out, 4 * (x + 1))  # every launch ran, in turn
-    with pytest.raises(ValueError, match="multiple of local_size"):
-        device.clocked_launches(kernel, [Y, X, np.int32(n)], (5000,), (64,), count=1)
+    if device.info.dialect == "opencl":
+        with pytest.raises(ValueError, match="multiple of local_size"):
+            device.clocked_launches(kernel, [Y, X, np.int32(n)], (5000,), (64,), count=1)
