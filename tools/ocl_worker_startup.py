@@ -137,7 +137,8 @@ def run_policy(policy: str, target: dict, workers: int, round_: int,
                            round(contexts[-1], 2)],
             "first_build_done_at": [round(ready[0], 2), round(statistics.median(ready), 2),
                                     round(ready[-1], 2)],
-            "median_import": round(statistics.median(e["imported"]["t"] for e in events.values()), 2),
+            "median_import": round(statistics.median(e["imported"]["t"]
+                                                     for e in events.values()), 2),
             "median_context": round(statistics.median(e["context"]["context"]
                                                       for e in events.values()), 2),
             "median_first_build": round(statistics.median(e["built"]["first"]

@@ -183,9 +183,10 @@ class BuildPool:
     ``workers`` processes are spawned (``subprocess``: a fresh interpreter, never a fork of
     this one) by :meth:`start`, which returns at once; they import pyopencl at once, create
     their contexts one at a time (:data:`CONTEXTS_AT_ONCE`), and each joins the pool when its
-    context exists. Until the first has joined (and again if every worker is lost), builds also run
-    in this process, one at a time (the driver would serialise more anyway); once workers
-    are there this process only loads what they built, which a build here would hold up.
+    context exists. Until the first has joined (and again if every worker is lost), builds
+    also run in this process, one at a time (the driver would serialise more anyway); once
+    workers are there this process only loads what they built, which a build here would
+    hold up.
     ``name`` prefixes the debug lines (the device id).
     """
 
