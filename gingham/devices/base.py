@@ -739,16 +739,24 @@ class Device(abc.ABC):
     def timed_launches(self, specs: Sequence[LaunchSpec]) -> list[float]:
         """Run ``specs`` (no slots) once, in order, and return each launch's seconds.
 
-        This generic version times every launch with the host's clock around the launch and
-        a synchronisation, so each time also holds one launch's and one synchronisation's
-        overhead (tens of microseconds on a GPU). Backends that can clock a stream of
-        launches on the device override it (CUDA: events between back-to-back launches),
-        which gives what each kernel costs inside a replayed program. ``GINGHAM_DEBUG=2``
+        A device that clocks its launches (``clocks_launches``) gives each launch's run by
+        its own clock (OpenCL: profiling events); CUDA overrides this with events between
+        back-to-back launches, which gives what each kernel costs inside a replayed
+        program. Elsewhere every launch is timed with the host's clock around the launch
+        and a synchronisation, so each time also holds one launch's and one
+        synchronisation's overhead (tens of microseconds on a GPU). ``GINGHAM_DEBUG=2``
         prints these times::
 
             >>> dev.timed_launches([LaunchSpec(k, [C, A, B, np.int32(n)], (n,), (256,))])
             [3.1e-05]
         """
+        if self.clocks_launches:
+            # The queue first: the clocked launches may run on a queue of their own. (Dynamic
+            # shared memory is a CUDA launch parameter, and CUDA has its own version.)
+            self._synchronize()
+            runs = [self.clocked_launches(spec.kernel, spec.args, spec.global_size,
+                                          spec.local_size, 1)[0] for spec in specs]
+            return [end - start for start, end in runs]
         times = []
         for spec in specs:
             start = time.perf_counter()
@@ -758,12 +766,14 @@ class Device(abc.ABC):
             times.append(time.perf_counter() - start)
         return times
 
-    #: whether :meth:`timed_launches` clocks launches back to back on the device (its
-    #: times leave out the host's launch and synchronisation overheads)
-    times_on_device: bool = False
-
     #: whether :meth:`clocked_launches` answers (the device clocks its own launches)
     clocks_launches: bool = False
+
+    @property
+    def times_on_device(self) -> bool:
+        """Whether :meth:`timed_launches` takes the device's clock (its times leave out the
+        host's launch and synchronisation overheads): on a device that clocks its launches."""
+        return self.clocks_launches
 
     def _measure_model_meanwhile(self) -> None:
         """Start measuring the device model (``tune_measure``) on a thread once the context

@@ -273,7 +273,7 @@ class CUDADevice(Device):
                    f"(this GPU allows {self.info.local_memory_bytes})")
             self._shared_limits[limit_key] = shared_bytes
 
-    times_on_device = True
+    clocks_launches = True  # events, as timed_launches takes them
 
     def timed_launches(self, specs) -> list[float]:
         # Events between back-to-back launches on a stream that a spinning kernel holds
@@ -296,8 +296,6 @@ class CUDADevice(Device):
         finally:
             for event in events:
                 driver.cuEventDestroy(event)
-
-    clocks_launches = True  # events, as timed_launches takes them
 
     def clocked_launches(self, kernel, args, global_size, local_size, count):
         # timed_launches' events between back-to-back launches, on the one stream every

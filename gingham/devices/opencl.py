@@ -505,16 +505,6 @@ class OpenCLDevice(Device):
         queue.finish()
         return [(event.profile.start * 1e-9, event.profile.end * 1e-9) for event in events]
 
-    times_on_device = True
-
-    def timed_launches(self, specs) -> list[float]:
-        # Each launch's start and end as its profiling event gives them: the kernel's own
-        # run, without the host's launch and wait.
-        self._synchronize()  # the step's queue first: the profiling queue is another one
-        runs = [self.clocked_launches(spec.kernel, spec.args, spec.global_size,
-                                      spec.local_size, 1)[0] for spec in specs]
-        return [end - start for start, end in runs]
-
 
 def _check_sizes(global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
                  shared_bytes: int) -> None:
