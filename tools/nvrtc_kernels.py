@@ -44,7 +44,7 @@ H200 = DeviceInfo(id="cuda:sim", name="NVIDIA H200 (description)", vendor="NVIDI
                   local_memory_bytes=232448, max_work_group_size=1024, simd_width=32,
                   cache_line_bytes=128, l1_bytes=0, l2_bytes=60 << 20, l3_bytes=0,
                   driver_version="-", compiler_version="-", compute_capability=90)
-PRECISIONS = {"fp32": None, "bf16": "bfloat16", "fp16": "float16"}
+PRECISIONS = bench_model.PRECISIONS  # --precision -> the step's autocast dtype
 
 
 class _Traced(Exception):

@@ -31,7 +31,7 @@ from gingham.bench import model as bench_model  # noqa: E402
 from gingham.devices import get_device  # noqa: E402
 from gingham.nn import training  # noqa: E402
 
-PRECISIONS = {"fp32": None, "bf16": "bfloat16", "fp16": "float16"}
+PRECISIONS = bench_model.PRECISIONS  # --precision -> the step's autocast dtype
 
 
 def median_ms(call, sync, count: int) -> float:
