@@ -776,12 +776,12 @@ class Device(abc.ABC):
         return self.clocks_launches
 
     def _measure_model_meanwhile(self) -> None:
-        """Start measuring the device model (``tune_measure``) on a thread once the context
-        exists (backends call this), so that it overlaps what comes before the first
-        lowering (tracing, fusion: the lowering waits for it): on a GPU that clocks its
-        launches only, whose clock times the micro-benchmarks whatever this process's
-        threads do. A CPU device would share its cores with the tracing (and time the
-        contention): it is measured when lowering first needs it."""
+        """Start loading or preparing the device model (``tune_measure``) on a thread once
+        the context exists (backends call this), so that its disk read, compiles and
+        buffers overlap what comes before the first lowering (tracing, fusion); its timings
+        run when the lowering asks for it (:func:`gingham.tune.device_model.
+        measure_in_background`). On a GPU that clocks its launches only; a CPU device would
+        share its cores with the tracing: it is measured when lowering first needs it."""
         if self.info.kind == "cpu" or not self.clocks_launches:
             return
         from gingham.tune import device_model

@@ -14,13 +14,13 @@ compiler; see :func:`gingham.tune.keys.device_key`) and :data:`MODEL_VERSION`; m
 about a second. ``GINGHAM_TUNE_MEASURE=0`` (``config.tune_measure``) skips the measurement and
 estimates the three figures from the description.
 
-A fresh process need not wait for it: :func:`measure_in_background` (an OpenCL or CUDA GPU calls
-it when its context is created) loads or measures the model on a thread while the first step is traced,
-and :func:`device_model` waits for that thread's model, so the kernels are the ones a process
-that measured in the foreground (or loaded the model from disk) chooses. That takes a device
-that clocks its own launches (``Device.clocks_launches``): a host timer would count the time a
-thread waits for the interpreter while the tracing runs Python, and the inflated figures
-would be cached for good.
+A fresh process need not wait for all of it: :func:`measure_in_background` (an OpenCL or CUDA
+GPU calls it when its context is created) loads the model, or compiles its micro-benchmarks and
+sets up their buffers, on a thread while the first step is traced; the timings themselves start
+when :func:`device_model` asks for the model (or at exit, for the next processes), since timings
+taken while this process's other threads run Python wait for the interpreter between launches.
+The kernels are the ones a process that measured in the foreground (or loaded the model from
+disk) chooses. That takes a device that clocks its own launches (``Device.clocks_launches``).
 
     >>> from gingham.devices import get_device
     >>> model = device_model(get_device("cpu"))      # measured the first time, then cached
@@ -38,7 +38,7 @@ import time
 import warnings
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -49,7 +49,9 @@ from .keys import device_key
 
 #: Bump when the model's fields or the micro-benchmarks change: older entries are ignored.
 #: 7: CUDA clocks its launches (events), as OpenCL does; its figures came from a host timer.
-MODEL_VERSION = 7
+#: 8: a model measured in the background is timed once it is asked for (:data:`_asked`): one
+#: timed beside a first step's lowering had its fp32 rate 11x low on the H200.
+MODEL_VERSION = 8
 _NAMESPACE = "device-model"
 
 #: Measurements (micro-benchmark runs) in this process; tests prove a cached model is reloaded.
@@ -318,8 +320,10 @@ def _clocked_times(device: Device, launches: list, args: list) -> tuple[float, f
     return copy_time, fma_time, max(issue, span)
 
 
-def measure(device: Device) -> DeviceModel:
-    """Measure bandwidth, fp32 FMA rate and launch overhead on ``device`` (about a second)."""
+def measure(device: Device, when_quiet: Callable[[], None] | None = None) -> DeviceModel:
+    """Measure bandwidth, fp32 FMA rate and launch overhead on ``device`` (about a second).
+    ``when_quiet`` (a thread measuring beside other work) returns when the timings may start:
+    the kernels are compiled and the buffers set up before it is called."""
     global measurements
     from .. import compiler  # noqa: F401 - c_family imports it: load it first (import cycle)
     from ..codegen.c_family import DIALECTS, render_many
@@ -350,6 +354,10 @@ def measure(device: Device) -> DeviceModel:
     host = np.full(min(n, max(items, 2)), 0.5, np.float32)
     host[1] = 1e-4  # the FMA's addend; its multiplier is 0.5: the chains stay finite
     device.copy_in(x, host)
+    waited = time.perf_counter()
+    if when_quiet is not None:
+        when_quiet()
+    waited = time.perf_counter() - waited
     try:
         if device.clocks_launches:
             copy_time, fma_time, launch_time = _clocked_times(
@@ -372,7 +380,7 @@ def measure(device: Device) -> DeviceModel:
         base, bandwidth=scale * 2 * n * 4 / copy_time, launch_overhead=launch_time,
         peak_flops={"float32": flops, "float16": flops, "bfloat16": flops,
                     "float64": base.peak_flops["float64"] / base.peak_flops["float32"] * flops},
-        measured=True, measure_seconds=time.perf_counter() - start)
+        measured=True, measure_seconds=time.perf_counter() - start - waited)
     debug_print(1, f"{device.id}: device model measured in {model.measure_seconds:.2f} s: "
                    f"{model.bandwidth / 1e9:.1f} GB/s, {flops / 1e9:.1f} GFLOP/s fp32, "
                    f"launch {launch_time * 1e6:.1f} us")
@@ -409,11 +417,12 @@ def device_model(device: Device, measure_now: bool | None = None) -> DeviceModel
     return model
 
 
-def _load_or_measure(device: Device, key: str) -> DeviceModel:
+def _load_or_measure(device: Device, key: str,
+                     when_quiet: Callable[[], None] | None = None) -> DeviceModel:
     cache = DiskCache(_NAMESPACE)
     model = _load(cache, key)
     if model is None:
-        model = measure(device)
+        model = measure(device, when_quiet)
         cache.put(key, json.dumps(model.as_dict(), sort_keys=True).encode())
     return model
 
@@ -422,6 +431,13 @@ def _load_or_measure(device: Device, key: str) -> DeviceModel:
 
 #: cache key -> the model being loaded or measured on a thread (kept when done: the result)
 _background: dict[str, Future] = {}
+#: cache key -> set once the model is asked for (or at exit): the thread's timings start then.
+#: Timings taken while this process's other threads run Python are off: every driver call
+#: gives the interpreter up and gets it back up to 5 ms later, a launch waits that long, and
+#: the device idles meanwhile (the H200's fp32 rate was measured at 5.7 instead of 64.7
+#: TFLOP/s beside a first step's lowering, and cached for good). A thread that asks for the
+#: model waits for it, which leaves the interpreter to the timings.
+_asked: dict[str, threading.Event] = {}
 _background_lock = threading.Lock()
 _threads: list[threading.Thread] = []
 
@@ -446,6 +462,7 @@ def measure_in_background(device: Device) -> bool:
             return False
         future: Future = Future()
         _background[key] = future
+        _asked[key] = threading.Event()
         thread = threading.Thread(target=_measure_into, args=(device, key, future),
                                   daemon=True, name="gingham-device-model")
         _threads.append(thread)
@@ -455,7 +472,7 @@ def measure_in_background(device: Device) -> bool:
 
 def _measure_into(device: Device, key: str, future: Future) -> None:
     try:
-        future.set_result(_load_or_measure(device, key))
+        future.set_result(_load_or_measure(device, key, _asked[key].wait))
     except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for the model
         future.set_exception(exc)
 
@@ -464,6 +481,7 @@ def _background_result(device: Device, key: str, future: Future) -> DeviceModel:
     """The background thread's model, waited for; if it failed, the estimate for this
     process (not stored: the next process measures again) and a warning saying why."""
     started = time.perf_counter()
+    _asked[key].set()
     try:
         model = future.result()
     except Exception as exc:  # noqa: BLE001 - a measurement must not fail a compile
@@ -479,6 +497,7 @@ def _background_result(device: Device, key: str, future: Future) -> DeviceModel:
     with _background_lock:
         _memo.setdefault(key, model)
         _background.pop(key, None)
+        _asked.pop(key, None)
     return _memo[key]
 
 
@@ -486,6 +505,8 @@ def _background_result(device: Device, key: str, future: Future) -> DeviceModel:
 def _wait_for_measurements() -> None:
     """A measurement still running at exit is waited for (a few tenths of a second): a
     thread inside the driver while the process tears it down could crash the exit."""
+    for asked in list(_asked.values()):
+        asked.set()  # a model nobody asked for is measured now, for the next processes
     for thread in list(_threads):
         thread.join(timeout=30)
 

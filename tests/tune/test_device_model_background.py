@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -25,11 +27,15 @@ from gingham.tune import device_model as dm
 #: The devices that clock their own launches (OpenCL: profiling events; CUDA: events).
 OPENCL_IDS = [d.id for d in list_devices() if d.info.dialect == "opencl"]
 CLOCKED_IDS = [d.id for d in list_devices() if d.info.dialect in ("opencl", "cuda")]
+#: Those whose clock a busy host does not slow (a CPU device runs its kernels on those cores).
+GPU_CLOCKED_IDS = [d.id for d in list_devices()
+                   if d.info.dialect in ("opencl", "cuda") and d.info.kind == "gpu"]
 only = os.environ.get("GINGHAM_TEST_DEVICES")
 if only:
     wanted = {d.strip() for d in only.split(",")}
     OPENCL_IDS = [i for i in OPENCL_IDS if i in wanted]
     CLOCKED_IDS = [i for i in CLOCKED_IDS if i in wanted]
+    GPU_CLOCKED_IDS = [i for i in GPU_CLOCKED_IDS if i in wanted]
 pytestmark = pytest.mark.skipif(not CLOCKED_IDS, reason="no OpenCL or CUDA device in this run")
 
 MATMUL = """
@@ -91,7 +97,7 @@ def test_a_model_not_measured_yet_gives_the_kernels_of_the_stored_one(device_id)
 def test_a_failed_background_measurement_falls_back_to_estimates(device_id, monkeypatch):
     device = get_device(device_id)
 
-    def fails(_device):
+    def fails(_device, _when_quiet=None):
         # A fault injected into the measurement; the device and its compiles are real.
         raise DeviceError("the micro-benchmark could not allocate its buffers")
 
@@ -218,3 +224,48 @@ def test_clocked_launches_run_the_kernel_and_clock_each_launch(device_id):
     if device.info.dialect == "opencl":
         with pytest.raises(ValueError, match="multiple of local_size"):
             device.clocked_launches(kernel, [Y, X, np.int32(n)], (5000,), (64,), count=1)
+
+
+class _BusyInterpreter:
+    """A thread that runs Python without pause (as a first step's tracing and lowering do)
+    for the block's first ``seconds``: another thread that gives the interpreter up, as
+    every driver call does, gets it back only after the switch interval (5 ms)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __enter__(self):
+        self._stop = threading.Event()
+        end = time.perf_counter() + self.seconds
+
+        def spin():
+            while not self._stop.is_set() and time.perf_counter() < end:
+                pass
+
+        self._thread = threading.Thread(target=spin, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+@pytest.mark.skipif(not GPU_CLOCKED_IDS, reason="no OpenCL or CUDA GPU in this run")
+@pytest.mark.parametrize("device_id", GPU_CLOCKED_IDS or ["gpu"])
+def test_a_model_measured_beside_a_first_step_is_the_quiet_one(device_id):
+    """The background thread prepares the micro-benchmarks while the first step is traced
+    (here: a thread that runs Python for half a second) and times them once the lowering
+    asks for the model: the figures, kept for good, are the ones measured alone."""
+    device = get_device(device_id)
+    quiet = dm.measure(device)
+    assert dm.measure_in_background(device)
+    with _BusyInterpreter(seconds=0.5):
+        time.sleep(0.5)  # the tracing and fusion run meanwhile
+    key = _model_key(device)
+    assert not dm._background[key].done()  # its timings wait for the question
+    busy = dm.device_model(device)
+    assert busy.measured and _stored_model(device) == busy.as_dict()
+    assert busy.peak_flops["float32"] > 0.8 * quiet.peak_flops["float32"], (busy, quiet)
+    assert busy.bandwidth > 0.8 * quiet.bandwidth, (busy, quiet)
+    assert busy.launch_overhead < 1.5 * quiet.launch_overhead + 2e-6, (busy, quiet)
