@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -116,12 +116,13 @@ step resnet9-bf16-overhead 25 python3 tools/step_overhead.py resnet9 --device cu
 step all-devices 240 $g bench model story resnet9 --all-devices --quick --torch-compile off --json "$out/all-devices.json"
 ;;
 r)  # one closing run in a tight device budget: the CUDA tests, first epochs (fresh caches, two
-    # rounds each), the op and model targets, the all-devices table with what time is left
+    # rounds: OpenCL and CUDA fp32, CUDA bf16), the op and model targets, the all-devices
+    # table with what time is left
 step tests-cuda 170 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18"
 step tests-opencl 40 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 4 -q -p no:cacheprovider -p no:warnings tests/devices/test_opencl_build.py tests/tune/test_device_model_background.py
 for round in 1 2; do
-    for dev in opencl:0 cuda:0; do
-        step "resnet9-first-${dev%:0}-r$round" 40 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" python3 tools/timeline.py -- $g bench model resnet9 --device $dev --no-torch --json "$out/resnet9-first-${dev%:0}-r$round.json"
+    for run in "opencl:0 fp32" "cuda:0 fp32" "cuda:0 bf16"; do set -- $run
+        step "resnet9-first-${1%:0}-$2-r$round" 40 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" python3 tools/timeline.py -- $g bench model resnet9 --device $1 --precision $2 --no-torch
     done
 done
 step ops-cuda 60 $g bench ops --device cuda:0 --only gemm,conv --dtype fp32,bf16 --gemm-sizes 4096,8192 --torch-compile off --json "$out/ops-cuda.json"
@@ -129,5 +130,15 @@ step ops-opencl 60 $g bench ops --device opencl:0 --only gemm,conv --dtype fp32 
 step resnet9-bf16-cuda 50 $g bench model resnet9 --device cuda:0 --precision bf16 --steps 20 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
 step story-cuda 40 $g bench model story --device cuda:0 --steps 20 --torch-compile off --json "$out/story-cuda.json"
 step all-devices 240 $g bench model story resnet9 --all-devices --quick --torch-compile off --json "$out/all-devices.json"
+;;
+v)  # a change's check: the CUDA and OpenCL tests, then first epochs with fresh caches (two
+    # rounds: OpenCL and CUDA fp32, CUDA bf16)
+step tests-cuda 170 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18"
+step tests-opencl 60 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 4 -q -p no:cacheprovider -p no:warnings tests/devices/test_opencl_build.py tests/tune/test_device_model_background.py
+for round in 1 2; do
+    for run in "opencl:0 fp32" "cuda:0 fp32" "cuda:0 bf16"; do set -- $run
+        step "resnet9-first-${1%:0}-$2-r$round" 40 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" python3 tools/timeline.py -- $g bench model resnet9 --device $1 --precision $2 --no-torch
+    done
+done
 ;;
 esac
