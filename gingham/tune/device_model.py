@@ -462,17 +462,17 @@ def measure_in_background(device: Device) -> bool:
             return False
         future: Future = Future()
         _background[key] = future
-        _asked[key] = threading.Event()
-        thread = threading.Thread(target=_measure_into, args=(device, key, future),
+        asked = _asked[key] = threading.Event()
+        thread = threading.Thread(target=_measure_into, args=(device, key, future, asked),
                                   daemon=True, name="gingham-device-model")
         _threads.append(thread)
     thread.start()
     return True
 
 
-def _measure_into(device: Device, key: str, future: Future) -> None:
+def _measure_into(device: Device, key: str, future: Future, asked: threading.Event) -> None:
     try:
-        future.set_result(_load_or_measure(device, key, _asked[key].wait))
+        future.set_result(_load_or_measure(device, key, asked.wait))
     except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for the model
         future.set_exception(exc)
 
@@ -481,7 +481,9 @@ def _background_result(device: Device, key: str, future: Future) -> DeviceModel:
     """The background thread's model, waited for; if it failed, the estimate for this
     process (not stored: the next process measures again) and a warning saying why."""
     started = time.perf_counter()
-    _asked[key].set()
+    asked = _asked.get(key)
+    if asked is not None:
+        asked.set()
     try:
         model = future.result()
     except Exception as exc:  # noqa: BLE001 - a measurement must not fail a compile
@@ -542,12 +544,16 @@ def model_for_info(info: DeviceInfo) -> DeviceModel:
 
 def clear_memo() -> None:
     """Forget the models loaded in this process (tests: force a reload from disk); a
-    measurement still running in the background is waited for first."""
+    measurement still running in the background is finished first (its timings start now,
+    if nobody asked for it yet)."""
+    for asked in list(_asked.values()):
+        asked.set()
     for thread in list(_threads):
         thread.join()
     with _background_lock:
         _memo.clear()
         _background.clear()
+        _asked.clear()
         _threads.clear()
 
 
