@@ -144,6 +144,28 @@ def test_an_opencl_gpu_starts_measuring_with_its_context_and_a_cpu_device_does_n
             device.build_pool.close()
 
 
+@pytest.mark.parametrize("device_id", OPENCL_IDS)
+def test_a_measurement_nobody_asked_for_is_timed_when_the_memo_is_cleared(device_id):
+    """Its timings wait for the question (or the exit); clearing the memo must not wait
+    forever for a question that will not come (it hung the CUDA test suite once)."""
+    from gingham.devices import opencl
+
+    known = get_device(device_id)
+    device = opencl.OpenCLDevice(known.cl_device, known.id)
+    device.info = dataclasses.replace(device.info, kind="gpu")  # the GPU rule, a real device
+    try:
+        assert dm.measure_in_background(device)
+        clearing = threading.Thread(target=dm.clear_memo, daemon=True)
+        clearing.start()
+        clearing.join(timeout=120)
+        assert not clearing.is_alive()
+        stored = _stored_model(device)
+        assert stored is not None and stored["measured"] is True
+    finally:
+        if device.build_pool is not None:
+            device.build_pool.close()
+
+
 CUDA_IDS = [i for i in CLOCKED_IDS if i.startswith("cuda:")]
 
 
