@@ -19,6 +19,17 @@ step() {  # step NAME LIMIT COMMAND...
     timeout "$limit" "$@" > "$out/$name.log" 2>&1
     echo "   rc $? $(date +%T)"; tail -n 25 "$out/$name.log"
 }
+tests_and_first_epochs() {  # tests_and_first_epochs OPENCL_TEST_LIMIT: modes r and v
+    step tests-cuda 170 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18"
+    step tests-opencl "$1" env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 4 -q -p no:cacheprovider -p no:warnings tests/devices/test_opencl_build.py tests/tune/test_device_model_background.py
+    local round dev precision run
+    for round in 1 2; do
+        for run in "opencl:0 fp32" "cuda:0 fp32" "cuda:0 bf16"; do
+            read -r dev precision <<< "$run"
+            step "resnet9-first-${dev%:0}-$precision-r$round" 40 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" python3 tools/timeline.py -- $g bench model resnet9 --device "$dev" --precision "$precision" --no-torch
+        done
+    done
+}
 case "${2:-a}" in
 a)  # correctness on the GPU, then the op targets of the issue
 step tests-cuda 150 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18"
@@ -118,13 +129,7 @@ step all-devices 240 $g bench model story resnet9 --all-devices --quick --torch-
 r)  # one closing run in a tight device budget: the CUDA tests, first epochs (fresh caches, two
     # rounds: OpenCL and CUDA fp32, CUDA bf16), the op and model targets, the all-devices
     # table with what time is left
-step tests-cuda 170 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18"
-step tests-opencl 40 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 4 -q -p no:cacheprovider -p no:warnings tests/devices/test_opencl_build.py tests/tune/test_device_model_background.py
-for round in 1 2; do
-    for run in "opencl:0 fp32" "cuda:0 fp32" "cuda:0 bf16"; do set -- $run
-        step "resnet9-first-${1%:0}-$2-r$round" 40 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" python3 tools/timeline.py -- $g bench model resnet9 --device $1 --precision $2 --no-torch
-    done
-done
+tests_and_first_epochs 40
 step ops-cuda 60 $g bench ops --device cuda:0 --only gemm,conv --dtype fp32,bf16 --gemm-sizes 4096,8192 --torch-compile off --json "$out/ops-cuda.json"
 step ops-opencl 60 $g bench ops --device opencl:0 --only gemm,conv --dtype fp32 --gemm-sizes 4096 --torch-compile off --json "$out/ops-opencl.json"
 step resnet9-bf16-cuda 50 $g bench model resnet9 --device cuda:0 --precision bf16 --steps 20 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
@@ -133,12 +138,6 @@ step all-devices 240 $g bench model story resnet9 --all-devices --quick --torch-
 ;;
 v)  # a change's check: the CUDA and OpenCL tests, then first epochs with fresh caches (two
     # rounds: OpenCL and CUDA fp32, CUDA bf16)
-step tests-cuda 170 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18"
-step tests-opencl 60 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 4 -q -p no:cacheprovider -p no:warnings tests/devices/test_opencl_build.py tests/tune/test_device_model_background.py
-for round in 1 2; do
-    for run in "opencl:0 fp32" "cuda:0 fp32" "cuda:0 bf16"; do set -- $run
-        step "resnet9-first-${1%:0}-$2-r$round" 40 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" python3 tools/timeline.py -- $g bench model resnet9 --device $1 --precision $2 --no-torch
-    done
-done
+tests_and_first_epochs 60
 ;;
 esac
