@@ -506,11 +506,18 @@ def _background_result(device: Device, key: str, future: Future) -> DeviceModel:
 @atexit.register
 def _wait_for_measurements() -> None:
     """A measurement still running at exit is waited for (a few tenths of a second): a
-    thread inside the driver while the process tears it down could crash the exit."""
+    thread inside the driver while the process tears it down could crash the exit. A model
+    nobody asked for is timed now, for the next processes."""
+    _finish_measurements(timeout=30)
+
+
+def _finish_measurements(timeout: float | None = None) -> None:
+    """Let every background measurement time its benchmarks now (nobody may ever ask for
+    its model) and wait for its thread."""
     for asked in list(_asked.values()):
-        asked.set()  # a model nobody asked for is measured now, for the next processes
+        asked.set()
     for thread in list(_threads):
-        thread.join(timeout=30)
+        thread.join(timeout=timeout)
 
 
 def _load(cache: DiskCache, key: str) -> DeviceModel | None:
@@ -546,10 +553,7 @@ def clear_memo() -> None:
     """Forget the models loaded in this process (tests: force a reload from disk); a
     measurement still running in the background is finished first (its timings start now,
     if nobody asked for it yet)."""
-    for asked in list(_asked.values()):
-        asked.set()
-    for thread in list(_threads):
-        thread.join()
+    _finish_measurements()
     with _background_lock:
         _memo.clear()
         _background.clear()
