@@ -49,7 +49,7 @@ from .keys import device_key
 
 #: Bump when the model's fields or the micro-benchmarks change: older entries are ignored.
 #: 7: CUDA clocks its launches (events), as OpenCL does; its figures came from a host timer.
-#: 8: a model measured in the background is timed once it is asked for (:data:`_asked`): one
+#: 8: a model measured in the background is timed once it is asked for (``_Measurement.asked``): one
 #: timed beside a first step's lowering had its fp32 rate 11x low on the H200.
 MODEL_VERSION = 8
 _NAMESPACE = "device-model"
@@ -409,9 +409,9 @@ def device_model(device: Device, measure_now: bool | None = None) -> DeviceModel
     key = _cache_key(info, wanted)
     if key in _memo:
         return _memo[key]
-    pending = _background.get(key)
-    if pending is not None:
-        return _background_result(device, key, pending)
+    measurement = _background.get(key)
+    if measurement is not None:
+        return _background_result(device, key, measurement)
     model = _load_or_measure(device, key) if wanted else estimate(info, device)
     _memo[key] = model
     return model
@@ -429,17 +429,25 @@ def _load_or_measure(device: Device, key: str,
 
 # -- measured in the background ------------------------------------------------------------------
 
-#: cache key -> the model being loaded or measured on a thread (kept when done: the result)
-_background: dict[str, Future] = {}
-#: cache key -> set once the model is asked for (or at exit): the thread's timings start then.
-#: Timings taken while this process's other threads run Python are off: every driver call
-#: gives the interpreter up and gets it back up to 5 ms later, a launch waits that long, and
-#: the device idles meanwhile (the H200's fp32 rate was measured at 5.7 instead of 64.7
-#: TFLOP/s beside a first step's lowering, and cached for good). A thread that asks for the
-#: model waits for it, which leaves the interpreter to the timings.
-_asked: dict[str, threading.Event] = {}
+@dataclass
+class _Measurement:
+    """A model being loaded or measured on ``thread``; ``future`` gets it (or the error).
+
+    ``asked`` is set once the model is asked for (or at exit): the thread's timings start
+    then. Timings taken while this process's other threads run Python are off: every driver
+    call gives the interpreter up and gets it back up to 5 ms later, a launch waits that
+    long, and the device idles meanwhile (the H200's fp32 rate was measured at 5.7 instead of
+    64.7 TFLOP/s beside a first step's lowering, and cached for good). A thread that asks for
+    the model waits for it, which leaves the interpreter to the timings."""
+
+    future: Future = field(default_factory=Future)
+    asked: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread = field(init=False)
+
+
+#: cache key -> its measurement on a thread, until its model is taken into :data:`_memo`
+_background: dict[str, _Measurement] = {}
 _background_lock = threading.Lock()
-_threads: list[threading.Thread] = []
 
 
 def measure_in_background(device: Device) -> bool:
@@ -460,32 +468,28 @@ def measure_in_background(device: Device) -> bool:
     with _background_lock:
         if key in _memo or key in _background:
             return False
-        future: Future = Future()
-        _background[key] = future
-        asked = _asked[key] = threading.Event()
-        thread = threading.Thread(target=_measure_into, args=(device, key, future, asked),
-                                  daemon=True, name="gingham-device-model")
-        _threads.append(thread)
-    thread.start()
+        measurement = _background[key] = _Measurement()
+        measurement.thread = threading.Thread(target=_measure_into,
+                                              args=(device, key, measurement),
+                                              daemon=True, name="gingham-device-model")
+    measurement.thread.start()
     return True
 
 
-def _measure_into(device: Device, key: str, future: Future, asked: threading.Event) -> None:
+def _measure_into(device: Device, key: str, measurement: _Measurement) -> None:
     try:
-        future.set_result(_load_or_measure(device, key, asked.wait))
+        measurement.future.set_result(_load_or_measure(device, key, measurement.asked.wait))
     except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for the model
-        future.set_exception(exc)
+        measurement.future.set_exception(exc)
 
 
-def _background_result(device: Device, key: str, future: Future) -> DeviceModel:
+def _background_result(device: Device, key: str, measurement: _Measurement) -> DeviceModel:
     """The background thread's model, waited for; if it failed, the estimate for this
     process (not stored: the next process measures again) and a warning saying why."""
     started = time.perf_counter()
-    asked = _asked.get(key)
-    if asked is not None:
-        asked.set()
+    measurement.asked.set()
     try:
-        model = future.result()
+        model = measurement.future.result()
     except Exception as exc:  # noqa: BLE001 - a measurement must not fail a compile
         warnings.warn(f"gingham: {device.id}: measuring the device model failed "
                       f"({type(exc).__name__}: {exc}); this process chooses its kernels from "
@@ -499,7 +503,6 @@ def _background_result(device: Device, key: str, future: Future) -> DeviceModel:
     with _background_lock:
         _memo.setdefault(key, model)
         _background.pop(key, None)
-        _asked.pop(key, None)
     return _memo[key]
 
 
@@ -513,11 +516,14 @@ def _wait_for_measurements() -> None:
 
 def _finish_measurements(timeout: float | None = None) -> None:
     """Let every background measurement time its benchmarks now (nobody may ever ask for
-    its model) and wait for its thread."""
-    for asked in list(_asked.values()):
-        asked.set()
-    for thread in list(_threads):
-        thread.join(timeout=timeout)
+    its model) and wait for its thread. (A measurement whose model was taken has left
+    :data:`_background`: its thread had nothing left to do but return.)"""
+    with _background_lock:
+        pending = list(_background.values())
+    for measurement in pending:
+        measurement.asked.set()
+    for measurement in pending:
+        measurement.thread.join(timeout=timeout)
 
 
 def _load(cache: DiskCache, key: str) -> DeviceModel | None:
@@ -557,8 +563,6 @@ def clear_memo() -> None:
     with _background_lock:
         _memo.clear()
         _background.clear()
-        _asked.clear()
-        _threads.clear()
 
 
 __all__ = ["DeviceModel", "MODEL_VERSION", "device_model", "estimate", "measure",

@@ -79,7 +79,7 @@ def test_a_model_not_measured_yet_gives_the_kernels_of_the_stored_one(device_id)
     assert dm.measure_in_background(device)
     assert not dm.measure_in_background(device)  # one thread per model
     # Compiled at once: the lowering waits for the model still being measured.
-    assert not dm._background[_model_key(device)].done()
+    assert not dm._background[_model_key(device)].future.done()
     source, c = _matmul_sources(device, a, b)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
     assert dm.measurements == before + 1
@@ -289,7 +289,7 @@ def test_a_model_measured_beside_a_first_step_is_the_quiet_one(device_id):
     with _BusyInterpreter(seconds=0.5):
         time.sleep(0.5)  # the tracing and fusion run meanwhile
     key = _model_key(device)
-    assert not dm._background[key].done()  # its timings wait for the question
+    assert not dm._background[key].future.done()  # its timings wait for the question
     busy = dm.device_model(device)
     assert busy.measured and _stored_model(device) == busy.as_dict()
     assert busy.peak_flops["float32"] > 0.8 * quiet.peak_flops["float32"], (busy, quiet)
