@@ -22,19 +22,8 @@ from gingham.compiler import tiling_gpu
 from gingham.compiler.tiling_gpu import TileConfig
 from gingham.devices import list_devices
 from gingham.bench.ops import CONV, GEMM
+from gingham.bench.timing import median_synced
 from gingham.runtime import executable
-
-
-def _time(run, sync, repeats: int) -> float:
-    run()
-    sync()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        sync()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def bench_gingham(device, source, arrays, reference, flops, configs, repeats):
@@ -68,7 +57,7 @@ def _bench_one(device, source, arrays, reference, flops, config, repeats):
         out = np.empty(reference.shape, np.float32)
         device.copy_out(out_buffer, out)
         error = float(np.linalg.norm(out - reference) / np.linalg.norm(reference))
-        seconds = _time(lambda: exe.run(buffers), device.synchronize, repeats)
+        seconds = median_synced(lambda: exe.run(buffers), device.synchronize, repeats)
         print(f"  {device.id:9s} {seconds * 1e3:8.3f} ms {flops / seconds / 1e9:9.1f} GFLOP/s "
               f"err {error:.1e}  {exe.launches[0].schedule}", flush=True)
         return {"device": device.id, "name": device.info.name,
@@ -88,12 +77,12 @@ def bench_torch(a, b, i, f, repeats):
     ti = torch.from_numpy(i).to(dev).permute(0, 3, 1, 2)  # NHWC memory, NCHW view
     tf = torch.from_numpy(f).to(dev).permute(3, 2, 0, 1).contiguous()
     sync = torch.cuda.synchronize
-    results = {"gemm": _time(lambda: torch.mm(ta, tb), sync, repeats)}
+    results = {"gemm": median_synced(lambda: torch.mm(ta, tb), sync, repeats)}
     ti_nchw = ti.contiguous()
-    results["conv_nchw"] = _time(lambda: F.conv2d(ti_nchw, tf, padding=1), sync, repeats)
+    results["conv_nchw"] = median_synced(lambda: F.conv2d(ti_nchw, tf, padding=1), sync, repeats)
     ti_nhwc = ti.contiguous(memory_format=torch.channels_last)
     tf_nhwc = tf.contiguous(memory_format=torch.channels_last)
-    results["conv_nhwc"] = _time(lambda: F.conv2d(ti_nhwc, tf_nhwc, padding=1), sync, repeats)
+    results["conv_nhwc"] = median_synced(lambda: F.conv2d(ti_nhwc, tf_nhwc, padding=1), sync, repeats)
     return results
 
 

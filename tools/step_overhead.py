@@ -28,20 +28,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import gingham  # noqa: E402
 from gingham.bench import model as bench_model  # noqa: E402
+from gingham.bench.timing import median_synced  # noqa: E402
 from gingham.devices import get_device  # noqa: E402
 from gingham.nn import training  # noqa: E402
 
 PRECISIONS = bench_model.PRECISIONS  # --precision -> the step's autocast dtype
-
-
-def median_ms(call, sync, count: int) -> float:
-    times = []
-    for _ in range(count):
-        start = time.perf_counter()
-        call()
-        sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
 
 
 def main() -> None:
@@ -72,7 +63,7 @@ def main() -> None:
 
     for _ in range(3):
         one_step().item()
-    stepped = median_ms(one_step, device.synchronize, args.steps)
+    stepped = median_synced(one_step, device.synchronize, args.steps, warmup=0) * 1e3
     hosts = []
     for _ in range(args.steps):
         device.synchronize()
@@ -98,7 +89,7 @@ def main() -> None:
     arguments = list(batches[0])
     buffers = [(leaf if slot < 0 else arguments[slot])._buffer
                for slot, leaf in compiled._bindings]  # noqa: SLF001 - a measuring tool
-    replay = median_ms(lambda: exe.run(buffers), device.synchronize, args.steps)
+    replay = median_synced(lambda: exe.run(buffers), device.synchronize, args.steps) * 1e3
     kernels = min(sum(exe.kernel_times(buffers)) for _ in range(3)) * 1e3
     print(f"{args.model} {args.precision} batch {batch} on {args.device}: "
           f"{len(exe.launches)} kernels, traced {step.traces} times")

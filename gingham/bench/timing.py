@@ -3,6 +3,9 @@
     timing = measure(lambda: exe.run(buffers), device.synchronize, repeat=5, budget=2.0)
     timing.seconds        # median time of one run over the trials
 
+For latency rather than throughput, :func:`median_synced` synchronises after every run
+(a training step as a loop that reads its loss each time sees it).
+
 One warm-up run sizes the measurement: a trial is ``number`` back-to-back runs followed by one
 synchronisation (so launch overhead overlaps device work, as in a real step), the per-run time of
 a trial is its time over ``number``, and the result is the median over the trials. The whole
@@ -77,3 +80,19 @@ def measure(run: Callable[[], object], sync: Callable[[], object], *, repeat: in
         per_run.append((time.perf_counter() - start) / number)
     note = "" if trials > 1 else "one timed run (a big op under the time budget)"
     return Timing(statistics.median(per_run), trials * number, per_run, note)
+
+
+def median_synced(run: Callable[[], object], sync: Callable[[], object], count: int, *,
+                  warmup: int = 1) -> float:
+    """Median seconds of ``count`` runs, each timed from its call until ``sync`` returns
+    (after ``warmup`` untimed runs): the latency of one run, launch and synchronisation
+    included, where :func:`measure` overlaps them. Example::
+
+        >>> median_synced(lambda: exe.run(buffers), device.synchronize, 20)
+        0.00591
+    """
+    assert count >= 1 and warmup >= 0
+    for _ in range(warmup):
+        run()
+    sync()
+    return statistics.median(_once(run, sync) for _ in range(count))

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from gingham.bench import baselines as bl
-from gingham.bench import ops
+from gingham.bench import ops, timing
 from gingham.bench.report import write_json
-from gingham.bench.timing import measure
+from gingham.bench.timing import measure, median_synced
 from gingham.cli import main
 
 torch = pytest.importorskip("torch")
@@ -136,6 +136,24 @@ def test_measure_times_a_slow_run_once():
     calls = []
     timing = measure(lambda: calls.append(1), lambda: None, repeat=5, budget=1.0, slow=-1.0)
     assert len(calls) == 2 and timing.runs == 1 and "once" in timing.note
+
+
+def test_median_synced_times_each_run_to_its_synchronisation(monkeypatch):
+    """Every timed run is followed by its own sync (latency, not throughput); the result is
+    the median of the per-run times, the warm-up run untimed."""
+    events = []
+    clock = iter([0.0, 0.5, 1.0, 1.25, 2.0, 5.0])  # three timed runs: 0.5, 0.25, 3.0 s
+
+    def run():
+        events.append("run")
+
+    def sync():
+        events.append("sync")
+
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: next(clock))
+    seconds = median_synced(run, sync, 3, warmup=1)
+    assert events == ["run", "sync"] + ["run", "sync"] * 3
+    assert seconds == 0.5
 
 
 def test_write_json_is_atomic_and_leaves_no_temp_files(tmp_path):
