@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|k|l]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -139,5 +139,20 @@ step all-devices 240 $g bench model story resnet9 --all-devices --quick --torch-
 v)  # a change's check: the CUDA and OpenCL tests, then first epochs with fresh caches (two
     # rounds: OpenCL and CUDA fp32, CUDA bf16)
 tests_and_first_epochs 60
+;;
+k)  # a closing run after a `v` run (its first epochs), part 1: the CUDA and OpenCL tests,
+    # the op and model targets
+step tests-cuda 150 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18"
+step tests-opencl 50 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 4 -q -p no:cacheprovider -p no:warnings tests/devices/test_opencl_build.py tests/tune/test_device_model_background.py
+step ops-cuda 70 $g bench ops --device cuda:0 --only gemm,conv --dtype fp32,bf16 --gemm-sizes 1024,4096,8192 --torch-compile off --json "$out/ops-cuda.json"
+step ops-opencl 60 $g bench ops --device opencl:0 --only gemm,conv --dtype fp32 --gemm-sizes 1024,4096 --torch-compile off --json "$out/ops-opencl.json"
+step resnet9-bf16-cuda 50 $g bench model resnet9 --device cuda:0 --precision bf16 --steps 20 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
+step story-cuda 40 $g bench model story --device cuda:0 --steps 20 --torch-compile off --json "$out/story-cuda.json"
+;;
+l)  # a closing run, part 2: the full all-devices table (5 timed steps, torch.compile where
+    # PyTorch runs on the GPU), one model at a time so that each table survives a later limit
+step all-devices-story 110 $g bench model story --all-devices --json "$out/all-devices-story.json"
+step all-devices-resnet9 200 $g bench model resnet9 --all-devices --json "$out/all-devices-resnet9.json"
+step all-devices-resnet18 250 $g bench model resnet18 --all-devices --json "$out/all-devices-resnet18.json"
 ;;
 esac
