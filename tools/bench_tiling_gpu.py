@@ -82,7 +82,8 @@ def bench_torch(a, b, i, f, repeats):
     results["conv_nchw"] = median_synced(lambda: F.conv2d(ti_nchw, tf, padding=1), sync, repeats)
     ti_nhwc = ti.contiguous(memory_format=torch.channels_last)
     tf_nhwc = tf.contiguous(memory_format=torch.channels_last)
-    results["conv_nhwc"] = median_synced(lambda: F.conv2d(ti_nhwc, tf_nhwc, padding=1), sync, repeats)
+    results["conv_nhwc"] = median_synced(lambda: F.conv2d(ti_nhwc, tf_nhwc, padding=1), sync,
+                                         repeats)
     return results
 
 

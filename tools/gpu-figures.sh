@@ -19,9 +19,15 @@ step() {  # step NAME LIMIT COMMAND...
     timeout "$limit" "$@" > "$out/$name.log" 2>&1
     echo "   rc $? $(date +%T)"; tail -n 25 "$out/$name.log"
 }
-tests_and_first_epochs() {  # tests_and_first_epochs OPENCL_TEST_LIMIT: modes r and v
-    step tests-cuda 170 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18"
+cuda_tests() {  # cuda_tests LIMIT: the whole suite on the CUDA device (ResNet-18 aside)
+    step tests-cuda "$1" env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18"
+}
+opencl_tests() {  # opencl_tests LIMIT: the OpenCL builds and the background device model
     step tests-opencl "$1" env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 4 -q -p no:cacheprovider -p no:warnings tests/devices/test_opencl_build.py tests/tune/test_device_model_background.py
+}
+tests_and_first_epochs() {  # tests_and_first_epochs OPENCL_TEST_LIMIT: modes r and v
+    cuda_tests 170
+    opencl_tests "$1"
     local round dev precision run
     for round in 1 2; do
         for run in "opencl:0 fp32" "cuda:0 fp32" "cuda:0 bf16"; do
@@ -32,7 +38,7 @@ tests_and_first_epochs() {  # tests_and_first_epochs OPENCL_TEST_LIMIT: modes r 
 }
 case "${2:-a}" in
 a)  # correctness on the GPU, then the op targets of the issue
-step tests-cuda 150 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18"
+cuda_tests 150
 step ops-gemm-cuda 70 $g bench ops --device cuda:0 --only gemm --dtype fp32,bf16 --gemm-sizes 4096,8192 --torch-compile off --json "$out/ops-gemm-cuda.json"
 step ops-conv-cuda 45 $g bench ops --device cuda:0 --only conv --dtype fp32,bf16 --torch-compile off --json "$out/ops-conv-cuda.json"
 ;;
@@ -58,7 +64,7 @@ step resnet9-fp32-cuda-first 60 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_
 step resnet9-bf16-cuda 80 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
 ;;
 c)  # a round's closing run: the CUDA tests, then the first-run and model figures (fresh caches)
-step tests-cuda 170 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18"
+cuda_tests 170
 step resnet9-opencl-first 60 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" GINGHAM_DEBUG=1 $g bench model resnet9 --device opencl:0 --no-torch --json "$out/resnet9-opencl-first.json"
 step resnet9-fp32-cuda-first 60 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --no-torch --json "$out/resnet9-fp32-cuda-first.json"
 step resnet9-bf16-cuda 80 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
@@ -81,7 +87,7 @@ step resnet9-bf16-wgmma-kernels 40 env GINGHAM_DEBUG=2 $g bench model resnet9 --
 z)  # a short closing run (about 4 minutes): the CUDA tests of the tensor-core and reduction
     # schedules, the first-run and model figures with fresh caches
 step tests-cuda 80 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests/compiler/test_tensor_cores.py tests/compiler/test_split_reduction.py tests/compiler/test_split_reduction_vectors.py tests/compiler/test_bf16_channels_last.py tests/frontend/test_amp.py -k cuda
-step tests-opencl 60 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 4 -q -p no:cacheprovider -p no:warnings tests/devices/test_opencl_build.py tests/tune/test_device_model_background.py
+opencl_tests 60
 step resnet9-bf16-cuda 50 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
 step resnet9-opencl-first 45 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" GINGHAM_DEBUG=1 $g bench model resnet9 --device opencl:0 --no-torch --json "$out/resnet9-opencl-first.json"
 step resnet9-fp32-cuda-first 40 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --no-torch --json "$out/resnet9-fp32-cuda-first.json"
@@ -113,10 +119,10 @@ step resnet9-bf16-cuda 60 $g bench model resnet9 --device cuda:0 --precision bf1
 step resnet9-bf16-overhead 40 python3 tools/step_overhead.py resnet9 --device cuda:0 --precision bf16 --profile
 ;;
 o)  # closing run, part 1: the CUDA tests, then the op targets on CUDA and NVIDIA OpenCL
-step tests-cuda 170 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18"
+cuda_tests 170
 step ops-cuda 100 $g bench ops --device cuda:0 --only gemm,conv --dtype fp32,bf16 --gemm-sizes 4096,8192 --torch-compile off --json "$out/ops-cuda.json"
 step ops-opencl 90 $g bench ops --device opencl:0 --only gemm,conv --dtype fp32 --gemm-sizes 4096 --torch-compile off --json "$out/ops-opencl.json"
-step tests-opencl 60 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 4 -q -p no:cacheprovider -p no:warnings tests/devices/test_opencl_build.py tests/tune/test_device_model_background.py
+opencl_tests 60
 ;;
 e)  # closing run, part 2: first epochs (fresh caches), the model targets, the all-devices table
 step resnet9-opencl-first 60 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" GINGHAM_DEBUG=1 $g bench model resnet9 --device opencl:0 --no-torch --json "$out/resnet9-opencl-first.json"
@@ -142,8 +148,8 @@ tests_and_first_epochs 60
 ;;
 k)  # a closing run after a `v` run (its first epochs), part 1: the CUDA and OpenCL tests,
     # the op and model targets
-step tests-cuda 150 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18"
-step tests-opencl 50 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 4 -q -p no:cacheprovider -p no:warnings tests/devices/test_opencl_build.py tests/tune/test_device_model_background.py
+cuda_tests 150
+opencl_tests 50
 step ops-cuda 70 $g bench ops --device cuda:0 --only gemm,conv --dtype fp32,bf16 --gemm-sizes 1024,4096,8192 --torch-compile off --json "$out/ops-cuda.json"
 step ops-opencl 60 $g bench ops --device opencl:0 --only gemm,conv --dtype fp32 --gemm-sizes 1024,4096 --torch-compile off --json "$out/ops-opencl.json"
 step resnet9-bf16-cuda 50 $g bench model resnet9 --device cuda:0 --precision bf16 --steps 20 --torch-compile off --json "$out/resnet9-bf16-cuda.json"

@@ -49,8 +49,9 @@ from .keys import device_key
 
 #: Bump when the model's fields or the micro-benchmarks change: older entries are ignored.
 #: 7: CUDA clocks its launches (events), as OpenCL does; its figures came from a host timer.
-#: 8: a model measured in the background is timed once it is asked for (``_Measurement.asked``): one
-#: timed beside a first step's lowering had its fp32 rate 11x low on the H200.
+#: 8: a model measured in the background is timed once it is asked for
+#: (``_Measurement.asked``): one timed beside a first step's lowering had its fp32 rate 11x low
+#: on the H200.
 MODEL_VERSION = 8
 _NAMESPACE = "device-model"
 
