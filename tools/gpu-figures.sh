@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|k|l]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|k|x|l]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -154,6 +154,14 @@ step ops-cuda 70 $g bench ops --device cuda:0 --only gemm,conv --dtype fp32,bf16
 step ops-opencl 60 $g bench ops --device opencl:0 --only gemm,conv --dtype fp32 --gemm-sizes 1024,4096 --torch-compile off --json "$out/ops-opencl.json"
 step resnet9-bf16-cuda 50 $g bench model resnet9 --device cuda:0 --precision bf16 --steps 20 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
 step story-cuda 40 $g bench model story --device cuda:0 --steps 20 --torch-compile off --json "$out/story-cuda.json"
+;;
+x)  # ResNet-18 after a change to its kernels: the convolution-gradient tests on CUDA and
+    # OpenCL, fp32 and bf16 beside PyTorch eager, the fp32 step's kernels, the all-devices row
+step tests-conv 120 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests/compiler/test_phases.py tests/nn/test_functional.py tests/nn/test_channels_last.py tests/nn/test_resnet18.py -k "cuda or opencl"
+step resnet18-fp32-cuda 80 $g bench model resnet18 --device cuda:0 --torch-compile off --json "$out/resnet18-fp32-cuda.json"
+step resnet18-bf16-cuda 80 $g bench model resnet18 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet18-bf16-cuda.json"
+step resnet18-fp32-kernels 40 env GINGHAM_DEBUG=2 $g bench model resnet18 --device cuda:0 --no-torch --steps 1
+step all-devices-resnet18 200 $g bench model resnet18 --all-devices --json "$out/all-devices-resnet18.json"
 ;;
 l)  # a closing run, part 2: the full all-devices table (5 timed steps, torch.compile where
     # PyTorch runs on the GPU), one model at a time so that each table survives a later limit

@@ -29,10 +29,8 @@ from gingham import runtime  # noqa: E402
 from gingham.bench import model as bench_model  # noqa: E402
 from gingham.compiler.dedupe import unit_of  # noqa: E402  (before codegen: they import each other)
 from gingham.codegen.c_family import DIALECTS  # noqa: E402
-from gingham.compiler.cse import eliminate_common  # noqa: E402
+from gingham.compiler import rewrite_program  # noqa: E402
 from gingham.compiler.fusion import plan  # noqa: E402
-from gingham.compiler.hoist import hoist_broadcast  # noqa: E402
-from gingham.compiler.linearity import split_sums  # noqa: E402
 from gingham.compiler.lower import LoweringContext  # noqa: E402
 from gingham.compiler.schedule import lower_with_schedule  # noqa: E402
 from gingham.devices.base import DeviceInfo  # noqa: E402
@@ -80,7 +78,7 @@ def step_program(model: str, precision: str, layout: str, batch: int):
 def lower_step(bound, info: DeviceInfo) -> tuple[list, object]:
     """The kernels ``gingham.compiler.compile_program`` lowers for ``bound`` on a device that
     ``info`` describes, named as it names them (``k91_T240``): the same rewrites, in order."""
-    bound = split_sums(hoist_broadcast(eliminate_common(bound)))
+    bound = rewrite_program(bound)
     kernel_plan = plan(bound)
     kernels = []
     for position, kernel in enumerate(kernel_plan.kernels):

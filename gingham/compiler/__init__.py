@@ -4,7 +4,8 @@
     c, = exe(a, b)
 
 Passes, in order: removing repeated statements (:mod:`.cse`), hoisting broadcast
-sub-expressions (:mod:`.hoist`), fusion planning (:mod:`.fusion`, with contraction normal form from
+sub-expressions (:mod:`.hoist`), splitting sums (:mod:`.linearity`) and strided outputs into
+their phases (:mod:`.phases`), fusion planning (:mod:`.fusion`, with contraction normal form from
 :mod:`.normalize`), lowering to the loop-nest kernel IR with a schedule chosen from the device
 description (:mod:`.lower`, :mod:`.schedule`), naming each kernel by its content so equal
 kernels are shared (:mod:`.dedupe`), rendering in the device's dialect
@@ -32,8 +33,21 @@ from .executable import Executable, Launch
 from .fusion import Plan, plan
 from .hoist import hoist_broadcast
 from .linearity import split_sums
+from .phases import split_output_phases
 from .lower import LoweringContext
 from .schedule import lower_with_schedule
+
+
+def rewrite_program(bound: BoundProgram) -> BoundProgram:
+    """``bound`` after the program-level passes that come before fusion planning, in order
+    (tools and tests that plan kernels themselves apply the same ones)::
+
+        >>> plan(rewrite_program(bound))    # the kernels compile_program lowers
+    """
+    bound = eliminate_common(bound)  # a traced step's second copy of its forward pass
+    bound = hoist_broadcast(bound)  # per-channel sub-expressions computed per channel
+    bound = split_sums(bound)  # sums of per-channel factors * terms: from sibling sums
+    return split_output_phases(bound)  # stride-s input gradients: dense per output phase
 
 
 def compile_program(bound: BoundProgram, device: Device) -> Executable:
@@ -42,9 +56,7 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
     if dialect_name not in DIALECTS:
         raise ValueError(f"device {device.id} has no kernel dialect; it cannot run compiled code")
     start = time.perf_counter()
-    bound = eliminate_common(bound)  # a traced step's second copy of its forward pass
-    bound = hoist_broadcast(bound)  # per-channel sub-expressions computed per channel
-    bound = split_sums(bound)  # sums of per-channel factors * terms: from sibling sums
+    bound = rewrite_program(bound)
     kernel_plan = plan(bound)
     debug_print(1, f"{device.id}: {len(kernel_plan.kernels)} kernel(s) planned in "
                    f"{(time.perf_counter() - start) * 1e3:.0f} ms; lowering")
@@ -135,4 +147,4 @@ def _compile_stream(kernels: Iterable[tuple[Any, k.Kernel]], device: Device
     return launches, source, kernels_in_order
 
 
-__all__ = ["Executable", "compile_kernels", "compile_program"]
+__all__ = ["Executable", "compile_kernels", "compile_program", "rewrite_program"]

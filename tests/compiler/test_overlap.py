@@ -18,14 +18,11 @@ import numpy as np
 import pytest
 
 from gingham import tile
-from gingham.compiler import _lowered, compile_kernels, compile_program
+from gingham.compiler import _lowered, compile_kernels, compile_program, rewrite_program
 from gingham.codegen.c_family import DIALECTS, render_many  # after gingham.compiler (a cycle)
 from gingham.compiler import kernel_ir as k
-from gingham.compiler.cse import eliminate_common
 from gingham.compiler.dedupe import unit_of
 from gingham.compiler.fusion import plan
-from gingham.compiler.hoist import hoist_broadcast
-from gingham.compiler.linearity import split_sums
 from gingham.devices import get_device, list_devices
 from gingham.devices.pieces import overlap_on
 from gingham.config import ConfigError, get_config
@@ -171,7 +168,7 @@ def test_compile_program_overlapped_gives_the_kernels_lowered_in_order(compiled_
     for got, want in zip(exe(i, f, g, b), _conv_step_expected(i, f, g, b)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
     # The same kernels lowered in program order and compiled all at once.
-    rewritten = split_sums(hoist_broadcast(eliminate_common(bound)))
+    rewritten = rewrite_program(bound)
     kernel_plan = plan(rewritten)
     lowered = [kernel for _, kernel in sorted(_lowered(kernel_plan, rewritten,
                                                        compiled_device.info),
