@@ -501,10 +501,12 @@ def _fusion_target(shape: tuple[int, ...], inputs: list[str], bound: BoundProgra
                    kernels: list[KernelPlan], producer: dict[str, int], root,
                    gathered: set[str] = frozenset()) -> int | None:
     """The kernel an elementwise statement of ``shape`` reading ``inputs`` from memory (or
-    registers) joins, or None. It may join a kernel whose cells are its own up to axes of
-    length 1 (an optimizer's update of a ``[C]`` weight after the ``[C, 1, 1]`` sum that is its
-    gradient) when it reads nothing that broadcasts. Tensors in ``gathered`` are read at other
-    cells (a :class:`CellStatement`'s window): they must be in memory before the kernel runs."""
+    registers) joins, or None. It may join a kernel over as many cells in another shape (the
+    same cells in the same row-major order: an optimizer's update of a ``[C]`` weight after the
+    ``[C, 1, 1]`` sum that is its gradient; the sum of a strided gradient's phases,
+    ``[N, 16, 2, 16, 2, C]``, read through its reshape as ``[N, 32, 32, C]``) when it reads
+    nothing that broadcasts, every tensor at the kernel's flat index. Tensors in ``gathered``
+    are read at other cells (a :class:`CellStatement`'s window): they must be in memory before the kernel runs."""
     cells = math.prod(shape)
     producers = {producer[root(n)] for n in inputs if root(n) in producer}
     candidates = sorted(producers, reverse=True)
@@ -515,7 +517,7 @@ def _fusion_target(shape: tuple[int, ...], inputs: list[str], bound: BoundProgra
         candidates.insert(0, len(kernels) - 1)
     for index in candidates:
         kernel = kernels[index]
-        if kernel.kind == "special" or not _same_cells(kernel.shape, shape):
+        if kernel.kind == "special" or math.prod(kernel.shape) != cells:
             continue
         if kernel.shape != shape and (index not in producers or any(
                 math.prod(bound.shapes[n]) not in (cells, 1) for n in inputs)):
@@ -534,12 +536,3 @@ def _fusion_target(shape: tuple[int, ...], inputs: list[str], bound: BoundProgra
         if ready and unbroadcast:
             return index
     return None
-
-
-def _same_cells(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
-    """Whether shapes ``a`` and ``b`` differ at most by axes of length 1: the same cells in the
-    same row-major order, so a kernel over ``a`` computes a ``b`` cell at the same flat index.
-
-        _same_cells((64, 1, 1), (64,)) -> True;   _same_cells((4, 16), (16, 4)) -> False
-    """
-    return [n for n in a if n != 1] == [n for n in b if n != 1]

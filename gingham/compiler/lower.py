@@ -115,7 +115,8 @@ def broadcast_index(cell: list[k.Expr], out_shape: tuple[int, ...], shape: tuple
                     flat: k.Expr, itype: str) -> k.Expr:
     """Flat index into a tensor of ``shape`` broadcast to ``out_shape`` at ``cell``. A tensor of
     as many cells is read at ``flat``: it is ``out_shape`` with other axes of length 1 (a
-    statement over ``[C]`` fused into a kernel over ``[C, 1, 1]``, fusion._same_cells)."""
+    statement over ``[C]`` fused into a kernel over ``[C, 1, 1]``, or one over a reshape of the
+    kernel's cells: fusion._fusion_target)."""
     if shape == out_shape or math.prod(shape) == math.prod(out_shape):
         return flat
     if math.prod(shape) == 1:

@@ -16,13 +16,16 @@ changing variables by ``y = z - j``, ``k = s*j + r + 1`` makes every access dens
     D_I = reshape(D_I_phases, N, 32, 64)
 
 ``j`` runs over ``ceil(3 / 2) = 2`` values: the phases' convolutions with the filter taps that
-land on them. The assignments are the same (``(y, k) <-> (z, r, j)`` is a bijection once the
-output's size is a multiple of ``s``), and so are the sums' terms and their order along
-``co``; the reshape is an alias, no copy (:func:`gingham.compiler.fusion.plan`).
+land on them. The assignments are the same (``(y, k) <-> (z, r, j)`` is a bijection onto the
+output's cells), and so are the sums' terms and their order along ``co``; the reshape is an
+alias, no copy (:func:`gingham.compiler.fusion.plan`). Where the output's size is no multiple
+of ``s`` the phases run one row past it (``ceil(H / s)`` rows of ``s``), whose cells take the
+taps that the output drops, and a copy keeps the rows inside: a transposed convolution without
+``output_padding`` (``(P - 1) * s - 2 * p + k`` rows) pays one pass over its output for that.
 
-It applies to sums of products (``+``, combination ``*`` or none) without a default whose
-output axis is ``s*y + e*k + c`` with ``s >= 2``, ``e = +-1``, ``y`` and ``k`` in no other
-output axis and the axis's size a multiple of ``s``; other statements are kept as they are.
+It applies to sums of products (``+``, combination ``*`` or none), with a default (a bias)
+constant along the split axes or none, whose output axis is ``s*y + e*k + c`` with ``s >= 2``, ``e = +-1`` and ``y`` and ``k`` in no other
+output axis; other statements are kept as they are.
 
     split_output_phases(bound) -> BoundProgram with the split sums and their reshapes
 """
@@ -34,7 +37,7 @@ from fractions import Fraction
 
 from ..errors import TileError
 from ..tile.bounds import bind_contraction
-from ..tile.ir import Access, Constraint, Contraction, Poly, Size, Special
+from ..tile.ir import Access, Constraint, Contraction, Poly, Size, Special, Statement
 from ..tile.shapes import BoundProgram
 
 
@@ -65,13 +68,12 @@ def split_output_phases(bound: BoundProgram) -> BoundProgram:
         if split is None:
             statements.append(statement)
             continue
-        phases, shape = split
-        shapes[phases.out] = shape
-        dtypes[phases.out] = bound.dtypes[statement.out]
-        statements.append(phases)
-        sizes = tuple(Size.const(n) for n in bound.shapes[statement.out])
-        statements.append(Special(statement.out, "reshape", (phases.out,), sizes,
-                                  loc=statement.loc))
+        for new, shape in split:
+            shapes.setdefault(new.out, shape)
+            # A reshape has its source's type (the default's may differ from the sum's).
+            source = new.tensors[0] if isinstance(new, Special) else statement.out
+            dtypes.setdefault(new.out, dtypes[source])
+            statements.append(new)
         changed = True
     if not changed:
         return bound
@@ -80,9 +82,11 @@ def split_output_phases(bound: BoundProgram) -> BoundProgram:
 
 
 def _split(c: Contraction, bound: BoundProgram, shapes: dict
-           ) -> tuple[Contraction, tuple[int, ...]] | None:
-    """The phase-split form of ``c`` and its output shape, or None where it does not apply."""
-    if c.agg != "+" or c.combo not in ("*", "none") or c.default is not None:
+           ) -> list[tuple[Statement, tuple[int, ...]]] | None:
+    """The statements that compute ``c``'s output per phase, each with its output's shape
+    (the phase-split sum, its reshape, and where an axis is no multiple of its stride the
+    crop of the rows past it), or None where the split does not apply."""
+    if c.agg != "+" or c.combo not in ("*", "none"):
         return None
     dims = bound.dims
     index = [p.substitute(dims) for p in c.index]
@@ -90,7 +94,7 @@ def _split(c: Contraction, bound: BoundProgram, shapes: dict
     taken = set(c.index_vars())
     splits: list[_Split] = []
     for axis, poly in enumerate(index):
-        split = _axis_split(axis, poly, index, out_shape[axis], taken)
+        split = _axis_split(axis, poly, index, taken)
         if split is not None:
             splits.append(split)
             taken |= {split.z, split.r, split.j}
@@ -115,30 +119,72 @@ def _split(c: Contraction, bound: BoundProgram, shapes: dict
             new_shape.append(out_shape[axis])
         else:
             new_index += [Poly.var(split.z), Poly.var(split.r)]
-            new_shape += [out_shape[axis] // split.stride, split.stride]
+            new_shape += [-(-out_shape[axis] // split.stride), split.stride]
     operands = tuple(Access(a.tensor, tuple(apply(p.substitute(dims)) for p in a.index), a.loc)
                      for a in c.operands)
     constraints = tuple(Constraint(apply(q.poly.substitute(dims)), q.bound, q.loc)
                         for q in c.constraints)
     name = _fresh(f"{c.out}_phases", shapes)
-    phases = Contraction(name, tuple(new_index), tuple(Size.const(n) for n in new_shape),
-                         c.agg, c.combo, operands, constraints, None, c.loc)
     probe = dict(shapes)
     probe[name] = tuple(new_shape)
+    before: list[tuple[Statement, tuple[int, ...]]] = []
+    default = None
+    if c.default is not None:
+        default_shape = _default_phases_shape(bound.shapes[c.default], out_shape, by_axis)
+        if default_shape is None:
+            return None
+        default = _fresh(f"{c.default}_phases", probe)
+        probe[default] = default_shape
+        before.append((Special(default, "reshape", (c.default,), _sizes(default_shape),
+                               loc=c.loc), default_shape))
+    phases = Contraction(name, tuple(new_index), _sizes(new_shape),
+                         c.agg, c.combo, operands, constraints, default, c.loc)
     try:
         # Every new variable must be bounded by what the old ones were (it is, by the
         # accesses that bounded y and k; an unusual program keeps its own form).
         bind_contraction(phases, dataclasses.replace(bound, shapes=probe))
     except TileError:
         return None
-    return phases, tuple(new_shape)
+    padded = tuple(size if axis not in by_axis else -(-size // by_axis[axis].stride)
+                   * by_axis[axis].stride for axis, size in enumerate(out_shape))
+    if padded == tuple(out_shape):
+        reshape = Special(c.out, "reshape", (name,), _sizes(out_shape), loc=c.loc)
+        return before + [(phases, tuple(new_shape)), (reshape, tuple(out_shape))]
+    # The last phase row runs past the output: those cells take the taps the output drops,
+    # and a copy keeps the rows inside it.
+    whole = _fresh(f"{c.out}_padded", probe)
+    reshape = Special(whole, "reshape", (name,), _sizes(padded), loc=c.loc)
+    cell = tuple(Poly.var(f"i{axis}") for axis in range(len(out_shape)))
+    crop = Contraction(c.out, cell, _sizes(out_shape), "=", "none", (Access(whole, cell),),
+                       loc=c.loc)
+    return before + [(phases, tuple(new_shape)), (reshape, padded), (crop, tuple(out_shape))]
 
 
-def _axis_split(axis: int, poly: Poly, index: list[Poly], size: int, taken: set[str]
-                ) -> _Split | None:
-    """The split of output axis ``axis`` (index ``poly``, ``size`` long), or None: ``poly``
-    must be ``s*y + e*k + c`` with ``s >= 2`` dividing ``size``, ``e = +-1``, and neither
-    variable in another output axis."""
+def _default_phases_shape(shape: tuple[int, ...], out_shape: tuple[int, ...],
+                          by_axis: dict[int, _Split]) -> tuple[int, ...] | None:
+    """The shape a default (the sum's starting value, broadcast to the output: a transposed
+    convolution's bias ``[C, 1, 1]``) takes beside the phases, or None: it must be constant
+    along every split axis, which then becomes ``(1, 1)``."""
+    lead = len(out_shape) - len(shape)
+    result: list[int] = []
+    for axis, size in enumerate(shape):
+        if lead + axis in by_axis:
+            if size != 1:
+                return None
+            result += [1, 1]
+        else:
+            result.append(size)
+    return tuple(result)
+
+
+def _sizes(shape) -> tuple[Size, ...]:
+    return tuple(Size.const(n) for n in shape)
+
+
+def _axis_split(axis: int, poly: Poly, index: list[Poly], taken: set[str]) -> _Split | None:
+    """The split of output axis ``axis`` (index ``poly``), or None: ``poly`` must be
+    ``s*y + e*k + c`` with ``s >= 2``, ``e = +-1``, and neither variable in another output
+    axis."""
     if len(poly.terms) != 2 or poly.const.denominator != 1:
         return None
     (a, ca), (b, cb) = poly.terms
@@ -149,12 +195,9 @@ def _axis_split(axis: int, poly: Poly, index: list[Poly], size: int, taken: set[
     else:
         return None
     stride = int(s)
-    if size % stride:
-        return None
     if any({y, k} & other.names() for n, other in enumerate(index) if n != axis):
         return None
     z, r, j = (_fresh_var(f"{y}_{suffix}", taken) for suffix in ("z", "r", "j"))
-    taken = taken | {z, r, j}
     # s*z + r = s*y + e*k + c  with  y = z - j  gives  e*k = s*j + r - c.
     k_value = (Poly.var(j).scale(stride) + Poly.var(r) - Poly.constant(poly.const)).scale(
         Fraction(1) / e)

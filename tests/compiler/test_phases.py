@@ -20,6 +20,7 @@ from gingham import tile
 from gingham.compiler.fusion import plan
 from gingham.compiler.phases import split_output_phases
 from gingham.devices import list_devices
+from gingham.frontend.tensor import _bound_graph
 from gingham.runtime import executable
 from gingham.tile import interpreter
 from gingham.tile.ir import Contraction, Special
@@ -61,9 +62,21 @@ def test_the_split_is_the_same_sum_over_the_taps_that_land():
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
+def test_an_output_no_multiple_of_the_stride_is_cropped_from_one_more_phase_row():
+    # A transposed convolution without output padding: 2 * 4 - 1 = 7 rows, phases of 4 rows.
+    program = "function (D[P], F[K]) -> (DI) { DI[k + 2*y : 2*P - 1] = +(D[y] * F[k]); }"
+    d, f = RNG.standard_normal(4).astype(np.float32), RNG.standard_normal(3).astype(np.float32)
+    bound = tile.function(program).bind(d, f)
+    split = split_output_phases(bound)
+    phases, padded, crop = split.program.statements
+    assert split.shapes[phases.out] == (4, 2) and split.shapes[padded.out] == (8,)
+    assert (padded.op, crop.out, split.shapes["DI"]) == ("reshape", "DI", (7,))
+    assert _reduction_sizes(split)[phases.out] == 2
+    want = interpreter.run(bound, [d, f])["DI"]
+    np.testing.assert_allclose(interpreter.run(split, [d, f])["DI"], want, rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("program", [
-    # The output's size is no multiple of the stride: the rows past it would be lost.
-    "function (D[P], F[K]) -> (DI) { DI[k + 2*y : 2*P - 1] = +(D[y] * F[k]); }",
     # A max, not a sum (the max-pool gradient's guards already pin its tap).
     "function (D[P], F[K]) -> (DI) { DI[k + 2*y : 2*P] = >(D[y] * F[k]); }",
     # The strided variable is in two output axes.
@@ -79,7 +92,7 @@ CASES = [  # (batch, channels, size, filters, kernel, stride, padding, data form
     (2, 4, 8, 6, 1, 2, 0, "NHWC"),   # and its 1x1 shortcut
     (2, 3, 8, 5, 3, 2, 1, "NCHW"),
     (1, 2, 12, 3, 5, 3, 2, "NCHW"),  # a window wider than the stride, stride 3
-    (2, 3, 9, 4, 3, 2, 1, "NCHW"),   # odd input: kept as it is, still correct
+    (2, 3, 9, 4, 3, 2, 1, "NCHW"),   # odd input: phases one row past it, cropped
 ]
 
 
@@ -121,12 +134,23 @@ def test_the_input_gradient_kernel_runs_over_the_phases_taps(device):
 
 
 @pytest.mark.parametrize("device", COMPILED)
-def test_transposed_convolution_with_output_padding_matches_pytorch(device):
+@pytest.mark.parametrize("output_padding", [1, 0])
+def test_transposed_convolutions_with_bias_and_relu_match_pytorch(device, output_padding):
+    # The bias is the sum's starting value (a default constant along the split axes), and the
+    # ReLU reads the phases through their reshape: with output padding (10 rows, 5 phase rows
+    # of 2) one kernel computes it all; without (9 rows), a copy crops the tenth.
     x = RNG.standard_normal((2, 4, 5, 5)).astype(np.float32)
     w = RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
-    want = TF.conv_transpose2d(torch.tensor(x), torch.tensor(w), stride=2, padding=1,
-                               output_padding=1).numpy()
-    got = F.conv_transpose2d(gingham.tensor(x, device=device), gingham.tensor(w, device=device),
-                             stride=2, padding=1, output_padding=1).numpy()
-    assert got.shape == want.shape == (2, 3, 10, 10)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    b = RNG.standard_normal(3).astype(np.float32)
+    want = TF.relu(TF.conv_transpose2d(torch.tensor(x), torch.tensor(w), torch.tensor(b),
+                                       stride=2, padding=1, output_padding=output_padding))
+    inputs = [gingham.tensor(a, device=device) for a in (x, w, b)]
+    out = F.conv_transpose2d(*inputs, stride=2, padding=1, output_padding=output_padding).relu()
+    leaves, _, bound = _bound_graph([out], lambda t: t.is_leaf)
+    by_shape = {a.shape: a for a in (x, w, b)}
+    exe = executable(bound, gingham.devices.get_device(device))
+    assert len(exe.launches) == (1 if output_padding else 2), \
+        [launch.schedule for launch in exe.launches]
+    got, = exe(*(by_shape[leaf.shape] for leaf in leaves))
+    assert got.shape == want.shape == (2, 3, 9 + output_padding, 9 + output_padding)
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-4)
