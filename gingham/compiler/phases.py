@@ -25,7 +25,8 @@ taps that the output drops, and a copy keeps the rows inside: a transposed convo
 
 It applies to sums of products (``+``, combination ``*`` or none), with a default (a bias)
 constant along the split axes or none, whose output axis is ``s*y + e*k + c`` with ``s >= 2``, ``e = +-1`` and ``y`` and ``k`` in no other
-output axis; other statements are kept as they are.
+output axis, unless the guards already pin every tap (one assignment per cell: a cell
+statement that fusion puts in its readers); other statements are kept as they are.
 
     split_output_phases(bound) -> BoundProgram with the split sums and their reshapes
 """
@@ -39,6 +40,7 @@ from ..errors import TileError
 from ..tile.bounds import bind_contraction
 from ..tile.ir import Access, Constraint, Contraction, Poly, Size, Special, Statement
 from ..tile.shapes import BoundProgram
+from .normalize import narrow, normalize, pin
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,6 +101,11 @@ def _split(c: Contraction, bound: BoundProgram, shapes: dict
             splits.append(split)
             taken |= {split.z, split.r, split.j}
     if not splits:
+        return None
+    if not pin(narrow(normalize(bind_contraction(c, bound)))).red_vars:
+        # One assignment per cell once the guards pin the taps (a window no wider than its
+        # stride: the average-pool gradient): fusion computes it as a cell statement, in its
+        # readers, which beats a kernel of its own over the phases.
         return None
     substitution = dict(pair for split in splits for pair in split.substitution)
 

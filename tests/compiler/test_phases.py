@@ -81,6 +81,9 @@ def test_an_output_no_multiple_of_the_stride_is_cropped_from_one_more_phase_row(
     "function (D[P], F[K]) -> (DI) { DI[k + 2*y : 2*P] = >(D[y] * F[k]); }",
     # The strided variable is in two output axes.
     "function (D[P], F[K]) -> (DI) { DI[k + 2*y, y : 2*P, P] = +(D[y] * F[k]); }",
+    # A 2-wide window of stride 2 (the average-pool gradient): the guards pin its tap, one
+    # assignment per cell, which fusion computes in the readers.
+    "function (D[P], F[K]) -> (DI) { DI[k + 2*y : 2*P] = +(D[y]), k < 2; }",
 ])
 def test_statements_it_does_not_apply_to_are_kept(program):
     bound = tile.function(program).bind(np.ones(4, np.float32), np.ones(3, np.float32))
@@ -114,6 +117,21 @@ def test_strided_convolution_gradients_match_pytorch(device, case):
     dx = xg.grad.numpy()
     np.testing.assert_allclose(dx.transpose(0, 3, 1, 2) if nhwc else dx, xt.grad.numpy(),
                                rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(wg.grad.numpy(), wt.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", COMPILED)
+@pytest.mark.parametrize("nd", [1, 3])
+def test_strided_gradients_in_one_and_three_dimensions_match_pytorch(device, nd):
+    x = RNG.standard_normal((2, 3) + (6,) * nd).astype(np.float32)
+    w = RNG.standard_normal((4, 3) + (3,) * nd).astype(np.float32)
+    ours, theirs = {1: (F.conv1d, TF.conv1d), 3: (F.conv3d, TF.conv3d)}[nd]
+    xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    (theirs(xt, wt, stride=2, padding=1) ** 2).sum().backward()
+    xg = gingham.tensor(x, device=device, requires_grad=True)
+    wg = gingham.tensor(w, device=device, requires_grad=True)
+    (ours(xg, wg, stride=2, padding=1) ** 2).sum().backward()
+    np.testing.assert_allclose(xg.grad.numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(wg.grad.numpy(), wt.grad.numpy(), rtol=1e-4, atol=1e-4)
 
 
