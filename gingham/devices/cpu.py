@@ -139,8 +139,28 @@ def host_memory_bytes() -> int:
 
 # ---- the toolchain ------------------------------------------------------------------------
 
-def _probe_toolchain(cc: str, cflags: tuple[str, ...]) -> tuple[str, str]:
-    """(resolved compiler path, ``cc --version`` output); DeviceNotFoundError if unusable.
+#: Added to GCC's flags. Its vectoriser gives up on a loop whose pointers need more than 10
+#: run-time alias checks (the default of this parameter). A kernel's pointer parameters are
+#: ``restrict``, but OpenMP outlines the parallel loop into a function that receives them in a
+#: struct, where ``restrict`` is lost: a GEMM epilogue that reads five tensors and stores four
+#: (the story net's fused batch-norm gradient) ran scalar, 11.8 ms against 4.5 ms vectorised
+#: (2-core EPYC, the whole step's kernels 150 -> 126 ms).
+GCC_FLAGS: tuple[str, ...] = ("--param=vect-max-version-for-alias-checks=64",)
+
+
+def _tuned_flags(version: str, cflags: tuple[str, ...]) -> tuple[str, ...]:
+    """``cflags`` with what the compiler that printed ``version`` needs added (GCC_FLAGS for
+    GCC; clang prints its own name and takes them as they are)."""
+    if "Free Software Foundation" not in version or "clang" in version.lower():
+        return cflags
+    # A parameter the user's flags set already keeps their value.
+    return cflags + tuple(flag for flag in GCC_FLAGS if not any(
+        given.startswith(flag.rsplit("=", 1)[0]) for given in cflags))
+
+
+def _probe_toolchain(cc: str, cflags: tuple[str, ...]) -> tuple[str, str, tuple[str, ...]]:
+    """(resolved compiler path, ``cc --version`` output, the flags to build with: ``cflags``
+    and :func:`_tuned_flags`' additions); DeviceNotFoundError if unusable.
 
     The probe compile is cached on disk, so only the first process pays for it (~100 ms).
     """
@@ -154,6 +174,7 @@ def _probe_toolchain(cc: str, cflags: tuple[str, ...]) -> tuple[str, str]:
     except (OSError, subprocess.SubprocessError) as exc:
         raise DeviceNotFoundError(f"the C compiler {path} does not run ({exc}); "
                                   f"{_INSTALL_HINT}") from None
+    cflags = _tuned_flags(version, cflags)
     cache = DiskCache("cpu")
     key = cache.key("probe", path, version, cflags, platform.machine())
     if cache.get(key) is None:
@@ -163,7 +184,7 @@ def _probe_toolchain(cc: str, cflags: tuple[str, ...]) -> tuple[str, str]:
                                       f"library with flags {' '.join(cflags)}:\n{error}\n"
                                       f"{_INSTALL_HINT}")
         cache.put(key, b"ok")
-    return path, version
+    return path, version, cflags
 
 
 def _run_compiler(cc: str, cflags: tuple[str, ...], source: str) -> tuple[bytes, str | None]:
@@ -306,5 +327,5 @@ class _CPUPlan(LaunchPlan):
 def discover() -> list[Device]:
     """[the cpu device] when a C compiler with OpenMP works, else DeviceNotFoundError."""
     config = get_config()
-    cc_path, cc_version = _probe_toolchain(config.cc, config.cflags)
-    return [CPUDevice(cc_path, cc_version, config.cflags, config.num_threads)]
+    cc_path, cc_version, cflags = _probe_toolchain(config.cc, config.cflags)
+    return [CPUDevice(cc_path, cc_version, cflags, config.num_threads)]

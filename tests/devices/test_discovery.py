@@ -27,6 +27,24 @@ def test_cpu_is_listed_when_a_c_compiler_exists():
     assert ("cpu" in ids) == (shutil.which(get_config().cc) is not None), unavailable()
 
 
+GCC_VERSION = "cc (Debian 12.2.0-14) 12.2.0\nCopyright (C) 2022 Free Software Foundation, Inc."
+
+
+def test_gcc_gets_its_vectoriser_parameter_and_other_compilers_the_flags_as_given():
+    # OpenMP's outlined loops lose restrict, and GCC's vectoriser stops at 10 alias checks.
+    from gingham.devices.cpu import GCC_FLAGS, _tuned_flags
+
+    flags = ("-O3", "-fopenmp")
+    assert _tuned_flags(GCC_VERSION, flags) == flags + GCC_FLAGS
+    assert _tuned_flags("Ubuntu clang version 17.0.6", flags) == flags
+    assert _tuned_flags("Apple clang version 15.0.0 (clang-1500.3.9.4)", flags) == flags
+    mine = flags + ("--param=vect-max-version-for-alias-checks=20",)
+    assert _tuned_flags(GCC_VERSION, mine) == mine  # the user's own value stands
+    cpu = get_device("cpu")
+    if "Free Software Foundation" in cpu.cc_version:
+        assert cpu.cflags == _tuned_flags(cpu.cc_version, get_config().cflags)
+
+
 def test_every_device_describes_itself():
     for device in list_devices():
         info = device.info
