@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|k|x|l]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|k|x|u|l]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -162,6 +162,13 @@ step resnet18-fp32-cuda 80 $g bench model resnet18 --device cuda:0 --torch-compi
 step resnet18-bf16-cuda 80 $g bench model resnet18 --device cuda:0 --precision bf16 --torch-compile off --json "$out/resnet18-bf16-cuda.json"
 step resnet18-fp32-kernels 40 env GINGHAM_DEBUG=2 $g bench model resnet18 --device cuda:0 --no-torch --steps 1
 step all-devices-resnet18 200 $g bench model resnet18 --all-devices --json "$out/all-devices-resnet18.json"
+;;
+u)  # after a change to the CPU backend: the conv-gradient tests on CUDA and OpenCL, then
+    # the GPU host's 16-core CPU beside PyTorch CPU (the all-devices table's cpu rows)
+step tests-conv 120 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests/compiler/test_phases.py tests/nn/test_functional.py -k "cuda or opencl"
+step cpu-story 90 $g bench model story --device cpu --torch-compile off --json "$out/cpu-story.json"
+step cpu-resnet9 150 $g bench model resnet9 --device cpu --torch-compile off --json "$out/cpu-resnet9.json"
+step cpu-resnet18 150 $g bench model resnet18 --device cpu --torch-compile off --json "$out/cpu-resnet18.json"
 ;;
 l)  # a closing run, part 2: the full all-devices table (5 timed steps, torch.compile where
     # PyTorch runs on the GPU), one model at a time so that each table survives a later limit
