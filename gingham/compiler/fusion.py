@@ -506,7 +506,8 @@ def _fusion_target(shape: tuple[int, ...], inputs: list[str], bound: BoundProgra
     ``[C, 1, 1]`` sum that is its gradient; the sum of a strided gradient's phases,
     ``[N, 16, 2, 16, 2, C]``, read through its reshape as ``[N, 32, 32, C]``) when it reads
     nothing that broadcasts, every tensor at the kernel's flat index. Tensors in ``gathered``
-    are read at other cells (a :class:`CellStatement`'s window): they must be in memory before the kernel runs."""
+    are read at other cells (a :class:`CellStatement`'s window): they must be in memory
+    before the kernel runs."""
     cells = math.prod(shape)
     producers = {producer[root(n)] for n in inputs if root(n) in producer}
     candidates = sorted(producers, reverse=True)

@@ -83,11 +83,7 @@ def normalize(bc: BoundContraction) -> NormalContraction:
     solved_guards: list[tuple[str, int, int]] = []
 
     def apply(poly: Poly) -> Poly:
-        result = Poly.constant(poly.const)
-        for name, coeff in poly.terms:
-            result = result + (substitution[name].scale(coeff) if name in substitution
-                               else Poly.var(name).scale(coeff))
-        return result
+        return substitute_polys(poly, substitution)
 
     for axis, poly in enumerate(bc.output.index):
         current = apply(poly)
@@ -343,6 +339,18 @@ def _check_assign_conflict(nc: NormalContraction, c) -> None:
             f"index assignments (over {', '.join(nc.red_vars)}); '=' may write each cell once",
             c.loc, nc.out,
         )
+
+
+def substitute_polys(poly: Poly, values: dict[str, Poly]) -> Poly:
+    """``poly`` with each variable named in ``values`` replaced by its polynomial::
+
+        substitute_polys(2*y + k, {"y": z - j})  ->  2*z - 2*j + k
+    """
+    result = Poly.constant(poly.const)
+    for name, coeff in poly.terms:
+        result = result + (values[name].scale(coeff) if name in values
+                           else Poly.var(name).scale(coeff))
+    return result
 
 
 def _substitute(poly: Poly, name: str, value: Poly) -> Poly:

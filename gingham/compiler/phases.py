@@ -24,9 +24,10 @@ taps that the output drops, and a copy keeps the rows inside: a transposed convo
 ``output_padding`` (``(P - 1) * s - 2 * p + k`` rows) pays one pass over its output for that.
 
 It applies to sums of products (``+``, combination ``*`` or none), with a default (a bias)
-constant along the split axes or none, whose output axis is ``s*y + e*k + c`` with ``s >= 2``, ``e = +-1`` and ``y`` and ``k`` in no other
-output axis, unless the guards already pin every tap (one assignment per cell: a cell
-statement that fusion puts in its readers); other statements are kept as they are.
+constant along the split axes or none, whose output axis is ``s*y + e*k + c`` with
+``s >= 2``, ``e = +-1`` and ``y`` and ``k`` in no other output axis, unless the guards
+already pin every tap (one assignment per cell: a cell statement that fusion puts in its
+readers); other statements are kept as they are.
 
     split_output_phases(bound) -> BoundProgram with the split sums and their reshapes
 """
@@ -40,7 +41,7 @@ from ..errors import TileError
 from ..tile.bounds import bind_contraction
 from ..tile.ir import Access, Constraint, Contraction, Poly, Size, Special, Statement
 from ..tile.shapes import BoundProgram
-from .normalize import narrow, normalize, pin
+from .normalize import narrow, normalize, pin, substitute_polys
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,12 +51,10 @@ class _Split:
 
     axis: int
     stride: int
-    y: str
-    k: str
     z: str
     r: str
     j: str
-    substitution: tuple[tuple[str, Poly], ...]
+    substitution: tuple[tuple[str, Poly], ...]  # ((y, z - j), (k, e*(s*j + r - c)))
 
 
 def split_output_phases(bound: BoundProgram) -> BoundProgram:
@@ -110,11 +109,7 @@ def _split(c: Contraction, bound: BoundProgram, shapes: dict
     substitution = dict(pair for split in splits for pair in split.substitution)
 
     def apply(poly: Poly) -> Poly:
-        result = Poly.constant(poly.const)
-        for name, coeff in poly.terms:
-            result = result + (substitution[name].scale(coeff) if name in substitution
-                               else Poly.var(name).scale(coeff))
-        return result
+        return substitute_polys(poly.substitute(dims), substitution)
 
     by_axis = {split.axis: split for split in splits}
     new_index: list[Poly] = []
@@ -127,9 +122,9 @@ def _split(c: Contraction, bound: BoundProgram, shapes: dict
         else:
             new_index += [Poly.var(split.z), Poly.var(split.r)]
             new_shape += [-(-out_shape[axis] // split.stride), split.stride]
-    operands = tuple(Access(a.tensor, tuple(apply(p.substitute(dims)) for p in a.index), a.loc)
+    operands = tuple(Access(a.tensor, tuple(apply(p) for p in a.index), a.loc)
                      for a in c.operands)
-    constraints = tuple(Constraint(apply(q.poly.substitute(dims)), q.bound, q.loc)
+    constraints = tuple(Constraint(apply(q.poly), q.bound, q.loc)
                         for q in c.constraints)
     name = _fresh(f"{c.out}_phases", shapes)
     probe = dict(shapes)
@@ -204,25 +199,18 @@ def _axis_split(axis: int, poly: Poly, index: list[Poly], taken: set[str]) -> _S
     stride = int(s)
     if any({y, k} & other.names() for n, other in enumerate(index) if n != axis):
         return None
-    z, r, j = (_fresh_var(f"{y}_{suffix}", taken) for suffix in ("z", "r", "j"))
+    z, r, j = (_fresh(f"{y}_{suffix}", taken) for suffix in ("z", "r", "j"))
     # s*z + r = s*y + e*k + c  with  y = z - j  gives  e*k = s*j + r - c.
     k_value = (Poly.var(j).scale(stride) + Poly.var(r) - Poly.constant(poly.const)).scale(
         Fraction(1) / e)
     substitution = ((y, Poly.var(z) - Poly.var(j)), (k, k_value))
-    return _Split(axis, stride, y, k, z, r, j, substitution)
+    return _Split(axis, stride, z, r, j, substitution)
 
 
-def _fresh_var(prefix: str, taken: set[str]) -> str:
+def _fresh(prefix: str, taken) -> str:
+    """``prefix``, or ``prefix`` and a number, not in ``taken`` (tensor or variable names)."""
     name, index = prefix, 0
     while name in taken:
-        index += 1
-        name = f"{prefix}{index}"
-    return name
-
-
-def _fresh(prefix: str, shapes: dict) -> str:
-    name, index = prefix, 0
-    while name in shapes:
         index += 1
         name = f"{prefix}{index}"
     return name
