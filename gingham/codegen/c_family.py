@@ -411,6 +411,9 @@ class _Renderer:
             return 'asm volatile("wgmma.fence.sync.aligned;" ::: "memory");'
         if s.op == "wgmma_commit":
             return 'asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");'
+        if s.op == "wgmma_hold":
+            outs = ", ".join(f'"+f"({r})' for r in regs)
+            return f'asm volatile("" : {outs} :: "memory");'
         if s.op == "wgmma_wait":
             # The accumulators pass through the wait, so that no read of them moves above it.
             outs = ", ".join(f'"+f"({r})' for r in regs)

@@ -205,6 +205,10 @@ class WarpOp:
     * ``wgmma_fence``: order this thread's register and shared-memory accesses before the
       warpgroup products that follow.
     * ``wgmma_commit``: close the group of products issued so far.
+    * ``wgmma_hold``: no instruction: ``regs`` (accumulators) are defined here as far as the
+      C++ compiler knows, so that it moves no definition of them (their zeroing) into the
+      pipeline of products, where ptxas would serialise every ``wgmma`` of the kernel
+      (its warning C7515). CUTLASS's ``warpgroup_fence_operand``.
     * ``wgmma_wait``: wait until at most ``int(variant)`` groups are in flight; ``regs`` are
       the accumulators it hands back (the C++ compiler must not read them earlier).
     * ``fence_async_shared``: make this thread's earlier shared-memory writes (stores and

@@ -159,10 +159,14 @@ class WgmmaKernel(TensorCoreKernel):
             body += self.hoisted(stage)
         zero = k.StoreLocal("gt_acc", (e.v("gt_mi"), e.v("gt_ni"), e.v("gt_q")),
                             k.Const(0.0, "float32"))
+        accs = tuple(r for mi in range(self.mi) for r in self.accumulators(mi))
         body += [
             k.LocalArray("gt_acc", "float32", (self.mi, self.ni, 4), "register"),
             k.For("gt_mi", 0, self.mi, k.For("gt_ni", 0, self.ni, k.For(
                 "gt_q", 0, 4, zero, kind="unroll"), kind="unroll"), kind="unroll"),
+            # Split-K's K loop has a run-time trip count; without this, NVVM moved the zeroing
+            # past the loop's entry and ptxas serialised all the products (C7515).
+            k.WarpOp("wgmma_hold", regs=accs),
         ]
         first, slice_steps = self.k_slice(body)
         steps = e.c(slice_steps) if isinstance(slice_steps, int) else slice_steps
@@ -190,7 +194,6 @@ class WgmmaKernel(TensorCoreKernel):
             k.WarpOp("wgmma_wait", variant="1"),
         )
         body.append(k.For("gt_kt", 0, steps, loop))
-        accs = tuple(r for mi in range(self.mi) for r in self.accumulators(mi))
         body += [k.WarpOp("wgmma_wait", regs=accs, variant="0"),
                  k.WarpOp("cp_async_wait", variant="0"),
                  self.epilogue()]

@@ -206,7 +206,8 @@ class Simulator:
             self.mma(s)
         elif s.op == "wgmma":
             self.wgmma(s)
-        elif s.op in ("wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_async_shared"):
+        elif s.op in ("wgmma_fence", "wgmma_commit", "wgmma_wait", "wgmma_hold",
+                      "fence_async_shared"):
             pass  # products run at issue in lockstep: nothing is in flight to order or wait for
         else:
             raise NotImplementedError(s.op)

@@ -364,6 +364,39 @@ def test_warpgroup_kernel_source():
         assert source.count("fence.proxy.async.shared::cta") == 1
 
 
+def _ptxas_log(source: str, entry: str) -> str:
+    """ptxas's verbose log of ``source`` built for sm_90a by this machine's NVRTC."""
+    nvrtc = pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC (cuda-bindings) is needed")
+    try:
+        nvrtc.nvrtcVersion()
+    except Exception as exc:  # noqa: BLE001 - cuda-bindings without the NVRTC library
+        pytest.skip(f"NVRTC is not loadable: {exc}")
+    program = nvrtc.nvrtcCreateProgram(source.encode(), f"{entry}.cu".encode(), 0, [], [])[1]
+    options = [b"--gpu-architecture=sm_90a", b"-w", b"--ptxas-options=-v"]
+    try:
+        (status,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
+        log = b" " * int(nvrtc.nvrtcGetProgramLogSize(program)[1])
+        nvrtc.nvrtcGetProgramLog(program, log)
+    finally:
+        nvrtc.nvrtcDestroyProgram(program)
+    text = log.decode(errors="replace")
+    assert int(status) == 0, text[:2000]
+    return text
+
+
+def test_warpgroup_products_are_pipelined():
+    """ptxas keeps the warpgroup products asynchronous in every kernel, split-K included: the
+    filter gradient's K loop has a run-time trip count, and without ``wgmma_hold`` NVVM moved
+    the accumulators' zeroing into it, so ptxas serialised every wgmma (warning C7515)."""
+    kernels = _big_tensor_core_kernels()
+    assert any("split-K" in kk.schedule for kk in kernels)
+    for kernel in kernels:
+        unit, _ = unit_of(kernel, DIALECTS["cuda"])
+        log = _ptxas_log(unit.source, unit.entry)
+        assert "C7515" not in log and "serialized" not in log, (kernel.schedule, log[-1500:])
+        assert "0 bytes spill stores" in log, (kernel.schedule, log[-1500:])
+
+
 # -- the choice ------------------------------------------------------------------------------
 
 
