@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|k|x|u|l]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|k|x|u|y|l]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -169,6 +169,19 @@ step tests-conv 120 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pyt
 step cpu-story 90 $g bench model story --device cpu --torch-compile off --json "$out/cpu-story.json"
 step cpu-resnet9 150 $g bench model resnet9 --device cpu --torch-compile off --json "$out/cpu-resnet9.json"
 step cpu-resnet18 150 $g bench model resnet18 --device cpu --torch-compile off --json "$out/cpu-resnet18.json"
+;;
+y)  # the tensor-core tests and bf16 figures after a change to the warpgroup kernels, then
+    # where the GPU host's 16-core CPU loses to PyTorch: gingham's kernels (GINGHAM_DEBUG=2)
+    # beside PyTorch's operators, on 16 threads and on one
+step tests-tc 150 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -q -p no:cacheprovider -p no:warnings tests/compiler/test_tensor_cores.py tests/compiler/test_bf16_channels_last.py tests/frontend/test_amp.py -k "cuda or pipelined"
+step ops-bf16-cuda 60 $g bench ops --device cuda:0 --only gemm,conv --dtype bf16 --gemm-sizes 4096,8192 --torch-compile off --json "$out/ops-bf16-cuda.json"
+step resnet9-bf16-cuda 50 $g bench model resnet9 --device cuda:0 --precision bf16 --steps 20 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
+step cpu-story-kernels 60 env GINGHAM_DEBUG=2 $g bench model story --device cpu --no-torch --steps 2
+step cpu-story-torch 30 python3 tools/torch_step_kernels.py story --device cpu --precision fp32 --batch 16 --top 25
+step cpu-story-kernels-1t 40 env OMP_NUM_THREADS=1 GINGHAM_DEBUG=2 $g bench model story --device cpu --no-torch --steps 1
+step cpu-story-torch-1t 30 env OMP_NUM_THREADS=1 python3 tools/torch_step_kernels.py story --device cpu --precision fp32 --batch 16 --top 25
+step cpu-resnet9-kernels 80 env GINGHAM_DEBUG=2 $g bench model resnet9 --device cpu --no-torch --steps 1
+step cpu-resnet9-torch 40 python3 tools/torch_step_kernels.py resnet9 --device cpu --precision fp32 --batch 512 --top 25
 ;;
 l)  # a closing run, part 2: the full all-devices table (5 timed steps, torch.compile where
     # PyTorch runs on the GPU), one model at a time so that each table survives a later limit

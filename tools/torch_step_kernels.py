@@ -1,13 +1,16 @@
 """PyTorch's kernels of one training step of a benchmark model, from its profiler: what the
-baseline of ``gingham bench model`` spends per kernel on a GPU, beside gingham's own
+baseline of ``gingham bench model`` spends per kernel, beside gingham's own
 ``GINGHAM_DEBUG=2`` breakdown of the same step.
 
     python3 tools/torch_step_kernels.py resnet9 [--precision bf16] [--batch 512] [--top 40]
+    python3 tools/torch_step_kernels.py story --device cpu --precision fp32 --batch 16
 
 The step is ``gingham.bench.model.run_torch``'s (SGD with Nesterov momentum, weight decay,
 cross-entropy; under ``--precision`` PyTorch's autocast with channels-last tensors). Three
 warm-up steps, then one profiled step; each CUDA kernel's device time, grouped by kernel
 name and sorted by total, and the sum of every kernel's time beside the step's wall time.
+With ``--device cpu`` (fp32 only) the operators' self CPU time instead, over
+``torch.get_num_threads()`` threads.
 """
 
 from __future__ import annotations
@@ -30,7 +33,13 @@ def main() -> None:
     parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="bf16")
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     args = parser.parse_args()
+    if args.device == "cpu":
+        if args.precision != "fp32":
+            parser.error("--device cpu profiles the fp32 step (the CPU baseline of the bench)")
+        cpu_step(args)
+        return
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     low = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]
@@ -78,6 +87,39 @@ def main() -> None:
         print(f"{sum(times):8.3f} {len(times):5d}  {name[:150]}")
     print(f"{args.model} {args.precision} batch {args.batch}: {launches} kernels, "
           f"{every:.3f} ms of kernels; a step takes {wall * 1e3:.3f} ms (10 steps' mean)")
+
+
+def cpu_step(args: argparse.Namespace) -> None:
+    """The fp32 step on the CPU: each operator's self time in one profiled step."""
+    torch.manual_seed(0)
+    net = torch_model(torch, args.model)
+    rng = np.random.default_rng(0)
+    x = torch.tensor(rng.standard_normal((args.batch, *SHAPES[args.model]), np.float32))
+    y = torch.tensor(rng.integers(0, 10, args.batch))
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, nesterov=True,
+                                weight_decay=5e-4)
+
+    def step() -> None:
+        loss = torch.nn.functional.cross_entropy(net(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    for _ in range(2):
+        step()
+    start = time.perf_counter()
+    for _ in range(3):
+        step()
+    wall = (time.perf_counter() - start) / 3
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        step()
+    rows = sorted(profile.key_averages(), key=lambda row: -row.self_cpu_time_total)
+    every = sum(row.self_cpu_time_total for row in rows) * 1e-3
+    print(f"{'ms':>8} {'count':>5}  operator (self CPU time)")
+    for row in rows[:args.top]:
+        print(f"{row.self_cpu_time_total * 1e-3:8.3f} {row.count:5d}  {row.key[:150]}")
+    print(f"{args.model} fp32 batch {args.batch} on {torch.get_num_threads()} threads: "
+          f"{every:.3f} ms of operators; a step takes {wall * 1e3:.3f} ms (3 steps' mean)")
 
 
 if __name__ == "__main__":
