@@ -40,9 +40,18 @@ def test_gcc_gets_its_vectoriser_parameter_and_other_compilers_the_flags_as_give
     assert _tuned_flags("Apple clang version 15.0.0 (clang-1500.3.9.4)", flags) == flags
     mine = flags + ("--param=vect-max-version-for-alias-checks=20",)
     assert _tuned_flags(GCC_VERSION, mine) == mine  # the user's own value stands
+    # AVX-512 hosts: GCC is told to use the 16-float vectors the schedules are built for.
+    from gingham.devices.cpu import GCC_AVX512_FLAGS, host_cpu, host_simd_width
+
+    assert _tuned_flags(GCC_VERSION, flags, 16) == flags + GCC_FLAGS + GCC_AVX512_FLAGS
+    assert _tuned_flags(GCC_VERSION, flags, 8) == flags + GCC_FLAGS
+    assert _tuned_flags("Ubuntu clang version 17.0.6", flags, 16) == flags
+    narrow = flags + ("-mprefer-vector-width=256",)
+    assert _tuned_flags(GCC_VERSION, narrow, 16) == narrow + GCC_FLAGS
     cpu = get_device("cpu")
     if "Free Software Foundation" in cpu.cc_version:
-        assert cpu.cflags == _tuned_flags(cpu.cc_version, get_config().cflags)
+        assert cpu.cflags == _tuned_flags(cpu.cc_version, get_config().cflags,
+                                          host_simd_width(host_cpu()["flags"]))
 
 
 def test_every_device_describes_itself():
