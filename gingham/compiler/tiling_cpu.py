@@ -139,12 +139,38 @@ class _Gemm:
         return math.prod(self.size(v) for v in names)
 
     @property
+    def a_panels(self) -> bool:
+        """Whether A is packed as ``mr``-wide panels, ``tc_A[ip][kk][i]``, rather than as rows,
+        ``tc_A[r][kk]``: when A is not contiguous along K (a weight gradient's input,
+        ``I[n, y + ky - 1, x + kx - 1, ci]`` with M = (ky, kx, ci) and K = (n, y, x), is
+        contiguous along M). Packing rows would then read one element per cache line, 128
+        apart; panels read along M. Measured on 2 Zen 3 cores, the weight gradient of a
+        128 -> 128 channel layer at 16x16 spent 45% of its time packing A as rows."""
+        return self.k_inner is None or self.a[1].coeffs.get(self.k_inner) != 1
+
+    @property
+    def a_run(self) -> int:
+        """Rows of M in which a panel block copies whole (``_Builder.pack_a_panels``): the
+        extent of M's innermost variable where A reads it and no guard does; 1 where every
+        block packs element by element; 0 for A packed as rows."""
+        if not self.a_panels:
+            return 0
+        last = self.m_vars[-1]
+        if self.a[1].coeffs.get(last, 0) and not any(last in guard.form.coeffs
+                                                     for guard in self.a_guards):
+            return self.size(last)
+        return 1
+
+    @property
     def dims(self) -> CpuDims:
         """The sizes the cost model and the tiling space see."""
         k_in = self.size(self.k_inner) if self.k_inner else 1
         return CpuDims(self.extent(self.m_vars), self.extent(self.n_vars),
                        k_in * self.extent(self.k_outer), k_in, self.extent(self.batch),
-                       b_gather=self.b[1].coeffs.get(self.n_vars[-1]) != 1)
+                       b_gather=self.b[1].coeffs.get(self.n_vars[-1]) != 1,
+                       a_run=self.a_run,
+                       b_careful=any(set(guard.form.coeffs) & set(self.n_vars)
+                                     for guard in self.b_guards))
 
 
 def _narrow(nc: NormalContraction):
@@ -574,14 +600,8 @@ class _Builder:
 
     @property
     def a_panels(self) -> bool:
-        """Whether A is packed as ``mr``-wide panels, ``tc_A[ip][kk][i]``, rather than as rows,
-        ``tc_A[r][kk]``: when A is not contiguous along K (a weight gradient's input,
-        ``I[n, y + ky - 1, x + kx - 1, ci]`` with M = (ky, kx, ci) and K = (n, y, x), is
-        contiguous along M). Packing rows would then read one element per cache line, 128
-        apart; panels read along M. Measured on 2 Zen 3 cores, the weight gradient of a
-        128 -> 128 channel layer at 16x16 spent 45% of its time packing A as rows."""
-        g = self.g
-        return g.k_inner is None or g.a[1].coeffs.get(g.k_inner) != 1
+        """Whether A is packed as panels (:attr:`_Gemm.a_panels`)."""
+        return self.g.a_panels
 
     def a_index(self, row_block: k.Expr, i: k.Expr, kk: k.Expr) -> k.Expr:
         """Where row ``row_block * mr + i``, depth ``kk`` of the block lies in ``tc_A``."""

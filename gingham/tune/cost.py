@@ -24,6 +24,8 @@ device-specific comes from the model. The model ranks candidates; the measured s
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from .device_model import DeviceModel
@@ -50,6 +52,13 @@ CPU_ISSUE_WIDTH = 4
 CPU_LOOP_INSTRUCTIONS = 4
 #: Cycles per packed element (load, guard test, store; vectorised where contiguous).
 CPU_PACK_CYCLES = 0.3
+#: Cycles per element of a panel packed element by element (an A block across two runs of M,
+#: a B panel whose guards read N: each element's guards and address from the tables, then a
+#: select). Measured on 2 Zen 4 cores, the story net's weight gradient (M 288 x N 32 x K 40000,
+#: runs of 32): 18.6 ms with blocks of 14 rows (3 in 8 straddle), 16.1 with 12 (1 in 4), 11.7
+#: with 8 (none): about 3 ns an element, against 0.3 cycles for a copied one; its other view
+#: (M 32 x N 288, B the padded input) 24.0 ms with 8 x 32 blocks, 2 ns more a B element.
+CPU_PACK_ELEMENT_CYCLES = 9.0
 #: Cycles per packed element of a B panel gathered along a stride (a scalar load and store
 #: each, against whole vector loads of a unit-stride panel): a rule of thumb. It decides which
 #: operand is B when the two views are otherwise alike; measured on 2 shared Zen cores, the
@@ -158,7 +167,11 @@ def gpu_time(config, view, model: DeviceModel, itemsize: int = 4) -> float:
 class CpuDims:
     """The GEMM a CPU tiling is chosen for: ``m x n x k`` (``k_inner`` the innermost reduction
     variable's extent, whole rows of which fill a K block), ``batch`` products; ``b_gather``:
-    B is not unit-stride along N, so its panels pack element by element."""
+    B is not unit-stride along N, so its panels pack element by element; ``a_run``: A packs as
+    register-block-wide panels that copy whole only inside runs of this many rows of M (M's
+    innermost variable; 1 where no block copies whole), 0 where A packs as rows;
+    ``b_careful``: B's guards read N variables (an input's padding, with N = (ky, kx, ci)), so
+    its panels pack element by element."""
 
     m: int
     n: int
@@ -166,6 +179,8 @@ class CpuDims:
     k_inner: int
     batch: int
     b_gather: bool = False
+    a_run: int = 0
+    b_careful: bool = False
 
 
 def cpu_block_depth(tiling, dims: CpuDims) -> int:
@@ -192,6 +207,19 @@ def cpu_register_efficiency(mr: int, nr: int, lanes: int, registers: int) -> flo
         # straddle two lines (measured: 4x24 blocks run at 0.8x the speed of 6x16 on Zen).
         efficiency *= 0.85
     return efficiency
+
+
+def cpu_straddling(mr: int, run: int) -> float:
+    """Fraction of the ``mr``-row register blocks of A (starting at multiples of ``mr``) that
+    cross the end of a ``run``-row run, and so pack element by element (``a_run``). The
+    blocks' offsets in a run repeat every ``run / gcd(run, mr)`` blocks.
+
+    The story net's 32 -> 32 weight gradient (``M = (ky, kx, ci)``, runs of 32 channels):
+    6 of every 16 blocks of 14 rows straddle, none of 8 or 16."""
+    if run <= 0 or mr <= 1:
+        return 0.0
+    period = run // math.gcd(run, mr)
+    return sum((b * mr) % run + mr > run for b in range(period)) / period
 
 
 def _missed(distance: float, cache: float) -> float:
@@ -251,12 +279,20 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
     # (two vector accesses per cycle).
     cycle = 4 * lanes / peak  # two FMA ports of ``lanes`` multiply-adds each per cycle
     b_cycles = CPU_GATHER_CYCLES if dims.b_gather else CPU_PACK_CYCLES
-    pack = tiles * dims.k * (tiling.mt * CPU_PACK_CYCLES + tiling.nt * b_cycles) * cycle
+    if dims.b_careful:
+        b_cycles = CPU_PACK_ELEMENT_CYCLES
+    straddling = cpu_straddling(tiling.mr, dims.a_run)
+    a_cycles = CPU_PACK_CYCLES * (1 - straddling) + CPU_PACK_ELEMENT_CYCLES * straddling
+    pack = tiles * dims.k * (tiling.mt * a_cycles + tiling.nt * b_cycles) * cycle
     pack += cpu_reread_cycles(tiling, dims, model.l2_bytes) * cycle
     accumulators = tiles * blocks * tiling.mt * tiling.nt / lanes * cycle
     # The busiest thread's share, plus half a tile of expected tail: tiles are handed out
     # dynamically, and a thread that is preempted (a shared machine) finishes late.
-    per_thread = (_ceil(tiles, workers) + 0.5) / tiles
+    # A ragged edge makes tiles unequal: the busiest thread runs at least a whole tile (576
+    # rows in tiles of 384 keep one thread busy twice as long as the other: the story net's
+    # 64-channel weight gradient took 40-52 ms so, 35.5 in tiles of 288, 2 Zen 4 cores).
+    tile_share = tiling.mt * tiling.nt / (m_pad * n_pad * dims.batch * split)
+    per_thread = (max(_ceil(tiles, workers), tile_share * tiles) + 0.5) / tiles
     compute = (flops / (peak * efficiency) + pack + accumulators) * per_thread
     cells = dims.batch * dims.m * dims.n
     memory = (dims.batch * (dims.m * dims.k + dims.k * dims.n) + 2 * cells) * 4 / model.bandwidth
@@ -268,5 +304,5 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
             + launches * model.launch_overhead)
 
 
-__all__ = ["CpuDims", "cpu_time", "cpu_block_depth", "cpu_reread_cycles",
+__all__ = ["CpuDims", "cpu_time", "cpu_block_depth", "cpu_reread_cycles", "cpu_straddling",
            "cpu_register_efficiency", "gpu_time", "gpu_residency", "gpu_registers"]

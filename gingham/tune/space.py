@@ -235,8 +235,11 @@ def _round_up(a: int, b: int) -> int:
     return -(-a // b) * b
 
 
-def cpu_register_shapes(lanes: int, registers: int) -> list[tuple[int, int]]:
-    """Register blocks (mr, nr) that fit the vector registers, the most efficient first."""
+def cpu_register_shapes(lanes: int, registers: int, a_run: int = 0) -> list[tuple[int, int]]:
+    """Register blocks (mr, nr) that fit the vector registers, the most efficient first. With
+    ``a_run`` (:class:`~gingham.tune.cost.CpuDims`), also per width the tallest block that
+    divides A's runs, which packs without straddling them (14 x 32 straddles runs of 32
+    channels; 8 x 32 and 16 x 16 do not)."""
     shapes = []
     for vectors in (1, 2, 3, 4):
         nr = vectors * lanes
@@ -245,7 +248,14 @@ def cpu_register_shapes(lanes: int, registers: int) -> list[tuple[int, int]]:
                 shapes.append((cpu_register_efficiency(mr, nr, lanes, registers), mr * vectors,
                                mr, nr))
     shapes.sort(key=lambda s: (-s[0], -s[1], s[2]))
-    return [(mr, nr) for _, _, mr, nr in shapes[:CPU_REGISTER_SHAPES]]
+    chosen = [(mr, nr) for _, _, mr, nr in shapes[:CPU_REGISTER_SHAPES]]
+    if a_run > 1:
+        for vectors in (1, 2, 3, 4):
+            fitting = [mr for _, _, mr, nr in shapes if nr == vectors * lanes
+                       and mr <= a_run and a_run % mr == 0]
+            if fitting and (max(fitting), vectors * lanes) not in chosen:
+                chosen.append((max(fitting), vectors * lanes))
+    return chosen
 
 
 def cpu_legal(t: CpuTiling, dims: CpuDims) -> bool:
@@ -265,7 +275,7 @@ def cpu_space(dims: CpuDims, model: DeviceModel) -> list[CpuTiling]:
     lanes = max(4, model.simd_width)
     configs = []
     kcs = sorted({min(kc, dims.k) for kc in CPU_KC})
-    for mr, nr in cpu_register_shapes(lanes, model.vector_registers or 16):
+    for mr, nr in cpu_register_shapes(lanes, model.vector_registers or 16, dims.a_run):
         mts = sorted({min(mr * b, _round_up(dims.m, mr)) for b in CPU_MT_BLOCKS})
         nts = sorted({min(nr * p, _round_up(dims.n, nr)) for p in CPU_NT_PANELS})
         for kc, mt, nt in itertools.product(kcs, mts, nts):

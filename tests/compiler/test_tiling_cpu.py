@@ -157,9 +157,10 @@ def test_conv_forward_and_gradients(cpu, stride, shape):
 def test_packing_forms(cpu, ci, co):
     """The weight gradient packs A (either operand: both are contiguous along M, not K) as
     register-block panels. With the views the cost model takes at 10 and 16 channels A is the
-    input with M = (ky, kx, ci): some blocks lie inside a run of channels (one guard test, a
-    plain copy), some straddle two taps (tested element by element). The data gradient reads
-    B, gathered along N, along K. Checked against PyTorch."""
+    input with M = (ky, kx, ci), in blocks that divide the runs of channels (one guard test
+    and a plain copy each; blocks across two taps, tested element by element, are checked in
+    test_weight_gradient_blocks_fit_channel_runs). The data gradient reads B, gathered along
+    N, along K. Checked against PyTorch."""
     fn, oh, ow = conv_fn(8, 8, 1, pad=1)
     rng = np.random.default_rng(ci + co)
     x = rng.standard_normal((4, 8, 8, ci)).astype(np.float32)
@@ -376,3 +377,72 @@ def test_strided_b_along_n(cpu):
     np.testing.assert_allclose(c, np.einsum("ik,pqk->ipq", a.astype(np.float64), x),
                                rtol=1e-4, atol=1e-4)
     assert_tiled(scheds, 1)
+
+
+WEIGHT_GRADIENT = """function (I[N, H, W, CI], D[N, H, W, CO]) -> (F) {
+    F[ky, kx, ci, co : 3, 3, CI, CO] = +(I[n, y + ky - 1, x + kx - 1, ci] * D[n, y, x, co]);
+}"""
+
+
+def test_weight_gradient_blocks_fit_channel_runs(cpu):
+    """A panel-packed A copies a register block whole only inside one run of M's innermost
+    variable (32 channels here); a block across two taps packs element by element, ~30x the
+    cost. The cost model counts that (``cpu_straddling``) and takes a block that divides the
+    run (on 2 Zen 4 cores the story net's weight gradient went from 14 x 32 blocks, 18.6 ms, to
+    8 x 32, 10-12 ms). A straddling block, still legal, is checked against the default by the
+    measured search; the default against PyTorch."""
+    import dataclasses
+    import re
+
+    from gingham.compiler.fusion import plan
+    from gingham.compiler.lower import LoweringContext
+    from gingham.tune import search
+    from gingham.tune.cost import cpu_straddling
+
+    assert cpu_straddling(14, 32) == 6 / 16 and cpu_straddling(12, 32) == 2 / 8
+    assert cpu_straddling(8, 32) == cpu_straddling(16, 32) == cpu_straddling(6, 0) == 0
+    assert cpu_straddling(4, 1) == 1.0  # runs of one row: every block packs element by element
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((8, 12, 12, 32)).astype(np.float32)
+    dy = rng.standard_normal((8, 12, 12, 32)).astype(np.float32)
+    fn = function(WEIGHT_GRADIENT)
+    bound = fn.bind(x, dy)
+    from gingham.runtime import executable
+
+    exe = executable(bound, cpu)
+    (got,) = exe(x, dy)
+    expected = torch.nn.grad.conv2d_weight(
+        torch.from_numpy(x).permute(0, 3, 1, 2).double(), (32, 32, 3, 3),
+        torch.from_numpy(dy).permute(0, 3, 1, 2).double(), padding=1)
+    np.testing.assert_allclose(got, expected.permute(2, 3, 1, 0).numpy(), rtol=1e-4, atol=1e-3)
+    (sched,) = [launch.schedule for launch in exe.launches if launch.schedule.startswith("cpu-")]
+    assert "A packed as panels" in sched, sched
+    mr = int(re.search(r"register block (\d+)x", sched).group(1))
+    assert 32 % mr == 0, sched
+
+    (wplan,) = [p for p in plan(bound).kernels if p.kind == "contraction"]
+    family = search.family_of(wplan, LoweringContext(bound, {}), cpu.info)
+    default = family.default()
+    straddling = dataclasses.replace(default, mr=14, mt=14 * max(1, default.mt // 14))
+    trial = search.Search(family, cpu, "straddle", budget=60.0, progress=False)
+    trial.chosen = [trial.default, straddling]
+    trial.build_first_round()
+    trial.measure()
+    trial.close()
+    assert not trial.rejected, trial.rejected
+    assert any("register block 14x" in s for s in trial.schedules.values()), trial.schedules
+
+
+def test_ragged_tiles_keep_threads_even():
+    """Tiles of unequal size keep the thread with the big one busy longest: 576 rows on two
+    threads in tiles of 384 and 192 take the time of 384, in tiles of 288 the time of 288."""
+    import dataclasses
+
+    from gingham.compiler.tiling_cpu import CpuTiling
+    from gingham.tune import device_model as dm
+    from gingham.tune.cost import CpuDims, cpu_time
+
+    model = dataclasses.replace(dm.estimate(devices.get_device("cpu").info, None), workers=2)
+    dims = CpuDims(576, 64, 40000, 2500, 1, a_run=64)
+    even, ragged = CpuTiling(8, 32, 192, 288, 64, 16), CpuTiling(8, 32, 192, 384, 64, 16)
+    assert cpu_time(even, dims, model) < cpu_time(ragged, dims, model)
