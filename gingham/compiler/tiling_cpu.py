@@ -149,17 +149,26 @@ class _Gemm:
         return self.k_inner is None or self.a[1].coeffs.get(self.k_inner) != 1
 
     @property
+    def a_copies_runs(self) -> bool:
+        """Whether a panel block of A inside one run of M's innermost variable copies whole
+        (``_Builder.pack_a_panels``): A reads that variable and no guard does."""
+        last = self.m_vars[-1]
+        return bool(self.a[1].coeffs.get(last, 0)) and not any(
+            last in guard.form.coeffs for guard in self.a_guards)
+
+    @property
     def a_run(self) -> int:
-        """Rows of M in which a panel block copies whole (``_Builder.pack_a_panels``): the
-        extent of M's innermost variable where A reads it and no guard does; 1 where every
-        block packs element by element; 0 for A packed as rows."""
+        """Rows of M in which a panel block copies whole: the extent of M's innermost variable
+        (:attr:`a_copies_runs`); 1 where every block packs element by element; 0 for A packed
+        as rows."""
         if not self.a_panels:
             return 0
-        last = self.m_vars[-1]
-        if self.a[1].coeffs.get(last, 0) and not any(last in guard.form.coeffs
-                                                     for guard in self.a_guards):
-            return self.size(last)
-        return 1
+        return self.size(self.m_vars[-1]) if self.a_copies_runs else 1
+
+    def n_guards(self) -> list[tuple[int, _Guard]]:
+        """The B guards that read an N variable (tested per packed element)."""
+        return [(i, q) for i, q in enumerate(self.b_guards)
+                if set(q.form.coeffs) & set(self.n_vars)]
 
     @property
     def dims(self) -> CpuDims:
@@ -168,9 +177,7 @@ class _Gemm:
         return CpuDims(self.extent(self.m_vars), self.extent(self.n_vars),
                        k_in * self.extent(self.k_outer), k_in, self.extent(self.batch),
                        b_gather=self.b[1].coeffs.get(self.n_vars[-1]) != 1,
-                       a_run=self.a_run,
-                       b_careful=any(set(guard.form.coeffs) & set(self.n_vars)
-                                     for guard in self.b_guards))
+                       a_run=self.a_run, b_careful=bool(self.n_guards()))
 
 
 def _narrow(nc: NormalContraction):
@@ -644,7 +651,7 @@ class _Builder:
         block: k.Stmt = careful
         last = g.m_vars[-1]
         stride = g.a[1].coeffs.get(last, 0)
-        if stride and not any(last in guard.form.coeffs for guard in g.a_guards):
+        if g.a_copies_runs:
             r0 = self.mul(ip, t.mr)
             cond0, src0 = element(r0)
             offset = k.BinOp("%", self.add(self.v("tc_m0"), r0), self.c(g.size(last)), it)
@@ -722,9 +729,8 @@ class _Builder:
         return k.For("tc_c", 0, self.t.nt, k.block(*stmts))
 
     def n_guards(self) -> list[tuple[int, _Guard]]:
-        """The B guards that read an N variable (tested per packed element)."""
-        return [(i, q) for i, q in enumerate(self.g.b_guards)
-                if set(q.form.coeffs) & set(self.g.n_vars)]
+        """The B guards that read an N variable (:meth:`_Gemm.n_guards`)."""
+        return self.g.n_guards()
 
     def b_row_stride(self) -> int | None:
         """``s`` when B's N part is ``s * (flat N index)`` (N's variables are one strided
