@@ -43,16 +43,7 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     low = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]
-    torch.manual_seed(0)
-    net = torch_model(torch, args.model).cuda()
-    rng = np.random.default_rng(0)
-    x = torch.tensor(rng.standard_normal((args.batch, *SHAPES[args.model]), np.float32)).cuda()
-    y = torch.tensor(rng.integers(0, 10, args.batch)).cuda()
-    if low is not None:
-        net = net.to(memory_format=torch.channels_last)
-        x = x.contiguous(memory_format=torch.channels_last)
-    optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, nesterov=True,
-                                weight_decay=5e-4)
+    net, x, y, optimizer = _model_and_batch(args, "cuda", channels_last=low is not None)
     scaler = torch.amp.GradScaler("cuda", enabled=low == torch.float16)
 
     def step() -> None:
@@ -89,15 +80,24 @@ def main() -> None:
           f"{every:.3f} ms of kernels; a step takes {wall * 1e3:.3f} ms (10 steps' mean)")
 
 
-def cpu_step(args: argparse.Namespace) -> None:
-    """The fp32 step on the CPU: each operator's self time in one profiled step."""
+def _model_and_batch(args: argparse.Namespace, device: str, channels_last: bool = False):
+    """The bench's network, one synthetic batch and its optimiser, on ``device``."""
     torch.manual_seed(0)
-    net = torch_model(torch, args.model)
+    net = torch_model(torch, args.model).to(device)
     rng = np.random.default_rng(0)
     x = torch.tensor(rng.standard_normal((args.batch, *SHAPES[args.model]), np.float32))
-    y = torch.tensor(rng.integers(0, 10, args.batch))
+    x, y = x.to(device), torch.tensor(rng.integers(0, 10, args.batch)).to(device)
+    if channels_last:
+        net = net.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, nesterov=True,
                                 weight_decay=5e-4)
+    return net, x, y, optimizer
+
+
+def cpu_step(args: argparse.Namespace) -> None:
+    """The fp32 step on the CPU: each operator's self time in one profiled step."""
+    net, x, y, optimizer = _model_and_batch(args, "cpu")
 
     def step() -> None:
         loss = torch.nn.functional.cross_entropy(net(x), y)
