@@ -58,9 +58,16 @@ class _Collector:
 
 
 class Refiner:
-    """The process's background tuner: one worker thread, jobs keyed by database key."""
+    """The process's background tuner: one worker thread, jobs keyed by database key.
 
-    def __init__(self) -> None:
+    ``candidates``: schedules each kernel's search compiles and times (the search's first
+    round; :data:`gingham.tune.search.CANDIDATES` by default).
+    """
+
+    def __init__(self, candidates: int | None = None) -> None:
+        from .search import CANDIDATES
+
+        self.candidates = max(1, candidates or CANDIDATES)
         self._lock = threading.Lock()
         self._jobs: dict[tuple[str, str], _Job] = {}
         self._queue: "queue.Queue[_Job | tuple]" = queue.Queue()
@@ -120,7 +127,8 @@ class Refiner:
             self._measured.wait()  # never compile while the training thread is timing
             try:
                 budget = get_config().tune_budget
-                job.search = Search(job.family, job.device, job.name, budget, progress=False)
+                job.search = Search(job.family, job.device, job.name, budget, progress=False,
+                                    candidates=self.candidates)
                 job.search.build_first_round()
             except Exception as exc:  # noqa: BLE001 - a kernel that cannot be tuned keeps its
                 job.state = "failed"  # untuned schedule; training goes on
