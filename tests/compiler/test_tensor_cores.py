@@ -42,6 +42,7 @@ from gingham.tune.db import TuningDB
 from gingham.tune.keys import device_key, kernel_key
 
 from descriptions import H200  # tests/compiler/ is on sys.path
+from nvrtc_check import build_log
 from simt import Simulator  # tests/compiler/simt.py (the test directory is on sys.path)
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -364,26 +365,6 @@ def test_warpgroup_kernel_source():
         assert source.count("fence.proxy.async.shared::cta") == 1
 
 
-def _ptxas_log(source: str, entry: str) -> str:
-    """ptxas's verbose log of ``source`` built for sm_90a by this machine's NVRTC."""
-    nvrtc = pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC (cuda-bindings) is needed")
-    try:
-        nvrtc.nvrtcVersion()
-    except Exception as exc:  # noqa: BLE001 - cuda-bindings without the NVRTC library
-        pytest.skip(f"NVRTC is not loadable: {exc}")
-    program = nvrtc.nvrtcCreateProgram(source.encode(), f"{entry}.cu".encode(), 0, [], [])[1]
-    options = [b"--gpu-architecture=sm_90a", b"-w", b"--ptxas-options=-v"]
-    try:
-        (status,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
-        log = b" " * int(nvrtc.nvrtcGetProgramLogSize(program)[1])
-        nvrtc.nvrtcGetProgramLog(program, log)
-    finally:
-        nvrtc.nvrtcDestroyProgram(program)
-    text = log.decode(errors="replace")
-    assert int(status) == 0, text[:2000]
-    return text
-
-
 def test_warpgroup_products_are_pipelined():
     """ptxas keeps the warpgroup products asynchronous in every kernel, split-K included: the
     filter gradient's K loop has a run-time trip count, and without ``wgmma_hold`` NVVM moved
@@ -392,7 +373,7 @@ def test_warpgroup_products_are_pipelined():
     assert any("split-K" in kk.schedule for kk in kernels)
     for kernel in kernels:
         unit, _ = unit_of(kernel, DIALECTS["cuda"])
-        log = _ptxas_log(unit.source, unit.entry)
+        log = build_log(unit.source, unit.entry)
         assert "C7515" not in log and "serialized" not in log, (kernel.schedule, log[-1500:])
         assert "0 bytes spill stores" in log, (kernel.schedule, log[-1500:])
 

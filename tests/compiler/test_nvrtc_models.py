@@ -1,0 +1,94 @@
+"""Every CUDA kernel of the benchmark models' training steps builds under NVRTC, for an H200.
+
+A GPU-less machine (CI) cannot run the CUDA backend, but NVRTC needs no GPU: the steps that
+``gingham bench model`` trains are traced here, lowered for an H200's description exactly as
+:func:`gingham.compiler.compile_program` lowers them on the GPU, rendered as the CUDA device
+renders them (several kernels a translation unit) and built for sm_90a. Each must compile,
+the tensor-core kernels must spill nothing, and ptxas must keep their warpgroup products
+asynchronous (no C7515: it serialises every wgmma of a kernel when it cannot).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import gingham
+from gingham import runtime
+from gingham.bench import model as bench_model
+from gingham.compiler import kernel_ir  # noqa: F401  (before codegen: they import each other)
+from gingham.codegen.c_family import DIALECTS, render_many
+from gingham.compiler import rewrite_program
+from gingham.compiler.dedupe import unit_of
+from gingham.compiler.fusion import plan
+from gingham.compiler.lower import LoweringContext
+from gingham.compiler.schedule import lower_with_schedule
+from gingham.nn import training
+
+from descriptions import H200  # tests/compiler/ is on sys.path
+from nvrtc_check import build_for_h200, nvrtc, spilled_bytes
+
+#: Kernels a translation unit (the CUDA device builds pieces of a few kernels too).
+PIECE = 8
+TC = "gpu tensor-core contraction"
+
+
+class _Traced(Exception):
+    """Raised in place of compiling: the step's program is all this test needs."""
+
+
+def _step_program(model: str, precision: str, layout: str, monkeypatch):
+    """The bound Tile program of one training step of ``model`` as ``gingham bench model``
+    builds it (SGD with Nesterov momentum, autocast in ``precision``), traced, not run."""
+    captured = {}
+
+    def capture(bound, device):
+        captured["bound"] = bound
+        raise _Traced
+
+    spec = bench_model.MODELS[model]
+    net = spec.gingham_model("cpu", layout)
+    optimizer = gingham.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, nesterov=True,
+                                  weight_decay=5e-4)
+    step = training.train_step(net, optimizer,
+                               autocast=bench_model.PRECISIONS[precision])
+    x, y = bench_model._batches(spec, spec.batch, layout)[0]  # noqa: SLF001
+    monkeypatch.setattr(runtime, "executable", capture)
+    with pytest.raises(_Traced):
+        step(gingham.tensor(x, device="cpu"), gingham.tensor(y, device="cpu"))
+    return captured["bound"]
+
+
+def _distinct_h200_kernels(bound) -> dict[str, tuple]:
+    """{entry: (renamed kernel IR, schedule)} of the distinct kernels an H200 compiles."""
+    bound = rewrite_program(bound)
+    kernel_plan = plan(bound)
+    distinct: dict[str, tuple] = {}
+    for position, kernel in enumerate(kernel_plan.kernels):
+        ctx = LoweringContext(bound, kernel_plan.aliases)
+        for lowered in lower_with_schedule(kernel, ctx, f"k{position}", H200):
+            unit, renamed = unit_of(lowered, DIALECTS["cuda"])
+            distinct.setdefault(unit.entry, (renamed, lowered.schedule))
+    return distinct
+
+
+@pytest.mark.parametrize("model,precision,layout", [
+    ("resnet9", "bf16", "NHWC"),  # the tensor-core kernels: wgmma, split-K, im2col staging
+    ("resnet9", "fp32", "NCHW"),  # the tiled fp32 schedules of every size
+    ("story", "fp32", "NCHW"),  # 100x100 images, odd sizes, the strided gradients' phases
+])
+def test_every_kernel_of_a_training_step_builds(model, precision, layout, monkeypatch):
+    nvrtc()  # skip early, before tracing, where NVRTC is missing
+    distinct = _distinct_h200_kernels(_step_program(model, precision, layout, monkeypatch))
+    entries = sorted(distinct)
+    logs: dict[str, str] = {}
+    for start in range(0, len(entries), PIECE):
+        piece = entries[start:start + PIECE]
+        source = render_many([distinct[e][0] for e in piece], DIALECTS["cuda"])
+        logs.update(build_for_h200(source, f"{model}_{precision}_{start}"))
+    assert sorted(logs) == entries, "ptxas did not report every kernel"
+    tensor_core = [e for e in entries if distinct[e][1].startswith(TC)]
+    assert bool(tensor_core) == (precision != "fp32"), [distinct[e][1] for e in entries]
+    for entry in tensor_core:
+        schedule, lines = distinct[entry][1], logs[entry]
+        assert spilled_bytes(lines) == 0, (schedule, lines)
+        assert "C7515" not in lines and "serialized" not in lines, (schedule, lines)
