@@ -11,6 +11,9 @@ environment variable      field
 ``GINGHAM_CC``            ``cc``: the C compiler of the ``cpu`` device
 ``GINGHAM_NUM_THREADS``   ``num_threads``: OpenMP threads of ``cpu`` kernels
 ``GINGHAM_CUDA_GRAPHS``   ``cuda_graphs``: replay CUDA executables as CUDA graphs (1/0)
+``GINGHAM_PROGRAM_CACHE`` ``program_cache``: keep what each program compiled to on disk, so
+                          that a process meeting it again does not lower it (1, the
+                          default, or 0)
 ``GINGHAM_COMPILE_JOBS``  ``compile_jobs``: native compilations run at once (default: cores)
 ``GINGHAM_COMPILE_OVERLAP`` ``compile_overlap``: compile a program's kernels while the rest
                           are lowered (1) or after all are (0); default: from 4 compile jobs
@@ -32,7 +35,7 @@ environment variable      field
 
 The user config file is JSON (``platformdirs.user_config_dir("gingham")/config.json``); it may
 hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``,
-``cuda_graphs``, ``compile_jobs``, ``compile_overlap``, ``opencl_build``, ``opencl_idle``,
+``cuda_graphs``, ``program_cache``, ``compile_jobs``, ``compile_overlap``, ``opencl_build``, ``opencl_idle``,
 ``wgmma``, ``tune``, ``tune_budget``, ``tune_measure``.
 ``gingham devices --set-default ID`` writes ``{"device": ID}`` into it.
 
@@ -88,6 +91,9 @@ class Config:
     ``num_threads``: OpenMP threads for ``cpu`` kernels (None: the OpenMP default).
     ``cuda_graphs``: replay a compiled program on a CUDA device as one CUDA graph launch
     instead of one launch per kernel.
+    ``program_cache``: keep what each program compiled to on disk
+    (:mod:`gingham.compiler.programs`), so that a process that meets the program again loads
+    its kernels without lowering it; off, every process runs the compiler's passes.
     ``compile_jobs``: how many pieces of a program compile at once (C compiler processes,
     OpenCL builds, NVRTC calls); None: one per core this process may use. 1 compiles a
     program as one translation unit.
@@ -123,6 +129,7 @@ class Config:
     cflags: tuple[str, ...] = DEFAULT_CFLAGS
     num_threads: int | None = None
     cuda_graphs: bool = True
+    program_cache: bool = True
     compile_jobs: int | None = None
     compile_overlap: bool | None = None
     opencl_build: str = "auto"
@@ -136,6 +143,7 @@ class Config:
 
 # Fields the user config file may set (config_file itself is chosen by the environment only).
 _FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "cuda_graphs",
+                "program_cache",
                 "compile_jobs", "compile_overlap", "opencl_build", "opencl_idle", "wgmma", "tune",
                 "tune_budget", "tune_measure")
 TUNE_MODES = ("off", "on", "background")
@@ -252,7 +260,7 @@ def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
             values[key] = _parse_int(where, value, 0, MAX_DEBUG)
         elif key in ("num_threads", "compile_jobs"):
             values[key] = None if value is None else _parse_int(where, value, 1, None)
-        elif key in ("cuda_graphs", "wgmma"):
+        elif key in ("cuda_graphs", "program_cache", "wgmma"):
             values[key] = _parse_bool(where, value)
         elif key == "compile_overlap":
             values[key] = _parse_auto_bool(where, value)
@@ -311,6 +319,9 @@ def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
                                            env["GINGHAM_NUM_THREADS"], 1, None)
     if env.get("GINGHAM_CUDA_GRAPHS"):
         values["cuda_graphs"] = _parse_bool("GINGHAM_CUDA_GRAPHS", env["GINGHAM_CUDA_GRAPHS"])
+    if env.get("GINGHAM_PROGRAM_CACHE"):
+        values["program_cache"] = _parse_bool("GINGHAM_PROGRAM_CACHE",
+                                              env["GINGHAM_PROGRAM_CACHE"])
     if env.get("GINGHAM_WGMMA"):
         values["wgmma"] = _parse_bool("GINGHAM_WGMMA", env["GINGHAM_WGMMA"])
     if env.get("GINGHAM_COMPILE_JOBS"):

@@ -58,3 +58,11 @@ def compiled_schedules(monkeypatch) -> list[str]:
 
     monkeypatch.setattr(runtime, "executable", recording)
     return schedules
+
+
+@pytest.fixture
+def no_program_cache(monkeypatch) -> None:
+    """For a test that patches the compiler's own choices (a forced schedule, a module
+    constant): its programs are lowered by the patched compiler, none is loaded from the
+    program cache (gingham/compiler/programs.py), whose key knows nothing of the patch."""
+    monkeypatch.setenv("GINGHAM_PROGRAM_CACHE", "0")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|k|x|u|y|l]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|k|x|u|y|l|q]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -188,5 +188,18 @@ l)  # a closing run, part 2: the full all-devices table (5 timed steps, torch.co
 step all-devices-story 110 $g bench model story --all-devices --json "$out/all-devices-story.json"
 step all-devices-resnet9 200 $g bench model resnet9 --all-devices --json "$out/all-devices-resnet9.json"
 step all-devices-resnet18 250 $g bench model resnet18 --all-devices --json "$out/all-devices-resnet18.json"
+;;
+q)  # the program cache: the CUDA tests (its own on CUDA and OpenCL too), then ResNet-9's first
+    # epochs twice per cache directory: fresh (a new machine), then warm (a second process:
+    # kernels and programs on disk), and bf16 warm once more without the program cache
+cuda_tests 170
+step tests-program-cache 60 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 4 -q -p no:cacheprovider -p no:warnings tests/compiler/test_program_cache.py tests/compiler/test_nvrtc_models.py
+for precision in bf16 fp32; do
+    cache="$(mktemp -d)" driver="$(mktemp -d)"
+    for run in fresh warm; do
+        step "resnet9-first-cuda-$precision-$run" 45 env GINGHAM_CACHE_DIR="$cache" CUDA_CACHE_PATH="$driver" GINGHAM_DEBUG=1 $g bench model resnet9 --device cuda:0 --precision "$precision" --no-torch
+    done
+    [[ $precision == bf16 ]] && step resnet9-first-cuda-bf16-warm-noprogramcache 45 env GINGHAM_CACHE_DIR="$cache" CUDA_CACHE_PATH="$driver" GINGHAM_PROGRAM_CACHE=0 GINGHAM_DEBUG=1 $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch
+done
 ;;
 esac

@@ -27,6 +27,7 @@ from ..devices.pieces import overlap_on
 from ..tile.dtypes import DTYPES
 from ..tile.shapes import BoundProgram
 from . import kernel_ir as k
+from . import programs
 from .cse import eliminate_common
 from .dedupe import unit_of
 from .executable import Executable, Launch
@@ -55,6 +56,10 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
     dialect_name = device.info.dialect
     if dialect_name not in DIALECTS:
         raise ValueError(f"device {device.id} has no kernel dialect; it cannot run compiled code")
+    key = programs.key_for(bound, device)
+    cached = programs.load(key, device)
+    if cached is not None:  # this program was compiled for this device before
+        return cached
     start = time.perf_counter()
     bound = rewrite_program(bound)
     kernel_plan = plan(bound)
@@ -62,14 +67,16 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
                    f"{(time.perf_counter() - start) * 1e3:.0f} ms; lowering")
     # Overlapped with compiling, the heaviest kernels are lowered first (see _lowered).
     heavy_first = overlap_on(compile_jobs())
-    launches, source, kernels = _compile_stream(
+    launches, source, kernels, units = _compile_stream(
         _lowered(kernel_plan, bound, device.info, heavy_first), device)
     debug_print(1, f"{device.id}: {len(kernels)} kernel(s) "
                    f"({len({launch.kernel.entry for launch in launches})} distinct) for a "
                    f"program with {len(bound.program.statements)} statement(s)")
     scratch = {s.name: s.size * np.dtype(DTYPES[s.dtype]).itemsize
                for kernel in kernels for s in kernel.scratch}
-    return Executable(bound, device, launches, kernel_plan.aliases, source, scratch)
+    exe = Executable(bound, device, launches, kernel_plan.aliases, source, scratch)
+    programs.store(key, device, exe, units)
+    return exe
 
 
 def compile_kernels(kernels: list[k.Kernel], device: Device) -> tuple[list[Launch], str]:
@@ -82,7 +89,7 @@ def compile_kernels(kernels: list[k.Kernel], device: Device) -> tuple[list[Launc
         >>> launches[0].kernel is launches[1].kernel   # k1 is k0 on other tensors
         True
     """
-    launches, source, _ = _compile_stream(enumerate(kernels), device)
+    launches, source, _, _ = _compile_stream(enumerate(kernels), device)
     return launches, source
 
 
@@ -110,10 +117,11 @@ def _lowered(kernel_plan: Plan, bound: BoundProgram, info: DeviceInfo,
 
 
 def _compile_stream(kernels: Iterable[tuple[Any, k.Kernel]], device: Device
-                    ) -> tuple[list[Launch], str, list[k.Kernel]]:
+                    ) -> tuple[list[Launch], str, list[k.Kernel], list[SourceUnit]]:
     """Compile ``(place, kernel)`` pairs as they come (see :func:`compile_kernels`): each
     kernel is named by content and handed to the device's compile workers at once, so that
-    compiling overlaps producing the rest. Launches and kernels come back in place order."""
+    compiling overlaps producing the rest. Launches, kernels and their units come back in
+    place order."""
     dialect = DIALECTS[device.info.dialect]
     renamed: dict[str, k.Kernel] = {}
     placed: list[tuple[Any, k.Kernel, SourceUnit]] = []
@@ -144,7 +152,7 @@ def _compile_stream(kernels: Iterable[tuple[Any, k.Kernel]], device: Device
         for i, kernel in zip(order, kernels_in_order)
     ]
     source = "\n".join({unit.entry: unit.source for unit in units}.values())
-    return launches, source, kernels_in_order
+    return launches, source, kernels_in_order, units
 
 
 __all__ = ["Executable", "compile_kernels", "compile_program", "rewrite_program"]

@@ -612,6 +612,42 @@ class Device(abc.ABC):
         assemble = assemble or (lambda group: "\n".join(u.source for u in group))
         return UnitBuilder(self, assemble, jobs or compile_jobs(), eager)
 
+    def unit_key(self, unit: SourceUnit, identity: tuple | None = None) -> str:
+        """The disk-cache key of one kernel's unit on this device and toolchain: what
+        :meth:`compile_units` finds a kernel by, whatever piece it was built in
+        (``identity``: :meth:`_compiler_identity`, when the caller holds it already)."""
+        return DiskCache.key(self.cache_namespace, "unit", unit.source, unit.entry,
+                             identity if identity is not None else self._compiler_identity())
+
+    def load_units(self, keys: Sequence[tuple[str, str]]) -> list[Kernel] | None:
+        """The kernels of ``keys`` ((unit key, entry) pairs, as :meth:`unit_key` gives them),
+        from memory or the disk cache, in order; None when any of them is not built (nothing
+        is compiled here: the caller still has the sources to build from). Example::
+
+            >>> kernels = dev.load_units([(dev.unit_key(unit), unit.entry)])
+        """
+        found: dict[str, Kernel] = {}
+        on_disk: dict[str, tuple[SourceUnit, bytes]] = {}
+        cache = DiskCache(self.cache_namespace)
+        with self._compiling():
+            for key, entry in keys:
+                if key in found or key in on_disk:
+                    continue
+                kernel = self._kernels.get(key)
+                if kernel is not None:
+                    found[key] = kernel
+                    continue
+                pointer = cache.get(key)
+                if pointer is None:
+                    return None
+                on_disk[key] = SourceUnit(entry, ""), pointer
+            if on_disk:
+                found.update(self._load_cached_units(cache, on_disk))
+        if any(key not in found for key, _ in keys):
+            return None
+        self.stats.cache_hits += len(found) - len(on_disk)
+        return [found[key] for key, _ in keys]
+
     def _load_cached_units(self, cache: DiskCache,
                            pending: dict[str, tuple[SourceUnit, bytes]]) -> dict[str, Kernel]:
         """The kernels of ``pending`` (unit key -> the unit and its disk-cache entry, the key

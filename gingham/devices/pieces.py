@@ -106,8 +106,7 @@ class UnitBuilder:
 
     def add(self, unit: SourceUnit) -> None:
         """Register one kernel's unit; a miss may start compiling at once (``eager``)."""
-        key = DiskCache.key(self.device.cache_namespace, "unit", unit.source, unit.entry,
-                            self._identity)
+        key = self.device.unit_key(unit, self._identity)
         self._keys.append(key)
         kernel = self.device._kernels.get(key)
         if kernel is not None:

@@ -11,11 +11,16 @@ candidates ran, which were dropped as wrong)::
 
     >>> db = TuningDB()
     >>> db.put(kernel, device, entry); db.get(kernel, device)["config"]
+
+Each device also has a *generation*: a token replaced whenever one of its entries is stored or
+deleted. The program cache (:mod:`gingham.compiler.programs`) keys a compiled program with it,
+so that a program lowered before ``gingham tune`` is lowered again, with the tuned schedules.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 from ..cache import DiskCache
@@ -57,9 +62,25 @@ class TuningDB:
     def put(self, kernel_key: str, device_key: str, entry: dict[str, Any]) -> None:
         self.cache.put(self.key(kernel_key, device_key),
                        json.dumps(entry, sort_keys=True).encode())
+        self._new_generation(device_key)
 
     def delete(self, kernel_key: str, device_key: str) -> None:
         self.cache.delete(self.key(kernel_key, device_key))
+        self._new_generation(device_key)
+
+    def generation(self, device_key: str) -> str:
+        """A token that changes whenever an entry of this device is stored or deleted ("" if
+        none ever was)."""
+        token = self.cache.get(self._generation_key(device_key))
+        return token.decode("ascii", errors="replace") if token is not None else ""
+
+    def _new_generation(self, device_key: str) -> None:
+        # After the entry: a reader that sees the new token also sees the new entry.
+        self.cache.put(self._generation_key(device_key), uuid.uuid4().hex.encode("ascii"))
+
+    @staticmethod
+    def _generation_key(device_key: str) -> str:
+        return DiskCache.key("tuning-generation", DB_VERSION, device_key)
 
 
 __all__ = ["TuningDB", "DB_VERSION"]

@@ -418,6 +418,14 @@ def device_model(device: Device, measure_now: bool | None = None) -> DeviceModel
     return model
 
 
+def known_model(device: Device) -> DeviceModel | None:
+    """The model :func:`device_model` would give now, if this process has it already (never
+    measures nor waits): what a compilation that asked for it used."""
+    if device.info.dialect is None:
+        return None
+    return _memo.get(_cache_key(device.info, get_config().tune_measure))
+
+
 def _load_or_measure(device: Device, key: str,
                      when_quiet: Callable[[], None] | None = None) -> DeviceModel:
     cache = DiskCache(_NAMESPACE)
@@ -566,5 +574,5 @@ def clear_memo() -> None:
         _background.clear()
 
 
-__all__ = ["DeviceModel", "MODEL_VERSION", "device_model", "estimate", "measure",
+__all__ = ["DeviceModel", "MODEL_VERSION", "device_model", "known_model", "estimate", "measure",
            "measure_in_background", "model_for_info", "clear_memo"]

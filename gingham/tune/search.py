@@ -102,6 +102,13 @@ def tuning(budget: float | None = None, progress: bool = True,
         _local.session = previous
 
 
+def may_search() -> bool:
+    """Whether compiling on this thread may search a schedule now or queue one for the
+    background tuner (a :func:`tuning` session, or ``tune`` on or background): such a
+    compilation must look each kernel up in the database rather than reuse a stored program."""
+    return getattr(_local, "session", None) is not None or get_config().tune != "off"
+
+
 def _active_session() -> _Session | None:
     session = getattr(_local, "session", None)
     if session is not None:
@@ -721,5 +728,5 @@ def _compile(device: Device, kernels: list) -> dict[str, Any]:
     return out
 
 
-__all__ = ["tuning", "tuned_config", "search_family", "family_of", "SearchResult", "TuneStats",
-           "stats", "CANDIDATES", "Search"]
+__all__ = ["tuning", "tuned_config", "may_search", "search_family", "family_of", "SearchResult",
+           "TuneStats", "stats", "CANDIDATES", "Search"]

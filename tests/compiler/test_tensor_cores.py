@@ -206,7 +206,7 @@ def _config_case(seed):
 @pytest.mark.parametrize("config", CONFIGS, ids=str)
 @pytest.mark.parametrize("device", CUDA or [pytest.param(None, marks=pytest.mark.skip(
     reason="no CUDA device in this run"))], ids=[d.id for d in CUDA] or ["no-cuda"])
-def test_every_config_on_cuda(device, config, monkeypatch):
+def test_every_config_on_cuda(device, config, monkeypatch, no_program_cache):
     if device.info.compute_capability < 80 or not tiling_tc.fits(config, device.info):
         pytest.skip(f"{config} is not for {device.id}")
     monkeypatch.setattr(tiling_tc, "choose_config", lambda view, info: config)
@@ -276,7 +276,7 @@ def test_every_config_simulated(config, monkeypatch):
 
 
 @pytest.mark.parametrize("device", [None] + CUDA, ids=["simulated"] + [d.id for d in CUDA])
-def test_one_fragment_set(device, monkeypatch):
+def test_one_fragment_set(device, monkeypatch, no_program_cache):
     """Fragments loaded after the products that use the previous ones (one register set)."""
     if device is not None and device.info.compute_capability < 80:
         pytest.skip(f"{device.id} has no tensor-core schedule")
@@ -289,7 +289,7 @@ def test_one_fragment_set(device, monkeypatch):
 
 @pytest.mark.parametrize("spread", [True, False])
 @pytest.mark.parametrize("device", [None] + CUDA, ids=["simulated"] + [d.id for d in CUDA])
-def test_copies_issued_between_products(device, spread, monkeypatch):
+def test_copies_issued_between_products(device, spread, monkeypatch, no_program_cache):
     """Each operand's copies of a TK step issued after a different k16 step's products
     (SPREAD_COPIES), or both before them: same results, K steps of 32, 64 and 128."""
     if device is not None and device.info.compute_capability < 80:

@@ -74,7 +74,7 @@ CONFIGS = tiling_gpu.CANDIDATES + (dataclasses.replace(tiling_gpu.CANDIDATES[0],
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c}{'' if c.bounded else ' unbounded'}")
-def test_every_candidate_config(gpu, monkeypatch, config):
+def test_every_candidate_config(gpu, monkeypatch, config, no_program_cache):
     if not tiling_gpu._fits(config, gpu.info, 4):
         pytest.skip(f"{config} does not fit {gpu.id}")
     monkeypatch.setattr(tiling_gpu, "choose_config", lambda view, info, itemsize=4: config)
