@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|k|x|u|y|l|q]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|k|x|u|y|l|q|j]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -201,5 +201,16 @@ for precision in bf16 fp32; do
     done
     [[ $precision == bf16 ]] && step resnet9-first-cuda-bf16-warm-noprogramcache 45 env GINGHAM_CACHE_DIR="$cache" CUDA_CACHE_PATH="$driver" GINGHAM_PROGRAM_CACHE=0 GINGHAM_DEBUG=1 $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch
 done
+;;
+j)  # after mode q: NVIDIA OpenCL fp32 fresh then warm, CUDA fp32 fresh twice more (the
+    # spread of the fresh figure), the story net beside eager PyTorch (step unchanged?)
+cache="$(mktemp -d)"
+for run in fresh warm; do
+    step "resnet9-first-opencl-fp32-$run" 50 env GINGHAM_CACHE_DIR="$cache" GINGHAM_DEBUG=1 $g bench model resnet9 --device opencl:0 --no-torch
+done
+for round in 2 3; do
+    step "resnet9-first-cuda-fp32-fresh-r$round" 40 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --no-torch
+done
+step story-cuda 60 $g bench model story --device cuda:0 --steps 20 --torch-compile off --json "$out/story-cuda.json"
 ;;
 esac
