@@ -29,7 +29,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nvrtc_kernels  # noqa: E402  (the H200's description and the step's tracing)
 
 import gingham  # noqa: E402
-from gingham import runtime  # noqa: E402
 from gingham.bench import model as bench_model  # noqa: E402
 from gingham.cache import DiskCache  # noqa: E402
 from gingham.compiler.cse import eliminate_common  # noqa: E402
@@ -40,7 +39,6 @@ from gingham.compiler.hoist import hoist_broadcast  # noqa: E402
 from gingham.compiler.linearity import split_sums  # noqa: E402
 from gingham.compiler.lower import LoweringContext  # noqa: E402
 from gingham.compiler.schedule import lower_with_schedule  # noqa: E402
-from gingham.nn import training  # noqa: E402
 
 PHASES = ("model", "trace", "cse", "hoist", "split_sums", "plan", "lower", "unit_of", "keys", "assemble")
 
@@ -58,31 +56,11 @@ def one_run(args, info) -> tuple[dict[str, float], int, int]:
     # As nvrtc_kernels.step_program, with building the model and its batch timed apart.
     start = time.process_time()
     spec = bench_model.MODELS[args.model]
-    net = spec.gingham_model("cpu", args.layout)
-    optimizer = gingham.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, nesterov=True,
-                                  weight_decay=5e-4)
-    step = training.train_step(net, optimizer,
-                               autocast=nvrtc_kernels.PRECISIONS[args.precision])
-    x, y = bench_model._batches(spec, args.batch, args.layout)[0]  # noqa: SLF001
+    step = spec.gingham_step("cpu", args.layout, args.precision)
+    x, y = bench_model.synthetic_batches(spec, args.batch, args.layout)[0]
     x, y = gingham.tensor(x, device="cpu"), gingham.tensor(y, device="cpu")
     seconds["model"] = time.process_time() - start
-    captured = {}
-
-    def capture(bound, device):
-        captured["bound"] = bound
-        raise nvrtc_kernels._Traced  # noqa: SLF001
-
-    real = runtime.executable
-    runtime.executable = capture
-    start = time.process_time()
-    try:
-        step(x, y)
-    except nvrtc_kernels._Traced:  # noqa: SLF001
-        pass
-    finally:
-        runtime.executable = real
-    seconds["trace"] = time.process_time() - start
-    bound = captured["bound"]
+    bound = timed("trace", bench_model.trace_step, step, x, y)
     bound = timed("cse", eliminate_common, bound)
     bound = timed("hoist", hoist_broadcast, bound)
     bound = timed("split_sums", split_sums, bound)

@@ -25,7 +25,6 @@ import time
 os.environ.setdefault("GINGHAM_TUNE_MEASURE", "0")
 
 import gingham  # noqa: E402
-from gingham import runtime  # noqa: E402
 from gingham.bench import model as bench_model  # noqa: E402
 from gingham.compiler.dedupe import unit_of  # noqa: E402  (before codegen: they import each other)
 from gingham.codegen.c_family import DIALECTS  # noqa: E402
@@ -34,7 +33,6 @@ from gingham.compiler.fusion import plan  # noqa: E402
 from gingham.compiler.lower import LoweringContext  # noqa: E402
 from gingham.compiler.schedule import lower_with_schedule  # noqa: E402
 from gingham.devices.base import DeviceInfo  # noqa: E402
-from gingham.nn import training  # noqa: E402
 
 #: An H200 as the CUDA backend describes it (what the schedules depend on).
 H200 = DeviceInfo(id="cuda:sim", name="NVIDIA H200 (description)", vendor="NVIDIA", kind="gpu",
@@ -45,34 +43,14 @@ H200 = DeviceInfo(id="cuda:sim", name="NVIDIA H200 (description)", vendor="NVIDI
 PRECISIONS = bench_model.PRECISIONS  # --precision -> the step's autocast dtype
 
 
-class _Traced(Exception):
-    pass
-
-
 def step_program(model: str, precision: str, layout: str, batch: int):
     """The bound Tile program of one training step (traced, not run), before any of
     ``compile_program``'s rewrites (:func:`lower_step` applies them)."""
-    captured = {}
-
-    def capture(bound, device):
-        captured["bound"] = bound
-        raise _Traced
-
     spec = bench_model.MODELS[model]
-    net = spec.gingham_model("cpu", layout)
-    optimizer = gingham.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, nesterov=True,
-                                  weight_decay=5e-4)
-    step = training.train_step(net, optimizer, autocast=PRECISIONS[precision])
-    x, y = bench_model._batches(spec, batch, layout)[0]  # noqa: SLF001 - a measuring tool
-    real = runtime.executable
-    runtime.executable = capture
-    try:
-        step(gingham.tensor(x, device="cpu"), gingham.tensor(y, device="cpu"))
-    except _Traced:
-        pass
-    finally:
-        runtime.executable = real
-    return captured["bound"]
+    step = spec.gingham_step("cpu", layout, precision)
+    x, y = bench_model.synthetic_batches(spec, batch, layout)[0]
+    return bench_model.trace_step(step, gingham.tensor(x, device="cpu"),
+                                  gingham.tensor(y, device="cpu"))
 
 
 def lower_step(bound, info: DeviceInfo) -> tuple[list, object]:

@@ -30,7 +30,6 @@ import gingham  # noqa: E402
 from gingham.bench import model as bench_model  # noqa: E402
 from gingham.bench.timing import median_synced  # noqa: E402
 from gingham.devices import get_device  # noqa: E402
-from gingham.nn import training  # noqa: E402
 
 PRECISIONS = bench_model.PRECISIONS  # --precision -> the step's autocast dtype
 
@@ -50,12 +49,9 @@ def main() -> None:
     settings = bench_model.ModelSettings(precision=args.precision)
     layout = bench_model.layout_of(settings, device.info.dialect)
     batch = args.batch or spec.batch
-    net = spec.gingham_model(args.device, layout)
-    optimizer = gingham.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, nesterov=True,
-                                  weight_decay=5e-4)
-    step = training.train_step(net, optimizer, autocast=PRECISIONS[args.precision])
+    step = spec.gingham_step(args.device, layout, args.precision)
     batches = [(gingham.tensor(x, device=args.device), gingham.tensor(y, device=args.device))
-               for x, y in bench_model._batches(spec, batch, layout)]  # noqa: SLF001
+               for x, y in bench_model.synthetic_batches(spec, batch, layout)]
     counter = iter(range(1 << 30))
 
     def one_step():

@@ -77,6 +77,21 @@ class ModelSpec:
             "digits": models.SmallConvNet}
         return builders[self.name](classes=self.classes, device=device, data_format=data_format)
 
+    def gingham_step(self, device: str, data_format: str = "NCHW", precision: str = "fp32"):
+        """The jitted training step the benchmark times: :meth:`gingham_model`, SGD with
+        Nesterov momentum and weight decay (PyTorch's side uses the same), ``autocast`` in
+        ``precision`` (see :data:`PRECISIONS`; fp16 with a loss scaler). ``gingham tune
+        model`` and the tools that study a step build the same one, so the same kernels."""
+        import gingham
+        from ..nn import training
+
+        model = self.gingham_model(device, data_format)
+        optimizer = gingham.optim.SGD(model.parameters(), lr=0.01, momentum=0.9,
+                                      nesterov=True, weight_decay=5e-4)
+        scaler = gingham.amp.GradScaler() if precision == "fp16" else None
+        return training.train_step(model, optimizer, autocast=PRECISIONS[precision],
+                                   scaler=scaler)
+
     def torch_model(self, torch):
         """The same network in PyTorch, holding the gingham network's initial weights (same
         layers, same parameter order), so both start from the same point."""
@@ -231,7 +246,7 @@ def layout_of(settings: ModelSettings, dialect: str | None = None) -> str:
     return LAYOUTS[settings.layout]
 
 
-def _batches(spec: ModelSpec, batch: int,
+def synthetic_batches(spec: ModelSpec, batch: int,
              data_format: str = "NCHW") -> list[tuple[np.ndarray, np.ndarray]]:
     """Two batches of synthetic data, alternated: no step sees the same input twice running.
     The same images in either layout (NHWC: each batch transposed, contiguous)."""
@@ -239,6 +254,37 @@ def _batches(spec: ModelSpec, batch: int,
     if data_format == "NHWC":
         images = np.ascontiguousarray(images.transpose(0, 2, 3, 1))
     return [(images[:batch], labels[:batch]), (images[batch:], labels[batch:])]
+
+
+class _Traced(Exception):
+    """Raised in place of compiling: :func:`trace_step` wants the program only."""
+
+
+def trace_step(step: Callable, *args):
+    """The bound Tile program that the jitted ``step`` traces for ``args``, neither
+    compiled nor run (tools and tests lower it for devices this machine may not have)::
+
+        >>> bound = trace_step(MODELS["resnet9"].gingham_step("cpu"), images, labels)
+    """
+    from .. import runtime
+
+    captured = {}
+
+    def capture(bound, device):
+        captured["bound"] = bound
+        raise _Traced
+
+    real = runtime.executable
+    runtime.executable = capture
+    try:
+        step(*args)
+    except _Traced:
+        pass
+    finally:
+        runtime.executable = real
+    if "bound" not in captured:
+        raise RuntimeError("the step compiled nothing: it was traced before")
+    return captured["bound"]
 
 
 def _timed_steps(run: Run, step: Callable[[int], Any], sync: Callable[[], None],
@@ -274,7 +320,6 @@ def run_gingham(spec: ModelSpec, device_id: str, settings: ModelSettings,
                 log: TextIO | None = None) -> Run:
     """Train ``spec`` with gingham on ``device_id``: a compiled ``train_step`` replayed."""
     import gingham
-    from ..nn import training
 
     batch = settings.batch or spec.batch
     run = Run(spec.name, "gingham", device_id, "", batch,
@@ -285,15 +330,10 @@ def run_gingham(spec: ModelSpec, device_id: str, settings: ModelSettings,
         run.label = (f"gingham {gingham.__version__} {device_id} ({device.info.name}) "
                      f"{run.layout}")
         run.hardware = hardware_of(device.info)
-        low = _autocast_dtype(settings)
-        model = spec.gingham_model(device_id, run.layout)
-        optimizer = gingham.optim.SGD(model.parameters(), lr=0.01, momentum=0.9,
-                                      nesterov=True, weight_decay=5e-4)
-        scaler = gingham.amp.GradScaler() if low == "float16" else None
-        train_step = training.train_step(model, optimizer, autocast=low, scaler=scaler)
+        train_step = spec.gingham_step(device_id, run.layout, settings.precision)
         # On the device before timing, as PyTorch's batches are.
         batches = [(gingham.tensor(x, device=device_id), gingham.tensor(y, device=device_id))
-                   for x, y in _batches(spec, batch, run.layout)]
+                   for x, y in synthetic_batches(spec, batch, run.layout)]
         _timed_steps(run, lambda i: train_step(*batches[i % 2]), device.synchronize,
                      lambda loss: loss.item(), settings, log)
         if train_step.traces != 1:
@@ -321,7 +361,7 @@ def run_torch(spec: ModelSpec, env: TorchEnv, compiled: bool, settings: ModelSet
         torch.manual_seed(0)
         net = spec.torch_model(torch).to(env.device)
         tensors = [(env.tensor(x), env.tensor(y.astype(np.int64)))
-                   for x, y in _batches(spec, batch)]
+                   for x, y in synthetic_batches(spec, batch)]
         if low is not None:  # PyTorch's fast mixed-precision setting: channels-last
             run.layout = "NHWC"
             net = net.to(memory_format=torch.channels_last)

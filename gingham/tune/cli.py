@@ -135,22 +135,15 @@ def model_step(name: str, device_id: str, batch: int | None = None, precision: s
                layout: str = "auto") -> tuple[Callable, tuple]:
     """The training step of `gingham bench model NAME` and its first batch (same model, seed,
     optimiser, precision, layout and data as the benchmark, so the same kernels)."""
-    import gingham
-
-    from ..bench.model import MODELS, PRECISIONS, ModelSettings, _batches, layout_of
+    from ..bench.model import MODELS, ModelSettings, layout_of, synthetic_batches
     from ..devices import get_device
-    from ..nn import training
 
     spec = MODELS[name]
     batch = batch or spec.batch
     data_format = layout_of(ModelSettings(precision=precision, layout=layout),
                             get_device(device_id).info.dialect)
-    model = spec.gingham_model(device_id, data_format)
-    optimizer = gingham.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True,
-                                  weight_decay=5e-4)
-    scaler = gingham.amp.GradScaler() if precision == "fp16" else None
-    step = training.train_step(model, optimizer, autocast=PRECISIONS[precision], scaler=scaler)
-    return step, _batches(spec, batch, data_format)[0]
+    step = spec.gingham_step(device_id, data_format, precision)
+    return step, synthetic_batches(spec, batch, data_format)[0]
 
 
 def tune_step(step: Callable, args: tuple, budget: float | None = None,

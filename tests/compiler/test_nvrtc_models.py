@@ -13,7 +13,6 @@ from __future__ import annotations
 import pytest
 
 import gingham
-from gingham import runtime
 from gingham.bench import model as bench_model
 from gingham.compiler import kernel_ir  # noqa: F401  (before codegen: they import each other)
 from gingham.codegen.c_family import DIALECTS, render_many
@@ -22,7 +21,6 @@ from gingham.compiler.dedupe import unit_of
 from gingham.compiler.fusion import plan
 from gingham.compiler.lower import LoweringContext
 from gingham.compiler.schedule import lower_with_schedule
-from gingham.nn import training
 
 from descriptions import H200  # tests/compiler/ is on sys.path
 from nvrtc_check import build_for_h200, nvrtc, spilled_bytes
@@ -32,30 +30,14 @@ PIECE = 8
 TC = "gpu tensor-core contraction"
 
 
-class _Traced(Exception):
-    """Raised in place of compiling: the step's program is all this test needs."""
-
-
-def _step_program(model: str, precision: str, layout: str, monkeypatch):
+def _step_program(model: str, precision: str, layout: str):
     """The bound Tile program of one training step of ``model`` as ``gingham bench model``
     builds it (SGD with Nesterov momentum, autocast in ``precision``), traced, not run."""
-    captured = {}
-
-    def capture(bound, device):
-        captured["bound"] = bound
-        raise _Traced
-
     spec = bench_model.MODELS[model]
-    net = spec.gingham_model("cpu", layout)
-    optimizer = gingham.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, nesterov=True,
-                                  weight_decay=5e-4)
-    step = training.train_step(net, optimizer,
-                               autocast=bench_model.PRECISIONS[precision])
-    x, y = bench_model._batches(spec, spec.batch, layout)[0]  # noqa: SLF001
-    monkeypatch.setattr(runtime, "executable", capture)
-    with pytest.raises(_Traced):
-        step(gingham.tensor(x, device="cpu"), gingham.tensor(y, device="cpu"))
-    return captured["bound"]
+    step = spec.gingham_step("cpu", layout, precision)
+    x, y = bench_model.synthetic_batches(spec, spec.batch, layout)[0]
+    return bench_model.trace_step(step, gingham.tensor(x, device="cpu"),
+                                  gingham.tensor(y, device="cpu"))
 
 
 def _distinct_h200_kernels(bound) -> dict[str, tuple]:
@@ -76,9 +58,9 @@ def _distinct_h200_kernels(bound) -> dict[str, tuple]:
     ("resnet9", "fp32", "NCHW"),  # the tiled fp32 schedules of every size
     ("story", "fp32", "NCHW"),  # 100x100 images, odd sizes, the strided gradients' phases
 ])
-def test_every_kernel_of_a_training_step_builds(model, precision, layout, monkeypatch):
+def test_every_kernel_of_a_training_step_builds(model, precision, layout):
     nvrtc()  # skip early, before tracing, where NVRTC is missing
-    distinct = _distinct_h200_kernels(_step_program(model, precision, layout, monkeypatch))
+    distinct = _distinct_h200_kernels(_step_program(model, precision, layout))
     entries = sorted(distinct)
     logs: dict[str, str] = {}
     for start in range(0, len(entries), PIECE):
