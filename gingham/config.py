@@ -35,8 +35,8 @@ environment variable      field
 
 The user config file is JSON (``platformdirs.user_config_dir("gingham")/config.json``); it may
 hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``,
-``cuda_graphs``, ``program_cache``, ``compile_jobs``, ``compile_overlap``, ``opencl_build``, ``opencl_idle``,
-``wgmma``, ``tune``, ``tune_budget``, ``tune_measure``.
+``cuda_graphs``, ``program_cache``, ``compile_jobs``, ``compile_overlap``, ``opencl_build``,
+``opencl_idle``, ``wgmma``, ``tune``, ``tune_budget``, ``tune_measure``.
 ``gingham devices --set-default ID`` writes ``{"device": ID}`` into it.
 
 Example::
@@ -143,9 +143,8 @@ class Config:
 
 # Fields the user config file may set (config_file itself is chosen by the environment only).
 _FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "cuda_graphs",
-                "program_cache",
-                "compile_jobs", "compile_overlap", "opencl_build", "opencl_idle", "wgmma", "tune",
-                "tune_budget", "tune_measure")
+                "program_cache", "compile_jobs", "compile_overlap", "opencl_build", "opencl_idle",
+                "wgmma", "tune", "tune_budget", "tune_measure")
 TUNE_MODES = ("off", "on", "background")
 OPENCL_BUILD_MODES = ("auto", "threads", "processes")
 

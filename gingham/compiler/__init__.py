@@ -67,7 +67,7 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
                    f"{(time.perf_counter() - start) * 1e3:.0f} ms; lowering")
     # Overlapped with compiling, the heaviest kernels are lowered first (see _lowered).
     heavy_first = overlap_on(compile_jobs())
-    launches, source, kernels, units = _compile_stream(
+    launches, source, kernels, unit_keys = _compile_stream(
         _lowered(kernel_plan, bound, device.info, heavy_first), device)
     debug_print(1, f"{device.id}: {len(kernels)} kernel(s) "
                    f"({len({launch.kernel.entry for launch in launches})} distinct) for a "
@@ -75,7 +75,7 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
     scratch = {s.name: s.size * np.dtype(DTYPES[s.dtype]).itemsize
                for kernel in kernels for s in kernel.scratch}
     exe = Executable(bound, device, launches, kernel_plan.aliases, source, scratch)
-    programs.store(key, device, exe, units)
+    programs.store(key, device, exe, unit_keys)
     return exe
 
 
@@ -117,11 +117,11 @@ def _lowered(kernel_plan: Plan, bound: BoundProgram, info: DeviceInfo,
 
 
 def _compile_stream(kernels: Iterable[tuple[Any, k.Kernel]], device: Device
-                    ) -> tuple[list[Launch], str, list[k.Kernel], list[SourceUnit]]:
+                    ) -> tuple[list[Launch], str, list[k.Kernel], list[str]]:
     """Compile ``(place, kernel)`` pairs as they come (see :func:`compile_kernels`): each
     kernel is named by content and handed to the device's compile workers at once, so that
-    compiling overlaps producing the rest. Launches, kernels and their units come back in
-    place order."""
+    compiling overlaps producing the rest. Launches, kernels and the disk-cache keys of their
+    units come back in place order."""
     dialect = DIALECTS[device.info.dialect]
     renamed: dict[str, k.Kernel] = {}
     placed: list[tuple[Any, k.Kernel, SourceUnit]] = []
@@ -136,7 +136,7 @@ def _compile_stream(kernels: Iterable[tuple[Any, k.Kernel]], device: Device
             renamed[unit.entry] = ir
             placed.append((place, kernel, unit))
             build.add(unit)
-    compiled = build.kernels()
+    compiled, built_keys = build.kernels(), build.keys
     order = sorted(range(len(placed)), key=lambda i: placed[i][0])
     kernels_in_order = [placed[i][1] for i in order]
     units = [placed[i][2] for i in order]
@@ -152,7 +152,7 @@ def _compile_stream(kernels: Iterable[tuple[Any, k.Kernel]], device: Device
         for i, kernel in zip(order, kernels_in_order)
     ]
     source = "\n".join({unit.entry: unit.source for unit in units}.values())
-    return launches, source, kernels_in_order, units
+    return launches, source, kernels_in_order, [built_keys[i] for i in order]
 
 
 __all__ = ["Executable", "compile_kernels", "compile_program", "rewrite_program"]

@@ -11,7 +11,7 @@ of every kernel's binary. A process that finds the entry loads the binaries and 
 
     >>> key = programs.key_for(bound, device)      # None when the cache is not used now
     >>> exe = programs.load(key, device)            # None on a miss: compile, then
-    >>> programs.store(key, device, exe, units)     # the next process loads it
+    >>> programs.store(key, device, exe, unit_keys) # the next process loads it
 
 An entry is keyed by everything its content depends on: the program (its full IR and the
 shapes and dtypes of its inputs), the device's description and toolchain, the configuration
@@ -29,6 +29,7 @@ database) or with ``GINGHAM_DEBUG=4`` (which prints the source the lowering rend
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -43,13 +44,13 @@ import numpy as np
 
 from ..cache import DiskCache, cache_key
 from ..config import debug_print, get_config
-from ..devices.base import Device, SourceUnit
+from ..devices.base import Device
 from ..tile.dtypes import dtype_name
 from ..tile.shapes import BoundProgram
 from .executable import Executable, Launch
 
 #: Bump when an entry's layout changes (the source hash covers what the compiler does).
-VERSION = 1
+VERSION = 2
 _NAMESPACE = "programs"
 
 
@@ -61,8 +62,7 @@ class _Entry:
     aliases: dict[str, str]
     scratch: dict[str, int]
     kernels: list[tuple[str, str]]  # (unit key, entry) of each distinct kernel
-    # (kernel index, name, args, global size, local size, shared bytes, schedule, flops)
-    launches: list[tuple]
+    launches: list[Launch]  # each holding its kernel's index in ``kernels`` as its kernel
     source: bytes  # the compiled source, zlib-compressed (Executable.source)
     model: str | None  # the device model's fingerprint, if the schedules used one
 
@@ -108,13 +108,9 @@ def key_for(bound: BoundProgram, device: Device) -> str | None:
                      TuningDB().generation(device_key(device.info)))
 
 
-def _model_fingerprint(device: Device) -> str | None:
-    from ..tune.device_model import known_model
-
-    model = known_model(device)
-    if model is None:
-        return None
-    return cache_key(json.dumps(model.as_dict(), sort_keys=True))
+def _fingerprint(model) -> str | None:
+    """A device model's fingerprint (None for no model)."""
+    return None if model is None else cache_key(json.dumps(model.as_dict(), sort_keys=True))
 
 
 def load(key: str | None, device: Device) -> Executable | None:
@@ -137,19 +133,16 @@ def load(key: str | None, device: Device) -> Executable | None:
     if entry.model is not None:
         from ..tune.device_model import device_model
 
-        device_model(device)  # from this process or the disk cache (measured once)
-        if _model_fingerprint(device) != entry.model:
+        # From this process or the disk cache (measured once per device and driver).
+        if _fingerprint(device_model(device)) != entry.model:
             debug_print(1, f"program cache: {key[:12]} was lowered for another device model")
             return None
     kernels = device.load_units(entry.kernels)
     if kernels is None:
         debug_print(1, f"program cache: a kernel of {key[:12]} is no longer on disk")
         return None
-    launches = [Launch(kernels[index], name, list(args), tuple(global_size),
-                       None if local_size is None else tuple(local_size), shared, schedule,
-                       flops)
-                for index, name, args, global_size, local_size, shared, schedule, flops
-                in entry.launches]
+    launches = [dataclasses.replace(launch, kernel=kernels[launch.kernel])
+                for launch in entry.launches]
     debug_print(1, f"{device.id}: {len(launches)} kernel(s) ({len(kernels)} distinct) from "
                    "the program cache")
     for launch in launches:
@@ -159,25 +152,24 @@ def load(key: str | None, device: Device) -> Executable | None:
 
 
 def store(key: str | None, device: Device, exe: Executable,
-          units: Sequence[SourceUnit]) -> None:
-    """Keep ``exe`` (``units``: its launches' units, in order) under ``key`` for the
-    processes that meet its program again (nothing without a key)."""
+          unit_keys: Sequence[str]) -> None:
+    """Keep ``exe`` under ``key`` for the processes that meet its program again (nothing
+    without a key); ``unit_keys``: the disk-cache key of each launch's kernel, in order."""
+    from ..tune.device_model import known_model
+
     if key is None:
         return
-    identity = device._compiler_identity()
     index: dict[str, int] = {}
     kernels: list[tuple[str, str]] = []
     launches = []
-    for launch, unit in zip(exe.launches, units, strict=True):
-        unit_key = device.unit_key(unit, identity)
+    for launch, unit_key in zip(exe.launches, unit_keys, strict=True):
         if unit_key not in index:
             index[unit_key] = len(kernels)
-            kernels.append((unit_key, unit.entry))
-        launches.append((index[unit_key], launch.name, list(launch.args), launch.global_size,
-                         launch.local_size, launch.shared_bytes, launch.schedule,
-                         launch.flops))
+            kernels.append((unit_key, launch.kernel.entry))
+        launches.append(dataclasses.replace(launch, kernel=index[unit_key]))
+    # The device model, if the lowering asked for it (it is then in this process's memo).
     entry = _Entry(exe.bound, dict(exe.aliases), dict(exe.scratch), kernels, launches,
-                   zlib.compress(exe.source.encode()), _model_fingerprint(device))
+                   zlib.compress(exe.source.encode()), _fingerprint(known_model(device)))
     try:
         blob = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as exc:  # noqa: BLE001 - a program that does not pickle is not kept

@@ -176,6 +176,12 @@ class UnitBuilder:
 
     # ---- collecting ---------------------------------------------------------------------
 
+    @property
+    def keys(self) -> list[str]:
+        """The disk-cache key of every added unit (:meth:`Device.unit_key`), in the order
+        added."""
+        return list(self._keys)
+
     def kernels(self) -> list[Kernel]:
         """Every added unit's kernel, in the order added (waits for the compilations)."""
         if not self._done:
