@@ -28,10 +28,7 @@ import gingham  # noqa: E402
 from gingham.bench import model as bench_model  # noqa: E402
 from gingham.compiler.dedupe import unit_of  # noqa: E402  (before codegen: they import each other)
 from gingham.codegen.c_family import DIALECTS  # noqa: E402
-from gingham.compiler import rewrite_program  # noqa: E402
-from gingham.compiler.fusion import plan  # noqa: E402
-from gingham.compiler.lower import LoweringContext  # noqa: E402
-from gingham.compiler.schedule import lower_with_schedule  # noqa: E402
+from gingham.compiler import lower_program, rewrite_program  # noqa: E402
 from gingham.devices.base import DeviceInfo  # noqa: E402
 
 #: An H200 as the CUDA backend describes it (what the schedules depend on).
@@ -55,15 +52,10 @@ def step_program(model: str, precision: str, layout: str, batch: int):
 
 def lower_step(bound, info: DeviceInfo) -> tuple[list, object]:
     """The kernels ``gingham.compiler.compile_program`` lowers for ``bound`` on a device that
-    ``info`` describes, named as it names them (``k91_T240``): the same rewrites, in order."""
+    ``info`` describes, named as it names them (``k91_T240``), and the program they compute
+    (after its rewrites)."""
     bound = rewrite_program(bound)
-    kernel_plan = plan(bound)
-    kernels = []
-    for position, kernel in enumerate(kernel_plan.kernels):
-        ctx = LoweringContext(bound, kernel_plan.aliases)
-        name = f"k{position}_{sorted(kernel.stores)[0]}"
-        kernels += lower_with_schedule(kernel, ctx, name, info)
-    return kernels, bound
+    return lower_program(bound, info), bound
 
 
 def nvrtc_build(source: str, options: list[str]) -> tuple[float, str]:

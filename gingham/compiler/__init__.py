@@ -51,6 +51,20 @@ def rewrite_program(bound: BoundProgram) -> BoundProgram:
     return split_output_phases(bound)  # stride-s input gradients: dense per output phase
 
 
+def lower_program(bound: BoundProgram, info: DeviceInfo) -> list[k.Kernel]:
+    """The kernels :func:`compile_program` lowers for ``bound`` (after
+    :func:`rewrite_program`, which is the caller's to apply) on a device that ``info``
+    describes, in program order: planned and lowered with their schedules, neither named by
+    content nor compiled. For tools and tests that look at what a device would run, a
+    device this machine need not have::
+
+        >>> kernels = lower_program(rewrite_program(bound), H200_DESCRIPTION)
+        >>> [kernel.schedule for kernel in kernels]     # what an H200 would get
+    """
+    kernel_plan = plan(bound)
+    return [kernel for _, kernel in _lowered(kernel_plan, bound, info, heavy_first=False)]
+
+
 def compile_program(bound: BoundProgram, device: Device) -> Executable:
     """Compile every kernel of ``bound`` for ``device`` into a replayable executable."""
     dialect_name = device.info.dialect
@@ -155,4 +169,5 @@ def _compile_stream(kernels: Iterable[tuple[Any, k.Kernel]], device: Device
     return launches, source, kernels_in_order, [built_keys[i] for i in order]
 
 
-__all__ = ["Executable", "compile_kernels", "compile_program", "rewrite_program"]
+__all__ = ["Executable", "compile_kernels", "compile_program", "lower_program",
+           "rewrite_program"]

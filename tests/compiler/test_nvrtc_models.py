@@ -16,11 +16,8 @@ import gingham
 from gingham.bench import model as bench_model
 from gingham.compiler import kernel_ir  # noqa: F401  (before codegen: they import each other)
 from gingham.codegen.c_family import DIALECTS, render_many
-from gingham.compiler import rewrite_program
+from gingham.compiler import lower_program, rewrite_program
 from gingham.compiler.dedupe import unit_of
-from gingham.compiler.fusion import plan
-from gingham.compiler.lower import LoweringContext
-from gingham.compiler.schedule import lower_with_schedule
 
 from descriptions import H200  # tests/compiler/ is on sys.path
 from nvrtc_check import build_for_h200, nvrtc, spilled_bytes
@@ -42,14 +39,10 @@ def _step_program(model: str, precision: str, layout: str):
 
 def _distinct_h200_kernels(bound) -> dict[str, tuple]:
     """{entry: (renamed kernel IR, schedule)} of the distinct kernels an H200 compiles."""
-    bound = rewrite_program(bound)
-    kernel_plan = plan(bound)
     distinct: dict[str, tuple] = {}
-    for position, kernel in enumerate(kernel_plan.kernels):
-        ctx = LoweringContext(bound, kernel_plan.aliases)
-        for lowered in lower_with_schedule(kernel, ctx, f"k{position}", H200):
-            unit, renamed = unit_of(lowered, DIALECTS["cuda"])
-            distinct.setdefault(unit.entry, (renamed, lowered.schedule))
+    for lowered in lower_program(rewrite_program(bound), H200):
+        unit, renamed = unit_of(lowered, DIALECTS["cuda"])
+        distinct.setdefault(unit.entry, (renamed, lowered.schedule))
     return distinct
 
 

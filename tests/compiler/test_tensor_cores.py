@@ -30,8 +30,7 @@ from gingham.codegen.c_family import DIALECTS, render
 from gingham.compiler.dedupe import unit_of
 from gingham.compiler.fusion import plan
 from gingham.compiler.lower import LoweringContext
-from gingham.compiler import tiling_tc
-from gingham.compiler.schedule import lower_with_schedule
+from gingham.compiler import lower_program, tiling_tc
 from gingham.compiler.tiling_tc import TcConfig
 from gingham.devices import list_devices
 from gingham.devices.base import DeviceInfo
@@ -222,12 +221,7 @@ def test_every_config_on_cuda(device, config, monkeypatch, no_program_cache):
 
 
 def _kernels(bound, info=H200):
-    kernel_plan = plan(bound)
-    kernels = []
-    for position, kernel in enumerate(kernel_plan.kernels):
-        ctx = LoweringContext(bound, kernel_plan.aliases)
-        kernels += lower_with_schedule(kernel, ctx, f"k{position}", info)
-    return kernels
+    return lower_program(bound, info)
 
 
 def _simulate(fn, arrays):

@@ -25,9 +25,7 @@ import gingham
 import gingham.nn.functional as F
 from gingham import nn
 from gingham.bench.model import torch_model
-from gingham.compiler.fusion import plan
-from gingham.compiler.lower import LoweringContext
-from gingham.compiler.schedule import lower_with_schedule
+from gingham.compiler import lower_program
 from gingham.devices import list_devices
 from gingham.devices.base import DeviceInfo
 from gingham.frontend.tensor import ShapeError, _bound_graph
@@ -138,12 +136,7 @@ def _h200_schedules(targets) -> list[str]:
     """The schedules an H200 would get for the program computing ``targets`` (kernels built
     for its description, as tests/compiler/test_tensor_cores.py builds them; nothing runs)."""
     _, _, bound = _bound_graph(targets, lambda t: t.is_leaf)
-    kernel_plan = plan(bound)
-    schedules = []
-    for position, kernel in enumerate(kernel_plan.kernels):
-        ctx = LoweringContext(bound, kernel_plan.aliases)
-        schedules += [k.schedule for k in lower_with_schedule(kernel, ctx, f"k{position}", H200)]
-    return schedules
+    return [kernel.schedule for kernel in lower_program(bound, H200)]
 
 
 @pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
