@@ -777,7 +777,7 @@ class Device(abc.ABC):
 
         A device that clocks its launches (``clocks_launches``) gives each launch's run by
         its own clock (OpenCL: profiling events); CUDA overrides this with events between
-        back-to-back launches, which gives what each kernel costs inside a replayed
+        the kernels of one graph, which gives what each kernel costs inside a replayed
         program. Elsewhere every launch is timed with the host's clock around the launch
         and a synchronisation, so each time also holds one launch's and one
         synchronisation's overhead (tens of microseconds on a GPU). ``GINGHAM_DEBUG=2``
@@ -812,12 +812,13 @@ class Device(abc.ABC):
         return self.clocks_launches
 
     def _measure_model_meanwhile(self) -> None:
-        """Start loading or preparing the device model (``tune_measure``) on a thread once
-        the context exists (backends call this), so that its disk read, compiles and
-        buffers overlap what comes before the first lowering (tracing, fusion); its timings
-        run when the lowering asks for it (:func:`gingham.tune.device_model.
-        measure_in_background`). On a GPU that clocks its launches only; a CPU device would
-        share its cores with the tracing: it is measured when lowering first needs it."""
+        """Start loading or measuring the device model (``tune_measure``) on a thread once
+        the context exists (backends call this), so that its disk read, compiles, buffers
+        and device-clocked timings overlap what comes before the first lowering (tracing,
+        fusion); the host's timing of a launch waits until the lowering asks for it
+        (:func:`gingham.tune.device_model.measure_in_background`). On a GPU that clocks its
+        launches only; a CPU device would share its cores with the tracing: it is measured
+        when lowering first needs it."""
         if self.info.kind == "cpu" or not self.clocks_launches:
             return
         from gingham.tune import device_model
@@ -830,9 +831,11 @@ class Device(abc.ABC):
         """Launch ``kernel`` ``count`` times back to back and return when each ran, as the
         device's own clock says: ``(start, end)`` in seconds, waiting until all are done.
 
-        Unlike a host timer around a synchronisation, these times hold while other threads
-        of this process run Python (a thread that waited for the device may get the
-        interpreter back only milliseconds later), which lets the device model be measured
+        The launches run back to back however slowly this thread issues them (CUDA: one
+        graph; OpenCL: queued behind an event set once all are queued), so unlike a host
+        timer around a synchronisation these times hold while other threads of this
+        process run Python (a thread that gave the interpreter up for a driver call may
+        get it back only milliseconds later), which lets the device model be measured
         beside the tracing of a first step. Backends that cannot (``clocks_launches``
         False) raise NotImplementedError. Example::
 

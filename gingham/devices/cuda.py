@@ -47,16 +47,6 @@ _DEFAULT_SHARED_LIMIT = 48 * 1024
 _DEFAULT_BLOCK = 256
 # L2 lines are 128 bytes (four 32-byte sectors) on every NVIDIA GPU since Kepler.
 _CACHE_LINE = 128
-# timed_launches holds the stream this long for each launch it queues (Python issues a launch
-# in 10-30 us), so the device never waits for the host between two timed kernels.
-_HOLD_SECONDS_PER_LAUNCH = 100e-6
-_HOLD_SOURCE = """extern "C" __global__ void gh_hold(long long cycles) {
-    long long start = clock64();
-    while (clock64() - start < cycles) { }
-}
-"""
-
-
 def _code(status) -> int:
     return int(getattr(status, "value", status))
 
@@ -160,7 +150,6 @@ class CUDADevice(Device):
             compute_capability=self.arch))
         self._context = None
         self._shared_limits: dict[str, int] = {}  # key:entry -> dynamic shared bytes allowed
-        self._hold: Kernel | None = None  # timed_launches' spinning kernel
 
     # ---- context ----------------------------------------------------------------------
 
@@ -284,48 +273,24 @@ class CUDADevice(Device):
     clocks_launches = True  # events, as timed_launches takes them
 
     def timed_launches(self, specs) -> list[float]:
-        # Events between back-to-back launches on a stream that a spinning kernel holds
-        # until every launch is queued: each time is what the kernel adds to a replay
-        # (its run and the stream's switch to it), not the host's launch and wait.
+        # One CUDA graph of the launches, with an event recorded before the first kernel and
+        # after each: the device runs them back to back however long this thread takes to
+        # build the graph (one that shares the interpreter with a busy thread waits
+        # milliseconds per driver call), and each time is what the kernel adds to a replay,
+        # as gingham replays a program: its run and the step from the node before.
+        if not specs:
+            return []
         self._activate()
-        hold = self._hold_kernel()
-        events = [_check(driver.cuEventCreate(0), "cuEventCreate") for _ in range(len(specs) + 1)]
-        try:
-            seconds = _HOLD_SECONDS_PER_LAUNCH * len(specs) + 1e-3
-            self.launch(hold, [np.int64(seconds * self._clock_hz())], (1,), (1,))
-            _check(driver.cuEventRecord(events[0], 0), "cuEventRecord")
-            for spec, event in zip(specs, events[1:]):
-                self.launch(spec.kernel, spec.args, spec.global_size, spec.local_size,
-                            shared_bytes=spec.shared_bytes)
-                _check(driver.cuEventRecord(event, 0), "cuEventRecord")
-            self._synchronize()
-            return [_check(driver.cuEventElapsedTime(start, end), "cuEventElapsedTime") * 1e-3
-                    for start, end in zip(events, events[1:])]
-        finally:
-            for event in events:
-                driver.cuEventDestroy(event)
+        return CUDAPlan(self, list(specs), 0, graphs=False).timed_run()
 
     def clocked_launches(self, kernel, args, global_size, local_size, count):
         # timed_launches' events between back-to-back launches, on the one stream every
-        # launch uses: buffers the pool recycles stay in order, and work that another
-        # thread queues meanwhile lands inside a span (callers keep the fastest). The times
-        # count from the first event.
+        # launch uses: buffers the pool recycles stay in order. The times count from the
+        # first event.
         spec = LaunchSpec(kernel, list(args), tuple(global_size),
                           None if local_size is None else tuple(local_size))
         ends = list(itertools.accumulate(self.timed_launches([spec] * count)))
         return list(zip([0.0] + ends[:-1], ends))
-
-    def _hold_kernel(self) -> Kernel:
-        """A one-thread kernel that spins for a number of clock cycles (compiled once)."""
-        if self._hold is None:
-            self._hold = self.compile(_HOLD_SOURCE, "gh_hold")
-        return self._hold
-
-    def _clock_hz(self) -> float:
-        try:
-            return _attribute(self.cu_device, "CLOCK_RATE") * 1e3  # the attribute is in kHz
-        except Exception:  # noqa: BLE001 - an attribute a newer driver may drop
-            return 2.0e9  # above every NVIDIA GPU's clock: the hold only lasts longer
 
     def _plan(self, specs: list[LaunchSpec], n_slots: int) -> LaunchPlan:
         return CUDAPlan(self, specs, n_slots, graphs=get_config().cuda_graphs)
@@ -459,19 +424,59 @@ class CUDAPlan(LaunchPlan):
         """The launches as a chain of kernel nodes (each runs after the one before)."""
         graph = _check(driver.cuGraphCreate(0), "cuGraphCreate")
         nodes, params = [], []
-        for function, gx, gy, gz, bx, by, bz, shared, pointers in self._launches:
-            node_params = driver.CUDA_KERNEL_NODE_PARAMS()
-            node_params.func = function
-            node_params.gridDimX, node_params.gridDimY, node_params.gridDimZ = gx, gy, gz
-            node_params.blockDimX, node_params.blockDimY, node_params.blockDimZ = bx, by, bz
-            node_params.sharedMemBytes = shared
-            node_params.kernelParams = pointers  # the values are copied into the node
+        for launch in self._launches:
+            node_params = _kernel_node_params(launch)
             after = nodes[-1:]
             nodes.append(_check(driver.cuGraphAddKernelNode(graph, after, len(after),
                                                             node_params),
                                 "cuGraphAddKernelNode"))
             params.append(node_params)
         self._graph[:] = [graph, nodes, params, key]
+
+    def timed_run(self) -> list[float]:
+        """Run the launches once, as one graph with an event node before the first kernel
+        and after each, and return each kernel's seconds between its two events (slots are
+        not filled: a plan of buffers and scalars). Built, run and destroyed here."""
+        device = self.device
+        device._activate()
+        events = [_check(driver.cuEventCreate(0), "cuEventCreate")
+                  for _ in range(len(self._launches) + 1)]
+        graph = _check(driver.cuGraphCreate(0), "cuGraphCreate")
+        graph_exec = None
+        try:
+            last = _check(driver.cuGraphAddEventRecordNode(graph, [], 0, events[0]),
+                          "cuGraphAddEventRecordNode")
+            for launch, event in zip(self._launches, events[1:]):
+                kernel = _check(driver.cuGraphAddKernelNode(graph, [last], 1,
+                                                            _kernel_node_params(launch)),
+                                "cuGraphAddKernelNode")
+                last = _check(driver.cuGraphAddEventRecordNode(graph, [kernel], 1, event),
+                              "cuGraphAddEventRecordNode")
+            graph_exec = _check(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+            (status,) = driver.cuGraphLaunch(graph_exec, 0)
+            if status:
+                _check((status,), f"launching a timed graph of {len(self._launches)} kernels")
+            device._synchronize()
+            return [_check(driver.cuEventElapsedTime(start, end), "cuEventElapsedTime") * 1e-3
+                    for start, end in zip(events, events[1:])]
+        finally:
+            if graph_exec is not None:
+                driver.cuGraphExecDestroy(graph_exec)
+            driver.cuGraphDestroy(graph)
+            for event in events:
+                driver.cuEventDestroy(event)
+
+
+def _kernel_node_params(launch: tuple):
+    """A graph kernel node's parameters for one of CUDAPlan's packed launches."""
+    function, gx, gy, gz, bx, by, bz, shared, pointers = launch
+    node_params = driver.CUDA_KERNEL_NODE_PARAMS()
+    node_params.func = function
+    node_params.gridDimX, node_params.gridDimY, node_params.gridDimZ = gx, gy, gz
+    node_params.blockDimX, node_params.blockDimY, node_params.blockDimZ = bx, by, bz
+    node_params.sharedMemBytes = shared
+    node_params.kernelParams = pointers  # the values are copied into the node
+    return node_params
 
 
 def _destroy_graphs(device: CUDADevice, graph: list, execs: dict) -> None:

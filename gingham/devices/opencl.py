@@ -499,9 +499,20 @@ class OpenCLDevice(Device):
         for index, arg in enumerate(normalize_args(args, self)):
             handle.set_arg(index, arg.handle if isinstance(arg, Buffer) else arg)
         self.stats.launches += count
-        events = [cl.enqueue_nd_range_kernel(queue, handle, tuple(global_size),
-                                             None if local_size is None else tuple(local_size))
-                  for _ in range(count)]
+        # The first launch waits for a user event set once all are queued: the launches run
+        # back to back however long this thread takes to queue them (one that shares the
+        # interpreter with a busy thread waits milliseconds per call), so the span from the
+        # first start to the last end is the device's alone.
+        gate = cl.UserEvent(context)
+        events = []
+        try:
+            for index in range(count):
+                events.append(cl.enqueue_nd_range_kernel(
+                    queue, handle, tuple(global_size),
+                    None if local_size is None else tuple(local_size),
+                    wait_for=None if index else [gate]))
+        finally:
+            gate.set_status(cl.command_execution_status.COMPLETE)
         queue.finish()
         return [(event.profile.start * 1e-9, event.profile.end * 1e-9) for event in events]
 

@@ -14,13 +14,16 @@ compiler; see :func:`gingham.tune.keys.device_key`) and :data:`MODEL_VERSION`; m
 about a second. ``GINGHAM_TUNE_MEASURE=0`` (``config.tune_measure``) skips the measurement and
 estimates the three figures from the description.
 
-A fresh process need not wait for all of it: :func:`measure_in_background` (an OpenCL or CUDA
-GPU calls it when its context is created) loads the model, or compiles its micro-benchmarks and
-sets up their buffers, on a thread while the first step is traced; the timings themselves start
-when :func:`device_model` asks for the model (or at exit, for the next processes), since timings
-taken while this process's other threads run Python wait for the interpreter between launches.
-The kernels are the ones a process that measured in the foreground (or loaded the model from
-disk) chooses. That takes a device that clocks its own launches (``Device.clocks_launches``).
+A fresh process need not wait for it: :func:`measure_in_background` (an OpenCL or CUDA GPU
+calls it when its context is created) loads the model, or compiles its micro-benchmarks, sets up
+their buffers and times them on the device's own clock, on a thread while the first step is
+traced and planned. Those timings hold beside a thread that runs Python: the device runs the
+timed launches back to back whenever the host issues them (CUDA: one graph launch; OpenCL: the
+launches wait for an event set once all are queued). The one figure timed by the host, how long
+issuing a launch takes, waits until :func:`device_model` asks for the model (a few milliseconds,
+with the interpreter to itself) or the process exits. The kernels are the ones a process that
+measured in the foreground (or loaded the model from disk) chooses. That takes a device that
+clocks its own launches (``Device.clocks_launches``).
 
     >>> from gingham.devices import get_device
     >>> model = device_model(get_device("cpu"))      # measured the first time, then cached
@@ -31,14 +34,16 @@ disk) chooses. That takes a device that clocks its own launches (``Device.clocks
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import json
+import sys
 import threading
 import time
 import warnings
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -52,7 +57,9 @@ from .keys import device_key
 #: 8: a model measured in the background is timed once it is asked for
 #: (``_Measurement.asked``): one timed beside a first step's lowering had its fp32 rate 11x low
 #: on the H200.
-MODEL_VERSION = 8
+#: 9: the device-clocked timings run at once, beside the tracing (CUDA times a graph launch of
+#: the timed kernels, OpenCL gates them behind a user event); only the host's issue time waits.
+MODEL_VERSION = 9
 _NAMESPACE = "device-model"
 
 #: Measurements (micro-benchmark runs) in this process; tests prove a cached model is reloaded.
@@ -284,13 +291,12 @@ def _best_time(run, sync, window: float = 0.3, inner: int = 1, most: int = 200) 
     return best
 
 
-def _clocked_times(device: Device, launches: list, args: list) -> tuple[float, float, float]:
-    """(copy, FMA, launch overhead) seconds on a device that clocks its launches: the fastest
-    copy and FMA run by the device's clock, and the launch overhead as the slower of issuing
-    a launch here (the host timer around back-to-back launches, which hold the interpreter)
-    and the device's time per tiny kernel run back to back. Each is the best of several
-    tries (a try that another thread interrupted loses). The same method whether or not the
-    measurement overlaps other work, so the cached figures do not depend on it."""
+def _device_times(device: Device, launches: list, args: list) -> tuple[float, float, float]:
+    """(copy, FMA, tiny kernel) seconds by the clock of a device that clocks its launches:
+    the fastest copy and FMA run, and the time per tiny kernel run back to back. The timed
+    launches run back to back whenever this thread issues them (``clocked_launches``), so
+    these figures hold while other threads run Python; each is the best of several tries
+    (work that another thread queues meanwhile lands inside a try)."""
     (copy, copy_ir), (fma, fma_ir), (tiny, tiny_ir) = launches
 
     def clocked(handle, kernel, count):
@@ -306,25 +312,34 @@ def _clocked_times(device: Device, launches: list, args: list) -> tuple[float, f
 
     copy_time = fastest(copy, copy_ir)
     fma_time = fastest(fma, fma_ir)
-    # 30 tries of 20 launches (a few ms on a GPU): a try that lost the interpreter to the
-    # tracing thread, or met its copies in the driver, is not the fastest.
+    span = float("inf")
+    for _ in range(3):
+        runs = clocked(tiny, tiny_ir, 20)
+        span = min(span, (runs[-1][1] - runs[0][0]) / 20)
+    return copy_time, fma_time, span
+
+
+def _issue_time(device: Device, tiny, tiny_ir, args: list) -> float:
+    """Seconds to issue one launch from here: the host's timer around back-to-back launches
+    of a tiny kernel, the best of 30 tries of 20 (a try that lost the interpreter to another
+    thread, or met its copies in the driver, is not the fastest). Timed with the interpreter
+    quiet: a thread waiting for it would count the wait."""
     inner = 20
-    issue = span = float("inf")
+    issue = float("inf")
     for _ in range(30):
-        runs = clocked(tiny, tiny_ir, inner)
-        span = min(span, (runs[-1][1] - runs[0][0]) / inner)
         start = time.perf_counter()
         for _ in range(inner):
             device.launch(tiny, args, tiny_ir.launch.global_size, tiny_ir.launch.local_size)
         issue = min(issue, (time.perf_counter() - start) / inner)
         device.synchronize()
-    return copy_time, fma_time, max(issue, span)
+    return issue
 
 
 def measure(device: Device, when_quiet: Callable[[], None] | None = None) -> DeviceModel:
-    """Measure bandwidth, fp32 FMA rate and launch overhead on ``device`` (about a second).
-    ``when_quiet`` (a thread measuring beside other work) returns when the timings may start:
-    the kernels are compiled and the buffers set up before it is called."""
+    """Measure bandwidth, fp32 FMA rate and launch overhead on ``device`` (a few tenths of a
+    second on a GPU, about a second on a CPU). ``when_quiet`` (a thread measuring beside
+    other work) returns when the host's timings may start: the kernels are compiled, the
+    buffers set up and the device's own timings taken before it is called."""
     global measurements
     from .. import compiler  # noqa: F401 - c_family imports it: load it first (import cycle)
     from ..codegen.c_family import DIALECTS, render_many
@@ -355,14 +370,19 @@ def measure(device: Device, when_quiet: Callable[[], None] | None = None) -> Dev
     host = np.full(min(n, max(items, 2)), 0.5, np.float32)
     host[1] = 1e-4  # the FMA's addend; its multiplier is 0.5: the chains stay finite
     device.copy_in(x, host)
-    waited = time.perf_counter()
-    if when_quiet is not None:
-        when_quiet()
-    waited = time.perf_counter() - waited
+    waited = 0.0
     try:
         if device.clocks_launches:
-            copy_time, fma_time, launch_time = _clocked_times(
-                device, [(copy, kernels[0]), (fma_handle, fma), (tiny, kernels[2])], [x, y])
+            # Beside other threads' Python (a background measurement), prompt hand-overs.
+            with _prompt_interpreter() if when_quiet is not None else contextlib.nullcontext():
+                copy_time, fma_time, span = _device_times(
+                    device, [(copy, kernels[0]), (fma_handle, fma), (tiny, kernels[2])],
+                    [x, y])
+            waited = time.perf_counter()
+            if when_quiet is not None:
+                when_quiet()
+            waited = time.perf_counter() - waited
+            launch_time = max(_issue_time(device, tiny, kernels[2], [x, y]), span)
         else:
             def launcher(handle, kernel):
                 return lambda: device.launch(handle, [x, y], kernel.launch.global_size,
@@ -413,7 +433,18 @@ def device_model(device: Device, measure_now: bool | None = None) -> DeviceModel
     measurement = _background.get(key)
     if measurement is not None:
         return _background_result(device, key, measurement)
-    model = _load_or_measure(device, key) if wanted else estimate(info, device)
+    if not wanted:
+        model = estimate(info, device)
+    else:
+        # Measuring creates the context if nothing has yet, which would start measuring
+        # the same model in the background too: marked, it does not.
+        with _background_lock:
+            _foreground.add(key)
+        try:
+            model = _load_or_measure(device, key)
+        finally:
+            with _background_lock:
+                _foreground.discard(key)
     _memo[key] = model
     return model
 
@@ -442,27 +473,37 @@ def _load_or_measure(device: Device, key: str,
 class _Measurement:
     """A model being loaded or measured on ``thread``; ``future`` gets it (or the error).
 
-    ``asked`` is set once the model is asked for (or at exit): the thread's timings start
-    then. Timings taken while this process's other threads run Python are off: every driver
-    call gives the interpreter up and gets it back up to 5 ms later, a launch waits that
-    long, and the device idles meanwhile (the H200's fp32 rate was measured at 5.7 instead of
-    64.7 TFLOP/s beside a first step's lowering, and cached for good). A thread that asks for
-    the model waits for it, which leaves the interpreter to the timings."""
+    ``asked`` is set once the model is asked for (or at exit): the host's timing of a
+    launch's issue starts then. Taken while this process's other threads run Python, it
+    would count the waits for the interpreter: every driver call gives it up and gets it
+    back up to a switch interval later (a launch timed at 97.6 us instead of 16.6 on the
+    H200). A thread that asks for the model waits for it, which leaves the interpreter to
+    the timing. (The device's own timings run at once: see :func:`_device_times`.)"""
 
     future: Future = field(default_factory=Future)
     asked: threading.Event = field(default_factory=threading.Event)
+    #: set once the device's own timings are taken (the host's wait for ``asked``)
+    device_timed: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread = field(init=False)
+
+    def host_may_time(self) -> None:
+        """``measure``'s ``when_quiet``: the device's timings are done; wait for the question."""
+        self.device_timed.set()
+        self.asked.wait()
 
 
 #: cache key -> its measurement on a thread, until its model is taken into :data:`_memo`
 _background: dict[str, _Measurement] = {}
+#: cache keys of the models a caller of :func:`device_model` is loading or measuring itself
+_foreground: set[str] = set()
 _background_lock = threading.Lock()
 
 
 def measure_in_background(device: Device) -> bool:
     """Load or measure ``device``'s model on a thread; :func:`device_model` waits for it.
     True if a thread started (False: measurement is off, the model is known, a thread is
-    at it already, or the device cannot clock its launches, so that timings taken beside
+    at it already (or :func:`device_model` is, in the foreground), or the device cannot
+    clock its launches, so that timings taken beside
     other work would be off). Example::
 
         >>> measure_in_background(get_device("opencl:0"))   # at once, when the context exists
@@ -475,7 +516,7 @@ def measure_in_background(device: Device) -> bool:
         return False
     key = _cache_key(info, True)
     with _background_lock:
-        if key in _memo or key in _background:
+        if key in _memo or key in _background or key in _foreground:
             return False
         measurement = _background[key] = _Measurement()
         measurement.thread = threading.Thread(target=_measure_into,
@@ -487,9 +528,41 @@ def measure_in_background(device: Device) -> bool:
 
 def _measure_into(device: Device, key: str, measurement: _Measurement) -> None:
     try:
-        measurement.future.set_result(_load_or_measure(device, key, measurement.asked.wait))
+        measurement.future.set_result(_load_or_measure(device, key,
+                                                        measurement.host_may_time))
     except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for the model
         measurement.future.set_exception(exc)
+
+
+#: The interpreter's switch interval while a measurement runs beside other threads.
+_PROMPT_SWITCH_SECONDS = 1e-4
+_prompt_users = 0
+_prompt_saved = 0.0
+_prompt_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _prompt_interpreter() -> Iterator[None]:
+    """Have the interpreter change threads every 0.1 ms (instead of every 5) while a
+    background measurement takes its device timings (a few tenths of a second). Each driver
+    call gives the interpreter up, and a thread tracing a step keeps it until the switch
+    interval asks it to let go: the timings' few hundred calls would take seconds beside a
+    first step, and the lowering would wait for them. (The timings themselves do not depend
+    on it; the tracing thread gives up little: the measurement runs microseconds of Python
+    per call.) The interval the process had comes back when the last measurement ends."""
+    global _prompt_users, _prompt_saved
+    with _prompt_lock:
+        if _prompt_users == 0:
+            _prompt_saved = sys.getswitchinterval()
+            sys.setswitchinterval(min(_prompt_saved, _PROMPT_SWITCH_SECONDS))
+        _prompt_users += 1
+    try:
+        yield
+    finally:
+        with _prompt_lock:
+            _prompt_users -= 1
+            if _prompt_users == 0:
+                sys.setswitchinterval(_prompt_saved)
 
 
 def _background_result(device: Device, key: str, measurement: _Measurement) -> DeviceModel:
@@ -519,12 +592,12 @@ def _background_result(device: Device, key: str, measurement: _Measurement) -> D
 def _wait_for_measurements() -> None:
     """A measurement still running at exit is waited for (a few tenths of a second): a
     thread inside the driver while the process tears it down could crash the exit. A model
-    nobody asked for is timed now, for the next processes."""
+    nobody asked for is finished now, for the next processes."""
     _finish_measurements(timeout=30)
 
 
 def _finish_measurements(timeout: float | None = None) -> None:
-    """Let every background measurement time its benchmarks now (nobody may ever ask for
+    """Let every background measurement take its host timing now (nobody may ever ask for
     its model) and wait for its thread. (A measurement whose model was taken has left
     :data:`_background`: its thread had nothing left to do but return.)"""
     with _background_lock:
@@ -566,8 +639,8 @@ def model_for_info(info: DeviceInfo) -> DeviceModel:
 
 def clear_memo() -> None:
     """Forget the models loaded in this process (tests: force a reload from disk); a
-    measurement still running in the background is finished first (its timings start now,
-    if nobody asked for it yet)."""
+    measurement still running in the background is finished first (its host timing starts
+    now, if nobody asked for it yet)."""
     _finish_measurements()
     with _background_lock:
         _memo.clear()

@@ -145,6 +145,28 @@ def test_an_opencl_gpu_starts_measuring_with_its_context_and_a_cpu_device_does_n
 
 
 @pytest.mark.parametrize("device_id", OPENCL_IDS)
+def test_a_model_measured_in_the_foreground_is_measured_once(device_id):
+    """A GPU whose context does not exist yet, asked for its model: the measurement creates
+    the context, which must not start measuring the same model again on a thread."""
+    from gingham.devices import opencl
+
+    known = get_device(device_id)
+    device = opencl.OpenCLDevice(known.cl_device, known.id)
+    device.info = dataclasses.replace(device.info, kind="gpu")  # the GPU rule, a real device
+    try:
+        before = dm.measurements
+        model = dm.device_model(device)  # its compiles create the context
+        assert model.measured and dm.measurements == before + 1
+        assert _model_key(device) not in dm._background
+        dm.clear_memo()  # would finish a measurement started meanwhile
+        assert dm.measurements == before + 1
+        assert dm.device_model(device) == model  # from disk
+    finally:
+        if device.build_pool is not None:
+            device.build_pool.close()
+
+
+@pytest.mark.parametrize("device_id", OPENCL_IDS)
 def test_a_measurement_nobody_asked_for_is_timed_when_the_memo_is_cleared(device_id):
     """Its timings wait for the question (or the exit); clearing the memo must not wait
     forever for a question that will not come (it hung the CUDA test suite once)."""
@@ -250,8 +272,9 @@ def test_clocked_launches_run_the_kernel_and_clock_each_launch(device_id):
 
 class _BusyInterpreter:
     """A thread that runs Python without pause (as a first step's tracing and lowering do)
-    for the block's first ``seconds``: another thread that gives the interpreter up, as
-    every driver call does, gets it back only after the switch interval (5 ms)."""
+    for the block's first ``seconds`` (or until the block ends): another thread that gives
+    the interpreter up, as every driver call does, gets it back only after the switch
+    interval."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
@@ -276,22 +299,60 @@ class _BusyInterpreter:
 @pytest.mark.skipif(not GPU_CLOCKED_IDS, reason="no OpenCL or CUDA GPU in this run")
 @pytest.mark.parametrize("device_id", GPU_CLOCKED_IDS or ["gpu"])
 def test_a_model_measured_beside_a_first_step_is_the_quiet_one(device_id):
-    """The background thread prepares the micro-benchmarks while the first step is traced
-    (here: a thread that runs Python for half a second) and times them once the lowering
-    asks for the model: the figures, kept for good, are the ones measured alone."""
+    """The background thread compiles the micro-benchmarks and takes the device's own
+    timings while the first step is traced (here: a thread that runs Python throughout),
+    and times the host's issue of a launch once the lowering asks for the model: the
+    figures, kept for good, are the ones measured alone."""
     device = get_device(device_id)
     quiet = dm.measure(device)
     # Its compiles created the context, which started measuring the model on a thread
     # (``Device._measure_model_meanwhile``): finish that one and forget it, on disk too.
     dm.clear_memo()
     DiskCache("device-model").delete(_model_key(device))
+    interval = sys.getswitchinterval()
     assert dm.measure_in_background(device)
-    with _BusyInterpreter(seconds=0.5):
-        time.sleep(0.5)  # the tracing and fusion run meanwhile
     key = _model_key(device)
-    assert not dm._background[key].future.done()  # its timings wait for the question
+    measurement = dm._background[key]
+    with _BusyInterpreter(seconds=120):
+        # The device's timings finish beside the busy interpreter ...
+        assert measurement.device_timed.wait(timeout=60)
+        time.sleep(0.05)
+        # ... and the host's wait for the question.
+        assert not measurement.future.done()
     busy = dm.device_model(device)
+    assert sys.getswitchinterval() == interval  # the prompt hand-overs ended with the timings
     assert busy.measured and _stored_model(device) == busy.as_dict()
     assert busy.peak_flops["float32"] > 0.8 * quiet.peak_flops["float32"], (busy, quiet)
     assert busy.bandwidth > 0.8 * quiet.bandwidth, (busy, quiet)
     assert busy.launch_overhead < 1.5 * quiet.launch_overhead + 2e-6, (busy, quiet)
+
+
+@pytest.mark.parametrize("device_id", CLOCKED_IDS)
+def test_clocked_launches_run_back_to_back_however_slowly_they_are_issued(device_id):
+    """A thread that issues launches slowly (here: it shares the interpreter with one that
+    runs Python without pause, at the default 5 ms switch interval) still gets them run
+    back to back: the span of 20 tiny launches is the device's, not 20 of the host's waits."""
+    device = get_device(device_id)
+    kernel = device.compile(ADD_ONE[device.info.dialect], "add_one")
+    n = 256
+    X, Y = device.alloc(4 * n), device.alloc(4 * n)
+    device.copy_in(X, np.ones(n, np.float32))
+    device.copy_in(Y, np.zeros(n, np.float32))
+
+    def span() -> float:
+        runs = device.clocked_launches(kernel, [Y, X, np.int32(n)], (n,), (64,), count=20)
+        return runs[-1][1] - runs[0][0]
+
+    quiet = min(span() for _ in range(3))
+    slow = []
+    worker = threading.Thread(target=lambda: slow.extend(span() for _ in range(3)))
+    with _BusyInterpreter(seconds=120):
+        worker.start()
+        worker.join(timeout=120)
+    assert len(slow) == 3
+    # 20 issues at up to 5 ms each would span tens of milliseconds; back to back, a tiny
+    # kernel takes microseconds (10 ms: room for a loaded machine's device clock).
+    assert min(slow) < max(4 * quiet, 10e-3), (slow, quiet)
+    out = np.empty(n, np.float32)
+    device.copy_out(Y, out)
+    np.testing.assert_array_equal(out, np.full(n, 2.0 * 6 * 20, np.float32))  # all ran
