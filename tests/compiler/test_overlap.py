@@ -8,6 +8,7 @@ against NumPy; no test measures time. The cache is a fresh directory per test.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -92,6 +93,32 @@ def test_pieces_start_while_units_are_still_added(compiled_device):
         for unit in units:
             again.add(unit)
     assert again.kernels() == kernels and again.started == 0
+
+
+def test_what_eager_pieces_leave_goes_out_in_a_piece_per_worker(compiled_device):
+    """The units left when the lowering ends are shared out over every worker, however
+    little they weigh beside the units the eager pieces took (the last pieces of a step's
+    compile: few big ones would run long after the rest)."""
+    heavy = [_scaling_kernel(f"h{i}", 10.0 + i) for i in range(2)]
+    light = [_scaling_kernel(f"l{i}", 0.5 + i) for i in range(8)]
+    dialect = DIALECTS[compiled_device.info.dialect]
+    pairs = [unit_of(kernel, dialect) for kernel in heavy + light]
+    renamed = {unit.entry: ir for unit, ir in pairs}
+    units = [unit for unit, _ in pairs]
+    units[:2] = [dataclasses.replace(unit, weight=1e6) for unit in units[:2]]  # as products weigh
+    with compiled_device.unit_builder(
+            lambda group: render_many([renamed[u.entry] for u in group], dialect),
+            jobs=4) as build:
+        for unit in units:
+            build.add(unit)
+        eager = build.started  # the heavy units, and light ones while a worker was free
+        left = len(build._pending)  # what waits for the end of the lowering
+    kernels = build.kernels()
+    assert eager >= 2 and left >= 2
+    # By weight, ceil(12 * left / 2e6) = 1 piece for what is left; now one per worker.
+    assert build.started - eager == min(4, left)
+    for kernel, factor in zip(kernels, [10.0, 11.0] + [0.5 + i for i in range(8)]):
+        _check_scaling(compiled_device, kernel, factor)
 
 
 def test_a_late_piece_that_fails_raises_after_the_others_are_stored(compiled_device):
