@@ -47,6 +47,8 @@ _DEFAULT_SHARED_LIMIT = 48 * 1024
 _DEFAULT_BLOCK = 256
 # L2 lines are 128 bytes (four 32-byte sectors) on every NVIDIA GPU since Kepler.
 _CACHE_LINE = 128
+
+
 def _code(status) -> int:
     return int(getattr(status, "value", status))
 
@@ -456,6 +458,7 @@ class CUDAPlan(LaunchPlan):
             (status,) = driver.cuGraphLaunch(graph_exec, 0)
             if status:
                 _check((status,), f"launching a timed graph of {len(self._launches)} kernels")
+            device.stats.launches += len(self._launches)
             device._synchronize()
             return [_check(driver.cuEventElapsedTime(start, end), "cuEventElapsedTime") * 1e-3
                     for start, end in zip(events, events[1:])]
