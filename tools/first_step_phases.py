@@ -33,7 +33,7 @@ from gingham.bench import model as bench_model  # noqa: E402
 from gingham.cache import DiskCache  # noqa: E402
 from gingham.compiler.cse import eliminate_common  # noqa: E402
 from gingham.compiler.dedupe import unit_of  # noqa: E402  (before codegen: they import each other)
-from gingham.codegen.c_family import DIALECTS, render_many  # noqa: E402
+from gingham.codegen.c_family import DIALECTS, assemble  # noqa: E402
 from gingham.compiler.fusion import plan  # noqa: E402
 from gingham.compiler.hoist import hoist_broadcast  # noqa: E402
 from gingham.compiler.linearity import split_sums  # noqa: E402
@@ -77,10 +77,10 @@ def one_run(args, info) -> tuple[dict[str, float], int, int]:
     kernels = timed("lower", lower)
     dialect = DIALECTS[info.dialect]
     units = timed("unit_of", lambda: [unit_of(kernel, dialect) for kernel in kernels])
-    distinct = {unit.entry: ir for unit, ir in units}
+    distinct = {unit.entry: part for unit, part in units}
     timed("keys", lambda: [DiskCache.key("ns", "unit", u.source, u.entry, ("identity",))
                            for u, _ in units])
-    timed("assemble", render_many, list(distinct.values()), dialect)
+    timed("assemble", assemble, list(distinct.values()), dialect)
     return seconds, len(kernels), len(distinct)
 
 

@@ -100,9 +100,39 @@ def render(kernel: k.Kernel, dialect: Dialect) -> str:
 
 def render_many(kernels: list[k.Kernel], dialect: Dialect) -> str:
     """One source file holding several kernels, so a program compiles once."""
+    return assemble([render_kernel(kernel, dialect) for kernel in kernels], dialect)
+
+
+@dataclass(frozen=True)
+class RenderedKernel:
+    """One kernel's code without the prelude, and what its prelude needs (the element types
+    it uses and its helpers): :func:`assemble` puts several in one source file without
+    rendering them again::
+
+        >>> parts = [render_kernel(kernel, DIALECTS["cuda"]) for kernel in kernels]
+        >>> assemble(parts, DIALECTS["cuda"]) == render_many(kernels, DIALECTS["cuda"])
+        True
+    """
+
+    code: str
+    used_types: frozenset[str]
+    helpers: frozenset[str]
+
+
+def render_kernel(kernel: k.Kernel, dialect: Dialect) -> RenderedKernel:
+    """``kernel``'s code and what its prelude needs."""
     renderer = _Renderer(dialect)
-    bodies = [renderer.kernel(kernel) for kernel in kernels]
-    return renderer.prelude() + "\n" + "\n".join(bodies)
+    code = renderer.kernel(kernel)
+    return RenderedKernel(code, frozenset(renderer.used_types), frozenset(renderer.helpers))
+
+
+def assemble(parts: list[RenderedKernel], dialect: Dialect) -> str:
+    """One source file: the prelude all ``parts`` need (each helper once), then their code."""
+    renderer = _Renderer(dialect)
+    for part in parts:
+        renderer.used_types |= part.used_types
+        renderer.helpers |= part.helpers
+    return renderer.prelude() + "\n" + "\n".join(part.code for part in parts)
 
 
 class _Renderer:

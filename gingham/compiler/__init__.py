@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from ..codegen.c_family import DIALECTS, render_many
+from ..codegen.c_family import DIALECTS, RenderedKernel, assemble, render_many
 from ..config import debug_print, get_config
 from ..devices.base import Device, DeviceInfo, SourceUnit, compile_jobs
 from ..devices.pieces import overlap_on
@@ -137,17 +137,18 @@ def _compile_stream(kernels: Iterable[tuple[Any, k.Kernel]], device: Device
     compiling overlaps producing the rest. Launches, kernels and the disk-cache keys of their
     units come back in place order."""
     dialect = DIALECTS[device.info.dialect]
-    renamed: dict[str, k.Kernel] = {}
+    rendered: dict[str, RenderedKernel] = {}
     placed: list[tuple[Any, k.Kernel, SourceUnit]] = []
 
-    def assemble(group) -> str:
-        # One prelude for the whole piece: the units' helpers are defined once.
-        return render_many([renamed[unit.entry] for unit in group], dialect)
+    def assemble_piece(group) -> str:
+        # One prelude for the whole piece (the units' helpers are defined once), and each
+        # unit's code as naming it rendered it.
+        return assemble([rendered[unit.entry] for unit in group], dialect)
 
-    with device.unit_builder(assemble) as build:
+    with device.unit_builder(assemble_piece) as build:
         for place, kernel in kernels:
-            unit, ir = unit_of(kernel, dialect)
-            renamed[unit.entry] = ir
+            unit, part = unit_of(kernel, dialect)
+            rendered[unit.entry] = part
             placed.append((place, kernel, unit))
             build.add(unit)
     compiled, built_keys = build.kernels(), build.keys

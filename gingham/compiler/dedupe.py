@@ -5,7 +5,7 @@ the tensors they read and write (``T12`` here, ``T40`` there), and in their own 
 renames a kernel's parameters to positional names (``gp0``, ``gp1``, ...) and the kernel itself
 to a name made from the hash of its source, so that equal kernels render to equal sources::
 
-    >>> units = [unit_of(kernel, DIALECTS["c"]) for kernel in kernels]
+    >>> units = [unit_of(kernel, DIALECTS["c"])[0] for kernel in kernels]
     >>> units[3].entry == units[9].entry        # the same conv at the same shape
     True
 
@@ -28,7 +28,7 @@ import re
 from typing import Callable
 
 from ..cache import cache_key
-from ..codegen.c_family import Dialect, render
+from ..codegen.c_family import Dialect, RenderedKernel, assemble, render_kernel
 from ..devices.base import SourceUnit
 from . import kernel_ir as k
 
@@ -132,22 +132,25 @@ def canonical(kernel: k.Kernel) -> k.Kernel | None:
     return dataclasses.replace(renamed, name=_PLACEHOLDER)
 
 
-def unit_of(kernel: k.Kernel, dialect: Dialect) -> tuple[SourceUnit, k.Kernel]:
-    """The compilable unit of ``kernel`` (entry and standalone source) and the kernel IR that
-    renders to it: the canonical kernel named by its hash, or ``kernel`` itself as it is."""
+def unit_of(kernel: k.Kernel, dialect: Dialect) -> tuple[SourceUnit, RenderedKernel]:
+    """The compilable unit of ``kernel`` (entry and standalone source) and its rendering, for
+    assembling it with others into one source file (:func:`~gingham.codegen.c_family.
+    assemble`): the canonical kernel named by its hash, or ``kernel`` itself as it is."""
     renamed = canonical(kernel)
     if renamed is not None:
-        source = render(renamed, dialect)
+        part = render_kernel(renamed, dialect)
+        source = assemble([part], dialect)
         originals = [p.name for p in kernel.params] + [s.name for s in kernel.scratch]
         # String literals (CUDA's extern "C") hold no identifiers: a tensor named C is fine.
         code = _STRING_LITERAL.sub('""', source)
         if not _word_pattern(originals + [kernel.name]).search(code):
             entry = f"gk_{cache_key(dialect.name, source)[:20]}"
-            named = dataclasses.replace(renamed, name=entry)
+            part = dataclasses.replace(part, code=_PLACEHOLDER_WORD.sub(entry, part.code))
             source = _PLACEHOLDER_WORD.sub(entry, source)
-            return SourceUnit(entry, source, compile_weight(kernel, source)), named
-    source = render(kernel, dialect)
-    return SourceUnit(kernel.name, source, compile_weight(kernel, source)), kernel
+            return SourceUnit(entry, source, compile_weight(kernel, source)), part
+    part = render_kernel(kernel, dialect)
+    source = assemble([part], dialect)
+    return SourceUnit(kernel.name, source, compile_weight(kernel, source)), part
 
 
 def compile_weight(kernel: k.Kernel, source: str) -> float:

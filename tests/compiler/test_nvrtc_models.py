@@ -15,7 +15,7 @@ import pytest
 import gingham
 from gingham.bench import model as bench_model
 from gingham.compiler import kernel_ir  # noqa: F401  (before codegen: they import each other)
-from gingham.codegen.c_family import DIALECTS, render_many
+from gingham.codegen.c_family import DIALECTS, assemble
 from gingham.compiler import lower_program, rewrite_program
 from gingham.compiler.dedupe import unit_of
 
@@ -38,11 +38,11 @@ def _step_program(model: str, precision: str, layout: str):
 
 
 def _distinct_h200_kernels(bound) -> dict[str, tuple]:
-    """{entry: (renamed kernel IR, schedule)} of the distinct kernels an H200 compiles."""
+    """{entry: (rendering, schedule)} of the distinct kernels an H200 compiles."""
     distinct: dict[str, tuple] = {}
     for lowered in lower_program(rewrite_program(bound), H200):
-        unit, renamed = unit_of(lowered, DIALECTS["cuda"])
-        distinct.setdefault(unit.entry, (renamed, lowered.schedule))
+        unit, rendered = unit_of(lowered, DIALECTS["cuda"])
+        distinct.setdefault(unit.entry, (rendered, lowered.schedule))
     return distinct
 
 
@@ -58,7 +58,7 @@ def test_every_kernel_of_a_training_step_builds(model, precision, layout):
     logs: dict[str, str] = {}
     for start in range(0, len(entries), PIECE):
         piece = entries[start:start + PIECE]
-        source = render_many([distinct[e][0] for e in piece], DIALECTS["cuda"])
+        source = assemble([distinct[e][0] for e in piece], DIALECTS["cuda"])
         logs.update(build_for_h200(source, f"{model}_{precision}_{start}"))
     assert sorted(logs) == entries, "ptxas did not report every kernel"
     tensor_core = [e for e in entries if distinct[e][1].startswith(TC)]

@@ -20,7 +20,7 @@ import pytest
 
 from gingham import tile
 from gingham.compiler import _lowered, compile_kernels, compile_program, rewrite_program
-from gingham.codegen.c_family import DIALECTS, render_many  # after gingham.compiler (a cycle)
+from gingham.codegen.c_family import DIALECTS, assemble  # after gingham.compiler (a cycle)
 from gingham.compiler import kernel_ir as k
 from gingham.compiler.dedupe import unit_of
 from gingham.compiler.fusion import plan
@@ -55,12 +55,12 @@ def _scaling_kernel(name: str, factor: float) -> k.Kernel:
 
 
 def _units(device, factors):
-    """(unit, IR) of one scaling kernel per factor, and an assembler as compile_kernels's."""
+    """The unit of one scaling kernel per factor, and an assembler as compile_kernels's."""
     dialect = DIALECTS[device.info.dialect]
     pairs = [unit_of(_scaling_kernel(f"k{i}", f), dialect) for i, f in enumerate(factors)]
-    renamed = {unit.entry: ir for unit, ir in pairs}
+    rendered = {unit.entry: part for unit, part in pairs}
     return [unit for unit, _ in pairs], \
-        lambda group: render_many([renamed[unit.entry] for unit in group], dialect)
+        lambda group: assemble([rendered[unit.entry] for unit in group], dialect)
 
 
 def _check_scaling(device, kernel, factor: float) -> None:
@@ -103,11 +103,11 @@ def test_what_eager_pieces_leave_goes_out_in_a_piece_per_worker(compiled_device)
     light = [_scaling_kernel(f"l{i}", 0.5 + i) for i in range(8)]
     dialect = DIALECTS[compiled_device.info.dialect]
     pairs = [unit_of(kernel, dialect) for kernel in heavy + light]
-    renamed = {unit.entry: ir for unit, ir in pairs}
+    rendered = {unit.entry: part for unit, part in pairs}
     units = [unit for unit, _ in pairs]
     units[:2] = [dataclasses.replace(unit, weight=1e6) for unit in units[:2]]  # as products weigh
     with compiled_device.unit_builder(
-            lambda group: render_many([renamed[u.entry] for u in group], dialect),
+            lambda group: assemble([rendered[u.entry] for u in group], dialect),
             jobs=4) as build:
         for unit in units:
             build.add(unit)
