@@ -507,8 +507,7 @@ def measure_in_background(device: Device) -> bool:
     """Load or measure ``device``'s model on a thread; :func:`device_model` waits for it.
     True if a thread started (False: measurement is off, the model is known, a thread is
     at it already (or :func:`device_model` is, in the foreground), or the device cannot
-    clock its launches, so that timings taken beside
-    other work would be off). Example::
+    clock its launches, so that timings taken beside other work would be off). Example::
 
         >>> measure_in_background(get_device("opencl:0"))   # at once, when the context exists
         True
