@@ -104,8 +104,14 @@ def bind_contraction(c: Contraction, bound: BoundProgram) -> BoundContraction:
 
 def poly_interval(poly: Poly, ranges: dict[str, tuple[float, float]]) -> tuple[float, float]:
     """The smallest and largest value of ``poly`` over the box ``ranges``."""
-    low = high = poly.const
-    for name, c in poly.terms:
+    return _interval(poly.terms, poly.const, ranges)
+
+
+def _interval(terms, const, ranges: dict[str, tuple[float, float]]) -> tuple[float, float]:
+    """:func:`poly_interval` of ``sum(c * name) + const`` given as its parts (ints or
+    Fractions)."""
+    low = high = const
+    for name, c in terms:
         lo, hi = ranges[name]
         if c > 0:
             low, high = low + c * lo, high + c * hi
@@ -132,13 +138,7 @@ def infer_ranges(
     for _ in range(4 * len(variables) + 4):
         changed = False
         for var, coeff, rest, const, top in bounds:
-            rest_low = rest_high = const
-            for name, c in rest:
-                lo, hi = ranges[name]
-                if c > 0:
-                    rest_low, rest_high = rest_low + c * lo, rest_high + c * hi
-                else:
-                    rest_low, rest_high = rest_low + c * hi, rest_high + c * lo
+            rest_low, rest_high = _interval(rest, const, ranges)
             if coeff > 0:
                 lo, hi = _ceil_div(0 - rest_high, coeff), _floor_div(top - rest_low, coeff)
             else:
