@@ -6,7 +6,8 @@ importable).
         [--precision bf16] [--layout NHWC] [--batch 512] [--only tensor-core] [--out DIR]
 
 It traces one step (``nn.training.train_step``, SGD with Nesterov momentum, ``autocast`` in
-the precision), lowers its kernels as a CUDA device of compute capability 9.0 would, renders
+the precision), lowers its kernels as an H200 does (``gingham.tune.described.H200``: its
+description and the device model measured on one, so the schedules are the H200's), renders
 each distinct one as ``gingham`` does (``dedupe.unit_of``) and compiles those whose schedule
 contains ``--only`` with NVRTC (``--gpu-architecture=sm_90a --ptxas-options=-v``), one at a
 time: seconds, characters, registers and spilled bytes per kernel, slowest first. ``--out``
@@ -30,13 +31,8 @@ from gingham.compiler.dedupe import unit_of  # noqa: E402  (before codegen: they
 from gingham.codegen.c_family import DIALECTS  # noqa: E402
 from gingham.compiler import lower_program, rewrite_program  # noqa: E402
 from gingham.devices.base import DeviceInfo  # noqa: E402
+from gingham.tune.described import H200  # noqa: E402  (lowered as an H200 lowers)
 
-#: An H200 as the CUDA backend describes it (what the schedules depend on).
-H200 = DeviceInfo(id="cuda:sim", name="NVIDIA H200 (description)", vendor="NVIDIA", kind="gpu",
-                  dialect="cuda", compute_units=132, global_memory_bytes=140 << 30,
-                  local_memory_bytes=232448, max_work_group_size=1024, simd_width=32,
-                  cache_line_bytes=128, l1_bytes=0, l2_bytes=60 << 20, l3_bytes=0,
-                  driver_version="-", compiler_version="-", compute_capability=90)
 PRECISIONS = bench_model.PRECISIONS  # --precision -> the step's autocast dtype
 
 

@@ -628,15 +628,18 @@ def _load(cache: DiskCache, key: str) -> DeviceModel | None:
 
 def model_for_info(info: DeviceInfo) -> DeviceModel:
     """The model for a description: the device's own (measured, cached) when ``info`` is that
-    of a discovered device, else an estimate (a description made up by a test, say)."""
+    of a discovered device; else the one recorded for it (:mod:`gingham.tune.described`: an
+    H200's, for lowering as an H200 would on a machine without one); else an estimate (a
+    description made up by a test, say)."""
     from ..devices import get_device
+    from .described import recorded_model
 
     try:
         device = get_device(info.id)
     except Exception:  # noqa: BLE001 - not a discovered device: estimate
         device = None
     if device is None or device.info != info:
-        return estimate(info, None)
+        return recorded_model(info) or estimate(info, None)
     return device_model(device)
 
 

@@ -19,7 +19,7 @@ from gingham.codegen.c_family import DIALECTS, assemble
 from gingham.compiler import lower_program, rewrite_program
 from gingham.compiler.dedupe import unit_of
 
-from descriptions import H200  # tests/compiler/ is on sys.path
+from gingham.tune.described import H200
 from nvrtc_check import build_for_h200, nvrtc, spilled_bytes
 
 #: Kernels a translation unit (the CUDA device builds pieces of a few kernels too).

@@ -40,7 +40,7 @@ from gingham.tune import search
 from gingham.tune.db import TuningDB
 from gingham.tune.keys import device_key, kernel_key
 
-from descriptions import H200  # tests/compiler/ is on sys.path
+from gingham.tune.described import H200
 from nvrtc_check import build_log
 from simt import Simulator  # tests/compiler/simt.py (the test directory is on sys.path)
 

@@ -234,7 +234,7 @@ def test_cuda_holds_registers_to_the_residency_the_cost_model_counts_on():
     a multiprocessor, where the cost model counts two (NVIDIA's OpenCL compiler gives the same
     source 127). On CUDA the kernel says so (``__launch_bounds__(256, 2)``); unbounded, or
     where threads or local memory limit the work-groups first, or in OpenCL C, it does not."""
-    from descriptions import H200  # tests/compiler/ is on sys.path
+    from gingham.tune.described import H200
 
     from gingham.codegen.c_family import DIALECTS, render
 
@@ -253,7 +253,7 @@ def test_cuda_holds_registers_to_the_residency_the_cost_model_counts_on():
 
 
 def test_the_search_tries_the_unbounded_kernel_on_cuda_only():
-    from descriptions import H200
+    from gingham.tune.described import H200
 
     from gingham.compiler.fusion import plan
     from gingham.tune import space

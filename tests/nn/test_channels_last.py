@@ -27,7 +27,7 @@ from gingham import nn
 from gingham.bench.model import torch_model
 from gingham.compiler import lower_program
 from gingham.devices import list_devices
-from gingham.devices.base import DeviceInfo
+from gingham.tune.described import H200
 from gingham.frontend.tensor import ShapeError, _bound_graph
 from gingham.nn import models, modules
 
@@ -123,13 +123,6 @@ def test_conv2d_channels_last_filters(device):
         }
 
     compare(device, arrays, ours, theirs)
-
-
-H200 = DeviceInfo(id="cuda:sim", name="NVIDIA H200 (description)", vendor="NVIDIA", kind="gpu",
-                  dialect="cuda", compute_units=132, global_memory_bytes=140 << 30,
-                  local_memory_bytes=232448, max_work_group_size=1024, simd_width=32,
-                  cache_line_bytes=128, l1_bytes=0, l2_bytes=60 << 20, l3_bytes=0,
-                  driver_version="-", compiler_version="-", compute_capability=90)
 
 
 def _h200_schedules(targets) -> list[str]:
