@@ -3,6 +3,7 @@
 kernels' own time on the device's clock.
 
     python3 tools/step_overhead.py resnet9 --device cuda:0 [--precision bf16] [--batch 512]
+        [--profile] [--kernels N]
 
 After the first step and two warm-up steps (the same model, optimiser and batches as
 ``gingham bench model``), the median of ``--steps`` steps of each:
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import time
@@ -43,6 +45,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--profile", action="store_true",
                         help="also print a profile of the host's share of --steps steps")
+    parser.add_argument("--kernels", type=int, default=0, metavar="N",
+                        help="also print the kernels' time by kind of schedule and the N "
+                             "slowest kernels with their schedules")
     args = parser.parse_args()
     spec = bench_model.MODELS[args.model]
     device = get_device(args.device)
@@ -86,7 +91,10 @@ def main() -> None:
     buffers = [(leaf if slot < 0 else arguments[slot])._buffer
                for slot, leaf in compiled._bindings]  # noqa: SLF001 - a measuring tool
     replay = median_synced(lambda: exe.run(buffers), device.synchronize, args.steps) * 1e3
-    kernels = min(sum(exe.kernel_times(buffers)) for _ in range(3)) * 1e3
+    times = min((exe.kernel_times(buffers) for _ in range(3)), key=sum)
+    kernels = sum(times) * 1e3
+    if args.kernels:
+        _print_kernels(exe.launches, times, args.kernels)
     print(f"{args.model} {args.precision} batch {batch} on {args.device}: "
           f"{len(exe.launches)} kernels, traced {step.traces} times")
     print(f"  step    {stepped:8.3f} ms  (call + synchronise, median of {args.steps})")
@@ -94,6 +102,22 @@ def main() -> None:
     print(f"  replay  {replay:8.3f} ms  (executable.run on the same buffers, synchronised)")
     print(f"  kernels {kernels:8.3f} ms  (each kernel back to back, "
           f"{'device' if device.times_on_device else 'host'} clock)")
+
+
+def _print_kernels(launches, times: list[float], top: int) -> None:
+    """The kernels' time by kind of schedule (its text up to the shapes) and the
+    ``top`` slowest launches with their schedules."""
+    kinds: dict[str, list[float]] = {}
+    for launch, seconds in zip(launches, times):
+        kind = re.split(r":|,| over | \(", launch.schedule)[0].strip() or "?"
+        kinds.setdefault(kind, []).append(seconds)
+    print("kernels by kind (count, ms):")
+    for kind, spent in sorted(kinds.items(), key=lambda item: -sum(item[1])):
+        print(f"  {len(spent):4d} {sum(spent) * 1e3:8.3f}  {kind}")
+    print(f"the {top} slowest:")
+    for launch, seconds in sorted(zip(launches, times), key=lambda item: -item[1])[:top]:
+        rate = f" {launch.flops / seconds / 1e12:5.1f} TFLOP/s" if launch.flops else ""
+        print(f"  {seconds * 1e3:7.3f} ms{rate}  {launch.name}: {launch.schedule[:160]}")
 
 
 def _compiled_of(step):
