@@ -40,8 +40,11 @@ def main() -> None:
             parser.error("--device cpu profiles the fp32 step (the CPU baseline of the bench)")
         cpu_step(args)
         return
+    # The settings of the bench's baseline (gingham.bench.baselines.torch_env): TF32 off,
+    # cuDNN's fastest algorithm per shape, chosen in the warm-up steps.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
     low = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]
     net, x, y, optimizer = _model_and_batch(args, "cuda", channels_last=low is not None)
     scaler = torch.amp.GradScaler("cuda", enabled=low == torch.float16)
