@@ -4,9 +4,10 @@ device model measured, so that a machine without them lowers kernels as they wou
 Tools and tests build the kernels an H200 would run on a machine with no GPU (NVRTC needs
 none): :func:`gingham.compiler.lower_program` with :data:`H200` gives the schedules the CUDA
 backend on an H200 chooses, because :func:`gingham.tune.device_model.model_for_info` answers
-a recorded description with its recorded model. A description that is not recorded gets the
-driver-free estimate (``estimate``), whose conservative figures (400 GB/s on a GPU) choose
-other schedules than a measured model does::
+a recorded description with its recorded model (whatever ``GINGHAM_TUNE_MEASURE`` says: that
+setting is about measuring this machine's devices, and a description has nothing to measure).
+A description that is not recorded gets the driver-free estimate (``estimate``), whose
+conservative figures (400 GB/s on a GPU) choose other schedules than a measured model does::
 
     >>> from gingham.compiler import lower_program, rewrite_program
     >>> kernels = lower_program(rewrite_program(bound), H200)   # as an H200 lowers them
