@@ -21,7 +21,7 @@ import dataclasses
 import functools
 
 from ..devices.base import DeviceInfo
-from .device_model import MODEL_VERSION, DeviceModel, estimate
+from .device_model import DeviceModel, estimate, with_measurements
 
 #: An NVIDIA H200 (141 GB HBM3e, 132 SMs) as gingham's CUDA backend describes it.
 H200 = DeviceInfo(id="cuda:sim", name="NVIDIA H200 (description)", vendor="NVIDIA", kind="gpu",
@@ -58,16 +58,10 @@ def recorded_model(info: DeviceInfo) -> DeviceModel | None:
     recorded = _RECORDED.get(info)
     if recorded is None:
         return None
-    base = estimate(info, None)
-    ratio = base.peak_flops["float64"] / base.peak_flops["float32"]
-    flops = recorded.fp32_flops
-    return dataclasses.replace(
-        base, threads_per_unit=recorded.threads_per_unit,
-        local_memory_per_unit=recorded.local_memory_per_unit, bandwidth=recorded.bandwidth,
-        launch_overhead=recorded.launch_overhead,
-        peak_flops={"float32": flops, "float16": flops, "bfloat16": flops,
-                    "float64": ratio * flops},
-        measured=True, version=MODEL_VERSION)
+    return with_measurements(
+        estimate(info, None), recorded.bandwidth, recorded.fp32_flops,
+        recorded.launch_overhead, threads_per_unit=recorded.threads_per_unit,
+        local_memory_per_unit=recorded.local_memory_per_unit)
 
 
 __all__ = ["H200", "Recorded", "recorded_model"]

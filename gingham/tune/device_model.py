@@ -401,15 +401,25 @@ def measure(device: Device, when_quiet: Callable[[], None] | None = None) -> Dev
         y.free()
     measurements += 1
     flops = scale * fma_flops / fma_time
-    model = dataclasses.replace(
-        base, bandwidth=scale * 2 * n * 4 / copy_time, launch_overhead=launch_time,
-        peak_flops={"float32": flops, "float16": flops, "bfloat16": flops,
-                    "float64": base.peak_flops["float64"] / base.peak_flops["float32"] * flops},
-        measured=True, measure_seconds=time.perf_counter() - start - waited)
+    model = with_measurements(base, scale * 2 * n * 4 / copy_time, flops, launch_time,
+                              measure_seconds=time.perf_counter() - start - waited)
     debug_print(1, f"{device.id}: device model measured in {model.measure_seconds:.2f} s: "
                    f"{model.bandwidth / 1e9:.1f} GB/s, {flops / 1e9:.1f} GFLOP/s fp32, "
                    f"launch {launch_time * 1e6:.1f} us")
     return model
+
+
+def with_measurements(base: DeviceModel, bandwidth: float, fp32_flops: float,
+                      launch_overhead: float, **fields: Any) -> DeviceModel:
+    """``base`` (an :func:`estimate`) with the figures the micro-benchmarks measure: copy
+    bandwidth (bytes/s), fp32 rate (every floating type's; float64 at the estimate's ratio to
+    it) and launch overhead (s); ``fields`` set any other field of the model."""
+    ratio = base.peak_flops["float64"] / base.peak_flops["float32"]
+    return dataclasses.replace(
+        base, bandwidth=bandwidth, launch_overhead=launch_overhead,
+        peak_flops={"float32": fp32_flops, "float16": fp32_flops, "bfloat16": fp32_flops,
+                    "float64": ratio * fp32_flops},
+        measured=True, **fields)
 
 
 # -- the cached model ------------------------------------------------------------------------------
@@ -654,4 +664,4 @@ def clear_memo() -> None:
 
 
 __all__ = ["DeviceModel", "MODEL_VERSION", "device_model", "known_model", "estimate", "measure",
-           "measure_in_background", "model_for_info", "clear_memo"]
+           "measure_in_background", "model_for_info", "with_measurements", "clear_memo"]
