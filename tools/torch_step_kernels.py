@@ -22,6 +22,7 @@ import time
 import numpy as np
 import torch
 
+from gingham.bench.baselines import configure_cuda
 from gingham.bench.model import torch_model
 
 SHAPES = {"resnet9": (3, 32, 32), "resnet18": (3, 32, 32), "story": (3, 100, 100)}
@@ -40,11 +41,7 @@ def main() -> None:
             parser.error("--device cpu profiles the fp32 step (the CPU baseline of the bench)")
         cpu_step(args)
         return
-    # The settings of the bench's baseline (gingham.bench.baselines.torch_env): TF32 off,
-    # cuDNN's fastest algorithm per shape, chosen in the warm-up steps.
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True
+    configure_cuda(torch)  # the bench baseline's: TF32 off, cuDNN's fastest algorithms
     low = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.precision]
     net, x, y, optimizer = _model_and_batch(args, "cuda", channels_last=low is not None)
     scaler = torch.amp.GradScaler("cuda", enabled=low == torch.float16)

@@ -122,13 +122,18 @@ def torch_env(info) -> TorchEnv:
     if not torch.cuda.is_available():
         return TorchEnv(torch, None, "torch.cuda is not available in this PyTorch "
                                      f"({torch.__version__})")
+    configure_cuda(torch)
+    return TorchEnv(torch, f"cuda:{_torch_cuda_index(torch, info)}")
+
+
+def configure_cuda(torch) -> None:
+    """PyTorch's CUDA settings for every baseline (and ``tools/torch_step_kernels.py``)."""
     # fp32 means fp32: cuBLAS and cuDNN would otherwise round inputs to TF32 on Ampere+.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     # cuDNN picks its fastest algorithm per shape (on the first, untimed run), as a
     # fixed-shape training job would ask it to.
     torch.backends.cudnn.benchmark = True
-    return TorchEnv(torch, f"cuda:{_torch_cuda_index(torch, info)}")
 
 
 def _torch_cuda_index(torch, info) -> int:
