@@ -99,16 +99,10 @@ def test_what_eager_pieces_leave_goes_out_in_a_piece_per_worker(compiled_device)
     """The units left when the lowering ends are shared out over every worker, however
     little they weigh beside the units the eager pieces took (the last pieces of a step's
     compile: few big ones would run long after the rest)."""
-    heavy = [_scaling_kernel(f"h{i}", 10.0 + i) for i in range(2)]
-    light = [_scaling_kernel(f"l{i}", 0.5 + i) for i in range(8)]
-    dialect = DIALECTS[compiled_device.info.dialect]
-    pairs = [unit_of(kernel, dialect) for kernel in heavy + light]
-    rendered = {unit.entry: part for unit, part in pairs}
-    units = [unit for unit, _ in pairs]
+    factors = [10.0, 11.0] + [0.5 + i for i in range(8)]
+    units, render = _units(compiled_device, factors)
     units[:2] = [dataclasses.replace(unit, weight=1e6) for unit in units[:2]]  # as products weigh
-    with compiled_device.unit_builder(
-            lambda group: assemble([rendered[u.entry] for u in group], dialect),
-            jobs=4) as build:
+    with compiled_device.unit_builder(render, jobs=4) as build:
         for unit in units:
             build.add(unit)
         eager = build.started  # the heavy units, and light ones while a worker was free
@@ -117,7 +111,7 @@ def test_what_eager_pieces_leave_goes_out_in_a_piece_per_worker(compiled_device)
     assert eager >= 2 and left >= 2
     # By weight, ceil(12 * left / 2e6) = 1 piece for what is left; now one per worker.
     assert build.started - eager == min(4, left)
-    for kernel, factor in zip(kernels, [10.0, 11.0] + [0.5 + i for i in range(8)]):
+    for kernel, factor in zip(kernels, factors):
         _check_scaling(compiled_device, kernel, factor)
 
 
