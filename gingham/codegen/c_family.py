@@ -11,6 +11,7 @@ without native fp16 arithmetic (NVIDIA's OpenCL, for one).
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -328,8 +329,7 @@ class _Renderer:
                 value = self.expr(s.value)
             return f"{pad}{s.buffer}[{self.expr(s.index)}] = {value};\n"
         if isinstance(s, k.StoreLocal):
-            index = "".join(f"[{self.expr(i)}]" for i in s.index)
-            return f"{pad}{s.array}{index} = {self.expr(s.value)};\n"
+            return f"{pad}{self.local_element(s.array, s.index)} = {self.expr(s.value)};\n"
         if isinstance(s, k.LocalArray):
             self.used_types.add(s.dtype)
             self.local_scopes[s.name] = s.scope
@@ -337,6 +337,12 @@ class _Renderer:
             qualifier = f"{d.shared_qualifier} " if s.scope == "shared" else ""
             align = f" __attribute__((aligned({s.align})))" if s.align else ""
             t = self.ctype(s.dtype)
+            if s.scope == "scalars":  # a line of names per last index's run
+                rows = [", ".join(self.local_element(s.name, tuple(k.Const(i, "int32")
+                                                                   for i in (*head, last)))
+                                  for last in range(s.shape[-1]))
+                        for head in itertools.product(*map(range, s.shape[:-1]))]
+                return f"{pad}{t} " + f",\n{pad}    ".join(rows) + ";\n"
             if s.scope == "dynamic":
                 if d.name != "cuda":
                     raise ValueError(f"dynamic shared memory ({s.name}) exists only in the CUDA "
@@ -375,6 +381,16 @@ class _Renderer:
             self.rounded.add(name)
         else:
             self.rounded.discard(name)
+
+    def local_element(self, array: str, index: tuple[k.Expr, ...]) -> str:
+        """Element ``index`` of a local array: ``a[i][j]``, or for a ``scalars`` array the
+        variable ``a_2_5`` (see ``kernel_ir.LocalArray``)."""
+        if self.local_scopes.get(array) != "scalars":
+            return array + "".join(f"[{self.expr(i)}]" for i in index)
+        if not all(isinstance(i, k.Const) for i in index):
+            raise ValueError(f"{array} is a set of scalar variables: its elements are named by "
+                             f"constant indices, not [{', '.join(self.expr(i) for i in index)}]")
+        return array + "".join(f"_{int(i.value)}" for i in index)
 
     def copy_local(self, s: k.CopyLocal) -> str:
         dst = f"&{s.dst}" + "".join(f"[{self.expr(i)}]" for i in s.dst_index)
@@ -540,7 +556,7 @@ class _Renderer:
                 return f"gh_bf16_to_float({text})"
             return text
         if isinstance(e, k.LoadLocal):
-            return e.array + "".join(f"[{self.expr(i)}]" for i in e.index)
+            return self.local_element(e.array, e.index)
         if isinstance(e, k.Cast):
             self.used_types.add(e.dtype)
             inner = e.a

@@ -140,9 +140,15 @@ class WgmmaKernel(TensorCoreKernel):
         m = e.add(e.add(m, e.mul(mi, GROUP_ROWS)), e.mul(e.mod(e.v("gt_warp"), 4), 16))
         m = e.add(e.add(m, e.div(lane, 4)), e.mul(e.div(q, 2), 8))
         n = e.add(e.add(e.v("gt_n0"), e.mul(ni, 8)), e.add(e.mul(e.mod(lane, 4), 2), e.mod(q, 2)))
-        cell = self.cell_epilogue(m, n, k.LoadLocal("gt_acc", (mi, ni, q), "float32"))
+        cell = self.cell_epilogue(m, n, k.LoadLocal("gt_cell", (mi, ni, q), "float32"))
         return k.For("gt_mi", 0, self.mi, k.For("gt_ni", 0, self.ni, k.For(
             "gt_q", 0, 4, cell, kind="unroll"), kind="unroll"), kind="unroll")
+
+    def accumulator_cells(self) -> list[tuple[k.Expr, k.Expr, k.Expr]]:
+        """The index of every accumulator, (mi, ni, q), as constants."""
+        c = self.e.c
+        return [(c(mi), c(ni), c(q))
+                for mi in range(self.mi) for ni in range(self.ni) for q in range(4)]
 
     def build(self) -> k.Kernel:
         cfg, e = self.cfg, self.e
@@ -157,17 +163,16 @@ class WgmmaKernel(TensorCoreKernel):
         body += self.group_coordinates()
         for stage in self.stages:
             body += self.hoisted(stage)
-        zero = k.StoreLocal("gt_acc", (e.v("gt_mi"), e.v("gt_ni"), e.v("gt_q")),
-                            k.Const(0.0, "float32"))
         accs = tuple(r for mi in range(self.mi) for r in self.accumulators(mi))
-        body += [
-            k.LocalArray("gt_acc", "float32", (self.mi, self.ni, 4), "register"),
-            k.For("gt_mi", 0, self.mi, k.For("gt_ni", 0, self.ni, k.For(
-                "gt_q", 0, 4, zero, kind="unroll"), kind="unroll"), kind="unroll"),
-            # Split-K's K loop has a run-time trip count; without this, NVVM moved the zeroing
-            # past the loop's entry and ptxas serialised all the products (C7515).
-            k.WarpOp("wgmma_hold", regs=accs),
-        ]
+        cells = self.accumulator_cells()
+        # Scalar variables, not an array: every product names all of them in inline PTX, and
+        # NVVM's time on an array so used grows with the square of the products (a 128x256
+        # tile's kernel: 0.51 s of NVRTC with an array, 0.39 s with scalars).
+        body.append(k.LocalArray("gt_acc", "float32", (self.mi, self.ni, 4), "scalars"))
+        body += [k.StoreLocal("gt_acc", cell, k.Const(0.0, "float32")) for cell in cells]
+        # Split-K's K loop has a run-time trip count; without this, NVVM moved the zeroing
+        # past the loop's entry and ptxas serialised all the products (C7515).
+        body.append(k.WarpOp("wgmma_hold", regs=accs))
         first, slice_steps = self.k_slice(body)
         steps = e.c(slice_steps) if isinstance(slice_steps, int) else slice_steps
         ahead = stages - 2  # K steps whose copies fly while one computes
@@ -196,6 +201,10 @@ class WgmmaKernel(TensorCoreKernel):
         body.append(k.For("gt_kt", 0, steps, loop))
         body += [k.WarpOp("wgmma_wait", regs=accs, variant="0"),
                  k.WarpOp("cp_async_wait", variant="0"),
+                 # The epilogue's unrolled loops index the accumulators: an array of them.
+                 k.LocalArray("gt_cell", "float32", (self.mi, self.ni, 4), "register"),
+                 *(k.StoreLocal("gt_cell", cell, k.LoadLocal("gt_acc", cell, "float32"))
+                   for cell in cells),
                  self.epilogue()]
         return self.kernel(shared, body)
 

@@ -102,7 +102,7 @@ class Simulator:
             value = np.broadcast_to(self.expr(s.value, mask), old.shape).astype(old.dtype)
             self.env[s.name] = np.where(mask, value, old)
         elif isinstance(s, k.LocalArray):
-            if s.scope == "register":
+            if s.scope in ("register", "scalars"):  # scalars: an array to the simulator
                 self.registers[s.name] = np.zeros((self.t,) + tuple(s.shape),
                                                   _numpy_type(s.dtype))
             else:

@@ -28,3 +28,32 @@ def test_conditions_have_no_doubled_parentheses(dialect):
     ("((a < 0) ? 1 : 2)", "(a < 0) ? 1 : 2"), ("(a)", "a")])
 def test_without_outer_parentheses(text, expected):
     assert _without_outer_parentheses(text) == expected
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_scalar_arrays_are_one_variable_per_element(dialect):
+    """A ``scalars`` local array (the wgmma accumulators) is a set of variables named by
+    their constant indices: ``acc[1][2]`` is ``acc_1_2``."""
+    i32, f32 = "int32", "float32"
+    body = k.block(
+        k.LocalArray("acc", f32, (2, 3), "scalars"),
+        *(k.StoreLocal("acc", (k.Const(a, i32), k.Const(b, i32)), k.Const(float(a + b), f32))
+          for a in range(2) for b in range(3)),
+        k.Store("out", k.Const(0, i32), k.LoadLocal("acc", (k.Const(1, i32), k.Const(2, i32)), f32)))
+    kernel = k.Kernel("k", (k.Param("out", f32, output=True),), body, k.Launch((1,), None), "test")
+    source = render(kernel, DIALECTS[dialect])
+    assert "float acc_0_0, acc_0_1, acc_0_2,\n" in source and " acc_1_0, acc_1_1, acc_1_2;" in source
+    assert "acc_1_2 = 3.0f;" in source and "out[0] = acc_1_2;" in source
+    assert "acc[" not in source
+
+
+def test_a_scalar_array_refuses_a_computed_index():
+    i32, f32 = "int32", "float32"
+    body = k.block(
+        k.LocalArray("acc", f32, (4,), "scalars"),
+        k.For("i", 0, 4, k.StoreLocal("acc", (k.Var("i", i32),), k.Const(0.0, f32)),
+              kind="unroll"))
+    kernel = k.Kernel("k", (k.Param("out", f32, output=True),), body, k.Launch((1,), None), "test")
+    with pytest.raises(ValueError, match=r"acc is a set of scalar variables.*constant indices, "
+                                         r"not \[i\]"):
+        render(kernel, DIALECTS["cuda"])
