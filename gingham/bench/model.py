@@ -329,7 +329,7 @@ def run_gingham(spec: ModelSpec, device_id: str, settings: ModelSettings,
         run.layout = layout_of(settings, device.info.dialect)
         run.label = (f"gingham {gingham.__version__} {device_id} ({device.info.name}) "
                      f"{run.layout}")
-        run.hardware = hardware_of(device.info)
+        run.hardware = hardware_of(device.info, with_torch=settings.torch)
         train_step = spec.gingham_step(device_id, run.layout, settings.precision)
         # On the device before timing, as PyTorch's batches are.
         batches = [(gingham.tensor(x, device=device_id), gingham.tensor(y, device=device_id))
@@ -398,10 +398,13 @@ def run_torch(spec: ModelSpec, env: TorchEnv, compiled: bool, settings: ModelSet
     return run
 
 
-def hardware_of(info) -> str:
-    """What a gingham device runs on, in the terms :func:`torch_hardware` uses."""
-    env = torch_env(info)
-    if env.device is not None:
+def hardware_of(info, with_torch: bool = True) -> str:
+    """What a gingham device runs on, in the terms :func:`torch_hardware` uses (the runs on
+    the same hardware are the ones compared). Without ``with_torch`` there is nothing to
+    compare with, and PyTorch is not imported for a label: importing it and its CUDA runtime
+    took 2-3 s of a ``--no-torch`` run before its first step on the H200's host."""
+    env = torch_env(info) if with_torch else None
+    if env is not None and env.device is not None:
         return torch_hardware(env)
     return f"{info.kind} {info.name}"
 

@@ -165,3 +165,19 @@ def test_auto_layout_is_channels_last_under_mixed_precision_and_on_the_cpu():
     with pytest.raises(BenchError, match="layout 'NHWC' is not supported; choose from auto, "
                                          "nchw, nhwc"):
         layout_of(ModelSettings(layout="NHWC"), "c")
+
+
+def test_without_pytorch_the_bench_does_not_import_it(tmp_path):
+    """``--no-torch`` compares with nothing, so PyTorch is not imported, not even for a
+    label: importing it (and its CUDA runtime) took 2-3 s before the first step on the
+    H200's host."""
+    import os
+    import subprocess
+
+    script = ("import sys\nfrom gingham.cli import main\n"
+              "status = main(['bench', 'model', 'digits', '--batch', '4', '--device', 'cpu', "
+              "'--no-torch', '--steps', '1'])\n"
+              "print('torch imported:', 'torch' in sys.modules, 'status:', status)\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=600, env=dict(os.environ, GINGHAM_CACHE_DIR=str(tmp_path)))
+    assert "torch imported: False status: 0" in result.stdout, result.stdout + result.stderr
