@@ -25,10 +25,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-import ml_dtypes
 import numpy as np
 
-BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+from ..tile import dtypes as dt
 
 
 @dataclass
@@ -82,7 +81,7 @@ class TorchEnv:
     def tensor(self, array: np.ndarray):
         """``array`` on the torch device, same dtype (bfloat16 arrays from ml_dtypes too)."""
         array = np.ascontiguousarray(array)
-        if array.dtype == BFLOAT16:  # torch.from_numpy knows no ml_dtypes: same bits
+        if dt.is_bfloat16(array.dtype):  # torch.from_numpy knows no ml_dtypes: same bits
             return self.torch.from_numpy(array.view(np.int16)).view(
                 self.torch.bfloat16).to(self.device)
         return self.torch.from_numpy(array).to(self.device)
@@ -154,7 +153,7 @@ def host(tensor) -> np.ndarray:
 
     tensor = tensor.detach().cpu()
     if tensor.dtype == torch.bfloat16:  # .numpy() knows no bfloat16: same bits
-        return tensor.contiguous().view(torch.int16).numpy().view(BFLOAT16)
+        return tensor.contiguous().view(torch.int16).numpy().view(dt.bfloat16)
     return tensor.numpy()
 
 

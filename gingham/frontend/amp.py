@@ -34,15 +34,12 @@ from __future__ import annotations
 import contextlib
 from typing import Sequence
 
-import ml_dtypes
 import numpy as np
 
 from ..errors import GinghamError
 from ..tile import dtypes as dt
 from .optim import Optimizer
 from .tensor import Tensor, assign_all, tensor, where
-
-HALF_DTYPES = (np.dtype(np.float16), dt.bfloat16)
 
 #: Ops that compute in the autocast dtype (their floating inputs are cast down).
 LOW_PRECISION_OPS = ("matmul", "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
@@ -62,7 +59,7 @@ def _autocast_dtype(dtype) -> np.dtype:
         resolved = dt.as_tile_dtype(dtype)
     except TypeError:
         resolved = None
-    if resolved not in HALF_DTYPES:
+    if resolved is None or not dt.is_half(resolved):
         raise GinghamError(f"autocast: dtype must be 'bfloat16' or 'float16', not {dtype!r}")
     return resolved
 
@@ -105,8 +102,8 @@ def trace_key() -> str | None:
     return None if state is None else dt.dtype_name(state)
 
 
-def _eligible(value, dtypes: Sequence[np.dtype]) -> bool:
-    return isinstance(value, Tensor) and value.dtype in dtypes
+def _is_half_tensor(value) -> bool:
+    return isinstance(value, Tensor) and dt.is_half(value.dtype)
 
 
 def cast_inputs_low(*values):
@@ -115,8 +112,8 @@ def cast_inputs_low(*values):
     target = _state[-1]
     if target is None:
         return values
-    floats = (dt.FLOAT32,) + HALF_DTYPES
-    return tuple(v.astype(target) if _eligible(v, floats) and v.dtype != target else v
+    return tuple(v.astype(target) if (_is_half_tensor(v) or (
+        isinstance(v, Tensor) and v.dtype == dt.FLOAT32)) and v.dtype != target else v
                  for v in values)
 
 
@@ -125,11 +122,15 @@ def cast_inputs_float32(*values):
     outside."""
     if _state[-1] is None:
         return values
-    return tuple(v.astype(dt.FLOAT32) if _eligible(v, HALF_DTYPES) else v for v in values)
+    return tuple(v.astype(dt.FLOAT32) if _is_half_tensor(v) else v for v in values)
 
 
 def _finite_max(dtype: np.dtype) -> float:
-    finfo = ml_dtypes.finfo(dtype) if dtype == dt.bfloat16 else np.finfo(dtype)
+    if dt.is_bfloat16(dtype):
+        import ml_dtypes  # a bfloat16 tensor imported it already
+
+        return float(ml_dtypes.finfo(dtype).max)
+    finfo = np.finfo(dtype)
     return float(finfo.max)
 
 

@@ -288,7 +288,9 @@ def tensor(data, dtype=None, device: str | None = None, requires_grad: bool = Fa
     array = np.asarray(data)
     if dtype is None and array.dtype == np.float64 and not isinstance(data, np.ndarray):
         dtype = np.float32  # Python floats become float32, as in PyTorch
-    array = np.require(array.astype(dtype) if dtype is not None else array, requirements="C")
+    if dtype is not None:  # a Tile type; the name "bfloat16" too (numpy knows it from ml_dtypes)
+        array = array.astype(dt.as_tile_dtype(dtype))
+    array = np.require(array, requirements="C")
     array = array.astype(dt.as_tile_dtype(array.dtype), copy=False)
     device = device or default_device_id()
     target = get_device(device)
@@ -299,18 +301,19 @@ def tensor(data, dtype=None, device: str | None = None, requires_grad: bool = Fa
 
 
 def zeros(shape, dtype=np.float32, device: str | None = None) -> Tensor:
-    return tensor(np.zeros(shape, dtype), device=device)
+    return tensor(np.zeros(shape, dt.as_tile_dtype(dtype)), device=device)
 
 
 def ones(shape, dtype=np.float32, device: str | None = None) -> Tensor:
-    return tensor(np.ones(shape, dtype), device=device)
+    return tensor(np.ones(shape, dt.as_tile_dtype(dtype)), device=device)
 
 
 def full(shape, value, dtype=np.float32, device: str | None = None) -> Tensor:
-    return tensor(np.full(shape, value, dtype), device=device)
+    return tensor(np.full(shape, value, dt.as_tile_dtype(dtype)), device=device)
 
 
 def arange(start, stop=None, step=1, dtype=None, device: str | None = None) -> Tensor:
+    dtype = dt.as_tile_dtype(dtype) if dtype is not None else None
     return tensor(np.arange(start, stop, step, dtype=dtype), device=device)
 
 

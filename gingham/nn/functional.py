@@ -38,7 +38,7 @@ from typing import Sequence, Union
 import numpy as np
 
 from ..errors import DeviceError
-from ..frontend.amp import HALF_DTYPES, cast_inputs_float32, cast_inputs_low
+from ..frontend.amp import cast_inputs_float32, cast_inputs_low
 from ..frontend.tensor import ShapeError, Tensor, no_grad, tensor
 from ..tile import builder
 from ..tile import dtypes as dt
@@ -79,7 +79,7 @@ def _check(op: str, require_float: Sequence[str] = (), **operands) -> None:
             float_dtype, float_name = value.dtype, name
         elif value.dtype != float_dtype:
             hint = ""
-            if {value.dtype, float_dtype} & set(HALF_DTYPES):
+            if dt.is_half(value.dtype) or dt.is_half(float_dtype):
                 hint = " (cast one with .astype(), or compute under gingham.autocast())"
             raise DTypeError(f"{op}: {name} is {dt.dtype_name(value.dtype)} but {float_name} is "
                              f"{dt.dtype_name(float_dtype)}{hint}")
@@ -91,7 +91,7 @@ def _check_mixed(op: str, input: Tensor, **params) -> None:
     _check(op, ("input",), input=input, **params)  # types and devices of all of them
     _check(op, tuple(params), **params)
     dtypes = {value.dtype for value in params.values() if value is not None}
-    allowed = {input.dtype} | ({dt.FLOAT32} if input.dtype in HALF_DTYPES else set())
+    allowed = {input.dtype} | ({dt.FLOAT32} if dt.is_half(input.dtype) else set())
     if dtypes - allowed:
         name = next(n for n, v in params.items() if v is not None and v.dtype not in allowed)
         raise DTypeError(f"{op}: {name} is {dt.dtype_name(params[name].dtype)} but input is "
@@ -101,7 +101,7 @@ def _check_mixed(op: str, input: Tensor, **params) -> None:
 
 def _statistics_dtype(x: Tensor) -> Tensor:
     """Half-precision data cast up to float32, where normalisation computes its statistics."""
-    return x.astype(dt.FLOAT32) if x.dtype in HALF_DTYPES else x
+    return x.astype(dt.FLOAT32) if dt.is_half(x.dtype) else x
 
 
 def _check_integer(op: str, name: str, value: Tensor) -> None:

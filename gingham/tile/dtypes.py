@@ -7,14 +7,16 @@ rules for arrays; literals are *weak* and take the type of the tensor they meet
 
 from __future__ import annotations
 
-import ml_dtypes
+import functools
+from typing import Iterator, Mapping
+
 import numpy as np
 
-bfloat16 = np.dtype(ml_dtypes.bfloat16)
-
-DTYPES: dict[str, np.dtype] = {
+# bfloat16 is ml_dtypes' type, imported when first asked for (``dtypes.bfloat16``, a
+# ``"bfloat16"`` name): ml_dtypes 0.7 spends 0.55 s registering its types with NumPy, most of
+# ``import gingham``, which a float32 program never needs.
+_EAGER: dict[str, np.dtype] = {
     "float16": np.dtype(np.float16),
-    "bfloat16": bfloat16,
     "float32": np.dtype(np.float32),
     "float64": np.dtype(np.float64),
     "int8": np.dtype(np.int8),
@@ -27,17 +29,68 @@ DTYPES: dict[str, np.dtype] = {
     "uint64": np.dtype(np.uint64),
     "bool": np.dtype(np.bool_),
 }
+_NAMES = ("float16", "bfloat16", *(name for name in _EAGER if name != "float16"))
 
-FLOAT32 = DTYPES["float32"]
-INT32 = DTYPES["int32"]
-INT64 = DTYPES["int64"]
-BOOL = DTYPES["bool"]
+
+@functools.lru_cache(maxsize=None)
+def _bfloat16() -> np.dtype:
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def __getattr__(name: str):
+    """``dtypes.bfloat16``: ml_dtypes' bfloat16, imported on first use."""
+    if name == "bfloat16":
+        return _bfloat16()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _TileTypes(Mapping[str, np.dtype]):
+    """Tile's type names and their dtypes; ``["bfloat16"]`` imports ml_dtypes."""
+
+    def __getitem__(self, name: str) -> np.dtype:
+        return _bfloat16() if name == "bfloat16" else _EAGER[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in _NAMES
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_NAMES)
+
+    def __len__(self) -> int:
+        return len(_NAMES)
+
+
+DTYPES: Mapping[str, np.dtype] = _TileTypes()
+
+FLOAT16 = _EAGER["float16"]
+FLOAT32 = _EAGER["float32"]
+INT32 = _EAGER["int32"]
+INT64 = _EAGER["int64"]
+BOOL = _EAGER["bool"]
+
+
+def is_bfloat16(dtype) -> bool:
+    """Whether ``dtype`` is bfloat16, without importing ml_dtypes (a bfloat16 array brought
+    it in already)."""
+    if isinstance(dtype, str):
+        return dtype == "bfloat16"
+    # a dtype's name, or a scalar type's (ml_dtypes.bfloat16)
+    return getattr(dtype, "name", getattr(dtype, "__name__", None)) == "bfloat16"
+
+
+def is_half(dtype) -> bool:
+    """float16 or bfloat16: the types that compute in float32 and round once per result."""
+    return is_bfloat16(dtype) or dtype == FLOAT16
 
 
 def dtype_name(dtype: np.dtype) -> str:
     """The Tile spelling of a dtype (``np.float32`` -> ``"float32"``)."""
+    if is_bfloat16(dtype):
+        return "bfloat16"
     dtype = np.dtype(dtype)
-    for name, candidate in DTYPES.items():
+    for name, candidate in _EAGER.items():
         if candidate == dtype:
             return name
     raise KeyError(f"{dtype} is not a Tile type")
@@ -45,14 +98,16 @@ def dtype_name(dtype: np.dtype) -> str:
 
 def as_tile_dtype(dtype) -> np.dtype:
     """Normalise a dtype-like to a Tile dtype, or raise ``TypeError`` naming the supported types."""
+    if is_bfloat16(dtype):
+        return _bfloat16()
     dtype = np.dtype(dtype)
-    if any(dtype == candidate for candidate in DTYPES.values()):
+    if any(dtype == candidate for candidate in _EAGER.values()):
         return dtype
     raise TypeError(f"dtype {dtype} is not supported by Tile; use one of {', '.join(DTYPES)}")
 
 
 def is_float(dtype: np.dtype) -> bool:
-    return dtype == bfloat16 or np.issubdtype(dtype, np.floating)
+    return is_bfloat16(dtype) or np.issubdtype(dtype, np.floating)
 
 
 def is_bool(dtype: np.dtype) -> bool:
@@ -61,7 +116,7 @@ def is_bool(dtype: np.dtype) -> bool:
 
 def is_integer(dtype: np.dtype) -> bool:
     """True for signed and unsigned integers (not bool)."""
-    return dtype != bfloat16 and np.issubdtype(dtype, np.integer)
+    return not is_bfloat16(dtype) and np.issubdtype(dtype, np.integer)
 
 
 def is_signed(dtype: np.dtype) -> bool:
@@ -76,19 +131,19 @@ def promote(a: np.dtype, b: np.dtype) -> np.dtype:
     """
     if a == b:
         return a
-    if a == bfloat16 or b == bfloat16:
-        other = b if a == bfloat16 else a
+    if is_bfloat16(a) or is_bfloat16(b):
+        other = b if is_bfloat16(a) else a
         if other == np.float16:
             return FLOAT32
         if is_float(other):
             return other if np.dtype(other).itemsize > 2 else FLOAT32
-        return bfloat16
+        return _bfloat16()
     return np.promote_types(a, b)
 
 
 def compute_dtype(dtype: np.dtype) -> np.dtype:
     """The type arithmetic runs in: half types compute in float32 and round once per result."""
-    return FLOAT32 if dtype in (np.dtype(np.float16), bfloat16) else dtype
+    return FLOAT32 if is_half(dtype) else dtype
 
 
 def lowest(dtype: np.dtype):
