@@ -74,10 +74,16 @@ BOOL = _EAGER["bool"]
 def is_bfloat16(dtype) -> bool:
     """Whether ``dtype`` is bfloat16, without importing ml_dtypes (a bfloat16 array brought
     it in already)."""
-    if isinstance(dtype, str):
+    kind = type(dtype)
+    if kind is str:
         return dtype == "bfloat16"
-    # a dtype's name, or a scalar type's (ml_dtypes.bfloat16)
-    return getattr(dtype, "name", getattr(dtype, "__name__", None)) == "bfloat16"
+    # NumPy names a user type's dtype class after its scalar type. (Not ``dtype.name``: a
+    # Python property, 3 us a call, and the compiler asks this tens of thousands of times.)
+    if kind.__name__ == "bfloat16":
+        return True
+    if isinstance(dtype, np.dtype):
+        return False
+    return getattr(dtype, "__name__", None) == "bfloat16"  # the scalar type, ml_dtypes.bfloat16
 
 
 def is_half(dtype) -> bool:
@@ -107,6 +113,8 @@ def as_tile_dtype(dtype) -> np.dtype:
 
 
 def is_float(dtype: np.dtype) -> bool:
+    if isinstance(dtype, np.dtype):  # the common case, without issubdtype's 1.5 us
+        return dtype.kind == "f" or is_bfloat16(dtype)
     return is_bfloat16(dtype) or np.issubdtype(dtype, np.floating)
 
 
@@ -116,6 +124,8 @@ def is_bool(dtype: np.dtype) -> bool:
 
 def is_integer(dtype: np.dtype) -> bool:
     """True for signed and unsigned integers (not bool)."""
+    if isinstance(dtype, np.dtype):
+        return dtype.kind in ("i", "u")
     return not is_bfloat16(dtype) and np.issubdtype(dtype, np.integer)
 
 
