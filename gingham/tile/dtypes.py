@@ -8,6 +8,7 @@ rules for arrays; literals are *weak* and take the type of the tensor they meet
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Iterator, Mapping
 
 import numpy as np
@@ -72,18 +73,19 @@ BOOL = _EAGER["bool"]
 
 
 def is_bfloat16(dtype) -> bool:
-    """Whether ``dtype`` is bfloat16, without importing ml_dtypes (a bfloat16 array brought
-    it in already)."""
-    kind = type(dtype)
-    if kind is str:
+    """Whether ``dtype`` (a dtype, a scalar type or a name) is bfloat16, without importing
+    ml_dtypes: only ml_dtypes makes bfloat16 values, so until something imported it, nothing
+    but the name can be one. (Compared, not named: ``dtype.name`` is a Python property of
+    3 us, asked tens of thousands of times while a step is lowered, and the class of a
+    user dtype is named differently from one NumPy version to another.)"""
+    if type(dtype) is str:
         return dtype == "bfloat16"
-    # NumPy names a user type's dtype class after its scalar type. (Not ``dtype.name``: a
-    # Python property, 3 us a call, and the compiler asks this tens of thousands of times.)
-    if kind.__name__ == "bfloat16":
-        return True
-    if isinstance(dtype, np.dtype):
+    if "ml_dtypes" not in sys.modules:
         return False
-    return getattr(dtype, "__name__", None) == "bfloat16"  # the scalar type, ml_dtypes.bfloat16
+    try:
+        return bool(dtype == _bfloat16())
+    except TypeError:  # not a dtype-like
+        return False
 
 
 def is_half(dtype) -> bool:
