@@ -43,6 +43,7 @@ import numpy as np
 from .. import data
 from ..devices import get_device
 from .baselines import TorchEnv, torch_env
+from .contention import Contention
 from .ops import BenchError
 
 #: ``--precision`` -> the autocast dtype (None: float32 throughout). Mixed precision runs
@@ -305,8 +306,11 @@ def _timed_steps(run: Run, step: Callable[[int], Any], sync: Callable[[], None],
         run.warmup_seconds.append(one(1 + index))
     _say(log, f"{run.model} {run.name}: {settings.steps} timed steps "
               f"(first {run.first_step_seconds:.1f} s)")
-    for index in range(settings.steps):
-        run.step_times.append(one(1 + settings.warmup + index))
+    with Contention() as contention:
+        for index in range(settings.steps):
+            run.step_times.append(one(1 + settings.warmup + index))
+    if contention.busy:
+        run.notes.append(contention.note())
     if not all(math.isfinite(v) for v in run.losses):
         run.notes.append("a loss was not finite")
 

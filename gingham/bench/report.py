@@ -153,8 +153,13 @@ def format_table(results: Sequence[OpResult], device_id: str) -> str:
                  "medians per run; check = relative error against the reference; first = "
                  "gingham's compile (or disk-cache load) + first run; compile = torch.compile's "
                  "compile + first run (neither is in the times)")
-    if any("*" in row[5] or "*" in row[9] for row in rows[1:]):
-        lines.append("* one timed run (a run is too long to repeat within the time budget)")
+    # A starred time has a note from its measurement: one timed run, or other processes
+    # competing for the CPU while it was timed.
+    starred = [timing.note for result in results
+               for timing in (result.timing, *(e.timing for e in result.baselines))
+               if timing is not None and timing.note]
+    for text in dict.fromkeys(starred):
+        lines.append(f"* {text}")
     for text, names in notes.items():
         lines.append(f"{text} [{_rows_text(list(dict.fromkeys(names)))}]")
     return "\n".join(lines)

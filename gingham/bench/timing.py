@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .contention import Contention
+
 #: A run slower than this is timed once: more repeats would cost minutes and add no insight.
 SLOW_RUN_SECONDS = 5.0
 
@@ -72,14 +74,17 @@ def measure(run: Callable[[], object], sync: Callable[[], object], *, repeat: in
         floor = _MIN_TRIALS_SHORT if first < _SHORT_RUN_SECONDS else 1
         trials = min(repeat, max(floor, fitting))
     per_run = []
-    for _ in range(trials):
-        start = time.perf_counter()
-        for _ in range(number):
-            run()
-        sync()
-        per_run.append((time.perf_counter() - start) / number)
-    note = "" if trials > 1 else "one timed run (a big op under the time budget)"
-    return Timing(statistics.median(per_run), trials * number, per_run, note)
+    with Contention() as contention:
+        for _ in range(trials):
+            start = time.perf_counter()
+            for _ in range(number):
+                run()
+            sync()
+            per_run.append((time.perf_counter() - start) / number)
+    notes = ["" if trials > 1 else "one timed run (a big op under the time budget)",
+             contention.note()]
+    return Timing(statistics.median(per_run), trials * number, per_run,
+                  "; ".join(note for note in notes if note))
 
 
 def median_synced(run: Callable[[], object], sync: Callable[[], object], count: int, *,
