@@ -73,3 +73,14 @@ def test_names_and_checks_agree_with_ml_dtypes():
     assert dt.promote(bf16, np.dtype(np.int8)) == bf16
     with pytest.raises(TypeError, match="not supported by Tile"):
         dt.as_tile_dtype(np.complex64)
+
+
+def test_a_tile_cast_to_bfloat16_in_a_fresh_process():
+    printed = _fresh("from gingham import tile\n"
+                     "N, = tile.dims('N')\n"
+                     "X = tile.input('X', [N])\n"
+                     "Y = tile.cast(tile.cast(X, 'bfloat16') * 3, 'float32')\n"
+                     "fn = tile.function(tile.program([X], {'Y': Y}))\n"
+                     "out = fn(np.array([1.0, 1.5, 2.0], np.float32), device='cpu')\n"
+                     "print(np.asarray(out).tolist())")
+    assert printed == "[3.0, 4.5, 6.0]"
