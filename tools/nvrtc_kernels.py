@@ -54,6 +54,17 @@ def lower_step(bound, info: DeviceInfo) -> tuple[list, object]:
     return lower_program(bound, info), bound
 
 
+def distinct_units(kernels: list, only: str = "") -> list[tuple[object, str]]:
+    """(source unit, schedule) of each distinct CUDA kernel among ``kernels`` whose schedule
+    contains ``only``, rendered as ``gingham`` renders them (``dedupe.unit_of``)."""
+    units = {}
+    for kernel in kernels:
+        if only in kernel.schedule:
+            unit, _ = unit_of(kernel, DIALECTS["cuda"])
+            units.setdefault(unit.entry, (unit, kernel.schedule))
+    return list(units.values())
+
+
 def nvrtc_build(source: str, options: list[str]) -> tuple[float, str]:
     from cuda.bindings import nvrtc
 
@@ -85,13 +96,8 @@ def main() -> int:
     start = time.perf_counter()
     kernels, _ = lower_step(bound, H200)
     print(f"lowered {len(kernels)} kernels in {time.perf_counter() - start:.1f} s")
-    units = {}
-    for kernel in kernels:
-        unit, _ = unit_of(kernel, DIALECTS["cuda"])
-        if args.only in kernel.schedule:
-            units.setdefault(unit.entry, (unit, kernel.schedule))
     rows = []
-    for unit, schedule in units.values():
+    for unit, schedule in distinct_units(kernels, args.only):
         seconds, log = nvrtc_build(unit.source, args.nvrtc.split())
         regs = ",".join(re.findall(r"Used (\d+) registers", log)) or "?"
         spill = ",".join(re.findall(r"(\d+) bytes spill stores", log)) or "?"

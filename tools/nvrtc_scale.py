@@ -62,18 +62,11 @@ def main() -> int:
     args = parser.parse_args()
 
     import nvrtc_kernels
-    from gingham.codegen.c_family import DIALECTS
-    from gingham.compiler.dedupe import unit_of
     from gingham.tune.described import H200
 
     bound = nvrtc_kernels.step_program(args.model, args.precision, args.layout, args.batch)
     kernels, _ = nvrtc_kernels.lower_step(bound, H200)
-    units = {}
-    for kernel in kernels:
-        if args.only in kernel.schedule:
-            unit, _ = unit_of(kernel, DIALECTS["cuda"])
-            units.setdefault(unit.entry, unit.source)
-    sources = list(units.values())
+    sources = [unit.source for unit, _ in nvrtc_kernels.distinct_units(kernels, args.only)]
     build(distinct(sources[:1], "load")[0])  # NVRTC loaded before anything is timed
     print(f"{len(sources)} kernels of {args.model} {args.precision}, {args.jobs} jobs",
           flush=True)

@@ -68,8 +68,6 @@ def _backend_devices(prefix: str) -> list[Device]:
                 _unavailable[prefix] = reason
                 debug_print(1, f"devices: no {prefix} devices: {reason}")
                 devices = []
-            else:
-                _unavailable.pop(prefix, None)
             # Keep the object already handed out: its buffers and kernels stay valid.
             _found[prefix] = [_instances.setdefault(d.id, d) for d in devices]
         return _found[prefix]

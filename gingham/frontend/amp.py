@@ -106,14 +106,18 @@ def _is_half_tensor(value) -> bool:
     return isinstance(value, Tensor) and dt.is_half(value.dtype)
 
 
+def _is_autocast_float(value) -> bool:
+    """float32 or half: the tensors autocast casts (float64 and integers pass through)."""
+    return isinstance(value, Tensor) and (value.dtype == dt.FLOAT32 or dt.is_half(value.dtype))
+
+
 def cast_inputs_low(*values):
     """Under autocast, the float32/float16/bfloat16 tensors among ``values`` cast to the autocast
     dtype (float64, integers and non-tensors pass through, as in PyTorch); unchanged outside."""
     target = _state[-1]
     if target is None:
         return values
-    return tuple(v.astype(target) if (_is_half_tensor(v) or (
-        isinstance(v, Tensor) and v.dtype == dt.FLOAT32)) and v.dtype != target else v
+    return tuple(v.astype(target) if _is_autocast_float(v) and v.dtype != target else v
                  for v in values)
 
 
