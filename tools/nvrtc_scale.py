@@ -12,6 +12,11 @@ compile of a source took about 30 ms instead of 0.5 s, with ``CUDA_CACHE_PATH`` 
 only a ``#define`` changed, so some cache answers repeated sources and would hide the
 difference being measured. Printed: wall seconds of each way and the sum of the per-kernel
 seconds (threads that serialise show a sum far above one at a time).
+
+On the H200's host (16 cores) processes won here, 1.85 s against 3.05 s for a bf16 ResNet-9
+step's 141 kernels, but not in a real first step, where kernels share NVRTC programs of about
+ten and every core is busy either way: a pool of NVRTC worker processes compiled the same
+step in the same time as threads (docs/measurements.md, "First epochs", stop 21).
 """
 
 from __future__ import annotations
