@@ -50,6 +50,11 @@ def test_one_device_records_are_complete_and_consistent(tmp_path, capsys):
         rest = record["steps_per_epoch"] - 1 - len(record["warmup_seconds"])
         assert record["first_epoch_seconds"] == pytest.approx(
             untimed + rest * record["step_seconds"])
+        assert record["first_epoch_over_later"] == pytest.approx(
+            record["first_epoch_seconds"] / record["epoch_seconds"])
+        assert (f"digits {record['framework']} cpu: {record['first_epoch_over_later']:.2f} "
+                f"({record['first_epoch_seconds']:.1f} vs {record['epoch_seconds']:.1f} s)"
+                in out)
         assert len(record["losses"]) == 1 + len(record["warmup_seconds"]) + 2
         assert all(math.isfinite(v) for v in record["losses"])
     # Same initial weights, same batch: the first losses are the same number.
