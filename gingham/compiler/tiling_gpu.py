@@ -96,7 +96,8 @@ class TileConfig:
 
 
 #: A sample of the space (:func:`gingham.tune.space.gpu_space` enumerates all of it), largest
-#: first; the tests build each of them.
+#: first, then the narrow tiles and short K step offered to thin products; the tests build
+#: each of them.
 CANDIDATES: tuple[TileConfig, ...] = (
     TileConfig(128, 128, 8, 8, 8),
     TileConfig(128, 64, 8, 8, 8),
@@ -104,6 +105,9 @@ CANDIDATES: tuple[TileConfig, ...] = (
     TileConfig(64, 64, 8, 4, 4),
     TileConfig(32, 32, 8, 4, 4),
     TileConfig(16, 16, 8, 2, 2),
+    TileConfig(4, 128, 8, 4, 4),
+    TileConfig(8, 64, 8, 2, 4),
+    TileConfig(16, 128, 4, 8, 8),
 )
 
 

@@ -36,6 +36,12 @@ from .cost import CpuDims, cpu_register_efficiency, cpu_time, gpu_time
 from .device_model import DeviceModel
 
 GPU_TILES = (16, 32, 64, 128)
+#: Tiles for a side of fewer than 16 rows (columns), and the K step for a reduction of at most
+#: 4 terms, where the usual ones would compute mostly padding: the thin products of Winograd's
+#: transforms (``gingham.nn.winograd``: M 4 or 16 by millions, K 4 to 144) ran 16x128x8 tiles
+#: at 1-5 TFLOP/s on the H200. Offered only there, so that no other product's ranking changes.
+GPU_NARROW_TILES = (4, 8)
+GPU_SHORT_TILE_K = 4
 #: K steps the cost model ranks. The step is unrolled: 32 makes kernels that NVRTC and PoCL build
 #: slowly, and 16, which the model ranks above 8 (half the barriers), measured slower on the H200
 #: (GEMM 4096 fp32, 128x128 tiles of 8x8: K step 16 3.88 ms, 8 2.96 ms; the model does not see
@@ -82,9 +88,12 @@ def gpu_space(view, info: DeviceInfo, itemsize: int) -> list[TileConfig]:
     # A CPU's OpenCL driver runs this family as a fallback and builds big unrolled work-groups
     # very slowly (minutes, gigabytes for a training step): the K step stays 8 there.
     steps = (8,) if info.kind == "cpu" else GPU_TILE_K
+    if view.k <= GPU_SHORT_TILE_K:
+        steps = (GPU_SHORT_TILE_K, *steps)
+    tiles_m = (GPU_NARROW_TILES if view.m < GPU_TILES[0] else ()) + GPU_TILES
+    tiles_n = (GPU_NARROW_TILES if view.n < GPU_TILES[0] else ()) + GPU_TILES
     configs = []
-    for tm, tn, tk, rm, rn in itertools.product(GPU_TILES, GPU_TILES, steps, GPU_REGS,
-                                                GPU_REGS):
+    for tm, tn, tk, rm, rn in itertools.product(tiles_m, tiles_n, steps, GPU_REGS, GPU_REGS):
         if rm * rn > 64 or rm > tm or rn > tn:
             continue
         config = TileConfig(tm, tn, tk, rm, rn)

@@ -145,6 +145,23 @@ def test_gpu_ranking_is_sane_for_big_and_thin_products():
         big, _gemm_view(4096, 4096, 4096), model)
 
 
+def test_thin_products_are_offered_narrow_tiles():
+    """A side narrower than 16 gets tiles of 4 and 8 too, and a reduction of at most 4 terms a
+    K step of 4 (Winograd's transforms, gingham.nn.winograd); the cost model then picks them,
+    since the usual tiles would compute mostly padding. A product without such a side ranks
+    the space it always had."""
+    info = _gpu_info()
+    thin = _gemm_view(4, 144, 1 << 20)
+    assert {c.tile_m for c in space.gpu_space(thin, info, 4)} >= {4, 8}
+    assert tiling_gpu.choose_config(thin, info).tile_m == 4
+    short = _gemm_view(16, 4, 1 << 20)
+    assert {c.tile_k for c in space.gpu_space(short, info, 4)} == {4, 8}
+    assert tiling_gpu.choose_config(short, info).tile_k == 4
+    wide = space.gpu_space(_gemm_view(512, 1024, 4096), info, 4)
+    assert {c.tile_m for c in wide} | {c.tile_n for c in wide} <= set(space.GPU_TILES)
+    assert {c.tile_k for c in wide} == set(space.GPU_TILE_K)
+
+
 @pytest.mark.skipif(not HAS_CPU, reason="needs the cpu backend")
 def test_cpu_ranking_respects_registers_and_stack():
     model = dm.estimate(get_device("cpu").info)
