@@ -24,6 +24,8 @@ environment variable      field
                           compile worker processes exit (default 30; ``inf``: never)
 ``GINGHAM_WGMMA``         ``wgmma``: Hopper's warpgroup tensor-core products (sm_90a) where
                           they apply (1, the default) or ``mma.sync`` everywhere (0)
+``GINGHAM_CONV_ALGORITHM`` ``conv_algorithm``: how ``gingham.nn`` builds float32 3x3,
+                          stride-1 convolutions: ``direct`` (the default) or ``winograd``
 ``GINGHAM_TUNE``          ``tune``: ``off`` (tuning database, else cost model), ``on``
                           (also search and store a schedule for every kernel it lacks) or
                           ``background`` (search them between the steps of a jitted function)
@@ -36,7 +38,7 @@ environment variable      field
 The user config file is JSON (``platformdirs.user_config_dir("gingham")/config.json``); it may
 hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``,
 ``cuda_graphs``, ``program_cache``, ``compile_jobs``, ``compile_overlap``, ``opencl_build``,
-``opencl_idle``, ``wgmma``, ``tune``, ``tune_budget``, ``tune_measure``.
+``opencl_idle``, ``wgmma``, ``conv_algorithm``, ``tune``, ``tune_budget``, ``tune_measure``.
 ``gingham devices --set-default ID`` writes ``{"device": ID}`` into it.
 
 Example::
@@ -112,6 +114,11 @@ class Config:
     program to build starts them again. ``inf`` keeps them until the process exits.
     ``wgmma``: on a Hopper GPU (compute capability 9.0) run 16-bit float contractions with
     the warpgroup instructions (:mod:`gingham.compiler.tiling_wgmma`); off: ``mma.sync``.
+    ``conv_algorithm``: how :func:`gingham.nn.functional.conv2d` builds a float32 3x3,
+    stride-1, padding-1, ungrouped convolution of at least 16 input channels: ``direct``, one
+    contraction, or ``winograd``, Winograd's F(2x2, 3x3) as four (:mod:`gingham.nn.winograd`:
+    2.25x fewer multiply-adds in its products, more memory traffic in its transforms). Read
+    when a function is traced.
     ``config_file``: where the user config file is read from and written to.
     ``tune``: ``off`` compiles with the tuning database's schedule or the cost model's choice;
     ``on`` also runs a measured search for each tunable kernel the database lacks, before
@@ -135,6 +142,7 @@ class Config:
     opencl_build: str = "auto"
     opencl_idle: float = 30.0
     wgmma: bool = True
+    conv_algorithm: str = "direct"
     config_file: Path = field(default_factory=lambda: default_config_file())
     tune: str = "off"
     tune_budget: float = 10.0
@@ -144,9 +152,10 @@ class Config:
 # Fields the user config file may set (config_file itself is chosen by the environment only).
 _FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "cuda_graphs",
                 "program_cache", "compile_jobs", "compile_overlap", "opencl_build", "opencl_idle",
-                "wgmma", "tune", "tune_budget", "tune_measure")
+                "wgmma", "conv_algorithm", "tune", "tune_budget", "tune_measure")
 TUNE_MODES = ("off", "on", "background")
 OPENCL_BUILD_MODES = ("auto", "threads", "processes")
+CONV_ALGORITHMS = ("direct", "winograd")
 
 
 def default_config_file() -> Path:
@@ -267,6 +276,8 @@ def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
             values[key] = _parse_choice(where, value, OPENCL_BUILD_MODES)
         elif key == "opencl_idle":
             values[key] = _parse_budget(where, value)
+        elif key == "conv_algorithm":
+            values[key] = _parse_choice(where, value, CONV_ALGORITHMS)
         elif key in _TUNE_PARSERS:
             values[key] = _TUNE_PARSERS[key](where, value)
         elif key == "cflags":
@@ -323,6 +334,9 @@ def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
                                               env["GINGHAM_PROGRAM_CACHE"])
     if env.get("GINGHAM_WGMMA"):
         values["wgmma"] = _parse_bool("GINGHAM_WGMMA", env["GINGHAM_WGMMA"])
+    if env.get("GINGHAM_CONV_ALGORITHM"):
+        values["conv_algorithm"] = _parse_choice("GINGHAM_CONV_ALGORITHM",
+                                                 env["GINGHAM_CONV_ALGORITHM"], CONV_ALGORITHMS)
     if env.get("GINGHAM_COMPILE_JOBS"):
         values["compile_jobs"] = _parse_int("GINGHAM_COMPILE_JOBS",
                                             env["GINGHAM_COMPILE_JOBS"], 1, None)

@@ -37,11 +37,13 @@ from typing import Sequence, Union
 
 import numpy as np
 
+from ..config import get_config
 from ..errors import DeviceError
 from ..frontend.amp import cast_inputs_float32, cast_inputs_low
 from ..frontend.tensor import ShapeError, Tensor, no_grad, tensor
 from ..tile import builder
 from ..tile import dtypes as dt
+from . import winograd
 
 IntOrTuple = Union[int, Sequence[int]]
 
@@ -244,6 +246,9 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
     if min(out_spatial) < 1:
         raise ShapeError(f"{op}: kernel {kernel} (dilation {dilation}) is larger than the padded "
                          f"input {tuple(s + lp + rp for s, lp, rp in zip(spatial, left, right))}")
+    if (nd == 2 and get_config().conv_algorithm == "winograd"
+            and winograd.applies(x, weight, stride, dilation, groups, left, right)):
+        return winograd.conv2d_3x3(x, weight, bias, channels_last)
     out_group = out_channels // groups
     n, g, co, ci = builder.indices("n g co ci")
     ys, ks = _indices("y", nd), _indices("k", nd)
