@@ -3,7 +3,7 @@
 kernels' own time on the device's clock.
 
     python3 tools/step_overhead.py resnet9 --device cuda:0 [--precision bf16] [--batch 512]
-        [--profile] [--kernels N]
+        [--layout nhwc] [--profile] [--kernels N]
 
 After the first step and two warm-up steps (the same model, optimiser and batches as
 ``gingham bench model``), the median of ``--steps`` steps of each:
@@ -42,6 +42,8 @@ def main() -> None:
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--precision", choices=sorted(PRECISIONS), default="bf16")
     parser.add_argument("--batch", type=int)
+    parser.add_argument("--layout", choices=["auto", *bench_model.LAYOUTS], default="auto",
+                        help="the model's data_format (auto: as gingham bench model picks it)")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--profile", action="store_true",
                         help="also print a profile of the host's share of --steps steps")
@@ -51,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     spec = bench_model.MODELS[args.model]
     device = get_device(args.device)
-    settings = bench_model.ModelSettings(precision=args.precision)
+    settings = bench_model.ModelSettings(precision=args.precision, layout=args.layout)
     layout = bench_model.layout_of(settings, device.info.dialect)
     batch = args.batch or spec.batch
     step = spec.gingham_step(args.device, layout, args.precision)
