@@ -151,7 +151,10 @@ class _Gemm:
     @property
     def a_copies_runs(self) -> bool:
         """Whether a panel block of A inside one run of M's innermost variable copies whole
-        (``_Builder.pack_a_panels``): A reads that variable and no guard does."""
+        (``_Builder.pack_a_panels``): A reads that variable and no guard does (no M
+        variable at all: a product of one row, or rows that are batch entries)."""
+        if not self.m_vars:
+            return False
         last = self.m_vars[-1]
         return bool(self.a[1].coeffs.get(last, 0)) and not any(
             last in guard.form.coeffs for guard in self.a_guards)
@@ -649,9 +652,9 @@ class _Builder:
             cond, self.load(g.a[0], k.Select(cond, src, self.c(0), it)), k.Const(0.0, f32),
             f32)), kind="unroll")
         block: k.Stmt = careful
-        last = g.m_vars[-1]
-        stride = g.a[1].coeffs.get(last, 0)
         if g.a_copies_runs:
+            last = g.m_vars[-1]
+            stride = g.a[1].coeffs.get(last, 0)
             r0 = self.mul(ip, t.mr)
             cond0, src0 = element(r0)
             offset = k.BinOp("%", self.add(self.v("tc_m0"), r0), self.c(g.size(last)), it)

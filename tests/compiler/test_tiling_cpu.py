@@ -98,6 +98,20 @@ def test_batched_matmul(cpu):
     assert "batch 5" in scheds[0]
 
 
+def test_batch_rows_with_a_strided_along_k(cpu):
+    """Every output variable that A reads is a batch index (no M variable) and A is not
+    contiguous along K, so it packs as panels: the view once indexed M's last variable and
+    crashed (the phase-split input gradient of gingham.nn.winograd has this form)."""
+    source = "function (A[K, R], B[R, K, N]) -> (C) { C[r, n : R, N] = +(A[k, r] * B[r, k, n]); }"
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((40, 6)).astype(np.float32)
+    b = rng.standard_normal((6, 40, 70)).astype(np.float32)
+    (c,), scheds = run(function(source), (a, b), cpu)
+    np.testing.assert_allclose(c, np.einsum("kr,rkn->rn", a.astype(np.float64), b),
+                               rtol=1e-4, atol=1e-4)
+    assert_tiled(scheds, 1)
+
+
 def test_integer_falls_back(cpu):
     """Integer contractions keep the default schedule."""
     fn = function(MATMUL)
