@@ -342,9 +342,10 @@ def run_gingham(spec: ModelSpec, device_id: str, settings: ModelSettings,
         run.layout = layout_of(settings, device.info.dialect)
         run.label = (f"gingham {gingham.__version__} {device_id} ({device.info.name}) "
                      f"{run.layout}")
-        if get_config().conv_algorithm != "direct":
-            run.notes.append(f"3x3 convolutions by {get_config().conv_algorithm} "
-                             "(GINGHAM_CONV_ALGORITHM)")
+        conv_algorithm = get_config().conv_algorithm
+        if conv_algorithm != "direct":
+            run.notes.append(f"3x3 convolutions by {conv_algorithm} (conv_algorithm, "
+                             "GINGHAM_CONV_ALGORITHM)")
         run.hardware = hardware_of(device.info, with_torch=settings.torch)
         train_step = spec.gingham_step(device_id, run.layout, settings.precision)
         # On the device before timing, as PyTorch's batches are.
