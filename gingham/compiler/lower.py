@@ -1257,11 +1257,11 @@ def _lane_axis(nc: NormalContraction, lanes: int) -> int:
     return max(read_in_lanes, key=lambda a: nc.out_shape[a], default=last)
 
 
-def lower_cell_nest(plan: KernelPlan, ctx: LoweringContext, name: str,
-                    lanes: int = 8) -> k.Kernel | None:
+def lower_cell_nest(plan: KernelPlan, ctx: LoweringContext, name: str, lanes: int = 8,
+                    max_reduction: int = NEST_MAX_REDUCTION) -> k.Kernel | None:
     """C: a contraction with a short reduction (a pooling window, its gradient's taps, a
-    relayout copy) as a loop nest over its output variables, or None (then
-    :func:`lower_contraction` is the schedule).
+    relayout copy; at most ``max_reduction`` assignments) as a loop nest over its output
+    variables, or None (then :func:`lower_contraction` is the schedule).
 
     One work-item per cell decodes its coordinates with a division and a modulo per output
     variable and computes alone. Here the leading output variables are the parallel loop
@@ -1289,7 +1289,7 @@ def lower_cell_nest(plan: KernelPlan, ctx: LoweringContext, name: str,
         return None
     nc = narrow(plan.contraction)
     cells = math.prod(nc.out_shape)
-    if not nc.out_vars or cells < 2 or nc.reduction_size > NEST_MAX_REDUCTION:
+    if not nc.out_vars or cells < 2 or nc.reduction_size > max_reduction:
         return None
     if _reduction_in_lanes(plan, nc, compute_type(ctx.dtype(nc.out))):
         return None  # a cell's own reduction is in vector lanes already

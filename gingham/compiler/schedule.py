@@ -11,7 +11,8 @@ statistics, losses) are split across work-groups by :mod:`gingham.compiler.reduc
 reductions whose neighbouring cells are neighbouring addresses (channels-last statistics) are
 split into slices over OpenMP threads with the cells innermost
 (:func:`gingham.compiler.reduction.split_reduction_cpu`), and contractions with short reductions
-run as a loop nest vectorised over their cells (:func:`gingham.compiler.lower.lower_cell_nest`).
+(and thin products, :func:`gingham.compiler.tiling_cpu.thin_product`) run as a loop nest
+vectorised over their cells (:func:`gingham.compiler.lower.lower_cell_nest`).
 
 The tiled families' configurations come from the tuning database when it holds this kernel on
 this device (:func:`gingham.tune.search.tuned_config`; ``gingham tune`` fills it), else from the
@@ -23,9 +24,10 @@ from __future__ import annotations
 from ..devices.base import DeviceInfo
 from . import kernel_ir as k
 from .fusion import KernelPlan
-from .lower import LoweringContext, lower_cell_nest, lower_plan, lower_streaming
+from .lower import (NEST_MAX_REDUCTION, LoweringContext, lower_cell_nest, lower_plan,
+                    lower_streaming)
 from .reduction import split_reduction, split_reduction_cpu
-from .tiling_cpu import tiled_contraction_cpu
+from .tiling_cpu import THIN_MAX_K, streams_thin_product, tiled_contraction_cpu
 from .tiling_gpu import TileConfig, tiled_contraction
 from .tiling_tc import TcConfig, tensor_core_contraction
 
@@ -45,8 +47,10 @@ def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
         kernels = split_reduction_cpu(plan, ctx, name, info)
         if kernels is not None:
             return kernels
-        # Short reductions (pooling, relayouts): a loop nest vectorised over the cells.
-        kernel = lower_cell_nest(plan, ctx, name, max(2, info.simd_width))
+        # Short reductions (pooling, relayouts) and thin products (Winograd's transforms): a
+        # loop nest vectorised over the cells.
+        longest = THIN_MAX_K if streams_thin_product(plan, ctx, info) else NEST_MAX_REDUCTION
+        kernel = lower_cell_nest(plan, ctx, name, max(2, info.simd_width), longest)
         if kernel is not None:
             return [kernel]
     # Every work-group device gets the staged GPU schedule: it is also 14x faster than one

@@ -352,12 +352,32 @@ def _view_cost(g: _Gemm, model: DeviceModel) -> float:
 
 # Below this many multiply-adds the one-cell-per-item schedule is as good (no packing to pay for).
 MIN_WORK = 4096
+#: Thin products: a side of at most THIN_SIDE cells and at most THIN_MAX_K terms. Packing
+#: pays for itself by reusing each packed element across the other side's block and a long
+#: reduction; here there is neither, so the packing (a guarded gather) costs as much as the
+#: products. They run as the loop nest instead (:func:`gingham.compiler.lower.lower_cell_nest`,
+#: which reads the operands in place with the cells in vector lanes). Winograd's transforms
+#: (``gingham.nn.winograd``; fp32 ResNet-9, batch 64, channels-last, 2-core AVX-512 host):
+#: the input transform (M 1048576 x N 16 x K 16) 37 -> 12 ms, its gradient's phases (M 1048576
+#: x N 4 x K 144) 40 -> 10 ms, the whole training step 872 -> 708 ms.
+THIN_SIDE = 16
+THIN_MAX_K = 160
 
 
-def gemm_dims(plan: KernelPlan, ctx: LoweringContext, info: DeviceInfo
-              ) -> tuple[_Gemm, CpuDims] | None:
-    """The plan as a batched GEMM on this device and its sizes, or None when this schedule
-    does not apply (not a float32 sum of products, not a GEMM, or too little work)."""
+def thin_product(dims: CpuDims) -> bool:
+    """Whether a product of these sizes runs better as a loop nest than tiled (see
+    :data:`THIN_SIDE`)::
+
+        thin_product(CpuDims(1048576, 16, 16, 16, 1))   # True: Winograd's input transform
+        thin_product(CpuDims(4096, 128, 1152, 128, 1))  # False: a convolution
+    """
+    return min(dims.m, dims.n) <= THIN_SIDE and dims.k <= THIN_MAX_K
+
+
+def product_dims(plan: KernelPlan, ctx: LoweringContext, info: DeviceInfo
+                 ) -> tuple[_Gemm, CpuDims] | None:
+    """The plan as a batched GEMM on this device and its sizes, or None when it is not a
+    float32 sum of products viewable as one or has too little work to tile."""
     from ..tune.device_model import model_for_info
 
     nc = plan.contraction
@@ -372,6 +392,22 @@ def gemm_dims(plan: KernelPlan, ctx: LoweringContext, info: DeviceInfo
     if d.m * d.n * d.k * d.batch < MIN_WORK:
         return None
     return g, d
+
+
+def gemm_dims(plan: KernelPlan, ctx: LoweringContext, info: DeviceInfo
+              ) -> tuple[_Gemm, CpuDims] | None:
+    """:func:`product_dims` where this schedule applies: None also for a thin product
+    (:func:`thin_product`), which the loop nest runs."""
+    found = product_dims(plan, ctx, info)
+    if found is None or thin_product(found[1]):
+        return None
+    return found
+
+
+def streams_thin_product(plan: KernelPlan, ctx: LoweringContext, info: DeviceInfo) -> bool:
+    """Whether ``plan`` is a thin product that this schedule leaves to the loop nest."""
+    found = product_dims(plan, ctx, info)
+    return found is not None and thin_product(found[1])
 
 
 def tiled_contraction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str, info: DeviceInfo,

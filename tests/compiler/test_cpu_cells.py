@@ -291,3 +291,53 @@ def test_assignment_to_every_other_cell(device):
     want = np.zeros((3, 43), np.float32)
     want[:, 1::2] = a
     np.testing.assert_array_equal(got, want)
+
+
+# -- thin products -----------------------------------------------------------------------------
+
+
+def test_thin_product_with_padding_runs_as_the_nest(device):
+    # Winograd's input transform: 16 outputs per 4x4 tile of a padded channels-last image
+    # (N = 16, K = 16, guards for the padding and the odd last tile), a table of constants.
+    x = RNG.standard_normal((2, 7, 9, 20)).astype(np.float32)
+    table = RNG.standard_normal((4, 4, 4, 4)).astype(np.float32)
+    source = """
+    function (X[N, H, W, C], T[A, B, I, J]) -> (V) {
+        V[a, b, n, ty, tx, c : A, B, N, (H + 1) / 2, (W + 1) / 2, C] =
+            +(T[a, b, i, j] * X[n, 2*ty + i - 1, 2*tx + j - 1, c]);
+    }"""
+    got = run(source, [x, table], device, NEST)
+    padded = np.zeros((2, 7 + 3, 9 + 3, 20))
+    padded[:, 1:8, 1:10] = x
+    tiles = np.stack([np.stack([padded[:, i:i + 8:2, j:j + 10:2] for j in range(4)], -1)
+                      for i in range(4)], -2)  # [n, ty, tx, c, i, j]
+    want = np.einsum("abij,nyxcij->abnyxc", table.astype(np.float64), tiles)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_thin_product_with_a_long_reduction_runs_as_the_nest(device):
+    # 4 rows of 300 cells, 36 x 4 = 144 terms each (past the nest's limit for other
+    # contractions; the innermost reduction too short to sum in vector lanes).
+    b = RNG.standard_normal((4, 36, 4)).astype(np.float32)
+    a = RNG.standard_normal((36, 4, 300)).astype(np.float32)
+    source = """
+    function (B[N, K, L], A[K, L, M]) -> (C) {
+        C[n, m : N, M] = +(B[n, k, l] * A[k, l, m]);
+    }"""
+    got = run(source, [b, a], device, NEST)
+    want = np.einsum("nkl,klm->nm", b.astype(np.float64), a)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_wide_products_stay_tiled(device):
+    # 17 columns and 161 terms are past the thin limits: the packed GEMM.
+    for n, k in ((17, 16), (4, 161)):
+        a = RNG.standard_normal((200, k)).astype(np.float32)
+        b = RNG.standard_normal((k, n)).astype(np.float32)
+        fn = tile.function(
+            "function (A[M, K], B[K, N]) -> (C) { C[m, n : M, N] = +(A[m, k] * B[k, n]); }")
+        found = schedules(fn, [a, b], device)
+        if found is not None:
+            assert any("cpu-tiled GEMM" in s for s in found), found
+        np.testing.assert_allclose(fn(a, b, device=device), a.astype(np.float64) @ b,
+                                   rtol=1e-5, atol=1e-5)
