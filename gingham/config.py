@@ -25,7 +25,8 @@ environment variable      field
 ``GINGHAM_WGMMA``         ``wgmma``: Hopper's warpgroup tensor-core products (sm_90a) where
                           they apply (1, the default) or ``mma.sync`` everywhere (0)
 ``GINGHAM_CONV_ALGORITHM`` ``conv_algorithm``: how ``gingham.nn`` builds float32 3x3,
-                          stride-1 convolutions: ``direct`` (the default) or ``winograd``
+                          stride-1 convolutions: ``auto`` (the default: Winograd where it
+                          measured faster), ``direct`` or ``winograd``
 ``GINGHAM_TUNE``          ``tune``: ``off`` (tuning database, else cost model), ``on``
                           (also search and store a schedule for every kernel it lacks) or
                           ``background`` (search them between the steps of a jitted function)
@@ -116,9 +117,11 @@ class Config:
     the warpgroup instructions (:mod:`gingham.compiler.tiling_wgmma`); off: ``mma.sync``.
     ``conv_algorithm``: how :func:`gingham.nn.functional.conv2d` builds a float32 3x3,
     stride-1, padding-1, ungrouped convolution of at least 16 input channels: ``direct``, one
-    contraction, or ``winograd``, Winograd's F(2x2, 3x3) as four (:mod:`gingham.nn.winograd`:
-    2.25x fewer multiply-adds in its products, more memory traffic in its transforms). Read
-    when a function is traced.
+    contraction, ``winograd``, Winograd's F(2x2, 3x3) as four (:mod:`gingham.nn.winograd`:
+    2.25x fewer multiply-adds in its products, more memory traffic in its transforms), or
+    ``auto`` (the default), Winograd where it measured faster: channels-last data with enough
+    channels for the device's kind (:data:`gingham.nn.winograd.AUTO_MIN_CHANNELS`), direct
+    otherwise. Read when a function is traced.
     ``config_file``: where the user config file is read from and written to.
     ``tune``: ``off`` compiles with the tuning database's schedule or the cost model's choice;
     ``on`` also runs a measured search for each tunable kernel the database lacks, before
@@ -142,7 +145,7 @@ class Config:
     opencl_build: str = "auto"
     opencl_idle: float = 30.0
     wgmma: bool = True
-    conv_algorithm: str = "direct"
+    conv_algorithm: str = "auto"
     config_file: Path = field(default_factory=lambda: default_config_file())
     tune: str = "off"
     tune_budget: float = 10.0
@@ -155,7 +158,7 @@ _FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "
                 "wgmma", "conv_algorithm", "tune", "tune_budget", "tune_measure")
 TUNE_MODES = ("off", "on", "background")
 OPENCL_BUILD_MODES = ("auto", "threads", "processes")
-CONV_ALGORITHMS = ("direct", "winograd")
+CONV_ALGORITHMS = ("auto", "direct", "winograd")
 
 
 def default_config_file() -> Path:

@@ -342,9 +342,13 @@ def run_gingham(spec: ModelSpec, device_id: str, settings: ModelSettings,
         run.layout = layout_of(settings, device.info.dialect)
         run.label = (f"gingham {gingham.__version__} {device_id} ({device.info.name}) "
                      f"{run.layout}")
+        from ..nn import winograd
+
         conv_algorithm = get_config().conv_algorithm
-        if conv_algorithm != "direct":
-            run.notes.append(f"3x3 convolutions by {conv_algorithm} (conv_algorithm, "
+        winograd_note = winograd.note(conv_algorithm, device_id, np.float32 if settings.precision
+                                      == "fp32" else np.float16, run.layout == "NHWC")
+        if winograd_note is not None:
+            run.notes.append(f"{winograd_note} (conv_algorithm {conv_algorithm}, "
                              "GINGHAM_CONV_ALGORITHM)")
         run.hardware = hardware_of(device.info, with_torch=settings.torch)
         train_step = spec.gingham_step(device_id, run.layout, settings.precision)

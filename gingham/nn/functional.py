@@ -246,8 +246,8 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
     if min(out_spatial) < 1:
         raise ShapeError(f"{op}: kernel {kernel} (dilation {dilation}) is larger than the padded "
                          f"input {tuple(s + lp + rp for s, lp, rp in zip(spatial, left, right))}")
-    if (nd == 2 and get_config().conv_algorithm == "winograd"
-            and winograd.applies(x, weight, stride, dilation, groups, left, right)):
+    if nd == 2 and winograd.chosen(get_config().conv_algorithm, x, weight, stride, dilation,
+                                   groups, left, right, channels_last):
         return winograd.conv2d_3x3(x, weight, bias, channels_last)
     out_group = out_channels // groups
     n, g, co, ci = builder.indices("n g co ci")
@@ -295,7 +295,9 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: In
            data_format: str = "NCHW") -> Tensor:
     """2-D convolution of ``[N, C, H, W]`` data (``[N, H, W, C]`` with ``data_format="NHWC"``,
     giving NHWC output) with ``[O, C/groups, KH, KW]`` weights; ``groups=C`` with ``O = k*C`` is
-    depthwise."""
+    depthwise. A float32 3x3, stride-1, padding-1 convolution may be built by Winograd's
+    algorithm instead of one contraction: ``conv_algorithm`` (``GINGHAM_CONV_ALGORITHM``)
+    chooses, see :mod:`gingham.nn.winograd`."""
     return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups,
                  data_format)
 

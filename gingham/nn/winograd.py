@@ -21,9 +21,14 @@ On the H200, fp32 and channels-last, a ResNet-9 training step (batch 512) took 2
 these convolutions against 38.0 ms with direct ones in the same layout, 34.8 in NCHW and
 PyTorch's 31.6 (cuDNN, NCHW): 1.17x; ResNet-18 15.0 against PyTorch's 16.1; NVIDIA's OpenCL
 27.2 against 34.5. With NCHW data the transforms read across the channel stride and the step
-was slower (36.0 ms); on a CPU too (the transforms' thin products). A fresh process also
-compiles more: ResNet-9's first epoch was 2.1x a later one, against 1.4x. So it is a choice
-(``GINGHAM_CONV_ALGORITHM=winograd``), not the default.
+was slower (36.0 ms; on a CPU 1282 against 1119 ms), and with few channels the transforms
+cost more than the products save. A fresh process also compiles more: ResNet-9's first epoch
+on the H200 was 2.1x a later one, against 1.4x for direct NCHW.
+
+Which convolutions are built this way is ``conv_algorithm`` (``GINGHAM_CONV_ALGORITHM``):
+``winograd`` every one :func:`applies` to, ``direct`` none, and ``auto`` (the default) those
+where it measured faster (:func:`chosen`): channels-last, with at least
+:data:`AUTO_MIN_CHANNELS` input and output channels for the device's kind.
 """
 
 from __future__ import annotations
@@ -45,6 +50,18 @@ A_T = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float32)
 MIN_CHANNELS = 16
 
 
+#: ``auto``: the fewest input and output channels (the smaller of the two) for which a
+#: channels-last convolution is built by Winograd, per device kind. One 3x3 layer's forward
+#: and backward, channels-last fp32, Winograd against direct:
+#: H200 (batch 512): 64->64 at 32x32 2.72 / 3.64 ms, 64->128 4.86 / 5.48, 128->128 at 16x16
+#: 1.96 / 2.41, 256->512 at 8x8 3.19 / 4.68, 512->512 at 4x4 1.37 / 3.00; but 32->32 at 100x100
+#: (batch 16) 0.53 / 0.46, 16->16 at 32x32 0.89 / 0.77.
+#: 2-core AVX-512 host (batch 64): 64->64 at 32x32 66 / 51 ms, 64->128 114 / 90; 128->128 at
+#: 16x16 40 / 43, 128->256 71 / 78, 256->512 at 8x8 74 / 83, 512->512 at 4x4 51 / 49.
+#: (``tools/conv_layer.py``.) Devices of other kinds stay direct.
+AUTO_MIN_CHANNELS = {"gpu": 64, "cpu": 128}
+
+
 def applies(x: Tensor, weight: Tensor, stride: tuple, dilation: tuple, groups: int,
             left: tuple, right: tuple) -> bool:
     """Whether a 2-D convolution can be built by :func:`conv2d_3x3`: float32 data, a 3x3
@@ -55,6 +72,48 @@ def applies(x: Tensor, weight: Tensor, stride: tuple, dilation: tuple, groups: i
             and weight.shape[1] >= MIN_CHANNELS and groups == 1
             and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1)
             and tuple(left) == (1, 1) and tuple(right) == (1, 1))
+
+
+def auto_min_channels(device: str, dtype, channels_last: bool) -> int | None:
+    """The fewest channels for which ``auto`` builds a convolution of ``dtype`` data on
+    ``device`` by Winograd, or None where it builds none (NCHW, half precision, a device kind
+    without a measured threshold)::
+
+        auto_min_channels("cpu", np.float32, True)    # 128 (on the C backend, a CPU)
+        auto_min_channels("cpu", np.float32, False)   # None: NCHW stays direct
+    """
+    from ..devices import get_device
+
+    if not channels_last or dt.as_tile_dtype(dtype) != dt.FLOAT32:
+        return None
+    return AUTO_MIN_CHANNELS.get(get_device(device).info.kind)
+
+
+def chosen(algorithm: str, x: Tensor, weight: Tensor, stride: tuple, dilation: tuple,
+           groups: int, left: tuple, right: tuple, channels_last: bool) -> bool:
+    """Whether :func:`gingham.nn.functional.conv2d` builds this 2-D convolution by
+    :func:`conv2d_3x3` under ``algorithm`` (``conv_algorithm``: ``auto``, ``direct`` or
+    ``winograd``; see the module docstring)."""
+    if algorithm == "direct" or not applies(x, weight, stride, dilation, groups, left, right):
+        return False
+    if algorithm == "winograd":
+        return True
+    least = auto_min_channels(x.device, x.dtype, channels_last)
+    return least is not None and min(weight.shape[0], weight.shape[1]) >= least
+
+
+def note(algorithm: str, device: str, dtype, channels_last: bool) -> str | None:
+    """Which 3x3 convolutions of ``dtype`` data on ``device`` ``algorithm`` builds by
+    Winograd, for a benchmark's notes, or None when none::
+
+        note("auto", "cuda:0", np.float32, True)    # '3x3 convolutions of >= 64 channels by winograd'
+    """
+    if algorithm == "direct" or dt.as_tile_dtype(dtype) != dt.FLOAT32:
+        return None
+    if algorithm == "winograd":
+        return f"3x3 convolutions of >= {MIN_CHANNELS} input channels by winograd"
+    least = auto_min_channels(device, dtype, channels_last)
+    return None if least is None else f"3x3 convolutions of >= {least} channels by winograd"
 
 
 def conv2d_3x3(x: Tensor, weight: Tensor, bias: Tensor | None, channels_last: bool) -> Tensor:
@@ -102,4 +161,5 @@ def conv2d_3x3(x: Tensor, weight: Tensor, bias: Tensor | None, channels_last: bo
         default=nodes[2] if bias is not None else None))
 
 
-__all__ = ["applies", "conv2d_3x3", "MIN_CHANNELS"]
+__all__ = ["AUTO_MIN_CHANNELS", "MIN_CHANNELS", "applies", "auto_min_channels", "chosen",
+           "conv2d_3x3", "note"]

@@ -1,6 +1,6 @@
 """Winograd F(2x2, 3x3) convolutions (``GINGHAM_CONV_ALGORITHM=winograd``) against PyTorch CPU's
-conv2d, forward and gradients, on every device; which convolutions take that path; the
-setting's errors.
+conv2d, forward and gradients, on every device; which convolutions take that path, under
+``winograd`` and under ``auto`` (the default); the setting's errors.
 
 Tolerances are test_functional.py's float32 ones (rtol 1e-4 / atol 1e-4): the transforms
 add and subtract a tile's values and halve the filter's, so the result differs from a direct
@@ -28,7 +28,12 @@ from test_functional import compare, rand  # tests/nn (the test directory is on 
 def winograd_calls(monkeypatch) -> list[tuple]:
     """Select the Winograd algorithm and record the shapes of each convolution built by it
     (the real function runs; the list shows which convolutions took the path)."""
-    monkeypatch.setenv("GINGHAM_CONV_ALGORITHM", "winograd")
+    return recorded_calls(monkeypatch, "winograd")
+
+
+def recorded_calls(monkeypatch, algorithm: str) -> list[tuple]:
+    """Select ``algorithm`` and record each convolution built by Winograd."""
+    monkeypatch.setenv("GINGHAM_CONV_ALGORITHM", algorithm)
     calls: list[tuple] = []
     build = winograd.conv2d_3x3
 
@@ -145,12 +150,51 @@ def test_jitted_training_steps_match_pytorch(device, winograd_calls):
     assert len(winograd_calls) == 2  # traced once: both convolutions, once each
 
 
+def test_auto_builds_channels_last_layers_with_enough_channels(device, monkeypatch):
+    """``auto`` (the default) builds by Winograd the channels-last convolutions with at least
+    the device kind's threshold of input and output channels, and no others; the result is
+    right either way."""
+    from gingham.devices import get_device
+
+    monkeypatch.delenv("GINGHAM_CONV_ALGORITHM", raising=False)
+    assert get_config().conv_algorithm == "auto"
+    calls = recorded_calls(monkeypatch, "auto")
+    least = winograd.AUTO_MIN_CHANNELS.get(get_device(device).info.kind)
+    c = least or 64
+    arrays = dict(x=rand(1, c, 5, 4), w=rand(c, c, 3, 3, seed=1) * 0.1,
+                  wf=rand(c, c - 1, 3, 3, seed=2) * 0.1, xf=rand(1, c - 1, 5, 4, seed=3))
+
+    def run(f, x, w, wf, xf):
+        if f is TF:
+            enough, fewer = (nhwc(TF.conv2d(x, w, padding=1)),
+                             nhwc(TF.conv2d(xf, wf, padding=1)))
+        else:
+            enough = F.conv2d(nhwc(x), w, padding=1, data_format="NHWC")
+            fewer = F.conv2d(nhwc(xf), wf, padding=1, data_format="NHWC")
+        return {"enough": enough, "fewer": fewer, "nchw": f.conv2d(x, w, padding=1)}
+
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
+    # Only the channels-last convolution with enough channels, on a kind with a threshold.
+    assert calls == ([((1, 5, 4, c), (c, c, 3, 3), True)] if least else [])
+
+
+def test_auto_stays_direct_in_half_precision_and_notes_what_it_builds():
+    assert winograd.auto_min_channels("cpu", np.float16, True) is None
+    assert winograd.auto_min_channels("cpu", np.float32, False) is None
+    assert winograd.note("direct", "cpu", np.float32, True) is None
+    assert winograd.note("winograd", "cpu", np.float16, True) is None
+    assert winograd.note("winograd", "cpu", np.float32, False) == (
+        f"3x3 convolutions of >= {winograd.MIN_CHANNELS} input channels by winograd")
+    assert winograd.note("auto", "cpu", np.float32, True) == (
+        f"3x3 convolutions of >= {winograd.AUTO_MIN_CHANNELS['cpu']} channels by winograd")
+
+
 def test_the_algorithm_is_a_config_value(monkeypatch):
     monkeypatch.delenv("GINGHAM_CONV_ALGORITHM", raising=False)
-    assert get_config().conv_algorithm == "direct"
+    assert get_config().conv_algorithm == "auto"
     monkeypatch.setenv("GINGHAM_CONV_ALGORITHM", "Winograd")
     assert get_config().conv_algorithm == "winograd"
     monkeypatch.setenv("GINGHAM_CONV_ALGORITHM", "fft")
-    with pytest.raises(ConfigError, match="GINGHAM_CONV_ALGORITHM='fft' is not one of direct, "
-                                          "winograd"):
+    with pytest.raises(ConfigError, match="GINGHAM_CONV_ALGORITHM='fft' is not one of auto, "
+                                          "direct, winograd"):
         get_config()
