@@ -106,7 +106,8 @@ def note(algorithm: str, device: str, dtype, channels_last: bool) -> str | None:
     """Which 3x3 convolutions of ``dtype`` data on ``device`` ``algorithm`` builds by
     Winograd, for a benchmark's notes, or None when none::
 
-        note("auto", "cuda:0", np.float32, True)    # '3x3 convolutions of >= 64 channels by winograd'
+        note("auto", "cuda:0", np.float32, True)
+        # '3x3 convolutions of >= 64 channels by winograd'
     """
     if algorithm == "direct" or dt.as_tile_dtype(dtype) != dt.FLOAT32:
         return None

@@ -25,7 +25,7 @@ def cpu():
 def tile_thin_products(monkeypatch):
     """These tests exercise the tiled schedule's edges on small shapes, many of them thin
     products, which the schedule otherwise leaves to the loop nest
-    (:func:`gingham.compiler.tiling_cpu.thin_product`, tested in tests/compiler/test_cpu_cells.py)."""
+    (:func:`gingham.compiler.tiling_cpu.thin_product`, tested in test_cpu_cells.py)."""
     from gingham.compiler import tiling_cpu
 
     monkeypatch.setattr(tiling_cpu, "THIN_SIDE", 0)
