@@ -345,8 +345,9 @@ def run_gingham(spec: ModelSpec, device_id: str, settings: ModelSettings,
         from ..nn import winograd
 
         conv_algorithm = get_config().conv_algorithm
-        winograd_note = winograd.note(conv_algorithm, device_id, np.float32 if settings.precision
-                                      == "fp32" else np.float16, run.layout == "NHWC")
+        conv_dtype = PRECISIONS[settings.precision] or "float32"  # autocast's, under it
+        winograd_note = winograd.note(conv_algorithm, device_id, conv_dtype,
+                                      run.layout == "NHWC")
         if winograd_note is not None:
             run.notes.append(f"{winograd_note} (conv_algorithm {conv_algorithm}, "
                              "GINGHAM_CONV_ALGORITHM)")
