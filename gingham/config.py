@@ -119,9 +119,11 @@ class Config:
     stride-1, padding-1, ungrouped convolution of at least 16 input channels: ``direct``, one
     contraction, ``winograd``, Winograd's F(2x2, 3x3) as four (:mod:`gingham.nn.winograd`:
     2.25x fewer multiply-adds in its products, more memory traffic in its transforms), or
-    ``auto`` (the default), Winograd where it measured faster: channels-last data with enough
-    channels for the device's kind (:data:`gingham.nn.winograd.AUTO_MIN_CHANNELS`), direct
-    otherwise. Read when a function is traced.
+    ``auto`` (the default), Winograd where it is faster: the layer's measured choice in the
+    tuning database (``gingham tune``, :mod:`gingham.tune.algorithms`), else channels-last
+    data with enough channels for the device's kind
+    (:data:`gingham.nn.winograd.AUTO_MIN_CHANNELS`), direct otherwise. Read when a function
+    is traced.
     ``config_file``: where the user config file is read from and written to.
     ``tune``: ``off`` compiles with the tuning database's schedule or the cost model's choice;
     ``on`` also runs a measured search for each tunable kernel the database lacks, before

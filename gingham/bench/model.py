@@ -344,20 +344,19 @@ def run_gingham(spec: ModelSpec, device_id: str, settings: ModelSettings,
                      f"{run.layout}")
         from ..nn import winograd
 
-        conv_algorithm = get_config().conv_algorithm
-        conv_dtype = PRECISIONS[settings.precision] or "float32"  # autocast's, under it
-        winograd_note = winograd.note(conv_algorithm, device_id, conv_dtype,
-                                      run.layout == "NHWC")
-        if winograd_note is not None:
-            run.notes.append(f"{winograd_note} (conv_algorithm {conv_algorithm}, "
-                             "GINGHAM_CONV_ALGORITHM)")
         run.hardware = hardware_of(device.info, with_torch=settings.torch)
         train_step = spec.gingham_step(device_id, run.layout, settings.precision)
         # On the device before timing, as PyTorch's batches are.
         batches = [(gingham.tensor(x, device=device_id), gingham.tensor(y, device=device_id))
                    for x, y in synthetic_batches(spec, batch, run.layout)]
-        _timed_steps(run, lambda i: train_step(*batches[i % 2]), device.synchronize,
-                     lambda loss: loss.item(), settings, log)
+        with winograd.recorded() as convolutions:  # the step is traced in its first call
+            _timed_steps(run, lambda i: train_step(*batches[i % 2]), device.synchronize,
+                         lambda loss: loss.item(), settings, log)
+        conv_algorithm = get_config().conv_algorithm
+        conv_note = winograd.summary(convolutions, conv_algorithm, device_id,
+                                     run.layout == "NHWC")
+        if conv_note is not None:
+            run.notes.append(f"{conv_note}; GINGHAM_CONV_ALGORITHM chooses")
         if train_step.traces != 1:
             run.notes.append(f"the step was traced {train_step.traces} times")
     except Exception as exc:  # noqa: BLE001 - one runner failing must not stop the others

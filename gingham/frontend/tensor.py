@@ -39,6 +39,11 @@ class ShapeError(GinghamError, ValueError):
     """Operands whose shapes or dtypes do not fit an operation (the message names both)."""
 
 
+def is_grad_enabled() -> bool:
+    """False inside a :func:`no_grad` block: new tensors do not require gradients there."""
+    return _grad_enabled[-1]
+
+
 @contextlib.contextmanager
 def no_grad():
     """Inside this block new tensors do not require gradients."""
@@ -739,5 +744,5 @@ def assign_all(pairs: Sequence[tuple[Tensor, Tensor]]) -> None:
 __all__ = [
     "Tensor", "ShapeError", "tensor", "zeros", "ones", "full", "arange", "matmul", "reshape",
     "permute_dims", "concat", "stack", "maximum", "minimum", "where", "realize", "no_grad",
-    "assign_all",
+    "is_grad_enabled", "assign_all",
 ]

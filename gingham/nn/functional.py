@@ -218,7 +218,11 @@ def _conv_padding(op: str, padding, nd: int, kernel: tuple, stride: tuple,
 
 
 def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stride, padding,
-          dilation, groups: int, data_format: str | None = None) -> Tensor:
+          dilation, groups: int, data_format: str | None = None,
+          algorithm: str | None = None) -> Tensor:
+    """The convolutions' common body. ``algorithm`` (``auto``, ``direct`` or ``winograd``)
+    replaces ``conv_algorithm`` for this call: the tuner times one layer both ways with it
+    (:mod:`gingham.tune.algorithms`), and such a call is not one of the program's."""
     parameter = weight
     x, weight, bias = cast_inputs_low(x, weight, bias)
     _check(op, ("input", "weight", "bias"), input=x, weight=weight, bias=bias)
@@ -246,8 +250,9 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
     if min(out_spatial) < 1:
         raise ShapeError(f"{op}: kernel {kernel} (dilation {dilation}) is larger than the padded "
                          f"input {tuple(s + lp + rp for s, lp, rp in zip(spatial, left, right))}")
-    if nd == 2 and winograd.chosen(get_config().conv_algorithm, x, weight, stride, dilation,
-                                   groups, left, right, channels_last):
+    if nd == 2 and winograd.chosen(algorithm or get_config().conv_algorithm, x, weight, stride,
+                                   dilation, groups, left, right, channels_last,
+                                   record=algorithm is None):
         return winograd.conv2d_3x3(x, weight, bias, channels_last)
     out_group = out_channels // groups
     n, g, co, ci = builder.indices("n g co ci")

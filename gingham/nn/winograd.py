@@ -27,17 +27,27 @@ on the H200 was 2.1x a later one, against 1.4x for direct NCHW.
 
 Which convolutions are built this way is ``conv_algorithm`` (``GINGHAM_CONV_ALGORITHM``):
 ``winograd`` every one :func:`applies` to, ``direct`` none, and ``auto`` (the default) those
-where it measured faster (:func:`chosen`): channels-last, with at least
-:data:`AUTO_MIN_CHANNELS` input and output channels for the device's kind.
+where it is faster (:func:`chosen`): per layer, the tuning database's measured choice when
+``gingham tune`` has timed that layer on this device both ways (:mod:`gingham.tune.algorithms`),
+else a rule from such measurements: channels-last, with at least :data:`AUTO_MIN_CHANNELS`
+input and output channels for the device's kind.
+
+    with winograd.recorded() as decisions:     # how each eligible convolution was built
+        train_step(images, labels)
+    decisions[0]                               # Choice(algorithm='winograd', source='rule')
 """
 
 from __future__ import annotations
+
+import contextlib
+from typing import Iterator
 
 import numpy as np
 
 from ..frontend.tensor import Tensor, tensor
 from ..tile import builder
 from ..tile import dtypes as dt
+from ..tune.algorithms import Choice
 
 # F(2, 3): y = A^T [(G g) * (B^T d)] for a 4-tap input tile d and a 3-tap filter g; in 2-D the
 # same matrices on both axes.
@@ -89,32 +99,88 @@ def auto_min_channels(device: str, dtype, channels_last: bool) -> int | None:
     return AUTO_MIN_CHANNELS.get(get_device(device).info.kind)
 
 
+_recorders: list[list[Choice]] = []
+
+
+@contextlib.contextmanager
+def recorded() -> Iterator[list[Choice]]:
+    """How each convolution that Winograd :func:`applies` to was built inside the block (a
+    :class:`~gingham.tune.algorithms.Choice`: the algorithm, and ``config``, ``tuned``,
+    ``measured`` or ``rule`` for why), in order::
+
+        with winograd.recorded() as decisions:
+            train_step(images, labels)            # traced here
+        summary(decisions, "auto", "cuda:0", channels_last=True)
+    """
+    decisions: list[Choice] = []
+    _recorders.append(decisions)
+    try:
+        yield decisions
+    finally:
+        _recorders.remove(decisions)
+
+
 def chosen(algorithm: str, x: Tensor, weight: Tensor, stride: tuple, dilation: tuple,
-           groups: int, left: tuple, right: tuple, channels_last: bool) -> bool:
+           groups: int, left: tuple, right: tuple, channels_last: bool,
+           record: bool = True) -> bool:
     """Whether :func:`gingham.nn.functional.conv2d` builds this 2-D convolution by
     :func:`conv2d_3x3` under ``algorithm`` (``conv_algorithm``: ``auto``, ``direct`` or
-    ``winograd``; see the module docstring)."""
-    if algorithm == "direct" or not applies(x, weight, stride, dilation, groups, left, right):
+    ``winograd``). Under ``auto`` the tuning database's measured choice for the layer wins
+    over the channel rule (:mod:`gingham.tune.algorithms`). ``record=False``: not one of the
+    program's convolutions (the tuner's own probe), kept out of :func:`recorded`."""
+    if not applies(x, weight, stride, dilation, groups, left, right):
         return False
-    if algorithm == "winograd":
-        return True
+    if algorithm == "auto":
+        decision = _auto(x, weight, channels_last)
+    else:
+        decision = Choice(algorithm, "config")
+    for decisions in _recorders if record else ():
+        decisions.append(decision)
+    return decision.algorithm == "winograd"
+
+
+def _auto(x: Tensor, weight: Tensor, channels_last: bool) -> Choice:
+    from ..devices import get_device
+    from ..frontend.tensor import is_grad_enabled
+    from ..tune import algorithms
+
     least = auto_min_channels(x.device, x.dtype, channels_last)
-    return least is not None and min(weight.shape[0], weight.shape[1]) >= least
+    rule = ("winograd" if least is not None and min(weight.shape[0], weight.shape[1]) >= least
+            else "direct")
+    if get_device(x.device).info.dialect is None:  # interpreted: nothing to measure
+        return Choice(rule, "rule")
+    if channels_last:
+        batch, height, width, _ = x.shape
+    else:
+        batch, _, height, width = x.shape
+    layer = algorithms.ConvLayer(
+        x.device, str(np.dtype(x.dtype)), batch, height, width, weight.shape[1],
+        weight.shape[0], channels_last,
+        training=is_grad_enabled() and (x.requires_grad or weight.requires_grad))
+    return algorithms.choose(layer, rule)
 
 
-def note(algorithm: str, device: str, dtype, channels_last: bool) -> str | None:
-    """Which 3x3 convolutions of ``dtype`` data on ``device`` ``algorithm`` builds by
-    Winograd, for a benchmark's notes, or None when none::
+def summary(decisions: list[Choice], algorithm: str, device: str,
+            channels_last: bool) -> str | None:
+    """One line on how the convolutions of ``decisions`` were built, for a benchmark's notes
+    (None when Winograd applied to none)::
 
-        note("auto", "cuda:0", np.float32, True)
-        # '3x3 convolutions of >= 64 channels by winograd'
+        '6 of 8 3x3 convolutions by winograd (conv_algorithm auto: 8 measured by gingham tune)'
+        '6 of 8 3x3 convolutions by winograd (conv_algorithm auto: >= 64 channels)'
     """
-    if algorithm == "direct" or dt.as_tile_dtype(dtype) != dt.FLOAT32:
+    if not decisions:
         return None
-    if algorithm == "winograd":
-        return f"3x3 convolutions of >= {MIN_CHANNELS} input channels by winograd"
-    least = auto_min_channels(device, dtype, channels_last)
-    return None if least is None else f"3x3 convolutions of >= {least} channels by winograd"
+    count = sum(d.algorithm == "winograd" for d in decisions)
+    head = f"{count} of {len(decisions)} 3x3 convolutions by winograd (conv_algorithm {algorithm}"
+    if algorithm != "auto":
+        return head + ")"
+    measured = sum(d.source in ("tuned", "measured") for d in decisions)
+    parts = [f"{measured} measured by gingham tune"] if measured else []
+    if measured < len(decisions):
+        least = auto_min_channels(device, dt.FLOAT32, channels_last)  # Winograd's only dtype
+        parts.append(f">= {least} channels" if least is not None else
+                     "direct without a measurement for this layout and device")
+    return f"{head}: {', '.join(parts)})"
 
 
 def conv2d_3x3(x: Tensor, weight: Tensor, bias: Tensor | None, channels_last: bool) -> Tensor:
@@ -163,4 +229,4 @@ def conv2d_3x3(x: Tensor, weight: Tensor, bias: Tensor | None, channels_last: bo
 
 
 __all__ = ["AUTO_MIN_CHANNELS", "MIN_CHANNELS", "applies", "auto_min_channels", "chosen",
-           "conv2d_3x3", "note"]
+           "conv2d_3x3", "recorded", "summary"]
