@@ -11,9 +11,9 @@ guesses. So under ``conv_algorithm = "auto"`` each layer's algorithm is
    measured this layer on this device;
 2. else, inside a tuning session, measured now (:func:`measure`): the layer alone — forward,
    and in training the gradients of its input and weights — on random data of its shapes,
-   compiled each way (with tuned kernels: the session searches each way's kernels like any
-   other, so the comparison is the one the trained program will see), each way's results
-   checked against the direct one's, the ways timed interleaved; the faster is stored;
+   compiled each way with the cost model's schedules (only the winner's kernels are then
+   searched, as part of the model's program), each way's results checked against the direct
+   one's, the ways timed interleaved; the faster is stored;
 3. else the rule: a channel threshold per device kind
    (:data:`gingham.nn.winograd.AUTO_MIN_CHANNELS`).
 
@@ -41,7 +41,7 @@ from ..errors import GinghamError
 from .db import TuningDB
 from .keys import device_key
 from .search import (TOLERANCE, SearchResult, _active_session, _calibrate, _relative_error,
-                     _time_interleaved, stats)
+                     _time_interleaved, stats, tuning)
 
 #: The tuning database's family of these entries (``config``: ``{"algorithm": ...}``).
 FAMILY = "conv-algorithm"
@@ -113,7 +113,7 @@ def choose(layer: ConvLayer, rule: str) -> Choice:
                        f"{algorithm!r}")
     stats.misses += 1
     session = _active_session()
-    if session is None:
+    if session is None or not session.algorithms:
         return Choice(rule, "rule")
     result = measure(layer, rule, session.progress)
     session.results.append(result)
@@ -202,7 +202,11 @@ def _layer_program(layer: ConvLayer, algorithm: str, device) -> tuple[Callable[[
         else:
             targets = [y]
     leaves, _, bound = _bound_graph(targets, lambda t: t.is_leaf)
-    exe = compile_program(bound, device)
+    # With the cost model's schedules: searching both ways' kernels would double what a
+    # model's tuning costs (NVRTC builds each candidate), and the winner's are searched anyway
+    # when the model's own program compiles.
+    with tuning(kernels=False, algorithms=False):
+        exe = compile_program(bound, device)
     inputs = [leaf._buffer for leaf in leaves]
     buffers = exe.run(inputs)
     outputs = []

@@ -4,6 +4,7 @@
     $ gingham tune ops --device cuda:0 --only gemm --dtype bf16 --gemm-sizes 4096,8192
     $ gingham tune model resnet9 --device cuda:0            # one training step's kernels
     $ gingham tune model story --device cpu --batch 4
+    $ gingham tune model resnet9 --device cuda:0 --only algorithms   # direct or Winograd only
 
 Each tunable kernel without a database entry is searched (:mod:`gingham.tune.search`) within
 ``--budget`` seconds, and each float32 3x3 convolution layer of a model is timed built directly
@@ -66,7 +67,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="as `gingham bench model --precision` (default fp32)")
     model.add_argument("--layout", choices=["auto", "nchw", "nhwc"], default="auto",
                        help="as `gingham bench model --layout` (default auto)")
+    model.add_argument("--only", metavar="PART,...", type=_model_parts,
+                       default=("kernels", "algorithms"),
+                       help="kernels (search their schedules), algorithms (time each 3x3 "
+                            "convolution direct and by Winograd); default both")
     model.set_defaults(func=model_command)
+
+
+def _model_parts(text: str) -> tuple[str, ...]:
+    parts = tuple(p.strip() for p in text.split(",") if p.strip())
+    unknown = [p for p in parts if p not in ("kernels", "algorithms")]
+    if unknown or not parts:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected kernels, algorithms or both")
+    return parts
 
 
 def _positive_float(text: str) -> float:
@@ -148,9 +161,12 @@ def model_step(name: str, device_id: str, batch: int | None = None, precision: s
 
 
 def tune_step(step: Callable, args: tuple, budget: float | None = None,
-              candidates: int = CANDIDATES, progress: bool = True) -> list[SearchResult]:
-    """Trace, tune and compile one call of a jitted step (and run it once)."""
-    with tuning(budget, progress, candidates) as session:
+              candidates: int = CANDIDATES, progress: bool = True,
+              parts: tuple[str, ...] = ("kernels", "algorithms")) -> list[SearchResult]:
+    """Trace, tune and compile one call of a jitted step (and run it once). ``parts``: what
+    is tuned, ``kernels`` (schedules) and ``algorithms`` (each layer's way of being built)."""
+    with tuning(budget, progress, candidates, kernels="kernels" in parts,
+                algorithms="algorithms" in parts) as session:
         step(*args)
     return session.results
 
@@ -185,15 +201,19 @@ def model_command(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     before = device.stats.snapshot()
     step, batch = model_step(args.name, device.id, args.batch, args.precision, args.layout)
-    results = tune_step(step, batch, args.budget, args.candidates, not args.quiet)
+    results = tune_step(step, batch, args.budget, args.candidates, not args.quiet, args.only)
     _report(results, device, time.perf_counter() - start, device.stats - before)
     return 0
 
 
 def _report(results: list[SearchResult], device, elapsed: float, moved) -> None:
-    print(f"tuned {len(results)} kernel(s) on {device.id} ({device.info.name}) in "
-          f"{elapsed:.1f} s; {moved.compiles} compile(s), {stats.hits} kernel(s) already in "
-          "the database")
+    from .algorithms import FAMILY
+
+    layers = sum(r.family == FAMILY for r in results)
+    chose = f" and chose the algorithm of {layers} layer(s)" if layers else ""
+    print(f"tuned {len(results) - layers} kernel(s){chose} on {device.id} ({device.info.name}) "
+          f"in {elapsed:.1f} s; {moved.compiles} compile(s), {stats.hits} already in the "
+          "tuning database")
     if not results:
         return
     rows = [["kernel", "family", "untuned ms", "tuned ms", "untuned/tuned", "tried", "dropped",

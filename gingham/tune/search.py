@@ -82,18 +82,24 @@ class _Session:
     progress: bool
     candidates: int = CANDIDATES
     results: list = field(default_factory=list)
+    kernels: bool = True  # search kernel schedules
+    algorithms: bool = True  # time a layer's algorithms (gingham.tune.algorithms)
 
 
 @contextlib.contextmanager
 def tuning(budget: float | None = None, progress: bool = True,
-           candidates: int = CANDIDATES) -> Iterator[_Session]:
-    """Within the block, compiling a tunable kernel without a database entry searches first.
+           candidates: int = CANDIDATES, kernels: bool = True,
+           algorithms: bool = True) -> Iterator[_Session]:
+    """Within the block, compiling a tunable kernel without a database entry searches first,
+    and a layer with a choice of algorithms and no entry is timed each way.
 
     ``budget``: seconds per kernel (default ``config.tune_budget``); ``candidates``: how many
-    the first round measures. The session's ``results`` list gets one :class:`SearchResult`
-    per search.
+    the first round measures; ``kernels`` / ``algorithms`` False: that part is not tuned (nor
+    queued for the background tuner) inside the block. The session's ``results`` list gets
+    one :class:`SearchResult` per search.
     """
-    session = _Session(budget or get_config().tune_budget, progress, max(1, candidates))
+    session = _Session(budget or get_config().tune_budget, progress, max(1, candidates),
+                       kernels=kernels, algorithms=algorithms)
     previous = getattr(_local, "session", None)
     _local.session = session
     try:
@@ -106,7 +112,10 @@ def may_search() -> bool:
     """Whether compiling on this thread may search a schedule now or queue one for the
     background tuner (a :func:`tuning` session, or ``tune`` on or background): such a
     compilation must look each kernel up in the database rather than reuse a stored program."""
-    return getattr(_local, "session", None) is not None or get_config().tune != "off"
+    session = getattr(_local, "session", None)
+    if session is not None:
+        return session.kernels
+    return get_config().tune != "off"
 
 
 def _active_session() -> _Session | None:
@@ -305,6 +314,8 @@ def tuned_config(plan, ctx, name: str, info: DeviceInfo):
         debug_print(1, f"tuning: ignoring the stored schedule of {name}: {reason}")
     stats.misses += 1
     session = _active_session()
+    if session is not None and not session.kernels:
+        return None
     if session is None:
         if get_config().tune == "background":
             device = _device_for(info)

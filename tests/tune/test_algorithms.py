@@ -6,6 +6,8 @@ compiled device; results against PyTorch CPU."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -60,7 +62,8 @@ def test_a_layer_is_measured_once_then_taken_from_the_database(device_id):
     assert result.rejected == [] and result.tried == 2
     # The winner is the faster of the two: the rule's way took at least as long.
     assert 0 < result.seconds <= result.default_seconds
-    assert search.stats.searches >= before.searches + 1
+    # One search: the two ways were compiled with the cost model's schedules.
+    assert search.stats.searches == before.searches + 1
     entry = TuningDB().get(layer.key(), device_key(get_device(device_id).info))
     assert entry["config"] == {"algorithm": measured.algorithm}
     # Later, in any session or none: the stored choice, whatever the rule says.
@@ -182,3 +185,25 @@ def test_the_benchmark_note_says_how_the_convolutions_were_built():
         "measurement for this layout and device)")
     assert winograd.summary([algorithms.Choice("winograd", "config")] * 3, "winograd", "cpu",
                             True) == "3 of 3 3x3 convolutions by winograd (conv_algorithm winograd)"
+
+
+@pytest.mark.skipif("cpu" not in COMPILED, reason="needs the cpu backend")
+def test_cli_tune_model_can_choose_algorithms_alone(tmp_path):
+    """``gingham tune model --only algorithms`` times the model's convolution (channels-last
+    on the CPU) both ways and searches no kernel schedule; a part it does not know is refused
+    by name."""
+    env = dict(os.environ, GINGHAM_CACHE_DIR=str(tmp_path / "cache"))
+    command = [sys.executable, "-m", "gingham", "tune", "model", "digits", "--device", "cpu",
+               "--batch", "4", "--quiet"]
+    done = subprocess.run(command + ["--only", "algorithms"], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "tuned 0 kernel(s) and chose the algorithm of 1 layer(s) on cpu" in done.stdout
+    row = next(line for line in done.stdout.splitlines() if line.startswith("conv3x3"))
+    assert row.split()[:8] == ["conv3x3", "N4", "4x4", "16->32", "NHWC", "float32",
+                               "training", algorithms.FAMILY], row
+    assert row.split()[-1] in algorithms.ALGORITHMS
+    bad = subprocess.run(command + ["--only", "kernels,layouts"], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert bad.returncode == 2 and "'kernels,layouts': expected kernels, algorithms or both" \
+        in bad.stderr

@@ -334,9 +334,7 @@ def test_after_tuning_a_fresh_process_compiles_and_tunes_nothing(tmp_path):
     assert first["tuned"] >= 1 and first["searches"] == first["tuned"]
     second = _python("TUNE = False\n" + textwrap.dedent(_STEP), env)
     assert second["compiles"] == 0 and second["searches"] == 0, second
-    # Not every kernel tuned first is used: the second convolution was timed both ways
-    # (gingham.tune.algorithms), and the kernels of the way that lost were tuned too.
-    assert second["misses"] == 0 and 1 <= second["hits"] <= first["tuned"]
+    assert second["misses"] == 0 and second["hits"] >= first["tuned"]
 
 
 @pytest.mark.skipif(not HAS_CPU, reason="needs the cpu backend")
