@@ -20,8 +20,9 @@ the batch and tiles), so nothing here is differentiated by hand.
 On the H200, fp32 and channels-last, a ResNet-9 training step (batch 512) took 27.0 ms with
 these convolutions against 38.0 ms with direct ones in the same layout, 34.8 in NCHW and
 PyTorch's 31.6 (cuDNN, NCHW): 1.17x; ResNet-18 15.0 against PyTorch's 16.1; NVIDIA's OpenCL
-27.2 against 34.5. With NCHW data the transforms read across the channel stride and the step
-was slower (36.0 ms; on a CPU 1282 against 1119 ms), and with few channels the transforms
+27.2 against 34.5. With NCHW data the transforms read across the channel stride: with every
+layer built this way the step was slower (36.0 ms; on a CPU 1282 against 1119 ms), though on
+the H200 the layers of 256 channels and more still gain; with few channels the transforms
 cost more than the products save. A fresh process also compiles more: ResNet-9's first epoch
 on the H200 was 2.1x a later one, against 1.4x for direct NCHW.
 
@@ -29,8 +30,9 @@ Which convolutions are built this way is ``conv_algorithm`` (``GINGHAM_CONV_ALGO
 ``winograd`` every one :func:`applies` to, ``direct`` none, and ``auto`` (the default) those
 where it is faster (:func:`chosen`): per layer, the tuning database's measured choice when
 ``gingham tune`` has timed that layer on this device both ways (:mod:`gingham.tune.algorithms`),
-else a rule from such measurements: channels-last, with at least :data:`AUTO_MIN_CHANNELS`
-input and output channels for the device's kind.
+else a rule from such measurements: at least :data:`AUTO_MIN_CHANNELS` input and output
+channels for the device's kind and the layout (on a GPU 64 channels-last and 256 in NCHW,
+whose transforms read across the channel stride; on a CPU 128 channels-last, none in NCHW).
 
     with winograd.recorded() as decisions:     # how each eligible convolution was built
         train_step(images, labels)
@@ -60,16 +62,21 @@ A_T = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.float32)
 MIN_CHANNELS = 16
 
 
-#: ``auto``: the fewest input and output channels (the smaller of the two) for which a
-#: channels-last convolution is built by Winograd, per device kind. One 3x3 layer's forward
-#: and backward, channels-last fp32, Winograd against direct:
-#: H200 (batch 512): 64->64 at 32x32 2.72 / 3.64 ms, 64->128 4.86 / 5.48, 128->128 at 16x16
-#: 1.96 / 2.41, 256->512 at 8x8 3.19 / 4.68, 512->512 at 4x4 1.37 / 3.00; but 32->32 at 100x100
-#: (batch 16) 0.53 / 0.46, 16->16 at 32x32 0.89 / 0.77.
-#: 2-core AVX-512 host (batch 64): 64->64 at 32x32 66 / 51 ms, 64->128 114 / 90; 128->128 at
-#: 16x16 40 / 43, 128->256 71 / 78, 256->512 at 8x8 74 / 83, 512->512 at 4x4 51 / 49.
-#: (``tools/conv_layer.py``.) Devices of other kinds stay direct.
-AUTO_MIN_CHANNELS = {"gpu": 64, "cpu": 128}
+#: ``auto`` without a measurement of the layer: the fewest input and output channels (the
+#: smaller of the two) for which a convolution is built by Winograd, per (device kind,
+#: layout). One 3x3 layer's forward and backward, fp32, Winograd against direct (ms):
+#: H200 NHWC (batch 512): 64->64 at 32x32 2.72 / 3.64, 64->128 4.86 / 5.48, 128->128 at 16x16
+#: 1.96 / 2.41, 256->512 at 8x8 3.19 / 4.68, 512->512 at 4x4 1.37 / 3.00; but 32->32 at
+#: 100x100 (batch 16) 0.53 / 0.46, 16->16 at 32x32 0.89 / 0.77.
+#: H200 NCHW (the transforms read across the channel stride): 64->128 at 32x32 9.82 / 6.50,
+#: 128->128 at 16x16 3.99 / 3.11, 128->256 6.12 / 6.06; but 256->512 at 8x8 4.66 / 6.00,
+#: 512->512 at 4x4 1.77 / 3.35, and at batch 128 256->256 at 8x8 0.76 / 0.87.
+#: 2-core AVX-512 host NHWC (batch 64): 64->64 at 32x32 66 / 51, 64->128 114 / 90; 128->128 at
+#: 16x16 40 / 43, 128->256 71 / 78, 256->512 at 8x8 74 / 83, 512->512 at 4x4 51 / 49. NCHW:
+#: slower at every size (256->256 at 8x8 59 / 46, 512->512 at 4x4 54 / 52).
+#: (``tools/conv_layer.py``; ``gingham tune model`` prints the same per layer.) Other pairs
+#: stay direct.
+AUTO_MIN_CHANNELS = {("gpu", "NHWC"): 64, ("gpu", "NCHW"): 256, ("cpu", "NHWC"): 128}
 
 
 def applies(x: Tensor, weight: Tensor, stride: tuple, dilation: tuple, groups: int,
@@ -85,18 +92,19 @@ def applies(x: Tensor, weight: Tensor, stride: tuple, dilation: tuple, groups: i
 
 
 def auto_min_channels(device: str, dtype, channels_last: bool) -> int | None:
-    """The fewest channels for which ``auto`` builds a convolution of ``dtype`` data on
-    ``device`` by Winograd, or None where it builds none (NCHW, half precision, a device kind
-    without a measured threshold)::
+    """The fewest channels for which ``auto``'s rule builds a convolution of ``dtype`` data
+    on ``device`` by Winograd, or None where it builds none (half precision, a device kind
+    and layout without a measured threshold)::
 
         auto_min_channels("cpu", np.float32, True)    # 128 (on the C backend, a CPU)
-        auto_min_channels("cpu", np.float32, False)   # None: NCHW stays direct
+        auto_min_channels("cpu", np.float32, False)   # None: NCHW stays direct on CPUs
     """
     from ..devices import get_device
 
-    if not channels_last or dt.as_tile_dtype(dtype) != dt.FLOAT32:
+    if dt.as_tile_dtype(dtype) != dt.FLOAT32:
         return None
-    return AUTO_MIN_CHANNELS.get(get_device(device).info.kind)
+    layout = "NHWC" if channels_last else "NCHW"
+    return AUTO_MIN_CHANNELS.get((get_device(device).info.kind, layout))
 
 
 _recorders: list[list[Choice]] = []

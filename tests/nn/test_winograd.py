@@ -159,7 +159,11 @@ def test_auto_builds_channels_last_layers_with_enough_channels(device, monkeypat
     monkeypatch.delenv("GINGHAM_CONV_ALGORITHM", raising=False)
     assert get_config().conv_algorithm == "auto"
     calls = recorded_calls(monkeypatch, "auto")
-    least = winograd.AUTO_MIN_CHANNELS.get(get_device(device).info.kind)
+    least = winograd.AUTO_MIN_CHANNELS.get((get_device(device).info.kind, "NHWC"))
+    # NCHW's threshold is higher where there is one: the layer of ``least`` channels in NCHW
+    # stays direct.
+    assert winograd.AUTO_MIN_CHANNELS.get((get_device(device).info.kind, "NCHW"), 10**6) > (
+        least or 0)
     c = least or 64
     arrays = dict(x=rand(1, c, 5, 4), w=rand(c, c, 3, 3, seed=1) * 0.1,
                   wf=rand(c, c - 1, 3, 3, seed=2) * 0.1, xf=rand(1, c - 1, 5, 4, seed=3))
@@ -176,6 +180,25 @@ def test_auto_builds_channels_last_layers_with_enough_channels(device, monkeypat
     compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
     # Only the channels-last convolution with enough channels, on a kind with a threshold.
     assert calls == ([((1, 5, 4, c), (c, c, 3, 3), True)] if least else [])
+
+
+def test_auto_builds_wide_nchw_layers_by_winograd_where_the_rule_says(device, monkeypatch):
+    """On a GPU (a kind with an NCHW threshold) ``auto`` builds an NCHW layer by Winograd from
+    that many channels on, and one channel fewer directly; both match PyTorch."""
+    from gingham.devices import get_device
+
+    least = winograd.AUTO_MIN_CHANNELS.get((get_device(device).info.kind, "NCHW"))
+    if least is None:
+        pytest.skip(f"{device}: NCHW convolutions stay direct on this kind of device")
+    calls = recorded_calls(monkeypatch, "auto")
+    arrays = dict(x=rand(1, least, 4, 3), w=rand(least, least, 3, 3, seed=1) * 0.05,
+                  xf=rand(1, least - 1, 4, 3, seed=2), wf=rand(least, least - 1, 3, 3) * 0.05)
+    compare(device, arrays,
+            lambda x, w, xf, wf: {"enough": F.conv2d(x, w, padding=1),
+                                  "fewer": F.conv2d(xf, wf, padding=1)},
+            lambda x, w, xf, wf: {"enough": TF.conv2d(x, w, padding=1),
+                                  "fewer": TF.conv2d(xf, wf, padding=1)})
+    assert calls == [((1, least, 4, 3), (least, least, 3, 3), False)]
 
 
 def test_auto_stays_direct_in_half_precision_and_nchw_by_rule():

@@ -82,7 +82,7 @@ def test_the_stored_choice_decides_how_conv2d_builds_the_layer(device_id, monkey
     """Stored choices against the rule both ways round: a 16-channel NCHW layer (the rule:
     direct) stored as Winograd, and a layer above the device's threshold stored as direct;
     both match PyTorch, forward and gradients."""
-    least = winograd.AUTO_MIN_CHANNELS[get_device(device_id).info.kind]
+    least = winograd.AUTO_MIN_CHANNELS[get_device(device_id).info.kind, "NHWC"]
     small = dict(x=_rand(2, 16, 5, 6), w=_rand(8, 16, 3, 3, seed=1) * 0.2)
     large = dict(x=_rand(1, 4, 3, least, seed=2), w=_rand(least, least, 3, 3, seed=3) * 0.05)
     _store(ConvLayer(device_id, "float32", 2, 5, 6, 16, 8, channels_last=False), "winograd")
@@ -179,7 +179,7 @@ def test_the_benchmark_note_says_how_the_convolutions_were_built():
     assert winograd.summary([], "auto", "cpu", True) is None
     assert winograd.summary([tuned, rule], "auto", "cpu", True) == (
         "1 of 2 3x3 convolutions by winograd (conv_algorithm auto: 1 measured by gingham tune, "
-        f">= {winograd.AUTO_MIN_CHANNELS['cpu']} channels)")
+        f">= {winograd.AUTO_MIN_CHANNELS['cpu', 'NHWC']} channels)")
     assert winograd.summary([rule], "auto", "cpu", False) == (
         "0 of 1 3x3 convolutions by winograd (conv_algorithm auto: direct without a "
         "measurement for this layout and device)")
