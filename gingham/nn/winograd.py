@@ -173,7 +173,7 @@ def summary(decisions: list[Choice], algorithm: str, device: str,
     """One line on how the convolutions of ``decisions`` were built, for a benchmark's notes
     (None when Winograd applied to none)::
 
-        '6 of 8 3x3 convolutions by winograd (conv_algorithm auto: 8 measured by gingham tune)'
+        '6 of 8 3x3 convolutions by winograd (conv_algorithm auto: 8 measured (tuning database))'
         '6 of 8 3x3 convolutions by winograd (conv_algorithm auto: >= 64 channels)'
     """
     if not decisions:
@@ -183,7 +183,7 @@ def summary(decisions: list[Choice], algorithm: str, device: str,
     if algorithm != "auto":
         return head + ")"
     measured = sum(d.source in ("tuned", "measured") for d in decisions)
-    parts = [f"{measured} measured by gingham tune"] if measured else []
+    parts = [f"{measured} measured (tuning database)"] if measured else []
     if measured < len(decisions):
         least = auto_min_channels(device, dt.FLOAT32, channels_last)  # Winograd's only dtype
         parts.append(f">= {least} channels" if least is not None else

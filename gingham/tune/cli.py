@@ -4,7 +4,7 @@
     $ gingham tune ops --device cuda:0 --only gemm --dtype bf16 --gemm-sizes 4096,8192
     $ gingham tune model resnet9 --device cuda:0            # one training step's kernels
     $ gingham tune model story --device cpu --batch 4
-    $ gingham tune model resnet9 --device cuda:0 --only algorithms   # direct or Winograd only
+    $ gingham tune model resnet9 --device cuda:0 --only algorithms  # each conv: Winograd?
 
 Each tunable kernel without a database entry is searched (:mod:`gingham.tune.search`) within
 ``--budget`` seconds, and each float32 3x3 convolution layer of a model is timed built directly

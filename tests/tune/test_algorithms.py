@@ -178,8 +178,8 @@ def test_the_benchmark_note_says_how_the_convolutions_were_built():
     tuned, rule = algorithms.Choice("winograd", "tuned"), algorithms.Choice("direct", "rule")
     assert winograd.summary([], "auto", "cpu", True) is None
     assert winograd.summary([tuned, rule], "auto", "cpu", True) == (
-        "1 of 2 3x3 convolutions by winograd (conv_algorithm auto: 1 measured by gingham tune, "
-        f">= {winograd.AUTO_MIN_CHANNELS['cpu', 'NHWC']} channels)")
+        "1 of 2 3x3 convolutions by winograd (conv_algorithm auto: 1 measured (tuning "
+        f"database), >= {winograd.AUTO_MIN_CHANNELS['cpu', 'NHWC']} channels)")
     assert winograd.summary([rule], "auto", "cpu", False) == (
         "0 of 1 3x3 convolutions by winograd (conv_algorithm auto: direct without a "
         "measurement for this layout and device)")
