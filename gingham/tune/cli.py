@@ -8,9 +8,10 @@
 
 Each tunable kernel without a database entry is searched (:mod:`gingham.tune.search`) within
 ``--budget`` seconds, and each float32 3x3 convolution layer of a model is timed built directly
-and by Winograd (:mod:`gingham.tune.algorithms`); the winners are stored in the tuning database,
-and the final programs compiled with them, so that their binaries are in the disk cache: the benchmark run afterwards, in any
-process, compiles nothing and tunes nothing. A table of untuned / tuned times closes the run.
+and by Winograd (:mod:`gingham.tune.algorithms`); the winners are stored in the tuning
+database, and the final programs compiled with them, so that their binaries are in the disk
+cache: the benchmark run afterwards, in any process, compiles nothing and tunes nothing. A
+table of untuned / tuned times closes the run.
 """
 
 from __future__ import annotations
