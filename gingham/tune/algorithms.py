@@ -115,7 +115,12 @@ def choose(layer: ConvLayer, rule: str) -> Choice:
     session = _active_session()
     if session is None or not session.algorithms:
         return Choice(rule, "rule")
-    result = measure(layer, rule, session.progress)
+    try:
+        result = measure(layer, rule, session.progress)
+    except GinghamError as exc:  # neither way built or ran here (out of memory, say)
+        print(f"tune: {exc}; {layer.describe()} follows the rule ({rule}), not stored",
+              file=sys.stderr, flush=True)
+        return Choice(rule, "rule")
     session.results.append(result)
     db.put(layer.key(), dkey, _entry(result))
     return Choice(result.config, "measured")

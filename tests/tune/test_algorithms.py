@@ -132,6 +132,24 @@ def test_a_way_that_computes_wrong_results_is_dropped(monkeypatch):
 
 
 @pytest.mark.skipif("cpu" not in COMPILED, reason="needs the cpu backend")
+def test_a_layer_neither_way_can_run_follows_the_rule_unstored(monkeypatch, capfd):
+    from gingham.errors import DeviceMemoryError
+
+    def out_of_memory(*args, **kwargs):
+        raise DeviceMemoryError("cpu: out of memory (test)")
+
+    monkeypatch.setattr(algorithms, "_layer_program", out_of_memory)
+    layer = ConvLayer("cpu", "float32", 1, 4, 4, 16, 16, channels_last=True)
+    with search.tuning(progress=False) as session:
+        assert algorithms.choose(layer, "winograd") == algorithms.Choice("winograd", "rule")
+    assert session.results == []
+    assert TuningDB().get(layer.key(), device_key(get_device("cpu").info)) is None
+    err = capfd.readouterr().err
+    assert "no algorithm could be built on cpu: direct: cpu: out of memory (test)" in err
+    assert "follows the rule (winograd), not stored" in err
+
+
+@pytest.mark.skipif("cpu" not in COMPILED, reason="needs the cpu backend")
 def test_an_unusable_entry_falls_back_to_the_rule(capfd, monkeypatch):
     monkeypatch.setenv("GINGHAM_DEBUG", "1")
     layer = ConvLayer("cpu", "float32", 1, 4, 4, 16, 16, channels_last=True)
