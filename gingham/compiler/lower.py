@@ -335,9 +335,13 @@ def lower_plan(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Kernel:
 
 def _epilogue(plan: KernelPlan, ctx: LoweringContext, cell: list[k.Expr], flat: k.Expr,
               itype: str, registers: dict[str, k.Expr],
-              scalars: dict[str, k.Expr] | None = None) -> list[k.Stmt]:
+              scalars: dict[str, k.Expr] | None = None,
+              exact_cell: bool = False) -> list[k.Stmt]:
     """Evaluate the plan's elementwise statements at this cell and store what is needed.
-    ``scalars`` gives values already loaded for one-element tensors (hoisted loads)."""
+    ``scalars`` gives values already loaded for one-element tensors (hoisted loads).
+    ``exact_cell``: every coordinate of ``cell`` is the cell's own (not only those that
+    broadcast operands read), so a cell statement (a pooling gradient's gather) takes them
+    instead of decoding ``flat`` by a division and a remainder per axis."""
 
     def value_of(name: str) -> k.Expr:
         if scalars and name in scalars:
@@ -345,19 +349,13 @@ def _epilogue(plan: KernelPlan, ctx: LoweringContext, cell: list[k.Expr], flat: 
         index = broadcast_index(cell, plan.shape, ctx.shape(name), flat, itype)
         return ctx.load(name, index)
 
-    stmts = _evaluate(plan, ctx, value_of, registers, flat)
+    stmts = evaluate_statements(plan.elementwise, ctx, value_of, registers, flat,
+                                (cell, plan.shape) if exact_cell else None)
     in_loop = {e.out for e in plan.prologue}  # stored by the reduction loop
     for produced in plan.produced:
         if produced in plan.stores and produced not in in_loop:
             stmts.append(k.Store(ctx.param(produced, output=True), flat, registers[produced]))
     return stmts
-
-
-def _evaluate(plan: KernelPlan, ctx: LoweringContext, value_of, registers: dict[str, k.Expr],
-              flat: k.Expr) -> list[k.Stmt]:
-    """Declare a register per elementwise statement of the plan (added to ``registers``);
-    ``value_of`` gives the other tensors' values at the cell, ``flat`` is its index."""
-    return evaluate_statements(plan.elementwise, ctx, value_of, registers, flat)
 
 
 def evaluate_statements(statements: list[tir.Elementwise | CellStatement], ctx: LoweringContext,
@@ -710,18 +708,25 @@ MIN_ROW = 8
 
 
 def _trailing_span(plan: KernelPlan, ctx: LoweringContext) -> int | None:
-    """The first axis of the trailing axes that every broadcast operand of an elementwise
-    plan lies in, when it is not the first axis of the plan: per-channel operands of
-    channels-last data (``[C]`` over ``[N, H, W, C]``: 3). Widened to the left until a row
-    holds MIN_ROW cells; None when a row would hold more than CPU_CHUNK, or when there is no
-    broadcast operand."""
+    """The first axis of the rows :func:`_lower_rows` computes an elementwise plan in, or None
+    for the flat loop (no operand of another shape: the flat index is every address).
+
+    Per-channel operands of channels-last data (``[C]`` over ``[N, H, W, C]``) give the axes
+    they vary along (3). Operands read otherwise (a pooling gradient's gather from the pooled
+    cells, an operand broadcast along the first axis) give rows of the last axis: their reads
+    are contiguous along it, and the leading coordinates are decoded once per row instead of
+    by a division and a remainder per cell. Widened to the left until a row holds MIN_ROW
+    cells; None when a row would hold more than CPU_CHUNK."""
     shape = plan.shape
-    start = len(shape)
-    for tensor, tshape, lead in _broadcast_reads(plan, ctx):
-        first = next(axis for axis in range(lead, len(shape)) if tshape[axis - lead] != 1)
-        start = min(start, first)
-    if start == len(shape):
+    reads = _broadcast_reads(plan, ctx)
+    if not reads or len(shape) < 2:
         return None
+    start = len(shape)
+    for tensor, tshape, lead in reads:
+        varying = [axis for axis in range(lead, len(shape)) if tshape[axis - lead] != 1]
+        start = min(start, varying[0] if varying else len(shape) - 1)
+    if start == 0:
+        start = len(shape) - 1
     while start > 0 and math.prod(shape[start:]) < MIN_ROW:
         start -= 1
     if start == 0 or math.prod(shape[start:]) > CPU_CHUNK:
@@ -731,13 +736,14 @@ def _trailing_span(plan: KernelPlan, ctx: LoweringContext) -> int | None:
 
 def _lower_rows(plan: KernelPlan, ctx: LoweringContext, name: str, itype: str,
                 span: int) -> k.Kernel:
-    """C: an elementwise plan whose broadcast operands vary only along the trailing axes from
-    ``span`` (per-channel operands of channels-last data) as rows of those axes: each OpenMP
-    iteration takes about CPU_CHUNK cells in whole rows, and an ``omp simd`` loop over a row
-    reads the broadcast operands at the row's own index, contiguously (with a flat index
-    they were gathers at ``g % C``).
+    """C: an elementwise plan as rows of its trailing axes from ``span``
+    (:func:`_trailing_span`): each OpenMP iteration takes about CPU_CHUNK cells in whole
+    rows; the row's leading coordinates are decoded once, and an ``omp simd`` loop over the
+    row reads per-channel operands at the row's own index, contiguously (with a flat index
+    they were gathers at ``g % C``), and gathered operands at addresses that advance with it.
 
         for (gc ...) for (gr = gc * 32; gr < ...; gr++) {
+            r0 = gr / 1024; r1 = (gr / 32) % 32; r2 = gr % 32;
             #pragma omp simd
             for (c = 0; c < 128; c++) { ge = gr * 128 + c; Y[ge] = X[ge] * S[c] + B[c]; } }
     """
@@ -759,20 +765,20 @@ def _lower_rows(plan: KernelPlan, ctx: LoweringContext, name: str, itype: str,
     stop = k.BinOp("+", start, c(per_chunk), itype)
     body.append(k.Declare("gc_stop", itype, k.Select(k.BinOp("<", stop, c(rows), "bool"), stop,
                                                      c(rows), itype)))
-    # The broadcast operands read only the trailing coordinates: those of the row's index;
-    # the leading ones (axes they do not have) are never read.
+    leading = [f"r{axis}" for axis in range(span)]
     names = [f"c{axis}" for axis in range(span, len(shape))]
-    cell: list[k.Expr] = [c(0)] * span + [var(n) for n in names]
+    cell: list[k.Expr] = [var(n) for n in leading + names]
     flat = var("ge")
     per_cell: list[k.Stmt] = [k.Declare("ge", itype, k.BinOp(
         "+", k.BinOp("*", var("gr"), c(row), itype), var("gl"), itype))]
     per_cell += cell_coordinates(var("gl"), tuple(shape[span:]), names, itype)
-    per_cell += _epilogue(plan, ctx, cell, flat, itype, {}, scalars)
+    per_cell += _epilogue(plan, ctx, cell, flat, itype, {}, scalars, exact_cell=True)
     lanes = k.For("gl", 0, row, k.block(*per_cell), kind="simd")
-    body.append(k.For("gr", start, var("gc_stop"), lanes))
+    per_row = cell_coordinates(var("gr"), tuple(shape[:span]), leading, itype)
+    body.append(k.For("gr", start, var("gc_stop"), k.block(*per_row, lanes)))
     loop = k.For("gc", 0, chunks, k.block(*body), kind="thread")
     schedule = (f"elementwise over {cells} cells, {rows} rows of {row} in {chunks} chunks "
-                f"(omp simd over a row; broadcast operands read at the row index); hoisted "
+                f"(omp simd over a row; its leading coordinates decoded once); hoisted "
                 f"scalars: {', '.join(sorted(scalars)) or 'none'}")
     return _kernel(name, ctx, loop, chunks, schedule)
 

@@ -282,6 +282,31 @@ def test_channels_last_broadcast_rows(device, source, shapes, want):
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("height, width", [(6, 8), (7, 9)])
+def test_gathering_cell_statement_runs_in_rows(device, height, width):
+    # A max-pool gradient (a cell statement gathering from the pooled cells) fused with a
+    # per-channel scale over channels-last data: rows of the channel axis, each row's
+    # coordinates decoded once. Odd sizes leave the last row and column unreached (0).
+    source = """
+    function (X[N, H, W, C], O[N, P, Q, C], D[N, P, Q, C], S[C]) -> (G) {
+        T[n, 2*p + i, 2*q + j, c : N, H, W, C] =
+            +(X[n, 2*p + i, 2*q + j, c] == O[n, p, q, c] ? D[n, p, q, c]), i < 2, j < 2;
+        G = T * S;
+    }
+    """
+    x = RNG.standard_normal((3, height, width, 20)).astype(np.float32)
+    p, q = height // 2, width // 2
+    o = x[:, :2 * p, :2 * q].reshape(3, p, 2, q, 2, 20).max(axis=(2, 4))
+    d = RNG.standard_normal((3, p, q, 20)).astype(np.float32)
+    s = RNG.standard_normal(20).astype(np.float32)
+    got = run(source, [x, o, d, s], device, "rows of 20")
+    want = np.zeros_like(x)
+    up = np.repeat(np.repeat(o, 2, 1), 2, 2)
+    spread = np.repeat(np.repeat(d, 2, 1), 2, 2)
+    want[:, :2 * p, :2 * q] = np.where(x[:, :2 * p, :2 * q] == up, spread, 0) * s
+    np.testing.assert_array_equal(got, want)
+
+
 def test_assignment_to_every_other_cell(device):
     # ``=`` into the odd cells of each row: the even ones are unreached (0); the guards (the
     # cell is odd, its source in range) mention the lanes' variable, so they are selects.
