@@ -722,9 +722,9 @@ def _trailing_span(plan: KernelPlan, ctx: LoweringContext) -> int | None:
     if not reads or len(shape) < 2:
         return None
     start = len(shape)
-    for tensor, tshape, lead in reads:
-        varying = [axis for axis in range(lead, len(shape)) if tshape[axis - lead] != 1]
-        start = min(start, varying[0] if varying else len(shape) - 1)
+    for tensor, tshape, lead in reads:  # each has an axis longer than 1: it is no scalar
+        first = next(axis for axis in range(lead, len(shape)) if tshape[axis - lead] != 1)
+        start = min(start, first)
     if start == 0:
         start = len(shape) - 1
     while start > 0 and math.prod(shape[start:]) < MIN_ROW:

@@ -66,10 +66,9 @@ class ConvLayer:
 
     def describe(self) -> str:
         """``conv3x3 N512 32x32 64->128 NHWC float32 training`` (the tuner's report)."""
-        layout = "NHWC" if self.channels_last else "NCHW"
         mode = "training" if self.training else "inference"
         return (f"conv3x3 N{self.batch} {self.height}x{self.width} {self.in_channels}->"
-                f"{self.out_channels} {layout} {self.dtype} {mode}")
+                f"{self.out_channels} {self.data_format()} {self.dtype} {mode}")
 
     def key(self) -> str:
         """The database's kernel key: every field but the device (the device key's part)."""
