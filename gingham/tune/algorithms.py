@@ -189,7 +189,8 @@ def _layer_program(layer: ConvLayer, algorithm: str, device) -> tuple[Callable[[
     rng = np.random.default_rng(0)
 
     def normal(*shape: int, scale: float = 1.0):
-        values = (rng.standard_normal(shape) * scale).astype(layer.dtype)
+        values = rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)
+        values = values.astype(layer.dtype, copy=False)
         return tensor(values, device=layer.device, requires_grad=layer.training)
 
     x = normal(*layer.input_shape())

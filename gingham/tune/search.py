@@ -375,14 +375,20 @@ class SearchResult:
 
 
 class _Progress:
-    """A one-line progress bar on stderr (tqdm's when installed)."""
+    """One kernel's search on stderr: a live bar on a terminal (tqdm's when installed), else
+    one line when it ends, so that a log or a CI transcript gets a line per kernel rather
+    than every redraw of a bar::
+
+        tune k7_T31: 8 candidates in 2.4 s, best 0.412 ms (1.31x the untuned 0.540 ms)
+    """
 
     def __init__(self, name: str, total: int, enabled: bool) -> None:
         self.name, self.total, self.done, self.enabled = name, total, 0, enabled
         self.best = math.inf
+        self.started = time.perf_counter()
         self.tty = enabled and sys.stderr.isatty()
         self.bar = None
-        if enabled:
+        if self.tty:
             try:
                 from tqdm import tqdm  # optional
 
@@ -400,7 +406,7 @@ class _Progress:
         self.done += 1
         if seconds is not None:
             self.best = min(self.best, seconds)
-        if not self.enabled:
+        if not self.tty:
             return
         if self.bar is not None:
             self.bar.set_postfix_str(f"best {self.best * 1e3:.3f} ms")
@@ -409,18 +415,24 @@ class _Progress:
         width = 20
         filled = round(width * self.done / max(self.total, 1))
         best = f"best {self.best * 1e3:.3f} ms" if math.isfinite(self.best) else ""
-        line = (f"tune {self.name} [{'#' * filled}{'.' * (width - filled)}] "
-                f"{self.done}/{self.total} {best}")
-        if self.tty:
-            print("\r" + line, end="", file=sys.stderr, flush=True)
-        elif self.done == self.total:
-            print(line, file=sys.stderr, flush=True)
+        print(f"\rtune {self.name} [{'#' * filled}{'.' * (width - filled)}] "
+              f"{self.done}/{self.total} {best}", end="", file=sys.stderr, flush=True)
 
-    def close(self) -> None:
+    def close(self, best: float | None = None, untuned: float | None = None) -> None:
+        """End the bar; off a terminal, print the search's one line (``best`` and ``untuned``:
+        the seconds of the fastest and of the untuned schedule, as the search kept them)."""
         if self.bar is not None:
             self.bar.close()
         elif self.tty:
             print(file=sys.stderr, flush=True)
+        elif self.enabled:
+            line = (f"tune {self.name}: {self.done} candidate(s) in "
+                    f"{time.perf_counter() - self.started:.1f} s")
+            if best is not None:
+                line += f", best {best * 1e3:.3f} ms"
+                if untuned is not None:
+                    line += f" ({untuned / best:.2f}x the untuned {untuned * 1e3:.3f} ms)"
+            print(line, file=sys.stderr, flush=True)
 
 
 class _Harness:
@@ -435,8 +447,10 @@ class _Harness:
     def _array(self, name: str) -> np.ndarray:
         shape, dtype = self.bound.shapes[name], np.dtype(self.bound.dtypes[name])
         if dtype.kind == "f" or dtype.name in ("float16", "bfloat16"):
-            values = self.rng.standard_normal(shape)
-            return np.ascontiguousarray(values.astype(dtype))
+            # Drawn in float32: a batch's activations are tens of millions of elements, and
+            # float64 draws take over twice as long (33.5M: 1.3 s against 0.5 s here).
+            values = self.rng.standard_normal(shape, dtype=np.float32)
+            return np.ascontiguousarray(values.astype(dtype, copy=False))
         # Integers may be indices: 0 is in bounds for every indexed axis.
         return np.zeros(shape, dtype)
 
@@ -489,19 +503,62 @@ def _outputs(kernels: list) -> list[str]:
     return sorted({p.name for kk in kernels for p in kk.params if p.output} - scratch)
 
 
+#: Elements compared at a time in float64: the check of a large output (a batch's activations,
+#: tens of millions of elements) stays in the cache and costs one pass, not several copies.
+_CHUNK = 1 << 18
+
+
 def _relative_error(got: list[np.ndarray], want: list[np.ndarray]) -> float:
+    """The largest relative error (Frobenius norm of the difference over the norm of ``want``)
+    of the outputs; infinite where the two disagree on which elements are NaN or infinite.
+
+        >>> _relative_error([np.array([1.0, 2.0])], [np.array([1.0, 2.0 + 1e-6])]) < 1e-6
+        True
+    """
     worst = 0.0
     for g, w in zip(got, want):
-        g64, w64 = g.astype(np.float64), w.astype(np.float64)
-        finite = np.isfinite(w64)
-        if not np.array_equal(finite, np.isfinite(g64)):
+        if g.shape != w.shape:
             return math.inf
-        if not np.array_equal(np.isnan(w64), np.isnan(g64)):
-            return math.inf
-        scale = float(np.linalg.norm(w64[finite])) or 1.0
-        err = float(np.linalg.norm(g64[finite] - w64[finite])) / scale
+        g, w = _floating(g).reshape(-1), _floating(w).reshape(-1)
+        if not (np.isfinite(g).all() and np.isfinite(w).all()):  # rare: masks needed
+            err = _relative_error_masked(g, w)
+        else:
+            # Accumulated in float64 chunk by chunk: exact enough for any tolerance, no
+            # overflow of a float32 sum of squares, and no float64 copy of the whole output.
+            diff2 = want2 = 0.0
+            for start in range(0, w.size, _CHUNK):
+                w64 = w[start:start + _CHUNK].astype(np.float64)
+                d64 = g[start:start + _CHUNK].astype(np.float64) - w64
+                diff2 += float(d64 @ d64)
+                want2 += float(w64 @ w64)
+            err = math.sqrt(diff2) / (math.sqrt(want2) or 1.0)
         worst = max(worst, err) if err == err else math.inf
     return worst
+
+
+def _floating(a: np.ndarray) -> np.ndarray:
+    """float32 for the half types (NumPy computes nothing in bfloat16), else float64 for
+    anything that is not float32 already (integers: indices up to 2**53 stay exact)."""
+    if a.dtype in (np.float32, np.float64):
+        return a
+    if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+        return a.astype(np.float32)
+    return a.astype(np.float64)
+
+
+def _relative_error_masked(g: np.ndarray, w: np.ndarray) -> float:
+    """:func:`_relative_error` of one output holding NaN or infinite elements: those must
+    match exactly, the finite ones are compared."""
+    g64, w64 = g.astype(np.float64), w.astype(np.float64)
+    finite = np.isfinite(w64)
+    if not np.array_equal(finite, np.isfinite(g64)):
+        return math.inf
+    if not np.array_equal(np.isnan(w64), np.isnan(g64)):
+        return math.inf
+    if not np.array_equal(w64[~finite], g64[~finite], equal_nan=True):  # +inf is not -inf
+        return math.inf
+    scale = float(np.linalg.norm(w64[finite])) or 1.0
+    return float(np.linalg.norm(g64[finite] - w64[finite])) / scale
 
 
 def _calibrate(device: Device, run: Callable[[], None]) -> int:
@@ -704,7 +761,8 @@ class Search:
             self.measure()
 
     def close(self) -> None:
-        self.bar.close()
+        best = min(self.measured.values(), default=None)
+        self.bar.close(best, self.measured.get(self.default))
         self.harness.free()
 
     def result(self) -> SearchResult:

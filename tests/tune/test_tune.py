@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
@@ -288,6 +289,40 @@ def test_a_wrong_candidate_is_dropped_and_reported(monkeypatch):
     assert len(result.rejected) == 1 and "wrong result" in result.rejected[0]
     dropped = result.rejected[0].split(":")[0]
     assert result.config.describe() != dropped
+
+
+def test_relative_error_matches_numpy_on_large_and_special_outputs():
+    rng = np.random.default_rng(2)
+    want = rng.standard_normal(3 * search._CHUNK + 17).astype(np.float32)  # several chunks
+    got = want + rng.standard_normal(want.size).astype(np.float32) * np.float32(1e-3)
+    oracle = (np.linalg.norm(got.astype(np.float64) - want) /
+              np.linalg.norm(want.astype(np.float64)))
+    assert search._relative_error([got], [want]) == pytest.approx(oracle, rel=1e-9)
+    # Large values: a float32 sum of squares would overflow, the float64 one does not.
+    big = np.full(1000, 3e30, np.float32)
+    assert search._relative_error([big], [big]) == 0.0
+    # NaN and infinities must sit in the same places with the same signs.
+    special = np.array([1.0, np.nan, np.inf, -np.inf], np.float32)
+    assert search._relative_error([special.copy()], [special]) == 0.0
+    for moved in ([1.0, 2.0, np.inf, -np.inf], [1.0, np.nan, -np.inf, np.inf]):
+        assert search._relative_error([np.array(moved, np.float32)], [special]) == math.inf
+    assert search._relative_error([want[:10]], [want[:11]]) == math.inf  # shapes differ
+
+
+@pytest.mark.skipif(not HAS_CPU, reason="needs the cpu backend")
+def test_progress_off_a_terminal_is_one_line_per_kernel(capfd):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((66, 48)).astype(np.float32)
+    b = rng.standard_normal((48, 36)).astype(np.float32)
+    capfd.readouterr()
+    with search.tuning(budget=1.0, progress=True, candidates=3) as session:
+        tile.function(MATMUL)(a, b, device="cpu")  # stderr is captured: not a terminal
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("tune ")]
+    result, = session.results
+    assert len(lines) == 1, lines
+    assert "\r" not in lines[0] and "candidate(s) in" in lines[0], lines[0]
+    assert f"best {result.seconds * 1e3:.3f} ms" in lines[0], lines[0]
+    assert f"{result.speedup:.2f}x the untuned" in lines[0], lines[0]
 
 
 # -- gingham tune, and a fresh process afterwards --------------------------------------------------
