@@ -349,9 +349,18 @@ def run_gingham(spec: ModelSpec, device_id: str, settings: ModelSettings,
         # On the device before timing, as PyTorch's batches are.
         batches = [(gingham.tensor(x, device=device_id), gingham.tensor(y, device=device_id))
                    for x, y in synthetic_batches(spec, batch, run.layout)]
-        with winograd.recorded() as convolutions:  # the step is traced in its first call
-            _timed_steps(run, lambda i: train_step(*batches[i % 2]), device.synchronize,
-                         lambda loss: loss.item(), settings, log)
+        # How the step's convolutions were built, as its latest trace built them: the first
+        # call traces it, and background tuning may trace it again with measured algorithms.
+        convolutions: list = []
+
+        def step(index: int):
+            with winograd.recorded() as traced:
+                loss = train_step(*batches[index % 2])
+            if traced:
+                convolutions[:] = traced
+            return loss
+
+        _timed_steps(run, step, device.synchronize, lambda loss: loss.item(), settings, log)
         conv_algorithm = get_config().conv_algorithm
         conv_note = winograd.summary(convolutions, conv_algorithm, device_id,
                                      run.layout == "NHWC")

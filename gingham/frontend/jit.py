@@ -24,6 +24,7 @@ every step without retracing (a learning rate) belong in tensors: optimisers kee
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import time
@@ -152,20 +153,20 @@ def jit(fn: Callable | None = None):
         result = compiled.replay(flat_args)
         if compiled.refinement is not None:  # background tuning: between two steps
             refined = compiled.refinement.after_step()
-            if refined is not None:
+            if refined is tune_background.RETRACE:  # a layer's algorithm changed
+                del cache[key]  # the next call traces again and builds it that way
+                wrapper.refinements += 1
+            elif refined is not None:
                 compiled.executable = refined
                 wrapper.refinements += 1
         return result
 
     wrapper.traces = 0
-    wrapper.refinements = 0  # executables swapped for background-tuned ones
+    wrapper.refinements = 0  # background tuning: executables swapped in, or traces dropped
     return wrapper
 
 
 def _trace(fn: Callable, args: tuple) -> _Compiled:
-    from ..devices import get_device
-    from ..runtime import executable
-
     flat_args, structure = _flatten(args)
     placeholders: list[Tensor | None] = []
     # NumPy arguments go to the device of the tensors the function works with.
@@ -185,10 +186,25 @@ def _trace(fn: Callable, args: tuple) -> _Compiled:
     trace = _Trace()
     _traces.append(trace)
     started = time.perf_counter()
-    try:
-        result = fn(*traced_args)
-    finally:
-        _traces.pop()
+    # GINGHAM_TUNE=background: what tracing (layers' algorithms) and compiling (kernels'
+    # schedules) queue for the background tuner is what this program's refinement waits for.
+    background = tune_background.enabled()
+    queued = tune_background.refiner().collecting() if background else contextlib.nullcontext()
+    with queued as collector:
+        try:
+            result = fn(*traced_args)
+        finally:
+            _traces.pop()
+        return _compile_trace(result, trace, placeholders, fn, args, started, collector)
+
+
+def _compile_trace(result, trace: _Trace, placeholders: list, fn: Callable, args: tuple,
+                   started: float, collector) -> _Compiled:
+    """The executable of a finished trace and how to bind it (``collector``: what background
+    tuning queued so far, or None)."""
+    from ..devices import get_device
+    from ..runtime import executable
+
     flat_out, out_structure = _flatten(result)
     outputs = [o for o in flat_out]
     for o in outputs:
@@ -204,15 +220,14 @@ def _trace(fn: Callable, args: tuple) -> _Compiled:
                    f"{(time.perf_counter() - started) * 1e3:.0f} ms "
                    f"({len(bound.program.statements)} statements)")
     refinement = None
-    if tune_background.enabled() and device.info.dialect is not None:
+    if collector is not None and device.info.dialect is not None:
         from ..tune.device_model import device_model
 
         # Measure the device model now, on this thread: the worker must not measure it
-        # while steps run. Then collect what compiling queues for background tuning.
+        # while steps run.
         device_model(device)
-        with tune_background.refiner().collecting() as queued:
-            exe = executable(bound, device)
-        refinement = tune_background.ProgramRefinement(bound, device, queued.keys)
+        exe = executable(bound, device)
+        refinement = tune_background.ProgramRefinement(bound, device, collector.keys)
     else:
         exe = executable(bound, device)
     slots = {}

@@ -15,7 +15,10 @@ guesses. So under ``conv_algorithm = "auto"`` each layer's algorithm is
    searched, as part of the model's program), each way's results checked against the direct
    one's, the ways timed interleaved; the faster is stored;
 3. else the rule: a channel threshold per device kind
-   (:data:`gingham.nn.winograd.AUTO_MIN_CHANNELS`).
+   (:data:`gingham.nn.winograd.AUTO_MIN_CHANNELS`). With ``GINGHAM_TUNE=background`` the
+   layer is also queued for the background tuner (:mod:`gingham.tune.background`): its
+   worker compiles both ways (:func:`prepare`), the training thread measures them between
+   two steps, and a jitted step that the winner would change is traced again.
 
 The database key is the layer's shapes, dtype, layout and whether it trains, so every
 model with the same layer shares one measurement; the device key is the tuner's.
@@ -36,7 +39,7 @@ from typing import Callable
 import numpy as np
 
 from ..cache import cache_key
-from ..config import debug_print
+from ..config import debug_print, get_config
 from ..errors import GinghamError
 from .db import TuningDB
 from .keys import device_key
@@ -79,6 +82,9 @@ class ConvLayer:
     def data_format(self) -> str:
         return "NHWC" if self.channels_last else "NCHW"
 
+    def weight_shape(self) -> tuple[int, ...]:
+        return (self.out_channels, self.in_channels, 3, 3)
+
     def input_shape(self) -> tuple[int, ...]:
         if self.channels_last:
             return (self.batch, self.height, self.width, self.in_channels)
@@ -112,6 +118,13 @@ def choose(layer: ConvLayer, rule: str) -> Choice:
                        f"{algorithm!r}")
     stats.misses += 1
     session = _active_session()
+    if session is None and get_config().tune == "background":
+        from .background import refiner
+        from .device_model import device_model
+
+        device = get_device(layer.device)
+        device_model(device)  # here, not on the worker: it must not measure while steps run
+        refiner().submit_layer(layer, rule, device, (layer.key(), dkey))
     if session is None or not session.algorithms:
         return Choice(rule, "rule")
     try:
@@ -121,7 +134,7 @@ def choose(layer: ConvLayer, rule: str) -> Choice:
               file=sys.stderr, flush=True)
         return Choice(rule, "rule")
     session.results.append(result)
-    db.put(layer.key(), dkey, _entry(result))
+    db.put(layer.key(), dkey, database_entry(result))
     return Choice(result.config, "measured")
 
 
@@ -168,23 +181,70 @@ def measure(layer: ConvLayer, rule: str, progress: bool = True) -> SearchResult:
                         rejected=rejected, elapsed=time.perf_counter() - started)
 
 
-def _entry(result: SearchResult) -> dict:
+def database_entry(result: SearchResult) -> dict:
+    """The tuning database's entry for a layer's measured choice."""
     return {"family": FAMILY, "config": {"algorithm": result.config},
             "seconds": result.seconds, "default": result.default,
             "default_seconds": result.default_seconds, "tried": result.tried,
             "rejected": result.rejected, "schedule": result.schedule}
 
 
+def prepare(layer: ConvLayer) -> None:
+    """Compile ``layer``'s program each way for its device, touching no device memory (its
+    inputs are placeholders): the background tuner's worker does this, so that
+    :func:`measure`, run between two training steps, finds every kernel in the cache.
+    Raises :class:`~gingham.errors.GinghamError` where a way does not build."""
+    from ..devices import get_device
+    from ..frontend.tensor import Tensor
+
+    def placeholder(*shape: int) -> Tensor:
+        value = Tensor(shape, np.dtype(layer.dtype), layer.device,
+                       requires_grad=layer.training)
+        value._placeholder = True  # never realized: it has no value, only a shape
+        return value
+
+    device = get_device(layer.device)
+    for algorithm in ALGORITHMS:
+        x, weight = placeholder(*layer.input_shape()), placeholder(*layer.weight_shape())
+        _compile(_layer_targets(layer, algorithm, x, weight), device)
+
+
+def _layer_targets(layer: ConvLayer, algorithm: str, x, weight) -> list:
+    """What the layer's program computes from ``x`` and ``weight`` built by ``algorithm``:
+    its output, or in training the gradients of its input and weights. Outside any autocast
+    block, beside whatever step is being traced (its tensors are its own)."""
+    from ..frontend.amp import autocast
+    from ..nn import functional as F
+
+    with autocast(enabled=False):
+        y = F._conv("conv2d", 2, x, weight, None, 1, 1, 1, 1, layer.data_format(),
+                    algorithm=algorithm)
+        if not layer.training:
+            return [y]
+        # The mean of the square: a loss whose gradient is the output itself, so both
+        # gradients depend on every output value.
+        (y * y).mean().backward()
+        return [x.grad, weight.grad]
+
+
+def _compile(targets: list, device) -> tuple[list, object]:
+    """The leaves of ``targets``' graph and its executable on ``device``."""
+    from ..compiler import compile_program
+    from ..frontend.tensor import _bound_graph
+
+    leaves, _, bound = _bound_graph(targets, lambda t: t.is_leaf)
+    # With the cost model's schedules: searching both ways' kernels would double what a
+    # model's tuning costs (NVRTC builds each candidate), and the winner's are searched anyway
+    # when the model's own program compiles.
+    with tuning(kernels=False, algorithms=False):
+        return leaves, compile_program(bound, device)
+
+
 def _layer_program(layer: ConvLayer, algorithm: str, device) -> tuple[Callable[[], None],
                                                                       list[np.ndarray]]:
-    """The layer's program built by ``algorithm``, compiled for ``device``: a function that
-    runs it once more, and its first run's outputs (the layer's output, or in training the
-    gradients of its input and weights). Built outside any autocast block, beside whatever
-    step is being traced (its tensors are its own, never the step's placeholders)."""
-    from ..compiler import compile_program
-    from ..frontend.amp import autocast
-    from ..frontend.tensor import _bound_graph, tensor
-    from ..nn import functional as F
+    """The layer's program built by ``algorithm``, compiled for ``device`` and run once on
+    random data: a function that runs it once more, and that first run's outputs."""
+    from ..frontend.tensor import tensor
 
     rng = np.random.default_rng(0)
 
@@ -194,24 +254,9 @@ def _layer_program(layer: ConvLayer, algorithm: str, device) -> tuple[Callable[[
         return tensor(values, device=layer.device, requires_grad=layer.training)
 
     x = normal(*layer.input_shape())
-    weight = normal(layer.out_channels, layer.in_channels, 3, 3,
-                    scale=(2.0 / (9 * layer.in_channels)) ** 0.5)
-    with autocast(enabled=False):
-        y = F._conv("conv2d", 2, x, weight, None, 1, 1, 1, 1, layer.data_format(),
-                    algorithm=algorithm)
-        if layer.training:
-            # The mean of the square: a loss whose gradient is the output itself, so both
-            # gradients depend on every output value.
-            (y * y).mean().backward()
-            targets = [x.grad, weight.grad]
-        else:
-            targets = [y]
-    leaves, _, bound = _bound_graph(targets, lambda t: t.is_leaf)
-    # With the cost model's schedules: searching both ways' kernels would double what a
-    # model's tuning costs (NVRTC builds each candidate), and the winner's are searched anyway
-    # when the model's own program compiles.
-    with tuning(kernels=False, algorithms=False):
-        exe = compile_program(bound, device)
+    weight = normal(*layer.weight_shape(), scale=(2.0 / (9 * layer.in_channels)) ** 0.5)
+    targets = _layer_targets(layer, algorithm, x, weight)
+    leaves, exe = _compile(targets, device)
     inputs = [leaf._buffer for leaf in leaves]
     buffers = exe.run(inputs)
     outputs = []
@@ -222,4 +267,5 @@ def _layer_program(layer: ConvLayer, algorithm: str, device) -> tuple[Callable[[
     return (lambda: exe.run(inputs)), outputs
 
 
-__all__ = ["ConvLayer", "Choice", "choose", "measure", "FAMILY", "ALGORITHMS"]
+__all__ = ["ConvLayer", "Choice", "choose", "measure", "prepare", "database_entry",
+           "FAMILY", "ALGORITHMS"]

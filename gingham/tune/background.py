@@ -15,8 +15,17 @@ queued here. Then, while a :func:`gingham.jit` function keeps being called:
    every kernel; unchanged kernels come from the disk cache), and the next step runs the new
    executable.
 
-The next process finds the schedules in the database: a program refined once is never tuned
-again. ``gingham tune`` does the same ahead of time, with the search's neighbour rounds too.
+Convolution layers whose algorithm (direct or Winograd, :mod:`gingham.tune.algorithms`) the
+database lacks are queued the same way while the step is traced: the worker compiles the
+layer alone both ways, the training thread checks and times the two between two steps and
+stores the faster. When a layer's winner is not the way the step was built with, the jitted
+function traces the step again on its next call (:data:`RETRACE`): the algorithm is decided
+while tracing, so only a new trace can change it. That call compiles the changed layers'
+kernels at once, in the training thread: the one pause of background tuning.
+
+The next process finds the schedules and algorithms in the database: a program refined once
+is never tuned again. ``gingham tune`` does the same ahead of time, with the search's
+neighbour rounds too.
 
     GINGHAM_TUNE=background python train.py     # trains at once, gets faster as it goes
 
@@ -36,20 +45,28 @@ from typing import Any, Iterator
 
 from ..config import debug_print, get_config
 from ..devices.base import Device
+from . import algorithms
 from .db import TuningDB
+
+
+#: What :meth:`ProgramRefinement.after_step` returns when a layer's measured algorithm differs
+#: from the one the program was traced with: the jitted function must trace again.
+RETRACE = "retrace"
 
 
 @dataclass
 class _Job:
-    """One kernel waiting for (or done with) its background search."""
+    """One kernel (or one convolution layer) waiting for, or done with, its measurement."""
 
-    key: tuple[str, str]  # (kernel key, device key): the database's key
-    family: Any
+    key: tuple[str, str]  # (kernel or layer key, device key): the database's key
+    family: Any  # the kernel's schedule family; None for a layer
     device: Device
     name: str
     search: Any = None  # the Search, once its candidates are built
     state: str = "queued"  # queued -> built -> done (or failed)
-    changed: bool = False  # the winner differs from the cost model's choice
+    changed: bool = False  # the winner differs from the untuned choice
+    layer: Any = None  # a ConvLayer whose algorithm is to be chosen
+    rule: str | None = None  # the algorithm the layer was built with, untuned
 
 
 @dataclass
@@ -95,14 +112,21 @@ class Refiner:
     def submit(self, family, device: Device, name: str, key: tuple[str, str]) -> None:
         """Queue a kernel the database lacks (once per process: a kernel seen before, even one
         whose search failed, is not queued again)."""
+        self._add(_Job(key, family, device, name))
+
+    def submit_layer(self, layer, rule: str, device: Device, key: tuple[str, str]) -> None:
+        """Queue a convolution layer whose algorithm the database lacks (``rule``: the way
+        it is being built meanwhile); once per process, as :meth:`submit`."""
+        self._add(_Job(key, None, device, layer.describe(), layer=layer, rule=rule))
+
+    def _add(self, job: _Job) -> None:
         collector = getattr(self._local, "collector", None)
         if collector is not None:
-            collector.keys.append(key)
+            collector.keys.append(job.key)
         with self._lock:
-            if key in self._jobs:
+            if job.key in self._jobs:
                 return
-            job = _Job(key, family, device, name)
-            self._jobs[key] = job
+            self._jobs[job.key] = job
         self._queue.put(job)
         self._start()
 
@@ -126,10 +150,13 @@ class Refiner:
             job = item
             self._measured.wait()  # never compile while the training thread is timing
             try:
-                budget = get_config().tune_budget
-                job.search = Search(job.family, job.device, job.name, budget, progress=False,
-                                    candidates=self.candidates)
-                job.search.build_first_round()
+                if job.layer is not None:
+                    algorithms.prepare(job.layer)  # both ways compiled: measured from cache
+                else:
+                    budget = get_config().tune_budget
+                    job.search = Search(job.family, job.device, job.name, budget,
+                                        progress=False, candidates=self.candidates)
+                    job.search.build_first_round()
             except Exception as exc:  # noqa: BLE001 - a kernel that cannot be tuned keeps its
                 job.state = "failed"  # untuned schedule; training goes on
                 debug_print(1, f"background tuning of {job.name} failed: {exc}")
@@ -152,26 +179,32 @@ class Refiner:
     # -- the training thread ----------------------------------------------------------------------
 
     def between_steps(self, device: Device) -> _Job | None:
-        """Measure one built kernel of ``device`` (if any) and store its winner; the job."""
+        """Measure one built kernel or layer of ``device`` (if any) and store its winner;
+        the job."""
         with self._lock:
             job = next((j for j in self._built if j.device is device), None)
             if job is None:
                 return None
             self._built.remove(job)
-        search = job.search
         try:
-            search.measure()
-            search.close()
-            result = search.result()
-        except Exception as exc:  # noqa: BLE001 - the untuned schedule stays
+            if job.layer is not None:
+                result = algorithms.measure(job.layer, job.rule, progress=False)
+                entry = algorithms.database_entry(result)
+            else:
+                job.search.measure()
+                job.search.close()
+                result = job.search.result()
+                entry = result.entry()
+        except Exception as exc:  # noqa: BLE001 - the untuned schedule (or rule) stays
             job.state = "failed"
             debug_print(1, f"background tuning of {job.name} failed: {exc}")
         else:
-            TuningDB().put(*job.key, result.entry())
+            TuningDB().put(*job.key, entry)
             job.changed = result.config != result.default
             job.state = "done"
             debug_print(1, f"background tuning: {job.name} {result.speedup:.2f}x "
-                           f"({result.default_seconds * 1e3:.3f} -> {result.seconds * 1e3:.3f} ms)")
+                           f"({result.default_seconds * 1e3:.3f} -> {result.seconds * 1e3:.3f} ms"
+                           f", {result.schedule})")
         finally:
             job.search = None  # its buffers are freed; the built kernels are not needed
             with self._lock:
@@ -179,15 +212,20 @@ class Refiner:
                     self._measured.set()
         return job
 
-    def settled(self, keys: list[tuple[str, str]]) -> bool:
-        """Every kernel of ``keys`` searched (or given up on)."""
+    def settled(self, keys: list[tuple[str, str]], layers: bool | None = None) -> bool:
+        """Every kernel and layer of ``keys`` measured (or given up on); ``layers`` True:
+        every layer, False: every kernel."""
         with self._lock:
-            return all(self._jobs[k].state in ("done", "failed") for k in keys if k in self._jobs)
+            return all(job.state in ("done", "failed")
+                       for job in (self._jobs.get(k) for k in keys)
+                       if job is not None and layers in (None, job.layer is not None))
 
-    def changed(self, keys: list[tuple[str, str]]) -> bool:
-        """Some kernel of ``keys`` got a schedule other than the cost model's."""
+    def changed(self, keys: list[tuple[str, str]], layers: bool = False) -> bool:
+        """Some kernel of ``keys`` got a schedule other than the cost model's (``layers``:
+        some layer an algorithm other than the one it was built with)."""
         with self._lock:
-            return any(self._jobs[k].changed for k in keys if k in self._jobs)
+            return any(job.changed and (job.layer is not None) == layers
+                       for job in (self._jobs.get(k) for k in keys) if job is not None)
 
     def recompile(self, bound, device: Device) -> concurrent.futures.Future:
         """Compile ``bound`` again on the worker thread; the future gives the executable."""
@@ -215,10 +253,12 @@ def enabled() -> bool:
 
 
 class ProgramRefinement:
-    """What one jitted program waits for: its queued kernels, then its recompilation.
+    """What one jitted program waits for: its queued kernels and layers, then its
+    recompilation (or a new trace).
 
     :meth:`after_step` is called after each replay; it returns the refined executable once,
-    when there is one to swap in, else None.
+    when there is one to swap in, or :data:`RETRACE` once, when a layer's measured algorithm
+    differs from the one traced; else None.
     """
 
     def __init__(self, bound, device: Device, keys: list[tuple[str, str]]) -> None:
@@ -232,6 +272,11 @@ class ProgramRefinement:
         tuner = refiner()
         if self.future is None:
             tuner.between_steps(self.device)
+            # Layers first (they were queued first): once they are settled, a changed one
+            # retraces at once, since kernels tuned for the old trace may not be in the new.
+            if tuner.settled(self.keys, layers=True) and tuner.changed(self.keys, layers=True):
+                self.finished = True
+                return RETRACE
             if not tuner.settled(self.keys):
                 return None
             if not tuner.changed(self.keys):
@@ -249,4 +294,4 @@ class ProgramRefinement:
             return None
 
 
-__all__ = ["Refiner", "refiner", "enabled", "ProgramRefinement"]
+__all__ = ["Refiner", "refiner", "enabled", "ProgramRefinement", "RETRACE"]

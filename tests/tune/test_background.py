@@ -1,6 +1,7 @@
 """Background tuning (``GINGHAM_TUNE=background``): a jitted training step compiles at once,
-its tunable kernels are searched between steps, the database is filled, the step switches to
-the refined program, and the values it computes never change (against NumPy)."""
+its tunable kernels are searched and its convolution layers' algorithms measured between
+steps, the database is filled, the step switches to the refined program (or is traced again),
+and the values it computes never change (against NumPy and PyTorch)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from gingham import runtime
 from gingham.devices import list_devices
 from gingham.frontend.jit import jit
 from gingham.frontend.tensor import tensor
-from gingham.tune import background
+from gingham.tune import algorithms, background
 from gingham.tune import search
+from gingham.tune.algorithms import Choice
 from gingham.tune.db import TuningDB
 
 # The C device and CUDA GPUs (a search on PoCL compiles for minutes on a 2-core machine).
@@ -146,3 +148,89 @@ def test_the_mode_is_a_config_value(monkeypatch):
     monkeypatch.setenv("GINGHAM_TUNE", "sometimes")
     with pytest.raises(ConfigError, match="GINGHAM_TUNE"):
         get_config()
+
+
+# -- a layer's algorithm, chosen in the background ---------------------------------------------
+
+
+def _conv_training(device: str, steps: int, deadline: float):
+    """SGD on one 3x3 convolution layer (NHWC, 16 -> 16 channels: direct by the rule on
+    every device), jitted; (losses, the data, the step, each trace's decisions)."""
+    from gingham.nn import functional as F
+    from gingham.nn import winograd
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 6, 7, 16)).astype(np.float32)
+    w0 = (rng.standard_normal((16, 16, 3, 3)) * 0.2).astype(np.float32)
+    w = tensor(w0, device=device, requires_grad=True)
+    lr = 0.05
+
+    @jit
+    def step(xb):
+        y = F.conv2d(xb, w, padding=1, data_format="NHWC")
+        loss = (y * y).mean()
+        loss.backward()
+        w.assign(w - lr * w.grad)
+        return loss
+
+    losses, decisions = [], []
+    while len(losses) < steps or (step.traces == 1 and not _settled_without_change()
+                                  and time.perf_counter() < deadline):
+        with winograd.recorded() as traced:
+            losses.append(float(step(x).numpy()))
+        decisions += traced
+        if len(losses) >= steps:
+            time.sleep(0.02)  # leave the cores to the worker's compiler
+    return losses, (x, w0, lr), step, decisions
+
+
+def _torch_losses(data, steps: int) -> list[float]:
+    torch = pytest.importorskip("torch")
+    x, w0, lr = data
+    xt = torch.tensor(x, dtype=torch.float64).permute(0, 3, 1, 2)
+    w = torch.tensor(w0, dtype=torch.float64, requires_grad=True)
+    losses = []
+    for _ in range(steps):
+        loss = (torch.nn.functional.conv2d(xt, w, padding=1) ** 2).mean()
+        losses.append(float(loss.detach()))
+        loss.backward()
+        with torch.no_grad():
+            w -= lr * w.grad
+        w.grad = None
+    return losses
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_background_measures_a_layers_algorithm_and_stores_it(device):
+    losses, data, step, decisions = _conv_training(device, steps=3,
+                                                   deadline=time.perf_counter() + SETTLE_SECONDS)
+    layers = [j for j in background.refiner()._jobs.values() if j.layer is not None]
+    assert len(layers) == 1 and layers[0].rule == "direct"
+    job, = layers
+    assert job.state == "done", f"not measured after {SETTLE_SECONDS} s: {job.state}"
+    stored = TuningDB().get(*job.key)["config"]["algorithm"]
+    # The step is traced again only if the measurement overturned the rule.
+    assert step.traces == (2 if stored != "direct" else 1)
+    assert decisions[0] == Choice("direct", "rule")
+    if stored != "direct":
+        assert decisions[-1] == Choice(stored, "tuned") and step.refinements >= 1
+    np.testing.assert_allclose(losses, _torch_losses(data, len(losses)), rtol=2e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_layer_measured_the_other_way_retraces_the_step(device, monkeypatch):
+    # The timer is told Winograd won, so that the path where the winner is not the way the
+    # step was traced with runs on every machine; both ways still run and are checked.
+    monkeypatch.setattr(algorithms, "_time_interleaved",
+                        lambda device, runs, deadline: {a: 2.0 if a == "direct" else 1.0
+                                                        for a in runs})
+    losses, data, step, decisions = _conv_training(device, steps=3,
+                                                   deadline=time.perf_counter() + SETTLE_SECONDS)
+    assert step.traces == 2, "the step was not traced again"
+    assert decisions[0] == Choice("direct", "rule")
+    assert decisions[-1] == Choice("winograd", "tuned")
+    # Before and after the new trace the weights followed PyTorch's (float64) trajectory.
+    np.testing.assert_allclose(losses, _torch_losses(data, len(losses)), rtol=2e-4)
+    # The new trace found the layer's entry: it was measured once, not queued again.
+    assert [j.state for j in background.refiner()._jobs.values() if j.layer is not None] == \
+        ["done"]
