@@ -39,9 +39,16 @@ GPU_GROUPS_PER_UNIT = 16
 #: "local memory" is L1, two vector loads per two vector FMAs.
 GPU_LOCAL_WORDS_PER_FMA = 0.25
 CPU_LOCAL_WORDS_PER_FMA = 1.0
-#: Warps (wavefronts) per unit that hide shared-memory and pipeline latency with the register
-#: blocks we build: two per scheduler, four schedulers.
-GPU_WARPS_TO_HIDE = 8
+#: Work-items resident on a unit from which the register-blocked kernels we build hide the
+#: latency of shared memory, barriers and the FMA pipeline: 24 warps of 32 on NVIDIA (six per
+#: scheduler), 12 wavefronts of 64 on AMD. Fitted on the H200 (`tools/cost_model_fit.py`: 40
+#: kernels of ResNet-9 and the story net, 16 candidates each, every one timed): the model's
+#: picks among the timed candidates cost 27.36 ms of ResNet-9's step at 8 warps, 26.52 at 24,
+#: against 25.35 for the fastest timed; the story net's 1.11 -> 1.01 ms (12 warps: 1.29).
+#: Then untuned steps, fresh caches, two rounds each, 8 -> 24 warps: ResNet-9 NCHW 30.7 /
+#: 31.3 -> 30.0 / 30.0 ms, NHWC 26.9 / 27.0 -> 26.2 / 25.8, ResNet-18 15.1 / 15.5 -> 15.0 /
+#: 15.0, story 2.0 / 2.0 -> 1.9 / 2.0, GEMM 4096 3.03 ms either way.
+GPU_THREADS_TO_HIDE = 768
 #: Cost of a barrier plus the staging bookkeeping of one K step, in multiply-adds per work-item.
 GPU_STEP_OVERHEAD = 48
 #: FMA latency (cycles) x FMA ports of a CPU core: independent accumulators needed.
@@ -135,9 +142,9 @@ def gpu_time(config, view, model: DeviceModel, itemsize: int = 4) -> float:
     resident = gpu_residency(config, model, itemsize) or 1
     per_unit = _ceil(groups, units)  # groups one unit runs, one after another or together
     together = min(resident, per_unit)
-    warps = together * config.threads / max(model.sub_group_size, 1)
     # A CPU's OpenCL driver runs a work-group as vector loops on one core: nothing to hide.
-    hide = 1.0 if model.kind == "cpu" else min(1.0, warps / GPU_WARPS_TO_HIDE)
+    hide = 1.0 if model.kind == "cpu" else min(1.0, together * config.threads /
+                                                GPU_THREADS_TO_HIDE)
     compute = per_unit * (fmas * per_fma + overhead) / (fma_rate_unit * hide)
 
     # Memory: the work-groups running together share their slices in L2; a band of group_m
