@@ -32,6 +32,7 @@ for the host. bfloat16 has float32's exponent range and needs no scaler.
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Sequence
 
 import numpy as np
@@ -49,9 +50,17 @@ FLOAT32_OPS = ("softmax", "log_softmax", "layer_norm", "batch_norm statistics", 
                "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
                "mse_loss", "l1_loss", "exp", "log", "pow", "sum", "mean")
 
-# The innermost autocast block's dtype, or None where autocast is off (also inside an
-# ``autocast(enabled=False)`` block nested in an enabled one).
-_state: list[np.dtype | None] = [None]
+class _AutocastState(threading.local):
+    """Each thread's stack of autocast blocks (thread-local, as PyTorch's autocast state is:
+    the background tuner builds layers on its own thread while the training thread traces).
+    ``stack[-1]``: the innermost block's dtype, or None where autocast is off (also inside an
+    ``autocast(enabled=False)`` block nested in an enabled one)."""
+
+    def __init__(self) -> None:
+        self.stack: list[np.dtype | None] = [None]
+
+
+_state = _AutocastState()
 
 
 def _autocast_dtype(dtype) -> np.dtype:
@@ -80,25 +89,25 @@ class autocast(contextlib.ContextDecorator):
         self.enabled = bool(enabled)
 
     def __enter__(self) -> "autocast":
-        _state.append(self.dtype if self.enabled else None)
+        _state.stack.append(self.dtype if self.enabled else None)
         return self
 
     def __exit__(self, *exc) -> None:
-        _state.pop()
+        _state.stack.pop()
 
 
 def autocast_dtype() -> np.dtype | None:
     """The dtype the current autocast block computes contractions in; None outside one."""
-    return _state[-1]
+    return _state.stack[-1]
 
 
 def is_autocast_enabled() -> bool:
-    return _state[-1] is not None
+    return _state.stack[-1] is not None
 
 
 def trace_key() -> str | None:
     """The autocast state as it enters a :func:`gingham.jit` signature."""
-    state = _state[-1]
+    state = _state.stack[-1]
     return None if state is None else dt.dtype_name(state)
 
 
@@ -114,7 +123,7 @@ def _is_autocast_float(value) -> bool:
 def cast_inputs_low(*values):
     """Under autocast, the float32/float16/bfloat16 tensors among ``values`` cast to the autocast
     dtype (float64, integers and non-tensors pass through, as in PyTorch); unchanged outside."""
-    target = _state[-1]
+    target = _state.stack[-1]
     if target is None:
         return values
     return tuple(v.astype(target) if _is_autocast_float(v) and v.dtype != target else v
@@ -124,7 +133,7 @@ def cast_inputs_low(*values):
 def cast_inputs_float32(*values):
     """Under autocast, the half tensors among ``values`` cast up to float32; unchanged
     outside."""
-    if _state[-1] is None:
+    if _state.stack[-1] is None:
         return values
     return tuple(v.astype(dt.FLOAT32) if _is_half_tensor(v) else v for v in values)
 

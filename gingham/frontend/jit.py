@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -39,12 +40,20 @@ from ..tune import background as tune_background
 from .amp import trace_key
 from .tensor import Tensor, _bound_graph
 
-_traces: list["_Trace"] = []
+class _Tracing(threading.local):
+    """Each thread's stack of traces in progress: a trace records the assignments made on
+    its own thread only (the background tuner's worker builds programs beside it)."""
+
+    def __init__(self) -> None:
+        self.stack: list[_Trace] = []
+
+
+_traces = _Tracing()
 _SCALARS = (bool, int, float, str, type(None))
 
 
 def current_trace() -> "_Trace | None":
-    return _traces[-1] if _traces else None
+    return _traces.stack[-1] if _traces.stack else None
 
 
 @dataclass
@@ -184,7 +193,7 @@ def _trace(fn: Callable, args: tuple) -> _Compiled:
     traced_args = _unflatten(structure, [p if p is not None else v
                                          for p, v in zip(placeholders, flat_args)])
     trace = _Trace()
-    _traces.append(trace)
+    _traces.stack.append(trace)
     started = time.perf_counter()
     # GINGHAM_TUNE=background: what tracing (layers' algorithms) and compiling (kernels'
     # schedules) queue for the background tuner is what this program's refinement waits for.
@@ -194,7 +203,7 @@ def _trace(fn: Callable, args: tuple) -> _Compiled:
         try:
             result = fn(*traced_args)
         finally:
-            _traces.pop()
+            _traces.stack.pop()
         return _compile_trace(result, trace, placeholders, fn, args, started, collector)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import threading
 from typing import Callable, Iterable, Sequence, Union
 
 import numpy as np
@@ -30,7 +31,15 @@ from ..tile import dtypes as dt
 from ..tile.shapes import ExprType, combine
 
 Scalar = Union[int, float, bool]
-_grad_enabled = [True]
+class _GradMode(threading.local):
+    """Each thread's stack of :func:`no_grad` blocks (thread-local, as PyTorch's grad mode is:
+    a tuner thread building a layer's gradients must not see the training thread's blocks)."""
+
+    def __init__(self) -> None:
+        self.enabled = [True]
+
+
+_grad_mode = _GradMode()
 # Program -> tile.Function, so identical graphs compile once (the most recently used kept).
 _functions: LRU = LRU(512)
 
@@ -41,17 +50,17 @@ class ShapeError(GinghamError, ValueError):
 
 def is_grad_enabled() -> bool:
     """False inside a :func:`no_grad` block: new tensors do not require gradients there."""
-    return _grad_enabled[-1]
+    return _grad_mode.enabled[-1]
 
 
 @contextlib.contextmanager
 def no_grad():
     """Inside this block new tensors do not require gradients."""
-    _grad_enabled.append(False)
+    _grad_mode.enabled.append(False)
     try:
         yield
     finally:
-        _grad_enabled.pop()
+        _grad_mode.enabled.pop()
 
 
 class Tensor:
@@ -150,7 +159,7 @@ class Tensor:
 
     # -- building operations ------------------------------------------------------------------------
     def _derive(self, shape, dtype, parents, build) -> "Tensor":
-        requires = _grad_enabled[-1] and any(p.requires_grad for p in parents)
+        requires = _grad_mode.enabled[-1] and any(p.requires_grad for p in parents)
         device = parents[0].device
         for parent in parents[1:]:
             if parent.device != device:

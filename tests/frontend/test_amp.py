@@ -413,3 +413,38 @@ def test_float16_training_with_grad_scaler(device):
     assert losses[-1] < 0.5 * losses[0], losses
     assert scaler.get_scale() == 8.0  # three growths, no overflow
     assert all(p.dtype == F32 for p in model.parameters())
+
+
+def test_grad_mode_autocast_and_traces_belong_to_their_thread():
+    # The background tuner builds a layer's program on its own thread while the training
+    # thread traces a step inside no_grad / autocast blocks: neither may see the other's.
+    import threading
+
+    from gingham.frontend.amp import autocast_dtype
+    from gingham.frontend.jit import current_trace
+    from gingham.frontend.tensor import is_grad_enabled
+    from gingham.tile import dtypes as dt
+
+    seen = {}
+
+    def other_thread():
+        seen["grad"], seen["autocast"] = is_grad_enabled(), autocast_dtype()
+        seen["trace"] = current_trace()
+        w = tensor(np.ones((3, 3), np.float32), device="reference", requires_grad=True)
+        with gingham.autocast(enabled=False):
+            y = w @ w  # float32: this thread has no autocast block
+        seen["y"] = (y.dtype, y.requires_grad)
+
+    @gingham.jit
+    def step(x):
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join()
+        seen["main trace"] = current_trace() is not None
+        return x * 2.0
+
+    with gingham.no_grad(), gingham.autocast("bfloat16"):
+        step(np.ones(4, np.float32))
+        assert not is_grad_enabled() and dt.dtype_name(autocast_dtype()) == "bfloat16"
+    assert seen == {"grad": True, "autocast": None, "trace": None,
+                    "y": (np.dtype(np.float32), True), "main trace": True}
