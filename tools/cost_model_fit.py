@@ -1,18 +1,21 @@
-"""How well the GPU cost model ranks the schedules the measured search timed, and how it would
-with other constants.
+"""How well the cost model ranks the schedules the measured search timed, and how it would
+with other constants (GPU tiled kernels and CPU tilings).
 
-On the GPU machine, ``collect`` tunes the kernels of models' training steps (as ``gingham tune
-model NAME --only kernels`` does, fresh cache: every kernel searched) and writes, per tiled
-kernel, its GEMM sizes and every candidate's configuration with its measured seconds::
+On the device, ``collect`` tunes the kernels of models' training steps (as ``gingham tune model
+NAME --only kernels`` does, fresh cache: every kernel searched) and writes, per tiled kernel,
+its GEMM sizes and every candidate's configuration with its measured seconds::
 
     GINGHAM_CACHE_DIR=$(mktemp -d) python3 tools/cost_model_fit.py collect resnet9 story \\
         --device cuda:0 --candidates 16 --out fit.json
+    GINGHAM_CACHE_DIR=$(mktemp -d) python3 tools/cost_model_fit.py collect resnet9 \\
+        --device cpu --batch 64 --candidates 8 --out fit-cpu.json
 
 Anywhere, ``evaluate`` prices every measured candidate with :func:`gingham.tune.cost.gpu_time`
-under the recorded device model, lets the model pick among them, and sums what its picks
-cost against the fastest measured one, each kernel as often as it runs in its step (the
-"regret": the step time left on the table, within the measured set); ``--set NAME=VALUE`` overrides a constant of ``gingham.tune.cost``
-first, to see whether a change would pick better::
+(a CPU tiling: ``cpu_time``) under the recorded device model, lets the model pick among them,
+and sums what its picks cost against the fastest measured one, each kernel as often as it
+runs in its step (the "regret": the step time left on the table, within the measured set);
+``--set NAME=VALUE`` overrides a constant of ``gingham.tune.cost`` first, to see whether a
+change would pick better::
 
     python3 tools/cost_model_fit.py evaluate fit.json --set GPU_THREADS_TO_HIDE=512
 
@@ -31,6 +34,7 @@ import time
 
 
 def collect(args: argparse.Namespace) -> int:
+    from gingham.compiler.tiling_cpu import CpuTiling
     from gingham.compiler.tiling_gpu import TileConfig
     from gingham.devices import get_device
     from gingham.tune import search
@@ -45,14 +49,17 @@ def collect(args: argparse.Namespace) -> int:
 
     def result(self):  # every search's measurements, not only its winner
         out = real_result(self)
+        record = {"model": current["model"], "kernel": self.name, "family": self.family.name,
+                  "default": dataclasses.asdict(self.default),
+                  "measured": [[dataclasses.asdict(c), s] for c, s in self.measured.items()]}
         if isinstance(self.default, TileConfig):
             view = self.family.view
-            records.append({
-                "model": current["model"], "kernel": self.name,
-                "m": view.m, "n": view.n, "k": view.k, "batches": view.batches,
-                "itemsize": self.family.itemsize,
-                "default": dataclasses.asdict(self.default),
-                "measured": [[dataclasses.asdict(c), s] for c, s in self.measured.items()]})
+            records.append(dict(record, m=view.m, n=view.n, k=view.k, batches=view.batches,
+                                itemsize=self.family.itemsize))
+        elif isinstance(self.default, CpuTiling):
+            dims = self.family.dims
+            records.append(dict(record, m=dims.m, n=dims.n, k=dims.k, batches=dims.batch,
+                                dims=dataclasses.asdict(dims)))
         return out
 
     # How often each searched kernel runs in the step (repeated layers share one search).
@@ -74,7 +81,7 @@ def collect(args: argparse.Namespace) -> int:
         for name in args.models:
             current["model"] = name
             started = time.perf_counter()
-            step, batch = model_step(name, device.id, precision="fp32")
+            step, batch = model_step(name, device.id, args.batch, precision="fp32")
             tune_step(step, batch, args.budget, args.candidates, progress=False,
                       parts=("kernels",))
             print(f"{name}: {sum(r['model'] == name for r in records)} tiled kernels in "
@@ -97,6 +104,7 @@ def collect(args: argparse.Namespace) -> int:
 def evaluate(args: argparse.Namespace) -> int:
     from types import SimpleNamespace
 
+    from gingham.compiler.tiling_cpu import CpuTiling
     from gingham.compiler.tiling_gpu import TileConfig
     from gingham.tune import cost, space
     from gingham.tune.device_model import DeviceModel
@@ -112,15 +120,24 @@ def evaluate(args: argparse.Namespace) -> int:
     totals: dict[str, dict[str, float]] = {}
     rows = []
     for record in data["kernels"]:
-        view = SimpleNamespace(m=record["m"], n=record["n"], k=record["k"],
-                               batches=record["batches"])
-        seconds = {TileConfig(**c): s for c, s in record["measured"]}
-        default = TileConfig(**record["default"])
-        # The model picks among what it ranks (space.gpu_space: band 8, padding 4, registers
-        # bounded, its K steps); the search's neighbours beyond that count only as the best.
-        rankable = [c for c in seconds if (c.group_m, c.pad, c.bounded) == (8, 4, True)
-                    and c.tile_k in space.GPU_TILE_K + (space.GPU_SHORT_TILE_K,)]
-        estimate = {c: cost.gpu_time(c, view, model, record["itemsize"]) for c in rankable}
+        if "dims" in record:  # a CPU tiling: the model prices any of them
+            dims = cost.CpuDims(**record["dims"])
+            seconds = {CpuTiling(**c): s for c, s in record["measured"]}
+            default = CpuTiling(**record["default"])
+            rankable = list(seconds)
+            estimate = {c: cost.cpu_time(c, dims, model) for c in rankable}
+        else:
+            view = SimpleNamespace(m=record["m"], n=record["n"], k=record["k"],
+                                   batches=record["batches"])
+            seconds = {TileConfig(**c): s for c, s in record["measured"]}
+            default = TileConfig(**record["default"])
+            # The model picks among what it ranks (space.gpu_space: band 8, padding 4,
+            # registers bounded, its K steps); the search's neighbours beyond that count
+            # only as the best.
+            rankable = [c for c in seconds if (c.group_m, c.pad, c.bounded) == (8, 4, True)
+                        and c.tile_k in space.GPU_TILE_K + (space.GPU_SHORT_TILE_K,)]
+            estimate = {c: cost.gpu_time(c, view, model, record["itemsize"])
+                        for c in rankable}
         pick = min(rankable, key=lambda c: (estimate[c], str(c)))
         best = min(seconds.values())
         runs = record.get("count", 1)  # a repeated layer's kernel runs that often a step
@@ -147,6 +164,7 @@ def main() -> int:
     c = sub.add_parser("collect", help="tune models' kernels on a GPU and keep every timing")
     c.add_argument("models", nargs="+")
     c.add_argument("--device", default="cuda:0")
+    c.add_argument("--batch", type=int, help="batch size (default: the model's)")
     c.add_argument("--candidates", type=int, default=16)
     c.add_argument("--budget", type=float, default=4.0)
     c.add_argument("--out", default="cost_model_fit.json")
