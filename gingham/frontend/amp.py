@@ -50,6 +50,7 @@ FLOAT32_OPS = ("softmax", "log_softmax", "layer_norm", "batch_norm statistics", 
                "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
                "mse_loss", "l1_loss", "exp", "log", "pow", "sum", "mean")
 
+
 class _AutocastState(threading.local):
     """Each thread's stack of autocast blocks (thread-local, as PyTorch's autocast state is:
     the background tuner builds layers on its own thread while the training thread traces).

@@ -40,6 +40,7 @@ from ..tune import background as tune_background
 from .amp import trace_key
 from .tensor import Tensor, _bound_graph
 
+
 class _Tracing(threading.local):
     """Each thread's stack of traces in progress: a trace records the assignments made on
     its own thread only (the background tuner's worker builds programs beside it)."""
@@ -228,17 +229,16 @@ def _compile_trace(result, trace: _Trace, placeholders: list, fn: Callable, args
     debug_print(1, f"{device.id}: traced {getattr(fn, '__name__', 'a function')} in "
                    f"{(time.perf_counter() - started) * 1e3:.0f} ms "
                    f"({len(bound.program.statements)} statements)")
-    refinement = None
-    if collector is not None and device.info.dialect is not None:
+    refining = collector is not None and device.info.dialect is not None
+    if refining:
         from ..tune.device_model import device_model
 
         # Measure the device model now, on this thread: the worker must not measure it
         # while steps run.
         device_model(device)
-        exe = executable(bound, device)
-        refinement = tune_background.ProgramRefinement(bound, device, collector.keys)
-    else:
-        exe = executable(bound, device)
+    exe = executable(bound, device)
+    refinement = (tune_background.ProgramRefinement(bound, device, collector.keys)
+                  if refining else None)
     slots = {}
     placeholder_position = {id(p): i for i, p in enumerate(placeholders) if p is not None}
     for position, leaf in enumerate(leaves):

@@ -31,6 +31,8 @@ from ..tile import dtypes as dt
 from ..tile.shapes import ExprType, combine
 
 Scalar = Union[int, float, bool]
+
+
 class _GradMode(threading.local):
     """Each thread's stack of :func:`no_grad` blocks (thread-local, as PyTorch's grad mode is:
     a tuner thread building a layer's gradients must not see the training thread's blocks)."""
@@ -40,6 +42,7 @@ class _GradMode(threading.local):
 
 
 _grad_mode = _GradMode()
+
 # Program -> tile.Function, so identical graphs compile once (the most recently used kept).
 _functions: LRU = LRU(512)
 

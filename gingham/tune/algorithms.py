@@ -106,7 +106,8 @@ def choose(layer: ConvLayer, rule: str) -> Choice:
     ``rule`` is the untuned choice (``direct`` or ``winograd``)."""
     from ..devices import get_device
 
-    dkey = device_key(get_device(layer.device).info)
+    device = get_device(layer.device)
+    dkey = device_key(device.info)
     db = TuningDB()
     entry = db.get(layer.key(), dkey)
     if entry is not None:
@@ -122,7 +123,6 @@ def choose(layer: ConvLayer, rule: str) -> Choice:
         from .background import refiner
         from .device_model import device_model
 
-        device = get_device(layer.device)
         device_model(device)  # here, not on the worker: it must not measure while steps run
         refiner().submit_layer(layer, rule, device, (layer.key(), dkey))
     if session is None or not session.algorithms:
