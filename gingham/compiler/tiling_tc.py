@@ -206,6 +206,11 @@ THREADS_PER_UNIT = 2048
 #: what makes :func:`registers` match NVRTC's counts on the H200 (warp tiles of 64x64 took
 #: 242-255 registers, of 64x32 152-172).
 OTHER_REGISTERS = 60
+#: Registers a thread can have. A warpgroup of 128x256 (256 accumulators a thread) spilled and
+#: ran 10-13x slower than 128x256 of two warpgroups on the H200 (ResNet-9's bf16 convolutions,
+#: e.g. 2.67 against 0.18 ms; ``tools/cost_model_fit.py collect --precision bf16``): such
+#: tilings are not built.
+MAX_THREAD_REGISTERS = 255
 #: Cost of one TK step beyond its products (barrier, ring bookkeeping, pipeline bubble), in
 #: multiply-adds of each block tile cell: K step 64 beat 32 by ~5% on the H200 (2.48 against
 #: 2.60 ms with 128x128 tiles, 2.40 against 2.59 with 128x256), half the steps.
@@ -268,21 +273,24 @@ def wgmma_available(info: DeviceInfo) -> bool:
 
 def registers(config: TcConfig) -> int:
     """32-bit registers a thread needs, about: its accumulators (a warp tile of floats over 32
-    lanes), its fragment sets (4 per m16, 2 per n8) and OTHER_REGISTERS; at most 255.
+    lanes), its fragment sets (4 per m16, 2 per n8) and OTHER_REGISTERS. More than
+    MAX_THREAD_REGISTERS: the kernel would spill (:func:`fits` refuses it).
 
         >>> registers(TcConfig(128, 128, 2, 2))   # warp tile 64x64: 128 + 2 * 32 + 60
         252
+        >>> registers(TcConfig(128, 256, 4, 1, tile_k=64, instruction="wgmma"))  # 256 + 60
+        316
     """
     if config.instruction == "wgmma":  # accumulators only: the operands stay in shared memory
-        return min(255, config.warp_m // 16 * config.tile_n // 2 + OTHER_REGISTERS)
+        return config.warp_m // 16 * config.tile_n // 2 + OTHER_REGISTERS
     fragments = FRAGMENT_SETS * (config.warp_m // 16 * 4 + config.warp_n // 8 * 2)
-    return min(255, config.warp_m * config.warp_n // 32 + fragments + OTHER_REGISTERS)
+    return config.warp_m * config.warp_n // 32 + fragments + OTHER_REGISTERS
 
 
 def residency(config: TcConfig, info: DeviceInfo) -> int:
     """Blocks of ``config`` resident on one multiprocessor at once (0: none fits): limited by
     its registers (capped by ``min_blocks``), shared memory and threads."""
-    regs = registers(config)
+    regs = min(registers(config), MAX_THREAD_REGISTERS)
     if config.min_blocks:
         regs = min(regs, REGISTERS_PER_UNIT // (config.threads * config.min_blocks))
     shared = info.local_memory_bytes or SHARED_LIMIT
@@ -297,7 +305,8 @@ def fits(config: TcConfig, info: DeviceInfo) -> bool:
     if config.instruction == "wgmma" and not wgmma_available(info):
         return False
     return (config.valid() and config.threads <= max(info.max_work_group_size, 1)
-            and config.shared_bytes <= limit and residency(config, info) >= 1)
+            and config.shared_bytes <= limit and registers(config) <= MAX_THREAD_REGISTERS
+            and residency(config, info) >= 1)
 
 
 def choose_split(config: TcConfig, view: GemmView, info: DeviceInfo) -> int:
@@ -325,7 +334,10 @@ def config_cost(config: TcConfig, view: GemmView, info: DeviceInfo) -> float:
     blocks = output_tiles(config, view) * config.split  # type: ignore[arg-type]
     steps = math.ceil(math.ceil(view.k / config.tile_k) / config.split)
     per_step = config.tile_k / config.efficiency() + STEP_COST
-    warps = max(residency(config, info), 1) * config.threads // 32
+    # Warps resident on a unit: as many blocks as fit, or as there are blocks to go round
+    # (261 split-K blocks of one warp over 132 units hide nothing: 6x slower than four warps).
+    warps = max(min(residency(config, info), math.ceil(blocks / units)), 1) \
+        * config.threads // 32
     hide = min(1.0, warps / WARPS_TO_HIDE) ** LATENCY_EXPONENT
     if config.instruction == "wgmma":
         # A block's pipeline fill and epilogue, hidden only by another block's products.

@@ -226,9 +226,13 @@ def tc_neighbours(config: TcConfig, view, info: DeviceInfo) -> list[TcConfig]:
                        else dataclasses.replace(other, stages=2))
     blocks = tiling_tc.residency(config, info) + 1
     cap = tiling_tc.REGISTERS_PER_UNIT // (config.threads * blocks)
-    if not config.min_blocks and cap >= tiling_tc.registers(config) - tiling_tc.OTHER_REGISTERS:
-        # Only where accumulators and fragments still fit: a tighter cap spills (128 registers
-        # for 64x32 warp tiles measured slower on the H200).
+    # Only where accumulators and fragments still fit: a tighter cap spills (128 registers
+    # for 64x32 warp tiles measured slower on the H200); a warpgroup's other registers (its
+    # descriptors and barriers) must fit too: 256x128 of two warpgroups capped at 128 registers
+    # ran 10x slower than uncapped.
+    needed = tiling_tc.registers(config) - (
+        0 if config.instruction == "wgmma" else tiling_tc.OTHER_REGISTERS)
+    if not config.min_blocks and cap >= needed:
         out.append(dataclasses.replace(config, min_blocks=blocks))
     k_tiles = -(-view.k // config.tile_k)
     for split in (config.split // 2, config.split * 2):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 
 import ml_dtypes
 import numpy as np
@@ -440,6 +441,37 @@ def test_registers_and_residency_decide_what_fits():
     assert tiling_tc.fits(TcConfig(128, 256, 2, 4, tile_k=64), H200)
     assert not tiling_tc.fits(TcConfig(128, 256, 2, 4, tile_k=64, stages=4),
                               dataclasses.replace(H200, local_memory_bytes=100 * 1024))
+
+
+def test_tilings_that_would_spill_are_not_built():
+    """A warpgroup of 128x256 needs 256 accumulators a thread, more than a thread has: such
+    tilings spilled and ran 10-13x slower than 128x256 of two warpgroups on the H200, so the
+    tuner's space leaves them out, and it caps the registers of a warpgroup block only where
+    its other registers (descriptors, barriers) fit too."""
+    one_group = TcConfig(128, 256, 4, 1, tile_k=64, stages=4, instruction="wgmma")
+    two_groups = TcConfig(128, 256, 8, 1, tile_k=64, stages=4, instruction="wgmma")
+    assert tiling_tc.registers(one_group) > tiling_tc.MAX_THREAD_REGISTERS
+    assert not tiling_tc.fits(one_group, H200)
+    assert tiling_tc.fits(two_groups, H200)
+    x, w = np.zeros((512, 16, 16, 128), BF16), np.zeros((3, 3, 128, 256), BF16)
+    family = _family(CONV, (x, w))[2]
+    configs = [config for _, config in family.ranked(None)]
+    assert two_groups in configs
+    assert all(tiling_tc.registers(c) <= tiling_tc.MAX_THREAD_REGISTERS for c in configs)
+    tall = TcConfig(256, 128, 8, 1, tile_k=64, stages=4, instruction="wgmma")
+    assert not any(c.min_blocks for c in family.neighbours(tall))
+
+
+def test_the_cost_counts_only_the_warps_there_are_blocks_for():
+    """A weight gradient of one output tile and a long K (ResNet-9's first layer: 64 x 27,
+    K 524288) split into 261 slices is 261 blocks over 132 multiprocessors: blocks of one
+    warp leave two warps a multiprocessor and ran 6x slower than blocks of four (0.52 against
+    0.09 ms on the H200); the cost says so."""
+    view = types.SimpleNamespace(m=64, n=27, k=524288, batches=1)
+    one_warp = TcConfig(64, 64, 1, 1, split=261)
+    four_warps = TcConfig(64, 64, 2, 2, split=261)
+    assert tiling_tc.config_cost(one_warp, view, H200) > \
+        tiling_tc.config_cost(four_warps, view, H200)
 
 
 def test_big_gemms_default_to_what_measured_best():
