@@ -21,7 +21,8 @@ layer alone both ways, the training thread checks and times the two between two 
 stores the faster. When a layer's winner is not the way the step was built with, the jitted
 function traces the step again on its next call (:data:`RETRACE`): the algorithm is decided
 while tracing, so only a new trace can change it. That call compiles the changed layers'
-kernels at once, in the training thread: the one pause of background tuning.
+kernels at once, in the training thread: the one pause of background tuning. The old trace's
+kernels not measured yet are withdrawn; the new trace queues again those it still has.
 
 The next process finds the schedules and algorithms in the database: a program refined once
 is never tuned again. ``gingham tune`` does the same ahead of time, with the search's
@@ -63,7 +64,7 @@ class _Job:
     device: Device
     name: str
     search: Any = None  # the Search, once its candidates are built
-    state: str = "queued"  # queued -> built -> done (or failed)
+    state: str = "queued"  # queued -> built -> done (or failed); or withdrawn
     changed: bool = False  # the winner differs from the untuned choice
     layer: Any = None  # a ConvLayer whose algorithm is to be chosen
     rule: str | None = None  # the algorithm the layer was built with, untuned
@@ -149,6 +150,8 @@ class Refiner:
                 continue
             job = item
             self._measured.wait()  # never compile while the training thread is timing
+            if job.state == "withdrawn":  # its program was traced again without it
+                continue
             try:
                 if job.layer is not None:
                     algorithms.prepare(job.layer)  # both ways compiled: measured from cache
@@ -162,6 +165,9 @@ class Refiner:
                 debug_print(1, f"background tuning of {job.name} failed: {exc}")
                 continue
             with self._lock:
+                if job.state == "withdrawn":  # withdrawn while it was being built
+                    job.search = None
+                    continue
                 job.state = "built"
                 self._built.append(job)
                 self._measured.clear()
@@ -227,6 +233,23 @@ class Refiner:
             return any(job.changed and (job.layer is not None) == layers
                        for job in (self._jobs.get(k) for k in keys) if job is not None)
 
+    def withdraw(self, keys: list[tuple[str, str]]) -> None:
+        """Drop the kernels of ``keys`` not measured yet: their program is traced again, and
+        the new trace queues again those it still has (a layer's other algorithm leaves the
+        old one's kernels unused: timing them would only delay the new trace's)."""
+        with self._lock:
+            for key in keys:
+                job = self._jobs.get(key)
+                if job is None or job.layer is not None or job.state not in ("queued", "built"):
+                    continue
+                job.state = "withdrawn"
+                del self._jobs[key]
+                if job in self._built:
+                    self._built.remove(job)
+                    job.search = None
+            if not self._built:
+                self._measured.set()
+
     def recompile(self, bound, device: Device) -> concurrent.futures.Future:
         """Compile ``bound`` again on the worker thread; the future gives the executable."""
         future: concurrent.futures.Future = concurrent.futures.Future()
@@ -276,6 +299,7 @@ class ProgramRefinement:
             # retraces at once, since kernels tuned for the old trace may not be in the new.
             if tuner.settled(self.keys, layers=True) and tuner.changed(self.keys, layers=True):
                 self.finished = True
+                tuner.withdraw(self.keys)
                 return RETRACE
             if not tuner.settled(self.keys):
                 return None

@@ -234,3 +234,43 @@ def test_a_layer_measured_the_other_way_retraces_the_step(device, monkeypatch):
     # The new trace found the layer's entry: it was measured once, not queued again.
     assert [j.state for j in background.refiner()._jobs.values() if j.layer is not None] == \
         ["done"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_withdrawn_kernels_are_not_built_and_can_be_queued_again(device):
+    """When a step is traced again (a layer's algorithm changed), the old trace's kernels not
+    yet measured are withdrawn: the worker skips them rather than compile and time kernels no
+    program runs, and the new trace can queue the same kernel again."""
+    from gingham import tile
+    from gingham.compiler.fusion import plan
+    from gingham.compiler.lower import LoweringContext
+    from gingham.devices import get_device
+    from gingham.tune.keys import device_key, kernel_key
+
+    dev = get_device(device)
+    a = np.zeros((256, 256), np.float32)
+    bound = tile.function("function (A[M, K], B[K, N]) -> (C) "
+                          "{ C[m, n : M, N] = +(A[m, k] * B[k, n]); }").bind(a, a)
+    kernel_plan = plan(bound)
+    ctx = LoweringContext(bound, kernel_plan.aliases)
+    family = search.family_of(kernel_plan.kernels[0], ctx, dev.info)
+    assert family is not None
+    key = (kernel_key(family.name, kernel_plan.kernels[0], bound), device_key(dev.info))
+
+    tuner = background.refiner()
+    tuner._measured.clear()  # as while the training thread times a kernel: the worker waits
+    tuner.submit(family, dev, "gemm", key)
+    old = tuner._jobs[key]
+    tuner.withdraw([key])
+    assert old.state == "withdrawn" and key not in tuner._jobs
+    tuner.submit(family, dev, "gemm", key)  # the new trace queues it again
+    new = tuner._jobs[key]
+    assert new is not old
+    deadline = time.perf_counter() + SETTLE_SECONDS
+    while not tuner._built and time.perf_counter() < deadline:  # the worker's next build
+        time.sleep(0.05)
+    assert new.state == "built" and old.state == "withdrawn" and old.search is None
+    assert tuner._built == [new]
+    job = tuner.between_steps(dev)  # measured and stored; the withdrawn one never was
+    assert job is new and new.state == "done" and TuningDB().get(*key) is not None
+    assert tuner.between_steps(dev) is None
