@@ -267,7 +267,8 @@ def test_withdrawn_kernels_are_not_built_and_can_be_queued_again(device):
     new = tuner._jobs[key]
     assert new is not old
     deadline = time.perf_counter() + SETTLE_SECONDS
-    while not tuner._built and time.perf_counter() < deadline:  # the worker's next build
+    # Until the worker has built a job (or given the new one up: its state says so below).
+    while not tuner._built and new.state != "failed" and time.perf_counter() < deadline:
         time.sleep(0.05)
     assert new.state == "built" and old.state == "withdrawn" and old.search is None
     assert tuner._built == [new]
