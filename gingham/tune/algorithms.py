@@ -134,7 +134,7 @@ def choose(layer: ConvLayer, rule: str) -> Choice:
               file=sys.stderr, flush=True)
         return Choice(rule, "rule")
     session.results.append(result)
-    db.put(layer.key(), dkey, database_entry(result))
+    db.put(layer.key(), dkey, result.entry())
     return Choice(result.config, "measured")
 
 
@@ -179,14 +179,6 @@ def measure(layer: ConvLayer, rule: str, progress: bool = True) -> SearchResult:
                         seconds=seconds[winner], default=rule,
                         default_seconds=seconds.get(rule, seconds[winner]), tried=len(ALGORITHMS),
                         rejected=rejected, elapsed=time.perf_counter() - started)
-
-
-def database_entry(result: SearchResult) -> dict:
-    """The tuning database's entry for a layer's measured choice."""
-    return {"family": FAMILY, "config": {"algorithm": result.config},
-            "seconds": result.seconds, "default": result.default,
-            "default_seconds": result.default_seconds, "tried": result.tried,
-            "rejected": result.rejected, "schedule": result.schedule}
 
 
 def prepare(layer: ConvLayer) -> None:
@@ -267,5 +259,4 @@ def _layer_program(layer: ConvLayer, algorithm: str, device) -> tuple[Callable[[
     return (lambda: exe.run(inputs)), outputs
 
 
-__all__ = ["ConvLayer", "Choice", "choose", "measure", "prepare", "database_entry",
-           "FAMILY", "ALGORITHMS"]
+__all__ = ["ConvLayer", "Choice", "choose", "measure", "prepare", "FAMILY", "ALGORITHMS"]

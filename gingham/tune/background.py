@@ -195,17 +195,15 @@ class Refiner:
         try:
             if job.layer is not None:
                 result = algorithms.measure(job.layer, job.rule, progress=False)
-                entry = algorithms.database_entry(result)
             else:
                 job.search.measure()
                 job.search.close()
                 result = job.search.result()
-                entry = result.entry()
         except Exception as exc:  # noqa: BLE001 - the untuned schedule (or rule) stays
             job.state = "failed"
             debug_print(1, f"background tuning of {job.name} failed: {exc}")
         else:
-            TuningDB().put(*job.key, entry)
+            TuningDB().put(*job.key, result.entry())
             job.changed = result.config != result.default
             job.state = "done"
             debug_print(1, f"background tuning: {job.name} {result.speedup:.2f}x "

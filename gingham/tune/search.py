@@ -349,7 +349,9 @@ def _device_for(info: DeviceInfo) -> Device | None:
 
 @dataclass
 class SearchResult:
-    """One search: the kernel, what ran, and the winner."""
+    """One search: the kernel (or convolution layer), what ran, and the winner. ``config``
+    and ``default`` are a schedule family's configuration dataclasses, or a layer's algorithm
+    by name (:mod:`gingham.tune.algorithms`)."""
 
     name: str
     family: str
@@ -368,10 +370,17 @@ class SearchResult:
         return self.default_seconds / self.seconds
 
     def entry(self) -> dict:
-        return {"family": self.family, "config": dataclasses.asdict(self.config),
-                "seconds": self.seconds, "default": dataclasses.asdict(self.default),
+        """The tuning database's entry: the winner and the untuned choice as fields (a
+        schedule's, or ``{"algorithm": name}`` for a layer), their times, what was tried."""
+        return {"family": self.family, "config": _fields(self.config),
+                "seconds": self.seconds, "default": _fields(self.default),
                 "default_seconds": self.default_seconds, "tried": self.tried,
                 "rejected": self.rejected, "schedule": self.schedule}
+
+
+def _fields(choice: Any) -> dict:
+    return dataclasses.asdict(choice) if dataclasses.is_dataclass(choice) \
+        else {"algorithm": choice}
 
 
 class _Progress:
