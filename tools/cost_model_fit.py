@@ -7,8 +7,8 @@ its GEMM sizes and every candidate's configuration with its measured seconds::
 
     GINGHAM_CACHE_DIR=$(mktemp -d) python3 tools/cost_model_fit.py collect resnet9 story \\
         --device cuda:0 --candidates 16 --out fit.json
-    GINGHAM_CACHE_DIR=$(mktemp -d) python3 tools/cost_model_fit.py collect resnet9 \\
-        --device cpu --batch 64 --candidates 8 --out fit-cpu.json
+    GINGHAM_CACHE_DIR=$(mktemp -d) python3 tools/cost_model_fit.py collect resnet9:64 \\
+        story:16 --device cpu --candidates 8 --out fit-cpu.json
     GINGHAM_CACHE_DIR=$(mktemp -d) python3 tools/cost_model_fit.py collect resnet9 \\
         --device cuda:0 --precision bf16 --out fit-tc.json
 
@@ -92,7 +92,8 @@ def collect(args: argparse.Namespace) -> int:
     search.Search.result = result
     search.tuned_config = tuned_config
     try:
-        for name in args.models:
+        for spec in args.models:
+            name, _, own_batch = spec.partition(":")  # resnet9:64: that model at batch 64
             current["model"] = name
             started = time.perf_counter()
             if name.startswith("gemm"):  # gemmSIZE: the bench ops GEMM of that size
@@ -101,7 +102,8 @@ def collect(args: argparse.Namespace) -> int:
                          progress=False, dtypes=(dtype[args.precision],),
                          gemm_sizes=[int(name[len("gemm"):])])
             else:
-                step, batch = model_step(name, device.id, args.batch, precision=args.precision)
+                step, batch = model_step(name, device.id, int(own_batch or 0) or args.batch,
+                                         precision=args.precision)
                 tune_step(step, batch, args.budget, args.candidates, progress=False,
                           parts=("kernels",))
             print(f"{name}: {sum(r['model'] == name for r in records)} tiled kernels in "
@@ -223,7 +225,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("collect", help="tune models' kernels on a GPU and keep every timing")
-    c.add_argument("models", nargs="+", help="bench models, or gemmSIZE for a bench ops GEMM")
+    c.add_argument("models", nargs="+",
+                   help="bench models (MODEL:BATCH: at that batch size), or gemmSIZE for a "
+                        "bench ops GEMM")
     c.add_argument("--device", default="cuda:0")
     c.add_argument("--batch", type=int, help="batch size (default: the model's)")
     c.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),
