@@ -76,8 +76,14 @@ CPU_GATHER_CYCLES = 1.0
 #: along M) after the data left L2: rows of the operand come back from L3 or memory a few
 #: hundred bytes at a time. Measured on Zen 3 (one thread, the 128 -> 128 channel weight
 #: gradient at 16x16, M 1152 x N 128 x K 8192, tiles 96..384 x 64..128): 2.5 cycles per B
-#: element, 3.7 per A element re-read, against ~0.3 for a block packed from L2.
-CPU_PACK_FAR_CYCLES = 3.0
+#: element, 3.7 per A element re-read, against ~0.3 for a block packed from L2. Fitted again on
+#: 2 Zen cores with ``tools/cost_model_fit.py collect story:16 resnet9 resnet18 --device cpu``
+#: (every candidate timed): at 3 cycles the story net's weight gradients (M 288 x N 32 x K
+#: 40000, B 5 MB) took six 48-row tiles that each re-read all of B, 18.0 ms against 9.7 for
+#: one tile split 4 ways (the model's picks 1.41x the fastest timed over its step; 1.05x from
+#: 5 cycles up; ResNet-9 1.02x and ResNet-18 1.03x either way). The story step, fresh caches,
+#: alternating: 230 / 274 ms at 3, 185 / 239 ms at 6.
+CPU_PACK_FAR_CYCLES = 6.0
 
 
 def _ceil(a: int, b: int) -> int:
