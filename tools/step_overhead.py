@@ -54,7 +54,7 @@ def main() -> None:
     spec = bench_model.MODELS[args.model]
     device = get_device(args.device)
     settings = bench_model.ModelSettings(precision=args.precision, layout=args.layout)
-    layout = bench_model.layout_of(settings, device.info.dialect)
+    layout = bench_model.layout_of(settings, device.info.kind)
     batch = args.batch or spec.batch
     step = spec.gingham_step(args.device, layout, args.precision)
     batches = [(gingham.tensor(x, device=args.device), gingham.tensor(y, device=args.device))

@@ -237,18 +237,19 @@ def _autocast_dtype(settings: ModelSettings) -> str | None:
     return PRECISIONS[settings.precision]
 
 
-def layout_of(settings: ModelSettings, dialect: str | None = None) -> str:
-    """gingham's ``data_format`` for ``settings.layout`` on a device of kernel ``dialect``:
-    ``auto`` is channels-last where PyTorch's baseline runs channels-last (mixed precision)
-    and on the C backend (``cpu``), where it is measured to be the faster layout; NCHW
-    otherwise (float32 on GPUs, where PyTorch's baseline is NCHW too).
+def layout_of(settings: ModelSettings, kind: str | None = None) -> str:
+    """gingham's ``data_format`` for ``settings.layout`` on a device of ``kind`` (``cpu`` or
+    ``gpu``): ``auto`` is channels-last where PyTorch's baseline runs channels-last (mixed
+    precision) and on CPUs (the C backend, a CPU's OpenCL driver), whose GEMM schedule then
+    reads both operands of a convolution along the channels; NCHW otherwise (float32 on GPUs,
+    where PyTorch's baseline is NCHW too).
 
         layout_of(ModelSettings(precision="bf16"))           # 'NHWC'
-        layout_of(ModelSettings(), "c")                       # 'NHWC'
-        layout_of(ModelSettings(), "cuda")                    # 'NCHW'
+        layout_of(ModelSettings(), "cpu")                     # 'NHWC'
+        layout_of(ModelSettings(), "gpu")                     # 'NCHW'
     """
     if settings.layout == "auto":
-        channels_last = _autocast_dtype(settings) is not None or dialect == "c"
+        channels_last = _autocast_dtype(settings) is not None or kind == "cpu"
         return "NHWC" if channels_last else "NCHW"
     if settings.layout not in LAYOUTS:
         raise BenchError(f"layout {settings.layout!r} is not supported; choose from auto, "
@@ -339,7 +340,7 @@ def run_gingham(spec: ModelSpec, device_id: str, settings: ModelSettings,
               math.ceil(spec.images_per_epoch / batch), settings.precision)
     try:
         device = get_device(device_id)
-        run.layout = layout_of(settings, device.info.dialect)
+        run.layout = layout_of(settings, device.info.kind)
         run.label = (f"gingham {gingham.__version__} {device_id} ({device.info.name}) "
                      f"{run.layout}")
         from ..nn import winograd

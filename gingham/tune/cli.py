@@ -156,7 +156,7 @@ def model_step(name: str, device_id: str, batch: int | None = None, precision: s
     spec = MODELS[name]
     batch = batch or spec.batch
     data_format = layout_of(ModelSettings(precision=precision, layout=layout),
-                            get_device(device_id).info.dialect)
+                            get_device(device_id).info.kind)
     step = spec.gingham_step(device_id, data_format, precision)
     return step, synthetic_batches(spec, batch, data_format)[0]
 
