@@ -153,7 +153,7 @@ class LocalArray:
     shape: tuple[int, ...]
     scope: str  # "register", "scalars", "shared" or "dynamic"
     align: int = 0  # byte alignment to request (0: the compiler's choice)
-    # C only, 1-D only: access through a ``restrict`` pointer to the array. gcc 12 then keeps a
+    # C and OpenCL C, 1-D only: access through a ``restrict`` pointer to the array. gcc 12 then keeps a
     # register block read from such a scratch array in registers (through the array itself it
     # spills the block to the stack every iteration).
     restrict: bool = False
@@ -236,6 +236,11 @@ class WarpOp:
 
 @dataclass(frozen=True)
 class For:
+    """A loop. ``kind``: ``serial``; ``thread`` (a work-item per iteration on GPUs, an OpenMP
+    loop in C); ``parallel`` (coarse iterations, a tile each: an OpenMP loop of dynamic
+    schedule in C, a work-item per iteration in OpenCL); ``group`` / ``local`` (work-group and
+    work-item indices); ``simd`` (``omp simd`` in C); ``unroll``."""
+
     var: str
     start: Expr | int
     stop: Expr | int

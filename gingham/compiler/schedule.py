@@ -3,9 +3,9 @@
 The default schedule gives every output cell a work-item (a GPU thread, or an iteration of the
 CPU's OpenMP loop). Contractions that are sums of products get tiled schedules from
 :mod:`gingham.compiler.tiling_cpu` / :mod:`gingham.compiler.tiling_gpu` where the device and
-shapes allow (on a GPU possibly split along K: a partial-sum kernel and a reduction, so a plan
-can become two kernels; float16 / bfloat16 products on CUDA run on the tensor cores, see
-:mod:`gingham.compiler.tiling_tc`); elementwise and special kernels get the bandwidth-bound
+shapes allow (the CPU one also on a CPU's OpenCL driver; on a GPU possibly split along K: a
+partial-sum kernel and a reduction, so a plan can become two kernels; float16 / bfloat16
+products on CUDA run on the tensor cores, see :mod:`gingham.compiler.tiling_tc`); elementwise and special kernels get the bandwidth-bound
 schedules of :func:`gingham.compiler.lower.lower_streaming`; few-cell, long reductions (batch-norm
 statistics, losses) are split across work-groups by :mod:`gingham.compiler.reduction`. On the CPU,
 reductions whose neighbouring cells are neighbouring addresses (channels-last statistics) are
@@ -28,6 +28,7 @@ from .lower import (NEST_MAX_REDUCTION, LoweringContext, lower_cell_nest, lower_
                     lower_streaming)
 from .reduction import split_reduction, split_reduction_cpu
 from .tiling_cpu import THIN_MAX_K, streams_thin_product, tiled_contraction_cpu
+from .tiling_cpu import runs_on as runs_cpu_gemm
 from .tiling_gpu import TileConfig, tiled_contraction
 from .tiling_tc import TcConfig, tensor_core_contraction
 
@@ -38,11 +39,12 @@ def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
     (one, or a split-K contraction's two)."""
     from ..tune.search import tuned_config
 
-    if info.dialect == "c":
+    if runs_cpu_gemm(info):  # the C backend, and a CPU's OpenCL driver
         kernels = tiled_contraction_cpu(plan, ctx, name, info,
                                         tuned_config(plan, ctx, name, info))
         if kernels is not None:
             return kernels
+    if info.dialect == "c":
         # Channels-last statistics: slices of the reduction, the cells innermost in vectors.
         kernels = split_reduction_cpu(plan, ctx, name, info)
         if kernels is not None:
@@ -53,8 +55,9 @@ def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
         kernel = lower_cell_nest(plan, ctx, name, max(2, info.simd_width), longest)
         if kernel is not None:
             return [kernel]
-    # Every work-group device gets the staged GPU schedule: it is also 14x faster than one
-    # work-item per cell on PoCL (GEMM 512: 18.6 ms against 257 ms, measured here).
+    # Every other work-group device gets the staged GPU schedule (and PoCL the products the CPU
+    # GEMM declines): it is also 14x faster than one work-item per cell on PoCL (GEMM 512:
+    # 18.6 ms against 257 ms, measured here).
     tuned = tuned_config(plan, ctx, name, info) if info.dialect in ("opencl", "cuda") else None
     if info.dialect == "cuda":  # float16 / bfloat16 products on the tensor cores
         kernels = tensor_core_contraction(

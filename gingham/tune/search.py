@@ -272,9 +272,12 @@ class _CpuFamily(_Family):
 
 def family_of(plan, ctx, info: DeviceInfo) -> _Family | None:
     """The tunable family of this kernel plan on this device, or None (nothing to tune)."""
-    if info.dialect == "c":
+    if tiling_cpu.runs_on(info):
         found = tiling_cpu.gemm_dims(plan, ctx, info)
-        return None if found is None else _CpuFamily(plan, ctx, info, found[1])
+        if found is not None:
+            return _CpuFamily(plan, ctx, info, found[1])
+        if info.dialect == "c":
+            return None
     if info.dialect == "cuda":  # float16 / bfloat16 products run on the tensor cores
         found = tiling_tc.tensor_core_view(plan, ctx, info)
         if found is not None:

@@ -1,5 +1,6 @@
 """The tiled CPU schedule for sums of products (gingham.compiler.tiling_cpu): results against
-NumPy / PyTorch on the ``cpu`` device, and checks that the tiled schedule was the one chosen."""
+NumPy / PyTorch on the ``cpu`` device and on a CPU's OpenCL driver (PoCL), and checks that the
+tiled schedule was the one chosen."""
 
 from __future__ import annotations
 
@@ -13,12 +14,19 @@ from gingham.tile.function import function
 devices = pytest.importorskip("gingham.devices")
 
 
-@pytest.fixture(scope="module")
-def cpu():
+def _cpu_kind_devices() -> list[str]:
+    """The C backend and every OpenCL driver of a CPU (PoCL): both run this schedule."""
+    found = [d.id for d in devices.list_devices()
+             if d.info.kind == "cpu" and d.info.dialect in ("c", "opencl")]
+    return found or ["cpu"]
+
+
+@pytest.fixture(scope="module", params=_cpu_kind_devices())
+def cpu(request):
     try:
-        return devices.get_device("cpu")
+        return devices.get_device(request.param)
     except Exception as exc:  # no C compiler with OpenMP
-        pytest.skip(f"no cpu device: {exc}")
+        pytest.skip(f"no {request.param} device: {exc}")
 
 
 @pytest.fixture(autouse=True)
