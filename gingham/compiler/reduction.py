@@ -739,8 +739,8 @@ CPU_SLICES_PER_WORKER = 4
 
 def split_reduction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str,
                         info: DeviceInfo) -> list[k.Kernel] | None:
-    """C: two kernels (partials by slices of the reduction with the cells innermost, then the
-    combine) for a reduction whose neighbouring cells are read at neighbouring addresses, or
+    """C and a CPU's OpenCL driver: two kernels (partials by slices of the reduction with the
+    cells innermost, then the combine) for a reduction whose neighbouring cells are read at neighbouring addresses, or
     None. Every aggregation but ``=``, the reached flags, siblings and the prologue work as in
     :func:`split_reduction`."""
     from ..tune.device_model import model_for_info
@@ -821,7 +821,7 @@ def _partials_cpu(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext,
     loop = k.For("rs_s", 0, slices, k.block(*body), kind="parallel")
     params = tuple(sorted(ctx.params.values(), key=lambda p: (p.output, p.name)))
     schedule = (f"split reduction (cpu): {slices} slices of up to {chunk} of {extent} "
-                f"assignments over OpenMP, {cells} cells innermost (omp simd over "
+                f"assignments over the cores, {cells} cells innermost (omp simd over "
                 f"{nc.out_shape[-1]}){_fused_note(plan)}")
     return k.Kernel(name, params, loop, k.Launch((slices,), (1,)), schedule,
                     flops=2 * cells * extent, uses=frozenset(ctx.uses),

@@ -28,7 +28,7 @@ from .lower import (NEST_MAX_REDUCTION, LoweringContext, lower_cell_nest, lower_
                     lower_streaming)
 from .reduction import split_reduction, split_reduction_cpu
 from .tiling_cpu import THIN_MAX_K, streams_thin_product, tiled_contraction_cpu
-from .tiling_cpu import runs_on as runs_cpu_gemm
+from .tiling_cpu import runs_on as runs_cpu_schedules
 from .tiling_gpu import TileConfig, tiled_contraction
 from .tiling_tc import TcConfig, tensor_core_contraction
 
@@ -39,16 +39,16 @@ def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
     (one, or a split-K contraction's two)."""
     from ..tune.search import tuned_config
 
-    if runs_cpu_gemm(info):  # the C backend, and a CPU's OpenCL driver
+    if runs_cpu_schedules(info):  # the C backend, and a CPU's OpenCL driver
         kernels = tiled_contraction_cpu(plan, ctx, name, info,
                                         tuned_config(plan, ctx, name, info))
         if kernels is not None:
             return kernels
-    if info.dialect == "c":
         # Channels-last statistics: slices of the reduction, the cells innermost in vectors.
         kernels = split_reduction_cpu(plan, ctx, name, info)
         if kernels is not None:
             return kernels
+    if info.dialect == "c":
         # Short reductions (pooling, relayouts) and thin products (Winograd's transforms): a
         # loop nest vectorised over the cells.
         longest = THIN_MAX_K if streams_thin_product(plan, ctx, info) else NEST_MAX_REDUCTION

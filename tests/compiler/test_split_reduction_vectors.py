@@ -28,9 +28,11 @@ RNG = np.random.default_rng(7)
 
 @pytest.fixture(params=WORK_GROUP_DEVICES)
 def h200_like(request, monkeypatch):
-    """A work-group device described with an H200's 132 compute units."""
+    """A work-group device described as a GPU with an H200's 132 compute units (a CPU's
+    OpenCL driver would otherwise run the CPU's split reduction)."""
     device = get_device(request.param)
-    monkeypatch.setattr(device, "info", dataclasses.replace(device.info, compute_units=132))
+    monkeypatch.setattr(device, "info", dataclasses.replace(device.info, compute_units=132,
+                                                             kind="gpu"))
     return device
 
 

@@ -18,7 +18,7 @@ from gingham import runtime, tile
 from gingham.compiler import tiling_gpu
 from gingham.compiler.fusion import plan
 from gingham.compiler.lower import LoweringContext
-from gingham.compiler.tiling_cpu import CpuTiling
+from gingham.compiler.tiling_cpu import CpuTiling, runs_on
 from gingham.devices import get_device, list_devices
 from gingham.tune import device_model as dm
 from gingham.tune import cost, search, space
@@ -271,7 +271,7 @@ def test_search_stores_a_correct_config_and_compile_uses_it(device_id, monkeypat
     assert result.tried >= 2 and result.seconds <= result.default_seconds
     device = get_device(device_id)
     bound, p = _plan_of(MATMUL, a, b)
-    family = "cpu-tiled" if device.info.dialect == "c" else "gpu-tiled"
+    family = "cpu-tiled" if runs_on(device.info) else "gpu-tiled"  # PoCL: the CPU's
     entry = TuningDB().get(kernel_key(family, p.kernels[0], bound), device_key(device.info))
     assert entry["config"] == dataclasses.asdict(result.config)
 
