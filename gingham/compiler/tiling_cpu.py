@@ -434,7 +434,7 @@ def tiled_contraction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str, inf
     g, d = found
     tiling = tiling or choose_tiling(info, d)
     builder = _Builder(plan, LoweringContext(ctx.bound, ctx.aliases) if tiling.split > 1 else ctx,
-                       name, g, tiling)
+                       name, g, tiling, vector_types=info.dialect == "opencl")
     if builder.split == 1:
         return [builder.kernel()]
     from .tiling_gpu import split_sum  # the same sum of partials, one cell per iteration
@@ -449,8 +449,10 @@ def tiled_contraction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str, inf
 
 class _Builder:
     def __init__(self, plan: KernelPlan, ctx: LoweringContext, name: str, g: _Gemm,
-                 t: CpuTiling) -> None:
+                 t: CpuTiling, vector_types: bool = False) -> None:
         self.plan, self.ctx, self.name, self.g, self.t = plan, ctx, name, g, t
+        # OpenCL C: the register block as vectors of the SIMD width (see micro_kernels).
+        self.vector_types = vector_types
         nc = plan.contraction
         self.nc = nc
         self.cells = math.prod(nc.out_shape)
@@ -881,6 +883,8 @@ class _Builder:
         ip, jp = self.v("tc_ip"), self.v("tc_jp")
         i, j, kk = self.v("tc_i"), self.v("tc_jj"), self.v("tc_kk")
         lanes = next(w for w in (16, 8, 4, 2, 1) if t.nr % w == 0)  # whole groups of nr
+        if self.vector_types and lanes >= 4:
+            return self._vector_micro_kernels(lanes)
         jv, lane = self.v("tc_jv"), self.v("tc_l")
         j_split = self.add(self.mul(jv, lanes), lane)
         c_index = self.add(self.mul(self.add(self.mul(ip, t.mr), i), t.nt),
@@ -905,6 +909,49 @@ class _Builder:
             k.Declare("tc_a", f32, a), k.For("tc_jj", 0, t.nr, fma, kind="simd")), kind="unroll")
         reduction = k.For("tc_kk", 0, self.v("tc_klen"), step, kind="unroll")
         block = k.block(k.LocalArray("tc_acc", f32, (t.mr, t.nr), "register", align=64),
+                        load_acc, reduction, store_acc)
+        m_blocks = k.BinOp("/", self.add(self.v("tc_mlen"), self.c(t.mr - 1)), self.c(t.mr), it)
+        n_blocks = k.BinOp("/", self.add(self.v("tc_nlen"), self.c(t.nr - 1)), self.c(t.nr), it)
+        return k.For("tc_jp", 0, n_blocks, k.For("tc_ip", 0, m_blocks, block))
+
+    def _vector_micro_kernels(self, lanes: int) -> k.Stmt:
+        """:meth:`micro_kernels` with the register block as ``mr x nr / lanes`` vectors
+        (OpenCL's ``float16``): a row of B loaded as vectors once per ``kk``, each A value
+        broadcast. Scalar lanes that only a full unroll keeps in registers made PoCL's
+        launch-time compile take up to 16 s a kernel (GEMM 1024 on PoCL: 23 ms unrolled, 35 ms
+        as a loop; as vectors 12-19 ms, compiled in about a second; the C backend's 16 ms)."""
+        t = self.t
+        f32, it = "float32", self.it
+        vec = f"float32x{lanes}"
+        ip, jp = self.v("tc_ip"), self.v("tc_jp")
+        i, jv, kk = self.v("tc_i"), self.v("tc_jv"), self.v("tc_kk")
+        groups = t.nr // lanes
+        # Element indices of vector starts: multiples of the width in 64-byte aligned arrays.
+        c_index = self.add(self.mul(self.add(self.mul(ip, t.mr), i), t.nt),
+                           self.add(self.mul(jp, t.nr), self.mul(jv, lanes)))
+        b_index = self.add(self.mul(self.add(self.mul(jp, self.kc), kk), t.nr),
+                           self.mul(jv, lanes))
+
+        def over_acc(stmt: k.Stmt) -> k.Stmt:
+            return k.For("tc_i", 0, t.mr, k.For("tc_jv", 0, groups, stmt, kind="unroll"),
+                         kind="unroll")
+
+        load_acc = over_acc(k.CopyLocal("tc_acc", (i, jv), "tc_C", (c_index,), lanes, f32))
+        store_acc = over_acc(k.CopyLocal("tc_C", (c_index,), "tc_acc", (i, jv), lanes, f32))
+        load_b = k.For("tc_jv", 0, groups, k.CopyLocal("tc_b", (jv,), "tc_B", (b_index,), lanes,
+                                                       f32), kind="unroll")
+        a = k.LoadLocal("tc_A", (self.a_index(ip, i, kk),), f32)
+        fma = k.StoreLocal("tc_acc", (i, jv), k.BinOp(
+            "+", k.LoadLocal("tc_acc", (i, jv), vec),
+            k.BinOp("*", k.Cast(vec, k.Var("tc_a", f32)), k.LoadLocal("tc_b", (jv,), vec), vec),
+            vec))
+        step = k.block(
+            k.LocalArray("tc_b", vec, (groups,), "register"), load_b,
+            k.For("tc_i", 0, t.mr, k.block(k.Declare("tc_a", f32, a),
+                                           k.For("tc_jv", 0, groups, fma, kind="unroll")),
+                  kind="unroll"))
+        reduction = k.For("tc_kk", 0, self.v("tc_klen"), step, kind="unroll")
+        block = k.block(k.LocalArray("tc_acc", vec, (t.mr, groups), "register"),
                         load_acc, reduction, store_acc)
         m_blocks = k.BinOp("/", self.add(self.v("tc_mlen"), self.c(t.mr - 1)), self.c(t.mr), it)
         n_blocks = k.BinOp("/", self.add(self.v("tc_nlen"), self.c(t.nr - 1)), self.c(t.nr), it)
