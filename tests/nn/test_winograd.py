@@ -154,16 +154,13 @@ def test_auto_builds_channels_last_layers_with_enough_channels(device, monkeypat
     """``auto`` (the default) builds by Winograd the channels-last convolutions with at least
     the device kind's threshold of input and output channels, and no others; the result is
     right either way."""
-    from gingham.devices import get_device
-
     monkeypatch.delenv("GINGHAM_CONV_ALGORITHM", raising=False)
     assert get_config().conv_algorithm == "auto"
     calls = recorded_calls(monkeypatch, "auto")
-    least = winograd.AUTO_MIN_CHANNELS.get((get_device(device).info.kind, "NHWC"))
+    least = winograd.auto_min_channels(device, np.float32, True)
     # NCHW's threshold is higher where there is one: the layer of ``least`` channels in NCHW
     # stays direct.
-    assert winograd.AUTO_MIN_CHANNELS.get((get_device(device).info.kind, "NCHW"), 10**6) > (
-        least or 0)
+    assert (winograd.auto_min_channels(device, np.float32, False) or 10**6) > (least or 0)
     c = least or 64
     arrays = dict(x=rand(1, c, 5, 4), w=rand(c, c, 3, 3, seed=1) * 0.1,
                   wf=rand(c, c - 1, 3, 3, seed=2) * 0.1, xf=rand(1, c - 1, 5, 4, seed=3))
@@ -185,9 +182,7 @@ def test_auto_builds_channels_last_layers_with_enough_channels(device, monkeypat
 def test_auto_builds_wide_nchw_layers_by_winograd_where_the_rule_says(device, monkeypatch):
     """On a GPU (a kind with an NCHW threshold) ``auto`` builds an NCHW layer by Winograd from
     that many channels on, and one channel fewer directly; both match PyTorch."""
-    from gingham.devices import get_device
-
-    least = winograd.AUTO_MIN_CHANNELS.get((get_device(device).info.kind, "NCHW"))
+    least = winograd.auto_min_channels(device, np.float32, False)
     if least is None:
         pytest.skip(f"{device}: NCHW convolutions stay direct on this kind of device")
     calls = recorded_calls(monkeypatch, "auto")
@@ -204,6 +199,18 @@ def test_auto_builds_wide_nchw_layers_by_winograd_where_the_rule_says(device, mo
 def test_auto_stays_direct_in_half_precision_and_nchw_by_rule():
     assert winograd.auto_min_channels("cpu", np.float16, True) is None
     assert winograd.auto_min_channels("cpu", np.float32, False) is None
+
+
+def test_auto_stays_direct_on_a_cpus_opencl_driver():
+    """PoCL runs Winograd's transforms with the GPU's tiles (no loop nest there): slower than
+    direct convolutions, so the rule builds none."""
+    from gingham.devices import list_devices
+
+    drivers = [d.id for d in list_devices() if d.info.kind == "cpu" and d.info.dialect == "opencl"]
+    if not drivers:
+        pytest.skip("no OpenCL driver of a CPU in this run")
+    for device in drivers:
+        assert winograd.auto_min_channels(device, np.float32, True) is None
 
 
 def test_the_algorithm_is_a_config_value(monkeypatch):
