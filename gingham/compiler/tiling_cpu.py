@@ -399,9 +399,9 @@ def runs_on(info: DeviceInfo) -> bool:
     """Whether a device runs this schedule: the C backend (the tile loop under OpenMP), and a
     CPU's OpenCL driver (PoCL: a work-item per tile), where a register block in a loop nest
     beats the work-groups staged through local memory that GPUs get. PoCL 3.1 on 2 AMD EPYC
-    cores, fp32, against that GPU schedule: GEMM 1024 38 against 60 ms, a 128-channel 3x3
-    convolution at 16x16 (batch 64) 69-86 against 192 ms forward, 79-82 against 283 ms for
-    its weight gradient; the C backend's own: 16, 25 and 27 ms."""
+    cores, fp32, against that GPU schedule: GEMM 1024 23 against 60 ms, a 128-channel 3x3
+    convolution at 16x16 (batch 64) 27 against 192 ms forward, 35 against 283 ms for its
+    weight gradient; the C backend's own: 16-17, 25 and 27 ms."""
     return info.dialect == "c" or (info.dialect == "opencl" and info.kind == "cpu")
 
 
