@@ -153,9 +153,9 @@ class LocalArray:
     shape: tuple[int, ...]
     scope: str  # "register", "scalars", "shared" or "dynamic"
     align: int = 0  # byte alignment to request (0: the compiler's choice)
-    # C and OpenCL C, 1-D only: access through a ``restrict`` pointer to the array. gcc 12 then keeps a
-    # register block read from such a scratch array in registers (through the array itself it
-    # spills the block to the stack every iteration).
+    # C and OpenCL C, 1-D only: access through a ``restrict`` pointer to the array. gcc 12 then
+    # keeps a register block read from such a scratch array in registers (through the array
+    # itself it spills the block to the stack every iteration).
     restrict: bool = False
 
 

@@ -740,9 +740,9 @@ CPU_SLICES_PER_WORKER = 4
 def split_reduction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str,
                         info: DeviceInfo) -> list[k.Kernel] | None:
     """C and a CPU's OpenCL driver: two kernels (partials by slices of the reduction with the
-    cells innermost, then the combine) for a reduction whose neighbouring cells are read at neighbouring addresses, or
-    None. Every aggregation but ``=``, the reached flags, siblings and the prologue work as in
-    :func:`split_reduction`."""
+    cells innermost, then the combine) for a reduction whose neighbouring cells are read at
+    neighbouring addresses, or None. Every aggregation but ``=``, the reached flags, siblings
+    and the prologue work as in :func:`split_reduction`."""
     from ..tune.device_model import model_for_info
 
     nc = plan.contraction

@@ -5,8 +5,9 @@ CPU's OpenMP loop). Contractions that are sums of products get tiled schedules f
 :mod:`gingham.compiler.tiling_cpu` / :mod:`gingham.compiler.tiling_gpu` where the device and
 shapes allow (the CPU one also on a CPU's OpenCL driver; on a GPU possibly split along K: a
 partial-sum kernel and a reduction, so a plan can become two kernels; float16 / bfloat16
-products on CUDA run on the tensor cores, see :mod:`gingham.compiler.tiling_tc`); elementwise and special kernels get the bandwidth-bound
-schedules of :func:`gingham.compiler.lower.lower_streaming`; few-cell, long reductions (batch-norm
+products on CUDA run on the tensor cores, see :mod:`gingham.compiler.tiling_tc`); elementwise
+and special kernels get the bandwidth-bound schedules of
+:func:`gingham.compiler.lower.lower_streaming`; few-cell, long reductions (batch-norm
 statistics, losses) are split across work-groups by :mod:`gingham.compiler.reduction`. On the CPU,
 reductions whose neighbouring cells are neighbouring addresses (channels-last statistics) are
 split into slices over OpenMP threads with the cells innermost

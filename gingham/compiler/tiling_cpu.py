@@ -879,7 +879,7 @@ class _Builder:
         """acc[mr][nr] += A[r][kk] * B[kk][j] per register block; gcc keeps acc in registers
         when every loop over it is unrolled (an ``omp simd`` over acc spills it to memory)."""
         t = self.t
-        f32, it = "float32", self.it
+        f32 = "float32"
         ip, jp = self.v("tc_ip"), self.v("tc_jp")
         i, j, kk = self.v("tc_i"), self.v("tc_jj"), self.v("tc_kk")
         lanes = next(w for w in (16, 8, 4, 2, 1) if t.nr % w == 0)  # whole groups of nr
@@ -910,6 +910,11 @@ class _Builder:
         reduction = k.For("tc_kk", 0, self.v("tc_klen"), step, kind="unroll")
         block = k.block(k.LocalArray("tc_acc", f32, (t.mr, t.nr), "register", align=64),
                         load_acc, reduction, store_acc)
+        return self._over_register_blocks(block)
+
+    def _over_register_blocks(self, block: k.Stmt) -> k.Stmt:
+        """``block`` for each ``mr x nr`` register block of the tile (``tc_ip``, ``tc_jp``)."""
+        t, it = self.t, self.it
         m_blocks = k.BinOp("/", self.add(self.v("tc_mlen"), self.c(t.mr - 1)), self.c(t.mr), it)
         n_blocks = k.BinOp("/", self.add(self.v("tc_nlen"), self.c(t.nr - 1)), self.c(t.nr), it)
         return k.For("tc_jp", 0, n_blocks, k.For("tc_ip", 0, m_blocks, block))
@@ -921,7 +926,7 @@ class _Builder:
         launch-time compile take up to 16 s a kernel (GEMM 1024 on PoCL: 23 ms unrolled, 35 ms
         as a loop; as vectors 12-19 ms, compiled in about a second; the C backend's 16 ms)."""
         t = self.t
-        f32, it = "float32", self.it
+        f32 = "float32"
         vec = f"float32x{lanes}"
         ip, jp = self.v("tc_ip"), self.v("tc_jp")
         i, jv, kk = self.v("tc_i"), self.v("tc_jv"), self.v("tc_kk")
@@ -953,9 +958,7 @@ class _Builder:
         reduction = k.For("tc_kk", 0, self.v("tc_klen"), step, kind="unroll")
         block = k.block(k.LocalArray("tc_acc", vec, (t.mr, groups), "register"),
                         load_acc, reduction, store_acc)
-        m_blocks = k.BinOp("/", self.add(self.v("tc_mlen"), self.c(t.mr - 1)), self.c(t.mr), it)
-        n_blocks = k.BinOp("/", self.add(self.v("tc_nlen"), self.c(t.nr - 1)), self.c(t.nr), it)
-        return k.For("tc_jp", 0, n_blocks, k.For("tc_ip", 0, m_blocks, block))
+        return self._over_register_blocks(block)
 
     def store_partials(self) -> k.Stmt:
         """Split-K: the tile's sums over this K slice to the scratch buffer, slice-major

@@ -16,9 +16,9 @@ devices = pytest.importorskip("gingham.devices")
 
 def _cpu_kind_devices() -> list[str]:
     """The C backend and every OpenCL driver of a CPU (PoCL): both run this schedule."""
-    found = [d.id for d in devices.list_devices()
-             if d.info.kind == "cpu" and d.info.dialect in ("c", "opencl")]
-    return found or ["cpu"]
+    from gingham.compiler.tiling_cpu import runs_on
+
+    return [d.id for d in devices.list_devices() if runs_on(d.info)] or ["cpu"]
 
 
 @pytest.fixture(scope="module", params=_cpu_kind_devices())
