@@ -49,9 +49,9 @@ def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
         kernels = split_reduction_cpu(plan, ctx, name, info)
         if kernels is not None:
             return kernels
-    if info.dialect == "c":
         # Short reductions (pooling, relayouts) and thin products (Winograd's transforms): a
-        # loop nest vectorised over the cells.
+        # loop nest vectorised over the cells. On PoCL too: ResNet-9's pooling and its
+        # gradients (batch 128) take 35 ms of a step as nests, 105 ms as a work-item per cell.
         longest = THIN_MAX_K if streams_thin_product(plan, ctx, info) else NEST_MAX_REDUCTION
         kernel = lower_cell_nest(plan, ctx, name, max(2, info.simd_width), longest)
         if kernel is not None:

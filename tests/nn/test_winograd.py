@@ -201,16 +201,18 @@ def test_auto_stays_direct_in_half_precision_and_nchw_by_rule():
     assert winograd.auto_min_channels("cpu", np.float32, False) is None
 
 
-def test_auto_stays_direct_on_a_cpus_opencl_driver():
-    """PoCL runs Winograd's transforms with the GPU's tiles (no loop nest there): slower than
-    direct convolutions, so the rule builds none."""
+def test_a_cpus_opencl_driver_follows_the_cpu_rule():
+    """A CPU's OpenCL driver (PoCL) runs the CPU's schedules, Winograd's transforms included
+    (the loop nest), so ``auto`` keys its threshold on the device kind, not the backend."""
     from gingham.devices import list_devices
 
     drivers = [d.id for d in list_devices() if d.info.kind == "cpu" and d.info.dialect == "opencl"]
     if not drivers:
         pytest.skip("no OpenCL driver of a CPU in this run")
     for device in drivers:
-        assert winograd.auto_min_channels(device, np.float32, True) is None
+        assert winograd.auto_min_channels(device, np.float32, True) == \
+            winograd.auto_min_channels("cpu", np.float32, True) == 128
+        assert winograd.auto_min_channels(device, np.float32, False) is None
 
 
 def test_the_algorithm_is_a_config_value(monkeypatch):
