@@ -8,7 +8,6 @@ compile, run) beside the steady-state time of the compiled kernels.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np

@@ -1128,7 +1128,6 @@ def contraction_cell(plan: KernelPlan, nc: NormalContraction, ctx: LoweringConte
     """
     out_dtype = ctx.dtype(nc.out)
     ctype = compute_type(out_dtype)
-    cell = [k.Var(v, itype) for v in nc.out_vars]
     flag = needs_reached_flag(nc)
     body: list[k.Stmt] = [k.Declare("acc", ctype,
                                     k.Const(identity_value(nc.agg, ctype), ctype))]

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 from ..devices.base import DeviceInfo
 from ..lru import LRU
-from ..tile.bounds import Inequality, infer_ranges, integer_form, poly_interval
+from ..tile.bounds import Inequality, infer_ranges, poly_interval
 from ..tile.ir import Poly
 from ..tune.cost import CpuDims
 from ..tune.device_model import DeviceModel

@@ -804,7 +804,7 @@ class TiledKernel:
 
     def compute(self, buf: k.Expr) -> k.Stmt:
         e, cfg, t = self.e, self.cfg, self.ctype
-        i, j, kk = e.v("gt_i"), e.v("gt_j"), e.v("gt_kk")
+        i, j = e.v("gt_i"), e.v("gt_j")
         a_row = self.row(i, cfg.tile_m, cfg.reg_m, "gt_ty")
         b_col = self.row(j, cfg.tile_n, cfg.reg_n, "gt_tx")
         fetch = k.block(self.fetch("gt_af", self.stages[0].array, buf, cfg.tile_m, cfg.reg_m,

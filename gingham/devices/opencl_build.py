@@ -24,7 +24,6 @@ compile starts meanwhile, so neither waits for the other nor falsifies the other
 from __future__ import annotations
 
 import atexit
-import itertools
 import json
 import os
 import queue
@@ -33,7 +32,6 @@ import sys
 import threading
 import time
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator

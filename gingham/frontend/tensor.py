@@ -463,7 +463,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
                          f"({a2.shape[-1]} != {b2.shape[-2]})")
     batch_a, batch_b = a2.shape[:-2], b2.shape[:-2]
     batch = _broadcast_shapes("matmul", [batch_a, batch_b])
-    m, k, n = a2.shape[-2], a2.shape[-1], b2.shape[-1]
+    m, n = a2.shape[-2], b2.shape[-1]
     nb = len(batch)
     bi = builder.indices(" ".join(f"b{d}" for d in range(nb))) if nb else ()
     i, j, kk = builder.indices("i j k")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import gingham
 from gingham import runtime, tile
 from gingham.compiler.cse import eliminate_common
 from gingham.devices import get_device, list_devices

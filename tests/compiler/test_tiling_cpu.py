@@ -220,7 +220,6 @@ def test_split_k_weight_gradient(cpu):
     than K blocks) against that schedule's result by the measured search's check."""
     import dataclasses
 
-    from gingham.compiler import tiling_cpu
     from gingham.compiler.fusion import plan
     from gingham.compiler.lower import LoweringContext
     from gingham.tune import search

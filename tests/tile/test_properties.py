@@ -5,7 +5,6 @@ chains against NumPy."""
 from __future__ import annotations
 
 import itertools
-import string
 
 import numpy as np
 from hypothesis import HealthCheck, example, given, note, settings
