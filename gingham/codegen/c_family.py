@@ -402,6 +402,11 @@ class _Renderer:
         scalar = self.ctype(s.dtype)
         if self.d.name == "c":
             return f"memcpy({dst}, {src}, {s.width} * sizeof({scalar}));"
+        if not s.aligned:
+            if self.d.name != "opencl" or s.width not in (2, 3, 4, 8, 16):
+                raise ValueError(f"an unaligned copy of {s.width} elements ({s.src} -> {s.dst}) "
+                                 f"has no vector form in the {self.d.name} dialect")
+            return f"vstore{s.width}(vload{s.width}(0, {src}), 0, {dst});"
         # CUDA names its vector types by the short names (ushort4, not unsigned short4).
         vector = f"{_VECTOR_SCALARS.get(s.dtype, scalar)}{s.width}"
 

@@ -167,6 +167,11 @@ class CopyLocal:
 
     ``src`` or ``dst`` may also name a global buffer parameter (one flat index, a multiple of
     ``width``; buffers start aligned), of storage type ``dtype``: a 16-byte global load or store.
+
+    ``aligned=False``: either side may start at any element (C's ``memcpy``, OpenCL's
+    ``vstore8(vload8(0, src), 0, dst)`` for a width of 2, 3, 4, 8 or 16; CUDA refuses)::
+
+        CopyLocal("tc_A", (dst,), "A", (src,), 8, "float32", aligned=False)
     """
 
     dst: str
@@ -175,6 +180,7 @@ class CopyLocal:
     src_index: tuple[Expr, ...]
     width: int
     dtype: str
+    aligned: bool = True
 
 
 @dataclass(frozen=True)

@@ -57,3 +57,29 @@ def test_a_scalar_array_refuses_a_computed_index():
     with pytest.raises(ValueError, match=r"acc is a set of scalar variables.*constant indices, "
                                          r"not \[i\]"):
         render(kernel, DIALECTS["cuda"])
+
+
+def _unaligned_copy(width: int) -> k.Kernel:
+    """A kernel copying ``width`` floats of ``src`` from element 3 into a register array."""
+    i32, f32 = "int32", "float32"
+    body = k.block(
+        k.LocalArray("row", f32, (16,), "register"),
+        k.CopyLocal("row", (k.Const(0, i32),), "src", (k.Const(3, i32),), width, f32,
+                    aligned=False),
+        k.Store("out", k.Const(0, i32), k.LoadLocal("row", (k.Const(0, i32),), f32)))
+    params = (k.Param("out", f32, output=True), k.Param("src", f32))
+    return k.Kernel("k", params, body, k.Launch((1,), None), "test")
+
+
+def test_unaligned_copies_are_vload_and_memcpy():
+    assert "vstore8(vload8(0, &src[3]), 0, &row[0]);" in render(_unaligned_copy(8),
+                                                                  DIALECTS["opencl"])
+    assert "memcpy(&row[0], &src[3], 8 * sizeof(float));" in render(_unaligned_copy(8),
+                                                                     DIALECTS["c"])
+
+
+@pytest.mark.parametrize("dialect, width", [("cuda", 8), ("opencl", 5)])
+def test_an_unaligned_copy_without_a_vector_form_is_refused(dialect, width):
+    with pytest.raises(ValueError, match=rf"unaligned copy of {width} elements \(src -> row\) "
+                                         rf"has no vector form in the {dialect} dialect"):
+        render(_unaligned_copy(width), DIALECTS[dialect])

@@ -477,3 +477,47 @@ def test_ragged_tiles_keep_threads_even():
     dims = CpuDims(576, 64, 40000, 2500, 1, a_run=64)
     even, ragged = CpuTiling(8, 32, 192, 288, 64, 16), CpuTiling(8, 32, 192, 384, 64, 16)
     assert cpu_time(even, dims, model) < cpu_time(ragged, dims, model)
+
+
+def test_panel_runs_copy_as_vectors_from_any_element(cpu):
+    """In OpenCL a register block copied whole into A's panels is a few vectors that may start
+    at any element (``vload8`` + ``vload4`` + ``vload2`` for 14 rows; runs of 28 channels put
+    every other block's start off an 8-float boundary). The weight gradient with 14-row
+    blocks against PyTorch on every CPU-schedule device, and its OpenCL source."""
+    import dataclasses
+
+    from gingham.codegen.c_family import DIALECTS
+    from gingham.compiler.dedupe import unit_of
+    from gingham.compiler.fusion import plan
+    from gingham.compiler.lower import LoweringContext
+    from gingham.compiler.tiling_cpu import tiled_contraction_cpu
+    from gingham.runtime import executable
+    from gingham.tune import search
+
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((4, 9, 9, 28)).astype(np.float32)
+    dy = rng.standard_normal((4, 9, 9, 20)).astype(np.float32)
+    bound = function(WEIGHT_GRADIENT).bind(x, dy)
+    (wplan,) = [p for p in plan(bound).kernels if p.kind == "contraction"]
+    ctx = LoweringContext(bound, {})
+    default = search.family_of(wplan, ctx, cpu.info).default()
+    tiling = dataclasses.replace(default, mr=14, mt=14 * max(1, default.mt // 14))
+    kernels = tiled_contraction_cpu(wplan, LoweringContext(bound, {}), "k0", cpu.info, tiling)
+    assert kernels is not None and "A packed as panels" in kernels[0].schedule, kernels
+    if cpu.info.dialect == "opencl":
+        source = unit_of(kernels[0], DIALECTS["opencl"])[0].source
+        assert all(f"vload{w}(0, " in source for w in (8, 4, 2)), source
+
+    entry = search.Search(search.family_of(wplan, ctx, cpu.info), cpu, "vectors", budget=60.0,
+                          progress=False)
+    entry.chosen = [entry.default, tiling]
+    entry.build_first_round()
+    entry.measure()
+    entry.close()
+    assert not entry.rejected, entry.rejected
+    assert any("register block 14x" in s for s in entry.schedules.values()), entry.schedules
+    (got,) = executable(bound, cpu)(x, dy)
+    expected = torch.nn.grad.conv2d_weight(
+        torch.from_numpy(x).permute(0, 3, 1, 2).double(), (20, 28, 3, 3),
+        torch.from_numpy(dy).permute(0, 3, 1, 2).double(), padding=1)
+    np.testing.assert_allclose(got, expected.permute(2, 3, 1, 0).numpy(), rtol=1e-4, atol=1e-3)
