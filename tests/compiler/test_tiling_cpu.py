@@ -422,7 +422,6 @@ def test_weight_gradient_blocks_fit_channel_runs(cpu):
     run (on 2 Zen 4 cores the story net's weight gradient went from 14 x 32 blocks, 18.6 ms, to
     8 x 32, 10-12 ms). A straddling block, still legal, is checked against the default by the
     measured search; the default against PyTorch."""
-    import dataclasses
     import re
 
     from gingham.compiler.fusion import plan
@@ -453,15 +452,29 @@ def test_weight_gradient_blocks_fit_channel_runs(cpu):
 
     (wplan,) = [p for p in plan(bound).kernels if p.kind == "contraction"]
     family = search.family_of(wplan, LoweringContext(bound, {}), cpu.info)
-    default = family.default()
-    straddling = dataclasses.replace(default, mr=14, mt=14 * max(1, default.mt // 14))
-    trial = search.Search(family, cpu, "straddle", budget=60.0, progress=False)
-    trial.chosen = [trial.default, straddling]
+    assert_search_accepts(family, cpu, rows_of(family.default(), 14))
+
+
+def rows_of(tiling, mr: int):
+    """``tiling`` with register blocks of ``mr`` rows (its tile a multiple of them)."""
+    import dataclasses
+
+    return dataclasses.replace(tiling, mr=mr, mt=mr * max(1, tiling.mt // mr))
+
+
+def assert_search_accepts(family, cpu, tiling) -> None:
+    """The measured search builds ``tiling`` beside the family's default and finds the same
+    result (its check against the default's output)."""
+    from gingham.tune import search
+
+    trial = search.Search(family, cpu, "trial", budget=60.0, progress=False)
+    trial.chosen = [trial.default, tiling]
     trial.build_first_round()
     trial.measure()
     trial.close()
     assert not trial.rejected, trial.rejected
-    assert any("register block 14x" in s for s in trial.schedules.values()), trial.schedules
+    assert any(f"register block {tiling.mr}x" in s for s in trial.schedules.values()), \
+        trial.schedules
 
 
 def test_ragged_tiles_keep_threads_even():
@@ -484,7 +497,6 @@ def test_panel_runs_copy_as_vectors_from_any_element(cpu):
     at any element (``vload8`` + ``vload4`` + ``vload2`` for 14 rows; runs of 28 channels put
     every other block's start off an 8-float boundary). The weight gradient with 14-row
     blocks against PyTorch on every CPU-schedule device, and its OpenCL source."""
-    import dataclasses
 
     from gingham.codegen.c_family import DIALECTS
     from gingham.compiler.dedupe import unit_of
@@ -500,22 +512,15 @@ def test_panel_runs_copy_as_vectors_from_any_element(cpu):
     bound = function(WEIGHT_GRADIENT).bind(x, dy)
     (wplan,) = [p for p in plan(bound).kernels if p.kind == "contraction"]
     ctx = LoweringContext(bound, {})
-    default = search.family_of(wplan, ctx, cpu.info).default()
-    tiling = dataclasses.replace(default, mr=14, mt=14 * max(1, default.mt // 14))
+    family = search.family_of(wplan, ctx, cpu.info)
+    tiling = rows_of(family.default(), 14)
     kernels = tiled_contraction_cpu(wplan, LoweringContext(bound, {}), "k0", cpu.info, tiling)
     assert kernels is not None and "A packed as panels" in kernels[0].schedule, kernels
     if cpu.info.dialect == "opencl":
         source = unit_of(kernels[0], DIALECTS["opencl"])[0].source
         assert all(f"vload{w}(0, " in source for w in (8, 4, 2)), source
 
-    entry = search.Search(search.family_of(wplan, ctx, cpu.info), cpu, "vectors", budget=60.0,
-                          progress=False)
-    entry.chosen = [entry.default, tiling]
-    entry.build_first_round()
-    entry.measure()
-    entry.close()
-    assert not entry.rejected, entry.rejected
-    assert any("register block 14x" in s for s in entry.schedules.values()), entry.schedules
+    assert_search_accepts(family, cpu, tiling)
     (got,) = executable(bound, cpu)(x, dy)
     expected = torch.nn.grad.conv2d_weight(
         torch.from_numpy(x).permute(0, 3, 1, 2).double(), (20, 28, 3, 3),
