@@ -32,8 +32,8 @@ where it is faster (:func:`chosen`): per layer, the tuning database's measured c
 ``gingham tune`` has timed that layer on this device both ways (:mod:`gingham.tune.algorithms`),
 else a rule from such measurements: at least :data:`AUTO_MIN_CHANNELS` input and output
 channels for the device's kind and the layout (on a GPU 64 channels-last and 256 in NCHW,
-whose transforms read across the channel stride; on the C backend 128 channels-last, none in
-NCHW; none on a CPU's OpenCL driver).
+whose transforms read across the channel stride; on CPUs, the C backend and a CPU's OpenCL
+driver alike, 128 channels-last, none in NCHW).
 
     with winograd.recorded() as decisions:     # how each eligible convolution was built
         train_step(images, labels)
@@ -107,9 +107,8 @@ def auto_min_channels(device: str, dtype, channels_last: bool) -> int | None:
 
     if dt.as_tile_dtype(dtype) != dt.FLOAT32:
         return None
-    info = get_device(device).info
     layout = "NHWC" if channels_last else "NCHW"
-    return AUTO_MIN_CHANNELS.get((info.kind, layout))
+    return AUTO_MIN_CHANNELS.get((get_device(device).info.kind, layout))
 
 
 _recorders: list[list[Choice]] = []
