@@ -153,17 +153,30 @@ def unit_of(kernel: k.Kernel, dialect: Dialect) -> tuple[SourceUnit, RenderedKer
     return SourceUnit(kernel.name, source, compile_weight(kernel, source)), part
 
 
+#: What a kernel costs to build beside its code, in characters of plain code: each kernel in
+#: a piece goes through the compiler's per-function work however small it is. NVRTC, fp32
+#: and bf16 ResNet-9 steps' 264 kernels one at a time (2-core EPYC): 23 ms + 1.5 us per
+#: character of :func:`compile_weight`'s unrolled code; in one piece 32 of the small kernels
+#: (102 K characters) took 399 ms where one of the tiled products (124 K) took 196 ms, about
+#: 8 ms each beyond their code. Weighed by their code alone the small kernels came out so
+#: light that one compile piece took 16-25 of them: 0.6-0.8 s, the last to finish in the fp32
+#: step's compile on the H200 (docs/measurements.md, stop 29).
+UNIT_OVERHEAD = 5_000
+
+
 def compile_weight(kernel: k.Kernel, source: str) -> float:
     """A guess at what building ``source`` costs, in characters of plain code: its length
-    times how much its unrolled loops multiply its statements. A tensor-core kernel written
-    as ``unroll`` loops is ~19 KB of CUDA but NVRTC takes 1-2 s on it (a few times its
-    length in elementwise kernels, ~0.2 s each); weighed by length alone two of them shared
-    a compile piece (1.8 s, the longest of ResNet-9's bf16 step on the H200)."""
+    times how much its unrolled loops multiply its statements, plus :data:`UNIT_OVERHEAD`.
+    A tensor-core kernel written as ``unroll`` loops is ~19 KB of CUDA but NVRTC takes 1-2 s
+    on it (a few times its length in elementwise kernels, ~0.2 s each); weighed by length
+    alone two of them shared a compile piece (1.8 s, the longest of ResNet-9's bf16 step on
+    the H200)."""
     rolled = k.statements(kernel.body)
-    return len(source) * k.statements(kernel.body, unrolled=True) / max(rolled, 1)
+    return len(source) * k.statements(kernel.body, unrolled=True) / max(rolled, 1) + \
+        UNIT_OVERHEAD
 
 
 _STRING_LITERAL = re.compile(r'"[^"\n]*"')
 _PLACEHOLDER_WORD = re.compile(rf"(?<![A-Za-z0-9_]){_PLACEHOLDER}(?![A-Za-z0-9_])")
 
-__all__ = ["canonical", "unit_of"]
+__all__ = ["UNIT_OVERHEAD", "canonical", "compile_weight", "unit_of"]
