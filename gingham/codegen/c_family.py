@@ -403,7 +403,7 @@ class _Renderer:
         if self.d.name == "c":
             return f"memcpy({dst}, {src}, {s.width} * sizeof({scalar}));"
         if not s.aligned:
-            if self.d.name != "opencl" or s.width not in (2, 3, 4, 8, 16):
+            if self.d.name != "opencl" or s.width not in k.UNALIGNED_COPY_WIDTHS:
                 raise ValueError(f"an unaligned copy of {s.width} elements ({s.src} -> {s.dst}) "
                                  f"has no vector form in the {self.d.name} dialect")
             return f"vstore{s.width}(vload{s.width}(0, {src}), 0, {dst});"

@@ -159,6 +159,10 @@ class LocalArray:
     restrict: bool = False
 
 
+#: The widths an unaligned :class:`CopyLocal` may have: OpenCL's ``vloadN`` / ``vstoreN``.
+UNALIGNED_COPY_WIDTHS = (2, 3, 4, 8, 16)
+
+
 @dataclass(frozen=True)
 class CopyLocal:
     """Copy ``width`` consecutive elements between local or register arrays as one vector
@@ -169,7 +173,8 @@ class CopyLocal:
     ``width``; buffers start aligned), of storage type ``dtype``: a 16-byte global load or store.
 
     ``aligned=False``: either side may start at any element (C's ``memcpy``, OpenCL's
-    ``vstore8(vload8(0, src), 0, dst)`` for a width of 2, 3, 4, 8 or 16; CUDA refuses)::
+    ``vstore8(vload8(0, src), 0, dst)`` for a width in :data:`UNALIGNED_COPY_WIDTHS`; CUDA
+    refuses)::
 
         CopyLocal("tc_A", (dst,), "A", (src,), 8, "float32", aligned=False)
     """

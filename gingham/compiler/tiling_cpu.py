@@ -731,8 +731,8 @@ class _Builder:
 
     def _copy_run(self, tensor: str, dst: k.Expr, src: k.Expr) -> k.Stmt:
         """``mr`` neighbouring float32 elements of ``tensor`` from ``src`` to ``tc_A`` from
-        ``dst``, as OpenCL vectors that may start anywhere (widths 16, 8, 4, 3, 2, then one
-        element: 14 rows are 8 + 4 + 2). PoCL does not vectorise the unrolled element copies
+        ``dst``, as OpenCL vectors that may start anywhere (the widest of
+        ``k.UNALIGNED_COPY_WIDTHS`` first, then one element: 14 rows are 8 + 4 + 2). PoCL does not vectorise the unrolled element copies
         that gcc does: the story net's weight gradient (M 288 x N 32 x K 40000, mr 8) took 5.9
         ms with them and 4.0 ms with one ``vload8`` (a bare pyopencl loop, 2-core EPYC).
 
@@ -741,7 +741,7 @@ class _Builder:
         buffer = self.ctx.param(tensor)
         pieces: list[k.Stmt] = []
         offset = 0
-        for width in (16, 8, 4, 3, 2, 1):
+        for width in sorted(k.UNALIGNED_COPY_WIDTHS + (1,), reverse=True):
             while self.t.mr - offset >= width:
                 at, to = self.add(src, self.c(offset)), self.add(dst, self.c(offset))
                 pieces.append(k.StoreLocal("tc_A", (to,), self.load(tensor, at)) if width == 1
