@@ -346,11 +346,21 @@ def substitute_polys(poly: Poly, values: dict[str, Poly]) -> Poly:
 
         substitute_polys(2*y + k, {"y": z - j})  ->  2*z - 2*j + k
     """
-    result = Poly.constant(poly.const)
+    if not any(name in values for name, _ in poly.terms):
+        return poly
+    # One pass into a dict: a Poly per term (scale, then +) made this most of normalising a
+    # contraction, which a training step's first compile does ~10^3 times.
+    merged: dict[str, Fraction] = {}
+    const = poly.const
     for name, coeff in poly.terms:
-        result = result + (values[name].scale(coeff) if name in values
-                           else Poly.var(name).scale(coeff))
-    return result
+        value = values.get(name)
+        if value is None:
+            merged[name] = merged.get(name, 0) + coeff
+            continue
+        const += value.const * coeff
+        for inner, c in value.terms:
+            merged[inner] = merged.get(inner, 0) + c * coeff
+    return Poly.of(merged, const)
 
 
 def _substitute(poly: Poly, name: str, value: Poly) -> Poly:
