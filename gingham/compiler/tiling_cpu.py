@@ -732,9 +732,10 @@ class _Builder:
     def _copy_run(self, tensor: str, dst: k.Expr, src: k.Expr) -> k.Stmt:
         """``mr`` neighbouring float32 elements of ``tensor`` from ``src`` to ``tc_A`` from
         ``dst``, as OpenCL vectors that may start anywhere (the widest of
-        ``k.UNALIGNED_COPY_WIDTHS`` first, then one element: 14 rows are 8 + 4 + 2). PoCL does not vectorise the unrolled element copies
-        that gcc does: the story net's weight gradient (M 288 x N 32 x K 40000, mr 8) took 5.9
-        ms with them and 4.0 ms with one ``vload8`` (a bare pyopencl loop, 2-core EPYC).
+        ``k.UNALIGNED_COPY_WIDTHS`` first, then one element: 14 rows are 8 + 4 + 2). PoCL
+        does not vectorise the unrolled element copies that gcc does: the story net's weight
+        gradient (M 288 x N 32 x K 40000, mr 8) took 5.9 ms with them and 4.0 ms with one
+        ``vload8`` (a bare pyopencl loop, 2-core EPYC).
 
             vstore8(vload8(0, &A[src]), 0, &tc_A[dst]);
         """

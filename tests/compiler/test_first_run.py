@@ -88,10 +88,7 @@ def test_equal_kernels_share_one_entry(compiled_device):
 def test_pieces_give_the_same_results(compiled_device, monkeypatch, tmp_path, jobs):
     monkeypatch.setenv("GINGHAM_COMPILE_JOBS", jobs)
     a, b = _inputs()
-    # A GPU measures its device model on a thread from its context's creation on, compiling
-    # kernels of its own: done (or loaded) before the count starts.
-    device_model(compiled_device)
-    before = compiled_device.stats.snapshot()
+    before = compiled_device.stats.snapshot()  # the fixture settled the device model
     exe, results = _run(compiled_device, a, b)
     _check(results, a, b)
     distinct = len({launch.kernel.entry for launch in exe.launches})
