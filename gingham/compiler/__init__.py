@@ -15,6 +15,8 @@ kernel's binary cached on disk), and memory planning (:mod:`.executable`).
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
 from typing import Any, Iterable, Iterator
 
@@ -22,7 +24,7 @@ import numpy as np
 
 from ..codegen.c_family import DIALECTS, RenderedKernel, assemble, render_many
 from ..config import debug_print, get_config
-from ..devices.base import Device, DeviceInfo, SourceUnit, compile_jobs
+from ..devices.base import Device, DeviceInfo, SampleLaunch, SourceUnit, compile_jobs
 from ..devices.pieces import overlap_on
 from ..tile.dtypes import DTYPES
 from ..tile.shapes import BoundProgram
@@ -82,7 +84,7 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
     # Overlapped with compiling, the heaviest kernels are lowered first (see _lowered).
     heavy_first = overlap_on(compile_jobs())
     launches, source, kernels, unit_keys = _compile_stream(
-        _lowered(kernel_plan, bound, device.info, heavy_first), device)
+        _lowered(kernel_plan, bound, device.info, heavy_first), device, bound)
     debug_print(1, f"{device.id}: {len(kernels)} kernel(s) "
                    f"({len({launch.kernel.entry for launch in launches})} distinct) for a "
                    f"program with {len(bound.program.statements)} statement(s)")
@@ -130,12 +132,33 @@ def _lowered(kernel_plan: Plan, bound: BoundProgram, info: DeviceInfo,
             yield (position, part), lowered
 
 
-def _compile_stream(kernels: Iterable[tuple[Any, k.Kernel]], device: Device
+def _sample_launch(kernel: k.Kernel, bound: BoundProgram) -> SampleLaunch | None:
+    """How ``bound``'s executable will launch ``kernel``: its launch shape and the bytes of
+    the buffer behind each parameter (a tensor of ``bound`` or a scratch buffer), or None
+    for a parameter that is neither."""
+    scratch = {s.name: s.size * np.dtype(DTYPES[s.dtype]).itemsize for s in kernel.scratch}
+    sizes = []
+    for param in kernel.params:
+        if param.name in scratch:
+            sizes.append(max(1, scratch[param.name]))
+        elif param.name in bound.shapes:
+            sizes.append(max(1, math.prod(bound.shapes[param.name])
+                             * bound.dtypes[param.name].itemsize))
+        else:
+            return None
+    local = kernel.launch.local_size
+    return SampleLaunch(tuple(kernel.launch.global_size),
+                        None if local is None else tuple(local), tuple(sizes))
+
+
+def _compile_stream(kernels: Iterable[tuple[Any, k.Kernel]], device: Device,
+                    bound: BoundProgram | None = None
                     ) -> tuple[list[Launch], str, list[k.Kernel], list[str]]:
     """Compile ``(place, kernel)`` pairs as they come (see :func:`compile_kernels`): each
     kernel is named by content and handed to the device's compile workers at once, so that
     compiling overlaps producing the rest. Launches, kernels and the disk-cache keys of their
-    units come back in place order."""
+    units come back in place order. With ``bound`` (the program they come from) each unit
+    carries its kernel's launch (:class:`~gingham.devices.base.SampleLaunch`)."""
     dialect = DIALECTS[device.info.dialect]
     rendered: dict[str, RenderedKernel] = {}
     placed: list[tuple[Any, k.Kernel, SourceUnit]] = []
@@ -148,6 +171,8 @@ def _compile_stream(kernels: Iterable[tuple[Any, k.Kernel]], device: Device
     with device.unit_builder(assemble_piece) as build:
         for place, kernel in kernels:
             unit, part = unit_of(kernel, dialect)
+            if bound is not None:
+                unit = dataclasses.replace(unit, sample=_sample_launch(kernel, bound))
             rendered[unit.entry] = part
             placed.append((place, kernel, unit))
             build.add(unit)

@@ -276,6 +276,23 @@ class Kernel:
 
 
 @dataclass(frozen=True)
+class SampleLaunch:
+    """How the program that has a unit launches its kernel: work-items and work-group per axis
+    (as :meth:`Device.launch` takes them) and the bytes of each buffer argument, in order.
+
+    Some drivers finish a kernel's code only at its first launch: PoCL generates each
+    work-group function for the launch's class (its work-group size, whether the grid is
+    under 65535 wide, ...) then, one kernel after another in the launching process. A
+    backend that builds in worker processes can run the kernel once there instead, on zeroed
+    buffers of these sizes, so that the binary it hands over already holds that code
+    (:class:`~gingham.devices.opencl.OpenCLDevice`); others ignore it."""
+
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...] | None
+    buffer_bytes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class SourceUnit:
     """One kernel's complete source (helpers included) and its entry point's name.
 
@@ -289,6 +306,8 @@ class SourceUnit:
     #: the units out between parallel compilations (:func:`gingham.compiler.dedupe.unit_of`
     #: weighs a kernel's unrolled loops: the compiler's time follows the unrolled code).
     weight: float = field(default=0.0, compare=False)
+    #: How the program launches it, where the compiler knows (see :class:`SampleLaunch`).
+    sample: SampleLaunch | None = field(default=None, compare=False)
 
     @property
     def cost(self) -> float:
@@ -677,16 +696,24 @@ class Device(abc.ABC):
             self.stats.cache_hits += 1
         return loaded
 
-    def _build_piece(self, source: str, entries: Sequence[str]
+    def _build_piece(self, source: str, entries: Sequence[str],
+                     samples: Sequence[SampleLaunch | None] = ()
                      ) -> tuple[bytes, str, list[Kernel], float]:
         """Compile one piece and load its kernels (on a compile worker): the binary, its
-        disk-cache key, the kernels of ``entries`` and the seconds it took."""
+        disk-cache key, the kernels of ``entries`` and the seconds it took. ``samples``: the
+        entries' launches where known (see :class:`SampleLaunch`)."""
         start = time.perf_counter()
-        binary = self._build(source, entries[0])
+        binary = self._build_sampled(source, entries, samples)
         piece_key = DiskCache.key(self.cache_namespace, "piece", source,
                                   self._compiler_identity())
         kernels = self._load_built(source, binary, entries, piece_key)
         return binary, piece_key, kernels, time.perf_counter() - start
+
+    def _build_sampled(self, source: str, entries: Sequence[str],
+                       samples: Sequence[SampleLaunch | None]) -> bytes:
+        """The binary of a piece whose entries' launches may be known (``samples``, in the
+        order of ``entries``); by default :meth:`_build`, which needs none of them."""
+        return self._build(source, entries[0])
 
     def _load_built(self, source: str, binary: bytes, entries: Sequence[str],
                     key: str) -> list[Kernel]:

@@ -151,7 +151,8 @@ class UnitBuilder:
         future: Future = Future()
         span = [self._start, 0.0]
         try:
-            future.set_result(self.device._build_piece(source, [u.entry for _, u in piece]))
+            future.set_result(self.device._build_piece(source, [u.entry for _, u in piece],
+                                                       [u.sample for _, u in piece]))
         except Exception as exc:  # noqa: BLE001 - raised by _store_all like a worker's
             future.set_exception(exc)
         span[1] = time.perf_counter()
@@ -170,7 +171,8 @@ class UnitBuilder:
         span = [time.perf_counter(), 0.0]
         self._spans.append(span)
         future = self._pool.submit(self.device._build_piece, source,
-                                   [unit.entry for _, unit in piece])
+                                   [unit.entry for _, unit in piece],
+                                   [unit.sample for _, unit in piece])
         future.add_done_callback(lambda _: span.__setitem__(1, time.perf_counter()))
         self._pieces.append((piece, source, future))
 

@@ -20,7 +20,7 @@ from gingham.compiler import kernel_ir as k
 from gingham.compiler.dedupe import UNIT_OVERHEAD, canonical, unit_of
 from gingham.codegen.c_family import DIALECTS
 from gingham.devices import get_device, list_devices
-from gingham.devices.base import split_evenly
+from gingham.devices.base import SampleLaunch, split_evenly
 from gingham.tune.device_model import device_model
 
 COMPILED = [d.id for d in list_devices() if d.info.dialect is not None
@@ -300,3 +300,28 @@ def test_units_with_shared_helpers_compile_in_one_piece(compiled_device, monkeyp
     np.testing.assert_array_equal(p, a.max(1))
     np.testing.assert_array_equal(q, (b * 2).max(1))
     assert (compiled_device.stats - before).compiles == 1
+
+
+def test_units_carry_the_launch_their_program_makes(compiled_device, monkeypatch):
+    """What a driver that generates code at a kernel's first launch needs (PoCL: the build
+    workers run each kernel once, see ``SampleLaunch``): every piece's units say how the
+    program launches them, with the buffer sizes the executable allocates."""
+    built = {}
+    build_piece = compiled_device._build_piece
+
+    def recording(source, entries, samples=()):
+        built.update(zip(entries, samples))
+        return build_piece(source, entries, samples)
+
+    monkeypatch.setattr(compiled_device, "_build_piece", recording)
+    a, b = _inputs(40)
+    exe, results = _run(compiled_device, a, b)
+    _check(results, a, b)
+    made = {}  # entry -> how the executable launches it (an entry can serve several)
+    for launch in exe.launches:
+        local = None if launch.local_size is None else tuple(launch.local_size)
+        made.setdefault(launch.kernel.entry, []).append(SampleLaunch(
+            tuple(launch.global_size), local, tuple(exe.nbytes(n) for n in launch.args)))
+    assert set(built) == set(made)
+    for entry, sample in built.items():
+        assert sample in made[entry]
