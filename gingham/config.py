@@ -108,8 +108,9 @@ class Config:
     ``opencl_build``: how the pieces of an OpenCL program build: ``threads`` (in this
     process), ``processes`` (in compile worker processes, one context each: NVIDIA's driver
     serialises builds inside a process) or ``auto`` (processes where a one-time check finds
-    this device's builds serialised, :mod:`gingham.devices.opencl_build`; threads on a CPU
-    device).
+    this device's builds serialised, :mod:`gingham.devices.opencl_build`; on a CPU device
+    processes for PoCL, whose workers also run each kernel once so that the binary carries
+    the code PoCL would generate at its first launch, threads for other drivers).
     ``opencl_idle``: seconds without a build after which the compile worker
     processes exit, freeing their device contexts (on NVIDIA, GPU memory); the next
     program to build starts them again. ``inf`` keeps them until the process exits.

@@ -29,7 +29,8 @@ import time
 import warnings
 import weakref
 from contextlib import contextmanager
-from typing import Iterator
+from functools import cached_property
+from typing import Iterator, Sequence
 
 import numpy as np
 import pyopencl as cl
@@ -38,7 +39,7 @@ from gingham.cache import DiskCache
 from gingham.config import debug_print, get_config
 from gingham.devices import opencl_build
 from gingham.devices.base import (Buffer, Device, DeviceInfo, Kernel, LaunchPlan, LaunchSpec,
-                                  Slot, compile_jobs, normalize_args)
+                                  SampleLaunch, Slot, compile_jobs, normalize_args)
 from gingham.devices.cpu import host_caches
 from gingham.errors import DeviceError, DeviceMemoryError
 
@@ -229,10 +230,14 @@ class OpenCLDevice(Device):
         if config.opencl_build != "auto":
             return config.opencl_build
         if self.info.kind == "cpu":
-            # A CPU device's compiler runs on the very cores a build in another process
-            # would need: processes cannot win there. PoCL on 2 busy cores: four small
-            # programs took 3.2 s on one thread, 5.3 s through 2 workers.
-            return "threads"
+            # PoCL builds one program at a time in a process and generates each kernel's
+            # work-group function at its first launch, which only a worker can take off the
+            # first step (_build_sampled). The story net's fresh first step on 2 EPYC cores
+            # (two compile jobs): threads 41.6 s (23.1 s of builds, then 17 s of first
+            # launches), processes 30.0 s (11.7 s of builds), processes running each kernel
+            # once 23.1 s (21.5 s of builds, first launches 0.5 s). Other CPU drivers'
+            # builds run on the very cores a worker would need: they stay here.
+            return "processes" if self.generates_at_launch else "threads"
         verdict = _verdicts.get(self._compiler_identity())
         if verdict is None:
             record = DiskCache(self.cache_namespace).get(self._verdict_key())
@@ -393,14 +398,38 @@ class OpenCLDevice(Device):
         return True
 
     def _build(self, source: str, entry: str) -> bytes:
+        return self._build_running(source, ())
+
+    def _build_sampled(self, source: str, entries: Sequence[str],
+                       samples: Sequence[SampleLaunch | None]) -> bytes:
+        # Where the driver generates code at a kernel's first launch (PoCL), a worker runs
+        # the piece's kernels once before it hands the binary over: that code then comes
+        # with the binary instead of one kernel after another at the first step's launches.
+        runs = [(entry, sample.global_size, sample.local_size, sample.buffer_bytes)
+                for entry, sample in zip(entries, samples)
+                if sample is not None and self.generates_at_launch]
+        return self._build_running(source, runs)
+
+    def _build_running(self, source: str, samples: Sequence[tuple]) -> bytes:
+        """The binary of ``source`` from where programs build (this process, or the first
+        free worker, which first runs ``samples``: see :func:`opencl_worker.run_samples`)."""
         if self.build_mode() == "threads":
             return self._build_here(source)
         ok, payload = self._running_pool().build(source, " ".join(self.build_options),
-                                                 local=lambda: self._build_here(source))
+                                                 local=lambda: self._build_here(source),
+                                                 samples=samples)
         if not ok:
             raise self.compile_error(source, "the OpenCL compiler rejected the kernel",
                                      str(payload))
         return payload
+
+    @cached_property
+    def generates_at_launch(self) -> bool:
+        """Whether the driver generates a kernel's code at its first launch, per launch class
+        (PoCL's CPU drivers: each work-group function for its work-group size and grid;
+        see :func:`~gingham.devices.opencl_worker.run_samples`)."""
+        return self.info.kind == "cpu" and \
+            self.cl_device.platform.name.strip() == "Portable Computing Language"
 
     def _build_here(self, source: str) -> bytes:
         # pyopencl's low-level _Program skips pyopencl's own binary cache (in the home

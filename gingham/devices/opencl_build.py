@@ -34,7 +34,7 @@ import time
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from gingham.config import debug_print
 from gingham.devices import opencl_worker
@@ -108,9 +108,11 @@ class _Worker:
             raise WorkerDied(f"it could not start: {reply[1]}")
         self.startup = reply[1]
 
-    def request(self, source: str, options: str) -> tuple[bool, bytes | str]:
+    def request(self, source: str, options: str, samples: Sequence[tuple] = ()
+                ) -> tuple[bool, bytes | str]:
+        message = ("build", source, options) + ((list(samples),) if samples else ())
         try:
-            opencl_worker.send(self.process.stdin, ("build", source, options))
+            opencl_worker.send(self.process.stdin, message)
         except OSError as exc:
             raise WorkerDied(f"its input closed ({exc})") from None
         kind, payload, _ = self._receive()
@@ -302,11 +304,14 @@ class BuildPool:
             return
         self._idle.put(builder)
 
-    def build(self, source: str, options: str, local: LocalBuild) -> tuple[bool, bytes | str]:
+    def build(self, source: str, options: str, local: LocalBuild,
+              samples: Sequence[tuple] = ()) -> tuple[bool, bytes | str]:
         """(True, binary) or (False, the compiler's log), from the first free builder.
 
         ``local`` builds in this process (it returns the binary or raises, e.g.
         KernelCompileError); it also runs when the worker that took the build died.
+        ``samples``: kernels a worker runs once before it takes the binary
+        (:func:`~gingham.devices.opencl_worker.run_samples`; a local build runs none).
         """
         if self._closed:
             return True, self._count_here(local())
@@ -317,7 +322,7 @@ class BuildPool:
             if builder is _LOCAL:
                 return True, self._count_here(local())
             try:
-                result = builder.request(source, options)
+                result = builder.request(source, options, samples)
             except WorkerDied as exc:
                 self._lose(builder, f"compile worker {builder.pid} died during a build ({exc})",
                            serving=True)

@@ -8,9 +8,12 @@ test gets its own pool, and a fresh cache directory makes every kernel a real bu
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -19,12 +22,12 @@ import pytest
 from gingham.cache import DiskCache
 from gingham.config import ConfigError, get_config
 from gingham.devices import get_device, list_devices
-from gingham.devices.base import SourceUnit
+from gingham.devices.base import SampleLaunch, SourceUnit
 from gingham.errors import KernelCompileError
 
 pytest.importorskip("pyopencl")
 
-from gingham.devices import opencl, opencl_build  # noqa: E402
+from gingham.devices import opencl, opencl_build, opencl_worker  # noqa: E402
 
 OPENCL_IDS = [d.id for d in list_devices() if d.info.dialect == "opencl"]
 pytestmark = pytest.mark.skipif(not OPENCL_IDS, reason="no OpenCL device in this run")
@@ -169,15 +172,82 @@ def test_one_compile_job_never_starts_workers(fresh_device, monkeypatch):
     assert device.build_mode() == "threads" and device.build_pool is None
 
 
-def test_auto_on_a_cpu_device_builds_in_threads_without_a_check(fresh_device, monkeypatch):
+def test_auto_on_a_cpu_device_decides_without_a_check(fresh_device, monkeypatch):
+    """PoCL builds in workers (it builds one program at a time in a process, and only a
+    worker can generate its work-group functions ahead of the first launches); another CPU
+    driver's builds stay in this process. Neither is checked."""
     monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "auto")
     device = fresh_device()
     if device.info.kind != "cpu":
         pytest.skip(f"{device.id} is a {device.info.kind}, not a CPU device")
-    assert device.build_mode() == "threads"
-    assert device._check_thread is None and device.build_pool is None
+    expected = "processes" if device.generates_at_launch else "threads"
+    assert device.build_mode() == expected
+    assert device._check_thread is None
+    assert (device.build_pool is not None) == (expected == "processes")
     check_kernels(device, device.compile_units(scale_units(2, 14)), 14)
     assert DiskCache("opencl").get(device._verdict_key()) is None  # nothing was checked
+
+
+def test_sample_grids_are_the_smallest_of_the_same_launch_class():
+    """PoCL keeps a work-group function per work-group size and per grid class: under
+    POCL_SMALL_GRID work-items along every axis ("smallgrid") or not."""
+    small = opencl_worker.POCL_SMALL_GRID
+    cases = [((8192,), (64,)), ((262144,), (256,)), ((small,), (5,)), ((small - 1,), (1,)),
+             ((128, 100000), (8, 32)), ((4096, 16, 3), (64, 4, 1)), ((70000, 70016), (16, 64))]
+    for global_size, local_size in cases:
+        grid = opencl_worker.sample_grid(global_size, local_size)
+        assert all(g % l == 0 and l <= g <= r for g, l, r in zip(grid, local_size, global_size))
+        assert (max(grid) >= small) == (max(global_size) >= small), (global_size, grid)
+        # Smallest: one work-group, or one axis just past the limit.
+        if max(global_size) < small:
+            assert grid == local_size
+        else:
+            assert math.prod(grid) < math.prod(local_size) * (small + max(local_size))
+    assert opencl_worker.sample_grid((262144,), (256,)) == (65536,)
+    assert opencl_worker.sample_grid((1000,), None) == (1000,)  # the driver picks by the grid
+
+
+def doubling_unit(tag: str, n: int, local: int) -> SourceUnit:
+    """``c = 2 a + 1`` over ``n`` floats, launched as the compiler would describe it."""
+    grid = -(-n // local) * local
+    return SourceUnit(f"twice_{tag}", f"""
+__kernel void twice_{tag}(__global float* c, __global const float* a) {{
+    int j = get_global_id(0);
+    if (j < {n}) c[j] = 2.0f * a[j] + 1.0f;
+}}""", sample=SampleLaunch((grid,), (local,), (4 * n, 4 * n)))
+
+
+@pytest.mark.parametrize("n", [1000, 100_000])  # a small grid, and one that is not
+def test_workers_hand_over_the_code_a_driver_generates_at_first_launch(fresh_device,
+                                                                       monkeypatch, n):
+    monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "processes")
+    device = fresh_device()
+    assert device.build_mode() == "processes" and device.build_pool.wait_ready(timeout=120)
+    # Sources never built before (PoCL's own cache outlives a run), each its own program.
+    tag = f"{n}_{uuid.uuid4().hex[:12]}"
+    unit, unlaunched = doubling_unit(tag, n, 64), doubling_unit(f"{tag}_plain", n, 64)
+    if device.generates_at_launch:
+        # PoCL's binary carries a directory per generated work-group function, named by
+        # its launch class: the real launch's is there before anything ran it here, and
+        # only because the worker ran the kernel once.
+        sampled = device._build_sampled(unit.source, [unit.entry], [unit.sample])
+        plain = device._build_sampled(unlaunched.source, [unlaunched.entry], [None])
+        assert device.build_pool.built_by_workers == 2
+        generated = re.findall(rf"/{unit.entry}/(64-1-1-goffs0[-a-z]*)/".encode(), sampled)
+        small = n < opencl_worker.POCL_SMALL_GRID
+        assert generated and all((b"smallgrid" in name) == small for name in generated)
+        assert f"/{unlaunched.entry}/".encode() in plain
+        assert not re.findall(rf"/{unlaunched.entry}/64-1-1".encode(), plain)
+    # Built with its sample through the device's own path, the kernel computes right.
+    (kernel,) = device.compile_units([unit])
+    a = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+    A, C = device.alloc(a.nbytes), device.alloc(a.nbytes)
+    device.copy_in(A, a)
+    device.launch(kernel, [C, A], global_size=unit.sample.global_size,
+                  local_size=unit.sample.local_size)
+    out = np.empty_like(a)
+    device.copy_out(C, out)
+    np.testing.assert_allclose(out, 2 * a + 1, rtol=1e-6)
 
 
 def as_gpu(device):
