@@ -151,8 +151,14 @@ def host_memory_bytes() -> int:
 #: offsets that need no new induction variables. Above 50 uses a loop is left as it is: the
 #: kernel compiled in 1.2 s; a fresh ResNet-9 first step on 2 cores 38.5 -> 30 s and
 #: ResNet-18's 35.9 -> 30.2 s, their steps and GEMM 1024 / 2048 the same within the noise.
+#: At 50 the story net's 14 x 32 GEMMs (M 40000 x N 32) still took 2.7-2.8 s each, 1.6 s of
+#: it in the optimisation: from 20 uses, 1.1 s. Its step's 109 kernels 29.4 -> 16.9 s of gcc
+#: one at a time, its fresh first step 13.6 -> 7.2 s, its steps the same (127 ms); GEMM 1024
+#: and 2048 compile to the same assembly, ResNet-9 and ResNet-18 compile as long as before,
+#: and their GEMMs took 0.97-1.03x their time (3946 -> 3937 ms a step in all) and 0.77-1.02x
+#: (1835 -> 1806 ms) on the 2-core EPYC (``tools/step_overhead.py --kernels``, best of two).
 GCC_FLAGS: tuple[str, ...] = ("--param=vect-max-version-for-alias-checks=64",
-                              "--param=iv-max-considered-uses=50")
+                              "--param=iv-max-considered-uses=20")
 #: Added to GCC's flags on an AVX-512 CPU. The schedules are built for the host's widest
 #: vectors (``simd_width`` 16: a register block of 6 x 64 is 24 zmm accumulators), but GCC's
 #: tuning for Intel cores (``-march=native`` is rocketlake on a Sapphire Rapids VM) prefers

@@ -40,7 +40,7 @@ def test_gcc_gets_its_vectoriser_parameter_and_other_compilers_the_flags_as_give
     assert _tuned_flags("Apple clang version 15.0.0 (clang-1500.3.9.4)", flags) == flags
     # The user's own value stands; the other parameter is still added.
     mine = flags + ("--param=vect-max-version-for-alias-checks=20",)
-    assert _tuned_flags(GCC_VERSION, mine) == mine + ("--param=iv-max-considered-uses=50",)
+    assert _tuned_flags(GCC_VERSION, mine) == mine + ("--param=iv-max-considered-uses=20",)
     # AVX-512 hosts: GCC is told to use the 16-float vectors the schedules are built for.
     from gingham.devices.cpu import GCC_AVX512_FLAGS, host_cpu, host_simd_width
 
