@@ -108,6 +108,12 @@ def describe(device: cl.Device, device_id: str) -> DeviceInfo:
         compiler_version=str(_query(device, "opencl_c_version", device.version)).strip())
 
 
+#: A compile worker runs a kernel once (``OpenCLDevice._build_sampled``) only if its buffers
+#: take at most this fraction of the device's memory: ResNet-9's largest at batch 512 is
+#: 770 MB, about a thirtieth of a 24 GiB host's.
+SAMPLE_MEMORY_SHARE = 8
+
+
 class OpenCLDevice(Device):
     """One OpenCL device; its context and queue are created on first use."""
 
@@ -405,9 +411,13 @@ class OpenCLDevice(Device):
         # Where the driver generates code at a kernel's first launch (PoCL), a worker runs
         # the piece's kernels once before it hands the binary over: that code then comes
         # with the binary instead of one kernel after another at the first step's launches.
+        # A kernel whose buffers would take more than a share of the memory (each worker
+        # allocates them, beside this process's own) is left to its first launch here.
+        budget = self.info.global_memory_bytes // SAMPLE_MEMORY_SHARE
         runs = [(entry, sample.global_size, sample.local_size, sample.buffer_bytes)
                 for entry, sample in zip(entries, samples)
-                if sample is not None and self.generates_at_launch]
+                if sample is not None and self.generates_at_launch
+                and sum(sample.buffer_bytes) <= budget]
         return self._build_running(source, runs)
 
     def _build_running(self, source: str, samples: Sequence[tuple]) -> bytes:

@@ -250,6 +250,28 @@ def test_workers_hand_over_the_code_a_driver_generates_at_first_launch(fresh_dev
     np.testing.assert_allclose(out, 2 * a + 1, rtol=1e-6)
 
 
+def test_a_kernel_too_big_to_run_in_a_worker_is_built_as_it_is(fresh_device, monkeypatch):
+    """Running a kernel once costs a worker its buffers: beyond a share of the device's
+    memory the kernel builds without it (its first launch here generates its code)."""
+    monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "processes")
+    device = fresh_device()
+    if not device.generates_at_launch:
+        pytest.skip(f"{device.id}'s driver generates no code at a first launch")
+    # Ready workers: else this process builds, running none.
+    assert device.build_mode() == "processes" and device.build_pool.wait_ready(timeout=120)
+    tag = uuid.uuid4().hex[:12]
+    # A share that leaves 10,000 bytes: the small kernel's 8,000 fit, the other's 4 MB (which
+    # a worker could allocate) do not.
+    monkeypatch.setattr(opencl, "SAMPLE_MEMORY_SHARE", device.info.global_memory_bytes // 10_000)
+    small, big = doubling_unit(f"small_{tag}", 1000, 64), doubling_unit(f"big_{tag}", 1000, 64)
+    big = dataclasses.replace(big, sample=dataclasses.replace(
+        big.sample, buffer_bytes=(4 << 20, 4000)))
+    binary = device._build_sampled(small.source + big.source, [small.entry, big.entry],
+                                   [small.sample, big.sample])
+    assert re.findall(rf"/{small.entry}/64-1-1".encode(), binary)
+    assert not re.findall(rf"/{big.entry}/64-1-1".encode(), binary)
+
+
 def as_gpu(device):
     """``device`` with the GPU rules for ``auto`` (on a CPU device such as PoCL: the same
     real device and builds, only the kind that picks the rule is changed)."""
