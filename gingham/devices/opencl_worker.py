@@ -111,9 +111,10 @@ def build(cl, context, device, source: str, options: str,
 
 
 #: PoCL's CPU drivers keep one work-group function per launch class: the work-group size,
-#: a global offset of zero, buffers that do not overlap, buffers under 4 GiB, and whether the
-#: grid's widest axis is under this many work-items ("smallgrid"). Each is generated at the
-#: class's first launch and kept in the program, whose binary then carries it.
+#: a global offset of zero, and whether the grid's widest axis is under this many work-items
+#: ("smallgrid"; later PoCL versions also tell buffers that do not overlap and buffers under
+#: 4 GiB). Each is generated at the class's first launch and kept in the program, whose
+#: binary then carries it.
 POCL_SMALL_GRID = 65535
 
 
@@ -164,8 +165,12 @@ def run_samples(cl, context, device, program, samples: Sequence[tuple]) -> int:
             queue.finish()
             ran += 1
         except cl.Error:
-            queue.finish()
+            pass  # refused (out of resources, say): the binary is right without it
         finally:
+            try:
+                queue.finish()  # nothing may still use the buffers
+            except cl.Error:
+                pass
             for buffer in buffers:
                 buffer.release()
     return ran
