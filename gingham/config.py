@@ -19,7 +19,8 @@ environment variable      field
                           are lowered (1) or after all are (0); default: from 4 compile jobs
 ``GINGHAM_OPENCL_BUILD``  ``opencl_build``: where OpenCL programs build: ``auto`` (worker
                           processes when the driver serialises builds in one process, as
-                          measured once per driver), ``threads`` or ``processes``
+                          measured once per driver; always for PoCL on a CPU, whose workers
+                          also run each kernel once), ``threads`` or ``processes``
 ``GINGHAM_OPENCL_IDLE``   ``opencl_idle``: seconds without a build after which the OpenCL
                           compile worker processes exit (default 30; ``inf``: never)
 ``GINGHAM_WGMMA``         ``wgmma``: Hopper's warpgroup tensor-core products (sm_90a) where
