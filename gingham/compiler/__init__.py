@@ -16,23 +16,19 @@ kernel's binary cached on disk), and memory planning (:mod:`.executable`).
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from typing import Any, Iterable, Iterator
-
-import numpy as np
 
 from ..codegen.c_family import DIALECTS, RenderedKernel, assemble, render_many
 from ..config import debug_print, get_config
 from ..devices.base import Device, DeviceInfo, SampleLaunch, SourceUnit, compile_jobs
 from ..devices.pieces import overlap_on
-from ..tile.dtypes import DTYPES
 from ..tile.shapes import BoundProgram
 from . import kernel_ir as k
 from . import programs
 from .cse import eliminate_common
 from .dedupe import unit_of
-from .executable import Executable, Launch
+from .executable import Executable, Launch, buffer_bytes, scratch_bytes
 from .fusion import Plan, plan
 from .hoist import hoist_broadcast
 from .linearity import split_sums
@@ -88,8 +84,7 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
     debug_print(1, f"{device.id}: {len(kernels)} kernel(s) "
                    f"({len({launch.kernel.entry for launch in launches})} distinct) for a "
                    f"program with {len(bound.program.statements)} statement(s)")
-    scratch = {s.name: s.size * np.dtype(DTYPES[s.dtype]).itemsize
-               for kernel in kernels for s in kernel.scratch}
+    scratch = scratch_bytes(kernels)
     exe = Executable(bound, device, launches, kernel_plan.aliases, source, scratch)
     programs.store(key, device, exe, unit_keys)
     return exe
@@ -136,19 +131,14 @@ def _sample_launch(kernel: k.Kernel, bound: BoundProgram) -> SampleLaunch | None
     """How ``bound``'s executable will launch ``kernel``: its launch shape and the bytes of
     the buffer behind each parameter (a tensor of ``bound`` or a scratch buffer), or None
     for a parameter that is neither."""
-    scratch = {s.name: s.size * np.dtype(DTYPES[s.dtype]).itemsize for s in kernel.scratch}
-    sizes = []
-    for param in kernel.params:
-        if param.name in scratch:
-            sizes.append(max(1, scratch[param.name]))
-        elif param.name in bound.shapes:
-            sizes.append(max(1, math.prod(bound.shapes[param.name])
-                             * bound.dtypes[param.name].itemsize))
-        else:
-            return None
+    scratch = scratch_bytes([kernel])
+    names = [param.name for param in kernel.params]
+    if not all(name in scratch or name in bound.shapes for name in names):
+        return None
     local = kernel.launch.local_size
     return SampleLaunch(tuple(kernel.launch.global_size),
-                        None if local is None else tuple(local), tuple(sizes))
+                        None if local is None else tuple(local),
+                        tuple(buffer_bytes(bound, scratch, name) for name in names))
 
 
 def _compile_stream(kernels: Iterable[tuple[Any, k.Kernel]], device: Device,

@@ -15,7 +15,9 @@ import numpy as np
 
 from ..config import debug_print, get_config
 from ..devices.base import Buffer, Device, Kernel, LaunchSpec, Slot
+from ..tile.dtypes import DTYPES
 from ..tile.shapes import BoundProgram
+from . import kernel_ir as k
 
 
 @dataclass
@@ -28,6 +30,20 @@ class Launch:
     shared_bytes: int = 0
     schedule: str = ""
     flops: int = 0
+
+
+def scratch_bytes(kernels: Sequence[k.Kernel]) -> dict[str, int]:
+    """The bytes of each scratch buffer (:class:`~.kernel_ir.Scratch`) of ``kernels``."""
+    return {s.name: s.size * np.dtype(DTYPES[s.dtype]).itemsize
+            for kernel in kernels for s in kernel.scratch}
+
+
+def buffer_bytes(bound: BoundProgram, scratch: dict[str, int], name: str) -> int:
+    """The bytes of the buffer an executable of ``bound`` gives ``name``: a scratch buffer
+    (sizes from :func:`scratch_bytes`) or a tensor of ``bound``; at least 1."""
+    if name in scratch:
+        return max(1, scratch[name])
+    return max(1, math.prod(bound.shapes[name]) * bound.dtypes[name].itemsize)
 
 
 class Executable:
@@ -63,9 +79,7 @@ class Executable:
         return name
 
     def nbytes(self, name: str) -> int:
-        if name in self.scratch:
-            return max(1, self.scratch[name])
-        return max(1, math.prod(self.bound.shapes[name]) * self.bound.dtypes[name].itemsize)
+        return buffer_bytes(self.bound, self.scratch, name)
 
     def _plan_memory(self) -> None:
         """Give every intermediate and output a buffer; reuse freed intermediates."""

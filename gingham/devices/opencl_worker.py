@@ -138,32 +138,28 @@ def sample_grid(global_size: Sequence[int], local_size: Sequence[int] | None
     return tuple(grid)
 
 
-def run_samples(cl, context, device, program, samples: Sequence[tuple]) -> int:
+def run_samples(cl, context, device, program, samples: Sequence[tuple]) -> None:
     """Launch each ``(entry, global_size, local_size, buffer_bytes)`` kernel of ``program``
     once on zeroed buffers of those sizes, on a :func:`sample_grid`: the driver generates
     the code it would otherwise generate at the parent's first launch of the kernel (PoCL: 15
     of a fresh story-net step's 38.7 s, one kernel after another). Generated kernels are safe
     on any data (gathers test their indices, loops have fixed bounds). Nothing here is
-    needed for a correct binary, so a launch the driver refuses is skipped. The number of
-    kernels run."""
+    needed for a correct binary, so a launch the driver refuses is skipped."""
     import numpy as np
 
     queue = cl.CommandQueue(context, device)
     zero = np.zeros(1, np.uint8)
-    ran = 0
     for entry, global_size, local_size, buffer_bytes in samples:
         buffers = []
         try:
             kernel = cl.Kernel(program, entry)
-            for nbytes in buffer_bytes:
-                buffer = cl.Buffer(context, cl.mem_flags.READ_WRITE, max(1, int(nbytes)))
+            for nbytes in (max(1, int(n)) for n in buffer_bytes):
+                buffer = cl.Buffer(context, cl.mem_flags.READ_WRITE, nbytes)
                 buffers.append(buffer)
-                cl.enqueue_fill_buffer(queue, buffer, zero, 0, max(1, int(nbytes)))
+                cl.enqueue_fill_buffer(queue, buffer, zero, 0, nbytes)
             kernel.set_args(*buffers)
             cl.enqueue_nd_range_kernel(queue, kernel, sample_grid(global_size, local_size),
                                        None if local_size is None else tuple(local_size))
-            queue.finish()
-            ran += 1
         except cl.Error:
             pass  # refused (out of resources, say): the binary is right without it
         finally:
@@ -173,7 +169,6 @@ def run_samples(cl, context, device, program, samples: Sequence[tuple]) -> int:
                 pass
             for buffer in buffers:
                 buffer.release()
-    return ran
 
 
 # ---- does this driver serialise builds? -------------------------------------------------
