@@ -435,7 +435,8 @@ def tiled_contraction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str, inf
     g, d = found
     tiling = tiling or choose_tiling(info, d)
     builder = _Builder(plan, LoweringContext(ctx.bound, ctx.aliases) if tiling.split > 1 else ctx,
-                       name, g, tiling, vector_types=info.dialect == "opencl")
+                       name, g, tiling, vector_copies=info.dialect == "opencl",
+                       vector_registers=info.dialect in ("opencl", "c"))
     if builder.split == 1:
         return [builder.kernel()]
     from .tiling_gpu import split_sum  # the same sum of partials, one cell per iteration
@@ -450,10 +451,13 @@ def tiled_contraction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str, inf
 
 class _Builder:
     def __init__(self, plan: KernelPlan, ctx: LoweringContext, name: str, g: _Gemm,
-                 t: CpuTiling, vector_types: bool = False) -> None:
+                 t: CpuTiling, vector_copies: bool = False,
+                 vector_registers: bool = False) -> None:
         self.plan, self.ctx, self.name, self.g, self.t = plan, ctx, name, g, t
-        # OpenCL C: the register block as vectors of the SIMD width (see micro_kernels).
-        self.vector_types = vector_types
+        # OpenCL C: A's runs packed as unaligned vector copies (see _copy_run).
+        self.vector_copies = vector_copies
+        # C and OpenCL C: the register block as vectors (see micro_kernels).
+        self.vector_registers = vector_registers
         nc = plan.contraction
         self.nc = nc
         self.cells = math.prod(nc.out_shape)
@@ -668,7 +672,12 @@ class _Builder:
         mr = self.t.mr
         if self.a_panels:
             return self.add(self.mul(self.add(self.mul(row_block, self.kc), kk), mr), i)
-        return self.add(self.mul(self.add(self.mul(row_block, mr), i), self.kc), kk)
+        # The block's row at depth kk, then i rows on: unrolled over i, the reads are one
+        # pointer and constant offsets. Written ((row_block * mr + i) * kc + kk), gcc gave a
+        # 13-row vector register block an induction variable per row, two of them spilled
+        # (ResNet-9's M 524288 x N 128 x K 576 GEMM 4.5% slower).
+        return self.add(self.add(self.mul(self.mul(row_block, mr), self.kc), kk),
+                        self.mul(i, self.kc))
 
     def pack_a(self) -> k.Stmt:
         """tc_A = A[m, k] for the tile's rows (0 where a guard fails or past the edge), as
@@ -711,7 +720,7 @@ class _Builder:
             run = self.all_of([
                 k.BinOp("<=", self.add(r0, self.c(t.mr)), self.v("tc_mlen"), "bool"),
                 k.BinOp("<=", self.add(offset, self.c(t.mr)), self.c(g.size(last)), "bool")])
-            if self.vector_types and stride == 1 and \
+            if self.vector_copies and stride == 1 and \
                     dt.dtype_name(self.ctx.dtype(g.a[0])) == "float32":
                 copy = self._copy_run(g.a[0], self.a_index(ip, self.c(0), kk), src0)
             else:
@@ -903,14 +912,16 @@ class _Builder:
             "tc_ki", self.v("tc_ki0"), self.add(self.v("tc_ki0"), self.v("tc_kin")), per_k))
 
     def micro_kernels(self) -> k.Stmt:
-        """acc[mr][nr] += A[r][kk] * B[kk][j] per register block; gcc keeps acc in registers
-        when every loop over it is unrolled (an ``omp simd`` over acc spills it to memory)."""
+        """acc[mr][nr] += A[r][kk] * B[kk][j] per register block: as vectors
+        (:meth:`_vector_micro_kernels`) when ``nr`` is whole vectors of 4 or more floats,
+        otherwise as scalar lanes, which gcc keeps in registers when every loop over them is
+        unrolled (an ``omp simd`` over acc spills it to memory)."""
         t = self.t
         f32 = "float32"
         ip, jp = self.v("tc_ip"), self.v("tc_jp")
         i, j, kk = self.v("tc_i"), self.v("tc_jj"), self.v("tc_kk")
         lanes = next(w for w in (16, 8, 4, 2, 1) if t.nr % w == 0)  # whole groups of nr
-        if self.vector_types and lanes >= 4:
+        if self.vector_registers and lanes >= 4:
             return self._vector_micro_kernels(lanes)
         jv, lane = self.v("tc_jv"), self.v("tc_l")
         j_split = self.add(self.mul(jv, lanes), lane)
@@ -948,10 +959,14 @@ class _Builder:
 
     def _vector_micro_kernels(self, lanes: int) -> k.Stmt:
         """:meth:`micro_kernels` with the register block as ``mr x nr / lanes`` vectors
-        (OpenCL's ``float16``): a row of B loaded as vectors once per ``kk``, each A value
-        broadcast. Scalar lanes that only a full unroll keeps in registers made PoCL's
-        launch-time compile take up to 16 s a kernel (GEMM 1024 on PoCL: 23 ms unrolled, 35 ms
-        as a loop; as vectors 12-19 ms, compiled in about a second; the C backend's 16 ms)."""
+        (OpenCL's ``float16``, GCC's vector extension in C): a row of B loaded as vectors once
+        per ``kk``, each A value broadcast. Scalar lanes that only a full unroll keeps in
+        registers made PoCL's launch-time compile take up to 16 s a kernel (GEMM 1024 on
+        PoCL: 23 ms unrolled, 35 ms as a loop; as vectors 12-19 ms, compiled in about a
+        second; the C backend's 16 ms), and gcc spend most of a GEMM's compile proving the
+        lanes' loads and stores apart: as vectors ResNet-9's 22 GEMMs compile in 5-6 s instead
+        of 22 (2-core EPYC, one at a time), GEMM 1024 and 2048 run as fast, and the 14 x 32
+        blocks' inner loop no longer spills (docs/measurements.md, stop 31)."""
         t = self.t
         f32 = "float32"
         vec = f"float32x{lanes}"

@@ -83,3 +83,25 @@ def test_an_unaligned_copy_without_a_vector_form_is_refused(dialect, width):
     with pytest.raises(ValueError, match=rf"unaligned copy of {width} elements \(src -> row\) "
                                          rf"has no vector form in the {dialect} dialect"):
         render(_unaligned_copy(width), DIALECTS[dialect])
+
+
+def test_vector_registers_are_gcc_vectors_in_c_and_vector_types_in_opencl():
+    """The CPU GEMM's register block as vectors (``tiling_cpu._vector_micro_kernels``): in C
+    GCC's vector extension, declared once with its broadcast; in OpenCL C its own vectors."""
+    i32, f32, vec = "int32", "float32", "float32x16"
+    zero = k.Const(0, i32)
+    body = k.block(
+        k.LocalArray("acc", vec, (2,), "register"),
+        k.CopyLocal("acc", (zero,), "src", (zero,), 16, f32),
+        k.StoreLocal("acc", (zero,), k.BinOp(
+            "*", k.Cast(vec, k.Load("src", k.Const(16, i32), f32)),
+            k.LoadLocal("acc", (zero,), vec), vec)),
+        k.CopyLocal("out", (zero,), "acc", (zero,), 16, f32))
+    params = (k.Param("out", f32, output=True), k.Param("src", f32))
+    kernel = k.Kernel("k", params, body, k.Launch((1,), None), "test")
+    c = render(kernel, DIALECTS["c"])
+    assert c.count("typedef float gh_f32x16 __attribute__((vector_size(64)));") == 1, c
+    assert "gh_f32x16 acc[2];" in c
+    assert "acc[0] = (gh_splat_f32x16(src[16]) * acc[0]);" in c
+    opencl = render(kernel, DIALECTS["opencl"])
+    assert "float16 acc[2];" in opencl and "((float16)(src[16]))" in opencl, opencl

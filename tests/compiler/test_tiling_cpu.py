@@ -4,6 +4,8 @@ tiled schedule was the one chosen."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -73,6 +75,27 @@ def test_matmul_edges(cpu, m, k, n):
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4 * np.sqrt(k))
     if m * n * k >= 4096:
         assert_tiled(scheds, 1)
+
+
+def test_the_register_block_is_vectors(cpu):
+    """The register block's accumulators are vectors in both dialects (GCC's vector extension
+    in C: a GEMM compiles in a fifth of the time it took as unrolled scalar lanes), and the
+    product is right where the rows of A are read at constant offsets from one another."""
+    from gingham.codegen.c_family import DIALECTS
+    from gingham.compiler import lower_program, rewrite_program
+    from gingham.compiler.dedupe import unit_of
+
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((96, 200)).astype(np.float32)
+    b = rng.standard_normal((200, 64)).astype(np.float32)
+    bound = function(MATMUL).bind(a, b)
+    (kernel,) = lower_program(rewrite_program(bound), cpu.info)
+    assert kernel.schedule.startswith("cpu-tiled"), kernel.schedule
+    source = unit_of(kernel, DIALECTS[cpu.info.dialect])[0].source
+    vector = "gh_f32x" if cpu.info.dialect == "c" else "float"
+    assert re.search(rf"{vector}(4|8|16) tc_acc\[", source), source
+    (c,), _ = run(function(MATMUL), (a, b), cpu)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
 
 
 def test_random_shapes(cpu):
