@@ -436,7 +436,8 @@ def tiled_contraction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str, inf
     tiling = tiling or choose_tiling(info, d)
     builder = _Builder(plan, LoweringContext(ctx.bound, ctx.aliases) if tiling.split > 1 else ctx,
                        name, g, tiling, vector_copies=info.dialect == "opencl",
-                       vector_registers=info.dialect in ("opencl", "c"))
+                       vector_registers=info.dialect in ("opencl", "c"),
+                       a_rows_at_offsets=info.dialect == "c")
     if builder.split == 1:
         return [builder.kernel()]
     from .tiling_gpu import split_sum  # the same sum of partials, one cell per iteration
@@ -452,12 +453,14 @@ def tiled_contraction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str, inf
 class _Builder:
     def __init__(self, plan: KernelPlan, ctx: LoweringContext, name: str, g: _Gemm,
                  t: CpuTiling, vector_copies: bool = False,
-                 vector_registers: bool = False) -> None:
+                 vector_registers: bool = False, a_rows_at_offsets: bool = False) -> None:
         self.plan, self.ctx, self.name, self.g, self.t = plan, ctx, name, g, t
         # OpenCL C: A's runs packed as unaligned vector copies (see _copy_run).
         self.vector_copies = vector_copies
         # C and OpenCL C: the register block as vectors (see micro_kernels).
         self.vector_registers = vector_registers
+        # C: the micro-kernel reads A's rows at constant offsets from one index (see a_index).
+        self.a_rows_at_offsets = a_rows_at_offsets
         nc = plan.contraction
         self.nc = nc
         self.cells = math.prod(nc.out_shape)
@@ -672,12 +675,15 @@ class _Builder:
         mr = self.t.mr
         if self.a_panels:
             return self.add(self.mul(self.add(self.mul(row_block, self.kc), kk), mr), i)
-        # The block's row at depth kk, then i rows on: unrolled over i, the reads are one
-        # pointer and constant offsets. Written ((row_block * mr + i) * kc + kk), gcc gave a
-        # 13-row vector register block an induction variable per row, two of them spilled
-        # (ResNet-9's M 524288 x N 128 x K 576 GEMM 4.5% slower).
-        return self.add(self.add(self.mul(self.mul(row_block, mr), self.kc), kk),
-                        self.mul(i, self.kc))
+        if self.a_rows_at_offsets:
+            # The block's row at depth kk, then i rows on: unrolled over i, the reads are one
+            # index and constant offsets. Written as below, gcc gave a 13-row vector register
+            # block an induction variable per row, two of them spilled (ResNet-9's M 524288 x
+            # N 128 x K 576 GEMM 4.5% slower); PoCL's compiler, given this form, made the
+            # story net's GEMMs 10% slower.
+            return self.add(self.add(self.mul(self.mul(row_block, mr), self.kc), kk),
+                            self.mul(i, self.kc))
+        return self.add(self.mul(self.add(self.mul(row_block, mr), i), self.kc), kk)
 
     def pack_a(self) -> k.Stmt:
         """tc_A = A[m, k] for the tile's rows (0 where a guard fails or past the edge), as
