@@ -40,9 +40,10 @@ _C_TYPES = {
     "uint32": "unsigned int", "uint64": "unsigned long long", "bool": "unsigned char",
     "float16": "unsigned short", "bfloat16": "unsigned short",
 }
+_VECTOR_TYPES = ("float32x4", "float32x8", "float32x16")
 #: The C dialect's vectors of float32: GCC's vector extension (clang has it too), declared in
-#: the prelude with a broadcast helper each (``gh_splat_f32x16(x)``, OpenCL's ``(float16)(x)``).
-_C_VECTOR_TYPES = {"float32x4": "gh_f32x4", "float32x8": "gh_f32x8", "float32x16": "gh_f32x16"}
+#: the prelude with a broadcast helper each (:func:`_c_splat`; OpenCL's ``(float16)(x)``).
+_C_VECTOR_TYPES = {dtype: dtype.replace("float32", "gh_f32") for dtype in _VECTOR_TYPES}
 _CL_TYPES = {
     "float32": "float", "float64": "double", "int8": "char", "int16": "short", "int32": "int",
     "int64": "long", "uint8": "uchar", "uint16": "ushort", "uint32": "uint", "uint64": "ulong",
@@ -50,7 +51,6 @@ _CL_TYPES = {
     # Vectors of float32 (only the CPU GEMM's register block in OpenCL uses them).
     "float32x4": "float4", "float32x8": "float8", "float32x16": "float16",
 }
-_VECTOR_TYPES = ("float32x4", "float32x8", "float32x16")
 
 DIALECTS = {
     "c": Dialect(
@@ -82,6 +82,12 @@ THREAD_CHUNKS = 64
 _HALF_TYPES = ("float16", "bfloat16")
 #: Scalar names of the GPU dialects' vector types where they differ from the scalar type's.
 _VECTOR_SCALARS = {"uint16": "ushort", "uint32": "uint", "uint8": "uchar"}
+
+
+def _c_splat(dtype: str) -> str:
+    """The C dialect's helper that broadcasts a float to a vector type (``float32x16``:
+    ``gh_splat_f32x16``), declared in the prelude beside the type."""
+    return "gh_splat_" + _C_VECTOR_TYPES[dtype].removeprefix("gh_")
 
 
 def _without_outer_parentheses(text: str) -> str:
@@ -185,12 +191,12 @@ class _Renderer:
                 f"{p} {u32} gh_bits(float x) {{ {u32} u; memcpy(&u, &x, 4); return u; }}",
                 f"{p} float gh_float({u32} u) {{ float x; memcpy(&x, &u, 4); return x; }}",
             ]
-            for dtype in sorted(t for t in self.used_types if t in _C_VECTOR_TYPES):
+            for dtype in sorted(t for t in self.used_types if t in _VECTOR_TYPES):
                 vector, lanes = d.types[dtype], int(dtype.split("x")[1])
                 # The broadcast as an initialiser: ``x + (vector){}`` is a scalar add first
                 # (0 + -0 is +0), which kept the FMA from taking x as an embedded broadcast.
                 lines += [f"typedef float {vector} __attribute__((vector_size({4 * lanes})));",
-                          f"{p} {vector} gh_splat_{dtype.replace('float32', 'f32')}(float x) "
+                          f"{p} {vector} {_c_splat(dtype)}(float x) "
                           f"{{ return ({vector}){{{', '.join(['x'] * lanes)}}}; }}"]
         needs_half = any(t in self.used_types for t in _HALF_TYPES) or any(
             h.startswith("round_") for h in self.helpers)
@@ -588,8 +594,8 @@ class _Renderer:
             inner = e.a
             if e.dtype == "bool":
                 return f"({self.expr(inner)} != 0)"
-            if self.d.name == "c" and e.dtype in _C_VECTOR_TYPES:  # a scalar to every lane
-                return f"gh_splat_{e.dtype.replace('float32', 'f32')}({self.expr(inner)})"
+            if self.d.name == "c" and e.dtype in _VECTOR_TYPES:  # a scalar to every lane
+                return f"{_c_splat(e.dtype)}({self.expr(inner)})"
             return f"(({self.ctype(e.dtype)})({self.expr(inner)}))"
         if isinstance(e, k.UnOp):
             return f"({e.op}{self.expr(e.a)})"
