@@ -179,6 +179,56 @@ def test_canonical_names_cover_derived_identifiers():
     assert "v_gp1" in text and "writes gp1" in text
 
 
+def _scaled_sum_kernel(name: str, source: str, target: str, scaled: str) -> k.Kernel:
+    """Y[g] = 2 * X[g] + 1 for 64 work-items, through a register v_<scaled> that holds a
+    tensor fused into the kernel (``scaled``: its name, local to the kernel)."""
+    g = k.Var("g")
+    register = f"v_{scaled}"
+    body = k.For("g", 0, 64, k.block(
+        k.Comment(f"{scaled} = 2 * {source}"),
+        k.Declare(register, "float32", k.BinOp(
+            "*", k.Load(source, g, "float32"), k.Const(2.0, "float32"), "float32")),
+        k.Store(target, g, k.BinOp("+", k.Var(register, "float32"), k.Const(1.0, "float32"),
+                                   "float32"))), kind="thread", axis=0)
+    return k.Kernel(name, (k.Param(source, "float32"), k.Param(target, "float32", output=True)),
+                    body, k.Launch((64,), (32,)))
+
+
+def test_kernels_equal_up_to_their_intermediates_names_are_shared(compiled_device):
+    # The same fused expression in two layers of a program: its temporary is T27 in one
+    # kernel and T19 in the other (lower.py names its register v_T27, v_T19).
+    first = _scaled_sum_kernel("k3_Y", "X", "Y", "T27")
+    second = _scaled_sum_kernel("k9_V", "U", "V", "T19")
+    units = [unit_of(kernel, DIALECTS[compiled_device.info.dialect])[0]
+             for kernel in (first, second)]
+    assert units[0].entry == units[1].entry and units[0].source == units[1].source
+    assert "T27" not in units[0].source and "v_gt0" in units[0].source
+    launches, _ = compile_kernels([first, second], compiled_device)
+    assert launches[0].kernel is launches[1].kernel
+    device = compiled_device
+    x = np.arange(64, dtype=np.float32)
+    for launch in launches:
+        source, target = device.alloc(x.nbytes), device.alloc(x.nbytes)
+        device.copy_in(source, x)
+        device.launch(launch.kernel, [source, target], launch.global_size, launch.local_size)
+        out = np.empty_like(x)
+        device.copy_out(target, out)
+        np.testing.assert_array_equal(out, 2 * x + 1)
+
+
+def test_an_intermediate_named_in_an_unknown_place_keeps_its_name():
+    # A name the rename cannot reach (here a function's name, which is not an identifier
+    # field) survives in the source: renaming the register alone could split one name in
+    # two. The kernel keeps its intermediates' names; its parameters are still positional.
+    kernel = _scaled_sum_kernel("k3_Y", "X", "Y", "T27")
+    call = k.Call("T27", (k.Var("v_T27", "int32"),), "int32")
+    kernel = k.Kernel(kernel.name, kernel.params, k.block(
+        k.Declare("unused", "int32", call), kernel.body), kernel.launch)
+    unit, _ = unit_of(kernel, DIALECTS["c"])
+    assert unit.entry.startswith("gk_")
+    assert "v_T27" in unit.source and "gp0" in unit.source and "gt0" not in unit.source
+
+
 def _corrupt(path, how: str) -> None:
     blob = bytearray(path.read_bytes())
     if how == "garble":
