@@ -21,6 +21,8 @@ environment variable      field
                           processes when the driver serialises builds in one process, as
                           measured once per driver; always for PoCL on a CPU, whose workers
                           also run each kernel once), ``threads`` or ``processes``
+``GINGHAM_NVRTC_BUILD``   ``nvrtc_build``: where a CUDA device's pieces compile: ``threads``
+                          (NVRTC in this process) or ``processes`` (NVRTC worker processes)
 ``GINGHAM_OPENCL_IDLE``   ``opencl_idle``: seconds without a build after which the OpenCL
                           compile worker processes exit (default 30; ``inf``: never)
 ``GINGHAM_WGMMA``         ``wgmma``: Hopper's warpgroup tensor-core products (sm_90a) where
@@ -40,7 +42,7 @@ environment variable      field
 The user config file is JSON (``platformdirs.user_config_dir("gingham")/config.json``); it may
 hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``,
 ``cuda_graphs``, ``program_cache``, ``compile_jobs``, ``compile_overlap``, ``opencl_build``,
-``opencl_idle``, ``wgmma``, ``conv_algorithm``, ``tune``, ``tune_budget``, ``tune_measure``.
+``nvrtc_build``, ``opencl_idle``, ``wgmma``, ``conv_algorithm``, ``tune``, ``tune_budget``, ``tune_measure``.
 ``gingham devices --set-default ID`` writes ``{"device": ID}`` into it.
 
 Example::
@@ -112,6 +114,10 @@ class Config:
     this device's builds serialised, :mod:`gingham.devices.opencl_build`; on a CPU device
     processes for PoCL, whose workers also run each kernel once so that the binary carries
     the code PoCL would generate at its first launch, threads for other drivers).
+    ``nvrtc_build``: how the pieces of a CUDA program compile: ``threads`` (NVRTC in this
+    process) or ``processes`` (NVRTC in compile worker processes,
+    :mod:`gingham.devices.opencl_worker`: on 16 threads of one process NVRTC ran at about
+    half the rate of 16 processes on the H200's host).
     ``opencl_idle``: seconds without a build after which the compile worker
     processes exit, freeing their device contexts (on NVIDIA, GPU memory); the next
     program to build starts them again. ``inf`` keeps them until the process exits.
@@ -147,6 +153,7 @@ class Config:
     compile_jobs: int | None = None
     compile_overlap: bool | None = None
     opencl_build: str = "auto"
+    nvrtc_build: str = "threads"
     opencl_idle: float = 30.0
     wgmma: bool = True
     conv_algorithm: str = "auto"
@@ -158,10 +165,11 @@ class Config:
 
 # Fields the user config file may set (config_file itself is chosen by the environment only).
 _FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "cuda_graphs",
-                "program_cache", "compile_jobs", "compile_overlap", "opencl_build", "opencl_idle",
-                "wgmma", "conv_algorithm", "tune", "tune_budget", "tune_measure")
+                "program_cache", "compile_jobs", "compile_overlap", "opencl_build", "nvrtc_build",
+                "opencl_idle", "wgmma", "conv_algorithm", "tune", "tune_budget", "tune_measure")
 TUNE_MODES = ("off", "on", "background")
 OPENCL_BUILD_MODES = ("auto", "threads", "processes")
+NVRTC_BUILD_MODES = ("threads", "processes")
 CONV_ALGORITHMS = ("auto", "direct", "winograd")
 
 
@@ -281,6 +289,8 @@ def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
             values[key] = _parse_auto_bool(where, value)
         elif key == "opencl_build":
             values[key] = _parse_choice(where, value, OPENCL_BUILD_MODES)
+        elif key == "nvrtc_build":
+            values[key] = _parse_choice(where, value, NVRTC_BUILD_MODES)
         elif key == "opencl_idle":
             values[key] = _parse_budget(where, value)
         elif key == "conv_algorithm":
@@ -353,6 +363,9 @@ def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
     if env.get("GINGHAM_OPENCL_BUILD"):
         values["opencl_build"] = _parse_choice("GINGHAM_OPENCL_BUILD",
                                                env["GINGHAM_OPENCL_BUILD"], OPENCL_BUILD_MODES)
+    if env.get("GINGHAM_NVRTC_BUILD"):
+        values["nvrtc_build"] = _parse_choice("GINGHAM_NVRTC_BUILD",
+                                              env["GINGHAM_NVRTC_BUILD"], NVRTC_BUILD_MODES)
     if env.get("GINGHAM_OPENCL_IDLE"):
         values["opencl_idle"] = _parse_budget("GINGHAM_OPENCL_IDLE", env["GINGHAM_OPENCL_IDLE"])
     for variable, key in _TUNE_VARIABLES.items():

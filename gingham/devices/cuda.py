@@ -24,10 +24,12 @@ versions. Every cuda-python call returns a tuple whose first element is the erro
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import itertools
 import math
 import weakref
+from typing import Iterator
 
 import numpy as np
 
@@ -38,8 +40,9 @@ except ImportError:  # cuda-python < 12.6 had the older layout
     from cuda import nvrtc  # type: ignore[no-redef]
 
 from gingham.config import debug_print, get_config
+from gingham.devices import opencl_build
 from gingham.devices.base import (SCALAR_CTYPES, Buffer, Device, DeviceInfo, Kernel, LaunchPlan,
-                                  LaunchSpec, Slot)
+                                  LaunchSpec, Slot, compile_jobs)
 from gingham.errors import DeviceError, DeviceMemoryError, DeviceNotFoundError
 
 # Without opting in, a block may use 48 KiB of shared memory on every NVIDIA GPU since Volta.
@@ -152,6 +155,7 @@ class CUDADevice(Device):
             compute_capability=self.arch))
         self._context = None
         self._shared_limits: dict[str, int] = {}  # key:entry -> dynamic shared bytes allowed
+        self._pool: opencl_build.BuildPool | None = None  # NVRTC worker processes, if any
 
     # ---- context ----------------------------------------------------------------------
 
@@ -164,6 +168,7 @@ class CUDADevice(Device):
             # The device model's set-up (its micro-benchmarks' compiles and buffers) then
             # runs beside the first step's tracing and fusion, not at the start of its lowering.
             self._measure_model_meanwhile()
+            self._start_compile_workers()
             return
         _check(driver.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
 
@@ -205,12 +210,51 @@ class CUDADevice(Device):
         return (self.info.name, self.arch, self.target, self.info.driver_version,
                 self.info.compiler_version, self.nvrtc_options)
 
+    def _start_compile_workers(self) -> None:
+        """With ``nvrtc_build=processes``, start the NVRTC worker processes (they start while
+        the first step is traced and planned; until one is ready, builds run here)."""
+        jobs = compile_jobs()
+        if get_config().nvrtc_build != "processes" or jobs < 2:
+            return
+        self._pool = opencl_build.BuildPool({"compiler": "nvrtc", "cubin": self.cubin},
+                                            jobs, name=self.id)
+        self._pool.start()
+
+    @property
+    def build_pool(self) -> opencl_build.BuildPool | None:
+        """The NVRTC worker processes, when they run (``nvrtc_build=processes``)."""
+        return self._pool
+
+    @contextlib.contextmanager
+    def _compiling(self) -> Iterator[None]:
+        # With worker processes, a unit builder's end reports where its pieces were built.
+        pool = self._pool
+        before = (pool.built_by_workers, pool.built_here) if pool else (0, 0)
+        yield
+        if pool is not None:
+            debug_print(1, f"{self.id}: {pool.built_by_workers - before[0]} piece(s) built "
+                        f"by NVRTC worker processes ({pool.serving} serving of {pool.size}), "
+                        f"{pool.built_here - before[1]} in this process")
+
+    def _nvrtc_flags(self) -> list[str]:
+        return [f"--gpu-architecture={self.target}", *self.nvrtc_options]
+
     def _build(self, source: str, entry: str) -> bytes:
+        pool = self._pool
+        if pool is None:
+            return self._build_here(source, entry)
+        ok, payload = pool.build(source, " ".join(self._nvrtc_flags()),
+                                 local=lambda: self._build_here(source, entry))
+        if not ok:
+            raise self.compile_error(source, "NVRTC rejected the kernel", str(payload))
+        return payload
+
+    def _build_here(self, source: str, entry: str) -> bytes:
+        """NVRTC in this process (on the calling thread)."""
         program = _check(nvrtc.nvrtcCreateProgram(source.encode(), f"{entry}.cu".encode(),
                                                   0, [], []), "nvrtcCreateProgram")
         try:
-            options = [f"--gpu-architecture={self.target}".encode()]
-            options += [option.encode() for option in self.nvrtc_options]
+            options = [option.encode() for option in self._nvrtc_flags()]
             (status,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
             if _code(status) != 0:
                 raise self.compile_error(source, "NVRTC rejected the kernel",
