@@ -24,7 +24,8 @@ environment variable      field
 ``GINGHAM_NVRTC_BUILD``   ``nvrtc_build``: where a CUDA device's pieces compile: ``threads``
                           (NVRTC in this process) or ``processes`` (NVRTC worker processes)
 ``GINGHAM_OPENCL_IDLE``   ``opencl_idle``: seconds without a build after which the OpenCL
-                          compile worker processes exit (default 30; ``inf``: never)
+                          (and NVRTC) compile worker processes exit (default 30; ``inf``:
+                          never)
 ``GINGHAM_WGMMA``         ``wgmma``: Hopper's warpgroup tensor-core products (sm_90a) where
                           they apply (1, the default) or ``mma.sync`` everywhere (0)
 ``GINGHAM_CONV_ALGORITHM`` ``conv_algorithm``: how ``gingham.nn`` builds float32 3x3,
@@ -119,8 +120,8 @@ class Config:
     :mod:`gingham.devices.opencl_worker`: on 16 threads of one process NVRTC ran at about
     half the rate of 16 processes on the H200's host).
     ``opencl_idle``: seconds without a build after which the compile worker
-    processes exit, freeing their device contexts (on NVIDIA, GPU memory); the next
-    program to build starts them again. ``inf`` keeps them until the process exits.
+    processes exit, freeing their device contexts (on NVIDIA, GPU memory), and the NVRTC
+    workers their memory; the next program to build starts them again. ``inf`` keeps them until the process exits.
     ``wgmma``: on a Hopper GPU (compute capability 9.0) run 16-bit float contractions with
     the warpgroup instructions (:mod:`gingham.compiler.tiling_wgmma`); off: ``mma.sync``.
     ``conv_algorithm``: how :func:`gingham.nn.functional.conv2d` builds a float32 3x3,

@@ -28,6 +28,8 @@ import contextlib
 import ctypes
 import itertools
 import math
+import threading
+import time
 import weakref
 from typing import Iterator
 
@@ -156,6 +158,8 @@ class CUDADevice(Device):
         self._context = None
         self._shared_limits: dict[str, int] = {}  # key:entry -> dynamic shared bytes allowed
         self._pool: opencl_build.BuildPool | None = None  # NVRTC worker processes, if any
+        self._pool_lock = threading.Lock()
+        self._activity = opencl_build.Activity()  # compiles in flight, for the idle release
 
     # ---- context ----------------------------------------------------------------------
 
@@ -211,14 +215,43 @@ class CUDADevice(Device):
                 self.info.compiler_version, self.nvrtc_options)
 
     def _start_compile_workers(self) -> None:
-        """With ``nvrtc_build=processes``, start the NVRTC worker processes (they start while
-        the first step is traced and planned; until one is ready, builds run here)."""
+        """With ``nvrtc_build=processes``, start the NVRTC worker processes now: they start
+        while the first step is traced and planned (until one is ready, builds run here)."""
+        self._running_pool()
+
+    def _running_pool(self) -> opencl_build.BuildPool | None:
+        """The NVRTC worker processes, started (again, after an idle release) if need be;
+        None where pieces compile on threads here."""
         jobs = compile_jobs()
-        if get_config().nvrtc_build != "processes" or jobs < 2:
+        config = get_config()
+        if config.nvrtc_build != "processes" or jobs < 2:
+            return None
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = opencl_build.BuildPool({"compiler": "nvrtc", "cubin": self.cubin},
+                                                    jobs, name=self.id)
+                self._pool.start()
+                if config.opencl_idle != float("inf"):
+                    threading.Thread(target=self._release_when_idle,
+                                     args=(self._pool, config.opencl_idle), daemon=True,
+                                     name="gingham-nvrtc-workers-idle").start()
+            return self._pool
+
+    def _release_when_idle(self, pool: opencl_build.BuildPool, seconds: float) -> None:
+        """Stop ``pool``'s workers once no compile has run for ``seconds`` (``opencl_idle``):
+        each holds about 110 MB once NVRTC is loaded, and a training loop stops compiling
+        after its first steps. The next compile starts them again."""
+        started = time.monotonic()
+        while self._pool is pool:
+            generation = self._activity.wait_idle(seconds, since=started)
+            with self._activity.quiet_since(generation) as quiet:
+                if not quiet or self._pool is not pool:
+                    continue
+                self._pool = None
+            debug_print(1, f"{self.id}: no compile for {seconds:g} s: stopping the NVRTC "
+                        f"workers ({pool.serving} serving of {pool.size})")
+            pool.close()
             return
-        self._pool = opencl_build.BuildPool({"compiler": "nvrtc", "cubin": self.cubin},
-                                            jobs, name=self.id)
-        self._pool.start()
 
     @property
     def build_pool(self) -> opencl_build.BuildPool | None:
@@ -227,10 +260,12 @@ class CUDADevice(Device):
 
     @contextlib.contextmanager
     def _compiling(self) -> Iterator[None]:
-        # With worker processes, a unit builder's end reports where its pieces were built.
+        # A unit builder's whole life is one compile in flight (the idle release waits for
+        # none); with worker processes, its end reports where its pieces were built.
         pool = self._pool
         before = (pool.built_by_workers, pool.built_here) if pool else (0, 0)
-        yield
+        with self._activity.busy():
+            yield
         if pool is not None:
             debug_print(1, f"{self.id}: {pool.built_by_workers - before[0]} piece(s) built "
                         f"by NVRTC worker processes ({pool.serving} serving of {pool.size}), "
@@ -240,7 +275,7 @@ class CUDADevice(Device):
         return [f"--gpu-architecture={self.target}", *self.nvrtc_options]
 
     def _build(self, source: str, entry: str) -> bytes:
-        pool = self._pool
+        pool = self._running_pool()
         if pool is None:
             return self._build_here(source, entry)
         ok, payload = pool.build(source, " ".join(self._nvrtc_flags()),

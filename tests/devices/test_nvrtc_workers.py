@@ -8,6 +8,8 @@ builds through its own pool and the kernels' results are checked against NumPy.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -82,16 +84,35 @@ def test_the_setting_is_checked(monkeypatch):
 CUDA_IDS = [d.id for d in list_devices() if d.info.dialect == "cuda"]
 
 
-@pytest.mark.skipif(not CUDA_IDS, reason="no CUDA device in this run")
-@pytest.mark.parametrize("device_id", CUDA_IDS)
-def test_a_cuda_device_builds_through_its_workers(device_id, tmp_path, monkeypatch):
+def cuda_device(device_id: str):
     from gingham.devices import cuda
 
+    return cuda.CUDADevice(int(device_id.split(":")[1]))
+
+
+def check_scale_kernels(device, kernels, tag: int) -> None:
+    a = np.random.default_rng(tag).standard_normal(N).astype(np.float32)
+    A, C = device.alloc(a.nbytes), device.alloc(a.nbytes)
+    device.copy_in(A, a)
+    for i, kernel in enumerate(kernels):
+        device.launch(kernel, [C, A, np.int32(N)], global_size=(1024,), local_size=(64,))
+        out = np.empty_like(a)
+        device.copy_out(C, out)
+        np.testing.assert_allclose(out, a * np.float32(i) + np.float32(tag), rtol=1e-6)
+
+
+@pytest.fixture
+def processes(tmp_path, monkeypatch):
     monkeypatch.setenv("GINGHAM_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("GINGHAM_COMPILE_JOBS", "2")
     monkeypatch.setenv("GINGHAM_TUNE_MEASURE", "0")
     monkeypatch.setenv("GINGHAM_NVRTC_BUILD", "processes")
-    device = cuda.CUDADevice(int(device_id.split(":")[1]))
+
+
+@pytest.mark.skipif(not CUDA_IDS, reason="no CUDA device in this run")
+@pytest.mark.parametrize("device_id", CUDA_IDS)
+def test_a_cuda_device_builds_through_its_workers(device_id, processes):
+    device = cuda_device(device_id)
     try:
         device.alloc(4)  # the context, and with it the workers
         pool = device.build_pool
@@ -99,14 +120,33 @@ def test_a_cuda_device_builds_through_its_workers(device_id, tmp_path, monkeypat
         units = [SourceUnit(f"scale{i}_7", scale_source(i, 7)) for i in range(4)]
         kernels = device.compile_units(units)
         assert pool.built_by_workers == device.stats.compiles > 0 and pool.built_here == 0
-        a = np.random.default_rng(7).standard_normal(N).astype(np.float32)
-        A, C = device.alloc(a.nbytes), device.alloc(a.nbytes)
-        device.copy_in(A, a)
-        for i, kernel in enumerate(kernels):
-            device.launch(kernel, [C, A, np.int32(N)], global_size=(1024,), local_size=(64,))
-            out = np.empty_like(a)
-            device.copy_out(C, out)
-            np.testing.assert_allclose(out, a * np.float32(i) + np.float32(7), rtol=1e-6)
+        check_scale_kernels(device, kernels, 7)
+    finally:
+        if device.build_pool is not None:
+            device.build_pool.close()
+
+
+@pytest.mark.skipif(not CUDA_IDS, reason="no CUDA device in this run")
+@pytest.mark.parametrize("device_id", CUDA_IDS)
+def test_idle_workers_exit_and_the_next_compile_starts_them_again(device_id, processes,
+                                                                  monkeypatch):
+    monkeypatch.setenv("GINGHAM_OPENCL_IDLE", "0.5")
+    device = cuda_device(device_id)
+    try:
+        device.alloc(4)
+        first = device.build_pool
+        assert first is not None and first.wait_ready(timeout=120)
+        check_scale_kernels(device, device.compile_units(
+            [SourceUnit("scale0_8", scale_source(0, 8))]), 8)
+        deadline = time.monotonic() + 30
+        while device.build_pool is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert device.build_pool is None and first.closed
+        assert all(process.poll() is not None for process in first.processes)
+        kernels = device.compile_units([SourceUnit(f"scale{i}_9", scale_source(i, 9))
+                                        for i in range(2)])
+        assert device.build_pool is not None and device.build_pool is not first
+        check_scale_kernels(device, kernels, 9)
     finally:
         if device.build_pool is not None:
             device.build_pool.close()
