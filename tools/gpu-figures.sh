@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|k|x|u|y|l|q|j]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|g|k|x|u|y|l|q|j]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -142,6 +142,18 @@ step ops-opencl 60 $g bench ops --device opencl:0 --only gemm,conv --dtype fp32 
 step resnet9-bf16-cuda 50 $g bench model resnet9 --device cuda:0 --precision bf16 --steps 20 --torch-compile off --json "$out/resnet9-bf16-cuda.json"
 step story-cuda 40 $g bench model story --device cuda:0 --steps 20 --torch-compile off --json "$out/story-cuda.json"
 step all-devices 240 $g bench model story resnet9 --all-devices --quick --torch-compile off --json "$out/all-devices.json"
+;;
+g)  # NVRTC on threads against worker processes (GINGHAM_NVRTC_BUILD) in ResNet-9's fresh
+    # first epochs, alternating (fp32 three rounds, bf16 two), after the NVRTC worker tests
+step tests-nvrtc-workers 60 python3 -m pytest -q -p no:cacheprovider -p no:warnings tests/devices/test_nvrtc_workers.py
+for round in 1 2 3; do
+    for precision in fp32 bf16; do
+        [ "$precision" = bf16 ] && [ "$round" = 3 ] && continue
+        for mode in threads processes; do
+            step "resnet9-first-$precision-$mode-r$round" 40 env GINGHAM_NVRTC_BUILD=$mode GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" python3 tools/timeline.py -- $g bench model resnet9 --device cuda:0 --precision "$precision" --no-torch
+        done
+    done
+done
 ;;
 v)  # a change's check: the CUDA and OpenCL tests, then first epochs with fresh caches (two
     # rounds: OpenCL and CUDA fp32, CUDA bf16)

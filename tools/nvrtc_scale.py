@@ -14,9 +14,11 @@ difference being measured. Printed: wall seconds of each way and the sum of the 
 seconds (threads that serialise show a sum far above one at a time).
 
 On the H200's host (16 cores) processes won here, 1.85 s against 3.05 s for a bf16 ResNet-9
-step's 141 kernels, but not in a real first step, where kernels share NVRTC programs of about
-ten and every core is busy either way: a pool of NVRTC worker processes compiled the same
-step in the same time as threads (docs/measurements.md, "First epochs", stop 21).
+step's 141 kernels (stop 21), 1.15 s against 2.07 s for an fp32 step's 112 (stop 32), but not
+in stop 21's real first step, where kernels shared NVRTC programs of about ten and every
+core was busy either way: a pool of NVRTC worker processes compiled the same step in the
+same time as threads (docs/measurements.md, "First epochs"). The pool is an option again,
+``GINGHAM_NVRTC_BUILD=processes``; ``tools/gpu-figures.sh SECONDS g`` times it in the real step.
 """
 
 from __future__ import annotations
