@@ -272,6 +272,33 @@ def nvrtc_build(nvrtc, source: str, options: str, cubin: bool) -> tuple[bool, by
         nvrtc.nvrtcDestroyProgram(program)
 
 
+def _wait_for_go(requests: BinaryIO, replies: BinaryIO) -> bool:
+    """Wait for the parent's ``("context",)``; False when the input ended first (the pool
+    closed before this worker's turn) or another message came (reported as ``failed``)."""
+    try:
+        go = receive(requests)
+    except EOFError:
+        return False
+    if go != ("context",):
+        send(replies, ("failed", f"expected the go for the context, got {go!r}"))
+        return False
+    return True
+
+
+def _answer(requests: BinaryIO, replies: BinaryIO,
+            handle: Callable[[tuple], tuple[str, Any]]) -> None:
+    """Answer each request with ``handle``'s (kind, payload) and the seconds it took, until
+    the input ends."""
+    while True:
+        try:
+            request = receive(requests)
+        except EOFError:
+            return
+        began = time.perf_counter()
+        kind, payload = handle(request)
+        send(replies, (kind, payload, time.perf_counter() - began))
+
+
 def serve_nvrtc(target: dict[str, Any], requests: BinaryIO, replies: BinaryIO) -> None:
     """:func:`serve` for NVRTC: the same protocol, no device and no context."""
     started = time.perf_counter()
@@ -283,12 +310,7 @@ def serve_nvrtc(target: dict[str, Any], requests: BinaryIO, replies: BinaryIO) -
         return
     loaded = time.perf_counter()
     send(replies, ("found", os.getpid()))
-    try:
-        go = receive(requests)
-    except EOFError:
-        return
-    if go != ("context",):
-        send(replies, ("failed", f"expected the go, got {go!r}"))
+    if not _wait_for_go(requests, replies):
         return
     now = time.perf_counter()
     send(replies, ("ready", {"pid": os.getpid(), "seconds": now - started,
@@ -296,17 +318,14 @@ def serve_nvrtc(target: dict[str, Any], requests: BinaryIO, replies: BinaryIO) -
                              "context": 0.0, "context_span": (time.time(), time.time()),
                              "device": "NVRTC"}))
     cubin = bool(target.get("cubin", True))
-    while True:
-        try:
-            request = receive(requests)
-        except EOFError:
-            return
-        began = time.perf_counter()
+
+    def handle(request: tuple) -> tuple[str, Any]:
         if request[0] != "build":
-            send(replies, ("rejected", f"an NVRTC worker does not {request[0]!r}", 0.0))
-            continue
+            return "rejected", f"an NVRTC worker does not {request[0]!r}"
         ok, payload = nvrtc_build(nvrtc, request[1], request[2], cubin)
-        send(replies, ("built" if ok else "rejected", payload, time.perf_counter() - began))
+        return ("built" if ok else "rejected"), payload
+
+    _answer(requests, replies, handle)
 
 
 def serve(target: dict[str, Any], requests: BinaryIO, replies: BinaryIO,
@@ -326,12 +345,7 @@ def serve(target: dict[str, Any], requests: BinaryIO, replies: BinaryIO,
         send(replies, ("failed", f"{type(exc).__name__}: {exc}"))
         return
     send(replies, ("found", os.getpid()))
-    try:
-        go = receive(requests)
-    except EOFError:
-        return  # the pool closed before this worker's turn
-    if go != ("context",):
-        send(replies, ("failed", f"expected the go for the context, got {go!r}"))
+    if not _wait_for_go(requests, replies):
         return
     times.append(time.perf_counter())
     began = time.time()
@@ -346,28 +360,23 @@ def serve(target: dict[str, Any], requests: BinaryIO, replies: BinaryIO,
                              "waited": times[3] - times[2], "context": times[4] - times[3],
                              "context_span": (began, time.time()),
                              "device": device.name.strip()}))
-    while True:
-        try:
-            request = receive(requests)
-        except EOFError:
-            return
-        began = time.perf_counter()
+
+    def probe(source: str) -> None:
+        ok, log = build_one(cl, context, device, source, "")
+        if not ok:
+            raise RuntimeError(f"a probe did not build: {log}")
+
+    def handle(request: tuple) -> tuple[str, Any]:
         if request[0] == "check":
-            def probe(source: str) -> None:
-                ok, log = build_one(cl, context, device, source, "")
-                if not ok:
-                    raise RuntimeError(f"a probe did not build: {log}")
             try:
-                result = builds_serialise(probe, threads=int(request[1]))
+                return "checked", builds_serialise(probe, threads=int(request[1]))
             except Exception as exc:  # noqa: BLE001 - reported to the parent
-                send(replies, ("rejected", f"{type(exc).__name__}: {exc}",
-                               time.perf_counter() - began))
-                continue
-            send(replies, ("checked", result, time.perf_counter() - began))
-            continue
+                return "rejected", f"{type(exc).__name__}: {exc}"
         _, source, options, *samples = request
         ok, payload = build_one(cl, context, device, source, options, *samples)
-        send(replies, ("built" if ok else "rejected", payload, time.perf_counter() - began))
+        return ("built" if ok else "rejected"), payload
+
+    _answer(requests, replies, handle)
 
 
 def main(argv: list[str] | None = None, build_one=build) -> None:

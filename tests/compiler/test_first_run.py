@@ -112,6 +112,19 @@ def _doubling_kernel(name: str, source: str, target: str, launch: k.Launch) -> k
                     body, launch)
 
 
+def _check_launches(device, launches, expected) -> None:
+    """Run each launch of a kernel ``Y[g] = f(X[g])`` over 64 work-items on 0..63 and compare
+    with ``expected(x)`` (NumPy)."""
+    x = np.arange(64, dtype=np.float32)
+    for launch in launches:
+        source, target = device.alloc(x.nbytes), device.alloc(x.nbytes)
+        device.copy_in(source, x)
+        device.launch(launch.kernel, [source, target], launch.global_size, launch.local_size)
+        out = np.empty_like(x)
+        device.copy_out(target, out)
+        np.testing.assert_array_equal(out, expected(x))
+
+
 def test_same_source_with_different_launch_sizes(compiled_device):
     # Equal bodies (64 guarded work-items) launched on grids of 64 and of 128 work-items.
     first = _doubling_kernel("first", "X", "Y", k.Launch((64,), (32,)))
@@ -121,15 +134,7 @@ def test_same_source_with_different_launch_sizes(compiled_device):
     assert (launches[0].global_size, launches[0].local_size) == ((64,), (32,))
     assert (launches[1].global_size, launches[1].local_size) == ((128,), (64,))
     assert launches[1].args == ["U", "V"]
-    device = compiled_device
-    x = np.arange(64, dtype=np.float32)
-    for launch in launches:
-        source, target = device.alloc(x.nbytes), device.alloc(x.nbytes)
-        device.copy_in(source, x)
-        device.launch(launch.kernel, [source, target], launch.global_size, launch.local_size)
-        out = np.empty_like(x)
-        device.copy_out(target, out)
-        np.testing.assert_array_equal(out, 2 * x)
+    _check_launches(compiled_device, launches, lambda x: 2 * x)
 
 
 def test_different_constants_are_different_kernels():
@@ -205,15 +210,7 @@ def test_kernels_equal_up_to_their_intermediates_names_are_shared(compiled_devic
     assert "T27" not in units[0].source and "v_gt0" in units[0].source
     launches, _ = compile_kernels([first, second], compiled_device)
     assert launches[0].kernel is launches[1].kernel
-    device = compiled_device
-    x = np.arange(64, dtype=np.float32)
-    for launch in launches:
-        source, target = device.alloc(x.nbytes), device.alloc(x.nbytes)
-        device.copy_in(source, x)
-        device.launch(launch.kernel, [source, target], launch.global_size, launch.local_size)
-        out = np.empty_like(x)
-        device.copy_out(target, out)
-        np.testing.assert_array_equal(out, 2 * x + 1)
+    _check_launches(compiled_device, launches, lambda x: 2 * x + 1)
 
 
 def test_an_intermediate_named_in_an_unknown_place_keeps_its_name():

@@ -88,3 +88,15 @@ def download(device: Device, buffer, like: np.ndarray) -> np.ndarray:
     device.copy_out(buffer, out)
     device.synchronize()
     return out
+
+
+def check_scale_kernels(device: Device, kernels, tag: int, n: int = 1000) -> None:
+    """Run each of ``kernels`` (kernel ``i`` computes ``c = a * i + tag`` over ``n`` items,
+    arguments ``(c, a, n)`` with an int32 ``n``) on 1024 work-items in groups of 64 and
+    compare with NumPy."""
+    a = np.random.default_rng(tag).standard_normal(n).astype(np.float32)
+    A, C = upload(device, a), device.alloc(a.nbytes)
+    for i, kernel in enumerate(kernels):
+        device.launch(kernel, [C, A, np.int32(n)], global_size=(1024,), local_size=(64,))
+        np.testing.assert_allclose(download(device, C, a), a * np.float32(i) + np.float32(tag),
+                                   rtol=1e-6)

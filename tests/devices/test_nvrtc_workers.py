@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import pytest
 
+from device_kernels import check_scale_kernels
 from gingham.config import ConfigError, get_config
 from gingham.devices import list_devices, opencl_build, opencl_worker
 from gingham.devices.base import SourceUnit
 
-nvrtc = pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC is needed: pip install -e .[nvrtc]")
+nvrtc = pytest.importorskip("cuda.bindings.nvrtc",
+                            reason="NVRTC is needed: pip install -e .[nvrtc]")
 try:
     nvrtc.nvrtcVersion()
 except Exception as exc:  # noqa: BLE001 - cuda-bindings without the NVRTC library
@@ -25,7 +26,6 @@ except Exception as exc:  # noqa: BLE001 - cuda-bindings without the NVRTC libra
 
 #: What an H200's CUDA device passes NVRTC (from NVRTC 12.4).
 H200_FLAGS = "--gpu-architecture=sm_90a -minimal"
-N = 1000
 
 
 def scale_source(i: int, tag: int) -> str:
@@ -88,17 +88,6 @@ def cuda_device(device_id: str):
     from gingham.devices import cuda
 
     return cuda.CUDADevice(int(device_id.split(":")[1]))
-
-
-def check_scale_kernels(device, kernels, tag: int) -> None:
-    a = np.random.default_rng(tag).standard_normal(N).astype(np.float32)
-    A, C = device.alloc(a.nbytes), device.alloc(a.nbytes)
-    device.copy_in(A, a)
-    for i, kernel in enumerate(kernels):
-        device.launch(kernel, [C, A, np.int32(N)], global_size=(1024,), local_size=(64,))
-        out = np.empty_like(a)
-        device.copy_out(C, out)
-        np.testing.assert_allclose(out, a * np.float32(i) + np.float32(tag), rtol=1e-6)
 
 
 @pytest.fixture

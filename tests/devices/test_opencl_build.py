@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from device_kernels import check_scale_kernels
 from gingham.cache import DiskCache
 from gingham.config import ConfigError, get_config
 from gingham.devices import get_device, list_devices
@@ -71,14 +72,7 @@ __kernel void scale{i}_{tag}(__global float* c, __global const float* a, int n) 
 
 def check_kernels(device, kernels, tag: int) -> None:
     """Run each kernel and compare with NumPy's ``a * i + tag``."""
-    a = np.random.default_rng(tag).standard_normal(N).astype(np.float32)
-    A, C = device.alloc(a.nbytes), device.alloc(a.nbytes)
-    device.copy_in(A, a)
-    for i, kernel in enumerate(kernels):
-        device.launch(kernel, [C, A, np.int32(N)], global_size=(1024,), local_size=(64,))
-        out = np.empty_like(a)
-        device.copy_out(C, out)
-        np.testing.assert_allclose(out, a * np.float32(i) + np.float32(tag), rtol=1e-6)
+    check_scale_kernels(device, kernels, tag, N)
 
 
 def test_workers_build_kernels_that_compute_the_right_values(fresh_device, monkeypatch):
