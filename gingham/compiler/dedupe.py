@@ -118,19 +118,25 @@ def _rewrite(node, rename: Callable[[str], str]):
 
 def _intermediates(kernel: k.Kernel, known: dict[str, str]) -> list[str]:
     """The tensors ``kernel`` holds in registers that are not among ``known`` (its
-    parameters), in the order its body first names them."""
-    seen: set[str] = set()
+    parameters), in the order it declares them. Only statements are walked: a register is
+    declared before it is used, and expressions are most of a kernel's nodes."""
     found: dict[str, None] = {}
-
-    def collect(text: str) -> str:
-        if text not in seen:
-            seen.add(text)
-            match = _REGISTER.fullmatch(text)
+    pending: list = [kernel.body]
+    while pending:
+        stmt = pending.pop()
+        cls = type(stmt)
+        if cls is k.Block:
+            pending.extend(reversed(stmt.stmts))
+        elif cls is k.For:
+            pending.append(stmt.body)
+        elif cls is k.If:
+            if stmt.otherwise is not None:
+                pending.append(stmt.otherwise)
+            pending.append(stmt.then)
+        elif cls is k.Declare:
+            match = _REGISTER.fullmatch(stmt.name)
             if match and match.group(1) not in known:
                 found.setdefault(match.group(1))
-        return text
-
-    _rewrite(kernel.body, collect)
     return list(found)
 
 
