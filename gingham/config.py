@@ -43,7 +43,8 @@ environment variable      field
 The user config file is JSON (``platformdirs.user_config_dir("gingham")/config.json``); it may
 hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``,
 ``cuda_graphs``, ``program_cache``, ``compile_jobs``, ``compile_overlap``, ``opencl_build``,
-``nvrtc_build``, ``opencl_idle``, ``wgmma``, ``conv_algorithm``, ``tune``, ``tune_budget``, ``tune_measure``.
+``nvrtc_build``, ``opencl_idle``, ``wgmma``, ``conv_algorithm``, ``tune``, ``tune_budget``,
+``tune_measure``.
 ``gingham devices --set-default ID`` writes ``{"device": ID}`` into it.
 
 Example::
@@ -121,7 +122,8 @@ class Config:
     half the rate of 16 processes on the H200's host).
     ``opencl_idle``: seconds without a build after which the compile worker
     processes exit, freeing their device contexts (on NVIDIA, GPU memory), and the NVRTC
-    workers their memory; the next program to build starts them again. ``inf`` keeps them until the process exits.
+    workers their memory; the next program to build starts them again. ``inf`` keeps them
+    until the process exits.
     ``wgmma``: on a Hopper GPU (compute capability 9.0) run 16-bit float contractions with
     the warpgroup instructions (:mod:`gingham.compiler.tiling_wgmma`); off: ``mma.sync``.
     ``conv_algorithm``: how :func:`gingham.nn.functional.conv2d` builds a float32 3x3,

@@ -42,7 +42,7 @@ except ImportError:  # cuda-python < 12.6 had the older layout
     from cuda import nvrtc  # type: ignore[no-redef]
 
 from gingham.config import debug_print, get_config
-from gingham.devices import opencl_build
+from gingham.devices import opencl_build, opencl_worker
 from gingham.devices.base import (SCALAR_CTYPES, Buffer, Device, DeviceInfo, Kernel, LaunchPlan,
                                   LaunchSpec, Slot, compile_jobs)
 from gingham.errors import DeviceError, DeviceMemoryError, DeviceNotFoundError
@@ -286,21 +286,15 @@ class CUDADevice(Device):
 
     def _build_here(self, source: str, entry: str) -> bytes:
         """NVRTC in this process (on the calling thread)."""
-        program = _check(nvrtc.nvrtcCreateProgram(source.encode(), f"{entry}.cu".encode(),
-                                                  0, [], []), "nvrtcCreateProgram")
         try:
-            options = [option.encode() for option in self._nvrtc_flags()]
-            (status,) = nvrtc.nvrtcCompileProgram(program, len(options), options)
-            if _code(status) != 0:
-                raise self.compile_error(source, "NVRTC rejected the kernel",
-                                         _program_log(program) or str(status))
-            what = "CUBIN" if self.cubin else "PTX"
-            size = _check(getattr(nvrtc, f"nvrtcGet{what}Size")(program), f"{what} size")
-            binary = b" " * int(size)  # NVRTC fills this buffer in place
-            _check(getattr(nvrtc, f"nvrtcGet{what}")(program, binary), f"nvrtcGet{what}")
-            return binary
-        finally:
-            nvrtc.nvrtcDestroyProgram(program)
+            ok, payload = opencl_worker.nvrtc_build(nvrtc, source, " ".join(self._nvrtc_flags()),
+                                                    self.cubin, name=f"{entry}.cu")
+        except opencl_worker.NVRTCCallFailed as exc:
+            raise CUDAError(f"{exc.call} failed: {_error_name(exc.status)}",
+                            _code(exc.status)) from None
+        if not ok:
+            raise self.compile_error(source, "NVRTC rejected the kernel", str(payload))
+        return payload
 
     def _load(self, binary: bytes, entry: str, key: str) -> Kernel:
         return self._load_many(binary, [entry], key)[0]
@@ -570,16 +564,6 @@ def _destroy_graphs(device: CUDADevice, graph: list, execs: dict) -> None:
             driver.cuGraphDestroy(graph[0])
     except Exception:  # noqa: BLE001 - at exit the driver may already be gone
         pass
-
-
-def _program_log(program) -> str:
-    try:
-        size = int(_check(nvrtc.nvrtcGetProgramLogSize(program), "log size"))
-        log = b" " * size
-        _check(nvrtc.nvrtcGetProgramLog(program, log), "nvrtcGetProgramLog")
-        return log.rstrip(b"\0").decode(errors="replace")
-    except CUDAError:
-        return ""
 
 
 def discover() -> list[Device]:

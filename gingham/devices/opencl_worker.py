@@ -248,28 +248,49 @@ def nvrtc_module():
     return nvrtc
 
 
-def nvrtc_build(nvrtc, source: str, options: str, cubin: bool) -> tuple[bool, bytes | str]:
-    """(True, cubin or PTX) or (False, NVRTC's log) for one CUDA source."""
-    status, program = nvrtc.nvrtcCreateProgram(source.encode(), b"gingham.cu", 0, [], [])
+class NVRTCCallFailed(RuntimeError):
+    """An NVRTC call other than the compile itself failed (``status``: its nvrtcResult)."""
+
+    def __init__(self, call: str, status) -> None:
+        self.call, self.status = call, status
+        super().__init__(f"{call} failed: {status}")
+
+
+def nvrtc_build(nvrtc, source: str, options: str, cubin: bool,
+                name: str = "gingham.cu") -> tuple[bool, bytes | str]:
+    """(True, cubin or PTX) or (False, NVRTC's log) for one CUDA source, compiled with
+    ``options`` (NVRTC's, separated by spaces); ``name`` is the file name the log cites.
+    The one NVRTC compile of the package: a worker's and the CUDA device's own. Raises
+    :class:`NVRTCCallFailed` when another NVRTC call fails."""
+    status, program = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
     if int(status) != 0:
-        return False, f"nvrtcCreateProgram: {status}"
+        raise NVRTCCallFailed("nvrtcCreateProgram", status)
     try:
         flags = [option.encode() for option in options.split()]
         (status,) = nvrtc.nvrtcCompileProgram(program, len(flags), flags)
         if int(status) != 0:
-            _, size = nvrtc.nvrtcGetProgramLogSize(program)
-            log = b" " * int(size)
-            nvrtc.nvrtcGetProgramLog(program, log)
-            return False, log.rstrip(b"\0 ").decode(errors="replace") or str(status)
+            return False, _nvrtc_log(nvrtc, program) or str(status)
         what = "CUBIN" if cubin else "PTX"
         status, size = getattr(nvrtc, f"nvrtcGet{what}Size")(program)
+        if int(status) != 0:
+            raise NVRTCCallFailed(f"nvrtcGet{what}Size", status)
         binary = b" " * int(size)  # NVRTC fills this buffer in place
         (status,) = getattr(nvrtc, f"nvrtcGet{what}")(program, binary)
         if int(status) != 0:
-            return False, f"nvrtcGet{what}: {status}"
+            raise NVRTCCallFailed(f"nvrtcGet{what}", status)
         return True, binary
     finally:
         nvrtc.nvrtcDestroyProgram(program)
+
+
+def _nvrtc_log(nvrtc, program) -> str:
+    """The program's compile log, or "" when NVRTC cannot give it."""
+    status, size = nvrtc.nvrtcGetProgramLogSize(program)
+    if int(status) != 0:
+        return ""
+    log = b" " * int(size)
+    (status,) = nvrtc.nvrtcGetProgramLog(program, log)
+    return log.rstrip(b"\0 ").decode(errors="replace") if int(status) == 0 else ""
 
 
 def _wait_for_go(requests: BinaryIO, replies: BinaryIO) -> bool:
@@ -322,7 +343,10 @@ def serve_nvrtc(target: dict[str, Any], requests: BinaryIO, replies: BinaryIO) -
     def handle(request: tuple) -> tuple[str, Any]:
         if request[0] != "build":
             return "rejected", f"an NVRTC worker does not {request[0]!r}"
-        ok, payload = nvrtc_build(nvrtc, request[1], request[2], cubin)
+        try:
+            ok, payload = nvrtc_build(nvrtc, request[1], request[2], cubin)
+        except NVRTCCallFailed as exc:
+            return "rejected", str(exc)
         return ("built" if ok else "rejected"), payload
 
     _answer(requests, replies, handle)
