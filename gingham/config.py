@@ -119,7 +119,8 @@ class Config:
     ``nvrtc_build``: how the pieces of a CUDA program compile: ``threads`` (NVRTC in this
     process) or ``processes`` (NVRTC in compile worker processes,
     :mod:`gingham.devices.opencl_worker`: on 16 threads of one process NVRTC ran at about
-    half the rate of 16 processes on the H200's host).
+    half the rate of 16 processes on the H200's host, yet ResNet-9's fresh first step was no
+    shorter with them, since it waits for its lowering as much as for NVRTC).
     ``opencl_idle``: seconds without a build after which the compile worker
     processes exit, freeing their device contexts (on NVIDIA, GPU memory), and the NVRTC
     workers their memory; the next program to build starts them again. ``inf`` keeps them
