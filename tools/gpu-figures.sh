@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|g|k|x|u|y|l|q|j]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|g|k|x|u|y|l|q|h|j]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -215,6 +215,17 @@ for precision in bf16 fp32; do
     done
     [[ $precision == bf16 ]] && step resnet9-first-cuda-bf16-warm-noprogramcache 45 env GINGHAM_CACHE_DIR="$cache" CUDA_CACHE_PATH="$driver" GINGHAM_PROGRAM_CACHE=0 GINGHAM_DEBUG=1 $g bench model resnet9 --device cuda:0 --precision bf16 --no-torch
 done
+;;
+h)  # where the fresh-machine CUDA suite spends its time past 95% (stops 32 and 33 ran out of
+    # time there, 250 and 430 s, with no failure): the NVRTC worker tests' tracebacks, the
+    # suite verbose with a stack dump of any test running past 45 s, then the tests that never
+    # finished (collected minus reported)
+step tests-nvrtc-workers 60 python3 -m pytest -q -p no:cacheprovider -p no:warnings --tb=short tests/devices/test_nvrtc_workers.py
+step tests-cuda-verbose 400 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -v -p no:cacheprovider -p no:warnings -o faulthandler_timeout=45 tests -k "cuda and not resnet18"
+grep -a -E "^Timeout|^  File .*(tests/|gingham/)" "$out/tests-cuda-verbose.log" | head -60
+python3 -m pytest --collect-only -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18" 2>/dev/null | grep "::" | sort > "$out/collected.txt"
+grep -a -o -E "(PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS) tests/[^ ]+" "$out/tests-cuda-verbose.log" | awk '{print $2}' | sort > "$out/finished.txt"
+echo "== never finished"; comm -23 "$out/collected.txt" "$out/finished.txt" | head -40
 ;;
 j)  # after mode q: NVIDIA OpenCL fp32 fresh then warm, CUDA fp32 fresh twice more (the
     # spread of the fresh figure), the story net beside eager PyTorch (step unchanged?)
