@@ -35,6 +35,7 @@ leaves its tensor.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -81,7 +82,7 @@ class TileConfig:
     split: int = 1
     bounded: bool = True
 
-    @property
+    @functools.cached_property
     def threads(self) -> int:
         return (self.tile_m // self.reg_m) * (self.tile_n // self.reg_n)
 
@@ -143,7 +144,7 @@ class Side:
     guards: tuple[tuple[Affine, int], ...]  # (poly, upper): 0 <= poly < upper
     k_fastest: bool
 
-    @property
+    @functools.cached_property
     def total(self) -> int:
         return math.prod(self.extents)
 
@@ -158,19 +159,21 @@ class GemmView:
     red_vars: tuple[str, ...]  # flattening order of K, outermost first
     red_ranges: dict
 
-    @property
+    # Cached: the cost model asks for them tens of thousands of times while a step's
+    # schedules are ranked (the fields never change: the dataclass is frozen).
+    @functools.cached_property
     def m(self) -> int:
         return self.a.total
 
-    @property
+    @functools.cached_property
     def n(self) -> int:
         return self.b.total
 
-    @property
+    @functools.cached_property
     def k(self) -> int:
         return math.prod(hi - lo + 1 for lo, hi in self.red_ranges.values())
 
-    @property
+    @functools.cached_property
     def batches(self) -> int:
         return math.prod(self.batch_extents)
 
