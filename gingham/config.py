@@ -120,7 +120,7 @@ class Config:
     process) or ``processes`` (NVRTC in compile worker processes,
     :mod:`gingham.devices.opencl_worker`: on 16 threads of one process NVRTC ran at about
     half the rate of 16 processes on the H200's host, yet ResNet-9's fresh first step was no
-    shorter with them, since it waits for its lowering as much as for NVRTC).
+    shorter with them: it also waits for its lowering's last kernels and their compile).
     ``opencl_idle``: seconds without a build after which the compile worker
     processes exit, freeing their device contexts (on NVIDIA, GPU memory), and the NVRTC
     workers their memory; the next program to build starts them again. ``inf`` keeps them
