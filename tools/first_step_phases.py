@@ -99,6 +99,12 @@ def main() -> int:
         from gingham.devices import get_device
 
         info = get_device("cpu").info
+    # A real run has discovered its device and has its model (measured beside the tracing)
+    # before it lowers; looking up the description's model here would charge the lowering
+    # with discovering every backend (importing pyopencl: 0.15 s on the 2-core EPYC).
+    from gingham.tune.device_model import model_for_info
+
+    model_for_info(info)
     profile = cProfile.Profile() if args.profile else None
     if profile:
         profile.enable()
