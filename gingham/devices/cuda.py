@@ -172,7 +172,9 @@ class CUDADevice(Device):
             # The device model's set-up (its micro-benchmarks' compiles and buffers) then
             # runs beside the first step's tracing and fusion, not at the start of its lowering.
             self._measure_model_meanwhile()
-            self._start_compile_workers()
+            # Where NVRTC runs in worker processes, they start now, while the first step is
+            # traced and planned (until one is ready, builds run here).
+            self._running_pool()
             return
         _check(driver.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
 
@@ -213,11 +215,6 @@ class CUDADevice(Device):
     def _compiler_identity(self) -> tuple:
         return (self.info.name, self.arch, self.target, self.info.driver_version,
                 self.info.compiler_version, self.nvrtc_options)
-
-    def _start_compile_workers(self) -> None:
-        """With ``nvrtc_build=processes``, start the NVRTC worker processes now: they start
-        while the first step is traced and planned (until one is ready, builds run here)."""
-        self._running_pool()
 
     def _running_pool(self) -> opencl_build.BuildPool | None:
         """The NVRTC worker processes, started (again, after an idle release) if need be;
