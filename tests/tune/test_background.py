@@ -173,9 +173,21 @@ def _conv_training(device: str, steps: int, deadline: float):
         w.assign(w - lr * w.grad)
         return loss
 
+    def outcome_reached() -> bool:
+        """The background jobs have settled and what they found has reached the step: a
+        layer measured the other way retraced it (its trace dropped, then a second one);
+        kernels whose search beat the cost model were swapped in with the trace kept, as
+        the layer's own kernels on a GPU often are (waiting for a retrace alone, the test
+        ran to its 600 s deadline on an H100); or nothing changed."""
+        tuner = background.refiner()
+        with tuner._lock:
+            jobs = list(tuner._jobs.values())
+        layer_changed = any(j.changed for j in jobs if j.layer is not None)
+        return (step.traces > 1 or (step.refinements > 0 and not layer_changed)
+                or _settled_without_change())
+
     losses, decisions = [], []
-    while len(losses) < steps or (step.traces == 1 and not _settled_without_change()
-                                  and time.perf_counter() < deadline):
+    while len(losses) < steps or (not outcome_reached() and time.perf_counter() < deadline):
         with winograd.recorded() as traced:
             losses.append(float(step(x).numpy()))
         decisions += traced
@@ -209,8 +221,12 @@ def test_background_measures_a_layers_algorithm_and_stores_it(device):
     job, = layers
     assert job.state == "done", f"not measured after {SETTLE_SECONDS} s: {job.state}"
     stored = TuningDB().get(*job.key)["config"]["algorithm"]
-    # The step is traced again only if the measurement overturned the rule.
+    # The step is traced again only if the measurement overturned the rule; kernels that
+    # beat the cost model were swapped in without one.
     assert step.traces == (2 if stored != "direct" else 1)
+    kernels_changed = any(j.changed for j in background.refiner()._jobs.values()
+                          if j.layer is None)
+    assert step.refinements >= (1 if stored != "direct" or kernels_changed else 0)
     assert decisions[0] == Choice("direct", "rule")
     if stored != "direct":
         assert decisions[-1] == Choice(stored, "tuned") and step.refinements >= 1
