@@ -217,15 +217,18 @@ for precision in bf16 fp32; do
 done
 ;;
 h)  # where the fresh-machine CUDA suite spends its time past 95% (stops 32 and 33 ran out of
-    # time there, 250 and 430 s, with no failure): the NVRTC worker tests' tracebacks, the
-    # suite verbose with a stack dump of any test running past 45 s, then the tests that never
-    # finished (collected minus reported)
+    # time there, 250 and 430 s, with no failure; stop 34 found the one test that waited for
+    # its 600 s deadline): the NVRTC worker tests' tracebacks, the suite verbose with a stack
+    # dump of any test running past 45 s, then the tests that never finished (collected minus
+    # reported)
 step tests-nvrtc-workers 60 python3 -m pytest -q -p no:cacheprovider -p no:warnings --tb=short tests/devices/test_nvrtc_workers.py
 step tests-cuda-verbose 400 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -v -p no:cacheprovider -p no:warnings -o faulthandler_timeout=45 tests -k "cuda and not resnet18"
 grep -a -E "^Timeout|^  File .*(tests/|gingham/)" "$out/tests-cuda-verbose.log" | head -60
-python3 -m pytest --collect-only -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18" 2>/dev/null | grep "::" | sort > "$out/collected.txt"
-grep -a -o -E "(PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS) tests/[^ ]+" "$out/tests-cuda-verbose.log" | awk '{print $2}' | sort > "$out/finished.txt"
-echo "== never finished"; comm -23 "$out/collected.txt" "$out/finished.txt" | head -40
+# Test ids hold spaces (parameter ids): the whole rest of the line, less a faulthandler
+# "Timeout" that follows it; sorted in one locale for comm.
+python3 -m pytest --collect-only -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18" 2>/dev/null | grep "::" | LC_ALL=C sort -u > "$out/collected.txt"
+grep -a -o -E "(PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS) tests/.*" "$out/tests-cuda-verbose.log" | sed -E 's/^[A-Z]+ //; s/ +Timeout \(.*$//; s/ +$//' | LC_ALL=C sort -u > "$out/finished.txt"
+echo "== never finished"; LC_ALL=C comm -23 "$out/collected.txt" "$out/finished.txt" | head -40
 ;;
 j)  # after mode q: NVIDIA OpenCL fp32 fresh then warm, CUDA fp32 fresh twice more (the
     # spread of the fresh figure), the story net beside eager PyTorch (step unchanged?)
