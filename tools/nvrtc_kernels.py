@@ -4,6 +4,7 @@ importable).
 
     PYTHONPATH=$PWD:/path/to/nvrtc/site python3 tools/nvrtc_kernels.py resnet9 \
         [--precision bf16] [--layout NHWC] [--batch 512] [--only tensor-core] [--out DIR]
+        [--pieces 48] [--nvrtc "--gpu-architecture=sm_90a -minimal"]
 
 It traces one step (``nn.training.train_step``, SGD with Nesterov momentum, ``autocast`` in
 the precision), lowers its kernels as an H200 does (``gingham.tune.described.H200``: its
@@ -11,8 +12,10 @@ description and the device model measured on one, so the schedules are the H200'
 each distinct one as ``gingham`` does (``dedupe.unit_of``) and compiles those whose schedule
 contains ``--only`` with NVRTC (``--gpu-architecture=sm_90a --ptxas-options=-v``), one at a
 time: seconds, characters, registers and spilled bytes per kernel, slowest first. ``--out``
-keeps the sources. What NVRTC spends is the optimiser and ptxas on the unrolled code (add
-``--time=FILE`` to ``--nvrtc`` to see the phases), not the parsing.
+keeps the sources; ``--pieces N`` compiles them instead in N programs of about equal weight,
+as a first run with N / 3 compile jobs groups them. What NVRTC spends is the optimiser and
+ptxas on the unrolled code (add ``--time=FILE`` to ``--nvrtc`` to see the phases), not the
+parsing.
 """
 
 from __future__ import annotations
@@ -81,6 +84,27 @@ def nvrtc_build(source: str, options: list[str]) -> tuple[float, str]:
     return seconds, log.decode(errors="replace")
 
 
+def compile_in_pieces(kernels: list, only: str, pieces: int, options: list[str]) -> int:
+    """NVRTC seconds of the distinct kernels among ``kernels`` whose schedule contains
+    ``only``, assembled into ``pieces`` programs of about equal estimated cost (what
+    ``UnitBuilder`` does with every unit known at once: ``PIECES_PER_JOB`` per compile job),
+    compiled one program at a time."""
+    from gingham.codegen.c_family import assemble
+    from gingham.devices.base import split_evenly
+
+    parts = {}
+    for kernel in kernels:
+        if only in kernel.schedule:
+            unit, part = unit_of(kernel, DIALECTS["cuda"])
+            parts.setdefault(unit.entry, (unit, part))
+    groups = split_evenly(list(parts.values()), pieces, weight=lambda pair: pair[0].cost)
+    seconds = [nvrtc_build(assemble([part for _, part in group], DIALECTS["cuda"]),
+                           options)[0] for group in groups]
+    print(f"{len(parts)} kernels in {len(groups)} pieces: NVRTC {sum(seconds):.2f} s in all, "
+          f"longest piece {max(seconds, default=0):.2f} s")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("model", nargs="?", default="resnet9")
@@ -91,11 +115,16 @@ def main() -> int:
                         help="compile the kernels whose schedule contains this ('' for all)")
     parser.add_argument("--out", help="a directory to write each compiled source to")
     parser.add_argument("--nvrtc", default="--gpu-architecture=sm_90a --ptxas-options=-v")
+    parser.add_argument("--pieces", type=int, default=0,
+                        help="instead, compile them in this many programs of about equal "
+                             "weight, as a first run groups them (48: 16 compile jobs)")
     args = parser.parse_args()
     bound = step_program(args.model, args.precision, args.layout, args.batch)
     start = time.perf_counter()
     kernels, _ = lower_step(bound, H200)
     print(f"lowered {len(kernels)} kernels in {time.perf_counter() - start:.1f} s")
+    if args.pieces:
+        return compile_in_pieces(kernels, args.only, args.pieces, args.nvrtc.split())
     rows = []
     for unit, schedule in distinct_units(kernels, args.only):
         seconds, log = nvrtc_build(unit.source, args.nvrtc.split())
