@@ -262,6 +262,8 @@ class For:
     # A ``simd`` loop that accumulates into a register: "+:acc" lets the C compiler keep
     # several partial sums in vector lanes (an OpenMP reduction clause; other dialects ignore it).
     reduction: str | None = None
+    # An ``unroll`` loop unrolled this many iterations at a time (0: whole).
+    unroll: int = 0
 
 
 @dataclass(frozen=True)
@@ -359,6 +361,9 @@ def statements(stmt: Stmt, unrolled: bool = False) -> int:
         >>> loop = For("i", 0, 4, Block((Barrier(), Barrier())), kind="unroll")
         >>> statements(loop), statements(loop, unrolled=True)
         (3, 9)
+        >>> statements(For("i", 0, 4, Block((Barrier(), Barrier())), kind="unroll", unroll=2),
+        ...            unrolled=True)
+        5
     """
     if isinstance(stmt, Block):
         return sum(statements(s, unrolled) for s in stmt.stmts)
@@ -370,6 +375,7 @@ def statements(stmt: Stmt, unrolled: bool = False) -> int:
         if unrolled and stmt.kind == "unroll":
             bounds = [b.value if isinstance(b, Const) else b for b in (stmt.start, stmt.stop)]
             if all(isinstance(b, int) for b in bounds):
-                return 1 + max(0, -(-(bounds[1] - bounds[0]) // stmt.step)) * body
+                trips = max(0, -(-(bounds[1] - bounds[0]) // stmt.step))
+                return 1 + (min(trips, stmt.unroll) if stmt.unroll else trips) * body
         return 1 + body
     return 1

@@ -30,7 +30,7 @@ import itertools
 from ..compiler import tiling_tc
 from ..compiler.tiling_cpu import CpuTiling
 from ..compiler.tiling_tc import TcConfig
-from ..compiler.tiling_gpu import TileConfig, _fits, choose_split, staging
+from ..compiler.tiling_gpu import UNROLL_K_NEIGHBOUR, TileConfig, _fits, choose_split, staging
 from ..devices.base import DeviceInfo
 from .cost import CpuDims, cpu_register_efficiency, cpu_time, gpu_time
 from .device_model import DeviceModel
@@ -137,8 +137,8 @@ def rank_gpu(view, info: DeviceInfo, itemsize: int, model: DeviceModel
 def gpu_neighbours(config: TileConfig, view, info: DeviceInfo, itemsize: int
                    ) -> list[TileConfig]:
     """Variations the cost model cannot rank (band height, padding, on CUDA the register
-    bound) and split-K near ``config``: what the measured search tries around its best
-    candidate."""
+    bound, on GPUs the unroll of the K steps) and split-K near ``config``: what the measured
+    search tries around its best candidate."""
     out = [dataclasses.replace(config, group_m=g) for g in GPU_GROUP_M if g != config.group_m]
     out.append(dataclasses.replace(config, pad=0 if config.pad else 4))
     if info.dialect == "cuda":
@@ -146,6 +146,9 @@ def gpu_neighbours(config: TileConfig, view, info: DeviceInfo, itemsize: int
     if info.kind != "cpu":
         out += [dataclasses.replace(config, tile_k=tk) for tk in GPU_TILE_K_NEIGHBOURS
                 if tk != config.tile_k]
+        unroll = 0 if config.unroll_k else UNROLL_K_NEIGHBOUR
+        if unroll < config.tile_k:
+            out.append(dataclasses.replace(config, unroll_k=unroll))
     k_tiles = -(-view.k // config.tile_k)
     for split in (config.split // 2, config.split * 2):
         if 1 <= split <= k_tiles and split != config.split:

@@ -105,3 +105,19 @@ def test_vector_registers_are_gcc_vectors_in_c_and_vector_types_in_opencl():
     assert "acc[0] = (gh_splat_f32x16(src[16]) * acc[0]);" in c
     opencl = render(kernel, DIALECTS["opencl"])
     assert "float16 acc[2];" in opencl and "((float16)(src[16]))" in opencl, opencl
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_an_unroll_loop_can_ask_for_a_partial_unroll(dialect):
+    """``For(kind="unroll", unroll=2)`` asks the native compiler for two iterations at a time
+    (a GPU tiled product's K steps, a choice of the measured search), and its unrolled size,
+    which weighs the kernel's compile, counts two copies of the body, not all eight."""
+    body = k.Store("out", k.Var("i", "int32"), k.Const(1.0, "float32"))
+    loop = k.For("i", 0, 8, body, kind="unroll", unroll=2)
+    kernel = k.Kernel("k", (k.Param("out", "float32", output=True),), loop,
+                      k.Launch((1,), None), "test")
+    pragma = "#pragma GCC unroll 2" if dialect == "c" else "#pragma unroll 2"
+    lines = [line.strip() for line in render(kernel, DIALECTS[dialect]).splitlines()]
+    assert lines[lines.index(pragma) + 1] == "for (int i = 0; i < 8; i++) {", lines
+    assert k.statements(loop, unrolled=True) == 1 + 2
+    assert k.statements(k.For("i", 0, 8, body, kind="unroll"), unrolled=True) == 1 + 8

@@ -267,6 +267,30 @@ def test_the_search_tries_the_unbounded_kernel_on_cuda_only():
     assert all(c.bounded for c in space.gpu_neighbours(big, view, opencl, 4))
 
 
+def test_the_search_tries_the_k_steps_unrolled_two_at_a_time_on_gpus():
+    """On a GPU the measured search tries the K steps of the best tile unrolled two at a time
+    (and, around such a tile, whole again); a CPU's OpenCL driver is not offered it. The
+    choice survives the tuning database's round trip."""
+    from gingham.tune.described import H200
+
+    from gingham.compiler.fusion import plan
+    from gingham.tune import search, space
+
+    a = np.zeros((1024, 1024), np.float32)
+    view = tiling_gpu.gemm_view(plan(tile.function(MATMUL).bind(a, a)).kernels[0].contraction)
+    big = tiling_gpu.TileConfig(128, 128, 8, 8, 8)
+    halves = dataclasses.replace(big, unroll_k=tiling_gpu.UNROLL_K_NEIGHBOUR)
+    assert halves in space.gpu_neighbours(big, view, H200, 4)
+    assert big in space.gpu_neighbours(halves, view, H200, 4)
+    assert "K steps unrolled 2 at a time" in str(halves) and "unrolled" not in str(big)
+    cpu_driver = dataclasses.replace(H200, dialect="opencl", kind="cpu")
+    assert not any(c.unroll_k for c in space.gpu_neighbours(big, view, cpu_driver, 4))
+    family = search._GpuFamily.__new__(search._GpuFamily)
+    assert family.from_dict(search._fields(halves)) == halves
+    assert family.from_dict({k: v for k, v in search._fields(big).items()
+                             if k != "unroll_k"}) == big  # an entry from before the choice
+
+
 def test_narrow_reductions_keeps_the_assignments():
     """The change of variables gives the same set of (cell, value) terms as the original."""
     from gingham.compiler.fusion import plan
