@@ -285,7 +285,7 @@ def test_the_search_tries_the_k_steps_unrolled_two_at_a_time_on_gpus():
     assert "K steps unrolled 2 at a time" in str(halves) and "unrolled" not in str(big)
     cpu_driver = dataclasses.replace(H200, dialect="opencl", kind="cpu")
     assert not any(c.unroll_k for c in space.gpu_neighbours(big, view, cpu_driver, 4))
-    family = search._GpuFamily.__new__(search._GpuFamily)
+    family = search._GpuFamily.__new__(search._GpuFamily)  # from_dict needs no kernel
     assert family.from_dict(search._fields(halves)) == halves
     assert family.from_dict({k: v for k, v in search._fields(big).items()
                              if k != "unroll_k"}) == big  # an entry from before the choice
