@@ -223,7 +223,7 @@ h)  # where the fresh-machine CUDA suite spends its time past 95% (stops 32 and 
     # reported)
 step tests-nvrtc-workers 60 python3 -m pytest -q -p no:cacheprovider -p no:warnings --tb=short tests/devices/test_nvrtc_workers.py
 step tests-cuda-verbose 400 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 15 -v -p no:cacheprovider -p no:warnings -o faulthandler_timeout=45 tests -k "cuda and not resnet18"
-grep -a -E "^Timeout|^  File .*(tests/|gingham/)" "$out/tests-cuda-verbose.log" | head -60
+grep -a -E "Timeout \(|^  File .*(tests/|gingham/)" "$out/tests-cuda-verbose.log" | head -60
 # Test ids hold spaces (parameter ids): the whole rest of the line, less a faulthandler
 # "Timeout" that follows it; sorted in one locale for comm.
 python3 -m pytest --collect-only -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18" 2>/dev/null | grep "::" | LC_ALL=C sort -u > "$out/collected.txt"
