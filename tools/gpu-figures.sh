@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|g|k|x|u|y|l|q|h|j]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|g|k|x|u|y|l|q|h|j|d]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -229,6 +229,15 @@ grep -a -E "Timeout \(|^  File .*(tests/|gingham/)" "$out/tests-cuda-verbose.log
 python3 -m pytest --collect-only -q -p no:cacheprovider -p no:warnings tests -k "cuda and not resnet18" 2>/dev/null | grep "::" | LC_ALL=C sort -u > "$out/collected.txt"
 grep -a -o -E "(PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS) tests/.*" "$out/tests-cuda-verbose.log" | sed -E 's/^[A-Z]+ //; s/ +Timeout \(.*$//; s/ +$//' | LC_ALL=C sort -u > "$out/finished.txt"
 echo "== never finished"; LC_ALL=C comm -23 "$out/collected.txt" "$out/finished.txt" | head -40
+;;
+d)  # after stop 34: the CUDA suite (its stall and the FMA tolerance fixed), then fp32
+    # ResNet-9 tuned once, kernels only: which tiled products the search gave the K-step
+    # unroll (the report's schedules), the step untuned and tuned
+cuda_tests 300
+step resnet9-fp32-untuned 60 $g bench model resnet9 --device cuda:0 --torch-compile off --json "$out/resnet9-fp32-untuned.json"
+step tune-resnet9-fp32 200 $g tune model resnet9 --device cuda:0 --budget 1 --only kernels --quiet
+echo "== tuned schedules with the K-step unroll"; grep -a "unrolled" "$out/tune-resnet9-fp32.log"
+step resnet9-fp32-tuned 60 $g bench model resnet9 --device cuda:0 --torch-compile off --json "$out/resnet9-fp32-tuned.json"
 ;;
 j)  # after mode q: NVIDIA OpenCL fp32 fresh then warm, CUDA fp32 fresh twice more (the
     # spread of the fresh figure), the story net beside eager PyTorch (step unchanged?)
