@@ -233,11 +233,11 @@ echo "== never finished"; LC_ALL=C comm -23 "$out/collected.txt" "$out/finished.
 d)  # after stop 34: the CUDA suite (its stall and the FMA tolerance fixed), then fp32
     # ResNet-9 tuned once, kernels only: which tiled products the search gave the K-step
     # unroll (the report's schedules), the step untuned and tuned
-cuda_tests 280
-step resnet9-fp32-untuned 60 $g bench model resnet9 --device cuda:0 --torch-compile off --json "$out/resnet9-fp32-untuned.json"
-step tune-resnet9-fp32 180 $g tune model resnet9 --device cuda:0 --budget 1 --only kernels --quiet
+cuda_tests 320
+step resnet9-fp32-untuned 50 $g bench model resnet9 --device cuda:0 --torch-compile off --json "$out/resnet9-fp32-untuned.json"
+step tune-resnet9-fp32 160 $g tune model resnet9 --device cuda:0 --budget 1 --only kernels --quiet
 echo "== tuned schedules with the K-step unroll"; grep -a "unrolled" "$out/tune-resnet9-fp32.log"
-step resnet9-fp32-tuned 60 $g bench model resnet9 --device cuda:0 --torch-compile off --json "$out/resnet9-fp32-tuned.json"
+step resnet9-fp32-tuned 50 $g bench model resnet9 --device cuda:0 --torch-compile off --json "$out/resnet9-fp32-tuned.json"
 ;;
 j)  # after mode q: NVIDIA OpenCL fp32 fresh then warm, CUDA fp32 fresh twice more (the
     # spread of the fresh figure), the story net beside eager PyTorch (step unchanged?)
