@@ -553,10 +553,10 @@ class _Renderer:
             clause = f" reduction({s.reduction})" if s.reduction else ""
             pragma = f"{pad}#pragma omp simd{clause}\n"
         elif s.kind == "unroll":
-            pragma = f"{pad}#pragma GCC unroll 16\n" if d.name == "c" else f"{pad}#pragma unroll\n"
-            if s.unroll:
-                pragma = (f"{pad}#pragma GCC unroll {s.unroll}\n" if d.name == "c"
-                          else f"{pad}#pragma unroll {s.unroll}\n")
+            # ``s.unroll`` iterations at a time where set, else the whole loop (GCC: up to 16).
+            count = f" {s.unroll}" if s.unroll else ""
+            pragma = (f"{pad}#pragma GCC unroll {s.unroll or 16}\n" if d.name == "c"
+                      else f"{pad}#pragma unroll{count}\n")
             if d.name == "opencl" and not isinstance(s.stop, (int, k.Const)):
                 # A trip count known only at run time (the CPU GEMM's K block, its register
                 # block as vectors): "unroll" asks clang for a full unroll it cannot do. PoCL,
