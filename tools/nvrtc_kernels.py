@@ -57,14 +57,15 @@ def lower_step(bound, info: DeviceInfo) -> tuple[list, object]:
     return lower_program(bound, info), bound
 
 
-def distinct_units(kernels: list, only: str = "") -> list[tuple[object, str]]:
-    """(source unit, schedule) of each distinct CUDA kernel among ``kernels`` whose schedule
-    contains ``only``, rendered as ``gingham`` renders them (``dedupe.unit_of``)."""
+def distinct_units(kernels: list, only: str = "") -> list[tuple[object, str, object]]:
+    """(source unit, schedule, rendering) of each distinct CUDA kernel among ``kernels`` whose
+    schedule contains ``only``, rendered as ``gingham`` renders them (``dedupe.unit_of``; the
+    rendering is for assembling several into one program)."""
     units = {}
     for kernel in kernels:
         if only in kernel.schedule:
-            unit, _ = unit_of(kernel, DIALECTS["cuda"])
-            units.setdefault(unit.entry, (unit, kernel.schedule))
+            unit, part = unit_of(kernel, DIALECTS["cuda"])
+            units.setdefault(unit.entry, (unit, kernel.schedule, part))
     return list(units.values())
 
 
@@ -92,15 +93,11 @@ def compile_in_pieces(kernels: list, only: str, pieces: int, options: list[str])
     from gingham.codegen.c_family import assemble
     from gingham.devices.base import split_evenly
 
-    parts = {}
-    for kernel in kernels:
-        if only in kernel.schedule:
-            unit, part = unit_of(kernel, DIALECTS["cuda"])
-            parts.setdefault(unit.entry, (unit, part))
-    groups = split_evenly(list(parts.values()), pieces, weight=lambda pair: pair[0].cost)
-    seconds = [nvrtc_build(assemble([part for _, part in group], DIALECTS["cuda"]),
+    units = distinct_units(kernels, only)
+    groups = split_evenly(units, pieces, weight=lambda found: found[0].cost)
+    seconds = [nvrtc_build(assemble([part for _, _, part in group], DIALECTS["cuda"]),
                            options)[0] for group in groups]
-    print(f"{len(parts)} kernels in {len(groups)} pieces: NVRTC {sum(seconds):.2f} s in all, "
+    print(f"{len(units)} kernels in {len(groups)} pieces: NVRTC {sum(seconds):.2f} s in all, "
           f"longest piece {max(seconds, default=0):.2f} s")
     return 0
 
@@ -126,7 +123,7 @@ def main() -> int:
     if args.pieces:
         return compile_in_pieces(kernels, args.only, args.pieces, args.nvrtc.split())
     rows = []
-    for unit, schedule in distinct_units(kernels, args.only):
+    for unit, schedule, _ in distinct_units(kernels, args.only):
         seconds, log = nvrtc_build(unit.source, args.nvrtc.split())
         regs = ",".join(re.findall(r"Used (\d+) registers", log)) or "?"
         spill = ",".join(re.findall(r"(\d+) bytes spill stores", log)) or "?"

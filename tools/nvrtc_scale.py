@@ -73,7 +73,7 @@ def main() -> int:
 
     bound = nvrtc_kernels.step_program(args.model, args.precision, args.layout, args.batch)
     kernels, _ = nvrtc_kernels.lower_step(bound, H200)
-    sources = [unit.source for unit, _ in nvrtc_kernels.distinct_units(kernels, args.only)]
+    sources = [unit.source for unit, _, _ in nvrtc_kernels.distinct_units(kernels, args.only)]
     build(distinct(sources[:1], "load")[0])  # NVRTC loaded before anything is timed
     print(f"{len(sources)} kernels of {args.model} {args.precision}, {args.jobs} jobs",
           flush=True)
