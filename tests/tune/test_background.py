@@ -76,10 +76,15 @@ def _regression(device: str, steps: int, deadline: float):
     return losses, (x, y, w1_0, w2_0, lr), step, w1, w2
 
 
-def _settled_without_change() -> bool:
+def _jobs() -> list:
+    """The background tuner's jobs (kernels and layers), as they are now."""
     tuner = background.refiner()
     with tuner._lock:
-        jobs = list(tuner._jobs.values())
+        return list(tuner._jobs.values())
+
+
+def _settled_without_change() -> bool:
+    jobs = _jobs()
     return bool(jobs) and all(j.state in ("done", "failed") for j in jobs) and \
         not any(j.changed for j in jobs)
 
@@ -104,8 +109,7 @@ def test_background_tuning_fills_the_database_and_keeps_the_values(device):
     searches_before = search.stats.searches
     losses, data, step, w1, w2 = _regression(device, steps=3,
                                              deadline=time.perf_counter() + SETTLE_SECONDS)
-    tuner = background.refiner()
-    jobs = list(tuner._jobs.values())
+    jobs = _jobs()
     assert jobs, "compiling the step queued no tunable kernel"
     assert all(j.state in ("done", "failed") for j in jobs), \
         f"not settled after {SETTLE_SECONDS} s: {[j.state for j in jobs]}"
@@ -127,7 +131,7 @@ def test_background_tuning_fills_the_database_and_keeps_the_values(device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_refined_program_is_not_tuned_again(device, monkeypatch):
     _regression(device, steps=2, deadline=time.perf_counter() + SETTLE_SECONDS)
-    assert all(j.state in ("done", "failed") for j in background.refiner()._jobs.values())
+    assert all(j.state in ("done", "failed") for j in _jobs())
     # A fresh process (fresh executables, fresh tuner) finds every schedule in the database.
     runtime._executables.clear()
     monkeypatch.setattr(background, "_refiner", _fresh_refiner())
@@ -179,10 +183,7 @@ def _conv_training(device: str, steps: int, deadline: float):
         kernels whose search beat the cost model were swapped in with the trace kept, as
         the layer's own kernels on a GPU often are (waiting for a retrace alone, the test
         ran to its 600 s deadline on an H100); or nothing changed."""
-        tuner = background.refiner()
-        with tuner._lock:
-            jobs = list(tuner._jobs.values())
-        layer_changed = any(j.changed for j in jobs if j.layer is not None)
+        layer_changed = any(j.changed for j in _jobs() if j.layer is not None)
         return (step.traces > 1 or (step.refinements > 0 and not layer_changed)
                 or _settled_without_change())
 
@@ -216,7 +217,7 @@ def _torch_losses(data, steps: int) -> list[float]:
 def test_background_measures_a_layers_algorithm_and_stores_it(device):
     losses, data, step, decisions = _conv_training(device, steps=3,
                                                    deadline=time.perf_counter() + SETTLE_SECONDS)
-    layers = [j for j in background.refiner()._jobs.values() if j.layer is not None]
+    layers = [j for j in _jobs() if j.layer is not None]
     assert len(layers) == 1 and layers[0].rule == "direct"
     job, = layers
     assert job.state == "done", f"not measured after {SETTLE_SECONDS} s: {job.state}"
@@ -224,8 +225,7 @@ def test_background_measures_a_layers_algorithm_and_stores_it(device):
     # The step is traced again only if the measurement overturned the rule; kernels that
     # beat the cost model were swapped in without one.
     assert step.traces == (2 if stored != "direct" else 1)
-    kernels_changed = any(j.changed for j in background.refiner()._jobs.values()
-                          if j.layer is None)
+    kernels_changed = any(j.changed for j in _jobs() if j.layer is None)
     assert step.refinements >= (1 if stored != "direct" or kernels_changed else 0)
     assert decisions[0] == Choice("direct", "rule")
     if stored != "direct":
@@ -248,7 +248,7 @@ def test_a_layer_measured_the_other_way_retraces_the_step(device, monkeypatch):
     # Before and after the new trace the weights followed PyTorch's (float64) trajectory.
     np.testing.assert_allclose(losses, _torch_losses(data, len(losses)), rtol=2e-4)
     # The new trace found the layer's entry: it was measured once, not queued again.
-    assert [j.state for j in background.refiner()._jobs.values() if j.layer is not None] == \
+    assert [j.state for j in _jobs() if j.layer is not None] == \
         ["done"]
 
 
