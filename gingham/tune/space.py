@@ -25,14 +25,17 @@ where there are fewer tiles than threads.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
+
+import numpy as np
 
 from ..compiler import tiling_tc
 from ..compiler.tiling_cpu import CpuTiling
 from ..compiler.tiling_tc import TcConfig
 from ..compiler.tiling_gpu import UNROLL_K_NEIGHBOUR, TileConfig, _fits, choose_split, staging
 from ..devices.base import DeviceInfo
-from .cost import CpuDims, cpu_register_efficiency, cpu_time, gpu_time
+from .cost import CpuDims, TileColumns, cpu_register_efficiency, cpu_time, gpu_times
 from .device_model import DeviceModel
 
 GPU_TILES = (16, 32, 64, 128)
@@ -73,35 +76,26 @@ CPU_SPLITS = (2, 4)
 
 def gpu_legal(config: TileConfig, view, info: DeviceInfo, itemsize: int) -> bool:
     """Whether the tiled GPU kernel can be built for ``config`` on this device."""
+    return _legal(config, view.a, view.b, info, itemsize)
+
+
+def _legal(config: TileConfig, a, b, info: DeviceInfo, itemsize: int) -> bool:
+    """:func:`gpu_legal` given the two operands (what :func:`staging` reads of them)."""
     if config.tile_m % config.reg_m or config.tile_n % config.reg_n:
         return False
     if config.threads < 1 or not _fits(config, info, itemsize):
         return False
-    return (staging(view.a, config.tile_m, config) is not None
-            and staging(view.b, config.tile_n, config) is not None)
+    return (staging(a, config.tile_m, config) is not None
+            and staging(b, config.tile_n, config) is not None)
 
 
 def gpu_space(view, info: DeviceInfo, itemsize: int) -> list[TileConfig]:
     """Legal base configurations (pad 4, group_m 8), each with K whole and split as
     :func:`choose_split` suggests or in half as many slices."""
-    limit = max(info.max_work_group_size, 1)
-    # A CPU's OpenCL driver runs this family as a fallback and builds big unrolled work-groups
-    # very slowly (minutes, gigabytes for a training step): the K step stays 8 there.
-    steps = (8,) if info.kind == "cpu" else GPU_TILE_K
-    if view.k <= GPU_SHORT_TILE_K:
-        steps = (GPU_SHORT_TILE_K, *steps)
-    tiles_m = (GPU_NARROW_TILES if view.m < GPU_TILES[0] else ()) + GPU_TILES
-    tiles_n = (GPU_NARROW_TILES if view.n < GPU_TILES[0] else ()) + GPU_TILES
     configs = []
-    for tm, tn, tk, rm, rn in itertools.product(tiles_m, tiles_n, steps, GPU_REGS, GPU_REGS):
-        if rm * rn > 64 or rm > tm or rn > tn:
-            continue
-        config = TileConfig(tm, tn, tk, rm, rn)
-        threads = config.threads
-        if threads > limit or threads < min(GPU_MIN_THREADS, limit):
-            continue
-        if not gpu_legal(config, view, info, itemsize):
-            continue
+    for config in _legal_bases(view.k <= GPU_SHORT_TILE_K, view.m < GPU_TILES[0],
+                               view.n < GPU_TILES[0], view.a.k_fastest, view.b.k_fastest,
+                               info, itemsize):
         configs.append(config)
         # K split as choose_split suggests, and in half as many slices: fewer partial sums to
         # add where the output has enough tiles to keep the units busy (GEMM 1024 on the
@@ -111,6 +105,42 @@ def gpu_space(view, info: DeviceInfo, itemsize: int) -> list[TileConfig]:
             if slices > 1:
                 configs.append(dataclasses.replace(config, split=slices))
     return configs
+
+
+@functools.lru_cache(maxsize=256)
+def _legal_bases(short_k: bool, narrow_m: bool, narrow_n: bool, a_k_fastest: bool,
+                 b_k_fastest: bool, info: DeviceInfo, itemsize: int) -> tuple[TileConfig, ...]:
+    """The legal base configurations of every view alike in what legality reads (whether the
+    short K step and the narrow tiles are offered, which operands stage K-major), in
+    :func:`gpu_space`'s order. A step's products share a few such classes: each is
+    enumerated once."""
+    limit = max(info.max_work_group_size, 1)
+    # A CPU's OpenCL driver runs this family as a fallback and builds big unrolled work-groups
+    # very slowly (minutes, gigabytes for a training step): the K step stays 8 there.
+    steps = (8,) if info.kind == "cpu" else GPU_TILE_K
+    if short_k:
+        steps = (GPU_SHORT_TILE_K, *steps)
+    tiles_m = (GPU_NARROW_TILES if narrow_m else ()) + GPU_TILES
+    tiles_n = (GPU_NARROW_TILES if narrow_n else ()) + GPU_TILES
+    sides = (_StagedSide(a_k_fastest), _StagedSide(b_k_fastest))
+    bases = []
+    for tm, tn, tk, rm, rn in itertools.product(tiles_m, tiles_n, steps, GPU_REGS, GPU_REGS):
+        if rm * rn > 64 or rm > tm or rn > tn:
+            continue
+        config = TileConfig(tm, tn, tk, rm, rn)
+        threads = config.threads
+        if threads > limit or threads < min(GPU_MIN_THREADS, limit):
+            continue
+        if _legal(config, *sides, info, itemsize):
+            bases.append(config)
+    return tuple(bases)
+
+
+@dataclasses.dataclass(frozen=True)
+class _StagedSide:
+    """What :func:`staging` reads of an operand (a GemmView's Side): its unit-stride index."""
+
+    k_fastest: bool
 
 
 _gpu_ranked: dict[tuple, list] = {}
@@ -124,14 +154,32 @@ def rank_gpu(view, info: DeviceInfo, itemsize: int, model: DeviceModel
     key = (view.m, view.n, view.k, view.batches, view.a.k_fastest, view.b.k_fastest, info,
            itemsize, repr(model))
     if key not in _gpu_ranked:
-        ranked = [(gpu_time(c, view, model, itemsize), c)
-                  for c in gpu_space(view, info, itemsize)]
-        ranked.sort(key=lambda pair: (pair[0], pair[1].tile_k, -pair[1].tile_m * pair[1].tile_n,
-                                      -pair[1].reg_m * pair[1].reg_n, str(pair[1])))
+        configs = gpu_space(view, info, itemsize)
+        columns = TileColumns(configs)
+        seconds = gpu_times(columns, view, model, itemsize)
+        # Cheapest first; ties: the shorter K step, the larger tile, the larger register
+        # block, then the text (np.lexsort: the last key is the first compared).
+        keys = (-columns.reg_m * columns.reg_n, -columns.tile_m * columns.tile_n,
+                columns.tile_k, seconds)
+        order = _text_breaks_ties(np.lexsort(keys), np.stack(keys), configs)
         if len(_gpu_ranked) > 1024:
             _gpu_ranked.clear()
-        _gpu_ranked[key] = ranked
+        _gpu_ranked[key] = [(float(seconds[i]), configs[i]) for i in order]
     return list(_gpu_ranked[key])
+
+
+def _text_breaks_ties(order: np.ndarray, keys: np.ndarray, configs: list) -> list[int]:
+    """``order`` (candidates sorted by the rows of ``keys``) with each run of candidates equal
+    in every key sorted by their text, for a deterministic order."""
+    ordered = keys[:, order]
+    starts = np.flatnonzero(np.any(ordered[:, 1:] != ordered[:, :-1], axis=0)) + 1
+    runs = np.split(order, starts)
+    result: list[int] = []
+    for run in runs:
+        indices = run.tolist()
+        result += sorted(indices, key=lambda i: str(configs[i])) if len(indices) > 1 \
+            else indices
+    return result
 
 
 def gpu_neighbours(config: TileConfig, view, info: DeviceInfo, itemsize: int

@@ -146,6 +146,39 @@ def test_gpu_ranking_is_sane_for_big_and_thin_products():
         big, _gemm_view(4096, 4096, 4096), model)
 
 
+@pytest.mark.parametrize("kind", ["gpu", "cpu"])
+@pytest.mark.parametrize("mkn", [(4096, 4096, 4096), (576, 131072, 64), (8, 4, 300), (64, 27, 8)])
+def test_gpu_ranking_prices_every_legal_candidate_as_one_at_a_time(kind, mkn):
+    """The ranking prices a view's whole space at once (NumPy columns) and enumerates the
+    legal tiles once per class of views: it must equal the space enumerated and priced one
+    candidate at a time, sorted by the documented key."""
+    import itertools
+
+    view = _gemm_view(*mkn)
+    info = _gpu_info() if kind == "gpu" else dataclasses.replace(
+        _gpu_info(), kind="cpu", dialect="opencl", local_memory_bytes=32768)
+    model = dm.estimate(info)
+    expected = []
+    steps = (space.GPU_SHORT_TILE_K,) if view.k <= space.GPU_SHORT_TILE_K else ()
+    steps += (8,) if kind == "cpu" else space.GPU_TILE_K
+    narrow = lambda size: space.GPU_NARROW_TILES if size < space.GPU_TILES[0] else ()  # noqa: E731
+    for tm, tn, tk, rm, rn in itertools.product(narrow(view.m) + space.GPU_TILES,
+                                                narrow(view.n) + space.GPU_TILES, steps,
+                                                space.GPU_REGS, space.GPU_REGS):
+        config = tiling_gpu.TileConfig(tm, tn, tk, rm, rn)
+        if (rm * rn > 64 or rm > tm or rn > tn or config.threads < space.GPU_MIN_THREADS
+                or not space.gpu_legal(config, view, info, 4)):
+            continue
+        split = tiling_gpu.choose_split(config, view, info)
+        for c in [config] + [dataclasses.replace(config, split=s)
+                             for s in sorted({split, split // 2}) if s > 1]:
+            expected.append((cost.gpu_time(c, view, model, 4), c))
+    expected.sort(key=lambda p: (p[0], p[1].tile_k, -p[1].tile_m * p[1].tile_n,
+                                 -p[1].reg_m * p[1].reg_n, str(p[1])))
+    space._gpu_ranked.clear()
+    assert expected and space.rank_gpu(view, info, 4, model) == expected
+
+
 def test_split_k_pays_for_its_sum_and_may_take_fewer_slices():
     """The partial sums of a split K are added by a kernel of their own, which overlaps
     nothing: GEMM 1024 on the H200 (64 output tiles) ran 82.8 us split into 8 slices, the
