@@ -86,7 +86,11 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
                    f"program with {len(bound.program.statements)} statement(s)")
     scratch = scratch_bytes(kernels)
     exe = Executable(bound, device, launches, kernel_plan.aliases, source, scratch)
+    stored = time.perf_counter()
     programs.store(key, device, exe, unit_keys)
+    if key is not None:
+        debug_print(1, f"{device.id}: program kept in the program cache in "
+                       f"{(time.perf_counter() - stored) * 1e3:.0f} ms")
     return exe
 
 
