@@ -116,14 +116,17 @@ CANDIDATES: tuple[TileConfig, ...] = (
     TileConfig(64, 64, 8, 4, 4, unroll_k=2),
 )
 
-#: The partial unroll of a tile's K steps: the untuned choice where an operand's loads are
-#: guarded (:func:`choose_config`), and what the measured search tries beside a whole unroll
-#: elsewhere. A whole unroll of 8 steps of an 8x8 register tile is 512 multiply-adds that
-#: NVRTC schedules at once, prefetching the next steps' fragments; two at a time take 30% off
-#: such a kernel's NVRTC time (176 -> 123 ms) and change its speed either way. Measured on an
-#: H100 (CUDA, fp32, 128x128x8 tiles of 8x8): the CIFAR conv layer's two gradients 693 -> 637
-#: us, its forward 295 -> 306 us, ResNet-9's step 30.2 -> 30.3 ms, GEMM 4096 3.00 -> 3.44 ms
-#: (one at a time: 678 us, 320 us, 32.0 ms, 3.63 ms).
+#: The partial unroll of a tile's K steps that the measured search tries beside a whole one
+#: on GPUs. A whole unroll of 8 steps of an 8x8 register tile is 512 multiply-adds that NVRTC
+#: schedules at once; two at a time take 30% off such a kernel's NVRTC time (176 -> 123 ms,
+#: no register spilled) and change its speed either way. Measured on an H100 (CUDA, fp32,
+#: 128x128x8 tiles of 8x8): the CIFAR conv layer's two gradients 693 -> 637 us, its forward
+#: 295 -> 306 us, GEMM 4096 3.00 -> 3.44 ms (one at a time: 678 us, 320 us, 3.63 ms), so it
+#: is never the untuned choice. Nor only where an operand's loads are guarded (convolutions),
+#: though there a whole unroll spills 16-56 bytes under the register cap in each of ResNet-9's
+#: 8x8 products: on the H100 the story net's step (4x4 blocks, no spills) took 2.0 ms
+#: instead of 1.7, ResNet-9's 30.7 instead of 30.4, and a fresh first epoch's compile
+#: (three runs each, alternating) did not shorten (1.40-1.52 s against 1.38-1.53).
 UNROLL_K_NEIGHBOUR = 2
 
 
@@ -336,32 +339,12 @@ def resident_blocks(config: TileConfig, info: DeviceInfo, itemsize: int = 4) -> 
 
 def choose_config(view: GemmView, info: DeviceInfo, itemsize: int = 4) -> TileConfig | None:
     """The cost model's choice over the whole legal space (:func:`gingham.tune.space.rank_gpu`:
-    tile and register sizes, K step, split-K), or None when nothing fits the device; its K
-    steps unrolled as :func:`untuned_unroll` says."""
+    tile and register sizes, K step, split-K), or None when nothing fits the device."""
     from ..tune.device_model import model_for_info
     from ..tune.space import rank_gpu
 
     ranked = rank_gpu(view, info, itemsize, model_for_info(info))
-    return untuned_unroll(ranked[0][1], view, info, itemsize) if ranked else None
-
-
-def untuned_unroll(config: TileConfig, view: GemmView, info: DeviceInfo, itemsize: int = 4
-                   ) -> TileConfig:
-    """``config`` with its K steps unrolled :data:`UNROLL_K_NEIGHBOUR` at a time where CUDA
-    caps its registers (:func:`resident_blocks`) and an operand's loads are guarded (a
-    convolution's padding), else as it is (whole).
-
-    Why: the guards' coordinates stay in registers through the K loop, and with them a whole
-    unroll's prefetched fragments do not fit the cap: NVRTC spilled 16-56 bytes in each of
-    the 16 tiled products of 8x8 in ResNet-9's fp32 step, none unrolled two at a time, which
-    also took 30% off their NVRTC time (a fresh first step's compile is mostly theirs) at the
-    same step speed (H100, above). An unguarded product (GEMM 4096: 125 registers, none
-    spilled) keeps the whole unroll, 15% faster there. The measured search tries the other
-    unroll either way (:func:`gingham.tune.space.gpu_neighbours`)."""
-    guarded = view.a.guards or view.b.guards
-    if config.unroll_k or not guarded or not resident_blocks(config, info, itemsize):
-        return config
-    return dataclasses.replace(config, unroll_k=UNROLL_K_NEIGHBOUR)
+    return ranked[0][1] if ranked else None
 
 
 # -- kernel construction -------------------------------------------------------------------------

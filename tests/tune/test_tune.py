@@ -179,38 +179,6 @@ def test_gpu_ranking_prices_every_legal_candidate_as_one_at_a_time(kind, mkn):
     assert expected and space.rank_gpu(view, info, 4, model) == expected
 
 
-CONV_NCHW = """
-function (I[N, CI, H, W], F[CO, CI, KH, KW]) -> (O) {
-    O[n, co, y, x : N, CO, H, W] = +(I[n, ci, y + ky - 1, x + kx - 1] * F[co, ci, ky, kx]);
-}
-"""
-
-
-def test_untuned_cuda_products_unroll_k_in_pairs_only_where_loads_are_guarded():
-    """A padded convolution's staged loads test guards whose coordinates stay in registers:
-    under CUDA's register cap its K steps are unrolled two at a time (a whole unroll spills);
-    a plain matrix product keeps the whole unroll; OpenCL, without the cap, too."""
-    bound, conv_plan = _plan_of(CONV_NCHW, np.zeros((64, 128, 16, 16), np.float32),
-                                np.zeros((128, 128, 3, 3), np.float32))
-    (kernel,) = [p for p in conv_plan.kernels if p.kind == "contraction"]
-    conv, _ = tiling_gpu.tiled_view(kernel, LoweringContext(bound, conv_plan.aliases))
-    gemm = _gemm_view(2048, 2048, 2048)
-    assert conv.a.guards or conv.b.guards
-    assert not gemm.a.guards and not gemm.b.guards
-    from gingham.tune.described import H200 as cuda  # a recorded H200: its model's choices
-    from gingham.tune.device_model import model_for_info
-
-    chosen = tiling_gpu.choose_config(conv, cuda)
-    assert tiling_gpu.resident_blocks(chosen, cuda) > 0  # the cap applies to this choice
-    ranked = space.rank_gpu(conv, cuda, 4, model_for_info(cuda))
-    assert chosen == dataclasses.replace(ranked[0][1], unroll_k=tiling_gpu.UNROLL_K_NEIGHBOUR)
-    assert tiling_gpu.choose_config(gemm, cuda).unroll_k == 0
-    assert tiling_gpu.choose_config(conv, dataclasses.replace(cuda, dialect="opencl")
-                                    ).unroll_k == 0
-    # The search still tries the whole unroll around the untuned choice.
-    assert any(n.unroll_k == 0 for n in space.gpu_neighbours(chosen, conv, cuda, 4))
-
-
 def test_split_k_pays_for_its_sum_and_may_take_fewer_slices():
     """The partial sums of a split K are added by a kernel of their own, which overlaps
     nothing: GEMM 1024 on the H200 (64 output tiles) ran 82.8 us split into 8 slices, the
