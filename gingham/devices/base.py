@@ -293,6 +293,21 @@ class SampleLaunch:
 
 
 @dataclass(frozen=True)
+class BuiltPiece:
+    """What a compile worker hands back for a piece (:meth:`Device._build_piece`): the
+    binary, its disk-cache key, the loaded kernels of its entries, the wall seconds the build
+    took and the CPU seconds of the thread that ran it. On compile threads the two differ by
+    what the thread waited for a core or a lock; the build's work in a worker process is
+    not counted on the waiting thread."""
+
+    binary: bytes
+    key: str
+    kernels: list
+    seconds: float
+    thread_cpu_seconds: float
+
+
+@dataclass(frozen=True)
 class SourceUnit:
     """One kernel's complete source (helpers included) and its entry point's name.
 
@@ -697,17 +712,17 @@ class Device(abc.ABC):
         return loaded
 
     def _build_piece(self, source: str, entries: Sequence[str],
-                     samples: Sequence[SampleLaunch | None] = ()
-                     ) -> tuple[bytes, str, list[Kernel], float]:
+                     samples: Sequence[SampleLaunch | None] = ()) -> BuiltPiece:
         """Compile one piece and load its kernels (on a compile worker): the binary, its
-        disk-cache key, the kernels of ``entries`` and the seconds it took. ``samples``: the
+        disk-cache key, the kernels of ``entries`` and what the build took. ``samples``: the
         entries' launches where known (see :class:`SampleLaunch`)."""
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         binary = self._build_sampled(source, entries, samples)
         piece_key = DiskCache.key(self.cache_namespace, "piece", source,
                                   self._compiler_identity())
         kernels = self._load_built(source, binary, entries, piece_key)
-        return binary, piece_key, kernels, time.perf_counter() - start
+        return BuiltPiece(binary, piece_key, kernels, time.perf_counter() - start,
+                          time.thread_time() - cpu)
 
     def _build_sampled(self, source: str, entries: Sequence[str],
                        samples: Sequence[SampleLaunch | None]) -> bytes:

@@ -32,7 +32,7 @@ from gingham.cache import DiskCache
 from gingham.config import debug_print, get_config
 
 if TYPE_CHECKING:
-    from gingham.devices.base import Device, Kernel, SourceUnit
+    from gingham.devices.base import BuiltPiece, Device, Kernel, SourceUnit
 
 Assemble = Callable[[Sequence["SourceUnit"]], str]
 
@@ -230,44 +230,49 @@ class UnitBuilder:
 
     def _store_all(self) -> None:
         """Wait for every piece; store and register the good ones; raise the first error."""
-        results, error = [], None
+        results: list[tuple[list, str, BuiltPiece]] = []
+        error = None
         for piece, source, future in self._pieces:
             try:
-                results.append((piece, source, *future.result()))
+                results.append((piece, source, future.result()))
             except BaseException as exc:  # noqa: BLE001 - raised below, after the rest
                 error = error or exc
         device = self.device
-        for piece, _, binary, piece_key, kernels, _ in results:
+        for piece, _, built in results:
             device.stats.compiles += 1
             # The piece first, then the pointers to it: a pointer never names a missing piece
             # (unless it is damaged later, which reads as a miss).
-            self._cache.put(piece_key, binary)
-            for (key, _), kernel in zip(piece, kernels):
-                self._cache.put(key, piece_key.encode("ascii"))
+            self._cache.put(built.key, built.binary)
+            for (key, _), kernel in zip(piece, built.kernels):
+                self._cache.put(key, built.key.encode("ascii"))
                 self._found[key] = device._kernels[key] = kernel
         self._report(results)
         if error is not None:
             raise error
 
-    def _report(self, results: list) -> None:
+    def _report(self, results: list[tuple[list, str, BuiltPiece]]) -> None:
         if not results:
             return
         units = sum(len(piece) for piece, *_ in results)
         workers = min(self.jobs, len(self._pieces))
+        builds = [built for *_, built in results]
+        wall = sum(built.seconds for built in builds)
+        cpu = sum(built.thread_cpu_seconds for built in builds)
         debug_print(1, f"{self.device.id}: compiled {units} kernel(s) in {len(self._pieces)} "
                     f"piece(s) on {workers} worker(s) in "
                     f"{(time.perf_counter() - self._start) * 1e3:.1f} ms (longest piece "
-                    f"{max(r[-1] for r in results) * 1e3:.1f} ms)")
+                    f"{max(built.seconds for built in builds) * 1e3:.1f} ms; builds "
+                    f"{wall:.2f} s, on their threads' CPU {cpu:.2f} s)")
         # The timeline of the pieces, in ms from the first piece's start: when each was
         # handed to a worker and when it was built (what waited for a builder shows here).
         spans = " ".join(f"{(start - self._start) * 1e3:.0f}-{(end - self._start) * 1e3:.0f}"
                          f"/{len(piece)}" for (start, end), (piece, *_) in
                          sorted(zip(self._spans, self._pieces), key=lambda item: item[0][0]))
         debug_print(1, f"{self.device.id}: pieces (submitted-built ms/kernels): {spans}")
-        for piece, source, *_, seconds in sorted(results, key=lambda r: -r[-1])[:5]:
+        for piece, source, built in sorted(results, key=lambda r: -r[-1].seconds)[:5]:
             # Level 2: the slowest pieces, to find a kernel that a driver compiles slowly.
             debug_print(2, f"{self.device.id}: piece of {len(piece)} kernel(s), "
-                        f"{len(source)} chars: {seconds * 1e3:.1f} ms "
+                        f"{len(source)} chars: {built.seconds * 1e3:.1f} ms "
                         f"({', '.join(unit.entry for _, unit in piece[:4])}"
                         f"{', ...' if len(piece) > 4 else ''})")
 
