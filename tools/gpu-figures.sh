@@ -239,6 +239,16 @@ step tune-resnet9-fp32 160 $g tune model resnet9 --device cuda:0 --budget 1 --on
 echo "== tuned schedules with the K-step unroll"; grep -a "unrolled" "$out/tune-resnet9-fp32.log"
 step resnet9-fp32-tuned 50 $g bench model resnet9 --device cuda:0 --torch-compile off --json "$out/resnet9-fp32-tuned.json"
 ;;
+closing)  # stop 35's closing run: the CUDA suite, fresh first epochs (fp32 twice, with the
+    # compile threads' CPU in the timeline; bf16 once), the all-devices table, the op targets
+cuda_tests 120
+for run in "fp32 1" "fp32 2" "bf16 1"; do
+    read -r precision round <<< "$run"
+    step "resnet9-first-cuda-$precision-r$round" 45 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" python3 tools/timeline.py -- $g bench model resnet9 --device cuda:0 --precision "$precision" --no-torch
+done
+step all-devices 240 $g bench model story resnet9 --all-devices --quick --torch-compile off --json "$out/all-devices.json"
+step ops-cuda 100 $g bench ops --device cuda:0 --only gemm,conv --dtype fp32,bf16 --gemm-sizes 4096,8192 --torch-compile off --json "$out/ops-cuda.json"
+;;
 j)  # after mode q: NVIDIA OpenCL fp32 fresh then warm, CUDA fp32 fresh twice more (the
     # spread of the fresh figure), the story net beside eager PyTorch (step unchanged?)
 cache="$(mktemp -d)"
