@@ -28,8 +28,6 @@ import dataclasses
 import functools
 import itertools
 
-import numpy as np
-
 from ..compiler import tiling_tc
 from ..compiler.tiling_cpu import CpuTiling
 from ..compiler.tiling_tc import TcConfig
@@ -155,31 +153,14 @@ def rank_gpu(view, info: DeviceInfo, itemsize: int, model: DeviceModel
            itemsize, repr(model))
     if key not in _gpu_ranked:
         configs = gpu_space(view, info, itemsize)
-        columns = TileColumns(configs)
-        seconds = gpu_times(columns, view, model, itemsize)
-        # Cheapest first; ties: the shorter K step, the larger tile, the larger register
-        # block, then the text (np.lexsort: the last key is the first compared).
-        keys = (-columns.reg_m * columns.reg_n, -columns.tile_m * columns.tile_n,
-                columns.tile_k, seconds)
-        order = _text_breaks_ties(np.lexsort(keys), np.stack(keys), configs)
+        seconds = gpu_times(TileColumns(configs), view, model, itemsize).tolist()
+        ranked = sorted(zip(seconds, configs), key=lambda pair: (
+            pair[0], pair[1].tile_k, -pair[1].tile_m * pair[1].tile_n,
+            -pair[1].reg_m * pair[1].reg_n, str(pair[1])))
         if len(_gpu_ranked) > 1024:
             _gpu_ranked.clear()
-        _gpu_ranked[key] = [(float(seconds[i]), configs[i]) for i in order]
+        _gpu_ranked[key] = ranked
     return list(_gpu_ranked[key])
-
-
-def _text_breaks_ties(order: np.ndarray, keys: np.ndarray, configs: list) -> list[int]:
-    """``order`` (candidates sorted by the rows of ``keys``) with each run of candidates equal
-    in every key sorted by their text, for a deterministic order."""
-    ordered = keys[:, order]
-    starts = np.flatnonzero(np.any(ordered[:, 1:] != ordered[:, :-1], axis=0)) + 1
-    runs = np.split(order, starts)
-    result: list[int] = []
-    for run in runs:
-        indices = run.tolist()
-        result += sorted(indices, key=lambda i: str(configs[i])) if len(indices) > 1 \
-            else indices
-    return result
 
 
 def gpu_neighbours(config: TileConfig, view, info: DeviceInfo, itemsize: int
