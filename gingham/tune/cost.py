@@ -25,10 +25,9 @@ device-specific comes from the model. The model ranks candidates; the measured s
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
-
-from dataclasses import dataclass
 
 from .device_model import DeviceModel
 
@@ -88,7 +87,8 @@ CPU_GATHER_CYCLES = 1.0
 CPU_PACK_FAR_CYCLES = 6.0
 
 
-def _ceil(a: int, b: int) -> int:
+def _ceil(a, b):
+    """``ceil(a / b)`` of integers, or element by element of integer arrays."""
     return -(-a // b)
 
 
@@ -118,10 +118,6 @@ class TileColumns:
     def local_bytes(self, itemsize: int) -> np.ndarray:
         """As :meth:`~gingham.compiler.tiling_gpu.TileConfig.local_bytes`, per configuration."""
         return 2 * self.tile_k * (self.tile_m + self.tile_n + 2 * self.pad) * itemsize
-
-
-def _ceil_div(a, b):
-    return -(-a // b)
 
 
 def gpu_registers(config) -> int:
@@ -167,10 +163,10 @@ def gpu_times(c: TileColumns, view, model: DeviceModel, itemsize: int = 4) -> np
     configuration of ``c`` (float64, the same arithmetic as Python floats, in the same order:
     the ranking's ties break the same way)."""
     units = max(model.compute_units, 1)
-    tiles_m, tiles_n = _ceil_div(view.m, c.tile_m), _ceil_div(view.n, c.tile_n)
-    k_tiles = _ceil_div(view.k, c.tile_k)
+    tiles_m, tiles_n = _ceil(view.m, c.tile_m), _ceil(view.n, c.tile_n)
+    k_tiles = _ceil(view.k, c.tile_k)
     split = np.maximum(1, np.minimum(c.split, k_tiles))
-    steps = _ceil_div(k_tiles, split)
+    steps = _ceil(k_tiles, split)
     groups = tiles_m * tiles_n * view.batches * split
     dtype = "float64" if itemsize == 8 else "float32"
     fma_rate_unit = model.flops(dtype) / 2 / units
@@ -193,7 +189,7 @@ def gpu_times(c: TileColumns, view, model: DeviceModel, itemsize: int = 4) -> np
         per_fma = np.where(spills, per_fma * 1.5, per_fma)
     resident = np.maximum(0, np.minimum.reduce(_residency_limits(c, model, itemsize)))
     resident = np.maximum(resident, 1)  # none fits: priced as one
-    per_unit = _ceil_div(groups, units)  # groups one unit runs, one after another or together
+    per_unit = _ceil(groups, units)  # groups one unit runs, one after another or together
     together = np.minimum(resident, per_unit)
     # A CPU's OpenCL driver runs a work-group as vector loops on one core: nothing to hide.
     hide = 1.0 if model.kind == "cpu" else np.minimum(1.0, together * c.threads /
@@ -205,8 +201,8 @@ def gpu_times(c: TileColumns, view, model: DeviceModel, itemsize: int = 4) -> np
     wave = np.minimum(groups, units * resident)
     band = np.maximum(1, np.minimum(np.minimum(c.group_m, tiles_m), wave))
     k_slice = steps * c.tile_k
-    per_wave = (band * c.tile_m + _ceil_div(wave, band) * c.tile_n) * k_slice * itemsize
-    waves = _ceil_div(groups, wave)
+    per_wave = (band * c.tile_m + _ceil(wave, band) * c.tile_n) * k_slice * itemsize
+    waves = _ceil(groups, wave)
     unique = (view.m * view.k + view.k * view.n) * view.batches * itemsize
     streamed = groups * (c.tile_m + c.tile_n) * k_slice * itemsize
     loads = np.minimum(streamed, np.maximum(unique, per_wave * waves))
