@@ -302,7 +302,7 @@ class BuiltPiece:
 
     binary: bytes
     key: str
-    kernels: list
+    kernels: list[Kernel]
     seconds: float
     thread_cpu_seconds: float
 
