@@ -106,18 +106,20 @@ class TileColumns:
     """
 
     def __init__(self, configs) -> None:
-        fields = np.array([(c.tile_m, c.tile_n, c.tile_k, c.reg_m, c.reg_n, c.pad, c.group_m,
-                            c.split) for c in configs], dtype=np.int64).reshape(-1, 8)
-        (self.tile_m, self.tile_n, self.tile_k, self.reg_m, self.reg_n, self.pad,
-         self.group_m, self.split) = fields.T
-        self.threads = (self.tile_m // self.reg_m) * (self.tile_n // self.reg_n)
+        self._configs = list(configs)
+        # The configurations' own fields and work-item counts, not formulas copied here.
+        fields = np.array([(c.tile_m, c.tile_n, c.tile_k, c.reg_m, c.reg_n, c.group_m, c.split,
+                            c.threads) for c in self._configs], dtype=np.int64).reshape(-1, 8)
+        (self.tile_m, self.tile_n, self.tile_k, self.reg_m, self.reg_n, self.group_m,
+         self.split, self.threads) = fields.T
 
     def __len__(self) -> int:
-        return len(self.tile_m)
+        return len(self._configs)
 
     def local_bytes(self, itemsize: int) -> np.ndarray:
-        """As :meth:`~gingham.compiler.tiling_gpu.TileConfig.local_bytes`, per configuration."""
-        return 2 * self.tile_k * (self.tile_m + self.tile_n + 2 * self.pad) * itemsize
+        """Each configuration's :meth:`~gingham.compiler.tiling_gpu.TileConfig.local_bytes`."""
+        return np.fromiter((c.local_bytes(itemsize) for c in self._configs), dtype=np.int64,
+                           count=len(self._configs))
 
 
 def gpu_registers(config) -> int:
@@ -187,8 +189,8 @@ def gpu_times(c: TileColumns, view, model: DeviceModel, itemsize: int = 4) -> np
         # work-item becomes a vector register, and a block beyond the register file spills.
         spills = c.reg_m * c.reg_n + c.reg_m + c.reg_n > (model.vector_registers or 16)
         per_fma = np.where(spills, per_fma * 1.5, per_fma)
-    resident = np.maximum(0, np.minimum.reduce(_residency_limits(c, model, itemsize)))
-    resident = np.maximum(resident, 1)  # none fits: priced as one
+    # Work-groups resident on a unit; where none fits, priced as one.
+    resident = np.maximum(np.minimum.reduce(_residency_limits(c, model, itemsize)), 1)
     per_unit = _ceil(groups, units)  # groups one unit runs, one after another or together
     together = np.minimum(resident, per_unit)
     # A CPU's OpenCL driver runs a work-group as vector loops on one core: nothing to hide.
@@ -363,5 +365,6 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
             + launches * model.launch_overhead)
 
 
-__all__ = ["CpuDims", "cpu_time", "cpu_block_depth", "cpu_reread_cycles", "cpu_straddling",
-           "cpu_register_efficiency", "gpu_time", "gpu_times", "TileColumns", "gpu_residency", "gpu_registers"]
+__all__ = ["CpuDims", "TileColumns", "cpu_time", "cpu_block_depth", "cpu_reread_cycles",
+           "cpu_straddling", "cpu_register_efficiency", "gpu_time", "gpu_times", "gpu_residency",
+           "gpu_registers"]
