@@ -30,6 +30,7 @@ from .cse import eliminate_common
 from .dedupe import unit_of
 from .executable import Executable, Launch, buffer_bytes, scratch_bytes
 from .fusion import Plan, plan
+from .gc_pause import paused_collection
 from .hoist import hoist_broadcast
 from .linearity import split_sums
 from .phases import split_output_phases
@@ -72,6 +73,12 @@ def compile_program(bound: BoundProgram, device: Device) -> Executable:
     cached = programs.load(key, device)
     if cached is not None:  # this program was compiled for this device before
         return cached
+    with paused_collection():  # its lowering allocates much and frees it by refcount
+        return _compile_new(bound, device, key)
+
+
+def _compile_new(bound: BoundProgram, device: Device, key: str | None) -> Executable:
+    """:func:`compile_program` for a program that no cache holds (``key``: its cache key)."""
     start = time.perf_counter()
     bound = rewrite_program(bound)
     kernel_plan = plan(bound)
