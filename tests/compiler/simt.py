@@ -76,13 +76,16 @@ class Simulator:
             self.registers: dict[str, np.ndarray] = {}
             self.shared: dict[str, np.ndarray] = {}
             self.written: dict[str, np.ndarray] = {}
+            self.shapes: dict[str, tuple[int, ...]] = {}  # of the shared arrays
             self.pending: list[list] = []  # committed groups of copies not yet landed
             self.open: list = []  # copies issued since the last commit
             for decl in shared_decls:  # "shared" or "dynamic"
-                if decl.scope == "dynamic":
-                    assert 2 * math.prod(decl.shape) <= self.kernel.launch.shared_bytes
+                if decl.scope == "dynamic":  # (several alias one allocation; not modelled)
+                    size = np.dtype(_numpy_type(decl.dtype)).itemsize * math.prod(decl.shape)
+                    assert size <= self.kernel.launch.shared_bytes, f"{decl.name} overruns"
                 self.shared[decl.name] = np.full(math.prod(decl.shape), np.nan, np.float64)
                 self.written[decl.name] = np.zeros(math.prod(decl.shape), bool)
+                self.shapes[decl.name] = tuple(decl.shape)
             self.stmt(grid.body.body, np.ones(threads, bool))
 
     # -- statements ----------------------------------------------------------------------------
@@ -127,6 +130,8 @@ class Simulator:
             assert mask.all(), "a barrier under a condition"
         elif isinstance(s, k.WarpOp):
             self.warp_op(s, mask)
+        elif isinstance(s, k.CopyLocal):
+            self._copy_local(s, mask)
         else:
             raise NotImplementedError(type(s).__name__)
 
@@ -148,19 +153,62 @@ class Simulator:
             rows = np.nonzero(mask)[0]
             regs[(rows,) + tuple(i[mask] for i in idx)] = value[mask]
             return
-        (flat,) = idx
-        flat = flat[mask]
+        flat = self._flat(array, idx, mask)[mask]
         shared = self.shared[array]
         assert ((flat >= 0) & (flat < shared.size)).all(), f"shared store out of {array}"
         shared[flat] = value[mask]
         self.written[array][flat] = True
 
+    def _flat(self, array: str, idx: list, mask) -> np.ndarray:
+        """The flat element index of a shared array's (row-major) element ``idx``; each
+        coordinate must be inside its own extent (a row overrun is an error, not the next
+        row)."""
+        if len(idx) == 1:
+            return idx[0]
+        shape = self.shapes[array]
+        assert len(idx) == len(shape), f"{len(idx)} indices into {array}{list(shape)}"
+        flat = np.zeros(self.t, np.int64)
+        for axis, (i, extent) in enumerate(zip(idx, shape)):
+            i = np.broadcast_to(np.asarray(i, np.int64), (self.t,))
+            assert ((i[mask] >= 0) & (i[mask] < extent)).all(), f"{array} axis {axis} overrun"
+            flat = flat * extent + i
+        return flat
+
     def _store_global(self, s: k.Store, mask) -> None:
-        index = self.expr(s.index, mask)[mask]
-        value = self.expr(s.value, mask)[mask]
-        buffer = self.buffers[s.buffer]
-        assert ((index >= 0) & (index < buffer.size)).all(), f"store out of {s.buffer}"
-        storage = self.types[s.buffer]
+        self._store_values(s.buffer, self.expr(s.index, mask), self.expr(s.value, mask), mask)
+
+    def _copy_local(self, s: k.CopyLocal, mask) -> None:
+        """``width`` consecutive elements, one at a time through the loads and stores above
+        (their checks apply), after checking that an aligned copy's first elements are."""
+        def element(name: str, index: tuple, offset: int):
+            *lead, last = index
+            at = (*lead, k.BinOp("+", last, k.Const(offset, "int64"), "int64"))
+            if name in self.buffers:  # a global buffer: one flat index
+                return k.Load(name, at[0], s.dtype)
+            return k.LoadLocal(name, at, s.dtype)
+
+        if s.aligned:
+            for name, index in ((s.src, s.src_index), (s.dst, s.dst_index)):
+                idx = [self.expr(i, mask) for i in index]
+                first = (idx[-1] if name in self.registers else
+                         self._flat(name, idx, mask) if name in self.shared else idx[0])
+                first = np.broadcast_to(np.asarray(first), (self.t,))
+                assert (first[mask] % s.width == 0).all(), f"a misaligned vector copy of {name}"
+        for offset in range(s.width):
+            value = self.expr(element(s.src, s.src_index, offset), mask)
+            target = element(s.dst, s.dst_index, offset)
+            if s.dst in self.buffers:
+                self._store_values(s.dst, self.expr(target.index, mask), value, mask)
+            else:
+                self._store_local(s.dst, target.index, value, mask)
+
+    def _store_values(self, name: str, index, value, mask) -> None:
+        """Store ``value`` at ``index`` of global buffer ``name`` for the threads of ``mask``."""
+        index = np.broadcast_to(np.asarray(index), (self.t,))[mask]
+        value = np.broadcast_to(np.asarray(value), (self.t,))[mask]
+        buffer = self.buffers[name]
+        assert ((index >= 0) & (index < buffer.size)).all(), f"store out of {name}"
+        storage = self.types[name]
         if storage in _HALF:
             buffer.view(_HALF[storage])[index] = value.astype(np.float32).astype(_HALF[storage])
         else:
@@ -352,7 +400,7 @@ class Simulator:
             idx = [self.expr(i, mask) for i in e.index]
             if e.array in self.registers:
                 return self.registers[e.array][(np.arange(self.t),) + tuple(idx)]
-            (flat,) = idx
+            flat = self._flat(e.array, idx, mask)
             shared = self.shared[e.array]
             inside = (flat >= 0) & (flat < shared.size)
             assert inside[mask].all(), f"shared load out of {e.array}"
