@@ -24,8 +24,9 @@ Loop kinds:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Any, Union
 
 # -- expressions ---------------------------------------------------------------------------------
 
@@ -379,3 +380,24 @@ def statements(stmt: Stmt, unrolled: bool = False) -> int:
                 return 1 + (min(trips, stmt.unroll) if stmt.unroll else trips) * body
         return 1 + body
     return 1
+
+
+def global_accesses(node: Any) -> int:
+    """How many loads from and stores to global buffers ``node`` (a statement or an
+    expression) writes, each counted once however often a loop around it runs. A fused
+    epilogue's count times the cells an unrolled loop repeats it for is what a native
+    compiler's alias analysis works through (see :mod:`gingham.compiler.tiling_wgmma`).
+
+        >>> global_accesses(Store("C", Var("i"), BinOp("+", Load("A", Var("i"), "float32"),
+        ...                                                Load("B", Var("i"), "float32"),
+        ...                                                "float32")))
+        3
+    """
+    if isinstance(node, (str, int, float, bool)) or node is None:
+        return 0
+    if isinstance(node, tuple):
+        return sum(global_accesses(item) for item in node)
+    if not dataclasses.is_dataclass(node):
+        return 0
+    own = 1 if isinstance(node, (Load, Store)) else 0
+    return own + sum(global_accesses(getattr(node, f.name)) for f in dataclasses.fields(node))

@@ -128,6 +128,16 @@ CANDIDATES: tuple[TileConfig, ...] = (
 #: instead of 1.7, ResNet-9's 30.7 instead of 30.4, and a fresh first epoch's compile
 #: (three runs each, alternating) did not shorten (1.40-1.52 s against 1.38-1.53).
 UNROLL_K_NEIGHBOUR = 2
+#: Global loads and stores that a tiled product's epilogue may hold once unrolled over a
+#: work-item's cells: beyond this, its outer loop over the cells stays a loop. NVRTC's time
+#: grows faster than the unrolled epilogue (a batch-norm gradient fused into a convolution's
+#: data gradient stores 6 tensors a cell and loads 48 values). 2-core EPYC, one program each:
+#: ResNet-18's fp32 8x8 products took 0.15-0.25 s with up to 64 accesses unrolled, 0.39 s
+#: with 512, 0.89 s with 1856, 1.39 s with 3456; its bf16 wgmma products 0.09-0.45 s with up
+#: to 256, 0.68 s with 1696, 1.56 s with 3456, 4.9 s with 6912 (4.0 s of it NVVM's
+#: optimiser), 0.37 s for that one with the loop kept. On a fresh run that kernel alone held
+#: up the first step.
+EPILOGUE_UNROLLED_ACCESSES = 512
 
 
 # -- the matrix-product view of a contraction ---------------------------------------------------
@@ -555,6 +565,10 @@ class TiledKernel:
     """The kernel of one tiled schedule (subclassed by the tensor-core schedule, which keeps
     the coordinates, hoisting, K decoding and per-cell epilogue and replaces the rest)."""
 
+    #: Whether the epilogue kept its outer loop over cells (a heavy fused epilogue; see
+    #: :data:`EPILOGUE_UNROLLED_ACCESSES`), for the schedule line.
+    epilogue_rolled = False
+
     def __init__(self, plan: KernelPlan, ctx: LoweringContext, name: str, view: GemmView,
                  config: TileConfig, stage_a: Staging, stage_b: Staging, ctype: str,
                  scratch: k.Scratch | None = None, min_blocks: int = 0) -> None:
@@ -637,9 +651,10 @@ class TiledKernel:
         batch, split = self.batch_and_split_text()
         bound = (f", registers for {self.min_blocks} work-groups a unit" if self.min_blocks
                  else "")
+        rolled = f"; epilogue a loop over {self.cfg.reg_m} rows" if self.epilogue_rolled else ""
         return (f"gpu tiled contraction: M={v.m} N={v.n} K={v.k} ({','.join(v.red_vars)})"
                 f"{batch}; {self.cfg}{bound}; {self.groups} work-groups{split}; {side(v.a)}, "
-                f"{side(v.b)}")
+                f"{side(v.b)}{rolled}")
 
     def batch_and_split_text(self) -> tuple[str, str]:
         """The schedule line's batch and split-K notes (empty when there is none)."""
@@ -868,8 +883,26 @@ class TiledKernel:
         m = e.add(e.v("gt_m0"), self.row(i, cfg.tile_m, cfg.reg_m, "gt_ty"))
         n = e.add(e.v("gt_n0"), self.row(j, cfg.tile_n, cfg.reg_n, "gt_tx"))
         per_cell = self.cell_epilogue(m, n, k.LoadLocal("gt_acc", (i, j), self.ctype))
-        return k.For("gt_i", 0, cfg.reg_m, k.For("gt_j", 0, cfg.reg_n, per_cell, kind="unroll"),
-                     kind="unroll")
+        if not self.keeps_epilogue_loop(cfg.reg_m * cfg.reg_n, per_cell):
+            return k.For("gt_i", 0, cfg.reg_m, k.For("gt_j", 0, cfg.reg_n, per_cell,
+                                                     kind="unroll"), kind="unroll")
+        # A heavy fused epilogue: a loop over the tile's rows, each row's cells unrolled in it.
+        # It reads a copy of the accumulators (indexed by the loop, the copy goes to local
+        # memory; the accumulators themselves stay in registers for the K loop).
+        per_cell = self.cell_epilogue(m, n, k.LoadLocal("gt_cell", (i, j), self.ctype))
+        copy = k.StoreLocal("gt_cell", (i, j), k.LoadLocal("gt_acc", (i, j), self.ctype))
+        return k.block(
+            k.LocalArray("gt_cell", self.ctype, (cfg.reg_m, cfg.reg_n), "register"),
+            k.For("gt_i", 0, cfg.reg_m, k.For("gt_j", 0, cfg.reg_n, copy, kind="unroll"),
+                  kind="unroll"),
+            k.For("gt_i", 0, cfg.reg_m, k.For("gt_j", 0, cfg.reg_n, per_cell, kind="unroll")))
+
+    def keeps_epilogue_loop(self, cells: int, per_cell: k.Stmt) -> bool:
+        """Whether the epilogue keeps its outer loop over a work-item's ``cells`` a loop:
+        when ``per_cell``'s global loads and stores, unrolled over them, would be more than
+        :data:`EPILOGUE_UNROLLED_ACCESSES` (the schedule line then says so)."""
+        self.epilogue_rolled = cells * k.global_accesses(per_cell) > EPILOGUE_UNROLLED_ACCESSES
+        return self.epilogue_rolled
 
     def cell_epilogue(self, m: k.Expr, n: k.Expr, acc: k.Expr) -> k.Stmt:
         """Finalise the sum ``acc`` of cell (row m, column n) of this batch entry and store it
