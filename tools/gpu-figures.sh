@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|g|k|x|u|y|l|q|h|j|d]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|g|k|x|u|y|l|q|h|j|d|closing|rows]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -238,6 +238,14 @@ step resnet9-fp32-untuned 50 $g bench model resnet9 --device cuda:0 --torch-comp
 step tune-resnet9-fp32 160 $g tune model resnet9 --device cuda:0 --budget 1 --only kernels --quiet
 echo "== tuned schedules with the K-step unroll"; grep -a "unrolled" "$out/tune-resnet9-fp32.log"
 step resnet9-fp32-tuned 50 $g bench model resnet9 --device cuda:0 --torch-compile off --json "$out/resnet9-fp32-tuned.json"
+;;
+rows)  # stop 36: the H100 row's figures stop 35 left out: ResNet-9 bf16 and ResNet-18 beside
+    # PyTorch (eager and torch.compile), NVIDIA OpenCL's op targets against gingham's CUDA
+step resnet9-bf16-cuda 150 $g bench model resnet9 --device cuda:0 --precision bf16 --steps 20 --json "$out/resnet9-bf16-cuda.json"
+step ops-opencl 80 $g bench ops --device opencl:0 --only gemm,conv --dtype fp32 --gemm-sizes 4096 --torch-compile off --json "$out/ops-opencl.json"
+step ops-cuda-fp32 60 $g bench ops --device cuda:0 --only gemm,conv --dtype fp32 --gemm-sizes 4096 --torch-compile off --json "$out/ops-cuda-fp32.json"
+step resnet18-fp32-cuda 100 $g bench model resnet18 --device cuda:0 --steps 10 --torch-compile off --json "$out/resnet18-fp32-cuda.json"
+step resnet18-bf16-cuda 100 $g bench model resnet18 --device cuda:0 --precision bf16 --steps 10 --torch-compile off --json "$out/resnet18-bf16-cuda.json"
 ;;
 closing)  # stop 35's closing run: the CUDA suite, fresh first epochs (fp32 twice, with the
     # compile threads' CPU in the timeline; bf16 once), the all-devices table, the op targets
