@@ -131,72 +131,27 @@ class WgmmaKernel(TensorCoreKernel):
                 k.For(step.name, 0, cfg.tile_k // 16, k.block(*issue), kind="unroll"),
                 k.WarpOp("wgmma_commit")]
 
-    #: The dynamic shared array, over the staging ring, that a heavy epilogue reads its
-    #: cells from (see :meth:`epilogue`).
-    CELLS = "gt_cells"
-    #: Whether :meth:`epilogue` stages the cells through the ring (set when it is built).
-    cells_in_ring = False
-
-    def epilogue(self) -> list[k.Stmt]:
-        """The accumulators' cells finalised and stored. Each accumulator's cell: m64 product
-        mi of warpgroup g covers tile rows 64 (g mi_count + mi) ..; warp w % 4 its rows
-        16 (w % 4) ..; then as mma's m16n8 c0-c3.
-
-        The loops over cells are unrolled (the accumulators copied to an array they index,
-        registers once unrolled), unless the fused epilogue is heavy
-        (:meth:`~gingham.compiler.tiling_gpu.TiledKernel.keeps_epilogue_loop`): then every
-        thread writes its accumulators to the shared staging ring, idle once all the products
-        are done, at ``(cell, thread)`` (consecutive threads, consecutive words: no bank
-        conflicts), and a loop over the column groups reads them back, its own only (no
-        barrier between). Local memory there instead cost a bf16 ResNet-18 step 4-10%
-        (4.7 -> 4.9-5.2 ms on an H100), the 128 cells of a thread being 512 bytes of it."""
+    def epilogue(self) -> k.Stmt:
+        """Each accumulator's cell: m64 product mi of warpgroup g covers tile rows
+        64 (g mi_count + mi) ..; warp w % 4 its rows 16 (w % 4) ..; then as mma's m16n8
+        c0-c3. Unrolled, the loops read a copy of the accumulators (scalar variables, which
+        a loop cannot index) in an array."""
         e = self.e
         lane, mi, ni, q = e.v("gt_lane"), e.v("gt_mi"), e.v("gt_ni"), e.v("gt_q")
         m = e.add(e.v("gt_m0"), e.mul(e.div(e.v("gt_warp"), 4), GROUP_ROWS * self.mi))
         m = e.add(e.add(m, e.mul(mi, GROUP_ROWS)), e.mul(e.mod(e.v("gt_warp"), 4), 16))
         m = e.add(e.add(m, e.div(lane, 4)), e.mul(e.div(q, 2), 8))
         n = e.add(e.add(e.v("gt_n0"), e.mul(ni, 8)), e.add(e.mul(e.mod(lane, 4), 2), e.mod(q, 2)))
-        cells = self.accumulator_cells()
-        unrolled = self.cell_epilogue(m, n, k.LoadLocal("gt_cell", (mi, ni, q), "float32"))
-        if not self.keeps_epilogue_loop(len(cells), unrolled):
-            return [k.LocalArray("gt_cell", "float32", (self.mi, self.ni, 4), "register"),
-                    *(k.StoreLocal("gt_cell", cell, k.LoadLocal("gt_acc", cell, "float32"))
-                      for cell in cells),
-                    k.For("gt_mi", 0, self.mi, k.For("gt_ni", 0, self.ni, k.For(
-                        "gt_q", 0, 4, unrolled, kind="unroll"), kind="unroll"), kind="unroll")]
-        threads = self.cfg.threads
-        if 4 * threads * len(cells) > self.cfg.shared_bytes:  # a ring too small: local memory
-            return [k.LocalArray("gt_cell", "float32", (self.mi, self.ni, 4), "register"),
-                    *(k.StoreLocal("gt_cell", cell, k.LoadLocal("gt_acc", cell, "float32"))
-                      for cell in cells),
-                    k.For("gt_ni", 0, self.ni, k.For("gt_mi", 0, self.mi, k.For(
-                        "gt_q", 0, 4, unrolled, kind="unroll"), kind="unroll"))]
-
-        def slot(cell: tuple[k.Expr, k.Expr, k.Expr]) -> k.Expr:
-            c_mi, c_ni, c_q = cell
-            number = e.add(e.mul(e.add(e.mul(c_mi, self.ni), c_ni), 4), c_q)
-            return e.add(e.mul(number, threads), e.v("gt_tid"))
-
-        cell = self.cell_epilogue(m, n, k.LoadLocal(self.CELLS, (slot((mi, ni, q)),), "float32"))
-        self.cells_in_ring = True
-        return [k.Barrier(),  # every warpgroup's products have read the ring
-                *(k.StoreLocal(self.CELLS, (slot(c),), k.LoadLocal("gt_acc", c, "float32"))
-                  for c in cells),
-                k.For("gt_ni", 0, self.ni, k.For("gt_mi", 0, self.mi, k.For(
-                    "gt_q", 0, 4, cell, kind="unroll"), kind="unroll"))]
-
-    def accumulator_cells(self) -> list[tuple[k.Expr, k.Expr, k.Expr]]:
-        """The index of every accumulator, (mi, ni, q), as constants."""
-        c = self.e.c
-        return [(c(mi), c(ni), c(q))
-                for mi in range(self.mi) for ni in range(self.ni) for q in range(4)]
+        copy = [k.LocalArray("gt_cell", "float32", (self.mi, self.ni, 4), "register"),
+                *(k.StoreLocal("gt_cell", cell, k.LoadLocal("gt_acc", cell, "float32"))
+                  for cell in self.accumulator_cells())]
+        return self.cells_epilogue(m, n, "gt_cell", copy)
 
     def build(self) -> k.Kernel:
         cfg, e = self.cfg, self.e
         stages, size = cfg.stages, self.buffer_elements
         assert cfg.instruction == "wgmma" and cfg.tile_k == ROW and self.mi in (1, 2)
         elements = stages * size
-        shared = [k.LocalArray(self.SHARED, "uint16", (elements,), "dynamic", align=ALIGN)]
         body: list[k.Stmt] = [
             k.Declare("gt_lane", self.itype, e.mod(e.v("gt_tid"), 32)),
             k.Declare("gt_warp", self.itype, e.div(e.v("gt_tid"), 32)),
@@ -242,14 +197,8 @@ class WgmmaKernel(TensorCoreKernel):
         body.append(k.For("gt_kt", 0, steps, loop))
         body += [k.WarpOp("wgmma_wait", regs=accs, variant="0"),
                  k.WarpOp("cp_async_wait", variant="0"),
-                 *self.epilogue()]
-        if self.cells_in_ring:  # over the staging ring: the same memory under another type
-            shared.append(k.LocalArray(self.CELLS, "float32", (cfg.threads * len(cells),),
-                                       "dynamic", align=ALIGN))
-        return self.kernel(shared, body)
+                 self.epilogue()]
+        return self.kernel(self.ring_arrays(elements, ALIGN), body)
 
     def schedule(self) -> str:
-        text = super().schedule().replace("mma.sync m16n8k16", f"wgmma m64n{self.cfg.tile_n}k16")
-        if self.epilogue_rolled:
-            text += f"; epilogue a loop over {self.ni} column groups"
-        return text
+        return super().schedule().replace("mma.sync m16n8k16", f"wgmma m64n{self.cfg.tile_n}k16")

@@ -93,14 +93,26 @@ def _product_schedules(source, arrays, info=H200):
 BUDGETS = pytest.mark.parametrize("budget", [0, 10**9], ids=["loop kept", "unrolled"])
 
 
+#: The three schedules of a tiled product: (id, operands' type, environment, schedule text).
+SCHEDULES = [("simt", np.float32, {}, "gpu tiled contraction"),
+             ("wgmma", ml_dtypes.bfloat16, {}, "wgmma m64n"),
+             ("mma.sync", ml_dtypes.bfloat16, {"GINGHAM_WGMMA": "0"}, "mma.sync m16n8k16")]
+EACH_SCHEDULE = pytest.mark.parametrize("dtype, environment, schedule",
+                                        [case[1:] for case in SCHEDULES],
+                                        ids=[case[0] for case in SCHEDULES])
+
+
 @BUDGETS
-@pytest.mark.parametrize("dtype, schedule", [(np.float32, "gpu tiled contraction"),
-                                             (ml_dtypes.bfloat16, "wgmma")])
-def test_the_budget_decides_whether_the_epilogue_keeps_its_loop(dtype, schedule, budget,
-                                                                 monkeypatch):
+@EACH_SCHEDULE
+def test_the_budget_decides_whether_the_epilogue_keeps_its_loop(dtype, environment, schedule,
+                                                                 budget, monkeypatch):
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setattr(tiling_gpu, "EPILOGUE_UNROLLED_ACCESSES", budget)
     (product,) = _product_schedules(HEAVY, _arrays(dtype))
     assert schedule in product and (ROLLED in product) == (budget == 0), product
+    if budget == 0 and dtype != np.float32:  # the cells fit the tensor cores' staging ring
+        assert product.endswith("through shared memory"), product
 
 
 def _step_schedules(model: str, precision: str, layout: str, batch: int) -> list[str]:
@@ -149,13 +161,14 @@ def _check(outputs, arrays, rtol, atol):
 
 
 @BUDGETS
-@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16], ids=["fp32", "bf16"])
-def test_simulated_heavy_epilogue_both_ways(dtype, budget, monkeypatch):
+@EACH_SCHEDULE
+def test_simulated_heavy_epilogue_both_ways(dtype, environment, schedule, budget, monkeypatch):
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setattr(tiling_gpu, "EPILOGUE_UNROLLED_ACCESSES", budget)
     arrays = _arrays(dtype, seed=1)
     outputs, schedules = _simulate(HEAVY, arrays)
-    product = "gpu tiled contraction" if dtype == np.float32 else "wgmma"
-    assert [s for s in schedules if product in s and (ROLLED in s) == (budget == 0)], schedules
+    assert [s for s in schedules if schedule in s and (ROLLED in s) == (budget == 0)], schedules
     _check(outputs, arrays, *_TOLERANCE[np.dtype(dtype)])
 
 
@@ -188,11 +201,16 @@ def test_heavy_epilogue_kept_a_loop_on_every_gpu_device(gpu, monkeypatch, no_pro
 
 @pytest.mark.parametrize("device", [d for d in list_devices() if d.info.dialect == "cuda"],
                          ids=lambda d: d.id)
-def test_heavy_bf16_epilogue_kept_a_loop_on_cuda(device, monkeypatch, no_program_cache):
+@pytest.mark.parametrize("environment, schedule", [case[2:] for case in SCHEDULES[1:]],
+                         ids=[case[0] for case in SCHEDULES[1:]])
+def test_heavy_bf16_epilogue_kept_a_loop_on_cuda(device, environment, schedule, monkeypatch,
+                                                 no_program_cache):
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setattr(tiling_gpu, "EPILOGUE_UNROLLED_ACCESSES", 0)
     arrays = _arrays(ml_dtypes.bfloat16, seed=3)
     exe = executable(tile.function(HEAVY).bind(*arrays), device)
     schedules = [launch.schedule for launch in exe.launches]
-    if device.info.compute_capability == 90:  # Hopper: the warpgroup schedule
-        assert any("wgmma" in s and ROLLED in s for s in schedules), schedules
+    if device.info.compute_capability == 90 or "mma.sync" in schedule:
+        assert any(schedule in s and ROLLED in s for s in schedules), schedules
     _check(exe(*arrays), arrays, *_TOLERANCE[np.dtype(ml_dtypes.bfloat16)])
