@@ -237,7 +237,10 @@ class CUDADevice(Device):
     def _release_when_idle(self, pool: opencl_build.BuildPool, seconds: float) -> None:
         """Stop ``pool``'s workers once no compile has run for ``seconds`` (``opencl_idle``):
         each holds about 110 MB once NVRTC is loaded, and a training loop stops compiling
-        after its first steps. The next compile starts them again."""
+        after its first steps. The next compile starts them again. Idle counts from when the
+        workers are up: under load (a test suite on every core) they took more than a short
+        idle time to start, and the pool was stopped before it could serve."""
+        pool.wait_ready(timeout=opencl_build.STARTUP_WAIT)
         started = time.monotonic()
         while self._pool is pool:
             generation = self._activity.wait_idle(seconds, since=started)

@@ -359,7 +359,9 @@ class OpenCLDevice(Device):
     def _release_when_idle(self, pool: opencl_build.BuildPool, seconds: float) -> None:
         """Stop ``pool``'s workers once no compile has run for ``seconds``: each holds a
         device context (on NVIDIA, GPU memory), and a training loop stops compiling after
-        its first steps. The next program to build starts them again."""
+        its first steps. The next program to build starts them again. Idle counts from when
+        the workers are up (see :meth:`CUDADevice._release_when_idle`)."""
+        pool.wait_ready(timeout=opencl_build.STARTUP_WAIT)
         started = time.monotonic()
         # Ends too when the pool is released otherwise (the check found builds parallel).
         while self._pool is pool:

@@ -175,6 +175,9 @@ _LOCAL = "this process"  # the builder token that means: build here
 #: With one hardware queue per worker context (``_Worker``): one at a time 0.68-0.71,
 #: 1.25-1.32 and 1.72-1.78 s; all at once 1.01, 1.29 and 1.35 s.
 CONTEXTS_AT_ONCE = 1
+#: How long the release of idle workers waits for a pool's workers to start before it counts
+#: the pool idle (16 NVIDIA OpenCL workers took up to 3.2 s, above; a loaded machine more).
+STARTUP_WAIT = 60.0
 
 
 class BuildPool:
