@@ -44,6 +44,29 @@ def _c_mod(a, b):
     return a - _c_div(a, b) * b
 
 
+def run_program(bound, kernels: list[k.Kernel], arrays) -> list[np.ndarray]:
+    """The outputs of ``bound`` (a bound Tile program) on ``arrays`` (its inputs), its
+    ``kernels`` (lowered for some GPU's description) simulated in order. What no input gives
+    (results, temporaries, scratch) starts as NaN, so that reading what no kernel wrote shows.
+
+        outputs = run_program(bound, lower_program(bound, H200), arrays)
+    """
+    from gingham.tile.dtypes import DTYPES
+
+    buffers = {name: np.ascontiguousarray(a).reshape(-1).copy()
+               for name, a in zip(bound.program.input_names, arrays)}
+    for kernel in kernels:
+        for scratch in kernel.scratch:
+            buffers.setdefault(scratch.name, np.full(scratch.size, np.nan, np.float32))
+        for param in kernel.params:
+            if param.name not in buffers:
+                buffers[param.name] = np.full(math.prod(bound.shapes[param.name]), np.nan,
+                                              DTYPES[param.dtype])
+    for kernel in kernels:
+        Simulator(kernel, buffers).run()
+    return [buffers[name].reshape(bound.shapes[name]) for name in bound.program.outputs]
+
+
 class Simulator:
     """Runs one kernel on host arrays (flat, in the parameters' storage types)."""
 

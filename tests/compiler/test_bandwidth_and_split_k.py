@@ -20,7 +20,6 @@ from gingham.runtime import executable
 from gingham.tile import dtypes as dt
 
 COMPILED = [d.id for d in list_devices() if d.info.dialect is not None]
-GPU_DIALECT_IDS = [d.id for d in list_devices() if d.info.dialect in ("opencl", "cuda")]
 
 
 @pytest.fixture(params=COMPILED)
@@ -31,12 +30,6 @@ def compiled(request, monkeypatch):
     return device
 
 
-@pytest.fixture(params=GPU_DIALECT_IDS)
-def gpu(request, monkeypatch):
-    device = get_device(request.param)
-    if device.info.kind != "gpu":
-        monkeypatch.setattr(device, "info", dataclasses.replace(device.info, kind="gpu"))
-    return device
 
 
 def _run(source: str, arrays, device):

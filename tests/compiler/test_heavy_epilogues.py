@@ -10,7 +10,6 @@ which kernels keep the loop, and that both forms compute the same thing: simulat
 
 from __future__ import annotations
 
-import dataclasses
 
 import ml_dtypes
 import numpy as np
@@ -23,7 +22,7 @@ from gingham.compiler import lower_program, rewrite_program, tiling_gpu
 from gingham.devices import list_devices
 from gingham.runtime import executable
 from gingham.tune.described import H200
-from simt import Simulator  # tests/compiler/simt.py (the test directory is on sys.path)
+from simt import run_program  # tests/compiler/simt.py (the test directory is on sys.path)
 
 ROLLED = "epilogue a loop over"
 
@@ -139,19 +138,7 @@ def test_resnet18s_batch_norm_gradient_products_keep_their_loop_resnet9s_none():
 def _simulate(source, arrays):
     bound = tile.function(source).bind(*arrays)
     kernels = lower_program(bound, H200)
-    buffers = {name: np.ascontiguousarray(a).reshape(-1).copy()
-               for name, a in zip(bound.program.input_names, arrays)}
-    for kernel in kernels:
-        for scratch in kernel.scratch:
-            buffers.setdefault(scratch.name, np.full(scratch.size, np.nan, np.float32))
-        for param in kernel.params:
-            if param.name not in buffers:
-                dtype = np.dtype(bound.dtypes[param.name])
-                buffers[param.name] = np.full(np.prod(bound.shapes[param.name]), np.nan, dtype)
-    for kernel in kernels:
-        Simulator(kernel, buffers).run()
-    outputs = [buffers[name].reshape(bound.shapes[name]) for name in bound.program.outputs]
-    return outputs, [kernel.schedule for kernel in kernels]
+    return run_program(bound, kernels, arrays), [kernel.schedule for kernel in kernels]
 
 
 def _check(outputs, arrays, rtol, atol):
@@ -177,16 +164,6 @@ def test_simulated_heavy_epilogue_both_ways(dtype, environment, schedule, budget
 _TOLERANCE = {np.dtype(np.float32): (1e-4, 1e-4), np.dtype(ml_dtypes.bfloat16): (3e-2, 3e-2)}
 
 
-GPU_DIALECT_IDS = [d.id for d in list_devices() if d.info.dialect in ("opencl", "cuda")]
-
-
-@pytest.fixture(params=GPU_DIALECT_IDS)
-def gpu(request, monkeypatch):
-    """Each OpenCL / CUDA device, described as a GPU so that it gets the GPU schedules."""
-    device = next(d for d in list_devices() if d.id == request.param)
-    if device.info.kind != "gpu":
-        monkeypatch.setattr(device, "info", dataclasses.replace(device.info, kind="gpu"))
-    return device
 
 
 def test_heavy_epilogue_kept_a_loop_on_every_gpu_device(gpu, monkeypatch, no_program_cache):

@@ -36,14 +36,13 @@ from gingham.compiler.tiling_tc import TcConfig
 from gingham.devices import list_devices
 from gingham.devices.base import DeviceInfo
 from gingham.runtime import executable
-from gingham.tile.dtypes import DTYPES
 from gingham.tune import search
 from gingham.tune.db import TuningDB
 from gingham.tune.keys import device_key, kernel_key
 
 from gingham.tune.described import H200
 from nvrtc_check import build_log
-from simt import Simulator  # tests/compiler/simt.py (the test directory is on sys.path)
+from simt import run_program  # tests/compiler/simt.py (the test directory is on sys.path)
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16 = np.dtype(np.float16)
@@ -228,19 +227,7 @@ def _kernels(bound, info=H200):
 def _simulate(fn, arrays):
     bound = fn.bind(*arrays)
     kernels = _kernels(bound)
-    buffers = {name: np.ascontiguousarray(a).reshape(-1).copy()
-               for name, a in zip(bound.program.input_names, arrays)}
-    for kernel in kernels:
-        for s in kernel.scratch:
-            buffers.setdefault(s.name, np.full(s.size, np.nan, np.float32))
-        for p in kernel.params:
-            if p.name not in buffers:
-                buffers[p.name] = np.full(math.prod(bound.shapes[p.name]), np.nan,
-                                          DTYPES[p.dtype])
-    for kernel in kernels:
-        Simulator(kernel, buffers).run()
-    outputs = [buffers[name].reshape(bound.shapes[name]) for name in bound.program.outputs]
-    return outputs, [kernel.schedule for kernel in kernels]
+    return run_program(bound, kernels, arrays), [kernel.schedule for kernel in kernels]
 
 
 def _simulate_or_run(device, source: str, arrays):

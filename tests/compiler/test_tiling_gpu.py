@@ -1,9 +1,10 @@
 """The GPU tiled schedule for contractions, on every discovered OpenCL and CUDA device.
 
-References are NumPy / PyTorch in float64. PoCL (OpenCL on the CPU) describes itself as a CPU,
-so its description is patched to ``kind="gpu"`` here: it runs local memory and barriers for
-real, which makes it a good place to test the GPU schedule without a GPU. Every test asserts
-that the tiled schedule was the one chosen, so that a silent fallback cannot pass as a test.
+References are NumPy / PyTorch in float64. PoCL (OpenCL on the CPU) describes itself as a
+CPU; the ``gpu`` fixture (``tests/compiler/conftest.py``) describes it as a GPU: it runs local
+memory and barriers for real, which makes it a good place to test the GPU schedule without a
+GPU. Every test asserts that the tiled schedule was the one chosen, so that a silent fallback
+cannot pass as a test.
 """
 
 from __future__ import annotations
@@ -17,20 +18,9 @@ import torch.nn.functional as F
 
 from gingham import tile
 from gingham.compiler import tiling_gpu
-from gingham.devices import list_devices
 from gingham.runtime import executable
 
-GPU_DIALECT_IDS = [d.id for d in list_devices() if d.info.dialect in ("opencl", "cuda")]
 TILED = "gpu tiled contraction"
-
-
-@pytest.fixture(params=GPU_DIALECT_IDS)
-def gpu(request, monkeypatch):
-    """Each OpenCL / CUDA device, described as a GPU so that it gets the GPU schedules."""
-    device = next(d for d in list_devices() if d.id == request.param)
-    if device.info.kind != "gpu":
-        monkeypatch.setattr(device, "info", dataclasses.replace(device.info, kind="gpu"))
-    return device
 
 
 def _run(source: str, arrays, device, expect_tiled=(0,)):
