@@ -386,7 +386,8 @@ def global_accesses(node: Any) -> int:
     """How many loads from and stores to global buffers ``node`` (a statement or an
     expression) writes, each counted once however often a loop around it runs. A fused
     epilogue's count times the cells an unrolled loop repeats it for is what a native
-    compiler's alias analysis works through (see :mod:`gingham.compiler.tiling_wgmma`).
+    compiler's alias analysis works through (see
+    :data:`gingham.compiler.tiling_gpu.EPILOGUE_UNROLLED_ACCESSES`).
 
         >>> global_accesses(Store("C", Var("i"), BinOp("+", Load("A", Var("i"), "float32"),
         ...                                                Load("B", Var("i"), "float32"),
