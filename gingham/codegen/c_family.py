@@ -167,6 +167,17 @@ class _Renderer:
                 "return h;",
                 "#else"]
 
+    def widen_lines(self) -> list[str]:
+        """CUDA: half -> float32 as one exact ``cvt.f32.f16`` instruction; nothing for the
+        other dialects. Written out instead (the bit arithmetic that follows, with branches for
+        subnormals, inf and NaN), an fp16 ResNet-9 step's tensor-core epilogues, unrolled over
+        128 cells, took NVRTC three times as long as their bf16 twins (1.2 s against 0.4 s)."""
+        if self.d.name != "cuda":
+            return []
+        return ["#ifdef __CUDA_ARCH__",
+                '  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;',
+                "#else"]
+
     def cvt_end(self) -> list[str]:
         return ["#endif"] if self.d.name == "cuda" else []
 
@@ -213,6 +224,7 @@ class _Renderer:
                 "}",
                 # IEEE half <-> float with round to nearest even, subnormals, inf and NaN.
                 f"{p} {f32} gh_half_to_float({u16} h) {{",
+                *self.widen_lines(),
                 f"  {u32} sign = (({u32})(h & 0x8000u)) << 16;",
                 f"  {u32} exponent = (h >> 10) & 0x1fu;",
                 f"  {u32} mantissa = h & 0x3ffu;",
@@ -222,6 +234,7 @@ class _Renderer:
                 "    return sign ? -value : value;",
                 "  }",
                 f"  return {float_of}(sign | ((exponent + 112u) << 23) | (mantissa << 13));",
+                *self.cvt_end(),
                 "}",
                 f"{p} {u16} gh_float_to_half({f32} x) {{",
                 *self.cvt_lines("f16", 0),
