@@ -18,6 +18,7 @@ import pytest
 import gingham
 from gingham import tile
 from gingham.bench import model as bench_model
+from gingham.compiler import kernel_ir as k
 from gingham.compiler import lower_program, rewrite_program, tiling_gpu
 from gingham.devices import list_devices
 from gingham.runtime import executable
@@ -87,6 +88,16 @@ def _product_schedules(source, arrays, info=H200):
     kernels = lower_program(tile.function(source).bind(*arrays), info)
     return [kk.schedule for kk in kernels if "contraction" in kk.schedule
             and "split-K sum" not in kk.schedule]
+
+
+def test_global_accesses_counts_each_load_and_store_once_not_per_iteration():
+    i = k.Var("i", "int32")
+    loaded = k.BinOp("+", k.Load("A", i, "float32"), k.LoadLocal("r", (i,), "float32"), "float32")
+    guarded = k.If(k.BinOp("<", i, k.Const(4, "int32"), "bool"),
+                   k.Store("D", i, k.Load("B", i, "float32")))
+    body = k.For("i", 0, 8, k.block(k.Store("C", i, loaded), guarded), kind="unroll")
+    # C, A, D and B; the register array r is not global memory; the loop's 8 trips not counted.
+    assert k.global_accesses(body) == 4
 
 
 BUDGETS = pytest.mark.parametrize("budget", [0, 10**9], ids=["loop kept", "unrolled"])
