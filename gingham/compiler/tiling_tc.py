@@ -915,7 +915,7 @@ class TensorCoreKernel(TiledKernel):
         m = e.add(e.add(m, e.div(lane, 4)), e.mul(e.div(q, 2), 8))
         n = e.add(e.add(e.v("gt_n0"), e.mul(e.v("gt_wn"), cfg.warp_n)), e.mul(ni, 8))
         n = e.add(e.add(n, e.mul(e.mod(lane, 4), 2)), e.mod(q, 2))
-        return self.cells_epilogue(m, n, "gt_acc", [])
+        return self.cells_epilogue(m, n, indexable=True)
 
     #: The dynamic shared array, over the staging ring, that a heavy epilogue reads its
     #: cells from (see :meth:`cells_epilogue`).
@@ -929,11 +929,18 @@ class TensorCoreKernel(TiledKernel):
         return [(c(mi), c(ni), c(q))
                 for mi in range(self.mi) for ni in range(self.ni) for q in range(4)]
 
-    def cells_epilogue(self, m: k.Expr, n: k.Expr, array: str,
-                       prelude: list[k.Stmt]) -> k.Stmt:
+    def cell_copy(self) -> list[k.Stmt]:
+        """The accumulators copied to a register array, ``gt_cell``, that a loop may index
+        (the copy stays registers where the loop is unrolled, local memory where not)."""
+        return [k.LocalArray("gt_cell", "float32", (self.mi, self.ni, 4), "register"),
+                *(k.StoreLocal("gt_cell", c, k.LoadLocal("gt_acc", c, "float32"))
+                  for c in self.accumulator_cells())]
+
+    def cells_epilogue(self, m: k.Expr, n: k.Expr, indexable: bool) -> k.Stmt:
         """Every accumulator's cell finalised and stored; (``m``, ``n``): cell (gt_mi, gt_ni,
-        gt_q)'s row and column. Unrolled loops over the cells reading register array
-        ``array`` (after ``prelude``, which fills it), unless the fused epilogue is heavy
+        gt_q)'s row and column. ``indexable``: whether unrolled loops may read the
+        accumulators ``gt_acc`` as they are (an array), or need :meth:`cell_copy` first
+        (scalar variables). Unrolled loops over the cells, unless the fused epilogue is heavy
         (:meth:`~gingham.compiler.tiling_gpu.TiledKernel.keeps_epilogue_loop`): then every
         thread writes its accumulators to the staging ring, idle once the products are done
         and every thread's copies landed (one barrier), at ``(cell, thread)`` (consecutive
@@ -944,9 +951,14 @@ class TensorCoreKernel(TiledKernel):
         e, threads = self.e, self.cfg.threads
         mi, ni, q = e.v("gt_mi"), e.v("gt_ni"), e.v("gt_q")
         cells = self.accumulator_cells()
-        unrolled = self.cell_epilogue(m, n, k.LoadLocal(array, (mi, ni, q), "float32"))
+
+        def finished(array: str, index: tuple[k.Expr, ...]) -> k.Stmt:
+            return self.cell_epilogue(m, n, k.LoadLocal(array, index, "float32"))
+
+        unrolled = finished("gt_acc" if indexable else "gt_cell", (mi, ni, q))
         if not self.keeps_epilogue_loop(len(cells), unrolled):
-            return k.block(*prelude, k.For("gt_mi", 0, self.mi, k.For("gt_ni", 0, self.ni, k.For(
+            copy = [] if indexable else self.cell_copy()
+            return k.block(*copy, k.For("gt_mi", 0, self.mi, k.For("gt_ni", 0, self.ni, k.For(
                 "gt_q", 0, 4, unrolled, kind="unroll"), kind="unroll"), kind="unroll"))
 
         def rolled(cell: k.Stmt) -> k.Stmt:
@@ -954,12 +966,8 @@ class TensorCoreKernel(TiledKernel):
                 "gt_q", 0, 4, cell, kind="unroll"), kind="unroll"))
 
         if 4 * threads * len(cells) > self.cfg.shared_bytes:
-            # A copy the loop indexes: local memory (the accumulators stay registers).
-            copied = self.cell_epilogue(m, n, k.LoadLocal("gt_cell", (mi, ni, q), "float32"))
-            return k.block(k.LocalArray("gt_cell", "float32", (self.mi, self.ni, 4), "register"),
-                           *(k.StoreLocal("gt_cell", c, k.LoadLocal("gt_acc", c, "float32"))
-                             for c in cells),
-                           rolled(copied))
+            # The copy the loop indexes: local memory (the accumulators stay registers).
+            return k.block(*self.cell_copy(), rolled(finished("gt_cell", (mi, ni, q))))
 
         def slot(cell: tuple[k.Expr, k.Expr, k.Expr]) -> k.Expr:
             c_mi, c_ni, c_q = cell
@@ -967,8 +975,7 @@ class TensorCoreKernel(TiledKernel):
             return e.add(e.mul(number, threads), e.v("gt_tid"))
 
         self.cells_in_ring = True
-        staged = self.cell_epilogue(m, n, k.LoadLocal(self.CELLS, (slot((mi, ni, q)),),
-                                                      "float32"))
+        staged = finished(self.CELLS, (slot((mi, ni, q)),))
         return k.block(k.Barrier(),
                        *(k.StoreLocal(self.CELLS, (slot(c),), k.LoadLocal("gt_acc", c, "float32"))
                          for c in cells),

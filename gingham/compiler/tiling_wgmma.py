@@ -142,10 +142,7 @@ class WgmmaKernel(TensorCoreKernel):
         m = e.add(e.add(m, e.mul(mi, GROUP_ROWS)), e.mul(e.mod(e.v("gt_warp"), 4), 16))
         m = e.add(e.add(m, e.div(lane, 4)), e.mul(e.div(q, 2), 8))
         n = e.add(e.add(e.v("gt_n0"), e.mul(ni, 8)), e.add(e.mul(e.mod(lane, 4), 2), e.mod(q, 2)))
-        copy = [k.LocalArray("gt_cell", "float32", (self.mi, self.ni, 4), "register"),
-                *(k.StoreLocal("gt_cell", cell, k.LoadLocal("gt_acc", cell, "float32"))
-                  for cell in self.accumulator_cells())]
-        return self.cells_epilogue(m, n, "gt_cell", copy)
+        return self.cells_epilogue(m, n, indexable=False)
 
     def build(self) -> k.Kernel:
         cfg, e = self.cfg, self.e
