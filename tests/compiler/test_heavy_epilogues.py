@@ -19,7 +19,8 @@ import gingham
 from gingham import tile
 from gingham.bench import model as bench_model
 from gingham.compiler import kernel_ir as k
-from gingham.compiler import lower_program, rewrite_program, tiling_gpu
+from gingham.compiler import lower_program, rewrite_program, tiling_gpu, tiling_tc
+from gingham.compiler.tiling_tc import TcConfig
 from gingham.devices import list_devices
 from gingham.runtime import executable
 from gingham.tune.described import H200
@@ -168,6 +169,22 @@ def test_simulated_heavy_epilogue_both_ways(dtype, environment, schedule, budget
     outputs, schedules = _simulate(HEAVY, arrays)
     assert [s for s in schedules if schedule in s and (ROLLED in s) == (budget == 0)], schedules
     _check(outputs, arrays, *_TOLERANCE[np.dtype(dtype)])
+
+
+def test_simulated_tensor_core_cells_through_local_memory_where_the_ring_is_smaller(
+        monkeypatch):
+    """Two stages of 128x128x32 (a neighbour the measured search may try): a 32 KiB ring
+    against 64 KiB of cells, so the heavy epilogue's loop reads a local-memory copy."""
+    config = TcConfig(128, 128, 2, 2, tile_k=32, stages=2)
+    assert 4 * 128 * 128 > config.shared_bytes  # the tile's fp32 cells against the ring
+    monkeypatch.setenv("GINGHAM_WGMMA", "0")
+    monkeypatch.setattr(tiling_tc, "choose_config", lambda view, info: config)
+    monkeypatch.setattr(tiling_gpu, "EPILOGUE_UNROLLED_ACCESSES", 0)
+    arrays = _arrays(ml_dtypes.bfloat16, seed=4)
+    outputs, schedules = _simulate(HEAVY, arrays)
+    assert [s for s in schedules if str(config) in s
+            and s.endswith("through local memory")], schedules
+    _check(outputs, arrays, *_TOLERANCE[np.dtype(ml_dtypes.bfloat16)])
 
 
 #: rtol, atol. In bf16 each output rounds to 8 bits of mantissa and the later ones read the
