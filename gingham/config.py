@@ -37,6 +37,8 @@ environment variable      field
 ``GINGHAM_TUNE_BUDGET``   ``tune_budget``: seconds of measured search per kernel
 ``GINGHAM_TUNE_MEASURE``  ``tune_measure``: 1 measures the device model once (cached), 0 uses
                           estimates from the driver's description only
+``GINGHAM_PROGRESS``      ``progress``: a long compile's progress line on stderr: ``auto``
+                          (on a terminal), ``on`` (also a final line in logs) or ``off``
 ``GINGHAM_CONFIG_FILE``   where the user config file lives
 ========================  =============================================================
 
@@ -44,7 +46,7 @@ The user config file is JSON (``platformdirs.user_config_dir("gingham")/config.j
 hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``,
 ``cuda_graphs``, ``program_cache``, ``compile_jobs``, ``compile_overlap``, ``opencl_build``,
 ``nvrtc_build``, ``opencl_idle``, ``wgmma``, ``conv_algorithm``, ``tune``, ``tune_budget``,
-``tune_measure``.
+``tune_measure``, ``progress``.
 ``gingham devices --set-default ID`` writes ``{"device": ID}`` into it.
 
 Example::
@@ -144,6 +146,9 @@ class Config:
     (:mod:`gingham.tune.background`).
     ``tune_budget``: seconds one kernel's measured search may take.
     ``tune_measure``: measure the device model by micro-benchmarks (once, cached on disk).
+    ``progress``: what a compile the program waits on for more than two seconds shows on
+    stderr (:mod:`gingham.devices.compile_progress`): ``auto``, a line kept up to date on a
+    terminal; ``on``, also a final line per compile where stderr is not a terminal; ``off``.
     """
 
     device: str | None = None
@@ -165,16 +170,19 @@ class Config:
     tune: str = "off"
     tune_budget: float = 10.0
     tune_measure: bool = True
+    progress: str = "auto"
 
 
 # Fields the user config file may set (config_file itself is chosen by the environment only).
 _FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "cuda_graphs",
                 "program_cache", "compile_jobs", "compile_overlap", "opencl_build", "nvrtc_build",
-                "opencl_idle", "wgmma", "conv_algorithm", "tune", "tune_budget", "tune_measure")
+                "opencl_idle", "wgmma", "conv_algorithm", "tune", "tune_budget", "tune_measure",
+                "progress")
 TUNE_MODES = ("off", "on", "background")
 OPENCL_BUILD_MODES = ("auto", "threads", "processes")
 NVRTC_BUILD_MODES = ("threads", "processes")
 CONV_ALGORITHMS = ("auto", "direct", "winograd")
+PROGRESS_MODES = ("auto", "on", "off")
 
 
 def default_config_file() -> Path:
@@ -299,6 +307,8 @@ def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
             values[key] = _parse_budget(where, value)
         elif key == "conv_algorithm":
             values[key] = _parse_choice(where, value, CONV_ALGORITHMS)
+        elif key == "progress":
+            values[key] = _parse_choice(where, value, PROGRESS_MODES)
         elif key in _TUNE_PARSERS:
             values[key] = _TUNE_PARSERS[key](where, value)
         elif key == "cflags":
@@ -372,6 +382,9 @@ def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
                                               env["GINGHAM_NVRTC_BUILD"], NVRTC_BUILD_MODES)
     if env.get("GINGHAM_OPENCL_IDLE"):
         values["opencl_idle"] = _parse_budget("GINGHAM_OPENCL_IDLE", env["GINGHAM_OPENCL_IDLE"])
+    if env.get("GINGHAM_PROGRESS"):
+        values["progress"] = _parse_choice("GINGHAM_PROGRESS", env["GINGHAM_PROGRESS"],
+                                           PROGRESS_MODES)
     for variable, key in _TUNE_VARIABLES.items():
         if env.get(variable):
             values[key] = _TUNE_PARSERS[key](variable, env[variable])

@@ -25,11 +25,12 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, wait
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from gingham.cache import DiskCache
 from gingham.config import debug_print, get_config
+from gingham.devices import compile_progress
 
 if TYPE_CHECKING:
     from gingham.devices.base import BuiltPiece, Device, Kernel, SourceUnit
@@ -228,8 +229,28 @@ class UnitBuilder:
         for piece in sorted(rest, key=lambda p: -sum(unit.cost for _, unit in p)):
             self._submit(piece)  # the heaviest first
 
+    def _wait(self) -> None:
+        """Wait for every piece, showing the compile's progress where it is long enough to
+        (:mod:`gingham.devices.compile_progress`); counted from the start of the lowering."""
+        sizes = {future: len(piece) for piece, _, future in self._pieces}
+        progress = compile_progress.for_compile(self.device.id, sum(sizes.values()),
+                                                self._created)
+        if progress is None:
+            return  # _store_all waits on each piece in turn
+        pending = set(sizes)
+        try:
+            while pending:
+                progress.update(sum(sizes.values()) - sum(sizes[f] for f in pending))
+                _, pending = wait(pending, timeout=compile_progress.INTERVAL)
+        except BaseException:
+            progress.finish(0)  # interrupted: clear the line
+            raise
+        progress.finish(sum(size for future, size in sizes.items()
+                            if not future.cancelled() and future.exception() is None))
+
     def _store_all(self) -> None:
         """Wait for every piece; store and register the good ones; raise the first error."""
+        self._wait()
         results: list[tuple[list, str, BuiltPiece]] = []
         error = None
         for piece, source, future in self._pieces:

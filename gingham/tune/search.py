@@ -42,6 +42,7 @@ import numpy as np
 from ..compiler import compile_kernels, tiling_cpu, tiling_gpu, tiling_tc
 from ..compiler.lower import LoweringContext
 from ..config import debug_print, get_config
+from ..devices import compile_progress
 from ..devices.base import Device, DeviceInfo
 from ..tile.dtypes import DTYPES
 from . import space
@@ -103,7 +104,8 @@ def tuning(budget: float | None = None, progress: bool = True,
     previous = getattr(_local, "session", None)
     _local.session = session
     try:
-        yield session
+        with compile_progress.hidden():  # the session's own bars show what it compiles
+            yield session
     finally:
         _local.session = previous
 
