@@ -87,6 +87,21 @@ def test_damaged_device_model_entry_is_measured_again(damage):
     assert dm.device_model(device) == model  # stored again, whole
 
 
+OPENCL_ON_CPUS = [i for i in COMPILED if i.startswith("opencl") and get_device(i).info.kind == "cpu"]
+
+
+@pytest.mark.skipif(not (HAS_CPU and OPENCL_ON_CPUS), reason="needs cpu and OpenCL on a CPU")
+@pytest.mark.parametrize("device_id", OPENCL_ON_CPUS)
+def test_opencl_on_a_cpu_measures_the_rate_of_its_cores(device_id):
+    """The C backend's measurement of the same cores is the oracle: OpenCL on a CPU times its
+    FMA chains as vectors (as scalars, PoCL measured 16 GFLOP/s where the C backend measured
+    476 on a 2-core Xeon). The bounds are wide: the two time differently, and the machine may
+    be shared."""
+    cores = dm.device_model(get_device("cpu")).flops("float32")
+    rate = dm.device_model(get_device(device_id)).flops("float32")
+    assert 0.2 * cores < rate < 5 * cores, (rate, cores)
+
+
 @pytest.mark.skipif(not HAS_CPU, reason="needs the cpu backend")
 def test_measurement_can_be_switched_off(monkeypatch):
     monkeypatch.setenv("GINGHAM_TUNE_MEASURE", "0")
