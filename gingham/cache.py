@@ -118,6 +118,18 @@ class DiskCache:
         """Remove the entry for ``key`` if it exists."""
         self.path(key).unlink(missing_ok=True)
 
+    def keys(self) -> list[str]:
+        """The key of every entry on disk, sorted (a write in progress is not an entry)."""
+        if not self.directory.is_dir():
+            return []
+        return sorted(path.name for path in self.directory.glob("??/*")
+                      if is_key(path.name) and path.parent.name == path.name[:2])
+
+
+def is_key(text: str) -> bool:
+    """Whether ``text`` is an entry's key: a SHA-256 in lowercase hex."""
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
 
 def _unpack(blob: bytes) -> bytes | None:
     if len(blob) < _HEADER.size:

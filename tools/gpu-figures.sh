@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|g|k|x|u|y|l|q|h|j|d|closing|rows]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|g|k|x|u|y|l|q|h|j|d|closing|rows|archive]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -256,6 +256,19 @@ for run in "fp32 1" "fp32 2" "bf16 1"; do
 done
 step all-devices 240 $g bench model story resnet9 --all-devices --quick --torch-compile off --json "$out/all-devices.json"
 step ops-cuda 100 $g bench ops --device cuda:0 --only gemm,conv --dtype fp32,bf16 --gemm-sizes 4096,8192 --torch-compile off --json "$out/ops-cuda.json"
+;;
+archive)  # stop 37: a warm cache carried to a fresh "machine" (new gingham and driver caches):
+    # ResNet-9's first epoch fresh, then after `gingham cache import` of the first run's export
+lscpu | grep -E "Model name|Thread|Core|Socket" > "$out/lscpu.log"
+step tests-archive 120 env GINGHAM_CACHE_DIR=/tmp/gingham-test-cache python3 -m pytest -n 8 -q -p no:cacheprovider -p no:warnings tests/test_cache_archive.py tests/devices/test_compile_progress.py
+for precision in bf16 fp32; do
+    warm="$(mktemp -d)"; fresh="$(mktemp -d)"
+    step "resnet9-$precision-fresh" 60 env GINGHAM_CACHE_DIR="$warm" CUDA_CACHE_PATH="$(mktemp -d)" python3 tools/timeline.py -- $g bench model resnet9 --device cuda:0 --precision "$precision" --no-torch
+    step "export-$precision" 30 env GINGHAM_CACHE_DIR="$warm" $g cache export "$out/resnet9-$precision.tar.gz"
+    step "import-$precision" 30 env GINGHAM_CACHE_DIR="$fresh" $g cache import "$out/resnet9-$precision.tar.gz"
+    step "resnet9-$precision-imported" 60 env GINGHAM_CACHE_DIR="$fresh" CUDA_CACHE_PATH="$(mktemp -d)" python3 tools/timeline.py -- $g bench model resnet9 --device cuda:0 --precision "$precision" --no-torch
+    rm -f "$out/resnet9-$precision.tar.gz"
+done
 ;;
 j)  # after mode q: NVIDIA OpenCL fp32 fresh then warm, CUDA fp32 fresh twice more (the
     # spread of the fresh figure), the story net beside eager PyTorch (step unchanged?)

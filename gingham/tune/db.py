@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 from ..cache import DiskCache
@@ -36,8 +37,8 @@ _NAMESPACE = "tuning"
 class TuningDB:
     """Persistent tuning results; see the module docstring."""
 
-    def __init__(self) -> None:
-        self.cache = DiskCache(_NAMESPACE)
+    def __init__(self, root: Path | None = None) -> None:
+        self.cache = DiskCache(_NAMESPACE, root)  # root: another cache directory than the config's
 
     @staticmethod
     def key(kernel_key: str, device_key: str) -> str:
@@ -77,6 +78,25 @@ class TuningDB:
     def _new_generation(self, device_key: str) -> None:
         # After the entry: a reader that sees the new token also sees the new entry.
         self.cache.put(self._generation_key(device_key), uuid.uuid4().hex.encode("ascii"))
+
+    @staticmethod
+    def is_generation_token(payload: bytes) -> bool:
+        """Whether a payload of this database's namespace is a device's generation token
+        (``uuid4().hex``) rather than an entry (a JSON object): what importing a cache archive
+        (:mod:`gingham.cache_archive`) tells apart."""
+        return len(payload) == 32 and all(c in b"0123456789abcdef" for c in payload)
+
+    def generation_token_keys(self) -> list[str]:
+        """The disk-cache keys of the generation tokens stored now (one per device that has
+        had an entry)."""
+        return [key for key in self.cache.keys()
+                if self.is_generation_token(self.cache.get(key) or b"")]
+
+    def renew_generation_tokens(self, keys: list[str]) -> None:
+        """Give the devices of these token keys new tokens: programs lowered before (keyed
+        with the old ones) are lowered again, with what the database holds now."""
+        for key in keys:
+            self.cache.put(key, uuid.uuid4().hex.encode("ascii"))
 
     @staticmethod
     def _generation_key(device_key: str) -> str:
