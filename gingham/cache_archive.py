@@ -27,11 +27,14 @@ from the archive only for devices that have none here, so that the archive's pro
 on a fresh machine; where tuning entries arrive beside a device's own, that device's token is
 renewed, and its programs are lowered again once, with the merged database.
 
-    >>> summary = export_archive(Path("warm.tar.gz"))
+    >>> summary = export_archive(Path("warm.tar.gz"))   # after a ResNet-9 step on cpu
     >>> summary.entries
-    {'cuda': 126, 'device-model': 1, 'programs': 3}
-    >>> import_archive(Path("warm.tar.gz")).added        # on another machine
-    {'cuda': 126, 'device-model': 1, 'programs': 3}
+    {'cpu': 143, 'device-model': 1, 'programs': 1}
+    >>> import_archive(Path("warm.tar.gz")).added        # on another machine of the kind
+    {'cpu': 143, 'device-model': 1, 'programs': 1}
+
+(On the 2-core Xeon that gave these: a fresh ResNet-9 first step 13.4 s, 5.0 s over the
+imported cache, a later step 3.3 s.)
 """
 
 from __future__ import annotations
