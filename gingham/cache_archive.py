@@ -223,6 +223,21 @@ def cache_usage(root: Path | None = None) -> dict[str, tuple[int, int]]:
     return usage
 
 
+def clear_cache(root: Path | None = None) -> dict[str, tuple[int, int]]:
+    """Remove every entry of the cache at ``root`` (default the configured one), the sources
+    kept of failed compiles too; returns what there was, as :func:`cache_usage` counts it. A
+    process running meanwhile finds misses and builds again (no entry is ever half there)."""
+    import shutil
+
+    root = Path(root or get_config().cache_dir)
+    usage = cache_usage(root)
+    if root.is_dir():
+        for directory in root.iterdir():
+            if directory.is_dir() and not directory.is_symlink():
+                shutil.rmtree(directory, ignore_errors=True)
+    return usage
+
+
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -248,6 +263,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     load = commands.add_parser("import", help="add an exported archive's entries to the cache")
     load.add_argument("path", type=Path, help="an archive written by `gingham cache export`")
     load.set_defaults(func=_import)
+    clear = commands.add_parser("clear", help="remove every entry (the next runs build again)")
+    clear.set_defaults(func=_clear)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
 
@@ -264,6 +281,15 @@ def _info(args) -> int:
         print(f"  {namespace:<14} {entries:>7} entries  {size / 2**20:9.1f} MiB")
     if not usage:
         print("  (empty)")
+    return 0
+
+
+def _clear(args) -> int:
+    root = get_config().cache_dir
+    usage = clear_cache(root)
+    entries = sum(count for count, _ in usage.values())
+    size = sum(size for _, size in usage.values())
+    print(f"cleared {root}: {entries} entries, {size / 2**20:.1f} MiB")
     return 0
 
 
@@ -292,5 +318,5 @@ def _import(args) -> int:
     return 0
 
 
-__all__ = ["export_archive", "import_archive", "cache_usage", "ExportSummary", "ImportSummary",
-           "CacheArchiveError"]
+__all__ = ["export_archive", "import_archive", "cache_usage", "clear_cache", "ExportSummary",
+           "ImportSummary", "CacheArchiveError"]

@@ -13,7 +13,6 @@ import tarfile
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from gingham.cache import DiskCache
@@ -187,3 +186,6 @@ def test_cli_export_import_info(tmp_path):
     assert out.returncode == 0 and "cpu" in out.stdout and "1 entries" in out.stdout
     out = gingham(tmp_path / "new", "import", str(tmp_path / "absent.tgz"))
     assert out.returncode == 1 and "absent.tgz" in out.stderr
+    out = gingham(tmp_path / "new", "clear")
+    assert out.returncode == 0 and "cleared" in out.stdout and "1 entries" in out.stdout
+    assert cache_usage(tmp_path / "new") == {} and (tmp_path / "new").is_dir()
