@@ -40,6 +40,7 @@ imported cache, a later step 3.3 s.)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -224,18 +225,31 @@ def cache_usage(root: Path | None = None) -> dict[str, tuple[int, int]]:
 
 
 def clear_cache(root: Path | None = None) -> dict[str, tuple[int, int]]:
-    """Remove every entry of the cache at ``root`` (default the configured one), the sources
-    kept of failed compiles too; returns what there was, as :func:`cache_usage` counts it. A
-    process running meanwhile finds misses and builds again (no entry is ever half there)."""
-    import shutil
-
+    """Remove every entry of the cache at ``root`` (default the configured one), and the
+    sources kept of failed compiles; returns what there was, as :func:`cache_usage` counts it.
+    Only files named as gingham names them go (``<namespace>/<key[:2]>/<key>``, a write's
+    temporary file, ``failed/<hash>.<suffix>``), so a cache directory set by mistake to one
+    that holds other files loses none of them. A process running meanwhile finds misses and
+    builds again (no entry is ever half there)."""
     root = Path(root or get_config().cache_dir)
     usage = cache_usage(root)
-    if root.is_dir():
-        for directory in root.iterdir():
-            if directory.is_dir() and not directory.is_symlink():
-                shutil.rmtree(directory, ignore_errors=True)
+    for namespace in _namespaces(root) + (["failed"] if (root / "failed").is_dir() else []):
+        directory = root / namespace
+        if namespace == "failed":
+            doomed = [p for p in directory.iterdir() if p.is_file() and _is_hex(p.stem)]
+        else:
+            doomed = [p for p in directory.glob("??/*") if p.is_file() and _is_hex(p.parent.name)
+                      and (is_key(p.name) or p.name.startswith(".tmp-"))]
+        for path in doomed:
+            path.unlink(missing_ok=True)
+        for sub in sorted(directory.glob("??"), reverse=True) + [directory]:
+            with contextlib.suppress(OSError):  # not empty: something else lives there
+                sub.rmdir()
     return usage
+
+
+def _is_hex(text: str) -> bool:
+    return bool(text) and all(c in "0123456789abcdef" for c in text)
 
 
 def _size(path: Path) -> int:

@@ -186,6 +186,9 @@ def test_cli_export_import_info(tmp_path):
     assert out.returncode == 0 and "cpu" in out.stdout and "1 entries" in out.stdout
     out = gingham(tmp_path / "new", "import", str(tmp_path / "absent.tgz"))
     assert out.returncode == 1 and "absent.tgz" in out.stderr
+    (tmp_path / "new" / "notes").mkdir()  # not gingham's: clear leaves it alone
+    (tmp_path / "new" / "notes" / "todo.txt").write_text("keep me")
     out = gingham(tmp_path / "new", "clear")
     assert out.returncode == 0 and "cleared" in out.stdout and "1 entries" in out.stdout
-    assert cache_usage(tmp_path / "new") == {} and (tmp_path / "new").is_dir()
+    assert not (tmp_path / "new" / "cpu").exists()
+    assert (tmp_path / "new" / "notes" / "todo.txt").read_text() == "keep me"
