@@ -39,7 +39,6 @@ imported cache, a later step 3.3 s.)
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
@@ -123,7 +122,7 @@ def export_archive(path: Path, root: Path | None = None) -> ExportSummary:
                     summary.entries[namespace] = summary.entries.get(namespace, 0) + 1
             manifest = {"format": FORMAT, "version": VERSION,
                         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                        "gingham": _gingham_version(), "entries": summary.entries}
+                        "gingham": gingham_version(), "entries": summary.entries}
             _add(tar, MANIFEST, json.dumps(manifest, indent=2, sort_keys=True).encode())
             for name, blob in members:
                 _add(tar, name, blob)
@@ -141,7 +140,10 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def _gingham_version() -> str:
+def gingham_version() -> str:
+    """What an archive's manifest records of the gingham that wrote it (the hash the program
+    cache keys with: an archive from another version brings kernels that are found, programs
+    that are not)."""
     from gingham.compiler.programs import _code_version
 
     return _code_version()
@@ -259,78 +261,5 @@ def _size(path: Path) -> int:
         return 0
 
 
-# ---- gingham cache ---------------------------------------------------------------------------
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "cache", help="the disk cache: what it holds; carry it to other machines",
-        description="The disk cache of compiled kernels and programs, device models and tuned "
-                    "schedules. Export it where it is warm, import it on machines of the same "
-                    "kind: their first run then compiles and tunes nothing.")
-    commands = parser.add_subparsers(dest="cache_command", metavar="ACTION")
-    info = commands.add_parser("info", help="where the cache is and what it holds")
-    info.set_defaults(func=_info)
-    export = commands.add_parser("export", help="write the whole cache to an archive")
-    export.add_argument("path", type=Path, help="the archive to write (.tar.gz)")
-    export.set_defaults(func=_export)
-    load = commands.add_parser("import", help="add an exported archive's entries to the cache")
-    load.add_argument("path", type=Path, help="an archive written by `gingham cache export`")
-    load.set_defaults(func=_import)
-    clear = commands.add_parser("clear", help="remove every entry (the next runs build again)")
-    clear.set_defaults(func=_clear)
-    parser.set_defaults(func=lambda args: parser.print_help() or 2)
-
-
-def _counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{count} {namespace}" for namespace, count in sorted(counts.items())) \
-        or "nothing"
-
-
-def _info(args) -> int:
-    root = get_config().cache_dir
-    usage = cache_usage(root)
-    print(f"cache: {root}")
-    for namespace, (entries, size) in usage.items():
-        print(f"  {namespace:<14} {entries:>7} entries  {size / 2**20:9.1f} MiB")
-    if not usage:
-        print("  (empty)")
-    return 0
-
-
-def _clear(args) -> int:
-    root = get_config().cache_dir
-    usage = clear_cache(root)
-    entries = sum(count for count, _ in usage.values())
-    size = sum(size for _, size in usage.values())
-    print(f"cleared {root}: {entries} entries, {size / 2**20:.1f} MiB")
-    return 0
-
-
-def _export(args) -> int:
-    summary = export_archive(args.path)
-    print(f"exported {_counts(summary.entries)} to {summary.path} "
-          f"({summary.bytes / 2**20:.1f} MiB)")
-    if summary.damaged:
-        print(f"left out {summary.damaged} damaged entr{'y' if summary.damaged == 1 else 'ies'}")
-    return 0
-
-
-def _import(args) -> int:
-    summary = import_archive(args.path)
-    print(f"imported into {get_config().cache_dir}: added {_counts(summary.added)}; "
-          f"kept {_counts(summary.present)} already here")
-    if summary.renewed:
-        print(f"tuned schedules joined this cache's own: the programs of "
-              f"{summary.renewed} device(s) will be lowered again once")
-    if summary.rejected:
-        shown = ", ".join(summary.rejected[:5]) + (", ..." if len(summary.rejected) > 5 else "")
-        print(f"rejected {len(summary.rejected)} member(s) (a bad name or checksum): {shown}")
-    if summary.manifest.get("gingham") != _gingham_version():
-        print("note: the archive comes from another version of gingham: its kernels are "
-              "found, its compiled programs are not (each is lowered again once)")
-    return 0
-
-
-__all__ = ["export_archive", "import_archive", "cache_usage", "clear_cache", "ExportSummary",
-           "ImportSummary", "CacheArchiveError"]
+__all__ = ["export_archive", "import_archive", "cache_usage", "clear_cache", "gingham_version",
+           "ExportSummary", "ImportSummary", "CacheArchiveError"]

@@ -27,7 +27,7 @@ SUBCOMMANDS: dict[str, str] = {
     "demo": "gingham.demo:register",
     "bench": "gingham.bench.cli:register",
     "tune": "gingham.tune.cli:register",
-    "cache": "gingham.cache_archive:register",
+    "cache": "gingham.cache_cli:register",
     # "run": "gingham.frontends.cli:register",
 }
 
