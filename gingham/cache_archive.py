@@ -10,7 +10,7 @@ cache artifacts do for ``torch.compile``::
     $ gingham cache export resnet9-h100.tar.gz
     $ gingham cache import resnet9-h100.tar.gz                      # on each of the others
 
-The archive holds every entry of the disk cache (:mod:`gingham.cache`: compiled kernels,
+The archive (a gzipped tar) holds every entry of the disk cache (:mod:`gingham.cache`: compiled kernels,
 compiled programs, device models, the tuning database; not the sources that failed to
 compile) and a manifest. Every entry is keyed by all that made it: a kernel by its source and
 the compiler's and the device's identity (the C backend's by the host CPU's name and
@@ -107,7 +107,7 @@ def export_archive(path: Path, root: Path | None = None) -> ExportSummary:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".gingham-export-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
-            members: list[tuple[str, bytes]] = []
+            # One entry in memory at a time; the manifest, which counts them, comes last.
             for namespace in _namespaces(root):
                 cache = DiskCache(namespace, root)
                 for key in cache.keys():
@@ -118,14 +118,12 @@ def export_archive(path: Path, root: Path | None = None) -> ExportSummary:
                     if _unpack(blob) is None:
                         summary.damaged += 1  # rebuilt where it is needed, not carried
                         continue
-                    members.append((f"{namespace}/{key}", blob))
+                    _add(tar, f"{namespace}/{key}", blob)
                     summary.entries[namespace] = summary.entries.get(namespace, 0) + 1
             manifest = {"format": FORMAT, "version": VERSION,
                         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                         "gingham": gingham_version(), "entries": summary.entries}
             _add(tar, MANIFEST, json.dumps(manifest, indent=2, sort_keys=True).encode())
-            for name, blob in members:
-                _add(tar, name, blob)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
