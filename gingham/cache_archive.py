@@ -10,9 +10,9 @@ cache artifacts do for ``torch.compile``::
     $ gingham cache export resnet9-h100.tar.gz
     $ gingham cache import resnet9-h100.tar.gz                      # on each of the others
 
-The archive (a gzipped tar) holds every entry of the disk cache (:mod:`gingham.cache`: compiled kernels,
-compiled programs, device models, the tuning database; not the sources that failed to
-compile) and a manifest. Every entry is keyed by all that made it: a kernel by its source and
+The archive (a gzipped tar) holds every entry of the disk cache (:mod:`gingham.cache`:
+compiled kernels, compiled programs, device models, the tuning database; not the sources that
+failed to compile) and a manifest. Every entry is keyed by all that made it: a kernel by its source and
 the compiler's and the device's identity (the C backend's by the host CPU's name and
 instruction-set flags too), a program by gingham's own sources, the device and the tuning
 database's state. An entry made on another kind of machine is never found there: it takes disk

@@ -38,7 +38,8 @@ class TuningDB:
     """Persistent tuning results; see the module docstring."""
 
     def __init__(self, root: Path | None = None) -> None:
-        self.cache = DiskCache(_NAMESPACE, root)  # root: another cache directory than the config's
+        # root: a cache directory other than the configured one (importing an archive).
+        self.cache = DiskCache(_NAMESPACE, root)
 
     @staticmethod
     def key(kernel_key: str, device_key: str) -> str:

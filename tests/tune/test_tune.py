@@ -87,7 +87,8 @@ def test_damaged_device_model_entry_is_measured_again(damage):
     assert dm.device_model(device) == model  # stored again, whole
 
 
-OPENCL_ON_CPUS = [i for i in COMPILED if i.startswith("opencl") and get_device(i).info.kind == "cpu"]
+OPENCL_ON_CPUS = [i for i in COMPILED
+                  if i.startswith("opencl") and get_device(i).info.kind == "cpu"]
 
 
 @pytest.mark.skipif(not (HAS_CPU and OPENCL_ON_CPUS), reason="needs cpu and OpenCL on a CPU")
