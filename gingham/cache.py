@@ -128,7 +128,12 @@ class DiskCache:
 
 def is_key(text: str) -> bool:
     """Whether ``text`` is an entry's key: a SHA-256 in lowercase hex."""
-    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+    return len(text) == 64 and is_hex(text)
+
+
+def is_hex(text: str) -> bool:
+    """Whether ``text`` is lowercase hex digits (and not empty): the names the cache gives."""
+    return bool(text) and all(c in "0123456789abcdef" for c in text)
 
 
 def _unpack(blob: bytes) -> bytes | None:

@@ -12,9 +12,9 @@ cache artifacts do for ``torch.compile``::
 
 The archive (a gzipped tar) holds every entry of the disk cache (:mod:`gingham.cache`:
 compiled kernels, compiled programs, device models, the tuning database; not the sources that
-failed to compile) and a manifest. Every entry is keyed by all that made it: a kernel by its source and
-the compiler's and the device's identity (the C backend's by the host CPU's name and
-instruction-set flags too), a program by gingham's own sources, the device and the tuning
+failed to compile) and a manifest. Every entry is keyed by all that made it: a kernel by its
+source and the compiler's and the device's identity (the C backend's by the host CPU's name
+and instruction-set flags too), a program by gingham's own sources, the device and the tuning
 database's state. An entry made on another kind of machine is never found there: it takes disk
 space and nothing else.
 
@@ -49,7 +49,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gingham.cache import DiskCache, _unpack, is_key
+from gingham.cache import DiskCache, _unpack, is_hex, is_key
 from gingham.config import get_config
 from gingham.errors import GinghamError
 
@@ -172,8 +172,9 @@ def import_archive(path: Path, root: Path | None = None) -> ImportSummary:
             if member.name == MANIFEST:
                 continue
             namespace, _, key = member.name.partition("/")
-            if (not member.isfile() or not is_key(key) or namespace in NOT_CARRIED
-                    or not namespace or namespace.startswith(".") or "/" in key
+            # A key is hex alone (no "/" nor ".."); a namespace letters, digits, "-" and "_".
+            if (not member.isfile() or not is_key(key) or not namespace
+                    or namespace in NOT_CARRIED
                     or not all(c.isalnum() or c in "-_" for c in namespace)):
                 summary.rejected.append(member.name)
                 continue
@@ -236,20 +237,17 @@ def clear_cache(root: Path | None = None) -> dict[str, tuple[int, int]]:
     for namespace in _namespaces(root) + (["failed"] if (root / "failed").is_dir() else []):
         directory = root / namespace
         if namespace == "failed":
-            doomed = [p for p in directory.iterdir() if p.is_file() and _is_hex(p.stem)]
+            doomed = [p for p in directory.iterdir() if p.is_file() and is_hex(p.stem)]
         else:
-            doomed = [p for p in directory.glob("??/*") if p.is_file() and _is_hex(p.parent.name)
-                      and (is_key(p.name) or p.name.startswith(".tmp-"))]
+            cache = DiskCache(namespace, root)
+            doomed = [cache.path(key) for key in cache.keys()]
+            doomed += [p for p in directory.glob("??/.tmp-*") if is_hex(p.parent.name)]
         for path in doomed:
             path.unlink(missing_ok=True)
         for sub in sorted(directory.glob("??"), reverse=True) + [directory]:
             with contextlib.suppress(OSError):  # not empty: something else lives there
                 sub.rmdir()
     return usage
-
-
-def _is_hex(text: str) -> bool:
-    return bool(text) and all(c in "0123456789abcdef" for c in text)
 
 
 def _size(path: Path) -> int:

@@ -2,7 +2,7 @@
 
 A fresh process's first step compiles every kernel of its program: ResNet-9's training step,
 135 kernels, in about a second on an H100's 16-core host, 4 s with the ``cpu`` device and 20 s
-with PoCL on a 2-core EPYC. Silence for that long reads as a hang, so a compile that the
+with PoCL on a 2-core Xeon. Silence for that long reads as a hang, so a compile that the
 program waits on for more than :data:`SHOW_AFTER` seconds shows, on a terminal, one line that
 it keeps up to date::
 
