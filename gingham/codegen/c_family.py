@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 from ..compiler import kernel_ir as k
 
@@ -133,9 +134,21 @@ class RenderedKernel:
     helpers: frozenset[str]
 
 
-def render_kernel(kernel: k.Kernel, dialect: Dialect) -> RenderedKernel:
-    """``kernel``'s code and what its prelude needs."""
-    renderer = _Renderer(dialect)
+def render_kernel(kernel: k.Kernel, dialect: Dialect,
+                  rename: Callable[[str], str] | None = None) -> RenderedKernel:
+    """``kernel``'s code and what its prelude needs.
+
+    ``rename`` maps each text of the IR that holds identifiers (the kernel's, its
+    parameters', registers', arrays' and loop variables' names, comments, the schedule and an
+    OpenMP reduction clause) to the text written in its place; types, operators and helpers
+    are never passed to it. ``dedupe.unit_of`` names kernels by content this way, without
+    copying the IR::
+
+        >>> part = render_kernel(kernel, DIALECTS["c"], rename=lambda t: t.replace("T12", "gp0"))
+        >>> "T12" in part.code
+        False
+    """
+    renderer = _Renderer(dialect, rename)
     code = renderer.kernel(kernel)
     return RenderedKernel(code, frozenset(renderer.used_types), frozenset(renderer.helpers))
 
@@ -149,9 +162,16 @@ def assemble(parts: list[RenderedKernel], dialect: Dialect) -> str:
     return renderer.prelude() + "\n" + "\n".join(part.code for part in parts)
 
 
+def _unchanged(text: str) -> str:
+    return text
+
+
 class _Renderer:
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(self, dialect: Dialect, rename: Callable[[str], str] | None = None) -> None:
         self.d = dialect
+        # Applied to every identifier as it is written; lookups (storage, scopes) keep the
+        # IR's own names.
+        self.ident: Callable[[str], str] = rename or _unchanged
         self.used_types: set[str] = set()
         self.helpers: set[str] = set()
 
@@ -322,7 +342,8 @@ class _Renderer:
             self.used_types.add(param.dtype)
             const = "" if param.output else "const "
             qualifier = f"{d.global_pointer} " if d.global_pointer else ""
-            params.append(f"{qualifier}{const}{d.types[param.dtype]}* {d.restrict} {param.name}")
+            name = self.ident(param.name)
+            params.append(f"{qualifier}{const}{d.types[param.dtype]}* {d.restrict} {name}")
         self.storage = {p.name: p.dtype for p in kernel.params}
         self.local_scopes: dict[str, str] = {}  # LocalArray name -> scope, for CopyLocal
         # Scalars in scope that hold a value already rounded to bfloat16 (declared as
@@ -333,8 +354,8 @@ class _Renderer:
         if d.name == "cuda" and launch.min_blocks and launch.local_size:
             # Registers capped so that min_blocks blocks of this size fit a multiprocessor.
             bounds = f"__launch_bounds__({math.prod(launch.local_size)}, {launch.min_blocks}) "
-        header = f"{d.kernel_prefix} {bounds}{kernel.name}({', '.join(params)})"
-        comment = f"// {kernel.schedule}\n" if kernel.schedule else ""
+        header = f"{d.kernel_prefix} {bounds}{self.ident(kernel.name)}({', '.join(params)})"
+        comment = f"// {self.ident(kernel.schedule)}\n" if kernel.schedule else ""
         body = self.stmt(kernel.body, 1)
         return f"{comment}{header} {{\n{body}}}\n"
 
@@ -344,15 +365,15 @@ class _Renderer:
         if isinstance(s, k.Block):
             return "".join(self.stmt(x, depth) for x in s.stmts)
         if isinstance(s, k.Comment):
-            return f"{pad}// {s.text}\n"
+            return f"{pad}// {self.ident(s.text)}\n"
         if isinstance(s, k.Declare):
             self.used_types.add(s.dtype)
             init = f" = {self.expr(s.init)}" if s.init is not None else ""
             self._note_rounded(s.name, s.init)
-            return f"{pad}{self.ctype(s.dtype)} {s.name}{init};\n"
+            return f"{pad}{self.ctype(s.dtype)} {self.ident(s.name)}{init};\n"
         if isinstance(s, k.Assign):
             self._note_rounded(s.name, s.value)
-            return f"{pad}{s.name} = {self.expr(s.value)};\n"
+            return f"{pad}{self.ident(s.name)} = {self.expr(s.value)};\n"
         if isinstance(s, k.Store):
             storage = self.storage[s.buffer]
             if storage in _HALF_TYPES:
@@ -361,7 +382,7 @@ class _Renderer:
                 value = f"({self.expr(s.value)}) != 0"
             else:
                 value = self.expr(s.value)
-            return f"{pad}{s.buffer}[{self.expr(s.index)}] = {value};\n"
+            return f"{pad}{self.ident(s.buffer)}[{self.expr(s.index)}] = {value};\n"
         if isinstance(s, k.StoreLocal):
             return f"{pad}{self.local_element(s.array, s.index)} = {self.expr(s.value)};\n"
         if isinstance(s, k.LocalArray):
@@ -371,6 +392,7 @@ class _Renderer:
             qualifier = f"{d.shared_qualifier} " if s.scope == "shared" else ""
             align = f" __attribute__((aligned({s.align})))" if s.align else ""
             t = self.ctype(s.dtype)
+            name = self.ident(s.name)
             if s.scope == "scalars":  # a line of names per last index's run
                 rows = [", ".join(self.local_element(s.name, tuple(k.Const(i, "int32")
                                                                    for i in (*head, last)))
@@ -381,11 +403,11 @@ class _Renderer:
                 if d.name != "cuda":
                     raise ValueError(f"dynamic shared memory ({s.name}) exists only in the CUDA "
                                      f"dialect, not in {d.name}")
-                return f"{pad}extern __shared__ __align__({s.align or 16}) {t} {s.name}[];\n"
+                return f"{pad}extern __shared__ __align__({s.align or 16}) {t} {name}[];\n"
             if s.restrict and d.name in ("c", "opencl") and len(s.shape) == 1:
-                return (f"{pad}{t} {s.name}_mem{dims}{align};\n"
-                        f"{pad}{t}* {d.restrict} {s.name} = {s.name}_mem;\n")
-            return f"{pad}{qualifier}{t} {s.name}{dims}{align};\n"
+                return (f"{pad}{t} {name}_mem{dims}{align};\n"
+                        f"{pad}{t}* {d.restrict} {name} = {name}_mem;\n")
+            return f"{pad}{qualifier}{t} {name}{dims}{align};\n"
         if isinstance(s, k.CopyLocal):
             return pad + self.copy_local(s) + "\n"
         if isinstance(s, k.WarpOp):
@@ -420,15 +442,15 @@ class _Renderer:
         """Element ``index`` of a local array: ``a[i][j]``, or for a ``scalars`` array the
         variable ``a_2_5`` (see ``kernel_ir.LocalArray``)."""
         if self.local_scopes.get(array) != "scalars":
-            return array + "".join(f"[{self.expr(i)}]" for i in index)
+            return self.ident(array) + "".join(f"[{self.expr(i)}]" for i in index)
         if not all(isinstance(i, k.Const) for i in index):
             raise ValueError(f"{array} is a set of scalar variables: its elements are named by "
                              f"constant indices, not [{', '.join(self.expr(i) for i in index)}]")
-        return array + "".join(f"_{int(i.value)}" for i in index)
+        return self.ident(array) + "".join(f"_{int(i.value)}" for i in index)
 
     def copy_local(self, s: k.CopyLocal) -> str:
-        dst = f"&{s.dst}" + "".join(f"[{self.expr(i)}]" for i in s.dst_index)
-        src = f"&{s.src}" + "".join(f"[{self.expr(i)}]" for i in s.src_index)
+        dst = f"&{self.ident(s.dst)}" + "".join(f"[{self.expr(i)}]" for i in s.dst_index)
+        src = f"&{self.ident(s.src)}" + "".join(f"[{self.expr(i)}]" for i in s.src_index)
         scalar = self.ctype(s.dtype)
         if self.d.name == "c":
             return f"memcpy({dst}, {src}, {s.width} * sizeof({scalar}));"
@@ -462,7 +484,8 @@ class _Renderer:
         def shared_address() -> str:
             assert s.shared is not None
             array, index = s.shared
-            return f'"r"((unsigned)__cvta_generic_to_shared(&{array}[{self.expr(index)}]))'
+            return (f'"r"((unsigned)__cvta_generic_to_shared(&{self.ident(array)}'
+                    f'[{self.expr(index)}]))')
 
         regs = [self.expr(r) for r in s.regs]
         if s.op == "ldmatrix":
@@ -488,7 +511,7 @@ class _Renderer:
             buffer, index = s.src
             cache = "ca" if s.variant == "ca" else "cg"
             return (f'asm volatile("cp.async.{cache}.shared.global [%0], [%1], 16, %2;" :: '
-                    f'{shared_address()}, "l"(&{buffer}[{self.expr(index)}]), '
+                    f'{shared_address()}, "l"(&{self.ident(buffer)}[{self.expr(index)}]), '
                     f'"r"({self.expr(s.args[0])} ? 16 : 0));')
         if s.op == "wgmma":
             return self.wgmma(s, regs)
@@ -520,7 +543,7 @@ class _Renderer:
         assert len(regs) == n // 2, (len(regs), n)
         kind = {"bfloat16": "bf16", "float16": "f16"}[s.variant]
         self.helpers.add("wgmma")
-        array = s.shared[0]
+        array = self.ident(s.shared[0])
         count = len(regs)
         slots = ", ".join(f"%{i}" for i in range(count))
         accs = ", ".join(f'"+f"({r})' for r in regs)
@@ -536,6 +559,7 @@ class _Renderer:
         pad = "    " * depth
         d = self.d
         itype = self.ctype("int64") if _bound_above(s.stop, 2**31 - 1) else self.ctype("int32")
+        var = self.ident(s.var)
         start, stop = self._operand(s.start), self._operand(s.stop)
         body = self.scope(s.body, depth + 1)
         if s.kind in ("thread", "group", "local", "parallel") and d.name != "c":
@@ -544,10 +568,10 @@ class _Renderer:
                       "local": d.local_index}[s.kind]
             index = source.format(axis=s.axis, xyz=_XYZ[s.axis])
             guard_needed = s.kind in ("thread", "parallel")
-            text = f"{pad}{itype} {s.var} = ({itype})({index}) + {start};\n" if start != "0" else \
-                f"{pad}{itype} {s.var} = ({itype}){index};\n"
+            text = f"{pad}{itype} {var} = ({itype})({index}) + {start};\n" if start != "0" else \
+                f"{pad}{itype} {var} = ({itype}){index};\n"
             if guard_needed:
-                return text + f"{pad}if ({s.var} < {stop}) {{\n{body}{pad}}}\n"
+                return text + f"{pad}if ({var} < {stop}) {{\n{body}{pad}}}\n"
             return text + f"{pad}{{\n{body}{pad}}}\n"
         pragma = ""
         if s.kind == "thread" and d.name == "c":
@@ -563,7 +587,7 @@ class _Renderer:
             # takes fewer of them instead of holding the whole loop up.
             pragma = f"{pad}#pragma omp parallel for schedule(dynamic)\n"
         elif s.kind == "simd" and d.name == "c":
-            clause = f" reduction({s.reduction})" if s.reduction else ""
+            clause = f" reduction({self.ident(s.reduction)})" if s.reduction else ""
             pragma = f"{pad}#pragma omp simd{clause}\n"
         elif s.kind == "unroll":
             # ``s.unroll`` iterations at a time where set, else the whole loop (GCC: up to 16).
@@ -575,8 +599,8 @@ class _Renderer:
                 # block as vectors): "unroll" asks clang for a full unroll it cannot do. PoCL,
                 # GEMM 1024: 2 copies 13.1 ms a run, 4 copies 12.4 ms, 8 copies 21.6 ms.
                 pragma = f"{pad}#pragma unroll 4\n"
-        step = f"{s.var}++" if s.step == 1 else f"{s.var} += {s.step}"
-        return (f"{pragma}{pad}for ({itype} {s.var} = {start}; {s.var} < {stop}; {step}) {{\n"
+        step = f"{var}++" if s.step == 1 else f"{var} += {s.step}"
+        return (f"{pragma}{pad}for ({itype} {var} = {start}; {var} < {stop}; {step}) {{\n"
                 f"{body}{pad}}}\n")
 
     def _operand(self, value) -> str:
@@ -590,12 +614,12 @@ class _Renderer:
     # -- expressions ---------------------------------------------------------------------------------
     def expr(self, e: k.Expr) -> str:
         if isinstance(e, k.Var):
-            return e.name
+            return self.ident(e.name)
         if isinstance(e, k.Const):
             return self.literal(e.value, e.dtype)
         if isinstance(e, k.Load):
             storage = self.storage[e.buffer]
-            text = f"{e.buffer}[{self.expr(e.index)}]"
+            text = f"{self.ident(e.buffer)}[{self.expr(e.index)}]"
             if storage in _HALF_TYPES and e.dtype == "uint16":
                 return text  # the element's bits
             if storage == "float16":

@@ -13,19 +13,21 @@ Within a program the equal kernels then compile once; across programs (and proce
 device's per-kernel disk cache finds them. Launch sizes stay with each launch, never with the
 source: two launches of one compiled kernel may use different grids.
 
-Renaming rewrites every identifier of the kernel IR (buffers, registers, arrays, loop
-variables, comments); a name derived from a parameter (``v_T12``, ``T12_partials``) is renamed
-with it. The tensors a kernel computes in registers and never stores (fused intermediates,
+Renaming happens as the kernel is rendered: the renderer passes every text of the IR that holds
+identifiers (buffers, registers, arrays, loop variables, comments, the schedule) through the
+rename, and a name derived from a parameter (``v_T12``, ``T12_partials``) is renamed with it.
+The tensors a kernel computes in registers and never stores (fused intermediates,
 whose registers the lowering names ``v_<tensor>`` and ``acc_<tensor>``) get positional names
 too (``gt0``, ``gt1``, ...), in the order the kernel declares them: the same batch-norm
 update fused into layers 2 and 5 reads ``v_gt0`` in both, not ``v_T27`` in one and ``v_T19``
 in the other (11 of the 123 distinct kernels of an fp32 ResNet-9 step for an H200 differed
-only there).
+only there). Renaming a copy of the IR instead cost as much as rendering it (a ResNet step
+has some 40,000 nodes).
 
 The rename is checked, not trusted: when any original name survives in the rendered source
-(a field this pass does not know about), or an original identifier already looks like a
-positional name, the kernel keeps its own intermediates' names, or failing that all its
-names, and is merely shared less.
+(a field the renderer does not pass through the rename), or an original identifier already
+looks like a positional name, the kernel keeps its own intermediates' names, or failing that
+all its names, and is merely shared less.
 """
 
 from __future__ import annotations
@@ -33,22 +35,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from typing import Callable
 
 from ..cache import cache_key
 from ..codegen.c_family import Dialect, RenderedKernel, assemble, render_kernel
 from ..devices.base import SourceUnit
 from . import kernel_ir as k
 
-#: (IR class, field) pairs that hold identifiers; every other string field is a type, an
-#: operator or a helper's name and is left alone.
-_IDENTIFIERS = {
-    (k.Var, "name"), (k.Load, "buffer"), (k.LoadLocal, "array"), (k.Declare, "name"),
-    (k.Assign, "name"), (k.Store, "buffer"), (k.StoreLocal, "array"), (k.LocalArray, "name"),
-    (k.CopyLocal, "dst"), (k.CopyLocal, "src"), (k.For, "var"), (k.Param, "name"),
-    (k.Scratch, "name"), (k.Comment, "text"), (k.Kernel, "schedule"),
-    (k.WarpOp, "shared"), (k.WarpOp, "src"),  # (array or buffer name, index), or None
-}
 _PLACEHOLDER = "gh_kernel_entry"
 _POSITIONAL = re.compile(r"(?<![A-Za-z0-9])(?:gp\d+|gt\d+|gh_kernel_entry)(?![A-Za-z0-9])")
 #: A register holding a tensor computed in the kernel (``lower.py``: ``v_<tensor>``, and
@@ -66,55 +58,6 @@ def _compiled_word_pattern(names: tuple[str, ...]) -> re.Pattern:
     # Longest first, so that a name wins over a shorter name it contains.
     alternatives = "|".join(re.escape(n) for n in names)
     return re.compile(rf"(?<![A-Za-z0-9])(?:{alternatives})(?![A-Za-z0-9])")
-
-
-_FIELDS: dict[type, tuple[tuple[str, bool], ...] | None] = {}
-_LEAVES = (str, int, float, bool, type(None), frozenset)
-
-
-def _fields(cls: type) -> tuple[tuple[str, bool], ...] | None:
-    """(field name, holds an identifier) of an IR class (None: not a dataclass), once."""
-    if cls not in _FIELDS:
-        _FIELDS[cls] = tuple((f.name, (cls, f.name) in _IDENTIFIERS)
-                             for f in dataclasses.fields(cls)) \
-            if dataclasses.is_dataclass(cls) else None
-    return _FIELDS[cls]
-
-
-def _rewrite(node, rename: Callable[[str], str]):
-    """A copy of an IR tree with ``rename`` applied to every identifier field (subtrees
-    that do not change are shared, not copied)."""
-    cls = type(node)
-    # The most frequent nodes first, without the generic field walk (a ResNet step has
-    # some 40,000 nodes).
-    if cls is k.Const or cls in _LEAVES:
-        return node
-    if cls is k.Var:
-        name = rename(node.name)
-        return node if name == node.name else k.Var(name, node.dtype)
-    if cls is k.BinOp:
-        a, b = _rewrite(node.a, rename), _rewrite(node.b, rename)
-        return node if a is node.a and b is node.b else k.BinOp(node.op, a, b, node.dtype)
-    if cls is tuple:
-        items = tuple(_rewrite(item, rename) for item in node)
-        return node if all(a is b for a, b in zip(items, node)) else items
-    fields = _fields(cls)
-    if fields is None:
-        return node
-    changes = {}
-    for name, is_identifier in fields:
-        value = getattr(node, name)
-        if is_identifier and isinstance(value, tuple):  # (name, index expression)
-            new = (rename(value[0]), _rewrite(value[1], rename))
-        elif is_identifier:
-            new = rename(value) if value is not None else None
-        elif type(value) in _LEAVES:
-            continue
-        else:
-            new = _rewrite(value, rename)
-        if new is not value and new != value:
-            changes[name] = new
-    return dataclasses.replace(node, **changes) if changes else node
 
 
 def _intermediates(kernel: k.Kernel, known: dict[str, str]) -> list[str]:
@@ -141,15 +84,14 @@ def _intermediates(kernel: k.Kernel, known: dict[str, str]) -> list[str]:
     return list(found)
 
 
-def canonical(kernel: k.Kernel, intermediates: bool = True) -> k.Kernel | None:
-    """``kernel`` with positional parameter names (and, with ``intermediates``, positional
-    names for the tensors it computes in registers) and a placeholder name, or None when the
-    rename cannot be proven complete (see the module docstring)."""
-    return _canonical(kernel, intermediates)[0]
+def positional_names(kernel: k.Kernel, intermediates: bool = True) -> dict[str, str]:
+    """What :func:`unit_of` renames in ``kernel``: each parameter and scratch buffer to
+    ``gp<i>``, with ``intermediates`` each tensor it computes in registers to ``gt<i>``, and
+    the kernel itself to a placeholder for the name made from its source::
 
-
-def _canonical(kernel: k.Kernel, intermediates: bool) -> tuple[k.Kernel | None, list[str]]:
-    """:func:`canonical`'s kernel, and the original names it renamed."""
+        >>> positional_names(kernel)       # k3_Y(X, Y), with a register v_T27
+        {'X': 'gp0', 'Y': 'gp1', 'T27': 'gt0', 'k3_Y': 'gh_kernel_entry'}
+    """
     mapping = {p.name: f"gp{i}" for i, p in enumerate(kernel.params)}
     for scratch in kernel.scratch:
         mapping.setdefault(scratch.name, f"gp{len(mapping)}")
@@ -157,38 +99,42 @@ def _canonical(kernel: k.Kernel, intermediates: bool) -> tuple[k.Kernel | None, 
         for index, name in enumerate(_intermediates(kernel, mapping)):
             mapping[name] = f"gt{index}"
     mapping[kernel.name] = _PLACEHOLDER
-    pattern = _word_pattern(list(mapping))
-    renamed_text: dict[str, str] = {}  # most identifiers repeat: rename each text once
-    clash = False
+    return mapping
 
-    def rename(text: str) -> str:
-        nonlocal clash
-        new = renamed_text.get(text)
+
+class _Rename:
+    """The rename of identifier texts by ``mapping`` (as whole words or ``_``-separated parts
+    of a word), each distinct text once; ``clash`` is set once a text already looked like a
+    positional name, which the rename could capture."""
+
+    def __init__(self, mapping: dict[str, str]) -> None:
+        self.mapping = mapping
+        self.pattern = _word_pattern(list(mapping))
+        self.clash = False
+        self._done: dict[str, str] = {}  # most identifiers repeat
+
+    def __call__(self, text: str) -> str:
+        new = self._done.get(text)
         if new is None:
-            # An identifier that already looks like a new name could be captured by one.
-            clash = clash or bool(_POSITIONAL.search(text))
-            new = renamed_text[text] = pattern.sub(lambda m: mapping[m.group(0)], text)
+            self.clash = self.clash or bool(_POSITIONAL.search(text))
+            new = self._done[text] = self.pattern.sub(lambda m: self.mapping[m.group(0)], text)
         return new
-
-    renamed = _rewrite(kernel, rename)
-    if clash or _POSITIONAL.search(kernel.name):
-        return None, []
-    return dataclasses.replace(renamed, name=_PLACEHOLDER), list(mapping)
 
 
 def unit_of(kernel: k.Kernel, dialect: Dialect) -> tuple[SourceUnit, RenderedKernel]:
     """The compilable unit of ``kernel`` (entry and standalone source) and its rendering, for
     assembling it with others into one source file (:func:`~gingham.codegen.c_family.
-    assemble`): the canonical kernel named by its hash, or ``kernel`` itself as it is."""
+    assemble`): the kernel with positional names, named by its hash, or ``kernel`` as it is."""
     for intermediates in (True, False):
-        renamed, originals = _canonical(kernel, intermediates)
-        if renamed is None:
-            continue
-        part = render_kernel(renamed, dialect)
+        mapping = positional_names(kernel, intermediates)
+        rename = _Rename(mapping)
+        part = render_kernel(kernel, dialect, rename)
+        if rename.clash:
+            break  # a clash does not depend on what is renamed
         source = assemble([part], dialect)
         # String literals (CUDA's extern "C") hold no identifiers: a tensor named C is fine.
         code = _STRING_LITERAL.sub('""', source)
-        if not _word_pattern(originals).search(code):
+        if not _word_pattern(list(mapping)).search(code):
             entry = f"gk_{cache_key(dialect.name, source)[:20]}"
             part = dataclasses.replace(part, code=_PLACEHOLDER_WORD.sub(entry, part.code))
             source = _PLACEHOLDER_WORD.sub(entry, source)
@@ -224,4 +170,4 @@ def compile_weight(kernel: k.Kernel, source: str) -> float:
 _STRING_LITERAL = re.compile(r'"[^"\n]*"')
 _PLACEHOLDER_WORD = re.compile(rf"(?<![A-Za-z0-9_]){_PLACEHOLDER}(?![A-Za-z0-9_])")
 
-__all__ = ["UNIT_OVERHEAD", "canonical", "compile_weight", "unit_of"]
+__all__ = ["UNIT_OVERHEAD", "compile_weight", "positional_names", "unit_of"]

@@ -7,6 +7,7 @@ NumPy; the cache tests use a temporary cache directory through ``GINGHAM_CACHE_D
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -17,7 +18,7 @@ from gingham import tile
 from gingham.cache import DiskCache
 from gingham.compiler import compile_kernels, compile_program
 from gingham.compiler import kernel_ir as k
-from gingham.compiler.dedupe import UNIT_OVERHEAD, canonical, unit_of
+from gingham.compiler.dedupe import UNIT_OVERHEAD, positional_names, unit_of
 from gingham.codegen.c_family import DIALECTS
 from gingham.devices import get_device, list_devices
 from gingham.devices.base import SampleLaunch, split_evenly
@@ -159,7 +160,7 @@ def test_a_name_that_looks_positional_keeps_its_kernel_unshared(compiled_device)
     # Tile tensor names start upper-case, but kernel IR may name things freely: a parameter
     # already called gp1 could be captured by the rename, so the kernel keeps its names.
     kernel = _doubling_kernel("odd", "gp1", "Y", k.Launch((64,), (32,)))
-    assert canonical(kernel) is None
+    assert unit_of(kernel, DIALECTS[compiled_device.info.dialect])[0].entry == "odd"
     launches, _ = compile_kernels([kernel], compiled_device)
     assert launches[0].kernel.entry == "odd"
     device = compiled_device
@@ -177,11 +178,56 @@ def test_canonical_names_cover_derived_identifiers():
     kernel = k.Kernel(kernel.name, kernel.params, k.block(
         k.Declare("v_Y", "float32", k.Const(0.0, "float32")), k.Comment("writes Y"),
         kernel.body), kernel.launch)
-    renamed = canonical(kernel)
-    assert renamed is not None
-    text = repr(renamed)
-    assert "'Y'" not in text and "v_Y" not in text and "writes Y" not in text
-    assert "v_gp1" in text and "writes gp1" in text
+    assert positional_names(kernel) == {"X": "gp0", "Y": "gp1", "k7_Y": "gh_kernel_entry"}
+    unit, _ = unit_of(kernel, DIALECTS["c"])
+    assert unit.entry.startswith("gk_")
+    assert not re.search(r"\bY\b", unit.source) and "v_Y" not in unit.source
+    assert "writes Y" not in unit.source and "k7_Y" not in unit.source
+    assert "v_gp1" in unit.source and "writes gp1" in unit.source
+
+
+def _two_sums_kernel(name: str, source: str, total: str, doubled: str) -> k.Kernel:
+    """total[g] = sum of source[4g .. 4g+3], doubled[g] = twice that, for 16 work-items: two
+    accumulators in one OpenMP simd reduction clause, the second named after its output
+    (``acc_<doubled>``, as ``lower.py`` names a sibling reduction's)."""
+    g, j = k.Var("g"), k.Var("j")
+    x = k.Load(source, k.BinOp("+", k.BinOp("*", g, k.Const(4, "int32"), "int32"), j, "int32"),
+               "float32")
+    sibling = f"acc_{doubled}"
+    step = k.block(
+        k.Assign("acc", k.BinOp("+", k.Var("acc", "float32"), x, "float32")),
+        k.Assign(sibling, k.BinOp("+", k.Var(sibling, "float32"),
+                                  k.BinOp("*", x, k.Const(2.0, "float32"), "float32"),
+                                  "float32")))
+    body = k.For("g", 0, 16, k.block(
+        k.Declare("acc", "float32", k.Const(0.0, "float32")),
+        k.Declare(sibling, "float32", k.Const(0.0, "float32")),
+        k.For("j", 0, 4, step, kind="simd", reduction=f"+:acc,{sibling}"),
+        k.Store(total, g, k.Var("acc", "float32")),
+        k.Store(doubled, g, k.Var(sibling, "float32"))), kind="thread", axis=0)
+    return k.Kernel(name, (k.Param(source, "float32"), k.Param(total, "float32", output=True),
+                           k.Param(doubled, "float32", output=True)), body, k.Launch((16,), (16,)))
+
+
+def test_kernels_with_a_reduction_clause_are_shared(compiled_device):
+    # The clause names the second accumulator after its output; left as it was, the rename
+    # check found the output's name in the source and kept both kernels unshared.
+    first = _two_sums_kernel("k3_Z", "X", "Z", "Y")
+    second = _two_sums_kernel("k8_W", "U", "W", "V")
+    dialect = DIALECTS[compiled_device.info.dialect]
+    units = [unit_of(kernel, dialect)[0] for kernel in (first, second)]
+    assert units[0].entry == units[1].entry and units[0].entry.startswith("gk_")
+    launches, _ = compile_kernels([first, second], compiled_device)
+    assert launches[0].kernel is launches[1].kernel
+    x = np.arange(64, dtype=np.float32)
+    buffers = [compiled_device.alloc(n * 4) for n in (64, 16, 16)]
+    compiled_device.copy_in(buffers[0], x)
+    compiled_device.launch(launches[1].kernel, buffers, (16,), (16,))
+    total, doubled = np.empty(16, np.float32), np.empty(16, np.float32)
+    compiled_device.copy_out(buffers[1], total)
+    compiled_device.copy_out(buffers[2], doubled)
+    np.testing.assert_array_equal(total, x.reshape(16, 4).sum(axis=1))
+    np.testing.assert_array_equal(doubled, 2 * x.reshape(16, 4).sum(axis=1))
 
 
 def _scaled_sum_kernel(name: str, source: str, target: str, scaled: str) -> k.Kernel:
