@@ -249,6 +249,7 @@ step resnet18-bf16-cuda 100 $g bench model resnet18 --device cuda:0 --precision 
 ;;
 closing)  # stop 35's closing run: the CUDA suite, fresh first epochs (fp32 twice, with the
     # compile threads' CPU in the timeline; bf16 once), the all-devices table, the op targets
+    # (CUDA, then NVIDIA OpenCL's: stop 38)
 cuda_tests 120
 for run in "fp32 1" "fp32 2" "bf16 1"; do
     read -r precision round <<< "$run"
@@ -256,6 +257,7 @@ for run in "fp32 1" "fp32 2" "bf16 1"; do
 done
 step all-devices 240 $g bench model story resnet9 --all-devices --quick --torch-compile off --json "$out/all-devices.json"
 step ops-cuda 100 $g bench ops --device cuda:0 --only gemm,conv --dtype fp32,bf16 --gemm-sizes 4096,8192 --torch-compile off --json "$out/ops-cuda.json"
+step ops-opencl 80 $g bench ops --device opencl:0 --only gemm,conv --dtype fp32 --gemm-sizes 4096 --torch-compile off --json "$out/ops-opencl.json"
 ;;
 archive)  # stop 37: a warm cache carried to a fresh "machine" (new gingham and driver caches):
     # ResNet-9's first epoch fresh, then after `gingham cache import` of the first run's export
