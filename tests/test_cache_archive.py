@@ -24,6 +24,12 @@ from gingham.tune.db import TuningDB
 COMPILED = [d.id for d in list_devices() if d.info.dialect is not None]
 REPO = Path(__file__).resolve().parents[1]
 
+
+def _python_path() -> str:
+    """This checkout first, then what the caller's path holds (where the GPU machine's
+    carried wheels are)."""
+    return os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+
 # A fresh process: runs a small network's step-like program on DEVICE, checks it against
 # NumPy, and prints how many pieces it compiled and whether the program came from the cache.
 RUN = textwrap.dedent("""
@@ -48,7 +54,7 @@ RUN = textwrap.dedent("""
 
 def run_fresh(device_id: str, cache: Path) -> dict:
     env = dict(os.environ, GINGHAM_CACHE_DIR=str(cache), GINGHAM_DEBUG="1",
-               PYTHONPATH=str(REPO))
+               PYTHONPATH=_python_path())
     proc = subprocess.run([sys.executable, "-c", RUN, device_id], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -171,7 +177,7 @@ def test_tuning_tokens_are_adopted_where_absent_and_renewed_where_entries_join(t
 def test_cli_export_import_info(tmp_path):
     warm = tmp_path / "warm"
     DiskCache("cpu", warm).put(DiskCache.key("x"), b"kernel")
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=_python_path())
 
     def gingham(cache: Path, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "gingham", "cache", *args], cwd=REPO,

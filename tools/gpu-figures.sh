@@ -250,6 +250,7 @@ step resnet18-bf16-cuda 100 $g bench model resnet18 --device cuda:0 --precision 
 closing)  # stop 35's closing run: the CUDA suite, fresh first epochs (fp32 twice, with the
     # compile threads' CPU in the timeline; bf16 once), the all-devices table, the op targets
     # (CUDA, then NVIDIA OpenCL's: stop 38)
+lscpu | grep -E "Model name|Thread|Core|Socket" > "$out/lscpu.log"
 cuda_tests 120
 for run in "fp32 1" "fp32 2" "bf16 1"; do
     read -r precision round <<< "$run"
