@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from gingham.compiler import kernel_ir as k  # before codegen: the packages import each other
-from gingham.codegen.c_family import DIALECTS, _without_outer_parentheses, render
+from gingham.codegen.c_family import DIALECTS, _without_outer_parentheses, render, render_kernel
 
 
 @pytest.mark.parametrize("dialect", sorted(DIALECTS))
@@ -121,3 +123,41 @@ def test_an_unroll_loop_can_ask_for_a_partial_unroll(dialect):
     assert lines[lines.index(pragma) + 1] == "for (int i = 0; i < 8; i++) {", lines
     assert k.statements(loop, unrolled=True) == 1 + 2
     assert k.statements(k.For("i", 0, 8, body, kind="unroll"), unrolled=True) == 1 + 8
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_a_rename_reaches_every_identifier_and_nothing_else(dialect):
+    """``render_kernel(..., rename)`` (how ``dedupe.unit_of`` names kernels by content) passes
+    the IR's identifier texts through the rename as it writes them: names of the kernel, its
+    parameters, registers, arrays (scalar arrays' elements too) and loop variables, comments,
+    the schedule and C's OpenMP reduction clause; never a type, a helper or a keyword."""
+    i32, f32 = "int32", "float32"
+    zero, i = k.Const(0, i32), k.Var("ix", i32)
+    body = k.block(
+        k.Comment("sums of src"),
+        k.LocalArray("row", f32, (4,), "register", align=16),
+        k.LocalArray("acc", f32, (2,), "scalars"),
+        k.Declare("total", f32, k.Const(0.0, f32)),
+        k.CopyLocal("row", (zero,), "src", (zero,), 4, f32),
+        k.For("ix", 0, 4, k.Assign("total", k.BinOp(
+            "+", k.Var("total", f32), k.Call("max", (k.LoadLocal("row", (i,), f32),
+                                                    k.Load("src", i, f32)), f32), f32)),
+            kind="simd", reduction="+:total"),
+        k.StoreLocal("acc", (k.Const(1, i32),), k.Var("total", f32)),
+        k.Store("out", zero, k.LoadLocal("acc", (k.Const(1, i32),), f32)))
+    params = (k.Param("out", f32, output=True), k.Param("src", f32))
+    kernel = k.Kernel("sums", params, body, k.Launch((1,), None), "sums of src into out")
+    seen: set[str] = set()
+
+    def rename(text: str) -> str:
+        seen.add(text)
+        return text.upper()
+
+    part = render_kernel(kernel, DIALECTS[dialect], rename)
+    identifiers = {"sums", "out", "src", "row", "acc", "total", "ix", "sums of src",
+                   "sums of src into out"} | ({"+:total"} if dialect == "c" else set())
+    assert seen == identifiers
+    for name in ("sums", "out", "src", "row", "acc", "total", "ix"):
+        assert not re.search(rf"\b{name}\b", part.code), (name, part.code)
+    assert "ACC_1 = TOTAL;" in part.code and "OUT[0] = ACC_1;" in part.code
+    assert "gh_max_float32(" in part.code  # helpers keep their names
