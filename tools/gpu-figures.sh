@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|g|k|x|u|y|l|q|h|j|d|closing|rows|archive]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|g|k|x|u|y|l|q|h|j|d|closing|rows|archive|ocl-archive]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -272,6 +272,24 @@ for precision in bf16 fp32; do
     step "resnet9-$precision-imported" 60 env GINGHAM_CACHE_DIR="$fresh" CUDA_CACHE_PATH="$(mktemp -d)" python3 tools/timeline.py -- $g bench model resnet9 --device cuda:0 --precision "$precision" --no-torch
     rm -f "$out/resnet9-$precision.tar.gz"
 done
+;;
+ocl-archive)  # stop 38: a warm cache imported where the driver's cache is cold, on NVIDIA
+    # OpenCL (whose binaries are PTX, compiled again as they load): the workers building
+    # pieces from the back (processes) against this process alone (threads), then the floor
+drv="$(mktemp -d)"; warm="$(mktemp -d)"
+step resnet9-opencl-fresh 60 env GINGHAM_CACHE_DIR="$warm" CUDA_CACHE_PATH="$drv" GINGHAM_DEBUG=1 $g bench model resnet9 --device opencl:0 --no-torch
+step export-opencl 30 env GINGHAM_CACHE_DIR="$warm" $g cache export "$out/resnet9-opencl.tar.gz"
+for round in 1 2; do
+    for mode in processes threads; do
+        cache="$(mktemp -d)"
+        GINGHAM_CACHE_DIR="$cache" $g cache import "$out/resnet9-opencl.tar.gz" > /dev/null
+        step "resnet9-opencl-imported-$mode-r$round" 60 env GINGHAM_CACHE_DIR="$cache" CUDA_CACHE_PATH="$(mktemp -d)" GINGHAM_OPENCL_BUILD=$mode GINGHAM_DEBUG=1 $g bench model resnet9 --device opencl:0 --no-torch
+    done
+done
+cache="$(mktemp -d)"
+GINGHAM_CACHE_DIR="$cache" $g cache import "$out/resnet9-opencl.tar.gz" > /dev/null
+step resnet9-opencl-imported-warm-driver 60 env GINGHAM_CACHE_DIR="$cache" CUDA_CACHE_PATH="$drv" GINGHAM_DEBUG=1 $g bench model resnet9 --device opencl:0 --no-torch
+rm -f "$out/resnet9-opencl.tar.gz"
 ;;
 j)  # after mode q: NVIDIA OpenCL fp32 fresh then warm, CUDA fp32 fresh twice more (the
     # spread of the fresh figure), the story net beside eager PyTorch (step unchanged?)

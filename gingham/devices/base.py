@@ -693,23 +693,37 @@ class Device(abc.ABC):
                 cache.delete(key)  # not a piece key: damaged, rebuild the kernel
                 continue
             by_piece.setdefault(piece, []).append(key)
-        loaded: dict[str, Kernel] = {}
+        pieces: list[tuple[str, bytes, list[str]]] = []  # (piece key, binary, unit keys)
         for piece, unit_keys in by_piece.items():
             binary = cache.get(piece)
-            if binary is None:
-                continue  # the piece was damaged or removed: its kernels are rebuilt
-            entries = [pending[key][0].entry for key in unit_keys]
-            try:
-                kernels = self._load_many(binary, entries, piece)
-            except Exception as exc:  # noqa: BLE001 - a stale binary: rebuild its kernels
-                debug_print(1, f"{self.id}: cached binary {piece[:12]} did not load ({exc}); "
-                            "rebuilding")
+            if binary is not None:  # else it was damaged or removed: its kernels are rebuilt
+                pieces.append((piece, binary, unit_keys))
+        results = self._load_pieces([(binary, [pending[key][0].entry for key in unit_keys],
+                                      piece) for piece, binary, unit_keys in pieces])
+        loaded: dict[str, Kernel] = {}
+        for (piece, _, unit_keys), kernels in zip(pieces, results):
+            if isinstance(kernels, Exception):  # a stale binary: rebuild its kernels
+                debug_print(1, f"{self.id}: cached binary {piece[:12]} did not load "
+                            f"({kernels}); rebuilding")
                 cache.delete(piece)
                 continue
             for key, kernel in zip(unit_keys, kernels):
                 loaded[key] = self._kernels[key] = kernel
             self.stats.cache_hits += 1
         return loaded
+
+    def _load_pieces(self, pieces: Sequence[tuple[bytes, list[str], str]]
+                     ) -> list[list[Kernel] | Exception]:
+        """The kernels of each (binary, entries, key) that the disk cache held, in order, or
+        the exception its load raised. One after another here; a device whose driver
+        compiles binaries again when they load may spread that (OpenCL on NVIDIA)."""
+        results: list[list[Kernel] | Exception] = []
+        for binary, entries, key in pieces:
+            try:
+                results.append(self._load_many(binary, entries, key))
+            except Exception as exc:  # noqa: BLE001 - reported by the caller, which rebuilds
+                results.append(exc)
+        return results
 
     def _build_piece(self, source: str, entries: Sequence[str],
                      samples: Sequence[SampleLaunch | None] = ()) -> BuiltPiece:

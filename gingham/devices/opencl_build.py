@@ -134,6 +134,18 @@ class _Worker:
         serialised, ratio = payload
         return bool(serialised), float(ratio)
 
+    def load(self, binary: bytes, options: str) -> bool:
+        """Build a program from ``binary`` in this worker, as the parent will load it (see
+        :meth:`BuildPool.load_binaries`); False if the driver refused it."""
+        try:
+            opencl_worker.send(self.process.stdin, ("load", binary, options))
+        except OSError as exc:
+            raise WorkerDied(f"its input closed ({exc})") from None
+        kind, _, _ = self._receive()
+        if kind not in ("loaded", "rejected"):
+            raise WorkerDied(f"it answered {kind!r}")
+        return kind == "loaded"
+
     def _receive(self):
         try:
             return opencl_worker.receive(self.process.stdout)
@@ -215,6 +227,7 @@ class BuildPool:
         self.built_by_workers = 0
         self.built_here = 0
         self.checked_by_workers = 0  # build checks (check_builds) answered by a worker
+        self.loaded_by_workers = 0  # binaries built ahead of this process's load
 
     def start(self) -> None:
         """Spawn the workers (once); each joins the pool when it is ready."""
@@ -365,6 +378,58 @@ class BuildPool:
             if builder is not None:
                 self._give_back(builder)
 
+    def load_binaries(self, work: LoadQueue, options: str) -> None:
+        """Start one thread per worker that builds binaries from the back of ``work`` in
+        the workers, while this process loads from its front (see :class:`LoadQueue`), and
+        return at once. Where the driver compiles a binary again when it is loaded and does
+        so one program at a time in a process (NVIDIA's: PTX), a warm cache's pieces then
+        compile on every worker at once, and this process finds them in the driver's disk
+        cache. A thread takes a binary only once it has a worker, so nothing waits for the
+        workers' start-up; they take nothing once this process has reached the back."""
+        for _ in range(self.size):
+            threading.Thread(target=self._load_from_back, args=(work, options), daemon=True,
+                             name="gingham-opencl-load").start()
+
+    def _load_from_back(self, work: LoadQueue, options: str) -> None:
+        while not work.exhausted:
+            builder = self._worker_when_one_serves(work)
+            if builder is None:
+                return
+            index = None
+            try:
+                index = work.take_back()
+                if index is None:
+                    return
+                if builder.load(work.binaries[index], options):
+                    with self._lock:
+                        self.loaded_by_workers += 1
+            except WorkerDied as exc:
+                self._lose(builder, f"compile worker {builder.pid} died loading a binary "
+                           f"({exc})", serving=True)
+                builder = None
+            finally:
+                if index is not None:
+                    work.finish(index)
+                if builder is not None:
+                    self._give_back(builder)
+
+    def _worker_when_one_serves(self, work: LoadQueue) -> _Worker | None:
+        """An idle worker, waiting while the workers start; None once none will serve (all
+        lost, or the pool closed) or ``work`` has nothing left to take."""
+        while True:
+            with self._lock:
+                self._settled.wait_for(lambda: self._serving > 0 or self._closed or
+                                       self.ready + self.lost >= self.size)
+                if self._closed or self._serving == 0:
+                    return None
+            if work.exhausted:
+                return None
+            builder = self._idle.get()
+            if builder is not _LOCAL:
+                return builder
+            if not self._drop_local():
+                self._idle.put(_LOCAL)  # the worker that served was just lost
+
     def _count_here(self, binary: bytes) -> bytes:
         with self._lock:
             self.built_here += 1
@@ -384,6 +449,57 @@ class BuildPool:
         for worker in workers:
             worker.reap(deadline)
         _POOLS.discard(self)
+
+
+class LoadQueue:
+    """Binaries to load, taken from both ends: this process loads from the front, compile
+    workers build from the back (:meth:`BuildPool.load_binaries`), and each binary a worker
+    took is loaded here once the worker is done with it::
+
+        work = LoadQueue(binaries)
+        pool.load_binaries(work, options)
+        while (index := work.take_front()) is not None:
+            load(work.binaries[index])              # compiled here, one after another
+        for index in work.taken_by_workers():
+            work.wait(index)
+            load(work.binaries[index])              # found in the driver's disk cache
+    """
+
+    def __init__(self, binaries: Sequence[bytes]) -> None:
+        self.binaries = list(binaries)
+        self._lock = threading.Lock()
+        self._front, self._back = 0, len(self.binaries)
+        self._finished = [threading.Event() for _ in self.binaries]
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether every binary has been taken."""
+        return self._front >= self._back
+
+    def take_front(self) -> int | None:
+        with self._lock:
+            if self._front >= self._back:
+                return None
+            self._front += 1
+            return self._front - 1
+
+    def take_back(self) -> int | None:
+        with self._lock:
+            if self._front >= self._back:
+                return None
+            self._back -= 1
+            return self._back
+
+    def taken_by_workers(self) -> range:
+        """The indices taken from the back (call once the front is exhausted)."""
+        return range(self._back, len(self.binaries))
+
+    def finish(self, index: int) -> None:
+        """A worker is done with ``index`` (built, refused, or its worker lost)."""
+        self._finished[index].set()
+
+    def wait(self, index: int) -> None:
+        self._finished[index].wait()
 
 
 _POOLS: weakref.WeakSet[BuildPool] = weakref.WeakSet()

@@ -26,6 +26,10 @@ original stdout (replies; whatever the driver prints goes to stderr instead):
   ``("rejected", build_log, seconds)``; ``("build", source, options, samples)`` (samples:
   ``(entry, global_size, local_size, buffer_bytes)`` tuples, see :func:`run_samples`) runs
   those kernels once on the built program before it takes the binary;
+* ``("load", binary, options)`` builds a program from a binary that a build returned, as
+  the parent will load it, and is answered ``("loaded", "", seconds)`` or ``("rejected",
+  build_log, seconds)``: where the driver compiles a binary again (NVIDIA's binaries are
+  PTX), the device code then waits in the driver's disk cache for the parent's load;
 * ``("check", threads)`` runs :func:`builds_serialise` here (so that its builds hold up
   nothing of the parent's: on NVIDIA a build in the parent delayed its launches) and is
   answered ``("checked", (serialised, ratio), seconds)``, or ``("rejected", message,
@@ -117,6 +121,19 @@ def build(cl, context, device, source: str, options: str,
     if samples:
         run_samples(cl, context, device, program, samples)
     return True, bytes(program.get_info(cl.program_info.BINARIES)[0])
+
+
+def load(cl, context, device, binary: bytes, options: str) -> tuple[bool, str]:
+    """(True, "") or (False, build log) for building a program from ``binary`` (what
+    :func:`build` returned), as the parent's load does."""
+    try:
+        program = cl.Program(context, [device], [binary])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program.build(options.encode(), [device])
+    except cl.Error as exc:
+        return False, str(exc)
+    return True, ""
 
 
 #: PoCL's CPU drivers keep one work-group function per launch class: the work-group size,
@@ -391,6 +408,9 @@ def serve(target: dict[str, Any], requests: BinaryIO, replies: BinaryIO,
             raise RuntimeError(f"a probe did not build: {log}")
 
     def handle(request: tuple) -> tuple[str, Any]:
+        if request[0] == "load":
+            ok, log = load(cl, context, device, request[1], request[2])
+            return ("loaded" if ok else "rejected"), log
         if request[0] == "check":
             try:
                 return "checked", builds_serialise(probe, threads=int(request[1]))

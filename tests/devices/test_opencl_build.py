@@ -388,3 +388,64 @@ def test_activity_says_whether_a_compile_started_or_runs():
     with activity.quiet_since(generation) as quiet:
         assert not quiet  # one started (and ended) since
     assert activity.wait_idle(0.01) == 2
+
+
+def test_workers_build_binaries_taken_from_the_back_of_a_load_queue(fresh_device, monkeypatch):
+    """What a warm cache's load hands the workers where the driver compiles binaries again
+    (NVIDIA): each binary is built in a worker and reported done, a refused one too, and
+    no worker is lost over it."""
+    monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "processes")
+    device = fresh_device()
+    assert device.build_mode() == "processes"
+    pool = device.build_pool
+    assert pool.wait_ready(timeout=120), "the compile workers did not start"
+    options = " ".join(device.build_options)
+    binaries = []
+    for unit in scale_units(3, 31):
+        ok, binary = pool.build(unit.source, options, local=lambda: b"")
+        assert ok
+        binaries.append(binary)
+    work = opencl_build.LoadQueue(binaries + [b"not a binary"])
+    pool.load_binaries(work, options)
+    for index in range(4):
+        work.wait(index)
+    assert work.exhausted and list(work.taken_by_workers()) == [0, 1, 2, 3]
+    assert pool.loaded_by_workers == 3 and pool.serving == 2
+    assert work.take_front() is None and work.take_back() is None
+
+
+def test_a_load_queue_hands_each_binary_out_once_from_either_end():
+    work = opencl_build.LoadQueue([b"a", b"b", b"c", b"d", b"e"])
+    assert (work.take_front(), work.take_back(), work.take_back()) == (0, 4, 3)
+    assert (work.take_front(), work.take_front(), work.take_front()) == (1, 2, None)
+    assert work.take_back() is None and work.exhausted
+    assert list(work.taken_by_workers()) == [3, 4]
+    empty = opencl_build.LoadQueue([])
+    assert empty.exhausted and empty.take_front() is None
+
+
+def test_a_warm_cache_loads_with_the_workers_where_loading_compiles(fresh_device, monkeypatch):
+    """A new process over a warm cache whose driver compiles each binary again as it loads
+    (NVIDIA's PTX; here PoCL told so, its first load slowed as such a compile would be):
+    the workers build pieces from the back meanwhile, every kernel is loaded, nothing is
+    compiled from source, and the kernels compute the right values."""
+    monkeypatch.setenv("GINGHAM_OPENCL_BUILD", "processes")
+    first = fresh_device()
+    assert first.build_mode() == "processes" and first.build_pool.wait_ready(timeout=120)
+    check_kernels(first, first.compile_units(scale_units(6, 41)), 41)
+    again = fresh_device()
+    again.__dict__["recompiles_binaries"] = True
+    assert again.build_mode() == "processes" and again.build_pool.wait_ready(timeout=120)
+    real_load, loads = again._load_many, []
+
+    def slow_first_load(binary, entries, key):
+        loads.append(key)
+        if len(loads) == 1:
+            time.sleep(1.0)  # the workers take the other pieces from the back meanwhile
+        return real_load(binary, entries, key)
+
+    monkeypatch.setattr(again, "_load_many", slow_first_load)
+    kernels = again.compile_units(scale_units(6, 41))
+    assert again.stats.compiles == 0 and len(loads) == len(set(loads)) >= 2
+    assert again.build_pool.loaded_by_workers >= 1
+    check_kernels(again, kernels, 41)
