@@ -717,13 +717,16 @@ class Device(abc.ABC):
         """The kernels of each (binary, entries, key) that the disk cache held, in order, or
         the exception its load raised. One after another here; a device whose driver
         compiles binaries again when they load may spread that (OpenCL on NVIDIA)."""
-        results: list[list[Kernel] | Exception] = []
-        for binary, entries, key in pieces:
-            try:
-                results.append(self._load_many(binary, entries, key))
-            except Exception as exc:  # noqa: BLE001 - reported by the caller, which rebuilds
-                results.append(exc)
-        return results
+        return [self._load_piece(binary, entries, key) for binary, entries, key in pieces]
+
+    def _load_piece(self, binary: bytes, entries: list[str], key: str
+                    ) -> list[Kernel] | Exception:
+        """:meth:`_load_many`, or the exception it raised (a stale binary: the caller
+        rebuilds its kernels)."""
+        try:
+            return self._load_many(binary, entries, key)
+        except Exception as exc:  # noqa: BLE001 - reported by the caller, which rebuilds
+            return exc
 
     def _build_piece(self, source: str, entries: Sequence[str],
                      samples: Sequence[SampleLaunch | None] = ()) -> BuiltPiece:

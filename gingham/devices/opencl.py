@@ -460,21 +460,13 @@ class OpenCLDevice(Device):
             return super()._load_pieces(pieces)
         work = opencl_build.LoadQueue([binary for binary, _, _ in pieces])
         pool.load_binaries(work, " ".join(self.build_options))
-
-        def load(index: int):
-            binary, entries, key = pieces[index]
-            try:
-                return self._load_many(binary, entries, key)
-            except Exception as exc:  # noqa: BLE001 - reported by the caller, which rebuilds
-                return exc
-
         results = [None] * len(pieces)
         while (index := work.take_front()) is not None:
-            results[index] = load(index)
+            results[index] = self._load_piece(*pieces[index])
         ahead = work.taken_by_workers()
         for index in ahead:
             work.wait(index)
-            results[index] = load(index)
+            results[index] = self._load_piece(*pieces[index])
         debug_print(1, f"{self.id}: loaded {len(pieces)} cached piece(s), {len(ahead)} of "
                     "them built ahead by the compile workers")
         return results
