@@ -134,7 +134,7 @@ def unit_of(kernel: k.Kernel, dialect: Dialect) -> tuple[SourceUnit, RenderedKer
         source = assemble([part], dialect)
         # String literals (CUDA's extern "C") hold no identifiers: a tensor named C is fine.
         code = _STRING_LITERAL.sub('""', source)
-        if not _word_pattern(list(mapping)).search(code):
+        if not rename.pattern.search(code):  # no original name survived
             entry = f"gk_{cache_key(dialect.name, source)[:20]}"
             part = dataclasses.replace(part, code=_PLACEHOLDER_WORD.sub(entry, part.code))
             source = _PLACEHOLDER_WORD.sub(entry, source)

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Sequence
 
 import numpy as np
 
-from gingham.cache import DiskCache
+from gingham.cache import DiskCache, is_key
 from gingham.config import debug_print, get_config
 from gingham.errors import DeviceError, DeviceMemoryError, KernelCompileError
 
@@ -689,7 +689,7 @@ class Device(abc.ABC):
         by_piece: dict[str, list[str]] = {}
         for key, (_, pointer) in pending.items():
             piece = pointer.decode("ascii", errors="replace")
-            if len(piece) != 64 or any(c not in "0123456789abcdef" for c in piece):
+            if not is_key(piece):
                 cache.delete(key)  # not a piece key: damaged, rebuild the kernel
                 continue
             by_piece.setdefault(piece, []).append(key)

@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..cache import DiskCache
+from ..cache import DiskCache, is_hex
 from ..config import debug_print
 
 #: Bump when the schedule families' configurations change meaning: old entries are ignored.
@@ -85,7 +85,7 @@ class TuningDB:
         """Whether a payload of this database's namespace is a device's generation token
         (``uuid4().hex``) rather than an entry (a JSON object): what importing a cache archive
         (:mod:`gingham.cache_archive`) tells apart."""
-        return len(payload) == 32 and all(c in b"0123456789abcdef" for c in payload)
+        return len(payload) == 32 and is_hex(payload.decode("latin-1"))  # every byte decodes
 
     def generation_token_keys(self) -> list[str]:
         """The disk-cache keys of the generation tokens stored now (one per device that has
