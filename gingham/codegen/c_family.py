@@ -233,13 +233,18 @@ class _Renderer:
             h.startswith("round_") for h in self.helpers)
         if needs_half:
             lines += [
+                # The software conversions (the C and OpenCL dialects, and CUDA before sm_80)
+                # compute every case and pick one, without a branch: written with early returns
+                # they kept GCC and PoCL from vectorising the loops that call them (the story
+                # net's fp16 step on PoCL took 2.8x as long, on `cpu` 1.4x; docs/measurements.md).
                 # bfloat16: the top half of a float32, rounded to nearest even; NaN stays NaN.
                 f"{p} {f32} gh_bf16_to_float({u16} h) {{ return {float_of}((({u32})h) << 16); }}",
                 f"{p} {u16} gh_float_to_bf16({f32} x) {{",
                 *self.cvt_lines("bf16", 800),
                 f"  {u32} u = {bits_of}(x);",
-                f"  if ((u & 0x7fffffffu) > 0x7f800000u) return ({u16})((u >> 16) | 0x40u);",
-                f"  return ({u16})((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);",
+                f"  {u32} rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;",
+                f"  {u32} quiet_nan = (u >> 16) | 0x40u;",
+                f"  return ({u16})((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);",
                 *self.cvt_end(),
                 "}",
                 # IEEE half <-> float with round to nearest even, subnormals, inf and NaN.
@@ -248,12 +253,16 @@ class _Renderer:
                 f"  {u32} sign = (({u32})(h & 0x8000u)) << 16;",
                 f"  {u32} exponent = (h >> 10) & 0x1fu;",
                 f"  {u32} mantissa = h & 0x3ffu;",
-                f"  if (exponent == 0x1fu) return {float_of}(sign | 0x7f800000u | (mantissa << 13));",
-                "  if (exponent == 0u) {",
-                f"    {f32} value = ({f32})mantissa * 5.9604644775390625e-8f;",
-                "    return sign ? -value : value;",
-                "  }",
-                f"  return {float_of}(sign | ((exponent + 112u) << 23) | (mantissa << 13));",
+                f"  {u32} normal = sign | ((exponent + 112u) << 23) | (mantissa << 13);",
+                f"  {u32} special = sign | 0x7f800000u | (mantissa << 13);",  # inf, NaN
+                # A subnormal (or zero) is its mantissa in units of 2^-24, exact in float32.
+                f"  {u32} subnormal = sign | {bits_of}(({f32})mantissa * 5.9604644775390625e-8f);",
+                # Blended with a mask, not selected (here and below): GCC moved the float
+                # operation into a branch of the select and then, as an operation that may
+                # trap, would not vectorise the loop.
+                f"  {u32} is_subnormal = 0u - ({u32})(exponent == 0u);",
+                f"  {u32} other = exponent == 0x1fu ? special : normal;",
+                f"  return {float_of}((subnormal & is_subnormal) | (other & ~is_subnormal));",
                 *self.cvt_end(),
                 "}",
                 f"{p} {u16} gh_float_to_half({f32} x) {{",
@@ -261,17 +270,17 @@ class _Renderer:
                 f"  {u32} u = {bits_of}(x);",
                 f"  {u32} sign = (u >> 16) & 0x8000u;",
                 f"  {u32} magnitude = u & 0x7fffffffu;",
-                f"  if (magnitude > 0x7f800000u) return ({u16})(sign | 0x7e00u);",
-                f"  if (magnitude >= 0x477ff000u) return ({u16})(sign | 0x7c00u);",
-                "  if (magnitude < 0x38800000u) {",
-                f"    {f32} scaled = {float_of}(magnitude) * 16777216.0f;",  # 2^24: units of 2^-24
-                f"    {u32} q = ({u32})scaled;",
-                f"    {f32} rest = scaled - ({f32})q;",
-                "    if (rest > 0.5f || (rest == 0.5f && (q & 1u))) q += 1u;",
-                f"    return ({u16})(sign | q);",
-                "  }",
-                f"  {u32} rounded = magnitude + 0xfffu + ((magnitude >> 13) & 1u);",
-                f"  return ({u16})(sign | ((rounded - 0x38000000u) >> 13));",
+                # Normal: rebias the exponent (127 -> 15) and round the 13 bits dropped to
+                # nearest even; a carry out of the mantissa rounds up to the next binade or inf.
+                f"  {u32} normal = (magnitude - 0x38000000u + 0xfffu + ((magnitude >> 13) & 1u))"
+                " >> 13;",
+                # Below 2^-14 (subnormal or zero): adding 0.5 leaves the value's multiple of
+                # 2^-24 in the low mantissa bits, rounded to nearest even by the addition itself.
+                f"  {u32} subnormal = {bits_of}({float_of}(magnitude) + 0.5f) - 0x3f000000u;",
+                f"  {u32} overflow = magnitude > 0x7f800000u ? 0x7e00u : 0x7c00u;",  # NaN, inf
+                f"  {u32} is_subnormal = 0u - ({u32})(magnitude < 0x38800000u);",
+                f"  {u32} other = magnitude >= 0x47800000u ? overflow : normal;",
+                f"  return ({u16})(sign | (subnormal & is_subnormal) | (other & ~is_subnormal));",
                 *self.cvt_end(),
                 "}",
                 f"{p} {f32} round_float16({f32} x) {{ return gh_half_to_float(gh_float_to_half(x)); }}",

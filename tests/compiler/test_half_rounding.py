@@ -86,3 +86,52 @@ def test_rounded_results_stored_exactly(device, half):
     z = tile.function(f"function (X[M, N]) -> (Z) {{ Z = {cast}; }}")(x, device=device)
     assert z.dtype == dtype
     np.testing.assert_array_equal(z.astype(np.float32), x.astype(dtype).astype(np.float32))
+
+
+def _every_rounding_case(dtype: np.dtype) -> np.ndarray:
+    """float32 values that take every path of a cast to ``dtype``: each of its finite values,
+    the midpoint between each pair of neighbours (a tie: round to even; exact in float32, a
+    half type having at most 11 significant bits) and one float32 step either side of it,
+    both zeros (the midpoint next to zero, half the smallest subnormal, ties to zero), values
+    past the largest finite one (to infinity), infinities and NaNs."""
+    every = np.arange(65536, dtype=np.uint16).view(dtype).astype(np.float32)
+    finite = np.unique(every[np.isfinite(every)])
+    midpoints = ((finite[:-1].astype(np.float64) + finite[1:]) / 2).astype(np.float32)
+    largest = float(finite[-1])
+    with np.errstate(over="ignore"):  # bfloat16's largest * 2 is past float32's too: inf
+        edges = np.array([0.0, -0.0, largest * (1 + 2.0**-9), largest * 2, 3.0e38, np.inf,
+                          -np.inf, np.nan], np.float32)
+    # NaNs whose payload is only in the low bits (dropped, they would leave an infinity).
+    quiet_low, signalling = np.array([0x7FC00001, 0x7F800001], np.uint32).view(np.float32)
+    return np.concatenate([finite, midpoints, np.nextafter(midpoints, np.float32(np.inf)),
+                           np.nextafter(midpoints, np.float32(-np.inf)), edges, -edges,
+                           [quiet_low, signalling, -signalling]])
+
+
+def _assert_same_bits(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    """Bit for bit (so -0 is not 0) wherever ``want`` is a number; a NaN where it is NaN."""
+    nan = np.isnan(want.astype(np.float32))
+    assert np.isnan(got.astype(np.float32)[nan]).all(), f"{what}: a NaN became a number"
+    bits = f"u{got.dtype.itemsize}"
+    mismatch = np.flatnonzero(got[~nan].view(bits) != want[~nan].view(bits))
+    assert mismatch.size == 0, (f"{what}: {mismatch.size} values differ, e.g. "
+                                f"{want[~nan][mismatch[:3]]} -> {got[~nan][mismatch[:3]]}")
+
+
+@pytest.mark.parametrize("half", HALF)
+def test_every_half_value_and_rounding_case_converts_exactly(device, half):
+    """The conversions between float32 and each half type, against NumPy (ml_dtypes for
+    bfloat16): every one of the 65536 half bit patterns widened to float32, and float32
+    values at every rounding decision narrowed (round to nearest even, subnormals, overflow
+    to infinity, signed zeros, NaN). The kernels' software conversions compute every case
+    without a branch (so that the loops calling them vectorise); this is their oracle."""
+    dtype = HALF[half]
+    cast = "as_float(X, 16)" if half == "float16" else "as_bfloat(X, 16)"
+    narrow = tile.function(f"function (X[N]) -> (Z) {{ Z = {cast}; }}")
+    widen = tile.function("function (H[N]) -> (Z) { Z = as_float(H, 32); }")
+    values = _every_rounding_case(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):  # past the largest finite; NaNs
+        want = values.astype(dtype)
+    _assert_same_bits(narrow(values, device=device), want, f"float32 -> {half}")
+    halves = np.arange(65536, dtype=np.uint16).view(dtype)
+    _assert_same_bits(widen(halves, device=device), halves.astype(np.float32), f"{half} -> float32")
