@@ -109,6 +109,30 @@ def test_half_tensors_move_as_vectors_bool_per_cell(compiled, half):
     np.testing.assert_array_equal(m, x.astype(np.float32) > y.astype(np.float32))
 
 
+@pytest.mark.parametrize("half", HALF)
+def test_half_operands_read_in_one_arm_of_a_select(compiled, half):
+    """A ReLU gradient and a cast read only where a condition holds: ``X > 0 ? D : 0`` with
+    D a half tensor, and a float32 tensor rounded to the half type in the other arm. The
+    lanes of D are widened before the select (the schedule's kernel must still give NumPy's
+    values bit for bit, NaN and signed zeros included)."""
+    dtype = HALF[half]
+    cast = "as_float(F, 16)" if half == "float16" else "as_bfloat(F, 16)"
+    source = f"function (X[N], D[N], F[N]) -> (G) {{ G = X > 0 ? D : {cast} * 2; }}"
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal(101).astype(dtype)
+    d = (rng.standard_normal(101) * 10).astype(dtype)
+    f = rng.standard_normal(101).astype(np.float32)
+    x[:3], d[:3], f[:3] = (1.0, 1.0, -1.0), (np.nan, -0.0, 1.0), (1.0, 1.0, -0.0)
+    (g,), schedules, _ = _run(source, (x, d, f), compiled)
+    if compiled.info.dialect != "c":
+        assert "vector loads/stores: D, F, G, X" in schedules[0], schedules
+    x32, d32 = x.astype(np.float32), d.astype(np.float32)
+    expected = np.where(x32 > 0, d32, f.astype(dtype).astype(np.float32) * 2).astype(dtype)
+    np.testing.assert_array_equal(g.astype(np.float32), expected.astype(np.float32))
+    np.testing.assert_array_equal(np.signbit(g.astype(np.float32)),
+                                  np.signbit(expected.astype(np.float32)))
+
+
 @pytest.mark.parametrize("channels, vectorised", [(12, True), (6, False)])
 def test_channels_last_per_channel_operands_as_vectors(compiled, channels, vectorised):
     """A channels-last batch norm's apply: bfloat16 X[N, H, W, C] with float32 per-channel
