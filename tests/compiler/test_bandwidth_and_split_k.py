@@ -313,3 +313,26 @@ def test_choose_config_splits_only_a_small_output_with_long_k():
                                        np.zeros((4096, 4096), np.float32))
     view = tiling_gpu.gemm_view(plan(bound).kernels[0].contraction)
     assert tiling_gpu.choose_config(view, info).split == 1
+
+
+def test_only_safe_select_arms_are_computed_before_the_select():
+    """The lane body's select arms that round from registers are computed first; an arm with
+    a global load (it may be a padding guard's out-of-bounds read) or an integer division (a
+    guarded division by zero) stays behind its condition."""
+    from gingham.compiler import kernel_ir as k
+
+    f32, i32 = "float32", "int32"
+    lane = k.LoadLocal("x_F", (k.Var("l", i32),), f32)
+    rounded = k.Call("round_float16", (lane,), f32)
+    cond = k.BinOp(">", k.Var("v", f32), k.Const(0.0, f32), "bool")
+    loaded = k.Call("round_float16", (k.Load("X", k.Var("ge", i32), f32),), f32)
+    divided = k.Call("round_float16", (k.Cast(f32, k.BinOp("/", k.Var("a", i32), k.Var(
+        "b", i32), i32)),), f32)
+    stmts = [k.Declare("v_A", f32, k.Select(cond, rounded, k.Const(0.0, f32), f32)),
+             k.Declare("v_B", f32, k.Select(cond, loaded, k.Const(0.0, f32), f32)),
+             k.Declare("v_C", f32, k.Select(cond, k.Const(0.0, f32), divided, f32))]
+    out = lower._speculated_arms(stmts)
+    assert out[0] == k.Declare("sel0", f32, rounded)
+    assert out[1] == k.Declare("v_A", f32, k.Select(cond, k.Var("sel0", f32),
+                                                     k.Const(0.0, f32), f32))
+    assert out[2:] == stmts[1:]
