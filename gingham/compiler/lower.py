@@ -514,9 +514,9 @@ def _speculated_arms(stmts: list[k.Stmt]) -> list[k.Stmt]:
 
     An OpenCL compiler may keep a guarded computation behind a branch, and a branch kept PoCL
     from vectorising the loop over work-items (a story-net fp16 gradient kernel: 16.0 ms
-    before, 3.6 after). Only
-    arms without a global load or an integer division move: those are safe to compute
-    whatever the condition (float arithmetic does not trap on these devices)."""
+    before, 3.6 after). Only arms without a global load or an integer division move: those
+    are safe to compute whatever the condition (float arithmetic does not trap on these
+    devices)."""
     out: list[k.Stmt] = []
     moved = 0
 
