@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -527,23 +527,18 @@ def _speculated_arms(stmts: list[k.Stmt]) -> list[k.Stmt]:
                 and not any(isinstance(n, k.Load) or (isinstance(n, k.BinOp) and n.op in (
                     "/", "%", "idiv", "imod") and not dt.is_float(n.dtype)) for n in nodes))
 
-    def hoist(expr: k.Expr) -> k.Expr:
+    def computed_first(arm: k.Expr) -> k.Expr:
         nonlocal moved
-        if isinstance(expr, k.Select):
-            arms = []
-            for arm in (hoist(expr.if_true), hoist(expr.if_false)):
-                if movable(arm):
-                    name, moved = f"sel{moved}", moved + 1
-                    out.append(k.Declare(name, arm.dtype, arm))
-                    arm = k.Var(name, arm.dtype)
-                arms.append(arm)
-            return k.Select(hoist(expr.cond), arms[0], arms[1], expr.dtype)
-        if isinstance(expr, (k.BinOp, k.UnOp, k.Cast)):
-            changes = {f: hoist(getattr(expr, f)) for f in ("a", "b") if hasattr(expr, f)}
-            return dataclasses.replace(expr, **changes)
-        if isinstance(expr, k.Call):
-            return dataclasses.replace(expr, args=tuple(hoist(a) for a in expr.args))
-        return expr
+        if not movable(arm):
+            return arm
+        name, moved = f"sel{moved}", moved + 1
+        out.append(k.Declare(name, arm.dtype, arm))
+        return k.Var(name, arm.dtype)
+
+    def hoist(expr: k.Expr) -> k.Expr:  # the arms of every select, inner selects first
+        return _map_bottom_up(expr, lambda e: k.Select(
+            e.cond, computed_first(e.if_true), computed_first(e.if_false), e.dtype)
+            if isinstance(e, k.Select) else e)
 
     for stmt in stmts:
         if isinstance(stmt, k.Declare) and stmt.init is not None:
@@ -1000,20 +995,27 @@ def hoisted_guards(nc: NormalContraction, lane_var: str, itype: str) -> k.Expr |
 
 def _map_loads(expr: k.Expr, fn) -> k.Expr:
     """``expr`` with every ``Load`` replaced by ``fn(load)`` (inner ones first)."""
+    return _map_bottom_up(expr, lambda e: fn(e) if isinstance(e, k.Load) else e)
+
+
+def _map_bottom_up(expr: k.Expr, fn: Callable[[k.Expr], k.Expr]) -> k.Expr:
+    """``expr`` rebuilt with ``fn`` applied to every node, a node's operands (and a load's
+    index) before the node itself."""
     if isinstance(expr, k.Load):
-        return fn(k.Load(expr.buffer, _map_loads(expr.index, fn), expr.dtype))
-    if isinstance(expr, k.BinOp):
-        return k.BinOp(expr.op, _map_loads(expr.a, fn), _map_loads(expr.b, fn), expr.dtype)
-    if isinstance(expr, k.UnOp):
-        return k.UnOp(expr.op, _map_loads(expr.a, fn), expr.dtype)
-    if isinstance(expr, k.Call):
-        return k.Call(expr.fn, tuple(_map_loads(a, fn) for a in expr.args), expr.dtype)
-    if isinstance(expr, k.Select):
-        return k.Select(_map_loads(expr.cond, fn), _map_loads(expr.if_true, fn),
-                        _map_loads(expr.if_false, fn), expr.dtype)
-    if isinstance(expr, k.Cast):
-        return k.Cast(expr.dtype, _map_loads(expr.a, fn))
-    return expr
+        expr = k.Load(expr.buffer, _map_bottom_up(expr.index, fn), expr.dtype)
+    elif isinstance(expr, k.BinOp):
+        expr = k.BinOp(expr.op, _map_bottom_up(expr.a, fn), _map_bottom_up(expr.b, fn),
+                       expr.dtype)
+    elif isinstance(expr, k.UnOp):
+        expr = k.UnOp(expr.op, _map_bottom_up(expr.a, fn), expr.dtype)
+    elif isinstance(expr, k.Call):
+        expr = k.Call(expr.fn, tuple(_map_bottom_up(a, fn) for a in expr.args), expr.dtype)
+    elif isinstance(expr, k.Select):
+        expr = k.Select(_map_bottom_up(expr.cond, fn), _map_bottom_up(expr.if_true, fn),
+                        _map_bottom_up(expr.if_false, fn), expr.dtype)
+    elif isinstance(expr, k.Cast):
+        expr = k.Cast(expr.dtype, _map_bottom_up(expr.a, fn))
+    return fn(expr)
 
 
 def _accumulate_in_lanes(nc: NormalContraction, ctx: LoweringContext, ctype: str, itype: str,
