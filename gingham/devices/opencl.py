@@ -37,7 +37,7 @@ import pyopencl as cl
 
 from gingham.cache import DiskCache
 from gingham.config import debug_print, get_config
-from gingham.devices import opencl_build
+from gingham.devices import opencl_build, opencl_worker
 from gingham.devices.base import (Buffer, Device, DeviceInfo, Kernel, LaunchPlan, LaunchSpec,
                                   SampleLaunch, Slot, compile_jobs, normalize_args)
 from gingham.devices.cpu import host_caches
@@ -496,10 +496,8 @@ class OpenCLDevice(Device):
 
     def _load_many(self, binary: bytes, entries, key: str) -> list[Kernel]:
         # One program object per binary, however many kernels it holds.
-        program = cl.Program(self.context, [self.cl_device], [binary])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            program.build(options=list(self.build_options))
+        program = opencl_worker.program_from_binary(cl, self.context, self.cl_device, binary,
+                                                    " ".join(self.build_options))
         kernels = []
         for entry in entries:
             try:

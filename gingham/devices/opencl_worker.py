@@ -123,14 +123,22 @@ def build(cl, context, device, source: str, options: str,
     return True, bytes(program.get_info(cl.program_info.BINARIES)[0])
 
 
+def program_from_binary(cl, context, device, binary: bytes, options: str):
+    """The program built from ``binary`` (what :func:`build` returned); raises ``cl.Error``.
+    The parent's load of a cached binary and a worker's ``load`` request both build it here,
+    with the same options: where the driver compiles a binary again (NVIDIA's PTX), the
+    worker's compile is then the one the parent's load finds in the driver's disk cache."""
+    program = cl.Program(context, [device], [binary])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program.build(options.encode(), [device])
+    return program
+
+
 def load(cl, context, device, binary: bytes, options: str) -> tuple[bool, str]:
-    """(True, "") or (False, build log) for building a program from ``binary`` (what
-    :func:`build` returned), as the parent's load does."""
+    """(True, "") or (False, build log) for :func:`program_from_binary`."""
     try:
-        program = cl.Program(context, [device], [binary])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            program.build(options.encode(), [device])
+        program_from_binary(cl, context, device, binary, options)
     except cl.Error as exc:
         return False, str(exc)
     return True, ""
