@@ -666,20 +666,19 @@ def _lower_vectorised(plan: KernelPlan, ctx: LoweringContext, name: str) -> k.Ke
         # reads it: read inside one arm of a select (a ReLU gradient's `x > 0 ? dy : 0`),
         # the conversion stayed behind a branch and PoCL left the work-item loop scalar (a
         # story-net fp16 gradient kernel: 11.6 -> 2.9 ms). Unused, a compiler drops it.
-        widened: dict[str, k.Expr] = {}
+        lane_values: dict[str, k.Expr] = {}
         for tensor in sorted(lanes):
             value = _from_lane(ctx, tensor, lane)
-            if isinstance(value, k.Call):
+            if isinstance(value, k.Call):  # a half type's conversion
                 per_lane.append(k.Declare(f"w_{tensor}", "float32", value))
-                widened[tensor] = k.Var(f"w_{tensor}", "float32")
+                value = k.Var(f"w_{tensor}", "float32")
+            lane_values[tensor] = value
 
         def value_of(tensor: str) -> k.Expr:
             if tensor in scalars:
                 return scalars[tensor]
-            if tensor in widened:
-                return widened[tensor]
-            if tensor in lanes:
-                return _from_lane(ctx, tensor, lane)
+            if tensor in lane_values:
+                return lane_values[tensor]
             index = broadcast_index(cell, plan.shape, ctx.shape(tensor), flat, itype)
             return ctx.load(tensor, index)
 
