@@ -28,6 +28,8 @@ environment variable      field
                           never)
 ``GINGHAM_WGMMA``         ``wgmma``: Hopper's warpgroup tensor-core products (sm_90a) where
                           they apply (1, the default) or ``mma.sync`` everywhere (0)
+``GINGHAM_AMX``           ``amx``: bfloat16 products on a CPU's AMX tiles where it has them
+                          (1, the default) or on its vector FMAs (0)
 ``GINGHAM_CONV_ALGORITHM`` ``conv_algorithm``: how ``gingham.nn`` builds float32 3x3,
                           stride-1 convolutions: ``auto`` (the default: Winograd where it
                           measured faster), ``direct`` or ``winograd``
@@ -45,7 +47,7 @@ environment variable      field
 The user config file is JSON (``platformdirs.user_config_dir("gingham")/config.json``); it may
 hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``,
 ``cuda_graphs``, ``program_cache``, ``compile_jobs``, ``compile_overlap``, ``opencl_build``,
-``nvrtc_build``, ``opencl_idle``, ``wgmma``, ``conv_algorithm``, ``tune``, ``tune_budget``,
+``nvrtc_build``, ``opencl_idle``, ``wgmma``, ``amx``, ``conv_algorithm``, ``tune``, ``tune_budget``,
 ``tune_measure``, ``progress``.
 ``gingham devices --set-default ID`` writes ``{"device": ID}`` into it.
 
@@ -135,6 +137,9 @@ class Config:
     until the process exits.
     ``wgmma``: on a Hopper GPU (compute capability 9.0) run 16-bit float contractions with
     the warpgroup instructions (:mod:`gingham.compiler.tiling_wgmma`); off: ``mma.sync``.
+    ``amx``: on a CPU with AMX tiles (``DeviceInfo.features`` holds ``amx-bf16``: Sapphire
+    Rapids and later) run the ``cpu`` device's bfloat16 sums of products on them
+    (:mod:`gingham.compiler.tiling_cpu`); off: float32 vector FMAs, as on other CPUs.
     ``conv_algorithm``: how :func:`gingham.nn.functional.conv2d` builds a float32 3x3,
     stride-1, padding-1, ungrouped convolution of at least 16 input channels: ``direct``, one
     contraction, ``winograd``, Winograd's F(2x2, 3x3) as four (:mod:`gingham.nn.winograd`:
@@ -171,6 +176,7 @@ class Config:
     nvrtc_build: str = "threads"
     opencl_idle: float = 30.0
     wgmma: bool = True
+    amx: bool = True
     conv_algorithm: str = "auto"
     config_file: Path = field(default_factory=lambda: default_config_file())
     tune: str = "off"
@@ -182,7 +188,7 @@ class Config:
 # Fields the user config file may set (config_file itself is chosen by the environment only).
 _FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "cuda_graphs",
                 "program_cache", "compile_jobs", "compile_overlap", "opencl_build", "nvrtc_build",
-                "opencl_idle", "wgmma", "conv_algorithm", "tune", "tune_budget", "tune_measure",
+                "opencl_idle", "wgmma", "amx", "conv_algorithm", "tune", "tune_budget", "tune_measure",
                 "progress")
 TUNE_MODES = ("off", "on", "background")
 OPENCL_BUILD_MODES = ("auto", "threads", "processes")
@@ -301,7 +307,7 @@ def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
             values[key] = _parse_int(where, value, 0, MAX_DEBUG)
         elif key in ("num_threads", "compile_jobs"):
             values[key] = None if value is None else _parse_int(where, value, 1, None)
-        elif key in ("cuda_graphs", "program_cache", "wgmma"):
+        elif key in ("cuda_graphs", "program_cache", "wgmma", "amx"):
             values[key] = _parse_bool(where, value)
         elif key == "compile_overlap":
             values[key] = _parse_auto_bool(where, value)
@@ -371,6 +377,8 @@ def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
                                               env["GINGHAM_PROGRAM_CACHE"])
     if env.get("GINGHAM_WGMMA"):
         values["wgmma"] = _parse_bool("GINGHAM_WGMMA", env["GINGHAM_WGMMA"])
+    if env.get("GINGHAM_AMX"):
+        values["amx"] = _parse_bool("GINGHAM_AMX", env["GINGHAM_AMX"])
     if env.get("GINGHAM_CONV_ALGORITHM"):
         values["conv_algorithm"] = _parse_choice("GINGHAM_CONV_ALGORITHM",
                                                  env["GINGHAM_CONV_ALGORITHM"], CONV_ALGORITHMS)

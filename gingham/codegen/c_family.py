@@ -162,6 +162,35 @@ def assemble(parts: list[RenderedKernel], dialect: Dialect) -> str:
     return renderer.prelude() + "\n" + "\n".join(part.code for part in parts)
 
 
+#: The C prelude of a kernel that uses AMX tiles (``kernel_ir.MatrixOp``): every tile 16 rows
+#: of 64 bytes. Linux lets a process use the tile registers only once it asks
+#: (``ARCH_REQ_XCOMP_PERM`` for ``XTILEDATA``); the cpu device asks before it lowers anything
+#: for them, and asking again is harmless, so a library loaded by another process asks too.
+_AMX_LINES = [
+    "#if !defined(__AMX_TILE__) || !defined(__AMX_BF16__)",
+    '#error "an AMX schedule needs a compiler targeting AMX (-march=native on a CPU with '
+    'amx-bf16)"',
+    "#endif",
+    "#include <immintrin.h>",
+    "#include <sys/syscall.h>",
+    "#include <unistd.h>",
+    "static inline void gh_amx_begin(void) {",
+    "  static int granted;",
+    "  if (!__atomic_load_n(&granted, __ATOMIC_RELAXED)) {",
+    "    syscall(SYS_arch_prctl, 0x1023, 18);",
+    "    __atomic_store_n(&granted, 1, __ATOMIC_RELAXED);",
+    "  }",
+    "  static const struct {",
+    "    unsigned char palette, start_row, reserved[14];",
+    "    unsigned short bytes_per_row[16];",
+    "    unsigned char rows[16];",
+    "  } __attribute__((aligned(64))) config = {",
+    "    1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};",
+    "  _tile_loadconfig(&config);",
+    "}",
+]
+
+
 def _unchanged(text: str) -> str:
     return text
 
@@ -299,6 +328,8 @@ class _Renderer:
                 f"       | (({u64})(sbo >> 4) << 32) | (({u64})1 << 62);",
                 "}",
             ]
+        if "amx" in self.helpers:
+            lines += _AMX_LINES
         if "philox" in self.helpers:
             lines += [
                 f"{p} {f32} philox_uniform({u32} key, {u32} high, {u32} position) {{",
@@ -421,6 +452,8 @@ class _Renderer:
             return pad + self.copy_local(s) + "\n"
         if isinstance(s, k.WarpOp):
             return pad + self.warp_op(s) + "\n"
+        if isinstance(s, k.MatrixOp):
+            return pad + self.matrix_op(s) + "\n"
         if isinstance(s, k.Barrier):
             return f"{pad}{d.barrier}\n"
         if isinstance(s, k.If):
@@ -483,6 +516,26 @@ class _Renderer:
             return f"{self.d.shared_qualifier} {vector}*" if shared else f"{vector}*"
 
         return f"*(({pointer(s.dst)})({dst})) = *(({pointer(s.src)})({src}));"
+
+    def matrix_op(self, s: k.MatrixOp) -> str:
+        """An AMX tile instruction (the C dialect only; see ``kernel_ir.MatrixOp``)."""
+        if self.d.name != "c":
+            raise ValueError(f"the AMX {s.op} instruction (MatrixOp) exists only in the C "
+                             f"dialect, not in {self.d.name}")
+        self.helpers.add("amx")
+        if s.op == "begin":
+            return "gh_amx_begin();"
+        if s.op == "end":
+            return "_tile_release();"
+        if s.op == "dot_bf16":
+            c, a, b = s.tiles
+            return f"_tile_dpbf16ps({c}, {a}, {b});"
+        if s.op in ("load", "store"):
+            assert s.index is not None and s.stride > 0, s
+            address = f"&{self.ident(s.array)}[{self.expr(s.index)}]"
+            name = "_tile_loadd" if s.op == "load" else "_tile_stored"
+            return f"{name}({s.tiles[0]}, {address}, {s.stride});"
+        raise ValueError(f"unknown AMX instruction {s.op!r}")
 
     def warp_op(self, s: k.WarpOp) -> str:
         """Inline PTX for a warp-level instruction (CUDA only; see ``kernel_ir.WarpOp``)."""

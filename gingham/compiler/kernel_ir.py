@@ -247,6 +247,36 @@ class WarpOp:
 
 
 @dataclass(frozen=True)
+class MatrixOp:
+    """An instruction of a CPU's matrix unit: Intel AMX (the C dialect on a CPU whose
+    ``DeviceInfo.features`` hold ``amx-bf16``); the other dialects refuse to render it. Eight
+    tile registers, each 16 rows of 64 bytes here (16 x 16 float32, or 16 x 32 bfloat16).
+
+    ``op`` is one of:
+
+    * ``begin``: make the tile registers usable on this thread (Linux grants them to a process
+      on request; the configuration of all eight is per thread). Before the first tile
+      instruction of each unit of parallel work.
+    * ``end``: release them (the thread's saved state shrinks back).
+    * ``load`` / ``store``: tile ``tiles[0]`` from / to the register array ``array``, its 16
+      rows ``stride`` bytes apart from element ``index``.
+    * ``dot_bf16``: ``tiles`` = (C, A, B): C (16 x 16 float32) += A (16 x 32 bfloat16, a row
+      per row of C) times B (16 x 32 bfloat16: row p holds K rows 2p and 2p + 1 of 16 columns,
+      interleaved). Products are exact in float32; denormal inputs count as zero and the sums
+      round to nearest even (the instruction's own rules, not MXCSR's).
+
+        MatrixOp("load", (4,), "tc_A", Var("tc_a0"), 1024)
+        MatrixOp("dot_bf16", (0, 4, 6))
+    """
+
+    op: str
+    tiles: tuple[int, ...] = ()
+    array: str = ""
+    index: "Expr | None" = None
+    stride: int = 0
+
+
+@dataclass(frozen=True)
 class For:
     """A loop. ``kind``: ``serial``; ``thread`` (a work-item per iteration on GPUs, an OpenMP
     loop in C); ``parallel`` (coarse iterations, a tile each: an OpenMP loop of dynamic
@@ -289,8 +319,8 @@ class Comment:
     text: str
 
 
-Stmt = Union[Declare, Assign, Store, StoreLocal, LocalArray, CopyLocal, WarpOp, For, If, Barrier,
-             Block, Comment]
+Stmt = Union[Declare, Assign, Store, StoreLocal, LocalArray, CopyLocal, WarpOp, MatrixOp, For, If,
+             Barrier, Block, Comment]
 
 # -- kernels ----------------------------------------------------------------------------------------
 

@@ -98,7 +98,7 @@ def key_for(bound: BoundProgram, device: Device) -> str | None:
     config = get_config()
     # Fields of the configuration that change what is compiled (the rest change where or
     # how fast it compiles, or what is printed).
-    compiled = (config.cc, config.cflags, config.num_threads, config.wgmma,
+    compiled = (config.cc, config.cflags, config.num_threads, config.wgmma, config.amx,
                 config.tune_measure)
     inputs = tuple((bound.shapes[n], dtype_name(bound.dtypes[n]))
                    for n in bound.program.input_names)

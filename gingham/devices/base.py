@@ -81,6 +81,9 @@ class DeviceInfo:
     driver_version: str
     compiler_version: str
     compute_capability: int = 0  # CUDA: 10 * major + minor (90 on an H100/H200); else 0
+    # Units beyond the vector lanes that schedules may use: "amx-bf16", a CPU's AMX tiles
+    # with bfloat16 products, usable by this process (gingham.devices.cpu.host_features).
+    features: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         assert self.kind in DEVICE_KINDS, self.kind

@@ -47,6 +47,16 @@ void gingham_probe(float* restrict x, long long n) {
 }
 """
 
+# A compile of this proves the compiler targets AMX with the flags (GCC 11 and later with
+# -march=native on a CPU that has it).
+_AMX_PROBE_SOURCE = """
+#include <immintrin.h>
+#if !defined(__AMX_TILE__) || !defined(__AMX_BF16__)
+#error "no AMX"
+#endif
+void gingham_amx_probe(void) { _tile_release(); }
+"""
+
 _INSTALL_HINT = "install a C compiler with OpenMP (e.g. `apt-get install gcc`) or set GINGHAM_CC"
 
 
@@ -113,6 +123,31 @@ def host_simd_width(flags: str) -> int:
     if "avx2" in present or "avx" in present:
         return 8
     return 4
+
+
+def _granted_amx() -> bool:
+    """Whether Linux lets this process use the AMX tile registers: it asks for them
+    (``arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)``; once granted they stay granted to the
+    process and the children it forks). Without the grant a tile instruction kills the
+    process with SIGILL, so no schedule uses them unless this returned True."""
+    if platform.system() != "Linux" or platform.machine() != "x86_64":
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        sys_arch_prctl, req_xcomp_perm, xfeature_xtiledata = 158, 0x1023, 18
+        return libc.syscall(sys_arch_prctl, req_xcomp_perm, xfeature_xtiledata) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def host_features(flags: str, compiler_targets_amx: bool) -> tuple[str, ...]:
+    """The entries of ``DeviceInfo.features`` this CPU has: ``amx-bf16`` where it has AMX
+    tiles with bfloat16 products (``amx_tile``, ``amx_bf16``: Sapphire Rapids and later), the
+    compiler targets them and the OS lets this process use them."""
+    present = set(flags.split())
+    if {"amx_tile", "amx_bf16"} <= present and compiler_targets_amx and _granted_amx():
+        return ("amx-bf16",)
+    return ()
 
 
 def host_cores() -> int:
@@ -209,6 +244,19 @@ def _probe_toolchain(cc: str, cflags: tuple[str, ...]) -> tuple[str, str, tuple[
     return path, version, cflags
 
 
+def _compiler_targets_amx(path: str, version: str, cflags: tuple[str, ...]) -> bool:
+    """Whether ``path`` with ``cflags`` compiles AMX intrinsics (asked once, cached on disk)."""
+    if "amx_tile" not in host_cpu()["flags"].split():
+        return False
+    cache = DiskCache("cpu")
+    key = cache.key("amx-probe", path, version, cflags, host_cpu()["name"])
+    answer = cache.get(key)
+    if answer is None:
+        answer = b"yes" if _run_compiler(path, cflags, _AMX_PROBE_SOURCE)[1] is None else b"no"
+        cache.put(key, answer)
+    return answer == b"yes"
+
+
 def _run_compiler(cc: str, cflags: tuple[str, ...], source: str) -> tuple[bytes, str | None]:
     """(shared object bytes, None) on success, (b"", compiler output) on failure."""
     with tempfile.TemporaryDirectory(prefix="gingham-cc-") as tmp:
@@ -239,7 +287,9 @@ class CPUDevice(Device):
             simd_width=host_simd_width(cpu["flags"]), cache_line_bytes=caches["line"],
             l1_bytes=caches["l1"], l2_bytes=caches["l2"], l3_bytes=caches["l3"],
             driver_version=platform.release(),
-            compiler_version=cc_version.splitlines()[0] if cc_version else "")
+            compiler_version=cc_version.splitlines()[0] if cc_version else "",
+            features=host_features(cpu["flags"],
+                                   _compiler_targets_amx(cc_path, cc_version, cflags)))
         super().__init__(info)
         self.cc, self.cc_version, self.cflags = cc_path, cc_version, cflags
         self.num_threads = num_threads
