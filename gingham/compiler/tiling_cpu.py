@@ -77,11 +77,15 @@ class CpuTiling:
     nt: int
     simd: int
     split: int = 1
+    # "fma": the register block in vector registers; "amx": in four AMX tiles (2 x 2 tiles of
+    # 16 x 16 float32, mr = nr = 32), bfloat16 operands packed as their bits.
+    engine: str = "fma"
 
     def describe(self) -> str:
-        return (f"register block {self.mr}x{self.nr} (simd {self.simd}), kc {self.kc}, "
-                f"tile {self.mt}x{self.nt}" + (f", split-K {self.split}" if self.split > 1
-                                                else ""))
+        block = (f"AMX tiles {self.mr}x{self.nr}" if self.engine == "amx"
+                 else f"register block {self.mr}x{self.nr} (simd {self.simd})")
+        return (f"{block}, kc {self.kc}, tile {self.mt}x{self.nt}"
+                + (f", split-K {self.split}" if self.split > 1 else ""))
 
 
 def choose_tiling(info: DeviceInfo, dims: CpuDims) -> CpuTiling:
@@ -93,6 +97,12 @@ def choose_tiling(info: DeviceInfo, dims: CpuDims) -> CpuTiling:
     ranked = rank_cpu(dims, model_for_info(info))
     assert ranked, f"no CPU tiling for {dims}"  # mr = 1, one vector, always fits
     return ranked[0][1]
+
+
+#: The AMX register block: 32 x 32 float32 cells in four 16 x 16 tiles (CpuTiling.engine "amx").
+AMX_BLOCK = 32
+#: bfloat16 elements of K in one row of an A tile (64 bytes), so one product's depth.
+AMX_DEPTH = 32
 
 
 def _clamp(value: int, lo: int, hi: int) -> int:
@@ -393,7 +403,22 @@ def product_dims(plan: KernelPlan, ctx: LoweringContext, info: DeviceInfo
     d = g.dims
     if d.m * d.n * d.k * d.batch < MIN_WORK:
         return None
+    if runs_on_amx(g, ctx, info):
+        d = dataclasses.replace(d, amx=True)
     return g, d
+
+
+def runs_on_amx(g: _Gemm, ctx: LoweringContext, info: DeviceInfo) -> bool:
+    """Whether the product may run on the CPU's AMX tiles (``CpuTiling.engine`` "amx"): the
+    C backend on a CPU whose ``features`` hold ``amx-bf16``, ``config.amx`` on, both operands
+    bfloat16, and A packed as rows (contiguous along K, as a tile row of A is). A weight
+    gradient's A runs along M instead; packing it as rows would read one element per cache
+    line (:attr:`_Gemm.a_panels`), so it stays on the vector FMAs."""
+    from ..config import get_config
+
+    return (info.dialect == "c" and "amx-bf16" in info.features and get_config().amx
+            and not g.a_panels
+            and all(dt.dtype_name(ctx.dtype(t)) == "bfloat16" for t in (g.a[0], g.b[0])))
 
 
 def runs_on(info: DeviceInfo) -> bool:
@@ -480,6 +505,13 @@ class _Builder:
         self.chunks = _ceil(self.k_in, self.chunk)
         self.blocks = _ceil(self.k_out, self.rows_per_block) * self.chunks
         self.kc = self.rows_per_block * self.chunk  # the packed depth
+        # AMX: both operands packed as bfloat16 bits, A's rows and B's rows of pairs whole
+        # tile rows (32 elements of K): the packed depth padded to them, the tail zeros.
+        self.amx = t.engine == "amx"
+        if self.amx:
+            assert t.mr == t.nr == AMX_BLOCK and t.mt % t.mr == 0 and t.nt % t.nr == 0, t
+            self.kc = _round_up(self.kc, AMX_DEPTH)
+        self.packed = "uint16" if self.amx else "float32"  # element type of tc_A and tc_B
         self.n_mt = _ceil(self.m, t.mt)
         self.n_nt = _ceil(self.n, t.nt)
         # Split-K: slices of whole K blocks, none empty.
@@ -538,7 +570,15 @@ class _Builder:
         return result
 
     def load(self, tensor: str, index: k.Expr) -> k.Expr:
+        """An operand's element as it is packed: as float32, or (AMX) its bfloat16 bits."""
+        if self.amx:
+            return k.Load(self.ctx.param(tensor), index, "uint16")
         return _cast(self.ctx.load(tensor, index), "float32")
+
+    @property
+    def zero(self) -> k.Const:
+        """The packed zero (float32 0.0 or the bits of bfloat16 +0)."""
+        return k.Const(0, "uint16") if self.amx else k.Const(0.0, "float32")
 
     # -- the kernel --------------------------------------------------------------------------------
     def kernel(self) -> k.Kernel:
@@ -548,9 +588,9 @@ class _Builder:
         body: list[k.Stmt] = [
             k.LocalArray("tc_C", f32, (t.mt * t.nt,), "register", align=64,
                          restrict=True),
-            k.LocalArray("tc_A", f32, (t.mt * self.kc,), "register", align=64,
+            k.LocalArray("tc_A", self.packed, (t.mt * self.kc,), "register", align=64,
                          restrict=True),
-            k.LocalArray("tc_B", f32, (t.nt * self.kc,), "register", align=64,
+            k.LocalArray("tc_B", self.packed, (t.nt * self.kc,), "register", align=64,
                          restrict=True),
             k.LocalArray("tc_am", it, (t.mt,), "register"),
             k.LocalArray("tc_ak", it, (self.rows_per_block,), "register"),
@@ -590,9 +630,12 @@ class _Builder:
         if self.split > 1:  # this slice's K blocks
             first = self.mul(self.v("tc_s"), self.slice_blocks)
             last = self.add(first, self._min(self.c(self.blocks), first, self.slice_blocks))
-        body.append(k.For("tc_kb", first, last, k.block(
+        blocks = k.For("tc_kb", first, last, k.block(
             *self.block_bounds(), *self.k_tables(), self.pack_b(), self.pack_a(),
-            self.micro_kernels())))
+            self.zero_tails(), self.micro_kernels()))
+        if self.amx:  # this thread's tiles, configured for this unit of work
+            blocks = k.block(k.MatrixOp("begin"), blocks, k.MatrixOp("end"))
+        body.append(blocks)
         body.append(self.epilogue() if self.split == 1 else self.store_partials())
         loop = k.For("tc_t", 0, self.tiles, k.block(*body), kind="parallel")
         params = tuple(sorted(self.ctx.params.values(), key=lambda p: (p.output, p.name)))
@@ -667,8 +710,9 @@ class _Builder:
 
     @property
     def a_panels(self) -> bool:
-        """Whether A is packed as panels (:attr:`_Gemm.a_panels`)."""
-        return self.g.a_panels
+        """Whether A is packed as panels (:attr:`_Gemm.a_panels`; never for AMX, whose A
+        tiles are rows: :func:`runs_on_amx`)."""
+        return self.g.a_panels and not self.amx
 
     def a_index(self, row_block: k.Expr, i: k.Expr, kk: k.Expr) -> k.Expr:
         """Where row ``row_block * mr + i``, depth ``kk`` of the block lies in ``tc_A``."""
@@ -769,7 +813,6 @@ class _Builder:
     def pack_a_rows(self) -> k.Stmt:
         """tc_A[r][kk] = A[m, k] for the tile's rows (0 where a guard fails or past the edge)."""
         g, t = self.g, self.t
-        f32 = "float32"
         r, q, ki = self.v("tc_r"), self.v("tc_q"), self.v("tc_ki")
         inner_guards, outer_conds = [], []
         for i, guard in enumerate(g.a_guards):
@@ -789,11 +832,11 @@ class _Builder:
             value: k.Expr = self.load(g.a[0], src)
         else:
             value = k.Select(cond, self.load(g.a[0], k.Select(cond, src, self.c(0), self.it)),
-                             k.Const(0.0, f32), f32)
+                             self.zero, self.packed)
         copy = k.For("tc_ki", self.v("tc_ki0"), self.add(self.v("tc_ki0"), self.v("tc_kin")),
                      k.StoreLocal("tc_A", (dst,), value), kind="simd")
         zero = k.For("tc_ki", self.v("tc_ki0"), self.add(self.v("tc_ki0"), self.v("tc_kin")),
-                     k.StoreLocal("tc_A", (dst,), k.Const(0.0, f32)), kind="simd")
+                     k.StoreLocal("tc_A", (dst,), self.zero), kind="simd")
         valid = self.all_of([k.BinOp("<", r, self.v("tc_mlen"), "bool")] + outer_conds)
         row = k.block(
             k.Declare("tc_src", self.it, self.add(k.LoadLocal("tc_am", (r,), self.it),
@@ -804,7 +847,7 @@ class _Builder:
         safe_row = k.If(k.BinOp("<", r, self.v("tc_mlen"), "bool"), row,
                         k.For("tc_ki", self.v("tc_ki0"), self.add(self.v("tc_ki0"),
                                                                   self.v("tc_kin")),
-                              k.StoreLocal("tc_A", (dst,), k.Const(0.0, f32)), kind="simd"))
+                              k.StoreLocal("tc_A", (dst,), self.zero), kind="simd"))
         rows = self.mul(k.BinOp("/", self.add(self.v("tc_mlen"), self.c(t.mr - 1)),
                                 self.c(t.mr), self.it), t.mr)
         return k.For("tc_r", 0, rows, k.For("tc_q", 0, self.v("tc_kon"), safe_row))
@@ -846,6 +889,17 @@ class _Builder:
         return (g.k_inner is not None and g.b[1].coeffs.get(g.k_inner) == 1
                 and self.b_row_stride() != 1)
 
+    def b_index(self, jp: k.Expr, kk: k.Expr, j: k.Expr) -> k.Expr:
+        """Where column ``jp * nr + j``, depth ``kk`` of the block lies in ``tc_B``: panels of
+        ``nr`` columns, ``tc_B[jp][kk][j]``; for AMX, rows of K pairs with each column's two
+        interleaved, ``tc_B[jp][kk / 2][j][kk % 2]`` (a B tile's rows: 16 columns of 2)."""
+        t = self.t
+        if not self.amx:
+            return self.add(self.mul(self.add(self.mul(jp, self.kc), kk), t.nr), j)
+        odd = k.BinOp("%", kk, self.c(2), self.it)
+        pair_row = self.add(self.mul(jp, self.kc), k.BinOp("-", kk, odd, self.it))
+        return self.add(self.add(self.mul(pair_row, t.nr), self.mul(j, 2)), odd)
+
     def pack_b(self) -> k.Stmt:
         """tc_B[jp][kk][j] = B[k, n0 + jp * nr + j] (0 where a guard fails or past the edge).
 
@@ -853,7 +907,6 @@ class _Builder:
         plain (vectorisable) loop; other panels test each element and take its address from
         the column table."""
         g, t = self.g, self.t
-        f32 = "float32"
         it = self.it
         q, ki, jp, j = self.v("tc_q"), self.v("tc_ki"), self.v("tc_jp"), self.v("tc_j")
         n_guards = self.n_guards()
@@ -867,7 +920,7 @@ class _Builder:
         n_start = self.add(self.v("tc_n0"), self.mul(jp, t.nr))
         column = self.add(self.mul(jp, t.nr), j)  # within the tile
         col = self.add(self.v("tc_nb"), j)  # within N
-        dst = self.add(self.mul(self.add(self.mul(jp, self.kc), kk), t.nr), j)
+        dst = self.b_index(jp, kk, j)
         table_src = self.add(self.v("tc_src"), k.LoadLocal("tc_bn", (column,), it))
         if self.b_along_k:  # tc_src is the row's part only; the inner variable's is added here
             table_src = self.add(table_src, self._inner_value(g.b[1]))
@@ -879,8 +932,8 @@ class _Builder:
         cond = self.all_of(per_element)
         careful = k.For("tc_j", 0, t.nr, k.StoreLocal("tc_B", (dst,), k.Select(
             cond, self.load(g.b[0], k.Select(cond, table_src, self.c(0), it)),
-            k.Const(0.0, f32), f32)))
-        zero = k.For("tc_j", 0, t.nr, k.StoreLocal("tc_B", (dst,), k.Const(0.0, f32)),
+            self.zero, self.packed)))
+        zero = k.For("tc_j", 0, t.nr, k.StoreLocal("tc_B", (dst,), self.zero),
                      kind="simd")
         stride = self.b_row_stride()
         if stride is not None:  # the whole of N is one strided run
@@ -904,7 +957,7 @@ class _Builder:
             guarded = self.all_of(per_element + k_conds)
             element = k.StoreLocal("tc_B", (dst,), k.Select(
                 guarded, self.load(g.b[0], k.Select(guarded, table_src, self.c(0), it)),
-                k.Const(0.0, f32), f32))
+                self.zero, self.packed))
             return k.For("tc_q", 0, self.v("tc_kon"), k.For("tc_jp", 0, panels, k.block(
                 k.Declare("tc_nb", it, n_start), k.For("tc_j", 0, t.nr, k.block(
                     k.Declare("tc_src", it, k.LoadLocal("tc_bk", (q,), it)),
@@ -917,11 +970,69 @@ class _Builder:
         return k.For("tc_q", 0, self.v("tc_kon"), k.For(
             "tc_ki", self.v("tc_ki0"), self.add(self.v("tc_ki0"), self.v("tc_kin")), per_k))
 
+    def zero_tails(self) -> k.Stmt | None:
+        """AMX: ``tc_kpad``, the block's depth rounded up to whole tile rows of A (32
+        elements), and zeros in both packed operands from ``tc_klen`` to it, which the tiles
+        read: products of zeros add nothing. None otherwise."""
+        if not self.amx:
+            return None
+        t, it = self.t, self.it
+        r, jp, j, kk = self.v("tc_r"), self.v("tc_jp"), self.v("tc_j"), self.v("tc_kk")
+        depth = k.BinOp("/", self.add(self.v("tc_klen"), self.c(AMX_DEPTH - 1)),
+                        self.c(AMX_DEPTH), it)
+        tail = (self.v("tc_klen"), self.v("tc_kpad"))
+        rows = self.mul(k.BinOp("/", self.add(self.v("tc_mlen"), self.c(t.mr - 1)),
+                                self.c(t.mr), it), t.mr)
+        panels = k.BinOp("/", self.add(self.v("tc_nlen"), self.c(t.nr - 1)), self.c(t.nr), it)
+        a = k.For("tc_r", 0, rows, k.For("tc_kk", *tail, k.StoreLocal(
+            "tc_A", (self.add(self.mul(r, self.kc), kk),), self.zero)))
+        b = k.For("tc_jp", 0, panels, k.For("tc_kk", *tail, k.For(
+            "tc_j", 0, t.nr, k.StoreLocal("tc_B", (self.b_index(jp, kk, j),), self.zero))))
+        return k.block(k.Declare("tc_kpad", it, self.mul(depth, AMX_DEPTH)), a, b)
+
+    def _amx_micro_kernels(self) -> k.Stmt:
+        """acc[32][32] += A[r][kk] * B[kk][j] per register block on AMX tiles: C in tiles 0-3
+        (2 x 2 of 16 x 16 float32, loaded from and stored back to ``tc_C``), per 32-deep step
+        A's two row halves in tiles 4-5 and B's two column halves in 6-7, four products::
+
+            for ks in 0 .. tc_kpad / 32:
+                tile 4, 5 = tc_A rows ip * 32 + (0 | 16) .., columns ks * 32 ..
+                tile 6, 7 = tc_B pair rows jp, ks * 16 .., columns (0 | 16) ..
+                tile 0 += 4 * 6; tile 1 += 4 * 7; tile 2 += 5 * 6; tile 3 += 5 * 7
+        """
+        t = self.t
+        half = AMX_BLOCK // 2
+        ip, jp, ks = self.v("tc_ip"), self.v("tc_jp"), self.v("tc_ks")
+
+        def c_tiles(op: str) -> list[k.Stmt]:
+            return [k.MatrixOp(op, (2 * hr + hc,), "tc_C", self.add(
+                self.mul(self.add(self.mul(ip, t.mr), self.c(hr * half)), t.nt),
+                self.add(self.mul(jp, t.nr), self.c(hc * half))), t.nt * 4)
+                    for hr in (0, 1) for hc in (0, 1)]
+
+        depth = self.mul(ks, AMX_DEPTH)
+        a_tiles = [k.MatrixOp("load", (4 + h,), "tc_A", self.add(
+            self.mul(self.add(self.mul(ip, t.mr), self.c(h * half)), self.kc), depth),
+            self.kc * 2) for h in (0, 1)]
+        # Pair row ks * 16 of panel jp; a tile row is 16 columns of 2 (64 bytes) of nr * 2.
+        b_tiles = [k.MatrixOp("load", (6 + h,), "tc_B", self.add(
+            self.mul(self.add(self.mul(jp, self.kc), depth), t.nr), self.c(h * half * 2)),
+            t.nr * 2 * 2) for h in (0, 1)]
+        products = [k.MatrixOp("dot_bf16", (2 * hr + hc, 4 + hr, 6 + hc))
+                    for hr in (0, 1) for hc in (0, 1)]
+        steps = k.BinOp("/", self.v("tc_kpad"), self.c(AMX_DEPTH), self.it)
+        reduction = k.For("tc_ks", 0, steps, k.block(*a_tiles, *b_tiles, *products))
+        return self._over_register_blocks(k.block(*c_tiles("load"), reduction,
+                                                  *c_tiles("store")))
+
     def micro_kernels(self) -> k.Stmt:
         """acc[mr][nr] += A[r][kk] * B[kk][j] per register block: as vectors
         (:meth:`_vector_micro_kernels`) when ``nr`` is whole vectors of 4 or more floats,
         otherwise as scalar lanes, which gcc keeps in registers when every loop over them is
-        unrolled (an ``omp simd`` over acc spills it to memory)."""
+        unrolled (an ``omp simd`` over acc spills it to memory); on AMX tiles
+        (:meth:`_amx_micro_kernels`)."""
+        if self.amx:
+            return self._amx_micro_kernels()
         t = self.t
         f32 = "float32"
         ip, jp = self.v("tc_ip"), self.v("tc_jp")

@@ -85,6 +85,12 @@ CPU_GATHER_CYCLES = 1.0
 #: 5 cycles up; ResNet-9 1.02x and ResNet-18 1.03x either way). The story step, fresh caches,
 #: alternating: 230 / 274 ms at 3, 185 / 239 ms at 6.
 CPU_PACK_FAR_CYCLES = 6.0
+#: The multiply-add rate of a CPU's AMX tiles on bfloat16 (a CpuTiling of engine "amx")
+#: against its float32 vector FMAs. Measured on one Sapphire Rapids core (2-core Xeon VM):
+#: 2.4 TFLOP/s for four 16 x 16 x 32 products from tiles loaded from L1 each step, against
+#: 207 GFLOP/s of 24 independent 16-lane FMA chains (11.6x); taken lower here for the C
+#: tiles' loads and stores per K block and the loads of A and B.
+CPU_AMX_SPEEDUP = 8.0
 
 
 def _ceil(a, b):
@@ -232,7 +238,8 @@ class CpuDims:
     register-block-wide panels that copy whole only inside runs of this many rows of M (M's
     innermost variable; 1 where no block copies whole), 0 where A packs as rows;
     ``b_careful``: B's guards read N variables (an input's padding, with N = (ky, kx, ci)), so
-    its panels pack element by element."""
+    its panels pack element by element; ``amx``: the operands are bfloat16 and the device's
+    AMX tiles may run it (``CpuTiling.engine`` "amx")."""
 
     m: int
     n: int
@@ -242,6 +249,7 @@ class CpuDims:
     b_gather: bool = False
     a_run: int = 0
     b_careful: bool = False
+    amx: bool = False  # bfloat16 operands on a CPU whose AMX tiles may run the product
 
 
 def cpu_block_depth(tiling, dims: CpuDims) -> int:
@@ -318,8 +326,13 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
     peak = model.flops("float32") / workers  # flops/s of one thread
     m_pad = (dims.m // tiling.mt) * tiling.mt + _ceil(dims.m % tiling.mt, tiling.mr) * tiling.mr
     n_pad = (dims.n // tiling.nt) * tiling.nt + _ceil(dims.n % tiling.nt, tiling.nr) * tiling.nr
-    efficiency = cpu_register_efficiency(tiling.mr, tiling.nr, lanes, registers)
+    amx = getattr(tiling, "engine", "fma") == "amx"
+    if amx:
+        efficiency = CPU_AMX_SPEEDUP
+    else:
+        efficiency = cpu_register_efficiency(tiling.mr, tiling.nr, lanes, registers)
     kc = cpu_block_depth(tiling, dims)
+    packed = 2 if amx else 4  # bytes of a packed element (bfloat16 bits, or float32)
     # Split-K: slices of whole K blocks (as the kernel cuts them), each slice's tiles a unit
     # of work; a tile accumulates over its slice only.
     slice_blocks = _ceil(_ceil(dims.k, kc), max(1, tiling.split))
@@ -333,8 +346,8 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
     # K block and need not stay in L2: asking them to (as this model did) took 144x256 tiles
     # for GEMM 2048, measured 1.1-1.2x slower than 288x512 or 384x256 (one Zen 3 thread, two
     # sweeps on a busy machine).
-    efficiency *= (_fit(kc * tiling.nr * 4, model.l1_bytes / 2)
-                   * _fit(tiling.mt * kc * 4, model.l2_bytes / 4))
+    efficiency *= (_fit(kc * tiling.nr * packed, model.l1_bytes / 2)
+                   * _fit(tiling.mt * kc * packed, model.l2_bytes / 4))
     flops = 2.0 * dims.batch * m_pad * n_pad * dims.k
     # Per tile and K block: pack (mt + nt) x kc elements, reload and store the accumulators
     # (two vector accesses per cycle).

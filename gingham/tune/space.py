@@ -67,6 +67,9 @@ CPU_REGISTER_SHAPES = 4
 #: 2.4 ms with 2 slices; with 3 or 6 tiles (M 576 or 1152 x N 128, K 32768 or 8192) slices
 #: gained nothing or lost up to 15% (partial sums written and read back).
 CPU_SPLITS = (2, 4)
+#: AMX (CpuTiling.engine "amx"): deeper K blocks beside CPU_KC, and tile sides in blocks of 32.
+CPU_AMX_KC = (512, 768)
+CPU_AMX_BLOCKS = (1, 2, 4, 8, 12, 16)
 
 
 # -- GPU -------------------------------------------------------------------------------------------
@@ -308,14 +311,21 @@ def cpu_register_shapes(lanes: int, registers: int, a_run: int = 0) -> list[tupl
 
 
 def cpu_legal(t: CpuTiling, dims: CpuDims) -> bool:
-    """Whether the CPU kernel can be built for ``t``: whole blocks, buffers within the stack."""
+    """Whether the CPU kernel can be built for ``t``: whole blocks, buffers within the stack;
+    AMX tiles only for a product that may run on them, in their 32 x 32 block."""
     if t.mr < 1 or t.nr < 1 or t.nr % t.simd or t.mt % t.mr or t.nt % t.nr or t.kc < 1:
         return False
-    if t.split < 1:
+    if t.split < 1 or t.engine not in ("fma", "amx"):
         return False
+    from ..compiler.tiling_cpu import AMX_BLOCK, AMX_DEPTH
     from .cost import cpu_block_depth
 
     kc = cpu_block_depth(t, dims)
+    if t.engine == "amx":
+        if not dims.amx or t.mr != AMX_BLOCK or t.nr != AMX_BLOCK or t.kc % AMX_DEPTH:
+            return False
+        # float32 accumulators, bfloat16 operands padded to whole tile rows of K
+        return t.mt * t.nt * 4 + (t.mt + t.nt) * _round_up(kc, AMX_DEPTH) * 2 <= CPU_STACK_BYTES
     return (t.mt * t.nt + (t.mt + t.nt) * kc) * 4 <= CPU_STACK_BYTES
 
 
@@ -328,17 +338,30 @@ def cpu_space(dims: CpuDims, model: DeviceModel) -> list[CpuTiling]:
         mts = sorted({min(mr * b, _round_up(dims.m, mr)) for b in CPU_MT_BLOCKS})
         nts = sorted({min(nr * p, _round_up(dims.n, nr)) for p in CPU_NT_PANELS})
         for kc, mt, nt in itertools.product(kcs, mts, nts):
-            t = CpuTiling(mr, nr, kc, mt, nt, lanes)
-            if not cpu_legal(t, dims):
-                continue
-            configs.append(t)
-            # Split-K where there are fewer tiles than threads: every slice at least two K
-            # blocks.
-            tiles = dims.batch * -(-dims.m // mt) * -(-dims.n // nt)
-            if tiles < max(1, model.workers):
-                configs += [dataclasses.replace(t, split=s) for s in CPU_SPLITS
-                            if dims.k >= 2 * s * kc]
+            configs += _with_splits(CpuTiling(mr, nr, kc, mt, nt, lanes), dims, model)
+    if dims.amx:  # the AMX block, deeper K blocks too (each reloads the C tiles)
+        from ..compiler.tiling_cpu import AMX_BLOCK, AMX_DEPTH
+
+        block = AMX_BLOCK
+        kcs = sorted({min(kc, _round_up(dims.k, AMX_DEPTH)) for kc in CPU_KC + CPU_AMX_KC})
+        mts = sorted({min(block * b, _round_up(dims.m, block)) for b in CPU_AMX_BLOCKS})
+        nts = sorted({min(block * b, _round_up(dims.n, block)) for b in CPU_AMX_BLOCKS})
+        for kc, mt, nt in itertools.product(kcs, mts, nts):
+            configs += _with_splits(CpuTiling(block, block, kc, mt, nt, lanes, engine="amx"),
+                                    dims, model)
     return configs
+
+
+def _with_splits(t: CpuTiling, dims: CpuDims, model: DeviceModel) -> list[CpuTiling]:
+    """[t] if legal, and its split-K variants where there are fewer tiles than threads (every
+    slice at least two K blocks); [] if ``t`` is not legal."""
+    if not cpu_legal(t, dims):
+        return []
+    tiles = dims.batch * -(-dims.m // t.mt) * -(-dims.n // t.nt)
+    if tiles >= max(1, model.workers):
+        return [t]
+    return [t] + [dataclasses.replace(t, split=s) for s in CPU_SPLITS
+                  if dims.k >= 2 * s * t.kc]
 
 
 _cpu_ranked: dict[tuple, tuple] = {}

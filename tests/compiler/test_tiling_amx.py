@@ -1,0 +1,201 @@
+"""bfloat16 sums of products on a CPU's AMX tiles (``CpuTiling.engine`` "amx",
+gingham.compiler.tiling_cpu): results against NumPy / PyTorch in float64 on the ``cpu`` device
+of a CPU that has them (Sapphire Rapids and later), and the rules that choose them. Where the
+CPU has no AMX the numerical tests skip; the float32 FMA path they fall back to is
+test_tiling_cpu.py's."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gingham.tile.function import function
+
+devices = pytest.importorskip("gingham.devices")
+
+BF16 = ml_dtypes.bfloat16
+MATMUL = "function (A[M, K], B[K, N]) -> (C) { C[i, j : M, N] = +(A[i, k] * B[k, j]); }"
+CONV = """function (I[N, H, W, CI], F[KH, KW, CI, CO]) -> (O) {{
+    O[n, y, x, co : N, {oh}, {ow}, CO] =
+        +(I[n, {s}*y + ky - 1, {s}*x + kx - 1, ci] * F[ky, kx, ci, co]);
+}}"""
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    try:
+        device = devices.get_device("cpu")
+    except Exception as exc:  # no C compiler with OpenMP
+        pytest.skip(f"no cpu device: {exc}")
+    if "amx-bf16" not in device.info.features:
+        pytest.skip(f"{device.info.name}: no AMX tiles with bfloat16 usable here")
+    return device
+
+
+@pytest.fixture(autouse=True)
+def tile_thin_products(monkeypatch):
+    """Small products are left to the loop nest otherwise (tiling_cpu.thin_product)."""
+    from gingham.compiler import tiling_cpu
+
+    monkeypatch.setattr(tiling_cpu, "THIN_SIDE", 0)
+
+
+def run(fn, arrays, cpu):
+    from gingham.runtime import executable
+
+    bound = fn.bind(*arrays)
+    outs = executable(bound, cpu)(*arrays)
+    return outs, [launch.schedule for launch in executable(bound, cpu).launches]
+
+
+def bf16(rng, shape) -> np.ndarray:
+    return rng.standard_normal(shape).astype(BF16)
+
+
+def assert_close_bf16(result, reference, k: int):
+    """``result`` (bfloat16) against the float64 ``reference`` of the same bfloat16 inputs:
+    the rounding of the output (half a bfloat16 step, 2^-9 relative) plus float32 sums."""
+    got = np.asarray(result).astype(np.float64)
+    scale = np.abs(reference).max()
+    np.testing.assert_allclose(got, reference, rtol=2 ** -8, atol=1e-5 * np.sqrt(k) * scale)
+
+
+@pytest.mark.parametrize("m, k, n", [(33, 31, 65), (100, 45, 70), (64, 1000, 48),
+                                     (300, 513, 130), (7, 50, 40)])
+def test_matmul_on_tiles(cpu, m, k, n):
+    """Ragged M, N and K (K below a tile's 32, odd, past one K block): the packed tails are
+    zeros, the edges' cells never stored."""
+    rng = np.random.default_rng(m + k + n)
+    a, b = bf16(rng, (m, k)), bf16(rng, (k, n))
+    (c,), scheds = run(function(MATMUL), (a, b), cpu)
+    assert any("AMX tiles 32x32" in s for s in scheds), scheds
+    assert c.dtype == BF16
+    assert_close_bf16(c, a.astype(np.float64) @ b.astype(np.float64), k)
+
+
+@pytest.mark.parametrize("tiling", [dict(kc=32, mt=32, nt=32), dict(kc=64, mt=64, nt=96),
+                                    dict(kc=96, mt=128, nt=32, split=3)])
+def test_every_block_shape(cpu, monkeypatch, tiling):
+    """Tilings the cost model may not pick: one tile row of K per block, tiles of several
+    register blocks, split-K (partial sums added by a second kernel)."""
+    from gingham.compiler import tiling_cpu
+
+    chosen = tiling_cpu.CpuTiling(32, 32, simd=max(4, cpu.info.simd_width), engine="amx",
+                                  **tiling)
+    monkeypatch.setattr(tiling_cpu, "choose_tiling", lambda info, dims: chosen)
+    monkeypatch.setenv("GINGHAM_PROGRAM_CACHE", "0")  # lowered here, not loaded
+    rng = np.random.default_rng(1)
+    m = 150 + tiling["kc"]  # a program of its own for each tiling
+    a, b = bf16(rng, (m, 400)), bf16(rng, (400, 90))
+    (c,), scheds = run(function(MATMUL), (a, b), cpu)
+    assert any(chosen.describe() in s for s in scheds), scheds
+    assert_close_bf16(c, a.astype(np.float64) @ b.astype(np.float64), 400)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_conv_and_data_gradient_on_tiles(cpu, stride):
+    """A convolution (padding guards packed as zeros) and its data gradient run on the
+    tiles; the weight gradient, whose A runs along M, stays on the FMAs. Against PyTorch."""
+    n, h, w, ci, co = 3, 10, 9, 24, 40
+    oh, ow = (h - 1) // stride + 1, (w - 1) // stride + 1
+    fn = function(CONV.format(oh=oh, ow=ow, s=stride))
+    rng = np.random.default_rng(stride)
+    x, f = bf16(rng, (n, h, w, ci)), bf16(rng, (3, 3, ci, co))
+    (o,), scheds = run(fn, (x, f), cpu)
+    assert any("AMX tiles" in s for s in scheds), scheds
+    tx = torch.from_numpy(x.astype(np.float64)).permute(0, 3, 1, 2).requires_grad_(True)
+    tw = torch.from_numpy(f.astype(np.float64)).permute(3, 2, 0, 1).requires_grad_(True)
+    ref = F.conv2d(tx, tw, stride=stride, padding=1)
+    assert_close_bf16(o, ref.detach().permute(0, 2, 3, 1).numpy(), 9 * ci)
+
+    dy = bf16(rng, o.shape)
+    gi, gf = fn.vjp((x, f), dy, device="cpu")
+    ref.backward(torch.from_numpy(dy.astype(np.float64)).permute(0, 3, 1, 2))
+    assert_close_bf16(gi, tx.grad.permute(0, 2, 3, 1).numpy(), 9 * co)
+    assert_close_bf16(gf, tw.grad.permute(2, 3, 1, 0).numpy(), n * oh * ow)
+    grad = fn._gradient(fn.bind(x, f))
+    bound = grad.function.bind(*([[x, f][i] for i in grad.forward_inputs] + [dy]))
+    from gingham.runtime import executable
+
+    tiled = [launch.schedule for launch in executable(bound, cpu).launches
+             if launch.schedule.startswith("cpu-tiled")]
+    assert len(tiled) == 2, tiled
+    assert sum("AMX tiles" in s for s in tiled) == 1, tiled
+
+
+def test_inf_and_nan_reach_their_cells_only(cpu):
+    """An inf in A makes its row inf (or NaN where a product meets a zero of B... here none);
+    a NaN in B its column NaN; the padded rows, columns and depths around them are zeros that
+    no stored cell reads."""
+    a = np.ones((40, 37), BF16)
+    b = np.ones((37, 50), BF16)
+    a[3, 36] = np.inf
+    b[0, 49] = np.nan
+    (c,), _ = run(function(MATMUL), (a, b), cpu)
+    c = c.astype(np.float64)
+    assert np.isinf(c[3, :49]).all() and np.isnan(c[:, 49]).all()
+    rest = np.delete(np.delete(c, 3, axis=0), 49, axis=1)
+    assert (rest == 37).all()
+
+
+def test_amx_off_runs_on_the_fmas(cpu, monkeypatch):
+    """``GINGHAM_AMX=0`` keeps bfloat16 products on the float32 FMAs, with the same result up
+    to the order of the sums."""
+    rng = np.random.default_rng(7)
+    a, b = bf16(rng, (96, 200)), bf16(rng, (200, 64))
+    (on,), _ = run(function(MATMUL), (a, b), cpu)
+    monkeypatch.setenv("GINGHAM_AMX", "0")
+    (off,), scheds = run(function(MATMUL), (a, b), cpu)
+    assert not any("AMX" in s for s in scheds), scheds
+    assert any("register block" in s for s in scheds), scheds
+    assert_close_bf16(on, off.astype(np.float64), 200)
+
+
+# -- the rules, on any CPU -------------------------------------------------------------------------
+
+def test_amx_needs_the_flags_the_compiler_and_the_grant(monkeypatch):
+    from gingham.devices import cpu as cpu_device
+
+    monkeypatch.setattr(cpu_device, "_granted_amx", lambda: True)
+    flags = "avx512f amx_tile amx_bf16"
+    assert cpu_device.host_features(flags, compiler_targets_amx=True) == ("amx-bf16",)
+    assert cpu_device.host_features(flags, compiler_targets_amx=False) == ()
+    assert cpu_device.host_features("avx512f amx_tile", compiler_targets_amx=True) == ()
+    monkeypatch.setattr(cpu_device, "_granted_amx", lambda: False)
+    assert cpu_device.host_features(flags, compiler_targets_amx=True) == ()
+
+
+def test_amx_tilings_only_where_the_product_may_use_them():
+    """The search space holds AMX tilings for a product marked ``amx`` (and the cost model
+    ranks one first there), none otherwise; an AMX tiling is illegal for an unmarked one (a
+    tuning-database entry from another machine)."""
+    from gingham.compiler.tiling_cpu import CpuTiling
+    from gingham.tune.cost import CpuDims
+    from gingham.tune.device_model import estimate
+    from gingham.tune.space import cpu_legal, cpu_space, rank_cpu
+
+    model = estimate(_a_cpu_info())
+    plain = CpuDims(1024, 1024, 1024, 1024, 1)
+    marked = dataclasses.replace(plain, amx=True)
+    assert not any(t.engine == "amx" for t in cpu_space(plain, model))
+    amx = [t for t in cpu_space(marked, model) if t.engine == "amx"]
+    assert amx and all(t.mr == t.nr == 32 and t.kc % 32 == 0 for t in amx)
+    assert rank_cpu(marked, model)[0][1].engine == "amx"
+    assert not cpu_legal(CpuTiling(32, 32, 256, 128, 128, 16, engine="amx"), plain)
+    assert not cpu_legal(CpuTiling(16, 32, 256, 128, 128, 16, engine="amx"), marked)
+
+
+def _a_cpu_info():
+    from gingham.devices.base import DeviceInfo
+
+    return DeviceInfo(id="cpu", name="a Sapphire Rapids", vendor="Intel", kind="cpu",
+                      dialect="c", compute_units=2, global_memory_bytes=1 << 34,
+                      local_memory_bytes=0, max_work_group_size=1, simd_width=16,
+                      cache_line_bytes=64, l1_bytes=48 << 10, l2_bytes=2 << 20,
+                      l3_bytes=100 << 20, driver_version="", compiler_version="",
+                      features=("amx-bf16",))
