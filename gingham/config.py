@@ -188,8 +188,8 @@ class Config:
 # Fields the user config file may set (config_file itself is chosen by the environment only).
 _FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "cuda_graphs",
                 "program_cache", "compile_jobs", "compile_overlap", "opencl_build", "nvrtc_build",
-                "opencl_idle", "wgmma", "amx", "conv_algorithm", "tune", "tune_budget", "tune_measure",
-                "progress")
+                "opencl_idle", "wgmma", "amx", "conv_algorithm", "tune", "tune_budget",
+                "tune_measure", "progress")
 TUNE_MODES = ("off", "on", "background")
 OPENCL_BUILD_MODES = ("auto", "threads", "processes")
 NVRTC_BUILD_MODES = ("threads", "processes")

@@ -30,6 +30,7 @@ import subprocess
 import tempfile
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -140,12 +141,13 @@ def _granted_amx() -> bool:
         return False
 
 
-def host_features(flags: str, compiler_targets_amx: bool) -> tuple[str, ...]:
+def host_features(flags: str, compiler_targets_amx: Callable[[], bool]) -> tuple[str, ...]:
     """The entries of ``DeviceInfo.features`` this CPU has: ``amx-bf16`` where it has AMX
     tiles with bfloat16 products (``amx_tile``, ``amx_bf16``: Sapphire Rapids and later), the
-    compiler targets them and the OS lets this process use them."""
+    compiler targets them (asked only then: it may compile a probe) and the OS lets this
+    process use them."""
     present = set(flags.split())
-    if {"amx_tile", "amx_bf16"} <= present and compiler_targets_amx and _granted_amx():
+    if {"amx_tile", "amx_bf16"} <= present and compiler_targets_amx() and _granted_amx():
         return ("amx-bf16",)
     return ()
 
@@ -246,8 +248,6 @@ def _probe_toolchain(cc: str, cflags: tuple[str, ...]) -> tuple[str, str, tuple[
 
 def _compiler_targets_amx(path: str, version: str, cflags: tuple[str, ...]) -> bool:
     """Whether ``path`` with ``cflags`` compiles AMX intrinsics (asked once, cached on disk)."""
-    if "amx_tile" not in host_cpu()["flags"].split():
-        return False
     cache = DiskCache("cpu")
     key = cache.key("amx-probe", path, version, cflags, host_cpu()["name"])
     answer = cache.get(key)
@@ -288,8 +288,8 @@ class CPUDevice(Device):
             l1_bytes=caches["l1"], l2_bytes=caches["l2"], l3_bytes=caches["l3"],
             driver_version=platform.release(),
             compiler_version=cc_version.splitlines()[0] if cc_version else "",
-            features=host_features(cpu["flags"],
-                                   _compiler_targets_amx(cc_path, cc_version, cflags)))
+            features=host_features(
+                cpu["flags"], lambda: _compiler_targets_amx(cc_path, cc_version, cflags)))
         super().__init__(info)
         self.cc, self.cc_version, self.cflags = cc_path, cc_version, cflags
         self.num_threads = num_threads

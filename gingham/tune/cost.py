@@ -326,7 +326,7 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
     peak = model.flops("float32") / workers  # flops/s of one thread
     m_pad = (dims.m // tiling.mt) * tiling.mt + _ceil(dims.m % tiling.mt, tiling.mr) * tiling.mr
     n_pad = (dims.n // tiling.nt) * tiling.nt + _ceil(dims.n % tiling.nt, tiling.nr) * tiling.nr
-    amx = getattr(tiling, "engine", "fma") == "amx"
+    amx = tiling.engine == "amx"
     if amx:
         efficiency = CPU_AMX_SPEEDUP
     else:
