@@ -539,6 +539,11 @@ class _Builder:
             b = self.c(b)
         return k.BinOp("*", a, b, self.it)
 
+    def ceil_div(self, value: k.Expr, size: int) -> k.Expr:
+        """``ceil(value / size)``: the register blocks (or panels, or tile rows of K) that
+        ``value`` elements fill."""
+        return k.BinOp("/", self.add(value, self.c(size - 1)), self.c(size), self.it)
+
     def affine(self, form: Affine, names, const: bool = False) -> k.Expr:
         coeffs = {v: c for v, c in form.coeffs.items() if v in names}
         return affine_expr(coeffs, form.const if const else 0, self.it)
@@ -782,7 +787,7 @@ class _Builder:
         # Depth by depth, each depth's panels in turn: the reads run along M (A's unit stride
         # here). Panel by panel instead reads one element per cache line: measured 1.3x slower
         # (the weight gradient of a 128 -> 128 layer at 16x16, one thread).
-        blocks = k.BinOp("/", self.add(self.v("tc_mlen"), self.c(t.mr - 1)), self.c(t.mr), it)
+        blocks = self.ceil_div(self.v("tc_mlen"), t.mr)
         return k.For("tc_q", 0, self.v("tc_kon"), k.block(
             k.Declare("tc_ak_q", it, k.LoadLocal("tc_ak", (q,), it)),
             k.For("tc_ki", self.v("tc_ki0"), self.add(self.v("tc_ki0"), self.v("tc_kin")),
@@ -848,8 +853,7 @@ class _Builder:
                         k.For("tc_ki", self.v("tc_ki0"), self.add(self.v("tc_ki0"),
                                                                   self.v("tc_kin")),
                               k.StoreLocal("tc_A", (dst,), self.zero), kind="simd"))
-        rows = self.mul(k.BinOp("/", self.add(self.v("tc_mlen"), self.c(t.mr - 1)),
-                                self.c(t.mr), self.it), t.mr)
+        rows = self.mul(self.ceil_div(self.v("tc_mlen"), t.mr), t.mr)
         return k.For("tc_r", 0, rows, k.For("tc_q", 0, self.v("tc_kon"), safe_row))
 
     def column_tables(self) -> k.Stmt:
@@ -951,7 +955,7 @@ class _Builder:
         k_valid = self.all_of(k_conds)
         if k_valid is not None:
             panel = k.If(k_valid, panel, zero)
-        panels = k.BinOp("/", self.add(self.v("tc_nlen"), self.c(t.nr - 1)), self.c(t.nr), it)
+        panels = self.ceil_div(self.v("tc_nlen"), t.nr)
         if self.b_along_k:
             # Column by column, reading along K: B's unit stride (see b_along_k).
             guarded = self.all_of(per_element + k_conds)
@@ -978,12 +982,10 @@ class _Builder:
             return None
         t, it = self.t, self.it
         r, jp, j, kk = self.v("tc_r"), self.v("tc_jp"), self.v("tc_j"), self.v("tc_kk")
-        depth = k.BinOp("/", self.add(self.v("tc_klen"), self.c(AMX_DEPTH - 1)),
-                        self.c(AMX_DEPTH), it)
+        depth = self.ceil_div(self.v("tc_klen"), AMX_DEPTH)
         tail = (self.v("tc_klen"), self.v("tc_kpad"))
-        rows = self.mul(k.BinOp("/", self.add(self.v("tc_mlen"), self.c(t.mr - 1)),
-                                self.c(t.mr), it), t.mr)
-        panels = k.BinOp("/", self.add(self.v("tc_nlen"), self.c(t.nr - 1)), self.c(t.nr), it)
+        rows = self.mul(self.ceil_div(self.v("tc_mlen"), t.mr), t.mr)
+        panels = self.ceil_div(self.v("tc_nlen"), t.nr)
         a = k.For("tc_r", 0, rows, k.For("tc_kk", *tail, k.StoreLocal(
             "tc_A", (self.add(self.mul(r, self.kc), kk),), self.zero)))
         b = k.For("tc_jp", 0, panels, k.For("tc_kk", *tail, k.For(
@@ -1069,9 +1071,9 @@ class _Builder:
 
     def _over_register_blocks(self, block: k.Stmt) -> k.Stmt:
         """``block`` for each ``mr x nr`` register block of the tile (``tc_ip``, ``tc_jp``)."""
-        t, it = self.t, self.it
-        m_blocks = k.BinOp("/", self.add(self.v("tc_mlen"), self.c(t.mr - 1)), self.c(t.mr), it)
-        n_blocks = k.BinOp("/", self.add(self.v("tc_nlen"), self.c(t.nr - 1)), self.c(t.nr), it)
+        t = self.t
+        m_blocks = self.ceil_div(self.v("tc_mlen"), t.mr)
+        n_blocks = self.ceil_div(self.v("tc_nlen"), t.nr)
         return k.For("tc_jp", 0, n_blocks, k.For("tc_ip", 0, m_blocks, block))
 
     def _vector_micro_kernels(self, lanes: int) -> k.Stmt:
