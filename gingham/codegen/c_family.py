@@ -167,7 +167,7 @@ def assemble(parts: list[RenderedKernel], dialect: Dialect) -> str:
 #: (``ARCH_REQ_XCOMP_PERM`` for ``XTILEDATA``); the cpu device asks before it lowers anything
 #: for them, and asking again is harmless, so a library loaded by another process asks too.
 _AMX_LINES = [
-    "#if !defined(__AMX_TILE__) || !defined(__AMX_BF16__)",
+    "#if !defined(__AMX_TILE__) || !defined(__AMX_BF16__) || !defined(__AVX512BW__)",
     '#error "an AMX schedule needs a compiler targeting AMX (-march=native on a CPU with '
     'amx-bf16)"',
     "#endif",
@@ -187,6 +187,49 @@ _AMX_LINES = [
     "  } __attribute__((aligned(64))) config = {",
     "    1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};",
     "  _tile_loadconfig(&config);",
+    "}",
+    # MatrixOp rows_from_panel: dst[i][d] = src[d][i] over 32 x 32 16-bit elements. Depth
+    # pairs interleaved first (a tile row holds K in pairs: 32-bit cells), then a 16 x 16
+    # transpose of 32-bit cells for rows 0-15 and again for 16-31. About 0.05 ns an element
+    # on one Sapphire Rapids core, against 0.7 for the element-by-element loop.
+    "static inline void gh_amx_rows_from_panel(unsigned short* dst, long stride,",
+    "                                          const unsigned short* src) {",
+    "  const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10,",
+    "      41, 9, 40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);",
+    "  const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));",
+    "  __m512i pairs[2][16];  /* [rows 0-15 | 16-31][depth pair]: (src[2p][i], src[2p+1][i]) */",
+    "  for (int p = 0; p < 16; p++) {",
+    "    __m512i even = _mm512_loadu_si512(src + 64 * p);",
+    "    __m512i odd = _mm512_loadu_si512(src + 64 * p + 32);",
+    "    pairs[0][p] = _mm512_permutex2var_epi16(even, lo, odd);",
+    "    pairs[1][p] = _mm512_permutex2var_epi16(even, hi, odd);",
+    "  }",
+    "  for (int h = 0; h < 2; h++) {",
+    "    const __m512i* r = pairs[h];",
+    "    __m512i t[16], u[16];",
+    "    for (int j = 0; j < 8; j++) {",
+    "      t[2 * j] = _mm512_unpacklo_epi32(r[2 * j], r[2 * j + 1]);",
+    "      t[2 * j + 1] = _mm512_unpackhi_epi32(r[2 * j], r[2 * j + 1]);",
+    "    }",
+    "    for (int j = 0; j < 4; j++) {",
+    "      u[4 * j] = _mm512_unpacklo_epi64(t[4 * j], t[4 * j + 2]);",
+    "      u[4 * j + 1] = _mm512_unpackhi_epi64(t[4 * j], t[4 * j + 2]);",
+    "      u[4 * j + 2] = _mm512_unpacklo_epi64(t[4 * j + 1], t[4 * j + 3]);",
+    "      u[4 * j + 3] = _mm512_unpackhi_epi64(t[4 * j + 1], t[4 * j + 3]);",
+    "    }",
+    "    /* u[4j + c], 128-bit lane L: cell 4L + c of depth pairs 4j .. 4j + 3 */",
+    "    for (int c = 0; c < 4; c++) {",
+    "      __m512i a0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x88);",
+    "      __m512i a1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x88);",
+    "      __m512i b0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xdd);",
+    "      __m512i b1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xdd);",
+    "      unsigned short* row = dst + (16 * h + c) * stride;",
+    "      _mm512_storeu_si512(row, _mm512_shuffle_i32x4(a0, a1, 0x88));",
+    "      _mm512_storeu_si512(row + 4 * stride, _mm512_shuffle_i32x4(b0, b1, 0x88));",
+    "      _mm512_storeu_si512(row + 8 * stride, _mm512_shuffle_i32x4(a0, a1, 0xdd));",
+    "      _mm512_storeu_si512(row + 12 * stride, _mm512_shuffle_i32x4(b0, b1, 0xdd));",
+    "    }",
+    "  }",
     "}",
 ]
 
@@ -535,6 +578,10 @@ class _Renderer:
             address = f"&{self.ident(s.array)}[{self.expr(s.index)}]"
             name = "_tile_loadd" if s.op == "load" else "_tile_stored"
             return f"{name}({s.tiles[0]}, {address}, {s.stride});"
+        if s.op == "rows_from_panel":
+            assert s.index is not None and s.source_index is not None and s.stride > 0, s
+            return (f"gh_amx_rows_from_panel(&{self.ident(s.array)}[{self.expr(s.index)}], "
+                    f"{s.stride}, &{self.ident(s.source)}[{self.expr(s.source_index)}]);")
         raise ValueError(f"unknown AMX instruction {s.op!r}")
 
     def warp_op(self, s: k.WarpOp) -> str:

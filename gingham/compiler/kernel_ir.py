@@ -264,16 +264,23 @@ class MatrixOp:
       per row of C) times B (16 x 32 bfloat16: row p holds K rows 2p and 2p + 1 of 16 columns,
       interleaved). Products are exact in float32; denormal inputs count as zero and the sums
       round to nearest even (the instruction's own rules, not MXCSR's).
+    * ``rows_from_panel``: no tile; 32 rows of an A tile from a panel, in vector registers:
+      ``array[index + i * stride + d] = source[source_index + d * 32 + i]`` for ``i``, ``d``
+      in 0..31 (16-bit elements). A weight gradient's operands run along M and N, not K;
+      this turns 32 depths of 32 rows, packed reading along M, into the rows a tile loads.
 
         MatrixOp("load", (4,), "tc_A", Var("tc_a0"), 1024)
         MatrixOp("dot_bf16", (0, 4, 6))
+        MatrixOp("rows_from_panel", (), "tc_A", Var("tc_a0"), 512, "tc_P", Var("tc_p0"))
     """
 
     op: str
     tiles: tuple[int, ...] = ()
     array: str = ""
     index: "Expr | None" = None
-    stride: int = 0
+    stride: int = 0  # bytes between tile rows (load, store); elements (rows_from_panel)
+    source: str = ""  # rows_from_panel: the panel's array, and its first element
+    source_index: "Expr | None" = None
 
 
 @dataclass(frozen=True)

@@ -411,13 +411,11 @@ def product_dims(plan: KernelPlan, ctx: LoweringContext, info: DeviceInfo
 def runs_on_amx(g: _Gemm, ctx: LoweringContext, info: DeviceInfo) -> bool:
     """Whether the product may run on the CPU's AMX tiles (``CpuTiling.engine`` "amx"): the
     C backend on a CPU whose ``features`` hold ``amx-bf16``, ``config.amx`` on, both operands
-    bfloat16, and A packed as rows (contiguous along K, as a tile row of A is). A weight
-    gradient's A runs along M instead; packing it as rows would read one element per cache
-    line (:attr:`_Gemm.a_panels`), so it stays on the vector FMAs."""
+    bfloat16. A weight gradient's A runs along M, not K as a tile row of A does: it is packed
+    reading along M and turned into rows in registers (``_Builder.a_transposed``)."""
     from ..config import get_config
 
     return (info.dialect == "c" and "amx-bf16" in info.features and get_config().amx
-            and not g.a_panels
             and all(dt.dtype_name(ctx.dtype(t)) == "bfloat16" for t in (g.a[0], g.b[0])))
 
 
@@ -597,6 +595,8 @@ class _Builder:
                          restrict=True),
             k.LocalArray("tc_B", self.packed, (t.nt * self.kc,), "register", align=64,
                          restrict=True),
+            *([k.LocalArray("tc_P", self.packed, (t.mt * self.kc,), "register", align=64,
+                            restrict=True)] if self.a_transposed else []),
             k.LocalArray("tc_am", it, (t.mt,), "register"),
             k.LocalArray("tc_ak", it, (self.rows_per_block,), "register"),
             k.LocalArray("tc_bk", it, (self.rows_per_block,), "register"),
@@ -637,7 +637,7 @@ class _Builder:
             last = self.add(first, self._min(self.c(self.blocks), first, self.slice_blocks))
         blocks = k.For("tc_kb", first, last, k.block(
             *self.block_bounds(), *self.k_tables(), self.pack_b(), self.pack_a(),
-            self.zero_tails(), self.micro_kernels()))
+            self.zero_tails(), self.rows_from_panels(), self.micro_kernels()))
         if self.amx:  # this thread's tiles, configured for this unit of work
             blocks = k.block(k.MatrixOp("begin"), blocks, k.MatrixOp("end"))
         body.append(blocks)
@@ -650,7 +650,7 @@ class _Builder:
                     f"{dataclasses.replace(t, split=self.split).describe()}, "
                     f"{self.tiles} tiles over the cores, K in {self.blocks} blocks of <= {self.kc}"
                     f", {len(self.nc.guards)} guards packed as zeros"
-                    f", A packed as {'panels' if self.a_panels else 'rows'}"
+                    f", A packed as {self.a_packing}"
                     f"{', B read along K' if self.b_along_k else ''}")
         return k.Kernel(self.name if self.split == 1 else f"{self.name}_partial", params, loop,
                         k.Launch((self.tiles,), (1,)), schedule, flops=2 * self.cells * k_size,
@@ -715,15 +715,33 @@ class _Builder:
 
     @property
     def a_panels(self) -> bool:
-        """Whether A is packed as panels (:attr:`_Gemm.a_panels`; never for AMX, whose A
-        tiles are rows: :func:`runs_on_amx`)."""
+        """Whether the micro-kernels read A as panels (:attr:`_Gemm.a_panels`; never AMX
+        tiles, which load rows: :attr:`a_transposed`)."""
         return self.g.a_panels and not self.amx
+
+    @property
+    def a_transposed(self) -> bool:
+        """AMX with A contiguous along M (:attr:`_Gemm.a_panels`, a weight gradient): A is
+        packed as panels into ``tc_P``, reading along M, and each 32 x 32 piece turned into
+        the tiles' rows in ``tc_A`` in vector registers (:meth:`rows_from_panels`)."""
+        return self.g.a_panels and self.amx
+
+    @property
+    def a_packing(self) -> str:
+        """How A is packed, as the schedule's description says it."""
+        if self.a_transposed:
+            return "panels turned into rows"
+        return "panels" if self.a_panels else "rows"
+
+    def panel_index(self, row_block: k.Expr, i: k.Expr, kk: k.Expr) -> k.Expr:
+        """Row ``row_block * mr + i``, depth ``kk`` in panels of ``mr`` rows per depth."""
+        return self.add(self.mul(self.add(self.mul(row_block, self.kc), kk), self.t.mr), i)
 
     def a_index(self, row_block: k.Expr, i: k.Expr, kk: k.Expr) -> k.Expr:
         """Where row ``row_block * mr + i``, depth ``kk`` of the block lies in ``tc_A``."""
         mr = self.t.mr
         if self.a_panels:
-            return self.add(self.mul(self.add(self.mul(row_block, self.kc), kk), mr), i)
+            return self.panel_index(row_block, i, kk)
         if self.a_rows_at_offsets:
             # The block's row at depth kk, then i rows on: unrolled over i, the reads are one
             # index and constant offsets. Written as below, gcc gave a 13-row vector register
@@ -737,19 +755,21 @@ class _Builder:
     def pack_a(self) -> k.Stmt:
         """tc_A = A[m, k] for the tile's rows (0 where a guard fails or past the edge), as
         rows or as panels (:attr:`a_panels`)."""
-        return self.pack_a_panels() if self.a_panels else self.pack_a_rows()
+        if self.a_transposed:
+            return self.pack_a_panels("tc_P")
+        return self.pack_a_panels("tc_A") if self.a_panels else self.pack_a_rows()
 
-    def pack_a_panels(self) -> k.Stmt:
-        """tc_A[ip][kk][i] = A[ip * mr + i, kk]: per depth, a register block's ``mr`` rows.
+    def pack_a_panels(self, target: str) -> k.Stmt:
+        """target[ip][kk][i] = A[ip * mr + i, kk]: per depth, a register block's ``mr`` rows.
 
         A block inside one run of M's innermost variable, where no guard reads that variable,
         tests its guards once and copies ``mr`` elements a stride apart (1 for the weight
         gradient: ``mr`` neighbouring channels); other blocks test each element."""
         g, t = self.g, self.t
-        f32, it = "float32", self.it
+        it = self.it
         q, ki, ip, i = self.v("tc_q"), self.v("tc_ki"), self.v("tc_ip"), self.v("tc_i")
         kk = self.add(self.mul(q, self.v("tc_kin")), k.BinOp("-", ki, self.v("tc_ki0"), it))
-        dst = self.a_index(ip, i, kk)
+        dst = self.panel_index(ip, i, kk)
 
         def element(r: k.Expr) -> tuple[k.Expr, k.Expr]:  # (valid, A's flat index) of row r
             src = self.add(self.add(k.LoadLocal("tc_am", (r,), it), self.v("tc_ak_q")),
@@ -762,9 +782,9 @@ class _Builder:
 
         r = self.add(self.mul(ip, t.mr), i)
         cond, src = element(r)
-        careful = k.For("tc_i", 0, t.mr, k.StoreLocal("tc_A", (dst,), k.Select(
-            cond, self.load(g.a[0], k.Select(cond, src, self.c(0), it)), k.Const(0.0, f32),
-            f32)), kind="unroll")
+        careful = k.For("tc_i", 0, t.mr, k.StoreLocal(target, (dst,), k.Select(
+            cond, self.load(g.a[0], k.Select(cond, src, self.c(0), it)), self.zero,
+            self.packed)), kind="unroll")
         block: k.Stmt = careful
         if g.a_copies_runs:
             last = g.m_vars[-1]
@@ -777,11 +797,11 @@ class _Builder:
                 k.BinOp("<=", self.add(offset, self.c(t.mr)), self.c(g.size(last)), "bool")])
             if self.vector_copies and stride == 1 and \
                     dt.dtype_name(self.ctx.dtype(g.a[0])) == "float32":
-                copy = self._copy_run(g.a[0], self.a_index(ip, self.c(0), kk), src0)
+                copy = self._copy_run(g.a[0], target, self.panel_index(ip, self.c(0), kk), src0)
             else:
-                copy = k.For("tc_i", 0, t.mr, k.StoreLocal("tc_A", (dst,), self.load(
+                copy = k.For("tc_i", 0, t.mr, k.StoreLocal(target, (dst,), self.load(
                     g.a[0], self.add(src0, self.mul(i, stride)))), kind="unroll")
-            zero = k.For("tc_i", 0, t.mr, k.StoreLocal("tc_A", (dst,), k.Const(0.0, f32)),
+            zero = k.For("tc_i", 0, t.mr, k.StoreLocal(target, (dst,), self.zero),
                          kind="unroll")
             block = k.If(run, k.If(cond0, copy, zero), careful)
         # Depth by depth, each depth's panels in turn: the reads run along M (A's unit stride
@@ -793,8 +813,8 @@ class _Builder:
             k.For("tc_ki", self.v("tc_ki0"), self.add(self.v("tc_ki0"), self.v("tc_kin")),
                   k.For("tc_ip", 0, blocks, block))))
 
-    def _copy_run(self, tensor: str, dst: k.Expr, src: k.Expr) -> k.Stmt:
-        """``mr`` neighbouring float32 elements of ``tensor`` from ``src`` to ``tc_A`` from
+    def _copy_run(self, tensor: str, target: str, dst: k.Expr, src: k.Expr) -> k.Stmt:
+        """``mr`` neighbouring float32 elements of ``tensor`` from ``src`` to ``target`` from
         ``dst``, as OpenCL vectors that may start anywhere (the widest of
         ``k.UNALIGNED_COPY_WIDTHS`` first, then one element: 14 rows are 8 + 4 + 2). PoCL
         does not vectorise the unrolled element copies that gcc does: the story net's weight
@@ -809,8 +829,8 @@ class _Builder:
         for width in sorted(k.UNALIGNED_COPY_WIDTHS + (1,), reverse=True):
             while self.t.mr - offset >= width:
                 at, to = self.add(src, self.c(offset)), self.add(dst, self.c(offset))
-                pieces.append(k.StoreLocal("tc_A", (to,), self.load(tensor, at)) if width == 1
-                              else k.CopyLocal("tc_A", (to,), buffer, (at,), width, "float32",
+                pieces.append(k.StoreLocal(target, (to,), self.load(tensor, at)) if width == 1
+                              else k.CopyLocal(target, (to,), buffer, (at,), width, "float32",
                                                aligned=False))
                 offset += width
         return k.block(*pieces)
@@ -977,7 +997,8 @@ class _Builder:
     def zero_tails(self) -> k.Stmt | None:
         """AMX: ``tc_kpad``, the block's depth rounded up to whole tile rows of A (32
         elements), and zeros in both packed operands from ``tc_klen`` to it, which the tiles
-        read: products of zeros add nothing. None otherwise."""
+        read: products of zeros add nothing (in A's panels where they become its rows:
+        :attr:`a_transposed`). None otherwise."""
         if not self.amx:
             return None
         t, it = self.t, self.it
@@ -986,11 +1007,33 @@ class _Builder:
         tail = (self.v("tc_klen"), self.v("tc_kpad"))
         rows = self.mul(self.ceil_div(self.v("tc_mlen"), t.mr), t.mr)
         panels = self.ceil_div(self.v("tc_nlen"), t.nr)
-        a = k.For("tc_r", 0, rows, k.For("tc_kk", *tail, k.StoreLocal(
-            "tc_A", (self.add(self.mul(r, self.kc), kk),), self.zero)))
+        if self.a_transposed:
+            ip, i = self.v("tc_ip"), self.v("tc_i")
+            a = k.For("tc_ip", 0, self.ceil_div(self.v("tc_mlen"), t.mr), k.For(
+                "tc_kk", *tail, k.For("tc_i", 0, t.mr, k.StoreLocal(
+                    "tc_P", (self.panel_index(ip, i, kk),), self.zero), kind="simd")))
+        else:
+            a = k.For("tc_r", 0, rows, k.For("tc_kk", *tail, k.StoreLocal(
+                "tc_A", (self.add(self.mul(r, self.kc), kk),), self.zero)))
         b = k.For("tc_jp", 0, panels, k.For("tc_kk", *tail, k.For(
             "tc_j", 0, t.nr, k.StoreLocal("tc_B", (self.b_index(jp, kk, j),), self.zero))))
         return k.block(k.Declare("tc_kpad", it, self.mul(depth, AMX_DEPTH)), a, b)
+
+    def rows_from_panels(self) -> k.Stmt | None:
+        """AMX with A packed as panels (:attr:`a_transposed`): each register block's 32 rows
+        of ``tc_P``, 32 depths at a time, turned into the rows of ``tc_A`` that its tiles
+        load (``MatrixOp`` rows_from_panel: in vector registers). None otherwise."""
+        if not self.a_transposed:
+            return None
+        t = self.t
+        ip, ks = self.v("tc_ip"), self.v("tc_ks")
+        depth = self.mul(ks, AMX_DEPTH)
+        rows = self.add(self.mul(self.mul(ip, t.mr), self.kc), depth)
+        panel = self.panel_index(ip, self.c(0), depth)
+        steps = k.BinOp("/", self.v("tc_kpad"), self.c(AMX_DEPTH), self.it)
+        return k.For("tc_ip", 0, self.ceil_div(self.v("tc_mlen"), t.mr), k.For(
+            "tc_ks", 0, steps, k.MatrixOp("rows_from_panel", (), "tc_A", rows, self.kc,
+                                          "tc_P", panel)))
 
     def _amx_micro_kernels(self) -> k.Stmt:
         """acc[32][32] += A[r][kk] * B[kk][j] per register block on AMX tiles: C in tiles 0-3

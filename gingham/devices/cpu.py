@@ -52,8 +52,8 @@ void gingham_probe(float* restrict x, long long n) {
 # -march=native on a CPU that has it).
 _AMX_PROBE_SOURCE = """
 #include <immintrin.h>
-#if !defined(__AMX_TILE__) || !defined(__AMX_BF16__)
-#error "no AMX"
+#if !defined(__AMX_TILE__) || !defined(__AMX_BF16__) || !defined(__AVX512BW__)
+#error "no AMX (or no AVX-512 BW, which packs the tiles' rows)"
 #endif
 void gingham_amx_probe(void) { _tile_release(); }
 """
@@ -249,7 +249,7 @@ def _probe_toolchain(cc: str, cflags: tuple[str, ...]) -> tuple[str, str, tuple[
 def _compiler_targets_amx(path: str, version: str, cflags: tuple[str, ...]) -> bool:
     """Whether ``path`` with ``cflags`` compiles AMX intrinsics (asked once, cached on disk)."""
     cache = DiskCache("cpu")
-    key = cache.key("amx-probe", path, version, cflags, host_cpu()["name"])
+    key = cache.key("amx-probe", _AMX_PROBE_SOURCE, path, version, cflags, host_cpu()["name"])
     answer = cache.get(key)
     if answer is None:
         answer = b"yes" if _run_compiler(path, cflags, _AMX_PROBE_SOURCE)[1] is None else b"no"

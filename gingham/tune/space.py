@@ -324,8 +324,11 @@ def cpu_legal(t: CpuTiling, dims: CpuDims) -> bool:
     if t.engine == "amx":
         if not dims.amx or t.mr != AMX_BLOCK or t.nr != AMX_BLOCK or t.kc % AMX_DEPTH:
             return False
-        # float32 accumulators, bfloat16 operands padded to whole tile rows of K
-        return t.mt * t.nt * 4 + (t.mt + t.nt) * _round_up(kc, AMX_DEPTH) * 2 <= CPU_STACK_BYTES
+        # float32 accumulators, bfloat16 operands padded to whole tile rows of K; A twice
+        # where it is packed as panels and then turned into rows (a weight gradient)
+        a_copies = 2 if dims.a_run else 1
+        return (t.mt * t.nt * 4 + (a_copies * t.mt + t.nt) * _round_up(kc, AMX_DEPTH) * 2
+                <= CPU_STACK_BYTES)
     return (t.mt * t.nt + (t.mt + t.nt) * kc) * 4 <= CPU_STACK_BYTES
 
 

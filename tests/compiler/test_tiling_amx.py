@@ -97,14 +97,13 @@ def test_every_block_shape(cpu, monkeypatch, tiling):
     assert_close_bf16(c, a.astype(np.float64) @ b.astype(np.float64), 400)
 
 
-@pytest.mark.parametrize("stride", [1, 2])
-def test_conv_and_data_gradient_on_tiles(cpu, stride):
-    """A convolution (padding guards packed as zeros) and its data gradient run on the
-    tiles; the weight gradient, whose A runs along M, stays on the FMAs. Against PyTorch."""
-    n, h, w, ci, co = 3, 10, 9, 24, 40
+def conv_and_gradients(cpu, stride: int, n: int, h: int, w: int, ci: int, co: int
+                       ) -> list[str]:
+    """A convolution (padding guards packed as zeros) and both its gradients on ``cpu``
+    against PyTorch in float64; the schedules of the gradients' kernels."""
     oh, ow = (h - 1) // stride + 1, (w - 1) // stride + 1
     fn = function(CONV.format(oh=oh, ow=ow, s=stride))
-    rng = np.random.default_rng(stride)
+    rng = np.random.default_rng(stride + ci)
     x, f = bf16(rng, (n, h, w, ci)), bf16(rng, (3, 3, ci, co))
     (o,), scheds = run(fn, (x, f), cpu)
     assert any("AMX tiles" in s for s in scheds), scheds
@@ -122,10 +121,34 @@ def test_conv_and_data_gradient_on_tiles(cpu, stride):
     bound = grad.function.bind(*([[x, f][i] for i in grad.forward_inputs] + [dy]))
     from gingham.runtime import executable
 
-    tiled = [launch.schedule for launch in executable(bound, cpu).launches
-             if launch.schedule.startswith("cpu-tiled")]
-    assert len(tiled) == 2, tiled
-    assert sum("AMX tiles" in s for s in tiled) == 1, tiled
+    return [launch.schedule for launch in executable(bound, cpu).launches
+            if launch.schedule.startswith("cpu-tiled")]
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_conv_and_both_gradients_on_tiles(cpu, stride):
+    """At 64 channels the cost model puts all three products on the tiles: the weight
+    gradient, whose operands run along M and N, with A turned from panels into rows."""
+    tiled = conv_and_gradients(cpu, stride, 2, 16, 12, 64, 64)
+    assert len(tiled) == 2 and all("AMX tiles" in s for s in tiled), tiled
+    assert any("panels turned into rows" in s for s in tiled), tiled
+
+
+@pytest.mark.parametrize("stride, tiling", [(1, dict(kc=32, mt=32, nt=32)),
+                                            (2, dict(kc=64, mt=96, nt=64)),
+                                            (1, dict(kc=96, mt=64, nt=32, split=3))])
+def test_weight_gradient_every_block_shape(cpu, monkeypatch, stride, tiling):
+    """The weight gradient's A turned into rows under tilings the cost model would not pick
+    here: 24 channels (panels of 32 rows straddle the runs of channels, so they pack
+    element by element), ragged M and K, one or several register blocks a tile, split-K."""
+    from gingham.compiler import tiling_cpu
+
+    chosen = tiling_cpu.CpuTiling(32, 32, simd=max(4, cpu.info.simd_width), engine="amx",
+                                  **tiling)
+    monkeypatch.setattr(tiling_cpu, "choose_tiling", lambda info, dims: chosen)
+    monkeypatch.setenv("GINGHAM_PROGRAM_CACHE", "0")  # lowered here, not loaded
+    tiled = conv_and_gradients(cpu, stride, 3, 10, 9, 24, 40)
+    assert any("panels turned into rows" in s for s in tiled), tiled
 
 
 def test_inf_and_nan_reach_their_cells_only(cpu):
@@ -188,6 +211,11 @@ def test_amx_tilings_only_where_the_product_may_use_them():
     assert rank_cpu(marked, model)[0][1].engine == "amx"
     assert not cpu_legal(CpuTiling(32, 32, 256, 128, 128, 16, engine="amx"), plain)
     assert not cpu_legal(CpuTiling(16, 32, 256, 128, 128, 16, engine="amx"), marked)
+    # A weight gradient's A (packed along M, a_run) needs a second buffer of A on the stack.
+    big = CpuTiling(32, 32, 512, 288, 288, 16, engine="amx")
+    assert cpu_legal(big, marked)
+    assert not cpu_legal(big, dataclasses.replace(marked, a_run=64))
+    assert rank_cpu(dataclasses.replace(marked, a_run=64), model)[0][1].engine == "amx"
 
 
 def _a_cpu_info():
