@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|g|k|x|u|y|l|q|h|j|d|closing|rows|archive|ocl-archive]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|g|k|x|u|y|l|q|h|j|d|closing|rows|archive|ocl-archive|host]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -301,5 +301,16 @@ for round in 2 3; do
     step "resnet9-first-cuda-fp32-fresh-r$round" 40 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" $g bench model resnet9 --device cuda:0 --no-torch
 done
 step story-cuda 60 $g bench model story --device cuda:0 --steps 20 --torch-compile off --json "$out/story-cuda.json"
+;;
+host)  # stop 41: the GPU host's own CPU (AMX, where it has it: bf16 weight gradients on the
+    # tiles), then fresh fp32 first epochs on CUDA three times (their spread between hosts)
+step cpu-flags 10 bash -c 'grep -o -w -E "amx_tile|amx_bf16|avx512_bf16" /proc/cpuinfo | sort | uniq -c; python3 -m gingham devices --json | grep -A2 features'
+step tests-amx 120 python3 -m pytest -n 8 -q -p no:cacheprovider -p no:warnings tests/compiler/test_tiling_amx.py tests/compiler/test_tiling_cpu.py
+step ops-cpu-bf16 90 $g bench ops --device cpu --only gemm,conv --dtype bf16 --gemm-sizes 1024,2048 --torch-compile off --json "$out/ops-cpu-bf16.json"
+step ops-cpu-bf16-fma 60 env GINGHAM_AMX=0 $g bench ops --device cpu --only conv --dtype bf16 --no-torch
+step resnet9-cpu-bf16 120 $g bench model resnet9 --device cpu --precision bf16 --quick --torch-compile off --json "$out/resnet9-cpu-bf16.json"
+for round in 1 2 3; do
+    step "resnet9-first-cuda-fp32-r$round" 40 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" GINGHAM_DEBUG=1 $g bench model resnet9 --device cuda:0 --no-torch
+done
 ;;
 esac
