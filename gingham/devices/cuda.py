@@ -100,7 +100,11 @@ def nvrtc_options_for(version: tuple[int, int]) -> tuple[str, ...]:
     """NVRTC's options beside the target. IEEE arithmetic: no ``--use_fast_math``. From 12.4,
     ``-minimal``: generated kernels use no texture, runtime-API or device-launch declarations,
     and leaving them out of NVRTC's built-in header takes a sixth off a ResNet-9 step's NVRTC
-    time (19.0 -> 14.8 s over its 123 kernels one by one; 51 -> 21 ms of front end a program)."""
+    time (19.0 -> 14.8 s over its 123 kernels one by one; 51 -> 21 ms of front end a program).
+
+    Not ``--Ofast-compile`` (12.8 and later): ``mid`` halves the tiled products' NVRTC time
+    but made an H100's fp32 ResNet-9 step 36x slower (29.9 -> 1062 ms; the conv layer 40x);
+    ``max`` did not finish the step's first epoch within 40 s."""
     return ("-minimal",) if version >= (12, 4) else ()
 
 
