@@ -265,31 +265,33 @@ def _implied(q: Inequality, box: dict[str, tuple[int, int]]) -> bool:
 #: id(contraction) -> (contraction, model, its view): lowering a CPU contraction asks for its
 #: view twice (the tuner's family, then the kernel), and ranking both views by the cost model
 #: is most of the CPU device's lowering time.
-_VIEWS: LRU[int, tuple] = LRU(1024)
+_VIEWS: LRU[tuple[int, bool], tuple] = LRU(1024)
 _VIEWS_LOCK = threading.Lock()  # the background tuner lowers on its own thread
 
 
-def gemm_view(nc: NormalContraction, model: DeviceModel | None = None) -> _Gemm | None:
+def gemm_view(nc: NormalContraction, model: DeviceModel | None = None,
+              amx: bool = False) -> _Gemm | None:
     """The contraction as a batched GEMM, or None when it is not one.
 
     Either operand can be B; each choice gives its own M, N and batch (see
     :func:`_oriented`). With a device model the cheaper of the two by the cost model
-    (:func:`_view_cost`) is taken, else the one whose B reads the last wide output variable
-    (the output's unit stride, as the GPU view does). Remembered per contraction object
-    and model.
+    (:func:`_view_cost`; with its AMX tilings too where ``amx``) is taken, else the one whose
+    B reads the last wide output variable (the output's unit stride, as the GPU view does).
+    Remembered per contraction object, model and ``amx``.
     """
     with _VIEWS_LOCK:
-        known = _VIEWS.get(id(nc))
+        known = _VIEWS.get((id(nc), amx))
     # The entry holds its contraction, so the id is not reused while it lives.
     if known is not None and known[0] is nc and (known[1] is model or known[1] == model):
         return known[2]
-    view = _gemm_view(nc, model)
+    view = _gemm_view(nc, model, amx)
     with _VIEWS_LOCK:
-        _VIEWS[id(nc)] = (nc, model, view)
+        _VIEWS[(id(nc), amx)] = (nc, model, view)
     return view
 
 
-def _gemm_view(nc: NormalContraction, model: DeviceModel | None) -> _Gemm | None:
+def _gemm_view(nc: NormalContraction, model: DeviceModel | None,
+               amx: bool = False) -> _Gemm | None:
     if nc.agg != "+" or nc.combo != "*" or len(nc.operands) != 2 or not nc.out_vars:
         return None
     if any(lo > hi for lo, hi in nc.red_ranges.values()):
@@ -313,7 +315,7 @@ def _gemm_view(nc: NormalContraction, model: DeviceModel | None) -> _Gemm | None
         wide = [v for v, size in zip(nc.out_vars, nc.out_shape) if size > 1]
         last = wide[-1] if wide else nc.out_vars[-1]
         return next((v for v in views if last in v.n_vars), views[0])
-    return min(views, key=lambda v: _view_cost(v, model))
+    return min(views, key=lambda v: _view_cost(v, model, amx))
 
 
 def _oriented(nc: NormalContraction, red_vars, ranges, forms, guards, b_pos: int
@@ -352,11 +354,12 @@ def _oriented(nc: NormalContraction, red_vars, ranges, forms, guards, b_pos: int
                  (nc.operands[b_pos].tensor, b_form), tuple(a_guards), tuple(b_guards))
 
 
-def _view_cost(g: _Gemm, model: DeviceModel) -> float:
-    """The cost model's estimate for the best tiling of ``g``."""
+def _view_cost(g: _Gemm, model: DeviceModel, amx: bool = False) -> float:
+    """The cost model's estimate for the best tiling of ``g`` (AMX tilings too where
+    ``amx``)."""
     from ..tune.space import rank_cpu
 
-    ranked = rank_cpu(g.dims, model)
+    ranked = rank_cpu(dataclasses.replace(g.dims, amx=amx), model)
     return ranked[0][0] if ranked else math.inf
 
 
@@ -397,26 +400,26 @@ def product_dims(plan: KernelPlan, ctx: LoweringContext, info: DeviceInfo
         return None
     if compute_type(ctx.dtype(nc.out)) != "float32":
         return None
-    g = gemm_view(nc, model_for_info(info))
+    amx = runs_on_amx(nc, ctx, info)
+    g = gemm_view(nc, model_for_info(info), amx)
     if g is None:
         return None
-    d = g.dims
+    d = dataclasses.replace(g.dims, amx=amx)
     if d.m * d.n * d.k * d.batch < MIN_WORK:
         return None
-    if runs_on_amx(g, ctx, info):
-        d = dataclasses.replace(d, amx=True)
     return g, d
 
 
-def runs_on_amx(g: _Gemm, ctx: LoweringContext, info: DeviceInfo) -> bool:
+def runs_on_amx(nc: NormalContraction, ctx: LoweringContext, info: DeviceInfo) -> bool:
     """Whether the product may run on the CPU's AMX tiles (``CpuTiling.engine`` "amx"): the
     C backend on a CPU whose ``features`` hold ``amx-bf16``, ``config.amx`` on, both operands
-    bfloat16. A weight gradient's A runs along M, not K as a tile row of A does: it is packed
-    reading along M and turned into rows in registers (``_Builder.a_transposed``)."""
+    bfloat16 (either may be A: a weight gradient's A runs along M, not K as a tile row of A
+    does, so it is packed reading along M and turned into rows in registers:
+    ``_Builder.a_transposed``)."""
     from ..config import get_config
 
     return (info.dialect == "c" and "amx-bf16" in info.features and get_config().amx
-            and all(dt.dtype_name(ctx.dtype(t)) == "bfloat16" for t in (g.a[0], g.b[0])))
+            and all(dt.dtype_name(ctx.dtype(a.tensor)) == "bfloat16" for a in nc.operands))
 
 
 def runs_on(info: DeviceInfo) -> bool:
