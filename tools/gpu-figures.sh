@@ -307,7 +307,7 @@ host)  # stop 41: the GPU host's own CPU (AMX, where it has it: bf16 weight grad
 step cpu-flags 10 bash -c 'grep -o -w -E "amx_tile|amx_bf16|avx512_bf16" /proc/cpuinfo | sort | uniq -c; python3 -m gingham devices --json | grep -A2 features'
 step tests-amx 120 python3 -m pytest -n 8 -q -p no:cacheprovider -p no:warnings tests/compiler/test_tiling_amx.py tests/compiler/test_tiling_cpu.py
 step ops-cpu-bf16 90 $g bench ops --device cpu --only gemm,conv --dtype bf16 --gemm-sizes 1024,2048 --torch-compile off --json "$out/ops-cpu-bf16.json"
-step ops-cpu-bf16-fma 60 env GINGHAM_AMX=0 $g bench ops --device cpu --only conv --dtype bf16 --no-torch
+step ops-cpu-bf16-fma 60 env GINGHAM_AMX=0 $g bench ops --device cpu --only conv --dtype bf16 --torch-compile off
 step resnet9-cpu-bf16 120 $g bench model resnet9 --device cpu --precision bf16 --quick --torch-compile off --json "$out/resnet9-cpu-bf16.json"
 for round in 1 2 3; do
     step "resnet9-first-cuda-fp32-r$round" 40 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" GINGHAM_DEBUG=1 $g bench model resnet9 --device cuda:0 --no-torch
