@@ -268,6 +268,9 @@ class MatrixOp:
       ``array[index + i * stride + d] = source[source_index + d * 32 + i]`` for ``i``, ``d``
       in 0..31 (16-bit elements). A weight gradient's operands run along M and N, not K;
       this turns 32 depths of 32 rows, packed reading along M, into the rows a tile loads.
+    * ``pairs_from_columns``: no tile; 16 rows of a B tile from 16 columns of 32 depths each:
+      ``array[index + p * stride + 2 * i + e] = source[source_index + i * source_stride +
+      2 * p + e]`` for ``p``, ``i`` in 0..15, ``e`` in 0..1. For a B contiguous along K.
 
         MatrixOp("load", (4,), "tc_A", Var("tc_a0"), 1024)
         MatrixOp("dot_bf16", (0, 4, 6))
@@ -279,8 +282,9 @@ class MatrixOp:
     array: str = ""
     index: "Expr | None" = None
     stride: int = 0  # bytes between tile rows (load, store); elements (rows_from_panel)
-    source: str = ""  # rows_from_panel: the panel's array, and its first element
+    source: str = ""  # rows_from_panel, pairs_from_columns: the array read, its first element
     source_index: "Expr | None" = None
+    source_stride: int = 0  # pairs_from_columns: elements between the columns read
 
 
 @dataclass(frozen=True)

@@ -600,6 +600,8 @@ class _Builder:
                          restrict=True),
             *([k.LocalArray("tc_P", self.packed, (t.mt * self.kc,), "register", align=64,
                             restrict=True)] if self.a_transposed else []),
+            *([k.LocalArray("tc_S", self.packed, (t.nt * self.kc,), "register", align=64,
+                            restrict=True)] if self.b_columns else []),
             k.LocalArray("tc_am", it, (t.mt,), "register"),
             k.LocalArray("tc_ak", it, (self.rows_per_block,), "register"),
             k.LocalArray("tc_bk", it, (self.rows_per_block,), "register"),
@@ -640,7 +642,8 @@ class _Builder:
             last = self.add(first, self._min(self.c(self.blocks), first, self.slice_blocks))
         blocks = k.For("tc_kb", first, last, k.block(
             *self.block_bounds(), *self.k_tables(), self.pack_b(), self.pack_a(),
-            self.zero_tails(), self.rows_from_panels(), self.micro_kernels()))
+            self.zero_tails(), self.rows_from_panels(), self.pairs_from_columns(),
+            self.micro_kernels()))
         if self.amx:  # this thread's tiles, configured for this unit of work
             blocks = k.block(k.MatrixOp("begin"), blocks, k.MatrixOp("end"))
         body.append(blocks)
@@ -654,7 +657,8 @@ class _Builder:
                     f"{self.tiles} tiles over the cores, K in {self.blocks} blocks of <= {self.kc}"
                     f", {len(self.nc.guards)} guards packed as zeros"
                     f", A packed as {self.a_packing}"
-                    f"{', B read along K' if self.b_along_k else ''}")
+                    f"{', B read along K' if self.b_along_k else ''}"
+                    f"{' and turned into pairs' if self.b_columns else ''}")
         return k.Kernel(self.name if self.split == 1 else f"{self.name}_partial", params, loop,
                         k.Launch((self.tiles,), (1,)), schedule, flops=2 * self.cells * k_size,
                         uses=frozenset(self.ctx.uses),
@@ -916,6 +920,18 @@ class _Builder:
         return (g.k_inner is not None and g.b[1].coeffs.get(g.k_inner) == 1
                 and self.b_row_stride() != 1)
 
+    @property
+    def b_columns(self) -> bool:
+        """AMX with B read along K (:attr:`b_along_k`): B is packed column by column into
+        ``tc_S`` (``tc_S[jp][j][kk]``, each column's depths contiguous, as B has them) and
+        each 16 columns x 32 depths turned into a B tile's rows of pairs in registers
+        (:meth:`pairs_from_columns`)."""
+        return self.amx and self.b_along_k
+
+    def column_index(self, jp: k.Expr, kk: k.Expr, j: k.Expr) -> k.Expr:
+        """Where column ``jp * nr + j``, depth ``kk`` lies in ``tc_S`` (:attr:`b_columns`)."""
+        return self.add(self.mul(self.add(self.mul(jp, self.t.nr), j), self.kc), kk)
+
     def b_index(self, jp: k.Expr, kk: k.Expr, j: k.Expr) -> k.Expr:
         """Where column ``jp * nr + j``, depth ``kk`` of the block lies in ``tc_B``: panels of
         ``nr`` columns, ``tc_B[jp][kk][j]``; for AMX, rows of K pairs with each column's two
@@ -980,16 +996,20 @@ class _Builder:
             panel = k.If(k_valid, panel, zero)
         panels = self.ceil_div(self.v("tc_nlen"), t.nr)
         if self.b_along_k:
-            # Column by column, reading along K: B's unit stride (see b_along_k).
+            # Column by column, reading along K: B's unit stride (see b_along_k). For AMX
+            # into tc_S, where the depths of a column are contiguous too (b_columns).
             guarded = self.all_of(per_element + k_conds)
-            element = k.StoreLocal("tc_B", (dst,), k.Select(
+            target, at = ("tc_S", self.column_index(jp, kk, j)) if self.b_columns \
+                else ("tc_B", dst)
+            element = k.StoreLocal(target, (at,), k.Select(
                 guarded, self.load(g.b[0], k.Select(guarded, table_src, self.c(0), it)),
                 self.zero, self.packed))
             return k.For("tc_q", 0, self.v("tc_kon"), k.For("tc_jp", 0, panels, k.block(
                 k.Declare("tc_nb", it, n_start), k.For("tc_j", 0, t.nr, k.block(
                     k.Declare("tc_src", it, k.LoadLocal("tc_bk", (q,), it)),
                     k.For("tc_ki", self.v("tc_ki0"), self.add(self.v("tc_ki0"),
-                                                             self.v("tc_kin")), element))))))
+                                                             self.v("tc_kin")), element,
+                          kind="simd" if self.b_columns else "serial"))))))
         per_k = k.block(
             k.Declare("tc_src", it, self.add(k.LoadLocal("tc_bk", (q,), it),
                                              self._inner_value(g.b[1]))),
@@ -1018,8 +1038,13 @@ class _Builder:
         else:
             a = k.For("tc_r", 0, rows, k.For("tc_kk", *tail, k.StoreLocal(
                 "tc_A", (self.add(self.mul(r, self.kc), kk),), self.zero)))
-        b = k.For("tc_jp", 0, panels, k.For("tc_kk", *tail, k.For(
-            "tc_j", 0, t.nr, k.StoreLocal("tc_B", (self.b_index(jp, kk, j),), self.zero))))
+        if self.b_columns:
+            b = k.For("tc_jp", 0, panels, k.For("tc_j", 0, t.nr, k.For(
+                "tc_kk", *tail, k.StoreLocal("tc_S", (self.column_index(jp, kk, j),),
+                                             self.zero), kind="simd")))
+        else:
+            b = k.For("tc_jp", 0, panels, k.For("tc_kk", *tail, k.For(
+                "tc_j", 0, t.nr, k.StoreLocal("tc_B", (self.b_index(jp, kk, j),), self.zero))))
         return k.block(k.Declare("tc_kpad", it, self.mul(depth, AMX_DEPTH)), a, b)
 
     def rows_from_panels(self) -> k.Stmt | None:
@@ -1037,6 +1062,24 @@ class _Builder:
         return k.For("tc_ip", 0, self.ceil_div(self.v("tc_mlen"), t.mr), k.For(
             "tc_ks", 0, steps, k.MatrixOp("rows_from_panel", (), "tc_A", rows, self.kc,
                                           "tc_P", panel)))
+
+    def pairs_from_columns(self) -> k.Stmt | None:
+        """AMX with B packed column by column (:attr:`b_columns`): each panel's 16-column
+        halves, 32 depths at a time, turned into the rows of K pairs of ``tc_B`` that its
+        tiles load (``MatrixOp`` pairs_from_columns: in vector registers). None otherwise."""
+        if not self.b_columns:
+            return None
+        t = self.t
+        jp, ks, h = self.v("tc_jp"), self.v("tc_ks"), self.v("tc_h")
+        depth = self.mul(ks, AMX_DEPTH)
+        half = AMX_BLOCK // 2
+        rows = self.add(self.b_index(jp, depth, self.c(0)), self.mul(h, half * 2))
+        columns = self.column_index(jp, depth, self.mul(h, half))
+        steps = k.BinOp("/", self.v("tc_kpad"), self.c(AMX_DEPTH), self.it)
+        return k.For("tc_jp", 0, self.ceil_div(self.v("tc_nlen"), t.nr), k.For(
+            "tc_ks", 0, steps, k.For("tc_h", 0, 2, k.MatrixOp(
+                "pairs_from_columns", (), "tc_B", rows, t.nr * 2, "tc_S", columns,
+                source_stride=self.kc), kind="unroll")))
 
     def _amx_micro_kernels(self) -> k.Stmt:
         """acc[32][32] += A[r][kk] * B[kk][j] per register block on AMX tiles: C in tiles 0-3

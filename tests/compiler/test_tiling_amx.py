@@ -151,6 +151,23 @@ def test_weight_gradient_every_block_shape(cpu, monkeypatch, stride, tiling):
     assert any("panels turned into rows" in s for s in tiled), tiled
 
 
+@pytest.mark.parametrize("ci, co", [(48, 40), (3, 64)])
+def test_filter_contiguous_along_k_on_tiles(cpu, ci, co):
+    """A filter stored [co][ky][kx][ci], as gingham.nn keeps it: B runs along K, so it is
+    packed column by column and turned into the tiles' pairs. 48 channels: depth pairs
+    that straddle two filter taps; 40 outputs: a ragged panel; 3 channels: a first layer."""
+    fn = function("""function (I[N, H, W, CI], F[CO, KH, KW, CI]) -> (O) {
+        O[n, y, x, co : N, H, W, CO] = +(I[n, y + ky - 1, x + kx - 1, ci] * F[co, ky, kx, ci]);
+    }""")
+    rng = np.random.default_rng(ci)
+    x, f = bf16(rng, (2, 12, 11, ci)), bf16(rng, (co, 3, 3, ci))
+    (o,), scheds = run(fn, (x, f), cpu)
+    assert any("turned into pairs" in s for s in scheds), scheds
+    ref = F.conv2d(torch.from_numpy(x.astype(np.float64)).permute(0, 3, 1, 2),
+                   torch.from_numpy(f.astype(np.float64)).permute(0, 3, 1, 2), padding=1)
+    assert_close_bf16(o, ref.permute(0, 2, 3, 1).numpy(), 9 * ci)
+
+
 def test_inf_and_nan_reach_their_cells_only(cpu):
     """An inf in A makes its row inf (or NaN where a product meets a zero of B... here none);
     a NaN in B its column NaN; the padded rows, columns and depths around them are zeros that
