@@ -310,8 +310,9 @@ def cpu_reread_cycles(tiling, dims: CpuDims, l2_bytes: int) -> float:
     (all of B). Whatever no longer fits L2 is read again from further out."""
     n_mt, n_nt = _ceil(dims.m, tiling.mt), _ceil(dims.n, tiling.nt)
     k_slice = _ceil(dims.k, max(1, tiling.split))  # a tile's share of K
-    tile = (tiling.mt + tiling.nt) * k_slice * 4
-    row = (tiling.mt + dims.n) * k_slice * 4
+    size = 2 if tiling.engine == "amx" else 4  # bytes of an operand element (bf16 on AMX)
+    tile = (tiling.mt + tiling.nt) * k_slice * size
+    row = (tiling.mt + dims.n) * k_slice * size
     a = (n_nt - 1) * dims.m * dims.k * _missed(tile, l2_bytes)
     b = (n_mt - 1) * dims.n * dims.k * _missed(row, l2_bytes)
     return dims.batch * (a + b) * (CPU_PACK_FAR_CYCLES - CPU_PACK_CYCLES)
@@ -375,7 +376,9 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
     per_thread = (max(_ceil(tiles, workers), tile_share * tiles) + 0.5) / tiles
     compute = (flops / (peak * efficiency) + pack + accumulators) * per_thread
     cells = dims.batch * dims.m * dims.n
-    memory = (dims.batch * (dims.m * dims.k + dims.k * dims.n) + 2 * cells) * 4 / model.bandwidth
+    size = 2 if amx else 4  # bytes of an operand element (bfloat16 on AMX)
+    memory = (dims.batch * (dims.m * dims.k + dims.k * dims.n) * size + 2 * cells * 4) \
+        / model.bandwidth
     launches = 1
     if split > 1:  # partial sums written, then read back by a second kernel
         memory += 2 * split * cells * 4 / model.bandwidth
