@@ -234,6 +234,20 @@ _AMX_LINES = [
     "  gh_amx_store_transposed(pairs[0], dst, stride);",
     "  gh_amx_store_transposed(pairs[1], dst + 16 * stride, stride);",
     "}",
+    # MatrixOp pairs_from_rows: 32 depths of 32 columns (rows of 64 bytes, contiguous) into
+    # 16 rows of K pairs, a B tile's layout: depth rows interleaved two by two.
+    "static inline void gh_amx_pairs_from_rows(unsigned short* dst, long stride,",
+    "                                          const unsigned short* src) {",
+    "  const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10,",
+    "      41, 9, 40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);",
+    "  const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));",
+    "  for (int p = 0; p < 16; p++) {",
+    "    __m512i even = _mm512_loadu_si512(src + 64 * p);",
+    "    __m512i odd = _mm512_loadu_si512(src + 64 * p + 32);",
+    "    _mm512_storeu_si512(dst + p * stride, _mm512_permutex2var_epi16(even, lo, odd));",
+    "    _mm512_storeu_si512(dst + p * stride + 32, _mm512_permutex2var_epi16(even, hi, odd));",
+    "  }",
+    "}",
     # MatrixOp pairs_from_columns: 16 columns of 32 depths (each column's depths contiguous,
     # columns src_stride apart) into 16 rows of K pairs, a B tile's rows: the columns' 32-bit
     # cells transposed. A B contiguous along K (a convolution's filter stored [co][ky][kx][ci])
@@ -594,6 +608,10 @@ class _Renderer:
         if s.op == "rows_from_panel":
             assert s.index is not None and s.source_index is not None and s.stride > 0, s
             return (f"gh_amx_rows_from_panel(&{self.ident(s.array)}[{self.expr(s.index)}], "
+                    f"{s.stride}, &{self.ident(s.source)}[{self.expr(s.source_index)}]);")
+        if s.op == "pairs_from_rows":
+            assert s.index is not None and s.source_index is not None and s.stride > 0, s
+            return (f"gh_amx_pairs_from_rows(&{self.ident(s.array)}[{self.expr(s.index)}], "
                     f"{s.stride}, &{self.ident(s.source)}[{self.expr(s.source_index)}]);")
         if s.op == "pairs_from_columns":
             assert s.index is not None and s.source_index is not None, s

@@ -268,6 +268,9 @@ class MatrixOp:
       ``array[index + i * stride + d] = source[source_index + d * 32 + i]`` for ``i``, ``d``
       in 0..31 (16-bit elements). A weight gradient's operands run along M and N, not K;
       this turns 32 depths of 32 rows, packed reading along M, into the rows a tile loads.
+    * ``pairs_from_rows``: no tile; 16 rows of a B tile from 32 depths of 32 columns:
+      ``array[index + p * stride + 2 * j + e] = source[source_index + (2 * p + e) * 32 + j]``
+      for ``p`` in 0..15, ``j`` in 0..31, ``e`` in 0..1 (depth rows interleaved two by two).
     * ``pairs_from_columns``: no tile; 16 rows of a B tile from 16 columns of 32 depths each:
       ``array[index + p * stride + 2 * i + e] = source[source_index + i * source_stride +
       2 * p + e]`` for ``p``, ``i`` in 0..15, ``e`` in 0..1. For a B contiguous along K.

@@ -601,7 +601,7 @@ class _Builder:
             *([k.LocalArray("tc_P", self.packed, (t.mt * self.kc,), "register", align=64,
                             restrict=True)] if self.a_transposed else []),
             *([k.LocalArray("tc_S", self.packed, (t.nt * self.kc,), "register", align=64,
-                            restrict=True)] if self.b_columns else []),
+                            restrict=True)] if self.amx else []),
             k.LocalArray("tc_am", it, (t.mt,), "register"),
             k.LocalArray("tc_ak", it, (self.rows_per_block,), "register"),
             k.LocalArray("tc_bk", it, (self.rows_per_block,), "register"),
@@ -642,7 +642,7 @@ class _Builder:
             last = self.add(first, self._min(self.c(self.blocks), first, self.slice_blocks))
         blocks = k.For("tc_kb", first, last, k.block(
             *self.block_bounds(), *self.k_tables(), self.pack_b(), self.pack_a(),
-            self.zero_tails(), self.rows_from_panels(), self.pairs_from_columns(),
+            self.zero_tails(), self.rows_from_panels(), self.pairs_of_b(),
             self.micro_kernels()))
         if self.amx:  # this thread's tiles, configured for this unit of work
             blocks = k.block(k.MatrixOp("begin"), blocks, k.MatrixOp("end"))
@@ -922,15 +922,28 @@ class _Builder:
 
     @property
     def b_columns(self) -> bool:
-        """AMX with B read along K (:attr:`b_along_k`): B is packed column by column into
-        ``tc_S`` (``tc_S[jp][j][kk]``, each column's depths contiguous, as B has them) and
-        each 16 columns x 32 depths turned into a B tile's rows of pairs in registers
-        (:meth:`pairs_from_columns`)."""
+        """AMX with B read along K (:attr:`b_along_k`): B is staged column by column
+        (``tc_S[jp][j][kk]``, each column's depths contiguous, as B has them). Other AMX
+        products stage B as the FMAs' panels (``tc_S[jp][kk][j]``). Either way
+        :meth:`pairs_of_b` turns it into the tiles' rows of pairs in registers."""
         return self.amx and self.b_along_k
 
     def column_index(self, jp: k.Expr, kk: k.Expr, j: k.Expr) -> k.Expr:
         """Where column ``jp * nr + j``, depth ``kk`` lies in ``tc_S`` (:attr:`b_columns`)."""
         return self.add(self.mul(self.add(self.mul(jp, self.t.nr), j), self.kc), kk)
+
+    def panel_b_index(self, jp: k.Expr, kk: k.Expr, j: k.Expr) -> k.Expr:
+        """Column ``jp * nr + j``, depth ``kk`` in panels: ``[jp][kk][j]``."""
+        return self.add(self.mul(self.add(self.mul(jp, self.kc), kk), self.t.nr), j)
+
+    def staged_b(self, jp: k.Expr, kk: k.Expr, j: k.Expr) -> tuple[str, k.Expr]:
+        """(array, index) where pack_b puts column ``jp * nr + j``, depth ``kk``: ``tc_B``
+        itself for the FMAs; ``tc_S`` for AMX, as columns or panels (:attr:`b_columns`)."""
+        if not self.amx:
+            return "tc_B", self.b_index(jp, kk, j)
+        if self.b_columns:
+            return "tc_S", self.column_index(jp, kk, j)
+        return "tc_S", self.panel_b_index(jp, kk, j)
 
     def b_index(self, jp: k.Expr, kk: k.Expr, j: k.Expr) -> k.Expr:
         """Where column ``jp * nr + j``, depth ``kk`` of the block lies in ``tc_B``: panels of
@@ -938,7 +951,7 @@ class _Builder:
         interleaved, ``tc_B[jp][kk / 2][j][kk % 2]`` (a B tile's rows: 16 columns of 2)."""
         t = self.t
         if not self.amx:
-            return self.add(self.mul(self.add(self.mul(jp, self.kc), kk), t.nr), j)
+            return self.panel_b_index(jp, kk, j)
         odd = k.BinOp("%", kk, self.c(2), self.it)
         pair_row = self.add(self.mul(jp, self.kc), k.BinOp("-", kk, odd, self.it))
         return self.add(self.add(self.mul(pair_row, t.nr), self.mul(j, 2)), odd)
@@ -963,7 +976,7 @@ class _Builder:
         n_start = self.add(self.v("tc_n0"), self.mul(jp, t.nr))
         column = self.add(self.mul(jp, t.nr), j)  # within the tile
         col = self.add(self.v("tc_nb"), j)  # within N
-        dst = self.b_index(jp, kk, j)
+        target, dst = self.staged_b(jp, kk, j)
         table_src = self.add(self.v("tc_src"), k.LoadLocal("tc_bn", (column,), it))
         if self.b_along_k:  # tc_src is the row's part only; the inner variable's is added here
             table_src = self.add(table_src, self._inner_value(g.b[1]))
@@ -973,10 +986,10 @@ class _Builder:
                                    k.LoadLocal(f"tc_gbn{i}", (column,), it)), guard.upper)
             for i, guard in n_guards]
         cond = self.all_of(per_element)
-        careful = k.For("tc_j", 0, t.nr, k.StoreLocal("tc_B", (dst,), k.Select(
+        careful = k.For("tc_j", 0, t.nr, k.StoreLocal(target, (dst,), k.Select(
             cond, self.load(g.b[0], k.Select(cond, table_src, self.c(0), it)),
             self.zero, self.packed)))
-        zero = k.For("tc_j", 0, t.nr, k.StoreLocal("tc_B", (dst,), self.zero),
+        zero = k.For("tc_j", 0, t.nr, k.StoreLocal(target, (dst,), self.zero),
                      kind="simd")
         stride = self.b_row_stride()
         if stride is not None:  # the whole of N is one strided run
@@ -988,7 +1001,7 @@ class _Builder:
                 "tc_bn", (self.mul(jp, t.nr),), it)), self.mul(j, g.b[1].coeffs.get(last, 0)))
             offset = k.BinOp("%", self.v("tc_nb"), self.c(g.size(last)), it)
             run = k.BinOp("<=", self.add(offset, self.c(t.nr)), self.c(g.size(last)), "bool")
-        fast = k.For("tc_j", 0, t.nr, k.StoreLocal("tc_B", (dst,), self.load(g.b[0], fast_src)),
+        fast = k.For("tc_j", 0, t.nr, k.StoreLocal(target, (dst,), self.load(g.b[0], fast_src)),
                      kind="simd")
         panel: k.Stmt = k.If(run, fast, careful) if not n_guards else careful
         k_valid = self.all_of(k_conds)
@@ -999,9 +1012,7 @@ class _Builder:
             # Column by column, reading along K: B's unit stride (see b_along_k). For AMX
             # into tc_S, where the depths of a column are contiguous too (b_columns).
             guarded = self.all_of(per_element + k_conds)
-            target, at = ("tc_S", self.column_index(jp, kk, j)) if self.b_columns \
-                else ("tc_B", dst)
-            element = k.StoreLocal(target, (at,), k.Select(
+            element = k.StoreLocal(target, (dst,), k.Select(
                 guarded, self.load(g.b[0], k.Select(guarded, table_src, self.c(0), it)),
                 self.zero, self.packed))
             return k.For("tc_q", 0, self.v("tc_kon"), k.For("tc_jp", 0, panels, k.block(
@@ -1044,7 +1055,8 @@ class _Builder:
                                              self.zero), kind="simd")))
         else:
             b = k.For("tc_jp", 0, panels, k.For("tc_kk", *tail, k.For(
-                "tc_j", 0, t.nr, k.StoreLocal("tc_B", (self.b_index(jp, kk, j),), self.zero))))
+                "tc_j", 0, t.nr, k.StoreLocal("tc_S", (self.panel_b_index(jp, kk, j),),
+                                              self.zero), kind="simd")))
         return k.block(k.Declare("tc_kpad", it, self.mul(depth, AMX_DEPTH)), a, b)
 
     def rows_from_panels(self) -> k.Stmt | None:
@@ -1063,23 +1075,29 @@ class _Builder:
             "tc_ks", 0, steps, k.MatrixOp("rows_from_panel", (), "tc_A", rows, self.kc,
                                           "tc_P", panel)))
 
-    def pairs_from_columns(self) -> k.Stmt | None:
-        """AMX with B packed column by column (:attr:`b_columns`): each panel's 16-column
-        halves, 32 depths at a time, turned into the rows of K pairs of ``tc_B`` that its
-        tiles load (``MatrixOp`` pairs_from_columns: in vector registers). None otherwise."""
-        if not self.b_columns:
+    def pairs_of_b(self) -> k.Stmt | None:
+        """AMX: B staged in ``tc_S`` (:attr:`b_columns`) turned, 32 depths of a panel at a
+        time, into the rows of K pairs of ``tc_B`` that its tiles load, in vector registers:
+        ``MatrixOp`` pairs_from_rows (depth rows interleaved two by two) from panels,
+        pairs_from_columns (16 columns at a time, transposed) from columns. None for the
+        FMAs."""
+        if not self.amx:
             return None
         t = self.t
         jp, ks, h = self.v("tc_jp"), self.v("tc_ks"), self.v("tc_h")
         depth = self.mul(ks, AMX_DEPTH)
+        steps = k.BinOp("/", self.v("tc_kpad"), self.c(AMX_DEPTH), self.it)
+        panels = self.ceil_div(self.v("tc_nlen"), t.nr)
+        if not self.b_columns:
+            return k.For("tc_jp", 0, panels, k.For("tc_ks", 0, steps, k.MatrixOp(
+                "pairs_from_rows", (), "tc_B", self.b_index(jp, depth, self.c(0)), t.nr * 2,
+                "tc_S", self.panel_b_index(jp, depth, self.c(0)))))
         half = AMX_BLOCK // 2
         rows = self.add(self.b_index(jp, depth, self.c(0)), self.mul(h, half * 2))
         columns = self.column_index(jp, depth, self.mul(h, half))
-        steps = k.BinOp("/", self.v("tc_kpad"), self.c(AMX_DEPTH), self.it)
-        return k.For("tc_jp", 0, self.ceil_div(self.v("tc_nlen"), t.nr), k.For(
-            "tc_ks", 0, steps, k.For("tc_h", 0, 2, k.MatrixOp(
-                "pairs_from_columns", (), "tc_B", rows, t.nr * 2, "tc_S", columns,
-                source_stride=self.kc), kind="unroll")))
+        return k.For("tc_jp", 0, panels, k.For("tc_ks", 0, steps, k.For(
+            "tc_h", 0, 2, k.MatrixOp("pairs_from_columns", (), "tc_B", rows, t.nr * 2,
+                                     "tc_S", columns, source_stride=self.kc), kind="unroll")))
 
     def _amx_micro_kernels(self) -> k.Stmt:
         """acc[32][32] += A[r][kk] * B[kk][j] per register block on AMX tiles: C in tiles 0-3

@@ -324,14 +324,11 @@ def cpu_legal(t: CpuTiling, dims: CpuDims) -> bool:
     if t.engine == "amx":
         if not dims.amx or t.mr != AMX_BLOCK or t.nr != AMX_BLOCK or t.kc % AMX_DEPTH:
             return False
-        # float32 accumulators, bfloat16 operands padded to whole tile rows of K; A twice
-        # where it is packed as panels and then turned into rows (a weight gradient), B
-        # twice where it may be packed as columns and turned into pairs (read along K: a
-        # B not contiguous along N, b_gather, is counted so)
+        # float32 accumulators, bfloat16 operands padded to whole tile rows of K: B twice
+        # (staged, then turned into the tiles' pairs), A twice where it is packed as panels
+        # and then turned into rows (a weight gradient)
         a_copies = 2 if dims.a_run else 1
-        b_copies = 2 if dims.b_gather else 1
-        return (t.mt * t.nt * 4
-                + (a_copies * t.mt + b_copies * t.nt) * _round_up(kc, AMX_DEPTH) * 2
+        return (t.mt * t.nt * 4 + (a_copies * t.mt + 2 * t.nt) * _round_up(kc, AMX_DEPTH) * 2
                 <= CPU_STACK_BYTES)
     return (t.mt * t.nt + (t.mt + t.nt) * kc) * 4 <= CPU_STACK_BYTES
 

@@ -229,7 +229,7 @@ def test_amx_tilings_only_where_the_product_may_use_them():
     assert not cpu_legal(CpuTiling(32, 32, 256, 128, 128, 16, engine="amx"), plain)
     assert not cpu_legal(CpuTiling(16, 32, 256, 128, 128, 16, engine="amx"), marked)
     # A weight gradient's A (packed along M, a_run) needs a second buffer of A on the stack.
-    big = CpuTiling(32, 32, 512, 288, 288, 16, engine="amx")
+    big = CpuTiling(32, 32, 512, 256, 256, 16, engine="amx")
     assert cpu_legal(big, marked)
     assert not cpu_legal(big, dataclasses.replace(marked, a_run=64))
     assert rank_cpu(dataclasses.replace(marked, a_run=64), model)[0][1].engine == "amx"
