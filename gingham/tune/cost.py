@@ -91,6 +91,14 @@ CPU_PACK_FAR_CYCLES = 6.0
 #: 207 GFLOP/s of 24 independent 16-lane FMA chains (11.6x); taken lower here for the C
 #: tiles' loads and stores per K block and the loads of A and B.
 CPU_AMX_SPEEDUP = 8.0
+#: Cycles a 32 x 32 AMX register block spends per K block beside its products: its four
+#: float32 C tiles loaded and stored (4 KB each way) and the block loops around them. Fitted on
+#: 2 Sapphire Rapids cores, ResNet-9's 256 -> 512 forward at 8x8 (M 32768 x N 512 x K 2304,
+#: tiles 256 x 256): K blocks of 64 / 128 / 256 took 81.7 / 65.2 / 61.1 ms, about 7 us a
+#: tile and block of core time, 350 cycles a register block (against mt * nt / lanes, 64,
+#: for the FMAs' accumulators). Lower, the model took blocks of 64 for tiles of 384 x 512
+#: (90 ms against 57-61 for 256 x 256 with 256 or 384).
+CPU_AMX_BLOCK_CYCLES = 350.0
 #: Cycles per element of A turned from panels into AMX tile rows in vector registers (a
 #: weight gradient's A, contiguous along M: ``MatrixOp`` rows_from_panel), on top of its
 #: packing. Measured on one Sapphire Rapids core: 0.054 ns an element, 32 x 32 at a time.
@@ -366,7 +374,11 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
         a_cycles += CPU_AMX_ROWS_CYCLES
     pack = tiles * dims.k * (tiling.mt * a_cycles + tiling.nt * b_cycles) * cycle
     pack += cpu_reread_cycles(tiling, dims, model.l2_bytes) * cycle
-    accumulators = tiles * blocks * tiling.mt * tiling.nt / lanes * cycle
+    if amx:
+        register_blocks = (tiling.mt // tiling.mr) * (tiling.nt // tiling.nr)
+        accumulators = tiles * blocks * register_blocks * CPU_AMX_BLOCK_CYCLES * cycle
+    else:
+        accumulators = tiles * blocks * tiling.mt * tiling.nt / lanes * cycle
     # The busiest thread's share, plus half a tile of expected tail: tiles are handed out
     # dynamically, and a thread that is preempted (a shared machine) finishes late.
     # A ragged edge makes tiles unequal: the busiest thread runs at least a whole tile (576
