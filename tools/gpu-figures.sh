@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 5's GPU figures in one time-boxed call (a lease allows 10 minutes a command):
-#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|g|k|x|u|y|l|q|h|j|d|closing|rows|archive|ocl-archive|host]
+#   bash tools/gpu-session.sh bash tools/gpu-figures.sh [SECONDS] [a|m|b|f|c|t|w|z|p|n|s|o|e|r|v|g|k|x|u|y|l|q|h|j|d|closing|rows|archive|ocl-archive|host|closing41]
 # Steps run most important first; each gets at most its own limit and what is left of the
 # total. Logs and JSON records go to $OUT (or ./gpu-out). A cold cache: the first steps are
 # what a new user sees.
@@ -312,5 +312,12 @@ step resnet9-cpu-bf16 120 $g bench model resnet9 --device cpu --precision bf16 -
 for round in 1 2 3; do
     step "resnet9-first-cuda-fp32-r$round" 40 env GINGHAM_CACHE_DIR="$(mktemp -d)" CUDA_CACHE_PATH="$(mktemp -d)" GINGHAM_DEBUG=1 $g bench model resnet9 --device cuda:0 --no-torch
 done
+;;
+closing41)  # stop 41's closing run: the GPU host's CPU on AMX (tests, bf16 ops and ResNet-9),
+    # then the all-devices table
+step tests-amx 120 python3 -m pytest -n 8 -q -p no:cacheprovider -p no:warnings tests/compiler/test_tiling_amx.py tests/compiler/test_tiling_cpu.py
+step ops-cpu-bf16 90 $g bench ops --device cpu --only gemm,conv --dtype bf16 --gemm-sizes 1024,2048 --torch-compile off --json "$out/ops-cpu-bf16.json"
+step resnet9-cpu-bf16 120 $g bench model resnet9 --device cpu --precision bf16 --quick --torch-compile off --json "$out/resnet9-cpu-bf16.json"
+step all-devices 300 $g bench model story resnet9 --all-devices --quick --torch-compile off --json "$out/all-devices.json"
 ;;
 esac
