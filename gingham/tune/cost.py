@@ -323,7 +323,8 @@ def cpu_reread_cycles(tiling, dims: CpuDims, l2_bytes: int) -> float:
     row = (tiling.mt + dims.n) * k_slice * size
     a = (n_nt - 1) * dims.m * dims.k * _missed(tile, l2_bytes)
     b = (n_mt - 1) * dims.n * dims.k * _missed(row, l2_bytes)
-    return dims.batch * (a + b) * (CPU_PACK_FAR_CYCLES - CPU_PACK_CYCLES)
+    # per element from further out: a cache line brings twice the bfloat16 elements
+    return dims.batch * (a + b) * (CPU_PACK_FAR_CYCLES - CPU_PACK_CYCLES) * size / 4
 
 
 def _fit(size: float, budget: float) -> float:
