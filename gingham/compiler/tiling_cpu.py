@@ -761,7 +761,8 @@ class _Builder:
 
     def pack_a(self) -> k.Stmt:
         """tc_A = A[m, k] for the tile's rows (0 where a guard fails or past the edge), as
-        rows or as panels (:attr:`a_panels`)."""
+        rows or as panels (:attr:`a_panels`); on AMX, panels in ``tc_P`` that
+        :meth:`rows_from_panels` then turns into rows (:attr:`a_transposed`)."""
         if self.a_transposed:
             return self.pack_a_panels("tc_P")
         return self.pack_a_panels("tc_A") if self.a_panels else self.pack_a_rows()
