@@ -140,6 +140,8 @@ class _Gemm:
     b: tuple[str, Affine]
     a_guards: tuple[_Guard, ...]
     b_guards: tuple[_Guard, ...]
+    a_elements: int = 0  # elements of A's and B's tensors (0: not known)
+    b_elements: int = 0
 
     def size(self, var: str) -> int:
         if var in self.ranges:
@@ -189,10 +191,17 @@ class _Gemm:
     def dims(self) -> CpuDims:
         """The sizes the cost model and the tiling space see."""
         k_in = self.size(self.k_inner) if self.k_inner else 1
-        return CpuDims(self.extent(self.m_vars), self.extent(self.n_vars),
-                       k_in * self.extent(self.k_outer), k_in, self.extent(self.batch),
+        m, n = self.extent(self.m_vars), self.extent(self.n_vars)
+        k, batch = k_in * self.extent(self.k_outer), self.extent(self.batch)
+
+        def distinct(elements: int, viewed: int) -> float:
+            return min(1.0, elements / viewed) if elements and viewed else 1.0
+
+        return CpuDims(m, n, k, k_in, batch,
                        b_gather=self.b[1].coeffs.get(self.n_vars[-1]) != 1,
-                       a_run=self.a_run, b_careful=bool(self.n_guards()))
+                       a_run=self.a_run, b_careful=bool(self.n_guards()),
+                       a_distinct=distinct(self.a_elements, m * k * batch),
+                       b_distinct=distinct(self.b_elements, k * n * batch))
 
 
 def _narrow(nc: NormalContraction):
@@ -351,7 +360,8 @@ def _oriented(nc: NormalContraction, red_vars, ranges, forms, guards, b_pos: int
     k_outer = tuple(v for v in red_vars if v != k_inner)
     return _Gemm(tuple(nc.out_vars), tuple(nc.out_shape), batch, m_vars, n_vars, k_outer,
                  k_inner, ranges, (nc.operands[a_pos].tensor, a_form),
-                 (nc.operands[b_pos].tensor, b_form), tuple(a_guards), tuple(b_guards))
+                 (nc.operands[b_pos].tensor, b_form), tuple(a_guards), tuple(b_guards),
+                 math.prod(nc.operands[a_pos].sizes), math.prod(nc.operands[b_pos].sizes))
 
 
 def _view_cost(g: _Gemm, model: DeviceModel, amx: bool = False) -> float:

@@ -262,6 +262,10 @@ class CpuDims:
     a_run: int = 0
     b_careful: bool = False
     amx: bool = False  # bfloat16 operands on a CPU whose AMX tiles may run the product
+    # The share of A's m x k (B's k x n) elements that are distinct in memory: below 1 for a
+    # convolution's input viewed as a GEMM (each pixel in up to 9 rows of the 3x3 product).
+    a_distinct: float = 1.0
+    b_distinct: float = 1.0
 
 
 def cpu_block_depth(tiling, dims: CpuDims) -> int:
@@ -323,6 +327,10 @@ def cpu_reread_cycles(tiling, dims: CpuDims, l2_bytes: int) -> float:
     row = (tiling.mt + dims.n) * k_slice * size
     a = (n_nt - 1) * dims.m * dims.k * _missed(tile, l2_bytes)
     b = (n_mt - 1) * dims.n * dims.k * _missed(row, l2_bytes)
+    if tiling.engine == "amx":
+        # Re-read from further out are the operands' distinct lines, not the GEMM view's
+        # repeats of them. Kept to AMX: the float32 constants were fitted without it.
+        a, b = a * dims.a_distinct, b * dims.b_distinct
     # per element from further out: a cache line brings twice the bfloat16 elements
     return dims.batch * (a + b) * (CPU_PACK_FAR_CYCLES - CPU_PACK_CYCLES) * size / 4
 
