@@ -348,7 +348,14 @@ def cpu_space(dims: CpuDims, model: DeviceModel) -> list[CpuTiling]:
 
         block = AMX_BLOCK
         kcs = sorted({min(kc, _round_up(dims.k, AMX_DEPTH)) for kc in CPU_KC + CPU_AMX_KC})
-        mts = sorted({min(block * b, _round_up(dims.m, block)) for b in CPU_AMX_BLOCKS})
+        mts = {min(block * b, _round_up(dims.m, block)) for b in CPU_AMX_BLOCKS}
+        # and M cut evenly over the threads (once or twice each): 576 rows on 2 threads are
+        # 2 tiles of 288, not 384 + 192 (ResNet-9's 64 -> 128 weight gradient, M 576 x N 128
+        # x K 524288: 108 ms against 121 for 384 x 128 and 133 for 384 x 64)
+        workers = max(1, model.workers)
+        mts |= {_round_up(-(-dims.m // parts), block) for parts in (workers, 2 * workers)
+                if -(-dims.m // parts) <= block * max(CPU_AMX_BLOCKS)}
+        mts = sorted(mts)
         nts = sorted({min(block * b, _round_up(dims.n, block)) for b in CPU_AMX_BLOCKS})
         for kc, mt, nt in itertools.product(kcs, mts, nts):
             configs += _with_splits(CpuTiling(block, block, kc, mt, nt, lanes, engine="amx"),

@@ -248,6 +248,10 @@ def test_amx_tilings_only_where_the_product_may_use_them():
     assert cpu_legal(big, marked)
     assert not cpu_legal(big, dataclasses.replace(marked, a_run=64))
     assert rank_cpu(dataclasses.replace(marked, a_run=64), model)[0][1].engine == "amx"
+    # M cut evenly over the threads: 576 rows on 2 threads, tiles of 288 (not 384 + 192)
+    wgrad = CpuDims(576, 128, 1 << 19, 32, 1, a_run=64, amx=True)
+    even = -(-(-(-576 // model.workers)) // 32) * 32
+    assert any(t.mt == even for t in cpu_space(wgrad, model) if t.engine == "amx")
 
 
 def _a_cpu_info():
