@@ -750,9 +750,15 @@ class _Builder:
             return "panels turned into rows"
         return "panels" if self.a_panels else "rows"
 
+    def in_panels(self, panel: k.Expr, kk: k.Expr, within: k.Expr, width: int) -> k.Expr:
+        """Element ``within`` of panel ``panel`` at depth ``kk``, in panels of ``width``
+        elements per depth (``[panel][kk][within]``): A's panels of ``mr`` rows, B's of ``nr``
+        columns."""
+        return self.add(self.mul(self.add(self.mul(panel, self.kc), kk), width), within)
+
     def panel_index(self, row_block: k.Expr, i: k.Expr, kk: k.Expr) -> k.Expr:
         """Row ``row_block * mr + i``, depth ``kk`` in panels of ``mr`` rows per depth."""
-        return self.add(self.mul(self.add(self.mul(row_block, self.kc), kk), self.t.mr), i)
+        return self.in_panels(row_block, kk, i, self.t.mr)
 
     def a_index(self, row_block: k.Expr, i: k.Expr, kk: k.Expr) -> k.Expr:
         """Where row ``row_block * mr + i``, depth ``kk`` of the block lies in ``tc_A``."""
@@ -944,8 +950,8 @@ class _Builder:
         return self.add(self.mul(self.add(self.mul(jp, self.t.nr), j), self.kc), kk)
 
     def panel_b_index(self, jp: k.Expr, kk: k.Expr, j: k.Expr) -> k.Expr:
-        """Column ``jp * nr + j``, depth ``kk`` in panels: ``[jp][kk][j]``."""
-        return self.add(self.mul(self.add(self.mul(jp, self.kc), kk), self.t.nr), j)
+        """Column ``jp * nr + j``, depth ``kk`` in panels of ``nr`` columns per depth."""
+        return self.in_panels(jp, kk, j, self.t.nr)
 
     def staged_b(self, jp: k.Expr, kk: k.Expr, j: k.Expr) -> tuple[str, k.Expr]:
         """(array, index) where pack_b puts column ``jp * nr + j``, depth ``kk``: ``tc_B``

@@ -313,6 +313,12 @@ def _missed(distance: float, cache: float) -> float:
     return 0.0 if distance <= cache else 1.0 - cache / distance
 
 
+def cpu_operand_bytes(tiling) -> int:
+    """Bytes of an operand element as a tiling reads and packs it: bfloat16 on AMX tiles,
+    float32 (the packed type) on the FMAs."""
+    return 2 if tiling.engine == "amx" else 4
+
+
 def cpu_reread_cycles(tiling, dims: CpuDims, l2_bytes: int) -> float:
     """Extra cycles (all threads together) of re-packing operands that left L2.
 
@@ -322,7 +328,7 @@ def cpu_reread_cycles(tiling, dims: CpuDims, l2_bytes: int) -> float:
     (all of B). Whatever no longer fits L2 is read again from further out."""
     n_mt, n_nt = _ceil(dims.m, tiling.mt), _ceil(dims.n, tiling.nt)
     k_slice = _ceil(dims.k, max(1, tiling.split))  # a tile's share of K
-    size = 2 if tiling.engine == "amx" else 4  # bytes of an operand element (bf16 on AMX)
+    size = cpu_operand_bytes(tiling)
     tile = (tiling.mt + tiling.nt) * k_slice * size
     row = (tiling.mt + dims.n) * k_slice * size
     a = (n_nt - 1) * dims.m * dims.k * _missed(tile, l2_bytes)
@@ -354,7 +360,7 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
     else:
         efficiency = cpu_register_efficiency(tiling.mr, tiling.nr, lanes, registers)
     kc = cpu_block_depth(tiling, dims)
-    packed = 2 if amx else 4  # bytes of a packed element (bfloat16 bits, or float32)
+    packed = cpu_operand_bytes(tiling)
     # Split-K: slices of whole K blocks (as the kernel cuts them), each slice's tiles a unit
     # of work; a tile accumulates over its slice only.
     slice_blocks = _ceil(_ceil(dims.k, kc), max(1, tiling.split))
@@ -397,8 +403,7 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
     per_thread = (max(_ceil(tiles, workers), tile_share * tiles) + 0.5) / tiles
     compute = (flops / (peak * efficiency) + pack + accumulators) * per_thread
     cells = dims.batch * dims.m * dims.n
-    size = 2 if amx else 4  # bytes of an operand element (bfloat16 on AMX)
-    memory = (dims.batch * (dims.m * dims.k + dims.k * dims.n) * size + 2 * cells * 4) \
+    memory = (dims.batch * (dims.m * dims.k + dims.k * dims.n) * packed + 2 * cells * 4) \
         / model.bandwidth
     launches = 1
     if split > 1:  # partial sums written, then read back by a second kernel
@@ -408,6 +413,6 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
             + launches * model.launch_overhead)
 
 
-__all__ = ["CpuDims", "TileColumns", "cpu_time", "cpu_block_depth", "cpu_reread_cycles",
-           "cpu_straddling", "cpu_register_efficiency", "gpu_time", "gpu_times", "gpu_residency",
-           "gpu_registers"]
+__all__ = ["CpuDims", "TileColumns", "cpu_time", "cpu_block_depth", "cpu_operand_bytes",
+           "cpu_reread_cycles", "cpu_straddling", "cpu_register_efficiency", "gpu_time",
+           "gpu_times", "gpu_residency", "gpu_registers"]

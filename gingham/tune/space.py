@@ -353,8 +353,10 @@ def cpu_space(dims: CpuDims, model: DeviceModel) -> list[CpuTiling]:
         # 2 tiles of 288, not 384 + 192 (ResNet-9's 64 -> 128 weight gradient, M 576 x N 128
         # x K 524288: 108 ms against 121 for 384 x 128 and 133 for 384 x 64)
         workers = max(1, model.workers)
-        mts |= {_round_up(-(-dims.m // parts), block) for parts in (workers, 2 * workers)
-                if -(-dims.m // parts) <= block * max(CPU_AMX_BLOCKS)}
+        for parts in (workers, 2 * workers):
+            rows = -(-dims.m // parts)
+            if rows <= block * max(CPU_AMX_BLOCKS):
+                mts.add(_round_up(rows, block))
         mts = sorted(mts)
         nts = sorted({min(block * b, _round_up(dims.n, block)) for b in CPU_AMX_BLOCKS})
         for kc, mt, nt in itertools.product(kcs, mts, nts):
