@@ -463,6 +463,7 @@ class _Renderer:
             name = self.ident(param.name)
             params.append(f"{qualifier}{const}{d.types[param.dtype]}* {d.restrict} {name}")
         self.storage = {p.name: p.dtype for p in kernel.params}
+        self.outputs = {p.name for p in kernel.params if p.output}
         self.local_scopes: dict[str, str] = {}  # LocalArray name -> scope, for CopyLocal
         # Scalars in scope that hold a value already rounded to bfloat16 (declared as
         # round_bfloat16(...)): storing one takes its top 16 bits instead of rounding it again.
@@ -517,6 +518,14 @@ class _Renderer:
                                   for last in range(s.shape[-1]))
                         for head in itertools.product(*map(range, s.shape[:-1]))]
                 return f"{pad}{t} " + f",\n{pad}    ".join(rows) + ";\n"
+            if s.view is not None:
+                if d.name != "c" or len(s.shape) != 1:
+                    raise ValueError(f"a view onto a buffer ({s.name}) exists only as a 1-D "
+                                     f"array in the C dialect, not in {d.name}")
+                buffer, offset = s.view
+                const = "" if buffer in self.outputs else "const "
+                return (f"{pad}{const}{t}* {d.restrict} {name} = {self.ident(buffer)} + "
+                        f"{self.expr(offset)};\n")
             if s.scope == "dynamic":
                 if d.name != "cuda":
                     raise ValueError(f"dynamic shared memory ({s.name}) exists only in the CUDA "

@@ -158,6 +158,10 @@ class LocalArray:
     # keeps a register block read from such a scratch array in registers (through the array
     # itself it spills the block to the stack every iteration).
     restrict: bool = False
+    # C only, 1-D: no array of its own but a window onto a global buffer (a parameter, often a
+    # Scratch) from an element offset, ``T* restrict name = buffer + offset``: operands packed
+    # once by one kernel and read in place by the next (``tiling_cpu``'s packed operands).
+    view: tuple[str, Expr] | None = None
 
 
 #: The widths an unaligned :class:`CopyLocal` may have: OpenCL's ``vloadN`` / ``vstoreN``.
