@@ -103,6 +103,15 @@ def choose_tiling(info: DeviceInfo, dims: CpuDims) -> CpuTiling:
 AMX_BLOCK = 32
 #: bfloat16 elements of K in one row of an A tile (64 bytes), so one product's depth.
 AMX_DEPTH = 32
+#: The most bytes an operand packed once for every tile may take (``_Builder._packs_once``):
+#: beyond it (an im2col A of a large batch: 9 times the activations) each tile packs its own
+#: blocks, in its cache, as before.
+PACKED_ONCE_MAX_BYTES = 64 << 20
+#: The fewest tiles that must read a packed block for its operand to be packed once: the
+#: packed copy goes to memory and comes back once per tile, where a tile's own packing reads
+#: the operand and keeps the copy in its cache. Read by 2 tiles (bf16 M 4096 x N 512 x K
+#: 4608, A) packing once was 1.2x slower; by 4 and 8 (GEMM 2048's B and A) faster.
+PACKED_ONCE_MIN_READERS = 4
 
 
 def _clamp(value: int, lo: int, hi: int) -> int:
@@ -470,12 +479,17 @@ def tiled_contraction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str, inf
         return None
     g, d = found
     tiling = tiling or choose_tiling(info, d)
+    options = dict(vector_copies=info.dialect == "opencl",
+                   vector_registers=info.dialect in ("opencl", "c"),
+                   a_rows_at_offsets=info.dialect == "c")
     builder = _Builder(plan, LoweringContext(ctx.bound, ctx.aliases) if tiling.split > 1 else ctx,
-                       name, g, tiling, vector_copies=info.dialect == "opencl",
-                       vector_registers=info.dialect in ("opencl", "c"),
-                       a_rows_at_offsets=info.dialect == "c")
+                       name, g, tiling, **options)
+    # Operands packed once, each by a kernel of its own that runs before the product.
+    packers = [_Builder(plan, LoweringContext(ctx.bound, ctx.aliases), name, g, tiling,
+                        **options).packing_kernel(operand)
+               for operand in ("a", "b") if builder.prepacked(operand)]
     if builder.split == 1:
-        return [builder.kernel()]
+        return [*packers, builder.kernel()]
     from .tiling_gpu import split_sum  # the same sum of partials, one cell per iteration
 
     partials = builder.kernel()
@@ -483,7 +497,7 @@ def tiled_contraction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str, inf
                       "float32")
     schedule = (f"cpu split-K sum: {builder.split} partial tiles per cell "
                 f"({builder.cells} cells), then finalisation and epilogue")
-    return [partials, dataclasses.replace(total, schedule=schedule)]
+    return [*packers, partials, dataclasses.replace(total, schedule=schedule)]
 
 
 class _Builder:
@@ -531,7 +545,19 @@ class _Builder:
         self.tiles = g.extent(g.batch) * self.n_mt * self.n_nt * self.split
         self.scratch = (k.Scratch(f"{name}_partials", "float32", self.split * self.cells)
                         if self.split > 1 else None)
-        self.it = index_type(max(biggest, self.split * self.cells) * 2 + 16)
+        # Packed once (AMX): per operand, its packed blocks one after another, a block per
+        # (batch, tile of its own rows or columns, K block), as the tiles read them.
+        batch = g.extent(g.batch)
+        self.pack_units = {"a": batch * self.n_mt * self.blocks,
+                           "b": batch * self.n_nt * self.blocks}
+        self.pack_block = {"a": t.mt * self.kc, "b": t.nt * self.kc}
+        self.packed_once = {
+            operand: k.Scratch(f"{name}_packed_{operand}", self.packed,
+                               self.pack_units[operand] * self.pack_block[operand])
+            for operand in ("a", "b") if self._packs_once(operand)}
+        largest = max([biggest, self.split * self.cells] +
+                      [s.size for s in self.packed_once.values()])
+        self.it = index_type(largest * 2 + 16)
 
     # small helpers
     def v(self, name: str) -> k.Var:
@@ -596,34 +622,138 @@ class _Builder:
         """The packed zero (float32 0.0 or the bits of bfloat16 +0)."""
         return k.Const(0, "uint16") if self.amx else k.Const(0.0, "float32")
 
+    # -- operands packed once -------------------------------------------------------------------
+    def _packs_once(self, operand: str) -> bool:
+        """Whether ``operand`` ("a" or "b") is packed once, by a kernel of its own before the
+        product (:meth:`packing_kernel`), rather than by every tile that reads it: on AMX,
+        where the tiles multiply so fast that packing dominates (bf16 GEMM 2048 on 2 cores:
+        12 ms, 6 of them packing), when more than one tile reads each packed block (A's
+        blocks are read by every tile of their rows, B's by every tile of their columns) and
+        the packed operand fits :data:`PACKED_ONCE_MAX_BYTES`."""
+        if not self.amx:
+            return False
+        readers = self.n_nt if operand == "a" else self.n_mt
+        size = self.pack_units[operand] * self.pack_block[operand] * 2
+        return readers >= PACKED_ONCE_MIN_READERS and size <= PACKED_ONCE_MAX_BYTES
+
+    def prepacked(self, operand: str) -> bool:
+        """Whether ``operand`` ("a" or "b") comes packed from :meth:`packing_kernel`."""
+        return operand in self.packed_once
+
+    def _pack_unit(self, operand: str) -> k.Expr:
+        """The packed block of ``operand`` that this tile reads in K block ``tc_kb``: blocks
+        run batch, then the tile's rows (A) or columns (B), then K block fastest."""
+        tiles = self.n_mt if operand == "a" else self.n_nt
+        tile = self.v("tc_mt" if operand == "a" else "tc_nt")
+        if self.g.batch:
+            tile = self.add(self.mul(self.v("tc_bt"), tiles), tile)
+        return self.add(self.mul(tile, self.blocks), self.v("tc_kb"))
+
+    def _packed_view(self, operand: str) -> k.LocalArray:
+        """``tc_A`` or ``tc_B`` as a window onto the operand's packed block for this tile and
+        K block (packed by :meth:`packing_kernel`)."""
+        scratch = self.packed_once[operand]
+        block = self.pack_block[operand]
+        offset = self.mul(self._pack_unit(operand), block)
+        return k.LocalArray(f"tc_{operand.upper()}", self.packed, (block,), "register",
+                            restrict=True, view=(scratch.name, offset))
+
+    def _index_tables(self, a: bool, b: bool) -> list[k.Stmt]:
+        """The per-tile and per-K-row index and guard tables that packing A (``a``) and B
+        (``b``) read (:meth:`row_tables`, :meth:`column_tables`, :meth:`k_tables`)."""
+        t, g, it = self.t, self.g, self.it
+        rows = self.rows_per_block
+        tables = [k.LocalArray("tc_am", it, (t.mt,), "register")] if a else []
+        tables += [k.LocalArray("tc_ak", it, (rows,), "register"),
+                   k.LocalArray("tc_bk", it, (rows,), "register")]
+        for i, _ in enumerate(g.a_guards):
+            if a:
+                tables.append(k.LocalArray(f"tc_gam{i}", it, (t.mt,), "register"))
+            tables.append(k.LocalArray(f"tc_gak{i}", it, (rows,), "register"))
+        for i, _ in enumerate(g.b_guards):
+            tables.append(k.LocalArray(f"tc_gbk{i}", it, (rows,), "register"))
+        if b:
+            tables.append(k.LocalArray("tc_bn", it, (t.nt,), "register"))
+            for i, _ in self.n_guards():
+                tables.append(k.LocalArray(f"tc_gbn{i}", it, (t.nt,), "register"))
+        return tables
+
+    def packing_kernel(self, operand: str) -> k.Kernel:
+        """The kernel that packs ``operand`` ("a" or "b") once (:meth:`_packs_once`), each
+        (batch, tile row or column, K block) a unit of OpenMP work, exactly as a tile of the
+        product would pack it, into the scratch buffer that the product's tiles then read in
+        place (:meth:`_packed_view`)::
+
+            for each unit (batch, mt or nt, kb):
+                tc_A = packed_a + unit * mt * kc:  pack A's rows of the tile, as rows
+                tc_B = packed_b + unit * nt * kc:  pack B's columns, turned into pairs
+        """
+        g, t, it = self.g, self.t, self.it
+        assert self.amx and operand in self.packed_once, operand
+        scratch = self.packed_once[operand]
+        self.ctx.params[scratch.name] = k.Param(scratch.name, self.packed, output=True)
+        a = operand == "a"
+        tiles = self.n_mt if a else self.n_nt
+        unit = self.v("tc_u")
+        body: list[k.Stmt] = self._index_tables(a, not a)
+        if a and self.a_transposed:
+            body.append(k.LocalArray("tc_P", self.packed, (t.mt * self.kc,), "register",
+                                     align=64, restrict=True))
+        if not a:
+            body.append(k.LocalArray("tc_S", self.packed, (t.nt * self.kc,), "register",
+                                     align=64, restrict=True))
+        body.append(k.Declare("tc_kb", it, k.BinOp("%", unit, self.c(self.blocks), it)))
+        tile = k.BinOp("/", unit, self.c(self.blocks), it)
+        if g.batch:
+            body.append(k.Declare("tc_bt", it, k.BinOp("/", tile, self.c(tiles), it)))
+            body += self.decode(self.v("tc_bt"), g.batch, offsets=False)
+            tile = k.BinOp("%", tile, self.c(tiles), it)
+        if a:
+            body += [k.Declare("tc_mt", it, tile),
+                     k.Declare("tc_m0", it, self.mul(self.v("tc_mt"), t.mt)),
+                     k.Declare("tc_mlen", it, self._min(self.c(self.m), self.v("tc_m0"), t.mt)),
+                     self.row_tables()]
+        else:
+            body += [k.Declare("tc_nt", it, tile),
+                     k.Declare("tc_n0", it, self.mul(self.v("tc_nt"), t.nt)),
+                     k.Declare("tc_nlen", it, self._min(self.c(self.n), self.v("tc_n0"), t.nt)),
+                     self.column_tables()]
+        body += [self._packed_view(operand), *self.block_bounds(), *self.k_tables()]
+        if a:
+            body += [self.pack_a(), self.zero_tails(a=True, b=False), self.rows_from_panels()]
+        else:
+            body += [self.pack_b(), self.zero_tails(a=False, b=True), self.pairs_of_b()]
+        units = self.pack_units[operand]
+        loop = k.For("tc_u", 0, units, k.block(*body), kind="parallel")
+        params = tuple(sorted(self.ctx.params.values(), key=lambda p: (p.output, p.name)))
+        what = (f"A packed as {self.a_packing}" if a else
+                f"B packed as pairs{' read along K' if self.b_along_k else ''}")
+        schedule = (f"cpu packing for AMX, once for every tile: {what}, {units} blocks of "
+                    f"{'rows' if a else 'columns'} {t.mt if a else t.nt} x K {self.kc}")
+        return k.Kernel(f"{self.name}_pack_{operand}", params, loop, k.Launch((units,), (1,)),
+                        schedule, flops=0, uses=frozenset(self.ctx.uses), scratch=(scratch,))
+
     # -- the kernel --------------------------------------------------------------------------------
     def kernel(self) -> k.Kernel:
         g, t = self.g, self.t
         f32 = "float32"
         it = self.it
+        pack_a, pack_b = not self.prepacked("a"), not self.prepacked("b")
+        for scratch in self.packed_once.values():
+            self.ctx.params[scratch.name] = k.Param(scratch.name, self.packed, output=False)
         body: list[k.Stmt] = [
             k.LocalArray("tc_C", f32, (t.mt * t.nt,), "register", align=64,
                          restrict=True),
-            k.LocalArray("tc_A", self.packed, (t.mt * self.kc,), "register", align=64,
-                         restrict=True),
-            k.LocalArray("tc_B", self.packed, (t.nt * self.kc,), "register", align=64,
-                         restrict=True),
+            *([k.LocalArray("tc_A", self.packed, (t.mt * self.kc,), "register", align=64,
+                            restrict=True)] if pack_a else []),
+            *([k.LocalArray("tc_B", self.packed, (t.nt * self.kc,), "register", align=64,
+                            restrict=True)] if pack_b else []),
             *([k.LocalArray("tc_P", self.packed, (t.mt * self.kc,), "register", align=64,
-                            restrict=True)] if self.a_transposed else []),
+                            restrict=True)] if self.a_transposed and pack_a else []),
             *([k.LocalArray("tc_S", self.packed, (t.nt * self.kc,), "register", align=64,
-                            restrict=True)] if self.amx else []),
-            k.LocalArray("tc_am", it, (t.mt,), "register"),
-            k.LocalArray("tc_ak", it, (self.rows_per_block,), "register"),
-            k.LocalArray("tc_bk", it, (self.rows_per_block,), "register"),
+                            restrict=True)] if self.amx and pack_b else []),
+            *self._index_tables(pack_a, pack_b),
         ]
-        for i, _ in enumerate(g.a_guards):
-            body.append(k.LocalArray(f"tc_gam{i}", it, (t.mt,), "register"))
-            body.append(k.LocalArray(f"tc_gak{i}", it, (self.rows_per_block,), "register"))
-        for i, _ in enumerate(g.b_guards):
-            body.append(k.LocalArray(f"tc_gbk{i}", it, (self.rows_per_block,), "register"))
-        body.append(k.LocalArray("tc_bn", it, (t.nt,), "register"))
-        for i, _ in self.n_guards():
-            body.append(k.LocalArray(f"tc_gbn{i}", it, (t.nt,), "register"))
         # Which tile: K slice, batch, then M, then N fastest.
         tile = self.v("tc_t")
         body.append(k.Declare("tc_nt", it, k.BinOp("%", tile, self.c(self.n_nt), it)))
@@ -644,15 +774,22 @@ class _Builder:
         body.append(k.Declare("tc_nlen", it, self._min(self.c(self.n), self.v("tc_n0"), t.nt)))
         body.append(k.For("tc_z", 0, t.mt * t.nt,
                           k.StoreLocal("tc_C", (self.v("tc_z"),), k.Const(0.0, f32)), kind="simd"))
-        body.append(self.row_tables())
-        body.append(self.column_tables())
+        if pack_a:
+            body.append(self.row_tables())
+        if pack_b:
+            body.append(self.column_tables())
         first, last = self.c(0), self.c(self.blocks)
         if self.split > 1:  # this slice's K blocks
             first = self.mul(self.v("tc_s"), self.slice_blocks)
             last = self.add(first, self._min(self.c(self.blocks), first, self.slice_blocks))
+        views = [self._packed_view(operand) for operand in self.packed_once]
         blocks = k.For("tc_kb", first, last, k.block(
-            *self.block_bounds(), *self.k_tables(), self.pack_b(), self.pack_a(),
-            self.zero_tails(), self.rows_from_panels(), self.pairs_of_b(),
+            *self.block_bounds(), *views,
+            *(self.k_tables() if pack_a or pack_b else []),
+            self.pack_b() if pack_b else None, self.pack_a() if pack_a else None,
+            self.zero_tails(a=pack_a, b=pack_b),
+            self.rows_from_panels() if pack_a else None,
+            self.pairs_of_b() if pack_b else None,
             self.micro_kernels()))
         if self.amx:  # this thread's tiles, configured for this unit of work
             blocks = k.block(k.MatrixOp("begin"), blocks, k.MatrixOp("end"))
@@ -668,11 +805,19 @@ class _Builder:
                     f", {len(self.nc.guards)} guards packed as zeros"
                     f", A packed as {self.a_packing}"
                     f"{', B read along K' if self.b_along_k else ''}"
-                    f"{' and turned into pairs' if self.b_columns else ''}")
+                    f"{' and turned into pairs' if self.b_columns else ''}"
+                    f"{self._packed_once_note()}")
         return k.Kernel(self.name if self.split == 1 else f"{self.name}_partial", params, loop,
                         k.Launch((self.tiles,), (1,)), schedule, flops=2 * self.cells * k_size,
                         uses=frozenset(self.ctx.uses),
                         scratch=(self.scratch,) if self.scratch else ())
+
+    def _packed_once_note(self) -> str:
+        """The schedule's note on the operands packed by kernels before it, if any."""
+        if not self.packed_once:
+            return ""
+        names = " and ".join(operand.upper() for operand in self.packed_once)
+        return f", {names} packed once before the tiles"
 
     def _min(self, total: k.Expr, start: k.Expr, size: int) -> k.Expr:
         rest = k.BinOp("-", total, start, self.it)
@@ -1045,11 +1190,12 @@ class _Builder:
         return k.For("tc_q", 0, self.v("tc_kon"), k.For(
             "tc_ki", self.v("tc_ki0"), self.add(self.v("tc_ki0"), self.v("tc_kin")), per_k))
 
-    def zero_tails(self) -> k.Stmt | None:
+    def zero_tails(self, a: bool = True, b: bool = True) -> k.Stmt | None:
         """AMX: ``tc_kpad``, the block's depth rounded up to whole tile rows of A (32
-        elements), and zeros in both packed operands from ``tc_klen`` to it, which the tiles
-        read: products of zeros add nothing (in A's panels where they become its rows:
-        :attr:`a_transposed`). None otherwise."""
+        elements), and zeros in the packed operands (A where ``a``, B where ``b``: those
+        packed here) from ``tc_klen`` to it, which the tiles read: products of zeros add
+        nothing (in A's panels where they become its rows: :attr:`a_transposed`). None
+        otherwise."""
         if not self.amx:
             return None
         t, it = self.t, self.it
@@ -1060,21 +1206,22 @@ class _Builder:
         panels = self.ceil_div(self.v("tc_nlen"), t.nr)
         if self.a_transposed:
             ip, i = self.v("tc_ip"), self.v("tc_i")
-            a = k.For("tc_ip", 0, self.ceil_div(self.v("tc_mlen"), t.mr), k.For(
+            a_zeros = k.For("tc_ip", 0, self.ceil_div(self.v("tc_mlen"), t.mr), k.For(
                 "tc_kk", *tail, k.For("tc_i", 0, t.mr, k.StoreLocal(
                     "tc_P", (self.panel_index(ip, i, kk),), self.zero), kind="simd")))
         else:
-            a = k.For("tc_r", 0, rows, k.For("tc_kk", *tail, k.StoreLocal(
+            a_zeros = k.For("tc_r", 0, rows, k.For("tc_kk", *tail, k.StoreLocal(
                 "tc_A", (self.add(self.mul(r, self.kc), kk),), self.zero)))
         if self.b_columns:
-            b = k.For("tc_jp", 0, panels, k.For("tc_j", 0, t.nr, k.For(
+            b_zeros = k.For("tc_jp", 0, panels, k.For("tc_j", 0, t.nr, k.For(
                 "tc_kk", *tail, k.StoreLocal("tc_S", (self.column_index(jp, kk, j),),
                                              self.zero), kind="simd")))
         else:
-            b = k.For("tc_jp", 0, panels, k.For("tc_kk", *tail, k.For(
+            b_zeros = k.For("tc_jp", 0, panels, k.For("tc_kk", *tail, k.For(
                 "tc_j", 0, t.nr, k.StoreLocal("tc_S", (self.panel_b_index(jp, kk, j),),
                                               self.zero), kind="simd")))
-        return k.block(k.Declare("tc_kpad", it, self.mul(depth, AMX_DEPTH)), a, b)
+        return k.block(k.Declare("tc_kpad", it, self.mul(depth, AMX_DEPTH)),
+                       a_zeros if a else None, b_zeros if b else None)
 
     def rows_from_panels(self) -> k.Stmt | None:
         """AMX with A packed as panels (:attr:`a_transposed`): each register block's 32 rows

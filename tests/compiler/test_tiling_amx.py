@@ -183,6 +183,95 @@ def test_filter_contiguous_along_k_on_tiles(cpu, ci, co):
     assert_close_bf16(o, ref.permute(0, 2, 3, 1).numpy(), 9 * ci)
 
 
+@pytest.fixture
+def packed_once(monkeypatch):
+    """Operands packed once, by kernels of their own before the product, wherever two tiles
+    read each packed block (the schedule's own rule asks for more readers)."""
+    from gingham.compiler import tiling_cpu
+
+    monkeypatch.setattr(tiling_cpu, "PACKED_ONCE_MIN_READERS", 2)
+    monkeypatch.setenv("GINGHAM_PROGRAM_CACHE", "0")  # lowered here, not loaded
+
+
+def force_tiling(monkeypatch, cpu, **tiling):
+    from gingham.compiler import tiling_cpu
+
+    chosen = tiling_cpu.CpuTiling(32, 32, simd=max(4, cpu.info.simd_width), engine="amx",
+                                  **tiling)
+    monkeypatch.setattr(tiling_cpu, "choose_tiling", lambda info, dims: chosen)
+    monkeypatch.setenv("GINGHAM_PROGRAM_CACHE", "0")
+    return chosen
+
+
+@pytest.mark.parametrize("tiling", [dict(kc=32, mt=32, nt=32), dict(kc=64, mt=64, nt=96),
+                                    dict(kc=96, mt=64, nt=32, split=3)])
+def test_operands_packed_once(cpu, monkeypatch, packed_once, tiling):
+    """A and B packed by two kernels before the product, whose tiles read the packed blocks
+    in place: ragged M, N and K (the packed tails zeros), several register blocks a tile,
+    split-K (the packed blocks of each slice's K blocks)."""
+    chosen = force_tiling(monkeypatch, cpu, **tiling)
+    rng = np.random.default_rng(2)
+    m, k, n = 151 + tiling["kc"], 401, 130  # a program of its own for each tiling
+    a, b = bf16(rng, (m, k)), bf16(rng, (k, n))
+    (c,), scheds = run(function(MATMUL), (a, b), cpu)
+    packers = [s for s in scheds if s.startswith("cpu packing for AMX")]
+    assert len(packers) == 2 and any("A packed as rows" in s for s in packers), scheds
+    assert any(chosen.describe() in s and "A and B packed once" in s for s in scheds), scheds
+    assert_close_bf16(c, a.astype(np.float64) @ b.astype(np.float64), k)
+
+
+def test_batched_operands_packed_once(cpu, monkeypatch, packed_once):
+    """A batch of products: each batch's blocks packed apart, each tile reading its own."""
+    force_tiling(monkeypatch, cpu, kc=64, mt=32, nt=32)
+    rng = np.random.default_rng(3)
+    a, b = bf16(rng, (3, 70, 90)), bf16(rng, (3, 90, 100))
+    fn = function("""function (A[G, M, K], B[G, K, N]) -> (C) {
+        C[g, i, j : G, M, N] = +(A[g, i, k] * B[g, k, j]);
+    }""")
+    (c,), scheds = run(fn, (a, b), cpu)
+    assert any("A and B packed once" in s and "batch 3" in s for s in scheds), scheds
+    assert_close_bf16(c, np.matmul(a.astype(np.float64), b.astype(np.float64)), 90)
+
+
+def test_convolution_operands_packed_once(cpu, monkeypatch, packed_once):
+    """A convolution and both its gradients with their operands packed once: A through the
+    padding guards, the weight gradient's A as panels turned into rows, B's pairs."""
+    force_tiling(monkeypatch, cpu, kc=64, mt=32, nt=32)
+    tiled = conv_and_gradients(cpu, 1, 3, 10, 9, 24, 40)
+    assert all("packed once" in s for s in tiled), tiled
+    assert any("panels turned into rows" in s for s in tiled), tiled
+
+
+def test_filter_along_k_packed_once(cpu, monkeypatch, packed_once):
+    """B read along K (a filter stored [co][ky][kx][ci]) packed once, column by column."""
+    force_tiling(monkeypatch, cpu, kc=64, mt=32, nt=32)
+    fn = function("""function (I[N, H, W, CI], F[CO, KH, KW, CI]) -> (O) {
+        O[n, y, x, co : N, H, W, CO] = +(I[n, y + ky - 1, x + kx - 1, ci] * F[co, ky, kx, ci]);
+    }""")
+    rng = np.random.default_rng(5)
+    x, f = bf16(rng, (2, 12, 11, 48)), bf16(rng, (40, 3, 3, 48))
+    (o,), scheds = run(fn, (x, f), cpu)
+    assert any("B packed as pairs read along K" in s for s in scheds), scheds
+    ref = F.conv2d(torch.from_numpy(x.astype(np.float64)).permute(0, 3, 1, 2),
+                   torch.from_numpy(f.astype(np.float64)).permute(0, 3, 1, 2), padding=1)
+    assert_close_bf16(o, ref.permute(0, 2, 3, 1).numpy(), 9 * 48)
+
+
+def test_packed_once_only_for_enough_readers(cpu, monkeypatch):
+    """By the schedule's own rule an operand is packed once where at least
+    ``PACKED_ONCE_MIN_READERS`` tiles read each block: here A's blocks by 7 tiles of N, B's
+    by 2 of M, so only A."""
+    from gingham.compiler import tiling_cpu
+
+    force_tiling(monkeypatch, cpu, kc=64, mt=32, nt=32)
+    assert tiling_cpu.PACKED_ONCE_MIN_READERS > 2
+    rng = np.random.default_rng(6)
+    a, b = bf16(rng, (64, 96)), bf16(rng, (96, 200))
+    (c,), scheds = run(function(MATMUL), (a, b), cpu)
+    assert any(s.endswith(", A packed once before the tiles") for s in scheds), scheds
+    assert_close_bf16(c, a.astype(np.float64) @ b.astype(np.float64), 96)
+
+
 def test_inf_and_nan_reach_their_cells_only(cpu):
     """An inf in A makes its row inf (or NaN where a product meets a zero of B... here none);
     a NaN in B its column NaN; the padded rows, columns and depths around them are zeros that
