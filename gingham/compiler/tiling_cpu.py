@@ -658,9 +658,20 @@ class _Builder:
         return k.LocalArray(f"tc_{operand.upper()}", self.packed, (block,), "register",
                             restrict=True, view=(scratch.name, offset))
 
+    def _tile_bounds(self, side: str) -> tuple[k.Declare, k.Declare]:
+        """The declarations of this tile's first row and row count (``side`` "m": ``tc_m0``,
+        ``tc_mlen`` from ``tc_mt``), or first column and column count (``side`` "n")."""
+        extent, size = (self.m, self.t.mt) if side == "m" else (self.n, self.t.nt)
+        start = f"tc_{side}0"
+        return (k.Declare(start, self.it, self.mul(self.v(f"tc_{side}t"), size)),
+                k.Declare(f"tc_{side}len", self.it, self._min(self.c(extent), self.v(start), size)))
+
     def _index_tables(self, a: bool, b: bool) -> list[k.Stmt]:
         """The per-tile and per-K-row index and guard tables that packing A (``a``) and B
-        (``b``) read (:meth:`row_tables`, :meth:`column_tables`, :meth:`k_tables`)."""
+        (``b``) read (:meth:`row_tables`, :meth:`column_tables`, :meth:`k_tables`); none
+        where neither is packed here."""
+        if not (a or b):
+            return []
         t, g, it = self.t, self.g, self.it
         rows = self.rows_per_block
         tables = [k.LocalArray("tc_am", it, (t.mt,), "register")] if a else []
@@ -708,16 +719,9 @@ class _Builder:
             body.append(k.Declare("tc_bt", it, k.BinOp("/", tile, self.c(tiles), it)))
             body += self.decode(self.v("tc_bt"), g.batch, offsets=False)
             tile = k.BinOp("%", tile, self.c(tiles), it)
-        if a:
-            body += [k.Declare("tc_mt", it, tile),
-                     k.Declare("tc_m0", it, self.mul(self.v("tc_mt"), t.mt)),
-                     k.Declare("tc_mlen", it, self._min(self.c(self.m), self.v("tc_m0"), t.mt)),
-                     self.row_tables()]
-        else:
-            body += [k.Declare("tc_nt", it, tile),
-                     k.Declare("tc_n0", it, self.mul(self.v("tc_nt"), t.nt)),
-                     k.Declare("tc_nlen", it, self._min(self.c(self.n), self.v("tc_n0"), t.nt)),
-                     self.column_tables()]
+        side = "m" if a else "n"
+        body += [k.Declare(f"tc_{side}t", it, tile), *self._tile_bounds(side),
+                 self.row_tables() if a else self.column_tables()]
         body += [self._packed_view(operand), *self.block_bounds(), *self.k_tables()]
         if a:
             body += [self.pack_a(), self.zero_tails(a=True, b=False), self.rows_from_panels()]
@@ -768,10 +772,8 @@ class _Builder:
             body += self.decode(self.v("tc_bt"), g.batch, offsets=False)
         if self.split > 1:
             body.append(k.Declare("tc_s", it, k.BinOp("/", tile, self.c(per_slice), it)))
-        body.append(k.Declare("tc_m0", it, self.mul(self.v("tc_mt"), t.mt)))
-        body.append(k.Declare("tc_n0", it, self.mul(self.v("tc_nt"), t.nt)))
-        body.append(k.Declare("tc_mlen", it, self._min(self.c(self.m), self.v("tc_m0"), t.mt)))
-        body.append(k.Declare("tc_nlen", it, self._min(self.c(self.n), self.v("tc_n0"), t.nt)))
+        (m0, mlen), (n0, nlen) = self._tile_bounds("m"), self._tile_bounds("n")
+        body += [m0, n0, mlen, nlen]
         body.append(k.For("tc_z", 0, t.mt * t.nt,
                           k.StoreLocal("tc_C", (self.v("tc_z"),), k.Const(0.0, f32)), kind="simd"))
         if pack_a:

@@ -93,17 +93,24 @@ def test_matmul_on_tiles(cpu, tiles_always, m, k, n):
     assert_close_bf16(c, a.astype(np.float64) @ b.astype(np.float64), k)
 
 
-@pytest.mark.parametrize("tiling", [dict(kc=32, mt=32, nt=32), dict(kc=64, mt=64, nt=96),
-                                    dict(kc=96, mt=128, nt=32, split=3)])
-def test_every_block_shape(cpu, monkeypatch, tiling):
-    """Tilings the cost model may not pick: one tile row of K per block, tiles of several
-    register blocks, split-K (partial sums added by a second kernel)."""
+def force_tiling(monkeypatch, cpu, **tiling):
+    """The AMX tiling ``tiling`` for every product, whatever the cost model would pick; the
+    program lowered here, not loaded."""
     from gingham.compiler import tiling_cpu
 
     chosen = tiling_cpu.CpuTiling(32, 32, simd=max(4, cpu.info.simd_width), engine="amx",
                                   **tiling)
     monkeypatch.setattr(tiling_cpu, "choose_tiling", lambda info, dims: chosen)
-    monkeypatch.setenv("GINGHAM_PROGRAM_CACHE", "0")  # lowered here, not loaded
+    monkeypatch.setenv("GINGHAM_PROGRAM_CACHE", "0")
+    return chosen
+
+
+@pytest.mark.parametrize("tiling", [dict(kc=32, mt=32, nt=32), dict(kc=64, mt=64, nt=96),
+                                    dict(kc=96, mt=128, nt=32, split=3)])
+def test_every_block_shape(cpu, monkeypatch, tiling):
+    """Tilings the cost model may not pick: one tile row of K per block, tiles of several
+    register blocks, split-K (partial sums added by a second kernel)."""
+    chosen = force_tiling(monkeypatch, cpu, **tiling)
     rng = np.random.default_rng(1)
     m = 150 + tiling["kc"]  # a program of its own for each tiling
     a, b = bf16(rng, (m, 400)), bf16(rng, (400, 90))
@@ -156,12 +163,7 @@ def test_weight_gradient_every_block_shape(cpu, monkeypatch, stride, tiling):
     """The weight gradient's A turned into rows under tilings the cost model would not pick
     here: 24 channels (panels of 32 rows straddle the runs of channels, so they pack
     element by element), ragged M and K, one or several register blocks a tile, split-K."""
-    from gingham.compiler import tiling_cpu
-
-    chosen = tiling_cpu.CpuTiling(32, 32, simd=max(4, cpu.info.simd_width), engine="amx",
-                                  **tiling)
-    monkeypatch.setattr(tiling_cpu, "choose_tiling", lambda info, dims: chosen)
-    monkeypatch.setenv("GINGHAM_PROGRAM_CACHE", "0")  # lowered here, not loaded
+    force_tiling(monkeypatch, cpu, **tiling)
     tiled = conv_and_gradients(cpu, stride, 3, 10, 9, 24, 40)
     assert any("panels turned into rows" in s for s in tiled), tiled
 
@@ -191,16 +193,6 @@ def packed_once(monkeypatch):
 
     monkeypatch.setattr(tiling_cpu, "PACKED_ONCE_MIN_READERS", 2)
     monkeypatch.setenv("GINGHAM_PROGRAM_CACHE", "0")  # lowered here, not loaded
-
-
-def force_tiling(monkeypatch, cpu, **tiling):
-    from gingham.compiler import tiling_cpu
-
-    chosen = tiling_cpu.CpuTiling(32, 32, simd=max(4, cpu.info.simd_width), engine="amx",
-                                  **tiling)
-    monkeypatch.setattr(tiling_cpu, "choose_tiling", lambda info, dims: chosen)
-    monkeypatch.setenv("GINGHAM_PROGRAM_CACHE", "0")
-    return chosen
 
 
 @pytest.mark.parametrize("tiling", [dict(kc=32, mt=32, nt=32), dict(kc=64, mt=64, nt=96),
