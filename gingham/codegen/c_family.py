@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 from ..compiler import kernel_ir as k
 
 
@@ -424,6 +426,8 @@ class _Renderer:
         for dtype in sorted(t for t in self.used_types
                             if t not in _HALF_TYPES and t not in _VECTOR_TYPES):
             lines += self._minmax_helpers(dtype)
+        if d.name == "c":
+            lines += self._declared_reductions()
         return "\n".join(lines) + "\n"
 
     def _minmax_helpers(self, dtype: str) -> list[str]:
@@ -450,6 +454,39 @@ class _Renderer:
             lines.append(zero_safe)
             lines.append(f"{p} {t} gh_imod_{dtype}({t} a, {t} b) {{ return b == 0 ? 0 : a % b; }}")
         return lines
+
+    def _declared_reductions(self) -> list[str]:
+        """C: an OpenMP reduction for each ``gh_max_<type>`` / ``gh_min_<type>`` that a lane
+        reduction uses (:meth:`reduction_clauses`): lanes combined by the same NaN-propagating
+        helpers as the serial loop, from the aggregation's identity. OpenMP's own ``max``
+        would drop a NaN that one lane met (``NaN > x`` is false)."""
+        lines = []
+        for helper in sorted(h for h in self.helpers if h.startswith("omp_reduction:")):
+            name = helper.split(":", 1)[1]
+            fn, dtype = name.split("_")[1], name.split("_", 2)[2]
+            is_float = dtype.startswith("float")
+            if is_float:
+                identity = "-INFINITY" if fn == "max" else "INFINITY"
+            else:
+                info = np.iinfo(np.dtype(dtype))
+                identity = self.literal(info.min if fn == "max" else info.max, dtype)
+            lines.append(f"#pragma omp declare reduction({name} : {self.d.types[dtype]} : "
+                         f"omp_out = {name}(omp_out, omp_in)) initializer(omp_priv = {identity})")
+        return lines
+
+    def reduction_clauses(self, reduction: str | None) -> str:
+        """`` reduction(op:vars)`` for each clause of a ``simd`` loop's ``reduction``
+        (``kernel_ir.For``); a clause of a prelude helper declares its reduction there."""
+        if not reduction:
+            return ""
+        text = ""
+        for clause in reduction.split():
+            op, names = clause.split(":", 1)
+            if op.startswith("gh_"):
+                self.helpers.add(f"omp_reduction:{op}")
+                self.used_types.add(op.split("_", 2)[2])
+            text += f" reduction({op}:{self.ident(names)})"
+        return text
 
     # -- kernels ----------------------------------------------------------------------------------
     def kernel(self, kernel: k.Kernel) -> str:
@@ -744,8 +781,7 @@ class _Renderer:
             # takes fewer of them instead of holding the whole loop up.
             pragma = f"{pad}#pragma omp parallel for schedule(dynamic)\n"
         elif s.kind == "simd" and d.name == "c":
-            clause = f" reduction({self.ident(s.reduction)})" if s.reduction else ""
-            pragma = f"{pad}#pragma omp simd{clause}\n"
+            pragma = f"{pad}#pragma omp simd{self.reduction_clauses(s.reduction)}\n"
         elif s.kind == "unroll":
             # ``s.unroll`` iterations at a time where set, else the whole loop (GCC: up to 16).
             count = f" {s.unroll}" if s.unroll else ""

@@ -308,8 +308,10 @@ class For:
     step: int = 1
     kind: str = "serial"
     axis: int = 0
-    # A ``simd`` loop that accumulates into a register: "+:acc" lets the C compiler keep
-    # several partial sums in vector lanes (an OpenMP reduction clause; other dialects ignore it).
+    # A ``simd`` loop that accumulates into registers: OpenMP reduction clauses, separated by
+    # spaces, let the C compiler keep partial results in vector lanes (other dialects ignore
+    # them): "+:acc,acc_T3" for sums, "gh_max_float32:acc" for a max (the C prelude declares
+    # that reduction), "||:reached" for a reached flag.
     reduction: str | None = None
     # An ``unroll`` loop unrolled this many iterations at a time (0: whole).
     unroll: int = 0
