@@ -61,7 +61,7 @@ def main() -> int:
                 handle.write(f"// {schedule}\n{unit.source}")
             start = time.perf_counter()
             subprocess.run([device.cc, *flags, "-o", os.path.join(tmp, f"{entry}.so"), source,
-                            "-lm"], check=True)
+                            *device.libraries], check=True)
             rows.append((time.perf_counter() - start, len(unit.source), schedule))
     rows.sort(reverse=True)
     print(f"{len(rows)} kernels of {args.model} (batch {batch}), {device.cc} "

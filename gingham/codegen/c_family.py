@@ -275,6 +275,16 @@ def _unchanged(text: str) -> str:
     return text
 
 
+#: libm functions (double names; ``f`` suffixed for float) that the C dialect may declare with
+#: vector variants, and their arity: those of glibc's libmvec (2.22: exp, log, sin, cos, pow;
+#: 2.35 the rest). Which exist is the ``cpu`` device's to find out
+#: (:mod:`gingham.devices.cpu_vector_math`).
+C_VECTOR_MATH: dict[str, int] = {
+    "exp": 1, "log": 1, "sin": 1, "cos": 1, "tan": 1, "sinh": 1, "cosh": 1, "tanh": 1,
+    "asin": 1, "acos": 1, "atan": 1, "erf": 1, "pow": 2,
+}
+
+
 class _Renderer:
     def __init__(self, dialect: Dialect, rename: Callable[[str], str] | None = None) -> None:
         self.d = dialect
@@ -427,7 +437,7 @@ class _Renderer:
                             if t not in _HALF_TYPES and t not in _VECTOR_TYPES):
             lines += self._minmax_helpers(dtype)
         if d.name == "c":
-            lines += self._declared_reductions()
+            lines += self._declared_reductions() + self._vector_math_lines()
         return "\n".join(lines) + "\n"
 
     def _minmax_helpers(self, dtype: str) -> list[str]:
@@ -905,9 +915,26 @@ class _Renderer:
         return f"{convert}({self.expr(value)})"
 
     def _math(self, name: str, dtype: str) -> str:
-        if self.d.overloaded_math or dtype != "float32":
-            return name
-        return name + "f"
+        function = name if self.d.overloaded_math or dtype != "float32" else name + "f"
+        if self.d.name == "c" and name in C_VECTOR_MATH:
+            self.helpers.add(f"libm:{function}")
+        return function
+
+    def _vector_math_lines(self) -> list[str]:
+        """C: each libm function the kernels call that has vector variants, declared as
+        such (``omp declare simd``) where the ``cpu`` device defines ``GH_SIMD_<function>``:
+        its toolchain links them (glibc's libmvec, :mod:`gingham.devices.cpu_vector_math`).
+        GCC then vectorises a loop that calls it, as it cannot a call to the scalar one."""
+        lines = []
+        for helper in sorted(h for h in self.helpers if h.startswith("libm:")):
+            function = helper.split(":", 1)[1]
+            # expf is exp's float variant; erf is a double function itself
+            base, t = (function, "double") if function in C_VECTOR_MATH else \
+                (function[:-1], "float")
+            arity = C_VECTOR_MATH[base]
+            lines += [f"#ifdef GH_SIMD_{function}", "#pragma omp declare simd notinbranch",
+                      f"{t} {function}({', '.join([t] * arity)});", "#endif"]
+        return lines
 
     def literal(self, value, dtype: str) -> str:
         if dtype in _HALF_TYPES:

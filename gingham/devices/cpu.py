@@ -36,6 +36,7 @@ import numpy as np
 
 from gingham.cache import DiskCache
 from gingham.config import get_config
+from gingham.devices import cpu_vector_math
 from gingham.devices.base import (SCALAR_CTYPES, Buffer, Device, DeviceInfo, Kernel, LaunchPlan,
                                   LaunchSpec, Slot, host_buffer)
 from gingham.errors import DeviceError, DeviceNotFoundError
@@ -257,16 +258,36 @@ def _compiler_targets_amx(path: str, version: str, cflags: tuple[str, ...]) -> b
     return answer == b"yes"
 
 
-def _run_compiler(cc: str, cflags: tuple[str, ...], source: str) -> tuple[bytes, str | None]:
-    """(shared object bytes, None) on success, (b"", compiler output) on failure."""
+def _run_compiler(cc: str, cflags: tuple[str, ...], source: str,
+                  libraries: tuple[str, ...] = ("-lm",)) -> tuple[bytes, str | None]:
+    """(shared object bytes, None) on success, (b"", compiler output) on failure.
+    ``libraries`` come after the source, where a linker that drops unneeded libraries
+    (``--as-needed``) still sees what the kernels call from them."""
     with tempfile.TemporaryDirectory(prefix="gingham-cc-") as tmp:
         src, out = Path(tmp) / "kernel.c", Path(tmp) / "kernel.so"
         src.write_text(source, encoding="utf-8")
-        command = [cc, *cflags, "-o", str(out), str(src), "-lm"]
+        command = [cc, *cflags, "-o", str(out), str(src), *libraries]
         proc = subprocess.run(command, capture_output=True, text=True)
         if proc.returncode != 0 or not out.exists():
             return b"", f"$ {' '.join(command)}\n{proc.stderr}{proc.stdout}"
         return out.read_bytes(), None
+
+
+def _vector_math(cc: str, version: str, cflags: tuple[str, ...]
+                 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(defines, libraries) that give the kernels vector variants of libm's functions
+    (:mod:`gingham.devices.cpu_vector_math`), or none where ``config.vector_math`` is off or
+    the toolchain has none."""
+    if not get_config().vector_math:
+        return (), ("-lm",)
+
+    def compiles(extra: tuple[str, ...], source: str, libraries: tuple[str, ...]) -> bool:
+        return _run_compiler(cc, cflags + extra, source, ("-lm", *libraries))[1] is None
+
+    functions = cpu_vector_math.available(compiles, (cc, version, cflags, platform.machine()))
+    if not functions:
+        return (), ("-lm",)
+    return cpu_vector_math.defines(functions), ("-lm", *cpu_vector_math.LIBRARIES)
 
 
 class CPUDevice(Device):
@@ -277,7 +298,7 @@ class CPUDevice(Device):
     pools_buffers = True  # an aligned host allocation costs more than a replayed launch
 
     def __init__(self, cc_path: str, cc_version: str, cflags: tuple[str, ...],
-                 num_threads: int | None) -> None:
+                 num_threads: int | None, libraries: tuple[str, ...] = ("-lm",)) -> None:
         cpu, caches = host_cpu(), host_caches()
         info = DeviceInfo(
             id="cpu", name=cpu["name"], vendor=cpu["vendor"], kind="cpu", dialect="c",
@@ -292,6 +313,7 @@ class CPUDevice(Device):
                 cpu["flags"], lambda: _compiler_targets_amx(cc_path, cc_version, cflags)))
         super().__init__(info)
         self.cc, self.cc_version, self.cflags = cc_path, cc_version, cflags
+        self.libraries = libraries
         self.num_threads = num_threads
 
     def _alloc(self, nbytes: int) -> Buffer:
@@ -314,12 +336,12 @@ class CPUDevice(Device):
     def _compiler_identity(self) -> tuple:
         cpu = host_cpu()
         # -march=native: the binary uses exactly this CPU's instructions.
-        return (self.cc, self.cc_version, self.cflags, platform.machine(), cpu["name"],
-                cpu["flags"])
+        return (self.cc, self.cc_version, self.cflags, self.libraries, platform.machine(),
+                cpu["name"], cpu["flags"])
 
     def _build(self, source: str, entry: str) -> bytes:
         try:
-            binary, error = _run_compiler(self.cc, self.cflags, source)
+            binary, error = _run_compiler(self.cc, self.cflags, source, self.libraries)
         except OSError as exc:
             raise DeviceError(f"cpu: cannot run the C compiler {self.cc}: {exc}; "
                               f"{_INSTALL_HINT}") from None
@@ -400,4 +422,5 @@ def discover() -> list[Device]:
     """[the cpu device] when a C compiler with OpenMP works, else DeviceNotFoundError."""
     config = get_config()
     cc_path, cc_version, cflags = _probe_toolchain(config.cc, config.cflags)
-    return [CPUDevice(cc_path, cc_version, cflags, config.num_threads)]
+    defines, libraries = _vector_math(cc_path, cc_version, cflags)
+    return [CPUDevice(cc_path, cc_version, cflags + defines, config.num_threads, libraries)]

@@ -51,8 +51,10 @@ def test_gcc_gets_its_vectoriser_parameter_and_other_compilers_the_flags_as_give
     assert _tuned_flags(GCC_VERSION, narrow, 16) == narrow + GCC_FLAGS
     cpu = get_device("cpu")
     if "Free Software Foundation" in cpu.cc_version:
-        assert cpu.cflags == _tuned_flags(cpu.cc_version, get_config().cflags,
-                                          host_simd_width(host_cpu()["flags"]))
+        # then the vector math functions the toolchain links (test_cpu_vector_math.py)
+        tuned = tuple(f for f in cpu.cflags if not f.startswith("-DGH_SIMD_"))
+        assert tuned == _tuned_flags(cpu.cc_version, get_config().cflags,
+                                     host_simd_width(host_cpu()["flags"]))
 
 
 def test_every_device_describes_itself():
