@@ -1255,6 +1255,14 @@ def _reduction_in_lanes(plan: KernelPlan, nc: NormalContraction, ctx: LoweringCo
         _lane_operator(agg, compute_type(dtype)) is not None for agg, dtype in aggregations)
 
 
+def _plain_sum(plan: KernelPlan) -> bool:
+    """Whether every accumulator of the plan's loop is a sum and it stores no prologue
+    value (what lanes took before max, min and stores could)."""
+    return (plan.contraction is not None and plan.contraction.agg == "+"
+            and all(sibling.agg == "+" for sibling in plan.siblings)
+            and not any(e.out in plan.stores for e in plan.prologue))
+
+
 def _lane_operator(agg: str, ctype: str) -> str | None:
     """The OpenMP reduction operator that combines lanes of aggregation ``agg`` in
     ``ctype``, or None where lanes may not take it.
@@ -1429,8 +1437,12 @@ def lower_cell_nest(plan: KernelPlan, ctx: LoweringContext, name: str, lanes: in
     cells = math.prod(nc.out_shape)
     if not nc.out_vars or cells < 2 or nc.reduction_size > max_reduction:
         return None
-    if _reduction_in_lanes(plan, nc, ctx):
-        return None  # a cell's own reduction is in vector lanes already
+    if _reduction_in_lanes(plan, nc, ctx) and _plain_sum(plan):
+        # A cell's own sum is in vector lanes already. A max, a min or a loop storing
+        # prologue values still takes the nest, vectorised over the cells, as before lanes
+        # could take them: which is faster for these short reductions was not measured (a
+        # global max pool's taps are a channel apart, a gather for the lanes).
+        return None
     if any(math.prod(a.sizes) == 0 for a in nc.operands):
         return None  # guarded loads read element 0 where the guards fail: it must exist
     itype = _contraction_index_type(nc)

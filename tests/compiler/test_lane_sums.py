@@ -147,15 +147,15 @@ def test_guarded_min_in_lanes_with_a_reached_flag(device):
     reached flag (``||``), and a cell none reached is 0."""
     fn = tile.function("""
     function (X[R, L]) -> (O) {
-        O[r, i : R, 40] = <(X[r, i + k - 30]), k < 20;
+        O[r, i : R, 200] = <(X[r, i + k - 120]), k < 100;
     }""")
-    x = np.random.default_rng(7).standard_normal((3, 20)).astype(np.float32)
+    x = np.random.default_rng(7).standard_normal((3, 150)).astype(np.float32)
     bound = fn.bind(x)
     _check_lanes(bound, device)
     o = fn(x, device=device)
-    want = np.zeros((3, 40), np.float32)
-    for i in range(40):
-        taps = [i + k - 30 for k in range(20) if 0 <= i + k - 30 < 20]
+    want = np.zeros((3, 200), np.float32)  # cells 0-20 have no tap inside X
+    for i in range(200):
+        taps = [i + k - 120 for k in range(100) if 0 <= i + k - 120 < 150]
         if taps:
             want[:, i] = x[:, taps].min(axis=1)
     np.testing.assert_array_equal(o, want)
