@@ -791,7 +791,8 @@ class _Renderer:
             # takes fewer of them instead of holding the whole loop up.
             pragma = f"{pad}#pragma omp parallel for schedule(dynamic)\n"
         elif s.kind == "simd" and d.name == "c":
-            pragma = f"{pad}#pragma omp simd{self.reduction_clauses(s.reduction)}\n"
+            collapse = f" collapse({s.collapse})" if s.collapse > 1 else ""
+            pragma = f"{pad}#pragma omp simd{self.reduction_clauses(s.reduction)}{collapse}\n"
         elif s.kind == "unroll":
             # ``s.unroll`` iterations at a time where set, else the whole loop (GCC: up to 16).
             count = f" {s.unroll}" if s.unroll else ""

@@ -315,6 +315,9 @@ class For:
     reduction: str | None = None
     # An ``unroll`` loop unrolled this many iterations at a time (0: whole).
     unroll: int = 0
+    # A ``simd`` loop whose body is this many loops perfectly nested, all run in its vector
+    # lanes as one iteration space (C: OpenMP ``collapse``; 0 or 1: this loop alone).
+    collapse: int = 0
 
 
 @dataclass(frozen=True)

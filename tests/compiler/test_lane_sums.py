@@ -64,11 +64,16 @@ def test_row_sums_in_lanes(device, dtype):
 
 
 def test_batch_norm_statistic_in_lanes(device):
-    # Sums over n, h and w for each channel: lanes over w, n and h stay serial around them.
+    # Sums over n, h and w for each channel: lanes over h and w together (16 x 16, one
+    # iteration space: rows of 16 would each end with a horizontal sum), n serial around them.
     fn = tile.function("function (X[N, C, H, W]) -> (M) { M[c : C] = +(X[n, c, h, w]); }")
     x = np.random.default_rng(1).standard_normal((4, 8, 16, 16)).astype(np.float32) + 3
     bound = fn.bind(x)
     _check_lanes(bound, device)
+    target = get_device(device)
+    if target.info.dialect == "c":
+        schedules = [launch.schedule for launch in executable(bound, target).launches]
+        assert any("the lanes across 2 loops" in s for s in schedules), schedules
     m = fn(x, device=device)
     _check_sum(m, x.transpose(1, 0, 2, 3).reshape(8, -1), (1,), np.float32)
 
@@ -87,6 +92,27 @@ def test_guarded_sum_in_lanes(device):
     padded = np.concatenate([np.zeros((3, 16)), x.astype(np.float64), np.zeros((3, 816))], axis=1)
     terms = np.stack([padded[:, 2 * i:2 * i + 33] for i in range(400)], axis=1)
     _check_sum(o, terms, (2,), np.float32)
+
+
+def test_guarded_window_sum_in_lanes_across_two_loops(device):
+    # A 17 x 17 window with 8 taps of padding on every side: both of its loops run in the
+    # lanes as one iteration space (17 < 256 terms in the inner one), guarded on both axes.
+    fn = tile.function("""
+    function (X[R, H, W]) -> (O) {
+        O[r, i, j : R, H, W] = +(X[r, i + a - 8, j + b - 8]), a < 17, b < 17;
+    }""")
+    x = np.random.default_rng(9).standard_normal((4, 40, 41)).astype(np.float32)
+    bound = fn.bind(x)
+    _check_lanes(bound, device)
+    target = get_device(device)
+    if target.info.dialect == "c":
+        schedules = [launch.schedule for launch in executable(bound, target).launches]
+        assert any("the lanes across 2 loops" in s for s in schedules), schedules
+    o = fn(x, device=device)
+    padded = np.pad(x.astype(np.float64), ((0, 0), (8, 8), (8, 8)))
+    terms = np.stack([padded[:, a:a + 40, b:b + 41] for a in range(17) for b in range(17)],
+                     axis=-1)
+    _check_sum(o, terms, (3,), np.float32)
 
 
 def test_conditional_sum_in_lanes(device):
