@@ -1199,9 +1199,9 @@ def contraction_cell(plan: KernelPlan, nc: NormalContraction, ctx: LoweringConte
                      ) -> tuple[list[k.Stmt], bool]:
     """Everything one output cell does once its coordinates (``nc.out_vars``) and flat index
     ``flat`` are declared: accumulate over the reduction box, finalise, evaluate the epilogue
-    and store. Returns the statements and whether the innermost reduction loop keeps its sums
-    in vector lanes: how many of the innermost loops run in them (:func:`_lane_loops`; 0,
-    never when ``may_use_lanes`` is false: the cells are the vector lanes).
+    and store. Returns the statements and how many of the innermost reduction loops run in
+    vector lanes together (:func:`_lane_loops`): 0 for none, always where ``may_use_lanes``
+    is false (the cells are the vector lanes).
 
         float acc = 0.0f; for (k0 ...) { acc = acc + X[...]; } float v_M = acc; M[g] = v_M;
     """
