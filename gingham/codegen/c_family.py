@@ -472,10 +472,9 @@ class _Renderer:
         would drop a NaN that one lane met (``NaN > x`` is false)."""
         lines = []
         for helper in sorted(h for h in self.helpers if h.startswith("omp_reduction:")):
-            name = helper.split(":", 1)[1]
-            fn, dtype = name.split("_")[1], name.split("_", 2)[2]
-            is_float = dtype.startswith("float")
-            if is_float:
+            _, fn, dtype = helper.split(":")  # "omp_reduction:max:float32"
+            name = f"gh_{fn}_{dtype}"
+            if dtype.startswith("float"):
                 identity = "-INFINITY" if fn == "max" else "INFINITY"
             else:
                 info = np.iinfo(np.dtype(dtype))
@@ -492,9 +491,10 @@ class _Renderer:
         text = ""
         for clause in reduction.split():
             op, names = clause.split(":", 1)
-            if op.startswith("gh_"):
-                self.helpers.add(f"omp_reduction:{op}")
-                self.used_types.add(op.split("_", 2)[2])
+            if op.startswith("gh_"):  # gh_max_float32: the helper of that name, declared
+                _, fn, dtype = op.split("_", 2)
+                self.helpers.add(f"omp_reduction:{fn}:{dtype}")
+                self.used_types.add(dtype)
             text += f" reduction({op}:{self.ident(names)})"
         return text
 
