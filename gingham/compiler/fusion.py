@@ -404,7 +404,8 @@ def _absorbs_producer(nc: NormalContraction, bound: BoundProgram, kernels: list[
             and latest.shape == tuple(bound.shapes[operand]))
 
 
-_CHEAP_CALLS = ("min", "max", "abs")
+# One instruction each (floor: a softmax's shift, nn.functional._softmax_shift).
+_CHEAP_CALLS = ("min", "max", "abs", "floor", "ceil", "round", "sign")
 
 
 def _cheap(expr: Expr) -> bool:

@@ -764,21 +764,35 @@ def _dim(op: str, x: Tensor, dim: int) -> int:
     return dim % max(x.ndim, 1)
 
 
+def _softmax_shift(x: Tensor, dim: int) -> Tensor:
+    """What a softmax along ``dim`` subtracts before ``exp``: the max rounded down to an
+    integer, so that ``exp`` stays within ``(0, e]`` and the row's sum at least 1.
+
+    A softmax (a log-softmax, a log-sum-exp) does not change under a shift, so its gradient
+    through the shift is zero in exact arithmetic. The derivative of ``floor`` is zero, so
+    autodiff leaves the max out of the gradient program; through the max itself it routed
+    a gradient that is zero up to rounding to each row's first maximal element: four more
+    kernels and two more reads of the input (a softmax's backward on 2 cores, 2048 x 1024:
+    2.6-3.1 ms with them)."""
+    return _map(x.max(dim, keepdims=True), builder.floor, "floor")
+
+
 def softmax(input: Tensor, dim: int = -1) -> Tensor:
-    """``exp(x - max) / sum(exp(x - max))`` along ``dim`` (the max keeps ``exp`` finite)."""
+    """``exp(x - m) / sum(exp(x - m))`` along ``dim``, ``m`` the max rounded down (it keeps
+    ``exp`` finite: :func:`_softmax_shift`)."""
     (input,) = cast_inputs_float32(input)
     _float_input("softmax", input)
     dim = _dim("softmax", input, dim)
-    e = (input - input.max(dim, keepdims=True)).exp()
+    e = (input - _softmax_shift(input, dim)).exp()
     return e / e.sum(dim, keepdims=True)
 
 
 def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
-    """``x - max - log(sum(exp(x - max)))`` along ``dim``."""
+    """``x - m - log(sum(exp(x - m)))`` along ``dim``, ``m`` the max rounded down."""
     (input,) = cast_inputs_float32(input)
     _float_input("log_softmax", input)
     dim = _dim("log_softmax", input, dim)
-    shifted = input - input.max(dim, keepdims=True)
+    shifted = input - _softmax_shift(input, dim)
     return shifted - shifted.exp().sum(dim, keepdims=True).log()
 
 

@@ -113,10 +113,10 @@ def plan_of(fn, arrays, wrt, backward):
     ("batch_norm_nhwc.forward", 3),
     ("batch_norm_nhwc.backward", 4),
     ("softmax.forward", 3),     # max; sum(exp(x - max)), exp stored from its loop; divide
-    # + 3 for the max's gradient (docs/tile-decisions.md): its taps numbered (index, cast: 64
-    # cells) and each row's first tap equal to the max (a pass over x)
-    ("softmax.backward", 8),
-    ("cross_entropy.backward", 12),  # softmax's sum(dx') = -sum(dp) - sum(dp * e / s) * s
+    # + sum(dy * e) and dx; the shift (the max rounded down) has no gradient
+    # (nn.functional._softmax_shift)
+    ("softmax.backward", 4),
+    ("cross_entropy.backward", 9),  # softmax's sum(dx') = -sum(dp) - sum(dp * e / s) * s
 ])
 def test_chains_fuse_and_store_no_intermediate_of_the_big_shape(case, kernels):
     name, part = case.split(".")

@@ -218,6 +218,38 @@ def test_activations_and_softmax(device):
     compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
 
 
+def test_softmax_shift_leaves_the_max_out_of_the_gradient(device):
+    """The shift a softmax subtracts (its row max rounded down) gets no gradient: a softmax
+    does not change under a shift. Rows with ties at the max, values far from zero, masked
+    (-inf) entries and a row of all -inf (NaN, as PyTorch) match PyTorch's values and
+    gradients; and the gradient program has no statement routing to the max's first tap."""
+    x = rand(6, 37) * 4
+    x[1, :5] = x[1].max() + 1.0  # five-way tie at the max
+    x[2] *= 3000.0  # would overflow exp without a shift
+    x[3] -= 1e4
+    x[4, ::3] = -np.inf  # masked, as in attention
+    arrays = dict(x=x)
+
+    def run(f, x):
+        return {"softmax": f.softmax(x[:5], -1), "log_softmax": f.log_softmax(x[:5], -1)}
+
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
+    masked = np.full((2, 7), -np.inf, np.float32)
+    masked[1] = 0.0
+    got = F.softmax(tensor(masked, device=device), -1).numpy()
+    want = torch.softmax(torch.from_numpy(masked), -1).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
+
+    from gingham.bench.ops import Traced
+
+    for fn in (lambda t: F.softmax(t, -1), lambda t: F.log_softmax(t, -1), F.cross_entropy):
+        arrays_in = [x[:4]] if fn is not F.cross_entropy else [x[:4], np.arange(4)]
+        gradient, _ = Traced.of(fn, arrays_in, device).gradient(arrays_in, (0,))
+        names = [st.out for st in gradient.program.statements]
+        assert not any("first" in n or "tap" in n for n in names), names
+
+
 def test_float64(device):
     """A chain of ops in float64, held to float64 tolerances."""
     arrays = dict(x=rand(2, 3, 6, 5, dtype=np.float64), w=rand(4, 3, 3, 3, dtype=np.float64),
