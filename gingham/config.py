@@ -50,9 +50,8 @@ environment variable      field
 The user config file is JSON (``platformdirs.user_config_dir("gingham")/config.json``); it may
 hold any of the fields ``device``, ``cache_dir``, ``debug``, ``cc``, ``cflags``, ``num_threads``,
 ``cuda_graphs``, ``program_cache``, ``compile_jobs``, ``compile_overlap``, ``opencl_build``,
-``nvrtc_build``, ``opencl_idle``, ``wgmma``, ``amx``, ``vector_math``, ``conv_algorithm``, ``tune``,
-``tune_budget``,
-``tune_measure``, ``progress``.
+``nvrtc_build``, ``opencl_idle``, ``wgmma``, ``amx``, ``vector_math``, ``conv_algorithm``,
+``tune``, ``tune_budget``, ``tune_measure``, ``progress``.
 ``gingham devices --set-default ID`` writes ``{"device": ID}`` into it.
 
 Example::

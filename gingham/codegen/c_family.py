@@ -285,6 +285,24 @@ C_VECTOR_MATH: dict[str, int] = {
 }
 
 
+def vector_math_signature(function: str) -> tuple[str, int]:
+    """(C type, arity) of libm's ``function``: a :data:`C_VECTOR_MATH` name (double) or its
+    ``f``-suffixed float variant. ``vector_math_signature("powf") == ("float", 2)``."""
+    # expf is exp's float variant; erf is a double function itself
+    base, t = (function, "double") if function in C_VECTOR_MATH else (function[:-1], "float")
+    return t, C_VECTOR_MATH[base]
+
+
+def vector_math_declaration(function: str) -> list[str]:
+    """The C lines that declare libm's ``function`` with vector variants::
+
+        #pragma omp declare simd notinbranch
+        float powf(float, float);
+    """
+    t, arity = vector_math_signature(function)
+    return ["#pragma omp declare simd notinbranch", f"{t} {function}({', '.join([t] * arity)});"]
+
+
 class _Renderer:
     def __init__(self, dialect: Dialect, rename: Callable[[str], str] | None = None) -> None:
         self.d = dialect
@@ -929,12 +947,7 @@ class _Renderer:
         lines = []
         for helper in sorted(h for h in self.helpers if h.startswith("libm:")):
             function = helper.split(":", 1)[1]
-            # expf is exp's float variant; erf is a double function itself
-            base, t = (function, "double") if function in C_VECTOR_MATH else \
-                (function[:-1], "float")
-            arity = C_VECTOR_MATH[base]
-            lines += [f"#ifdef GH_SIMD_{function}", "#pragma omp declare simd notinbranch",
-                      f"{t} {function}({', '.join([t] * arity)});", "#endif"]
+            lines += [f"#ifdef GH_SIMD_{function}", *vector_math_declaration(function), "#endif"]
         return lines
 
     def literal(self, value, dtype: str) -> str:

@@ -1196,7 +1196,7 @@ def _contraction_index_type(nc: NormalContraction) -> str:
 
 def contraction_cell(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext,
                      flat: k.Expr, itype: str, may_use_lanes: bool
-                     ) -> tuple[list[k.Stmt], bool]:
+                     ) -> tuple[list[k.Stmt], int]:
     """Everything one output cell does once its coordinates (``nc.out_vars``) and flat index
     ``flat`` are declared: accumulate over the reduction box, finalise, evaluate the epilogue
     and store. Returns the statements and how many of the innermost reduction loops run in
@@ -1252,10 +1252,18 @@ def _reduction_in_lanes(plan: KernelPlan, nc: NormalContraction, ctx: LoweringCo
     if not nc.red_vars:
         return False
     lo, hi = nc.red_ranges[nc.red_vars[-1]]
-    aggregations = [(nc.agg, ctx.dtype(nc.out))]
-    aggregations += [(sibling.agg, ctx.dtype(sibling.out)) for sibling in plan.siblings]
     return hi - lo + 1 >= LANE_SUM_MIN and all(
-        _lane_operator(agg, compute_type(dtype)) is not None for agg, dtype in aggregations)
+        operator is not None for _, operator in _lane_accumulators(plan, nc, ctx))
+
+
+def _lane_accumulators(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext
+                       ) -> list[tuple[str, str | None]]:
+    """Each accumulator of a cell's loop (``acc``, then each sibling's ``acc_<out>``) and the
+    operator that combines its lanes (:func:`_lane_operator`; None: lanes may not take it)."""
+    accumulators = [("acc", nc.agg, ctx.dtype(nc.out))]
+    accumulators += [(f"acc_{s.out}", s.agg, ctx.dtype(s.out)) for s in plan.siblings]
+    return [(name, _lane_operator(agg, compute_type(dtype)))
+            for name, agg, dtype in accumulators]
 
 
 def _lane_loops(nc: NormalContraction) -> int:
@@ -1314,11 +1322,8 @@ def _lane_clauses(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext,
     """The loop's reduction clauses (``kernel_ir.For.reduction``): each accumulator under its
     operator, the reached flag under ``||``."""
     by_operator: dict[str, list[str]] = {}
-    accumulators = [("acc", nc.agg, ctx.dtype(nc.out))]
-    accumulators += [(f"acc_{s.out}", s.agg, ctx.dtype(s.out)) for s in plan.siblings]
-    for name, agg, dtype in accumulators:
-        operator = _lane_operator(agg, compute_type(dtype))
-        assert operator is not None, (agg, dtype)
+    for name, operator in _lane_accumulators(plan, nc, ctx):
+        assert operator is not None, name  # _reduction_in_lanes said lanes take them all
         by_operator.setdefault(operator, []).append(name)
     if flag:
         by_operator["||"] = ["reached"]

@@ -258,8 +258,12 @@ def _compiler_targets_amx(path: str, version: str, cflags: tuple[str, ...]) -> b
     return answer == b"yes"
 
 
+#: The libraries every kernel links (:func:`_vector_math` adds libmvec where it applies).
+_LIBM: tuple[str, ...] = ("-lm",)
+
+
 def _run_compiler(cc: str, cflags: tuple[str, ...], source: str,
-                  libraries: tuple[str, ...] = ("-lm",)) -> tuple[bytes, str | None]:
+                  libraries: tuple[str, ...] = _LIBM) -> tuple[bytes, str | None]:
     """(shared object bytes, None) on success, (b"", compiler output) on failure.
     ``libraries`` come after the source, where a linker that drops unneeded libraries
     (``--as-needed``) still sees what the kernels call from them."""
@@ -279,15 +283,15 @@ def _vector_math(cc: str, version: str, cflags: tuple[str, ...]
     (:mod:`gingham.devices.cpu_vector_math`), or none where ``config.vector_math`` is off or
     the toolchain has none."""
     if not get_config().vector_math:
-        return (), ("-lm",)
+        return (), _LIBM
 
     def compiles(extra: tuple[str, ...], source: str, libraries: tuple[str, ...]) -> bool:
-        return _run_compiler(cc, cflags + extra, source, ("-lm", *libraries))[1] is None
+        return _run_compiler(cc, cflags + extra, source, _LIBM + libraries)[1] is None
 
     functions = cpu_vector_math.available(compiles, (cc, version, cflags, platform.machine()))
     if not functions:
-        return (), ("-lm",)
-    return cpu_vector_math.defines(functions), ("-lm", *cpu_vector_math.LIBRARIES)
+        return (), _LIBM
+    return cpu_vector_math.defines(functions), _LIBM + cpu_vector_math.LIBRARIES
 
 
 class CPUDevice(Device):
@@ -298,7 +302,7 @@ class CPUDevice(Device):
     pools_buffers = True  # an aligned host allocation costs more than a replayed launch
 
     def __init__(self, cc_path: str, cc_version: str, cflags: tuple[str, ...],
-                 num_threads: int | None, libraries: tuple[str, ...] = ("-lm",)) -> None:
+                 num_threads: int | None, libraries: tuple[str, ...] = _LIBM) -> None:
         cpu, caches = host_cpu(), host_caches()
         info = DeviceInfo(
             id="cpu", name=cpu["name"], vendor=cpu["vendor"], kind="cpu", dialect="c",

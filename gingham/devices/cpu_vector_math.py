@@ -23,7 +23,8 @@ from __future__ import annotations
 from typing import Callable
 
 from gingham.cache import DiskCache
-from gingham.codegen.c_family import C_VECTOR_MATH
+from gingham.codegen.c_family import (C_VECTOR_MATH, vector_math_declaration,
+                                     vector_math_signature)
 
 #: The library holding the vector variants, linked after the kernel's objects.
 LIBRARIES: tuple[str, ...] = ("-lmvec",)
@@ -40,10 +41,8 @@ def probe_source(functions: list[str]) -> str:
     lines = ["#include <math.h>"]
     body = []
     for index, function in enumerate(functions):
-        base, t = (function, "double") if function in C_VECTOR_MATH else (function[:-1], "float")
-        arity = C_VECTOR_MATH[base]
-        lines += ["#pragma omp declare simd notinbranch",
-                  f"{t} {function}({', '.join([t] * arity)});"]
+        t, arity = vector_math_signature(function)
+        lines += vector_math_declaration(function)
         args = ", ".join(["x[i]"] * arity)
         body += [f"void gh_probe_{index}(const {t}* restrict x, {t}* restrict y, int n) {{",
                  "    #pragma omp simd", f"    for (int i = 0; i < n; i++) y[i] = {function}({args});",
