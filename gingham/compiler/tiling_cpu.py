@@ -666,6 +666,20 @@ class _Builder:
         return (k.Declare(start, self.it, self.mul(self.v(f"tc_{side}t"), size)),
                 k.Declare(f"tc_{side}len", self.it, self._min(self.c(extent), self.v(start), size)))
 
+    def _staging(self, a: bool, b: bool) -> list[k.Stmt]:
+        """The blocks that packing A (where ``a``) and B (where ``b``) stage an operand in
+        before it is turned into the AMX tiles' layouts: ``tc_P``, A's panels
+        (:attr:`a_transposed`), and ``tc_S``, B's panels or columns (:meth:`pairs_of_b`)."""
+        t = self.t
+        staged = []
+        if a and self.a_transposed:
+            staged.append(k.LocalArray("tc_P", self.packed, (t.mt * self.kc,), "register",
+                                       align=64, restrict=True))
+        if b and self.amx:
+            staged.append(k.LocalArray("tc_S", self.packed, (t.nt * self.kc,), "register",
+                                       align=64, restrict=True))
+        return staged
+
     def _index_tables(self, a: bool, b: bool) -> list[k.Stmt]:
         """The per-tile and per-K-row index and guard tables that packing A (``a``) and B
         (``b``) read (:meth:`row_tables`, :meth:`column_tables`, :meth:`k_tables`); none
@@ -707,12 +721,7 @@ class _Builder:
         tiles = self.n_mt if a else self.n_nt
         unit = self.v("tc_u")
         body: list[k.Stmt] = self._index_tables(a, not a)
-        if a and self.a_transposed:
-            body.append(k.LocalArray("tc_P", self.packed, (t.mt * self.kc,), "register",
-                                     align=64, restrict=True))
-        if not a:
-            body.append(k.LocalArray("tc_S", self.packed, (t.nt * self.kc,), "register",
-                                     align=64, restrict=True))
+        body += self._staging(a, not a)
         body.append(k.Declare("tc_kb", it, k.BinOp("%", unit, self.c(self.blocks), it)))
         tile = k.BinOp("/", unit, self.c(self.blocks), it)
         if g.batch:
@@ -752,10 +761,7 @@ class _Builder:
                             restrict=True)] if pack_a else []),
             *([k.LocalArray("tc_B", self.packed, (t.nt * self.kc,), "register", align=64,
                             restrict=True)] if pack_b else []),
-            *([k.LocalArray("tc_P", self.packed, (t.mt * self.kc,), "register", align=64,
-                            restrict=True)] if self.a_transposed and pack_a else []),
-            *([k.LocalArray("tc_S", self.packed, (t.nt * self.kc,), "register", align=64,
-                            restrict=True)] if self.amx and pack_b else []),
+            *self._staging(pack_a, pack_b),
             *self._index_tables(pack_a, pack_b),
         ]
         # Which tile: K slice, batch, then M, then N fastest.
