@@ -132,7 +132,7 @@ def _lowered(kernel_plan: Plan, bound: BoundProgram, info: DeviceInfo,
                    key=lambda i: (weight_class(kernel_plan.kernels[i]), i))
     for position in order:
         kernel = kernel_plan.kernels[position]
-        ctx = LoweringContext(bound, kernel_plan.aliases)
+        ctx = LoweringContext(bound, kernel_plan.aliases, kernel_plan.coordinates)
         name = f"k{position}_{sorted(kernel.stores)[0]}"
         for part, lowered in enumerate(lower_with_schedule(kernel, ctx, name, info)):
             yield (position, part), lowered

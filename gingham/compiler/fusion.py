@@ -31,6 +31,11 @@ passes over one large tensor, so three more rules cut them:
   dear to recompute), its statements become the reduction's prologue and are stored from the
   reduction's loop, which visits every cell of the domain once.
 
+An ``index(X, axis)`` that the program does not return is no kernel and no buffer: its value
+at a cell is that cell's coordinate along ``axis``, which every reader computes from the flat
+index it reads at (``Plan.coordinates``, ``lower.LoweringContext.load``). Cross-entropy's
+``index(logits, 1)`` would otherwise be an ``[N, C]`` int32 tensor written and read again.
+
     plan(bound) -> [KernelPlan(kind="contraction", outputs=["C", "D"], stores={"D"}, ...)]
 """
 
@@ -77,6 +82,8 @@ class KernelPlan:
     contraction: NormalContraction | None = None
     special: Special | None = None
     elementwise: list[Elementwise] = field(default_factory=list)
+    #: The names it reads whose values are coordinates (``Plan.coordinates``), not memory.
+    coordinate_reads: set[str] = field(default_factory=set)
     stores: set[str] = field(default_factory=set)
     prologue: list[Elementwise] = field(default_factory=list)
     siblings: list[Sibling] = field(default_factory=list)
@@ -111,13 +118,15 @@ class KernelPlan:
             names |= set(self.special.tensors)
         for statement in self.elementwise:
             names |= set(statement.inputs()) - produced
-        return names
+        return names - self.coordinate_reads
 
 
 @dataclass
 class Plan:
     kernels: list[KernelPlan]
     aliases: dict[str, str]  # reshape outputs share their source's buffer
+    #: ``index`` specials computed by their readers (never stored), by output name.
+    coordinates: dict[str, Special] = field(default_factory=dict)
 
 
 def plan(bound: BoundProgram) -> Plan:
@@ -126,7 +135,8 @@ def plan(bound: BoundProgram) -> Plan:
     aliases: dict[str, str] = {}
     program = bound.program
     statements = _as_kernel_statements(bound)
-    virtual = recomputable(bound, statements)
+    coordinates = _coordinates(bound, statements)
+    virtual = recomputable(bound, statements, set(coordinates))
     definition = {s.out: s for s, _ in statements
                   if isinstance(s, (Elementwise, CellStatement))}
 
@@ -142,6 +152,8 @@ def plan(bound: BoundProgram) -> Plan:
         leaves: list[str] = []
 
         def visit(name: str) -> None:
+            if root(name) in coordinates:
+                return  # computed from the reader's own coordinates: nothing to read
             if name in virtual:
                 if name not in chain:
                     for inner in definition[name].inputs():
@@ -158,7 +170,7 @@ def plan(bound: BoundProgram) -> Plan:
         if isinstance(statement, Special) and statement.op == "reshape":
             aliases[statement.out] = statement.tensors[0]
             continue
-        if statement.out in virtual:
+        if statement.out in virtual or statement.out in coordinates:
             continue  # computed again by every kernel that reads it
         if _is_copy(statement, bound) and root(statement.expr.name) not in virtual:
             # ``D_T = D_O`` (autodiff passes cotangents on so): the same buffer, no kernel.
@@ -202,6 +214,8 @@ def plan(bound: BoundProgram) -> Plan:
             kernel.elementwise += [e for e in recomputed if e.out not in known] + [statement]
             producer[statement.out] = target
 
+    for kernel in kernels:
+        kernel.coordinate_reads = {name for name in kernel.reads() if root(name) in coordinates}
     # A tensor is stored if the program returns it or another kernel reads it.
     needed_in_memory = {root(name) for name in program.outputs}
     for index, kernel in enumerate(kernels):
@@ -212,7 +226,22 @@ def plan(bound: BoundProgram) -> Plan:
     assert not needed_in_memory & virtual, "a recomputed tensor is read from memory"
     for kernel in kernels:
         kernel.stores = {n for n in kernel.produced if n in needed_in_memory}
-    return Plan([k for k in kernels if k.stores], aliases)
+    return Plan([k for k in kernels if k.stores], aliases, coordinates)
+
+
+def _coordinates(bound: BoundProgram, statements) -> dict[str, Special]:
+    """The ``index`` specials whose readers compute them: all but those the program returns
+    (directly or through reshapes, which share the buffer)."""
+    sources = {s.out: s.tensors[0] for s, _ in statements
+               if isinstance(s, Special) and s.op == "reshape"}
+    returned = set()
+    for name in bound.program.outputs:
+        returned.add(name)
+        while name in sources:
+            name = sources[name]
+            returned.add(name)
+    return {s.out: s for s, _ in statements
+            if isinstance(s, Special) and s.op == "index" and s.out not in returned}
 
 
 def _as_kernel_statements(bound: BoundProgram) -> list[tuple[object, NormalContraction | None]]:
@@ -271,7 +300,8 @@ MAX_RECOMPUTED_READS = 2
 MAX_RECOMPUTED_OPS = 48
 
 
-def recomputable(bound: BoundProgram, statements) -> set[str]:
+def recomputable(bound: BoundProgram, statements, coordinates: set[str] = frozenset()
+                 ) -> set[str]:
     """Elementwise tensors that are never stored but computed again by every reader.
 
     A tensor qualifies if it is no output, its chain of recomputed statements is cheap
@@ -282,6 +312,8 @@ def recomputable(bound: BoundProgram, statements) -> set[str]:
     (:func:`reduction_domain`). Batch norm's training gradient::
 
         T2 = X - T2_h0;  T3 = pow(T2, 2.0);  T4[c] = +(T3[n, c, y, x])  ->  T2, T3 recomputed
+
+    ``coordinates`` (:func:`_coordinates`) cost a reader no memory read.
     """
     shapes = bound.shapes
     outputs = set(bound.program.outputs)
@@ -329,7 +361,7 @@ def recomputable(bound: BoundProgram, statements) -> set[str]:
             if source in virtual:
                 memory |= reads[source]
                 count += ops[source]
-            elif shapes[source] == shape:
+            elif shapes[source] == shape and source not in coordinates:
                 memory.add(source)
         if len(memory) <= MAX_RECOMPUTED_READS and count <= MAX_RECOMPUTED_OPS:
             virtual.add(name)

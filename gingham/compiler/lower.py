@@ -26,7 +26,7 @@ import numpy as np
 from ..tile import dtypes as dt
 from ..tile import ir as tir
 from ..tile.bounds import integer_form
-from ..tile.ir import Poly
+from ..tile.ir import Poly, Special
 from ..tile.shapes import BoundProgram, combine, expr_type
 from . import kernel_ir as k
 from .cell import CellStatement, lower_cell_statement, pinned_declarations
@@ -65,8 +65,15 @@ class LoweringContext:
 
     bound: BoundProgram
     aliases: dict[str, str]
+    #: ``index`` specials computed where they are read (``fusion.Plan.coordinates``).
+    coordinates: dict[str, Special] = field(default_factory=dict)
     params: dict[str, k.Param] = field(default_factory=dict)
     uses: set[str] = field(default_factory=set)
+
+    def fork(self) -> "LoweringContext":
+        """The same program with no parameters or helpers yet: for a further kernel (a
+        split reduction's partials, a packing kernel) lowered beside this one."""
+        return LoweringContext(self.bound, self.aliases, self.coordinates)
 
     def buffer(self, tensor: str) -> str:
         while tensor in self.aliases:
@@ -86,8 +93,21 @@ class LoweringContext:
     def dtype(self, tensor: str) -> np.dtype:
         return self.bound.dtypes[tensor]
 
+    def is_coordinate(self, tensor: str) -> bool:
+        """Whether ``tensor`` is an ``index`` special its readers compute (no buffer)."""
+        return self.buffer(tensor) in self.coordinates
+
     def load(self, tensor: str, index: k.Expr) -> k.Expr:
-        return k.Load(self.param(tensor), index, compute_type(self.dtype(tensor)))
+        """``tensor``'s element at flat ``index``, in its compute type. An ``index(X, axis)``
+        that is not stored is the coordinate of that cell along ``axis``::
+
+            T3 = index(T1, 1)   # [512, 1000]  ->  T3 at i is (int)(i % 1000)
+        """
+        ctype = compute_type(self.dtype(tensor))
+        special = self.coordinates.get(self.buffer(tensor))
+        if special is None:
+            return k.Load(self.param(tensor), index, ctype)
+        return k.Cast(ctype, coordinate(index, self.shape(special.out), special.axis))
 
 
 def row_major_strides(shape: tuple[int, ...]) -> list[int]:
@@ -95,6 +115,19 @@ def row_major_strides(shape: tuple[int, ...]) -> list[int]:
     for axis in range(len(shape) - 2, -1, -1):
         strides[axis] = strides[axis + 1] * shape[axis + 1]
     return strides
+
+
+def coordinate(flat: k.Expr, shape: tuple[int, ...], axis: int) -> k.Expr:
+    """The coordinate along ``axis`` of the cell at row-major index ``flat`` of ``shape``, in
+    ``flat``'s integer type: ``(flat / stride) % size``, each step left out where it is 1."""
+    itype = flat.dtype
+    value = flat
+    stride = row_major_strides(shape)[axis]
+    if stride != 1:
+        value = k.BinOp("/", value, k.Const(stride, itype), itype)
+    if axis != 0:
+        value = k.BinOp("%", value, k.Const(shape[axis], itype), itype)
+    return value
 
 
 def cell_coordinates(flat: k.Expr, shape: tuple[int, ...], names: list[str], itype: str
@@ -483,7 +516,9 @@ def _needs_coordinates(plan: KernelPlan, ctx: LoweringContext) -> bool:
 
 def _vector_dtype(ctx: LoweringContext, tensor: str) -> str | None:
     """The element type of ``tensor``'s vectors in a register array (its bits for a half
-    type), or None when it is read and written per element."""
+    type), or None when it is read and written per element (a coordinate is computed)."""
+    if ctx.is_coordinate(tensor):
+        return None
     return VECTOR_DTYPES.get(dt.dtype_name(ctx.dtype(ctx.buffer(tensor))))
 
 
@@ -1607,13 +1642,7 @@ def special_element(plan: KernelPlan, ctx: LoweringContext, flat: k.Expr, itype:
             value = k.Select(k.BinOp("==", flat, k.Const(axis, itype), "bool"),
                              k.Const(size, "int64"), value, "int64")
     elif s.op == "index":
-        strides = row_major_strides(shape)
-        value = flat
-        if strides[s.axis] != 1:
-            value = k.BinOp("/", value, k.Const(strides[s.axis], itype), itype)
-        if s.axis != 0:
-            value = k.BinOp("%", value, k.Const(shape[s.axis], itype), itype)
-        value = k.Cast("int32", value)
+        value = k.Cast("int32", coordinate(flat, shape, s.axis))
     elif s.op == "gather":
         indices = s.tensors[1]
         x_shape = ctx.shape(x)

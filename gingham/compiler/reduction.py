@@ -82,7 +82,7 @@ def split_reduction(plan: KernelPlan, ctx: LoweringContext, name: str,
     slices = math.ceil(extent / chunk)  # no slice empty
     ctype = compute_type(ctx.dtype(nc.out))
     values, reached, siblings = _partial_buffers(plan, ctx, name, ctype, slices * cells)
-    partial_ctx = LoweringContext(ctx.bound, ctx.aliases)
+    partial_ctx = ctx.fork()
     first = _partials(plan, nc, partial_ctx, f"{name}_partial", cells, slices, chunk, ctype,
                       values, reached, siblings, lanes, width)
     if slices >= COMBINE_TREE_MIN_SLICES:
@@ -767,7 +767,7 @@ def split_reduction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str,
     chunk = math.ceil(extent / slices)
     slices = math.ceil(extent / chunk)  # no slice empty
     values, reached, siblings = _partial_buffers(plan, ctx, name, ctype, slices * cells)
-    partial_ctx = LoweringContext(ctx.bound, ctx.aliases)
+    partial_ctx = ctx.fork()
     first = _partials_cpu(plan, nc, partial_ctx, f"{name}_partial", cells, slices, chunk, ctype,
                           values, reached, siblings)
     second = _combine(plan, ctx, name, cells, slices, ctype, values, reached, siblings)

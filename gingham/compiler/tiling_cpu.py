@@ -417,6 +417,8 @@ def product_dims(plan: KernelPlan, ctx: LoweringContext, info: DeviceInfo
     nc = plan.contraction
     if plan.kind != "contraction" or nc is None:
         return None
+    if any(ctx.is_coordinate(a.tensor) for a in nc.operands):
+        return None  # an index computed by its readers has no buffer to stage
     if compute_type(ctx.dtype(nc.out)) != "float32":
         return None
     amx = runs_on_amx(nc, ctx, info)
@@ -482,10 +484,10 @@ def tiled_contraction_cpu(plan: KernelPlan, ctx: LoweringContext, name: str, inf
     options = dict(vector_copies=info.dialect == "opencl",
                    vector_registers=info.dialect in ("opencl", "c"),
                    a_rows_at_offsets=info.dialect == "c")
-    builder = _Builder(plan, LoweringContext(ctx.bound, ctx.aliases) if tiling.split > 1 else ctx,
+    builder = _Builder(plan, ctx.fork() if tiling.split > 1 else ctx,
                        name, g, tiling, **options)
     # Operands packed once, each by a kernel of its own that runs before the product.
-    packers = [_Builder(plan, LoweringContext(ctx.bound, ctx.aliases), name, g, tiling,
+    packers = [_Builder(plan, ctx.fork(), name, g, tiling,
                         **options).packing_kernel(operand)
                for operand in ("a", "b") if builder.prepacked(operand)]
     if builder.split == 1:

@@ -490,6 +490,8 @@ def tiled_view(plan: KernelPlan, ctx: LoweringContext) -> tuple[GemmView, str] |
     ctype = compute_type(ctx.dtype(nc.out))
     if ctype not in _FLOAT_TYPES:
         return None
+    if any(ctx.is_coordinate(a.tensor) for a in nc.operands):
+        return None  # an index computed by its readers has no buffer to stage
     view = gemm_view(nc)
     if view is None or view.m * view.n * view.k * view.batches < MIN_WORK:
         return None
@@ -529,7 +531,7 @@ def tiled_contraction(plan: KernelPlan, ctx: LoweringContext, name: str, info: D
         return [TiledKernel(plan, ctx, name, view, config, stage_a, stage_b, ctype,
                             min_blocks=blocks).build()]
     scratch = k.Scratch(f"{name}_partials", ctype, split * math.prod(view.nc.out_shape))
-    partial_ctx = LoweringContext(ctx.bound, ctx.aliases)  # its own parameters
+    partial_ctx = ctx.fork()  # its own parameters
     partials = TiledKernel(plan, partial_ctx, f"{name}_partial", view, config, stage_a,
                            stage_b, ctype, scratch, min_blocks=blocks).build()
     return [partials, split_sum(plan, ctx, name, view.nc, scratch, split, ctype)]

@@ -499,7 +499,7 @@ def tensor_core_contraction(plan: KernelPlan, ctx: LoweringContext, name: str,
     assert plan.contraction is not None
     scratch = k.Scratch(f"{name}_partials", "float32",
                         split * math.prod(plan.contraction.out_shape))
-    partial_ctx = LoweringContext(ctx.bound, ctx.aliases)  # its own parameters
+    partial_ctx = ctx.fork()  # its own parameters
     partials = kind(plan, partial_ctx, f"{name}_partial", view, config, stage_a, stage_b,
                     operands, scratch).build()
     return [partials, split_sum(plan, ctx, name, view.nc, scratch, split, "float32")]

@@ -168,7 +168,7 @@ class _Family:
 
     def _fresh_context(self) -> LoweringContext:
         # Each candidate lowers in its own context: one build's names never leak into another.
-        return LoweringContext(self.ctx.bound, self.ctx.aliases)
+        return self.ctx.fork()
 
 
 class _GpuFamily(_Family):

@@ -195,13 +195,14 @@ def torch_bn_relu_pool(x, w, b):
 def test_bn_relu_pool_backward_recomputes_the_pool_gradient():
     """A ResNet block's tail: the pool gradient (a cell statement) is computed in the loops of
     batch norm's gradient sums and of dx instead of stored; sum(dx') comes from the sums'
-    kernel (split_sums): forward 4 kernels, backward 5: the window's taps numbered (index and
-    cast, 4 cells), each window's first tap equal to its max (a pass over the pool's input,
-    docs/tile-decisions.md), then the two."""
+    kernel (split_sums): forward 4 kernels, backward 4: the window's taps numbered (a cast of
+    their index, 4 cells, the index computed in its loop: fusion._coordinates), each window's
+    first tap equal to its max (a pass over the pool's input, docs/tile-decisions.md), then
+    the two."""
     shape = (4, 8, 8, 16)
     bound, kernel_plan = plan_of(bn_relu_pool, batch_norm_arrays(shape, channels_last=True),
                                  (0, 1, 2), True)
-    assert len(kernel_plan.kernels) == 9
+    assert len(kernel_plan.kernels) == 8
     stored_big = {n for k in kernel_plan.kernels for n in k.stores
                   if bound.shapes[n] == shape} - set(bound.program.outputs)
     assert len(stored_big) == 1  # the forward's relu output, which the pool gradient reads
