@@ -290,6 +290,12 @@ class Tensor:
     def ne(self, other) -> "Tensor":
         return self._binary("!=", other)
 
+    def __ne__(self, other):  # type: ignore[override]
+        # Python would answer ``not (a == b)``, an identity test: a bool where an elementwise
+        # comparison was meant, silently (``select(w != 0, ...)`` always takes its first value).
+        raise TypeError("a Tile tensor's != is not elementwise: use a.ne(b) (and a.eq(b) for "
+                        "==, which stays identity so that tensors can live in sets)")
+
     __hash__ = object.__hash__
 
 

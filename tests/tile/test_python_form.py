@@ -85,3 +85,15 @@ def test_unlisted_input_is_rejected():
     C = tile.sum(A[i] * B[i], out=[], shape=[])
     with pytest.raises(gingham.TileNameError, match="'B'"):
         tile.program([A], {"C": C})
+
+
+def test_comparisons_are_elementwise_through_eq_and_ne(device):
+    """``==`` stays identity (tensors live in sets), so the comparisons are methods; ``!=``
+    refuses instead of answering an identity test (a bool where a tensor was meant)."""
+    X, Y = tile.input("X"), tile.input("Y")
+    with pytest.raises(TypeError, match=r"a\.ne\(b\)"):
+        X != Y
+    picked = tile.select(X.ne(Y), X, 0.0) + tile.select(X.eq(Y), 10.0, 0.0)
+    fn = tile.function(tile.program([X, Y], {"P": picked}))
+    x, y = np.array([1.0, 2.0, 3.0]), np.array([1.0, 5.0, 3.0])
+    np.testing.assert_array_equal(fn(x, y, device=device), [10.0, 2.0, 10.0])
