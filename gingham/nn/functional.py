@@ -971,9 +971,12 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
     classes = input.shape[1]
-    log_probs = log_softmax(input, 1)
     per_class = (classes,) + (1,) * (input.ndim - 2)
-    weighted = log_probs if weight is None else log_probs * weight.reshape(per_class)
+
+    def weighted_log_probs() -> Tensor:
+        log_probs = log_softmax(input, 1)
+        return log_probs if weight is None else log_probs * weight.reshape(per_class)
+
     if dt.is_float(target.dtype):
         if target.shape != input.shape:
             raise ShapeError(f"{op}: probability target shape {target.shape} differs from input "
@@ -982,13 +985,20 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
             raise ShapeError(f"{op}: weight must have shape ({classes},), got {weight.shape}")
         if label_smoothing:
             target = target * (1.0 - label_smoothing) + label_smoothing / classes
-        return _reduce_loss(op, -(weighted * target).sum(1), reduction)
+        return _reduce_loss(op, -(weighted_log_probs() * target).sum(1), reduction)
     _class_target_check(op, input, target, weight)
     sample_weight = _class_weights(input, target, weight, ignore_index)
-    losses = -_pick_class(log_probs, target) * sample_weight
+    # -log_softmax(x)[t] = log(sum(exp(x - m))) + m - x[t]: the pick reads the logits, so the
+    # [N, C] log-probabilities are never written. An ignored sample's loss is 0 whatever its
+    # logits (a padding row of -inf gives NaN in the log-sum-exp).
+    shift = _softmax_shift(input, 1)
+    log_sum = ((input - shift).exp().sum(1, keepdims=True).log() + shift).reshape(target.shape)
+    losses = sample_weight._elementwise(
+        lambda w, total, picked: builder.select(w.ne(0.0), (total - picked) * w, 0.0),
+        [log_sum, _pick_class(input, target)], "nll")
     if label_smoothing:
         keep = (target != ignore_index).astype(input.dtype)
-        smooth = -weighted.sum(1) * keep * (1.0 / classes)
+        smooth = -weighted_log_probs().sum(1) * keep * (1.0 / classes)
         losses = losses * (1.0 - label_smoothing) + smooth * label_smoothing
     if reduction == "mean":
         return losses.sum() / sample_weight.sum()

@@ -286,6 +286,9 @@ def test_losses(device):
             "ce_weighted_smooth": f.cross_entropy(logits, labels, weight=cw, label_smoothing=0.1),
             "ce_probs_smooth_none": f.cross_entropy(logits, probs, label_smoothing=0.2,
                                                     reduction="none"),
+            "ce_none": f.cross_entropy(logits, labels, reduction="none"),
+            "ce_2d_weighted": f.cross_entropy(logits2d, labels2d, weight=cw, ignore_index=1),
+            "ce_2d_sum": f.cross_entropy(logits2d, labels2d, reduction="sum"),
             "nll_2d": f.nll_loss(f.log_softmax(logits2d, 1), labels2d, weight=cw,
                                  ignore_index=1),
             "nll_none": f.nll_loss(logits, labels, reduction="none"),
@@ -301,6 +304,21 @@ def test_losses(device):
     # PyTorch gives no gradient for class weights, weight, pos_weight or (for BCE) targets.
     compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a),
             constants=("cw", "pw", "t", "bw"))
+
+
+def test_cross_entropy_ignores_padding_rows_of_minus_infinity(device):
+    """A masked row (every logit -inf) whose label is ignored adds nothing to the loss, as in
+    PyTorch: its log-sum-exp is NaN, but an ignored sample's loss is 0 whatever its logits."""
+    logits = rand(5, 7)
+    logits[1] = -np.inf
+    labels = np.array([3, -100, 0, 6, 2])
+    for reduction in ("mean", "sum", "none"):
+        got = F.cross_entropy(tensor(logits, device=device), tensor(labels, device=device),
+                              reduction=reduction).numpy()
+        expected = TF.cross_entropy(torch.tensor(logits), torch.tensor(labels),
+                                    reduction=reduction).numpy()
+        assert np.isfinite(got).all(), (reduction, got)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6, err_msg=reduction)
 
 
 # -- indexing, padding, resampling -----------------------------------------------------------------
