@@ -8,8 +8,10 @@ partial-sum kernel and a reduction, so a plan can become two kernels; float16 / 
 products on CUDA run on the tensor cores, see :mod:`gingham.compiler.tiling_tc`); elementwise
 and special kernels get the bandwidth-bound schedules of
 :func:`gingham.compiler.lower.lower_streaming`; few-cell, long reductions (batch-norm
-statistics, losses) are split across work-groups by :mod:`gingham.compiler.reduction`. On the CPU,
-reductions whose neighbouring cells are neighbouring addresses (channels-last statistics) are
+statistics, losses) are split across work-groups by :mod:`gingham.compiler.reduction`, and
+reductions along rows (softmax, losses, layer norm) give each cell a work-group that reads its
+row side by side. On the CPU, reductions whose neighbouring cells are neighbouring addresses
+(channels-last statistics) are
 split into slices over OpenMP threads with the cells innermost
 (:func:`gingham.compiler.reduction.split_reduction_cpu`), and contractions with short reductions
 (and thin products, :func:`gingham.compiler.tiling_cpu.thin_product`) run as a loop nest
@@ -27,7 +29,7 @@ from . import kernel_ir as k
 from .fusion import KernelPlan
 from .lower import (NEST_MAX_REDUCTION, LoweringContext, lower_cell_nest, lower_plan,
                     lower_streaming)
-from .reduction import split_reduction, split_reduction_cpu
+from .reduction import row_reduction, split_reduction, split_reduction_cpu
 from .tiling_cpu import THIN_MAX_K, streams_thin_product, tiled_contraction_cpu
 from .tiling_cpu import runs_on as runs_cpu_schedules
 from .tiling_gpu import TileConfig, tiled_contraction
@@ -71,6 +73,10 @@ def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
         if kernels is not None:
             return kernels
         kernels = split_reduction(plan, ctx, name, info)
+        if kernels is not None:
+            return kernels
+        # Many cells, each reducing a row: a work-group a cell reads the row side by side.
+        kernels = row_reduction(plan, ctx, name, info)
         if kernels is not None:
             return kernels
     if info.dialect is not None:
