@@ -35,6 +35,7 @@ class Dialect:
     barrier: str
     overloaded_math: bool  # OpenCL: exp works on float and double; C/CUDA use expf
     restrict: str = "restrict"
+    global_barrier: str = ""  # a barrier that orders global memory too (Barrier.global_memory)
 
 
 _C_TYPES = {
@@ -67,6 +68,7 @@ DIALECTS = {
         helper_prefix="inline", thread_index="get_global_id({axis})",
         group_index="get_group_id({axis})", local_index="get_local_id({axis})",
         shared_qualifier="__local", barrier="barrier(CLK_LOCAL_MEM_FENCE);",
+        global_barrier="barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);",
         overloaded_math=True,
     ),
     "cuda": Dialect(
@@ -74,8 +76,9 @@ DIALECTS = {
         helper_prefix="__device__ __forceinline__",
         thread_index="((long long)blockIdx.{xyz} * blockDim.{xyz} + threadIdx.{xyz})",
         group_index="blockIdx.{xyz}", local_index="threadIdx.{xyz}",
-        shared_qualifier="__shared__", barrier="__syncthreads();", overloaded_math=False,
-        restrict="__restrict__",
+        shared_qualifier="__shared__", barrier="__syncthreads();",
+        global_barrier="__syncthreads();",  # it orders global memory too within a block
+        overloaded_math=False, restrict="__restrict__",
     ),
 }
 
@@ -547,6 +550,9 @@ class _Renderer:
         pad = "    " * depth
         d = self.d
         if isinstance(s, k.Block):
+            if s.scoped:
+                inner = self.scope(k.Block(s.stmts), depth + 1)
+                return f"{pad}{{\n{inner}{pad}}}\n"
             return "".join(self.stmt(x, depth) for x in s.stmts)
         if isinstance(s, k.Comment):
             return f"{pad}// {self.ident(s.text)}\n"
@@ -607,7 +613,7 @@ class _Renderer:
         if isinstance(s, k.MatrixOp):
             return pad + self.matrix_op(s) + "\n"
         if isinstance(s, k.Barrier):
-            return f"{pad}{d.barrier}\n"
+            return f"{pad}{d.global_barrier if s.global_memory else d.barrier}\n"
         if isinstance(s, k.If):
             condition = _without_outer_parentheses(self.expr(s.cond))
             text = f"{pad}if ({condition}) {{\n{self.scope(s.then, depth + 1)}{pad}}}"

@@ -35,6 +35,7 @@ from .hoist import hoist_broadcast
 from .linearity import split_sums
 from .phases import split_output_phases
 from .lower import LoweringContext
+from .rows import lower_row_group, row_groups
 from .schedule import lower_with_schedule
 
 
@@ -128,13 +129,34 @@ def _lowered(kernel_plan: Plan, bound: BoundProgram, info: DeviceInfo,
             return 2
         return 0 if len(plan_kernel.contraction.operands) > 1 else 1
 
+    def context() -> LoweringContext:
+        return LoweringContext(bound, kernel_plan.aliases, kernel_plan.coordinates)
+
+    def name(position: int) -> str:
+        return f"k{position}_{sorted(kernel_plan.kernels[position].stores)[0]}"
+
+    # On a GPU a row group's kernels become one (rows.py), lowered at its first kernel's turn;
+    # where they do not fit one, each stays its own.
+    groups = ({group[0]: group for group in row_groups(kernel_plan, bound)}
+              if info.dialect in ("opencl", "cuda") else {})
+    fused: set[int] = set()
     order = sorted(range(len(kernel_plan.kernels)),
                    key=lambda i: (weight_class(kernel_plan.kernels[i]), i))
     for position in order:
+        if position in fused:
+            continue
+        if position in groups:
+            group = groups[position]
+            lowered = lower_row_group([kernel_plan.kernels[i] for i in group],
+                                      [context() for _ in group], [name(i) for i in group],
+                                      bound, info)
+            if lowered is not None:
+                fused.update(group)
+                yield (position, 0), lowered
+                continue
         kernel = kernel_plan.kernels[position]
-        ctx = LoweringContext(bound, kernel_plan.aliases, kernel_plan.coordinates)
-        name = f"k{position}_{sorted(kernel.stores)[0]}"
-        for part, lowered in enumerate(lower_with_schedule(kernel, ctx, name, info)):
+        for part, lowered in enumerate(lower_with_schedule(kernel, context(), name(position),
+                                                           info)):
             yield (position, part), lowered
 
 

@@ -329,12 +329,20 @@ class If:
 
 @dataclass(frozen=True)
 class Barrier:
-    """All work-items of a work-group reach this point before any continues."""
+    """All work-items of a work-group reach this point before any continues; their writes to
+    local memory before it (and with ``global_memory`` to global memory too) are then seen by
+    every work-item of the group."""
+
+    global_memory: bool = False
 
 
 @dataclass(frozen=True)
 class Block:
+    """Statements in order; ``scoped``: in a scope of their own (``{ ... }``), so that what
+    they declare may be declared again after them (passes of one kernel, ``rows.py``)."""
+
     stmts: tuple["Stmt", ...]
+    scoped: bool = False
 
 
 @dataclass(frozen=True)
@@ -394,12 +402,13 @@ class Kernel:
 
 
 def block(*stmts: "Stmt | None") -> Block:
-    """A block of the given statements, flattening nested blocks and dropping Nones."""
+    """A block of the given statements, flattening nested blocks (not scoped ones) and
+    dropping Nones."""
     flat: list[Stmt] = []
     for stmt in stmts:
         if stmt is None:
             continue
-        if isinstance(stmt, Block):
+        if isinstance(stmt, Block) and not stmt.scoped:
             flat.extend(stmt.stmts)
         else:
             flat.append(stmt)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 
 from ..devices.base import DeviceInfo
 from . import kernel_ir as k
@@ -338,12 +339,12 @@ def _vector_reads(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext,
 def _partials(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, name: str,
               cells: int, slices: int, chunk: int, ctype: str, values: k.Scratch | None,
               reached: k.Scratch | None, siblings: list, lanes: int = 1,
-              width: int = 1) -> k.Kernel:
+              width: int = 1) -> "k.Kernel | RowPass":
     """Work-group (slice, block of ``lanes * width`` neighbouring cells), work-item (row,
     lane): the lane's ``width`` cells, the rows striding through the slice together; then a
     tree over the rows in local memory, and row 0 writes each cell's partial. Without
-    ``values`` (one slice, a work-group a cell: :func:`row_reduction`) row 0 finishes the cell
-    instead: finalisation, siblings and the fused epilogue.
+    ``values`` (one slice, a work-group a cell: :func:`row_pass`) no kernel: the statements,
+    with row 0 finishing the cell instead (finalisation, siblings and the fused epilogue).
 
         float rs_acc[4]; ...; int x0 = (start + row) / 1024; ...     // decoded once
         for (rs_r = start + row; rs_r < end; rs_r += 8) {
@@ -448,8 +449,7 @@ def _partials(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, nam
     body.append(k.For("l", 0, width, k.block(*copy), kind="unroll"))
     body += _local_tree(tree, hits, width, lanes, rows, itype)
     if values is None:
-        return _row_kernel(plan, nc, ctx, name, body, shared, tree, hits, cells, chunk, ctype,
-                           siblings, itype)
+        return _row_pass(plan, ctx, body, shared, tree, hits, ctype, siblings, itype)
     # Row 0 holds each cell's partial of the slice: slot slice * cells + cell.
     outputs = [values.name] + [buffer.name for _, _, _, buffer in siblings]
     write: list[k.Stmt] = []
@@ -503,6 +503,34 @@ def row_reduction(plan: KernelPlan, ctx: LoweringContext, name: str,
 
         M[n : 8192] = >(X[n, c]), c < 1024  ->  8192 work-groups of 256, 4 assignments each
     """
+    found = row_pass(plan, ctx)
+    if found is None:
+        return None
+    nc = plan.contraction
+    cells, extent = math.prod(nc.out_shape), nc.reduction_size
+    nest = k.block(*found.shared, k.For(
+        "rs_group", 0, cells, k.For("rs_lid", 0, GROUP, k.block(*found.body), kind="local"),
+        kind="group"))
+    params = tuple(sorted(ctx.params.values(), key=lambda p: (p.output, p.name)))
+    return [k.Kernel(name, params, nest, k.Launch((cells * GROUP,), (GROUP,)), found.schedule,
+                     flops=2 * cells * extent, uses=frozenset(ctx.uses))]
+
+
+@dataclass
+class RowPass:
+    """A cell's reduction by the work-group ``rs_group`` (work-item ``rs_lid``): the local
+    arrays to declare at the kernel's outermost scope, and each work-item's statements: the
+    partial loop along the row, the tree, and row 0 finishing the cell (finalisation,
+    siblings, fused epilogue, stores)."""
+
+    shared: list[k.Stmt]
+    body: list[k.Stmt]
+    schedule: str
+
+
+def row_pass(plan: KernelPlan, ctx: LoweringContext) -> RowPass | None:
+    """:func:`row_reduction`'s work for ``plan`` (None where it does not apply), to make a
+    kernel of or a pass of a row-fused kernel (:mod:`gingham.compiler.rows`)."""
     nc = plan.contraction
     if plan.kind != "contraction" or nc is None or nc.agg == "=" or not nc.red_vars:
         return None
@@ -512,14 +540,17 @@ def row_reduction(plan: KernelPlan, ctx: LoweringContext, name: str,
     ctype = compute_type(ctx.dtype(nc.out))
     accumulators = [(f"acc_{s.out}", s.agg, compute_type(ctx.dtype(s.out)), None)
                     for s in plan.siblings]
-    return [_partials(plan, nc, ctx, name, cells, 1, nc.reduction_size, ctype, None,
-                      None, accumulators)]
+    found = _partials(plan, nc, ctx, "", cells, 1, nc.reduction_size, ctype, None, None,
+                      accumulators)
+    assert isinstance(found, RowPass)
+    return found
 
 
 def _reads_along_rows(nc: NormalContraction) -> bool:
     """Whether an operand runs along the innermost reduction variable (stride 1) and none
-    along the innermost output axis longer than 1 (where work-items a cell apart would read
-    neighbouring addresses already)."""
+    that varies along the row also runs along the innermost output axis longer than 1 (where
+    work-items a cell apart would read neighbouring addresses already). An operand the same
+    for the whole row (cross-entropy's label of a sample) does not count."""
     innermost_red = nc.red_vars[-1]
     wide = [var for var, size in zip(nc.out_vars, nc.out_shape) if size > 1]
     innermost_out = wide[-1] if wide else None
@@ -528,18 +559,20 @@ def _reads_along_rows(nc: NormalContraction) -> bool:
         address = flat_address(access)
         if address is None:
             return False
+        if not any(address.coeffs.get(var, 0) for var in nc.red_vars):
+            continue  # one value for the whole row
         if innermost_out is not None and address.coeffs.get(innermost_out, 0) in (1, -1):
             return False
         along = along or address.coeffs.get(innermost_red, 0) == 1
     return along
 
 
-def _row_kernel(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, name: str,
-                body: list[k.Stmt], shared: list[k.Stmt], tree: list[tuple[str, str, str]],
-                hits: str | None, cells: int, extent: int, ctype: str, siblings: list,
-                itype: str) -> k.Kernel:
-    """:func:`row_reduction`'s kernel: ``body`` (the partials' loop and tree, one slice) and
-    then row 0 finishing its cell from the tree's results."""
+def _row_pass(plan: KernelPlan, ctx: LoweringContext, body: list[k.Stmt],
+              shared: list[k.Stmt], tree: list[tuple[str, str, str]], hits: str | None,
+              ctype: str, siblings: list, itype: str) -> RowPass:
+    """The partials' loop and tree of one slice (``body``), then row 0 finishing its cell
+    from the tree's results."""
+    nc = plan.contraction
     v = lambda n: k.Var(n, itype)  # noqa: E731 - a local shorthand
     finish: list[k.Stmt] = [k.Declare("acc", ctype, k.LoadLocal(tree[0][0], (v("rs_lane"),),
                                                                  ctype))]
@@ -551,16 +584,11 @@ def _row_kernel(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, n
                       "bool")
     finish += _finish(plan, ctx, v("rs_cell"), itype, ctype, hit, siblings)
     writer = k.BinOp("==", v("rs_row"), k.Const(0, itype), "bool")
-    body = body + [k.If(writer, k.block(*finish))]
-    nest = k.block(*shared, k.For("rs_group", 0, cells,
-                                  k.For("rs_lid", 0, GROUP, k.block(*body), kind="local"),
-                                  kind="group"))
-    params = tuple(sorted(ctx.params.values(), key=lambda p: (p.output, p.name)))
+    cells, extent = math.prod(nc.out_shape), nc.reduction_size
     schedule = (f"row reduction: a work-group of {GROUP} on each of {cells} cells, each "
                 f"work-item reducing up to {math.ceil(extent / GROUP)} of {extent} assignments "
                 f"(coordinates stepped), tree in local memory{_fused_note(plan)}")
-    return k.Kernel(name, params, nest, k.Launch((cells * GROUP,), (GROUP,)), schedule,
-                    flops=2 * cells * extent, uses=frozenset(ctx.uses))
+    return RowPass(shared, body + [k.If(writer, k.block(*finish))], schedule)
 
 
 def _scratch(values: k.Scratch, reached: k.Scratch | None, siblings: list

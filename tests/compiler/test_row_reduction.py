@@ -1,6 +1,8 @@
 """Reductions along rows on work-group devices (``reduction.row_reduction``): a work-group a
-cell, its work-items side by side along the row, against the reference interpreter. On the
-OpenCL and CUDA devices this run sees, a CPU's OpenCL driver (PoCL) described as a GPU."""
+cell, its work-items side by side along the row; and row groups (``rows.py``), the passes of a
+softmax, a layer norm or a cross-entropy over a row in one kernel. Against the reference
+interpreter and PyTorch, on the OpenCL and CUDA devices this run sees (a CPU's OpenCL driver,
+PoCL, described as a GPU)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,10 @@ import pytest
 import torch
 
 from gingham import tile
+from gingham.bench.ops import GinghamRun, Traced
+from gingham.compiler import rewrite_program
+from gingham.compiler.fusion import plan
+from gingham.compiler.rows import row_groups
 from gingham.devices import get_device, list_devices
 from gingham.frontend.tensor import tensor
 from gingham.nn import functional as F
@@ -77,7 +83,7 @@ def test_row_reductions_match_the_interpreter(gpu_device, case):
     assert bool(rows) == by_rows, [launch.schedule for launch in exe.launches]
 
 
-@pytest.mark.parametrize("shape", [(64, 1000), (4, 3, 256)])
+@pytest.mark.parametrize("shape", [(64, 1000), (4, 3, 256), (300, 1000), (2, 150, 384)])
 def test_softmax_layer_norm_and_cross_entropy_along_rows_match_torch(gpu_device, shape):
     """The ops these rows serve, forward and backward, against PyTorch."""
     device = gpu_device.id  # the same device object, described as a GPU
@@ -105,3 +111,64 @@ def test_softmax_layer_norm_and_cross_entropy_along_rows_match_torch(gpu_device,
         for name, (got, _) in outputs.items()).backward()
     sum((want * torch.tensor(weights[name])).sum() for name, (_, want) in outputs.items()).backward()
     np.testing.assert_allclose(xt.grad.numpy(), reference.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def _softmax(t):
+    return F.softmax(t, -1)
+
+
+def _layer_norm(t, g):
+    return F.layer_norm(t, (g.shape[0],), g, g)
+
+
+def _groups(fn, arrays, backward):
+    traced = Traced.of(fn, arrays, "reference")
+    function = traced.gradient(arrays, (0,))[0] if backward else traced.function
+    inputs = traced.inputs(arrays)
+    if backward:
+        outputs = GinghamRun(traced.function, inputs, get_device("reference")).outputs()
+        inputs = inputs + [np.ones_like(o) for o in outputs]
+    bound = rewrite_program(function.bind(*inputs))
+    kernel_plan = plan(bound)
+    return [[kernel_plan.kernels[i].kind for i in group]
+            for group in row_groups(kernel_plan, bound)], function, inputs
+
+
+@pytest.mark.parametrize("name, backward, passes", [
+    ("softmax", False, ["contraction", "contraction", "elementwise"]),
+    # max, then sum(exp) storing exp and sum(dy * e) beside it, then dx
+    ("softmax", True, ["contraction", "contraction", "contraction", "elementwise"]),
+    ("layer_norm", False, ["contraction", "contraction", "elementwise"]),
+])
+def test_a_row_group_is_one_kernel_on_work_group_devices(gpu_device, name, backward, passes):
+    x = floats(300, 1000)
+    fn, arrays = (_softmax, [x]) if name == "softmax" else (_layer_norm, [x, floats(1000)])
+    groups, function, inputs = _groups(fn, arrays, backward)
+    assert groups == [passes]
+    run = GinghamRun(function, inputs, gpu_device)
+    fused = [launch.schedule for launch in run.exe.launches
+             if launch.schedule.startswith("rows fused")]
+    assert len(fused) == 1 and f"{len(passes)} passes a row" in fused[0], fused
+    expected = GinghamRun(function, inputs, get_device("reference")).outputs()
+    for got, want in zip(run.outputs(), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_short_rows_or_few_rows_make_no_group():
+    for shape in [(100, 1000), (4000, 100)]:  # rows < rows.MIN_ROWS; rows < ROW_MIN_EXTENT
+        groups, _, _ = _groups(_softmax, [floats(*shape)], False)
+        assert groups == [], shape
+
+
+def test_rows_of_a_half_type_keep_their_kernels(gpu_device):
+    """bfloat16 rows stay unfused (rows.MIN_ITEMSIZE): slower fused on an H100."""
+    x = floats(300, 1000)
+    traced = Traced.of(_softmax, [x], "reference")
+    inputs = [tensor(x, device=gpu_device.id).astype("bfloat16").numpy()]
+    run = GinghamRun(traced.function, inputs, gpu_device)
+    schedules = [launch.schedule for launch in run.exe.launches]
+    assert not any(s.startswith("rows fused") for s in schedules), schedules
+    assert any(s.startswith("row reduction") for s in schedules), schedules
+    expected = GinghamRun(traced.function, inputs, get_device("reference")).outputs()
+    np.testing.assert_allclose(np.asarray(run.outputs()[0], np.float32),
+                               np.asarray(expected[0], np.float32), rtol=1e-2, atol=1e-3)

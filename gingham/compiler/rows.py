@@ -1,0 +1,172 @@
+"""Row-fused kernels on GPUs: a softmax, a log-softmax, a layer norm or a cross-entropy as one
+kernel whose work-group makes every pass over a row.
+
+:func:`gingham.compiler.fusion.plan` makes each pass over a tensor its own kernel. A softmax
+over ``[N, C]`` is three: the row max; the sum of exponentials, storing them from its loop;
+the division. Each reads or writes all N rows in device memory again. Here one work-group
+takes a row through all of them (each reduction as :func:`reduction.row_pass` makes it, then
+a barrier, the elementwise work on the row's cells side by side), so a row is read from
+device memory once and its later passes hit the cache::
+
+    softmax, [8192, 1024]: max; sum(exp(x - m)), storing exp; exp / sum
+      -> "rows fused: 8192 rows of 1024 cells, 3 passes a row: row reduction ...; then ..."
+
+A *row group* is a run of consecutive planned kernels over one domain D, whose rows are D's
+leading axes and whose reductions run over its trailing ones:
+
+* the first is a plain reduction of D (:func:`fusion.reduction_domain`) that keeps D's
+  leading axes in order, ``M[n, 0 : N, 1] = >(X[n, c])``;
+* each later one is a plain reduction of D keeping the same axes, or an elementwise kernel
+  over D;
+* each reads what an earlier one of the group wrote only at its own cells (a tensor of D's
+  shape) or as row values (a cell per row, broadcast along the row), so a row's passes need
+  nothing from another row.
+
+On the CPU (C) the passes as one loop over rows measured no faster (docs/measurements.md,
+stop 44); a group that does not lower this way (another schedule for a pass, local arrays of
+one name and two types) keeps its kernels apart.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..devices.base import DeviceInfo
+from ..tile.shapes import BoundProgram
+from . import kernel_ir as k
+from .fusion import KernelPlan, Plan, reduction_domain
+from .lower import LoweringContext, _scalar_cell, index_type
+from .reduction import GROUP, ROW_MIN_EXTENT, row_pass
+
+#: Fewest rows a group needs: with fewer, a work-group a row leaves most of a GPU idle where
+#: the split reductions spread each row over many.
+MIN_ROWS = 256
+#: Narrowest element of the rows a group fuses. On an H100 (8192 x 1024, `bench ops`) fusing
+#: took a float32 softmax from 64.5 to 41.7 us and its backward from 99 to 59, but a bfloat16
+#: one from 40 to 65 and 72 to 111 us: with half the bytes a row, the passes in sequence
+#: leave too little in flight to hide the latency of each.
+MIN_ITEMSIZE = 4
+
+
+def row_groups(kernel_plan: Plan, bound: BoundProgram) -> list[list[int]]:
+    """The row groups among ``kernel_plan``'s kernels, as lists of their positions (two or
+    more each, in program order)."""
+    kernels = kernel_plan.kernels
+    groups: list[list[int]] = []
+    position = 0
+    while position < len(kernels):
+        rows = _rows_of(kernels[position], bound)
+        group = [position]
+        if rows is not None:
+            written: set[str] = set(kernels[position].stores)
+            while (position + len(group) < len(kernels)
+                   and _joins(kernels[position + len(group)], rows, written, kernel_plan,
+                              bound)):
+                written |= kernels[position + len(group)].stores
+                group.append(position + len(group))
+        if len(group) > 1:
+            groups.append(group)
+        position += len(group)
+    return groups
+
+
+def _rows_of(plan: KernelPlan, bound: BoundProgram) -> tuple[tuple[int, ...], int] | None:
+    """(D, how many leading axes make its rows) for a plain reduction of D over its trailing
+    axes, over enough rows of ROW_MIN_EXTENT or more cells; else None."""
+    if plan.kind != "contraction":
+        return None
+    found = reduction_domain(plan.contraction, bound)
+    if found is None:
+        return None
+    domain, kept = found
+    if not kept or list(kept) != sorted(kept):
+        return None
+    leading = max(kept) + 1
+    if tuple(kept) != tuple(axis for axis in range(leading) if domain[axis] > 1):
+        return None
+    rows, length = math.prod(domain[:leading]), math.prod(domain[leading:])
+    if rows < MIN_ROWS or length < ROW_MIN_EXTENT:
+        return None
+    return tuple(domain), leading
+
+
+def _joins(plan: KernelPlan, rows: tuple[tuple[int, ...], int], written: set[str],
+           kernel_plan: Plan, bound: BoundProgram) -> bool:
+    """Whether ``plan`` may be the next pass of a row group over ``rows`` whose kernels so
+    far store ``written``."""
+    domain, leading = rows
+    if plan.kind == "contraction":
+        if _rows_of(plan, bound) != rows:
+            return False
+    elif plan.kind != "elementwise" or tuple(plan.shape) != domain:
+        return False
+    row_shape = domain[:leading] + (1,) * (len(domain) - leading)
+    for name in plan.reads():
+        source = name
+        while source in kernel_plan.aliases:
+            source = kernel_plan.aliases[source]
+        if source not in written:
+            continue  # written before the group: any cell of it is ready
+        shape = tuple(bound.shapes[name])
+        if (1,) * (len(domain) - len(shape)) + shape not in (domain, row_shape):
+            return False
+    return True
+
+
+def lower_row_group(plans: list[KernelPlan], contexts: list[LoweringContext],
+                    names: list[str], bound: BoundProgram, info: DeviceInfo
+                    ) -> k.Kernel | None:
+    """One kernel for a row group on a GPU dialect: work-group ``rs_group`` makes each pass
+    over row ``rs_group`` in a scope of its own, a barrier after each (a pass's results, in
+    device memory, are read by the next). None on the C backend, for rows of a type narrower
+    than MIN_ITEMSIZE, or where a reduction is not a :func:`reduction.row_pass` or two passes
+    declare one local array with two types."""
+    if info.dialect not in ("opencl", "cuda"):
+        return None
+    rows = _rows_of(plans[0], bound)
+    assert rows is not None
+    domain, leading = rows
+    if any(bound.dtypes[name].itemsize < MIN_ITEMSIZE for plan in plans
+           for name in plan.reads() | plan.stores if tuple(bound.shapes[name]) == domain):
+        return None
+    count, length = math.prod(domain[:leading]), math.prod(domain[leading:])
+    itype = index_type(math.prod(domain) + GROUP * 2)
+    shared: dict[str, k.LocalArray] = {}
+    passes: list[k.Stmt] = []
+    schedules: list[str] = []
+    for plan, ctx in zip(plans, contexts):
+        if plan.kind == "contraction":
+            found = row_pass(plan, ctx)
+            if found is None:
+                return None
+            for array in found.shared:
+                assert isinstance(array, k.LocalArray)
+                known = shared.setdefault(array.name, array)
+                if known != array:
+                    return None
+            body, schedule = found.body, found.schedule
+        else:
+            cell = k.Var("rs_c", itype)
+            flat = k.Var("rs_flat", itype)
+            start = k.BinOp("*", k.Var("rs_group", itype), k.Const(length, itype), itype)
+            each = [k.Declare("rs_flat", itype, k.BinOp("+", start, cell, itype)),
+                    *_scalar_cell(plan, ctx, flat, itype, {})]
+            body = [k.For("rs_c", k.Var("rs_lid", itype), length, k.block(*each), step=GROUP)]
+            schedule = f"the row's {length} cells side by side"
+        passes += [k.Block(tuple(body), scoped=True), k.Barrier(global_memory=True)]
+        schedules.append(schedule)
+    merged = contexts[0].fork()  # every pass's tensors; written if any pass writes it
+    for ctx in contexts:
+        for param in ctx.params.values():
+            known = merged.params.get(param.name)
+            if known is None or param.output:
+                merged.params[param.name] = param
+        merged.uses |= ctx.uses
+    nest = k.block(*shared.values(), k.For(
+        "rs_group", 0, count, k.For("rs_lid", 0, GROUP, k.block(*passes[:-1]), kind="local"),
+        kind="group"))
+    params = tuple(sorted(merged.params.values(), key=lambda p: (p.output, p.name)))
+    schedule = (f"rows fused: {count} rows of {length} cells, a work-group of {GROUP} a row, "
+                f"{len(plans)} passes a row: " + "; then ".join(schedules))
+    return k.Kernel(names[0], params, nest, k.Launch((count * GROUP,), (GROUP,)), schedule,
+                    uses=frozenset(merged.uses))
