@@ -117,10 +117,12 @@ def row_major_strides(shape: tuple[int, ...]) -> list[int]:
     return strides
 
 
-def coordinate(flat: k.Expr, shape: tuple[int, ...], axis: int) -> k.Expr:
+def coordinate(flat: k.Expr, shape: tuple[int, ...], axis: int, itype: str | None = None
+               ) -> k.Expr:
     """The coordinate along ``axis`` of the cell at row-major index ``flat`` of ``shape``, in
-    ``flat``'s integer type: ``(flat / stride) % size``, each step left out where it is 1."""
-    itype = flat.dtype
+    ``itype`` (``flat``'s integer type if None): ``(flat / stride) % size``, each step left out
+    where it is 1."""
+    itype = itype or flat.dtype
     value = flat
     stride = row_major_strides(shape)[axis]
     if stride != 1:
@@ -133,16 +135,8 @@ def coordinate(flat: k.Expr, shape: tuple[int, ...], axis: int) -> k.Expr:
 def cell_coordinates(flat: k.Expr, shape: tuple[int, ...], names: list[str], itype: str
                      ) -> list[k.Stmt]:
     """Declare the coordinates of a flat cell index (row-major)."""
-    strides = row_major_strides(shape)
-    stmts: list[k.Stmt] = []
-    for axis, (name, size, stride) in enumerate(zip(names, shape, strides)):
-        value: k.Expr = flat
-        if stride != 1:
-            value = k.BinOp("/", value, k.Const(stride, itype), itype)
-        if axis != 0:
-            value = k.BinOp("%", value, k.Const(size, itype), itype)
-        stmts.append(k.Declare(name, itype, value))
-    return stmts
+    return [k.Declare(name, itype, coordinate(flat, shape, axis, itype))
+            for axis, name in enumerate(names[:len(shape)])]
 
 
 def broadcast_index(cell: list[k.Expr], out_shape: tuple[int, ...], shape: tuple[int, ...],

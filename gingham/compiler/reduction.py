@@ -26,6 +26,11 @@ partials each are combined on 8 multiprocessors, not in one work-group.
     -> k_partial: 1055 work-groups of 32 x 4 channels x 8 rows, each row 63 assignments, one
        8-byte load each; k: 16 work-groups of 8 channels x 32 rows, 33 partials a row
 
+Many cells, each reducing a row read along the row (a softmax's max over [8192, 1024]), use
+the same loop and tree with one slice: a work-group a cell, whose first work-item finishes the
+cell in the same kernel (:func:`row_reduction`; :func:`row_pass` gives the statements alone,
+for the passes of a row-fused kernel, :mod:`gingham.compiler.rows`).
+
 The C backend has its own form (:func:`split_reduction_cpu`, below): slices over OpenMP
 threads, each with the neighbouring cells of a channels-last statistic in ``omp simd`` lanes,
 and the same combine kernel.
