@@ -35,7 +35,7 @@ from .hoist import hoist_broadcast
 from .linearity import split_sums
 from .phases import split_output_phases
 from .lower import LoweringContext
-from .rows import lower_row_group, row_groups
+from .rows import lower_row_group, passes_of, row_groups
 from .schedule import lower_with_schedule
 
 
@@ -147,7 +147,7 @@ def _lowered(kernel_plan: Plan, bound: BoundProgram, info: DeviceInfo,
             continue
         if position in groups:
             group = groups[position]
-            lowered = lower_row_group([kernel_plan.kernels[i] for i in group],
+            lowered = lower_row_group(passes_of(kernel_plan, group, bound),
                                       [context() for _ in group], [name(i) for i in group],
                                       bound, info)
             if lowered is not None:

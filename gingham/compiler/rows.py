@@ -29,6 +29,7 @@ one name and two types) keeps its kernels apart.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ..devices.base import DeviceInfo
@@ -111,6 +112,56 @@ def _joins(plan: KernelPlan, rows: tuple[tuple[int, ...], int], written: set[str
         if (1,) * (len(domain) - len(shape)) + shape not in (domain, row_shape):
             return False
     return True
+
+
+def passes_of(kernel_plan: Plan, group: list[int], bound: BoundProgram) -> list[KernelPlan]:
+    """The group's plans as its passes: a tensor that a reduction's prologue computes and
+    stores, that only later passes of the group read (not the program, not another kernel),
+    is not stored; each pass that reads it computes it again from the prologue's statements
+    (copies of the plans; ``kernel_plan`` is not changed). A softmax's exponentials are then
+    not written, which on a GPU cost more than the second ``exp``::
+
+        max; sum(T2 = exp(x - m)), storing T2; T2 / s  ->  ...; exp(x - m) / s
+    """
+    inside = set(group)
+    outside_reads = {_root(name, kernel_plan) for index, plan in enumerate(kernel_plan.kernels)
+                     if index not in inside for name in plan.reads()}
+    kept = outside_reads | {_root(name, kernel_plan) for name in bound.program.outputs}
+    plans = [dataclasses.replace(kernel_plan.kernels[i], stores=set(kernel_plan.kernels[i].stores),
+                                 prologue=list(kernel_plan.kernels[i].prologue),
+                                 elementwise=list(kernel_plan.kernels[i].elementwise))
+             for i in group]
+    for position, producer in enumerate(plans):
+        for statement in list(producer.prologue):
+            name = statement.out
+            if name not in producer.stores or name in kept:
+                continue
+            chain = _chain(producer.prologue, name)
+            for later in plans[position + 1:]:
+                if name not in later.reads():
+                    continue
+                target = later.prologue if later.kind == "contraction" else later.elementwise
+                known = {e.out for e in target}
+                target[:0] = [e for e in chain if e.out not in known]
+            producer.stores.discard(name)
+    return plans
+
+
+def _root(name: str, kernel_plan: Plan) -> str:
+    while name in kernel_plan.aliases:
+        name = kernel_plan.aliases[name]
+    return name
+
+
+def _chain(statements: list, name: str) -> list:
+    """The statements among ``statements`` (in order) that computing ``name`` needs."""
+    needed = {name}
+    chain = []
+    for statement in reversed(statements):
+        if statement.out in needed:
+            chain.append(statement)
+            needed |= set(statement.inputs())
+    return chain[::-1]
 
 
 def lower_row_group(plans: list[KernelPlan], contexts: list[LoweringContext],
