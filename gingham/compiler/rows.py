@@ -6,10 +6,12 @@ over ``[N, C]`` is three: the row max; the sum of exponentials, storing them fro
 the division. Each reads or writes all N rows in device memory again. Here one work-group
 takes a row through all of them (each reduction as :func:`reduction.row_pass` makes it, then
 a barrier, the elementwise work on the row's cells side by side), so a row is read from
-device memory once and its later passes hit the cache::
+device memory once and its later passes hit the cache. What only the group's later passes
+read (a softmax's exponentials) is computed again there, not stored (:func:`passes_of`)::
 
     softmax, [8192, 1024]: max; sum(exp(x - m)), storing exp; exp / sum
       -> "rows fused: 8192 rows of 1024 cells, 3 passes a row: row reduction ...; then ..."
+         (max; sum(exp(x - m)); exp(x - m) / sum)
 
 A *row group* is a run of consecutive planned kernels over one domain D, whose rows are D's
 leading axes and whose reductions run over its trailing ones:
@@ -103,10 +105,7 @@ def _joins(plan: KernelPlan, rows: tuple[tuple[int, ...], int], written: set[str
         return False
     row_shape = domain[:leading] + (1,) * (len(domain) - leading)
     for name in plan.reads():
-        source = name
-        while source in kernel_plan.aliases:
-            source = kernel_plan.aliases[source]
-        if source not in written:
+        if _root(name, kernel_plan) not in written:
             continue  # written before the group: any cell of it is ready
         shape = tuple(bound.shapes[name])
         if (1,) * (len(domain) - len(shape)) + shape not in (domain, row_shape):
@@ -148,6 +147,7 @@ def passes_of(kernel_plan: Plan, group: list[int], bound: BoundProgram) -> list[
 
 
 def _root(name: str, kernel_plan: Plan) -> str:
+    """The tensor whose buffer ``name`` shares (through reshapes)."""
     while name in kernel_plan.aliases:
         name = kernel_plan.aliases[name]
     return name
