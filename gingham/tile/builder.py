@@ -290,6 +290,12 @@ class Tensor:
     def ne(self, other) -> "Tensor":
         return self._binary("!=", other)
 
+    def __bool__(self) -> bool:
+        # ``if x > 0:`` on a tensor under construction would take its branch whatever the
+        # values; the program's own choice is a select.
+        raise TypeError("a Tile tensor has no truth value while the program is built: use "
+                        "tile.select(cond, a, b) for a choice per element")
+
     def __ne__(self, other):  # type: ignore[override]
         # Python would answer ``not (a == b)``, an identity test: a bool where an elementwise
         # comparison was meant, silently (``select(w != 0, ...)`` always takes its first value).

@@ -89,10 +89,14 @@ def test_unlisted_input_is_rejected():
 
 def test_comparisons_are_elementwise_through_eq_and_ne(device):
     """``==`` stays identity (tensors live in sets), so the comparisons are methods; ``!=``
-    refuses instead of answering an identity test (a bool where a tensor was meant)."""
+    refuses instead of answering an identity test (a bool where a tensor was meant), and so
+    does a tensor asked for its truth value."""
     X, Y = tile.input("X"), tile.input("Y")
     with pytest.raises(TypeError, match=r"a\.ne\(b\)"):
         X != Y
+    with pytest.raises(TypeError, match="no truth value"):
+        if X > 0:  # a choice per element is a select, not Python's if
+            pass
     picked = tile.select(X.ne(Y), X, 0.0) + tile.select(X.eq(Y), 10.0, 0.0)
     fn = tile.function(tile.program([X, Y], {"P": picked}))
     x, y = np.array([1.0, 2.0, 3.0]), np.array([1.0, 5.0, 3.0])
