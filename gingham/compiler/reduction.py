@@ -516,9 +516,8 @@ def row_reduction(plan: KernelPlan, ctx: LoweringContext, name: str,
     nest = k.block(*found.shared, k.For(
         "rs_group", 0, cells, k.For("rs_lid", 0, GROUP, k.block(*found.body), kind="local"),
         kind="group"))
-    params = tuple(sorted(ctx.params.values(), key=lambda p: (p.output, p.name)))
-    return [k.Kernel(name, params, nest, k.Launch((cells * GROUP,), (GROUP,)), found.schedule,
-                     flops=2 * cells * extent, uses=frozenset(ctx.uses))]
+    kernel = _kernel(name, ctx, nest, cells * GROUP, found.schedule, local=GROUP)
+    return [dataclasses.replace(kernel, flops=2 * cells * extent)]
 
 
 @dataclass

@@ -38,7 +38,7 @@ from ..devices.base import DeviceInfo
 from ..tile.shapes import BoundProgram
 from . import kernel_ir as k
 from .fusion import KernelPlan, Plan, reduction_domain
-from .lower import LoweringContext, _scalar_cell, index_type
+from .lower import LoweringContext, _kernel, _scalar_cell, index_type
 from .reduction import GROUP, ROW_MIN_EXTENT, row_pass
 
 #: Fewest rows a group needs: with fewer, a work-group a row leaves most of a GPU idle where
@@ -216,8 +216,6 @@ def lower_row_group(plans: list[KernelPlan], contexts: list[LoweringContext],
     nest = k.block(*shared.values(), k.For(
         "rs_group", 0, count, k.For("rs_lid", 0, GROUP, k.block(*passes[:-1]), kind="local"),
         kind="group"))
-    params = tuple(sorted(merged.params.values(), key=lambda p: (p.output, p.name)))
     schedule = (f"rows fused: {count} rows of {length} cells, a work-group of {GROUP} a row, "
                 f"{len(plans)} passes a row: " + "; then ".join(schedules))
-    return k.Kernel(names[0], params, nest, k.Launch((count * GROUP,), (GROUP,)), schedule,
-                    uses=frozenset(merged.uses))
+    return _kernel(names[0], merged, nest, count * GROUP, schedule, local=GROUP)
