@@ -60,7 +60,7 @@ function (X, A, B, C) -> (O) {
 """
 ELEMENTWISE_SCALARS = (1.5, -0.25, 2.0)
 
-GROUPS = ("gemm", "conv", "pool", "batchnorm", "softmax", "elementwise")
+GROUPS = ("gemm", "conv", "pool", "batchnorm", "layernorm", "softmax", "elementwise")
 
 #: The rows each group produces, by name (what ``--only`` patterns match, with the dtype).
 ROWS: dict[str, tuple[str, ...]] = {
@@ -69,6 +69,7 @@ ROWS: dict[str, tuple[str, ...]] = {
     "pool": tuple(f"{op}.{part}" for op in ("maxpool2x2", "avgpool2x2")
                   for part in ("forward", "backward", "forward+backward")),
     "batchnorm": ("batchnorm.forward", "batchnorm.backward", "batchnorm.forward+backward"),
+    "layernorm": ("layer_norm.forward", "layer_norm.backward", "layer_norm.forward+backward"),
     "softmax": tuple(f"{op}.{part}" for op in ("softmax", "log_softmax", "cross_entropy")
                      for part in ("forward", "backward", "forward+backward")),
     "elementwise": ("elementwise",),
@@ -467,6 +468,8 @@ class OpBench:
                 results.extend(self.pool(self.sizes.layer_batch(dtype), dtype))
             elif group == "batchnorm":
                 results.extend(self.batchnorm(self.sizes.layer_batch(dtype), dtype))
+            elif group == "layernorm":
+                results.extend(self.layernorm(self.sizes.rows, dtype))
             elif group == "softmax":
                 results.extend(self.softmax(self.sizes.rows, dtype))
             else:
@@ -607,6 +610,24 @@ class OpBench:
                  *self._batch_note(batch, dtype))
         return self.layer(Layer("batchnorm", shape, params, ours, theirs, [x, weight, bias],
                                 (0, 1, 2), notes), dtype)
+
+    def layernorm(self, rows: int, dtype: str = "float32") -> list[OpResult]:
+        """Layer norm over the last axis of [rows, 1024] with a weight and a bias, as in a
+        transformer block; backward gives dX, dweight and dbias."""
+        from gingham.nn import functional as F
+
+        torch = self.torch.torch
+        x = _as(self._normal(rows, SOFTMAX_COLUMNS), dtype)
+        weight = _as(self._normal(SOFTMAX_COLUMNS), dtype)
+        bias = _as(self._normal(SOFTMAX_COLUMNS), dtype)
+        tf = torch.nn.functional if torch is not None else None
+        columns = (SOFTMAX_COLUMNS,)
+        params = {"rows": rows, "columns": SOFTMAX_COLUMNS, "eps": 1e-5}
+        return self.layer(Layer(
+            "layer_norm", f"{rows}x{SOFTMAX_COLUMNS}", params,
+            lambda t, w, b: F.layer_norm(t, columns, w, b),
+            lambda t, w, b: tf.layer_norm(t, columns, w, b), [x, weight, bias], (0, 1, 2),
+            ("backward gives dX, dweight, dbias",)), dtype)
 
     def softmax(self, rows: int, dtype: str = "float32") -> list[OpResult]:
         """softmax and log_softmax over [rows, 1024], and cross-entropy of [rows, 1000] logits

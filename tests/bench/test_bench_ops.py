@@ -180,18 +180,20 @@ def test_half_gemm_and_conv_are_checked_with_their_dtype_tolerance(tmp_path):
 
 
 def test_layer_ops_forward_backward_records(tmp_path):
-    status, records = _run(tmp_path, "--only", "pool,batchnorm,softmax", "--repeat", "1")
+    status, records = _run(tmp_path, "--only", "pool,batchnorm,layernorm,softmax", "--repeat",
+                           "1")
     assert status == 0, [(r["name"], r["error"], r["golden"]) for r in records
                          if r["status"] != "ok"]
     names = list(dict.fromkeys(r["name"] for r in records))
-    expected = [name for group in ("pool", "batchnorm", "softmax") for name in ops.ROWS[group]]
+    expected = [name for group in ("pool", "batchnorm", "layernorm", "softmax")
+                for name in ops.ROWS[group]]
     assert names == expected
     by_name = {r["name"]: r for r in records}
     for record in records:
         assert record["golden"]["ok"] and record["golden"]["reference"] == "torch"
         assert record["baseline"] == "torch" and record["ratio"] > 0
         assert record["gbps"] > 0 and record["bytes"] > 0
-    for op in ("maxpool2x2", "batchnorm", "cross_entropy"):
+    for op in ("maxpool2x2", "batchnorm", "layer_norm", "cross_entropy"):
         total = by_name[f"{op}.forward+backward"]["gingham_seconds"]
         assert total == pytest.approx(by_name[f"{op}.forward"]["gingham_seconds"]
                                       + by_name[f"{op}.backward"]["gingham_seconds"])
