@@ -344,12 +344,15 @@ def _vector_reads(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext,
 def _partials(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, name: str,
               cells: int, slices: int, chunk: int, ctype: str, values: k.Scratch | None,
               reached: k.Scratch | None, siblings: list, lanes: int = 1,
-              width: int = 1) -> "k.Kernel | RowPass":
+              width: int = 1, cached: "RowCache | None" = None,
+              row_values: dict[str, k.Expr] | None = None) -> "k.Kernel | RowPass":
     """Work-group (slice, block of ``lanes * width`` neighbouring cells), work-item (row,
     lane): the lane's ``width`` cells, the rows striding through the slice together; then a
     tree over the rows in local memory, and row 0 writes each cell's partial. Without
     ``values`` (one slice, a work-group a cell: :func:`row_pass`) no kernel: the statements,
-    with row 0 finishing the cell instead (finalisation, siblings and the fused epilogue).
+    with row 0 finishing the cell instead (finalisation, siblings and the fused epilogue);
+    there ``cached`` names operands a row-fused kernel holds in registers (:class:`RowCache`),
+    and the loop is unrolled over their slots; ``row_values`` (:func:`row_pass`).
 
         float rs_acc[4]; ...; int x0 = (start + row) / 1024; ...     // decoded once
         for (rs_r = start + row; rs_r < end; rs_r += 8) {
@@ -417,6 +420,9 @@ def _partials(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, nam
             loads.append(k.CopyLocal(f"x_{tensor}", (k.Const(0, itype),), ctx.param(tensor),
                                      (v("rs_vector"),), width, vtype))
             given[tensor] = _from_lane(ctx, tensor, lane)
+    if cached is not None:
+        given.update(cached.values(ctx, v(cached.slot)))
+    given.update(row_values or {})
     # The reduction variables at the row's first assignment, then stepped.
     body += reduction_coordinates(nc, k.BinOp("+", v("rs_start"), v("rs_row"), itype), itype)
     per_cell: list[k.Stmt] = []
@@ -427,10 +433,20 @@ def _partials(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, nam
     per_cell.append(accumulate_plan(plan, nc, ctx, ctype, itype, flag, given=given))
     per_cell += [row.store(lane, k.Var(row.register, row.register_type()))
                  for row in accumulators]
-    step = k.block(*loads, k.For("l", 0, width, k.block(*per_cell), kind="unroll"),
-                   *step_reduction_coordinates(nc, rows, itype))
     start = k.BinOp("+", v("rs_start"), v("rs_row"), itype)
-    loop: k.Stmt = k.For("rs_r", start, v("rs_end"), step, step=rows)
+    if cached is not None:
+        # Assignment rs_row + j * rows is slot j of the row's cached registers: the loop is
+        # unrolled so that every slot is a register.
+        work: k.Stmt = k.For("l", 0, width, k.block(*per_cell), kind="unroll")
+        if extent % rows:
+            assignment = k.BinOp("+", start, k.BinOp("*", v(cached.slot), c(rows), itype), itype)
+            work = k.If(k.BinOp("<", assignment, v("rs_end"), "bool"), work)
+        loop: k.Stmt = k.For(cached.slot, 0, cached.slots, k.block(
+            work, *step_reduction_coordinates(nc, rows, itype)), kind="unroll")
+    else:
+        step = k.block(*loads, k.For("l", 0, width, k.block(*per_cell), kind="unroll"),
+                       *step_reduction_coordinates(nc, rows, itype))
+        loop = k.For("rs_r", start, v("rs_end"), step, step=rows)
     in_range = k.BinOp("<", v("rs_cell"), c(cells), "bool")
     if cells % span:  # the last block's spare lanes reduce nothing (but meet every barrier)
         loop = k.If(in_range, loop)
@@ -454,7 +470,8 @@ def _partials(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, nam
     body.append(k.For("l", 0, width, k.block(*copy), kind="unroll"))
     body += _local_tree(tree, hits, width, lanes, rows, itype)
     if values is None:
-        return _row_pass(plan, ctx, body, shared, tree, hits, ctype, siblings, itype)
+        return _row_pass(plan, ctx, body, shared, tree, hits, ctype, siblings, itype,
+                         row_values)
     # Row 0 holds each cell's partial of the slice: slot slice * cells + cell.
     outputs = [values.name] + [buffer.name for _, _, _, buffer in siblings]
     write: list[k.Stmt] = []
@@ -530,11 +547,41 @@ class RowPass:
     shared: list[k.Stmt]
     body: list[k.Stmt]
     schedule: str
+    #: In a row group (``row_values`` given): the registers holding the values the pass
+    #: computes for the cell (its result, siblings, epilogue), which every work-item has, in
+    #: the scoped block that ends ``body``.
+    values: dict[str, k.Expr] = dataclasses.field(default_factory=dict)
 
 
-def row_pass(plan: KernelPlan, ctx: LoweringContext) -> RowPass | None:
+@dataclass
+class RowCache:
+    """Tensors that a row-fused kernel (:mod:`gingham.compiler.rows`) reads once into
+    registers: element ``rs_lid + j * GROUP`` of the work-group's row in slot ``j`` of the
+    tensor's register array, which every pass then reads instead of device memory.
+
+        float rr_X[4];  rr_X[j] = X[rs_group * 1024 + rs_lid + j * 256];   // j < 4, unrolled
+    """
+
+    arrays: dict[str, str]  # tensor -> its register array (reshapes of one buffer share it)
+    slots: int  # elements of the row a work-item holds
+    held: list[str]  # the buffers held, an array each in order
+    slot: str = "rs_j"  # the unrolled loop variable that indexes the arrays
+
+    def values(self, ctx: LoweringContext, slot: k.Expr) -> dict[str, k.Expr]:
+        """Each cached tensor's value at ``slot``, in its compute type."""
+        return {tensor: k.LoadLocal(array, (slot,), compute_type(ctx.dtype(tensor)))
+                for tensor, array in self.arrays.items()}
+
+
+def row_pass(plan: KernelPlan, ctx: LoweringContext, cached: RowCache | None = None,
+             row_values: dict[str, k.Expr] | None = None) -> RowPass | None:
     """:func:`row_reduction`'s work for ``plan`` (None where it does not apply), to make a
-    kernel of or a pass of a row-fused kernel (:mod:`gingham.compiler.rows`)."""
+    kernel of or a pass of a row-fused kernel (:mod:`gingham.compiler.rows`).
+
+    In a row group, ``cached`` holds tensors of the row in registers and ``row_values`` the
+    values that earlier passes computed for the row (tensor -> register); every work-item
+    then finishes the cell, so that later passes have its values too (``RowPass.values``),
+    and row 0 stores them."""
     nc = plan.contraction
     if plan.kind != "contraction" or nc is None or nc.agg == "=" or not nc.red_vars:
         return None
@@ -545,7 +592,7 @@ def row_pass(plan: KernelPlan, ctx: LoweringContext) -> RowPass | None:
     accumulators = [(f"acc_{s.out}", s.agg, compute_type(ctx.dtype(s.out)), None)
                     for s in plan.siblings]
     found = _partials(plan, nc, ctx, "", cells, 1, nc.reduction_size, ctype, None, None,
-                      accumulators)
+                      accumulators, cached=cached, row_values=row_values)
     assert isinstance(found, RowPass)
     return found
 
@@ -573,9 +620,11 @@ def _reads_along_rows(nc: NormalContraction) -> bool:
 
 def _row_pass(plan: KernelPlan, ctx: LoweringContext, body: list[k.Stmt],
               shared: list[k.Stmt], tree: list[tuple[str, str, str]], hits: str | None,
-              ctype: str, siblings: list, itype: str) -> RowPass:
+              ctype: str, siblings: list, itype: str,
+              row_values: dict[str, k.Expr] | None) -> RowPass:
     """The partials' loop and tree of one slice (``body``), then row 0 finishing its cell
-    from the tree's results."""
+    from the tree's results; in a row group (``row_values`` not None) every work-item
+    finishes it and row 0 stores."""
     nc = plan.contraction
     v = lambda n: k.Var(n, itype)  # noqa: E731 - a local shorthand
     finish: list[k.Stmt] = [k.Declare("acc", ctype, k.LoadLocal(tree[0][0], (v("rs_lane"),),
@@ -586,13 +635,40 @@ def _row_pass(plan: KernelPlan, ctx: LoweringContext, body: list[k.Stmt],
     if hits is not None:
         hit = k.BinOp("!=", k.LoadLocal(hits, (v("rs_lane"),), "int32"), k.Const(0, "int32"),
                       "bool")
-    finish += _finish(plan, ctx, v("rs_cell"), itype, ctype, hit, siblings)
+    registers: dict[str, k.Expr] = {}
+    finish += _finish(plan, ctx, v("rs_cell"), itype, ctype, hit, siblings, row_values,
+                      registers)
     writer = k.BinOp("==", v("rs_row"), k.Const(0, itype), "bool")
     cells, extent = math.prod(nc.out_shape), nc.reduction_size
     schedule = (f"row reduction: a work-group of {GROUP} on each of {cells} cells, each "
                 f"work-item reducing up to {math.ceil(extent / GROUP)} of {extent} assignments "
                 f"(coordinates stepped), tree in local memory{_fused_note(plan)}")
-    return RowPass(shared, body + [k.If(writer, k.block(*finish))], schedule)
+    if row_values is None:
+        return RowPass(shared, body + [k.If(writer, k.block(*finish))], schedule)
+    # The tree left the cell's partials where every work-item can read them. Later passes
+    # read the values from registers: read back from device memory after the barrier, a
+    # value that row 0 had stored came through stale on NVIDIA's CUDA and OpenCL compilers
+    # (the load of a restrict buffer moved before the barrier; softmax rows of 1024).
+    finished = k.Block(tuple(_stored_by(writer, statement) for statement in finish),
+                       scoped=True)  # it declares the cell's coordinates again
+    return RowPass(shared, body + [finished], schedule, registers)
+
+
+def _stored_by(writer: k.Expr, statement: k.Stmt) -> k.Stmt:
+    """``statement`` with each store to device memory done only where ``writer`` holds."""
+    if isinstance(statement, k.Store):
+        return k.If(writer, statement)
+    if isinstance(statement, k.Block):
+        return dataclasses.replace(statement, stmts=tuple(_stored_by(writer, s)
+                                                          for s in statement.stmts))
+    if isinstance(statement, k.If):
+        otherwise = statement.otherwise
+        return dataclasses.replace(statement, then=_stored_by(writer, statement.then),
+                                   otherwise=None if otherwise is None
+                                   else _stored_by(writer, otherwise))
+    if isinstance(statement, k.For):
+        return dataclasses.replace(statement, body=_stored_by(writer, statement.body))
+    return statement
 
 
 def _scratch(values: k.Scratch, reached: k.Scratch | None, siblings: list
@@ -602,19 +678,23 @@ def _scratch(values: k.Scratch, reached: k.Scratch | None, siblings: list
 
 
 def _finish(plan: KernelPlan, ctx: LoweringContext, flat: k.Expr, itype: str, ctype: str,
-            hit: k.Expr | None, siblings: list) -> list[k.Stmt]:
+            hit: k.Expr | None, siblings: list, scalars: dict[str, k.Expr] | None = None,
+            registers: dict[str, k.Expr] | None = None) -> list[k.Stmt]:
     """A combine's end for cell ``flat``, its aggregated partials in ``acc`` (and ``hit``) and
-    each sibling's accumulator: finalisation, the siblings' values and the fused epilogue."""
+    each sibling's accumulator: finalisation, the siblings' values and the fused epilogue.
+    ``scalars``: values the epilogue reads from registers; ``registers`` receives the
+    registers of what it computes."""
     nc = plan.contraction
     body: list[k.Stmt] = cell_coordinates(flat, nc.out_shape, list(nc.out_vars), itype)
     cell = [k.Var(var, itype) for var in nc.out_vars]
     acc = k.Var("acc", ctype)
     body.append(k.Declare(f"v_{nc.out}", ctype, finalize(nc, ctx, acc, hit, cell, flat, ctype,
                                                          itype)))
-    registers = {nc.out: k.Var(f"v_{nc.out}", ctype)}
+    registers = {} if registers is None else registers
+    registers[nc.out] = k.Var(f"v_{nc.out}", ctype)
     body += sibling_results(plan, ctx, {s.out: k.Var(acc_name, t) for s, (acc_name, _, t, _)
                                         in zip(plan.siblings, siblings)}, registers)
-    body += _epilogue(plan, ctx, cell, flat, itype, registers)
+    body += _epilogue(plan, ctx, cell, flat, itype, registers, scalars)
     return body
 
 

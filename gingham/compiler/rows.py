@@ -37,18 +37,25 @@ import math
 from ..devices.base import DeviceInfo
 from ..tile.shapes import BoundProgram
 from . import kernel_ir as k
+from .cell import CellStatement
 from .fusion import KernelPlan, Plan, reduction_domain
-from .lower import LoweringContext, _kernel, _scalar_cell, index_type
-from .reduction import GROUP, ROW_MIN_EXTENT, row_pass
+from .lower import LoweringContext, _kernel, _scalar_cell, compute_type, index_type
+from .reduction import GROUP, ROW_MIN_EXTENT, RowCache, row_pass
 
 #: Fewest rows a group needs: with fewer, a work-group a row leaves most of a GPU idle where
 #: the split reductions spread each row over many.
 MIN_ROWS = 256
-#: Narrowest element of the rows a group fuses. On an H100 (8192 x 1024, `bench ops`) fusing
-#: took a float32 softmax from 64.5 to 41.7 us and its backward from 99 to 59, but a bfloat16
-#: one from 40 to 65 and 72 to 111 us: with half the bytes a row, the passes in sequence
-#: leave too little in flight to hide the latency of each.
+#: Narrowest element of the rows a group fuses where a pass reads them from device memory.
+#: On an H100 (8192 x 1024, `bench ops`) fusing took a float32 softmax from 64.5 to 41.7 us
+#: and its backward from 99 to 59, but a bfloat16 one from 40 to 65 and 72 to 111 us: with
+#: half the bytes a row, the passes in sequence leave too little in flight to hide the
+#: latency of each. Rows held in registers (CACHE_REGISTERS) are read once, and fuse.
 MIN_ITEMSIZE = 4
+#: Most registers a work-item gives to the row elements it holds (:class:`RowCache`: slots
+#: times tensors). A softmax over rows of 1024 holds 4 of its input; its gradient 4 of the
+#: output and 4 of the output's gradient. On an H100 a hand-written softmax [8192, 1024]
+#: took 26 us holding its row, 32 us reading it in each pass (float32; bfloat16 21 and 30).
+CACHE_REGISTERS = 32
 
 
 def row_groups(kernel_plan: Plan, bound: BoundProgram) -> list[list[int]]:
@@ -121,6 +128,9 @@ def passes_of(kernel_plan: Plan, group: list[int], bound: BoundProgram) -> list[
     not written, which on a GPU cost more than the second ``exp``::
 
         max; sum(T2 = exp(x - m)), storing T2; T2 / s  ->  ...; exp(x - m) / s
+
+    Nor is a reduction's value for the row that only later passes read (the max and the sum
+    above): :func:`lower_row_group` gives it them in registers.
     """
     inside = set(group)
     outside_reads = {_root(name, kernel_plan) for index, plan in enumerate(kernel_plan.kernels)
@@ -143,6 +153,12 @@ def passes_of(kernel_plan: Plan, group: list[int], bound: BoundProgram) -> list[
                 known = {e.out for e in target}
                 target[:0] = [e for e in chain if e.out not in known]
             producer.stores.discard(name)
+        if producer.kind == "contraction":
+            # A row's value (a max, a sum, an epilogue of them) that only later passes read
+            # reaches them in registers (lower_row_group): not stored either.
+            in_loop = {statement.out for statement in producer.prologue}
+            producer.stores -= {name for name in producer.stores
+                                if name not in in_loop and _root(name, kernel_plan) not in kept}
     return plans
 
 
@@ -177,17 +193,25 @@ def lower_row_group(plans: list[KernelPlan], contexts: list[LoweringContext],
     rows = _rows_of(plans[0], bound)
     assert rows is not None
     domain, leading = rows
-    if any(bound.dtypes[name].itemsize < MIN_ITEMSIZE for plan in plans
-           for name in plan.reads() | plan.stores if tuple(bound.shapes[name]) == domain):
-        return None
     count, length = math.prod(domain[:leading]), math.prod(domain[leading:])
+    cache, loads = _row_cache(plans, contexts, domain, length, bound)
+    held = set(cache.arrays) if cache is not None else set()
+    if any(bound.dtypes[name].itemsize < MIN_ITEMSIZE for plan in plans
+           for name in plan.reads() - held if tuple(bound.shapes[name]) == domain):
+        return None
     itype = index_type(math.prod(domain) + GROUP * 2)
     shared: dict[str, k.LocalArray] = {}
-    passes: list[k.Stmt] = []
+    passes: list[k.Stmt] = list(loads)
     schedules: list[str] = []
-    for plan, ctx in zip(plans, contexts):
+    # The values a reduction pass computes for its row that later passes read, by buffer: a
+    # register of the group's scope each, assigned by every work-item at the pass's end.
+    row_registers: dict[str, k.Var] = {}
+    declared: list[k.Stmt] = []
+    for position, (plan, ctx) in enumerate(zip(plans, contexts)):
+        known_values = {name: row_registers[ctx.buffer(name)] for name in plan.reads()
+                        if ctx.buffer(name) in row_registers}
         if plan.kind == "contraction":
-            found = row_pass(plan, ctx)
+            found = row_pass(plan, ctx, cache, known_values)
             if found is None:
                 return None
             for array in found.shared:
@@ -195,14 +219,35 @@ def lower_row_group(plans: list[KernelPlan], contexts: list[LoweringContext],
                 known = shared.setdefault(array.name, array)
                 if known != array:
                     return None
-            body, schedule = found.body, found.schedule
+            body, schedule = list(found.body), found.schedule
+            later = {later_ctx.buffer(name) for later_plan, later_ctx
+                     in zip(plans[position + 1:], contexts[position + 1:])
+                     for name in later_plan.reads()}
+            exported: list[k.Stmt] = []
+            for name, value in found.values.items():
+                buffer = ctx.buffer(name)
+                if buffer in later and buffer not in row_registers:
+                    register = k.Var(f"rs_value{len(row_registers)}", value.dtype)
+                    row_registers[buffer] = register
+                    declared.append(k.Declare(register.name, register.dtype,
+                                              k.Const(0, register.dtype)))
+                    exported.append(k.Assign(register.name, value))
+            finish = body[-1]  # the block where the values are registers
+            assert isinstance(finish, k.Block) and finish.scoped
+            body[-1] = dataclasses.replace(finish, stmts=finish.stmts + tuple(exported))
         else:
             cell = k.Var("rs_c", itype)
             flat = k.Var("rs_flat", itype)
             start = k.BinOp("*", k.Var("rs_group", itype), k.Const(length, itype), itype)
-            each = [k.Declare("rs_flat", itype, k.BinOp("+", start, cell, itype)),
-                    *_scalar_cell(plan, ctx, flat, itype, {})]
-            body = [k.For("rs_c", k.Var("rs_lid", itype), length, k.block(*each), step=GROUP)]
+            values = cache.values(ctx, k.Var(cache.slot, itype)) if cache is not None else {}
+            values.update(known_values)
+            each: list[k.Stmt] = [k.Declare("rs_flat", itype, k.BinOp("+", start, cell, itype)),
+                                  *_scalar_cell(plan, ctx, flat, itype, values)]
+            if cache is None:
+                body = [k.For("rs_c", k.Var("rs_lid", itype), length, k.block(*each),
+                              step=GROUP)]
+            else:
+                body = [_slots(cache, length, itype, each)]
             schedule = f"the row's {length} cells side by side"
         passes += [k.Block(tuple(body), scoped=True), k.Barrier(global_memory=True)]
         schedules.append(schedule)
@@ -214,8 +259,102 @@ def lower_row_group(plans: list[KernelPlan], contexts: list[LoweringContext],
                 merged.params[param.name] = param
         merged.uses |= ctx.uses
     nest = k.block(*shared.values(), k.For(
-        "rs_group", 0, count, k.For("rs_lid", 0, GROUP, k.block(*passes[:-1]), kind="local"),
+        "rs_group", 0, count, k.For("rs_lid", 0, GROUP, k.block(*declared, *passes[:-1]),
+                                    kind="local"),
         kind="group"))
-    schedule = (f"rows fused: {count} rows of {length} cells, a work-group of {GROUP} a row, "
-                f"{len(plans)} passes a row: " + "; then ".join(schedules))
+    held_note = "" if cache is None else \
+        f", {cache.slots} of each row's elements a work-item held in registers " \
+        f"({', '.join(cache.held)})"
+    schedule = (f"rows fused: {count} rows of {length} cells, a work-group of {GROUP} a row"
+                f"{held_note}, {len(plans)} passes a row: " + "; then ".join(schedules))
     return _kernel(names[0], merged, nest, count * GROUP, schedule, local=GROUP)
+
+
+def _row_cache(plans: list[KernelPlan], contexts: list[LoweringContext],
+               domain: tuple[int, ...], length: int, bound: BoundProgram
+               ) -> tuple[RowCache | None, list[k.Stmt]]:
+    """The tensors of the row group's domain that its passes read at their own cells and
+    none writes, to hold in registers: those that two or more passes read, and those
+    narrower than MIN_ITEMSIZE (within CACHE_REGISTERS, those read most first). Also the
+    statements that load them, each work-item its slots of the row; None and no statements
+    where none is.
+
+        float rs_held0[4];
+        for (rs_j = 0; rs_j < 4; rs_j++) { int rs_c = rs_lid + rs_j * 256;   // unrolled
+                                           rs_held0[rs_j] = X[rs_group * 1024 + rs_c]; }
+    """
+    slots = math.ceil(length / GROUP)
+    written = {ctx.buffer(name) for plan, ctx in zip(plans, contexts) for name in plan.stores}
+    # By buffer (a reshape reads the same elements): the names that read it, and each pass's
+    # context that reads it.
+    names: dict[str, set[str]] = {}
+    readers: dict[str, list[int]] = {}
+    elsewhere: set[str] = set()  # read somewhere other than a pass's own cell
+    for position, (plan, ctx) in enumerate(zip(plans, contexts)):
+        own, other = _reads_by_cell(plan)
+        elsewhere |= {ctx.buffer(name) for name in other}
+        for name in own:
+            buffer = ctx.buffer(name)
+            if (tuple(ctx.shape(name)) == domain and buffer not in written
+                    and buffer not in ctx.coordinates):
+                names.setdefault(buffer, set()).add(name)
+                if position not in readers.setdefault(buffer, []):
+                    readers[buffer].append(position)
+    chosen = sorted((buffer for buffer, seen in readers.items() if buffer not in elsewhere and (
+        len(seen) > 1 or bound.dtypes[buffer].itemsize < MIN_ITEMSIZE)),
+                    key=lambda buffer: (-len(readers[buffer]), buffer))
+    chosen = chosen[:CACHE_REGISTERS // slots]
+    if not chosen:
+        return None, []
+    cache = RowCache({name: f"rs_held{index}" for index, buffer in enumerate(chosen)
+                      for name in sorted(names[buffer])}, slots, held=chosen)
+    itype = index_type(math.prod(domain) + GROUP * 2)
+    start = k.BinOp("*", k.Var("rs_group", itype), k.Const(length, itype), itype)
+    flat = k.BinOp("+", start, k.Var("rs_c", itype), itype)
+    loads: list[k.Stmt] = []
+    stores: list[k.Stmt] = []
+    for index, buffer in enumerate(chosen):
+        array = f"rs_held{index}"
+        ctx = contexts[readers[buffer][0]]  # a reader's: its params name the buffer
+        name = min(names[buffer])
+        loads.append(k.LocalArray(array, compute_type(ctx.dtype(name)), (slots,), "register"))
+        stores.append(k.StoreLocal(array, (k.Var(cache.slot, itype),), ctx.load(name, flat)))
+    loads.append(_slots(cache, length, itype, stores))
+    return cache, loads
+
+
+def _reads_by_cell(plan: KernelPlan) -> tuple[set[str], set[str]]:
+    """The tensors a pass reads at its own cells (a reduction's operand and what its loop
+    computes from, an elementwise pass's inputs), and those it reads elsewhere too (a gather's
+    inputs, a reduction's epilogue at the row's cell, its default)."""
+    own: set[str] = set()
+    other: set[str] = set()
+    reads = plan.reads()
+    if plan.kind == "contraction":
+        nc = plan.contraction
+        assert nc is not None
+        own |= {access.tensor for access in nc.operands}
+        own |= {sibling.operand for sibling in plan.siblings}
+        if nc.default is not None:
+            other.add(nc.default)
+        for statement in plan.prologue:
+            (other if isinstance(statement, CellStatement) else own).update(statement.inputs())
+        for statement in plan.elementwise:
+            other.update(statement.inputs())
+    else:
+        for statement in plan.elementwise:
+            (other if isinstance(statement, CellStatement) else own).update(statement.inputs())
+    return own & reads, other & reads
+
+
+def _slots(cache: RowCache, length: int, itype: str, each: list[k.Stmt]) -> k.Stmt:
+    """``each`` for the work-item's slots of the row, unrolled (so that the held values stay
+    registers), with ``rs_c`` the slot's cell of the row; guarded where the row is not a
+    whole number of work-groups."""
+    cell = k.BinOp("+", k.Var("rs_lid", itype),
+                   k.BinOp("*", k.Var(cache.slot, itype), k.Const(GROUP, itype), itype), itype)
+    work: k.Stmt = k.block(*each)
+    if length % GROUP:
+        work = k.If(k.BinOp("<", k.Var("rs_c", itype), k.Const(length, itype), "bool"), work)
+    return k.For(cache.slot, 0, cache.slots, k.block(k.Declare("rs_c", itype, cell), work),
+                 kind="unroll")

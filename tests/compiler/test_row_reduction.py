@@ -83,9 +83,12 @@ def test_row_reductions_match_the_interpreter(gpu_device, case):
     assert bool(rows) == by_rows, [launch.schedule for launch in exe.launches]
 
 
-@pytest.mark.parametrize("shape", [(64, 1000), (4, 3, 256), (300, 1000), (2, 150, 384)])
+@pytest.mark.parametrize("shape", [(64, 1000), (4, 3, 256), (300, 1000), (2, 150, 384),
+                                   (256, 1024), (256, 4096)])
 def test_softmax_layer_norm_and_cross_entropy_along_rows_match_torch(gpu_device, shape):
-    """The ops these rows serve, forward and backward, against PyTorch."""
+    """The ops these rows serve, forward and backward, against PyTorch. Rows of 300 and 256
+    are row groups; 1000 and 384 columns end in a part of a work-group, 1024 and 4096 in
+    whole ones (4 and 16 slots a work-item held in registers)."""
     device = gpu_device.id  # the same device object, described as a GPU
     x = floats(*shape)
     weight, bias = floats(shape[-1]), floats(shape[-1])
@@ -148,10 +151,17 @@ def test_a_row_group_is_one_kernel_on_work_group_devices(gpu_device, name, backw
     run = GinghamRun(function, inputs, gpu_device)
     fused = [launch for launch in run.exe.launches if launch.schedule.startswith("rows fused")]
     assert len(fused) == 1 and f"{len(passes)} passes a row" in fused[0].schedule
+    # What more than one pass reads, each work-item holds in registers: 4 elements of a row
+    # of 1000 (the last slot of the last 24 work-items is past the row's end).
+    held = fused[0].schedule.split("held in registers (")[1].split(")")[0].split(", ")
+    assert "4 of each row's elements a work-item held" in fused[0].schedule
+    assert len(held) == {"softmax": 1 + backward, "layer_norm": 1}[name], held
     # Nothing of the rows' shape is written but the result: a softmax's exponentials are
     # computed again by the passes that read them (rows.passes_of).
-    rows_shaped = {name for name in fused[0].args if run.exe.bound.shapes[name] == x.shape}
-    assert rows_shaped <= set(run.exe.input_names) | set(run.exe.output_names), rows_shaped
+    # Nor are the rows' values (maxima, sums) that only later passes read: they reach them
+    # in registers. The kernel reads and writes the program's tensors only.
+    assert set(fused[0].args) <= set(run.exe.input_names) | set(run.exe.output_names), \
+        fused[0].args
     expected = GinghamRun(function, inputs, get_device("reference")).outputs()
     for got, want in zip(run.outputs(), expected):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -163,15 +173,21 @@ def test_short_rows_or_few_rows_make_no_group():
         assert groups == [], shape
 
 
-def test_rows_of_a_half_type_keep_their_kernels(gpu_device):
-    """bfloat16 rows stay unfused (rows.MIN_ITEMSIZE): slower fused on an H100."""
-    x = floats(300, 1000)
+@pytest.mark.parametrize("columns, fused", [(1000, True), (8448, False)])
+def test_rows_of_a_half_type_fuse_only_when_held_in_registers(gpu_device, columns, fused):
+    """bfloat16 rows fuse where the kernel holds them in registers (rows.CACHE_REGISTERS:
+    1000 columns are 4 slots a work-item), else keep their kernels (rows.MIN_ITEMSIZE: read
+    in every pass they were slower fused on an H100); 8448 columns need 33 slots."""
+    x = floats(256, columns)
     traced = Traced.of(_softmax, [x], "reference")
     inputs = [tensor(x, device=gpu_device.id).astype("bfloat16").numpy()]
     run = GinghamRun(traced.function, inputs, gpu_device)
     schedules = [launch.schedule for launch in run.exe.launches]
-    assert not any(s.startswith("rows fused") for s in schedules), schedules
-    assert any(s.startswith("row reduction") for s in schedules), schedules
+    if fused:
+        assert [s.startswith("rows fused") for s in schedules] == [True], schedules
+        assert "4 of each row's elements a work-item held in registers" in schedules[0]
+    else:
+        assert not any(s.startswith("rows fused") for s in schedules), schedules
     expected = GinghamRun(traced.function, inputs, get_device("reference")).outputs()
     np.testing.assert_allclose(np.asarray(run.outputs()[0], np.float32),
                                np.asarray(expected[0], np.float32), rtol=1e-2, atol=1e-3)
