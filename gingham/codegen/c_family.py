@@ -918,6 +918,12 @@ class _Renderer:
                 return f"{'rsqrtf' if dtype == 'float32' else 'rsqrt'}({args[0]})"
             one = self.literal(1.0, dtype)
             return f"({one} / {self._math('sqrt', dtype)}({args[0]}))"
+        if fn == "warp_shuffle_xor":  # the value of the lane whose index differs by a bit
+            if self.d.name != "cuda":
+                raise ValueError(f"warp shuffles exist only in the CUDA dialect, not in "
+                                 f"{self.d.name}: a kernel lowered for CUDA rendered for "
+                                 "another device")
+            return f"__shfl_xor_sync(0xffffffffu, {args[0]}, {args[1]})"
         if fn == "philox_uniform":
             return f"philox_uniform({', '.join(args)})"
         if fn.startswith("round_"):

@@ -295,6 +295,56 @@ def _local_tree(arrays: list[tuple[str, str, str]], hits: str | None, copies: in
     return stmts
 
 
+def _warp_tree(arrays: list[tuple[str, str, str, str]], warp: int, rows: int, itype: str
+               ) -> list[k.Stmt]:
+    """:func:`_local_tree` for a work-group of ``rows`` work-items a cell on CUDA: each warp
+    combines its lanes' partials by shuffles, lane 0 of each leaves the warp's in local
+    memory, and warp 0 combines those the same way: two barriers instead of log2(rows).
+    ``arrays`` are (register array, local array, aggregation, type); afterwards element 0 of
+    each local array holds the cell's result, as the tree leaves it. On an H100, a softmax
+    over [8192, 1024] written by hand took 26.4 us this way, 28.1 us by the tree.
+
+        float rs_w = rs_acc[0];  rs_w = rs_w + __shfl_xor_sync(~0u, rs_w, 16); ... 1
+        if (rs_lid % 32 == 0) rs_values[rs_lid / 32] = rs_w;  barrier;
+        if (rs_lid < 32) { rs_w = rs_lid < 8 ? rs_values[rs_lid] : 0; ... xor 4, 2, 1;
+                           if (rs_lid == 0) rs_values[0] = rs_w; }  barrier;
+    """
+    lid = k.Var("rs_lid", itype)
+    c = lambda x: k.Const(x, itype)  # noqa: E731 - a local shorthand
+    warps = rows // warp
+
+    def combine(distance: int) -> list[k.Stmt]:
+        steps: list[k.Stmt] = []
+        while distance:
+            for index, (_, _, agg, ctype) in enumerate(arrays):
+                mine = k.Var(f"rs_w{index}", ctype)
+                other = k.Call("warp_shuffle_xor", (mine, k.Const(distance, "int32")), ctype)
+                steps.append(k.Assign(mine.name, aggregate(agg, mine, other, ctype)))
+            distance //= 2
+        return steps
+
+    stmts: list[k.Stmt] = [k.Declare(f"rs_w{index}", ctype,
+                                     k.LoadLocal(register, (c(0),), ctype))
+                           for index, (register, _, _, ctype) in enumerate(arrays)]
+    stmts += combine(warp // 2)
+    stmts.append(k.If(k.BinOp("==", k.BinOp("%", lid, c(warp), itype), c(0), "bool"), k.block(
+        *[k.StoreLocal(array, (k.BinOp("/", lid, c(warp), itype),),
+                       k.Var(f"rs_w{index}", ctype))
+          for index, (_, array, _, ctype) in enumerate(arrays)])))
+    stmts.append(k.Barrier())
+    last = [k.Assign(f"rs_w{index}", k.Select(
+        k.BinOp("<", lid, c(warps), "bool"), k.LoadLocal(array, (lid,), ctype),
+        k.Const(identity_value(agg, ctype), ctype), ctype))
+        for index, (_, array, agg, ctype) in enumerate(arrays)]
+    last += combine(warps // 2)
+    last.append(k.If(k.BinOp("==", lid, c(0), "bool"), k.block(
+        *[k.StoreLocal(array, (c(0),), k.Var(f"rs_w{index}", ctype))
+          for index, (_, array, _, ctype) in enumerate(arrays)])))
+    stmts.append(k.If(k.BinOp("<", lid, c(warp), "bool"), k.block(*last)))
+    stmts.append(k.Barrier())
+    return stmts
+
+
 def _vector_reads(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, width: int
                   ) -> tuple[list[str], dict[str, int] | None, int]:
     """The tensors a work-item of ``width`` neighbouring cells reads as one vector each at an
@@ -345,14 +395,16 @@ def _partials(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, nam
               cells: int, slices: int, chunk: int, ctype: str, values: k.Scratch | None,
               reached: k.Scratch | None, siblings: list, lanes: int = 1,
               width: int = 1, cached: "RowCache | None" = None,
-              row_values: dict[str, k.Expr] | None = None) -> "k.Kernel | RowPass":
+              row_values: dict[str, k.Expr] | None = None,
+              warp: int = 0) -> "k.Kernel | RowPass":
     """Work-group (slice, block of ``lanes * width`` neighbouring cells), work-item (row,
     lane): the lane's ``width`` cells, the rows striding through the slice together; then a
     tree over the rows in local memory, and row 0 writes each cell's partial. Without
     ``values`` (one slice, a work-group a cell: :func:`row_pass`) no kernel: the statements,
     with row 0 finishing the cell instead (finalisation, siblings and the fused epilogue);
     there ``cached`` names operands a row-fused kernel holds in registers (:class:`RowCache`),
-    and the loop is unrolled over their slots; ``row_values`` (:func:`row_pass`).
+    and the loop is unrolled over their slots; ``row_values`` (:func:`row_pass`); ``warp``:
+    the width of a CUDA warp, whose lanes then combine by shuffles (:func:`_warp_tree`).
 
         float rs_acc[4]; ...; int x0 = (start + row) / 1024; ...     // decoded once
         for (rs_r = start + row; rs_r < end; rs_r += 8) {
@@ -467,8 +519,13 @@ def _partials(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, nam
             hits = array
         else:
             tree.append((array, aggregations[index], row.dtype))
-    body.append(k.For("l", 0, width, k.block(*copy), kind="unroll"))
-    body += _local_tree(tree, hits, width, lanes, rows, itype)
+    if warp and width == 1 and lanes == 1 and hits is None and values is None:
+        registers = [row.array for row in accumulators if not row.flag]
+        body += _warp_tree([(register, *entry) for register, entry in zip(registers, tree)],
+                           warp, rows, itype)
+    else:
+        body.append(k.For("l", 0, width, k.block(*copy), kind="unroll"))
+        body += _local_tree(tree, hits, width, lanes, rows, itype)
     if values is None:
         return _row_pass(plan, ctx, body, shared, tree, hits, ctype, siblings, itype,
                          row_values)
@@ -507,6 +564,8 @@ def _partials(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, nam
 
 #: Fewest assignments a cell needs for :func:`row_reduction` (a work-group of GROUP a cell).
 ROW_MIN_EXTENT = 128
+#: The lanes of a CUDA warp, which combine a row's partials by shuffles (:func:`_warp_tree`).
+WARP = 32
 
 
 def row_reduction(plan: KernelPlan, ctx: LoweringContext, name: str,
@@ -525,7 +584,7 @@ def row_reduction(plan: KernelPlan, ctx: LoweringContext, name: str,
 
         M[n : 8192] = >(X[n, c]), c < 1024  ->  8192 work-groups of 256, 4 assignments each
     """
-    found = row_pass(plan, ctx)
+    found = row_pass(plan, ctx, info)
     if found is None:
         return None
     nc = plan.contraction
@@ -573,8 +632,9 @@ class RowCache:
                 for tensor, array in self.arrays.items()}
 
 
-def row_pass(plan: KernelPlan, ctx: LoweringContext, cached: RowCache | None = None,
-             row_values: dict[str, k.Expr] | None = None) -> RowPass | None:
+def row_pass(plan: KernelPlan, ctx: LoweringContext, info: DeviceInfo,
+             cached: RowCache | None = None, row_values: dict[str, k.Expr] | None = None
+             ) -> RowPass | None:
     """:func:`row_reduction`'s work for ``plan`` (None where it does not apply), to make a
     kernel of or a pass of a row-fused kernel (:mod:`gingham.compiler.rows`).
 
@@ -592,7 +652,8 @@ def row_pass(plan: KernelPlan, ctx: LoweringContext, cached: RowCache | None = N
     accumulators = [(f"acc_{s.out}", s.agg, compute_type(ctx.dtype(s.out)), None)
                     for s in plan.siblings]
     found = _partials(plan, nc, ctx, "", cells, 1, nc.reduction_size, ctype, None, None,
-                      accumulators, cached=cached, row_values=row_values)
+                      accumulators, cached=cached, row_values=row_values,
+                      warp=WARP if info.dialect == "cuda" else 0)
     assert isinstance(found, RowPass)
     return found
 

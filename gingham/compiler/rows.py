@@ -211,7 +211,7 @@ def lower_row_group(plans: list[KernelPlan], contexts: list[LoweringContext],
         known_values = {name: row_registers[ctx.buffer(name)] for name in plan.reads()
                         if ctx.buffer(name) in row_registers}
         if plan.kind == "contraction":
-            found = row_pass(plan, ctx, cache, known_values)
+            found = row_pass(plan, ctx, info, cache, known_values)
             if found is None:
                 return None
             for array in found.shared:

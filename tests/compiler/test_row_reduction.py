@@ -191,3 +191,26 @@ def test_rows_of_a_half_type_fuse_only_when_held_in_registers(gpu_device, column
     expected = GinghamRun(traced.function, inputs, get_device("reference")).outputs()
     np.testing.assert_allclose(np.asarray(run.outputs()[0], np.float32),
                                np.asarray(expected[0], np.float32), rtol=1e-2, atol=1e-3)
+
+
+def test_cuda_rows_combine_by_warp_shuffles_and_opencl_rows_by_the_tree():
+    """CUDA's row kernels combine a row's partials by warp shuffles (reduction._warp_tree),
+    with two barriers a reduction; OpenCL has no shuffles and keeps the tree in local memory.
+    Rendered only: the numbers come from the tests above on every GPU the run sees."""
+    from gingham.codegen.c_family import DIALECTS, render
+    from gingham.compiler import lower_program
+    from gingham.tune.described import H200
+
+    x = floats(512, 1024)
+    traced = Traced.of(_softmax, [x], "reference")
+    bound = rewrite_program(traced.function.bind(*traced.inputs([x])))
+    for dialect in ("cuda", "opencl"):
+        info = dataclasses.replace(H200, dialect=dialect)
+        (kernel,) = lower_program(bound, info)
+        source = render(kernel, DIALECTS[dialect])
+        barriers = source.count("__syncthreads()" if dialect == "cuda" else "barrier(")
+        if dialect == "cuda":
+            # max and sum: 5 + 3 shuffles and 2 barriers each, and one between the passes
+            assert source.count("__shfl_xor_sync") == 16 and barriers == 6, source
+        else:
+            assert "shfl" not in source and barriers == 2 * (1 + 8) + 2, source
