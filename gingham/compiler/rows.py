@@ -5,13 +5,16 @@ kernel whose work-group makes every pass over a row.
 over ``[N, C]`` is three: the row max; the sum of exponentials, storing them from its loop;
 the division. Each reads or writes all N rows in device memory again. Here one work-group
 takes a row through all of them (each reduction as :func:`reduction.row_pass` makes it, then
-a barrier, the elementwise work on the row's cells side by side), so a row is read from
-device memory once and its later passes hit the cache. What only the group's later passes
-read (a softmax's exponentials) is computed again there, not stored (:func:`passes_of`)::
+a barrier, the elementwise work on the row's cells side by side). What two passes read is
+loaded once into registers (:func:`_row_cache`); the row's values (its max, its sum) pass
+from one pass to the next in registers; what only the group's later passes read (a
+softmax's exponentials) is computed again there, not stored (:func:`passes_of`)::
 
     softmax, [8192, 1024]: max; sum(exp(x - m)), storing exp; exp / sum
-      -> "rows fused: 8192 rows of 1024 cells, 3 passes a row: row reduction ...; then ..."
-         (max; sum(exp(x - m)); exp(x - m) / sum)
+      -> "rows fused: 8192 rows of 1024 cells, a work-group of 256 a row, 4 of each row's
+          elements a work-item held in registers (X), 3 passes a row: row reduction ...;
+          then ..."  (max; sum(exp(x - m)); exp(x - m) / sum: X read once, nothing stored
+          but the result)
 
 A *row group* is a run of consecutive planned kernels over one domain D, whose rows are D's
 leading axes and whose reductions run over its trailing ones:
@@ -184,9 +187,9 @@ def lower_row_group(plans: list[KernelPlan], contexts: list[LoweringContext],
                     names: list[str], bound: BoundProgram, info: DeviceInfo
                     ) -> k.Kernel | None:
     """One kernel for a row group on a GPU dialect: work-group ``rs_group`` makes each pass
-    over row ``rs_group`` in a scope of its own, a barrier after each (a pass's results, in
-    device memory, are read by the next). None on the C backend, for rows of a type narrower
-    than MIN_ITEMSIZE, or where a reduction is not a :func:`reduction.row_pass` or two passes
+    over row ``rs_group`` in a scope of its own, a barrier after each. None on the C backend,
+    where a pass would read a row of a type narrower than MIN_ITEMSIZE that is not held in
+    registers, or where a reduction is not a :func:`reduction.row_pass` or two passes
     declare one local array with two types."""
     if info.dialect not in ("opencl", "cuda"):
         return None
