@@ -489,6 +489,7 @@ def _partials(plan: KernelPlan, nc: NormalContraction, ctx: LoweringContext, nam
     if cached is not None:
         # Assignment rs_row + j * rows is slot j of the row's cached registers: the loop is
         # unrolled so that every slot is a register.
+        assert not loads, "a row pass reads no vectors (a cell a work-group)"
         work: k.Stmt = k.For("l", 0, width, k.block(*per_cell), kind="unroll")
         if extent % rows:
             assignment = k.BinOp("+", start, k.BinOp("*", v(cached.slot), c(rows), itype), itype)
