@@ -197,12 +197,12 @@ def lower_row_group(plans: list[KernelPlan], contexts: list[LoweringContext],
     assert rows is not None
     domain, leading = rows
     count, length = math.prod(domain[:leading]), math.prod(domain[leading:])
-    cache, loads = _row_cache(plans, contexts, domain, length, bound)
+    itype = index_type(math.prod(domain) + GROUP * 2)
+    cache, loads = _row_cache(plans, contexts, domain, length, bound, itype)
     held = set(cache.arrays) if cache is not None else set()
     if any(bound.dtypes[name].itemsize < MIN_ITEMSIZE for plan in plans
            for name in plan.reads() - held if tuple(bound.shapes[name]) == domain):
         return None
-    itype = index_type(math.prod(domain) + GROUP * 2)
     shared: dict[str, k.LocalArray] = {}
     passes: list[k.Stmt] = list(loads)
     schedules: list[str] = []
@@ -239,12 +239,10 @@ def lower_row_group(plans: list[KernelPlan], contexts: list[LoweringContext],
             assert isinstance(finish, k.Block) and finish.scoped
             body[-1] = dataclasses.replace(finish, stmts=finish.stmts + tuple(exported))
         else:
-            cell = k.Var("rs_c", itype)
             flat = k.Var("rs_flat", itype)
-            start = k.BinOp("*", k.Var("rs_group", itype), k.Const(length, itype), itype)
             values = cache.values(ctx, k.Var(cache.slot, itype)) if cache is not None else {}
             values.update(known_values)
-            each: list[k.Stmt] = [k.Declare("rs_flat", itype, k.BinOp("+", start, cell, itype)),
+            each: list[k.Stmt] = [k.Declare("rs_flat", itype, _row_element(length, itype)),
                                   *_scalar_cell(plan, ctx, flat, itype, values)]
             if cache is None:
                 body = [k.For("rs_c", k.Var("rs_lid", itype), length, k.block(*each),
@@ -273,8 +271,14 @@ def lower_row_group(plans: list[KernelPlan], contexts: list[LoweringContext],
     return _kernel(names[0], merged, nest, count * GROUP, schedule, local=GROUP)
 
 
+def _row_element(length: int, itype: str) -> k.Expr:
+    """The flat index of cell ``rs_c`` of the work-group's row: ``rs_group * length + rs_c``."""
+    start = k.BinOp("*", k.Var("rs_group", itype), k.Const(length, itype), itype)
+    return k.BinOp("+", start, k.Var("rs_c", itype), itype)
+
+
 def _row_cache(plans: list[KernelPlan], contexts: list[LoweringContext],
-               domain: tuple[int, ...], length: int, bound: BoundProgram
+               domain: tuple[int, ...], length: int, bound: BoundProgram, itype: str
                ) -> tuple[RowCache | None, list[k.Stmt]]:
     """The tensors of the row group's domain that its passes read at their own cells and
     none writes, to hold in registers: those that two or more passes read, and those
@@ -311,9 +315,7 @@ def _row_cache(plans: list[KernelPlan], contexts: list[LoweringContext],
         return None, []
     cache = RowCache({name: f"rs_held{index}" for index, buffer in enumerate(chosen)
                       for name in sorted(names[buffer])}, slots, held=chosen)
-    itype = index_type(math.prod(domain) + GROUP * 2)
-    start = k.BinOp("*", k.Var("rs_group", itype), k.Const(length, itype), itype)
-    flat = k.BinOp("+", start, k.Var("rs_c", itype), itype)
+    flat = _row_element(length, itype)
     loads: list[k.Stmt] = []
     stores: list[k.Stmt] = []
     for index, buffer in enumerate(chosen):
