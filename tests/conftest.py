@@ -64,5 +64,10 @@ def compiled_schedules(monkeypatch) -> list[str]:
 def no_program_cache(monkeypatch) -> None:
     """For a test that patches the compiler's own choices (a forced schedule, a module
     constant): its programs are lowered by the patched compiler, none is loaded from the
-    program cache (gingham/compiler/programs.py), whose key knows nothing of the patch."""
+    program cache (gingham/compiler/programs.py), whose key knows nothing of the patch, nor
+    taken from the executables an earlier test compiled in this process (gingham.runtime)."""
+    from gingham import runtime
+    from gingham.lru import LRU
+
     monkeypatch.setenv("GINGHAM_PROGRAM_CACHE", "0")
+    monkeypatch.setattr(runtime, "_executables", LRU(runtime.MAX_EXECUTABLES))

@@ -35,7 +35,7 @@ from .hoist import hoist_broadcast
 from .linearity import split_sums
 from .phases import split_output_phases
 from .lower import LoweringContext
-from .rows import lower_row_group, passes_of, row_groups
+from .rows import lower_row_group, lower_row_group_cpu, passes_of, row_groups
 from .schedule import lower_with_schedule
 
 
@@ -135,10 +135,9 @@ def _lowered(kernel_plan: Plan, bound: BoundProgram, info: DeviceInfo,
     def name(position: int) -> str:
         return f"k{position}_{sorted(kernel_plan.kernels[position].stores)[0]}"
 
-    # On a GPU a row group's kernels become one (rows.py), lowered at its first kernel's turn;
-    # where they do not fit one, each stays its own.
-    groups = ({group[0]: group for group in row_groups(kernel_plan, bound)}
-              if info.dialect in ("opencl", "cuda") else {})
+    # A row group's kernels become one (rows.py), lowered at its first kernel's turn; where
+    # they do not fit one on a GPU, each stays its own.
+    groups = {group[0]: group for group in row_groups(kernel_plan, bound)}
     fused: set[int] = set()
     order = sorted(range(len(kernel_plan.kernels)),
                    key=lambda i: (weight_class(kernel_plan.kernels[i]), i))
@@ -147,9 +146,13 @@ def _lowered(kernel_plan: Plan, bound: BoundProgram, info: DeviceInfo,
             continue
         if position in groups:
             group = groups[position]
-            lowered = lower_row_group(passes_of(kernel_plan, group, bound),
-                                      [context() for _ in group], [name(i) for i in group],
-                                      bound, info)
+            if info.dialect == "c":
+                lowered = lower_row_group_cpu(kernel_plan, group, [context() for _ in group],
+                                              [name(i) for i in group], bound)
+            else:
+                lowered = lower_row_group(passes_of(kernel_plan, group, bound),
+                                          [context() for _ in group], [name(i) for i in group],
+                                          bound, info)
             if lowered is not None:
                 fused.update(group)
                 yield (position, 0), lowered

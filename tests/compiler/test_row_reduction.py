@@ -2,7 +2,8 @@
 cell, its work-items side by side along the row; and row groups (``rows.py``), the passes of a
 softmax, a layer norm or a cross-entropy over a row in one kernel. Against the reference
 interpreter and PyTorch, on the OpenCL and CUDA devices this run sees (a CPU's OpenCL driver,
-PoCL, described as a GPU)."""
+PoCL, described as a GPU), and on the ``cpu`` device, whose row groups are an OpenMP loop
+over rows (``rows.lower_row_group_cpu``)."""
 
 from __future__ import annotations
 
@@ -83,13 +84,25 @@ def test_row_reductions_match_the_interpreter(gpu_device, case):
     assert bool(rows) == by_rows, [launch.schedule for launch in exe.launches]
 
 
-@pytest.mark.parametrize("shape", [(64, 1000), (4, 3, 256), (300, 1000), (2, 150, 384),
-                                   (256, 1024), (256, 4096)])
+ROW_SHAPES = [(64, 1000), (4, 3, 256), (300, 1000), (2, 150, 384), (256, 1024), (256, 4096)]
+
+
+@pytest.mark.parametrize("shape", ROW_SHAPES)
 def test_softmax_layer_norm_and_cross_entropy_along_rows_match_torch(gpu_device, shape):
     """The ops these rows serve, forward and backward, against PyTorch. Rows of 300 and 256
     are row groups; 1000 and 384 columns end in a part of a work-group, 1024 and 4096 in
     whole ones (4 and 16 slots a work-item held in registers)."""
-    device = gpu_device.id  # the same device object, described as a GPU
+    _check_row_ops_against_torch(gpu_device.id, shape)  # the device, described as a GPU
+
+
+@pytest.mark.parametrize("shape", ROW_SHAPES + [(300, 333)])
+def test_row_ops_on_the_cpu_match_torch(shape):
+    """The same on the ``cpu`` device: 300 rows and more are row groups there, one OpenMP
+    iteration a row; rows of 333 are no whole number of vectors."""
+    _check_row_ops_against_torch("cpu", shape)
+
+
+def _check_row_ops_against_torch(device: str, shape: tuple[int, ...]) -> None:
     x = floats(*shape)
     weight, bias = floats(shape[-1]), floats(shape[-1])
     labels = RNG.integers(0, shape[-1], shape[:-1])
@@ -165,6 +178,48 @@ def test_a_row_group_is_one_kernel_on_work_group_devices(gpu_device, name, backw
     expected = GinghamRun(function, inputs, get_device("reference")).outputs()
     for got, want in zip(run.outputs(), expected):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name, backward, passes, kept", [
+    ("softmax", False, 3, True),  # the exponentials in a row array
+    ("softmax", True, 4, True),
+    ("layer_norm", False, 3, False),  # each pass centres the row itself: nothing shared
+])
+def test_a_row_group_is_one_openmp_loop_on_the_cpu(name, backward, passes, kept):
+    """On the ``cpu`` device a row group is one kernel, an OpenMP iteration a row; what only
+    its passes read stays in a row array of the iteration and is no kernel argument."""
+    x = floats(300, 1000)
+    fn, arrays = (_softmax, [x]) if name == "softmax" else (_layer_norm, [x, floats(1000)])
+    _, function, inputs = _groups(fn, arrays, backward)
+    run = GinghamRun(function, inputs, get_device("cpu"))
+    schedules = [launch.schedule for launch in run.exe.launches]
+    fused = [launch for launch in run.exe.launches if launch.schedule.startswith("rows fused")]
+    assert len(fused) == 1, schedules
+    assert "an OpenMP iteration a row" in fused[0].schedule
+    assert f"{passes} passes a row" in fused[0].schedule
+    assert ("in row arrays" in fused[0].schedule) == kept
+    bound = rewrite_program(function.bind(*inputs))
+    intermediates = {n for n in bound.shapes if tuple(bound.shapes[n]) == x.shape} - \
+        set(run.exe.input_names) - set(run.exe.output_names)
+    assert not intermediates & set(fused[0].args), fused[0].args
+    expected = GinghamRun(function, inputs, get_device("reference")).outputs()
+    for got, want in zip(run.outputs(), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_cpu_rows_too_long_for_row_arrays_keep_them_in_memory(monkeypatch, no_program_cache):
+    """Rows whose tensors would not fit ROW_ARRAY_BYTES (a language model's vocabulary) are
+    still one loop over rows, with what the passes share in memory."""
+    from gingham.compiler import rows
+
+    monkeypatch.setattr(rows, "ROW_ARRAY_BYTES", 1000 * 4 - 1)  # not one row of 1000 floats
+    x = floats(300, 1000)
+    traced = Traced.of(_softmax, [x], "reference")
+    run = GinghamRun(traced.function, traced.inputs([x]), get_device("cpu"))
+    (fused,) = [launch.schedule for launch in run.exe.launches]
+    assert fused.startswith("rows fused") and "row arrays" not in fused, fused
+    np.testing.assert_allclose(run.outputs()[0], torch.softmax(torch.tensor(x), -1).numpy(),
+                               rtol=1e-5, atol=1e-6)
 
 
 def test_short_rows_or_few_rows_make_no_group():
