@@ -70,27 +70,48 @@ CACHE_REGISTERS = 32
 #: Most bytes of a row that a CPU row group keeps in arrays of its own (on the OpenMP
 #: thread's stack, so in its core's L1 or L2 cache) in place of tensors only its passes read.
 ROW_ARRAY_BYTES = 64 * 1024
+#: Kernels a row group looks past for a further pass (:func:`row_groups`).
+MAX_SKIPPED = 2
 
 
 def row_groups(kernel_plan: Plan, bound: BoundProgram) -> list[list[int]]:
     """The row groups among ``kernel_plan``'s kernels, as lists of their positions (two or
-    more each, in program order)."""
+    more each, in program order). A group also takes a pass that comes after kernels it
+    does not need (at most MAX_SKIPPED of them): its kernel runs at its first pass's place,
+    before those. A layer norm's gradient computes dweight and dbias (columns: no pass of a
+    row) between its row statistics and dX::
+
+        mean, rstd; dweight and dbias; dX  ->  [mean, rstd, dX]; dweight and dbias
+    """
     kernels = kernel_plan.kernels
     groups: list[list[int]] = []
-    position = 0
-    while position < len(kernels):
+    taken: set[int] = set()
+    for position in range(len(kernels)):
+        if position in taken:
+            continue
         rows = _rows_of(kernels[position], bound)
+        if rows is None:
+            continue
         group = [position]
-        if rows is not None:
-            written: set[str] = set(kernels[position].stores)
-            while (position + len(group) < len(kernels)
-                   and _joins(kernels[position + len(group)], rows, written, kernel_plan,
-                              bound)):
-                written |= kernels[position + len(group)].stores
-                group.append(position + len(group))
+        written: set[str] = set(kernels[position].stores)
+        skipped_stores: set[str] = set()  # what the kernels left to run after the group write
+        skipped = 0
+        scan = position + 1
+        while scan < len(kernels) and skipped <= MAX_SKIPPED:
+            plan = kernels[scan]
+            needs_skipped = {_root(name, kernel_plan) for name in plan.reads()} & skipped_stores
+            if scan in taken:
+                pass  # an earlier group's pass: it runs before this group
+            elif not needs_skipped and _joins(plan, rows, written, kernel_plan, bound):
+                written |= plan.stores
+                group.append(scan)
+            else:
+                skipped_stores |= {_root(name, kernel_plan) for name in plan.stores}
+                skipped += 1
+            scan += 1
         if len(group) > 1:
             groups.append(group)
-        position += len(group)
+            taken.update(group)
     return groups
 
 

@@ -155,6 +155,9 @@ def _groups(fn, arrays, backward):
     # max, then sum(exp) storing exp and sum(dy * e) beside it, then dx
     ("softmax", True, ["contraction", "contraction", "contraction", "elementwise"]),
     ("layer_norm", False, ["contraction", "contraction", "elementwise"]),
+    # mean, then rstd and the sums dX needs; dweight and dbias (columns) are left to run
+    # after the group, which takes dX past them (rows.row_groups)
+    ("layer_norm", True, ["contraction", "contraction", "elementwise"]),
 ])
 def test_a_row_group_is_one_kernel_on_work_group_devices(gpu_device, name, backward, passes):
     x = floats(300, 1000)
@@ -168,7 +171,7 @@ def test_a_row_group_is_one_kernel_on_work_group_devices(gpu_device, name, backw
     # of 1000 (the last slot of the last 24 work-items is past the row's end).
     held = fused[0].schedule.split("held in registers (")[1].split(")")[0].split(", ")
     assert "4 of each row's elements a work-item held" in fused[0].schedule
-    assert len(held) == {"softmax": 1 + backward, "layer_norm": 1}[name], held
+    assert len(held) == {"softmax": 1 + backward, "layer_norm": 1 + backward}[name], held
     # Nothing of the rows' shape is written but the result: a softmax's exponentials are
     # computed again by the passes that read them (rows.passes_of).
     # Nor are the rows' values (maxima, sums) that only later passes read: they reach them
@@ -184,6 +187,7 @@ def test_a_row_group_is_one_kernel_on_work_group_devices(gpu_device, name, backw
     ("softmax", False, 3, True),  # the exponentials in a row array
     ("softmax", True, 4, True),
     ("layer_norm", False, 3, False),  # each pass centres the row itself: nothing shared
+    ("layer_norm", True, 3, False),  # dX taken past dweight and dbias
 ])
 def test_a_row_group_is_one_openmp_loop_on_the_cpu(name, backward, passes, kept):
     """On the ``cpu`` device a row group is one kernel, an OpenMP iteration a row; what only
