@@ -211,7 +211,14 @@ class Tensor:
     def __mul__(self, o): return self._elementwise(lambda a, b: a * b, [o], "multiply")
     def __rmul__(self, o): return self._elementwise(lambda a, b: b * a, [o], "multiply")
     def __truediv__(self, o): return _true_divide(self, o)
-    def __rtruediv__(self, o): return _true_divide(_as_tensor(o, self), self)
+    def __rtruediv__(self, o):
+        # A number stays a constant of the program, as in the other reflected operators: made
+        # a tensor of its own, it was a leaf that a function traced with placeholders could
+        # not build (1.0 / x in a traced op).
+        if isinstance(o, Tensor):
+            return _true_divide(o, self)
+        divisor = self if dt.is_float(self.dtype) else self.astype(np.float32)
+        return divisor._elementwise(lambda a, b: b / a, [o], "divide")
     def __neg__(self): return self._elementwise(lambda a: -a, [], "negative")
     def __pow__(self, o):
         return _autocast_float32(self)._elementwise(lambda a, b: builder.pow(a, b), [o], "pow")

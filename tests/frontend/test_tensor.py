@@ -22,6 +22,25 @@ def test_arithmetic_and_broadcasting(device):
     assert (x * 2).dtype == np.float32  # a Python float takes the tensor's type
 
 
+def test_a_number_divided_by_a_tensor(device):
+    """``number / tensor`` divides as NumPy does (an integer tensor gives float32), eagerly,
+    in gingham.jit and in a function traced with placeholders (the benchmarks' ops)."""
+    from gingham.bench.ops import GinghamRun, Traced
+    from gingham.devices import get_device
+
+    a = rand(3, 4) + 5.0
+    counts = np.arange(1, 13, dtype=np.int32).reshape(3, 4)
+    np.testing.assert_allclose((1.0 / tensor(a, device=device)).numpy(), 1.0 / a, rtol=1e-6)
+    quotient = 3 / tensor(counts, device=device)
+    assert quotient.dtype == np.float32
+    np.testing.assert_allclose(quotient.numpy(), 3 / counts, rtol=1e-6)
+    jitted = gingham.jit(lambda t: 2.0 / t)
+    np.testing.assert_allclose(jitted(tensor(a, device=device)).numpy(), 2.0 / a, rtol=1e-6)
+    traced = Traced.of(lambda t: 2.0 / t, [a], device)
+    (got,) = GinghamRun(traced.function, traced.inputs([a]), get_device(device)).outputs()
+    np.testing.assert_allclose(got, 2.0 / a, rtol=1e-6)
+
+
 def test_reductions_and_shapes(device):
     a = rand(3, 4, 5)
     x = tensor(a, device=device)
