@@ -784,7 +784,10 @@ def softmax(input: Tensor, dim: int = -1) -> Tensor:
     _float_input("softmax", input)
     dim = _dim("softmax", input, dim)
     e = (input - _softmax_shift(input, dim)).exp()
-    return e / e.sum(dim, keepdims=True)
+    # Times the sum's reciprocal, as PyTorch's CPU kernel does: a row's divisions cost a CPU
+    # more than its multiplications (2048 x 1024 on 2 cores, one loop over rows by hand:
+    # 0.68 ms dividing, 0.57-0.61 ms multiplying).
+    return e * (1.0 / e.sum(dim, keepdims=True))
 
 
 def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
