@@ -50,7 +50,7 @@ from .cell import CellStatement, pinned_declarations
 from .fusion import KernelPlan, Plan, reduction_domain
 from .lower import (LoweringContext, _epilogue, _kernel, _map_bottom_up, _one_element_loads,
                     _scalar_cell, cell_coordinates, compute_type, contraction_cell, index_type)
-from .normalize import narrow, pin
+from .normalize import NormalContraction, narrow, pin
 from .reduction import GROUP, ROW_MIN_EXTENT, RowCache, row_pass
 
 #: Fewest rows a group needs: with fewer, a work-group a row leaves most of a GPU idle where
@@ -120,7 +120,7 @@ def _rows_of(plan: KernelPlan, bound: BoundProgram) -> tuple[tuple[int, ...], in
     axes, over enough rows of ROW_MIN_EXTENT or more cells; else None."""
     if plan.kind != "contraction":
         return None
-    found = reduction_domain(plan.contraction, bound)
+    found = reduction_domain(plan.contraction, bound) or _pick_domain(plan.contraction, bound)
     if found is None:
         return None
     domain, kept = found
@@ -135,6 +135,32 @@ def _rows_of(plan: KernelPlan, bound: BoundProgram) -> tuple[tuple[int, ...], in
     return tuple(domain), leading
 
 
+def _pick_domain(nc: NormalContraction | None, bound: BoundProgram
+                 ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """:func:`fusion.reduction_domain` for a conditional sum along rows, cross-entropy's pick
+    of each sample's class: every operand that the reduction variables index is read at each
+    cell of one domain as a plain reduction reads it, the others only by the variables the
+    output keeps (a value of the row, the sample's label)::
+
+        P[n] = +(I[n, c] == T[n] ? X[n, c])   ->  ((N, C), (0,))
+    """
+    if (nc is None or nc.combo != "?" or nc.agg != "+" or nc.guards or nc.default is not None
+            or not nc.always_reached):
+        return None
+    found = None
+    for access in nc.operands:
+        variables = {var for poly in access.index for var in poly.coeffs}
+        if variables & set(nc.red_vars):
+            alone = reduction_domain(dataclasses.replace(nc, combo="none", operands=(access,)),
+                                     bound)
+            if alone is None or found not in (None, alone):
+                return None
+            found = alone
+        elif not variables <= set(nc.out_vars):
+            return None
+    return found
+
+
 def _joins(plan: KernelPlan, rows: tuple[tuple[int, ...], int], written: set[str],
            kernel_plan: Plan, bound: BoundProgram) -> bool:
     """Whether ``plan`` may be the next pass of a row group over ``rows`` whose kernels so
@@ -146,13 +172,29 @@ def _joins(plan: KernelPlan, rows: tuple[tuple[int, ...], int], written: set[str
     elif plan.kind != "elementwise" or tuple(plan.shape) != domain:
         return False
     row_shape = domain[:leading] + (1,) * (len(domain) - leading)
+    # A reduction's epilogue reads at the row's own cell whatever holds a cell a row (the
+    # row's value under another shape: cross-entropy's picked logit, [N], beside [N, 1]).
+    at_row = _epilogue_reads(plan) if plan.kind == "contraction" else set()
     for name in plan.reads():
         if _root(name, kernel_plan) not in written:
             continue  # written before the group: any cell of it is ready
         shape = tuple(bound.shapes[name])
+        if name in at_row and math.prod(shape) == math.prod(row_shape):
+            continue
         if (1,) * (len(domain) - len(shape)) + shape not in (domain, row_shape):
             return False
     return True
+
+
+def _epilogue_reads(plan: KernelPlan) -> set[str]:
+    """What a reduction pass reads only in its epilogue (at its output cell), not in the loop
+    along the row."""
+    nc = plan.contraction
+    assert nc is not None
+    in_loop = {access.tensor for access in nc.operands} | {s.operand for s in plan.siblings}
+    for statement in plan.prologue:
+        in_loop |= set(statement.inputs())
+    return {name for statement in plan.elementwise for name in statement.inputs()} - in_loop
 
 
 def passes_of(kernel_plan: Plan, group: list[int], bound: BoundProgram) -> list[KernelPlan]:

@@ -226,6 +226,29 @@ def test_cpu_rows_too_long_for_row_arrays_keep_them_in_memory(monkeypatch, no_pr
                                rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("device_id", ["cpu", *WORK_GROUP_DEVICES])
+def test_cross_entropy_picks_its_class_in_the_row_group(device_id, monkeypatch):
+    """Cross-entropy's forward: the pick of each sample's logit (a conditional sum along the
+    row, rows._pick_domain), the row max and the sum of exponentials are passes of one row
+    group, the loss its last pass's epilogue; then only the mean over the samples. On every
+    device the run sees (a GPU's OpenCL or CUDA, PoCL described as a GPU, the ``cpu``
+    device); against PyTorch."""
+    device = get_device(device_id)
+    if device.info.dialect != "c" and device.info.kind != "gpu":
+        monkeypatch.setattr(device, "info", dataclasses.replace(device.info, kind="gpu"))
+    logits = floats(300, 1000)
+    labels = RNG.integers(0, 1000, 300)
+    labels[7] = -100  # an ignored sample
+    traced = Traced.of(F.cross_entropy, [logits, labels], "reference")
+    run = GinghamRun(traced.function, traced.inputs([logits, labels]), device)
+    fused = [launch.schedule for launch in run.exe.launches
+             if launch.schedule.startswith("rows fused")]
+    assert len(fused) == 1 and "3 passes a row" in fused[0], fused
+    assert len(run.exe.launches) == 3, [launch.schedule for launch in run.exe.launches]
+    want = torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor(labels))
+    np.testing.assert_allclose(run.outputs()[0], want.numpy(), rtol=1e-5)
+
+
 def test_short_rows_or_few_rows_make_no_group():
     for shape in [(100, 1000), (4000, 100)]:  # rows < rows.MIN_ROWS; rows < ROW_MIN_EXTENT
         groups, _, _ = _groups(_softmax, [floats(*shape)], False)
