@@ -262,9 +262,9 @@ def lower_row_group(plans: list[KernelPlan], contexts: list[LoweringContext],
                     ) -> k.Kernel | None:
     """One kernel for a row group on a GPU dialect: work-group ``rs_group`` makes each pass
     over row ``rs_group`` in a scope of its own, a barrier after each. None on another
-    dialect (the C backend's is :func:`lower_row_group_cpu`), where a pass would read a row of a type narrower than MIN_ITEMSIZE that is not held in
-    registers, or where a reduction is not a :func:`reduction.row_pass` or two passes
-    declare one local array with two types."""
+    dialect (the C backend's is :func:`lower_row_group_cpu`), where a pass would read a row of
+    a type narrower than MIN_ITEMSIZE that is not held in registers, or where a reduction is
+    not a :func:`reduction.row_pass` or two passes declare one local array with two types."""
     if info.dialect not in ("opencl", "cuda"):
         return None
     rows = _rows_of(plans[0], bound)
