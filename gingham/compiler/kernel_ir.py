@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 # -- expressions ---------------------------------------------------------------------------------
 
@@ -413,6 +413,28 @@ def block(*stmts: "Stmt | None") -> Block:
         else:
             flat.append(stmt)
     return Block(tuple(flat))
+
+
+def map_leaves(stmt: Stmt, leaf: Callable[[Stmt], Stmt],
+               cond: Callable[[Expr], Expr] = lambda e: e) -> Stmt:
+    """``stmt`` rebuilt with ``leaf`` applied to every statement that is not a block, a loop
+    or an ``if`` (those are rebuilt around their rebuilt bodies), and ``cond`` to every
+    ``if``'s condition. Row 0 alone storing a row pass's results::
+
+        map_leaves(body, lambda s: If(writer, s) if isinstance(s, Store) else s)
+    """
+    if isinstance(stmt, Block):
+        return dataclasses.replace(stmt, stmts=tuple(map_leaves(s, leaf, cond)
+                                                     for s in stmt.stmts))
+    if isinstance(stmt, For):
+        return dataclasses.replace(stmt, body=map_leaves(stmt.body, leaf, cond))
+    if isinstance(stmt, If):
+        otherwise = stmt.otherwise
+        return dataclasses.replace(stmt, cond=cond(stmt.cond),
+                                   then=map_leaves(stmt.then, leaf, cond),
+                                   otherwise=None if otherwise is None
+                                   else map_leaves(otherwise, leaf, cond))
+    return leaf(stmt)
 
 
 def statements(stmt: Stmt, unrolled: bool = False) -> int:

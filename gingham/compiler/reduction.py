@@ -718,19 +718,7 @@ def _row_pass(plan: KernelPlan, ctx: LoweringContext, body: list[k.Stmt],
 
 def _stored_by(writer: k.Expr, statement: k.Stmt) -> k.Stmt:
     """``statement`` with each store to device memory done only where ``writer`` holds."""
-    if isinstance(statement, k.Store):
-        return k.If(writer, statement)
-    if isinstance(statement, k.Block):
-        return dataclasses.replace(statement, stmts=tuple(_stored_by(writer, s)
-                                                          for s in statement.stmts))
-    if isinstance(statement, k.If):
-        otherwise = statement.otherwise
-        return dataclasses.replace(statement, then=_stored_by(writer, statement.then),
-                                   otherwise=None if otherwise is None
-                                   else _stored_by(writer, otherwise))
-    if isinstance(statement, k.For):
-        return dataclasses.replace(statement, body=_stored_by(writer, statement.body))
-    return statement
+    return k.map_leaves(statement, lambda s: k.If(writer, s) if isinstance(s, k.Store) else s)
 
 
 def _scratch(values: k.Scratch, reached: k.Scratch | None, siblings: list

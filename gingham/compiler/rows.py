@@ -209,10 +209,7 @@ def passes_of(kernel_plan: Plan, group: list[int], bound: BoundProgram) -> list[
     Nor is a reduction's value for the row that only later passes read (the max and the sum
     above): :func:`lower_row_group` gives it them in registers.
     """
-    inside = set(group)
-    outside_reads = {_root(name, kernel_plan) for index, plan in enumerate(kernel_plan.kernels)
-                     if index not in inside for name in plan.reads()}
-    kept = outside_reads | {_root(name, kernel_plan) for name in bound.program.outputs}
+    kept = _needed_outside(kernel_plan, group, bound)
     plans = [dataclasses.replace(kernel_plan.kernels[i], stores=set(kernel_plan.kernels[i].stores),
                                  prologue=list(kernel_plan.kernels[i].prologue),
                                  elementwise=list(kernel_plan.kernels[i].elementwise))
@@ -237,6 +234,15 @@ def passes_of(kernel_plan: Plan, group: list[int], bound: BoundProgram) -> list[
             producer.stores -= {name for name in producer.stores
                                 if name not in in_loop and _root(name, kernel_plan) not in kept}
     return plans
+
+
+def _needed_outside(kernel_plan: Plan, group: list[int], bound: BoundProgram) -> set[str]:
+    """The buffers that a kernel outside ``group`` reads or the program returns: what the
+    group's passes must leave in memory."""
+    inside = set(group)
+    needed = {_root(name, kernel_plan) for index, plan in enumerate(kernel_plan.kernels)
+              if index not in inside for name in plan.reads()}
+    return needed | {_root(name, kernel_plan) for name in bound.program.outputs}
 
 
 def _root(name: str, kernel_plan: Plan) -> str:
@@ -326,13 +332,7 @@ def lower_row_group(plans: list[KernelPlan], contexts: list[LoweringContext],
             schedule = f"the row's {length} cells side by side"
         passes += [k.Block(tuple(body), scoped=True), k.Barrier(global_memory=True)]
         schedules.append(schedule)
-    merged = contexts[0].fork()  # every pass's tensors; written if any pass writes it
-    for ctx in contexts:
-        for param in ctx.params.values():
-            known = merged.params.get(param.name)
-            if known is None or param.output:
-                merged.params[param.name] = param
-        merged.uses |= ctx.uses
+    merged = _merged_context(contexts)
     nest = k.block(*shared.values(), k.For(
         "rs_group", 0, count, k.For("rs_lid", 0, GROUP, k.block(*declared, *passes[:-1]),
                                     kind="local"),
@@ -343,6 +343,21 @@ def lower_row_group(plans: list[KernelPlan], contexts: list[LoweringContext],
     schedule = (f"rows fused: {count} rows of {length} cells, a work-group of {GROUP} a row"
                 f"{held_note}, {len(plans)} passes a row: " + "; then ".join(schedules))
     return _kernel(names[0], merged, nest, count * GROUP, schedule, local=GROUP)
+
+
+def _merged_context(contexts: list[LoweringContext], dropped: frozenset[str] = frozenset()
+                    ) -> LoweringContext:
+    """One context for a group's kernel: every pass's tensors (but the ``dropped`` ones, which
+    the kernel keeps in arrays of its own), each an output if any pass writes it, and every
+    pass's helpers."""
+    merged = contexts[0].fork()
+    for ctx in contexts:
+        for param in ctx.params.values():
+            known = merged.params.get(param.name)
+            if param.name not in dropped and (known is None or param.output):
+                merged.params[param.name] = param
+        merged.uses |= ctx.uses
+    return merged
 
 
 def _row_element(length: int, itype: str) -> k.Expr:
@@ -490,13 +505,7 @@ def lower_row_group_cpu(kernel_plan: Plan, group: list[int],
             schedules.append("the row's cells (omp simd)")
         body = [_in_row_arrays(statement, arrays, row_start) for statement in body]
         passes.append(k.Block(tuple(body), scoped=True))
-    merged = contexts[0].fork()  # every pass's tensors; written if any pass writes it
-    for ctx in contexts:
-        for param in ctx.params.values():
-            known = merged.params.get(param.name)
-            if param.name not in arrays and (known is None or param.output):
-                merged.params[param.name] = param
-        merged.uses |= ctx.uses
+    merged = _merged_context(contexts, dropped=frozenset(arrays))
     loop = k.For("g", 0, count, k.block(*passes), kind="thread")
     kept = f", {', '.join(arrays)} in row arrays" if arrays else ""
     schedule = (f"rows fused: {count} rows of {length} cells, an OpenMP iteration a row"
@@ -511,10 +520,7 @@ def _row_arrays(kernel_plan: Plan, group: list[int], contexts: list[LoweringCont
     read, each at its own cells (not the program's outputs, not another kernel), of a type
     that is its own compute type (a half type's rounding stays where the program has it),
     within ROW_ARRAY_BYTES."""
-    inside = set(group)
-    outside = {_root(name, kernel_plan) for index, plan in enumerate(kernel_plan.kernels)
-               if index not in inside for name in plan.reads()}
-    outside |= {_root(name, kernel_plan) for name in bound.program.outputs}
+    outside = _needed_outside(kernel_plan, group, bound)
     written: list[str] = []
     elsewhere: set[str] = set()
     for position, ctx in zip(group, contexts):
@@ -549,33 +555,21 @@ def _in_row_arrays(statement: k.Stmt, arrays: dict[str, str], row_start: k.Expr)
             node.index), node.dtype) if isinstance(node, k.Load) and node.buffer in arrays
             else node)
 
-    if isinstance(statement, k.Store):
-        value = expr(statement.value)
-        if statement.buffer in arrays:
-            return k.StoreLocal(arrays[statement.buffer], local(expr(statement.index)), value)
-        return k.Store(statement.buffer, expr(statement.index), value)
-    if isinstance(statement, k.Declare):
-        return statement if statement.init is None else \
-            dataclasses.replace(statement, init=expr(statement.init))
-    if isinstance(statement, k.Assign):
-        return dataclasses.replace(statement, value=expr(statement.value))
-    if isinstance(statement, k.StoreLocal):
-        return dataclasses.replace(statement, index=tuple(expr(i) for i in statement.index),
-                                   value=expr(statement.value))
-    if isinstance(statement, k.Block):
-        return dataclasses.replace(statement, stmts=tuple(
-            _in_row_arrays(s, arrays, row_start) for s in statement.stmts))
-    if isinstance(statement, k.For):
-        return dataclasses.replace(statement, body=_in_row_arrays(statement.body, arrays,
-                                                                  row_start))
-    if isinstance(statement, k.If):
-        otherwise = statement.otherwise
-        return dataclasses.replace(
-            statement, cond=expr(statement.cond),
-            then=_in_row_arrays(statement.then, arrays, row_start),
-            otherwise=None if otherwise is None else _in_row_arrays(otherwise, arrays,
-                                                                    row_start))
-    return statement
+    def leaf(s: k.Stmt) -> k.Stmt:
+        if isinstance(s, k.Store):
+            if s.buffer in arrays:
+                return k.StoreLocal(arrays[s.buffer], local(expr(s.index)), expr(s.value))
+            return k.Store(s.buffer, expr(s.index), expr(s.value))
+        if isinstance(s, k.Declare) and s.init is not None:
+            return dataclasses.replace(s, init=expr(s.init))
+        if isinstance(s, k.Assign):
+            return dataclasses.replace(s, value=expr(s.value))
+        if isinstance(s, k.StoreLocal):
+            return dataclasses.replace(s, index=tuple(expr(i) for i in s.index),
+                                       value=expr(s.value))
+        return s
+
+    return k.map_leaves(statement, leaf, expr)
 
 
 def _elementwise_along_row(plan: KernelPlan, ctx: LoweringContext, domain: tuple[int, ...],
