@@ -994,15 +994,15 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     # -log_softmax(x)[t] = log(sum(exp(x - m))) + m - x[t]: the pick reads the logits, so the
     # [N, C] log-probabilities are never written. An ignored sample's loss is 0 whatever its
     # logits (a padding row of -inf gives NaN in the log-sum-exp).
-    # The pick first: the program then converts the labels before it reads the logits' rows,
-    # and the pick, the max and the sum of exponentials are passes of one row group
-    # (gingham.compiler.rows).
-    picked = _pick_class(input, target)
+    # -pick + total, not total - pick: a program lists its statements depth first from its
+    # outputs, so the pick (and its label cast) then come before the logits' rows, and the
+    # pick, the max and the sum of exponentials are passes of one row group
+    # (gingham.compiler.rows). The two sums are equal.
     shift = _softmax_shift(input, 1)
     log_sum = ((input - shift).exp().sum(1, keepdims=True).log() + shift).reshape(target.shape)
-    losses = sample_weight._elementwise(  # -pick + total: the pick is the program's first
+    losses = sample_weight._elementwise(
         lambda w, total, pick: builder.select(w.ne(0.0), (-pick + total) * w, 0.0),
-        [log_sum, picked], "nll")
+        [log_sum, _pick_class(input, target)], "nll")
     if label_smoothing:
         keep = (target != ignore_index).astype(input.dtype)
         smooth = -weighted_log_probs().sum(1) * keep * (1.0 / classes)
