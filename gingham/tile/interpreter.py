@@ -87,7 +87,7 @@ def run_contraction(
     hits = np.zeros(size, dtype=np.int64)
 
     if not bc.empty and size > 0:
-        for flat, values in _valid_contributions(bc, env, acc_dtype):
+        for flat, values in _valid_contributions(bc, env, acc_dtype, out_dtype):
             _aggregate(c.agg, acc, flat, values)
             hits += np.bincount(flat, minlength=size)
     if c.agg == "=" and (hits > 1).any():
@@ -114,7 +114,8 @@ def run_contraction(
     return _cast(result, out_dtype).reshape(out_shape)
 
 
-def _valid_contributions(bc: BoundContraction, env: dict[str, np.ndarray], acc_dtype):
+def _valid_contributions(bc: BoundContraction, env: dict[str, np.ndarray], acc_dtype,
+                         out_dtype):
     """Yield (flat output index, value) arrays for the valid assignments, chunk by chunk."""
     variables = bc.variables
     ranges = [bc.ranges[v] for v in variables]
@@ -144,7 +145,7 @@ def _valid_contributions(bc: BoundContraction, env: dict[str, np.ndarray], acc_d
             picked = tuple(_evaluate_poly(p, values_of, shape)[0][valid] for p in access.index)
             gathered.append(env[access.tensor][picked] if picked else
                             np.broadcast_to(env[access.tensor], (int(valid.sum()),)))
-        values, keep = _combine(bc.statement.combo, gathered, acc_dtype)
+        values, keep = _combine(bc.statement.combo, gathered, acc_dtype, out_dtype)
         out_coords = tuple(_evaluate_poly(p, values_of, shape)[0][valid] for p in bc.output.index)
         flat = (
             np.ravel_multi_index(out_coords, bc.output.sizes)
@@ -167,8 +168,11 @@ def _evaluate_poly(poly, values_of, shape):
     return np.broadcast_to(numerator // denominator, shape), integral
 
 
-def _combine(combo: str, operands: list[np.ndarray], acc_dtype):
-    """The value of each valid assignment; for ``?`` also which assignments contribute."""
+def _combine(combo: str, operands: list[np.ndarray], acc_dtype, out_dtype):
+    """The value of each valid assignment; for ``?`` also which assignments contribute.
+    An integer sum or product of two operands wraps in the contraction's type (two's
+    complement, docs/tile-decisions.md) before it is aggregated: a max of uint8 sums compares
+    the wrapped sums (200 + 100 is 44)."""
     if combo == "none":
         return operands[0].astype(acc_dtype), None
     if combo == "?":
@@ -177,7 +181,11 @@ def _combine(combo: str, operands: list[np.ndarray], acc_dtype):
     if combo == "==":
         return _compare_equal(operands[0], operands[1]).astype(acc_dtype), None
     a, b = (x.astype(acc_dtype) for x in operands)
-    return (a * b if combo == "*" else a + b), None
+    value = a * b if combo == "*" else a + b
+    if np.issubdtype(acc_dtype, np.integer) and np.dtype(out_dtype) != acc_dtype:
+        with np.errstate(over="ignore"):
+            value = value.astype(out_dtype).astype(acc_dtype)
+    return value, None
 
 
 def _compare_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
