@@ -73,17 +73,27 @@ def as_cell_statement(out: str, nc: NormalContraction) -> CellStatement | None:
     return CellStatement(out, nc)
 
 
-def pinned_declarations(nc: NormalContraction, itype: str, prefix: str = ""
-                        ) -> list[k.Stmt]:
+def pinned_declarations(nc: NormalContraction, itype: str, prefix: str = "",
+                        coordinates: dict[str, Poly] | None = None) -> list[k.Stmt]:
     """Declare each pinned variable (``prefix + name``) from the output variables
     (``prefix + o_d``): ``low + ((poly - low) mod m)``, with the numerator made non-negative
-    over the output box first (C's ``%`` truncates towards zero)."""
+    over the output box first (C's ``%`` truncates towards zero).
+
+    ``coordinates`` gives output variables (by their prefixed names) known as affine
+    expressions of integer loop variables. Where a pinned variable's value then depends on
+    none of those loop variables (their coefficients are multiples of ``m``), it is declared
+    as the constant it is: with ``o1 = 2*q + 1`` in a loop over ``q``, ``k_n = o1 mod 2`` is
+    1, and ``(o1 - k_n) / 2`` folds to ``q`` (a contiguous read where it was a gather)."""
     from .lower import affine_expr  # lower imports this module: import when called
 
     box = {o: (0, s - 1) for o, s in zip(nc.out_vars, nc.out_shape)}
     stmts: list[k.Stmt] = []
     for p in nc.pinned:
         shifted = p.poly - p.low
+        known = _residue(shifted, p.modulus, prefix, coordinates or {})
+        if known is not None:
+            stmts.append(k.Declare(prefix + p.name, itype, k.Const(p.low + known, itype)))
+            continue
         low, _ = poly_interval(shifted, box)
         lift = -(math.floor(low) // p.modulus) * p.modulus if low < 0 else 0
         coeffs = {prefix + n: int(c) for n, c in shifted.terms}
@@ -93,6 +103,52 @@ def pinned_declarations(nc: NormalContraction, itype: str, prefix: str = ""
             value = k.BinOp("+", value, k.Const(p.low, itype), itype)
         stmts.append(k.Declare(prefix + p.name, itype, value))
     return stmts
+
+
+def _residue(poly: Poly, modulus: int, prefix: str, coordinates: dict[str, Poly]) -> int | None:
+    """``poly mod modulus`` if ``coordinates`` (affine forms of prefixed output variables over
+    integer loop variables) make it a constant, else None."""
+    if not coordinates or any(prefix + n not in coordinates for n, _ in poly.terms):
+        return None
+    const = int(poly.const)
+    for name, coeff in poly.terms:
+        form = coordinates[prefix + name]
+        if any((coeff * c).denominator != 1 or (coeff * c) % modulus for _, c in form.terms):
+            return None
+        if (coeff * form.const).denominator != 1:
+            return None
+        const += int(coeff * form.const)
+    return const % modulus
+
+
+def affine_form(expr: k.Expr) -> Poly | None:
+    """``expr`` as an affine polynomial of the integer variables it names, or None::
+
+        affine_form((2 * gq) + 1)  ->  2*gq + 1
+    """
+    if isinstance(expr, k.Var):
+        return Poly.var(expr.name) if expr.dtype in ("int32", "int64") else None
+    if isinstance(expr, k.Const) and isinstance(expr.value, int) \
+            and not isinstance(expr.value, bool):
+        return Poly.of({}, expr.value)
+    if isinstance(expr, k.Cast) and expr.dtype in ("int32", "int64"):
+        return affine_form(expr.a)
+    if isinstance(expr, k.UnOp) and expr.op == "-":
+        inner = affine_form(expr.a)
+        return None if inner is None else inner.scale(-1)
+    if isinstance(expr, k.BinOp) and expr.op in ("+", "-", "*"):
+        a, b = affine_form(expr.a), affine_form(expr.b)
+        if a is None or b is None:
+            return None
+        if expr.op == "+":
+            return a + b
+        if expr.op == "-":
+            return a - b
+        if not a.terms:
+            return b.scale(a.const)
+        if not b.terms:
+            return a.scale(b.const)
+    return None
 
 
 def lower_cell_statement(statement: CellStatement, ctx, value_of, flat: k.Expr, ctype: str,
@@ -111,9 +167,12 @@ def lower_cell_statement(statement: CellStatement, ctx, value_of, flat: k.Expr, 
     if cell is not None and tuple(cell[1]) == tuple(nc.out_shape):
         stmts: list[k.Stmt] = [k.Declare(n, itype, k.Cast(itype, c))
                                for n, c in zip(names, cell[0])]
+        forms = {n: affine_form(c) for n, c in zip(names, cell[0])}
+        coordinates = {n: form for n, form in forms.items() if form is not None}
     else:
         stmts = cell_coordinates(k.Cast(itype, flat), nc.out_shape, names, itype)
-    stmts += pinned_declarations(nc, itype, prefix)
+        coordinates = {}
+    stmts += pinned_declarations(nc, itype, prefix, coordinates)
     renamed = _renamed(nc, prefix)
     own = statement.own_cell_reads()
     computed = {name: value_of(name) for name in own}

@@ -18,10 +18,14 @@ max with NaN, min, product, unreached cells with a default, int32 and float16, s
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from gingham import tile
+from gingham.codegen.c_family import DIALECTS, render
+from gingham.compiler import lower_program, rewrite_program
 from gingham.compiler.tiling_cpu import runs_on
 from gingham.devices import get_device
 from gingham.runtime import executable
@@ -227,6 +231,74 @@ def test_max_pool_gradient_routes_to_the_maxima(device):
                         hit = x[:, :, r, s] == o[:, :, y, xx]
                         want[:, :, r, s] += np.where(hit, d[:, :, y, xx], 0)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("size, pad, width, lanes", [
+    (2, 0, 32, True), (3, 0, 27, True), (4, 0, 16, True), (2, 1, 30, True),
+    (2, 0, 31, False),  # a row is no whole number of windows: one cell a lane
+    (5, 0, 25, False),  # windows wider than MAX_LANE_RESIDUES
+])
+def test_pool_gradient_rows_take_window_positions_as_constants(device, size, pad, width,
+                                                               lanes):
+    """An NCHW max-pool gradient of non-overlapping windows is a cell statement whose window
+    position along a row is ``(o + pad) mod size`` (normalize.pin). On ``cpu`` a lane of the
+    row's loop computes ``size`` neighbouring cells, each with its position a constant, so
+    the pooled values are read at the lane's index instead of gathered."""
+    source = f"""
+    function (X[N, C, H, W], O[N, C, P, Q], D[N, C, P, Q]) -> (G) {{
+        G[n, c, {size}*y + i - {pad}, {size}*x + j - {pad} : N, C, H, W] =
+            +(X[n, c, {size}*y + i - {pad}, {size}*x + j - {pad}] == O[n, c, y, x]
+              ? D[n, c, y, x]), i < {size}, j < {size};
+    }}"""
+    height = 2 * size
+    x = RNG.integers(0, 3, (2, 3, height, width)).astype(np.float32)  # ties: several taps
+    padded = np.full((2, 3, height + 2 * pad + size, width + 2 * pad + size), -np.inf,
+                     np.float32)
+    padded[:, :, pad:pad + height, pad:pad + width] = x
+    p, q = (height + 2 * pad - size) // size + 1, (width + 2 * pad - size) // size + 1
+    o = np.stack([padded[:, :, i:i + size * p:size, j:j + size * q:size]
+                  for i in range(size) for j in range(size)]).max(axis=0)
+    d = RNG.standard_normal(o.shape).astype(np.float32)
+    got = run(source, [x, o, d], device, "cells a lane" if lanes else "rows of")
+    if lanes and get_device(device).info.dialect == "c":
+        # In the lane's cells r = 0, 1, ... the column's window position is (r + pad) mod size.
+        bound = rewrite_program(tile.function(source).bind(x, o, d))
+        (kernel,) = lower_program(bound, get_device(device).info)
+        found = re.findall(r"int G_x_n = ([^;]*);", render(kernel, DIALECTS["c"]))
+        assert found == [str((r + pad) % size) for r in range(size)], found
+    want = np.zeros(x.shape, np.float64)
+    for y in range(p):
+        for z in range(q):
+            for i in range(size):
+                for j in range(size):
+                    r, s = size * y + i - pad, size * z + j - pad
+                    if 0 <= r < height and 0 <= s < width:
+                        hit = x[:, :, r, s] == o[:, :, y, z]
+                        want[:, :, r, s] += np.where(hit, d[:, :, y, z], 0)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16])
+def test_narrow_integer_windows(device, dtype):
+    """The nest accumulates 8- and 16-bit integers in int32 (lower.accumulator_rows): a min
+    and a max of the operands stay in the type's range, and a sum wraps when it is stored as
+    it would have step by step. A max of sums of two operands compares the wrapped sums, so
+    it keeps the narrow type."""
+    info = np.iinfo(dtype)
+    x = RNG.integers(info.min, info.max, (3, 5, 6, 8), endpoint=True).astype(dtype)
+    taps = x.reshape(3, 5, 3, 2, 4, 2).transpose(0, 1, 2, 4, 3, 5).reshape(3, 5, 3, 4, 4)
+    pooled = "O[n, c, y, x : N, C, H / 2, W / 2] = {}(X[n, c, 2*y + i, 2*x + j]), i < 2, j < 2"
+    for agg, want in (("<", taps.min(axis=-1)), (">", taps.max(axis=-1)),
+                      ("+", taps.sum(axis=-1, dtype=dtype))):
+        got = run(f"function (X[N, C, H, W]) -> (O) {{ {pooled.format(agg)}; }}", [x], device,
+                  NEST)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, want)
+    b = RNG.integers(info.min, info.max, (2, 2), endpoint=True).astype(dtype)
+    got = run("function (X[N, C, H, W], B[I, J]) -> (O) { O[n, c, y, x : N, C, H / 2, W / 2]"
+              " = >(X[n, c, 2*y + i, 2*x + j] + B[i, j]), i < 2, j < 2; }", [x, b], device,
+              NEST)
+    np.testing.assert_array_equal(got, (taps + b.reshape(4)).max(axis=-1))
 
 
 def test_unreached_cells_in_the_nest_are_zero(device):

@@ -161,6 +161,7 @@ def test_pinned_contraction_becomes_a_cell_statement():
     ((2, 3, 8, 8), 2, 2, 0, True),
     ((2, 3, 7, 9), 2, 2, 0, True),   # odd sizes
     ((2, 3, 8, 6), 2, 2, 1, False),  # padding
+    ((2, 3, 9, 12), 3, 3, 0, False),  # on cpu a lane takes 3 cells of a row
     ((2, 3, 9, 7), 3, 2, 1, True),   # overlapping: not pinned
 ])
 def test_max_pool_backward_matches_torch(device, shape, size, stride, pad, channels_last):
