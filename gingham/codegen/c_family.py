@@ -465,11 +465,18 @@ class _Renderer:
         t = self.d.types[dtype]
         p = self.d.helper_prefix
         is_float = dtype.startswith("float")
-        nan = " || a != a" if is_float else ""  # a NaN on either side propagates
-        lines = [
-            f"{p} {t} gh_max_{dtype}({t} a, {t} b) {{ return (a > b{nan}) ? a : b; }}",
-            f"{p} {t} gh_min_{dtype}({t} a, {t} b) {{ return (a < b{nan}) ? a : b; }}",
-        ]
+        if is_float and self.d.name == "c":
+            # A NaN on either side propagates. gcc vectorises this form of it with a blend
+            # more; ``(a > b || a != a) ? a : b``, the same function, took 4x as long in a
+            # lane loop (an NCHW 2x2 max pool, 2 cores: 4.0 against 1.2 ms; a sum 0.9 ms).
+            lines = [f"{p} {t} gh_{fn}_{dtype}({t} a, {t} b) {{ {t} m = (a {op} b) ? a : b; "
+                     f"return a != a ? a : m; }}" for fn, op in (("max", ">"), ("min", "<"))]
+        else:
+            nan = " || a != a" if is_float else ""  # a NaN on either side propagates
+            lines = [
+                f"{p} {t} gh_max_{dtype}({t} a, {t} b) {{ return (a > b{nan}) ? a : b; }}",
+                f"{p} {t} gh_min_{dtype}({t} a, {t} b) {{ return (a < b{nan}) ? a : b; }}",
+            ]
         if dtype == "bool":
             return lines
         if is_float:
