@@ -46,6 +46,7 @@ from ..devices import get_device
 from .baselines import TorchEnv, torch_env
 from .contention import Contention
 from .ops import BenchError
+from .timing import SETTLE_SECONDS
 
 #: ``--precision`` -> the autocast dtype (None: float32 throughout). Mixed precision runs
 #: gingham's step under :func:`gingham.autocast` (float32 master weights; fp16 with a
@@ -311,6 +312,7 @@ def _timed_steps(run: Run, step: Callable[[int], Any], sync: Callable[[], None],
         return seconds
 
     _say(log, f"{run.model} {run.name}: first step")
+    time.sleep(SETTLE_SECONDS)  # the previous runner's idle threads stop spinning first
     run.first_step_seconds = one(0)
     for index in range(settings.warmup):
         run.warmup_seconds.append(one(1 + index))

@@ -6,7 +6,8 @@
 For latency rather than throughput, :func:`median_synced` synchronises after every run
 (a training step as a loop that reads its loss each time sees it).
 
-One warm-up run sizes the measurement: a trial is ``number`` back-to-back runs followed by one
+After a pause that lets other libraries' threads go idle (``SETTLE_SECONDS``), one
+warm-up run sizes the measurement: a trial is ``number`` back-to-back runs followed by one
 synchronisation (so launch overhead overlaps device work, as in a real step), the per-run time of
 a trial is its time over ``number``, and the result is the median over the trials. The whole
 measurement stays near ``budget`` seconds; a big op gets fewer trials, and an op whose warm-up run
@@ -24,6 +25,16 @@ from .contention import Contention
 
 #: A run slower than this is timed once: more repeats would cost minutes and add no insight.
 SLOW_RUN_SECONDS = 5.0
+
+#: Seconds a measurement waits before its warm-up run. The work just before it (NumPy's
+#: reference through OpenBLAS, a PyTorch baseline) leaves worker threads of those libraries
+#: spinning for a while after their last call, in this process, so :class:`Contention` does
+#: not see them; on a machine with few cores they take cores from the timed threads. On 2
+#: cores, a bfloat16 log_softmax timed after a NumPy matmul: 13 of 300 runs stalled past 2 ms
+#: (mean 607 us, median 277); after 0.2 s of waiting, 1 (mean 304 us). In `gingham bench ops
+#: --device cpu --dtype bf16` PyTorch's softmax took 392-424 us one way and 185-194 us with
+#: OpenBLAS on one thread.
+SETTLE_SECONDS = 0.25
 
 # Enough trials for a median when a run is short; a run of a second or more gets what fits.
 _MIN_TRIALS_SHORT = 3
@@ -61,6 +72,7 @@ def measure(run: Callable[[], object], sync: Callable[[], object], *, repeat: in
     """
     assert repeat >= 1 and budget > 0
     sync()
+    time.sleep(SETTLE_SECONDS)
     first = _once(run, sync)
     if first > slow:
         seconds = _once(run, sync)

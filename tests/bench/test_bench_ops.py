@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import numpy as np
 import pytest
@@ -136,6 +137,15 @@ def test_measure_times_a_slow_run_once():
     calls = []
     timing = measure(lambda: calls.append(1), lambda: None, repeat=5, budget=1.0, slow=-1.0)
     assert len(calls) == 2 and timing.runs == 1 and "once" in timing.note
+
+
+def test_measure_lets_other_threads_go_idle_before_its_first_run():
+    """Worker threads that NumPy's OpenBLAS or PyTorch left spinning in this process take
+    cores from the timed run on a small machine: the warm-up starts SETTLE_SECONDS later."""
+    starts = []
+    called = time.perf_counter()
+    measure(lambda: starts.append(time.perf_counter()), lambda: None, repeat=1, budget=0.01)
+    assert starts[0] - called >= timing.SETTLE_SECONDS
 
 
 def test_median_synced_times_each_run_to_its_synchronisation(monkeypatch):
