@@ -783,11 +783,13 @@ def softmax(input: Tensor, dim: int = -1) -> Tensor:
     (input,) = cast_inputs_float32(input)
     _float_input("softmax", input)
     dim = _dim("softmax", input, dim)
-    e = (input - _softmax_shift(input, dim)).exp()
+    x = _statistics_dtype(input)  # half types compute in float32 and round once, as PyTorch
+    e = (x - _softmax_shift(x, dim)).exp()
     # Times the sum's reciprocal, as PyTorch's CPU kernel does: a row's divisions cost a CPU
     # more than its multiplications (2048 x 1024 on 2 cores, one loop over rows by hand:
     # 0.68 ms dividing, 0.57-0.61 ms multiplying).
-    return e * (1.0 / e.sum(dim, keepdims=True))
+    y = e * (1.0 / e.sum(dim, keepdims=True))
+    return y if y.dtype == input.dtype else y.astype(input.dtype)
 
 
 def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
@@ -795,8 +797,10 @@ def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
     (input,) = cast_inputs_float32(input)
     _float_input("log_softmax", input)
     dim = _dim("log_softmax", input, dim)
-    shifted = input - _softmax_shift(input, dim)
-    return shifted - shifted.exp().sum(dim, keepdims=True).log()
+    x = _statistics_dtype(input)  # half types compute in float32 and round once, as PyTorch
+    shifted = x - _softmax_shift(x, dim)
+    y = shifted - shifted.exp().sum(dim, keepdims=True).log()
+    return y if y.dtype == input.dtype else y.astype(input.dtype)
 
 
 # -- random numbers and dropout --------------------------------------------------------------------

@@ -218,6 +218,24 @@ def test_activations_and_softmax(device):
     compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
 
 
+@pytest.mark.parametrize("dtype, bits", [("bfloat16", 8), ("float16", 11)])
+def test_half_softmax_rounds_once(device, dtype, bits):
+    """A half-type softmax or log-softmax computes in float32 and rounds its result once, as
+    PyTorch's kernels do: each value is within half a unit in the last place of the exact
+    one (rounding every step, a bfloat16 softmax was off by up to several)."""
+    x = tensor(rand(64, 300) * 3, device=device).astype(dtype)
+    exact_input = x.astype("float32").numpy().astype(np.float64)
+    shifted = exact_input - exact_input.max(axis=1, keepdims=True)
+    log_sum = np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    for got, exact in ((F.softmax(x, 1), np.exp(shifted - log_sum)),
+                       (F.log_softmax(x, 1), shifted - log_sum)):
+        assert got.dtype == x.dtype
+        got = got.astype("float32").numpy().astype(np.float64)
+        # half an ulp of a p-bit significand, and float32's own error in computing it
+        bound = np.abs(exact) * (2.0 ** -bits * (1 + 1e-3)) + 1e-6 * np.abs(shifted)
+        np.testing.assert_array_less(np.abs(got - exact), bound + 1e-30)
+
+
 def test_softmax_shift_leaves_the_max_out_of_the_gradient(device):
     """The shift a softmax subtracts (its row max rounded down) gets no gradient: a softmax
     does not change under a shift. Rows with ties at the max, values far from zero, masked
