@@ -106,6 +106,12 @@ def _statistics_dtype(x: Tensor) -> Tensor:
     return x.astype(dt.FLOAT32) if dt.is_half(x.dtype) else x
 
 
+def _as_dtype(y: Tensor, dtype) -> Tensor:
+    """``y`` in ``dtype``: a result computed in float32 (:func:`_statistics_dtype`) rounded
+    once to its input's type; no cast where it is that type already."""
+    return y if y.dtype == dtype else y.astype(dtype)
+
+
 def _check_integer(op: str, name: str, value: Tensor) -> None:
     if not (np.issubdtype(value.dtype, np.integer)):
         raise DTypeError(f"{op}: {name} must hold integer class indices, not "
@@ -659,8 +665,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         y = y * weight.reshape(per_channel)
     if bias is not None:
         y = y + bias.reshape(per_channel)
-    if y.dtype != out_dtype:
-        y = y.astype(out_dtype)
+    y = _as_dtype(y, out_dtype)
     if not training:
         return y
     with no_grad():
@@ -701,7 +706,7 @@ def layer_norm(input: Tensor, normalized_shape: IntOrTuple, weight: Tensor | Non
         y = y * weight
     if bias is not None:
         y = y + bias
-    return y if y.dtype == input.dtype else y.astype(input.dtype)
+    return _as_dtype(y, input.dtype)
 
 
 # -- activations -----------------------------------------------------------------------------------
@@ -789,7 +794,7 @@ def softmax(input: Tensor, dim: int = -1) -> Tensor:
     # more than its multiplications (2048 x 1024 on 2 cores, one loop over rows by hand:
     # 0.68 ms dividing, 0.57-0.61 ms multiplying).
     y = e * (1.0 / e.sum(dim, keepdims=True))
-    return y if y.dtype == input.dtype else y.astype(input.dtype)
+    return _as_dtype(y, input.dtype)
 
 
 def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
@@ -800,7 +805,7 @@ def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
     x = _statistics_dtype(input)  # half types compute in float32 and round once, as PyTorch
     shifted = x - _softmax_shift(x, dim)
     y = shifted - shifted.exp().sum(dim, keepdims=True).log()
-    return y if y.dtype == input.dtype else y.astype(input.dtype)
+    return _as_dtype(y, input.dtype)
 
 
 # -- random numbers and dropout --------------------------------------------------------------------
