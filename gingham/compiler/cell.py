@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from ..tile.bounds import Inequality, poly_interval
 from ..tile.ir import Poly
 from . import kernel_ir as k
-from .normalize import NormalContraction
+from .normalize import NormalContraction, substitute_polys
 
 #: Most operand reads and guards in a cell statement that readers may recompute (each reader
 #: repeats them per cell).
@@ -110,21 +110,18 @@ def _residue(poly: Poly, modulus: int, prefix: str, coordinates: dict[str, Poly]
     integer loop variables) make it a constant, else None."""
     if not coordinates or any(prefix + n not in coordinates for n, _ in poly.terms):
         return None
-    const = int(poly.const)
-    for name, coeff in poly.terms:
-        form = coordinates[prefix + name]
-        if any((coeff * c).denominator != 1 or (coeff * c) % modulus for _, c in form.terms):
-            return None
-        if (coeff * form.const).denominator != 1:
-            return None
-        const += int(coeff * form.const)
-    return const % modulus
+    value = substitute_polys(Poly.of({prefix + n: c for n, c in poly.terms}, poly.const),
+                             coordinates)
+    if value.const.denominator != 1 or any(
+            c.denominator != 1 or c % modulus for _, c in value.terms):
+        return None
+    return int(value.const) % modulus
 
 
-def affine_form(expr: k.Expr) -> Poly | None:
+def expr_poly(expr: k.Expr) -> Poly | None:
     """``expr`` as an affine polynomial of the integer variables it names, or None::
 
-        affine_form((2 * gq) + 1)  ->  2*gq + 1
+        expr_poly((2 * gq) + 1)  ->  2*gq + 1
     """
     if isinstance(expr, k.Var):
         return Poly.var(expr.name) if expr.dtype in ("int32", "int64") else None
@@ -132,12 +129,12 @@ def affine_form(expr: k.Expr) -> Poly | None:
             and not isinstance(expr.value, bool):
         return Poly.of({}, expr.value)
     if isinstance(expr, k.Cast) and expr.dtype in ("int32", "int64"):
-        return affine_form(expr.a)
+        return expr_poly(expr.a)
     if isinstance(expr, k.UnOp) and expr.op == "-":
-        inner = affine_form(expr.a)
+        inner = expr_poly(expr.a)
         return None if inner is None else inner.scale(-1)
     if isinstance(expr, k.BinOp) and expr.op in ("+", "-", "*"):
-        a, b = affine_form(expr.a), affine_form(expr.b)
+        a, b = expr_poly(expr.a), expr_poly(expr.b)
         if a is None or b is None:
             return None
         if expr.op == "+":
@@ -167,7 +164,7 @@ def lower_cell_statement(statement: CellStatement, ctx, value_of, flat: k.Expr, 
     if cell is not None and tuple(cell[1]) == tuple(nc.out_shape):
         stmts: list[k.Stmt] = [k.Declare(n, itype, k.Cast(itype, c))
                                for n, c in zip(names, cell[0])]
-        forms = {n: affine_form(c) for n, c in zip(names, cell[0])}
+        forms = {n: expr_poly(c) for n, c in zip(names, cell[0])}
         coordinates = {n: form for n, form in forms.items() if form is not None}
     else:
         stmts = cell_coordinates(k.Cast(itype, flat), nc.out_shape, names, itype)
