@@ -187,11 +187,16 @@ class _GradientBuilder:
         parts = self.contributions.get(tensor)
         if not parts:
             return None
-        if len(parts) == 1:
+        if len(parts) == 1 and self.dtypes[parts[0]] == self.dtypes[tensor]:
             return parts[0]
         expr: Expr = Ref(parts[0])
         for part in parts[1:]:
             expr = Binary("+", expr, Ref(part))
+        # A tensor's gradient has the tensor's type, as in PyTorch: a bfloat16 tensor used in
+        # a float32 expression gets a bfloat16 gradient. The contributions are summed in
+        # their own (wider) type first and rounded once.
+        if expr_type(expr, self.dtypes).dtype != self.dtypes[tensor]:
+            expr = Cast(dt.dtype_name(self.dtypes[tensor]), expr)
         name = self.emit_elementwise(f"D_{tensor}_total", expr)
         self.contributions[tensor] = [name]
         return name

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import test_corpus as C
-from _util import as_tuple, numeric_vjp, pick_coords, rand_distinct, randn, rng, tile_function
+from _util import BF16, as_tuple, assert_close, numeric_vjp, pick_coords, rand_distinct, randn, rng, tile_function
 
 FD_RTOL, FD_ATOL = 1e-5, 1e-6
 TORCH_RTOL, TORCH_ATOL = 1e-7, 1e-9
@@ -596,3 +596,40 @@ def test_grad_two_stage_affine(device):
         return torch.stack([p[2 * i : 2 * i + 3].sum() for i in range(4)])
 
     check_vjp(C.TWO_STAGE, [x], device, tf)
+
+
+MIXED_MATMUL_BIAS = """
+function (X[M, K], W[K, N], B[N]) -> (Z) {
+    Y[m, n : M, N] = +(X[m, k] * W[k, n]);
+    S = Y + B;
+    Z = S * S;
+}
+"""
+
+
+def test_gradient_has_its_tensors_type(device):
+    """A bfloat16 tensor in a float32 expression gets a bfloat16 gradient, as in PyTorch: the
+    intermediate ``Y`` too, so the matmul's gradients are bfloat16 contractions (tensor cores
+    on a GPU) rather than float32 ones promoted by a float32 cotangent."""
+    r = rng(65)
+    x, w = randn(r, 6, 8).astype(BF16), randn(r, 8, 5).astype(BF16)
+    b = randn(r, 5).astype(np.float32)
+    cotangent = randn(r, 6, 5).astype(np.float32)
+    fn = tile_function(MIXED_MATMUL_BIAS)
+    grads = fn.vjp([x, w, b], cotangent, device=device)
+    assert [g.dtype for g in grads] == [BF16, BF16, np.float32]
+
+    gradient = fn.gradient_function(x, w, b)
+    bound = gradient.bind(x, w, b, cotangent)
+    contractions = [s for s in bound.program.statements
+                    if type(s).__name__ == "Contraction" and len(s.operands) == 2]
+    assert len(contractions) == 3  # Y, D_X and D_W
+    assert all(bound.dtypes[s.out] == BF16 for s in contractions), gradient.source
+
+    # PyTorch rounds at the same places: Y and its gradient to bfloat16.
+    tx, tw = (torch.tensor(a.astype(np.float32)).bfloat16().requires_grad_() for a in (x, w))
+    tb = torch.tensor(b, requires_grad=True)
+    s = tx @ tw + tb
+    (s * s).backward(torch.tensor(cotangent))
+    for got, want in zip(grads, (tx.grad, tw.grad, tb.grad)):
+        assert_close(got, want.float().numpy(), scale=2)
