@@ -109,6 +109,8 @@ def median_synced(run: Callable[[], object], sync: Callable[[], object], count: 
         0.00591
     """
     assert count >= 1 and warmup >= 0
+    sync()
+    time.sleep(SETTLE_SECONDS)  # as in measure: other libraries' threads go idle first
     for _ in range(warmup):
         run()
     sync()

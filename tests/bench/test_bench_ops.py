@@ -139,12 +139,17 @@ def test_measure_times_a_slow_run_once():
     assert len(calls) == 2 and timing.runs == 1 and "once" in timing.note
 
 
-def test_measure_lets_other_threads_go_idle_before_its_first_run():
+def test_timing_lets_other_threads_go_idle_before_its_first_run():
     """Worker threads that NumPy's OpenBLAS or PyTorch left spinning in this process take
-    cores from the timed run on a small machine: the warm-up starts SETTLE_SECONDS later."""
+    cores from the timed run on a small machine: measure and median_synced start their first
+    run SETTLE_SECONDS later."""
     starts = []
     called = time.perf_counter()
     measure(lambda: starts.append(time.perf_counter()), lambda: None, repeat=1, budget=0.01)
+    assert starts[0] - called >= timing.SETTLE_SECONDS
+    starts.clear()
+    called = time.perf_counter()
+    median_synced(lambda: starts.append(time.perf_counter()), lambda: None, 1, warmup=0)
     assert starts[0] - called >= timing.SETTLE_SECONDS
 
 
@@ -162,7 +167,7 @@ def test_median_synced_times_each_run_to_its_synchronisation(monkeypatch):
 
     monkeypatch.setattr(timing.time, "perf_counter", lambda: next(clock))
     seconds = median_synced(run, sync, 3, warmup=1)
-    assert events == ["run", "sync"] + ["run", "sync"] * 3
+    assert events == ["sync", "run", "sync"] + ["run", "sync"] * 3
     assert seconds == 0.5
 
 
