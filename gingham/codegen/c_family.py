@@ -458,6 +458,7 @@ class _Renderer:
                             if t not in _HALF_TYPES and t not in _VECTOR_TYPES):
             lines += self._minmax_helpers(dtype)
         if d.name == "c":
+            lines += self._select_helpers()
             lines += self._declared_reductions() + self._vector_math_lines()
         return "\n".join(lines) + "\n"
 
@@ -494,6 +495,17 @@ class _Renderer:
             zero_safe = f"{p} {t} gh_idiv_{dtype}({t} a, {t} b) {{ return b == 0 ? 0 : a / b; }}"
             lines.append(zero_safe)
             lines.append(f"{p} {t} gh_imod_{dtype}({t} a, {t} b) {{ return b == 0 ? 0 : a % b; }}")
+        return lines
+
+    def _select_helpers(self) -> list[str]:
+        """C: ``gh_select_<type>(c, a, b)``, a select whose operands are evaluated before it
+        (see :meth:`select`), for each type a kernel selects loaded values of."""
+        lines = []
+        for helper in sorted(h for h in self.helpers if h.startswith("select:")):
+            dtype = helper.split(":")[1]
+            t = self.d.types[dtype]
+            lines.append(f"{self.d.helper_prefix} {t} gh_select_{dtype}(int c, {t} a, {t} b) "
+                         "{ return c ? a : b; }")
         return lines
 
     def _declared_reductions(self) -> list[str]:
@@ -880,10 +892,26 @@ class _Renderer:
         if isinstance(e, k.BinOp):
             return self.binop(e)
         if isinstance(e, k.Select):
-            return f"({self.expr(e.cond)} ? {self.expr(e.if_true)} : {self.expr(e.if_false)})"
+            return self.select(e)
         if isinstance(e, k.Call):
             return self.call(e)
         raise AssertionError(e)
+
+    def select(self, e: k.Select) -> str:
+        cond, if_true, if_false = self.expr(e.cond), self.expr(e.if_true), self.expr(e.if_false)
+        if (self.d.name == "c" and e.dtype not in _VECTOR_TYPES
+                and k.global_accesses((e.if_true, e.if_false))):
+            # A load in a branch of ``c ? X[i] : 0`` is a conditional load in C: GCC 12's
+            # loop vectoriser makes it a masked load after if-conversion, and got a batch
+            # norm's ReLU gradient wrong that way (1e27 where the sum was 1e-3; -O3
+            # -march=native, correct at -O2 or with -fno-tree-loop-if-convert). The
+            # arguments of a function are evaluated before it is called: the load is
+            # unconditional and the select a blend. Every index gingham renders is in bounds
+            # (guards clamp the index itself), so an unconditional load is always safe.
+            dtype = "float32" if e.dtype in _HALF_TYPES else e.dtype
+            self.helpers.add(f"select:{dtype}")
+            return f"gh_select_{dtype}({cond}, {if_true}, {if_false})"
+        return f"({cond} ? {if_true} : {if_false})"
 
     def binop(self, e: k.BinOp) -> str:
         a, b = self.expr(e.a), self.expr(e.b)

@@ -189,6 +189,28 @@ def test_batch_norm_and_layer_norm(device):
             forward_only=("running_mean", "running_var"))
 
 
+
+@pytest.mark.parametrize("spatial", [(5, 5), (6, 6), (4, 4)])
+def test_conv_batch_norm_relu_linear_gradients(device, spatial):
+    """A conv -> training batch norm -> ReLU -> linear net's gradients. On `cpu` the batch
+    norm's backward kernel selected a loaded gradient under the ReLU's condition
+    (``c ? G[i] : 0``); GCC 12 at -O3 -march=native vectorised that conditional load wrongly
+    and, at 5x5 and 6x6, gave gradients of 1e20 and more for the first channels."""
+    h, w = spatial
+    arrays = dict(x=rand(4, 3, h, w), k=rand(4, 3, 3, 3, seed=1) * 0.2, kb=rand(4, seed=2),
+                  lw=rand(3, 4 * h * w, seed=3) * 0.1)
+
+    def run(f, x, k, kb, lw):
+        y = f.conv2d(x, k, kb, padding=1)
+        if f is TF:
+            y = TF.batch_norm(y, None, None, training=True)
+        else:
+            y = F.batch_norm(y, None, None, training=True)[0]
+        return {"out": f.linear(f.relu(y).reshape(4, -1), lw)}
+
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a),
+            constants=("x",))
+
 # -- activations -----------------------------------------------------------------------------------
 
 POINTWISE = {
