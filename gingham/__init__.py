@@ -11,6 +11,7 @@ from .errors import (
     DeviceNotFoundError,
     GinghamError,
     KernelCompileError,
+    StateDictError,
     TileAffineError,
     TileConflictError,
     TileError,
@@ -65,4 +66,5 @@ __all__ = [
     "DeviceNotFoundError",
     "DeviceMemoryError",
     "KernelCompileError",
+    "StateDictError",
 ]

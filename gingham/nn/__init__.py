@@ -2,7 +2,9 @@
 
 * :mod:`gingham.nn.functional` — the op library, each op a few lines of Tile, with
   ``torch.nn.functional``'s names, argument order and defaults;
-* layers (:class:`Linear`, :class:`Conv2d`, :class:`BatchNorm2d`, ...) and reference models
+* layers (:class:`Linear`, :class:`Conv2d`, :class:`BatchNorm2d`, ...),
+  containers (:class:`Sequential`, :class:`ModuleList`, :class:`ModuleDict`) with PyTorch's
+  ``named_parameters``/``state_dict``/``load_state_dict``, and reference models
   (:mod:`gingham.nn.models`);
 * :func:`gingham.nn.training.train_step`, the compiled supervised step.
 
@@ -11,8 +13,8 @@
 """
 
 from . import functional, models, modules, training
-from .modules import (AdaptiveAvgPool2d, BatchNorm2d, Conv2d, Flatten, Linear, MaxPool2d, Module,
-                      ReLU, Sequential)
+from .modules import (AdaptiveAvgPool2d, BatchNorm2d, Conv2d, Flatten, IncompatibleKeys, Linear,
+                      MaxPool2d, Module, ModuleDict, ModuleList, ReLU, Sequential)
 
 
 def manual_seed(seed: int) -> None:
@@ -21,5 +23,6 @@ def manual_seed(seed: int) -> None:
     functional.manual_seed(seed)
 
 
-__all__ = ["functional", "models", "training", "Module", "Linear", "Conv2d", "BatchNorm2d",
-           "ReLU", "MaxPool2d", "AdaptiveAvgPool2d", "Flatten", "Sequential", "manual_seed"]
+__all__ = ["functional", "models", "training", "manual_seed",
+           "Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
+           "Linear", "Conv2d", "BatchNorm2d", "ReLU", "MaxPool2d", "AdaptiveAvgPool2d", "Flatten"]
