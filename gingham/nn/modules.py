@@ -1,11 +1,12 @@
 """Layers in PyTorch's shape: :class:`Module`, the containers (:class:`Sequential`,
-:class:`ModuleList`, :class:`ModuleDict`) and the layers (``Linear``, ``Conv2d``,
-``BatchNorm2d``, ...), over :mod:`gingham.nn.functional`.
+:class:`ModuleList`, :class:`ModuleDict`) and the layers (``Linear``, ``Conv2d``, ``LayerNorm``,
+``Embedding``, activations, pools, ...), over :mod:`gingham.nn.functional`.
 
     model = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
                           nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 4 * 4, 10))
     logits = model(images)
     opt = gingham.optim.SGD(model.parameters(), lr=0.1)
+    gingham.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, "run.ckpt")
 
 A module finds what it holds by walking its attributes, in the order they were set; there is
 nothing to register:
@@ -25,7 +26,8 @@ Parameters are leaf tensors; buffers are leaf tensors updated by ``assign`` — 
 ``gingham.jit`` those updates become outputs of the compiled step. Loading a state dict assigns
 new values to the same tensor objects, so optimisers and compiled steps holding them see the
 loaded values. Initialisation follows PyTorch's defaults (Kaiming-uniform with a = sqrt(5) for
-linear and convolution layers), drawn from :func:`manual_seed`'s generator.
+linear and convolution layers, N(0, 1) for embeddings), drawn from :func:`manual_seed`'s
+generator.
 
 The image layers take ``data_format="NHWC"`` for channels-last data (what PyTorch's
 ``memory_format=torch.channels_last`` and Keras use); their parameters keep PyTorch's shapes
@@ -35,6 +37,7 @@ The image layers take ``data_format="NHWC"`` for channels-last data (what PyTorc
 from __future__ import annotations
 
 import math
+import warnings
 from collections import OrderedDict
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
@@ -451,7 +454,88 @@ class BatchNorm2d(Module):
                 f"bias=True, track_running_stats=True{_format_repr(self.data_format)}")
 
 
+class LayerNorm(Module):
+    """Normalise over the trailing ``normalized_shape`` axes, then scale by ``weight`` (ones)
+    and shift by ``bias`` (zeros), both of that shape; ``elementwise_affine=False`` has
+    neither, ``bias=False`` no shift.
+
+        norm = LayerNorm(512)                                    # [batch, tokens, 512] -> same
+    """
+
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
+                 bias: bool = True, device: str | None = None) -> None:
+        shape = ((normalized_shape,) if isinstance(normalized_shape, (int, np.integer))
+                 else tuple(normalized_shape))
+        self.normalized_shape = tuple(int(s) for s in shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        self.weight = self.bias = None
+        if elementwise_affine:
+            ones = np.ones(self.normalized_shape, np.float32)
+            self.weight = tensor(ones, device=device, requires_grad=True)
+            if bias:
+                self.bias = tensor(np.zeros_like(ones), device=device, requires_grad=True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+
+
+class Embedding(Module):
+    """A lookup table: integer indices of any shape pick rows of a ``[num_embeddings,
+    embedding_dim]`` weight, initialised N(0, 1) as in PyTorch (an index outside the table
+    gives a zero row rather than an error).
+
+        embed = Embedding(30000, 512)                            # [batch, tokens] -> [.., 512]
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int,
+                 device: str | None = None) -> None:
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        values = _default_rng.standard_normal((num_embeddings, embedding_dim))
+        self.weight = tensor(values.astype(np.float32), device=device, requires_grad=True)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.embedding(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+class Dropout(Module):
+    """In training, zero each element with probability ``p`` and scale the others by
+    ``1 / (1 - p)``; in evaluation (``model.eval()``) the identity. The mask comes from the
+    device's default generator (:func:`gingham.nn.manual_seed` reseeds it); inside
+    ``gingham.jit`` every replay draws a fresh one.
+
+        drop = Dropout(0.1)
+    """
+
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+        self.p, self.inplace = p, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace={self.inplace}"
+
+
 # -- activations -----------------------------------------------------------------------------------
+
+
+class Identity(Module):
+    """Returns its input; takes and ignores any arguments, as PyTorch's."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        pass
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x
 
 
 class ReLU(Module):
@@ -466,6 +550,109 @@ class ReLU(Module):
 
     def extra_repr(self) -> str:
         return _inplace_repr(self.inplace)
+
+
+class LeakyReLU(Module):
+    """``x`` where positive, ``negative_slope * x`` elsewhere."""
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
+        self.negative_slope, self.inplace = negative_slope, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.leaky_relu(x, self.negative_slope)
+
+    def extra_repr(self) -> str:
+        return ", ".join(filter(None, [f"negative_slope={self.negative_slope}",
+                                       _inplace_repr(self.inplace)]))
+
+
+class ELU(Module):
+    """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.elu(x, self.alpha)
+
+    def extra_repr(self) -> str:
+        return ", ".join(filter(None, [f"alpha={self.alpha}", _inplace_repr(self.inplace)]))
+
+
+class GELU(Module):
+    """``x * Phi(x)``, exactly (``approximate="none"``) or by PyTorch's ``"tanh"`` formula."""
+
+    def __init__(self, approximate: str = "none") -> None:
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', not {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.gelu(x, self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class SiLU(Module):
+    """``x * sigmoid(x)`` (swish)."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        self.inplace = inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.silu(x)
+
+    def extra_repr(self) -> str:
+        return _inplace_repr(self.inplace)
+
+
+class Sigmoid(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.sigmoid(x)
+
+
+class Tanh(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.tanh(x)
+
+
+def _implicit_dim(layer: str, ndim: int) -> int:
+    """PyTorch's legacy choice of axis for a softmax made without ``dim`` (with its warning)."""
+    warnings.warn(f"{layer}: give dim explicitly; without it the axis is 0 for 0-, 1- and 3-d "
+                  "input and 1 otherwise, as in PyTorch", UserWarning, stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+class Softmax(Module):
+    """``exp(x) / sum(exp(x))`` along ``dim``.
+
+        probs = Softmax(dim=-1)(logits)
+    """
+
+    def __init__(self, dim: int | None = None) -> None:
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        dim = self.dim if self.dim is not None else _implicit_dim("Softmax", x.ndim)
+        return F.softmax(x, dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Module):
+    """``log(softmax(x))`` along ``dim``, computed stably."""
+
+    def __init__(self, dim: int | None = None) -> None:
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        dim = self.dim if self.dim is not None else _implicit_dim("LogSoftmax", x.ndim)
+        return F.log_softmax(x, dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
 
 
 # -- pooling and reshaping -------------------------------------------------------------------------
@@ -486,6 +673,31 @@ class MaxPool2d(Module):
         stride = self.kernel_size if self.stride is None else self.stride
         return (f"kernel_size={self.kernel_size}, stride={stride}, padding={self.padding}, "
                 f"dilation=1, ceil_mode=False{_format_repr(self.data_format)}")
+
+
+class AvgPool2d(Module):
+    """Mean over ``kernel_size`` windows (``stride`` defaults to the kernel), either layout;
+    ``count_include_pad=False`` divides each window by its taps inside the input.
+
+        pool = AvgPool2d(3, stride=2, padding=1)                 # [N, C, 32, 32] -> [.., 16, 16]
+    """
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override: int | None = None,
+                 data_format: str = "NCHW") -> None:
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding, self.ceil_mode = padding, ceil_mode
+        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
+        self.data_format = _image_format("AvgPool2d", data_format)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override, self.data_format)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"padding={self.padding}{_format_repr(self.data_format)}")
 
 
 class AdaptiveAvgPool2d(Module):
@@ -713,5 +925,6 @@ class ModuleDict(Module):
 
 
 __all__ = ["Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
-           "Linear", "Conv2d", "BatchNorm2d", "ReLU", "MaxPool2d", "AdaptiveAvgPool2d", "Flatten",
-           "manual_seed"]
+           "Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "Embedding", "Dropout",
+           "Identity", "ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax",
+           "LogSoftmax", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Flatten", "manual_seed"]
