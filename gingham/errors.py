@@ -129,3 +129,11 @@ class StateDictError(GinghamError, ValueError):
         self.unexpected_keys = tuple(unexpected_keys)
         super().__init__(message)
 
+
+class CheckpointError(GinghamError):
+    """A checkpoint file that cannot be read: not written by :func:`gingham.save`, damaged, or
+    of a newer format version. ``path`` is the file."""
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(message)
