@@ -6,11 +6,13 @@ OpenCL device and CUDA.
 
 from . import tile
 from .errors import (
+    CheckpointError,
     DeviceError,
     DeviceMemoryError,
     DeviceNotFoundError,
     GinghamError,
     KernelCompileError,
+    StateDictError,
     TileAffineError,
     TileConflictError,
     TileError,
@@ -40,6 +42,7 @@ from .frontend.tensor import (  # noqa: E402
 )
 
 from .frontend import optim  # noqa: E402
+from .frontend.checkpoint import load, save  # noqa: E402
 from . import amp  # noqa: E402
 from .frontend.amp import autocast  # noqa: E402
 from .frontend.jit import jit  # noqa: E402
@@ -51,7 +54,7 @@ __all__ = [
     "tile",
     "Tensor", "tensor", "zeros", "ones", "full", "arange", "matmul", "reshape",
     "permute_dims", "concat", "stack", "maximum", "minimum", "where", "no_grad",
-    "jit", "optim", "grad", "value_and_grad", "amp", "autocast",
+    "jit", "optim", "grad", "value_and_grad", "amp", "autocast", "save", "load",
     "GinghamError",
     "TileError",
     "TileSyntaxError",
@@ -65,4 +68,6 @@ __all__ = [
     "DeviceNotFoundError",
     "DeviceMemoryError",
     "KernelCompileError",
+    "StateDictError",
+    "CheckpointError",
 ]

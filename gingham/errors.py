@@ -116,3 +116,24 @@ class KernelCompileError(DeviceError):
 
 class DeviceMemoryError(DeviceError, MemoryError):
     """A device ran out of memory for an allocation."""
+
+
+class StateDictError(GinghamError, ValueError):
+    """A state dict that does not fit a module or an optimiser: missing or unexpected keys,
+    shapes or dtypes that differ. The message lists every problem found, not just the first;
+    ``missing_keys`` and ``unexpected_keys`` hold the names."""
+
+    def __init__(self, message: str, missing_keys: tuple[str, ...] = (),
+                 unexpected_keys: tuple[str, ...] = ()) -> None:
+        self.missing_keys = tuple(missing_keys)
+        self.unexpected_keys = tuple(unexpected_keys)
+        super().__init__(message)
+
+
+class CheckpointError(GinghamError):
+    """A checkpoint file that cannot be read: not written by :func:`gingham.save`, damaged, or
+    of a newer format version. ``path`` is the file."""
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(message)

@@ -8,17 +8,22 @@ never forces a retrace.
 
     opt = gingham.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
     loss.backward(); opt.step(); opt.zero_grad()
+
+``state_dict()`` and ``load_state_dict()`` use PyTorch's layout — ``{"state": {index: {"step",
+"momentum_buffer" | "exp_avg", "exp_avg_sq"}}, "param_groups": [{hyper-parameters, "params":
+[indices]}]}`` — with NumPy arrays, so training resumes exactly from a checkpoint
+(:func:`gingham.save`), and a ``torch.optim`` SGD, Adam or AdamW state dict loads too.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import GinghamError
-from .tensor import Tensor, assign_all, tensor, where
+from ..errors import GinghamError, StateDictError
+from .tensor import Tensor, assign_all, realize, tensor, where
 
 
 class Optimizer:
@@ -66,6 +71,133 @@ class Optimizer:
         """Apply one update to every parameter that has a gradient."""
         assign_all(self.step_updates())
 
+    # -- checkpoints -------------------------------------------------------------------------------
+    # PyTorch's names of the group settings that gingham has no use for (implementation
+    # choices: accepted and ignored), and of features it lacks (accepted only when off).
+    _ignored_settings = frozenset({"foreach", "capturable", "differentiable", "fused"})
+    _absent_features = ("maximize", "amsgrad")
+
+    def _hyperparameters(self) -> dict[str, Any]:
+        """The settings saved in ``param_groups`` besides ``lr`` (PyTorch's names)."""
+        raise NotImplementedError
+
+    def _set_hyperparameters(self, settings: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _state_tensors(self) -> dict[str, list[Tensor]]:
+        """Each per-parameter state tensor list under PyTorch's name for it."""
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        """Hyper-parameters, step count and state tensors (as NumPy arrays) in PyTorch's
+        layout; :meth:`load_state_dict` of an optimiser of the same kind over parameters of
+        the same shapes continues exactly where this one is.
+
+            gingham.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, path)
+        """
+        tensors = self._state_tensors()
+        realize([self._step] + [t for ts in tensors.values() for t in ts])
+        step = float(self._step.item())
+        state = {i: {"step": step, **{name: ts[i].numpy() for name, ts in tensors.items()}}
+                 for i in range(len(self.params))}
+        group = {"lr": self.lr, **self._hyperparameters(),
+                 "params": list(range(len(self.params)))}
+        return {"state": state, "param_groups": [group]}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Take the hyper-parameters, step count and state tensors of ``state_dict`` (from
+        :meth:`state_dict`, :func:`gingham.load` or a ``torch.optim`` optimiser of this kind),
+        keeping this optimiser's parameters. Raises :class:`gingham.StateDictError`, changing
+        nothing, when it does not fit: another number of parameters, state of another shape,
+        another kind of optimiser, a PyTorch feature gingham lacks (``amsgrad``, ...)."""
+        group, per_parameter = self._checked_layout(state_dict)
+        settings = self._checked_settings(group)
+        previous = self._hyperparameters()
+        self._set_hyperparameters(settings)  # decides which state tensors exist
+        try:
+            pairs = self._loaded_state(group["params"], per_parameter)
+        except StateDictError:
+            self._set_hyperparameters(previous)
+            raise
+        if "lr" in group:
+            self.lr = float(group["lr"])
+        assign_all(pairs)
+
+    def _checked_layout(self, state_dict: Mapping[str, Any]) -> tuple[Mapping, Mapping]:
+        name = type(self).__name__
+        if not isinstance(state_dict, Mapping) or not {"state", "param_groups"} <= set(state_dict):
+            raise StateDictError(f"{name}.load_state_dict: expected an optimiser state dict "
+                                 "with 'state' and 'param_groups'")
+        groups = state_dict["param_groups"]
+        if len(groups) != 1:
+            raise StateDictError(f"{name}.load_state_dict: the state dict has {len(groups)} "
+                                 "parameter groups; gingham's optimisers have one")
+        group = groups[0]
+        if len(group["params"]) != len(self.params):
+            raise StateDictError(f"{name}.load_state_dict: the state dict's group has "
+                                 f"{len(group['params'])} parameters, this optimiser "
+                                 f"{len(self.params)}")
+        per_parameter = state_dict["state"]
+        listed = set(group["params"])
+        strangers = [key for key in per_parameter if key not in listed]
+        if strangers:
+            raise StateDictError(f"{name}.load_state_dict: state for parameter(s) "
+                                 f"{strangers} that the parameter group does not list")
+        return group, per_parameter
+
+    def _checked_settings(self, group: Mapping[str, Any]) -> dict[str, Any]:
+        """The group's hyper-parameters that this optimiser knows (others keep their values)."""
+        name = type(self).__name__
+        for feature in self._absent_features:
+            if group.get(feature):
+                raise StateDictError(f"{name}.load_state_dict: {feature}=True is not supported "
+                                     "by gingham's optimisers")
+        known = self._hyperparameters()
+        unknown = set(group) - set(known) - self._ignored_settings - {
+            "lr", "params", *self._absent_features}
+        if unknown:
+            raise StateDictError(f"{name}.load_state_dict: unknown setting(s) "
+                                 f"{sorted(unknown)} (a state dict of another optimiser?)")
+        return {key: group.get(key, value) for key, value in known.items()}
+
+    def _loaded_state(self, ids: Sequence, per_parameter: Mapping) -> list[tuple[Tensor, Tensor]]:
+        """The assignments that install the state dict's state (zeros where it has none)."""
+        tensors = self._state_tensors()
+        pairs, steps, problems = [], set(), []
+        for position, (key, p) in enumerate(zip(ids, self.params)):
+            entry = dict(per_parameter.get(key, {}))
+            if "step" in entry:
+                steps.add(float(np.asarray(entry.pop("step"))))
+            for state_name in sorted(set(entry) - set(tensors)):
+                problems.append(f"parameter {key}: state '{state_name}' is not "
+                                f"{type(self).__name__}'s ({', '.join(['step', *tensors])})")
+            for state_name, targets in tensors.items():
+                array, problem = _state_array(entry.get(state_name), p, f"parameter {key}: "
+                                              f"{state_name}")
+                problems += [problem] if problem else []
+                if array is not None:
+                    pairs.append((targets[position], tensor(array, device=p.device)))
+        if len(steps) > 1:
+            problems.append(f"the parameters have different step counts {sorted(steps)}; "
+                            "gingham's optimisers keep one")
+        if problems:
+            raise StateDictError(f"{type(self).__name__}.load_state_dict:\n"
+                                 + "\n".join(f"  {p}" for p in problems))
+        # No step recorded (PyTorch's SGD) but state present: at least one step was taken.
+        step = steps.pop() if steps else float(any(per_parameter.values()))
+        return pairs + [(self._step, tensor(np.float32(step), device=self.device))]
+
+
+def _state_array(value: Any, parameter: Tensor, what: str) -> tuple[np.ndarray | None, str]:
+    """A state tensor's new value in the parameter's dtype (zeros for none; PyTorch casts
+    state to the parameter's dtype too), or why it does not fit."""
+    if value is None:
+        return np.zeros(parameter.shape, parameter.dtype), ""
+    array = np.asarray(value).astype(parameter.dtype)
+    if array.shape != parameter.shape:
+        return None, f"{what} has shape {array.shape}, the parameter {parameter.shape}"
+    return array, ""
+
 
 class SGD(Optimizer):
     """Stochastic gradient descent with PyTorch's semantics for momentum, dampening, Nesterov
@@ -79,6 +211,24 @@ class SGD(Optimizer):
         self.momentum, self.dampening = momentum, dampening
         self.weight_decay, self.nesterov = weight_decay, nesterov
         self._buffers = self._state() if momentum else []
+
+    def _hyperparameters(self) -> dict[str, Any]:
+        return {"momentum": self.momentum, "dampening": self.dampening,
+                "weight_decay": self.weight_decay, "nesterov": self.nesterov}
+
+    def _set_hyperparameters(self, settings: Mapping[str, Any]) -> None:
+        momentum, dampening = float(settings["momentum"]), float(settings["dampening"])
+        if settings["nesterov"] and (momentum <= 0 or dampening != 0):
+            raise StateDictError("SGD.load_state_dict: Nesterov momentum needs momentum > 0 and "
+                                 f"no dampening, the state dict has {momentum} and {dampening}")
+        self.momentum, self.dampening = momentum, dampening
+        self.weight_decay, self.nesterov = (float(settings["weight_decay"]),
+                                            bool(settings["nesterov"]))
+        if self.momentum and not self._buffers:
+            self._buffers = self._state()
+
+    def _state_tensors(self) -> dict[str, list[Tensor]]:
+        return {"momentum_buffer": self._buffers} if self.momentum else {}
 
     def updates(self, step: Tensor) -> list[tuple[Tensor, Tensor]]:
         pairs = []
@@ -112,6 +262,23 @@ class Adam(Optimizer):
         self.eps, self.weight_decay = eps, weight_decay
         self._m = self._state()
         self._v = self._state()
+
+    def _hyperparameters(self) -> dict[str, Any]:
+        return {"betas": (self.beta1, self.beta2), "eps": self.eps,
+                "weight_decay": self.weight_decay, "decoupled_weight_decay": self.decoupled}
+
+    def _set_hyperparameters(self, settings: Mapping[str, Any]) -> None:
+        if bool(settings["decoupled_weight_decay"]) != self.decoupled:
+            other = "AdamW" if settings["decoupled_weight_decay"] else "Adam"
+            raise StateDictError(f"{type(self).__name__}.load_state_dict: the state dict is "
+                                 f"{other}'s (decoupled_weight_decay="
+                                 f"{settings['decoupled_weight_decay']}); load it into "
+                                 f"gingham.optim.{other}")
+        self.beta1, self.beta2 = (float(b) for b in settings["betas"])
+        self.eps, self.weight_decay = float(settings["eps"]), float(settings["weight_decay"])
+
+    def _state_tensors(self) -> dict[str, list[Tensor]]:
+        return {"exp_avg": self._m, "exp_avg_sq": self._v}
 
     def updates(self, step: Tensor) -> list[tuple[Tensor, Tensor]]:
         pairs = []

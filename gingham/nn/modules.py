@@ -1,58 +1,256 @@
-"""Layers with parameters, in PyTorch's shape: ``Module``, ``Linear``, ``Conv2d``,
-``BatchNorm2d``, ``Sequential`` and friends, over :mod:`gingham.nn.functional`.
+"""Layers in PyTorch's shape: :class:`Module`, the containers (:class:`Sequential`,
+:class:`ModuleList`, :class:`ModuleDict`) and the layers (``Linear``, ``Conv2d``, ``LayerNorm``,
+``Embedding``, activations, pools, ...), over :mod:`gingham.nn.functional`.
 
     model = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
                           nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 4 * 4, 10))
     logits = model(images)
     opt = gingham.optim.SGD(model.parameters(), lr=0.1)
+    gingham.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, "run.ckpt")
+
+A module finds what it holds by walking its attributes, in the order they were set; there is
+nothing to register:
+
+* a :class:`Module` attribute is a child, named by the attribute; a list or tuple attribute's
+  modules are children named ``attr.0``, ``attr.1``, ... (PyTorch's ``ModuleList`` naming);
+  :class:`Sequential` and :class:`ModuleList` name theirs ``0``, ``1``, ...,
+  :class:`ModuleDict` by key. Plain dicts are not walked: use a ``ModuleDict``.
+* a public :class:`gingham.Tensor` attribute that requires gradients is a *parameter*; one that
+  does not is a *buffer* (batch norm's running statistics; a parameter frozen with
+  ``requires_grad = False`` becomes one too). Both are in :meth:`Module.state_dict` under
+  PyTorch's dotted names, so a PyTorch state dict of the same architecture loads unchanged.
+  Attributes whose names start with ``_`` are private: neither, and not saved (``to()`` still
+  moves them).
+
+Parameters are leaf tensors; buffers are leaf tensors updated by ``assign`` — inside
+``gingham.jit`` those updates become outputs of the compiled step. Loading a state dict assigns
+new values to the same tensor objects, so optimisers and compiled steps holding them see the
+loaded values. Initialisation follows PyTorch's defaults (Kaiming-uniform with a = sqrt(5) for
+linear and convolution layers, N(0, 1) for embeddings), drawn from :func:`manual_seed`'s
+generator.
 
 The image layers take ``data_format="NHWC"`` for channels-last data (what PyTorch's
 ``memory_format=torch.channels_last`` and Keras use); their parameters keep PyTorch's shapes
 (OIHW filters), so weights move between the layouts and to and from PyTorch unchanged.
-
-Parameters are leaf tensors that require gradients; buffers (running statistics) are leaf
-tensors updated by ``assign`` — inside ``gingham.jit`` those updates become outputs of the
-compiled step. Initialisation follows PyTorch's defaults (Kaiming-uniform with a = sqrt(5)).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Iterator
+import warnings
+from collections import OrderedDict
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
 import numpy as np
 
-from ..frontend.tensor import Tensor, tensor
+from ..errors import StateDictError
+from ..frontend.tensor import Tensor, assign_all, realize, tensor, zeros
+from ..tile import dtypes as dt
 from . import functional as F
 
 
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    try:
+        return dt.dtype_name(dtype)
+    except KeyError:
+        return str(dtype)
+
+
+def _add_indent(text: str, spaces: int) -> str:
+    """Every line of ``text`` but the first indented (how PyTorch nests a child's repr)."""
+    first, *rest = text.split("\n")
+    return "\n".join([first] + [" " * spaces + line for line in rest])
+
+
+class IncompatibleKeys(NamedTuple):
+    """What ``load_state_dict(..., strict=False)`` passed over: the module's names that the
+    state dict lacked, and the state dict's names that the module does not have."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
 class Module:
-    """A callable holding parameters, buffers and sub-modules (found through attributes)."""
+    """A callable holding parameters, buffers and sub-modules, found through its attributes
+    (see the module docstring). Subclasses set attributes in ``__init__`` (no
+    ``super().__init__()`` is needed) and define ``forward``:
+
+        class MLP(nn.Module):
+            def __init__(self):
+                self.hidden = nn.Linear(4, 8)
+                self.out = nn.Linear(8, 2)
+
+            def forward(self, x):
+                return self.out(F.relu(self.hidden(x)))
+
+        [name for name, _ in MLP().named_parameters()]
+        # ['hidden.weight', 'hidden.bias', 'out.weight', 'out.bias']
+    """
 
     training = True
+    # State-dict names this module accepts and ignores when loading (PyTorch's batch norm
+    # counter, which gingham's batch norm has no use for).
+    _ignored_state: tuple[str, ...] = ()
 
-    def forward(self, *args):
-        raise NotImplementedError
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} defines no forward()")
 
-    def __call__(self, *args):
-        return self.forward(*args)
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # -- the tree of modules -----------------------------------------------------------------------
+    def named_children(self) -> Iterator[tuple[str, "Module"]]:
+        """The direct sub-modules with their names, in attribute order: a module attribute by
+        its name, the modules in a list or tuple attribute as ``attr.0``, ``attr.1``, ..."""
+        for name, value in vars(self).items():
+            if isinstance(value, Module):
+                yield name, value
+            elif isinstance(value, (list, tuple)):
+                for index, item in enumerate(value):
+                    if isinstance(item, Module):
+                        yield f"{name}.{index}", item
 
     def children(self) -> Iterator["Module"]:
-        for value in vars(self).values():
-            if isinstance(value, Module):
-                yield value
-            elif isinstance(value, (list, tuple)):
-                yield from (v for v in value if isinstance(v, Module))
+        for _, child in self.named_children():
+            yield child
 
-    def parameters(self) -> list[Tensor]:
-        found: list[Tensor] = []
+    def named_modules(self, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, "Module"]]:
+        """This module (named ``prefix``) and every sub-module, depth first in attribute
+        order, with dotted names. A module reached twice is listed once, under its first
+        name, unless ``remove_duplicate`` is false."""
+        return self._walk(prefix, set() if remove_duplicate else None)
+
+    def _walk(self, prefix: str, seen: set[int] | None) -> Iterator[tuple[str, "Module"]]:
+        if seen is not None:
+            if id(self) in seen:
+                return
+            seen.add(id(self))
+        yield prefix, self
+        for name, child in self.named_children():
+            yield from child._walk(_join(prefix, name), seen)
+
+    def modules(self) -> Iterator["Module"]:
+        for _, module in self.named_modules():
+            yield module
+
+    # -- parameters and buffers ------------------------------------------------------------------
+    def _own_tensors(self) -> Iterator[tuple[str, Tensor]]:
+        """This module's public tensor attributes (not its children's), in attribute order."""
         for name, value in vars(self).items():
-            if isinstance(value, Tensor) and value.requires_grad and not name.startswith("_"):
-                found.append(value)
-        for child in self.children():
-            found.extend(child.parameters())
-        return found
+            if isinstance(value, Tensor) and not name.startswith("_"):
+                yield name, value
 
+    def _named_tensors(self, prefix: str, recurse: bool, remove_duplicate: bool,
+                       keep: Callable[[Tensor], bool]) -> Iterator[tuple[str, Tensor]]:
+        walk = (self.named_modules(prefix, remove_duplicate) if recurse
+                else iter([(prefix, self)]))
+        seen: set[int] = set()
+        for module_prefix, module in walk:
+            for name, value in module._own_tensors():
+                if not keep(value) or (remove_duplicate and id(value) in seen):
+                    continue
+                seen.add(id(value))
+                yield _join(module_prefix, name), value
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """``(dotted name, tensor)`` of every parameter: this module's own in attribute
+        order, then each child's, depth first. A tensor shared by two modules is listed once."""
+        return self._named_tensors(prefix, recurse, remove_duplicate,
+                                   lambda t: t.requires_grad)
+
+    def parameters(self, recurse: bool = True) -> list[Tensor]:
+        """The parameters in :meth:`named_parameters`' order (the order optimisers and
+        ``gingham.jit`` see)."""
+        return [p for _, p in self.named_parameters(recurse=recurse)]
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """``(dotted name, tensor)`` of every buffer (public tensor attributes that do not
+        require gradients), in the order of :meth:`named_parameters`."""
+        return self._named_tensors(prefix, recurse, remove_duplicate,
+                                   lambda t: not t.requires_grad)
+
+    def buffers(self, recurse: bool = True) -> list[Tensor]:
+        return [b for _, b in self.named_buffers(recurse=recurse)]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Forget every parameter's gradient (or, with ``set_to_none=False``, make it zeros)."""
+        for p in self.parameters():
+            p.grad = None if set_to_none else zeros(p.shape, p.dtype, device=p.device)
+
+    # -- state dicts -----------------------------------------------------------------------------
+    def state_dict(self, *, prefix: str = "", keep_vars: bool = False) -> "OrderedDict[str, Any]":
+        """Every parameter and buffer by dotted name, as NumPy arrays (copies; the tensors
+        themselves with ``keep_vars=True``), module by module in attribute order. A tensor
+        shared by two modules appears under both names, as in PyTorch.
+
+            torch_model.load_state_dict({k: torch.from_numpy(v)
+                                         for k, v in model.state_dict().items()})
+        """
+        named = list(self._named_tensors(prefix, True, False, lambda t: True))
+        if keep_vars:
+            return OrderedDict(named)
+        realize([value for _, value in named])  # lazy buffers: one program, not one each
+        return OrderedDict((name, value.numpy()) for name, value in named)
+
+    def _load_targets(self) -> "OrderedDict[str, tuple[Module, str, Tensor]]":
+        """Each state-dict name with the module and attribute holding its tensor."""
+        targets: OrderedDict[str, tuple[Module, str, Tensor]] = OrderedDict()
+        for module_prefix, module in self.named_modules(remove_duplicate=False):
+            for name, value in module._own_tensors():
+                targets[_join(module_prefix, name)] = (module, name, value)
+        return targets
+
+    def _ignorable(self, key: str, modules: Mapping[str, "Module"]) -> bool:
+        """A state-dict name that a module of this tree accepts and ignores (PyTorch's
+        ``num_batches_tracked`` of a batch norm)."""
+        owner, _, name = key.rpartition(".")
+        module = modules.get(owner)
+        return module is not None and name in module._ignored_state
+
+    def load_state_dict(self, state_dict: Mapping[str, Any],
+                        strict: bool = True) -> IncompatibleKeys:
+        """Copy ``state_dict``'s arrays (NumPy arrays, PyTorch tensors, gingham tensors) into
+        the parameters and buffers of the same names, keeping each tensor's device, dtype,
+        ``requires_grad`` and identity (optimisers and compiled steps holding it see the new
+        value). PyTorch's ``num_batches_tracked`` is accepted and ignored.
+
+        Raises :class:`gingham.StateDictError`, listing every problem and loading nothing,
+        for a shape or dtype that differs from the module's, and (``strict``, the default)
+        for missing or unexpected names. Returns the missing and unexpected names.
+
+            model.load_state_dict(torch_model.state_dict())
+        """
+        targets = self._load_targets()
+        modules = dict(self.named_modules(remove_duplicate=False))
+        missing = [name for name in targets if name not in state_dict]
+        unexpected = [key for key in state_dict
+                      if key not in targets and not self._ignorable(key, modules)]
+        arrays: dict[str, np.ndarray] = {}
+        problems = []
+        for name, (_, _, target) in targets.items():
+            if name in state_dict:
+                array, problem = _loadable_array(name, state_dict[name], target)
+                if problem:
+                    problems.append(problem)
+                else:
+                    arrays[name] = array
+        if strict:
+            problems = ([f"missing key(s): {', '.join(missing)}"] if missing else []) + (
+                [f"unexpected key(s): {', '.join(unexpected)}"] if unexpected else []) + problems
+        if problems:
+            raise StateDictError(f"error(s) loading a state dict into {type(self).__name__}:\n"
+                                 + "\n".join(f"  {p}" for p in problems), missing, unexpected)
+        _load_arrays(targets, arrays)
+        return IncompatibleKeys(missing, unexpected)
+
+    # -- modes and devices -------------------------------------------------------------------------
     def train(self, mode: bool = True) -> "Module":
         self.training = mode
         for child in self.children():
@@ -71,6 +269,59 @@ class Module:
             child.to(device)
         return self
 
+    def apply(self, fn: Callable[["Module"], Any]) -> "Module":
+        """Call ``fn`` on every sub-module, then on this one (custom initialisation)."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    # -- printing --------------------------------------------------------------------------------
+    def extra_repr(self) -> str:
+        """This module's settings, for ``repr`` (as PyTorch's ``extra_repr``)."""
+        return ""
+
+    def __repr__(self) -> str:
+        extra = self.extra_repr().split("\n") if self.extra_repr() else []
+        children = [f"({name}): {_add_indent(repr(child), 2)}"
+                    for name, child in self.named_children()]
+        if len(extra) == 1 and not children:
+            return f"{type(self).__name__}({extra[0]})"
+        if not extra and not children:
+            return f"{type(self).__name__}()"
+        return f"{type(self).__name__}(\n  " + "\n  ".join(extra + children) + "\n)"
+
+
+def _loadable_array(name: str, value: Any, target: Tensor) -> tuple[np.ndarray | None, str]:
+    """``value`` as an array for ``target``, or the reason it cannot be loaded."""
+    try:
+        array = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
+    except Exception as exc:  # a value np.asarray cannot read: report it with the others
+        return None, f"{name}: cannot be read as an array ({type(exc).__name__}: {exc})"
+    if array.shape != target.shape:
+        return None, (f"{name}: shape {array.shape} in the state dict, {target.shape} in the "
+                      "module")
+    if array.dtype != target.dtype:
+        return None, (f"{name}: dtype {_dtype_name(array.dtype)} in the state dict, "
+                      f"{_dtype_name(target.dtype)} in the module (cast it with .astype())")
+    return array, ""
+
+
+def _load_arrays(targets: Mapping[str, tuple[Module, str, Tensor]],
+                 arrays: Mapping[str, np.ndarray]) -> None:
+    """Leaves take their new values by ``assign`` (same objects, all in one program); a lazy
+    tensor attribute (a result kept by a module) is replaced by a leaf on its device."""
+    pairs: dict[int, tuple[Tensor, Tensor]] = {}
+    for name, array in arrays.items():
+        module, attribute, target = targets[name]
+        if target.is_leaf:
+            pairs[id(target)] = (target, tensor(array, device=target.device))
+        else:
+            setattr(module, attribute, tensor(array, device=target.device,
+                                              requires_grad=target.requires_grad))
+    if pairs:
+        assign_all(list(pairs.values()))
+
 
 def _uniform(shape, bound: float, device: str | None, rng: np.random.Generator) -> Tensor:
     values = rng.uniform(-bound, bound, size=shape).astype(np.float32)
@@ -86,15 +337,41 @@ def manual_seed(seed: int) -> None:
     _default_rng = np.random.default_rng(seed)
 
 
+def _pair(layer: str, name: str, value) -> tuple[int, ...]:
+    return F._ntuple(layer, name, value, 2)
+
+
+def _format_repr(data_format: str) -> str:
+    """The ``data_format`` part of an image layer's repr (nothing for PyTorch's NCHW)."""
+    return "" if data_format == "NCHW" else f", data_format={data_format!r}"
+
+
+def _inplace_repr(inplace: bool) -> str:
+    return "inplace=True" if inplace else ""
+
+
+# -- linear, convolution, normalisation, embedding -------------------------------------------------
+
+
 class Linear(Module):
+    """``x @ weight.T + bias`` with a ``[out_features, in_features]`` weight.
+
+        layer = Linear(128, 10)                                  # [..., 128] -> [..., 10]
+    """
+
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
                  device: str | None = None) -> None:
+        self.in_features, self.out_features = in_features, out_features
         bound = 1.0 / math.sqrt(in_features)
         self.weight = _uniform((out_features, in_features), bound, device, _default_rng)
         self.bias = _uniform((out_features,), bound, device, _default_rng) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
         return F.linear(x, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
 
 
 def _image_format(layer: str, data_format: str) -> str:
@@ -115,6 +392,7 @@ class Conv2d(Module):
                  data_format: str = "NCHW") -> None:
         self.data_format = _image_format("Conv2d", data_format)
         kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (kh, kw)
         fan_in = in_channels // groups * kh * kw
         bound = 1.0 / math.sqrt(fan_in)
         self.weight = _uniform((out_channels, in_channels // groups, kh, kw), bound, device,
@@ -126,17 +404,36 @@ class Conv2d(Module):
         return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups, self.data_format)
 
+    def extra_repr(self) -> str:
+        stride, dilation = _pair("Conv2d", "stride", self.stride), _pair("Conv2d", "dilation",
+                                                                         self.dilation)
+        padding = (self.padding if isinstance(self.padding, str)
+                   else _pair("Conv2d", "padding", self.padding))
+        text = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={stride}")
+        text += f", padding={padding}" if padding != (0, 0) else ""
+        text += f", dilation={dilation}" if dilation != (1, 1) else ""
+        text += f", groups={self.groups}" if self.groups != 1 else ""
+        text += ", bias=False" if self.bias is None else ""
+        return text + _format_repr(self.data_format)
+
 
 class BatchNorm2d(Module):
     """Batch norm over (N, H, W) per channel; running statistics are updated in training.
     ``data_format="NHWC"``: the channels are the last axis.
 
         bn = BatchNorm2d(64, data_format="NHWC")                 # [N, H, W, 64] -> same
+
+    A PyTorch state dict's ``num_batches_tracked`` is accepted and ignored (the running
+    averages use ``momentum``; PyTorch needs the count only for ``momentum=None``).
     """
+
+    _ignored_state = ("num_batches_tracked",)
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
                  device: str | None = None, data_format: str = "NCHW") -> None:
         self.data_format = _image_format("BatchNorm2d", data_format)
+        self.num_features = num_features
         self.weight = tensor(np.ones(num_features, np.float32), device=device, requires_grad=True)
         self.bias = tensor(np.zeros(num_features, np.float32), device=device, requires_grad=True)
         self.running_mean = tensor(np.zeros(num_features, np.float32), device=device)
@@ -149,18 +446,221 @@ class BatchNorm2d(Module):
                                 False, self.momentum, self.eps, self.data_format)
         y, mean, var = F.batch_norm(x, self.running_mean, self.running_var, self.weight,
                                     self.bias, True, self.momentum, self.eps, self.data_format)
-        from ..frontend.tensor import assign_all
-
         assign_all([(self.running_mean, mean), (self.running_var, var)])
         return y
 
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine=True, "
+                f"bias=True, track_running_stats=True{_format_repr(self.data_format)}")
+
+
+class LayerNorm(Module):
+    """Normalise over the trailing ``normalized_shape`` axes, then scale by ``weight`` (ones)
+    and shift by ``bias`` (zeros), both of that shape; ``elementwise_affine=False`` has
+    neither, ``bias=False`` no shift.
+
+        norm = LayerNorm(512)                                    # [batch, tokens, 512] -> same
+    """
+
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
+                 bias: bool = True, device: str | None = None) -> None:
+        shape = ((normalized_shape,) if isinstance(normalized_shape, (int, np.integer))
+                 else tuple(normalized_shape))
+        self.normalized_shape = tuple(int(s) for s in shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        self.weight = self.bias = None
+        if elementwise_affine:
+            ones = np.ones(self.normalized_shape, np.float32)
+            self.weight = tensor(ones, device=device, requires_grad=True)
+            if bias:
+                self.bias = tensor(np.zeros_like(ones), device=device, requires_grad=True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+
+
+class Embedding(Module):
+    """A lookup table: integer indices of any shape pick rows of a ``[num_embeddings,
+    embedding_dim]`` weight, initialised N(0, 1) as in PyTorch (an index outside the table
+    gives a zero row rather than an error).
+
+        embed = Embedding(30000, 512)                            # [batch, tokens] -> [.., 512]
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int,
+                 device: str | None = None) -> None:
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        values = _default_rng.standard_normal((num_embeddings, embedding_dim))
+        self.weight = tensor(values.astype(np.float32), device=device, requires_grad=True)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.embedding(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+class Dropout(Module):
+    """In training, zero each element with probability ``p`` and scale the others by
+    ``1 / (1 - p)``; in evaluation (``model.eval()``) the identity. The mask comes from the
+    device's default generator (:func:`gingham.nn.manual_seed` reseeds it); inside
+    ``gingham.jit`` every replay draws a fresh one.
+
+        drop = Dropout(0.1)
+    """
+
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+        self.p, self.inplace = p, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+# -- activations -----------------------------------------------------------------------------------
+
+
+class Identity(Module):
+    """Returns its input; takes and ignores any arguments, as PyTorch's."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        pass
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x
+
 
 class ReLU(Module):
+    """``max(x, 0)``. ``inplace`` is accepted for PyTorch compatibility and ignored (tensors
+    are immutable), as in the other activations."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        self.inplace = inplace
+
     def forward(self, x: Tensor) -> Tensor:
         return F.relu(x)
 
+    def extra_repr(self) -> str:
+        return _inplace_repr(self.inplace)
+
+
+class LeakyReLU(Module):
+    """``x`` where positive, ``negative_slope * x`` elsewhere."""
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
+        self.negative_slope, self.inplace = negative_slope, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.leaky_relu(x, self.negative_slope)
+
+    def extra_repr(self) -> str:
+        return ", ".join(filter(None, [f"negative_slope={self.negative_slope}",
+                                       _inplace_repr(self.inplace)]))
+
+
+class ELU(Module):
+    """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.elu(x, self.alpha)
+
+    def extra_repr(self) -> str:
+        return ", ".join(filter(None, [f"alpha={self.alpha}", _inplace_repr(self.inplace)]))
+
+
+class GELU(Module):
+    """``x * Phi(x)``, exactly (``approximate="none"``) or by PyTorch's ``"tanh"`` formula."""
+
+    def __init__(self, approximate: str = "none") -> None:
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', not {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.gelu(x, self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class SiLU(Module):
+    """``x * sigmoid(x)`` (swish)."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        self.inplace = inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.silu(x)
+
+    def extra_repr(self) -> str:
+        return _inplace_repr(self.inplace)
+
+
+class Sigmoid(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.sigmoid(x)
+
+
+class Tanh(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.tanh(x)
+
+
+def _implicit_dim(layer: str, ndim: int) -> int:
+    """PyTorch's legacy choice of axis for a softmax made without ``dim`` (with its warning)."""
+    warnings.warn(f"{layer}: give dim explicitly; without it the axis is 0 for 0-, 1- and 3-d "
+                  "input and 1 otherwise, as in PyTorch", UserWarning, stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+class Softmax(Module):
+    """``exp(x) / sum(exp(x))`` along ``dim``.
+
+        probs = Softmax(dim=-1)(logits)
+    """
+
+    def __init__(self, dim: int | None = None) -> None:
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        dim = self.dim if self.dim is not None else _implicit_dim("Softmax", x.ndim)
+        return F.softmax(x, dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Module):
+    """``log(softmax(x))`` along ``dim``, computed stably."""
+
+    def __init__(self, dim: int | None = None) -> None:
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        dim = self.dim if self.dim is not None else _implicit_dim("LogSoftmax", x.ndim)
+        return F.log_softmax(x, dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+# -- pooling and reshaping -------------------------------------------------------------------------
+
 
 class MaxPool2d(Module):
+    """Max over ``kernel_size`` windows (``stride`` defaults to the kernel), either layout."""
+
     def __init__(self, kernel_size, stride=None, padding=0, data_format: str = "NCHW") -> None:
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
         self.data_format = _image_format("MaxPool2d", data_format)
@@ -168,6 +668,36 @@ class MaxPool2d(Module):
     def forward(self, x: Tensor) -> Tensor:
         return F.max_pool2d(x, self.kernel_size, self.stride, self.padding,
                             data_format=self.data_format)
+
+    def extra_repr(self) -> str:
+        stride = self.kernel_size if self.stride is None else self.stride
+        return (f"kernel_size={self.kernel_size}, stride={stride}, padding={self.padding}, "
+                f"dilation=1, ceil_mode=False{_format_repr(self.data_format)}")
+
+
+class AvgPool2d(Module):
+    """Mean over ``kernel_size`` windows (``stride`` defaults to the kernel), either layout;
+    ``count_include_pad=False`` divides each window by its taps inside the input.
+
+        pool = AvgPool2d(3, stride=2, padding=1)                 # [N, C, 32, 32] -> [.., 16, 16]
+    """
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override: int | None = None,
+                 data_format: str = "NCHW") -> None:
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding, self.ceil_mode = padding, ceil_mode
+        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
+        self.data_format = _image_format("AvgPool2d", data_format)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override, self.data_format)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"padding={self.padding}{_format_repr(self.data_format)}")
 
 
 class AdaptiveAvgPool2d(Module):
@@ -179,6 +709,9 @@ class AdaptiveAvgPool2d(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return F.adaptive_avg_pool2d(x, self.output_size, self.data_format)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}{_format_repr(self.data_format)}"
 
 
 class Flatten(Module):
@@ -197,19 +730,201 @@ class Flatten(Module):
             x = x.transpose(0, 3, 1, 2)
         return x.reshape(x.shape[0], -1)
 
+    def extra_repr(self) -> str:
+        return f"start_dim=1, end_dim=-1{_format_repr(self.data_format)}"
 
-class Sequential(Module):
-    def __init__(self, *layers: Module) -> None:
-        self.layers = list(layers)
+
+# -- containers ------------------------------------------------------------------------------------
+
+
+def _checked_module(container: str, value: Any) -> Module:
+    if not isinstance(value, Module):
+        raise TypeError(f"{container} holds gingham.nn Modules, not {type(value).__name__}")
+    return value
+
+
+def _checked_name(container: str, name: Any) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"{container}: module names are strings, not {type(name).__name__}")
+    if not name or "." in name:
+        raise KeyError(f"{container}: module name {name!r} must be non-empty and contain no '.' "
+                       "(dots separate the parts of a state-dict name)")
+    return name
+
+
+class _ModuleSequence(Module):
+    """What :class:`ModuleList` and :class:`Sequential` share: modules in a list, ``layers``,
+    named by position."""
+
+    def __init__(self, modules: Iterable[Module] = ()) -> None:
+        self.layers: list[Module] = []
+        self.extend(modules)
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        return zip(self._child_names(), self.layers)
+
+    def _child_names(self) -> list[str]:
+        return [str(i) for i in range(len(self.layers))]
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self.layers)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return type(self)(self.layers[index])
+        return self.layers[index]
+
+    def __setitem__(self, index: int, module: Module) -> None:
+        self.layers[index] = _checked_module(type(self).__name__, module)
+
+    def __delitem__(self, index) -> None:
+        del self.layers[index]
+
+    def append(self, module: Module):
+        self.layers.append(_checked_module(type(self).__name__, module))
+        return self
+
+    def extend(self, modules: Iterable[Module]):
+        for module in modules:
+            self.append(module)
+        return self
+
+    def insert(self, index: int, module: Module) -> None:
+        self.layers.insert(index, _checked_module(type(self).__name__, module))
+
+
+class ModuleList(_ModuleSequence):
+    """A list of modules, named ``0``, ``1``, ... in the state dict (as PyTorch's). It has no
+    ``forward``: the owner calls its modules.
+
+        self.blocks = ModuleList(Block(64) for _ in range(4))
+        for block in self.blocks:
+            x = block(x)
+
+    A plain list attribute of modules works the same way (``blocks.0.weight``, ...).
+    """
+
+    def __repr__(self) -> str:
+        """PyTorch's: runs of equal modules shown once, as ``(0-3): 4 x Block(...)``."""
+        runs: list[list] = []  # [first index, last index, repr]
+        for index, module in enumerate(self.layers):
+            text = repr(module)
+            if runs and runs[-1][2] == text:
+                runs[-1][1] = index
+            else:
+                runs.append([index, index, text])
+        if not runs:
+            return f"{type(self).__name__}()"
+        lines = [f"({first}): {text}" if first == last else
+                 f"({first}-{last}): {last - first + 1} x {text}" for first, last, text in runs]
+        return (f"{type(self).__name__}(\n  "
+                + "\n  ".join(_add_indent(line, 2) for line in lines) + "\n)")
+
+
+class Sequential(_ModuleSequence):
+    """Modules applied in order, named ``0``, ``1``, ... as in PyTorch (or by the keys of an
+    ``OrderedDict`` given as the only argument), so a PyTorch ``nn.Sequential``'s state dict
+    loads unchanged:
+
+        model = Sequential(Conv2d(3, 8, 3), ReLU(), Flatten(), Linear(8 * 30 * 30, 10))
+        model.load_state_dict(torch_twin.state_dict())      # keys '0.weight', '3.bias', ...
+    """
+
+    def __init__(self, *layers) -> None:
+        self._names: list[str] | None = None  # None: by position
+        names = None
+        if len(layers) == 1 and isinstance(layers[0], Mapping):
+            names = [_checked_name("Sequential", name) for name in layers[0]]
+            layers = tuple(layers[0].values())
+        super().__init__(layers)
+        self._names = names
+
+    def _child_names(self) -> list[str]:
+        if self._names is not None and len(self._names) == len(self.layers):
+            return self._names
+        return super()._child_names()
 
     def forward(self, x: Tensor) -> Tensor:
         for layer in self.layers:
             x = layer(x)
         return x
 
-    def __getitem__(self, index: int) -> Module:
+    def __getitem__(self, index):
+        if isinstance(index, slice):  # keeps the names, as PyTorch's slices do
+            return Sequential(OrderedDict(zip(self._child_names()[index], self.layers[index])))
         return self.layers[index]
 
+    def append(self, module: Module) -> "Sequential":
+        if self._names is not None:
+            self._names.append(str(len(self.layers)))
+        super().append(module)
+        return self
 
-__all__ = ["Module", "Linear", "Conv2d", "BatchNorm2d", "ReLU", "MaxPool2d",
-           "AdaptiveAvgPool2d", "Flatten", "Sequential", "manual_seed"]
+    def insert(self, index: int, module: Module) -> None:
+        self._names = None  # renumbered, as PyTorch renumbers
+        super().insert(index, module)
+
+    def __delitem__(self, index) -> None:
+        self._names = None
+        super().__delitem__(index)
+
+
+class ModuleDict(Module):
+    """Modules by name (the names of their state-dict entries), in insertion order:
+
+        self.heads = ModuleDict({"class": Linear(512, 10), "box": Linear(512, 4)})
+        outputs = {name: head(features) for name, head in self.heads.items()}
+    """
+
+    def __init__(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]] | None = None
+                 ) -> None:
+        self.entries: dict[str, Module] = {}
+        if modules is not None:
+            self.update(modules)
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        return iter(list(self.entries.items()))
+
+    def __getitem__(self, key: str) -> Module:
+        return self.entries[key]
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        self.entries[_checked_name("ModuleDict", key)] = _checked_module("ModuleDict", module)
+
+    def __delitem__(self, key: str) -> None:
+        del self.entries[key]
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.entries
+
+    def keys(self):
+        return self.entries.keys()
+
+    def values(self):
+        return self.entries.values()
+
+    def items(self):
+        return self.entries.items()
+
+    def pop(self, key: str) -> Module:
+        return self.entries.pop(key)
+
+    def update(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]]) -> None:
+        pairs = modules.items() if isinstance(modules, Mapping) else modules
+        for key, module in pairs:
+            self[key] = module
+
+
+__all__ = ["Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
+           "Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "Embedding", "Dropout",
+           "Identity", "ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax",
+           "LogSoftmax", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Flatten", "manual_seed"]

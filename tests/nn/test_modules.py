@@ -1,0 +1,552 @@
+"""gingham.nn's layer API against torch.nn (CPU) as the oracle, on every device.
+
+The layers are checked forward and backward with PyTorch's weights, copied by
+``load_state_dict(torch_module.state_dict())`` (which checks the state-dict names too); the
+module tree (names, order, buffers), state dicts and their errors, containers, dropout, and a
+training run resumed from a checkpoint (model and optimiser) against the uninterrupted run.
+Several layers share one program, as in test_functional.py, so the file compiles little.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as tnn
+
+import gingham
+import gingham.nn as nn
+from gingham.frontend import optim
+from gingham.frontend.jit import jit
+from gingham.frontend.tensor import Tensor, realize, tensor
+from gingham.nn import models, training
+
+TOLERANCE = dict(rtol=1e-4, atol=1e-4)
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def randomize(module: tnn.Module, seed: int = 0) -> tnn.Module:
+    """PyTorch's parameters and float buffers replaced by random values (batch norm's
+    variances kept positive), so that a default initialisation of ones and zeros cannot hide a
+    weight that was not loaded."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, value in module.state_dict(keep_vars=True).items():
+            if value.dtype.is_floating_point:
+                fresh = torch.randn(value.shape, generator=generator)
+                value.copy_(fresh.abs() + 0.5 if name.endswith("running_var") else fresh)
+    return module
+
+
+def weighted_sum(outputs: dict, weights: dict, as_tensor):
+    return sum((outputs[k] * as_tensor(w)).sum() for k, w in weights.items())
+
+
+# -- layers against PyTorch ------------------------------------------------------------------------
+
+LAYERS = {  # name: (gingham layer, PyTorch layer, which input)
+    "layer_norm": (lambda d: nn.LayerNorm(6, device=d), lambda: tnn.LayerNorm(6), "seq"),
+    "layer_norm_2d": (lambda d: nn.LayerNorm((4, 6), eps=1e-3, elementwise_affine=False),
+                      lambda: tnn.LayerNorm((4, 6), eps=1e-3, elementwise_affine=False), "seq"),
+    "layer_norm_no_bias": (lambda d: nn.LayerNorm(6, bias=False, device=d),
+                           lambda: tnn.LayerNorm(6, bias=False), "seq"),
+    "gelu": (lambda d: nn.GELU(), lambda: tnn.GELU(), "image"),
+    "gelu_tanh": (lambda d: nn.GELU("tanh"), lambda: tnn.GELU("tanh"), "image"),
+    "silu": (lambda d: nn.SiLU(), lambda: tnn.SiLU(), "image"),
+    "sigmoid": (lambda d: nn.Sigmoid(), lambda: tnn.Sigmoid(), "image"),
+    "tanh": (lambda d: nn.Tanh(), lambda: tnn.Tanh(), "image"),
+    "leaky_relu": (lambda d: nn.LeakyReLU(0.2), lambda: tnn.LeakyReLU(0.2), "image"),
+    "elu": (lambda d: nn.ELU(0.5), lambda: tnn.ELU(0.5), "image"),
+    "relu": (lambda d: nn.ReLU(inplace=True), lambda: tnn.ReLU(), "image"),
+    "softmax": (lambda d: nn.Softmax(dim=1), lambda: tnn.Softmax(dim=1), "image"),
+    "log_softmax": (lambda d: nn.LogSoftmax(dim=-1), lambda: tnn.LogSoftmax(dim=-1), "seq"),
+    "identity": (lambda d: nn.Identity(54, unused=True), lambda: tnn.Identity(), "seq"),
+    "avg_pool": (lambda d: nn.AvgPool2d(2), lambda: tnn.AvgPool2d(2), "image"),
+    "avg_pool_padded": (lambda d: nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False),
+                        lambda: tnn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False),
+                        "image"),
+    "embedding": (lambda d: nn.Embedding(7, 5, device=d), lambda: tnn.Embedding(7, 5), "tokens"),
+    "dropout_eval": (lambda d: nn.Dropout(0.5).eval(), lambda: tnn.Dropout(0.5).eval(), "seq"),
+}
+
+
+def test_layers_match_torch(device):
+    """Every new layer's output, input gradient and parameter gradients, with PyTorch's
+    (random) weights loaded by name into a ModuleDict of them all."""
+    ours = nn.ModuleDict({name: make(device) for name, (make, _, _) in LAYERS.items()})
+    theirs = randomize(tnn.ModuleDict({name: make() for name, (_, make, _) in LAYERS.items()}))
+    assert ours.load_state_dict(theirs.state_dict()) == ([], [])
+    inputs = {"seq": rand(3, 4, 6), "image": rand(2, 3, 6, 5, seed=1),
+              "tokens": np.array([[0, 6, 2], [2, 3, 1]], np.int64)}
+    g_in = {k: tensor(v, device=device, requires_grad=v.dtype.kind == "f")
+            for k, v in inputs.items()}
+    t_in = {k: torch.tensor(v, requires_grad=v.dtype.kind == "f") for k, v in inputs.items()}
+    g_out = {name: ours[name](g_in[kind]) for name, (_, _, kind) in LAYERS.items()}
+    t_out = {name: theirs[name](t_in[kind]) for name, (_, _, kind) in LAYERS.items()}
+    realize(list(g_out.values()))
+    for name, expected in t_out.items():
+        assert g_out[name].shape == tuple(expected.shape), name
+        np.testing.assert_allclose(g_out[name].numpy(), expected.detach().numpy(), err_msg=name,
+                                   **TOLERANCE)
+
+    rng = np.random.default_rng(2)
+    weights = {k: rng.standard_normal(tuple(v.shape)).astype(np.float32) for k, v in t_out.items()}
+    weighted_sum(g_out, weights, lambda w: tensor(w, device=device)).backward()
+    weighted_sum(t_out, weights, torch.tensor).backward()
+    ours_grads = {"input " + k: t.grad for k, t in g_in.items() if t.requires_grad}
+    ours_grads.update({name: p.grad for name, p in ours.named_parameters()})
+    theirs_grads = {"input " + k: t.grad for k, t in t_in.items() if t.requires_grad}
+    theirs_grads.update({name: p.grad for name, p in theirs.named_parameters()})
+    assert ours_grads.keys() == theirs_grads.keys()
+    realize(list(ours_grads.values()))
+    for name, expected in theirs_grads.items():
+        np.testing.assert_allclose(ours_grads[name].numpy(), expected.numpy(),
+                                   err_msg=f"d/d {name}", **TOLERANCE)
+
+
+def test_default_initialisation_follows_torch():
+    """Shapes, dtypes and distributions of fresh layers (the values come from our generator)."""
+    nn.manual_seed(0)
+    embedding = nn.Embedding(1000, 64, device="reference").weight.numpy()
+    assert embedding.dtype == np.float32 and embedding.shape == (1000, 64)
+    assert abs(embedding.mean()) < 0.01 and abs(embedding.std() - 1.0) < 0.01  # N(0, 1)
+    norm = nn.LayerNorm((2, 3), device="reference")
+    np.testing.assert_array_equal(norm.weight.numpy(), np.ones((2, 3), np.float32))
+    np.testing.assert_array_equal(norm.bias.numpy(), np.zeros((2, 3), np.float32))
+    assert norm.weight.requires_grad and norm.bias.requires_grad
+    assert nn.LayerNorm(3, elementwise_affine=False).state_dict() == OrderedDict()
+    assert list(nn.LayerNorm(3, bias=False, device="reference").state_dict()) == ["weight"]
+
+
+def test_constructor_errors():
+    with pytest.raises(ValueError, match="p must be in"):
+        nn.Dropout(1.5)
+    with pytest.raises(ValueError, match="approximate"):
+        nn.GELU("fast")
+    with pytest.raises(ValueError, match="data_format"):
+        nn.AvgPool2d(2, data_format="CHWN")
+    with pytest.raises(TypeError, match="holds gingham.nn Modules, not function"):
+        nn.Sequential(nn.ReLU(), lambda x: x)
+    with pytest.raises(KeyError, match="no '.'"):
+        nn.ModuleDict({"a.b": nn.ReLU()})
+
+
+def test_softmax_without_dim_warns_and_picks_torchs_axis():
+    x = rand(2, 3, 4)
+    with pytest.warns(UserWarning, match="give dim"):
+        ours = nn.Softmax()(tensor(x, device="reference")).numpy()
+    with pytest.warns(UserWarning):
+        expected = tnn.Softmax()(torch.tensor(x)).numpy()
+    np.testing.assert_allclose(ours, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_dropout_zeroes_about_p_and_scales_the_rest(device):
+    p, x = 0.3, np.full((200, 100), 2.0, np.float32)
+    drop = nn.Dropout(p)
+    model = nn.Sequential(nn.Identity(), drop)
+    first = model(tensor(x, device=device)).numpy()
+    second = model(tensor(x, device=device)).numpy()
+    for sample in (first, second):
+        kept = sample != 0
+        assert abs(1.0 - kept.mean() - p) < 0.015  # 20,000 draws: 5 standard deviations
+        np.testing.assert_allclose(sample[kept], 2.0 / (1.0 - p), rtol=1e-6)
+    assert (first != second).any()  # each call draws a new mask
+    model.eval()
+    assert not drop.training
+    np.testing.assert_array_equal(model(tensor(x, device=device)).numpy(), x)
+    model.train()
+    assert (model(tensor(x, device=device)).numpy() == 0).any()
+
+
+# -- the module tree -------------------------------------------------------------------------------
+
+
+def legacy_parameters(module: nn.Module) -> list[Tensor]:
+    """``Module.parameters()`` as it was before named_parameters: own public tensors that
+    require gradients, then each child's (attributes, and modules in list attributes)."""
+    found = [v for k, v in vars(module).items()
+             if isinstance(v, Tensor) and v.requires_grad and not k.startswith("_")]
+    for value in vars(module).values():
+        children = value if isinstance(value, (list, tuple)) else [value]
+        for child in children:
+            if isinstance(child, nn.Module):
+                found.extend(legacy_parameters(child))
+    return found
+
+
+@pytest.mark.parametrize("make", [lambda: models.ResNet18(width=2, device="reference"),
+                                  lambda: models.ResNet9(width=2, device="reference"),
+                                  lambda: models.StoryNet(width=2, device="reference"),
+                                  lambda: models.SmallConvNet(device="reference")],
+                         ids=["resnet18", "resnet9", "story", "digits"])
+def test_parameter_order_is_unchanged(make):
+    """Optimisers and gingham.jit see parameters() in the order they always did."""
+    model = make()
+    legacy = legacy_parameters(model)
+    assert len(legacy) > 0
+    assert [id(p) for p in model.parameters()] == [id(p) for p in legacy]
+    assert [id(p) for _, p in model.named_parameters()] == [id(p) for p in legacy]
+
+
+def test_names_follow_torch_in_a_resnet18():
+    model = models.ResNet18(width=2, device="reference")
+    names = [name for name, _ in model.named_parameters()]
+    assert names[:4] == ["stem.conv.weight", "stem.bn.weight", "stem.bn.bias",
+                         "stages.0.0.conv1.weight"]
+    assert "stages.1.0.shortcut.0.weight" in names and "stages.1.0.shortcut.1.bias" in names
+    assert names[-2:] == ["linear.weight", "linear.bias"]
+    buffers = [name for name, _ in model.named_buffers()]
+    assert buffers[:2] == ["stem.bn.running_mean", "stem.bn.running_var"]
+    assert all(b.endswith(("running_mean", "running_var")) for b in buffers)
+    state = model.state_dict()
+    assert list(state)[:4] == ["stem.conv.weight", "stem.bn.weight", "stem.bn.bias",
+                               "stem.bn.running_mean"]
+    assert set(state) == set(names) | set(buffers)
+    modules_by_name = dict(model.named_modules())
+    assert modules_by_name[""] is model
+    assert isinstance(modules_by_name["stages.1.0.shortcut.1"], nn.BatchNorm2d)
+    assert len(list(model.modules())) == len(modules_by_name)
+
+
+class Tied(nn.Module):
+    """A plain list attribute of modules, a private tensor, a frozen tensor and a module
+    reached twice (its weight shared)."""
+
+    def __init__(self) -> None:
+        self.blocks = [nn.Linear(3, 3, device="reference"), nn.ReLU(),
+                       nn.Linear(3, 2, device="reference")]
+        self.head = self.blocks[2]
+        self.scale = tensor(np.float32(2.0), device="reference")  # a buffer
+        self._cache = tensor(np.zeros(3, np.float32), device="reference")  # private
+        self.frozen = tensor(np.ones(2, np.float32), device="reference", requires_grad=True)
+        self.frozen.requires_grad = False
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x * self.scale
+
+
+def test_lists_shared_modules_private_and_frozen_tensors():
+    model = Tied()
+    assert [n for n, _ in model.named_parameters()] == [
+        "blocks.0.weight", "blocks.0.bias", "blocks.2.weight", "blocks.2.bias"]
+    assert [n for n, _ in model.named_buffers()] == ["scale", "frozen"]
+    assert [n for n, _ in model.named_modules()] == ["", "blocks.0", "blocks.1", "blocks.2"]
+    assert len(list(model.named_modules(remove_duplicate=False))) == 5
+    assert list(model.state_dict()) == [  # shared tensors under every name, as PyTorch
+        "scale", "frozen", "blocks.0.weight", "blocks.0.bias", "blocks.2.weight",
+        "blocks.2.bias", "head.weight", "head.bias"]
+    assert [n for n, _ in model.named_parameters(recurse=False)] == []
+    assert [n for n, _ in model.blocks[0].named_parameters(prefix="first")] == [
+        "first.weight", "first.bias"]
+
+
+def test_containers():
+    layers = nn.ModuleList([nn.Linear(2, 2, device="reference") for _ in range(2)])
+    layers.append(nn.ReLU()).extend([nn.Tanh()])
+    layers.insert(0, nn.Identity())
+    assert len(layers) == 5 and isinstance(layers[0], nn.Identity)
+    assert isinstance(layers[1:3], nn.ModuleList) and len(layers[1:3]) == 2
+    assert [n for n, _ in layers.named_parameters()] == ["1.weight", "1.bias", "2.weight",
+                                                         "2.bias"]
+    del layers[0]
+    assert [n for n, _ in layers.named_children()] == ["0", "1", "2", "3"]
+    with pytest.raises(NotImplementedError):
+        layers(tensor(np.zeros(2, np.float32), device="reference"))
+
+    heads = nn.ModuleDict({"b": nn.Linear(2, 1, device="reference")})
+    heads["a"] = nn.Linear(2, 3, device="reference")
+    assert list(heads) == ["b", "a"] and "a" in heads and len(heads) == 2
+    assert list(heads.state_dict()) == ["b.weight", "b.bias", "a.weight", "a.bias"]
+    assert isinstance(heads.pop("b"), nn.Linear) and list(heads.keys()) == ["a"]
+
+    named = nn.Sequential(OrderedDict([("conv", nn.Conv2d(1, 2, 3, device="reference")),
+                                       ("act", nn.ReLU())]))
+    assert list(named.state_dict()) == ["conv.weight", "conv.bias"]
+    assert list(named[:1].state_dict()) == ["conv.weight", "conv.bias"]
+    named.append(nn.Flatten())
+    assert [n for n, _ in named.named_children()] == ["conv", "act", "2"]
+    seq = nn.Sequential(nn.ReLU(), nn.Linear(2, 2, device="reference"))
+    assert list(seq[1:].state_dict()) == ["1.weight", "1.bias"]  # slices keep the names
+
+
+def test_repr_matches_torch():
+    ours = nn.Sequential(
+        nn.Conv2d(3, 4, 3, stride=2, padding=1, groups=1, bias=False), nn.BatchNorm2d(4),
+        nn.ReLU(), nn.MaxPool2d(2), nn.AvgPool2d(3, 2, 1), nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(), nn.Linear(4, 8), nn.LayerNorm(8), nn.GELU("tanh"), nn.Dropout(0.1),
+        nn.ModuleList([nn.Linear(8, 8), nn.Linear(8, 8), nn.SiLU()]), nn.LeakyReLU(0.2),
+        nn.ModuleDict({"head": nn.Linear(8, 2)}), nn.Softmax(dim=-1), nn.Identity())
+    theirs = tnn.Sequential(
+        tnn.Conv2d(3, 4, 3, stride=2, padding=1, groups=1, bias=False), tnn.BatchNorm2d(4),
+        tnn.ReLU(), tnn.MaxPool2d(2), tnn.AvgPool2d(3, 2, 1), tnn.AdaptiveAvgPool2d(1),
+        tnn.Flatten(), tnn.Linear(4, 8), tnn.LayerNorm(8), tnn.GELU("tanh"), tnn.Dropout(0.1),
+        tnn.ModuleList([tnn.Linear(8, 8), tnn.Linear(8, 8), tnn.SiLU()]), tnn.LeakyReLU(0.2),
+        tnn.ModuleDict({"head": tnn.Linear(8, 2)}), tnn.Softmax(dim=-1), tnn.Identity())
+    assert repr(ours) == repr(theirs)
+    assert repr(nn.Conv2d(2, 4, 3, padding="same", dilation=2, groups=2,
+                          data_format="NHWC")) == (
+        "Conv2d(2, 4, kernel_size=(3, 3), stride=(1, 1), padding=same, dilation=(2, 2), "
+        "groups=2, data_format='NHWC')")
+
+
+# -- state dicts -----------------------------------------------------------------------------------
+
+
+def small_net(device: str, seed: int, size: int = 5) -> nn.Sequential:
+    """Conv, batch norm, ReLU, flatten, linear on ``[N, 3, size, size]`` images."""
+    nn.manual_seed(seed)
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1, device=device),
+                         nn.BatchNorm2d(4, device=device), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(4 * size * size, 3, device=device))
+
+
+def torch_small_net() -> tnn.Sequential:
+    return randomize(tnn.Sequential(tnn.Conv2d(3, 4, 3, padding=1), tnn.BatchNorm2d(4),
+                                    tnn.ReLU(), tnn.Flatten(), tnn.Linear(4 * 5 * 5, 3)))
+
+
+def test_sequential_state_dict_is_torchs(device):
+    """A torch Sequential's state dict loads unchanged (its num_batches_tracked ignored); the
+    two then agree in training (batch statistics, running averages, gradients) and in
+    evaluation; and ours loads back into torch strictly."""
+    ours, theirs = small_net(device, 0), torch_small_net()
+    expected_keys = [k for k in theirs.state_dict() if not k.endswith("num_batches_tracked")]
+    assert list(ours.state_dict()) == expected_keys
+    ours.load_state_dict(theirs.state_dict())
+
+    x = rand(2, 3, 5, 5, seed=3)
+    g_out, t_out = ours(tensor(x, device=device)), theirs(torch.tensor(x))
+    np.testing.assert_allclose(g_out.numpy(), t_out.detach().numpy(), **TOLERANCE)
+    g_out.sum().backward()
+    t_out.sum().backward()
+    theirs_params = dict(theirs.named_parameters())
+    realize([p.grad for p in ours.parameters()])  # one program
+    for name, p in ours.named_parameters():
+        np.testing.assert_allclose(p.grad.numpy(), theirs_params[name].grad.numpy(),
+                                   err_msg=name, **TOLERANCE)
+    for name, value in theirs.state_dict().items():  # the running averages after the step
+        if name in expected_keys:
+            np.testing.assert_allclose(ours.state_dict()[name], value.numpy(), err_msg=name,
+                                       **TOLERANCE)
+
+    ours.eval()
+    theirs.eval()
+    np.testing.assert_allclose(ours(tensor(x, device=device)).numpy(),
+                               theirs(torch.tensor(x)).detach().numpy(), **TOLERANCE)
+    back = torch_small_net()
+    back.load_state_dict({k: torch.from_numpy(v) for k, v in ours.state_dict().items()})
+    for name, value in ours.state_dict().items():
+        np.testing.assert_array_equal(back.state_dict()[name].numpy(), value)
+
+
+def test_state_dict_round_trip_keeps_tensors(device):
+    source, target = small_net(device, 0), small_net(device, 1)
+    optimizer = optim.SGD(target.parameters(), lr=0.1)
+    held = target.state_dict(keep_vars=True)
+    before = {name: (id(t), t.requires_grad) for name, t in held.items()}
+    state = source.state_dict()
+    assert not any(np.array_equal(v, target.state_dict()[k]) for k, v in state.items()
+                   if k.endswith("weight") and k.startswith(("0", "4")))
+    assert target.load_state_dict(state) == nn.IncompatibleKeys([], [])
+    for name, t in target.state_dict(keep_vars=True).items():
+        assert (id(t), t.requires_grad) == before[name], name
+        assert t.device == device
+        np.testing.assert_array_equal(t.numpy(), state[name])
+    assert all(a is b for a, b in zip(optimizer.params, target.parameters()))
+    state["0.weight"][...] = 0.0  # state_dict() hands out copies
+    assert np.abs(source.state_dict()["0.weight"]).sum() > 0
+    x = tensor(rand(2, 3, 5, 5), device=device)
+    np.testing.assert_array_equal(target.eval()(x).numpy(), source.eval()(x).numpy())
+
+
+def test_load_state_dict_errors_name_every_problem():
+    model = small_net("reference", 0)
+    original = model.state_dict()
+    state = dict(original)
+    del state["0.bias"]
+    state["4.weight"] = np.zeros((3, 99), np.float32)
+    state["1.running_mean"] = state["1.running_mean"].astype(np.float64)
+    state["5.weight"] = np.zeros(3, np.float32)
+    with pytest.raises(gingham.StateDictError) as caught:
+        model.load_state_dict(state)
+    message = str(caught.value)
+    assert "missing key(s): 0.bias" in message
+    assert "unexpected key(s): 5.weight" in message
+    assert "4.weight: shape (3, 99) in the state dict, (3, 100) in the module" in message
+    assert "1.running_mean: dtype float64 in the state dict, float32 in the module" in message
+    assert caught.value.missing_keys == ("0.bias",)
+    assert caught.value.unexpected_keys == ("5.weight",)
+    for name, value in model.state_dict().items():  # nothing was loaded
+        np.testing.assert_array_equal(value, original[name])
+
+    del state["4.weight"], state["1.running_mean"]
+    state["0.weight"] = original["0.weight"] + 1.0
+    result = model.load_state_dict(state, strict=False)
+    assert result.missing_keys == ["0.bias", "1.running_mean", "4.weight"]
+    assert result.unexpected_keys == ["5.weight"]
+    np.testing.assert_array_equal(model.state_dict()["0.weight"], original["0.weight"] + 1.0)
+    with pytest.raises(gingham.StateDictError, match="shape"):  # even when not strict
+        model.load_state_dict({"0.bias": np.zeros(5, np.float32)}, strict=False)
+
+    linear = nn.Linear(2, 2, device="reference")  # num_batches_tracked is a batch norm's only
+    with pytest.raises(gingham.StateDictError, match="unexpected key.*num_batches_tracked"):
+        linear.load_state_dict({**linear.state_dict(), "num_batches_tracked": np.int64(0)})
+
+
+def test_loaded_weights_reach_a_compiled_step(device):
+    """Loading assigns to the tensors a traced step captured: no retrace, new values."""
+    model = nn.Sequential(nn.Linear(4, 3, device=device), nn.Tanh())
+
+    @jit
+    def forward(x):
+        return model(x)
+
+    x = rand(5, 4)
+    forward(x)
+    other = tnn.Sequential(randomize(tnn.Linear(4, 3), seed=5), tnn.Tanh())
+    model.load_state_dict(other.state_dict())
+    np.testing.assert_allclose(forward(x).numpy(), other(torch.tensor(x)).detach().numpy(),
+                               **TOLERANCE)
+    assert forward.traces == 1
+
+
+def test_zero_grad(device):
+    model = nn.Sequential(nn.Linear(3, 2, device=device), nn.ReLU())
+    model(tensor(rand(4, 3), device=device)).sum().backward()
+    assert all(p.grad is not None for p in model.parameters())
+    model.zero_grad(set_to_none=False)
+    assert all(np.array_equal(p.grad.numpy(), np.zeros(p.shape)) for p in model.parameters())
+    model.zero_grad()
+    assert all(p.grad is None for p in model.parameters())
+
+
+# -- checkpoints of a training run -----------------------------------------------------------------
+
+OPTIMIZERS = {
+    "sgd-nesterov-wd": lambda p, lr: optim.SGD(p, lr=lr, momentum=0.9, nesterov=True,
+                                               weight_decay=1e-3),
+    "adam-wd": lambda p, lr: optim.Adam(p, lr=lr, weight_decay=1e-2),
+    "adamw": lambda p, lr: optim.AdamW(p, lr=lr),
+}
+
+
+# 4x4 images: at 5x5 with a batch of 4 the cpu backend's gradient through batch norm, ReLU
+# and a linear layer is wrong (garbage that changes from run to run; reference and OpenCL
+# agree with PyTorch), so a resumed run could not match there. Reported; not a module bug.
+RESUME_SIZE = 4
+
+
+def batches(count: int, offset: int):
+    rng = np.random.default_rng(100 + offset)
+    return [(rng.standard_normal((4, 3, RESUME_SIZE, RESUME_SIZE)).astype(np.float32),
+             rng.integers(0, 3, size=4).astype(np.int32)) for _ in range(count)]
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_training_resumes_exactly_from_a_checkpoint(device, name, tmp_path):
+    """N steps, a checkpoint of model and optimiser, M more steps; a fresh model and optimiser
+    (other weights, another learning rate) loaded from the file take the same M steps."""
+    make = OPTIMIZERS[name]
+    model = small_net(device, 0, RESUME_SIZE)
+    optimizer = make(model.parameters(), 0.05)
+    step = training.train_step(model, optimizer)
+    for images, labels in batches(3, 0):
+        step(images, labels)
+    path = tmp_path / "run.ckpt"
+    gingham.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                  "steps": 3}, path)
+    continued = [step(images, labels).item() for images, labels in batches(3, 1)]
+
+    resumed = small_net(device, 1, RESUME_SIZE)
+    resumed_optimizer = make(resumed.parameters(), 0.5)
+    checkpoint = gingham.load(path)
+    assert checkpoint["steps"] == 3
+    resumed.load_state_dict(checkpoint["model"])
+    resumed_optimizer.load_state_dict(checkpoint["optimizer"])
+    assert resumed_optimizer.lr == 0.05
+    resumed_step = training.train_step(resumed, resumed_optimizer)
+    again = [resumed_step(images, labels).item() for images, labels in batches(3, 1)]
+    assert again == continued
+    finished = model.state_dict()
+    for key, value in resumed.state_dict().items():
+        np.testing.assert_array_equal(value, finished[key], err_msg=key)
+    original_state = optimizer.state_dict()
+    for index, entry in resumed_optimizer.state_dict()["state"].items():
+        for key, value in entry.items():
+            np.testing.assert_array_equal(value, original_state["state"][index][key])
+
+
+TORCH_OPTIMIZERS = {  # gingham's, PyTorch's
+    "sgd-momentum": (lambda p: optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.1),
+                     lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.1)),
+    "adam": (lambda p: optim.Adam(p, lr=0.5, betas=(0.8, 0.9), weight_decay=0.1),
+             lambda p: torch.optim.Adam(p, lr=0.05, betas=(0.8, 0.9), weight_decay=0.1)),
+    "adamw": (lambda p: optim.AdamW(p), lambda p: torch.optim.AdamW(p, lr=0.02)),
+}
+
+
+@pytest.mark.parametrize("name", TORCH_OPTIMIZERS)
+def test_optimizer_continues_from_torch_state(device, name):
+    """PyTorch trains two steps; its model and optimiser state dicts load into gingham; both
+    take two more steps and agree."""
+    make, make_torch = TORCH_OPTIMIZERS[name]
+    theirs = randomize(tnn.Sequential(tnn.Linear(5, 4), tnn.Tanh(), tnn.Linear(4, 3)))
+    torch_optimizer = make_torch(theirs.parameters())
+    x, y = rand(8, 5, seed=1), rand(8, 3, seed=2)
+
+    def torch_step():
+        torch_optimizer.zero_grad()
+        ((theirs(torch.tensor(x)) - torch.tensor(y)) ** 2).mean().backward()
+        torch_optimizer.step()
+
+    for _ in range(2):
+        torch_step()
+    ours = nn.Sequential(nn.Linear(5, 4, device=device), nn.Tanh(),
+                         nn.Linear(4, 3, device=device))
+    ours.load_state_dict(theirs.state_dict())
+    optimizer = make(ours.parameters())
+    optimizer.load_state_dict(torch_optimizer.state_dict())
+    assert optimizer.lr == torch_optimizer.param_groups[0]["lr"]
+    for _ in range(2):
+        torch_step()
+        optimizer.zero_grad()
+        ((ours(tensor(x, device=device)) - tensor(y, device=device)) ** 2).mean().backward()
+        optimizer.step()
+    theirs_state = theirs.state_dict()
+    for key, value in ours.state_dict().items():
+        np.testing.assert_allclose(value, theirs_state[key].numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=key)
+
+
+def test_optimizer_state_dict_errors():
+    weight = tensor(rand(3, 2), device="reference", requires_grad=True)
+    adam = optim.Adam([weight], lr=0.1)
+    state = adam.state_dict()
+    assert state["param_groups"][0]["params"] == [0]
+    assert set(state["state"][0]) == {"step", "exp_avg", "exp_avg_sq"}
+    sgd = optim.SGD([weight], lr=0.1, momentum=0.9)
+    with pytest.raises(gingham.StateDictError, match="unknown setting"):
+        sgd.load_state_dict(state)  # Adam's state into SGD
+    with pytest.raises(gingham.StateDictError, match="load it into gingham.optim.Adam$"):
+        optim.AdamW([weight]).load_state_dict(state)
+    with pytest.raises(gingham.StateDictError, match="amsgrad=True is not supported"):
+        adam.load_state_dict({**state, "param_groups": [{**state["param_groups"][0],
+                                                          "amsgrad": True}]})
+    two = optim.Adam([weight, tensor(rand(2), device="reference", requires_grad=True)])
+    with pytest.raises(gingham.StateDictError, match="has 1 parameters, this optimiser 2"):
+        two.load_state_dict(state)
+    bad = {"state": {0: {"step": 1.0, "exp_avg": np.zeros((2, 3), np.float32)}},
+           "param_groups": [{**state["param_groups"][0], "lr": 7.0}]}
+    with pytest.raises(gingham.StateDictError, match=r"exp_avg has shape \(2, 3\)"):
+        adam.load_state_dict(bad)
+    assert adam.lr == 0.1  # nothing changed
+    with pytest.raises(gingham.StateDictError, match="not SGD's"):
+        sgd.load_state_dict({"state": {0: {"exp_avg": np.zeros((3, 2), np.float32)}},
+                             "param_groups": [sgd.state_dict()["param_groups"][0]]})
