@@ -845,10 +845,14 @@ class Generator:
 
 
 _default_generators: dict[str, Generator] = {}
+_default_seed = 0  # of the default generators made from now on
 
 
 def manual_seed(seed: int) -> None:
-    """Reseed the default generator of every device (as ``torch.manual_seed``)."""
+    """Reseed the default generator of every device (as ``torch.manual_seed``), those made
+    later included."""
+    global _default_seed
+    _default_seed = int(seed)
     for generator in _default_generators.values():
         generator.manual_seed(seed)
 
@@ -865,7 +869,9 @@ def _random_state(op: str, x: Tensor, seed, generator: Generator | None) -> Tens
     if seed is not None:
         return tensor(np.array([int(seed) & 0xFFFFFFFF, 0], np.uint32), device=x.device)
     if generator is None:
-        generator = _default_generators.setdefault(x.device, Generator(0, x.device))
+        if x.device not in _default_generators:
+            _default_generators[x.device] = Generator(_default_seed, x.device)
+        generator = _default_generators[x.device]
     if generator.device != x.device:
         raise DeviceError(f"{op}: generator is on {generator.device} but input is on {x.device}")
     return generator.next_state()
