@@ -905,11 +905,14 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
 # -- attention -------------------------------------------------------------------------------------
 
 
-def _broadcast_operand(shape: tuple[int, ...], batch: Sequence, rows, cols) -> tuple:
-    """The index of a ``[..., rows, cols]`` operand of a product over broadcast ``batch``
-    indices: missing leading axes are skipped and axes of size 1 are read at 0."""
+def _broadcast_operand(shape: tuple[int, ...], batch: tuple[int, ...], indices: Sequence,
+                       rows, cols) -> tuple:
+    """The index of a ``[..., rows, cols]`` operand of a product over the broadcast ``batch``
+    axes: missing leading axes are skipped, and an axis of size 1 is read at 0 where it is
+    broadcast (not where the batch axis is 1 too: its index must appear on the right)."""
     lead = len(batch) - (len(shape) - 2)
-    index = [0 if size == 1 else batch[lead + d] for d, size in enumerate(shape[:-2])]
+    index = [0 if size == 1 != batch[lead + d] else indices[lead + d]
+             for d, size in enumerate(shape[:-2])]
     return (*index, rows, cols)
 
 
@@ -921,8 +924,9 @@ def _query_key_scores(query: Tensor, key: Tensor) -> Tensor:
     b = _indices("b", len(batch))
     l, s, e = builder.indices("l s e")
     return query._derive(shape, query.dtype, [query, key], lambda nodes: builder.sum(
-        nodes[0][_broadcast_operand(query.shape, b, l, e)]
-        * nodes[1][_broadcast_operand(key.shape, b, s, e)], out=[*b, l, s], shape=list(shape)))
+        nodes[0][_broadcast_operand(query.shape, batch, b, l, e)]
+        * nodes[1][_broadcast_operand(key.shape, batch, b, s, e)], out=[*b, l, s],
+        shape=list(shape)))
 
 
 def _grouped(product, a: Tensor, b: Tensor) -> Tensor:

@@ -110,14 +110,15 @@ def test_sdpa_masks(device):
 
 
 def test_sdpa_broadcasting_and_gqa(device):
-    """Batch axes broadcast (a key shared by the batch, a 3-d value, a mask per head), and
-    grouped-query attention: 6 query heads over 2 key heads and 3 value heads."""
+    """Batch axes broadcast (a key shared by the batch, a 3-d value, a mask per head; a batch
+    of one on every side), and grouped-query attention: 6 query heads over 2 key heads and 3
+    value heads."""
     arrays = dict(q=rand(2, 3, 4, 8), k=rand(1, 3, 5, 8, seed=1), v=rand(3, 5, 6, seed=2),
                   mask=rand(3, 1, 5, seed=3), gq=rand(2, 6, 4, 8, seed=4),
                   gk=rand(2, 2, 5, 8, seed=5), gv=rand(2, 3, 5, 6, seed=6))
 
     def run(f, q, k, v, mask, gq, gk, gv):
-        return {"broadcast": sdpa(f, q, k, v, attn_mask=mask),
+        return {"broadcast": sdpa(f, q, k, v, attn_mask=mask), "one": sdpa(f, q[:1], k, v),
                 "gqa": sdpa(f, gq, gk, gv, enable_gqa=True),
                 "gqa_causal": sdpa(f, gq, gk, gv, is_causal=True, enable_gqa=True)}
 
