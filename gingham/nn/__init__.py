@@ -2,7 +2,8 @@
 
 * :mod:`gingham.nn.functional` — the op library, each op a few lines of Tile, with
   ``torch.nn.functional``'s names, argument order and defaults;
-* layers (:class:`Linear`, :class:`Conv2d`, :class:`BatchNorm2d`, ...) and reference models
+* layers (:class:`Linear`, :class:`Conv2d`, :class:`BatchNorm2d`, ...), attention
+  (:class:`MultiheadAttention`, :class:`TransformerEncoderLayer`) and reference models
   (:mod:`gingham.nn.models`);
 * :func:`gingham.nn.training.train_step`, the compiled supervised step.
 
@@ -10,7 +11,8 @@
     y = F.relu(F.conv2d(x, w, b, stride=2, padding=1))
 """
 
-from . import functional, models, modules, training
+from . import attention, functional, models, modules, training
+from .attention import MultiheadAttention, TransformerEncoderLayer
 from .modules import (AdaptiveAvgPool2d, BatchNorm2d, Conv2d, Flatten, Linear, MaxPool2d, Module,
                       ReLU, Sequential)
 
@@ -21,5 +23,6 @@ def manual_seed(seed: int) -> None:
     functional.manual_seed(seed)
 
 
-__all__ = ["functional", "models", "training", "Module", "Linear", "Conv2d", "BatchNorm2d",
-           "ReLU", "MaxPool2d", "AdaptiveAvgPool2d", "Flatten", "Sequential", "manual_seed"]
+__all__ = ["attention", "functional", "models", "training", "Module", "Linear", "Conv2d", "BatchNorm2d",
+           "ReLU", "MaxPool2d", "AdaptiveAvgPool2d", "Flatten", "Sequential", "manual_seed",
+           "MultiheadAttention", "TransformerEncoderLayer"]

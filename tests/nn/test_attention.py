@@ -234,3 +234,205 @@ def test_sdpa_device_errors(device):
     with pytest.raises(gingham.DeviceError, match=rf"scaled_dot_product_attention: key is on "
                                                   rf"{there} but query is on {device}"):
         F.scaled_dot_product_attention(q, tensor(rand(2, 4, 8), device=there), q)
+
+
+# -- layers ----------------------------------------------------------------------------------------
+
+
+def named_parameters(module, prefix: str = "") -> dict:
+    """gingham's parameters by PyTorch's naming (attribute paths), in registration order."""
+    found = {}
+    for name, value in vars(module).items():
+        if isinstance(value, gingham.Tensor) and value.requires_grad:
+            found[prefix + name] = value
+        elif isinstance(value, gingham.nn.Module):
+            found.update(named_parameters(value, f"{prefix}{name}."))
+    return found
+
+
+def copy_parameters(ours, theirs: torch.nn.Module, device: str) -> None:
+    """PyTorch's parameter values into gingham's module, by name."""
+    for name, parameter in theirs.named_parameters():
+        *path, leaf = name.split(".")
+        owner = ours
+        for part in path:
+            owner = getattr(owner, part)
+        setattr(owner, leaf, tensor(parameter.detach().numpy(), device=device,
+                                    requires_grad=True))
+
+
+def compare_layers(device, ours, theirs: torch.nn.Module, inputs: dict, run, constants=(),
+                   tol=LAYER_TOLERANCE) -> None:
+    """``run(layer, **inputs)`` (a dict of outputs) for the gingham layer and its PyTorch twin
+    (in float64, same weights): outputs, then the gradients of a random-weighted sum of them
+    for the float inputs not in ``constants`` and for every parameter."""
+    copy_parameters(ours, theirs, device)
+    theirs = theirs.double()
+    wants = {k: v.dtype.kind == "f" and k not in constants for k, v in inputs.items()}
+    g_in = {k: tensor(v, device=device, requires_grad=wants[k]) for k, v in inputs.items()}
+    t_in = {k: torch.tensor(v.astype(np.float64) if v.dtype.kind == "f" else v,
+                            requires_grad=wants[k]) for k, v in inputs.items()}
+    g_out, t_out = run(ours, **g_in), run(theirs, **t_in)
+    realize(list(g_out.values()))
+    for name, expected in t_out.items():
+        assert g_out[name].shape == tuple(expected.shape), name
+        np.testing.assert_allclose(g_out[name].numpy(), expected.detach().numpy(), err_msg=name,
+                                   **tol)
+    rng = np.random.default_rng(1)
+    weights = {k: rng.standard_normal(tuple(v.shape)).astype(np.float32)
+               for k, v in t_out.items()}
+    sum((g_out[k] * tensor(w, device=device)).sum() for k, w in weights.items()).backward()
+    sum((t_out[k] * torch.tensor(w, dtype=torch.float64)).sum()
+        for k, w in weights.items()).backward()
+    g_params, t_params = named_parameters(ours), dict(theirs.named_parameters())
+    assert list(g_params) == list(t_params)
+    grads = {f"d/d{k}": (g_in[k].grad, t_in[k].grad) for k, wanted in wants.items() if wanted}
+    grads.update({f"d/d{k}": (p.grad, t_params[k].grad) for k, p in g_params.items()})
+    realize([ours_grad for ours_grad, _ in grads.values()])
+    for name, (got, expected) in grads.items():
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), err_msg=name, **tol)
+
+
+def sequences(batch_first: bool, *shape, seed=0):
+    """``[N, T, E]`` data, laid out as the layer reads it."""
+    x = rand(*shape, seed=seed)
+    return x if batch_first else np.ascontiguousarray(x.transpose(1, 0, 2))
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_multihead_self_attention(device, batch_first):
+    """Self-attention (the packed ``in_proj_weight``) with a key padding mask and weights
+    averaged over heads; a float ``[L, S]`` mask with per-head weights; a bool
+    ``[N*H, L, S]`` mask beside the padding mask."""
+    n, length, embed, heads = 3, 5, 8, 2
+    padding = np.zeros((n, length), bool)
+    padding[0, -2:] = padding[2, 1] = True
+    per_head = np.random.default_rng(2).random((n * heads, length, length)) > 0.7
+    per_head[:, :, 0] = False  # every query keeps a key
+    arrays = dict(x=sequences(batch_first, n, length, embed), padding=padding,
+                  additive=rand(length, length, seed=3), per_head=per_head)
+
+    def run(layer, x, padding, additive, per_head):
+        out, weights = layer(x, x, x, key_padding_mask=padding)
+        out2, weights2 = layer(x, x, x, attn_mask=additive, average_attn_weights=False)
+        out3, none = layer(x, x, x, key_padding_mask=padding, attn_mask=per_head,
+                           need_weights=False)
+        assert none is None
+        return {"out": out, "weights": weights, "out2": out2, "weights2": weights2,
+                "out3": out3}
+
+    torch.manual_seed(0)
+    theirs = torch.nn.MultiheadAttention(embed, heads, batch_first=batch_first)
+    ours = gingham.nn.MultiheadAttention(embed, heads, batch_first=batch_first, device=device)
+    compare_layers(device, ours, theirs, arrays, run, constants=("additive",))
+
+
+def test_multihead_cross_attention_kdim_vdim_unbatched(device):
+    """Separate ``q/k/v_proj_weight`` (``kdim``, ``vdim`` differ), no biases, sequence-first
+    batches and one unbatched sequence (with a padding mask of its keys)."""
+    embed, heads = 8, 4
+    padding = np.zeros(6, bool)
+    padding[4:] = True
+    arrays = dict(q=rand(5, 2, embed), k=rand(6, 2, 3, seed=1), v=rand(6, 2, 7, seed=2),
+                  padding=padding)
+
+    def run(layer, q, k, v, padding):
+        out, weights = layer(q, k, v)
+        one, one_weights = layer(q[:, 1], k[:, 1], v[:, 1], key_padding_mask=padding)
+        return {"out": out, "weights": weights, "one": one, "one_weights": one_weights}
+
+    torch.manual_seed(1)
+    theirs = torch.nn.MultiheadAttention(embed, heads, bias=False, kdim=3, vdim=7)
+    ours = gingham.nn.MultiheadAttention(embed, heads, bias=False, kdim=3, vdim=7,
+                                         device=device)
+    compare_layers(device, ours, theirs, arrays, run)
+
+
+@pytest.mark.parametrize("batch_first, norm_first, activation", [(False, False, "relu"),
+                                                                 (True, True, "gelu")])
+def test_transformer_encoder_layer(device, batch_first, norm_first, activation):
+    """Post-norm and pre-norm layers in evaluation mode (dropout off), with a key padding
+    mask, and with a causal ``src_mask`` given with the ``is_causal`` hint."""
+    n, length, d_model = 2, 5, 8
+    padding = np.zeros((n, length), bool)
+    padding[1, 3:] = True
+    causal = np.triu(np.ones((length, length), bool), 1)  # PyTorch's: True is excluded
+    arrays = dict(x=sequences(batch_first, n, length, d_model), padding=padding, causal=causal)
+
+    def run(layer, x, padding, causal):
+        return {"padded": layer(x, src_key_padding_mask=padding),
+                "causal": layer(x, src_mask=causal, is_causal=True)}
+
+    torch.manual_seed(2)
+    options = dict(dim_feedforward=16, dropout=0.1, activation=activation,
+                   batch_first=batch_first, norm_first=norm_first)
+    theirs = torch.nn.TransformerEncoderLayer(d_model, 2, **options).eval()
+    ours = gingham.nn.TransformerEncoderLayer(d_model, 2, device=device, **options).eval()
+    compare_layers(device, ours, theirs, arrays, run)
+
+
+def test_parameters_are_named_shaped_and_initialised_as_pytorch():
+    """Names (in PyTorch's order) and shapes of every parameter match PyTorch's, so a
+    ``state_dict`` maps 1:1; ``in_proj_weight`` is Xavier-uniform, the biases zero."""
+    layer = gingham.nn.TransformerEncoderLayer(64, 4, dim_feedforward=32, device="reference")
+    theirs = torch.nn.TransformerEncoderLayer(64, 4, dim_feedforward=32)
+    ours = named_parameters(layer)
+    assert list(ours) == list(theirs.state_dict())
+    assert [p.shape for p in ours.values()] == [tuple(p.shape) for p in theirs.parameters()]
+    assert layer.parameters() == list(ours.values())
+    for variant in (dict(), dict(kdim=3, vdim=5), dict(bias=False)):
+        mha, reference = (gingham.nn.MultiheadAttention(64, 4, device="reference", **variant),
+                          torch.nn.MultiheadAttention(64, 4, **variant))
+        assert list(named_parameters(mha)) == list(reference.state_dict()), variant
+    in_proj = layer.self_attn.in_proj_weight.numpy()
+    bound = math.sqrt(6.0 / (64 + 3 * 64))
+    assert np.abs(in_proj).max() <= bound and np.abs(in_proj).max() > 0.95 * bound
+    assert abs(in_proj.std() - bound / math.sqrt(3)) < 0.02 * bound  # uniform's deviation
+    for bias in (layer.self_attn.in_proj_bias, layer.self_attn.out_proj.bias, layer.norm1.bias):
+        assert not bias.numpy().any()
+    assert (layer.norm2.weight.numpy() == 1).all()
+
+
+def test_multihead_attention_dropout_zeroes_weights(device):
+    """In training mode the returned weights are the dropped-out ones, as PyTorch's: exactly
+    zero where the default generator's Philox draw falls below p, the evaluation weights
+    scaled by 1 / (1 - p) elsewhere."""
+    p, seed = 0.4, 3
+    layer = gingham.nn.MultiheadAttention(8, 2, dropout=p, batch_first=True, device=device)
+    x = tensor(rand(2, 5, 8), device=device)
+    layer.eval()
+    _, plain = layer(x, x, x, average_attn_weights=False)
+    gingham.nn.manual_seed(seed)
+    _, dropped = layer.train()(x, x, x, average_attn_weights=False)
+    keep = philox_uniform(seed, 0, 2 * 2 * 5 * 5).reshape(2, 2, 5, 5) >= p
+    dropped = dropped.numpy()
+    assert (dropped[~keep] == 0).all()
+    np.testing.assert_allclose(dropped[keep], plain.numpy()[keep] / (1 - p), rtol=1e-5)
+
+
+def test_layer_errors():
+    mha = gingham.nn.MultiheadAttention(8, 2, device="reference")
+    x = tensor(rand(5, 2, 8), device="reference")
+    op = "MultiheadAttention"
+    with pytest.raises(ValueError, match=r"embed_dim 8 must be divisible by num_heads 3"):
+        gingham.nn.MultiheadAttention(8, 3)
+    with pytest.raises(ShapeError, match=rf"{op}: key must be 3-d with 8 features \(the last "
+                                         r"axis\), got shape \(5, 2, 7\)"):
+        mha(x, tensor(rand(5, 2, 7), device="reference"), x)
+    with pytest.raises(ShapeError, match=r"query must be 3-d \(L, N, E\) or 2-d"):
+        mha(x[0, 0], x[0, 0], x[0, 0])
+    with pytest.raises(ShapeError, match=r"query and key have different batch sizes"):
+        mha(x, x[:, :1], x[:, :1])
+    with pytest.raises(ShapeError, match=r"key_padding_mask must have shape \(2, 5\)"):
+        mha(x, x, x, key_padding_mask=tensor(np.zeros((5, 2), bool), device="reference"))
+    with pytest.raises(ShapeError, match=r"attn_mask must have shape \(5, 5\) or \(4, 5, 5\)"):
+        mha(x, x, x, attn_mask=tensor(np.zeros((2, 5, 5), bool), device="reference"))
+    with pytest.raises(F.DTypeError, match=r"attn_mask must be bool \(True: ignore\) or float"):
+        mha(x, x, x, attn_mask=tensor(np.zeros((5, 5), np.int32), device="reference"))
+    with pytest.raises(ValueError, match=r"is_causal is a hint .* pass attn_mask too"):
+        mha(x, x, x, is_causal=True)
+    with pytest.raises(F.DTypeError, match=r"in_proj_weight is float32 but query is float64"):
+        x64 = tensor(rand(5, 2, 8).astype(np.float64), device="reference")
+        mha(x64, x64, x64)
+    with pytest.raises(ValueError, match=r"activation must be 'relu', 'gelu' or a callable"):
+        gingham.nn.TransformerEncoderLayer(8, 2, activation="swish")
