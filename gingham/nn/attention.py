@@ -286,7 +286,8 @@ class TransformerEncoderLayer(_KeywordCall, Module):
     with a residual connection and a layer norm (after it, or before it with ``norm_first``).
 
         layer = TransformerEncoderLayer(64, 4, dim_feedforward=256, batch_first=True)
-        y = layer(x, src_mask=causal, is_causal=True)        # x: [N, T, 64]
+        causal = gingham.tensor(np.triu(np.ones((T, T), bool), 1))   # True: excluded
+        y = layer(x, src_mask=causal, is_causal=True)                # x: [N, T, 64]
 
     Sub-layers and parameters carry PyTorch's names — ``self_attn`` (a
     :class:`MultiheadAttention`), ``linear1``, ``linear2``, ``norm1``, ``norm2`` (each with
