@@ -476,8 +476,12 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     i, j, kk = builder.indices("i j k")
 
     def operand_index(batch_shape, rows, cols):
+        # An axis of size 1 broadcast against a longer one is read at 0; one that meets only
+        # axes of size 1 keeps its index, which must appear on the right of the sum (an
+        # index used only in the output is an error: [1, 2, 3] @ [1, 3, 4] was one).
         lead = nb - len(batch_shape)
-        index = [0 if batch_shape[d] == 1 else bi[lead + d] for d in range(len(batch_shape))]
+        index = [0 if batch_shape[d] == 1 != batch[lead + d] else bi[lead + d]
+                 for d in range(len(batch_shape))]
         return tuple(index) + (rows, cols)
 
     dtype = dt.promote(a2.dtype, b2.dtype)

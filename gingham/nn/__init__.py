@@ -3,7 +3,8 @@
 * :mod:`gingham.nn.functional` — the op library, each op a few lines of Tile, with
   ``torch.nn.functional``'s names, argument order and defaults;
 * layers (:class:`Linear`, :class:`Conv2d`, :class:`BatchNorm2d`, :class:`LayerNorm`, ...),
-  containers (:class:`Sequential`, :class:`ModuleList`, :class:`ModuleDict`) with PyTorch's
+  attention (:class:`MultiheadAttention`, :class:`TransformerEncoderLayer`), containers
+  (:class:`Sequential`, :class:`ModuleList`, :class:`ModuleDict`) with PyTorch's
   ``named_parameters``/``state_dict``/``load_state_dict``, and reference models
   (:mod:`gingham.nn.models`);
 * :func:`gingham.nn.training.train_step`, the compiled supervised step.
@@ -12,7 +13,8 @@
     y = F.relu(F.conv2d(x, w, b, stride=2, padding=1))
 """
 
-from . import functional, models, modules, training
+from . import attention, functional, models, modules, training
+from .attention import MultiheadAttention, TransformerEncoderLayer
 from .modules import (ELU, GELU, AdaptiveAvgPool2d, AvgPool2d, BatchNorm2d, Conv2d, Dropout,
                       Embedding, Flatten, Identity, IncompatibleKeys, LayerNorm, LeakyReLU, Linear,
                       LogSoftmax, MaxPool2d, Module, ModuleDict, ModuleList, ReLU, Sequential,
@@ -25,8 +27,9 @@ def manual_seed(seed: int) -> None:
     functional.manual_seed(seed)
 
 
-__all__ = ["functional", "models", "training", "manual_seed",
+__all__ = ["attention", "functional", "models", "training", "manual_seed",
            "Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
            "Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "Embedding", "Dropout",
            "Identity", "ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax",
-           "LogSoftmax", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Flatten"]
+           "LogSoftmax", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Flatten",
+           "MultiheadAttention", "TransformerEncoderLayer"]

@@ -20,8 +20,9 @@ Where PyTorch mutates state, these functions return new values instead (tensors 
 ``batch_norm(..., training=True)`` returns ``(y, new_running_mean, new_running_var)``, and random
 numbers come from an explicit Philox state (:class:`Generator`, or a ``seed``).
 
-Under :func:`gingham.autocast`, linear and the convolutions compute in the autocast dtype and
-softmax, log-softmax, layer norm and the losses in float32 (see :mod:`gingham.frontend.amp`);
+Under :func:`gingham.autocast`, linear, the convolutions and attention's two products compute
+in the autocast dtype and softmax, log-softmax, layer norm and the losses in float32 (see
+:mod:`gingham.frontend.amp`);
 batch norm and layer norm accept half-precision data with float32 parameters and compute their
 statistics in float32.
 
@@ -40,7 +41,7 @@ import numpy as np
 from ..config import get_config
 from ..errors import DeviceError
 from ..frontend.amp import cast_inputs_float32, cast_inputs_low
-from ..frontend.tensor import ShapeError, Tensor, no_grad, tensor
+from ..frontend.tensor import ShapeError, Tensor, matmul, no_grad, tensor
 from ..tile import builder
 from ..tile import dtypes as dt
 from . import winograd
@@ -845,10 +846,14 @@ class Generator:
 
 
 _default_generators: dict[str, Generator] = {}
+_default_seed = 0  # of the default generators made from now on
 
 
 def manual_seed(seed: int) -> None:
-    """Reseed the default generator of every device (as ``torch.manual_seed``)."""
+    """Reseed the default generator of every device (as ``torch.manual_seed``), those made
+    later included."""
+    global _default_seed
+    _default_seed = int(seed)
     for generator in _default_generators.values():
         generator.manual_seed(seed)
 
@@ -865,7 +870,9 @@ def _random_state(op: str, x: Tensor, seed, generator: Generator | None) -> Tens
     if seed is not None:
         return tensor(np.array([int(seed) & 0xFFFFFFFF, 0], np.uint32), device=x.device)
     if generator is None:
-        generator = _default_generators.setdefault(x.device, Generator(0, x.device))
+        if x.device not in _default_generators:
+            _default_generators[x.device] = Generator(_default_seed, x.device)
+        generator = _default_generators[x.device]
     if generator.device != x.device:
         raise DeviceError(f"{op}: generator is on {generator.device} but input is on {x.device}")
     return generator.next_state()
@@ -893,6 +900,198 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     scale = 1.0 / (1.0 - p)
     return input._derive(input.shape, input.dtype, [input, state], lambda nodes: builder.select(
         builder.prng(nodes[1], *input.shape) >= p, nodes[0] * scale, 0.0))
+
+
+# -- attention -------------------------------------------------------------------------------------
+
+
+def _broadcast_operand(shape: tuple[int, ...], batch: tuple[int, ...], indices: Sequence,
+                       rows, cols) -> tuple:
+    """The index of a ``[..., rows, cols]`` operand of a product over the broadcast ``batch``
+    axes: missing leading axes are skipped, and an axis of size 1 is read at 0 where it is
+    broadcast (not where the batch axis is 1 too: its index must appear on the right)."""
+    lead = len(batch) - (len(shape) - 2)
+    index = [0 if size == 1 != batch[lead + d] else indices[lead + d]
+             for d, size in enumerate(shape[:-2])]
+    return (*index, rows, cols)
+
+
+def _query_key_scores(query: Tensor, key: Tensor) -> Tensor:
+    """``query @ key^T`` with broadcast batch axes, the transposition in the index (key is
+    read in place, never copied): ``S[b..., l, s] = +(Q[b..., l, e] * K[b..., s, e])``."""
+    batch = tuple(np.broadcast_shapes(query.shape[:-2], key.shape[:-2]))
+    shape = batch + (query.shape[-2], key.shape[-2])
+    b = _indices("b", len(batch))
+    l, s, e = builder.indices("l s e")
+    return query._derive(shape, query.dtype, [query, key], lambda nodes: builder.sum(
+        nodes[0][_broadcast_operand(query.shape, batch, b, l, e)]
+        * nodes[1][_broadcast_operand(key.shape, batch, b, s, e)], out=[*b, l, s],
+        shape=list(shape)))
+
+
+def _grouped(product, a: Tensor, b: Tensor) -> Tensor:
+    """``product(a, b)`` of ``a [..., Ha, M, K]`` with ``b`` of ``Hb`` heads, ``Hb`` dividing
+    ``Ha``: head ``h`` of ``b`` serves heads ``h*G ... h*G + G-1`` of ``a`` (``G = Ha/Hb``, as
+    PyTorch's ``repeat_interleave``). Reshapes, which share their buffers, put the groups on an
+    axis of their own that ``b`` broadcasts along; ``b`` is never repeated."""
+    heads_a, heads_b = a.shape[-3], b.shape[-3]
+    if heads_a == heads_b or heads_b == 1:
+        return product(a, b)
+    groups = heads_a // heads_b
+    grouped_a = a.reshape(a.shape[:-3] + (heads_b, groups) + a.shape[-2:])
+    shared_b = b.reshape(b.shape[:-3] + (heads_b, 1) + b.shape[-2:])
+    result = product(grouped_a, shared_b)
+    return result.reshape(result.shape[:-4] + (heads_a,) + result.shape[-2:])
+
+
+def _attention_batch(op: str, query: Tensor, key: Tensor, value: Tensor,
+                     enable_gqa: bool) -> tuple[int, ...]:
+    """The broadcast batch axes of an attention (ShapeError naming the argument otherwise)."""
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        if x.ndim < 2:
+            raise ShapeError(f"{op}: {name} must be at least 2-d [..., positions, features], "
+                             f"got shape {x.shape}")
+    if key.shape[-1] != query.shape[-1]:
+        raise ShapeError(f"{op}: key has {key.shape[-1]} features (shape {key.shape}) but query "
+                         f"has {query.shape[-1]} (shape {query.shape})")
+    if value.shape[-2] != key.shape[-2]:
+        raise ShapeError(f"{op}: value has {value.shape[-2]} positions (shape {value.shape}) "
+                         f"but key has {key.shape[-2]} (shape {key.shape})")
+    batches = [query.shape[:-2], key.shape[:-2], value.shape[:-2]]
+    if enable_gqa:
+        if min(x.ndim for x in (query, key, value)) < 3:
+            raise ShapeError(f"{op}: enable_gqa needs a heads axis [..., H, positions, features] "
+                             f"in query, key and value, got shapes {query.shape}, {key.shape}, "
+                             f"{value.shape}")
+        for name, x in (("key", key), ("value", value)):
+            if query.shape[-3] % x.shape[-3]:
+                raise ShapeError(f"{op}: {name} has {x.shape[-3]} heads (shape {x.shape}), "
+                                 f"which does not divide query's {query.shape[-3]} "
+                                 f"(shape {query.shape})")
+        batches[1:] = [shape[:-1] + (query.shape[-3],) for shape in batches[1:]]
+    try:
+        return tuple(np.broadcast_shapes(*batches))
+    except ValueError:
+        grouped = min(x.ndim for x in (query, key, value)) >= 3 and not enable_gqa and all(
+            query.shape[-3] % x.shape[-3] == 0 for x in (key, value))
+        hint = " (grouped-query attention needs enable_gqa=True)" if grouped else ""
+        raise ShapeError(f"{op}: the batch axes of query {query.shape}, key {key.shape} and "
+                         f"value {value.shape} do not broadcast{hint}") from None
+
+
+def _check_attn_mask(op: str, query: Tensor, attn_mask: Tensor, weights_shape: tuple) -> None:
+    allowed = {np.dtype(dt.BOOL), np.dtype(dt.FLOAT32), np.dtype(query.dtype)}
+    if np.dtype(attn_mask.dtype) not in allowed:
+        raise DTypeError(f"{op}: attn_mask must be bool (True: take part) or a float mask of "
+                         f"float32 or query's {dt.dtype_name(query.dtype)} to add, not "
+                         f"{dt.dtype_name(attn_mask.dtype)}")
+    try:
+        fits = np.broadcast_shapes(attn_mask.shape, weights_shape) == weights_shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ShapeError(f"{op}: attn_mask of shape {attn_mask.shape} does not broadcast to the "
+                         f"attention weights' shape {weights_shape} (batch..., L, S)")
+
+
+def _causal(x: Tensor) -> Tensor:
+    """``x`` with the entries above the diagonal at ``-inf``: query ``i`` sees keys ``j <= i``
+    (the top-left aligned mask of PyTorch's ``is_causal``), coordinates from ``index``."""
+    rows, cols = x.ndim - 2, x.ndim - 1
+    return _map(x, lambda a: builder.select(builder.index(a, cols) <= builder.index(a, rows), a,
+                                            -math.inf), "causal")
+
+
+def _masked(x: Tensor, attn_mask: Tensor) -> Tensor:
+    """Scores with a boolean mask applied (``-inf`` where False) or a float mask added."""
+    if dt.is_bool(attn_mask.dtype):
+        return x._elementwise(lambda a, keep: builder.select(keep, a, -math.inf), [attn_mask],
+                              "masked")
+    return x + attn_mask
+
+
+def _safe_softmax(x: Tensor) -> Tensor:
+    """:func:`softmax` over the last axis, except that a row of ``-inf`` (every key masked)
+    gives zeros rather than NaN, as PyTorch's attention does; such a row's gradient is zero
+    too. No NaN is made on the way, so none reaches a gradient: the row's shift is 0 instead
+    of ``-inf`` and its sum (0) is divided as 1."""
+    row_max = x.max(-1, keepdims=True)
+    shift = _map(row_max, lambda m: builder.select(m.eq(-math.inf), 0.0, builder.floor(m)),
+                 "shift")  # floor: no gradient through the max (see _softmax_shift)
+    e = (x - shift).exp()
+    total = row_max._elementwise(lambda m, sum_: builder.select(m.eq(-math.inf), 1.0, sum_),
+                                 [e.sum(-1, keepdims=True)], "total")
+    return e * (1.0 / total)
+
+
+def _attention_weights(scores: Tensor, attn_mask: Tensor | None, is_causal: bool, scale: float,
+                       dropout_p: float, generator: "Generator | None") -> Tensor:
+    """softmax(scale * scores + mask), dropped out, in the scores' dtype: half-precision
+    scores are scaled, masked, normalised and dropped in float32 and rounded once."""
+    x = _statistics_dtype(scores) * scale
+    if is_causal:
+        x = _causal(x)
+    if attn_mask is not None:
+        x = _masked(x, attn_mask)
+    weights = _safe_softmax(x)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p, generator=generator)
+    return _as_dtype(weights, scores.dtype)
+
+
+def _attention(op: str, query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None,
+               dropout_p: float, is_causal: bool, scale: float | None, enable_gqa: bool,
+               generator: "Generator | None") -> tuple[Tensor, Tensor]:
+    """Scaled dot-product attention's ``(output, weights)``; see
+    :func:`scaled_dot_product_attention`."""
+    query, key, value = cast_inputs_low(query, key, value)
+    _check(op, ("query", "key", "value"), query=query, key=key, value=value, attn_mask=attn_mask)
+    batch = _attention_batch(op, query, key, value, enable_gqa)
+    if attn_mask is not None:
+        if is_causal:
+            raise ValueError(f"{op}: pass attn_mask or is_causal=True, not both")
+        _check_attn_mask(op, query, attn_mask, batch + (query.shape[-2], key.shape[-2]))
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"{op}: dropout_p must be in [0, 1], got {dropout_p}")
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+    scores = _grouped(_query_key_scores, query, key)
+    weights = _attention_weights(scores, attn_mask, is_causal, float(scale), dropout_p,
+                                 generator)
+    return _grouped(matmul, weights, value), weights
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
+                                 attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False, *,
+                                 generator: Generator | None = None) -> Tensor:
+    """``softmax(query @ key^T * scale + mask) @ value``, as ``torch.nn.functional``'s: query
+    ``[..., L, E]``, key ``[..., S, E]``, value ``[..., S, Ev]`` give ``[..., L, Ev]``; the
+    batch axes broadcast.
+
+        q = k = v = gingham.tensor(np.random.rand(2, 8, 16, 64).astype(np.float32))
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)     # [2, 8, 16, 64]
+
+    * ``attn_mask`` broadcasts to ``[..., L, S]``: bool (True: the key takes part) or a float
+      mask added to the scaled scores (float32 or query's dtype).
+    * ``is_causal``: query ``i`` attends to keys ``j <= i`` (top-left aligned, as PyTorch).
+    * ``scale`` defaults to ``1 / sqrt(E)``.
+    * ``dropout_p`` drops attention weights as :func:`dropout` does (from ``generator``, or
+      the device's default generator); PyTorch applies it whatever the module's mode, so
+      pass 0 in evaluation.
+    * ``enable_gqa``: key and value may have fewer heads (axis -3) than query, dividing it;
+      key head ``h`` serves query heads ``h*G`` to ``h*G + G-1``.
+
+    A query whose keys are all masked gets zero weights and output (and zero gradients), as
+    PyTorch 2.13 on the CPU gives. Three Tile ops build it: the scores contraction
+    ``S[b, l, s] = +(Q[b, l, e] * K[b, s, e])``, a softmax whose statistics are float32 for
+    half-precision inputs (the weights are rounded once to the input's dtype, as the scores
+    are), and a batched matmul with ``value``; autodiff gives the backward.
+    """
+    output, _ = _attention("scaled_dot_product_attention", query, key, value, attn_mask,
+                           dropout_p, is_causal, scale, enable_gqa, generator)
+    return output
 
 
 # -- losses ----------------------------------------------------------------------------------------
@@ -1219,7 +1418,7 @@ __all__ = [
     "adaptive_avg_pool2d", "global_avg_pool2d", "global_max_pool2d",
     "batch_norm", "layer_norm",
     "relu", "leaky_relu", "elu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax",
-    "dropout",
+    "dropout", "scaled_dot_product_attention",
     "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
     "mse_loss", "l1_loss",
     "embedding", "pad", "interpolate",

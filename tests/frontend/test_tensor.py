@@ -62,6 +62,11 @@ def test_matmul_batched_and_vector(device):
     x, y, z = (tensor(t, device=device) for t in (a, b, v))
     np.testing.assert_allclose((x @ y).numpy(), a @ b, rtol=1e-5)
     np.testing.assert_allclose((x @ z).numpy(), a @ v, rtol=1e-5)
+    # Batch axes of size 1 on both sides (a batch of one), and one broadcast against 2.
+    one, other = rand(1, 4, 5, seed=4), rand(1, 1, 4, 3, seed=5)
+    np.testing.assert_allclose((x[:1] @ tensor(one, device=device)).numpy(), a[:1] @ one,
+                               rtol=1e-5)
+    np.testing.assert_allclose((x @ tensor(other, device=device)).numpy(), a @ other, rtol=1e-5)
 
 
 def test_backward_matches_torch(device):

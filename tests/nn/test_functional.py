@@ -417,6 +417,23 @@ def test_dropout(device):
     assert F.dropout(x, p, training=False) is x
 
 
+def test_manual_seed_seeds_default_generators_made_later():
+    """``manual_seed`` before a device's first dropout seeds that device's default generator
+    (it was made later with seed 0, so the first draw after ``manual_seed(5)`` differed from
+    the second)."""
+    F.manual_seed(5)
+    try:
+        x = tensor(np.ones((4, 8), np.float32), device="reference")
+        F._default_generators.pop("reference", None)  # as if no dropout had run on it yet
+        first = F.dropout(x, 0.5).numpy()
+        F.manual_seed(5)
+        np.testing.assert_array_equal(F.dropout(x, 0.5).numpy(), first)
+        mask = philox_uniform(5, 0, x.size).reshape(x.shape) >= 0.5
+        np.testing.assert_array_equal(first != 0, mask)
+    finally:
+        F.manual_seed(0)
+
+
 # -- errors ----------------------------------------------------------------------------------------
 
 
