@@ -41,12 +41,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=lambda args: _help(parser))
     benches = parser.add_subparsers(dest="bench", metavar="BENCH")
     ops = benches.add_parser(
-        "ops", help="GEMM, conv, pooling, batch norm, softmax, cross-entropy, elementwise",
+        "ops", help="GEMM, conv, pooling, batch norm, layer norm, softmax, cross-entropy, "
+                    "attention, elementwise",
         description="Time GEMM (fp32 1024^2, also 4096^2 on GPUs; fp16/bf16 up to 8192^2 on "
                     "GPUs, 512^2 on CPUs), the 3x3 conv layer of a CIFAR ResNet (batch 128, "
                     "64->64 channels, 32x32, NHWC), 2x2 max and average pooling and training-"
-                    "mode batch norm of its activations, softmax, log_softmax and cross-entropy "
-                    "(each forward, backward and forward+backward), and relu(X * A + B) * C "
+                    "mode batch norm of its activations, layer norm, softmax, log_softmax, "
+                    "cross-entropy and causal attention (16 heads of 1024 tokens on GPUs, 8 of "
+                    "256 on CPUs; each forward, backward and forward+backward), and "
+                    "relu(X * A + B) * C "
                     "over 2^24 floats, in fp32, fp16 and bf16 (fp32 only on CPUs unless "
                     "--dtype), each checked against PyTorch and timed beside it on the same "
                     "device, eager and through torch.compile (and NumPy for fp32 GEMM on a "

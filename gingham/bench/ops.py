@@ -60,7 +60,8 @@ function (X, A, B, C) -> (O) {
 """
 ELEMENTWISE_SCALARS = (1.5, -0.25, 2.0)
 
-GROUPS = ("gemm", "conv", "pool", "batchnorm", "layernorm", "softmax", "elementwise")
+GROUPS = ("gemm", "conv", "pool", "batchnorm", "layernorm", "softmax", "attention",
+          "elementwise")
 
 #: The rows each group produces, by name (what ``--only`` patterns match, with the dtype).
 ROWS: dict[str, tuple[str, ...]] = {
@@ -72,6 +73,7 @@ ROWS: dict[str, tuple[str, ...]] = {
     "layernorm": ("layer_norm.forward", "layer_norm.backward", "layer_norm.forward+backward"),
     "softmax": tuple(f"{op}.{part}" for op in ("softmax", "log_softmax", "cross_entropy")
                      for part in ("forward", "backward", "forward+backward")),
+    "attention": ("attention.forward", "attention.backward", "attention.forward+backward"),
     "elementwise": ("elementwise",),
 }
 
@@ -93,6 +95,7 @@ CONV_KERNEL = 3
 ELEMENTWISE_COUNT = 2**24
 SOFTMAX_COLUMNS = 1024
 CLASSES = 1000
+ATTENTION_HEAD_DIM = 64
 
 
 class BenchError(GinghamError):
@@ -113,6 +116,7 @@ class Sizes:
     batch: int  # the CIFAR layer (conv, pooling, batch norm): images per batch
     batch_half: int
     rows: int  # softmax, log_softmax and cross-entropy rows
+    attention: tuple[int, int, int]  # batch, heads, tokens (heads of ATTENTION_HEAD_DIM)
     elementwise: int
 
     @classmethod
@@ -124,6 +128,9 @@ class Sizes:
         rows = (2048 if quick else 8192) if gpu else (512 if quick else 2048)
         fp32 = tuple(gemm) if gemm else ((1024, 4096) if gpu else (1024,))
         half = tuple(gemm) if gemm else ((1024, 4096, 8192) if gpu else (512,))
+        # A GPT block's self-attention: 16 heads of 1024 tokens on a GPU, 8 of 256 on a CPU.
+        attention = ((4, 16, 512) if quick else (8, 16, 1024)) if gpu else (
+            (2, 8, 128) if quick else (4, 8, 256))
 
         def shrink(n: int, least: int = 1) -> int:
             return max(least, round(n * scale))
@@ -131,7 +138,9 @@ class Sizes:
         return cls(gemm=tuple(shrink(n, 8) for n in fp32),
                    gemm_half=tuple(shrink(n, 8) for n in half),
                    batch=shrink(batch), batch_half=shrink(batch_half),
-                   rows=shrink(rows, 2), elementwise=shrink(ELEMENTWISE_COUNT, 1024))
+                   rows=shrink(rows, 2),
+                   attention=(shrink(attention[0]), attention[1], shrink(attention[2], 2)),
+                   elementwise=shrink(ELEMENTWISE_COUNT, 1024))
 
     def gemm_sizes(self, dtype: str) -> tuple[int, ...]:
         return self.gemm if dtype == "float32" else self.gemm_half
@@ -472,6 +481,8 @@ class OpBench:
                 results.extend(self.layernorm(self.sizes.rows, dtype))
             elif group == "softmax":
                 results.extend(self.softmax(self.sizes.rows, dtype))
+            elif group == "attention":
+                results.extend(self.attention(*self.sizes.attention, dtype))
             else:
                 results.append(self.elementwise(self.sizes.elementwise))
         return results
@@ -652,6 +663,29 @@ class OpBench:
             F.cross_entropy, tf.cross_entropy if tf else None, [logits, labels], (0,),
             ("integer labels; backward gives dlogits",)), dtype)
         return results
+
+    def attention(self, batch: int, heads: int, tokens: int,
+                  dtype: str = "float32") -> list[OpResult]:
+        """Causal scaled dot-product attention of ``[batch, heads, tokens, 64]`` queries, keys
+        and values, as in a GPT block; backward gives dQ, dK and dV. PyTorch runs its fused
+        attention kernel where it has one for the device and dtype (flash or memory-efficient
+        attention on a GPU); gingham runs the three Tile ops of
+        :func:`gingham.nn.functional.scaled_dot_product_attention`."""
+        from gingham.nn import functional as F
+
+        torch = self.torch.torch
+        shape = (batch, heads, tokens, ATTENTION_HEAD_DIM)
+        q, k, v = (_as(self._normal(*shape), dtype) for _ in range(3))
+        tf = torch.nn.functional if torch is not None else None
+        params = {"batch": batch, "heads": heads, "tokens": tokens,
+                  "head_dim": ATTENTION_HEAD_DIM, "is_causal": True}
+        return self.layer(Layer(
+            "attention", "x".join(str(n) for n in shape), params,
+            lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            lambda q, k, v: tf.scaled_dot_product_attention(q, k, v, is_causal=True),
+            [q, k, v], (0, 1, 2),
+            ("causal; backward gives dQ, dK, dV; PyTorch's fused kernel where it has one",)),
+            dtype)
 
     def elementwise(self, count: int) -> OpResult:
         x = self._normal(count)

@@ -214,6 +214,19 @@ def test_layer_ops_forward_backward_records(tmp_path):
                                       + by_name[f"{op}.backward"]["gingham_seconds"])
 
 
+def test_attention_rows_are_checked_against_torch(tmp_path):
+    """Causal attention's three rows: gingham's result and gradients (dQ, dK, dV) checked
+    against PyTorch's scaled_dot_product_attention, both timed."""
+    status, records = _run(tmp_path, "--only", "attention", "--repeat", "1")
+    assert status == 0, [(r["name"], r["error"], r["golden"]) for r in records]
+    assert list(dict.fromkeys(r["name"] for r in records)) == list(ops.ROWS["attention"])
+    for record in records:
+        assert record["golden"]["ok"] and record["golden"]["reference"] == "torch"
+        assert record["params"]["is_causal"] and record["params"]["head_dim"] == 64
+        assert record["ratio"] > 0
+
+
+
 def test_layer_ops_without_torch_are_checked_by_the_interpreter():
     """A device PyTorch cannot drive still gets checked: against the reference interpreter."""
     from gingham.devices import get_device
