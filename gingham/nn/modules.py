@@ -624,35 +624,35 @@ def _implicit_dim(layer: str, ndim: int) -> int:
     return 0 if ndim in (0, 1, 3) else 1
 
 
-class Softmax(Module):
+class _AlongDim(Module):
+    """A normalisation along one axis, ``dim`` (PyTorch's implicit choice where None)."""
+
+    function: Callable[[Tensor, int], Tensor]
+
+    def __init__(self, dim: int | None = None) -> None:
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        dim = self.dim if self.dim is not None else _implicit_dim(type(self).__name__, x.ndim)
+        return type(self).function(x, dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmax(_AlongDim):
     """``exp(x) / sum(exp(x))`` along ``dim``.
 
         probs = Softmax(dim=-1)(logits)
     """
 
-    def __init__(self, dim: int | None = None) -> None:
-        self.dim = dim
-
-    def forward(self, x: Tensor) -> Tensor:
-        dim = self.dim if self.dim is not None else _implicit_dim("Softmax", x.ndim)
-        return F.softmax(x, dim)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}"
+    function = staticmethod(F.softmax)
 
 
-class LogSoftmax(Module):
+class LogSoftmax(_AlongDim):
     """``log(softmax(x))`` along ``dim``, computed stably."""
 
-    def __init__(self, dim: int | None = None) -> None:
-        self.dim = dim
-
-    def forward(self, x: Tensor) -> Tensor:
-        dim = self.dim if self.dim is not None else _implicit_dim("LogSoftmax", x.ndim)
-        return F.log_softmax(x, dim)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}"
+    function = staticmethod(F.log_softmax)
 
 
 # -- pooling and reshaping -------------------------------------------------------------------------

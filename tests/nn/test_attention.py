@@ -36,10 +36,11 @@ def rand(*shape, seed=0):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-def compare(device, arrays: dict, ours, theirs, constants=(), tol=TOLERANCE) -> None:
+def forward_and_backward(device, arrays: dict, ours, theirs, constants, tol):
     """``ours(**gingham tensors)`` against ``theirs(**float64 torch tensors)`` (each a dict of
-    named outputs), then the gradients of ``sum_k <w_k, out_k>`` with respect to every float
-    input not in ``constants``; all forward values are realised together, all gradients too."""
+    named outputs, realised together), then ``sum_k <w_k, out_k>`` differentiated on both
+    sides. Returns the gingham and torch inputs (their ``.grad`` set where wanted) and which
+    inputs are differentiated: the float ones not in ``constants``."""
     wants = {k: v.dtype.kind == "f" and k not in constants for k, v in arrays.items()}
     g_in = {k: tensor(v, device=device, requires_grad=wants[k]) for k, v in arrays.items()}
     t_in = {k: torch.tensor(v.astype(np.float64) if v.dtype.kind == "f" else v,
@@ -57,6 +58,13 @@ def compare(device, arrays: dict, ours, theirs, constants=(), tol=TOLERANCE) -> 
     sum((g_out[k] * tensor(w, device=device)).sum() for k, w in weights.items()).backward()
     sum((t_out[k] * torch.tensor(w, dtype=torch.float64)).sum()
         for k, w in weights.items()).backward()
+    return g_in, t_in, wants
+
+
+def compare(device, arrays: dict, ours, theirs, constants=(), tol=TOLERANCE) -> None:
+    """Outputs and the gradients of every float input not in ``constants`` (see
+    :func:`forward_and_backward`), all gradients realised together."""
+    g_in, t_in, wants = forward_and_backward(device, arrays, ours, theirs, constants, tol)
     realize([g_in[k].grad for k, wanted in wants.items() if wanted])
     for name, wanted in wants.items():
         if wanted:
@@ -269,22 +277,8 @@ def compare_layers(device, ours, theirs: torch.nn.Module, inputs: dict, run, con
     for the float inputs not in ``constants`` and for every parameter."""
     copy_parameters(ours, theirs, device)
     theirs = theirs.double()
-    wants = {k: v.dtype.kind == "f" and k not in constants for k, v in inputs.items()}
-    g_in = {k: tensor(v, device=device, requires_grad=wants[k]) for k, v in inputs.items()}
-    t_in = {k: torch.tensor(v.astype(np.float64) if v.dtype.kind == "f" else v,
-                            requires_grad=wants[k]) for k, v in inputs.items()}
-    g_out, t_out = run(ours, **g_in), run(theirs, **t_in)
-    realize(list(g_out.values()))
-    for name, expected in t_out.items():
-        assert g_out[name].shape == tuple(expected.shape), name
-        np.testing.assert_allclose(g_out[name].numpy(), expected.detach().numpy(), err_msg=name,
-                                   **tol)
-    rng = np.random.default_rng(1)
-    weights = {k: rng.standard_normal(tuple(v.shape)).astype(np.float32)
-               for k, v in t_out.items()}
-    sum((g_out[k] * tensor(w, device=device)).sum() for k, w in weights.items()).backward()
-    sum((t_out[k] * torch.tensor(w, dtype=torch.float64)).sum()
-        for k, w in weights.items()).backward()
+    g_in, t_in, wants = forward_and_backward(device, inputs, lambda **a: run(ours, **a),
+                                             lambda **a: run(theirs, **a), constants, tol)
     g_params, t_params = named_parameters(ours), dict(theirs.named_parameters())
     assert list(g_params) == list(t_params)
     grads = {f"d/d{k}": (g_in[k].grad, t_in[k].grad) for k, wanted in wants.items() if wanted}

@@ -277,18 +277,15 @@ def test_containers():
 
 
 def test_repr_matches_torch():
-    ours = nn.Sequential(
-        nn.Conv2d(3, 4, 3, stride=2, padding=1, groups=1, bias=False), nn.BatchNorm2d(4),
-        nn.ReLU(), nn.MaxPool2d(2), nn.AvgPool2d(3, 2, 1), nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(), nn.Linear(4, 8), nn.LayerNorm(8), nn.GELU("tanh"), nn.Dropout(0.1),
-        nn.ModuleList([nn.Linear(8, 8), nn.Linear(8, 8), nn.SiLU()]), nn.LeakyReLU(0.2),
-        nn.ModuleDict({"head": nn.Linear(8, 2)}), nn.Softmax(dim=-1), nn.Identity())
-    theirs = tnn.Sequential(
-        tnn.Conv2d(3, 4, 3, stride=2, padding=1, groups=1, bias=False), tnn.BatchNorm2d(4),
-        tnn.ReLU(), tnn.MaxPool2d(2), tnn.AvgPool2d(3, 2, 1), tnn.AdaptiveAvgPool2d(1),
-        tnn.Flatten(), tnn.Linear(4, 8), tnn.LayerNorm(8), tnn.GELU("tanh"), tnn.Dropout(0.1),
-        tnn.ModuleList([tnn.Linear(8, 8), tnn.Linear(8, 8), tnn.SiLU()]), tnn.LeakyReLU(0.2),
-        tnn.ModuleDict({"head": tnn.Linear(8, 2)}), tnn.Softmax(dim=-1), tnn.Identity())
+    def stack(m):  # the same layers from gingham.nn or torch.nn
+        return m.Sequential(
+            m.Conv2d(3, 4, 3, stride=2, padding=1, groups=1, bias=False), m.BatchNorm2d(4),
+            m.ReLU(), m.MaxPool2d(2), m.AvgPool2d(3, 2, 1), m.AdaptiveAvgPool2d(1),
+            m.Flatten(), m.Linear(4, 8), m.LayerNorm(8), m.GELU("tanh"), m.Dropout(0.1),
+            m.ModuleList([m.Linear(8, 8), m.Linear(8, 8), m.SiLU()]), m.LeakyReLU(0.2),
+            m.ModuleDict({"head": m.Linear(8, 2)}), m.Softmax(dim=-1), m.Identity())
+
+    ours, theirs = stack(nn), stack(tnn)
     assert repr(ours) == repr(theirs)
     assert repr(nn.Conv2d(2, 4, 3, padding="same", dilation=2, groups=2,
                           data_format="NHWC")) == (
