@@ -1206,8 +1206,10 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     # outputs, so the pick (and its label cast) then come before the logits' rows, and the
     # pick, the max and the sum of exponentials are passes of one row group
     # (gingham.compiler.rows). The two sums are equal.
-    shift = _softmax_shift(input, 1)
-    log_sum = ((input - shift).exp().sum(1, keepdims=True).log() + shift).reshape(target.shape)
+    # Half-type logits: the log-sum-exp in float32, as in softmax, and the loss rounded once.
+    logits = _statistics_dtype(input)
+    shift = _softmax_shift(logits, 1)
+    log_sum = ((logits - shift).exp().sum(1, keepdims=True).log() + shift).reshape(target.shape)
     losses = sample_weight._elementwise(
         lambda w, total, pick: builder.select(w.ne(0.0), (-pick + total) * w, 0.0),
         [log_sum, _pick_class(input, target)], "nll")
@@ -1216,8 +1218,10 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
         smooth = -weighted_log_probs().sum(1) * keep * (1.0 / classes)
         losses = losses * (1.0 - label_smoothing) + smooth * label_smoothing
     if reduction == "mean":
-        return losses.sum() / sample_weight.sum()
-    return _reduce_loss(op, losses, reduction)
+        loss = losses.sum() / sample_weight.sum()
+    else:
+        loss = _reduce_loss(op, losses, reduction)
+    return _as_dtype(loss, input.dtype)
 
 
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,

@@ -243,20 +243,25 @@ def test_activations_and_softmax(device):
 @pytest.mark.parametrize("dtype, bits, subnormal", [("bfloat16", 8, 0.0),
                                                      ("float16", 11, 2.0 ** -24)])
 def test_half_softmax_rounds_once(device, dtype, bits, subnormal):
-    """A half-type softmax or log-softmax computes in float32 and rounds its result once, as
-    PyTorch's kernels do: each value is within half a unit in the last place of the exact one
-    (rounding every step, a bfloat16 softmax was off by up to several)."""
+    """A half-type softmax, log-softmax or cross-entropy computes in float32 and rounds its
+    result once, as PyTorch's softmax kernels do: each value is within half a unit in the last
+    place of the exact one (rounding every step, a bfloat16 softmax was off by up to several)."""
     x = tensor(rand(64, 300) * 3, device=device).astype(dtype)
     exact_input = x.astype("float32").numpy().astype(np.float64)
     shifted = exact_input - exact_input.max(axis=1, keepdims=True)
     log_sum = np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    labels = np.arange(64) % 300
+    rows = np.arange(64)
     half_ulp = 2.0 ** -bits * (1 + 1e-3)
     # float32's own error in the exponent: about 1e-7 of the terms' magnitude, x 10
     slack = 1e-6 * (np.abs(shifted) + np.abs(log_sum))
     softmax_exact = np.exp(shifted - log_sum)
     log_exact = shifted - log_sum
     cases = [(F.softmax(x, 1), softmax_exact, softmax_exact * (half_ulp + slack)),
-             (F.log_softmax(x, 1), log_exact, np.abs(log_exact) * half_ulp + slack)]
+             (F.log_softmax(x, 1), log_exact, np.abs(log_exact) * half_ulp + slack),
+             (F.cross_entropy(x, tensor(labels, device=device), reduction="none"),
+              -log_exact[rows, labels], np.abs(log_exact[rows, labels]) * half_ulp
+              + slack[rows, labels])]
     for got, exact, bound in cases:
         assert got.dtype == x.dtype
         got = got.astype("float32").numpy().astype(np.float64)

@@ -276,6 +276,10 @@ def test_containers():
     assert list(seq[1:].state_dict()) == ["1.weight", "1.bias"]  # slices keep the names
 
 
+# Module reprs follow PyTorch 2.13's (the CI's torch); other versions print some layers'
+# settings differently (the H100 machine's 2.11 did), so the comparison needs that version.
+@pytest.mark.skipif(not torch.__version__.startswith("2.13"),
+                    reason="gingham's reprs follow PyTorch 2.13's format")
 def test_repr_matches_torch():
     def stack(m):  # the same layers from gingham.nn or torch.nn
         return m.Sequential(
