@@ -538,18 +538,26 @@ class Identity(Module):
         return x
 
 
-class ReLU(Module):
-    """``max(x, 0)``. ``inplace`` is accepted for PyTorch compatibility and ignored (tensors
-    are immutable), as in the other activations."""
+class _InplaceActivation(Module):
+    """An activation whose only setting is PyTorch's ``inplace``, accepted for compatibility
+    and ignored (tensors are immutable), as in the other activations."""
+
+    function: Callable[[Tensor], Tensor]
 
     def __init__(self, inplace: bool = False) -> None:
         self.inplace = inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.relu(x)
+        return type(self).function(x)
 
     def extra_repr(self) -> str:
         return _inplace_repr(self.inplace)
+
+
+class ReLU(_InplaceActivation):
+    """``max(x, 0)``."""
+
+    function = staticmethod(F.relu)
 
 
 class LeakyReLU(Module):
@@ -594,17 +602,10 @@ class GELU(Module):
         return f"approximate={self.approximate!r}"
 
 
-class SiLU(Module):
+class SiLU(_InplaceActivation):
     """``x * sigmoid(x)`` (swish)."""
 
-    def __init__(self, inplace: bool = False) -> None:
-        self.inplace = inplace
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.silu(x)
-
-    def extra_repr(self) -> str:
-        return _inplace_repr(self.inplace)
+    function = staticmethod(F.silu)
 
 
 class Sigmoid(Module):
