@@ -160,6 +160,18 @@ class Tensor:
         self.realize()
         return Tensor(self.shape, self.dtype, self.device, buffer=self._buffer)
 
+    def __deepcopy__(self, memo: dict) -> "Tensor":
+        """``copy.deepcopy``: a new leaf on the same device holding a copy of this tensor's
+        value, requiring gradients as this one does (its gradient is not copied), so that
+        ``copy.deepcopy(model)`` gives independent parameters, as in PyTorch. A lazy tensor
+        is computed first (inside ``gingham.jit``'s tracing that is an error, as ``numpy()``).
+
+            snapshot = copy.deepcopy(model)          # best-so-far weights, an EMA model
+        """
+        copied = tensor(self.numpy(), device=self.device, requires_grad=self.requires_grad)
+        memo[id(self)] = copied
+        return copied
+
     # -- building operations ------------------------------------------------------------------------
     def _derive(self, shape, dtype, parents, build) -> "Tensor":
         requires = _grad_mode.enabled[-1] and any(p.requires_grad for p in parents)

@@ -102,3 +102,28 @@ def test_errors_name_the_operation_and_shapes(device):
     other = "reference" if device != "reference" else "cpu"
     with pytest.raises(gingham.DeviceError, match="different devices"):
         x + tensor(rand(2, 3), device=other)
+
+
+def test_deepcopy_gives_an_independent_leaf(device):
+    """copy.deepcopy of a parameter, of a lazy result and of a module: new leaves on the same
+    device with the same values and requires_grad, unaffected by later updates of the
+    originals (what copy.deepcopy(model) needs for a snapshot or an EMA model)."""
+    import copy
+
+    import gingham.nn
+
+    weight = tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device=device,
+                    requires_grad=True)
+    lazy = weight * 2.0
+    copied_weight, copied_lazy = copy.deepcopy([weight, lazy])
+    assert copied_weight is not weight and copied_weight.is_leaf and copied_lazy.is_leaf
+    assert copied_weight.device == device and copied_weight.requires_grad
+    weight.assign(tensor(np.zeros((2, 3), np.float32), device=device))
+    np.testing.assert_array_equal(copied_weight.numpy(), np.arange(6).reshape(2, 3))
+    np.testing.assert_array_equal(copied_lazy.numpy(), 2 * np.arange(6).reshape(2, 3))
+
+    layer = gingham.nn.Linear(3, 2, device=device)
+    twin = copy.deepcopy(layer)
+    twin.weight.assign(tensor(np.ones((2, 3), np.float32), device=device))
+    assert not np.array_equal(layer.weight.numpy(), twin.weight.numpy())
+    assert [n for n, _ in twin.named_parameters()] == ["weight", "bias"]
