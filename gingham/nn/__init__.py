@@ -3,7 +3,8 @@
 * :mod:`gingham.nn.functional` — the op library, each op a few lines of Tile, with
   ``torch.nn.functional``'s names, argument order and defaults;
 * layers (:class:`Linear`, :class:`Conv2d`, :class:`BatchNorm2d`, :class:`LayerNorm`, ...),
-  attention (:class:`MultiheadAttention`, :class:`TransformerEncoderLayer`), containers
+  attention (:class:`MultiheadAttention`, :class:`TransformerEncoderLayer`,
+  :class:`TransformerEncoder`), containers
   (:class:`Sequential`, :class:`ModuleList`, :class:`ModuleDict`) with PyTorch's
   ``named_parameters``/``state_dict``/``load_state_dict``, and reference models
   (:mod:`gingham.nn.models`);
@@ -14,7 +15,7 @@
 """
 
 from . import attention, functional, models, modules, training
-from .attention import MultiheadAttention, TransformerEncoderLayer
+from .attention import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 from .modules import (ELU, GELU, AdaptiveAvgPool2d, AvgPool2d, BatchNorm2d, Conv2d, Dropout,
                       Embedding, Flatten, Identity, IncompatibleKeys, LayerNorm, LeakyReLU, Linear,
                       LogSoftmax, MaxPool2d, Module, ModuleDict, ModuleList, ReLU, Sequential,
@@ -32,4 +33,4 @@ __all__ = ["attention", "functional", "models", "training", "manual_seed",
            "Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "Embedding", "Dropout",
            "Identity", "ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax",
            "LogSoftmax", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Flatten",
-           "MultiheadAttention", "TransformerEncoderLayer"]
+           "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"]

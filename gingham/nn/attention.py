@@ -1,5 +1,5 @@
-"""Attention layers in PyTorch's shape: :class:`MultiheadAttention` and
-:class:`TransformerEncoderLayer`, over :func:`gingham.nn.functional.scaled_dot_product_attention`.
+"""Attention layers in PyTorch's shape: :class:`MultiheadAttention`,
+:class:`TransformerEncoderLayer` and :class:`TransformerEncoder`, over :func:`gingham.nn.functional.scaled_dot_product_attention`.
 
     layer = nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, dropout=0.0,
                                        batch_first=True)
@@ -17,6 +17,7 @@ sums over both ``h`` and ``d``. No head is ever split, transposed or concatenate
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Callable
 
@@ -28,7 +29,7 @@ from ..tile import builder
 from ..tile import dtypes as dt
 from . import functional as F
 from . import modules
-from .modules import LayerNorm, Linear, Module
+from .modules import LayerNorm, Linear, Module, ModuleList
 
 
 def _xavier_uniform(shape: tuple[int, int], device: str | None) -> Tensor:
@@ -312,4 +313,38 @@ class TransformerEncoderLayer(Module):
         return self._dropout(self.linear2(hidden))
 
 
-__all__ = ["MultiheadAttention", "TransformerEncoderLayer"]
+class TransformerEncoder(Module):
+    """``torch.nn.TransformerEncoder``: ``num_layers`` copies of ``encoder_layer``, each with
+    parameters of its own (deep copies, as PyTorch makes), then ``norm`` if given. Parameters
+    are named as PyTorch's (``layers.0.self_attn.in_proj_weight``, ..., ``norm.weight``), so a
+    PyTorch encoder's ``state_dict`` loads unchanged.
+
+        layer = TransformerEncoderLayer(64, 4, dim_feedforward=256, batch_first=True)
+        encoder = TransformerEncoder(layer, num_layers=6, norm=LayerNorm(64))
+        y = encoder(x, src_key_padding_mask=padding)          # x: [N, T, 64]
+
+    ``enable_nested_tensor`` and ``mask_check`` (PyTorch's fast-path switches) are accepted
+    and change nothing.
+    """
+
+    def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int,
+                 norm: Module | None = None, enable_nested_tensor: bool = True,
+                 mask_check: bool = True) -> None:
+        if num_layers < 1:
+            raise ValueError(f"TransformerEncoder: num_layers must be at least 1, not "
+                             f"{num_layers}")
+        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, src: Tensor, mask: Tensor | None = None,
+                src_key_padding_mask: Tensor | None = None,
+                is_causal: bool | None = None) -> Tensor:
+        x = src
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+                      is_causal=bool(is_causal))
+        return self.norm(x) if self.norm is not None else x
+
+
+__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"]

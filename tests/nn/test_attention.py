@@ -248,26 +248,15 @@ def test_sdpa_device_errors(device):
 # -- layers ----------------------------------------------------------------------------------------
 
 
-def named_parameters(module, prefix: str = "") -> dict:
-    """gingham's parameters by PyTorch's naming (attribute paths), in registration order."""
-    found = {}
-    for name, value in vars(module).items():
-        if isinstance(value, gingham.Tensor) and value.requires_grad:
-            found[prefix + name] = value
-        elif isinstance(value, gingham.nn.Module):
-            found.update(named_parameters(value, f"{prefix}{name}."))
-    return found
+def named_parameters(module) -> dict:
+    """gingham's parameters by PyTorch's naming, in registration order."""
+    return dict(module.named_parameters())
 
 
-def copy_parameters(ours, theirs: torch.nn.Module, device: str) -> None:
-    """PyTorch's parameter values into gingham's module, by name."""
-    for name, parameter in theirs.named_parameters():
-        *path, leaf = name.split(".")
-        owner = ours
-        for part in path:  # a digit indexes a list of layers (ModuleList in PyTorch)
-            owner = owner[int(part)] if part.isdigit() else getattr(owner, part)
-        setattr(owner, leaf, tensor(parameter.detach().numpy(), device=device,
-                                    requires_grad=True))
+def copy_parameters(ours, theirs: torch.nn.Module) -> None:
+    """PyTorch's parameter values into gingham's module, by name (every name must match)."""
+    ours.load_state_dict({name: value.detach().numpy()
+                          for name, value in theirs.state_dict().items()})
 
 
 def compare_layers(device, ours, theirs: torch.nn.Module, inputs: dict, run, constants=(),
@@ -275,7 +264,7 @@ def compare_layers(device, ours, theirs: torch.nn.Module, inputs: dict, run, con
     """``run(layer, **inputs)`` (a dict of outputs) for the gingham layer and its PyTorch twin
     (in float64, same weights): outputs, then the gradients of a random-weighted sum of them
     for the float inputs not in ``constants`` and for every parameter."""
-    copy_parameters(ours, theirs, device)
+    copy_parameters(ours, theirs)
     theirs = theirs.double()
     g_in, t_in, wants = forward_and_backward(device, inputs, lambda **a: run(ours, **a),
                                              lambda **a: run(theirs, **a), constants, tol)
@@ -363,6 +352,34 @@ def test_transformer_encoder_layer(device, batch_first, norm_first, activation):
                    batch_first=batch_first, norm_first=norm_first)
     theirs = torch.nn.TransformerEncoderLayer(d_model, 2, **options).eval()
     ours = gingham.nn.TransformerEncoderLayer(d_model, 2, device=device, **options).eval()
+    compare_layers(device, ours, theirs, arrays, run)
+
+
+@pytest.mark.parametrize("final_norm", [False, True])
+def test_transformer_encoder(device, final_norm):
+    """A stack of two layers (each with its own parameters) and an optional final norm,
+    against PyTorch's with its state dict loaded by name: outputs, and the gradients of the
+    input and of every parameter."""
+    n, length, d_model = 2, 5, 8
+    padding = np.zeros((n, length), bool)
+    padding[0, 4:] = True
+    arrays = dict(x=sequences(True, n, length, d_model), padding=padding)
+
+    def run(encoder, x, padding):
+        return {"out": encoder(x, src_key_padding_mask=padding)}
+
+    torch.manual_seed(3)
+    options = dict(dim_feedforward=16, dropout=0.0, batch_first=True)
+    theirs = torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(d_model, 2, **options), 2,
+        norm=torch.nn.LayerNorm(d_model) if final_norm else None,
+        enable_nested_tensor=False).eval()
+    ours = gingham.nn.TransformerEncoder(
+        gingham.nn.TransformerEncoderLayer(d_model, 2, device=device, **options), 2,
+        norm=gingham.nn.LayerNorm(d_model, device=device) if final_norm else None).eval()
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    first, second = ours.layers[0].linear1.weight, ours.layers[1].linear1.weight
+    assert first is not second and first.requires_grad and second.requires_grad
     compare_layers(device, ours, theirs, arrays, run)
 
 
@@ -483,7 +500,7 @@ def test_transformer_classifier_trains_as_pytorch(device):
     torch.manual_seed(0)
     theirs = TorchTinyTransformer()
     ours = TinyTransformer(device)
-    copy_parameters(ours, theirs, device)
+    copy_parameters(ours, theirs)
     step = training.train_step(ours, gingham.optim.Adam(ours.parameters(), lr=1e-2))
     x, y = tensor(tokens, device=device), tensor(labels, device=device)
     losses = [step(x, y).item() for _ in range(8)]
