@@ -467,6 +467,19 @@ def _reduce(x: Tensor, agg: str, axis, keepdims: bool) -> Tensor:
     return x._derive(tuple(out_shape), dtype, [x], build)
 
 
+def batched_operand_index(shape: tuple[int, ...], batch: tuple[int, ...], indices: Sequence,
+                          rows, cols) -> tuple:
+    """The index of a ``[..., rows, cols]`` operand of a product over the broadcast ``batch``
+    axes (named by ``indices``): missing leading axes are skipped, and an axis of size 1
+    broadcast against a longer one is read at 0. One that meets only axes of size 1 keeps its
+    index, which must appear on the right of the sum (an index used only in the output is an
+    error: ``[1, 2, 3] @ [1, 3, 4]`` was one)."""
+    lead = len(batch) - (len(shape) - 2)
+    index = [0 if size == 1 != batch[lead + d] else indices[lead + d]
+             for d, size in enumerate(shape[:-2])]
+    return (*index, rows, cols)
+
+
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """``a @ b`` for 1-D, 2-D and batched (leading dimensions equal) operands; under
     ``gingham.autocast`` in its low-precision dtype."""
@@ -487,20 +500,12 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     bi = builder.indices(" ".join(f"b{d}" for d in range(nb))) if nb else ()
     i, j, kk = builder.indices("i j k")
 
-    def operand_index(batch_shape, rows, cols):
-        # An axis of size 1 broadcast against a longer one is read at 0; one that meets only
-        # axes of size 1 keeps its index, which must appear on the right of the sum (an
-        # index used only in the output is an error: [1, 2, 3] @ [1, 3, 4] was one).
-        lead = nb - len(batch_shape)
-        index = [0 if batch_shape[d] == 1 != batch[lead + d] else bi[lead + d]
-                 for d in range(len(batch_shape))]
-        return tuple(index) + (rows, cols)
-
     dtype = dt.promote(a2.dtype, b2.dtype)
 
     def build(nodes):
         na, nb_ = nodes
-        return builder.sum(na[operand_index(batch_a, i, kk)] * nb_[operand_index(batch_b, kk, j)],
+        return builder.sum(na[batched_operand_index(a2.shape, batch, bi, i, kk)]
+                           * nb_[batched_operand_index(b2.shape, batch, bi, kk, j)],
                            out=list(bi) + [i, j], shape=list(batch) + [m, n])
 
     result = a2._derive(batch + (m, n), dtype, [a2, b2], build)

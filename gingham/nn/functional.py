@@ -41,7 +41,8 @@ import numpy as np
 from ..config import get_config
 from ..errors import DeviceError
 from ..frontend.amp import cast_inputs_float32, cast_inputs_low
-from ..frontend.tensor import ShapeError, Tensor, matmul, no_grad, tensor
+from ..frontend.tensor import (ShapeError, Tensor, batched_operand_index, matmul,
+                               no_grad, tensor)
 from ..tile import builder
 from ..tile import dtypes as dt
 from . import winograd
@@ -905,17 +906,6 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
 # -- attention -------------------------------------------------------------------------------------
 
 
-def _broadcast_operand(shape: tuple[int, ...], batch: tuple[int, ...], indices: Sequence,
-                       rows, cols) -> tuple:
-    """The index of a ``[..., rows, cols]`` operand of a product over the broadcast ``batch``
-    axes: missing leading axes are skipped, and an axis of size 1 is read at 0 where it is
-    broadcast (not where the batch axis is 1 too: its index must appear on the right)."""
-    lead = len(batch) - (len(shape) - 2)
-    index = [0 if size == 1 != batch[lead + d] else indices[lead + d]
-             for d, size in enumerate(shape[:-2])]
-    return (*index, rows, cols)
-
-
 def _query_key_scores(query: Tensor, key: Tensor) -> Tensor:
     """``query @ key^T`` with broadcast batch axes, the transposition in the index (key is
     read in place, never copied): ``S[b..., l, s] = +(Q[b..., l, e] * K[b..., s, e])``."""
@@ -924,8 +914,8 @@ def _query_key_scores(query: Tensor, key: Tensor) -> Tensor:
     b = _indices("b", len(batch))
     l, s, e = builder.indices("l s e")
     return query._derive(shape, query.dtype, [query, key], lambda nodes: builder.sum(
-        nodes[0][_broadcast_operand(query.shape, batch, b, l, e)]
-        * nodes[1][_broadcast_operand(key.shape, batch, b, s, e)], out=[*b, l, s],
+        nodes[0][batched_operand_index(query.shape, batch, b, l, e)]
+        * nodes[1][batched_operand_index(key.shape, batch, b, s, e)], out=[*b, l, s],
         shape=list(shape)))
 
 
