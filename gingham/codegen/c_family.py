@@ -306,6 +306,38 @@ def vector_math_declaration(function: str) -> list[str]:
     return ["#pragma omp declare simd notinbranch", f"{t} {function}({', '.join([t] * arity)});"]
 
 
+#: C: ``gh_expf``, the C dialect's float32 ``exp``. Where the toolchain has a vector expf
+#: (``GH_SIMD_expf``: glibc's libmvec), its 16 lanes leave the vector code for scalar calls
+#: whenever one lane's argument is outside about (-87.3, 87.9), where the result is not a normal
+#: float: a vector holding one masked score (``exp(-inf)``) costs 2.8-4.3 ns an element
+#: instead of 0.3 (the causal softmax of an attention on an AMD EPYC, where half the scores are
+#: ``-inf``: 3.9 -> 0.9 ms; docs/measurements.md, stop 49). So those lanes are given an argument
+#: inside the range and their results made from it, bit by bit (selects written as ``?:``
+#: let GCC split the loop into two calls of the vector expf):
+#:
+#: * ``x < -104``: ``exp(x)`` rounds to +0 (it does below -103.97): ``exp(0)``, then 0;
+#: * ``-104 <= x < -87`` (a subnormal result): ``exp(x / 2)`` squared, ``x / 2`` made exactly by
+#:   decrementing the exponent; the square rounds once to the subnormal (within a unit of
+#:   its last place of glibc's scalar ``expf``);
+#: * ``x >= 88.72283935546875`` (the first float whose ``exp`` overflows): ``exp(0)``, then +inf.
+#:
+#: NaN and ``87.9 < x < 88.7228`` take the vector routine's own (slow, exact) path.
+_C_EXPF_LINES: list[str] = [
+    "#ifdef GH_SIMD_expf",
+    "static inline float gh_expf(float x) {",
+    "    unsigned int low = x < -87.0f;",
+    "    unsigned int zero = -(unsigned int)(x < -104.0f);",
+    "    unsigned int inf = -(unsigned int)(x >= 88.72283935546875f);",
+    "    float e = expf(gh_float((gh_bits(x) - (low << 23)) & ~(zero | inf)));",
+    "    float factor = gh_float((gh_bits(e) & -low) | (0x3f800000u & (low - 1u)));",
+    "    return gh_float((gh_bits(e * factor) & ~(zero | inf)) | (0x7f800000u & inf));",
+    "}",
+    "#else",
+    "static inline float gh_expf(float x) { return expf(x); }",
+    "#endif",
+]
+
+
 class _Renderer:
     def __init__(self, dialect: Dialect, rename: Callable[[str], str] | None = None) -> None:
         self.d = dialect
@@ -460,6 +492,8 @@ class _Renderer:
         if d.name == "c":
             lines += self._select_helpers()
             lines += self._declared_reductions() + self._vector_math_lines()
+            if "gh_expf" in self.helpers:
+                lines += _C_EXPF_LINES
         return "\n".join(lines) + "\n"
 
     def _minmax_helpers(self, dtype: str) -> list[str]:
@@ -987,6 +1021,9 @@ class _Renderer:
         function = name if self.d.overloaded_math or dtype != "float32" else name + "f"
         if self.d.name == "c" and name in C_VECTOR_MATH:
             self.helpers.add(f"libm:{function}")
+        if self.d.name == "c" and function == "expf":
+            self.helpers.add("gh_expf")
+            return "gh_expf"
         return function
 
     def _vector_math_lines(self) -> list[str]:

@@ -78,6 +78,33 @@ def test_functions_against_float64(cpu, name, bounds, dtype):
     _assert_within_ulps(got, want, dtype)
 
 
+#: float32 ``exp``'s arguments where ``gh_expf`` steers libmvec's lanes (results that round
+#: to 0, subnormal results, overflow) and their edges, each beside ordinary arguments.
+EXP_EDGES = [-np.inf, -1e30, -200.0, -104.0, -103.97208, -103.9, -100.0, -90.0, -87.4,
+             -87.33, -87.0, -86.9, 87.5, 88.0, 88.72283, 88.72283935546875, 88.8, 100.0,
+             np.inf, np.nan]
+
+
+def test_float32_exp_outside_the_vector_routines_range(cpu):
+    """exp(-inf) (a masked attention score), subnormal results and overflow: the vector
+    code gives each lane an argument inside libmvec's fast range and rebuilds the result
+    from it; the values must be those of exp, subnormals within a few of their units."""
+    rng = np.random.default_rng(5)
+    edges = np.array(EXP_EDGES, np.float32)
+    x = rng.uniform(-120.0, 95.0, 4093).astype(np.float32)
+    # every edge value in a vector of ordinary ones, and at the ragged tail
+    x[:2 * len(edges):2] = edges
+    x[-len(edges):] = edges
+    fn = tile.function("function (X[N]) -> (Y) { Y = exp(X); }")
+    got = fn(x, device="cpu")
+    with np.errstate(over="ignore"):  # exp(100) is inf in float32, as it should be
+        want = _float64("exp", x).astype(np.float32).astype(np.float64)
+    _assert_within_ulps(got, want, np.float32)
+    if "-DGH_SIMD_expf" in cpu.cflags:
+        source = _source_of("function (X[N]) -> (Y) { Y = exp(X); }", x)
+        assert "gh_expf(" in source
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_pow_against_float64(cpu, dtype):
     rng = np.random.default_rng(11)
