@@ -74,20 +74,110 @@ LAYERS = {  # name: (gingham layer, PyTorch layer, which input)
     "dropout_eval": (lambda d: nn.Dropout(0.5).eval(), lambda: tnn.Dropout(0.5).eval(), "seq"),
 }
 
+CONV_NORM_POOL_LAYERS = {  # the N-d layers, norms, resampling and the other activations
+    "conv1d": (lambda d: nn.Conv1d(4, 6, 3, stride=2, padding=1, device=d),
+               lambda: tnn.Conv1d(4, 6, 3, stride=2, padding=1), "signal"),
+    "conv1d_same_grouped": (lambda d: nn.Conv1d(4, 4, 3, padding="same", dilation=2, groups=2,
+                                                bias=False, device=d),
+                            lambda: tnn.Conv1d(4, 4, 3, padding="same", dilation=2, groups=2,
+                                               bias=False), "signal"),
+    "conv3d": (lambda d: nn.Conv3d(2, 4, (2, 3, 2), stride=(1, 2, 1), padding=1, device=d),
+               lambda: tnn.Conv3d(2, 4, (2, 3, 2), stride=(1, 2, 1), padding=1), "volume"),
+    "conv_transpose1d": (lambda d: nn.ConvTranspose1d(4, 6, 3, stride=2, padding=1,
+                                                      output_padding=1, device=d),
+                         lambda: tnn.ConvTranspose1d(4, 6, 3, stride=2, padding=1,
+                                                     output_padding=1), "signal"),
+    "conv_transpose2d": (lambda d: nn.ConvTranspose2d(3, 6, 3, stride=2, padding=1,
+                                                      output_padding=(1, 0), groups=3,
+                                                      device=d),
+                         lambda: tnn.ConvTranspose2d(3, 6, 3, stride=2, padding=1,
+                                                     output_padding=(1, 0), groups=3), "image"),
+    "conv_transpose2d_dilated": (lambda d: nn.ConvTranspose2d(3, 2, 2, dilation=2, bias=False,
+                                                              device=d),
+                                 lambda: tnn.ConvTranspose2d(3, 2, 2, dilation=2, bias=False),
+                                 "image"),
+    "conv_transpose3d": (lambda d: nn.ConvTranspose3d(2, 3, 2, stride=2, device=d),
+                         lambda: tnn.ConvTranspose3d(2, 3, 2, stride=2), "volume"),
+    "batch_norm1d": (lambda d: nn.BatchNorm1d(4, device=d), lambda: tnn.BatchNorm1d(4),
+                     "features"),
+    "batch_norm1d_seq": (lambda d: nn.BatchNorm1d(4, momentum=0.3, bias=False, device=d),
+                         lambda: tnn.BatchNorm1d(4, momentum=0.3, bias=False), "signal"),
+    "batch_norm1d_eval": (lambda d: nn.BatchNorm1d(4, eps=1e-3, device=d).eval(),
+                          lambda: tnn.BatchNorm1d(4, eps=1e-3).eval(), "signal"),
+    "batch_norm3d": (lambda d: nn.BatchNorm3d(2, device=d), lambda: tnn.BatchNorm3d(2),
+                     "volume"),
+    "batch_norm3d_untracked": (lambda d: nn.BatchNorm3d(2, affine=False,
+                                                        track_running_stats=False).eval(),
+                               lambda: tnn.BatchNorm3d(2, affine=False,
+                                                       track_running_stats=False).eval(),
+                               "volume"),
+    "group_norm": (lambda d: nn.GroupNorm(2, 4, device=d), lambda: tnn.GroupNorm(2, 4),
+                   "signal"),
+    "group_norm_image": (lambda d: nn.GroupNorm(1, 3, eps=1e-3, bias=False, device=d),
+                         lambda: tnn.GroupNorm(1, 3, eps=1e-3, bias=False), "image"),
+    "group_norm_volume": (lambda d: nn.GroupNorm(2, 2, affine=False),
+                          lambda: tnn.GroupNorm(2, 2, affine=False), "volume"),
+    "max_pool1d": (lambda d: nn.MaxPool1d(3, stride=2, padding=1),
+                   lambda: tnn.MaxPool1d(3, stride=2, padding=1), "signal"),
+    "max_pool2d_dilated": (lambda d: nn.MaxPool2d(2, stride=1, dilation=2, ceil_mode=True),
+                           lambda: tnn.MaxPool2d(2, stride=1, dilation=2, ceil_mode=True),
+                           "image"),
+    "max_pool3d": (lambda d: nn.MaxPool3d(2, stride=(1, 2, 2), ceil_mode=True),
+                   lambda: tnn.MaxPool3d(2, stride=(1, 2, 2), ceil_mode=True), "volume"),
+    "avg_pool1d": (lambda d: nn.AvgPool1d(3, stride=2, padding=1, count_include_pad=False),
+                   lambda: tnn.AvgPool1d(3, stride=2, padding=1, count_include_pad=False),
+                   "signal"),
+    "avg_pool3d": (lambda d: nn.AvgPool3d(2, stride=1, padding=1, divisor_override=3),
+                   lambda: tnn.AvgPool3d(2, stride=1, padding=1, divisor_override=3),
+                   "volume"),
+    "avg_pool3d_ceil": (lambda d: nn.AvgPool3d(3, stride=2, padding=1, ceil_mode=True,
+                                               count_include_pad=False),
+                        lambda: tnn.AvgPool3d(3, stride=2, padding=1, ceil_mode=True,
+                                              count_include_pad=False), "volume"),
+    "upsample_nearest": (lambda d: nn.Upsample(scale_factor=2), lambda: tnn.Upsample(
+        scale_factor=2), "image"),
+    "upsample_bilinear": (lambda d: nn.Upsample(size=(4, 7), mode="bilinear",
+                                                align_corners=True),
+                          lambda: tnn.Upsample(size=(4, 7), mode="bilinear",
+                                               align_corners=True), "image"),
+    "upsample_linear": (lambda d: nn.Upsample(scale_factor=1.5, mode="linear"),
+                        lambda: tnn.Upsample(scale_factor=1.5, mode="linear"), "signal"),
+    "upsample_trilinear": (lambda d: nn.Upsample(scale_factor=(1, 2, 1.5), mode="trilinear"),
+                           lambda: tnn.Upsample(scale_factor=(1, 2, 1.5), mode="trilinear"),
+                           "volume"),
+    "relu6": (lambda d: nn.ReLU6(), lambda: tnn.ReLU6(), "image"),
+    "hardtanh": (lambda d: nn.Hardtanh(-0.5, 0.7), lambda: tnn.Hardtanh(-0.5, 0.7), "image"),
+    "softplus": (lambda d: nn.Softplus(), lambda: tnn.Softplus(), "signal"),
+    "softplus_threshold": (lambda d: nn.Softplus(beta=2, threshold=1),
+                           lambda: tnn.Softplus(beta=2, threshold=1), "image"),
+    "mish": (lambda d: nn.Mish(), lambda: tnn.Mish(), "image"),
+    "hardswish": (lambda d: nn.Hardswish(), lambda: tnn.Hardswish(), "image"),
+    "prelu": (lambda d: nn.PReLU(device=d), lambda: tnn.PReLU(), "volume"),
+    "prelu_channels": (lambda d: nn.PReLU(3, init=0.1, device=d), lambda: tnn.PReLU(3, 0.1),
+                       "image"),
+}
 
-def test_layers_match_torch(device):
-    """Every new layer's output, input gradient and parameter gradients, with PyTorch's
-    (random) weights loaded by name into a ModuleDict of them all."""
-    ours = nn.ModuleDict({name: make(device) for name, (make, _, _) in LAYERS.items()})
-    theirs = randomize(tnn.ModuleDict({name: make() for name, (_, make, _) in LAYERS.items()}))
+
+@pytest.mark.parametrize("layers", [LAYERS, CONV_NORM_POOL_LAYERS], ids=["basic", "nd"])
+def test_layers_match_torch(device, layers):
+    """Every layer's output, input gradient and parameter gradients, with PyTorch's (random)
+    weights loaded by name into a ModuleDict of them all (one program forward, one
+    backward); then the running statistics batch norms updated in training."""
+    ours = nn.ModuleDict({name: make(device) for name, (make, _, _) in layers.items()})
+    theirs = randomize(tnn.ModuleDict({name: make() for name, (_, make, _) in layers.items()}))
     assert ours.load_state_dict(theirs.state_dict()) == ([], [])
-    inputs = {"seq": rand(3, 4, 6), "image": rand(2, 3, 6, 5, seed=1),
-              "tokens": np.array([[0, 6, 2], [2, 3, 1]], np.int64)}
+    # Inputs scaled by 3 so that the clamps (ReLU6, Hardtanh, Hardswish) meet both bounds.
+    inputs = {"seq": rand(3, 4, 6), "image": 3 * rand(2, 3, 6, 5, seed=1),
+              "tokens": np.array([[0, 6, 2], [2, 3, 1]], np.int64),
+              "features": rand(5, 4, seed=3), "signal": rand(2, 4, 9, seed=4),
+              "volume": rand(2, 2, 5, 4, 6, seed=5)}
+    kinds = {kind for _, _, kind in layers.values()}
+    inputs = {k: v for k, v in inputs.items() if k in kinds}
     g_in = {k: tensor(v, device=device, requires_grad=v.dtype.kind == "f")
             for k, v in inputs.items()}
     t_in = {k: torch.tensor(v, requires_grad=v.dtype.kind == "f") for k, v in inputs.items()}
-    g_out = {name: ours[name](g_in[kind]) for name, (_, _, kind) in LAYERS.items()}
-    t_out = {name: theirs[name](t_in[kind]) for name, (_, _, kind) in LAYERS.items()}
+    g_out = {name: ours[name](g_in[kind]) for name, (_, _, kind) in layers.items()}
+    t_out = {name: theirs[name](t_in[kind]) for name, (_, _, kind) in layers.items()}
     realize(list(g_out.values()))
     for name, expected in t_out.items():
         assert g_out[name].shape == tuple(expected.shape), name
@@ -107,6 +197,11 @@ def test_layers_match_torch(device):
     for name, expected in theirs_grads.items():
         np.testing.assert_allclose(ours_grads[name].numpy(), expected.numpy(),
                                    err_msg=f"d/d {name}", **TOLERANCE)
+    ours_state = ours.state_dict()
+    for name, value in theirs.state_dict().items():
+        if name.endswith(("running_mean", "running_var")):
+            np.testing.assert_allclose(ours_state[name], value.numpy(), err_msg=name,
+                                       **TOLERANCE)
 
 
 def test_default_initialisation_follows_torch():
