@@ -20,7 +20,7 @@ import gingham
 import gingham.nn as nn
 from gingham.frontend import optim
 from gingham.frontend.jit import jit
-from gingham.frontend.tensor import Tensor, realize, tensor
+from gingham.frontend.tensor import ShapeError, Tensor, realize, tensor
 from gingham.nn import models, training
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-4)
@@ -229,6 +229,67 @@ def test_constructor_errors():
         nn.Sequential(nn.ReLU(), lambda x: x)
     with pytest.raises(KeyError, match="no '.'"):
         nn.ModuleDict({"a.b": nn.ReLU()})
+    with pytest.raises(ValueError, match="groups=3 must divide in_channels 4"):
+        nn.Conv1d(4, 6, 3, groups=3)
+    with pytest.raises(ValueError, match="padding='same' needs stride 1"):
+        nn.Conv3d(1, 1, 3, stride=2, padding="same")
+    with pytest.raises(ValueError, match="padding must be ints, not 'same'"):
+        nn.ConvTranspose2d(1, 1, 3, padding="same")
+    with pytest.raises(NotImplementedError, match="only padding_mode='zeros'"):
+        nn.Conv2d(1, 1, 3, padding_mode="reflect")
+    with pytest.raises(ValueError, match="padding_mode must be one of"):
+        nn.Conv1d(1, 1, 3, padding_mode="mirror")
+    with pytest.raises(ValueError, match="num_channels 6 must be divisible by num_groups 4"):
+        nn.GroupNorm(4, 6)
+    with pytest.raises(NotImplementedError, match="momentum=None"):
+        nn.BatchNorm1d(3, momentum=None)
+    with pytest.raises(NotImplementedError, match="return_indices"):
+        nn.MaxPool1d(2, return_indices=True)
+    with pytest.raises(ValueError, match="max_val 1 must be greater than min_val 2"):
+        nn.Hardtanh(2, 1)
+    volume = tensor(rand(2, 3, 4, 4, 4), device="reference")
+    with pytest.raises(ValueError, match=r"BatchNorm1d: expected 2D or 3D input \(got 5D"):
+        nn.BatchNorm1d(3)(volume)
+    with pytest.raises(ValueError, match=r"BatchNorm2d: expected 4D input \(got 5D"):
+        nn.BatchNorm2d(3)(volume)
+    with pytest.raises(ShapeError, match="3 channels .* divisible by num_groups 2"):
+        nn.functional.group_norm(volume, 2)
+    with pytest.raises(ValueError, match=r"output_size \(9,\) is not reachable .* 7 to 8"):
+        nn.ConvTranspose1d(3, 2, 3, stride=2, padding=1)(volume[:, :, 0, 0], output_size=[9])
+
+
+@pytest.mark.parametrize("make", [lambda m: m.Conv1d(6, 8, 5, groups=2),
+                                  lambda m: m.Conv3d(4, 6, (3, 2, 2)),
+                                  lambda m: m.ConvTranspose2d(6, 9, 3, groups=3),
+                                  lambda m: m.ConvTranspose3d(3, 9, 2)],
+                         ids=["conv1d", "conv3d", "conv_transpose2d", "conv_transpose3d"])
+def test_convolutions_initialise_as_torch(make):
+    """Weights and biases uniform in PyTorch's bound (1/sqrt(fan_in), fan_in from the weight's
+    axis 1 and kernel), with PyTorch's names and shapes."""
+    nn.manual_seed(0)
+    ours, theirs = make(nn), make(tnn)
+    state = ours.state_dict()
+    assert list(state) == list(theirs.state_dict())
+    weight = theirs.weight
+    bound = 1.0 / np.sqrt(weight.shape[1] * np.prod(weight.shape[2:]))
+    for name, value in state.items():
+        assert value.shape == tuple(theirs.state_dict()[name].shape), name
+        assert np.abs(value).max() <= bound and np.abs(value).max() > 0.5 * bound, name
+    values = state["weight"].ravel()
+    assert abs(values.std() - bound / np.sqrt(3)) < 0.15 * bound  # a uniform's deviation
+
+
+def test_conv_transpose_output_size_picks_output_padding(device):
+    """``forward(x, output_size)`` as PyTorch's: the output_padding that reaches the size."""
+    x = rand(2, 3, 4, 5)
+    ours = nn.ConvTranspose2d(3, 2, 3, stride=(2, 3), padding=1, device=device)
+    theirs = tnn.ConvTranspose2d(3, 2, 3, stride=(2, 3), padding=1)
+    ours.load_state_dict(randomize(theirs).state_dict())
+    for size in ([8, 15], (2, 2, 7, 14)):
+        expected = theirs(torch.tensor(x), output_size=size).detach().numpy()
+        got = ours(tensor(x, device=device), output_size=size).numpy()
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, **TOLERANCE)
 
 
 def test_softmax_without_dim_warns_and_picks_torchs_axis():
@@ -384,8 +445,26 @@ def test_repr_matches_torch():
             m.ModuleList([m.Linear(8, 8), m.Linear(8, 8), m.SiLU()]), m.LeakyReLU(0.2),
             m.ModuleDict({"head": m.Linear(8, 2)}), m.Softmax(dim=-1), m.Identity())
 
+    def nd_stack(m):
+        return m.Sequential(
+            m.Conv1d(2, 4, 3), m.Conv3d(2, 4, (1, 2, 3), stride=2, padding=1, groups=2,
+                                        bias=False),
+            m.Conv2d(2, 4, 3, padding="same", dilation=2),
+            m.ConvTranspose1d(2, 4, 3, stride=2, output_padding=1),
+            m.ConvTranspose2d(2, 4, 3, dilation=2, groups=2), m.ConvTranspose3d(2, 4, 3),
+            m.BatchNorm1d(3), m.BatchNorm2d(3, bias=False),
+            m.BatchNorm3d(3, affine=False, track_running_stats=False), m.GroupNorm(2, 4),
+            m.GroupNorm(2, 4, affine=False), m.MaxPool1d(3), m.MaxPool2d((2, 3)),
+            m.MaxPool3d(3, 2, 1, ceil_mode=True), m.AvgPool1d(3), m.AvgPool3d(3, 2, 1),
+            m.Upsample(scale_factor=2), m.Upsample(size=(3, 4), mode="bilinear",
+                                                   align_corners=True),
+            m.Upsample(scale_factor=(2, 1.5)), m.ReLU6(), m.ReLU6(True), m.Hardtanh(),
+            m.Hardtanh(-2, 3, True), m.Softplus(), m.Softplus(2, 10), m.Mish(True),
+            m.Hardswish(True), m.PReLU(), m.PReLU(3, 0.1))
+
     ours, theirs = stack(nn), stack(tnn)
     assert repr(ours) == repr(theirs)
+    assert repr(nd_stack(nn)) == repr(nd_stack(tnn))
     assert repr(nn.Conv2d(2, 4, 3, padding="same", dilation=2, groups=2,
                           data_format="NHWC")) == (
         "Conv2d(2, 4, kernel_size=(3, 3), stride=(1, 1), padding=same, dilation=(2, 2), "
