@@ -2,9 +2,10 @@
 
 * :mod:`gingham.nn.functional` — the op library, each op a few lines of Tile, with
   ``torch.nn.functional``'s names, argument order and defaults;
-* layers (:class:`Linear`, :class:`Conv2d`, :class:`BatchNorm2d`, :class:`LayerNorm`, ...),
-  attention (:class:`MultiheadAttention`, :class:`TransformerEncoderLayer`,
-  :class:`TransformerEncoder`), containers
+* layers (:class:`Linear`, :class:`Conv1d`/``2d``/``3d``, :class:`ConvTranspose2d`,
+  :class:`BatchNorm2d`, :class:`GroupNorm`, :class:`LayerNorm`, pools, :class:`Upsample`,
+  activations, ...), attention (:class:`MultiheadAttention`, the encoder and decoder layers
+  and stacks, :class:`Transformer`), containers
   (:class:`Sequential`, :class:`ModuleList`, :class:`ModuleDict`) with PyTorch's
   ``named_parameters``/``state_dict``/``load_state_dict``, and reference models
   (:mod:`gingham.nn.models`);
@@ -15,7 +16,8 @@
 """
 
 from . import attention, functional, models, modules, training
-from .attention import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
+from .attention import (MultiheadAttention, Transformer, TransformerDecoder,
+                        TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
 from .modules import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, AvgPool3d,
                       BatchNorm1d, BatchNorm2d, BatchNorm3d, Conv1d, Conv2d, Conv3d,
                       ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, Dropout, Embedding,
@@ -40,4 +42,5 @@ __all__ = ["attention", "functional", "models", "training", "manual_seed",
            "Mish", "Hardswish", "Softplus", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
            "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
            "AdaptiveAvgPool2d", "Upsample", "Flatten",
-           "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"]
+           "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
+           "TransformerDecoderLayer", "TransformerDecoder", "Transformer"]
