@@ -578,15 +578,14 @@ class _BatchNorm(Module):
 
     _ignored_state = ("num_batches_tracked",)
     _ranks: tuple[int, ...]  # the input ranks accepted
+    data_format: str | None = None  # the 2-d layer's layout option
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
                  affine: bool = True, track_running_stats: bool = True,
-                 device: str | None = None, *, bias: bool = True,
-                 data_format: str | None = None) -> None:
+                 device: str | None = None, *, bias: bool = True) -> None:
         if momentum is None:
             raise NotImplementedError(f"{type(self).__name__}: momentum=None (a cumulative "
                                       "average) is not supported")
-        self.data_format = data_format
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         ones, zeros = np.ones(num_features, np.float32), np.zeros(num_features, np.float32)
@@ -644,8 +643,9 @@ class BatchNorm2d(_BatchNorm):
                  affine: bool = True, track_running_stats: bool = True,
                  device: str | None = None, *, bias: bool = True,
                  data_format: str = "NCHW") -> None:
+        self.data_format = _image_format("BatchNorm2d", data_format)
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
-                         bias=bias, data_format=_image_format("BatchNorm2d", data_format))
+                         bias=bias)
 
 
 class BatchNorm3d(_BatchNorm):
@@ -971,9 +971,10 @@ class _MaxPoolNd(Module):
 
     function: Callable[..., Tensor]
 
+    data_format: str | None = None  # the 2-d layer's layout option
+
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
-                 return_indices: bool = False, ceil_mode: bool = False,
-                 data_format: str | None = None) -> None:
+                 return_indices: bool = False, ceil_mode: bool = False) -> None:
         if return_indices:
             raise NotImplementedError(f"{type(self).__name__}: return_indices=True is not "
                                       "supported")
@@ -981,7 +982,6 @@ class _MaxPoolNd(Module):
         self.stride = kernel_size if stride is None else stride
         self.padding, self.dilation = padding, dilation
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
-        self.data_format = data_format
 
     def forward(self, x: Tensor) -> Tensor:
         return type(self).function(x, self.kernel_size, self.stride, self.padding, self.dilation,
@@ -1010,8 +1010,8 @@ class MaxPool2d(_MaxPoolNd):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
                  return_indices: bool = False, ceil_mode: bool = False,
                  data_format: str = "NCHW") -> None:
-        super().__init__(kernel_size, stride, padding, dilation, return_indices, ceil_mode,
-                         _image_format("MaxPool2d", data_format))
+        super().__init__(kernel_size, stride, padding, dilation, return_indices, ceil_mode)
+        self.data_format = _image_format("MaxPool2d", data_format)
 
 
 class MaxPool3d(_MaxPoolNd):
@@ -1050,15 +1050,14 @@ class _AvgPoolNd(Module):
     ``divisor_override`` by that number."""
 
     function: Callable[..., Tensor]
+    data_format: str | None = None  # the 2-d layer's layout option
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-                 count_include_pad: bool = True, divisor_override: int | None = None,
-                 data_format: str | None = None) -> None:
+                 count_include_pad: bool = True, divisor_override: int | None = None) -> None:
         self.kernel_size = kernel_size
         self.stride = kernel_size if stride is None else stride
         self.padding, self.ceil_mode = padding, ceil_mode
         self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
-        self.data_format = data_format
 
     def forward(self, x: Tensor) -> Tensor:
         return type(self).function(x, self.kernel_size, self.stride, self.padding,
@@ -1082,7 +1081,8 @@ class AvgPool2d(_AvgPoolNd):
                  count_include_pad: bool = True, divisor_override: int | None = None,
                  data_format: str = "NCHW") -> None:
         super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad,
-                         divisor_override, _image_format("AvgPool2d", data_format))
+                         divisor_override)
+        self.data_format = _image_format("AvgPool2d", data_format)
 
 
 class AvgPool3d(_AvgPoolNd):
