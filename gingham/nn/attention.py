@@ -1,5 +1,7 @@
-"""Attention layers in PyTorch's shape: :class:`MultiheadAttention`,
-:class:`TransformerEncoderLayer` and :class:`TransformerEncoder`, over :func:`gingham.nn.functional.scaled_dot_product_attention`.
+"""Attention layers in PyTorch's shape: :class:`MultiheadAttention`, the encoder
+(:class:`TransformerEncoderLayer`, :class:`TransformerEncoder`), the decoder
+(:class:`TransformerDecoderLayer`, :class:`TransformerDecoder`) and :class:`Transformer`,
+over :func:`gingham.nn.functional.scaled_dot_product_attention`.
 
     layer = nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, dropout=0.0,
                                        batch_first=True)
@@ -32,9 +34,11 @@ from . import modules
 from .modules import LayerNorm, Linear, Module, ModuleList
 
 
-def _xavier_uniform(shape: tuple[int, int], device: str | None) -> Tensor:
-    """``torch.nn.init.xavier_uniform_``: uniform in ``±sqrt(6 / (fan_in + fan_out))``."""
-    fan_out, fan_in = shape
+def _xavier_uniform(shape: tuple[int, ...], device: str | None) -> Tensor:
+    """``torch.nn.init.xavier_uniform_``: uniform in ``±sqrt(6 / (fan_in + fan_out))``, the
+    fans ``shape[1]`` and ``shape[0]`` times the receptive field ``prod(shape[2:])``."""
+    receptive = math.prod(shape[2:])
+    fan_out, fan_in = shape[0] * receptive, shape[1] * receptive
     bound = math.sqrt(6.0 / (fan_in + fan_out))
     return modules._uniform(shape, bound, device, modules._default_rng)
 
@@ -249,18 +253,43 @@ class MultiheadAttention(Module):
         return projected
 
 
-def _activation(activation: str | Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+def _activation(layer: str,
+                activation: str | Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
     if callable(activation):
         return activation
     if activation == "relu":
         return F.relu
     if activation == "gelu":
         return F.gelu
-    raise ValueError(f"TransformerEncoderLayer: activation must be 'relu', 'gelu' or a "
-                     f"callable, not {activation!r}")
+    raise ValueError(f"{layer}: activation must be 'relu', 'gelu' or a callable, not "
+                     f"{activation!r}")
 
 
-class TransformerEncoderLayer(Module):
+class _TransformerLayer(Module):
+    """The blocks encoder and decoder layers share: self-attention, the feed-forward block
+    and dropout (``dropout_p``, in training mode only)."""
+
+    self_attn: MultiheadAttention
+    linear1: Linear
+    linear2: Linear
+    activation: Callable[[Tensor], Tensor]
+    dropout_p: float
+
+    def _dropout(self, x: Tensor) -> Tensor:
+        return F.dropout(x, self.dropout_p, training=self.training)
+
+    def _sa_block(self, x: Tensor, attn_mask: Tensor | None, key_padding_mask: Tensor | None,
+                  is_causal: bool) -> Tensor:
+        out, _ = self.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False,
+                                attn_mask=attn_mask, is_causal=is_causal)
+        return self._dropout(out)
+
+    def _ff_block(self, x: Tensor) -> Tensor:
+        hidden = self._dropout(self.activation(self.linear1(x)))
+        return self._dropout(self.linear2(hidden))
+
+
+class TransformerEncoderLayer(_TransformerLayer):
     """``torch.nn.TransformerEncoderLayer``: self-attention and a feed-forward block, each
     with a residual connection and a layer norm (after it, or before it with ``norm_first``).
 
@@ -287,7 +316,7 @@ class TransformerEncoderLayer(Module):
         self.norm1 = LayerNorm(d_model, layer_norm_eps, bias=bias, device=device)
         self.norm2 = LayerNorm(d_model, layer_norm_eps, bias=bias, device=device)
         self.dropout_p = dropout
-        self.activation = _activation(activation)
+        self.activation = _activation("TransformerEncoderLayer", activation)
         self.batch_first = batch_first
 
     def forward(self, src: Tensor, src_mask: Tensor | None = None,
@@ -298,19 +327,6 @@ class TransformerEncoderLayer(Module):
             return x + self._ff_block(self.norm2(x))
         x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
         return self.norm2(x + self._ff_block(x))
-
-    def _dropout(self, x: Tensor) -> Tensor:
-        return F.dropout(x, self.dropout_p, training=self.training)
-
-    def _sa_block(self, x: Tensor, attn_mask: Tensor | None, key_padding_mask: Tensor | None,
-                  is_causal: bool) -> Tensor:
-        out, _ = self.self_attn(x, x, x, key_padding_mask=key_padding_mask, need_weights=False,
-                                attn_mask=attn_mask, is_causal=is_causal)
-        return self._dropout(out)
-
-    def _ff_block(self, x: Tensor) -> Tensor:
-        hidden = self._dropout(self.activation(self.linear1(x)))
-        return self._dropout(self.linear2(hidden))
 
 
 class TransformerEncoder(Module):
@@ -347,4 +363,170 @@ class TransformerEncoder(Module):
         return self.norm(x) if self.norm is not None else x
 
 
-__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"]
+class TransformerDecoderLayer(_TransformerLayer):
+    """``torch.nn.TransformerDecoderLayer``: self-attention over the target, attention from
+    the target to ``memory`` (the encoder's output), and a feed-forward block, each with a
+    residual connection and a layer norm (after it, or before it with ``norm_first``).
+
+        layer = TransformerDecoderLayer(64, 4, dim_feedforward=256, batch_first=True)
+        causal = Transformer.generate_square_subsequent_mask(T)      # -inf above the diagonal
+        y = layer(tgt, memory, tgt_mask=causal, tgt_is_causal=True)  # tgt: [N, T, 64]
+
+    Sub-layers carry PyTorch's names — ``self_attn``, ``multihead_attn`` (each a
+    :class:`MultiheadAttention`), ``linear1``, ``linear2``, ``norm1``, ``norm2``, ``norm3`` —
+    so a PyTorch layer's ``state_dict`` loads unchanged. Masks follow
+    :class:`MultiheadAttention`'s convention (bool True excludes, a float is added);
+    ``tgt_is_causal`` and ``memory_is_causal`` are hints that the mask given is causal, as in
+    PyTorch. Dropout (``dropout_p``) applies in training mode only.
+    """
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
+                 dropout: float = 0.1, activation: str | Callable[[Tensor], Tensor] = "relu",
+                 layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 norm_first: bool = False, bias: bool = True, device: str | None = None) -> None:
+        attention = dict(dropout=dropout, bias=bias, batch_first=batch_first, device=device)
+        self.self_attn = MultiheadAttention(d_model, nhead, **attention)
+        self.multihead_attn = MultiheadAttention(d_model, nhead, **attention)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, device=device)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, device=device)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, layer_norm_eps, bias=bias, device=device)
+        self.norm2 = LayerNorm(d_model, layer_norm_eps, bias=bias, device=device)
+        self.norm3 = LayerNorm(d_model, layer_norm_eps, bias=bias, device=device)
+        self.dropout_p = dropout
+        self.activation = _activation("TransformerDecoderLayer", activation)
+        self.batch_first = batch_first
+
+    def forward(self, tgt: Tensor, memory: Tensor, tgt_mask: Tensor | None = None,
+                memory_mask: Tensor | None = None, tgt_key_padding_mask: Tensor | None = None,
+                memory_key_padding_mask: Tensor | None = None, tgt_is_causal: bool = False,
+                memory_is_causal: bool = False) -> Tensor:
+        x = tgt
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask,
+                                   tgt_is_causal)
+            x = x + self._mha_block(self.norm2(x), memory, memory_mask,
+                                    memory_key_padding_mask, memory_is_causal)
+            return x + self._ff_block(self.norm3(x))
+        x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+        x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask,
+                                           memory_is_causal))
+        return self.norm3(x + self._ff_block(x))
+
+    def _mha_block(self, x: Tensor, memory: Tensor, attn_mask: Tensor | None,
+                   key_padding_mask: Tensor | None, is_causal: bool) -> Tensor:
+        out, _ = self.multihead_attn(x, memory, memory, key_padding_mask=key_padding_mask,
+                                     need_weights=False, attn_mask=attn_mask,
+                                     is_causal=is_causal)
+        return self._dropout(out)
+
+
+class TransformerDecoder(Module):
+    """``torch.nn.TransformerDecoder``: ``num_layers`` deep copies of ``decoder_layer``, each
+    attending to the same ``memory``, then ``norm`` if given. Parameters are named as
+    PyTorch's (``layers.0.multihead_attn.in_proj_weight``, ..., ``norm.weight``).
+
+        decoder = TransformerDecoder(TransformerDecoderLayer(64, 4, batch_first=True), 6)
+        y = decoder(tgt, memory, tgt_mask=causal, memory_key_padding_mask=padding)
+    """
+
+    def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: int,
+                 norm: Module | None = None) -> None:
+        if num_layers < 1:
+            raise ValueError(f"TransformerDecoder: num_layers must be at least 1, not "
+                             f"{num_layers}")
+        self.layers = ModuleList([copy.deepcopy(decoder_layer) for _ in range(num_layers)])
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, tgt: Tensor, memory: Tensor, tgt_mask: Tensor | None = None,
+                memory_mask: Tensor | None = None, tgt_key_padding_mask: Tensor | None = None,
+                memory_key_padding_mask: Tensor | None = None,
+                tgt_is_causal: bool | None = None, memory_is_causal: bool = False) -> Tensor:
+        x = tgt
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                      tgt_key_padding_mask=tgt_key_padding_mask,
+                      memory_key_padding_mask=memory_key_padding_mask,
+                      tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal)
+        return self.norm(x) if self.norm is not None else x
+
+
+class Transformer(Module):
+    """``torch.nn.Transformer``: a :class:`TransformerEncoder` of ``num_encoder_layers`` and a
+    :class:`TransformerDecoder` of ``num_decoder_layers``, each ending in a layer norm (or
+    ``custom_encoder`` / ``custom_decoder``). As PyTorch's, every parameter of more than one
+    axis is re-drawn Xavier-uniform once the model is built; names follow PyTorch's
+    (``encoder.layers.0.self_attn.in_proj_weight``, ..., ``decoder.norm.bias``).
+
+        model = Transformer(d_model=64, nhead=4, num_encoder_layers=2, num_decoder_layers=2,
+                            dim_feedforward=128, batch_first=True)
+        causal = Transformer.generate_square_subsequent_mask(tgt.shape[1])
+        y = model(src, tgt, tgt_mask=causal, src_key_padding_mask=padding)   # [N, T, 64]
+    """
+
+    def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6,
+                 num_decoder_layers: int = 6, dim_feedforward: int = 2048, dropout: float = 0.1,
+                 activation: str | Callable[[Tensor], Tensor] = "relu",
+                 custom_encoder: Module | None = None, custom_decoder: Module | None = None,
+                 layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 norm_first: bool = False, bias: bool = True, device: str | None = None) -> None:
+        options = dict(dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,
+                       layer_norm_eps=layer_norm_eps, batch_first=batch_first,
+                       norm_first=norm_first, bias=bias, device=device)
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            self.encoder = TransformerEncoder(
+                TransformerEncoderLayer(d_model, nhead, **options), num_encoder_layers,
+                LayerNorm(d_model, layer_norm_eps, bias=bias, device=device))
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            self.decoder = TransformerDecoder(
+                TransformerDecoderLayer(d_model, nhead, **options), num_decoder_layers,
+                LayerNorm(d_model, layer_norm_eps, bias=bias, device=device))
+        self._reset_parameters()
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+
+    def _reset_parameters(self) -> None:
+        """PyTorch's: Xavier-uniform for every parameter of two or more axes."""
+        for module in self.modules():
+            for name, value in list(module._own_tensors()):
+                if value.requires_grad and value.ndim > 1:
+                    setattr(module, name, _xavier_uniform(value.shape, value.device))
+
+    def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None,
+                tgt_mask: Tensor | None = None, memory_mask: Tensor | None = None,
+                src_key_padding_mask: Tensor | None = None,
+                tgt_key_padding_mask: Tensor | None = None,
+                memory_key_padding_mask: Tensor | None = None,
+                src_is_causal: bool | None = None, tgt_is_causal: bool | None = None,
+                memory_is_causal: bool = False) -> Tensor:
+        F._check("Transformer", (), src=src, tgt=tgt)
+        batch_axis = 0 if self.batch_first else 1
+        if src.ndim == 3 and (tgt.ndim != 3 or src.shape[batch_axis] != tgt.shape[batch_axis]):
+            raise ShapeError(f"Transformer: src and tgt must have the same batch size (shapes "
+                             f"{src.shape} and {tgt.shape}, batch_first={self.batch_first})")
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise ShapeError(f"Transformer: src and tgt must have d_model={self.d_model} "
+                             f"features (the last axis), got shapes {src.shape} and "
+                             f"{tgt.shape}")
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
+                              is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask,
+                            tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz: int, device: str | None = None,
+                                        dtype=np.float32) -> Tensor:
+        """The causal mask ``[sz, sz]``: ``-inf`` above the diagonal (a position may not
+        attend to later ones), 0 elsewhere, as PyTorch's."""
+        mask = np.triu(np.full((sz, sz), -np.inf, dtype=dt.as_tile_dtype(dtype)), 1)
+        return tensor(mask, device=device)
+
+
+__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
+           "TransformerDecoderLayer", "TransformerDecoder", "Transformer"]

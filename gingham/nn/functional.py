@@ -711,6 +711,40 @@ def layer_norm(input: Tensor, normalized_shape: IntOrTuple, weight: Tensor | Non
     return _as_dtype(y, input.dtype)
 
 
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalise ``[N, C, ...]`` data over each of ``num_groups`` groups of ``C / num_groups``
+    consecutive channels (and every spatial position; biased variance), then scale and shift
+    per channel by ``weight`` and ``bias`` of shape ``[C]``:
+
+        y = F.group_norm(x, 8, w, b)                  # x: [N, 32, H, W]; 8 groups of 4 channels
+
+    The statistics are those of :func:`layer_norm` over ``[N, G, C/G * spatial]`` (a reshape
+    of contiguous data). Half-precision input computes them in float32 and returns its own
+    dtype, as :func:`batch_norm` does."""
+    op = "group_norm"
+    _check_mixed(op, input, weight=weight, bias=bias)
+    if input.ndim < 2:
+        raise ShapeError(f"{op}: input must be at least 2-d (N, C, ...), got shape "
+                         f"{input.shape}")
+    channels = input.shape[1]
+    if num_groups < 1 or channels % num_groups:
+        raise ShapeError(f"{op}: the input's {channels} channels (shape {input.shape}) must be "
+                         f"divisible by num_groups {num_groups}")
+    for name, value in (("weight", weight), ("bias", bias)):
+        if value is not None and value.shape != (channels,):
+            raise ShapeError(f"{op}: {name} must have shape ({channels},), got {value.shape}")
+    x = _statistics_dtype(input).reshape(input.shape[0], num_groups, -1)
+    centred = x - x.mean(2, keepdims=True)
+    y = (centred * _rsqrt(_square(centred).mean(2, keepdims=True) + eps)).reshape(input.shape)
+    per_channel = (channels,) + (1,) * (input.ndim - 2)
+    if weight is not None:
+        y = y * weight.reshape(per_channel)
+    if bias is not None:
+        y = y + bias.reshape(per_channel)
+    return _as_dtype(y, input.dtype)
+
+
 # -- activations -----------------------------------------------------------------------------------
 
 
@@ -763,6 +797,65 @@ def sigmoid(input: Tensor) -> Tensor:
 def tanh(input: Tensor) -> Tensor:
     _float_input("tanh", input)
     return _map(input, builder.tanh, "tanh")
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """``x`` clamped to ``[min_val, max_val]``."""
+    _float_input("hardtanh", input)
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val {min_val} must not be greater than max_val "
+                         f"{max_val}")
+    return _map(input, lambda a: builder.minimum(builder.maximum(a, float(min_val)),
+                                                 float(max_val)), "hardtanh")
+
+
+def relu6(input: Tensor) -> Tensor:
+    """``min(max(x, 0), 6)``."""
+    return hardtanh(input, 0.0, 6.0)
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``
+    (as PyTorch; ``exp`` sees at most ``threshold``, so the branch not taken stays finite)."""
+    _float_input("softplus", input)
+    return _map(input, lambda a: builder.select(
+        a * beta > threshold, a,
+        builder.log(builder.exp(builder.minimum(a * beta, float(threshold))) + 1.0) / beta),
+        "softplus")
+
+
+def mish(input: Tensor) -> Tensor:
+    """``x * tanh(softplus(x))``."""
+    _float_input("mish", input)
+    return _map(input, lambda a: a * builder.tanh(builder.select(
+        a > 20.0, a, builder.log(builder.exp(builder.minimum(a, 20.0)) + 1.0))), "mish")
+
+
+def hardswish(input: Tensor) -> Tensor:
+    """``x * relu6(x + 3) / 6``."""
+    _float_input("hardswish", input)
+    return _map(input, lambda a: a * builder.minimum(builder.maximum(a + 3.0, 0.0), 6.0)
+                * (1.0 / 6.0), "hardswish")
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """``x`` where positive, ``weight * x`` elsewhere; ``weight`` has one slope, or one per
+    channel (axis 1 of the input)."""
+    op = "prelu"
+    _check(op, ("input", "weight"), input=input, weight=weight)
+    if weight.ndim != 1:
+        raise ShapeError(f"{op}: weight must be 1-d (1 or channels slopes), got shape "
+                         f"{weight.shape}")
+    slopes = weight.shape[0]
+    if slopes != 1:
+        if input.ndim < 2 or input.shape[1] != slopes:
+            raise ShapeError(f"{op}: weight has {slopes} slopes but input of shape "
+                             f"{input.shape} has {input.shape[1] if input.ndim > 1 else 1} "
+                             "channels (axis 1)")
+        weight = weight.reshape((slopes,) + (1,) * (input.ndim - 2))
+    elif input.ndim == 0:
+        weight = weight.reshape(())
+    return input._elementwise(lambda a, w: builder.select(a > 0, a, a * w), [weight], "prelu")
 
 
 def _dim(op: str, x: Tensor, dim: int) -> int:
@@ -1410,8 +1503,9 @@ __all__ = [
     "conv_transpose3d",
     "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
     "adaptive_avg_pool2d", "global_avg_pool2d", "global_max_pool2d",
-    "batch_norm", "layer_norm",
+    "batch_norm", "layer_norm", "group_norm",
     "relu", "leaky_relu", "elu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax",
+    "hardtanh", "relu6", "softplus", "mish", "hardswish", "prelu",
     "dropout", "scaled_dot_product_attention",
     "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
     "mse_loss", "l1_loss",

@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections import OrderedDict
-from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -337,13 +337,14 @@ def manual_seed(seed: int) -> None:
     _default_rng = np.random.default_rng(seed)
 
 
-def _pair(layer: str, name: str, value) -> tuple[int, ...]:
-    return F._ntuple(layer, name, value, 2)
-
-
-def _format_repr(data_format: str) -> str:
+def _format_repr(data_format: str | None) -> str:
     """The ``data_format`` part of an image layer's repr (nothing for PyTorch's NCHW)."""
-    return "" if data_format == "NCHW" else f", data_format={data_format!r}"
+    return "" if data_format in (None, "NCHW") else f", data_format={data_format!r}"
+
+
+def _layout(data_format: str | None) -> dict[str, str]:
+    """The ``data_format`` keyword for the functional op: only the 2-d layers have one."""
+    return {} if data_format is None else {"data_format": data_format}
 
 
 def _inplace_repr(inplace: bool) -> str:
@@ -380,78 +381,307 @@ def _image_format(layer: str, data_format: str) -> str:
     return data_format
 
 
-class Conv2d(Module):
+_PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+class _ConvNd(Module):
+    """What the convolutions share: PyTorch's settings as tuples (``kernel_size``, ``stride``,
+    ``padding`` unless a string, ``dilation``, ``output_padding``), the weight
+    ``[out, in/groups, *kernel]`` (``[in, out/groups, *kernel]`` transposed) and the bias,
+    both uniform in ``±1/sqrt(fan_in)`` (PyTorch's Kaiming-uniform with a = sqrt(5), ``fan_in``
+    the weight's ``shape[1] * prod(kernel)``), and PyTorch's repr."""
+
+    _nd: int
+    _transposed = False
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride, padding,
+                 dilation, groups: int, bias: bool, padding_mode: str, device: str | None,
+                 output_padding=0, data_format: str | None = None) -> None:
+        layer, nd = type(self).__name__, self._nd
+        if groups < 1 or in_channels % groups or out_channels % groups:
+            raise ValueError(f"{layer}: groups={groups} must divide in_channels {in_channels} "
+                             f"and out_channels {out_channels}")
+        if padding_mode not in _PADDING_MODES:
+            raise ValueError(f"{layer}: padding_mode must be one of {_PADDING_MODES}, not "
+                             f"{padding_mode!r}")
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"{layer}: only padding_mode='zeros' is supported, not "
+                                      f"{padding_mode!r}")
+        self.data_format = data_format
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = F._ntuple(layer, "kernel_size", kernel_size, nd)
+        self.stride = F._ntuple(layer, "stride", stride, nd)
+        if isinstance(padding, str):
+            if self._transposed or padding not in ("valid", "same"):
+                allowed = "ints" if self._transposed else "ints, 'valid' or 'same'"
+                raise ValueError(f"{layer}: padding must be {allowed}, not {padding!r}")
+            if padding == "same" and self.stride != (1,) * nd:
+                raise ValueError(f"{layer}: padding='same' needs stride 1, got {self.stride}")
+            self.padding = padding
+        else:
+            self.padding = F._ntuple(layer, "padding", padding, nd)
+        self.dilation = F._ntuple(layer, "dilation", dilation, nd)
+        self.output_padding = F._ntuple(layer, "output_padding", output_padding, nd)
+        self.padding_mode = padding_mode
+        weight_channels = ((in_channels, out_channels // groups) if self._transposed
+                           else (out_channels, in_channels // groups))
+        bound = 1.0 / math.sqrt(weight_channels[1] * math.prod(self.kernel_size))
+        self.weight = _uniform(weight_channels + self.kernel_size, bound, device, _default_rng)
+        self.bias = _uniform((out_channels,), bound, device, _default_rng) if bias else None
+
+    def extra_repr(self) -> str:
+        nd = self._nd
+        text = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}")
+        text += f", padding={self.padding}" if self.padding != (0,) * nd else ""
+        text += f", dilation={self.dilation}" if self.dilation != (1,) * nd else ""
+        if self.output_padding != (0,) * nd:
+            text += f", output_padding={self.output_padding}"
+        text += f", groups={self.groups}" if self.groups != 1 else ""
+        text += ", bias=False" if self.bias is None else ""
+        return text + _format_repr(self.data_format)
+
+
+class _PlainConvNd(_ConvNd):
+    """Convolution (PyTorch's signature, plus ``data_format`` for the 2-d layer)."""
+
+    function: Callable[..., Tensor]
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
+                 device: str | None = None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return type(self).function(x, self.weight, self.bias, self.stride, self.padding,
+                                   self.dilation, self.groups, **_layout(self.data_format))
+
+
+class Conv1d(_PlainConvNd):
+    """1-D convolution of ``[N, C, L]`` data with an ``[out, in/groups, k]`` weight:
+
+        conv = Conv1d(16, 32, 5, padding=2)                     # [N, 16, L] -> [N, 32, L]
+    """
+
+    _nd = 1
+    function = staticmethod(F.conv1d)
+
+
+class Conv2d(_PlainConvNd):
     """2-D convolution with an ``[out, in/groups, kh, kw]`` weight (PyTorch's OIHW), on NCHW
     data or, with ``data_format="NHWC"``, channels-last data:
 
         conv = Conv2d(3, 64, 3, padding=1, data_format="NHWC")   # [N, H, W, 3] -> [N, H, W, 64]
     """
 
+    _nd = 2
+    function = staticmethod(F.conv2d)
+
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-                 dilation=1, groups: int = 1, bias: bool = True, device: str | None = None,
-                 data_format: str = "NCHW") -> None:
-        self.data_format = _image_format("Conv2d", data_format)
-        kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
-        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (kh, kw)
-        fan_in = in_channels // groups * kh * kw
-        bound = 1.0 / math.sqrt(fan_in)
-        self.weight = _uniform((out_channels, in_channels // groups, kh, kw), bound, device,
-                               _default_rng)
-        self.bias = _uniform((out_channels,), bound, device, _default_rng) if bias else None
-        self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                        self.groups, self.data_format)
-
-    def extra_repr(self) -> str:
-        stride, dilation = _pair("Conv2d", "stride", self.stride), _pair("Conv2d", "dilation",
-                                                                         self.dilation)
-        padding = (self.padding if isinstance(self.padding, str)
-                   else _pair("Conv2d", "padding", self.padding))
-        text = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-                f"stride={stride}")
-        text += f", padding={padding}" if padding != (0, 0) else ""
-        text += f", dilation={dilation}" if dilation != (1, 1) else ""
-        text += f", groups={self.groups}" if self.groups != 1 else ""
-        text += ", bias=False" if self.bias is None else ""
-        return text + _format_repr(self.data_format)
+                 dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
+                 device: str | None = None, data_format: str = "NCHW") -> None:
+        _ConvNd.__init__(self, in_channels, out_channels, kernel_size, stride, padding,
+                         dilation, groups, bias, padding_mode, device,
+                         data_format=_image_format("Conv2d", data_format))
 
 
-class BatchNorm2d(Module):
-    """Batch norm over (N, H, W) per channel; running statistics are updated in training.
-    ``data_format="NHWC"``: the channels are the last axis.
+class Conv3d(_PlainConvNd):
+    """3-D convolution of ``[N, C, D, H, W]`` data with an ``[out, in/groups, kd, kh, kw]``
+    weight:
 
-        bn = BatchNorm2d(64, data_format="NHWC")                 # [N, H, W, 64] -> same
+        conv = Conv3d(1, 8, 3, padding=1)                       # [N, 1, D, H, W] -> [N, 8, ..]
+    """
+
+    _nd = 3
+    function = staticmethod(F.conv3d)
+
+
+class _ConvTransposeNd(_ConvNd):
+    """Transposed convolution (PyTorch's signature: ``output_padding`` before ``groups``,
+    ``dilation`` after ``bias``). ``forward(x, output_size)`` picks the ``output_padding``
+    that gives ``output_size``, as PyTorch's does."""
+
+    _transposed = True
+    function: Callable[..., Tensor]
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
+                 padding_mode: str = "zeros", device: str | None = None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, output_padding)
+
+    def forward(self, x: Tensor, output_size: Sequence[int] | None = None) -> Tensor:
+        output_padding = self._output_padding(x, output_size)
+        return type(self).function(x, self.weight, self.bias, self.stride, self.padding,
+                                   output_padding, self.groups, self.dilation)
+
+    def _output_padding(self, x: Tensor, output_size: Sequence[int] | None) -> tuple[int, ...]:
+        if output_size is None:
+            return self.output_padding
+        nd, layer = self._nd, type(self).__name__
+        size = tuple(int(s) for s in output_size)
+        if len(size) == nd + 2:  # PyTorch accepts the full shape too
+            size = size[2:]
+        if len(size) != nd:
+            raise ValueError(f"{layer}: output_size must have {nd} or {nd + 2} entries, got "
+                             f"{tuple(output_size)}")
+        smallest = [(x.shape[2 + d] - 1) * self.stride[d] - 2 * self.padding[d]
+                    + self.dilation[d] * (self.kernel_size[d] - 1) + 1 for d in range(nd)]
+        for d in range(nd):
+            if not smallest[d] <= size[d] < smallest[d] + self.stride[d]:
+                raise ValueError(f"{layer}: output_size {size} is not reachable from input "
+                                 f"{x.shape}: axis {d} can be {smallest[d]} to "
+                                 f"{smallest[d] + self.stride[d] - 1}")
+        return tuple(s - m for s, m in zip(size, smallest))
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """Transposed 1-D convolution (a strided one's adjoint) with an ``[in, out/groups, k]``
+    weight:
+
+        up = ConvTranspose1d(32, 16, 4, stride=2, padding=1)    # [N, 32, L] -> [N, 16, 2L]
+    """
+
+    _nd = 1
+    function = staticmethod(F.conv_transpose1d)
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """Transposed 2-D convolution with an ``[in, out/groups, kh, kw]`` weight:
+
+        up = ConvTranspose2d(64, 32, 2, stride=2)               # [N, 64, H, W] -> [.., 2H, 2W]
+    """
+
+    _nd = 2
+    function = staticmethod(F.conv_transpose2d)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """Transposed 3-D convolution with an ``[in, out/groups, kd, kh, kw]`` weight."""
+
+    _nd = 3
+    function = staticmethod(F.conv_transpose3d)
+
+
+class _BatchNorm(Module):
+    """Batch norm over every axis but the channels. In training the batch statistics are
+    used and the running ones updated (``(1 - momentum) * running + momentum * batch``);
+    in evaluation the running ones are used, or the batch's with
+    ``track_running_stats=False`` (which keeps none). ``affine=False`` has no ``weight`` and
+    ``bias``, ``bias=False`` no ``bias``.
 
     A PyTorch state dict's ``num_batches_tracked`` is accepted and ignored (the running
-    averages use ``momentum``; PyTorch needs the count only for ``momentum=None``).
+    averages use ``momentum``; PyTorch needs the count only for ``momentum=None``, which is
+    not supported).
     """
 
     _ignored_state = ("num_batches_tracked",)
+    _ranks: tuple[int, ...]  # the input ranks accepted
+    data_format: str | None = None  # the 2-d layer's layout option
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
-                 device: str | None = None, data_format: str = "NCHW") -> None:
-        self.data_format = _image_format("BatchNorm2d", data_format)
-        self.num_features = num_features
-        self.weight = tensor(np.ones(num_features, np.float32), device=device, requires_grad=True)
-        self.bias = tensor(np.zeros(num_features, np.float32), device=device, requires_grad=True)
-        self.running_mean = tensor(np.zeros(num_features, np.float32), device=device)
-        self.running_var = tensor(np.ones(num_features, np.float32), device=device)
-        self.eps, self.momentum = eps, momentum
+                 affine: bool = True, track_running_stats: bool = True,
+                 device: str | None = None, *, bias: bool = True) -> None:
+        if momentum is None:
+            raise NotImplementedError(f"{type(self).__name__}: momentum=None (a cumulative "
+                                      "average) is not supported")
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        ones, zeros = np.ones(num_features, np.float32), np.zeros(num_features, np.float32)
+        self.weight = self.bias = self.running_mean = self.running_var = None
+        if affine:
+            self.weight = tensor(ones, device=device, requires_grad=True)
+            if bias:
+                self.bias = tensor(zeros, device=device, requires_grad=True)
+        if track_running_stats:
+            self.running_mean = tensor(zeros, device=device)
+            self.running_var = tensor(ones, device=device)
 
     def forward(self, x: Tensor) -> Tensor:
-        if not self.training:
-            return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                                False, self.momentum, self.eps, self.data_format)
-        y, mean, var = F.batch_norm(x, self.running_mean, self.running_var, self.weight,
-                                    self.bias, True, self.momentum, self.eps, self.data_format)
-        assign_all([(self.running_mean, mean), (self.running_var, var)])
+        if x.ndim not in self._ranks:
+            ranks = " or ".join(f"{r}D" for r in self._ranks)
+            raise ValueError(f"{type(self).__name__}: expected {ranks} input (got {x.ndim}D "
+                             "input)")
+        data_format = "NHWC" if self.data_format == "NHWC" else "NCHW"
+        batch_statistics = self.training or self.running_mean is None
+        result = F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                              batch_statistics, self.momentum, self.eps, data_format)
+        if not batch_statistics:
+            return result
+        y, mean, var = result
+        if self.training and self.running_mean is not None:
+            assign_all([(self.running_mean, mean), (self.running_var, var)])
         return y
 
     def extra_repr(self) -> str:
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine=True, "
-                f"bias=True, track_running_stats=True{_format_repr(self.data_format)}")
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}"
+                f"{_format_repr(self.data_format)}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch norm of ``[N, C]`` or ``[N, C, L]`` data per channel (see :class:`_BatchNorm`):
+
+        bn = BatchNorm1d(128)                                    # [N, 128] -> same
+    """
+
+    _ranks = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch norm of ``[N, C, H, W]`` data per channel (see :class:`_BatchNorm`);
+    ``data_format="NHWC"``: the channels are the last axis.
+
+        bn = BatchNorm2d(64, data_format="NHWC")                 # [N, H, W, 64] -> same
+    """
+
+    _ranks = (4,)
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 affine: bool = True, track_running_stats: bool = True,
+                 device: str | None = None, *, bias: bool = True,
+                 data_format: str = "NCHW") -> None:
+        self.data_format = _image_format("BatchNorm2d", data_format)
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
+                         bias=bias)
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch norm of ``[N, C, D, H, W]`` data per channel (see :class:`_BatchNorm`)."""
+
+    _ranks = (5,)
+
+
+class GroupNorm(Module):
+    """Normalise ``[N, C, ...]`` data over groups of ``num_channels / num_groups`` channels
+    (:func:`F.group_norm`), then scale and shift per channel by ``weight`` (ones) and
+    ``bias`` (zeros), which ``affine=False`` leaves out (``bias=False``: no shift):
+
+        norm = GroupNorm(8, 64)                                  # [N, 64, H, W] -> same
+    """
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
+                 affine: bool = True, device: str | None = None, *, bias: bool = True) -> None:
+        if num_groups < 1 or num_channels % num_groups:
+            raise ValueError(f"GroupNorm: num_channels {num_channels} must be divisible by "
+                             f"num_groups {num_groups}")
+        self.num_groups, self.num_channels, self.eps, self.affine = (num_groups, num_channels,
+                                                                     eps, affine)
+        self.weight = self.bias = None
+        if affine:
+            ones = np.ones(num_channels, np.float32)
+            self.weight = tensor(ones, device=device, requires_grad=True)
+            if bias:
+                self.bias = tensor(np.zeros_like(ones), device=device, requires_grad=True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, "
+                f"affine={self.affine}, bias={self.bias is not None}")
 
 
 class LayerNorm(Module):
@@ -618,6 +848,82 @@ class Tanh(Module):
         return F.tanh(x)
 
 
+class Hardtanh(Module):
+    """``x`` clamped to ``[min_val, max_val]``."""
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0,
+                 inplace: bool = False) -> None:
+        if max_val <= min_val:
+            raise ValueError(f"{type(self).__name__}: max_val {max_val} must be greater than "
+                             f"min_val {min_val}")
+        self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.hardtanh(x, self.min_val, self.max_val)
+
+    def extra_repr(self) -> str:
+        inplace = ", inplace=True" if self.inplace else ""
+        return f"min_val={self.min_val}, max_val={self.max_val}{inplace}"
+
+
+class ReLU6(Hardtanh):
+    """``min(max(x, 0), 6)``."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__(0.0, 6.0, inplace)
+
+    def extra_repr(self) -> str:
+        return _inplace_repr(self.inplace)
+
+
+class Softplus(Module):
+    """``log(1 + exp(beta * x)) / beta``, and ``x`` where ``beta * x > threshold``."""
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softplus(x, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class Mish(_InplaceActivation):
+    """``x * tanh(softplus(x))``."""
+
+    function = staticmethod(F.mish)
+
+
+class Hardswish(_InplaceActivation):
+    """``x * relu6(x + 3) / 6``."""
+
+    function = staticmethod(F.hardswish)
+
+    def extra_repr(self) -> str:
+        return ""  # PyTorch's Hardswish does not show inplace
+
+
+class PReLU(Module):
+    """:class:`LeakyReLU` with a learnt slope: ``weight`` holds ``num_parameters`` slopes
+    (1, shared, or one per channel, axis 1), initialised to ``init``.
+
+        act = PReLU(64)                                          # [N, 64, H, W] -> same
+    """
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25,
+                 device: str | None = None) -> None:
+        self.num_parameters = num_parameters
+        self.weight = tensor(np.full(num_parameters, init, np.float32), device=device,
+                             requires_grad=True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.prelu(x, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
 def _implicit_dim(layer: str, ndim: int) -> int:
     """PyTorch's legacy choice of axis for a softmax made without ``dim`` (with its warning)."""
     warnings.warn(f"{layer}: give dim explicitly; without it the axis is 0 for 0-, 1- and 3-d "
@@ -659,46 +965,130 @@ class LogSoftmax(_AlongDim):
 # -- pooling and reshaping -------------------------------------------------------------------------
 
 
-class MaxPool2d(Module):
-    """Max over ``kernel_size`` windows (``stride`` defaults to the kernel), either layout."""
+class _MaxPoolNd(Module):
+    """Max over ``kernel_size`` windows (``stride`` defaults to the kernel), with PyTorch's
+    ``padding`` (padded taps never win), ``dilation`` and ``ceil_mode``."""
 
-    def __init__(self, kernel_size, stride=None, padding=0, data_format: str = "NCHW") -> None:
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        self.data_format = _image_format("MaxPool2d", data_format)
+    function: Callable[..., Tensor]
+
+    data_format: str | None = None  # the 2-d layer's layout option
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
+                 return_indices: bool = False, ceil_mode: bool = False) -> None:
+        if return_indices:
+            raise NotImplementedError(f"{type(self).__name__}: return_indices=True is not "
+                                      "supported")
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding, self.dilation = padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding,
-                            data_format=self.data_format)
+        return type(self).function(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                                   self.ceil_mode, **_layout(self.data_format))
 
     def extra_repr(self) -> str:
-        stride = self.kernel_size if self.stride is None else self.stride
-        return (f"kernel_size={self.kernel_size}, stride={stride}, padding={self.padding}, "
-                f"dilation=1, ceil_mode=False{_format_repr(self.data_format)}")
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}"
+                f"{_format_repr(self.data_format)}")
 
 
-class AvgPool2d(Module):
-    """Mean over ``kernel_size`` windows (``stride`` defaults to the kernel), either layout;
-    ``count_include_pad=False`` divides each window by its taps inside the input.
+class MaxPool1d(_MaxPoolNd):
+    """Max over windows of ``[N, C, L]`` data: ``MaxPool1d(2)`` halves ``L``."""
 
-        pool = AvgPool2d(3, stride=2, padding=1)                 # [N, C, 32, 32] -> [.., 16, 16]
+    function = staticmethod(F.max_pool1d)
+
+
+class MaxPool2d(_MaxPoolNd):
+    """Max over windows of ``[N, C, H, W]`` data, or NHWC with ``data_format="NHWC"``:
+
+        pool = MaxPool2d(3, stride=2, padding=1)                 # [N, C, 32, 32] -> [.., 16, 16]
+    """
+
+    function = staticmethod(F.max_pool2d)
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
+                 return_indices: bool = False, ceil_mode: bool = False,
+                 data_format: str = "NCHW") -> None:
+        super().__init__(kernel_size, stride, padding, dilation, return_indices, ceil_mode)
+        self.data_format = _image_format("MaxPool2d", data_format)
+
+
+class MaxPool3d(_MaxPoolNd):
+    """Max over windows of ``[N, C, D, H, W]`` data."""
+
+    function = staticmethod(F.max_pool3d)
+
+
+class AvgPool1d(Module):
+    """Mean over windows of ``[N, C, L]`` data (``stride`` defaults to the kernel);
+    ``count_include_pad=False`` divides each window by its taps inside the input. Settings
+    are kept as 1-tuples, as PyTorch's are.
+
+        pool = AvgPool1d(3, stride=2, padding=1)                 # [N, C, 32] -> [N, C, 16]
     """
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-                 count_include_pad: bool = True, divisor_override: int | None = None,
-                 data_format: str = "NCHW") -> None:
+                 count_include_pad: bool = True) -> None:
+        self.kernel_size = F._ntuple("AvgPool1d", "kernel_size", kernel_size, 1)
+        self.stride = (self.kernel_size if stride is None
+                       else F._ntuple("AvgPool1d", "stride", stride, 1))
+        self.padding = F._ntuple("AvgPool1d", "padding", padding, 1)
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class _AvgPoolNd(Module):
+    """Mean over ``kernel_size`` windows (``stride`` defaults to the kernel);
+    ``count_include_pad=False`` divides each window by its taps inside the input,
+    ``divisor_override`` by that number."""
+
+    function: Callable[..., Tensor]
+    data_format: str | None = None  # the 2-d layer's layout option
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override: int | None = None) -> None:
         self.kernel_size = kernel_size
         self.stride = kernel_size if stride is None else stride
         self.padding, self.ceil_mode = padding, ceil_mode
         self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
-        self.data_format = _image_format("AvgPool2d", data_format)
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override, self.data_format)
+        return type(self).function(x, self.kernel_size, self.stride, self.padding,
+                                   self.ceil_mode, self.count_include_pad,
+                                   self.divisor_override, **_layout(self.data_format))
 
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, "
                 f"padding={self.padding}{_format_repr(self.data_format)}")
+
+
+class AvgPool2d(_AvgPoolNd):
+    """Mean over windows of ``[N, C, H, W]`` data, or NHWC with ``data_format="NHWC"``:
+
+        pool = AvgPool2d(3, stride=2, padding=1)                 # [N, C, 32, 32] -> [.., 16, 16]
+    """
+
+    function = staticmethod(F.avg_pool2d)
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override: int | None = None,
+                 data_format: str = "NCHW") -> None:
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad,
+                         divisor_override)
+        self.data_format = _image_format("AvgPool2d", data_format)
+
+
+class AvgPool3d(_AvgPoolNd):
+    """Mean over windows of ``[N, C, D, H, W]`` data."""
+
+    function = staticmethod(F.avg_pool3d)
 
 
 class AdaptiveAvgPool2d(Module):
@@ -713,6 +1103,35 @@ class AdaptiveAvgPool2d(Module):
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}{_format_repr(self.data_format)}"
+
+
+class Upsample(Module):
+    """Resize the spatial axes of ``[N, C, ...]`` data to ``size`` or by ``scale_factor``
+    (:func:`F.interpolate`: ``"nearest"``, or ``"linear"``/``"bilinear"``/``"trilinear"``):
+
+        up = Upsample(scale_factor=2, mode="bilinear")           # [N, C, H, W] -> [.., 2H, 2W]
+    """
+
+    def __init__(self, size=None, scale_factor=None, mode: str = "nearest",
+                 align_corners: bool | None = None,
+                 recompute_scale_factor: bool | None = None) -> None:
+        self.name = type(self).__name__
+        self.size = size
+        if isinstance(scale_factor, (tuple, list)):
+            self.scale_factor = tuple(float(f) for f in scale_factor)
+        else:
+            self.scale_factor = float(scale_factor) if scale_factor is not None else None
+        self.mode, self.align_corners = mode, align_corners
+        self.recompute_scale_factor = recompute_scale_factor
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+                             self.recompute_scale_factor)
+
+    def extra_repr(self) -> str:
+        if self.scale_factor is not None:
+            return f"scale_factor={self.scale_factor!r}, mode={self.mode!r}"
+        return f"size={self.size!r}, mode={self.mode!r}"
 
 
 class Flatten(Module):
@@ -926,6 +1345,10 @@ class ModuleDict(Module):
 
 
 __all__ = ["Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
-           "Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "Embedding", "Dropout",
-           "Identity", "ReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Sigmoid", "Tanh", "Softmax",
-           "LogSoftmax", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "Flatten", "manual_seed"]
+           "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+           "ConvTranspose3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm",
+           "LayerNorm", "Embedding", "Dropout",
+           "Identity", "ReLU", "ReLU6", "Hardtanh", "LeakyReLU", "PReLU", "ELU", "GELU", "SiLU",
+           "Mish", "Hardswish", "Softplus", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
+           "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
+           "AdaptiveAvgPool2d", "Upsample", "Flatten", "manual_seed"]

@@ -1,5 +1,6 @@
 """Attention against PyTorch (CPU), forward and gradient, on every device:
-``F.scaled_dot_product_attention``, ``nn.MultiheadAttention`` and ``nn.TransformerEncoderLayer``.
+``F.scaled_dot_product_attention``, ``nn.MultiheadAttention``, the transformer encoder and
+decoder layers and stacks, and ``nn.Transformer``.
 
 The oracle computes in float64 from the same float32 values. Tolerances: float32 rtol 2e-5 /
 atol 2e-5 — outputs and gradients are O(1) (inputs are standard normal, weights sum to 1), each
@@ -381,6 +382,102 @@ def test_transformer_encoder(device, final_norm):
     first, second = ours.layers[0].linear1.weight, ours.layers[1].linear1.weight
     assert first is not second and first.requires_grad and second.requires_grad
     compare_layers(device, ours, theirs, arrays, run)
+
+
+def causal_mask(length: int) -> np.ndarray:
+    """PyTorch's float causal mask: -inf above the diagonal."""
+    return np.triu(np.full((length, length), -np.inf, np.float32), 1)
+
+
+@pytest.mark.parametrize("batch_first, norm_first, activation", [(False, False, "relu"),
+                                                                 (True, True, "gelu")])
+def test_transformer_decoder_layer(device, batch_first, norm_first, activation):
+    """Post-norm and pre-norm decoder layers in evaluation mode: a causal float ``tgt_mask``
+    (with the ``tgt_is_causal`` hint) beside padding masks of target and memory; then a bool
+    ``memory_mask`` alone."""
+    n, length, source, d_model = 2, 4, 5, 8
+    tgt_padding = np.zeros((n, length), bool)
+    tgt_padding[1, 3] = True
+    memory_padding = np.zeros((n, source), bool)
+    memory_padding[0, 3:] = True
+    memory_mask = np.random.default_rng(4).random((length, source)) > 0.6
+    memory_mask[:, 1] = False  # every query keeps a key
+    arrays = dict(tgt=sequences(batch_first, n, length, d_model),
+                  memory=sequences(batch_first, n, source, d_model, seed=1),
+                  causal=causal_mask(length), tgt_padding=tgt_padding,
+                  memory_padding=memory_padding, memory_mask=memory_mask)
+
+    def run(layer, tgt, memory, causal, tgt_padding, memory_padding, memory_mask):
+        return {"masked": layer(tgt, memory, tgt_mask=causal, tgt_is_causal=True,
+                                tgt_key_padding_mask=tgt_padding,
+                                memory_key_padding_mask=memory_padding),
+                "memory_mask": layer(tgt, memory, memory_mask=memory_mask)}
+
+    torch.manual_seed(4)
+    options = dict(dim_feedforward=16, dropout=0.1, activation=activation,
+                   batch_first=batch_first, norm_first=norm_first)
+    theirs = torch.nn.TransformerDecoderLayer(d_model, 2, **options).eval()
+    ours = gingham.nn.TransformerDecoderLayer(d_model, 2, device=device, **options).eval()
+    compare_layers(device, ours, theirs, arrays, run, constants=("causal",))
+
+
+def test_transformer(device):
+    """``nn.Transformer`` (one encoder layer, a stack of two decoder layers, their final
+    norms) with PyTorch's state dict loaded: the causal target mask of
+    ``generate_square_subsequent_mask`` and padding masks of source, target and memory."""
+    n, source, length, d_model = 2, 5, 4, 8
+    src_padding = np.zeros((n, source), bool)
+    src_padding[1, 4:] = True
+    tgt_padding = np.zeros((n, length), bool)
+    tgt_padding[0, 3] = True
+    arrays = dict(src=sequences(True, n, source, d_model), tgt=sequences(True, n, length,
+                                                                          d_model, seed=2),
+                  causal=causal_mask(length), src_padding=src_padding,
+                  tgt_padding=tgt_padding)
+
+    def run(model, src, tgt, causal, src_padding, tgt_padding):
+        return {"out": model(src, tgt, tgt_mask=causal, src_key_padding_mask=src_padding,
+                             tgt_key_padding_mask=tgt_padding,
+                             memory_key_padding_mask=src_padding)}
+
+    torch.manual_seed(5)
+    options = dict(d_model=d_model, nhead=2, num_encoder_layers=1, num_decoder_layers=2,
+                   dim_feedforward=16, dropout=0.0, batch_first=True)
+    theirs = torch.nn.Transformer(**options).eval()
+    ours = gingham.nn.Transformer(device=device, **options).eval()
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    compare_layers(device, ours, theirs, arrays, run, constants=("causal",))
+
+
+def test_transformer_initialisation_and_mask_are_pytorchs():
+    """Every parameter of two or more axes re-drawn Xavier-uniform (linear weights too, not
+    their default bound), one-axis ones as their layers make them; names and shapes as
+    PyTorch's; the square subsequent mask equal to PyTorch's."""
+    gingham.nn.manual_seed(0)
+    ours = gingham.nn.Transformer(d_model=32, nhead=4, num_encoder_layers=1,
+                                  num_decoder_layers=1, dim_feedforward=64, device="reference")
+    theirs = torch.nn.Transformer(d_model=32, nhead=4, num_encoder_layers=1,
+                                  num_decoder_layers=1, dim_feedforward=64)
+    state = ours.state_dict()
+    assert list(state) == list(theirs.state_dict())
+    for name, value in state.items():
+        assert value.shape == tuple(theirs.state_dict()[name].shape), name
+        if value.ndim > 1:
+            bound = math.sqrt(6.0 / sum(value.shape))
+            assert bound * 0.9 < np.abs(value).max() <= bound, name
+    assert (state["decoder.layers.0.norm3.weight"] == 1).all()
+    assert not state["decoder.layers.0.multihead_attn.in_proj_bias"].any()
+    first = ours.decoder.layers[0].linear1.weight
+    assert first.requires_grad and first is ours.decoder.layers[0].linear1.parameters()[0]
+    for size in (1, 5):
+        np.testing.assert_array_equal(
+            gingham.nn.Transformer.generate_square_subsequent_mask(size, "reference").numpy(),
+            torch.nn.Transformer.generate_square_subsequent_mask(size).numpy())
+    with pytest.raises(ShapeError, match="same batch size"):
+        x = tensor(rand(5, 2, 32), device="reference")
+        ours(x, x[:, :1])
+    with pytest.raises(ValueError, match="TransformerDecoderLayer: activation must be"):
+        gingham.nn.TransformerDecoderLayer(8, 2, activation="swish")
 
 
 def test_parameters_are_named_shaped_and_initialised_as_pytorch():

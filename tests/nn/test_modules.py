@@ -20,7 +20,7 @@ import gingham
 import gingham.nn as nn
 from gingham.frontend import optim
 from gingham.frontend.jit import jit
-from gingham.frontend.tensor import Tensor, realize, tensor
+from gingham.frontend.tensor import ShapeError, Tensor, realize, tensor
 from gingham.nn import models, training
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-4)
@@ -74,20 +74,110 @@ LAYERS = {  # name: (gingham layer, PyTorch layer, which input)
     "dropout_eval": (lambda d: nn.Dropout(0.5).eval(), lambda: tnn.Dropout(0.5).eval(), "seq"),
 }
 
+CONV_NORM_POOL_LAYERS = {  # the N-d layers, norms, resampling and the other activations
+    "conv1d": (lambda d: nn.Conv1d(4, 6, 3, stride=2, padding=1, device=d),
+               lambda: tnn.Conv1d(4, 6, 3, stride=2, padding=1), "signal"),
+    "conv1d_same_grouped": (lambda d: nn.Conv1d(4, 4, 3, padding="same", dilation=2, groups=2,
+                                                bias=False, device=d),
+                            lambda: tnn.Conv1d(4, 4, 3, padding="same", dilation=2, groups=2,
+                                               bias=False), "signal"),
+    "conv3d": (lambda d: nn.Conv3d(2, 4, (2, 3, 2), stride=(1, 2, 1), padding=1, device=d),
+               lambda: tnn.Conv3d(2, 4, (2, 3, 2), stride=(1, 2, 1), padding=1), "volume"),
+    "conv_transpose1d": (lambda d: nn.ConvTranspose1d(4, 6, 3, stride=2, padding=1,
+                                                      output_padding=1, device=d),
+                         lambda: tnn.ConvTranspose1d(4, 6, 3, stride=2, padding=1,
+                                                     output_padding=1), "signal"),
+    "conv_transpose2d": (lambda d: nn.ConvTranspose2d(3, 6, 3, stride=2, padding=1,
+                                                      output_padding=(1, 0), groups=3,
+                                                      device=d),
+                         lambda: tnn.ConvTranspose2d(3, 6, 3, stride=2, padding=1,
+                                                     output_padding=(1, 0), groups=3), "image"),
+    "conv_transpose2d_dilated": (lambda d: nn.ConvTranspose2d(3, 2, 2, dilation=2, bias=False,
+                                                              device=d),
+                                 lambda: tnn.ConvTranspose2d(3, 2, 2, dilation=2, bias=False),
+                                 "image"),
+    "conv_transpose3d": (lambda d: nn.ConvTranspose3d(2, 3, 2, stride=2, device=d),
+                         lambda: tnn.ConvTranspose3d(2, 3, 2, stride=2), "volume"),
+    "batch_norm1d": (lambda d: nn.BatchNorm1d(4, device=d), lambda: tnn.BatchNorm1d(4),
+                     "features"),
+    "batch_norm1d_seq": (lambda d: nn.BatchNorm1d(4, momentum=0.3, bias=False, device=d),
+                         lambda: tnn.BatchNorm1d(4, momentum=0.3, bias=False), "signal"),
+    "batch_norm1d_eval": (lambda d: nn.BatchNorm1d(4, eps=1e-3, device=d).eval(),
+                          lambda: tnn.BatchNorm1d(4, eps=1e-3).eval(), "signal"),
+    "batch_norm3d": (lambda d: nn.BatchNorm3d(2, device=d), lambda: tnn.BatchNorm3d(2),
+                     "volume"),
+    "batch_norm3d_untracked": (lambda d: nn.BatchNorm3d(2, affine=False,
+                                                        track_running_stats=False).eval(),
+                               lambda: tnn.BatchNorm3d(2, affine=False,
+                                                       track_running_stats=False).eval(),
+                               "volume"),
+    "group_norm": (lambda d: nn.GroupNorm(2, 4, device=d), lambda: tnn.GroupNorm(2, 4),
+                   "signal"),
+    "group_norm_image": (lambda d: nn.GroupNorm(1, 3, eps=1e-3, bias=False, device=d),
+                         lambda: tnn.GroupNorm(1, 3, eps=1e-3, bias=False), "image"),
+    "group_norm_volume": (lambda d: nn.GroupNorm(2, 2, affine=False),
+                          lambda: tnn.GroupNorm(2, 2, affine=False), "volume"),
+    "max_pool1d": (lambda d: nn.MaxPool1d(3, stride=2, padding=1),
+                   lambda: tnn.MaxPool1d(3, stride=2, padding=1), "signal"),
+    "max_pool2d_dilated": (lambda d: nn.MaxPool2d(2, stride=1, dilation=2, ceil_mode=True),
+                           lambda: tnn.MaxPool2d(2, stride=1, dilation=2, ceil_mode=True),
+                           "image"),
+    "max_pool3d": (lambda d: nn.MaxPool3d(2, stride=(1, 2, 2), ceil_mode=True),
+                   lambda: tnn.MaxPool3d(2, stride=(1, 2, 2), ceil_mode=True), "volume"),
+    "avg_pool1d": (lambda d: nn.AvgPool1d(3, stride=2, padding=1, count_include_pad=False),
+                   lambda: tnn.AvgPool1d(3, stride=2, padding=1, count_include_pad=False),
+                   "signal"),
+    "avg_pool3d": (lambda d: nn.AvgPool3d(2, stride=1, padding=1, divisor_override=3),
+                   lambda: tnn.AvgPool3d(2, stride=1, padding=1, divisor_override=3),
+                   "volume"),
+    "avg_pool3d_ceil": (lambda d: nn.AvgPool3d(3, stride=2, padding=1, ceil_mode=True,
+                                               count_include_pad=False),
+                        lambda: tnn.AvgPool3d(3, stride=2, padding=1, ceil_mode=True,
+                                              count_include_pad=False), "volume"),
+    "upsample_nearest": (lambda d: nn.Upsample(scale_factor=2), lambda: tnn.Upsample(
+        scale_factor=2), "image"),
+    "upsample_bilinear": (lambda d: nn.Upsample(size=(4, 7), mode="bilinear",
+                                                align_corners=True),
+                          lambda: tnn.Upsample(size=(4, 7), mode="bilinear",
+                                               align_corners=True), "image"),
+    "upsample_linear": (lambda d: nn.Upsample(scale_factor=1.5, mode="linear"),
+                        lambda: tnn.Upsample(scale_factor=1.5, mode="linear"), "signal"),
+    "upsample_trilinear": (lambda d: nn.Upsample(scale_factor=(1, 2, 1.5), mode="trilinear"),
+                           lambda: tnn.Upsample(scale_factor=(1, 2, 1.5), mode="trilinear"),
+                           "volume"),
+    "relu6": (lambda d: nn.ReLU6(), lambda: tnn.ReLU6(), "image"),
+    "hardtanh": (lambda d: nn.Hardtanh(-0.5, 0.7), lambda: tnn.Hardtanh(-0.5, 0.7), "image"),
+    "softplus": (lambda d: nn.Softplus(), lambda: tnn.Softplus(), "signal"),
+    "softplus_threshold": (lambda d: nn.Softplus(beta=2, threshold=1),
+                           lambda: tnn.Softplus(beta=2, threshold=1), "image"),
+    "mish": (lambda d: nn.Mish(), lambda: tnn.Mish(), "image"),
+    "hardswish": (lambda d: nn.Hardswish(), lambda: tnn.Hardswish(), "image"),
+    "prelu": (lambda d: nn.PReLU(device=d), lambda: tnn.PReLU(), "volume"),
+    "prelu_channels": (lambda d: nn.PReLU(3, init=0.1, device=d), lambda: tnn.PReLU(3, 0.1),
+                       "image"),
+}
 
-def test_layers_match_torch(device):
-    """Every new layer's output, input gradient and parameter gradients, with PyTorch's
-    (random) weights loaded by name into a ModuleDict of them all."""
-    ours = nn.ModuleDict({name: make(device) for name, (make, _, _) in LAYERS.items()})
-    theirs = randomize(tnn.ModuleDict({name: make() for name, (_, make, _) in LAYERS.items()}))
+
+@pytest.mark.parametrize("layers", [LAYERS, CONV_NORM_POOL_LAYERS], ids=["basic", "nd"])
+def test_layers_match_torch(device, layers):
+    """Every layer's output, input gradient and parameter gradients, with PyTorch's (random)
+    weights loaded by name into a ModuleDict of them all (one program forward, one
+    backward); then the running statistics batch norms updated in training."""
+    ours = nn.ModuleDict({name: make(device) for name, (make, _, _) in layers.items()})
+    theirs = randomize(tnn.ModuleDict({name: make() for name, (_, make, _) in layers.items()}))
     assert ours.load_state_dict(theirs.state_dict()) == ([], [])
-    inputs = {"seq": rand(3, 4, 6), "image": rand(2, 3, 6, 5, seed=1),
-              "tokens": np.array([[0, 6, 2], [2, 3, 1]], np.int64)}
+    # Inputs scaled by 3 so that the clamps (ReLU6, Hardtanh, Hardswish) meet both bounds.
+    inputs = {"seq": rand(3, 4, 6), "image": 3 * rand(2, 3, 6, 5, seed=1),
+              "tokens": np.array([[0, 6, 2], [2, 3, 1]], np.int64),
+              "features": rand(5, 4, seed=3), "signal": rand(2, 4, 9, seed=4),
+              "volume": rand(2, 2, 5, 4, 6, seed=5)}
+    kinds = {kind for _, _, kind in layers.values()}
+    inputs = {k: v for k, v in inputs.items() if k in kinds}
     g_in = {k: tensor(v, device=device, requires_grad=v.dtype.kind == "f")
             for k, v in inputs.items()}
     t_in = {k: torch.tensor(v, requires_grad=v.dtype.kind == "f") for k, v in inputs.items()}
-    g_out = {name: ours[name](g_in[kind]) for name, (_, _, kind) in LAYERS.items()}
-    t_out = {name: theirs[name](t_in[kind]) for name, (_, _, kind) in LAYERS.items()}
+    g_out = {name: ours[name](g_in[kind]) for name, (_, _, kind) in layers.items()}
+    t_out = {name: theirs[name](t_in[kind]) for name, (_, _, kind) in layers.items()}
     realize(list(g_out.values()))
     for name, expected in t_out.items():
         assert g_out[name].shape == tuple(expected.shape), name
@@ -107,6 +197,11 @@ def test_layers_match_torch(device):
     for name, expected in theirs_grads.items():
         np.testing.assert_allclose(ours_grads[name].numpy(), expected.numpy(),
                                    err_msg=f"d/d {name}", **TOLERANCE)
+    ours_state = ours.state_dict()
+    for name, value in theirs.state_dict().items():
+        if name.endswith(("running_mean", "running_var")):
+            np.testing.assert_allclose(ours_state[name], value.numpy(), err_msg=name,
+                                       **TOLERANCE)
 
 
 def test_default_initialisation_follows_torch():
@@ -134,6 +229,67 @@ def test_constructor_errors():
         nn.Sequential(nn.ReLU(), lambda x: x)
     with pytest.raises(KeyError, match="no '.'"):
         nn.ModuleDict({"a.b": nn.ReLU()})
+    with pytest.raises(ValueError, match="groups=3 must divide in_channels 4"):
+        nn.Conv1d(4, 6, 3, groups=3)
+    with pytest.raises(ValueError, match="padding='same' needs stride 1"):
+        nn.Conv3d(1, 1, 3, stride=2, padding="same")
+    with pytest.raises(ValueError, match="padding must be ints, not 'same'"):
+        nn.ConvTranspose2d(1, 1, 3, padding="same")
+    with pytest.raises(NotImplementedError, match="only padding_mode='zeros'"):
+        nn.Conv2d(1, 1, 3, padding_mode="reflect")
+    with pytest.raises(ValueError, match="padding_mode must be one of"):
+        nn.Conv1d(1, 1, 3, padding_mode="mirror")
+    with pytest.raises(ValueError, match="num_channels 6 must be divisible by num_groups 4"):
+        nn.GroupNorm(4, 6)
+    with pytest.raises(NotImplementedError, match="momentum=None"):
+        nn.BatchNorm1d(3, momentum=None)
+    with pytest.raises(NotImplementedError, match="return_indices"):
+        nn.MaxPool1d(2, return_indices=True)
+    with pytest.raises(ValueError, match="max_val 1 must be greater than min_val 2"):
+        nn.Hardtanh(2, 1)
+    volume = tensor(rand(2, 3, 4, 4, 4), device="reference")
+    with pytest.raises(ValueError, match=r"BatchNorm1d: expected 2D or 3D input \(got 5D"):
+        nn.BatchNorm1d(3)(volume)
+    with pytest.raises(ValueError, match=r"BatchNorm2d: expected 4D input \(got 5D"):
+        nn.BatchNorm2d(3)(volume)
+    with pytest.raises(ShapeError, match="3 channels .* divisible by num_groups 2"):
+        nn.functional.group_norm(volume, 2)
+    with pytest.raises(ValueError, match=r"output_size \(9,\) is not reachable .* 7 to 8"):
+        nn.ConvTranspose1d(3, 2, 3, stride=2, padding=1)(volume[:, :, 0, 0], output_size=[9])
+
+
+@pytest.mark.parametrize("make", [lambda m: m.Conv1d(6, 8, 5, groups=2),
+                                  lambda m: m.Conv3d(4, 6, (3, 2, 2)),
+                                  lambda m: m.ConvTranspose2d(6, 9, 3, groups=3),
+                                  lambda m: m.ConvTranspose3d(3, 9, 2)],
+                         ids=["conv1d", "conv3d", "conv_transpose2d", "conv_transpose3d"])
+def test_convolutions_initialise_as_torch(make):
+    """Weights and biases uniform in PyTorch's bound (1/sqrt(fan_in), fan_in from the weight's
+    axis 1 and kernel), with PyTorch's names and shapes."""
+    nn.manual_seed(0)
+    ours, theirs = make(nn), make(tnn)
+    state = ours.state_dict()
+    assert list(state) == list(theirs.state_dict())
+    weight = theirs.weight
+    bound = 1.0 / np.sqrt(weight.shape[1] * np.prod(weight.shape[2:]))
+    for name, value in state.items():
+        assert value.shape == tuple(theirs.state_dict()[name].shape), name
+        assert np.abs(value).max() <= bound and np.abs(value).max() > 0.5 * bound, name
+    values = state["weight"].ravel()
+    assert abs(values.std() - bound / np.sqrt(3)) < 0.15 * bound  # a uniform's deviation
+
+
+def test_conv_transpose_output_size_picks_output_padding(device):
+    """``forward(x, output_size)`` as PyTorch's: the output_padding that reaches the size."""
+    x = rand(2, 3, 4, 5)
+    ours = nn.ConvTranspose2d(3, 2, 3, stride=(2, 3), padding=1, device=device)
+    theirs = tnn.ConvTranspose2d(3, 2, 3, stride=(2, 3), padding=1)
+    ours.load_state_dict(randomize(theirs).state_dict())
+    for size in ([8, 15], (2, 2, 7, 14)):
+        expected = theirs(torch.tensor(x), output_size=size).detach().numpy()
+        got = ours(tensor(x, device=device), output_size=size).numpy()
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got, expected, **TOLERANCE)
 
 
 def test_softmax_without_dim_warns_and_picks_torchs_axis():
@@ -289,8 +445,26 @@ def test_repr_matches_torch():
             m.ModuleList([m.Linear(8, 8), m.Linear(8, 8), m.SiLU()]), m.LeakyReLU(0.2),
             m.ModuleDict({"head": m.Linear(8, 2)}), m.Softmax(dim=-1), m.Identity())
 
+    def nd_stack(m):
+        return m.Sequential(
+            m.Conv1d(2, 4, 3), m.Conv3d(2, 4, (1, 2, 3), stride=2, padding=1, groups=2,
+                                        bias=False),
+            m.Conv2d(2, 4, 3, padding="same", dilation=2),
+            m.ConvTranspose1d(2, 4, 3, stride=2, output_padding=1),
+            m.ConvTranspose2d(2, 4, 3, dilation=2, groups=2), m.ConvTranspose3d(2, 4, 3),
+            m.BatchNorm1d(3), m.BatchNorm2d(3, bias=False),
+            m.BatchNorm3d(3, affine=False, track_running_stats=False), m.GroupNorm(2, 4),
+            m.GroupNorm(2, 4, affine=False), m.MaxPool1d(3), m.MaxPool2d((2, 3)),
+            m.MaxPool3d(3, 2, 1, ceil_mode=True), m.AvgPool1d(3), m.AvgPool3d(3, 2, 1),
+            m.Upsample(scale_factor=2), m.Upsample(size=(3, 4), mode="bilinear",
+                                                   align_corners=True),
+            m.Upsample(scale_factor=(2, 1.5)), m.ReLU6(), m.ReLU6(True), m.Hardtanh(),
+            m.Hardtanh(-2, 3, True), m.Softplus(), m.Softplus(2, 10), m.Mish(True),
+            m.Hardswish(True), m.PReLU(), m.PReLU(3, 0.1))
+
     ours, theirs = stack(nn), stack(tnn)
     assert repr(ours) == repr(theirs)
+    assert repr(nd_stack(nn)) == repr(nd_stack(tnn))
     assert repr(nn.Conv2d(2, 4, 3, padding="same", dilation=2, groups=2,
                           data_format="NHWC")) == (
         "Conv2d(2, 4, kernel_size=(3, 3), stride=(1, 1), padding=same, dilation=(2, 2), "
