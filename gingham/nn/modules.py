@@ -24,10 +24,10 @@ nothing to register:
 
 Parameters are leaf tensors; buffers are leaf tensors updated by ``assign`` — inside
 ``gingham.jit`` those updates become outputs of the compiled step. Loading a state dict assigns
-new values to the same tensor objects, so optimisers and compiled steps holding them see the
-loaded values. Initialisation follows PyTorch's defaults (Kaiming-uniform with a = sqrt(5) for
-linear and convolution layers, N(0, 1) for embeddings), drawn from :func:`manual_seed`'s
-generator.
+new values to the same tensor objects, and ``to()`` (``cpu()``, ``half()``, ...) moves them in
+place, so optimisers and compiled steps holding them see the loaded or moved values.
+Initialisation follows PyTorch's defaults (Kaiming-uniform with a = sqrt(5) for linear and
+convolution layers, N(0, 1) for embeddings), drawn from :func:`manual_seed`'s generator.
 
 The image layers take ``data_format="NHWC"`` for channels-last data (what PyTorch's
 ``memory_format=torch.channels_last`` and Keras use); their parameters keep PyTorch's shapes
@@ -44,7 +44,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 import numpy as np
 
 from ..errors import StateDictError
-from ..frontend.tensor import Tensor, assign_all, realize, tensor, zeros
+from ..frontend.tensor import (Tensor, assign_all, move_all, placement, realize,
+                               refuse_while_tracing, tensor, zeros)
 from ..tile import dtypes as dt
 from . import functional as F
 
@@ -260,14 +261,79 @@ class Module:
     def eval(self) -> "Module":
         return self.train(False)
 
-    def to(self, device: str) -> "Module":
-        """Move every tensor attribute (parameters and buffers) to ``device``."""
-        for name, value in list(vars(self).items()):
-            if isinstance(value, Tensor):
-                setattr(self, name, value.to(device))
-        for child in self.children():
-            child.to(device)
+    def to(self, *args, device=None, dtype=None, non_blocking: bool = False) -> "Module":
+        """Move every tensor attribute (parameters, buffers, private tensors) of this module
+        and its sub-modules to a device and/or cast its floating-point ones to a dtype, in
+        place, as PyTorch's ``module.to``: ``to(device)``, ``to(dtype)``, ``to(device,
+        dtype)``, ``to(tensor)``, or the keywords. Integer and bool tensors keep their dtype;
+        ``dtype`` must be a floating-point type (``TypeError`` otherwise). Returns ``self``.
+
+        Each tensor stays the same object (its value, and its pending gradient, move into
+        it), so an optimiser made before the move keeps training the model (its state
+        follows its parameters at its next step) and a compiled step that captured them is
+        traced again for the new device. An error inside ``gingham.jit``'s tracing.
+        ``non_blocking`` is accepted and ignored.
+
+            opt = gingham.optim.SGD(model.parameters(), lr=0.1)
+            model.to("cuda:0")                      # then train: opt updates the moved weights
+            model.to(dtype="bfloat16")              # float parameters and buffers only
+        """
+        target_device, target_dtype = placement(args, device, dtype)
+        if target_dtype is not None and not dt.is_float(target_dtype):
+            raise TypeError("nn.Module.to only accepts floating point dtypes, but got desired "
+                            f"dtype={_dtype_name(target_dtype)}")
+        self._move(target_device, target_dtype)
         return self
+
+    def _move(self, device: str | None, dtype: np.dtype | None) -> None:
+        """Every tensor attribute of the tree to ``device`` (None: stay), floating-point ones
+        cast to ``dtype`` (None: keep), leaves in place (one ``move_all``); a lazy result
+        kept by a module is replaced by a leaf, as in :func:`_load_arrays`."""
+        moves: dict[int, tuple[Tensor, str, np.dtype]] = {}
+        replaced = []
+        for module in self.modules():
+            for name, value in vars(module).items():
+                if not isinstance(value, Tensor):
+                    continue
+                new_dtype = dtype if dtype is not None and dt.is_float(value.dtype) else None
+                placed = (device or value.device, value.dtype if new_dtype is None else new_dtype)
+                if value.is_leaf:
+                    moves[id(value)] = (value, *placed)
+                elif placed != (value.device, value.dtype):
+                    replaced.append((module, name, value, placed))
+        changing = [m for m in moves.values() if (m[0].device, m[0].dtype) != m[1:]]
+        if changing or replaced:
+            refuse_while_tracing(f"{type(self).__name__}.to()")
+        move_all(changing)
+        for module, name, value, (new_device, new_dtype) in replaced:
+            setattr(module, name, value.to(new_device, new_dtype))
+
+    def cpu(self) -> "Module":
+        """``to("cpu")``: gingham's C backend (the host CPU)."""
+        return self.to("cpu")
+
+    def cuda(self, device: int | str | None = None) -> "Module":
+        """``to("cuda:N")`` (``device``: an index or a ``"cuda:N"`` id, default 0);
+        :class:`gingham.DeviceNotFoundError` says why when there is no such CUDA device."""
+        if device is None:
+            device = 0
+        return self.to(f"cuda:{device}" if isinstance(device, int) else device)
+
+    def float(self) -> "Module":
+        """Floating-point parameters and buffers to float32."""
+        return self.to(dtype=dt.FLOAT32)
+
+    def half(self) -> "Module":
+        """Floating-point parameters and buffers to float16."""
+        return self.to(dtype="float16")
+
+    def bfloat16(self) -> "Module":
+        """Floating-point parameters and buffers to bfloat16."""
+        return self.to(dtype="bfloat16")
+
+    def double(self) -> "Module":
+        """Floating-point parameters and buffers to float64."""
+        return self.to(dtype="float64")
 
     def apply(self, fn: Callable[["Module"], Any]) -> "Module":
         """Call ``fn`` on every sub-module, then on this one (custom initialisation)."""

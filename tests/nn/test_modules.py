@@ -18,6 +18,7 @@ import torch.nn as tnn
 
 import gingham
 import gingham.nn as nn
+from gingham.devices import list_devices
 from gingham.frontend import optim
 from gingham.frontend.jit import jit
 from gingham.frontend.tensor import Tensor, realize, tensor
@@ -426,6 +427,127 @@ def test_zero_grad(device):
     assert all(np.array_equal(p.grad.numpy(), np.zeros(p.shape)) for p in model.parameters())
     model.zero_grad()
     assert all(p.grad is None for p in model.parameters())
+
+
+# -- moving a model --------------------------------------------------------------------------------
+
+
+def test_to_keeps_the_tensors_an_earlier_optimizer_trains(device):
+    """PyTorch's usual flow, optimiser first, then ``model.to(device)``, then training: the
+    parameters and buffers stay the same objects; a pending gradient, the optimiser's
+    momentum and a step compiled before the move follow them. The oracle is the same run
+    made on ``device`` throughout (the steps before the move ran elsewhere: close, not equal)."""
+    source = "reference" if device != "reference" else "cpu"
+    data = batches(4, 2)
+
+    def run(start: str):
+        model = small_net(start, 0, RESUME_SIZE)
+        optimizer = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        step = training.train_step(model, optimizer)
+        held = model.parameters() + model.buffers()
+        losses = [step(*data[0]).item()]
+        images, labels = (tensor(v, device=start) for v in data[1])
+        nn.functional.cross_entropy(model(images), labels).backward()  # pending at the move
+        assert model.to(device) is model
+        assert all(a is b for a, b in zip(held, model.parameters() + model.buffers()))
+        assert all(t.device == device for t in held)
+        assert all(p.grad.device == device for p in model.parameters())
+        optimizer.step()
+        losses += [step(*batch).item() for batch in data[2:]]
+        return model, optimizer, step, losses
+
+    moved, moved_optimizer, moved_step, moved_losses = run(source)
+    direct, optimizer, step, losses = run(device)
+    assert (moved_step.traces, step.traces) == (2, 1)  # a move retraces; none does not
+    np.testing.assert_allclose(moved_losses, losses, **TOLERANCE)
+    expected = direct.state_dict()
+    for key, value in moved.state_dict().items():
+        np.testing.assert_allclose(value, expected[key], err_msg=key, **TOLERANCE)
+    expected_state = optimizer.state_dict()["state"]
+    for index, entry in moved_optimizer.state_dict()["state"].items():
+        np.testing.assert_allclose(entry["momentum_buffer"],
+                                   expected_state[index]["momentum_buffer"], **TOLERANCE)
+
+
+class WithCounter(nn.Module):
+    """A layer, batch norm's float buffers and an integer buffer (as PyTorch's
+    num_batches_tracked), which casts to a floating dtype leave alone."""
+
+    def __init__(self, device: str | None = None) -> None:
+        self.linear = nn.Linear(3, 2, device=device)
+        self.norm = nn.BatchNorm2d(2, device=device)
+        self.count = tensor(np.arange(3, dtype=np.int32), device=device)
+
+
+class TorchWithCounter(tnn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear, self.norm = tnn.Linear(3, 2), tnn.BatchNorm2d(2)
+        self.register_buffer("count", torch.arange(3, dtype=torch.int32))
+
+
+def test_to_casts_floating_tensors_in_pytorchs_forms(device):
+    """Each form of ``to`` and the dtype shorthands give the state dict (values and dtypes)
+    that the same calls give in PyTorch; the tensors stay the same objects and the moved
+    model computes as PyTorch's in float16."""
+    ours, theirs = WithCounter(device), randomize(TorchWithCounter())
+    ours.load_state_dict(theirs.state_dict())
+    held = list(ours.state_dict(keep_vars=True).values())
+    steps = [  # ours, PyTorch's
+        (lambda m: m.half(), lambda m: m.half()),
+        (lambda m: m.to("cpu", "bfloat16"), lambda m: m.to(torch.bfloat16)),
+        (lambda m: m.to(device=device), lambda m: m),
+        (lambda m: m.double(), lambda m: m.double()),
+        (lambda m: m.to(np.float16), lambda m: m.to(torch.float16)),
+        (lambda m: m.float(), lambda m: m.float()),
+        (lambda m: m.bfloat16().cpu(), lambda m: m.bfloat16()),
+        (lambda m: m.to(tensor(np.zeros(1, np.float16), device=device)),
+         lambda m: m.to(torch.float16)),
+    ]
+    for index, (move, move_theirs) in enumerate(steps):
+        assert move(ours) is ours
+        move_theirs(theirs)
+        expected = theirs.state_dict()
+        for (key, value), tensor_ in zip(ours.state_dict().items(), held):
+            want = expected[key]
+            assert str(value.dtype) == str(want.dtype).removeprefix("torch."), (index, key)
+            assert tensor_.dtype == value.dtype and tensor_.device in ("cpu", device)
+            np.testing.assert_array_equal(value.astype(np.float64), want.double().numpy(),
+                                          err_msg=f"step {index}: {key}")
+    assert [t.device for t in held] == [device] * len(held)
+    x = rand(4, 3)
+    np.testing.assert_allclose(
+        ours.linear(tensor(x, device=device, dtype=np.float16)).numpy().astype(np.float32),
+        theirs.linear(torch.tensor(x).half()).detach().float().numpy(), rtol=2e-3, atol=2e-3)
+
+
+def test_to_errors():
+    model = WithCounter("reference")
+    with pytest.raises(TypeError, match="only accepts floating point dtypes.*int32"):
+        model.to(np.int32)
+    with pytest.raises(TypeError, match=r"to\(device, dtype\)"):
+        model.to("float16", "reference")
+    with pytest.raises(gingham.DeviceNotFoundError, match="no device 'nowhere'"):
+        model.to("nowhere")
+    cuda = [d.id for d in list_devices() if d.id.startswith("cuda:")]
+    if cuda:
+        assert model.cuda().linear.weight.device == "cuda:0"
+    else:
+        with pytest.raises(gingham.DeviceNotFoundError, match="no device 'cuda:0'"):
+            model.cuda()
+    assert all(t.device == ("cuda:0" if cuda else "reference")
+               for t in model.state_dict(keep_vars=True).values())  # nothing half-moved
+
+    model = nn.Linear(2, 2, device="reference")
+
+    @jit
+    def moving(x):
+        model.to("reference", "float16")
+        return model(x)
+
+    with pytest.raises(gingham.GinghamError, match="inside a function traced by gingham.jit"):
+        moving(rand(3, 2))
+    assert model.weight.dtype == np.float32
 
 
 # -- checkpoints of a training run -----------------------------------------------------------------
