@@ -1267,9 +1267,31 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
 # -- indexing, padding, resampling -----------------------------------------------------------------
 
 
-def embedding(input: Tensor, weight: Tensor) -> Tensor:
+def _padding_index(padding_idx: int | None, num_embeddings: int) -> int | None:
+    """``padding_idx`` as a row of a table of ``num_embeddings`` rows (a negative one counts
+    from the end, as in PyTorch); ``ValueError`` outside ``[-num_embeddings,
+    num_embeddings)``."""
+    if padding_idx is None:
+        return None
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(f"padding_idx must be within num_embeddings: {padding_idx} for "
+                         f"{num_embeddings} embeddings")
+    return int(padding_idx) % num_embeddings
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
+              max_norm: float | None = None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """Rows of ``weight`` ``[V, D]`` picked by integer ``input`` (any shape): shape
-    ``input.shape + (D,)``. Tile's ``gather``; an index outside ``[0, V)`` gives a zero row."""
+    ``input.shape + (D,)``. Tile's ``gather``; an index outside ``[0, V)`` gives a zero row.
+
+    ``padding_idx`` (negative: counted from the end) is a row that the gradient never
+    reaches, as in PyTorch: the rows it picks are read as they are but pass through
+    ``stop_gradient``. ``sparse`` is accepted and ignored (gradients are dense, of equal
+    value); ``max_norm`` and ``scale_grad_by_freq`` are not supported.
+
+        vectors = F.embedding(tokens, table, padding_idx=0)     # table.grad[0] stays zero
+    """
     op = "embedding"
     _check(op, ("weight",), input=input, weight=weight)
     if not np.issubdtype(input.dtype, np.integer):
@@ -1278,9 +1300,20 @@ def embedding(input: Tensor, weight: Tensor) -> Tensor:
     if weight.ndim != 2:
         raise ShapeError(f"{op}: weight must be 2-d [num_embeddings, embedding_dim], got shape "
                          f"{weight.shape}")
+    if max_norm is not None or scale_grad_by_freq:
+        raise NotImplementedError(f"{op}: max_norm and scale_grad_by_freq are not supported")
+    pad = _padding_index(padding_idx, weight.shape[0])
     shape = input.shape + (weight.shape[1],)
-    return input._derive(shape, weight.dtype, [weight, input],
-                         lambda nodes: builder.gather(nodes[0], nodes[1]))
+    column = input.shape + (1,)  # each index beside its row, to select whole rows
+
+    def build(nodes):
+        rows = builder.gather(nodes[0], nodes[1])
+        if pad is None:
+            return rows
+        at_padding = builder.reshape(nodes[1], *column).eq(pad)
+        return builder.select(at_padding, builder.stop_gradient(rows), rows)
+
+    return input._derive(shape, weight.dtype, [weight, input], build)
 
 
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",

@@ -554,20 +554,66 @@ class Embedding(Module):
     embedding_dim]`` weight, initialised N(0, 1) as in PyTorch (an index outside the table
     gives a zero row rather than an error).
 
-        embed = Embedding(30000, 512)                            # [batch, tokens] -> [.., 512]
+    ``padding_idx`` (negative: counted from the end) names a row initialised to zeros whose
+    gradient is always zero, so training never changes it (a padding token's vector).
+    ``sparse`` is accepted and ignored (gradients are dense, of the same value); ``max_norm``
+    and ``scale_grad_by_freq`` are not supported.
+
+        embed = Embedding(30000, 512, padding_idx=0)             # [batch, tokens] -> [.., 512]
     """
 
-    def __init__(self, num_embeddings: int, embedding_dim: int,
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 max_norm: float | None = None, norm_type: float = 2.0,
+                 scale_grad_by_freq: bool = False, sparse: bool = False,
+                 _weight: Tensor | None = None, _freeze: bool = False,
                  device: str | None = None) -> None:
+        if max_norm is not None or scale_grad_by_freq:
+            raise NotImplementedError("Embedding: max_norm and scale_grad_by_freq are not "
+                                      "supported")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.padding_idx = F._padding_index(padding_idx, num_embeddings)
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
+        if _weight is not None:  # from_pretrained: the given values, padding row included
+            if _weight.shape != (num_embeddings, embedding_dim):
+                raise ValueError(f"Embedding: shape of weight {_weight.shape} does not match "
+                                 f"num_embeddings and embedding_dim "
+                                 f"({num_embeddings}, {embedding_dim})")
+            self.weight = tensor(_weight, device=device or getattr(_weight, "device", None),
+                                 requires_grad=not _freeze)
+            return
         values = _default_rng.standard_normal((num_embeddings, embedding_dim))
-        self.weight = tensor(values.astype(np.float32), device=device, requires_grad=True)
+        if self.padding_idx is not None:
+            values[self.padding_idx] = 0.0
+        self.weight = tensor(values.astype(np.float32), device=device, requires_grad=not _freeze)
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx: int | None = None,
+                        max_norm: float | None = None, norm_type: float = 2.0,
+                        scale_grad_by_freq: bool = False, sparse: bool = False) -> "Embedding":
+        """An embedding holding a copy of ``embeddings`` (a 2-d tensor or array; its device
+        and dtype), frozen (``requires_grad=False``, so a buffer) unless ``freeze=False``. As
+        in PyTorch the padding row keeps its given values; its gradient is zero.
+
+            embed = Embedding.from_pretrained(glove_vectors, freeze=False, padding_idx=0)
+        """
+        if not isinstance(embeddings, Tensor):
+            embeddings = tensor(np.asarray(embeddings))
+        if embeddings.ndim != 2:
+            raise ValueError(f"Embeddings parameter is expected to be 2-dimensional, got shape "
+                             f"{embeddings.shape}")
+        rows, cols = embeddings.shape
+        return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+                   _weight=embeddings, _freeze=freeze)
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.embedding(input, self.weight)
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq, self.sparse)
 
     def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        text = f"{self.num_embeddings}, {self.embedding_dim}"
+        text += f", padding_idx={self.padding_idx}" if self.padding_idx is not None else ""
+        return text + (", sparse=True" if self.sparse else "")
 
 
 class Dropout(Module):

@@ -72,6 +72,8 @@ LAYERS = {  # name: (gingham layer, PyTorch layer, which input)
                         lambda: tnn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False),
                         "image"),
     "embedding": (lambda d: nn.Embedding(7, 5, device=d), lambda: tnn.Embedding(7, 5), "tokens"),
+    "embedding_padding": (lambda d: nn.Embedding(7, 5, padding_idx=-5, device=d),
+                          lambda: tnn.Embedding(7, 5, padding_idx=-5), "tokens"),
     "dropout_eval": (lambda d: nn.Dropout(0.5).eval(), lambda: tnn.Dropout(0.5).eval(), "seq"),
 }
 
@@ -83,7 +85,7 @@ def test_layers_match_torch(device):
     theirs = randomize(tnn.ModuleDict({name: make() for name, (_, make, _) in LAYERS.items()}))
     assert ours.load_state_dict(theirs.state_dict()) == ([], [])
     inputs = {"seq": rand(3, 4, 6), "image": rand(2, 3, 6, 5, seed=1),
-              "tokens": np.array([[0, 6, 2], [2, 3, 1]], np.int64)}
+              "tokens": np.array([[0, 6, 2], [2, 3, 1], [2, 2, 4]], np.int64)}
     g_in = {k: tensor(v, device=device, requires_grad=v.dtype.kind == "f")
             for k, v in inputs.items()}
     t_in = {k: torch.tensor(v, requires_grad=v.dtype.kind == "f") for k, v in inputs.items()}
@@ -116,12 +118,42 @@ def test_default_initialisation_follows_torch():
     embedding = nn.Embedding(1000, 64, device="reference").weight.numpy()
     assert embedding.dtype == np.float32 and embedding.shape == (1000, 64)
     assert abs(embedding.mean()) < 0.01 and abs(embedding.std() - 1.0) < 0.01  # N(0, 1)
+    padded = nn.Embedding(10, 3, padding_idx=-1, device="reference").weight.numpy()
+    assert (padded[9] == 0).all() and (padded[:9] != 0).all()  # PyTorch zeroes the padding row
     norm = nn.LayerNorm((2, 3), device="reference")
     np.testing.assert_array_equal(norm.weight.numpy(), np.ones((2, 3), np.float32))
     np.testing.assert_array_equal(norm.bias.numpy(), np.zeros((2, 3), np.float32))
     assert norm.weight.requires_grad and norm.bias.requires_grad
     assert nn.LayerNorm(3, elementwise_affine=False).state_dict() == OrderedDict()
     assert list(nn.LayerNorm(3, bias=False, device="reference").state_dict()) == ["weight"]
+
+
+def test_embedding_from_pretrained_never_updates_the_padding_row(device):
+    """from_pretrained as PyTorch's (a copy of the table, frozen by default, the padding row
+    kept as given); with freeze=False the gradient matches PyTorch's (zero on the padding
+    row) and SGD steps leave that row as it was while they change the others."""
+    table, ids = rand(6, 4), np.array([[1, 5, 0], [5, 5, 2]])
+    frozen = nn.Embedding.from_pretrained(tensor(table, device=device), padding_idx=-1)
+    assert not frozen.weight.requires_grad and frozen.padding_idx == 5
+    assert [n for n, _ in frozen.named_buffers()] == ["weight"]
+    ours = nn.Embedding.from_pretrained(tensor(table, device=device), freeze=False,
+                                        padding_idx=-1)
+    theirs = tnn.Embedding.from_pretrained(torch.tensor(table), freeze=False, padding_idx=-1)
+    assert ours.weight.requires_grad and ours.padding_idx == theirs.padding_idx
+    weights = rand(2, 3, 4, seed=1)
+    (theirs(torch.tensor(ids)) * torch.tensor(weights)).sum().backward()
+    optimizer = optim.SGD(ours.parameters(), lr=0.5)
+    for step in range(2):
+        optimizer.zero_grad()
+        (ours(tensor(ids, device=device)) * tensor(weights, device=device)).sum().backward()
+        if step == 0:
+            np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(),
+                                       **TOLERANCE)
+        optimizer.step()
+    trained = ours.weight.numpy()
+    np.testing.assert_array_equal(trained[5], table[5])
+    assert (trained[[0, 1, 2]] != table[[0, 1, 2]]).all()
+    np.testing.assert_array_equal(trained[[3, 4]], table[[3, 4]])  # not looked up
 
 
 def test_constructor_errors():
@@ -135,6 +167,10 @@ def test_constructor_errors():
         nn.Sequential(nn.ReLU(), lambda x: x)
     with pytest.raises(KeyError, match="no '.'"):
         nn.ModuleDict({"a.b": nn.ReLU()})
+    with pytest.raises(ValueError, match="padding_idx must be within num_embeddings: 7 for 7"):
+        nn.Embedding(7, 2, padding_idx=7)
+    with pytest.raises(ValueError, match="expected to be 2-dimensional"):
+        nn.Embedding.from_pretrained(np.zeros((2, 3, 4), np.float32))
 
 
 def test_softmax_without_dim_warns_and_picks_torchs_axis():
@@ -292,6 +328,7 @@ def test_repr_matches_torch():
 
     ours, theirs = stack(nn), stack(tnn)
     assert repr(ours) == repr(theirs)
+    assert repr(nn.Embedding(10, 3, padding_idx=-1)) == repr(tnn.Embedding(10, 3, padding_idx=-1))
     assert repr(nn.Conv2d(2, 4, 3, padding="same", dilation=2, groups=2,
                           data_format="NHWC")) == (
         "Conv2d(2, 4, kernel_size=(3, 3), stride=(1, 1), padding=same, dilation=(2, 2), "
