@@ -822,6 +822,13 @@ class Generator:
     differ and a run is reproducible from its seed. ``dropout(x, generator=g)`` advances ``g``
     once per call. Inside ``gingham.jit`` the advance is an assignment of the traced step, so
     every replay draws fresh numbers.
+
+    :meth:`get_state` and :meth:`set_state` save and restore the state (a NumPy array, which
+    :func:`gingham.save` stores), as PyTorch's; a compiled step that draws from the generator
+    sees the restored state, since it is assigned to the same tensor:
+
+        saved = g.get_state()                   # array([seed, draws], dtype=uint32)
+        g.set_state(saved)                      # the same numbers again
     """
 
     def __init__(self, seed: int = 0, device: str | None = None) -> None:
@@ -831,6 +838,21 @@ class Generator:
     def manual_seed(self, seed: int) -> "Generator":
         self.state.assign(tensor(np.array([int(seed) & 0xFFFFFFFF, 0], np.uint32),
                                  device=self.device))
+        return self
+
+    def get_state(self) -> np.ndarray:
+        """The state, ``[key, counter]`` as a ``uint32`` array (a copy)."""
+        return self.state.numpy()
+
+    def set_state(self, new_state) -> "Generator":
+        """Continue from ``new_state``, a state :meth:`get_state` returned (an array or a
+        tensor of two ``uint32`` values); ``ValueError`` for anything else."""
+        array = np.asarray(new_state.numpy() if isinstance(new_state, Tensor) else new_state)
+        if (array.shape != (2,) or array.dtype.kind not in "ui"
+                or not ((array >= 0) & (array <= 0xFFFFFFFF)).all()):
+            raise ValueError(f"Generator.set_state: expected the state get_state() returns (2 "
+                             f"uint32 values), got {array.dtype} of shape {array.shape}")
+        self.state.assign(tensor(array.astype(np.uint32), device=self.device))
         return self
 
     def next_state(self) -> Tensor:
@@ -859,6 +881,14 @@ def manual_seed(seed: int) -> None:
         generator.manual_seed(seed)
 
 
+def _default_generator(device: str) -> Generator:
+    """The default generator of ``device`` (made, from the current default seed, on first
+    use)."""
+    if device not in _default_generators:
+        _default_generators[device] = Generator(_default_seed, device)
+    return _default_generators[device]
+
+
 def _random_state(op: str, x: Tensor, seed, generator: Generator | None) -> Tensor:
     if seed is not None and generator is not None:
         raise ValueError(f"{op}: pass seed or generator, not both")
@@ -871,9 +901,7 @@ def _random_state(op: str, x: Tensor, seed, generator: Generator | None) -> Tens
     if seed is not None:
         return tensor(np.array([int(seed) & 0xFFFFFFFF, 0], np.uint32), device=x.device)
     if generator is None:
-        if x.device not in _default_generators:
-            _default_generators[x.device] = Generator(_default_seed, x.device)
-        generator = _default_generators[x.device]
+        generator = _default_generator(x.device)
     if generator.device != x.device:
         raise DeviceError(f"{op}: generator is on {generator.device} but input is on {x.device}")
     return generator.next_state()

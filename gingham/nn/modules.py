@@ -403,6 +403,38 @@ def manual_seed(seed: int) -> None:
     _default_rng = np.random.default_rng(seed)
 
 
+# The initialisation generator's PCG64 state as uint32 words: its 128-bit state and increment,
+# four words each, then has_uint32 and uinteger (NumPy's bit_generator.state, as an array).
+INIT_STATE_WORDS = 10
+
+
+def _words(value: int, count: int) -> list[int]:
+    return [(value >> (32 * i)) & 0xFFFFFFFF for i in range(count)]
+
+
+def _number(words) -> int:
+    return sum(int(word) << (32 * i) for i, word in enumerate(words))
+
+
+def init_rng_state() -> np.ndarray:
+    """The state of parameter initialisation's generator (a ``uint32`` array)."""
+    state = _default_rng.bit_generator.state
+    pcg = state["state"]
+    return np.array(_words(pcg["state"], 4) + _words(pcg["inc"], 4)
+                    + [state["has_uint32"], state["uinteger"]], np.uint32)
+
+
+def set_init_rng_state(words: np.ndarray) -> None:
+    """Continue parameter initialisation from a state :func:`init_rng_state` returned."""
+    global _default_rng
+    rng = np.random.default_rng()
+    rng.bit_generator.state = {
+        "bit_generator": "PCG64",
+        "state": {"state": _number(words[:4]), "inc": _number(words[4:8])},
+        "has_uint32": int(words[8]), "uinteger": int(words[9])}
+    _default_rng = rng
+
+
 def _pair(layer: str, name: str, value) -> tuple[int, ...]:
     return F._ntuple(layer, name, value, 2)
 
@@ -619,8 +651,9 @@ class Embedding(Module):
 class Dropout(Module):
     """In training, zero each element with probability ``p`` and scale the others by
     ``1 / (1 - p)``; in evaluation (``model.eval()``) the identity. The mask comes from the
-    device's default generator (:func:`gingham.nn.manual_seed` reseeds it); inside
-    ``gingham.jit`` every replay draws a fresh one.
+    device's default generator (:func:`gingham.nn.manual_seed` reseeds it;
+    :func:`gingham.nn.get_rng_state` and :func:`gingham.nn.set_rng_state` save and restore it
+    with a checkpoint); inside ``gingham.jit`` every replay draws a fresh one.
 
         drop = Dropout(0.1)
     """

@@ -642,6 +642,76 @@ def test_training_resumes_exactly_from_a_checkpoint(device, name, tmp_path):
             np.testing.assert_array_equal(value, original_state["state"][index][key])
 
 
+def dropout_net(device: str, seed: int) -> nn.Sequential:
+    nn.manual_seed(seed)  # reseeds the default generators too
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1, device=device), nn.ReLU(), nn.Flatten(),
+                         nn.Dropout(0.5), nn.Linear(4 * RESUME_SIZE * RESUME_SIZE, 3,
+                                                    device=device))
+
+
+def test_training_with_dropout_resumes_exactly_with_the_rng_state(device, tmp_path):
+    """As above with dropout in the compiled step: the checkpoint's rng state
+    (gingham.nn.get_rng_state) makes the resumed run draw the uninterrupted run's masks, so
+    losses and weights are equal; resumed without it, the run differs."""
+    model = dropout_net(device, 0)
+    optimizer = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    step = training.train_step(model, optimizer)
+    for images, labels in batches(3, 0):
+        step(images, labels)
+    path = tmp_path / "run.ckpt"
+    gingham.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                  "rng": nn.get_rng_state(device)}, path)
+    continued = [step(images, labels).item() for images, labels in batches(3, 1)]
+
+    def resume(seed: int, restore_rng: bool):
+        resumed = dropout_net(device, seed)
+        resumed_optimizer = optim.SGD(resumed.parameters(), lr=0.1, momentum=0.9)
+        checkpoint = gingham.load(path)
+        resumed.load_state_dict(checkpoint["model"])
+        resumed_optimizer.load_state_dict(checkpoint["optimizer"])
+        if restore_rng:
+            nn.set_rng_state(checkpoint["rng"], device)
+        resumed_step = training.train_step(resumed, resumed_optimizer)
+        losses = [resumed_step(images, labels).item() for images, labels in batches(3, 1)]
+        return resumed, losses
+
+    resumed, again = resume(1, True)
+    assert again == continued
+    finished = model.state_dict()
+    for key, value in resumed.state_dict().items():
+        np.testing.assert_array_equal(value, finished[key], err_msg=key)
+    assert resume(2, False)[1] != continued
+
+
+def test_rng_state_round_trips_through_a_checkpoint(tmp_path):
+    """Generator.get_state/set_state, and gingham.nn.get_rng_state/set_rng_state through
+    gingham.save: the draws after a restore (dropout masks, initial weights) repeat those
+    made after the state was taken."""
+    x = tensor(np.ones((4, 8), np.float32), device="reference")
+    g = nn.functional.Generator(seed=7, device="reference")
+    nn.functional.dropout(x, 0.5, generator=g)
+    saved = g.get_state()
+    assert saved.dtype == np.uint32 and saved.tolist() == [7, 1]
+    second = nn.functional.dropout(x, 0.5, generator=g).numpy()
+    assert g.set_state(saved) is g
+    np.testing.assert_array_equal(nn.functional.dropout(x, 0.5, generator=g).numpy(), second)
+    with pytest.raises(ValueError, match="2 uint32 values"):
+        g.set_state(np.zeros(3, np.uint32))
+
+    nn.manual_seed(3)
+    nn.functional.dropout(x, 0.5)
+    gingham.save({"rng": nn.get_rng_state("reference")}, tmp_path / "rng.ckpt")
+    mask = nn.functional.dropout(x, 0.5).numpy()
+    weight = nn.Linear(3, 2, device="reference").weight.numpy()
+    assert not np.array_equal(nn.functional.dropout(x, 0.5).numpy(), mask)
+    nn.set_rng_state(gingham.load(tmp_path / "rng.ckpt")["rng"], "reference")
+    np.testing.assert_array_equal(nn.functional.dropout(x, 0.5).numpy(), mask)
+    np.testing.assert_array_equal(nn.Linear(3, 2, device="reference").weight.numpy(), weight)
+    with pytest.raises(ValueError, match="12 uint32 values"):
+        nn.set_rng_state(np.zeros(2, np.uint32), "reference")
+    nn.manual_seed(0)
+
+
 TORCH_OPTIMIZERS = {  # gingham's, PyTorch's
     "sgd-momentum": (lambda p: optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.1),
                      lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.1)),
