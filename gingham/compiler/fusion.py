@@ -437,7 +437,7 @@ def _absorbs_producer(nc: NormalContraction, bound: BoundProgram, kernels: list[
 
 
 # One instruction each (floor: a softmax's shift, nn.functional._softmax_shift).
-_CHEAP_CALLS = ("min", "max", "abs", "floor", "ceil", "round", "sign")
+_CHEAP_CALLS = ("min", "max", "abs", "floor", "ceil", "round", "sign", "stop_gradient")
 
 
 def _cheap(expr: Expr) -> bool:

@@ -279,6 +279,8 @@ class ExprLowering:
             return k.Select(cond, _cast(self.lower(expr.if_true), ct),
                             _cast(self.lower(expr.if_false), ct), ct)
         if isinstance(expr, tir.Call):
+            if expr.fn == "stop_gradient":  # only autodiff sees it: in a kernel, the identity
+                return _cast(self.lower(expr.args[0]), ct)
             if expr.fn == "pow" and ct.startswith("float") and len(expr.args) == 2:
                 # x^1 and x^2 exactly (x * x is the correctly rounded square, as NumPy's
                 # float power gives it), without a libm call per element: batch norm's

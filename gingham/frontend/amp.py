@@ -40,7 +40,7 @@ import numpy as np
 from ..errors import GinghamError
 from ..tile import dtypes as dt
 from .optim import Optimizer
-from .tensor import Tensor, assign_all, tensor, where
+from .tensor import Tensor, assign_all, move_all, tensor, where
 
 #: Ops that compute in the autocast dtype (their floating inputs are cast down).
 LOW_PRECISION_OPS = ("matmul", "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
@@ -217,6 +217,12 @@ class GradScaler:
             self._scale = tensor(np.float32(self._init_scale), device=self._device)
             self._growth_tracker = tensor(np.int32(0), device=self._device)
             self._found_inf = tensor(np.bool_(False), device=self._device)
+        elif device != self._device:
+            # The model moved (Module.to, in place): the scaler's tensors follow it, as the
+            # optimiser's state does (gingham.optim.Optimizer._follow_parameters).
+            held = (self._scale, self._growth_tracker, self._found_inf)
+            move_all([(t, device, t.dtype) for t in held])
+            self._device = device
 
     def is_enabled(self) -> bool:
         return self.enabled

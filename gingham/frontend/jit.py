@@ -17,7 +17,8 @@ device, and the only copies are the arguments in (when given as NumPy arrays) an
 caller reads out.
 
 Python state the traced function captured is checked on every call: if a captured tensor was
-replaced by another object, or a captured number, string or bool changed, the function is traced
+replaced by another object, or a captured number, string or bool changed, or a tensor the step
+reads was moved to another device or dtype (``model.to(...)``), the function is traced
 again (``traces`` counts them), so a replay never uses stale values. Values meant to change
 every step without retracing (a learning rate) belong in tensors: optimisers keep theirs there.
 """
@@ -38,7 +39,7 @@ from ..config import debug_print
 from ..errors import GinghamError
 from ..tune import background as tune_background
 from .amp import trace_key
-from .tensor import Tensor, _bound_graph
+from .tensor import Tensor, _bound_graph, moves_count
 
 
 class _Tracing(threading.local):
@@ -84,6 +85,10 @@ class _Compiled:
     refinement: Any = None  # GINGHAM_TUNE=background: the program's kernels being tuned
 
     def __post_init__(self) -> None:
+        # The devices and dtypes the program was compiled for: Module.to moves tensors in
+        # place, keeping the identities the snapshot checks, so a move must retrace too.
+        self._placements = [(leaf.device, leaf.dtype) for leaf in self.leaves]
+        self._moves = moves_count()
         # Everything a replay looks up, looked up once: per leaf, the argument it comes from
         # (-1: the captured tensor itself); per output, its shape and dtype.
         self._bindings = [(self.argument_slots.get(position, -1), leaf)
@@ -99,6 +104,18 @@ class _Compiled:
         # an old buffer keeps it, and the pool then hands out other memory.
         self._recent: list[list] = [[None, None] for _ in bound.program.outputs]
         self._uploaded: dict[int, Any] = {}
+
+    def placed_as_traced(self) -> bool:
+        """Whether every input is still on the device and of the dtype it was traced with
+        (looked at only after a move: one integer compared per call otherwise)."""
+        moves = moves_count()
+        if moves == self._moves:
+            return True
+        if any((leaf.device, leaf.dtype) != placed
+               for leaf, placed in zip(self.leaves, self._placements)):
+            return False
+        self._moves = moves
+        return True
 
     def replay(self, flat_args: list) -> Any:
         buffers = []
@@ -154,8 +171,9 @@ def jit(fn: Callable | None = None):
         flat_args, _ = _flatten(args)
         key = _signature(flat_args)
         compiled = cache.get(key)
-        if compiled is not None and compiled.snapshot != _snapshot(fn, args):
-            compiled = None  # captured Python state changed: the trace would be stale
+        if compiled is not None and (compiled.snapshot != _snapshot(fn, args)
+                                     or not compiled.placed_as_traced()):
+            compiled = None  # captured Python state changed, or tensors moved: stale trace
         if compiled is None:
             compiled = _trace(fn, args)
             cache[key] = compiled

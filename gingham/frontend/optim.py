@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..errors import GinghamError, StateDictError
-from .tensor import Tensor, assign_all, realize, tensor, where
+from .tensor import Tensor, assign_all, move_all, realize, tensor, where
 
 
 class Optimizer:
@@ -48,8 +48,27 @@ class Optimizer:
     @lr.setter
     def lr(self, value: float) -> None:
         """A new learning rate: written into the device tensor the compiled step reads."""
+        self._follow_parameters()
         self._lr_value = float(value)
         self._lr.assign(tensor(np.float32(value), device=self.device))
+
+    def _follow_parameters(self) -> None:
+        """After ``model.to(...)`` moved the parameters (in place), move the learning rate,
+        the step count and each state tensor to its parameter's device, the state as its
+        parameter's dtype (as PyTorch's optimisers create their state lazily, on the
+        parameters' device, and cast loaded state to the parameters' dtype), so an optimiser
+        made before the move keeps working. It runs before anything reads the state, even
+        inside ``gingham.jit``'s tracing: moving these leaves there is done once for good,
+        which is what a move means here."""
+        moves = []
+        device = self.params[0].device
+        if device != self.device:
+            self.device = device
+            moves += [(self._lr, device, self._lr.dtype), (self._step, device, self._step.dtype)]
+        for states in self._state_tensors().values():
+            moves += [(state, p.device, p.dtype) for state, p in zip(states, self.params)
+                      if (state.device, state.dtype) != (p.device, p.dtype)]
+        move_all(moves)
 
     def zero_grad(self) -> None:
         for p in self.params:
@@ -64,6 +83,7 @@ class Optimizer:
     def step_updates(self) -> list[tuple[Tensor, Tensor]]:
         """The ``(tensor, new value)`` pairs of one step, the step count's included, not yet
         assigned: :class:`gingham.amp.GradScaler` masks them to skip a step on the device."""
+        self._follow_parameters()
         step = self._step + 1.0
         return self.updates(step) + [(self._step, step)]
 
@@ -95,6 +115,7 @@ class Optimizer:
 
             gingham.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, path)
         """
+        self._follow_parameters()
         tensors = self._state_tensors()
         realize([self._step] + [t for ts in tensors.values() for t in ts])
         step = float(self._step.item())
@@ -110,6 +131,7 @@ class Optimizer:
         keeping this optimiser's parameters. Raises :class:`gingham.StateDictError`, changing
         nothing, when it does not fit: another number of parameters, state of another shape,
         another kind of optimiser, a PyTorch feature gingham lacks (``amsgrad``, ...)."""
+        self._follow_parameters()
         group, per_parameter = self._checked_layout(state_dict)
         settings = self._checked_settings(group)
         previous = self._hyperparameters()

@@ -150,11 +150,34 @@ class Tensor:
         value = self.numpy()
         return value if dtype is None else value.astype(dtype)
 
-    def to(self, device: str) -> "Tensor":
-        """This tensor on another device (copied through the host)."""
-        if device == self.device:
-            return self
-        return tensor(self.numpy(), device=device, requires_grad=self.requires_grad)
+    def to(self, *args, device=None, dtype=None, non_blocking: bool = False,
+           copy: bool = False) -> "Tensor":
+        """This tensor on another device and/or as another dtype, in PyTorch's forms:
+        ``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(other_tensor)`` and the
+        keywords ``device=``/``dtype=``. A dtype is a NumPy dtype or a Tile type name
+        (``"bfloat16"``); a device is an id (``"cpu"``, ``"cuda:0"``).
+
+        As in PyTorch it returns a new tensor, or ``self`` when nothing changes (unless
+        ``copy``). A dtype change on the same device is :meth:`astype` (lazy; gradients flow
+        through it). A move to another device copies the value through the host into a new
+        leaf, requiring gradients as this one does; inside ``gingham.jit``'s tracing that is
+        an error. ``non_blocking`` is accepted and ignored (copies are synchronous). To move
+        a tensor itself, keeping its identity, see :meth:`gingham.nn.Module.to`.
+
+            half = x.to("float16")                  # x.astype("float16")
+            y = x.to("cpu", np.float16)             # a float16 leaf on the cpu device
+        """
+        from ..devices import get_device
+
+        target_device, target_dtype = placement(args, device, dtype)
+        target_dtype = self.dtype if target_dtype is None else target_dtype
+        if target_device is None or get_device(target_device) is get_device(self.device):
+            if target_dtype == self.dtype and not copy:
+                return self
+            return self.astype(target_dtype)
+        refuse_while_tracing(f"Tensor.to({target_device!r})")
+        array = self.numpy().astype(target_dtype)
+        return tensor(array, device=target_device, requires_grad=self.requires_grad)
 
     def detach(self) -> "Tensor":
         self.realize()
@@ -768,6 +791,9 @@ def assign_all(pairs: Sequence[tuple[Tensor, Tensor]]) -> None:
         if value.shape != target.shape:
             raise ShapeError(f"assign(): value of shape {value.shape} for a tensor of shape "
                              f"{target.shape}")
+        if value.device != target.device:
+            raise DeviceError(f"assign(): value on {value.device} for a tensor on "
+                              f"{target.device}; move one with .to(device)")
     pairs = [(t, v if v.dtype == t.dtype else v.astype(t.dtype)) for t, v in pairs]
     trace = current_trace()
     if trace is not None:
@@ -781,8 +807,118 @@ def assign_all(pairs: Sequence[tuple[Tensor, Tensor]]) -> None:
         target._backward_roots = []
 
 
+# -- moving tensors between devices and dtypes ---------------------------------------------------
+
+# Bumped by every move_all: a compiled step (gingham.jit) compares its inputs' devices and
+# dtypes with those it was traced for only when this changed, not on every replay.
+_moves = 0
+
+
+def moves_count() -> int:
+    """How many times :func:`move_all` has moved tensors in this process."""
+    return _moves
+
+
+def _is_dtype(value) -> bool:
+    """Whether a positional argument of ``to()`` names a dtype rather than a device."""
+    if isinstance(value, str):
+        return value in dt.DTYPES
+    return isinstance(value, (np.dtype, type))
+
+
+def placement(args: Sequence, device=None, dtype=None) -> tuple[str | None, np.dtype | None]:
+    """The ``(device id, dtype)`` asked for by PyTorch's forms of ``to()``: ``(device)``,
+    ``(dtype)``, ``(device, dtype)``, ``(tensor)`` (its device and dtype), with ``device=``
+    and ``dtype=`` keywords; None for what is not asked. The device is checked to exist
+    (:class:`gingham.DeviceNotFoundError` naming the available ones) and given by its
+    canonical id (``"cuda"`` is ``"cuda:0"``).
+
+        placement(("cpu", "bfloat16"))          # ('cpu', dtype(bfloat16))
+    """
+    from ..devices import Device, get_device
+
+    if len(args) > 2:
+        raise TypeError(f"to() takes at most 2 positional arguments ({len(args)} given)")
+    for position, value in enumerate(args):
+        if isinstance(value, Tensor):
+            if len(args) > 1 or device is not None or dtype is not None:
+                raise TypeError("to(tensor) takes its device and dtype from the tensor alone")
+            device, dtype = value.device, value.dtype
+        elif _is_dtype(value) and not (position == 0 and len(args) == 2):
+            if dtype is not None:
+                raise TypeError("to(): dtype given twice")
+            dtype = value
+        elif position == 0 and isinstance(value, (str, Device)):
+            if device is not None:
+                raise TypeError("to(): device given twice")
+            device = value
+        else:
+            raise TypeError(f"to(): expected a device, a dtype or a tensor, not {value!r}; "
+                            "the forms are to(device), to(dtype), to(device, dtype), "
+                            "to(tensor)")
+    if isinstance(device, Device):
+        device = device.id
+    if device is not None:
+        device = get_device(str(device)).id
+    return device, None if dtype is None else dt.as_tile_dtype(dtype)
+
+
+def refuse_while_tracing(what: str) -> None:
+    """Moving a tensor is a host operation done once: inside a traced step it would happen
+    at tracing only, never at replay, so it is an error there (as ``numpy()`` is)."""
+    from .jit import current_trace
+
+    if current_trace() is not None:
+        raise GinghamError(
+            f"{what} cannot run inside a function traced by gingham.jit (a move happens once, "
+            "when tracing, not when the compiled step replays); move the model and its "
+            "tensors before calling the traced function"
+        )
+
+
+def move_all(moves: Sequence[tuple[Tensor, str, np.dtype]]) -> None:
+    """Give each leaf ``(tensor, device id, dtype)`` its value on that device as that dtype,
+    in place: the same Tensor object, so optimisers and compiled steps holding it keep it
+    (what ``Module.to`` needs). Its pending gradient moves with it (to the same device and
+    dtype), and the tensors ``backward()`` was called on are computed first, so a loss read
+    after the move still shows its value. Lazy tensors computed from the old value cannot be
+    computed any more (the move counts as an assignment). Values go through the host.
+
+        move_all([(weight, "cpu", np.dtype("float16"))])
+    """
+    from ..devices import get_device
+
+    global _moves
+
+    wanted = [(t, device, dt.as_tile_dtype(dtype)) for t, device, dtype in moves]
+    moves = [(t, device, dtype) for t, device, dtype in wanted if (t.device, t.dtype) != (
+        device, dtype)]
+    if not moves:
+        return
+    for device in {device for _, device, _ in moves}:
+        get_device(device)  # a missing device is an error before anything moved
+    for t, _, _ in moves:
+        if not t.is_leaf:
+            raise GinghamError("move_all(): only leaf tensors (parameters, state) move in place")
+    pending = [t for t, _, _ in moves] + [t.grad for t, _, _ in moves if t.grad is not None]
+    pending += [root for t, _, _ in moves for root in t._backward_roots]
+    by_device: dict[str, list[Tensor]] = {}
+    for t in pending:
+        by_device.setdefault(t.device, []).append(t)
+    for group in by_device.values():  # one program per device
+        realize(group)
+    for t, device, dtype in moves:
+        if t.grad is not None:
+            t.grad = tensor(t.grad.numpy().astype(dtype), device=device)
+        moved = tensor(t.numpy().astype(dtype), device=device)
+        t._buffer, t.device, t.dtype = moved._buffer, device, dtype
+        t._version += 1
+        t._backward_roots = []
+    _moves += 1
+
+
 __all__ = [
     "Tensor", "ShapeError", "tensor", "zeros", "ones", "full", "arange", "matmul", "reshape",
     "permute_dims", "concat", "stack", "maximum", "minimum", "where", "realize", "no_grad",
-    "is_grad_enabled", "assign_all",
+    "is_grad_enabled", "assign_all", "move_all", "placement",
 ]

@@ -15,6 +15,9 @@
     y = F.relu(F.conv2d(x, w, b, stride=2, padding=1))
 """
 
+import numpy as np
+
+from ..frontend.tensor import Tensor
 from . import attention, functional, models, modules, training
 from .attention import (MultiheadAttention, Transformer, TransformerDecoder,
                         TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
@@ -33,7 +36,44 @@ def manual_seed(seed: int) -> None:
     functional.manual_seed(seed)
 
 
-__all__ = ["attention", "functional", "models", "training", "manual_seed",
+def get_rng_state(device: str | None = None) -> np.ndarray:
+    """Everything ``gingham.nn`` draws random numbers from, as one ``uint32`` array that
+    :func:`gingham.save` stores: the state of ``device``'s default generator (dropout's; the
+    first two words, :meth:`functional.Generator.get_state`) and of parameter
+    initialisation's generator. ``device`` defaults to the default device, as
+    ``torch.cuda.get_rng_state``'s. With the model and optimiser state, a run resumed from a
+    checkpoint draws the same dropout masks as the uninterrupted run:
+
+        gingham.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                      "rng": gingham.nn.get_rng_state("cuda:0")}, path)
+        ...
+        gingham.nn.set_rng_state(gingham.load(path)["rng"], "cuda:0")
+    """
+    generator = functional._default_generator(_device_id(device))
+    return np.concatenate([generator.get_state(), modules.init_rng_state()])
+
+
+def set_rng_state(new_state, device: str | None = None) -> None:
+    """Restore a state :func:`get_rng_state` returned (for the same ``device``): compiled
+    steps that draw from the default generator continue from it too. ``ValueError`` for an
+    array of another size or type."""
+    array = np.asarray(new_state.numpy() if isinstance(new_state, Tensor) else new_state)
+    size = 2 + modules.INIT_STATE_WORDS
+    if array.shape != (size,) or array.dtype != np.uint32:
+        raise ValueError(f"set_rng_state: expected the {size} uint32 values get_rng_state() "
+                         f"returns, got {array.dtype} of shape {array.shape}")
+    functional._default_generator(_device_id(device)).set_state(array[:2])
+    modules.set_init_rng_state(array[2:])
+
+
+def _device_id(device: str | None) -> str:
+    from ..devices import get_device
+
+    return get_device(device).id
+
+
+__all__ = ["attention", "functional", "models", "training", "manual_seed", "get_rng_state",
+           "set_rng_state",
            "Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
            "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
            "ConvTranspose3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm",

@@ -915,6 +915,13 @@ class Generator:
     differ and a run is reproducible from its seed. ``dropout(x, generator=g)`` advances ``g``
     once per call. Inside ``gingham.jit`` the advance is an assignment of the traced step, so
     every replay draws fresh numbers.
+
+    :meth:`get_state` and :meth:`set_state` save and restore the state (a NumPy array, which
+    :func:`gingham.save` stores), as PyTorch's; a compiled step that draws from the generator
+    sees the restored state, since it is assigned to the same tensor:
+
+        saved = g.get_state()                   # array([seed, draws], dtype=uint32)
+        g.set_state(saved)                      # the same numbers again
     """
 
     def __init__(self, seed: int = 0, device: str | None = None) -> None:
@@ -924,6 +931,21 @@ class Generator:
     def manual_seed(self, seed: int) -> "Generator":
         self.state.assign(tensor(np.array([int(seed) & 0xFFFFFFFF, 0], np.uint32),
                                  device=self.device))
+        return self
+
+    def get_state(self) -> np.ndarray:
+        """The state, ``[key, counter]`` as a ``uint32`` array (a copy)."""
+        return self.state.numpy()
+
+    def set_state(self, new_state) -> "Generator":
+        """Continue from ``new_state``, a state :meth:`get_state` returned (an array or a
+        tensor of two ``uint32`` values); ``ValueError`` for anything else."""
+        array = np.asarray(new_state.numpy() if isinstance(new_state, Tensor) else new_state)
+        if (array.shape != (2,) or array.dtype.kind not in "ui"
+                or not ((array >= 0) & (array <= 0xFFFFFFFF)).all()):
+            raise ValueError(f"Generator.set_state: expected the state get_state() returns (2 "
+                             f"uint32 values), got {array.dtype} of shape {array.shape}")
+        self.state.assign(tensor(array.astype(np.uint32), device=self.device))
         return self
 
     def next_state(self) -> Tensor:
@@ -952,6 +974,14 @@ def manual_seed(seed: int) -> None:
         generator.manual_seed(seed)
 
 
+def _default_generator(device: str) -> Generator:
+    """The default generator of ``device`` (made, from the current default seed, on first
+    use)."""
+    if device not in _default_generators:
+        _default_generators[device] = Generator(_default_seed, device)
+    return _default_generators[device]
+
+
 def _random_state(op: str, x: Tensor, seed, generator: Generator | None) -> Tensor:
     if seed is not None and generator is not None:
         raise ValueError(f"{op}: pass seed or generator, not both")
@@ -964,9 +994,7 @@ def _random_state(op: str, x: Tensor, seed, generator: Generator | None) -> Tens
     if seed is not None:
         return tensor(np.array([int(seed) & 0xFFFFFFFF, 0], np.uint32), device=x.device)
     if generator is None:
-        if x.device not in _default_generators:
-            _default_generators[x.device] = Generator(_default_seed, x.device)
-        generator = _default_generators[x.device]
+        generator = _default_generator(x.device)
     if generator.device != x.device:
         raise DeviceError(f"{op}: generator is on {generator.device} but input is on {x.device}")
     return generator.next_state()
@@ -1360,9 +1388,31 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
 # -- indexing, padding, resampling -----------------------------------------------------------------
 
 
-def embedding(input: Tensor, weight: Tensor) -> Tensor:
+def _padding_index(padding_idx: int | None, num_embeddings: int) -> int | None:
+    """``padding_idx`` as a row of a table of ``num_embeddings`` rows (a negative one counts
+    from the end, as in PyTorch); ``ValueError`` outside ``[-num_embeddings,
+    num_embeddings)``."""
+    if padding_idx is None:
+        return None
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(f"padding_idx must be within num_embeddings: {padding_idx} for "
+                         f"{num_embeddings} embeddings")
+    return int(padding_idx) % num_embeddings
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
+              max_norm: float | None = None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """Rows of ``weight`` ``[V, D]`` picked by integer ``input`` (any shape): shape
-    ``input.shape + (D,)``. Tile's ``gather``; an index outside ``[0, V)`` gives a zero row."""
+    ``input.shape + (D,)``. Tile's ``gather``; an index outside ``[0, V)`` gives a zero row.
+
+    ``padding_idx`` (negative: counted from the end) is a row that the gradient never
+    reaches, as in PyTorch: the rows it picks are read as they are but pass through
+    ``stop_gradient``. ``sparse`` is accepted and ignored (gradients are dense, of equal
+    value); ``max_norm`` and ``scale_grad_by_freq`` are not supported.
+
+        vectors = F.embedding(tokens, table, padding_idx=0)     # table.grad[0] stays zero
+    """
     op = "embedding"
     _check(op, ("weight",), input=input, weight=weight)
     if not np.issubdtype(input.dtype, np.integer):
@@ -1371,9 +1421,20 @@ def embedding(input: Tensor, weight: Tensor) -> Tensor:
     if weight.ndim != 2:
         raise ShapeError(f"{op}: weight must be 2-d [num_embeddings, embedding_dim], got shape "
                          f"{weight.shape}")
+    if max_norm is not None or scale_grad_by_freq:
+        raise NotImplementedError(f"{op}: max_norm and scale_grad_by_freq are not supported")
+    pad = _padding_index(padding_idx, weight.shape[0])
     shape = input.shape + (weight.shape[1],)
-    return input._derive(shape, weight.dtype, [weight, input],
-                         lambda nodes: builder.gather(nodes[0], nodes[1]))
+    column = input.shape + (1,)  # each index beside its row, to select whole rows
+
+    def build(nodes):
+        rows = builder.gather(nodes[0], nodes[1])
+        if pad is None:
+            return rows
+        at_padding = builder.reshape(nodes[1], *column).eq(pad)
+        return builder.select(at_padding, builder.stop_gradient(rows), rows)
+
+    return input._derive(shape, weight.dtype, [weight, input], build)
 
 
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",

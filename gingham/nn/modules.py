@@ -24,10 +24,10 @@ nothing to register:
 
 Parameters are leaf tensors; buffers are leaf tensors updated by ``assign`` — inside
 ``gingham.jit`` those updates become outputs of the compiled step. Loading a state dict assigns
-new values to the same tensor objects, so optimisers and compiled steps holding them see the
-loaded values. Initialisation follows PyTorch's defaults (Kaiming-uniform with a = sqrt(5) for
-linear and convolution layers, N(0, 1) for embeddings), drawn from :func:`manual_seed`'s
-generator.
+new values to the same tensor objects, and ``to()`` (``cpu()``, ``half()``, ...) moves them in
+place, so optimisers and compiled steps holding them see the loaded or moved values.
+Initialisation follows PyTorch's defaults (Kaiming-uniform with a = sqrt(5) for linear and
+convolution layers, N(0, 1) for embeddings), drawn from :func:`manual_seed`'s generator.
 
 The image layers take ``data_format="NHWC"`` for channels-last data (what PyTorch's
 ``memory_format=torch.channels_last`` and Keras use); their parameters keep PyTorch's shapes
@@ -44,7 +44,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Seque
 import numpy as np
 
 from ..errors import StateDictError
-from ..frontend.tensor import Tensor, assign_all, realize, tensor, zeros
+from ..frontend.tensor import (Tensor, assign_all, move_all, placement, realize,
+                               refuse_while_tracing, tensor, zeros)
 from ..tile import dtypes as dt
 from . import functional as F
 
@@ -260,14 +261,79 @@ class Module:
     def eval(self) -> "Module":
         return self.train(False)
 
-    def to(self, device: str) -> "Module":
-        """Move every tensor attribute (parameters and buffers) to ``device``."""
-        for name, value in list(vars(self).items()):
-            if isinstance(value, Tensor):
-                setattr(self, name, value.to(device))
-        for child in self.children():
-            child.to(device)
+    def to(self, *args, device=None, dtype=None, non_blocking: bool = False) -> "Module":
+        """Move every tensor attribute (parameters, buffers, private tensors) of this module
+        and its sub-modules to a device and/or cast its floating-point ones to a dtype, in
+        place, as PyTorch's ``module.to``: ``to(device)``, ``to(dtype)``, ``to(device,
+        dtype)``, ``to(tensor)``, or the keywords. Integer and bool tensors keep their dtype;
+        ``dtype`` must be a floating-point type (``TypeError`` otherwise). Returns ``self``.
+
+        Each tensor stays the same object (its value, and its pending gradient, move into
+        it), so an optimiser made before the move keeps training the model (its state
+        follows its parameters at its next step) and a compiled step that captured them is
+        traced again for the new device. An error inside ``gingham.jit``'s tracing.
+        ``non_blocking`` is accepted and ignored.
+
+            opt = gingham.optim.SGD(model.parameters(), lr=0.1)
+            model.to("cuda:0")                      # then train: opt updates the moved weights
+            model.to(dtype="bfloat16")              # float parameters and buffers only
+        """
+        target_device, target_dtype = placement(args, device, dtype)
+        if target_dtype is not None and not dt.is_float(target_dtype):
+            raise TypeError("nn.Module.to only accepts floating point dtypes, but got desired "
+                            f"dtype={_dtype_name(target_dtype)}")
+        self._move(target_device, target_dtype)
         return self
+
+    def _move(self, device: str | None, dtype: np.dtype | None) -> None:
+        """Every tensor attribute of the tree to ``device`` (None: stay), floating-point ones
+        cast to ``dtype`` (None: keep), leaves in place (one ``move_all``); a lazy result
+        kept by a module is replaced by a leaf, as in :func:`_load_arrays`."""
+        moves: dict[int, tuple[Tensor, str, np.dtype]] = {}
+        replaced = []
+        for module in self.modules():
+            for name, value in vars(module).items():
+                if not isinstance(value, Tensor):
+                    continue
+                new_dtype = dtype if dtype is not None and dt.is_float(value.dtype) else None
+                placed = (device or value.device, value.dtype if new_dtype is None else new_dtype)
+                if value.is_leaf:
+                    moves[id(value)] = (value, *placed)
+                elif placed != (value.device, value.dtype):
+                    replaced.append((module, name, value, placed))
+        changing = [m for m in moves.values() if (m[0].device, m[0].dtype) != m[1:]]
+        if changing or replaced:
+            refuse_while_tracing(f"{type(self).__name__}.to()")
+        move_all(changing)
+        for module, name, value, (new_device, new_dtype) in replaced:
+            setattr(module, name, value.to(new_device, new_dtype))
+
+    def cpu(self) -> "Module":
+        """``to("cpu")``: gingham's C backend (the host CPU)."""
+        return self.to("cpu")
+
+    def cuda(self, device: int | str | None = None) -> "Module":
+        """``to("cuda:N")`` (``device``: an index or a ``"cuda:N"`` id, default 0);
+        :class:`gingham.DeviceNotFoundError` says why when there is no such CUDA device."""
+        if device is None:
+            device = 0
+        return self.to(f"cuda:{device}" if isinstance(device, int) else device)
+
+    def float(self) -> "Module":
+        """Floating-point parameters and buffers to float32."""
+        return self.to(dtype=dt.FLOAT32)
+
+    def half(self) -> "Module":
+        """Floating-point parameters and buffers to float16."""
+        return self.to(dtype="float16")
+
+    def bfloat16(self) -> "Module":
+        """Floating-point parameters and buffers to bfloat16."""
+        return self.to(dtype="bfloat16")
+
+    def double(self) -> "Module":
+        """Floating-point parameters and buffers to float64."""
+        return self.to(dtype="float64")
 
     def apply(self, fn: Callable[["Module"], Any]) -> "Module":
         """Call ``fn`` on every sub-module, then on this one (custom initialisation)."""
@@ -335,6 +401,38 @@ def manual_seed(seed: int) -> None:
     """Seed parameter initialisation (and nothing else)."""
     global _default_rng
     _default_rng = np.random.default_rng(seed)
+
+
+# The initialisation generator's PCG64 state as uint32 words: its 128-bit state and increment,
+# four words each, then has_uint32 and uinteger (NumPy's bit_generator.state, as an array).
+INIT_STATE_WORDS = 10
+
+
+def _words(value: int, count: int) -> list[int]:
+    return [(value >> (32 * i)) & 0xFFFFFFFF for i in range(count)]
+
+
+def _number(words) -> int:
+    return sum(int(word) << (32 * i) for i, word in enumerate(words))
+
+
+def init_rng_state() -> np.ndarray:
+    """The state of parameter initialisation's generator (a ``uint32`` array)."""
+    state = _default_rng.bit_generator.state
+    pcg = state["state"]
+    return np.array(_words(pcg["state"], 4) + _words(pcg["inc"], 4)
+                    + [state["has_uint32"], state["uinteger"]], np.uint32)
+
+
+def set_init_rng_state(words: np.ndarray) -> None:
+    """Continue parameter initialisation from a state :func:`init_rng_state` returned."""
+    global _default_rng
+    rng = np.random.default_rng()
+    rng.bit_generator.state = {
+        "bit_generator": "PCG64",
+        "state": {"state": _number(words[:4]), "inc": _number(words[4:8])},
+        "has_uint32": int(words[8]), "uinteger": int(words[9])}
+    _default_rng = rng
 
 
 def _format_repr(data_format: str | None) -> str:
@@ -718,27 +816,74 @@ class Embedding(Module):
     embedding_dim]`` weight, initialised N(0, 1) as in PyTorch (an index outside the table
     gives a zero row rather than an error).
 
-        embed = Embedding(30000, 512)                            # [batch, tokens] -> [.., 512]
+    ``padding_idx`` (negative: counted from the end) names a row initialised to zeros whose
+    gradient is always zero, so training never changes it (a padding token's vector).
+    ``sparse`` is accepted and ignored (gradients are dense, of the same value); ``max_norm``
+    and ``scale_grad_by_freq`` are not supported.
+
+        embed = Embedding(30000, 512, padding_idx=0)             # [batch, tokens] -> [.., 512]
     """
 
-    def __init__(self, num_embeddings: int, embedding_dim: int,
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 max_norm: float | None = None, norm_type: float = 2.0,
+                 scale_grad_by_freq: bool = False, sparse: bool = False,
+                 _weight: Tensor | None = None, _freeze: bool = False,
                  device: str | None = None) -> None:
+        if max_norm is not None or scale_grad_by_freq:
+            raise NotImplementedError("Embedding: max_norm and scale_grad_by_freq are not "
+                                      "supported")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.padding_idx = F._padding_index(padding_idx, num_embeddings)
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
+        if _weight is not None:  # from_pretrained: the given values, padding row included
+            if _weight.shape != (num_embeddings, embedding_dim):
+                raise ValueError(f"Embedding: shape of weight {_weight.shape} does not match "
+                                 f"num_embeddings and embedding_dim "
+                                 f"({num_embeddings}, {embedding_dim})")
+            self.weight = tensor(_weight, device=device or getattr(_weight, "device", None),
+                                 requires_grad=not _freeze)
+            return
         values = _default_rng.standard_normal((num_embeddings, embedding_dim))
-        self.weight = tensor(values.astype(np.float32), device=device, requires_grad=True)
+        if self.padding_idx is not None:
+            values[self.padding_idx] = 0.0
+        self.weight = tensor(values.astype(np.float32), device=device, requires_grad=not _freeze)
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx: int | None = None,
+                        max_norm: float | None = None, norm_type: float = 2.0,
+                        scale_grad_by_freq: bool = False, sparse: bool = False) -> "Embedding":
+        """An embedding holding a copy of ``embeddings`` (a 2-d tensor or array; its device
+        and dtype), frozen (``requires_grad=False``, so a buffer) unless ``freeze=False``. As
+        in PyTorch the padding row keeps its given values; its gradient is zero.
+
+            embed = Embedding.from_pretrained(glove_vectors, freeze=False, padding_idx=0)
+        """
+        if not isinstance(embeddings, Tensor):
+            embeddings = tensor(np.asarray(embeddings))
+        if embeddings.ndim != 2:
+            raise ValueError(f"Embeddings parameter is expected to be 2-dimensional, got shape "
+                             f"{embeddings.shape}")
+        rows, cols = embeddings.shape
+        return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+                   _weight=embeddings, _freeze=freeze)
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.embedding(input, self.weight)
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq, self.sparse)
 
     def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        text = f"{self.num_embeddings}, {self.embedding_dim}"
+        text += f", padding_idx={self.padding_idx}" if self.padding_idx is not None else ""
+        return text + (", sparse=True" if self.sparse else "")
 
 
 class Dropout(Module):
     """In training, zero each element with probability ``p`` and scale the others by
     ``1 / (1 - p)``; in evaluation (``model.eval()``) the identity. The mask comes from the
-    device's default generator (:func:`gingham.nn.manual_seed` reseeds it); inside
-    ``gingham.jit`` every replay draws a fresh one.
+    device's default generator (:func:`gingham.nn.manual_seed` reseeds it;
+    :func:`gingham.nn.get_rng_state` and :func:`gingham.nn.set_rng_state` save and restore it
+    with a checkpoint); inside ``gingham.jit`` every replay draws a fresh one.
 
         drop = Dropout(0.1)
     """

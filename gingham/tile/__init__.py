@@ -63,6 +63,7 @@ from .builder import (  # noqa: E402
     sin,
     sinh,
     sqrt,
+    stop_gradient,
     sum,
     tan,
     tanh,

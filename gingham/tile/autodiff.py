@@ -607,6 +607,8 @@ class _GradientBuilder:
             self._propagate(x, Select(pick_first, g, Const(0)), adjoints)
             self._propagate(y, Select(pick_first, Const(0), g), adjoints)
             return
+        elif fn == "stop_gradient":  # the identity whose derivative is taken to be zero
+            return
         elif fn == "pow":
             y = expr.args[1]
             self._propagate(x, mul(g, y, Call("pow", (x, Binary("-", y, one)))), adjoints)

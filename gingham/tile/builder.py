@@ -671,5 +671,9 @@ sin, cos, tan, tanh, sinh, cosh, asin, acos, atan, erf, sigmoid, relu = (
     _function(f) for f in "sin cos tan tanh sinh cosh asin acos atan erf sigmoid relu".split()
 )
 pow = _function("pow")  # noqa: A001
+stop_gradient = _function("stop_gradient")
+stop_gradient.__doc__ = """``X`` itself, whose gradient is taken to be zero (JAX's
+``stop_gradient``, PyTorch's ``detach`` inside a graph): ``O = stop_gradient(X) * X`` has
+``dO/dX = X``. An embedding's padding row is kept out of its gradient this way."""
 maximum = _function("max")
 minimum = _function("min")

@@ -350,6 +350,8 @@ class _Evaluator:
                 value = np.where(np.isnan(x), x, value) if dt.is_float(compute) else value
             elif fn == "sigmoid":
                 value = _sigmoid(x)
+            elif fn == "stop_gradient":
+                value = x
             elif fn == "erf":
                 value = _erf(x)
             elif fn == "min":

@@ -345,11 +345,15 @@ def test_jitted_training_under_autocast(device):
     assert np.isfinite(float32_loss.item())
 
 
-def _scaler_run(device, xs, jitted: bool):
+def _scaler_run(device, xs, jitted: bool, move_at: int | None = None):
     """SGD with momentum on one weight vector through a GradScaler; returns, after each step,
-    (scale, weights) for gingham and for torch.amp.GradScaler."""
+    (scale, weights) for gingham and for torch.amp.GradScaler. With ``move_at``, the weight
+    starts on another device and moves to ``device`` (Module.to) before that step: the
+    optimiser's and the scaler's state follow it."""
     w0 = np.array([0.5, -1.0, 2.0], np.float32)
-    w = tensor(w0, device=device, requires_grad=True)
+    start = device if move_at is None else ("reference" if device != "reference" else "cpu")
+    holder = gingham.nn.Module()
+    holder.w = w = tensor(w0, device=start, requires_grad=True)
     optimizer = gingham.optim.SGD([w], lr=0.1, momentum=0.9)
     scaler = gingham.amp.GradScaler(init_scale=8.0, growth_interval=2)
 
@@ -366,8 +370,10 @@ def _scaler_run(device, xs, jitted: bool):
     t_opt = torch.optim.SGD([tw], lr=0.1, momentum=0.9)
     t_scaler = torch.amp.GradScaler("cpu", init_scale=8.0, growth_interval=2)
     ours, theirs = [], []
-    for x in xs:
-        run(tensor(x, device=device))
+    for n, x in enumerate(xs):
+        if n == move_at:
+            holder.to(device)
+        run(tensor(x, device=w.device))
         ours.append((scaler.get_scale(), w.numpy().copy(), scaler.found_inf()))
         t_loss = (tw * torch.tensor(x)).sum()
         t_opt.zero_grad()
@@ -378,21 +384,23 @@ def _scaler_run(device, xs, jitted: bool):
     return ours, theirs, run
 
 
-@pytest.mark.parametrize("jitted", [False, True], ids=["eager", "jit"])
-def test_grad_scaler_matches_torch(device, jitted):
+@pytest.mark.parametrize("jitted, move_at", [(False, None), (True, None), (True, 4)],
+                         ids=["eager", "jit", "jit-moved"])
+def test_grad_scaler_matches_torch(device, jitted, move_at):
     """Finite steps update; an inf and a NaN gradient skip the step (weights and momentum
-    untouched) and halve the scale; two good steps in a row double it — as torch's scaler."""
+    untouched) and halve the scale; two good steps in a row double it — as torch's scaler,
+    also when the weight moves to the device mid-run."""
     finite = np.array([1.0, 2.0, -1.0], np.float32)
     xs = [finite, finite, finite, np.array([1.0, np.inf, 0.0], np.float32), finite * 0.5,
           np.array([np.nan, 1.0, 1.0], np.float32), finite, finite]
-    ours, theirs, run = _scaler_run(device, xs, jitted)
+    ours, theirs, run = _scaler_run(device, xs, jitted, move_at)
     for n, ((scale, w, found), (t_scale, t_w)) in enumerate(zip(ours, theirs)):
         assert scale == t_scale, (n, scale, t_scale)
         np.testing.assert_allclose(w, t_w, rtol=1e-6, atol=1e-6, err_msg=f"step {n}")
         assert found == (not np.isfinite(xs[n]).all())
     assert [s for s, _, _ in ours] == [8.0, 16.0, 16.0, 8.0, 8.0, 4.0, 4.0, 8.0]
-    if jitted:
-        assert run.traces == 1  # the skip is a device-side mask, not a Python branch
+    if jitted:  # the skip is a device-side mask, not a Python branch; a move retraces
+        assert run.traces == (1 if move_at is None else 2)
 
 
 def test_float16_training_with_grad_scaler(device):

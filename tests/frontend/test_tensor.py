@@ -127,3 +127,41 @@ def test_deepcopy_gives_an_independent_leaf(device):
     twin.weight.assign(tensor(np.ones((2, 3), np.float32), device=device))
     assert not np.array_equal(layer.weight.numpy(), twin.weight.numpy())
     assert [n for n, _ in twin.named_parameters()] == ["weight", "bias"]
+
+
+def test_to_casts_and_moves_as_torch(device):
+    """Tensor.to's forms: no change gives the tensor itself; a dtype is a (differentiable)
+    cast on the device, rounding as PyTorch's; another device gives a new leaf there; a move
+    inside gingham.jit's tracing is an error."""
+    a = rand(3, 4)
+    x = tensor(a, device=device, requires_grad=True)
+    assert x.to(device) is x and x.to(x) is x and x.to(dtype=np.float32) is x
+    copied = x.to(copy=True)
+    assert copied is not x and np.array_equal(copied.numpy(), a)
+    other = "reference" if device != "reference" else "cpu"
+    for moved in (x.to(other, "bfloat16"), x.to(device=other, dtype="bfloat16"),
+                  x.to(tensor(np.zeros(1, "bfloat16"), device=other))):
+        assert (moved.device, gingham.tile.dtypes.dtype_name(moved.dtype)) == (other, "bfloat16")
+        assert moved.is_leaf and moved.requires_grad
+        np.testing.assert_array_equal(moved.numpy().astype(np.float32),
+                                      torch.tensor(a).bfloat16().float().numpy())
+
+    half = x.to("float16")
+    assert (half.device, half.dtype, half.is_leaf) == (device, np.float16, False)
+    w = rand(3, 4, seed=1)
+    ((half * tensor(w, device=device, dtype=np.float16)) ** 2).sum().backward()
+    tx = torch.tensor(a, requires_grad=True)
+    theirs = (tx.to(torch.float16) * torch.tensor(w).half()) ** 2
+    theirs.sum().backward()
+    np.testing.assert_allclose(half.numpy(), tx.half().detach().numpy())
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=2e-3, atol=1e-3)
+
+    with pytest.raises(TypeError, match="expected a device, a dtype or a tensor"):
+        x.to(3)
+
+    @gingham.jit
+    def moving(y):
+        return y + x.to(other).to(device)
+
+    with pytest.raises(gingham.GinghamError, match="inside a function traced by gingham.jit"):
+        moving(tensor(a, device=device))

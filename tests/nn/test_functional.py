@@ -376,13 +376,15 @@ def test_cross_entropy_ignores_padding_rows_of_minus_infinity(device):
 
 
 def test_embedding_pad_interpolate(device):
-    rng = np.random.default_rng(4)
-    arrays = dict(ids=rng.integers(0, 6, (3, 4)), table=rand(6, 5), x=rand(2, 3, 4, 5, seed=1),
+    ids = np.array([[2, 0, 5, 2], [1, 5, 3, 4], [2, 2, 0, 5]])  # padding rows 2 and 5, often
+    arrays = dict(ids=ids, table=rand(6, 5), x=rand(2, 3, 4, 5, seed=1),
                   s=rand(2, 3, 5, seed=2))
 
     def run(f, ids, table, x, s):
         return {
             "embedding": f.embedding(ids, table),
+            "embedding_padding": f.embedding(ids, table, padding_idx=2),
+            "embedding_padding_last": f.embedding(ids, table, padding_idx=-1),
             "pad": f.pad(x, (1, 2, -1, 1), value=1.5),
             "pad_zero_3axes": f.pad(x, (0, 1, 2, 0, 1, 1)),
             "nearest_x2": f.interpolate(x, scale_factor=2),
@@ -487,6 +489,8 @@ def test_dtype_errors():
         F.nll_loss(tensor(rand(2, 4), device="reference"), tensor(rand(2), device="reference"))
     with pytest.raises(F.DTypeError, match=r"embedding: input must hold integer indices"):
         F.embedding(tensor(rand(3), device="reference"), tensor(rand(6, 2), device="reference"))
+    with pytest.raises(ValueError, match=r"padding_idx must be within num_embeddings: -7 for 6"):
+        F.embedding(ints, tensor(rand(6, 2), device="reference"), padding_idx=-7)
     assert issubclass(F.DTypeError, ShapeError)
 
 

@@ -18,6 +18,7 @@ import torch.nn as tnn
 
 import gingham
 import gingham.nn as nn
+from gingham.devices import list_devices
 from gingham.frontend import optim
 from gingham.frontend.jit import jit
 from gingham.frontend.tensor import ShapeError, Tensor, realize, tensor
@@ -71,6 +72,8 @@ LAYERS = {  # name: (gingham layer, PyTorch layer, which input)
                         lambda: tnn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False),
                         "image"),
     "embedding": (lambda d: nn.Embedding(7, 5, device=d), lambda: tnn.Embedding(7, 5), "tokens"),
+    "embedding_padding": (lambda d: nn.Embedding(7, 5, padding_idx=-5, device=d),
+                          lambda: tnn.Embedding(7, 5, padding_idx=-5), "tokens"),
     "dropout_eval": (lambda d: nn.Dropout(0.5).eval(), lambda: tnn.Dropout(0.5).eval(), "seq"),
 }
 
@@ -168,7 +171,7 @@ def test_layers_match_torch(device, layers):
     assert ours.load_state_dict(theirs.state_dict()) == ([], [])
     # Inputs scaled by 3 so that the clamps (ReLU6, Hardtanh, Hardswish) meet both bounds.
     inputs = {"seq": rand(3, 4, 6), "image": 3 * rand(2, 3, 6, 5, seed=1),
-              "tokens": np.array([[0, 6, 2], [2, 3, 1]], np.int64),
+              "tokens": np.array([[0, 6, 2], [2, 3, 1], [2, 2, 4]], np.int64),
               "features": rand(5, 4, seed=3), "signal": rand(2, 4, 9, seed=4),
               "volume": rand(2, 2, 5, 4, 6, seed=5)}
     kinds = {kind for _, _, kind in layers.values()}
@@ -210,12 +213,42 @@ def test_default_initialisation_follows_torch():
     embedding = nn.Embedding(1000, 64, device="reference").weight.numpy()
     assert embedding.dtype == np.float32 and embedding.shape == (1000, 64)
     assert abs(embedding.mean()) < 0.01 and abs(embedding.std() - 1.0) < 0.01  # N(0, 1)
+    padded = nn.Embedding(10, 3, padding_idx=-1, device="reference").weight.numpy()
+    assert (padded[9] == 0).all() and (padded[:9] != 0).all()  # PyTorch zeroes the padding row
     norm = nn.LayerNorm((2, 3), device="reference")
     np.testing.assert_array_equal(norm.weight.numpy(), np.ones((2, 3), np.float32))
     np.testing.assert_array_equal(norm.bias.numpy(), np.zeros((2, 3), np.float32))
     assert norm.weight.requires_grad and norm.bias.requires_grad
     assert nn.LayerNorm(3, elementwise_affine=False).state_dict() == OrderedDict()
     assert list(nn.LayerNorm(3, bias=False, device="reference").state_dict()) == ["weight"]
+
+
+def test_embedding_from_pretrained_never_updates_the_padding_row(device):
+    """from_pretrained as PyTorch's (a copy of the table, frozen by default, the padding row
+    kept as given); with freeze=False the gradient matches PyTorch's (zero on the padding
+    row) and SGD steps leave that row as it was while they change the others."""
+    table, ids = rand(6, 4), np.array([[1, 5, 0], [5, 5, 2]])
+    frozen = nn.Embedding.from_pretrained(tensor(table, device=device), padding_idx=-1)
+    assert not frozen.weight.requires_grad and frozen.padding_idx == 5
+    assert [n for n, _ in frozen.named_buffers()] == ["weight"]
+    ours = nn.Embedding.from_pretrained(tensor(table, device=device), freeze=False,
+                                        padding_idx=-1)
+    theirs = tnn.Embedding.from_pretrained(torch.tensor(table), freeze=False, padding_idx=-1)
+    assert ours.weight.requires_grad and ours.padding_idx == theirs.padding_idx
+    weights = rand(2, 3, 4, seed=1)
+    (theirs(torch.tensor(ids)) * torch.tensor(weights)).sum().backward()
+    optimizer = optim.SGD(ours.parameters(), lr=0.5)
+    for step in range(2):
+        optimizer.zero_grad()
+        (ours(tensor(ids, device=device)) * tensor(weights, device=device)).sum().backward()
+        if step == 0:
+            np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(),
+                                       **TOLERANCE)
+        optimizer.step()
+    trained = ours.weight.numpy()
+    np.testing.assert_array_equal(trained[5], table[5])
+    assert (trained[[0, 1, 2]] != table[[0, 1, 2]]).all()
+    np.testing.assert_array_equal(trained[[3, 4]], table[[3, 4]])  # not looked up
 
 
 def test_constructor_errors():
@@ -290,6 +323,10 @@ def test_conv_transpose_output_size_picks_output_padding(device):
         got = ours(tensor(x, device=device), output_size=size).numpy()
         assert got.shape == expected.shape
         np.testing.assert_allclose(got, expected, **TOLERANCE)
+    with pytest.raises(ValueError, match="padding_idx must be within num_embeddings: 7 for 7"):
+        nn.Embedding(7, 2, padding_idx=7)
+    with pytest.raises(ValueError, match="expected to be 2-dimensional"):
+        nn.Embedding.from_pretrained(np.zeros((2, 3, 4), np.float32))
 
 
 def test_softmax_without_dim_warns_and_picks_torchs_axis():
@@ -465,6 +502,7 @@ def test_repr_matches_torch():
     ours, theirs = stack(nn), stack(tnn)
     assert repr(ours) == repr(theirs)
     assert repr(nd_stack(nn)) == repr(nd_stack(tnn))
+    assert repr(nn.Embedding(10, 3, padding_idx=-1)) == repr(tnn.Embedding(10, 3, padding_idx=-1))
     assert repr(nn.Conv2d(2, 4, 3, padding="same", dilation=2, groups=2,
                           data_format="NHWC")) == (
         "Conv2d(2, 4, kernel_size=(3, 3), stride=(1, 1), padding=same, dilation=(2, 2), "
@@ -602,6 +640,127 @@ def test_zero_grad(device):
     assert all(p.grad is None for p in model.parameters())
 
 
+# -- moving a model --------------------------------------------------------------------------------
+
+
+def test_to_keeps_the_tensors_an_earlier_optimizer_trains(device):
+    """PyTorch's usual flow, optimiser first, then ``model.to(device)``, then training: the
+    parameters and buffers stay the same objects; a pending gradient, the optimiser's
+    momentum and a step compiled before the move follow them. The oracle is the same run
+    made on ``device`` throughout (the steps before the move ran elsewhere: close, not equal)."""
+    source = "reference" if device != "reference" else "cpu"
+    data = batches(4, 2)
+
+    def run(start: str):
+        model = small_net(start, 0, RESUME_SIZE)
+        optimizer = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        step = training.train_step(model, optimizer)
+        held = model.parameters() + model.buffers()
+        losses = [step(*data[0]).item()]
+        images, labels = (tensor(v, device=start) for v in data[1])
+        nn.functional.cross_entropy(model(images), labels).backward()  # pending at the move
+        assert model.to(device) is model
+        assert all(a is b for a, b in zip(held, model.parameters() + model.buffers()))
+        assert all(t.device == device for t in held)
+        assert all(p.grad.device == device for p in model.parameters())
+        optimizer.step()
+        losses += [step(*batch).item() for batch in data[2:]]
+        return model, optimizer, step, losses
+
+    moved, moved_optimizer, moved_step, moved_losses = run(source)
+    direct, optimizer, step, losses = run(device)
+    assert (moved_step.traces, step.traces) == (2, 1)  # a move retraces; none does not
+    np.testing.assert_allclose(moved_losses, losses, **TOLERANCE)
+    expected = direct.state_dict()
+    for key, value in moved.state_dict().items():
+        np.testing.assert_allclose(value, expected[key], err_msg=key, **TOLERANCE)
+    expected_state = optimizer.state_dict()["state"]
+    for index, entry in moved_optimizer.state_dict()["state"].items():
+        np.testing.assert_allclose(entry["momentum_buffer"],
+                                   expected_state[index]["momentum_buffer"], **TOLERANCE)
+
+
+class WithCounter(nn.Module):
+    """A layer, batch norm's float buffers and an integer buffer (as PyTorch's
+    num_batches_tracked), which casts to a floating dtype leave alone."""
+
+    def __init__(self, device: str | None = None) -> None:
+        self.linear = nn.Linear(3, 2, device=device)
+        self.norm = nn.BatchNorm2d(2, device=device)
+        self.count = tensor(np.arange(3, dtype=np.int32), device=device)
+
+
+class TorchWithCounter(tnn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear, self.norm = tnn.Linear(3, 2), tnn.BatchNorm2d(2)
+        self.register_buffer("count", torch.arange(3, dtype=torch.int32))
+
+
+def test_to_casts_floating_tensors_in_pytorchs_forms(device):
+    """Each form of ``to`` and the dtype shorthands give the state dict (values and dtypes)
+    that the same calls give in PyTorch; the tensors stay the same objects and the moved
+    model computes as PyTorch's in float16."""
+    ours, theirs = WithCounter(device), randomize(TorchWithCounter())
+    ours.load_state_dict(theirs.state_dict())
+    held = list(ours.state_dict(keep_vars=True).values())
+    steps = [  # ours, PyTorch's
+        (lambda m: m.half(), lambda m: m.half()),
+        (lambda m: m.to("cpu", "bfloat16"), lambda m: m.to(torch.bfloat16)),
+        (lambda m: m.to(device=device), lambda m: m),
+        (lambda m: m.double(), lambda m: m.double()),
+        (lambda m: m.to(np.float16), lambda m: m.to(torch.float16)),
+        (lambda m: m.float(), lambda m: m.float()),
+        (lambda m: m.bfloat16().cpu(), lambda m: m.bfloat16()),
+        (lambda m: m.to(tensor(np.zeros(1, np.float16), device=device)),
+         lambda m: m.to(torch.float16)),
+    ]
+    for index, (move, move_theirs) in enumerate(steps):
+        assert move(ours) is ours
+        move_theirs(theirs)
+        expected = theirs.state_dict()
+        for (key, value), tensor_ in zip(ours.state_dict().items(), held):
+            want = expected[key]
+            assert str(value.dtype) == str(want.dtype).removeprefix("torch."), (index, key)
+            assert tensor_.dtype == value.dtype and tensor_.device in ("cpu", device)
+            np.testing.assert_array_equal(value.astype(np.float64), want.double().numpy(),
+                                          err_msg=f"step {index}: {key}")
+    assert [t.device for t in held] == [device] * len(held)
+    x = rand(4, 3)
+    np.testing.assert_allclose(
+        ours.linear(tensor(x, device=device, dtype=np.float16)).numpy().astype(np.float32),
+        theirs.linear(torch.tensor(x).half()).detach().float().numpy(), rtol=2e-3, atol=2e-3)
+
+
+def test_to_errors():
+    model = WithCounter("reference")
+    with pytest.raises(TypeError, match="only accepts floating point dtypes.*int32"):
+        model.to(np.int32)
+    with pytest.raises(TypeError, match=r"to\(device, dtype\)"):
+        model.to("float16", "reference")
+    with pytest.raises(gingham.DeviceNotFoundError, match="no device 'nowhere'"):
+        model.to("nowhere")
+    cuda = [d.id for d in list_devices() if d.id.startswith("cuda:")]
+    if cuda:
+        assert model.cuda().linear.weight.device == "cuda:0"
+    else:
+        with pytest.raises(gingham.DeviceNotFoundError, match="no device 'cuda:0'"):
+            model.cuda()
+    assert all(t.device == ("cuda:0" if cuda else "reference")
+               for t in model.state_dict(keep_vars=True).values())  # nothing half-moved
+
+    model = nn.Linear(2, 2, device="reference")
+
+    @jit
+    def moving(x):
+        model.to("reference", "float16")
+        return model(x)
+
+    with pytest.raises(gingham.GinghamError, match="inside a function traced by gingham.jit"):
+        moving(rand(3, 2))
+    assert model.weight.dtype == np.float32
+
+
 # -- checkpoints of a training run -----------------------------------------------------------------
 
 OPTIMIZERS = {
@@ -655,6 +814,76 @@ def test_training_resumes_exactly_from_a_checkpoint(device, name, tmp_path):
     for index, entry in resumed_optimizer.state_dict()["state"].items():
         for key, value in entry.items():
             np.testing.assert_array_equal(value, original_state["state"][index][key])
+
+
+def dropout_net(device: str, seed: int) -> nn.Sequential:
+    nn.manual_seed(seed)  # reseeds the default generators too
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1, device=device), nn.ReLU(), nn.Flatten(),
+                         nn.Dropout(0.5), nn.Linear(4 * RESUME_SIZE * RESUME_SIZE, 3,
+                                                    device=device))
+
+
+def test_training_with_dropout_resumes_exactly_with_the_rng_state(device, tmp_path):
+    """As above with dropout in the compiled step: the checkpoint's rng state
+    (gingham.nn.get_rng_state) makes the resumed run draw the uninterrupted run's masks, so
+    losses and weights are equal; resumed without it, the run differs."""
+    model = dropout_net(device, 0)
+    optimizer = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    step = training.train_step(model, optimizer)
+    for images, labels in batches(3, 0):
+        step(images, labels)
+    path = tmp_path / "run.ckpt"
+    gingham.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                  "rng": nn.get_rng_state(device)}, path)
+    continued = [step(images, labels).item() for images, labels in batches(3, 1)]
+
+    def resume(seed: int, restore_rng: bool):
+        resumed = dropout_net(device, seed)
+        resumed_optimizer = optim.SGD(resumed.parameters(), lr=0.1, momentum=0.9)
+        checkpoint = gingham.load(path)
+        resumed.load_state_dict(checkpoint["model"])
+        resumed_optimizer.load_state_dict(checkpoint["optimizer"])
+        if restore_rng:
+            nn.set_rng_state(checkpoint["rng"], device)
+        resumed_step = training.train_step(resumed, resumed_optimizer)
+        losses = [resumed_step(images, labels).item() for images, labels in batches(3, 1)]
+        return resumed, losses
+
+    resumed, again = resume(1, True)
+    assert again == continued
+    finished = model.state_dict()
+    for key, value in resumed.state_dict().items():
+        np.testing.assert_array_equal(value, finished[key], err_msg=key)
+    assert resume(2, False)[1] != continued
+
+
+def test_rng_state_round_trips_through_a_checkpoint(tmp_path):
+    """Generator.get_state/set_state, and gingham.nn.get_rng_state/set_rng_state through
+    gingham.save: the draws after a restore (dropout masks, initial weights) repeat those
+    made after the state was taken."""
+    x = tensor(np.ones((4, 8), np.float32), device="reference")
+    g = nn.functional.Generator(seed=7, device="reference")
+    nn.functional.dropout(x, 0.5, generator=g)
+    saved = g.get_state()
+    assert saved.dtype == np.uint32 and saved.tolist() == [7, 1]
+    second = nn.functional.dropout(x, 0.5, generator=g).numpy()
+    assert g.set_state(saved) is g
+    np.testing.assert_array_equal(nn.functional.dropout(x, 0.5, generator=g).numpy(), second)
+    with pytest.raises(ValueError, match="2 uint32 values"):
+        g.set_state(np.zeros(3, np.uint32))
+
+    nn.manual_seed(3)
+    nn.functional.dropout(x, 0.5)
+    gingham.save({"rng": nn.get_rng_state("reference")}, tmp_path / "rng.ckpt")
+    mask = nn.functional.dropout(x, 0.5).numpy()
+    weight = nn.Linear(3, 2, device="reference").weight.numpy()
+    assert not np.array_equal(nn.functional.dropout(x, 0.5).numpy(), mask)
+    nn.set_rng_state(gingham.load(tmp_path / "rng.ckpt")["rng"], "reference")
+    np.testing.assert_array_equal(nn.functional.dropout(x, 0.5).numpy(), mask)
+    np.testing.assert_array_equal(nn.Linear(3, 2, device="reference").weight.numpy(), weight)
+    with pytest.raises(ValueError, match="12 uint32 values"):
+        nn.set_rng_state(np.zeros(2, np.uint32), "reference")
+    nn.manual_seed(0)
 
 
 TORCH_OPTIMIZERS = {  # gingham's, PyTorch's

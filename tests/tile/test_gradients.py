@@ -633,3 +633,33 @@ def test_gradient_has_its_tensors_type(device):
     (s * s).backward(torch.tensor(cotangent))
     for got, want in zip(grads, (tx.grad, tw.grad, tb.grad)):
         assert_close(got, want.float().numpy(), scale=2)
+
+
+def test_grad_stop_gradient_is_detach(device):
+    """``stop_gradient(X)`` is X forward and blocks its gradient, as torch's ``detach()``:
+    in elementwise statements that feed a contraction; an input reached only through it
+    gets none."""
+    src = """
+    function (A[M, N], B[N]) -> (O) {
+        T = stop_gradient(A) * A + stop_gradient(B);
+        U = T * stop_gradient(T);
+        O[i : M] = +(U[i, j]);
+    }
+    """
+    r = rng(26)
+    a, b = randn(r, 3, 4), randn(r, 4)
+    fn = tile_function(src)
+
+    def torch_fn(ta, tb):
+        t = ta.detach() * ta + tb.detach()
+        return (t * t.detach()).sum(1)
+
+    ta, tb = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    expected = torch_fn(ta, tb)
+    np.testing.assert_allclose(np.asarray(fn(a, b, device=device)), expected.detach().numpy(),
+                               rtol=1e-12)
+    cotangent = randn(r, 3)
+    expected.backward(torch.tensor(cotangent))
+    grad_a, grad_b = fn.vjp([a, b], cotangent, device=device)
+    np.testing.assert_allclose(grad_a, ta.grad.numpy(), rtol=1e-12)
+    assert grad_b is None or not np.any(grad_b)
