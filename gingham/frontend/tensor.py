@@ -11,6 +11,21 @@ autodiff of the whole graph, so every operation is differentiable without a hand
     loss = ((x @ w).relu() ** 2).mean()
     loss.backward()            # one compiled gradient program
     w.grad.numpy()
+
+The methods PyTorch model code calls have PyTorch's names, arguments and results (``view``,
+``permute``, ``transpose(dim0, dim1)``, ``unsqueeze``, ``flatten``, ``expand``, ``split``,
+``chunk``, ``clamp``, ``var(dim, correction=1)``, ``max(dim)`` as ``(values, indices)``,
+``argmax``, ``masked_fill``, ``softmax``, ``float()``, ...), so
+
+    h = x.view(n, -1).clamp(min=0.0)
+    scores = (q @ k.transpose(-2, -1)).masked_fill(~mask, -math.inf).softmax(-1)
+    predicted = logits.argmax(dim=1)
+
+reads as in PyTorch. Where gingham's own code already used a NumPy spelling it keeps working:
+``x.size`` is the element count (and, called, PyTorch's ``x.size()``/``x.size(dim)``), a full
+permutation given to ``transpose`` permutes, and ``max``/``min`` with NumPy's ``axis=`` or
+``keepdims=`` return the values alone. Dims out of range raise :class:`DimError`, an
+``IndexError`` as in PyTorch.
 """
 
 from __future__ import annotations
@@ -194,6 +209,10 @@ class Tensor:
         if result.size:
             get_device(self.device).copy_out(self._buffer, result)
         return result
+
+    def tolist(self):
+        """The value as (nested) Python lists of numbers, copied from the device."""
+        return self.numpy().tolist()
 
     def item(self):
         if self.size != 1:
@@ -446,7 +465,8 @@ class Tensor:
         return _max_or_min(self, "<", "min", dim, keepdim, axis, keepdims)
 
     def amax(self, dim=None, keepdim: bool = False) -> "Tensor":
-        """The largest values along ``dim`` (an int, a tuple, or None: every dim)."""
+        """The largest values along ``dim`` (an int, a tuple, or None: every dim). On ties the
+        gradient goes to the first largest element, where PyTorch's splits it among them."""
         return _reduce(self, ">", _none_if_empty(dim), keepdim, "amax")
 
     def amin(self, dim=None, keepdim: bool = False) -> "Tensor":
