@@ -904,8 +904,8 @@ def _arg_extreme(x: Tensor, agg: str, op: str, dim, keepdim: bool) -> Tensor:
         flat = _arg_extreme(reshape(x, (x.numel(),), op), agg, op, 0, False)
         return reshape(flat, (1,) * x.ndim, op) if keepdim else flat
     axis = _dim(op, x.shape, dim)
-    if x.ndim == 0:
-        x = reshape(x, (1,), op)
+    if x.ndim == 0:  # PyTorch's answer for a 0-d tensor: 0, 0-d whatever keepdim says
+        return reshape(_arg_extreme(reshape(x, (1,), op), agg, op, 0, False), (), op)
     if x.shape[axis] == 0:
         raise ShapeError(f"{op}: dim {dim} of shape {x.shape} is empty (no {op} exists)")
     extreme = _reduce(x, agg, axis, True, op)
