@@ -898,33 +898,27 @@ def _reduce(x: Tensor, agg: str, axis, keepdims: bool, op: str = "reduce") -> Te
 
 def _arg_extreme(x: Tensor, agg: str, op: str, dim, keepdim: bool) -> Tensor:
     """The int64 position along ``dim`` of the first element equal to the max (``agg`` ``>``)
-    or the min (``<``): Tile's conditional form, ``<(X == M ? I)`` with ``I`` the positions.
-    A row holding NaN gives 0 (no element equals its NaN extreme), not the NaN's position."""
+    or the min (``<``), or of the first NaN (PyTorch's argmax takes NaN for the largest and
+    the smallest): the least position where ``x`` is the extreme or NaN, others counting as
+    the dim's size."""
     if dim is None:
         flat = _arg_extreme(reshape(x, (x.numel(),), op), agg, op, 0, False)
         return reshape(flat, (1,) * x.ndim, op) if keepdim else flat
     axis = _dim(op, x.shape, dim)
     if x.ndim == 0:  # PyTorch's answer for a 0-d tensor: 0, 0-d whatever keepdim says
         return reshape(_arg_extreme(reshape(x, (1,), op), agg, op, 0, False), (), op)
-    if x.shape[axis] == 0:
+    size = x.shape[axis]
+    if size == 0:
         raise ShapeError(f"{op}: dim {dim} of shape {x.shape} is empty (no {op} exists)")
-    extreme = _reduce(x, agg, axis, True, op)
-    idx = builder.indices(" ".join(f"i{a}" for a in range(x.ndim)))
-    at_extreme = tuple(0 if a == axis else idx[a] for a in range(x.ndim))
-    out_index = [0 if a == axis else idx[a] for a in range(x.ndim)]
-    out_shape = [1 if a == axis else s for a, s in enumerate(x.shape)]
+    extreme = _reduce(x, agg, axis, True, op)  # NaN where the row holds one
 
-    def build(nodes):
-        values, extremes = nodes
-        position = builder.index(values, axis)
-        first = builder.min(builder.cond(values[tuple(idx)] == extremes[at_extreme],
-                                         position[tuple(idx)]), out=out_index, shape=out_shape)
-        return builder.cast(first, "int64")
+    def candidate(values, extremes):
+        hit = builder.logical_or(values.eq(extremes), values.ne(values))
+        return builder.select(hit, builder.index(values, axis), size)
 
-    positions = x._derive(tuple(out_shape), dt.INT64, [x, extreme], build)
-    if keepdim:
-        return positions
-    return reshape(positions, tuple(s for a, s in enumerate(out_shape) if a != axis), op)
+    positions = x._elementwise(candidate, [extreme], op, dt.INT32)
+    first = _reduce(positions, "<", axis, keepdim, op)
+    return first.astype(dt.INT64)
 
 
 def _max_or_min(x: Tensor, agg: str, op: str, dim, keepdim: bool, axis, keepdims):

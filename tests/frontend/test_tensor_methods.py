@@ -135,15 +135,19 @@ def test_math_methods(device):
 
 
 @pytest.mark.filterwarnings("ignore:var... degrees of freedom:UserWarning")  # on var_single
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # NaN max
 def test_reductions(device):
     """var/std with every way of giving the correction, sum/mean with PyTorch's keywords,
     max/min(dim) as (values, indices) and their gradient on ties (to the first maximum, as the
-    returned index, as PyTorch's), amax/amin, argmax/argmin on ties, and the NumPy spelling of
-    max that gingham's own code uses (the values alone)."""
+    returned index, as PyTorch's), amax/amin, argmax/argmin on ties and NaN, and the NumPy
+    spelling of max that gingham's own code uses (the values alone)."""
     ties = np.round(rand(4, 6, seed=3) * 1.5).astype(np.float32)  # few values: many ties
-    arrays = dict(x=rand(3, 4, 5), k=ties)
+    nans = rand(3, 4, seed=4)
+    nans[0, 1] = nans[0, 3] = nans[2, 2] = np.nan  # PyTorch's argmax/argmin: the first NaN
+    nans[1, 0] = np.inf
+    arrays = dict(x=rand(3, 4, 5), k=ties, n=nans)
 
-    def run(lib, x, k):
+    def run(lib, x, k, n):
         numpy_max = (x.max(1, keepdims=True) if lib is gingham else
                      x.amax(1, keepdim=True))
         return {
@@ -160,6 +164,7 @@ def test_reductions(device):
             "argmax": k.argmax(1), "argmax_keep": k.argmax(0, keepdim=True),
             "argmax_flat": k.argmax(), "argmax_flat_keep": k.argmax(keepdim=True),
             "argmin": k.argmin(dim=-1), "argmin_flat": x.argmin(),
+            "argmax_nan": n.argmax(1), "argmin_nan": n.argmin(0),
         }
 
     # x[:, :1].var(1) divides 0 by 0 (NaN, as in PyTorch); its gradient is NaN too
