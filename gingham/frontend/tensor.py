@@ -321,6 +321,18 @@ class Tensor:
     def __ne__(self, o): return self._elementwise(lambda a, b: _ne(a, b), [o], "not_equal", dt.BOOL)  # type: ignore[override]
     __hash__ = object.__hash__
 
+    # bool masks (logical) and integers (bitwise), as PyTorch's ~ & | ^
+    def __invert__(self):
+        _integral("~", self)
+        if dt.is_bool(self.dtype):
+            return self._elementwise(builder.logical_not, [], "logical_not")
+        return self._elementwise(lambda a: ~a, [], "bitwise_not")
+
+    def __and__(self, o): return _bitwise(self, o, "&", builder.logical_and)
+    def __or__(self, o): return _bitwise(self, o, "|", builder.logical_or)
+    def __xor__(self, o): return _bitwise(self, o, "^", _ne)
+    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
+
     def __matmul__(self, other: "Tensor") -> "Tensor":
         return matmul(self, other)
 
@@ -801,6 +813,27 @@ def _true_divide(a: Tensor, b) -> Tensor:
     if isinstance(b, Tensor) and not dt.is_float(b.dtype):
         b = b.astype(np.float32)
     return a._elementwise(lambda x, y: x / y, [b], "divide")
+
+
+def _integral(op: str, *operands) -> None:
+    for operand in operands:
+        if isinstance(operand, Tensor) and not (dt.is_bool(operand.dtype)
+                                                or dt.is_integer(operand.dtype)):
+            raise DTypeError(f"{op}: needs bool or integer tensors, not "
+                             f"{dt.dtype_name(operand.dtype)}")
+        if isinstance(operand, float):
+            raise DTypeError(f"{op}: needs bool or integer operands, not the float {operand}")
+
+
+def _bitwise(a: Tensor, b, op: str, logical) -> Tensor:
+    """``a op b``: logical on two bool operands, bitwise on integers (a Python bool among
+    integers is 0 or 1), as PyTorch's."""
+    _integral(op, a, b)
+    if dt.is_bool(a.dtype) and (isinstance(b, bool) or
+                                isinstance(b, Tensor) and dt.is_bool(b.dtype)):
+        return a._elementwise(logical, [b], op, dt.BOOL)
+    bitwise = {"&": lambda x, y: x & y, "|": lambda x, y: x | y, "^": lambda x, y: x ^ y}[op]
+    return a._elementwise(bitwise, [b], op)
 
 
 def maximum(a: Tensor, b) -> Tensor:

@@ -110,7 +110,8 @@ def test_shape_methods(device):
 
 def test_math_methods(device):
     """clamp with numbers, tensors and one bound, the float functions, masked_fill with a
-    number and a 0-d tensor (whose gradient sums the filled places), softmax/log_softmax."""
+    number and a 0-d tensor (whose gradient sums the filled places), softmax/log_softmax, and
+    ~ & | ^ on bool masks (logical) and integers (bitwise)."""
     arrays = dict(x=rand(3, 5), lo=rand(5, seed=1) - 0.5, v=np.array(0.7, np.float32))
 
     def run(lib, x, lo, v):
@@ -128,7 +129,9 @@ def test_math_methods(device):
             "masked_fill_row": x.masked_fill(lo < 0, v),
             "masked_fill_inf": x.masked_fill(x < 0, -math.inf).softmax(-1),
             "softmax": x.softmax(1), "log_softmax": x.log_softmax(dim=0),
-            "clone": x.clone(),
+            "clone": x.clone(), "not": ~(x > 0), "and": (x > 0) & (lo < 0),
+            "or": (x > 1.0) | (lo > 0), "xor": (x > 0) ^ (x > 0.5),
+            "int_bits": ~((x * 9.0).int() & 6), "masked_by_not": x.masked_fill(~(x > 0), 0.0),
         }
 
     compare(device, arrays, run)
@@ -249,6 +252,8 @@ def test_errors_name_the_method_the_argument_and_the_shape():
                                                            r"\(2, 3, 4\) does not broadcast to "
                                                            r"the tensor's shape \(3, 4\)"),
         (lambda: x.size(3), DimError, r"size: dim 3"),
+        (lambda: (x > 0) & x, DTypeError, r"&: needs bool or integer tensors, not float32"),
+        (lambda: ~x, DTypeError, r"~: needs bool or integer tensors, not float32"),
         (lambda: gingham.cat([x, x[:, :, :1]], dim=1), ShapeError, r"concat: shapes .* differ"),
         (lambda: gingham.stack([x, x[0]]), ShapeError, r"stack: shapes .* differ"),
         (lambda: (x * 2).requires_grad_(), gingham.GinghamError, r"requires_grad_\(\): only "
