@@ -26,6 +26,7 @@ from .errors import (
 from .frontend.tensor import (  # noqa: E402
     Tensor,
     arange,
+    cat,
     concat,
     full,
     matmul,
@@ -53,7 +54,7 @@ __version__ = "0.1.0"
 __all__ = [
     "tile",
     "Tensor", "tensor", "zeros", "ones", "full", "arange", "matmul", "reshape",
-    "permute_dims", "concat", "stack", "maximum", "minimum", "where", "no_grad",
+    "permute_dims", "concat", "cat", "stack", "maximum", "minimum", "where", "no_grad",
     "jit", "optim", "grad", "value_and_grad", "amp", "autocast", "save", "load",
     "GinghamError",
     "TileError",

@@ -11,6 +11,21 @@ autodiff of the whole graph, so every operation is differentiable without a hand
     loss = ((x @ w).relu() ** 2).mean()
     loss.backward()            # one compiled gradient program
     w.grad.numpy()
+
+The methods PyTorch model code calls have PyTorch's names, arguments and results (``view``,
+``permute``, ``transpose(dim0, dim1)``, ``unsqueeze``, ``flatten``, ``expand``, ``split``,
+``chunk``, ``clamp``, ``var(dim, correction=1)``, ``max(dim)`` as ``(values, indices)``,
+``argmax``, ``masked_fill``, ``softmax``, ``float()``, ...), so
+
+    h = x.view(n, -1).clamp(min=0.0)
+    scores = (q @ k.transpose(-2, -1)).masked_fill(~mask, -math.inf).softmax(-1)
+    predicted = logits.argmax(dim=1)
+
+reads as in PyTorch. Where gingham's own code already used a NumPy spelling it keeps working:
+``x.size`` is the element count (and, called, PyTorch's ``x.size()``/``x.size(dim)``), a full
+permutation given to ``transpose`` permutes, and ``max``/``min`` with NumPy's ``axis=`` or
+``keepdims=`` return the values alone. Dims out of range raise :class:`DimError`, an
+``IndexError`` as in PyTorch.
 """
 
 from __future__ import annotations
@@ -19,7 +34,7 @@ import contextlib
 import itertools
 import math
 import threading
-from typing import Callable, Iterable, Sequence, Union
+from typing import Callable, Iterable, NamedTuple, Sequence, Union
 
 import numpy as np
 
@@ -49,6 +64,38 @@ _functions: LRU = LRU(512)
 
 class ShapeError(GinghamError, ValueError):
     """Operands whose shapes or dtypes do not fit an operation (the message names both)."""
+
+
+class DTypeError(ShapeError, TypeError):
+    """An operand whose dtype does not fit an op (a float op given integers, mixed dtypes)."""
+
+
+class DimError(ShapeError, IndexError):
+    """A ``dim`` out of range for a tensor's rank: an ``IndexError``, as PyTorch raises, and a
+    :class:`ShapeError` like gingham's other shape errors."""
+
+
+class ValuesIndices(NamedTuple):
+    """What ``Tensor.max(dim)`` and ``Tensor.min(dim)`` return, as PyTorch's
+    ``torch.return_types.max``: ``values, indices = x.max(1)`` or ``x.max(1).indices``."""
+
+    values: "Tensor"
+    indices: "Tensor"
+
+
+class _Numel(int):
+    """``Tensor.size``: the element count (NumPy's ``x.size``, which gingham's code reads) that
+    can also be called as PyTorch's ``x.size()`` (the shape) and ``x.size(dim)`` (one size)."""
+
+    def __new__(cls, shape: tuple[int, ...]) -> "_Numel":
+        numel = super().__new__(cls, math.prod(shape))
+        numel._shape = shape
+        return numel
+
+    def __call__(self, dim: int | None = None):
+        if dim is None:
+            return self._shape
+        return self._shape[_dim("size", self._shape, dim)]
 
 
 def is_grad_enabled() -> bool:
@@ -96,12 +143,40 @@ class Tensor:
         return len(self.shape)
 
     @property
-    def size(self) -> int:
+    def size(self) -> _Numel:
+        """The number of elements; called, PyTorch's ``size()`` (the shape) or ``size(dim)``.
+
+            x.size == 6 and x.size() == (2, 3) and x.size(-1) == 3   # x of shape (2, 3)
+        """
+        return _Numel(self.shape)
+
+    def dim(self) -> int:
+        """The number of dimensions (PyTorch's name for ``ndim``)."""
+        return len(self.shape)
+
+    def numel(self) -> int:
         return math.prod(self.shape)
+
+    def contiguous(self) -> "Tensor":
+        """``self``: gingham's tensors have no strides, so every tensor is contiguous."""
+        return self
 
     @property
     def is_leaf(self) -> bool:
         return not self._parents
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        """Make this leaf require gradients (or not), in place; returns it, as PyTorch.
+
+            w = gingham.zeros((3, 4)).requires_grad_()
+        """
+        if not self.is_leaf:
+            raise GinghamError(
+                "requires_grad_(): only leaf tensors can change requires_grad (gradients are "
+                "taken with respect to leaves); use .detach().requires_grad_() for a new leaf"
+            )
+        self.requires_grad = bool(requires_grad)
+        return self
 
     def __repr__(self) -> str:
         state = "" if self._buffer is not None else ", lazy"
@@ -134,6 +209,10 @@ class Tensor:
         if result.size:
             get_device(self.device).copy_out(self._buffer, result)
         return result
+
+    def tolist(self):
+        """The value as (nested) Python lists of numbers, copied from the device."""
+        return self.numpy().tolist()
 
     def item(self):
         if self.size != 1:
@@ -265,6 +344,18 @@ class Tensor:
     def __ne__(self, o): return self._elementwise(lambda a, b: _ne(a, b), [o], "not_equal", dt.BOOL)  # type: ignore[override]
     __hash__ = object.__hash__
 
+    # bool masks (logical) and integers (bitwise), as PyTorch's ~ & | ^
+    def __invert__(self):
+        _integral("~", self)
+        if dt.is_bool(self.dtype):
+            return self._elementwise(builder.logical_not, [], "logical_not")
+        return self._elementwise(lambda a: ~a, [], "bitwise_not")
+
+    def __and__(self, o): return _bitwise(self, o, "&", builder.logical_and)
+    def __or__(self, o): return _bitwise(self, o, "|", builder.logical_or)
+    def __xor__(self, o): return _bitwise(self, o, "^", _ne)
+    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
+
     def __matmul__(self, other: "Tensor") -> "Tensor":
         return matmul(self, other)
 
@@ -272,42 +363,348 @@ class Tensor:
     def exp(self): return _unary_float(_autocast_float32(self), builder.exp, "exp")
     def log(self): return _unary_float(_autocast_float32(self), builder.log, "log")
     def sqrt(self): return _unary_float(self, builder.sqrt, "sqrt")
+    def rsqrt(self): return _unary_float(self, builder.rsqrt, "rsqrt")
+    def sin(self): return _unary_float(self, builder.sin, "sin")
+    def cos(self): return _unary_float(self, builder.cos, "cos")
     def tanh(self): return _unary_float(self, builder.tanh, "tanh")
     def sigmoid(self): return _unary_float(self, builder.sigmoid, "sigmoid")
     def relu(self): return self._elementwise(builder.relu, [], "relu")
     def abs(self): return self._elementwise(builder.abs, [], "abs")
+    def sign(self): return self._elementwise(builder.sign, [], "sign")
+    def floor(self): return self._elementwise(builder.floor, [], "floor")
+    def ceil(self): return self._elementwise(builder.ceil, [], "ceil")
+    def neg(self): return -self
+    def reciprocal(self): return 1.0 / self
+    def pow(self, exponent): return self ** exponent
+    __abs__ = abs
+    negative = neg
+
+    def __rpow__(self, base):
+        return _autocast_float32(self)._elementwise(lambda a, b: builder.pow(b, a), [base], "pow")
+
+    def square(self) -> "Tensor":
+        """``self ** 2`` in this tensor's dtype (an integer stays an integer, as PyTorch's)."""
+        if not dt.is_float(self.dtype):  # Tile's pow computes in floating point
+            return self._elementwise(lambda a: a * a, [], "square")
+        # pow, not a * a: gingham.tile.builder could not inline an elementwise node that its
+        # only consumer reads twice (``d = A - 1.0; d * d`` failed in program()).
+        return self._elementwise(lambda a: builder.pow(a, 2.0), [], "square")
+
+    def round(self, decimals: int = 0) -> "Tensor":
+        """Round half to even (``rint``), as PyTorch; with ``decimals``, of ``x * 10**decimals``
+        divided back, as PyTorch computes it."""
+        if decimals == 0:
+            return self._elementwise(builder.round, [], "round")
+        scale = 10.0 ** decimals
+        return (self * scale)._elementwise(builder.round, [], "round") / scale
+
+    def clamp(self, min=None, max=None) -> "Tensor":  # noqa: A002 (PyTorch's names)
+        """Each element limited to ``[min, max]`` (numbers or broadcastable tensors; either may
+        be None). Where ``min > max`` the result is ``max``, and the gradient reaches ``self``
+        where ``min <= x <= max``, as PyTorch's.
+
+            x.clamp(min=0.0)            # a ReLU
+            x.clamp(-1.0, 1.0)
+        """
+        if min is None and max is None:
+            raise ValueError("clamp: at least one of min and max must not be None")
+        result = self
+        if min is not None:
+            result = result._elementwise(lambda a, lo: builder.select(a < lo, lo, a), [min],
+                                         "clamp")
+        if max is not None:
+            result = result._elementwise(lambda a, hi: builder.select(a > hi, hi, a), [max],
+                                         "clamp")
+        return result
+
+    clip = clamp
+
+    def masked_fill(self, mask: "Tensor", value) -> "Tensor":
+        """``value`` where the bool ``mask`` (broadcast to this tensor's shape) is True, this
+        tensor elsewhere; ``value`` a number or a 0-d tensor, the result in this dtype.
+
+            scores.masked_fill(~causal_mask, -math.inf)
+        """
+        if not isinstance(mask, Tensor) or not dt.is_bool(mask.dtype):
+            kind = dt.dtype_name(mask.dtype) if isinstance(mask, Tensor) else type(mask).__name__
+            raise DTypeError(f"masked_fill: mask must be a bool tensor, not {kind}")
+        if _broadcast_shapes("masked_fill", [self.shape, mask.shape]) != self.shape:
+            raise ShapeError(f"masked_fill: mask of shape {mask.shape} does not broadcast to "
+                             f"the tensor's shape {self.shape}")
+        if isinstance(value, Tensor) and value.ndim != 0:
+            raise ShapeError(f"masked_fill: value must be a number or a 0-d tensor, not a "
+                             f"tensor of shape {value.shape}")
+        name = dt.dtype_name(self.dtype)
+        same = _where_dtype(value, self) == self.dtype
+
+        def fill(a, m, v):
+            chosen = builder.select(m, v, a)
+            return chosen if same else builder.cast(chosen, name)
+
+        return self._elementwise(fill, [mask, value], "masked_fill", self.dtype)
+
+    def softmax(self, dim: int) -> "Tensor":
+        """``gingham.nn.functional.softmax(self, dim)``."""
+        from ..nn import functional
+
+        return functional.softmax(self, dim)
+
+    def log_softmax(self, dim: int) -> "Tensor":
+        """``gingham.nn.functional.log_softmax(self, dim)``."""
+        from ..nn import functional
+
+        return functional.log_softmax(self, dim)
 
     def astype(self, dtype) -> "Tensor":
         target = dt.as_tile_dtype(dtype)
         name = dt.dtype_name(target)
         return self._elementwise(lambda a: builder.cast(a, name), [], "astype", target)
 
-    # reductions -----------------------------------------------------------------------------------
-    def sum(self, axis=None, keepdims: bool = False):
-        return _reduce(_autocast_float32(self), "+", axis, keepdims)
-    def max(self, axis=None, keepdims: bool = False): return _reduce(self, ">", axis, keepdims)
-    def min(self, axis=None, keepdims: bool = False): return _reduce(self, "<", axis, keepdims)
+    def type_as(self, other: "Tensor") -> "Tensor":
+        """This tensor in ``other``'s dtype (itself when the dtypes are equal)."""
+        return self._in_dtype(other.dtype)
 
-    def mean(self, axis=None, keepdims: bool = False):
-        axes = _axes(axis, self.ndim)
-        count = math.prod(self.shape[a] for a in axes) or 1
-        x = _autocast_float32(self)
-        total = _reduce(x if dt.is_float(x.dtype) else x.astype(np.float32), "+", axis, keepdims)
+    def clone(self) -> "Tensor":
+        """A new tensor with this value; gradients flow through it to ``self``, as PyTorch's."""
+        name = dt.dtype_name(self.dtype)
+        return self._elementwise(lambda a: builder.cast(a, name), [], "clone")
+
+    # reductions -----------------------------------------------------------------------------------
+    # Each takes PyTorch's ``dim``/``keepdim`` and NumPy's ``axis``/``keepdims`` (PyTorch accepts
+    # those spellings too); ``dim`` is an int, a tuple of ints or None (every dim).
+    def sum(self, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
+        dims, keep = _dim_arguments("sum", dim, keepdim, axis, keepdims)
+        x = self if dtype is None else self.astype(dtype)
+        return _reduce(_autocast_float32(x), "+", dims, keep, "sum")
+
+    def mean(self, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
+        dims, keep = _dim_arguments("mean", dim, keepdim, axis, keepdims)
+        x = _autocast_float32(self if dtype is None else self.astype(dtype))
+        count = math.prod(x.shape[a] for a in _axes("mean", x.shape, dims)) or 1
+        total = _reduce(x if dt.is_float(x.dtype) else x.astype(np.float32), "+", dims, keep,
+                        "mean")
         return total / float(count)
+
+    def max(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+        """The largest element; with ``dim``, PyTorch's ``(values, indices)``
+        (:class:`ValuesIndices`, the first maximal position); with a tensor, ``maximum``.
+
+        The NumPy spellings ``axis=``/``keepdims=`` give the values alone, as this method did
+        before it took PyTorch's ``dim`` (``x.max(-1, keepdims=True)`` is NumPy's call);
+        :meth:`amax` is PyTorch's name for that.
+        """
+        return _max_or_min(self, ">", "max", dim, keepdim, axis, keepdims)
+
+    def min(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+        """As :meth:`max`, the smallest element (``(values, indices)`` with ``dim``)."""
+        return _max_or_min(self, "<", "min", dim, keepdim, axis, keepdims)
+
+    def amax(self, dim=None, keepdim: bool = False) -> "Tensor":
+        """The largest values along ``dim`` (an int, a tuple, or None: every dim). On ties the
+        gradient goes to the first largest element, where PyTorch's splits it among them."""
+        return _reduce(self, ">", _none_if_empty(dim), keepdim, "amax")
+
+    def amin(self, dim=None, keepdim: bool = False) -> "Tensor":
+        return _reduce(self, "<", _none_if_empty(dim), keepdim, "amin")
+
+    def argmax(self, dim: int | None = None, keepdim: bool = False) -> "Tensor":
+        """The int64 position of the first largest element along ``dim``; without ``dim``, in
+        the flattened tensor (0-d, or all ones with ``keepdim``), as PyTorch's."""
+        return _arg_extreme(self, ">", "argmax", dim, keepdim)
+
+    def argmin(self, dim: int | None = None, keepdim: bool = False) -> "Tensor":
+        return _arg_extreme(self, "<", "argmin", dim, keepdim)
+
+    def var(self, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
+            correction: float | None = None) -> "Tensor":
+        """The variance along ``dim``: the sum of squared deviations over ``N - correction``
+        (``correction=1`` by default, Bessel's; ``unbiased=False`` is ``correction=0``), as
+        PyTorch's. ``N <= correction`` gives inf or NaN, as PyTorch's (without its warning).
+
+            x.var(dim=0, correction=0, keepdim=True)
+        """
+        return _variance(self, "var", dim, unbiased, keepdim, correction)
+
+    def std(self, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
+            correction: float | None = None) -> "Tensor":
+        """The square root of :meth:`var` (same arguments)."""
+        return _variance(self, "std", dim, unbiased, keepdim, correction).sqrt()
 
     # shapes ----------------------------------------------------------------------------------------
     def reshape(self, *shape) -> "Tensor":
-        return reshape(self, shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list))
-                       else shape)
+        """This tensor's elements in ``shape`` (varargs or one sequence; one size may be -1)."""
+        return reshape(self, _varargs(shape))
 
-    def transpose(self, *axes) -> "Tensor":
-        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-            axes = tuple(axes[0])
-        return permute_dims(self, axes or tuple(reversed(range(self.ndim))))
+    def view(self, *shape) -> "Tensor":
+        """:meth:`reshape`: gingham's tensors have no strides, so any view is possible."""
+        return reshape(self, _varargs(shape), "view")
+
+    def view_as(self, other: "Tensor") -> "Tensor":
+        return reshape(self, other.shape, "view_as")
+
+    def reshape_as(self, other: "Tensor") -> "Tensor":
+        return reshape(self, other.shape, "reshape_as")
+
+    def transpose(self, *dims, dim0: int | None = None, dim1: int | None = None) -> "Tensor":
+        """PyTorch's ``transpose(dim0, dim1)``: those two dims swapped.
+
+        NumPy's forms stay, as gingham's code uses them: no argument reverses the dims, and a
+        full permutation (varargs or one sequence, as ``x.transpose(0, 2, 3, 1)``) permutes.
+        """
+        if dim0 is not None or dim1 is not None:
+            dims = (dim0, dim1)
+        if len(dims) == 2 and not isinstance(dims[0], (tuple, list)):
+            first = _dim("transpose", self.shape, dims[0])
+            second = _dim("transpose", self.shape, dims[1])
+            order = list(range(self.ndim))
+            order[first], order[second] = order[second], order[first]
+            return permute_dims(self, order)
+        return permute_dims(self, _varargs(dims) or tuple(reversed(range(self.ndim))))
+
+    swapaxes = swapdims = transpose
+
+    def permute(self, *dims) -> "Tensor":
+        """The dims reordered: ``x.permute(0, 2, 3, 1)`` (NCHW to NHWC) or ``x.permute(dims)``."""
+        return permute_dims(self, _varargs(dims), "permute")
+
+    def t(self) -> "Tensor":
+        """A matrix transposed; a 0-d or 1-d tensor as it is, as PyTorch's."""
+        if self.ndim > 2:
+            raise ShapeError(f"t: expects a tensor with at most 2 dims, not shape {self.shape}; "
+                             "use transpose(dim0, dim1)")
+        return self.transpose(0, 1) if self.ndim == 2 else self
 
     @property
     def T(self) -> "Tensor":
         return permute_dims(self, tuple(reversed(range(self.ndim))))
+
+    @property
+    def mT(self) -> "Tensor":
+        """The last two dims swapped (a batch of matrices transposed)."""
+        if self.ndim < 2:
+            raise ShapeError(f"mT: needs at least 2 dims, not shape {self.shape}")
+        return self.transpose(-2, -1)
+
+    def unsqueeze(self, dim: int) -> "Tensor":
+        """A dim of size 1 inserted at ``dim`` (``-ndim - 1 <= dim <= ndim``)."""
+        position = _dim("unsqueeze", self.shape, dim, self.ndim + 1)
+        return reshape(self, self.shape[:position] + (1,) + self.shape[position:], "unsqueeze")
+
+    def squeeze(self, dim=None) -> "Tensor":
+        """Dims of size 1 removed: all of them, or those of ``dim`` (an int or a tuple) that
+        have size 1 (a larger one named there stays, as in PyTorch)."""
+        if dim is None:
+            chosen = set(range(self.ndim))
+        else:
+            dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+            chosen = {_dim("squeeze", self.shape, d) for d in dims}
+        shape = tuple(s for a, s in enumerate(self.shape) if not (a in chosen and s == 1))
+        return reshape(self, shape, "squeeze")
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
+        """Dims ``start_dim`` to ``end_dim`` (inclusive) merged into one; a 0-d tensor becomes
+        1-d, as PyTorch's. ``x.flatten(1)`` is the usual ``[N, C, H, W] -> [N, C*H*W]``."""
+        if self.ndim == 0:
+            return reshape(self, (1,), "flatten")
+        start = _dim("flatten", self.shape, start_dim)
+        end = _dim("flatten", self.shape, end_dim)
+        if start > end:
+            raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
+                             f"for shape {self.shape}")
+        merged = math.prod(self.shape[start:end + 1])
+        return reshape(self, self.shape[:start] + (merged,) + self.shape[end + 1:], "flatten")
+
+    def unflatten(self, dim: int, sizes: Sequence[int]) -> "Tensor":
+        """Dim ``dim`` split into ``sizes`` (one may be -1): the inverse of :meth:`flatten`."""
+        position = _dim("unflatten", self.shape, dim)
+        sizes = tuple(int(s) for s in sizes)
+        if sizes.count(-1) == 1:
+            known = math.prod(s for s in sizes if s != -1)
+            sizes = tuple(self.shape[position] // known if known and s == -1 else s
+                          for s in sizes)
+        if math.prod(sizes) != self.shape[position]:
+            raise ShapeError(f"unflatten: sizes {sizes} do not multiply to dim {dim}'s size "
+                             f"{self.shape[position]} (shape {self.shape})")
+        shape = self.shape[:position] + sizes + self.shape[position + 1:]
+        return reshape(self, shape, "unflatten")
+
+    def expand(self, *sizes) -> "Tensor":
+        """This tensor broadcast to ``sizes`` (new dims in front; -1 keeps a dim; only dims of
+        size 1 grow), without copying in PyTorch and fused into its readers here.
+
+            bias.expand(batch, -1)      # [C] -> [batch, C]
+        """
+        return _broadcast_to(self, _varargs(sizes), "expand")
+
+    def expand_as(self, other: "Tensor") -> "Tensor":
+        return _broadcast_to(self, other.shape, "expand_as")
+
+    def broadcast_to(self, size: Sequence[int]) -> "Tensor":
+        return _broadcast_to(self, tuple(size), "broadcast_to")
+
+    def repeat(self, *sizes) -> "Tensor":
+        """This tensor tiled ``sizes[d]`` times along each dim (more sizes than dims add
+        leading dims), as PyTorch's ``repeat`` (NumPy's ``tile``).
+
+            x.repeat(2, 1)              # [a, b] -> [2a, b]: x stacked on itself
+        """
+        repeats = tuple(int(r) for r in _varargs(sizes))
+        if len(repeats) < self.ndim:
+            raise ShapeError(f"repeat: {len(repeats)} repeats {repeats} for a tensor of shape "
+                             f"{self.shape}; give at least one per dim")
+        if any(r < 0 for r in repeats):
+            raise ShapeError(f"repeat: repeats {repeats} must not be negative")
+        shape = (1,) * (len(repeats) - self.ndim) + self.shape
+        # [s0, s1] -> [1, s0, 1, s1] -> [r0, s0, r1, s1] -> [r0*s0, r1*s1]
+        interleaved = tuple(v for s in shape for v in (1, s))
+        spread = tuple(v for r, s in zip(repeats, shape) for v in (r, s))
+        tiled = _broadcast_to(reshape(self, interleaved, "repeat"), spread, "repeat")
+        return reshape(tiled, tuple(r * s for r, s in zip(repeats, shape)), "repeat")
+
+    def narrow(self, dim: int, start: int, length: int) -> "Tensor":
+        """Elements ``start`` to ``start + length`` of dim ``dim`` (``start`` may be negative)."""
+        axis = _dim("narrow", self.shape, dim)
+        size = self.shape[axis]
+        begin = start + size if start < 0 else start
+        if not 0 <= begin <= size or length < 0 or begin + length > size:
+            raise ShapeError(f"narrow: start {start} and length {length} do not fit dim {dim} "
+                             f"of size {size} (shape {self.shape})")
+        return _getitem(self, (slice(None),) * axis + (slice(begin, begin + length),))
+
+    def split(self, split_size_or_sections, dim: int = 0) -> tuple["Tensor", ...]:
+        """Pieces along ``dim``: of ``split_size`` each (the last may be smaller), or of the
+        sizes in a list, which must add up to the dim's size, as PyTorch's.
+
+            q, k, v = qkv.split(d_model, dim=-1)
+        """
+        axis = _dim("split", self.shape, dim)
+        size = self.shape[axis]
+        if isinstance(split_size_or_sections, (int, np.integer)):
+            step = int(split_size_or_sections)
+            if step <= 0:
+                raise ShapeError(f"split: split_size must be positive, not {step}")
+            sections = [min(step, size - begin) for begin in range(0, size, step)] or [0]
+        else:
+            sections = [int(s) for s in split_size_or_sections]
+            if sum(sections) != size or any(s < 0 for s in sections):
+                raise ShapeError(f"split: sections {sections} do not add up to dim {dim}'s size "
+                                 f"{size} (shape {self.shape})")
+        starts = itertools.accumulate([0] + sections[:-1])
+        return tuple(self.narrow(axis, begin, length) for begin, length in zip(starts, sections))
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple["Tensor", ...]:
+        """At most ``chunks`` pieces along ``dim``, each ``ceil(size / chunks)`` long but the
+        last (so there may be fewer pieces), as PyTorch's."""
+        if chunks <= 0:
+            raise ShapeError(f"chunk: chunks must be positive, not {chunks}")
+        size = self.shape[_dim("chunk", self.shape, dim)]
+        return self.split(max(-(-size // chunks), 1), dim)
+
+    def unbind(self, dim: int = 0) -> tuple["Tensor", ...]:
+        """The slices along ``dim``, that dim removed: ``for row in x.unbind()``."""
+        axis = _dim("unbind", self.shape, dim)
+        return tuple(_getitem(self, (slice(None),) * axis + (i,))
+                     for i in range(self.shape[axis]))
 
     def __getitem__(self, key) -> "Tensor":
         return _getitem(self, key)
@@ -333,6 +730,24 @@ class Tensor:
         for leaf, grad in zip(leaves, grads):
             leaf.grad = grad if leaf.grad is None else leaf.grad + grad
             leaf._backward_roots.append(self)
+
+
+    # dtypes -------------------------------------------------------------------------------------------
+    # Last in the class: a method named float, int or bool shadows the builtin in the class
+    # body below it (the methods' bodies still see the builtins).
+    def float(self) -> "Tensor": return self._in_dtype(dt.FLOAT32)
+    def double(self) -> "Tensor": return self._in_dtype(np.dtype(np.float64))
+    def half(self) -> "Tensor": return self._in_dtype(dt.FLOAT16)
+    def bfloat16(self) -> "Tensor": return self._in_dtype("bfloat16")
+    def int(self) -> "Tensor": return self._in_dtype(dt.INT32)
+    def long(self) -> "Tensor": return self._in_dtype(dt.INT64)
+    def bool(self) -> "Tensor": return self._in_dtype(dt.BOOL)
+
+    def _in_dtype(self, dtype) -> "Tensor":
+        """This tensor in ``dtype``, itself when it has that dtype already (as PyTorch's
+        ``x.float()`` returns ``x`` for a float32 ``x``)."""
+        target = dt.as_tile_dtype(dtype)
+        return self if self.dtype == target else self.astype(target)
 
 
 # -- creation ------------------------------------------------------------------------------------------
@@ -423,6 +838,27 @@ def _true_divide(a: Tensor, b) -> Tensor:
     return a._elementwise(lambda x, y: x / y, [b], "divide")
 
 
+def _integral(op: str, *operands) -> None:
+    for operand in operands:
+        if isinstance(operand, Tensor) and not (dt.is_bool(operand.dtype)
+                                                or dt.is_integer(operand.dtype)):
+            raise DTypeError(f"{op}: needs bool or integer tensors, not "
+                             f"{dt.dtype_name(operand.dtype)}")
+        if isinstance(operand, float):
+            raise DTypeError(f"{op}: needs bool or integer operands, not the float {operand}")
+
+
+def _bitwise(a: Tensor, b, op: str, logical) -> Tensor:
+    """``a op b``: logical on two bool operands, bitwise on integers (a Python bool among
+    integers is 0 or 1), as PyTorch's."""
+    _integral(op, a, b)
+    if dt.is_bool(a.dtype) and (isinstance(b, bool) or
+                                isinstance(b, Tensor) and dt.is_bool(b.dtype)):
+        return a._elementwise(logical, [b], op, dt.BOOL)
+    bitwise = {"&": lambda x, y: x & y, "|": lambda x, y: x | y, "^": lambda x, y: x ^ y}[op]
+    return a._elementwise(bitwise, [b], op)
+
+
 def maximum(a: Tensor, b) -> Tensor:
     return a._elementwise(builder.maximum, [b], "maximum")
 
@@ -451,23 +887,49 @@ def _broadcast_shapes(name: str, shapes: list[tuple[int, ...]]) -> tuple[int, ..
         ) from None
 
 
-# -- contractions -------------------------------------------------------------------------------------------
+# -- reductions -------------------------------------------------------------------------------------------
 
 
-def _axes(axis, ndim: int) -> tuple[int, ...]:
+def _dim(op: str, shape: tuple[int, ...], dim, rank: int | None = None) -> int:
+    """``dim`` of a tensor of ``shape`` counted from 0 (negative dims count from the end); a
+    0-d tensor takes dims 0 and -1, as PyTorch's. ``rank`` is the number of dims to choose
+    among when it is not ``len(shape)`` (``unsqueeze``: one more)."""
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"{op}: dim must be an int, not {type(dim).__name__}")
+    span = max(len(shape) if rank is None else rank, 1)
+    if not -span <= dim < span:
+        raise DimError(f"{op}: dim {dim} is out of range for a tensor of shape {shape} "
+                       f"(expected {-span} to {span - 1})")
+    return int(dim) % span
+
+
+def _axes(op: str, shape: tuple[int, ...], axis) -> tuple[int, ...]:
+    """The sorted dims an ``axis``/``dim`` argument names: an int, a sequence, or None (all)."""
     if axis is None:
-        return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    normalized = []
-    for a in axes:
-        if not -ndim <= a < max(ndim, 1):
-            raise ShapeError(f"axis {a} is out of range for a {ndim}-d tensor")
-        normalized.append(a % ndim if ndim else 0)
-    return tuple(sorted(set(normalized)))
+        return tuple(range(len(shape)))
+    dims = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    normalized = {_dim(op, shape, d) for d in dims}
+    if len(normalized) != len(dims):
+        raise ShapeError(f"{op}: dim {tuple(dims)} names a dim twice (shape {shape})")
+    return tuple(sorted(normalized)) if shape else ()
 
 
-def _reduce(x: Tensor, agg: str, axis, keepdims: bool) -> Tensor:
-    axes = _axes(axis, x.ndim)
+def _dim_arguments(op: str, dim, keepdim: bool, axis, keepdims) -> tuple:
+    """PyTorch's ``dim``/``keepdim`` or their NumPy aliases ``axis``/``keepdims``."""
+    if axis is not None:
+        if dim is not None:
+            raise TypeError(f"{op}: got both dim and axis")
+        dim = axis
+    return dim, bool(keepdim if keepdims is None else keepdims)
+
+
+def _none_if_empty(dim):
+    """PyTorch's ``amax(dim=())``: an empty dim list means every dim."""
+    return None if isinstance(dim, (tuple, list)) and not dim else dim
+
+
+def _reduce(x: Tensor, agg: str, axis, keepdims: bool, op: str = "reduce") -> Tensor:
+    axes = _axes(op, x.shape, axis)
     idx = builder.indices(" ".join(f"i{a}" for a in range(x.ndim))) if x.ndim else ()
     out_index, out_shape = [], []
     for a in range(x.ndim):
@@ -488,6 +950,112 @@ def _reduce(x: Tensor, agg: str, axis, keepdims: bool) -> Tensor:
         return make(node[tuple(idx)] if idx else node[()], out=out_index, shape=out_shape)
 
     return x._derive(tuple(out_shape), dtype, [x], build)
+
+
+def _arg_extreme(x: Tensor, agg: str, op: str, dim, keepdim: bool) -> Tensor:
+    """The int64 position along ``dim`` of the first element equal to the max (``agg`` ``>``)
+    or the min (``<``), or of the first NaN (PyTorch's argmax takes NaN for the largest and
+    the smallest): the least position where ``x`` is the extreme or NaN, others counting as
+    the dim's size."""
+    if dim is None:
+        flat = _arg_extreme(reshape(x, (x.numel(),), op), agg, op, 0, False)
+        return reshape(flat, (1,) * x.ndim, op) if keepdim else flat
+    axis = _dim(op, x.shape, dim)
+    if x.ndim == 0:  # PyTorch's answer for a 0-d tensor: 0, 0-d whatever keepdim says
+        return reshape(_arg_extreme(reshape(x, (1,), op), agg, op, 0, False), (), op)
+    size = x.shape[axis]
+    if size == 0:
+        raise ShapeError(f"{op}: dim {dim} of shape {x.shape} is empty (no {op} exists)")
+    extreme = _reduce(x, agg, axis, True, op)  # NaN where the row holds one
+
+    def candidate(values, extremes):
+        hit = builder.logical_or(values.eq(extremes), values.ne(values))
+        return builder.select(hit, builder.index(values, axis), size)
+
+    positions = x._elementwise(candidate, [extreme], op, dt.INT32)
+    first = _reduce(positions, "<", axis, keepdim, op)
+    return first.astype(dt.INT64)
+
+
+def _max_or_min(x: Tensor, agg: str, op: str, dim, keepdim: bool, axis, keepdims):
+    """``Tensor.max``/``Tensor.min``: see :meth:`Tensor.max`."""
+    if isinstance(dim, Tensor):  # x.max(other): PyTorch's maximum
+        return maximum(x, dim) if agg == ">" else minimum(x, dim)
+    numpy_spelling = axis is not None or keepdims is not None
+    dims, keep = _dim_arguments(op, dim, keepdim, axis, keepdims)
+    if numpy_spelling or dims is None:
+        return _reduce(x, agg, dims, keep, op)
+    if not isinstance(dims, (int, np.integer)):
+        raise TypeError(f"{op}: dim must be one int (for values and indices), not {dims!r}; "
+                        f"amax/amin take several")
+    values = _reduce(x, agg, dims, keep, op)
+    return ValuesIndices(values, _arg_extreme(x, agg, op, dims, keep))
+
+
+def _variance(x: Tensor, op: str, dim, unbiased: bool | None, keepdim: bool,
+              correction: float | None) -> Tensor:
+    """Tensor.var's value (std's square): see :meth:`Tensor.var`."""
+    if isinstance(dim, bool):  # x.var(False): PyTorch's var(unbiased)
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise TypeError(f"{op}: give unbiased or correction, not both")
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    if not dt.is_float(x.dtype):
+        raise DTypeError(f"{op}: needs a floating-point tensor, not {dt.dtype_name(x.dtype)}")
+    axes = _axes(op, x.shape, _none_if_empty(dim))
+    count = math.prod(x.shape[a] for a in axes)
+    data = x.astype(dt.FLOAT32) if dt.is_half(x.dtype) else x  # half types sum in float32
+    centred = data - data.mean(axes, keepdim=True)
+    squares = centred.square().sum(axes, keepdim)
+    divisor = max(count - correction, 0)
+    # PyTorch divides by max(N - correction, 0): 0 / 0 is NaN and a positive sum / 0 is inf.
+    variance = squares * (1.0 / divisor if divisor else math.inf)
+    return variance._in_dtype(x.dtype)
+
+
+# -- shapes -------------------------------------------------------------------------------------------------
+
+
+def _varargs(sizes: tuple) -> tuple:
+    """``f(2, 3)`` or ``f((2, 3))`` (PyTorch's shape arguments take both)."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        return tuple(sizes[0])
+    return tuple(sizes)
+
+
+def _broadcast_to(x: Tensor, sizes: Sequence[int], op: str) -> Tensor:
+    """``x`` read at index 0 along the dims of size 1 that grow (an ``=`` write of every cell
+    of the result; its gradient sums over them)."""
+    sizes = tuple(int(s) for s in sizes)
+    lead = len(sizes) - x.ndim
+    if lead < 0:
+        raise ShapeError(f"{op}: {len(sizes)} sizes {sizes} for a tensor of shape {x.shape}; "
+                         "give at least one per dim")
+    shape = []
+    for a, size in enumerate(sizes):
+        old = x.shape[a - lead] if a >= lead else None
+        if size == -1 and old is not None:
+            size = old
+        if size < 0 or (old is not None and old != 1 and old != size):
+            raise ShapeError(f"{op}: cannot expand shape {x.shape} to {sizes} (dim {a}: only "
+                             "a dim of size 1 grows, and -1 keeps an existing dim)")
+        shape.append(size)
+    shape = tuple(shape)
+    if shape == x.shape:
+        return x
+    idx = builder.indices(" ".join(f"i{a}" for a in range(len(shape))))
+    source = tuple(0 if x.shape[d] == 1 != shape[lead + d] else idx[lead + d]
+                   for d in range(x.ndim))
+
+    def build(nodes):
+        return builder.assign(nodes[0][source] if source else nodes[0][()], out=list(idx),
+                              shape=list(shape), where=[i < s for i, s in zip(idx, shape)])
+
+    return x._derive(shape, x.dtype, [x], build)
+
+
+# -- contractions -------------------------------------------------------------------------------------------
 
 
 def batched_operand_index(shape: tuple[int, ...], batch: tuple[int, ...], indices: Sequence,
@@ -539,22 +1107,32 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     return result
 
 
-def reshape(x: Tensor, shape) -> Tensor:
+def reshape(x: Tensor, shape, op: str = "reshape") -> Tensor:
+    """``x``'s elements in row-major order in ``shape``, where one size may be -1 (inferred)."""
     shape = tuple(int(s) for s in shape)
+    if shape.count(-1) > 1 or any(s < -1 for s in shape):
+        raise ShapeError(f"{op}: shape {shape} may hold one -1 and no other negative size")
     if -1 in shape:
         known = math.prod(s for s in shape if s != -1)
+        if known == 0 or x.size % known:
+            raise ShapeError(f"{op}: cannot reshape {x.shape} ({x.size} elements) to {shape}")
         shape = tuple(x.size // known if s == -1 else s for s in shape)
     if math.prod(shape) != x.size:
-        raise ShapeError(f"reshape: cannot reshape {x.shape} ({x.size} elements) to {shape}")
+        raise ShapeError(f"{op}: cannot reshape {x.shape} ({x.size} elements) to {shape}")
     if shape == x.shape:
         return x
     return x._derive(shape, x.dtype, [x], lambda nodes: builder.reshape(nodes[0], *shape))
 
 
-def permute_dims(x: Tensor, axes: Sequence[int]) -> Tensor:
-    axes = tuple(a % x.ndim for a in axes)
+def permute_dims(x: Tensor, axes: Sequence[int], op: str = "permute_dims") -> Tensor:
+    """``x``'s dims in the order ``axes`` (a permutation of them; negative dims count from the
+    end): ``permute_dims(x, (0, 2, 3, 1))`` turns NCHW into NHWC."""
+    if len(axes) != x.ndim:
+        raise ShapeError(f"{op}: {tuple(axes)} names {len(axes)} dims for a tensor of shape "
+                         f"{x.shape} ({x.ndim} dims)")
+    axes = tuple(_dim(op, x.shape, a) for a in axes)
     if sorted(axes) != list(range(x.ndim)):
-        raise ShapeError(f"permute_dims: {axes} is not a permutation of {x.ndim} axes")
+        raise ShapeError(f"{op}: {axes} is not a permutation of {x.ndim} dims (a dim repeats)")
     if axes == tuple(range(x.ndim)):
         return x
     idx = builder.indices(" ".join(f"i{a}" for a in range(x.ndim)))
@@ -608,10 +1186,15 @@ def _getitem(x: Tensor, key) -> Tensor:
 
 
 def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
-    """Join along an existing axis (each piece is a shifted ``=`` write into one output)."""
+    """Join along an existing axis (each piece is a shifted ``=`` write into one output), in
+    the pieces' promoted dtype."""
     tensors = list(tensors)
+    if not tensors:
+        raise ShapeError("concat: needs at least one tensor")
     first = tensors[0]
-    axis = axis % first.ndim
+    if first.ndim == 0:
+        raise ShapeError("concat: 0-d tensors cannot be joined along an axis; use stack")
+    axis = _dim("concat", first.shape, axis)
     for t in tensors[1:]:
         if t.ndim != first.ndim or any(
             t.shape[a] != first.shape[a] for a in range(first.ndim) if a != axis
@@ -622,6 +1205,7 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     dtype = first.dtype
     for t in tensors[1:]:
         dtype = dt.promote(dtype, t.dtype)
+    tensors = [t._in_dtype(dtype) for t in tensors]  # the writes of one output share its type
     idx = builder.indices(" ".join(f"i{a}" for a in range(first.ndim)))
     offsets = list(itertools.accumulate([0] + [t.shape[axis] for t in tensors]))
 
@@ -637,11 +1221,21 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     return first._derive(shape, dtype, tensors, build)
 
 
-def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """PyTorch's name for :func:`concat`: ``gingham.cat([a, b], dim=1)``."""
+    return concat(tensors, dim)
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -> Tensor:
+    """Join along a new dim ``dim`` (NumPy's ``axis=`` too): ``stack([a, b], 1)``."""
     tensors = list(tensors)
-    axis = axis % (tensors[0].ndim + 1)
-    expanded = [t.reshape(t.shape[:axis] + (1,) + t.shape[axis:]) for t in tensors]
-    return concat(expanded, axis)
+    if not tensors:
+        raise ShapeError("stack: needs at least one tensor")
+    if any(t.shape != tensors[0].shape for t in tensors):
+        raise ShapeError(f"stack: shapes {[t.shape for t in tensors]} differ")
+    position = _dim("stack", tensors[0].shape, dim if axis is None else axis,
+                    tensors[0].ndim + 1)
+    return concat([t.unsqueeze(position) for t in tensors], position)
 
 
 # -- realising a graph ------------------------------------------------------------------------------------
@@ -918,7 +1512,7 @@ def move_all(moves: Sequence[tuple[Tensor, str, np.dtype]]) -> None:
 
 
 __all__ = [
-    "Tensor", "ShapeError", "tensor", "zeros", "ones", "full", "arange", "matmul", "reshape",
+    "Tensor", "ShapeError", "DTypeError", "DimError", "ValuesIndices", "cat", "tensor", "zeros", "ones", "full", "arange", "matmul", "reshape",
     "permute_dims", "concat", "stack", "maximum", "minimum", "where", "realize", "no_grad",
     "is_grad_enabled", "assign_all", "move_all", "placement",
 ]

@@ -41,17 +41,13 @@ import numpy as np
 from ..config import get_config
 from ..errors import DeviceError
 from ..frontend.amp import cast_inputs_float32, cast_inputs_low
-from ..frontend.tensor import (ShapeError, Tensor, batched_operand_index, matmul,
-                               no_grad, tensor)
+from ..frontend.tensor import (DTypeError, ShapeError, Tensor, _dim, batched_operand_index,
+                               matmul, no_grad, tensor)
 from ..tile import builder
 from ..tile import dtypes as dt
 from . import winograd
 
 IntOrTuple = Union[int, Sequence[int]]
-
-
-class DTypeError(ShapeError, TypeError):
-    """An operand whose dtype does not fit an op (a float op given integers, mixed dtypes)."""
 
 
 # -- checking arguments ----------------------------------------------------------------------------
@@ -592,16 +588,6 @@ def _contract_axis(x: Tensor, axis: int, matrix: Tensor) -> Tensor:
 # -- normalisation ---------------------------------------------------------------------------------
 
 
-def _rsqrt(x: Tensor) -> Tensor:
-    return _map(x, builder.rsqrt, "rsqrt")
-
-
-def _square(x: Tensor) -> Tensor:
-    # pow, not x * x: gingham.tile.builder cannot yet inline an elementwise node that its only
-    # consumer reads twice (``d = A - 1.0; d * d`` fails in program(); reported).
-    return _map(x, lambda a: builder.pow(a, 2.0), "square")
-
-
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
                weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5, data_format: str = "NCHW"):
@@ -655,14 +641,14 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
                              f"{input.shape}")
         mean = input.mean(axes, keepdims=True)
         centred = input - mean
-        var = _square(centred).mean(axes, keepdims=True)
-        y = centred * _rsqrt(var + eps)
+        var = centred.square().mean(axes, keepdims=True)
+        y = centred * (var + eps).rsqrt()
     else:
         if running_mean is None or running_var is None:
             raise ShapeError(f"{op}: evaluation (training=False) needs running_mean and "
                              "running_var")
-        y = (input - running_mean.reshape(per_channel)) * _rsqrt(
-            running_var.reshape(per_channel) + eps)
+        y = (input - running_mean.reshape(per_channel)) * (
+            running_var.reshape(per_channel) + eps).rsqrt()
     if weight is not None:
         y = y * weight.reshape(per_channel)
     if bias is not None:
@@ -703,7 +689,7 @@ def layer_norm(input: Tensor, normalized_shape: IntOrTuple, weight: Tensor | Non
     axes = tuple(range(input.ndim - k, input.ndim))
     x = _statistics_dtype(input)
     centred = x - x.mean(axes, keepdims=True)
-    y = centred * _rsqrt(_square(centred).mean(axes, keepdims=True) + eps)
+    y = centred * (centred.square().mean(axes, keepdims=True) + eps).rsqrt()
     if weight is not None:
         y = y * weight
     if bias is not None:
@@ -736,7 +722,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
             raise ShapeError(f"{op}: {name} must have shape ({channels},), got {value.shape}")
     x = _statistics_dtype(input).reshape(input.shape[0], num_groups, -1)
     centred = x - x.mean(2, keepdims=True)
-    y = (centred * _rsqrt(_square(centred).mean(2, keepdims=True) + eps)).reshape(input.shape)
+    y = (centred * (centred.square().mean(2, keepdims=True) + eps).rsqrt()).reshape(input.shape)
     per_channel = (channels,) + (1,) * (input.ndim - 2)
     if weight is not None:
         y = y * weight.reshape(per_channel)
@@ -858,12 +844,6 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     return input._elementwise(lambda a, w: builder.select(a > 0, a, a * w), [weight], "prelu")
 
 
-def _dim(op: str, x: Tensor, dim: int) -> int:
-    if not -x.ndim <= dim < max(x.ndim, 1):
-        raise ShapeError(f"{op}: dim {dim} is out of range for input of shape {x.shape}")
-    return dim % max(x.ndim, 1)
-
-
 def _softmax_shift(x: Tensor, dim: int) -> Tensor:
     """What a softmax along ``dim`` subtracts before ``exp``: the max rounded down to an
     integer, so that ``exp`` stays within ``(0, e]`` and the row's sum at least 1.
@@ -874,7 +854,7 @@ def _softmax_shift(x: Tensor, dim: int) -> Tensor:
     a gradient that is zero up to rounding to each row's first maximal element: four more
     kernels and two more reads of the input (a softmax's backward on 2 cores, 2048 x 1024:
     2.6-3.1 ms with them)."""
-    return _map(x.max(dim, keepdims=True), builder.floor, "floor")
+    return x.amax(dim, keepdim=True).floor()
 
 
 def softmax(input: Tensor, dim: int = -1) -> Tensor:
@@ -882,7 +862,7 @@ def softmax(input: Tensor, dim: int = -1) -> Tensor:
     ``exp`` finite: :func:`_softmax_shift`)."""
     (input,) = cast_inputs_float32(input)
     _float_input("softmax", input)
-    dim = _dim("softmax", input, dim)
+    dim = _dim("softmax", input.shape, dim)
     x = _statistics_dtype(input)  # half types compute in float32 and round once, as PyTorch
     e = (x - _softmax_shift(x, dim)).exp()
     # Times the sum's reciprocal, as PyTorch's CPU kernel does: a row's divisions cost a CPU
@@ -896,7 +876,7 @@ def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
     """``x - m - log(sum(exp(x - m)))`` along ``dim``, ``m`` the max rounded down."""
     (input,) = cast_inputs_float32(input)
     _float_input("log_softmax", input)
-    dim = _dim("log_softmax", input, dim)
+    dim = _dim("log_softmax", input.shape, dim)
     x = _statistics_dtype(input)  # half types compute in float32 and round once, as PyTorch
     shifted = x - _softmax_shift(x, dim)
     y = shifted - shifted.exp().sum(dim, keepdims=True).log()
@@ -1126,7 +1106,7 @@ def _safe_softmax(x: Tensor) -> Tensor:
     gives zeros rather than NaN, as PyTorch's attention does; such a row's gradient is zero
     too. No NaN is made on the way, so none reaches a gradient: the row's shift is 0 instead
     of ``-inf`` and its sum (0) is divided as 1."""
-    row_max = x.max(-1, keepdims=True)
+    row_max = x.amax(-1, keepdim=True)
     shift = _map(row_max, lambda m: builder.select(m.eq(-math.inf), 0.0, builder.floor(m)),
                  "shift")  # floor: no gradient through the max (see _softmax_shift)
     e = (x - shift).exp()
@@ -1374,7 +1354,7 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     input, target = cast_inputs_float32(input, target)
     _check(op, ("input", "target"), input=input, target=target)
     _same_shape(op, input, target)
-    return _reduce_loss(op, _square(input - target), reduction)
+    return _reduce_loss(op, (input - target).square(), reduction)
 
 
 def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:

@@ -1,0 +1,266 @@
+"""gingham.Tensor's PyTorch-named methods against torch.Tensor's (CPU), forward and gradient.
+
+Each test calls the same code on gingham and on torch tensors (the method names and arguments
+are PyTorch's, so one ``run(lib, **inputs)`` serves both; ``lib`` is the module, for ``cat`` and
+``stack``). Its outputs are one compiled program and the gradient of a random-weighted sum of
+its float outputs another, on every device. Integer outputs (argmax, the indices of max(dim))
+are compared exactly and take no gradient. Leaves require gradients through
+``requires_grad_()``, which is under test too.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import gingham
+from gingham.frontend.tensor import DimError, DTypeError, ShapeError, ValuesIndices, realize
+from gingham.tile import dtypes as dt
+
+TOLERANCE = dict(rtol=1e-5, atol=1e-5)
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _named(outputs: dict) -> dict:
+    """Tuples of tensors (split, chunk, max(dim)) as one entry each: ``name.0``, ``name.1``."""
+    flat = {}
+    for name, value in outputs.items():
+        if isinstance(value, tuple):
+            flat.update({f"{name}.{i}": piece for i, piece in enumerate(value)})
+        else:
+            flat[name] = value
+    return flat
+
+
+def _as_float_array(value) -> np.ndarray:
+    if isinstance(value, torch.Tensor):
+        value = value.detach()
+        return (value.float() if value.dtype == torch.bfloat16 else value).numpy()
+    array = value.numpy()
+    return array.astype(np.float32) if dt.is_bfloat16(array.dtype) else array
+
+
+def compare(device, arrays: dict, run, forward_only=(), tol=TOLERANCE):
+    """``run(gingham, **inputs)`` against ``run(torch, **inputs)``: shapes, dtypes and values
+    of every output, then the gradients of ``sum_k <w_k, out_k>`` over the float outputs not in
+    ``forward_only`` with respect to every input."""
+    g_in = {k: gingham.tensor(v, device=device).requires_grad_() for k, v in arrays.items()}
+    t_in = {k: torch.tensor(v, requires_grad=True) for k, v in arrays.items()}
+    g_out, t_out = _named(run(gingham, **g_in)), _named(run(torch, **t_in))
+    assert g_out.keys() == t_out.keys()
+    realize(list(g_out.values()))  # every forward output from one program
+    for name, expected in t_out.items():
+        value = g_out[name]
+        assert value.shape == tuple(expected.shape), name
+        assert dt.dtype_name(value.dtype) == str(expected.dtype).removeprefix("torch."), name
+        np.testing.assert_allclose(_as_float_array(value), _as_float_array(expected),
+                                   err_msg=name, **tol)
+    rng = np.random.default_rng(1)
+    weights = {k: rng.standard_normal(tuple(v.shape)).astype(np.float32)
+               for k, v in t_out.items() if v.dtype.is_floating_point and k not in forward_only}
+    g_loss = sum((g_out[k].float() * gingham.tensor(w, device=device)).sum()
+                 for k, w in weights.items())
+    t_loss = sum((t_out[k].float() * torch.tensor(w)).sum() for k, w in weights.items())
+    g_loss.backward()
+    t_loss.backward()
+    realize([t.grad for t in g_in.values() if t.grad is not None])  # one program
+    for name, leaf in t_in.items():
+        if g_in[name].grad is None:  # not in the graph of any output
+            assert leaf.grad is None, name
+            continue
+        expected = np.zeros_like(arrays[name]) if leaf.grad is None else leaf.grad.numpy()
+        np.testing.assert_allclose(g_in[name].grad.numpy(), expected, err_msg=f"d/d{name}",
+                                   **tol)
+
+
+def test_shape_methods(device):
+    """view, reshape, permute, transpose, (un)squeeze, flatten, expand, repeat, split, chunk,
+    narrow, unbind, cat and stack: every element of each result comes from its input, so the
+    gradients check that each one lands where it came from."""
+    arrays = dict(x=rand(2, 3, 4), b=rand(3, 1, seed=1), s=rand(1, 3, 1, seed=2))
+
+    def run(lib, x, b, s):
+        return {
+            "view": x.view(4, -1), "view_tuple": x.view((6, 4)), "reshape": x.reshape(-1, 2, 3),
+            "view_as": b.view_as(b.t()), "permute": x.permute(2, 0, 1),
+            "permute_tuple": x.permute((-1, -3, -2)), "transpose": x.transpose(0, 2),
+            "transpose_neg": x.transpose(-1, -2), "t": b.t(), "mT": x.mT,
+            "unsqueeze": x.unsqueeze(1), "unsqueeze_end": x.unsqueeze(-1),
+            "squeeze": s.squeeze(), "squeeze_dim": s.squeeze(0), "squeeze_kept": s.squeeze(1),
+            "squeeze_dims": s.squeeze((0, 2)), "flatten": x.flatten(),
+            "flatten_1": x.flatten(1), "flatten_mid": x.unsqueeze(0).flatten(1, 2),
+            "unflatten": x.unflatten(2, (2, -1)), "expand": b.expand(2, 3, 5),
+            "expand_keep": b.expand(-1, 4), "expand_as": s.expand_as(x),
+            "repeat": b.repeat(2, 3), "repeat_lead": s.repeat(2, 1, 3, 2),
+            "split": x.split(2, dim=-1), "split_uneven": x.split(2, 1),
+            "split_sections": x.split([1, 3], -1), "chunk": x.chunk(2, 1),
+            "narrow": x.narrow(2, -3, 2), "unbind": b.unbind(), "contiguous": x.contiguous(),
+            "cat": lib.cat([x, x[:, :1] * 2.0], dim=1), "cat_neg": lib.cat([x, x], -1),
+            "stack": lib.stack([b, b * 3.0], dim=1), "stack_neg": lib.stack([b, b], -1),
+        }
+
+    compare(device, arrays, run)
+
+
+def test_math_methods(device):
+    """clamp with numbers, tensors and one bound, the float functions, masked_fill with a
+    number and a 0-d tensor (whose gradient sums the filled places), softmax/log_softmax, and
+    ~ & | ^ on bool masks (logical) and integers (bitwise)."""
+    arrays = dict(x=rand(3, 5), lo=rand(5, seed=1) - 0.5, v=np.array(0.7, np.float32))
+
+    def run(lib, x, lo, v):
+        positive = x.abs() + 0.5
+        return {
+            "clamp": x.clamp(-0.5, 0.8), "clamp_min": x.clamp(min=0.1),
+            "clamp_max": x.clamp(max=-0.2), "clip": x.clip(-1.0, 1.0),
+            "clamp_tensors": x.clamp(lo, lo + 0.6), "clamp_crossed": x.clamp(0.5, -0.5),
+            "sin": x.sin(), "cos": x.cos(), "rsqrt": positive.rsqrt(), "square": x.square(),
+            "pow": positive.pow(1.5), "pow_tensor": positive.pow(x), "rpow": 2.0 ** x,
+            "neg": x.neg(), "reciprocal": positive.reciprocal(), "abs": abs(x),
+            "sign": x.sign(), "floor": (x * 3.0).floor(), "ceil": (x * 3.0).ceil(),
+            "round": (x * 3.0).round(), "round_decimals": x.round(decimals=1),
+            "masked_fill": x.masked_fill(x > 0.3, -2.0),
+            "masked_fill_row": x.masked_fill(lo < 0, v),
+            "masked_fill_inf": x.masked_fill(x < 0, -math.inf).softmax(-1),
+            "softmax": x.softmax(1), "log_softmax": x.log_softmax(dim=0),
+            "clone": x.clone(), "not": ~(x > 0), "and": (x > 0) & (lo < 0),
+            "or": (x > 1.0) | (lo > 0), "xor": (x > 0) ^ (x > 0.5),
+            "int_bits": ~((x * 9.0).int() & 6), "masked_by_not": x.masked_fill(~(x > 0), 0.0),
+        }
+
+    compare(device, arrays, run)
+
+
+@pytest.mark.filterwarnings("ignore:var... degrees of freedom:UserWarning")  # on var_single
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # NaN max
+def test_reductions(device):
+    """var/std with every way of giving the correction, sum/mean with PyTorch's keywords,
+    max/min(dim) as (values, indices) and their gradient on ties (to the first maximum, as the
+    returned index, as PyTorch's), amax/amin, argmax/argmin on ties and NaN, and the NumPy
+    spelling of max that gingham's own code uses (the values alone)."""
+    ties = np.round(rand(4, 6, seed=3) * 1.5).astype(np.float32)  # few values: many ties
+    nans = rand(3, 4, seed=4)
+    nans[0, 1] = nans[0, 3] = nans[2, 2] = np.nan  # PyTorch's argmax/argmin: the first NaN
+    nans[1, 0] = np.inf
+    arrays = dict(x=rand(3, 4, 5), k=ties, n=nans)
+
+    def run(lib, x, k, n):
+        numpy_max = (x.max(1, keepdims=True) if lib is gingham else
+                     x.amax(1, keepdim=True))
+        return {
+            "var": x.var(1), "var_all": x.var(), "var_biased": x.var(0, unbiased=False),
+            "var_correction": x.var(dim=(0, 2), correction=0, keepdim=True),
+            "var_positional": x.var(2, True, True), "var_correction_2": x.var(-1, correction=2),
+            "std": x.std(-1), "std_keep": x.std(dim=0, keepdim=True, correction=0),
+            "var_single": x[:, :1].var(1),
+            "sum": x.sum(dim=(0, 2)), "sum_keep": x.sum(-1, keepdim=True),
+            "mean": x.mean(dim=1, keepdim=True), "mean_axis": x.mean(axis=0),
+            "max": k.max(1), "max_keep": k.max(dim=0, keepdim=True), "min": k.min(-1),
+            "max_all": x.max(), "min_all": x.min(), "max_other": x.max(x * -1.0),
+            "amax": x.amax(1), "amin": x.amin((0, 2), keepdim=True), "numpy_max": numpy_max,
+            "argmax": k.argmax(1), "argmax_keep": k.argmax(0, keepdim=True),
+            "argmax_flat": k.argmax(), "argmax_flat_keep": k.argmax(keepdim=True),
+            "argmin": k.argmin(dim=-1), "argmin_flat": x.argmin(),
+            "argmax_nan": n.argmax(1), "argmin_nan": n.argmin(0),
+        }
+
+    # x[:, :1].var(1) divides 0 by 0 (NaN, as in PyTorch); its gradient is NaN too
+    compare(device, arrays, run, forward_only=("var_single",))
+
+
+def test_dtype_methods(device):
+    """float/double/half/bfloat16/int/long/bool and type_as give PyTorch's dtypes and values;
+    a cast to the tensor's own dtype is the tensor itself."""
+    arrays = dict(x=rand(2, 3) * 3.0, h=rand(2, 3, seed=1))
+
+    def run(lib, x, h):
+        return {
+            "float": x.float(), "double": x.double(), "half": x.half(),
+            "bfloat16": x.bfloat16(), "int": x.int(), "long": x.long(), "bool": (x > 0).bool(),
+            "bool_cast": x.int().bool(), "type_as": x.int().type_as(h),
+            "half_type_as": x.type_as(h.half()), "round_trip": x.half().float(),
+            "int_square": x.int().square(),
+        }
+
+    compare(device, arrays, run, tol=dict(rtol=1e-2, atol=1e-2))  # half types: 8-11 bits
+    x = gingham.tensor(arrays["x"], device=device)
+    assert x.float() is x and x.type_as(x) is x and x.contiguous() is x
+
+
+def test_size_dim_numel_and_the_numpy_spellings():
+    """size called is PyTorch's, uncalled the element count gingham's code reads; max/min
+    with a dim give ValuesIndices, with NumPy's keywords the values."""
+    x = gingham.tensor(rand(2, 3, 4), device="reference")
+    assert x.size() == (2, 3, 4) and x.size(-1) == 4 and x.size(0) == 2
+    assert x.size == 24 and x.numel() == 24 and x.dim() == 3
+    assert isinstance(x.max(1), ValuesIndices)
+    values, indices = x.min(1)
+    assert values.shape == indices.shape == (2, 4) and indices.dtype == np.int64
+    assert isinstance(x.max(axis=1), gingham.Tensor)
+    assert x.max(-1, keepdims=True).shape == (2, 3, 1)
+    assert x.transpose().shape == (4, 3, 2) and x.transpose(2, 0, 1).shape == (4, 2, 3)
+    assert x.transpose((1, 0, 2)).shape == (3, 2, 4)
+    assert x.requires_grad_() is x and x.requires_grad
+    assert not x.requires_grad_(False).requires_grad
+    assert gingham.tensor(3.0, device="reference").flatten().shape == (1,)
+    assert x.tolist() == rand(2, 3, 4).tolist()
+
+
+def test_errors_name_the_method_the_argument_and_the_shape():
+    x = gingham.tensor(rand(2, 3, 4), device="reference")
+    cases = [
+        (lambda: x.view(5, -1), ShapeError, r"view: cannot reshape \(2, 3, 4\) \(24 elements\)"),
+        (lambda: x.reshape(-1, -1), ShapeError, r"reshape: shape \(-1, -1\) may hold one -1"),
+        (lambda: x.permute(0, 0, 1), ShapeError, r"permute: \(0, 0, 1\) is not a permutation"),
+        (lambda: x.permute(0, 1), ShapeError, r"permute: \(0, 1\) names 2 dims for a tensor of "
+                                              r"shape \(2, 3, 4\)"),
+        (lambda: x.permute(0, 1, 3), DimError, r"permute: dim 3 is out of range for a tensor "
+                                               r"of shape \(2, 3, 4\) \(expected -3 to 2\)"),
+        (lambda: x.unsqueeze(4), DimError, r"unsqueeze: dim 4 .* \(expected -4 to 3\)"),
+        (lambda: x.squeeze(-4), DimError, r"squeeze: dim -4 .* shape \(2, 3, 4\)"),
+        (lambda: x.transpose(0, 3), DimError, r"transpose: dim 3"),
+        (lambda: x.flatten(2, 1), ShapeError, r"flatten: start_dim 2 comes after end_dim 1"),
+        (lambda: x.expand(2, 5, 4), ShapeError, r"expand: cannot expand shape \(2, 3, 4\) to "
+                                                r"\(2, 5, 4\) \(dim 1"),
+        (lambda: x.expand(3, 4), ShapeError, r"expand: 2 sizes \(3, 4\) for a tensor of shape"),
+        (lambda: x.repeat(2, 2), ShapeError, r"repeat: 2 repeats \(2, 2\) for a tensor of "
+                                             r"shape \(2, 3, 4\)"),
+        (lambda: x.split([1, 2], 2), ShapeError, r"split: sections \[1, 2\] do not add up to "
+                                                 r"dim 2's size 4"),
+        (lambda: x.split(0), ShapeError, r"split: split_size must be positive"),
+        (lambda: x.chunk(0), ShapeError, r"chunk: chunks must be positive"),
+        (lambda: x.narrow(1, 2, 2), ShapeError, r"narrow: start 2 and length 2 do not fit dim "
+                                                r"1 of size 3"),
+        (lambda: x.t(), ShapeError, r"t: expects a tensor with at most 2 dims"),
+        (lambda: x.sum(dim=(1, -2)), ShapeError, r"sum: dim \(1, -2\) names a dim twice"),
+        (lambda: x.var(3), DimError, r"var: dim 3 is out of range"),
+        (lambda: x.int().var(), DTypeError, r"var: needs a floating-point tensor, not int32"),
+        (lambda: x.argmax(-4), DimError, r"argmax: dim -4"),
+        (lambda: x.max(dim=(0, 1)), TypeError, r"max: dim must be one int"),
+        (lambda: x.clamp(), ValueError, r"clamp: at least one of min and max"),
+        (lambda: x.masked_fill(x, 0.0), DTypeError, r"masked_fill: mask must be a bool "
+                                                     r"tensor, not float32"),
+        (lambda: x.masked_fill(x[:1, :1, :1].expand(3, 3, 4) > 0, 0.0), ShapeError,
+         r"masked_fill: .*do not broadcast"),
+        (lambda: x[0].masked_fill(x > 0, 0.0), ShapeError, r"masked_fill: mask of shape "
+                                                           r"\(2, 3, 4\) does not broadcast to "
+                                                           r"the tensor's shape \(3, 4\)"),
+        (lambda: x.size(3), DimError, r"size: dim 3"),
+        (lambda: (x > 0) & x, DTypeError, r"&: needs bool or integer tensors, not float32"),
+        (lambda: ~x, DTypeError, r"~: needs bool or integer tensors, not float32"),
+        (lambda: gingham.cat([x, x[:, :, :1]], dim=1), ShapeError, r"concat: shapes .* differ"),
+        (lambda: gingham.stack([x, x[0]]), ShapeError, r"stack: shapes .* differ"),
+        (lambda: (x * 2).requires_grad_(), gingham.GinghamError, r"requires_grad_\(\): only "
+                                                                 r"leaf tensors"),
+    ]
+    for make, error, message in cases:
+        with pytest.raises(error, match=message):
+            make()
+    with pytest.raises(IndexError):  # what PyTorch raises for a dim out of range
+        x.unsqueeze(9)
