@@ -41,7 +41,7 @@ def batch_norm_nhwc(x, w, b):
     mean = x.mean((0, 1, 2), keepdims=True)
     centred = x - mean
     var = (centred ** 2.0).mean((0, 1, 2), keepdims=True)
-    return centred * F._rsqrt(var + 1e-5) * w + b
+    return centred * (var + 1e-5).rsqrt() * w + b
 
 
 def torch_batch_norm_nhwc(x, w, b):
