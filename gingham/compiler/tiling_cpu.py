@@ -197,6 +197,14 @@ class _Gemm:
                 if set(q.form.coeffs) & set(self.n_vars)]
 
     @property
+    def unit_stride_output(self) -> str:
+        """The output variable whose neighbours are adjacent in memory (the last one of
+        extent above 1): a view whose N ends with it stores a tile's rows a vector at a
+        time."""
+        wide = [v for v, size in zip(self.out_vars, self.out_shape) if size > 1]
+        return wide[-1] if wide else self.out_vars[-1]
+
+    @property
     def dims(self) -> CpuDims:
         """The sizes the cost model and the tiling space see."""
         k_in = self.size(self.k_inner) if self.k_inner else 1
@@ -209,6 +217,7 @@ class _Gemm:
         return CpuDims(m, n, k, k_in, batch,
                        b_gather=self.b[1].coeffs.get(self.n_vars[-1]) != 1,
                        a_run=self.a_run, b_careful=bool(self.n_guards()),
+                       c_scatter=self.n_vars[-1] != self.unit_stride_output,
                        a_distinct=distinct(self.a_elements, m * k * batch),
                        b_distinct=distinct(self.b_elements, k * n * batch))
 
@@ -308,31 +317,35 @@ def gemm_view(nc: NormalContraction, model: DeviceModel | None = None,
     return view
 
 
-def _gemm_view(nc: NormalContraction, model: DeviceModel | None,
-               amx: bool = False) -> _Gemm | None:
+def gemm_views(nc: NormalContraction) -> list[_Gemm]:
+    """The contraction's GEMM views, one for each operand that can be B (none when it is not
+    a sum of products of two affine reads)."""
     if nc.agg != "+" or nc.combo != "*" or len(nc.operands) != 2 or not nc.out_vars:
-        return None
+        return []
     if any(lo > hi for lo, hi in nc.red_ranges.values()):
-        return None
+        return []
     narrowed = _narrow(nc)
     if narrowed is None:
-        return None
+        return []
     red_vars, ranges, indices, guards = narrowed
     forms = [flat_address(NormalAccess(a.tensor, index, a.sizes))
              for index, a in zip(indices, nc.operands)]
     if any(f is None for f in forms):
-        return None
+        return []
     guard_forms = [(affine_form(q.poly), q.upper) for q in guards]
     if any(form is None for form, _ in guard_forms):
-        return None
+        return []
     views = [_oriented(nc, red_vars, ranges, forms, guard_forms, b_pos) for b_pos in (0, 1)]
-    views = [v for v in views if v is not None]
+    return [v for v in views if v is not None]
+
+
+def _gemm_view(nc: NormalContraction, model: DeviceModel | None,
+               amx: bool = False) -> _Gemm | None:
+    views = gemm_views(nc)
     if not views:
         return None
     if model is None:
-        wide = [v for v, size in zip(nc.out_vars, nc.out_shape) if size > 1]
-        last = wide[-1] if wide else nc.out_vars[-1]
-        return next((v for v in views if last in v.n_vars), views[0])
+        return next((v for v in views if v.unit_stride_output in v.n_vars), views[0])
     return min(views, key=lambda v: _view_cost(v, model, amx))
 
 

@@ -73,6 +73,13 @@ CPU_PACK_ELEMENT_CYCLES = 9.0
 #: NCHW gradients of a 128 -> 256 channel layer at 8x8, batch 32, took 120 ms with both B
 #: operands unit-stride along N and 142-186 ms with one or both gathered along the channels.
 CPU_GATHER_CYCLES = 1.0
+#: Cycles per output cell stored along a stride: C's N is not the output's unit-stride axis,
+#: so the tile's rows go out one scalar store a cell, a cache line apart, where a unit-stride
+#: row goes out a vector at a time. It decides which operand is B when the two views are
+#: otherwise alike, as in attention's scores ``S[l, s] = +(Q[l, e] * K[s, e])`` (both operands
+#: unit-stride along K): with B = Q the 256 x 256 x 64 products (32 of them) took 6.0 ms on
+#: one EPYC (Zen 4) core, 1.9 ms of it the strided stores; with B = K 4.1 ms (stop 49).
+CPU_SCATTER_CYCLES = 1.6
 #: Cycles per packed element that a tile re-reads (A once per tile along N, B once per tile
 #: along M) after the data left L2: rows of the operand come back from L3 or memory a few
 #: hundred bytes at a time. Measured on Zen 3 (one thread, the 128 -> 128 channel weight
@@ -251,7 +258,8 @@ class CpuDims:
     innermost variable; 1 where no block copies whole), 0 where A packs as rows;
     ``b_careful``: B's guards read N variables (an input's padding, with N = (ky, kx, ci)), so
     its panels pack element by element; ``amx``: the operands are bfloat16 and the device's
-    AMX tiles may run it (``CpuTiling.engine`` "amx")."""
+    AMX tiles may run it (``CpuTiling.engine`` "amx"); ``c_scatter``: N is not the output's
+    unit-stride axis, so the tile's cells are stored one by one along a stride."""
 
     m: int
     n: int
@@ -262,6 +270,7 @@ class CpuDims:
     a_run: int = 0
     b_careful: bool = False
     amx: bool = False  # bfloat16 operands on a CPU whose AMX tiles may run the product
+    c_scatter: bool = False  # N is not the output's unit-stride axis (CPU_SCATTER_CYCLES)
     # The share of A's m x k (B's k x n) elements that are distinct in memory: below 1 for a
     # convolution's input viewed as a GEMM (each pixel in up to 9 rows of the 3x3 product).
     a_distinct: float = 1.0
@@ -401,8 +410,9 @@ def cpu_time(tiling, dims: CpuDims, model: DeviceModel) -> float:
     # 64-channel weight gradient took 40-52 ms so, 35.5 in tiles of 288, 2 Zen 4 cores).
     tile_share = tiling.mt * tiling.nt / (m_pad * n_pad * dims.batch * split)
     per_thread = (max(_ceil(tiles, workers), tile_share * tiles) + 0.5) / tiles
-    compute = (flops / (peak * efficiency) + pack + accumulators) * per_thread
     cells = dims.batch * dims.m * dims.n
+    stores = cells * CPU_SCATTER_CYCLES * cycle if dims.c_scatter else 0.0
+    compute = (flops / (peak * efficiency) + pack + accumulators + stores) * per_thread
     memory = (dims.batch * (dims.m * dims.k + dims.k * dims.n) * packed + 2 * cells * 4) \
         / model.bandwidth
     launches = 1

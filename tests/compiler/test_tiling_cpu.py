@@ -381,6 +381,25 @@ def test_weight_gradient_view():
         assert (g.dims.m, g.dims.n, g.dims.k, g.dims.batch) == (1152, 256, 2048, 1)
 
 
+def test_attention_scores_store_rows_along_the_output():
+    """``S[b, l, s] = +(Q[b, l, e] * K[b, s, e])``: both operands are unit-stride along the
+    reduction, so the two views cost the same but for the stores. With B = Q, N would be l
+    and the tile's rows would go out a cell at a time 256 floats apart; the cost model takes
+    B = K, whose N (s) is the output's unit-stride axis."""
+    from gingham.compiler import tiling_cpu
+    from gingham.compiler.fusion import plan
+    from gingham.tune.device_model import estimate
+
+    fn = function("function (Q[B, L, E], K[B, S, E]) -> (O) "
+                  "{ O[b, l, s : B, L, S] = +(Q[b, l, e] * K[b, s, e]); }")
+    q = k = np.zeros((32, 256, 64), np.float32)
+    (nc,) = [p.contraction for p in plan(fn.bind(q, k)).kernels if p.kind == "contraction"]
+    g = tiling_cpu.gemm_view(nc, estimate(devices.get_device("cpu").info, None))
+    assert g.b[0] == "K" and g.unit_stride_output in g.n_vars and not g.dims.c_scatter
+    (other,) = [view for view in tiling_cpu.gemm_views(nc) if view.b[0] == "Q"]
+    assert other.dims.c_scatter and other.n_vars == ("o1",)
+
+
 @pytest.mark.parametrize("q", [3, 16, 21])
 def test_interleaved_multi_variable_m_and_n(cpu, q):
     """M = (a, c) and N = (b, p) interleaved in the output; B's N part is not one strided run
