@@ -77,6 +77,17 @@ LAYERS = {  # name: (gingham layer, PyTorch layer, which input)
     "dropout_eval": (lambda d: nn.Dropout(0.5).eval(), lambda: tnn.Dropout(0.5).eval(), "seq"),
 }
 
+def torch_batch_norm_without_bias(num_features: int, **kwargs) -> tnn.BatchNorm1d:
+    """``tnn.BatchNorm1d(..., bias=False)``; PyTorch before 2.12 has no ``bias`` argument (the
+    GPU machine's 2.11), so there the module's bias is unregistered, which is what it does."""
+    try:
+        return tnn.BatchNorm1d(num_features, bias=False, **kwargs)
+    except TypeError:
+        module = tnn.BatchNorm1d(num_features, **kwargs)
+        module.register_parameter("bias", None)
+        return module
+
+
 CONV_NORM_POOL_LAYERS = {  # the N-d layers, norms, resampling and the other activations
     "conv1d": (lambda d: nn.Conv1d(4, 6, 3, stride=2, padding=1, device=d),
                lambda: tnn.Conv1d(4, 6, 3, stride=2, padding=1), "signal"),
@@ -104,7 +115,7 @@ CONV_NORM_POOL_LAYERS = {  # the N-d layers, norms, resampling and the other act
     "batch_norm1d": (lambda d: nn.BatchNorm1d(4, device=d), lambda: tnn.BatchNorm1d(4),
                      "features"),
     "batch_norm1d_seq": (lambda d: nn.BatchNorm1d(4, momentum=0.3, bias=False, device=d),
-                         lambda: tnn.BatchNorm1d(4, momentum=0.3, bias=False), "signal"),
+                         lambda: torch_batch_norm_without_bias(4, momentum=0.3), "signal"),
     "batch_norm1d_eval": (lambda d: nn.BatchNorm1d(4, eps=1e-3, device=d).eval(),
                           lambda: tnn.BatchNorm1d(4, eps=1e-3).eval(), "signal"),
     "batch_norm3d": (lambda d: nn.BatchNorm3d(2, device=d), lambda: tnn.BatchNorm3d(2),
