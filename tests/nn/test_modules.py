@@ -77,13 +77,14 @@ LAYERS = {  # name: (gingham layer, PyTorch layer, which input)
     "dropout_eval": (lambda d: nn.Dropout(0.5).eval(), lambda: tnn.Dropout(0.5).eval(), "seq"),
 }
 
-def torch_batch_norm_without_bias(num_features: int, **kwargs) -> tnn.BatchNorm1d:
-    """``tnn.BatchNorm1d(..., bias=False)``; PyTorch before 2.12 has no ``bias`` argument (the
-    GPU machine's 2.11), so there the module's bias is unregistered, which is what it does."""
+def torch_without_bias(layer: type, *args, **kwargs) -> tnn.Module:
+    """``layer(*args, bias=False, **kwargs)`` for PyTorch's batch and group norms, which take
+    ``bias`` from 2.12 on; on the GPU machine's 2.11 the module's bias is unregistered, which
+    is what ``bias=False`` does."""
     try:
-        return tnn.BatchNorm1d(num_features, bias=False, **kwargs)
+        return layer(*args, bias=False, **kwargs)
     except TypeError:
-        module = tnn.BatchNorm1d(num_features, **kwargs)
+        module = layer(*args, **kwargs)
         module.register_parameter("bias", None)
         return module
 
@@ -115,7 +116,7 @@ CONV_NORM_POOL_LAYERS = {  # the N-d layers, norms, resampling and the other act
     "batch_norm1d": (lambda d: nn.BatchNorm1d(4, device=d), lambda: tnn.BatchNorm1d(4),
                      "features"),
     "batch_norm1d_seq": (lambda d: nn.BatchNorm1d(4, momentum=0.3, bias=False, device=d),
-                         lambda: torch_batch_norm_without_bias(4, momentum=0.3), "signal"),
+                         lambda: torch_without_bias(tnn.BatchNorm1d, 4, momentum=0.3), "signal"),
     "batch_norm1d_eval": (lambda d: nn.BatchNorm1d(4, eps=1e-3, device=d).eval(),
                           lambda: tnn.BatchNorm1d(4, eps=1e-3).eval(), "signal"),
     "batch_norm3d": (lambda d: nn.BatchNorm3d(2, device=d), lambda: tnn.BatchNorm3d(2),
@@ -128,7 +129,7 @@ CONV_NORM_POOL_LAYERS = {  # the N-d layers, norms, resampling and the other act
     "group_norm": (lambda d: nn.GroupNorm(2, 4, device=d), lambda: tnn.GroupNorm(2, 4),
                    "signal"),
     "group_norm_image": (lambda d: nn.GroupNorm(1, 3, eps=1e-3, bias=False, device=d),
-                         lambda: tnn.GroupNorm(1, 3, eps=1e-3, bias=False), "image"),
+                         lambda: torch_without_bias(tnn.GroupNorm, 1, 3, eps=1e-3), "image"),
     "group_norm_volume": (lambda d: nn.GroupNorm(2, 2, affine=False),
                           lambda: tnn.GroupNorm(2, 2, affine=False), "volume"),
     "max_pool1d": (lambda d: nn.MaxPool1d(3, stride=2, padding=1),
