@@ -329,6 +329,13 @@ class TransformerEncoderLayer(_TransformerLayer):
         return self.norm2(x + self._ff_block(x))
 
 
+def _deep_copies(owner: str, layer: Module, num_layers: int) -> ModuleList:
+    """``num_layers`` independent deep copies of ``layer`` (PyTorch's ``_get_clones``)."""
+    if num_layers < 1:
+        raise ValueError(f"{owner}: num_layers must be at least 1, not {num_layers}")
+    return ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
+
+
 class TransformerEncoder(Module):
     """``torch.nn.TransformerEncoder``: ``num_layers`` copies of ``encoder_layer``, each with
     parameters of its own (deep copies, as PyTorch makes), then ``norm`` if given. Parameters
@@ -346,10 +353,7 @@ class TransformerEncoder(Module):
     def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int,
                  norm: Module | None = None, enable_nested_tensor: bool = True,
                  mask_check: bool = True) -> None:
-        if num_layers < 1:
-            raise ValueError(f"TransformerEncoder: num_layers must be at least 1, not "
-                             f"{num_layers}")
-        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
+        self.layers = _deep_copies("TransformerEncoder", encoder_layer, num_layers)
         self.num_layers = num_layers
         self.norm = norm
 
@@ -432,10 +436,7 @@ class TransformerDecoder(Module):
 
     def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: int,
                  norm: Module | None = None) -> None:
-        if num_layers < 1:
-            raise ValueError(f"TransformerDecoder: num_layers must be at least 1, not "
-                             f"{num_layers}")
-        self.layers = ModuleList([copy.deepcopy(decoder_layer) for _ in range(num_layers)])
+        self.layers = _deep_copies("TransformerDecoder", decoder_layer, num_layers)
         self.num_layers = num_layers
         self.norm = norm
 
