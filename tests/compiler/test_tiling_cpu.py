@@ -402,8 +402,9 @@ def test_attention_scores_store_rows_along_the_output():
 
 def test_panels_a_page_apart(cpu):
     """Attention's dV[b, s, d] = +(P[b, l, s] * dO[b, l, d]): A (P) is read across K, so it
-    packs as panels of 8 rows, 128 deep: 4 KiB each, which the packing fills panel by panel
-    (``_Builder.panels_alias``); the values must be the product's all the same."""
+    packs as panels; on the 2-core EPYC they are 8 rows x 128 deep, 4 KiB each, which the
+    packing fills panel by panel (``_Builder.panels_alias``; the depth and rows follow the
+    machine's caches). The values must be the product's all the same."""
     fn = function("function (P[B, L, S], G[B, L, D]) -> (V) "
                   "{ V[b, s, d : B, S, D] = +(P[b, l, s] * G[b, l, d]); }")
     rng = np.random.default_rng(7)
@@ -413,7 +414,7 @@ def test_panels_a_page_apart(cpu):
     want = np.einsum("bls,bld->bsd", p.astype(np.float64), g)
     np.testing.assert_allclose(v, want, rtol=1e-4, atol=1e-3)
     assert_tiled(scheds, 1)
-    assert "A packed as panels" in scheds[0] and "kc 128" in scheds[0], scheds
+    assert "A packed as panels" in scheds[0], scheds
 
 
 @pytest.mark.parametrize("q", [3, 16, 21])
