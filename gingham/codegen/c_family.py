@@ -310,10 +310,10 @@ def vector_math_declaration(function: str) -> list[str]:
 #: (``GH_SIMD_expf``: glibc's libmvec), its 16 lanes leave the vector code for scalar calls
 #: whenever one lane's argument is outside about (-87.3, 87.9), where the result is not a normal
 #: float: a vector holding one masked score (``exp(-inf)``) costs 2.8-4.3 ns an element
-#: instead of 0.3 (the causal softmax of an attention on an AMD EPYC, where half the scores are
-#: ``-inf``: 3.9 -> 0.9 ms; docs/measurements.md, stop 49). So those lanes are given an argument
-#: inside the range and their results made from it, bit by bit (selects written as ``?:``
-#: let GCC split the loop into two calls of the vector expf):
+#: instead of 0.3 (the causal softmax of an attention, half its scores ``-inf``, on one AMD
+#: EPYC core: 7.5-10.2 -> 3.3-4.0 ms; docs/measurements.md, stop 49). So those lanes are
+#: given an argument inside the range and their results made from it, bit by bit (selects
+#: written as ``?:`` let GCC split the loop into two calls of the vector expf):
 #:
 #: * ``x < -104``: ``exp(x)`` rounds to +0 (it does below -103.97): ``exp(0)``, then 0;
 #: * ``-104 <= x < -87`` (a subnormal result): ``exp(x / 2)`` squared, ``x / 2`` made exactly by

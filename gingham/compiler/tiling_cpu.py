@@ -49,7 +49,7 @@ from ..lru import LRU
 from ..tile import dtypes as dt
 from ..tile.bounds import Inequality, infer_ranges, poly_interval
 from ..tile.ir import Poly
-from ..tune.cost import CpuDims
+from ..tune.cost import CpuDims, cpu_operand_bytes
 from ..tune.device_model import DeviceModel
 from . import kernel_ir as k
 from .fusion import KernelPlan
@@ -1015,8 +1015,7 @@ class _Builder:
     def panels_alias(self) -> bool:
         """Whether A's packed panels are a multiple of 4 KiB apart (``kc * mr`` elements), so
         that one depth's elements in consecutive panels map to the same L1 sets."""
-        element = 2 if self.packed == "uint16" else 4
-        return (self.kc * self.t.mr * element) % 4096 == 0
+        return (self.kc * self.t.mr * cpu_operand_bytes(self.t)) % 4096 == 0
 
     def _copy_run(self, tensor: str, target: str, dst: k.Expr, src: k.Expr) -> k.Stmt:
         """``mr`` neighbouring float32 elements of ``tensor`` from ``src`` to ``target`` from
