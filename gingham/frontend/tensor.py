@@ -485,6 +485,23 @@ class Tensor:
                         "mean")
         return total / float(count)
 
+    def prod(self, dim: int | None = None, keepdim: bool = False, *, dtype=None,
+             axis=None, keepdims=None) -> "Tensor":
+        """The product of the elements (along ``dim``, one dim as PyTorch's ``prod``). Its
+        gradient is PyTorch's also where elements are 0: a row with one zero sends the
+        product of its other elements to that zero and 0 to the rest.
+
+            x.prod(dim=1)            # torch.prod(x, dim=1)
+        """
+        dims, keep = _dim_arguments("prod", dim, keepdim, axis, keepdims)
+        if isinstance(dims, (tuple, list)):
+            raise TypeError(f"prod: dim must be an int or None, not {dims!r} (PyTorch's prod "
+                            "takes one dim)")
+        x = self if dtype is None else self.astype(dtype)
+        if dt.is_bool(x.dtype):
+            x = x.astype(dt.INT32)  # an integer, as sum() gives for bools
+        return _reduce(_autocast_float32(x), "*", dims, keep, "prod")
+
     def max(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
         """The largest element; with ``dim``, PyTorch's ``(values, indices)``
         (:class:`ValuesIndices`, the first maximal position); with a tensor, ``maximum``.
@@ -943,7 +960,7 @@ def _reduce(x: Tensor, agg: str, axis, keepdims: bool, op: str = "reduce") -> Te
     dtype = x.dtype
     if agg == "+" and dt.is_bool(dtype):
         dtype = dt.INT32
-    make = {"+": builder.sum, ">": builder.max, "<": builder.min}[agg]
+    make = {"+": builder.sum, "*": builder.prod, ">": builder.max, "<": builder.min}[agg]
 
     def build(nodes):
         (node,) = nodes

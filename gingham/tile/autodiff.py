@@ -413,16 +413,47 @@ class _GradientBuilder:
         return positions, tap
 
     def product_gradient(self, c: Contraction, gradient: str) -> None:
-        """d prod / dA = prod / A (undefined where A is 0, as docs/tile-decisions.md says)."""
+        """d prod / dA, also where elements of A are 0 (as PyTorch's ``prod``'s gradient).
+
+        With ``P`` the product of a cell's nonzero terms and ``Z`` the count of its zero ones:
+        a cell without zeros gives ``dO * P / A`` (the product rule written with the result);
+        a cell with one zero gives its zero term ``dO * P`` and the others 0 (each of their
+        products holds the zero); a cell with two or more gives 0 everywhere. Written as two
+        contractions of the usual ``+(G[out] * F[in])`` form::
+
+            A_is_zero = A == 0 ? 1 : 0;           A_or_one = A == 0 ? 1 : A;
+            P[out] = *(A_or_one[in]);             Z[out] = +(A_is_zero[in]);
+            dA[in] = +((Z == 0 ? dO * P : 0)[out] * (1 / A_or_one)[in])
+                   + +((Z == 1 ? dO * P : 0)[out] * A_is_zero[in]);
+        """
         operand = c.operands[0]
         if not self.differentiable(operand.tensor):
             return
-        scaled = self.emit_elementwise(f"D_{c.out}_times_{c.out}", Binary("*", Ref(gradient), Ref(c.out)))
-        inverse = self.emit_elementwise(
-            f"Inv_{operand.tensor}", Binary("/", Const(1.0), Ref(operand.tensor))
-        )
-        inverse_access = Access(inverse, operand.index)
-        self._gradient_contraction(operand, "*", [Access(scaled, c.index), inverse_access], c, [])
+        a = Ref(operand.tensor)
+        is_zero_test = Binary("==", a, Const(0))
+        dtype = self.dtypes[operand.tensor]
+        is_zero = self.emit_elementwise(
+            f"{operand.tensor}_is_zero",
+            Cast(dt.dtype_name(dtype), Select(is_zero_test, Const(1), Const(0))))
+        or_one = self.emit_elementwise(f"{operand.tensor}_or_one", Select(is_zero_test, Const(1), a))
+
+        def reduce_terms(base: str, agg: str, terms: str, term_dtype) -> str:
+            statement = Contraction(self.fresh(base), c.index, c.shape, agg, "none",
+                                    (Access(terms, operand.index),), c.constraints)
+            self.symbolic[statement.out] = self.size_of(c.out)
+            return self.emit(statement, self.shapes[c.out], term_dtype)
+
+        nonzero_product = reduce_terms(f"{c.out}_of_nonzeros", "*", or_one, self.dtypes[c.out])
+        zeros = reduce_terms(f"{c.out}_zero_count", "+", is_zero, dtype)
+        scaled = Binary("*", Ref(gradient), Ref(nonzero_product))
+        for count, factor in ((0, self.emit_elementwise(f"Inv_{operand.tensor}",
+                                                        Binary("/", Const(1.0), Ref(or_one)))),
+                              (1, is_zero)):
+            routed = self.emit_elementwise(
+                f"D_{c.out}_with_{count}_zeros",
+                Select(Binary("==", Ref(zeros), Const(count)), scaled, Const(0)))
+            self._gradient_contraction(
+                operand, "*", [Access(routed, c.index), Access(factor, operand.index)], c, [])
 
     def materialized_gradient(self, c: Contraction, gradient: str) -> None:
         """Max/min/product over a combination: write the combined values over the whole index

@@ -142,15 +142,18 @@ def test_math_methods(device):
 def test_reductions(device):
     """var/std with every way of giving the correction, sum/mean with PyTorch's keywords,
     max/min(dim) as (values, indices) and their gradient on ties (to the first maximum, as the
-    returned index, as PyTorch's), amax/amin, argmax/argmin on ties and NaN, and the NumPy
-    spelling of max that gingham's own code uses (the values alone)."""
+    returned index, as PyTorch's), amax/amin, argmax/argmin on ties and NaN, prod (its gradient
+    where rows hold one zero or two), and the NumPy spelling of max that gingham's own code
+    uses (the values alone)."""
     ties = np.round(rand(4, 6, seed=3) * 1.5).astype(np.float32)  # few values: many ties
     nans = rand(3, 4, seed=4)
     nans[0, 1] = nans[0, 3] = nans[2, 2] = np.nan  # PyTorch's argmax/argmin: the first NaN
     nans[1, 0] = np.inf
-    arrays = dict(x=rand(3, 4, 5), k=ties, n=nans)
+    zeros = rand(3, 5, seed=5)
+    zeros[1, 2] = zeros[2, 0] = zeros[2, 4] = 0.0
+    arrays = dict(x=rand(3, 4, 5), k=ties, n=nans, z=zeros)
 
-    def run(lib, x, k, n):
+    def run(lib, x, k, n, z):
         numpy_max = (x.max(1, keepdims=True) if lib is gingham else
                      x.amax(1, keepdim=True))
         return {
@@ -168,6 +171,8 @@ def test_reductions(device):
             "argmax_flat": k.argmax(), "argmax_flat_keep": k.argmax(keepdim=True),
             "argmin": k.argmin(dim=-1), "argmin_flat": x.argmin(),
             "argmax_nan": n.argmax(1), "argmin_nan": n.argmin(0),
+            "prod": x.prod(1), "prod_keep": x.prod(-1, keepdim=True), "prod_all": x[0].prod(),
+            "prod_zeros": z.prod(1), "prod_zero_columns": z.prod(dim=0),
         }
 
     # x[:, :1].var(1) divides 0 by 0 (NaN, as in PyTorch); its gradient is NaN too
@@ -243,6 +248,8 @@ def test_errors_name_the_method_the_argument_and_the_shape():
         (lambda: x.int().var(), DTypeError, r"var: needs a floating-point tensor, not int32"),
         (lambda: x.argmax(-4), DimError, r"argmax: dim -4"),
         (lambda: x.max(dim=(0, 1)), TypeError, r"max: dim must be one int"),
+        (lambda: x.prod((0, 1)), TypeError, r"prod: dim must be an int or None"),
+        (lambda: x.prod(3), DimError, r"prod: dim 3 is out of range"),
         (lambda: x.clamp(), ValueError, r"clamp: at least one of min and max"),
         (lambda: x.masked_fill(x, 0.0), DTypeError, r"masked_fill: mask must be a bool "
                                                      r"tensor, not float32"),

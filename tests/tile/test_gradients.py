@@ -237,6 +237,17 @@ def test_grad_product_aggregation(device):
     check_vjp(C.PROD_AXIS, [a], device, lambda t: torch.prod(t, dim=1))
 
 
+def test_grad_product_aggregation_at_zeros(device):
+    """Rows with no zero, one zero (its gradient is the product of the others) and two zeros
+    (all 0), as PyTorch's ``prod`` backward; ``dO * O / A`` gave NaN and inf there."""
+    r = rng(16)
+    a = r.uniform(0.5, 1.5, size=(4, 5)) * np.where(r.random((4, 5)) < 0.5, -1, 1)
+    a[1, 2] = 0.0
+    a[2, 0] = a[2, 3] = 0.0
+    a[3, 4] = -0.0
+    check_vjp(C.PROD_AXIS, [a], device, lambda t: torch.prod(t, dim=1))
+
+
 def test_grad_min_aggregation(device):
     r = rng(15)
     check_vjp(C.MIN_AXIS0, [rand_distinct(r, 4, 3)], device, lambda t: torch.amin(t, dim=0))
