@@ -36,10 +36,10 @@ from typing import Any, Callable
 import numpy as np
 
 from ..config import debug_print
-from ..errors import GinghamError
+from ..errors import DeviceError, GinghamError
 from ..tune import background as tune_background
 from .amp import trace_key
-from .tensor import Tensor, _bound_graph, moves_count
+from .tensor import Tensor, _bound_graph, is_graph_input, moves_count
 
 
 class _Tracing(threading.local):
@@ -242,7 +242,13 @@ def _compile_trace(result, trace: _Trace, placeholders: list, fn: Callable, args
     targets = outputs + [value for _, value in trace.assignments]
     if not targets:
         raise GinghamError("the traced function computes nothing (no outputs, no updates)")
-    leaves, _, bound = _bound_graph(targets, lambda t: t.is_leaf)
+    devices = sorted({t.device for t in targets})
+    if len(devices) > 1:
+        raise DeviceError(
+            f"gingham.jit compiles a step for one device, but this one computes on "
+            f"{', '.join(devices)} (its outputs and updated tensors); trace one function per "
+            "device")
+    leaves, _, bound = _bound_graph(targets, is_graph_input)
     device = get_device(targets[0].device)
     debug_print(1, f"{device.id}: traced {getattr(fn, '__name__', 'a function')} in "
                    f"{(time.perf_counter() - started) * 1e3:.0f} ms "

@@ -38,8 +38,22 @@ class Optimizer:
                 raise GinghamError("optimisers update leaf tensors (parameters), not results")
         self.device = self.params[0].device
         self._lr_value = float(lr)
-        self._lr = tensor(np.float32(lr), device=self.device)
-        self._step = tensor(np.float32(0), device=self.device)
+        # The learning rate and the step count, as one tensor each on every device that
+        # holds parameters (a model split over devices): an update reads its parameter's.
+        self._lrs: dict[str, Tensor] = {}
+        self._steps: dict[str, Tensor] = {}
+        for device in self._parameter_devices():
+            self._lrs[device] = tensor(np.float32(lr), device=device)
+            self._steps[device] = tensor(np.float32(0), device=device)
+
+    def _parameter_devices(self) -> list[str]:
+        """The devices holding parameters, the first parameter's first (``self.device``)."""
+        return list(dict.fromkeys(p.device for p in self.params))
+
+    @property
+    def _step(self) -> Tensor:
+        """The step count (the same on every device)."""
+        return self._steps[self.device]
 
     @property
     def lr(self) -> float:
@@ -50,7 +64,8 @@ class Optimizer:
         """A new learning rate: written into the device tensor the compiled step reads."""
         self._follow_parameters()
         self._lr_value = float(value)
-        self._lr.assign(tensor(np.float32(value), device=self.device))
+        assign_all([(lr, tensor(np.float32(value), device=device))
+                    for device, lr in self._lrs.items()])
 
     def _follow_parameters(self) -> None:
         """After ``model.to(...)`` moved the parameters (in place), move the learning rate,
@@ -61,10 +76,26 @@ class Optimizer:
         inside ``gingham.jit``'s tracing: moving these leaves there is done once for good,
         which is what a move means here."""
         moves = []
-        device = self.params[0].device
-        if device != self.device:
-            self.device = device
-            moves += [(self._lr, device, self._lr.dtype), (self._step, device, self._step.dtype)]
+        devices = self._parameter_devices()
+        if devices != list(self._lrs):
+            # Re-home the per-device tensors: move those of devices no parameter left (so
+            # that a model moved whole keeps the tensors a compiled step captured), copy the
+            # step count to devices that gained parameters.
+            step = self._steps[self.device]
+            lrs, steps = {}, {}
+            vacated = [d for d in self._lrs if d not in devices]
+            for device in devices:
+                if device in self._lrs:
+                    lrs[device], steps[device] = self._lrs[device], self._steps[device]
+                elif vacated:
+                    old = vacated.pop()
+                    lrs[device], steps[device] = self._lrs[old], self._steps[old]
+                    moves += [(lrs[device], device, np.float32),
+                              (steps[device], device, np.float32)]
+                else:
+                    lrs[device] = tensor(np.float32(self._lr_value), device=device)
+                    steps[device] = tensor(step.numpy(), device=device)
+            self._lrs, self._steps, self.device = lrs, steps, devices[0]
         for states in self._state_tensors().values():
             moves += [(state, p.device, p.dtype) for state, p in zip(states, self.params)
                       if (state.device, state.dtype) != (p.device, p.dtype)]
@@ -77,15 +108,17 @@ class Optimizer:
     def _state(self) -> list[Tensor]:
         return [tensor(np.zeros(p.shape, p.dtype), device=p.device) for p in self.params]
 
-    def updates(self, step: Tensor) -> list[tuple[Tensor, Tensor]]:
+    def updates(self, steps: Mapping[str, Tensor]) -> list[tuple[Tensor, Tensor]]:
+        """The ``(tensor, new value)`` pairs of one step, given the new step count on each
+        parameter device (``steps[p.device]``; the learning rate is ``self._lrs[p.device]``)."""
         raise NotImplementedError
 
     def step_updates(self) -> list[tuple[Tensor, Tensor]]:
         """The ``(tensor, new value)`` pairs of one step, the step count's included, not yet
         assigned: :class:`gingham.amp.GradScaler` masks them to skip a step on the device."""
         self._follow_parameters()
-        step = self._step + 1.0
-        return self.updates(step) + [(self._step, step)]
+        steps = {device: step + 1.0 for device, step in self._steps.items()}
+        return self.updates(steps) + [(self._steps[d], steps[d]) for d in steps]
 
     def step(self) -> None:
         """Apply one update to every parameter that has a gradient."""
@@ -207,7 +240,8 @@ class Optimizer:
                                  + "\n".join(f"  {p}" for p in problems))
         # No step recorded (PyTorch's SGD) but state present: at least one step was taken.
         step = steps.pop() if steps else float(any(per_parameter.values()))
-        return pairs + [(self._step, tensor(np.float32(step), device=self.device))]
+        return pairs + [(count, tensor(np.float32(step), device=device))
+                        for device, count in self._steps.items()]
 
 
 def _state_array(value: Any, parameter: Tensor, what: str) -> tuple[np.ndarray | None, str]:
@@ -252,11 +286,12 @@ class SGD(Optimizer):
     def _state_tensors(self) -> dict[str, list[Tensor]]:
         return {"momentum_buffer": self._buffers} if self.momentum else {}
 
-    def updates(self, step: Tensor) -> list[tuple[Tensor, Tensor]]:
+    def updates(self, steps: Mapping[str, Tensor]) -> list[tuple[Tensor, Tensor]]:
         pairs = []
         for n, p in enumerate(self.params):
             if p.grad is None:
                 continue
+            step, lr = steps[p.device], self._lrs[p.device]
             g = p.grad
             if self.weight_decay:
                 g = g + p * self.weight_decay
@@ -267,7 +302,7 @@ class SGD(Optimizer):
                 new_buf = where(step == 1.0, g, blended)
                 pairs.append((buf, new_buf))
                 g = g + new_buf * self.momentum if self.nesterov else new_buf
-            pairs.append((p, p - self._lr * g))
+            pairs.append((p, p - lr * g))
         return pairs
 
 
@@ -302,14 +337,16 @@ class Adam(Optimizer):
     def _state_tensors(self) -> dict[str, list[Tensor]]:
         return {"exp_avg": self._m, "exp_avg_sq": self._v}
 
-    def updates(self, step: Tensor) -> list[tuple[Tensor, Tensor]]:
+    def updates(self, steps: Mapping[str, Tensor]) -> list[tuple[Tensor, Tensor]]:
         pairs = []
         # beta ** step, written with exp and log so the step count can stay a device tensor.
-        correction1 = 1.0 - (step * math.log(self.beta1)).exp()
-        correction2 = 1.0 - (step * math.log(self.beta2)).exp()
+        corrections = {device: (1.0 - (step * math.log(self.beta1)).exp(),
+                                1.0 - (step * math.log(self.beta2)).exp())
+                       for device, step in steps.items()}
         for n, p in enumerate(self.params):
             if p.grad is None:
                 continue
+            (correction1, correction2), lr = corrections[p.device], self._lrs[p.device]
             g = p.grad
             if self.weight_decay and not self.decoupled:
                 g = g + p * self.weight_decay
@@ -318,8 +355,8 @@ class Adam(Optimizer):
             update = (m / correction1) / ((v / correction2).sqrt() + self.eps)
             base = p
             if self.weight_decay and self.decoupled:
-                base = p - p * (self._lr * self.weight_decay)
-            pairs += [(self._m[n], m), (self._v[n], v), (p, base - self._lr * update)]
+                base = p - p * (lr * self.weight_decay)
+            pairs += [(self._m[n], m), (self._v[n], v), (p, base - lr * update)]
         return pairs
 
 

@@ -136,6 +136,9 @@ class Tensor:
         self._parent_versions = tuple(p._version for p in self._parents)
         self._placeholder = False  # an argument of a function being traced by gingham.jit
         self._backward_roots: list[Tensor] = []
+        # A copy of a tensor on another device made by to(): an input of this device's
+        # graphs, whose gradient backward() sends on to the original (see to()).
+        self._moved_from: Tensor | None = None
 
     # -- basic properties ------------------------------------------------------------------------
     @property
@@ -163,7 +166,10 @@ class Tensor:
 
     @property
     def is_leaf(self) -> bool:
-        return not self._parents
+        """A tensor not computed from others: parameters, data, detached values. As in
+        PyTorch, a copy on another device of a tensor that requires gradients is not one
+        (its gradient flows on to the original)."""
+        return not self._parents and self._moved_from is None
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         """Make this leaf require gradients (or not), in place; returns it, as PyTorch.
@@ -238,13 +244,17 @@ class Tensor:
 
         As in PyTorch it returns a new tensor, or ``self`` when nothing changes (unless
         ``copy``). A dtype change on the same device is :meth:`astype` (lazy; gradients flow
-        through it). A move to another device copies the value through the host into a new
-        leaf, requiring gradients as this one does; inside ``gingham.jit``'s tracing that is
-        an error. ``non_blocking`` is accepted and ignored (copies are synchronous). To move
-        a tensor itself, keeping its identity, see :meth:`gingham.nn.Module.to`.
+        through it). A move to another device computes this tensor and copies its value
+        through the host; when it requires gradients, so does the copy, and ``backward()``
+        through the copy carries its gradient back to this device and on through the graph
+        that made this tensor, as PyTorch's ``to`` does (so a model split over two devices
+        trains). Inside ``gingham.jit``'s tracing a move is an error. ``non_blocking`` is
+        accepted and ignored (copies are synchronous). To move a tensor itself, keeping its
+        identity, see :meth:`gingham.nn.Module.to`.
 
             half = x.to("float16")                  # x.astype("float16")
-            y = x.to("cpu", np.float16)             # a float16 leaf on the cpu device
+            y = x.to("cpu", np.float16)             # float16 on the cpu device
+            h = first(x.to("cuda:0")).to("cpu")     # first's parameters get gradients too
         """
         from ..devices import get_device
 
@@ -255,8 +265,12 @@ class Tensor:
                 return self
             return self.astype(target_dtype)
         refuse_while_tracing(f"Tensor.to({target_device!r})")
-        array = self.numpy().astype(target_dtype)
-        return tensor(array, device=target_device, requires_grad=self.requires_grad)
+        source = self if target_dtype == self.dtype else self.astype(target_dtype)
+        moved = tensor(source.numpy(), device=target_device, dtype=target_dtype)
+        if source.requires_grad and is_grad_enabled():
+            moved.requires_grad = True
+            moved._moved_from = source
+        return moved
 
     def detach(self) -> "Tensor":
         self.realize()
@@ -738,13 +752,19 @@ class Tensor:
             gradient = np.ones(self.shape, self.dtype)
         cotangent = gradient if isinstance(gradient, Tensor) else tensor(
             np.asarray(gradient, self.dtype), device=self.device)
-        leaves = [t for t in _graph_leaves([self]) if t.requires_grad]
+        leaves = [t for t in graph_inputs([self]) if t.requires_grad]
         if not leaves:
             raise GinghamError("backward(): no tensor in the graph requires a gradient")
         # Gradients are lazy tensors: the gradient program joins the graph, so an optimiser
         # step computes forward, backward and update as one compiled program.
         grads = _gradients(self, leaves, cotangent)
         for leaf, grad in zip(leaves, grads):
+            if leaf._moved_from is not None:
+                # The gradient of a copy from another device continues there, as that
+                # graph's own backward (each device's graph compiles for its device).
+                source = leaf._moved_from
+                source.backward(grad.to(source.device, source.dtype))
+                continue
             leaf.grad = grad if leaf.grad is None else leaf.grad + grad
             leaf._backward_roots.append(self)
 
@@ -1320,6 +1340,13 @@ def realize(targets: Sequence[Tensor]) -> None:
     from ..runtime import executable
 
     pending = list({id(t): t for t in targets if t._buffer is None}.values())
+    devices = {t.device for t in pending}
+    if len(devices) > 1:
+        # One program per device: an optimiser over a model split across devices assigns
+        # the parameters of each.
+        for device_id in sorted(devices):
+            realize([t for t in pending if t.device == device_id])
+        return
     if not pending:
         return
     inputs, _, bound = _bound_graph(pending, lambda t: t._buffer is not None or t._placeholder)
@@ -1338,24 +1365,31 @@ def realize(targets: Sequence[Tensor]) -> None:
         t._buffer = buffer
 
 
-def _graph_leaves(targets: Sequence[Tensor]) -> list[Tensor]:
+def is_graph_input(t: Tensor) -> bool:
+    """Whether ``t`` enters a device's graph from outside it: a leaf, or a copy from another
+    device (:meth:`Tensor.to`), which is no leaf for autograd but is this device's input."""
+    return not t._parents
+
+
+def graph_inputs(targets: Sequence[Tensor]) -> list[Tensor]:
+    """The tensors the graph of ``targets`` is computed from (see :func:`is_graph_input`)."""
     seen: dict[int, Tensor] = {}
-    leaves: list[Tensor] = []
+    inputs: list[Tensor] = []
     stack = list(targets)
     while stack:
         t = stack.pop()
         if id(t) in seen:
             continue
         seen[id(t)] = t
-        if t.is_leaf:
-            leaves.append(t)
+        if is_graph_input(t):
+            inputs.append(t)
         stack.extend(t._parents)
-    return leaves
+    return inputs
 
 
 def _gradients(output: Tensor, wrt: list[Tensor], cotangent: Tensor) -> list[Tensor]:
     """d(output)/d(wrt) · cotangent as lazy tensors, from the Tile autodiff of the graph."""
-    inputs, fn, bound = _bound_graph([output], lambda t: t.is_leaf)
+    inputs, fn, bound = _bound_graph([output], is_graph_input)
     position = {id(t): n for n, t in enumerate(inputs)}  # by identity: == is elementwise
     wanted = frozenset(f"L{position[id(t)]}" for t in wrt if id(t) in position)
     grad = fn.gradient_for(bound, wanted)

@@ -222,9 +222,9 @@ def _layer_targets(layer: ConvLayer, algorithm: str, x, weight) -> list:
 def _compile(targets: list, device) -> tuple[list, object]:
     """The leaves of ``targets``' graph and its executable on ``device``."""
     from ..compiler import compile_program
-    from ..frontend.tensor import _bound_graph
+    from ..frontend.tensor import _bound_graph, is_graph_input
 
-    leaves, _, bound = _bound_graph(targets, lambda t: t.is_leaf)
+    leaves, _, bound = _bound_graph(targets, is_graph_input)
     # With the cost model's schedules: searching both ways' kernels would double what a
     # model's tuning costs (NVRTC builds each candidate), and the winner's are searched anyway
     # when the model's own program compiles.
