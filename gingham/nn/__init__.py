@@ -18,7 +18,7 @@
 import numpy as np
 
 from ..frontend.tensor import Tensor
-from . import attention, functional, models, modules, training
+from . import attention, functional, models, modules, parallel, training
 from .attention import (MultiheadAttention, Transformer, TransformerDecoder,
                         TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
 from .modules import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, AvgPool3d,
@@ -72,7 +72,7 @@ def _device_id(device: str | None) -> str:
     return get_device(device).id
 
 
-__all__ = ["attention", "functional", "models", "training", "manual_seed", "get_rng_state",
+__all__ = ["attention", "functional", "models", "parallel", "training", "manual_seed", "get_rng_state",
            "set_rng_state",
            "Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
            "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
