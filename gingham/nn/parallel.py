@@ -15,8 +15,10 @@ rows, as cross-entropy's; batch norm's statistics are each share's, as in PyTorc
 DistributedDataParallel, and each replica keeps its own running statistics).
 
 The devices may differ (a GPU and the CPU, CUDA and OpenCL): each replica's programs are
-compiled for its own device. The kernels of the replicas run at once (a device's launches do
-not wait for another's); the averaging waits for all of them.
+compiled for its own device. Every replica's gradient program is launched before any result
+is read, so devices whose launches return at once (GPUs) compute at the same time; the
+averaging waits for all of them. It goes through the host (NumPy), not a device-to-device
+all-reduce.
 """
 
 from __future__ import annotations
