@@ -285,6 +285,7 @@ def cpu_block_depth(tiling, dims: CpuDims) -> int:
     return _ceil(dims.k_inner, _ceil(dims.k_inner, tiling.kc))
 
 
+@functools.lru_cache(maxsize=1024)  # as cpu_straddling: 23,000 calls, a few dozen shapes
 def cpu_register_efficiency(mr: int, nr: int, lanes: int, registers: int) -> float:
     """Fraction of the FMA ports a mr x nr register block keeps busy: loads (nr / lanes vectors
     of B, mr broadcasts of A) share two load ports, every instruction (and the loop's own)
