@@ -11,8 +11,9 @@ device: common-statement removal, broadcast hoisting, split sums, fusion plannin
 rendering), the per-kernel disk-cache keys and assembling the compiled source. Nothing is
 compiled. Times are this process's CPU seconds (``time.process_time``: other processes on a
 shared machine do not inflate them) of one first run in a fresh process (run it a few times
-and take the best; a second run in the same process would find caches warm). ``--profile``
-writes a cProfile of it.
+and take the best; a second run in the same process would find caches warm). The passes after
+tracing run with the garbage collector paused, as ``compile_program`` runs them
+(:mod:`gingham.compiler.gc_pause`). ``--profile`` writes a cProfile of it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from gingham.compiler.cse import eliminate_common  # noqa: E402
 from gingham.compiler.dedupe import unit_of  # noqa: E402  (before codegen: they import each other)
 from gingham.codegen.c_family import DIALECTS, assemble  # noqa: E402
 from gingham.compiler.fusion import plan  # noqa: E402
+from gingham.compiler.gc_pause import paused_collection  # noqa: E402
 from gingham.compiler.hoist import hoist_broadcast  # noqa: E402
 from gingham.compiler.linearity import split_sums  # noqa: E402
 from gingham.compiler.lower import LoweringContext  # noqa: E402
@@ -61,27 +63,28 @@ def one_run(args, info) -> tuple[dict[str, float], int, int]:
     x, y = gingham.tensor(x, device="cpu"), gingham.tensor(y, device="cpu")
     seconds["model"] = time.process_time() - start
     bound = timed("trace", bench_model.trace_step, step, x, y)
-    bound = timed("cse", eliminate_common, bound)
-    bound = timed("hoist", hoist_broadcast, bound)
-    bound = timed("split_sums", split_sums, bound)
-    kernel_plan = timed("plan", plan, bound)
+    with paused_collection():  # as compile_program runs its passes
+        bound = timed("cse", eliminate_common, bound)
+        bound = timed("hoist", hoist_broadcast, bound)
+        bound = timed("split_sums", split_sums, bound)
+        kernel_plan = timed("plan", plan, bound)
 
-    def lower():
-        kernels = []
-        for position, kernel in enumerate(kernel_plan.kernels):
-            ctx = LoweringContext(bound, kernel_plan.aliases)
-            name = f"k{position}_{sorted(kernel.stores)[0]}"
-            kernels += lower_with_schedule(kernel, ctx, name, info)
-        return kernels
+        def lower():
+            kernels = []
+            for position, kernel in enumerate(kernel_plan.kernels):
+                ctx = LoweringContext(bound, kernel_plan.aliases)
+                name = f"k{position}_{sorted(kernel.stores)[0]}"
+                kernels += lower_with_schedule(kernel, ctx, name, info)
+            return kernels
 
-    kernels = timed("lower", lower)
-    dialect = DIALECTS[info.dialect]
-    units = timed("unit_of", lambda: [unit_of(kernel, dialect) for kernel in kernels])
-    distinct = {unit.entry: part for unit, part in units}
-    timed("keys", lambda: [DiskCache.key("ns", "unit", u.source, u.entry, ("identity",))
-                           for u, _ in units])
-    timed("assemble", assemble, list(distinct.values()), dialect)
-    return seconds, len(kernels), len(distinct)
+        kernels = timed("lower", lower)
+        dialect = DIALECTS[info.dialect]
+        units = timed("unit_of", lambda: [unit_of(kernel, dialect) for kernel in kernels])
+        distinct = {unit.entry: part for unit, part in units}
+        timed("keys", lambda: [DiskCache.key("ns", "unit", u.source, u.entry, ("identity",))
+                               for u, _ in units])
+        timed("assemble", assemble, list(distinct.values()), dialect)
+        return seconds, len(kernels), len(distinct)
 
 
 def main() -> int:
@@ -114,8 +117,8 @@ def main() -> int:
         profile.dump_stats(args.profile)
     print(f"{args.model} {args.precision} {args.layout} batch {args.batch} on {info.name}: "
           f"{count} kernels ({distinct} distinct); CPU seconds:")
-    print("  ".join(f"{name} {seconds[name]:.2f}" for name in PHASES) +
-          f"  | total {sum(seconds.values()):.2f}")
+    print("  ".join(f"{name} {seconds[name]:.3f}" for name in PHASES) +
+          f"  | total {sum(seconds.values()):.3f}")
     return 0
 
 

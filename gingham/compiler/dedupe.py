@@ -134,7 +134,7 @@ def unit_of(kernel: k.Kernel, dialect: Dialect) -> tuple[SourceUnit, RenderedKer
         source = assemble([part], dialect)
         # String literals (CUDA's extern "C") hold no identifiers: a tensor named C is fine.
         code = _STRING_LITERAL.sub('""', source)
-        if not rename.pattern.search(code):  # no original name survived
+        if not _survives(rename, code):
             entry = f"gk_{cache_key(dialect.name, source)[:20]}"
             part = dataclasses.replace(part, code=_PLACEHOLDER_WORD.sub(entry, part.code))
             source = _PLACEHOLDER_WORD.sub(entry, source)
@@ -167,7 +167,21 @@ def compile_weight(kernel: k.Kernel, source: str) -> float:
         UNIT_OVERHEAD
 
 
+def _survives(rename: _Rename, code: str) -> bool:
+    """Whether any name that ``rename`` replaces is left in ``code``. Searched for as
+    substrings first: the whole-word pattern, which begins with a look-behind, tries every
+    position of the source (20 ms of a bf16 ResNet-9 step's 1.4 MB of CUDA), where most
+    kernels' names do not occur at all."""
+    if not any(name in code for name in rename.mapping):
+        return False
+    return rename.pattern.search(code) is not None
+
+
 _STRING_LITERAL = re.compile(r'"[^"\n]*"')
-_PLACEHOLDER_WORD = re.compile(rf"(?<![A-Za-z0-9_]){_PLACEHOLDER}(?![A-Za-z0-9_])")
+# The placeholder not within a longer identifier: its text first and the look-behind after
+# it, so that the search skips to each occurrence (a leading look-behind is tried at every
+# position: 33 ms against 1 ms on a bf16 ResNet-9 step's 1.4 MB of CUDA).
+_PLACEHOLDER_WORD = re.compile(
+    rf"{_PLACEHOLDER}(?<![A-Za-z0-9_]{_PLACEHOLDER})(?![A-Za-z0-9_])")
 
 __all__ = ["UNIT_OVERHEAD", "compile_weight", "positional_names", "unit_of"]

@@ -96,10 +96,12 @@ def split_sums(bound: BoundProgram) -> BoundProgram:
     inserted: dict[int, list] = {}
     replaced: dict[int, object] = {}
     depends = _dependencies(statements)
+    # Each candidate compares its domain with every sum's before and after it.
+    domains = [reduction_domain(nc, bound) for _, nc in statements]
     for position, (statement, nc) in enumerate(statements):
         if not isinstance(statement, Contraction) or nc.agg != "+":
             continue
-        rewrite = _split_one(position, statements, bound, shapes, dtypes, depends)
+        rewrite = _split_one(position, statements, domains, bound, shapes, dtypes, depends)
         if rewrite is None:
             continue
         anchor, new_statements, replacement = rewrite
@@ -132,11 +134,12 @@ def _output_aligned(nc, domain: tuple[tuple[int, ...], tuple[int, ...]]) -> bool
     return True
 
 
-def _split_one(position: int, statements, bound: BoundProgram, shapes: dict, dtypes: dict,
-               depends: dict[str, set[str]]):
-    """(anchor position, statements to insert after it, replacement of the sum) or None."""
+def _split_one(position: int, statements, domains: list, bound: BoundProgram, shapes: dict,
+               dtypes: dict, depends: dict[str, set[str]]):
+    """(anchor position, statements to insert after it, replacement of the sum) or None
+    (``domains``: each statement's :func:`reduction_domain`)."""
     statement, nc = statements[position]
-    domain = reduction_domain(nc, bound)
+    domain = domains[position]
     dtype = np.dtype(bound.dtypes[statement.out])
     if domain is None or dtype not in _FLOATS or not _output_aligned(nc, domain):
         return None
@@ -154,7 +157,7 @@ def _split_one(position: int, statements, bound: BoundProgram, shapes: dict, dty
     for index in range(position):
         other, other_nc = statements[index]
         if (isinstance(other, Contraction) and other_nc.agg == "+"
-                and reduction_domain(other_nc, bound) == domain
+                and domains[index] == domain
                 and _output_aligned(other_nc, domain)
                 and bound.dtypes[other.out] == dtype):
             key = _signature(info.inline(Ref(other_nc.operands[0].tensor)))
@@ -173,8 +176,9 @@ def _split_one(position: int, statements, bound: BoundProgram, shapes: dict, dty
 
     if not blocked(statement.out):
         return None  # it joins that pass as it is (a sibling): nothing to gain
-    for later, later_nc in statements[position + 1:]:
-        if (isinstance(later, Contraction) and reduction_domain(later_nc, bound) == domain
+    for later_position in range(position + 1, len(statements)):
+        later = statements[later_position][0]
+        if (isinstance(later, Contraction) and domains[later_position] == domain
                 and statement.out not in depends[later.out] and blocked(later.out)):
             return None  # a later sum needs a pass after the anchor's anyway: it is shared
     new_statements = []

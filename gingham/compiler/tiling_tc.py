@@ -298,11 +298,14 @@ def residency(config: TcConfig, info: DeviceInfo) -> int:
                THREADS_PER_UNIT // config.threads)
 
 
-def fits(config: TcConfig, info: DeviceInfo) -> bool:
+def fits(config: TcConfig, info: DeviceInfo, wgmma: bool | None = None) -> bool:
     """Whether ``config`` is whole (:meth:`TcConfig.valid`) and a block of it fits the device:
-    threads, shared memory and registers (512 threads of 32x64 warp tiles do not launch)."""
+    threads, shared memory and registers (512 threads of 32x64 warp tiles do not launch).
+    ``wgmma``: :func:`wgmma_available`'s answer, where the caller has it already."""
     limit = info.local_memory_bytes or SHARED_LIMIT
-    if config.instruction == "wgmma" and not wgmma_available(info):
+    if wgmma is None:
+        wgmma = wgmma_available(info)
+    if config.instruction == "wgmma" and not wgmma:
         return False
     return (config.valid() and config.threads <= max(info.max_work_group_size, 1)
             and config.shared_bytes <= limit and registers(config) <= MAX_THREAD_REGISTERS
@@ -352,15 +355,18 @@ def choose_config(view: GemmView, info: DeviceInfo) -> TcConfig | None:
     """The cheapest candidate that can be built (:func:`buildable`) by :func:`config_cost`,
     with K whole or split: a warpgroup one (:data:`WGMMA_CANDIDATES`) where the device has
     them and one can be built, else an ``mma.sync`` one."""
-    return (_cheapest(WGMMA_CANDIDATES, view, info) if wgmma_available(info) else None) \
-        or _cheapest(CANDIDATES, view, info)
+    # Read once: the configuration behind it costs ~40 us a read, and a bf16 ResNet-9 step
+    # checked some 400 candidates, each asking.
+    wgmma = wgmma_available(info)
+    return (_cheapest(WGMMA_CANDIDATES, view, info, wgmma) if wgmma else None) \
+        or _cheapest(CANDIDATES, view, info, wgmma)
 
 
-def _cheapest(candidates: tuple[TcConfig, ...], view: GemmView, info: DeviceInfo
-              ) -> TcConfig | None:
+def _cheapest(candidates: tuple[TcConfig, ...], view: GemmView, info: DeviceInfo,
+              wgmma: bool) -> TcConfig | None:
     options = []
     for config in candidates:
-        if buildable(config, view, info):
+        if buildable(config, view, info, wgmma):
             options.append(config)
             split = choose_split(config, view, info)
             if split > 1:
@@ -380,10 +386,12 @@ def stagings(config: TcConfig, view: GemmView) -> tuple[Staging, Staging] | None
     return None if stage_a is None or stage_b is None else (stage_a, stage_b)
 
 
-def buildable(config: TcConfig, view: GemmView, info: DeviceInfo) -> bool:
+def buildable(config: TcConfig, view: GemmView, info: DeviceInfo,
+              wgmma: bool | None = None) -> bool:
     """Whether the kernel of ``config`` can be built for ``view`` on this device: it fits
-    (:func:`fits`) and both operands stage evenly over its threads."""
-    staged = stagings(config, view) if fits(config, info) else None
+    (:func:`fits`, which ``wgmma`` is passed to) and both operands stage evenly over its
+    threads."""
+    staged = stagings(config, view) if fits(config, info, wgmma) else None
     if staged is None:
         return False
     # Warpgroup products of element-staged operands (a 3-channel convolution) measured slower

@@ -29,11 +29,12 @@ import functools
 import itertools
 
 from ..compiler import tiling_tc
-from ..compiler.tiling_cpu import CpuTiling
+from ..compiler.tiling_cpu import AMX_BLOCK, AMX_DEPTH, CpuTiling
 from ..compiler.tiling_tc import TcConfig
 from ..compiler.tiling_gpu import UNROLL_K_NEIGHBOUR, TileConfig, _fits, choose_split, staging
 from ..devices.base import DeviceInfo
-from .cost import CpuDims, TileColumns, cpu_register_efficiency, cpu_time, gpu_times
+from .cost import (CpuDims, TileColumns, cpu_block_depth, cpu_register_efficiency, cpu_time,
+                   gpu_times)
 from .device_model import DeviceModel
 
 GPU_TILES = (16, 32, 64, 128)
@@ -317,9 +318,6 @@ def cpu_legal(t: CpuTiling, dims: CpuDims) -> bool:
         return False
     if t.split < 1 or t.engine not in ("fma", "amx"):
         return False
-    from ..compiler.tiling_cpu import AMX_BLOCK, AMX_DEPTH
-    from .cost import cpu_block_depth
-
     kc = cpu_block_depth(t, dims)
     if t.engine == "amx":
         if not dims.amx or t.mr != AMX_BLOCK or t.nr != AMX_BLOCK or t.kc % AMX_DEPTH:
@@ -344,8 +342,6 @@ def cpu_space(dims: CpuDims, model: DeviceModel) -> list[CpuTiling]:
         for kc, mt, nt in itertools.product(kcs, mts, nts):
             configs += _with_splits(CpuTiling(mr, nr, kc, mt, nt, lanes), dims, model)
     if dims.amx:  # the AMX block, deeper K blocks too (each reloads the C tiles)
-        from ..compiler.tiling_cpu import AMX_BLOCK, AMX_DEPTH
-
         block = AMX_BLOCK
         kcs = sorted({min(kc, _round_up(dims.k, AMX_DEPTH)) for kc in CPU_KC + CPU_AMX_KC})
         mts = {min(block * b, _round_up(dims.m, block)) for b in CPU_AMX_BLOCKS}
