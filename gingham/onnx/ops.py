@@ -571,14 +571,20 @@ def _instance_norm(node: Node):
 
 @converter("LayerNormalization")
 def _layer_norm(node: Node):
-    if node.n_outputs > 1:
-        raise node.fail("the Mean and InvStdDev outputs are not supported")
     x = node.tensor(0)
     axis = _axis(node.attr("axis", -1), x.ndim)
     shape = x.shape[axis:]
     scale = node.tensor(1).broadcast_to(shape)
     bias = None if node.input(2) is None else node.tensor(2).broadcast_to(shape)
-    return F.layer_norm(x, shape, scale, bias, node.attr("epsilon", 1e-5))
+    epsilon = node.attr("epsilon", 1e-5)
+    y = F.layer_norm(x, shape, scale, bias, epsilon)
+    if node.n_outputs == 1:
+        return y
+    # The statistics as extra outputs (exporters' training graphs ask for them).
+    axes = tuple(range(axis, x.ndim))
+    mean = x.mean(axes, keepdim=True)
+    inverse_std = ((x - mean).square().mean(axes, keepdim=True) + epsilon).rsqrt()
+    return [y, mean, inverse_std]
 
 
 @converter("Dropout")
@@ -750,7 +756,7 @@ def _gather(node: Node):
     data, indices = node.inputs
     axis = _axis(node.attr("axis", 0), data.ndim)
     if _is_host(data, indices):
-        return np.take(data, indices, axis=axis)
+        return _host(np.take(data, indices, axis=axis))
     lead = (slice(None),) * axis
     if isinstance(indices, np.ndarray) and indices.ndim == 0:  # one index: a slice
         return node.lift(data)[lead + (int(indices),)]
@@ -815,7 +821,7 @@ _REDUCTIONS = {
     "ReduceMean": (np.mean, lambda x, axes, keep: x.mean(axes, keepdim=keep)),
     "ReduceMax": (np.max, lambda x, axes, keep: x.amax(axes, keepdim=keep)),
     "ReduceMin": (np.min, lambda x, axes, keep: x.amin(axes, keepdim=keep)),
-    "ReduceProd": (np.prod, None),
+    "ReduceProd": (np.prod, None),  # shape arithmetic on the host only
 }
 
 
