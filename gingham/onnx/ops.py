@@ -120,8 +120,10 @@ def _operand(node: Node, value: Value, other: Value):
     ``other``'s dtype becomes a Python number (a literal of the program, not a buffer)."""
     if isinstance(value, Tensor):
         return value
+    # (Not float64: Tile rounds float literals to float32.)
     if (value.size == 1 and value.ndim <= getattr(other, "ndim", 0)
-            and value.dtype == other.dtype and value.dtype.kind in "fi"):
+            and value.dtype == other.dtype and value.dtype.kind in "fi"
+            and value.dtype != np.float64):
         return value.reshape(()).item()
     return node.lift(value)
 
