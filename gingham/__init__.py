@@ -12,6 +12,7 @@ from .errors import (
     DeviceNotFoundError,
     GinghamError,
     KernelCompileError,
+    OnnxError,
     StateDictError,
     TileAffineError,
     TileConflictError,
@@ -21,6 +22,7 @@ from .errors import (
     TileShapeError,
     TileSyntaxError,
     TileTypeError,
+    UnsupportedOpError,
 )
 
 from .frontend.tensor import (  # noqa: E402
@@ -71,4 +73,6 @@ __all__ = [
     "KernelCompileError",
     "StateDictError",
     "CheckpointError",
+    "OnnxError",
+    "UnsupportedOpError",
 ]

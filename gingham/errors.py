@@ -137,3 +137,14 @@ class CheckpointError(GinghamError):
     def __init__(self, message: str, path: str | None = None) -> None:
         self.path = path
         super().__init__(message)
+
+
+class OnnxError(GinghamError):
+    """An ONNX model that :mod:`gingham.onnx` cannot run as given: an op's attribute or input
+    it does not support, an input of the wrong dtype or shape."""
+
+
+class UnsupportedOpError(OnnxError, NotImplementedError):
+    """An ONNX model uses op types that gingham does not convert (found when the model is
+    loaded; the message names every one, with a node using it), or an attribute value a
+    converter does not support (a Pad mode other than 'constant', found when tracing)."""

@@ -382,6 +382,7 @@ class Tensor:
     def cos(self): return _unary_float(self, builder.cos, "cos")
     def tanh(self): return _unary_float(self, builder.tanh, "tanh")
     def sigmoid(self): return _unary_float(self, builder.sigmoid, "sigmoid")
+    def erf(self): return _unary_float(self, builder.erf, "erf")
     def relu(self): return self._elementwise(builder.relu, [], "relu")
     def abs(self): return self._elementwise(builder.abs, [], "abs")
     def sign(self): return self._elementwise(builder.sign, [], "sign")

@@ -1,0 +1,30 @@
+"""``gingham.onnx``: run ONNX models (exported from PyTorch, TensorFlow, ...) through gingham.
+
+    import gingham.onnx
+    model = gingham.onnx.load("resnet18.onnx", device="cpu")     # or an onnx.ModelProto
+    (logits,) = model(images)                                    # NumPy arrays or Tensors in,
+                                                                 # gingham Tensors out
+    outputs = model.run(None, {"input": images})                 # onnxruntime's spelling
+
+Loading checks the model and names every op type gingham does not convert at once
+(:class:`gingham.UnsupportedOpError`). Each input signature (shapes, dtypes; symbolic dims
+such as a dynamic batch take the size of the array passed) is traced once with
+:func:`gingham.jit` and replayed compiled. Shape arithmetic (``Shape``, ``Gather``, ``Concat``,
+``Range``, ``ConstantOfShape``, ... on constants and static shapes) is folded on the host, so
+every shape stays static. :mod:`gingham.onnx.backend` is ONNX's ``Backend`` interface.
+
+Supported ops (default domain; :func:`supported_ops` lists them) — {ops}.
+
+Not supported: other domains, control flow (``If``, ``Loop``, ``Scan``), Einsum, Pad modes but
+``constant``, Resize modes but ``nearest``, training-mode BatchNormalization/Dropout, pooling's
+``Indices`` output. Needs the ``onnx`` package (``pip install 'gingham[onnx]'``); gingham's core
+does not.
+"""
+
+from ..errors import OnnxError, UnsupportedOpError
+from .model import OnnxModel, load
+from .ops import supported_ops
+
+__doc__ = __doc__.replace("{ops}", ", ".join(supported_ops()))
+
+__all__ = ["load", "OnnxModel", "supported_ops", "OnnxError", "UnsupportedOpError"]

@@ -1,0 +1,119 @@
+"""ONNX's own node test cases through gingham.onnx.backend, on every device.
+
+The cases ship inside the onnx package (``onnx.backend.test.case.node``): a one-node model (or
+its ``_expanded`` function body) with inputs and the outputs ONNX computed for them, an oracle
+independent of gingham. The wheel carries the case definitions, not the ``data/node`` files,
+so the cases are collected from the definitions (``collect_testcases``, what ONNX's
+``backend-test-tools generate-data`` writes to disk).
+
+Every case compiles a program per device, so the list below is a representative subset of the
+supported ops (each op's attribute variants: pads, auto_pad, strides, opset-dependent forms),
+not every case.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, numpy_helper  # noqa: E402
+
+from gingham.onnx import backend  # noqa: E402
+
+CASES = [
+    # elementwise, activations
+    "test_add_bcast", "test_sub_bcast", "test_mul_bcast", "test_div_bcast", "test_pow_bcast_array",
+    "test_neg", "test_abs", "test_sqrt", "test_exp", "test_log", "test_reciprocal", "test_ceil",
+    "test_floor", "test_cos", "test_sin", "test_sign", "test_selu", "test_max_example",
+    "test_min_example", "test_mean_example", "test_sum_example", "test_and_bcast4v2d",
+    "test_or_bcast3v1d", "test_xor4d", "test_not_2d", "test_greater_equal_bcast",
+    "test_less_equal", "test_argmax_negative_axis_keepdims_random",
+    "test_argmin_no_keepdims_random",
+    "test_relu", "test_leakyrelu", "test_elu", "test_sigmoid", "test_tanh", "test_softplus",
+    "test_hardsigmoid", "test_hardswish", "test_gelu_default_2", "test_gelu_tanh_2", "test_erf",
+    "test_clip", "test_clip_default_min", "test_clip_default_int8_inbounds",
+    "test_prelu_broadcast", "test_where_long_example", "test_equal_bcast", "test_less",
+    "test_greater", "test_cast_FLOAT_to_DOUBLE", "test_cast_FLOAT16_to_FLOAT",
+    # contractions, convolutions
+    "test_gemm_all_attributes", "test_gemm_default_vector_bias", "test_gemm_transposeA",
+    "test_matmul_4d", "test_matmul_bcast", "test_matmul_1d_3d",
+    "test_conv_with_strides_and_asymmetric_padding", "test_conv_with_autopad_same",
+    "test_conv_with_strides_padding", "test_convtranspose_1d", "test_convtranspose_pads",
+    "test_convtranspose_output_shape", "test_convtranspose_autopad_same",
+    "test_convtranspose_group_2", "test_convtranspose_dilations",
+    # pooling, normalisation
+    "test_maxpool_2d_pads", "test_maxpool_2d_same_lower", "test_maxpool_2d_ceil",
+    "test_maxpool_2d_dilations", "test_maxpool_1d_default", "test_maxpool_3d_default",
+    "test_averagepool_2d_pads_count_include_pad", "test_averagepool_2d_same_upper",
+    "test_averagepool_2d_ceil", "test_averagepool_2d_precomputed_pads",
+    "test_globalaveragepool", "test_globalmaxpool",
+    "test_batchnorm_epsilon", "test_instancenorm_example",
+    "test_layer_normalization_3d_axis1_epsilon_expanded",
+    "test_layer_normalization_4d_axis_negative_2",
+    "test_softmax_axis_0", "test_softmax_default_axis", "test_logsoftmax_axis_1",
+    "test_softmax_axis_1_expanded",
+    # reductions
+    "test_reduce_mean_keepdims_random", "test_reduce_sum_negative_axes_keepdims_random",
+    "test_reduce_sum_empty_axes_input_noop", "test_reduce_max_do_not_keepdims_random",
+    "test_reduce_min_default_axes_keepdims_random",
+    # shapes
+    "test_flatten_negative_axis1", "test_reshape_negative_extended_dims",
+    "test_reshape_zero_and_negative_dim", "test_transpose_all_permutations_2",
+    "test_squeeze_negative_axes", "test_unsqueeze_unsorted_axes", "test_concat_3d_axis_negative_2",
+    "test_split_variable_parts_2d_opset18", "test_split_equal_parts_1d_opset13",
+    "test_slice_neg_steps", "test_slice_negative_axes", "test_slice_end_out_of_bounds",
+    "test_gather_1", "test_gather_negative_indices", "test_gather_2d_indices",
+    "test_expand_dim_changed", "test_shape_start_1_end_negative_1", "test_constantofshape_int_zeros",
+    "test_range_float_type_positive_delta", "test_dropout_default", "test_identity",
+    "test_constant", "test_upsample_nearest",
+    "test_constant_pad", "test_constant_pad_axes", "test_size",
+    "test_resize_upsample_scales_nearest", "test_resize_downsample_sizes_nearest",
+    "test_resize_upsample_sizes_nearest_ceil_half_pixel",
+]
+
+
+def _collect() -> dict:
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {case.name: case for case in collect_testcases(None)}
+
+
+_ALL = _collect()
+
+
+def _array(value):
+    return numpy_helper.to_array(value) if isinstance(value, TensorProto) else np.asarray(value)
+
+
+def test_the_chosen_cases_exist():
+    missing = [name for name in CASES if name not in _ALL]
+    assert not missing, f"not among onnx's node cases any more: {missing}"
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if n in _ALL])
+def test_node_case(name, device):
+    case = _ALL[name]
+    for inputs, expected in case.data_sets:
+        outputs = backend.run_model(case.model, [_array(v) for v in inputs], device)
+        assert len(outputs) == len(expected)
+        for got, want in zip(outputs, expected):
+            want = _array(want)
+            assert got.shape == want.shape and got.dtype == want.dtype, name
+            # ONNX's own tolerances (1e-3 relative, 1e-7 absolute) and a float32-sized
+            # absolute floor for values near zero.
+            np.testing.assert_allclose(got, want, rtol=max(case.rtol, 1e-4),
+                                       atol=max(case.atol, 1e-5), err_msg=name)
+
+
+def test_supported_ops_have_cases():
+    """Every converter runs in at least one chosen case (ReduceProd folds shapes on the host
+    only: no case runs it on a device)."""
+    from gingham.onnx import supported_ops
+
+    covered = {node.op_type for name in CASES for node in _ALL[name].model.graph.node}
+    assert set(supported_ops()) - covered == {"ReduceProd"}
