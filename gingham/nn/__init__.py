@@ -9,6 +9,7 @@
   (:class:`Sequential`, :class:`ModuleList`, :class:`ModuleDict`) with PyTorch's
   ``named_parameters``/``state_dict``/``load_state_dict``, and reference models
   (:mod:`gingham.nn.models`);
+* :mod:`gingham.nn.init`, ``torch.nn.init``'s in-place initialisers;
 * :func:`gingham.nn.training.train_step`, the compiled supervised step.
 
     import gingham.nn.functional as F
@@ -18,7 +19,7 @@
 import numpy as np
 
 from ..frontend.tensor import Tensor
-from . import attention, functional, models, modules, training
+from . import attention, functional, init, models, modules, training
 from .attention import (MultiheadAttention, Transformer, TransformerDecoder,
                         TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
 from .modules import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, AvgPool3d,
@@ -72,7 +73,7 @@ def _device_id(device: str | None) -> str:
     return get_device(device).id
 
 
-__all__ = ["attention", "functional", "models", "training", "manual_seed", "get_rng_state",
+__all__ = ["attention", "functional", "init", "models", "training", "manual_seed", "get_rng_state",
            "set_rng_state",
            "Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
            "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
