@@ -1417,15 +1417,27 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
     return input._derive(shape, weight.dtype, [weight, input], build)
 
 
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
         value: float | None = None) -> Tensor:
-    """Constant padding with PyTorch's ``pad`` order: ``(left, right)`` of the last axis first,
-    then of the axis before it, ...; negative amounts crop. One assignment with shifted
-    indices, ``O[i + left] = =(X[i])``; the fill is a ``default`` tensor when ``value != 0``."""
+    """Pad with PyTorch's ``pad`` order: ``(left, right)`` of the last axis first, then of the
+    axis before it, ...; negative amounts crop.
+
+    ``mode="constant"`` fills with ``value`` (0): one assignment with shifted indices,
+    ``O[i + left] = =(X[i])``, the fill a ``default`` tensor when ``value != 0``. The other
+    modes take their values from the input, along the last 1, 2 or 3 axes of unbatched or
+    batched data (``len(pad)`` is 2, 4 or 6 for 2-3, 3-4 or 4-5-d input, as in PyTorch):
+    ``"reflect"`` mirrors about the edge (``pad`` below the axis's size), ``"replicate"``
+    repeats the edge value, ``"circular"`` wraps around (``pad`` at most the size).
+
+        F.pad(x, (1, 1, 1, 1), mode="reflect")       # [N, C, H, W] -> [N, C, H + 2, W + 2]
+    """
     op = "pad"
     _check(op, (), input=input)
-    if mode != "constant":
-        raise NotImplementedError(f"{op}: only mode='constant' is supported, not {mode!r}")
+    if mode not in _PAD_MODES:
+        raise ValueError(f"{op}: mode must be one of {_PAD_MODES}, not {mode!r}")
     pad = tuple(int(p) for p in pad)
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
         raise ShapeError(f"{op}: pad {pad} needs an even length of at most 2 * {input.ndim} "
@@ -1434,6 +1446,10 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
     for k in range(len(pad) // 2):
         before[input.ndim - 1 - k], after[input.ndim - 1 - k] = pad[2 * k], pad[2 * k + 1]
     shape = tuple(s + b + a for s, b, a in zip(input.shape, before, after))
+    if mode != "constant":
+        if value is not None and value != 0:
+            raise ValueError(f'{op}: padding mode "{mode}" doesn\'t take in value argument')
+        return _edge_pad(input, pad, mode, before, after, shape)
     if min(shape, default=1) < 0 or (input.size == 0 and value):
         raise ShapeError(f"{op}: pad {pad} gives a negative size {shape} for input shape "
                          f"{input.shape}")
@@ -1448,6 +1464,70 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
                               shape=list(shape), default=default)
 
     return input._derive(shape, input.dtype, [input], build)
+
+
+def _edge_pad(x: Tensor, pad: tuple, mode: str, before: list[int], after: list[int],
+              shape: tuple) -> Tensor:
+    """The reflect, replicate and circular modes of :func:`pad`, one axis at a time.
+    Negative amounts crop as PyTorch's do: after padding (reflect, replicate), or before
+    wrapping the cropped axis (circular)."""
+    op, axes = "pad", len(pad) // 2
+    if axes > 3 or x.ndim not in (axes + 1, axes + 2):
+        raise ShapeError(f"{op}: mode {mode!r} pads the last 1, 2 or 3 axes of 2-3, 3-4 or "
+                         f"4-5-d input (len(pad) 2, 4 or 6); got pad {pad} for input shape "
+                         f"{x.shape}")
+    if min(shape) < 1:
+        raise ShapeError(f"{op}: pad {pad} leaves no values (shape {shape}) of input shape "
+                         f"{x.shape}")
+    for axis in range(x.ndim - axes, x.ndim):
+        size, left, right = x.shape[axis], before[axis], after[axis]
+        if mode == "circular":
+            x = x.narrow(axis, max(-left, 0), size - max(-left, 0) - max(-right, 0))
+            size = x.shape[axis]
+        if mode == "reflect" and max(left, right) >= size:
+            raise ShapeError(f"{op}: reflect padding must be less than the axis's size; pad "
+                             f"({left}, {right}) for axis {axis} of input shape {x.shape}")
+        if mode == "circular" and max(left, right) > size:
+            raise ShapeError(f"{op}: circular padding ({left}, {right}) of axis {axis} would "
+                             f"wrap around more than once (size {size})")
+        x = _edge_pad_axis(x, axis, max(left, 0), max(right, 0), mode)
+        if mode != "circular" and min(left, right) < 0:
+            x = x.narrow(axis, max(-left, 0), shape[axis])
+    return x
+
+
+def _edge_pad_axis(x: Tensor, axis: int, left: int, right: int, mode: str) -> Tensor:
+    """``x`` padded along ``axis`` by ``left`` and ``right`` (non-negative) values read from
+    itself: the copy ``O[i + left] = =(X[i])``, then each side written over it,
+
+        reflect:    O[j] = X[left - j],        O[left + L + j] = X[L - 2 - j]
+        replicate:  O[j] = X[0],               O[left + L + j] = X[L - 1]
+        circular:   O[j] = X[L - left + j],    O[left + L + j] = X[j]
+
+    with ``j < left`` and ``j < right`` (a side written over a ``default`` keeps the
+    gradient's routing exact: each output value has one source)."""
+    if not left and not right:
+        return x
+    size = x.shape[axis]
+    shape = x.shape[:axis] + (size + left + right,) + x.shape[axis + 1:]
+    idx = _indices("i", x.ndim)
+    j = idx[axis]
+    sources = {"reflect": (left - j, size - 2 - j), "replicate": (0, size - 1),
+               "circular": (size - left + j, j)}[mode]
+
+    def at(position) -> tuple:
+        return idx[:axis] + (position,) + idx[axis + 1:]
+
+    def build(nodes):
+        result = builder.assign(nodes[0][idx], out=list(at(j + left)), shape=list(shape))
+        for source, target, count in ((sources[0], j, left),
+                                      (sources[1], j + left + size, right)):
+            if count:
+                result = builder.assign(nodes[0][at(source)], out=list(at(target)),
+                                        shape=list(shape), where=[j < count], default=result)
+        return result
+
+    return x._derive(shape, x.dtype, [x], build)
 
 
 def _resample_matrix(mode: str, size: int, out: int, scale: float | None,

@@ -502,9 +502,8 @@ class _ConvNd(Module):
         if padding_mode not in _PADDING_MODES:
             raise ValueError(f"{layer}: padding_mode must be one of {_PADDING_MODES}, not "
                              f"{padding_mode!r}")
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"{layer}: only padding_mode='zeros' is supported, not "
-                                      f"{padding_mode!r}")
+        if padding_mode != "zeros" and self._transposed:
+            raise ValueError(f'Only "zeros" padding mode is supported for {layer}')
         self.data_format = data_format
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = F._ntuple(layer, "kernel_size", kernel_size, nd)
@@ -537,11 +536,14 @@ class _ConvNd(Module):
             text += f", output_padding={self.output_padding}"
         text += f", groups={self.groups}" if self.groups != 1 else ""
         text += ", bias=False" if self.bias is None else ""
+        text += f", padding_mode={self.padding_mode}" if self.padding_mode != "zeros" else ""
         return text + _format_repr(self.data_format)
 
 
 class _PlainConvNd(_ConvNd):
-    """Convolution (PyTorch's signature, plus ``data_format`` for the 2-d layer)."""
+    """Convolution (PyTorch's signature, plus ``data_format`` for the 2-d layer).
+    ``padding_mode`` ``"reflect"``, ``"replicate"`` or ``"circular"`` pads the input by
+    :func:`F.pad` in that mode before an unpadded convolution, as PyTorch's layers do."""
 
     function: Callable[..., Tensor]
 
@@ -552,8 +554,25 @@ class _PlainConvNd(_ConvNd):
                          groups, bias, padding_mode, device)
 
     def forward(self, x: Tensor) -> Tensor:
-        return type(self).function(x, self.weight, self.bias, self.stride, self.padding,
+        padding = self.padding
+        if self.padding_mode != "zeros":  # PyTorch's order: pad by the mode, then convolve
+            x = F.pad(x, self._mode_padding(), mode=self.padding_mode)
+            padding = 0
+        return type(self).function(x, self.weight, self.bias, self.stride, padding,
                                    self.dilation, self.groups, **_layout(self.data_format))
+
+    def _mode_padding(self) -> tuple[int, ...]:
+        """:func:`F.pad`'s amounts for ``padding``, last spatial axis first; ``"same"`` puts
+        the odd tap on the right, as the zero padding does. A channels-last input's channel
+        axis comes last: it is padded by nothing."""
+        if self.padding == "same":
+            totals = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
+            sides = [(t // 2, t - t // 2) for t in totals]
+        else:
+            sides = [(p, p) for p in ((0,) * self._nd if self.padding == "valid"
+                                      else self.padding)]
+        amounts = tuple(v for pair in reversed(sides) for v in pair)
+        return (0, 0) + amounts if self.data_format == "NHWC" else amounts
 
 
 class Conv1d(_PlainConvNd):

@@ -399,6 +399,47 @@ def test_embedding_pad_interpolate(device):
     compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
 
 
+def test_pad_modes(device):
+    """Reflect, replicate and circular padding of 1, 2 and 3 trailing axes, batched and
+    unbatched, with crops (negative amounts), against PyTorch forward and backward."""
+    arrays = dict(s=rand(2, 3, 5), x=rand(2, 3, 4, 5, seed=1), v=rand(1, 2, 3, 4, 3, seed=2),
+                  u=rand(3, 4, 5, seed=3))
+
+    def run(f, s, x, v, u):
+        return {
+            "reflect_1d": f.pad(s, (4, 2), mode="reflect"),
+            "reflect_2d_crop": f.pad(x, (-1, 2, 3, 1), mode="reflect"),
+            "reflect_unbatched": f.pad(u[0], (1, 3), mode="reflect"),
+            "replicate_2d": f.pad(x, (6, 1, 0, 2), mode="replicate"),
+            "replicate_3d_crop": f.pad(v, (1, -2, 2, 0, 1, 1), mode="replicate"),
+            "circular_2d": f.pad(x, (5, 2, 1, 4), mode="circular"),
+            "circular_crop": f.pad(s, (-1, 2), mode="circular"),
+            "circular_3d_unbatched": f.pad(u.reshape(1, 3, 4, 5), (2, 1, 0, 3, 1, 2),
+                                           mode="circular"),
+        }
+
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
+
+
+def test_pad_mode_errors():
+    """PyTorch's conditions, with gingham's error types (PyTorch raises NotImplementedError
+    and RuntimeError)."""
+    x = tensor(rand(2, 3, 5), device="reference")
+    cases = [(dict(pad=(1, 1), mode="wrap"), ValueError, "mode must be one of"),
+             (dict(pad=(1, 1), mode="reflect", value=2.0), ValueError, "doesn't take in value"),
+             (dict(pad=(1, 1, 1, 1, 1, 1), mode="reflect"), ShapeError, "last 1, 2 or 3 axes"),
+             (dict(pad=(5, 0), mode="reflect"), ShapeError, "less than the axis's size"),
+             (dict(pad=(6, 0), mode="circular"), ShapeError, "more than once"),
+             (dict(pad=(0, -5), mode="replicate"), ShapeError, "leaves no values")]
+    for kwargs, error, message in cases:
+        with pytest.raises(Exception):
+            TF.pad(torch.tensor(rand(2, 3, 5)), **kwargs)
+        with pytest.raises(error, match=message):
+            F.pad(x, **kwargs)
+    assert F.pad(x, (5, 0), mode="replicate").shape == (2, 3, 10)
+    assert F.pad(x, (1, 1), mode="reflect", value=0).shape == (2, 3, 7)
+
+
 # -- dropout ---------------------------------------------------------------------------------------
 
 

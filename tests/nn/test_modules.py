@@ -98,6 +98,17 @@ CONV_NORM_POOL_LAYERS = {  # the N-d layers, norms, resampling and the other act
                                                bias=False), "signal"),
     "conv3d": (lambda d: nn.Conv3d(2, 4, (2, 3, 2), stride=(1, 2, 1), padding=1, device=d),
                lambda: tnn.Conv3d(2, 4, (2, 3, 2), stride=(1, 2, 1), padding=1), "volume"),
+    "conv1d_reflect": (lambda d: nn.Conv1d(4, 3, 3, padding=2, padding_mode="reflect",
+                                           device=d),
+                       lambda: tnn.Conv1d(4, 3, 3, padding=2, padding_mode="reflect"), "signal"),
+    "conv2d_circular_same": (lambda d: nn.Conv2d(3, 2, (2, 3), padding="same", dilation=2,
+                                                 padding_mode="circular", device=d),
+                             lambda: tnn.Conv2d(3, 2, (2, 3), padding="same", dilation=2,
+                                                padding_mode="circular"), "image"),
+    "conv3d_replicate": (lambda d: nn.Conv3d(2, 3, 3, stride=2, padding=(1, 2, 1),
+                                             padding_mode="replicate", device=d),
+                         lambda: tnn.Conv3d(2, 3, 3, stride=2, padding=(1, 2, 1),
+                                            padding_mode="replicate"), "volume"),
     "conv_transpose1d": (lambda d: nn.ConvTranspose1d(4, 6, 3, stride=2, padding=1,
                                                       output_padding=1, device=d),
                          lambda: tnn.ConvTranspose1d(4, 6, 3, stride=2, padding=1,
@@ -280,8 +291,9 @@ def test_constructor_errors():
         nn.Conv3d(1, 1, 3, stride=2, padding="same")
     with pytest.raises(ValueError, match="padding must be ints, not 'same'"):
         nn.ConvTranspose2d(1, 1, 3, padding="same")
-    with pytest.raises(NotImplementedError, match="only padding_mode='zeros'"):
-        nn.Conv2d(1, 1, 3, padding_mode="reflect")
+    with pytest.raises(ValueError, match='Only "zeros" padding mode is supported for '
+                                         'ConvTranspose2d'):
+        nn.ConvTranspose2d(1, 1, 3, padding_mode="reflect")
     with pytest.raises(ValueError, match="padding_mode must be one of"):
         nn.Conv1d(1, 1, 3, padding_mode="mirror")
     with pytest.raises(ValueError, match="num_channels 6 must be divisible by num_groups 4"):
@@ -499,6 +511,7 @@ def test_repr_matches_torch():
             m.Conv1d(2, 4, 3), m.Conv3d(2, 4, (1, 2, 3), stride=2, padding=1, groups=2,
                                         bias=False),
             m.Conv2d(2, 4, 3, padding="same", dilation=2),
+            m.Conv2d(2, 4, 3, padding=1, groups=2, bias=False, padding_mode="circular"),
             m.ConvTranspose1d(2, 4, 3, stride=2, output_padding=1),
             m.ConvTranspose2d(2, 4, 3, dilation=2, groups=2), m.ConvTranspose3d(2, 4, 3),
             m.BatchNorm1d(3), m.BatchNorm2d(3, bias=False),
