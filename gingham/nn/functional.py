@@ -26,6 +26,9 @@ in the autocast dtype and softmax, log-softmax, layer norm and the losses in flo
 batch norm and layer norm accept half-precision data with float32 parameters and compute their
 statistics in float32.
 
+The convolutions and pools take PyTorch's unbatched inputs too (``[C, H, W]`` for the 2-d
+ops): a batch of one, whose axis the result drops.
+
 Errors name the op, the argument and the shapes, and are raised before anything is built:
 :class:`ShapeError` for shapes, :class:`DTypeError` (a ``ShapeError``) for dtypes,
 :class:`gingham.DeviceError` for operands on different devices.
@@ -153,11 +156,17 @@ def _data_format(op: str, data_format: str, nd: int) -> bool:
 def _spatial_input(op: str, x: Tensor, nd: int, channels_last: bool) -> tuple[int, int, tuple]:
     if x.ndim != nd + 2:
         layout = ("N", *"DHW"[3 - nd:], "C") if channels_last else ("N", "C", *"DHW"[3 - nd:])
-        raise ShapeError(f"{op}: input must be {nd + 2}-d ({', '.join(layout)}), got shape "
-                         f"{x.shape}")
+        raise ShapeError(f"{op}: input must be {nd + 1}-d (unbatched) or {nd + 2}-d "
+                         f"({', '.join(layout)}), got shape {x.shape}")
     if channels_last:
         return x.shape[0], x.shape[-1], x.shape[1:-1]
     return x.shape[0], x.shape[1], x.shape[2:]
+
+
+def _unbatched(x, nd: int) -> bool:
+    """PyTorch's unbatched form of an ``nd``-d layer's input, ``[C, *spatial]`` (or
+    ``[*spatial, C]``): the op runs it as a batch of one and drops that axis again."""
+    return isinstance(x, Tensor) and x.ndim == nd + 1
 
 
 def _full_node(like, like_ndim: int, shape: Sequence[int], value: float, dtype: np.dtype):
@@ -227,6 +236,9 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
     """The convolutions' common body. ``algorithm`` (``auto``, ``direct`` or ``winograd``)
     replaces ``conv_algorithm`` for this call: the tuner times one layer both ways with it
     (:mod:`gingham.tune.algorithms`), and such a call is not one of the program's."""
+    if _unbatched(x, nd):
+        return _conv(op, nd, x.unsqueeze(0), weight, bias, stride, padding, dilation, groups,
+                     data_format, algorithm).squeeze(0)
     parameter = weight
     x, weight, bias = cast_inputs_low(x, weight, bias)
     _check(op, ("input", "weight", "bias"), input=x, weight=weight, bias=bias)
@@ -294,8 +306,8 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
 
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
            padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
-    """1-D convolution (cross-correlation, as in PyTorch) of ``[N, C, L]`` data with
-    ``[O, C/groups, K]`` weights. ``padding`` is an int, a 1-tuple, ``"valid"`` or ``"same"``."""
+    """1-D convolution (cross-correlation, as in PyTorch) of ``[N, C, L]`` data (or unbatched
+    ``[C, L]``) with ``[O, C/groups, K]`` weights. ``padding`` is an int, a 1-tuple, ``"valid"`` or ``"same"``."""
     return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
 
 
@@ -303,7 +315,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: In
            padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1,
            data_format: str = "NCHW") -> Tensor:
     """2-D convolution of ``[N, C, H, W]`` data (``[N, H, W, C]`` with ``data_format="NHWC"``,
-    giving NHWC output) with ``[O, C/groups, KH, KW]`` weights; ``groups=C`` with ``O = k*C`` is
+    giving NHWC output; without ``N``, unbatched) with ``[O, C/groups, KH, KW]`` weights; ``groups=C`` with ``O = k*C`` is
     depthwise. A float32 3x3, stride-1, padding-1 convolution may be built by Winograd's
     algorithm instead of one contraction: ``conv_algorithm`` (``GINGHAM_CONV_ALGORITHM``)
     chooses, see :mod:`gingham.nn.winograd`."""
@@ -313,7 +325,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: In
 
 def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
            padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
-    """3-D convolution of ``[N, C, D, H, W]`` data with ``[O, C/groups, KD, KH, KW]`` weights."""
+    """3-D convolution of ``[N, C, D, H, W]`` (or unbatched ``[C, D, H, W]``) data with ``[O, C/groups, KD, KH, KW]`` weights."""
     return _conv("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
 
 
@@ -322,6 +334,9 @@ def _conv_transpose(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | 
     """The adjoint of a convolution, written as the contraction whose output index is affine:
     ``O[n, co, s*i + d*k - p] = +(I[n, ci, i] * W[ci, co, k])`` (taps landing outside the
     output are dropped by the valid-index rule; that is the cropping by ``padding``)."""
+    if _unbatched(x, nd):
+        return _conv_transpose(op, nd, x.unsqueeze(0), weight, bias, stride, padding,
+                               output_padding, groups, dilation).squeeze(0)
     x, weight, bias = cast_inputs_low(x, weight, bias)
     _check(op, ("input", "weight", "bias"), input=x, weight=weight, bias=bias)
     n_batch, channels, spatial = _spatial_input(op, x, nd, False)
@@ -436,6 +451,9 @@ def _pool(op: str, agg, x: Tensor, nd: int, kernel, stride, pads, dilation, out_
 
 def _max_pool(op: str, nd: int, x: Tensor, kernel_size, stride, padding, dilation, ceil_mode,
               return_indices: bool, data_format: str | None) -> Tensor:
+    if _unbatched(x, nd):
+        return _max_pool(op, nd, x.unsqueeze(0), kernel_size, stride, padding, dilation,
+                         ceil_mode, return_indices, data_format).squeeze(0)
     _check(op, ("input",), input=x)
     if return_indices:
         raise NotImplementedError(f"{op}: return_indices=True is not supported")
@@ -457,7 +475,8 @@ def max_pool1d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None
 def max_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None,
                padding: IntOrTuple = 0, dilation: IntOrTuple = 1, ceil_mode: bool = False,
                return_indices: bool = False, data_format: str = "NCHW") -> Tensor:
-    """Max over windows of ``[N, C, H, W]`` (or NHWC) data; ``stride`` defaults to the kernel.
+    """Max over windows of ``[N, C, H, W]`` (or NHWC, or unbatched ``[C, H, W]``) data;
+    ``stride`` defaults to the kernel.
 
         O[n, c, y, x] = >(I[n, c, sy*y + ky - py, sx*x + kx - px]), ky < KH, kx < KW
     """
@@ -474,6 +493,9 @@ def max_pool3d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None
 
 def _avg_pool(op: str, nd: int, x: Tensor, kernel_size, stride, padding, ceil_mode: bool,
               count_include_pad: bool, divisor_override, data_format: str | None) -> Tensor:
+    if _unbatched(x, nd):
+        return _avg_pool(op, nd, x.unsqueeze(0), kernel_size, stride, padding, ceil_mode,
+                         count_include_pad, divisor_override, data_format).squeeze(0)
     _check(op, ("input",), input=x)
     channels_last = _data_format(op, data_format, nd) if data_format else False
     _, _, spatial = _spatial_input(op, x, nd, channels_last)
@@ -544,6 +566,8 @@ def adaptive_avg_pool2d(input: Tensor, output_size: IntOrTuple,
     ``avg_pool2d``; otherwise each axis is contracted with PyTorch's window-averaging matrix
     (a small constant made on the host from the shapes)."""
     op = "adaptive_avg_pool2d"
+    if _unbatched(input, 2):
+        return adaptive_avg_pool2d(input.unsqueeze(0), output_size, data_format).squeeze(0)
     _check(op, ("input",), input=input)
     channels_last = _data_format(op, data_format, 2)
     _, _, spatial = _spatial_input(op, input, 2, channels_last)

@@ -29,6 +29,9 @@ place, so optimisers and compiled steps holding them see the loaded or moved val
 Initialisation follows PyTorch's defaults (Kaiming-uniform with a = sqrt(5) for linear and
 convolution layers, N(0, 1) for embeddings), drawn from :func:`manual_seed`'s generator.
 
+The convolutions and pools also take PyTorch's unbatched input (``[C, H, W]`` for the 2-d
+layers), as PyTorch's do; the batch norms, as PyTorch's, need a batch.
+
 The image layers take ``data_format="NHWC"`` for channels-last data (what PyTorch's
 ``memory_format=torch.channels_last`` and Keras use); their parameters keep PyTorch's shapes
 (OIHW filters), so weights move between the layouts and to and from PyTorch unchanged.
@@ -556,8 +559,10 @@ class _PlainConvNd(_ConvNd):
     def forward(self, x: Tensor) -> Tensor:
         padding = self.padding
         if self.padding_mode != "zeros":  # PyTorch's order: pad by the mode, then convolve
-            x = F.pad(x, self._mode_padding(), mode=self.padding_mode)
-            padding = 0
+            unbatched_nhwc = self.data_format == "NHWC" and x.ndim == 3
+            batch = x.unsqueeze(0) if unbatched_nhwc else x  # F.pad's 3 axes need a batch
+            padded = F.pad(batch, self._mode_padding(), mode=self.padding_mode)
+            x, padding = padded.squeeze(0) if unbatched_nhwc else padded, 0
         return type(self).function(x, self.weight, self.bias, self.stride, padding,
                                    self.dilation, self.groups, **_layout(self.data_format))
 
@@ -643,7 +648,8 @@ class _ConvTransposeNd(_ConvNd):
         if len(size) != nd:
             raise ValueError(f"{layer}: output_size must have {nd} or {nd + 2} entries, got "
                              f"{tuple(output_size)}")
-        smallest = [(x.shape[2 + d] - 1) * self.stride[d] - 2 * self.padding[d]
+        spatial = x.shape[x.ndim - nd:]  # batched or not
+        smallest = [(spatial[d] - 1) * self.stride[d] - 2 * self.padding[d]
                     + self.dilation[d] * (self.kernel_size[d] - 1) + 1 for d in range(nd)]
         for d in range(nd):
             if not smallest[d] <= size[d] < smallest[d] + self.stride[d]:

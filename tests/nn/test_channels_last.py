@@ -199,6 +199,9 @@ def test_layers_channels_last_match_pytorch(device):
     np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=1e-4, atol=1e-4)
     for grad, other in zip(grads, theirs.parameters(), strict=True):
         np.testing.assert_allclose(grad.numpy(), other.grad.numpy(), rtol=1e-4, atol=1e-4)
+    unbatched = ours[0](gingham.tensor(nhwc(images)[1], device=device))  # [H, W, C]
+    np.testing.assert_allclose(unbatched.numpy(), nhwc(theirs[0](torch.from_numpy(
+        images[1:])).detach().numpy())[0], rtol=1e-4, atol=1e-4)
     bn_ours, bn_theirs = ours[1], theirs[1]
     np.testing.assert_allclose(bn_ours.running_mean.numpy(), bn_theirs.running_mean.numpy(),
                                rtol=1e-4, atol=1e-5)

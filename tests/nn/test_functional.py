@@ -164,6 +164,30 @@ def test_pooling(device):
 # -- normalisation ---------------------------------------------------------------------------------
 
 
+def test_unbatched_convolutions_and_pools(device):
+    """PyTorch's unbatched forms, [C, *spatial], of the convolutions and pools."""
+    arrays = dict(s=rand(4, 9), x=rand(4, 7, 6, seed=1), v=rand(2, 4, 5, 3, seed=2),
+                  k1=rand(6, 2, 3, seed=3), k2=rand(5, 4, 3, 3, seed=4), b2=rand(5, seed=5),
+                  k3=rand(3, 2, 2, 2, 2, seed=6), kt=rand(4, 3, 3, 2, seed=7))
+
+    def run(f, s, x, v, k1, k2, b2, k3, kt):
+        return {
+            "conv1d": f.conv1d(s, k1, stride=2, padding=1, groups=2),
+            "conv2d": f.conv2d(x, k2, b2, padding="same"),
+            "conv3d": f.conv3d(v, k3, padding=1),
+            "conv_transpose2d": f.conv_transpose2d(x, kt, stride=2, output_padding=1),
+            "max_pool1d": f.max_pool1d(s, 3, stride=2, padding=1),
+            "max_pool2d": f.max_pool2d(x, 2, ceil_mode=True),
+            "max_pool3d": f.max_pool3d(v, 2, stride=1),
+            "avg_pool1d": f.avg_pool1d(s, 2),
+            "avg_pool2d": f.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False),
+            "avg_pool3d": f.avg_pool3d(v, (2, 2, 1)),
+            "adaptive_avg_pool2d": f.adaptive_avg_pool2d(x, (3, 4)),
+        }
+
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
+
+
 def test_batch_norm_and_layer_norm(device):
     arrays = dict(x=rand(4, 3, 5, 2), g=rand(3, seed=1), b=rand(3, seed=2),
                   mean=rand(3, seed=3), var=np.abs(rand(3, seed=4)) + 0.5,
@@ -492,8 +516,9 @@ def test_shape_errors_name_the_op_argument_and_shapes():
         F.conv2d(x, tensor(rand(5, 3, 3, 3), device="reference"))
     with pytest.raises(ShapeError, match=r"conv2d: groups=3 must divide"):
         F.conv2d(x, tensor(rand(4, 2, 3, 3), device="reference"), groups=3)
-    with pytest.raises(ShapeError, match=r"conv2d: input must be 4-d .* got shape \(4, 6, 6\)"):
-        F.conv2d(x[0], tensor(rand(5, 4, 3, 3), device="reference"))
+    with pytest.raises(ShapeError, match=r"conv2d: input must be 3-d \(unbatched\) or 4-d .* got "
+                                         r"shape \(6, 6\)"):
+        F.conv2d(x[0, 0], tensor(rand(5, 4, 3, 3), device="reference"))
     with pytest.raises(ShapeError, match=r"conv2d: padding='same' needs stride 1"):
         F.conv2d(x, tensor(rand(5, 4, 3, 3), device="reference"), stride=2, padding="same")
     with pytest.raises(ShapeError, match=r"conv1d: bias must have shape \(5,\), got \(4,\)"):

@@ -171,6 +171,11 @@ CONV_NORM_POOL_LAYERS = {  # the N-d layers, norms, resampling and the other act
     "upsample_trilinear": (lambda d: nn.Upsample(scale_factor=(1, 2, 1.5), mode="trilinear"),
                            lambda: tnn.Upsample(scale_factor=(1, 2, 1.5), mode="trilinear"),
                            "volume"),
+    "conv2d_reflect_unbatched": (lambda d: nn.Conv2d(3, 2, 3, padding=(1, 2),
+                                                     padding_mode="reflect", device=d),
+                                 lambda: tnn.Conv2d(3, 2, 3, padding=(1, 2),
+                                                    padding_mode="reflect"), "plane"),
+    "max_pool2d_unbatched": (lambda d: nn.MaxPool2d(2), lambda: tnn.MaxPool2d(2), "plane"),
     "relu6": (lambda d: nn.ReLU6(), lambda: tnn.ReLU6(), "image"),
     "hardtanh": (lambda d: nn.Hardtanh(-0.5, 0.7), lambda: tnn.Hardtanh(-0.5, 0.7), "image"),
     "softplus": (lambda d: nn.Softplus(), lambda: tnn.Softplus(), "signal"),
@@ -196,7 +201,7 @@ def test_layers_match_torch(device, layers):
     inputs = {"seq": rand(3, 4, 6), "image": 3 * rand(2, 3, 6, 5, seed=1),
               "tokens": np.array([[0, 6, 2], [2, 3, 1], [2, 2, 4]], np.int64),
               "features": rand(5, 4, seed=3), "signal": rand(2, 4, 9, seed=4),
-              "volume": rand(2, 2, 5, 4, 6, seed=5)}
+              "volume": rand(2, 2, 5, 4, 6, seed=5), "plane": rand(3, 6, 5, seed=6)}
     kinds = {kind for _, _, kind in layers.values()}
     inputs = {k: v for k, v in inputs.items() if k in kinds}
     g_in = {k: tensor(v, device=device, requires_grad=v.dtype.kind == "f")
@@ -342,9 +347,9 @@ def test_conv_transpose_output_size_picks_output_padding(device):
     ours = nn.ConvTranspose2d(3, 2, 3, stride=(2, 3), padding=1, device=device)
     theirs = tnn.ConvTranspose2d(3, 2, 3, stride=(2, 3), padding=1)
     ours.load_state_dict(randomize(theirs).state_dict())
-    for size in ([8, 15], (2, 2, 7, 14)):
-        expected = theirs(torch.tensor(x), output_size=size).detach().numpy()
-        got = ours(tensor(x, device=device), output_size=size).numpy()
+    for data, size in ((x, [8, 15]), (x, (2, 2, 7, 14)), (x[0], [7, 15])):  # x[0]: unbatched
+        expected = theirs(torch.tensor(data), output_size=size).detach().numpy()
+        got = ours(tensor(data, device=device), output_size=size).numpy()
         assert got.shape == expected.shape
         np.testing.assert_allclose(got, expected, **TOLERANCE)
     with pytest.raises(ValueError, match="padding_idx must be within num_embeddings: 7 for 7"):
