@@ -450,24 +450,62 @@ def _pool(op: str, agg, x: Tensor, nd: int, kernel, stride, pads, dilation, out_
 
 
 def _max_pool(op: str, nd: int, x: Tensor, kernel_size, stride, padding, dilation, ceil_mode,
-              return_indices: bool, data_format: str | None) -> Tensor:
+              return_indices: bool, data_format: str | None):
     if _unbatched(x, nd):
-        return _max_pool(op, nd, x.unsqueeze(0), kernel_size, stride, padding, dilation,
-                         ceil_mode, return_indices, data_format).squeeze(0)
+        result = _max_pool(op, nd, x.unsqueeze(0), kernel_size, stride, padding, dilation,
+                           ceil_mode, return_indices, data_format)
+        return tuple(r.squeeze(0) for r in result) if return_indices else result.squeeze(0)
     _check(op, ("input",), input=x)
-    if return_indices:
-        raise NotImplementedError(f"{op}: return_indices=True is not supported")
     channels_last = _data_format(op, data_format, nd) if data_format else False
     _, _, spatial = _spatial_input(op, x, nd, channels_last)
     kernel, stride, pads, dilation, out = _pool_geometry(op, nd, spatial, kernel_size, stride,
                                                          padding, dilation, ceil_mode)
-    return _pool(op, builder.max, x, nd, kernel, stride, pads, dilation, out, channels_last)
+    values = _pool(op, builder.max, x, nd, kernel, stride, pads, dilation, out, channels_last)
+    if not return_indices:
+        return values
+    with no_grad():
+        indices = _max_indices(x, values, nd, kernel, stride, pads, dilation, channels_last)
+    return values, indices
+
+
+def _max_indices(x: Tensor, values: Tensor, nd: int, kernel, stride, pads, dilation,
+                 channels_last: bool) -> Tensor:
+    """PyTorch's ``return_indices``: where each window's maximum is, as an int64 position in
+    its ``[*spatial]`` plane (``h * W + w`` in 2-d). Of equal maxima the first in the
+    window's scan order, which is the least position:
+
+        P[n, c, y...] = <(I[n, c, taps] == O[n, c, y...] ? POS[n, c, taps])
+
+    with ``POS`` the flat position of every input element (from its coordinates)."""
+    n, c = builder.indices("n c")
+    ys, ks = _indices("y", nd), _indices("k", nd)
+    taps = [s * y + d * k - p for s, y, d, k, p in zip(stride, ys, dilation, ks, pads)]
+    spatial = x.shape[1:-1] if channels_last else x.shape[2:]
+    axes = range(1, nd + 1) if channels_last else range(2, nd + 2)
+    sizes_after = [math.prod(spatial[d + 1:]) for d in range(nd)]
+
+    def build(nodes):
+        image, maxima = nodes
+        position = builder.index(image, axes[0]) * sizes_after[0]
+        for axis, size_after in zip(axes[1:], sizes_after[1:]):
+            position = position + builder.index(image, axis) * size_after
+        first = builder.min(builder.cond(image[_layout(channels_last, n, c, taps)]
+                                         == maxima[_layout(channels_last, n, c, ys)],
+                                         position[_layout(channels_last, n, c, taps)]),
+                            out=list(_layout(channels_last, n, c, ys)),
+                            shape=list(values.shape),
+                            where=[k < size for k, size in zip(ks, kernel)])
+        return builder.cast(first, "int64")
+
+    return x._derive(values.shape, dt.INT64, [x, values], build)
 
 
 def max_pool1d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None,
                padding: IntOrTuple = 0, dilation: IntOrTuple = 1, ceil_mode: bool = False,
                return_indices: bool = False) -> Tensor:
-    """Max over windows of ``[N, C, L]`` data; padded taps never win (as with -inf padding)."""
+    """Max over windows of ``[N, C, L]`` data; padded taps never win (as with -inf padding).
+    ``return_indices=True`` returns ``(values, indices)``, the int64 positions of the maxima
+    along ``L`` (see :func:`max_pool2d`)."""
     return _max_pool("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode,
                      return_indices, None)
 
@@ -476,7 +514,9 @@ def max_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None
                padding: IntOrTuple = 0, dilation: IntOrTuple = 1, ceil_mode: bool = False,
                return_indices: bool = False, data_format: str = "NCHW") -> Tensor:
     """Max over windows of ``[N, C, H, W]`` (or NHWC, or unbatched ``[C, H, W]``) data;
-    ``stride`` defaults to the kernel.
+    ``stride`` defaults to the kernel. ``return_indices=True`` returns ``(values,
+    indices)``: PyTorch's int64 position ``h * W + w`` of each maximum in its plane (the
+    first of equal ones).
 
         O[n, c, y, x] = >(I[n, c, sy*y + ky - py, sx*x + kx - px]), ky < KH, kx < KW
     """
@@ -487,6 +527,8 @@ def max_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None
 def max_pool3d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None,
                padding: IntOrTuple = 0, dilation: IntOrTuple = 1, ceil_mode: bool = False,
                return_indices: bool = False) -> Tensor:
+    """Max over windows of ``[N, C, D, H, W]`` data (``return_indices``: positions
+    ``(d * H + h) * W + w``, see :func:`max_pool2d`)."""
     return _max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode,
                      return_indices, None)
 

@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Seque
 import numpy as np
 
 from ..errors import StateDictError
-from ..frontend.tensor import (Tensor, assign_all, move_all, placement, realize,
+from ..frontend.tensor import (Tensor, assign_all, move_all, no_grad, placement, realize,
                                refuse_while_tracing, tensor, zeros)
 from ..tile import dtypes as dt
 from . import functional as F
@@ -96,9 +96,10 @@ class Module:
     """
 
     training = True
-    # State-dict names this module accepts and ignores when loading (PyTorch's batch norm
-    # counter, which gingham's batch norm has no use for).
-    _ignored_state: tuple[str, ...] = ()
+    # Buffers a state dict may lack when loading: a missing one keeps its value (batch
+    # norm's num_batches_tracked, absent from checkpoints gingham wrote before it kept one;
+    # PyTorch's batch norm accepts such old state dicts the same way).
+    _optional_state: tuple[str, ...] = ()
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} defines no forward()")
@@ -211,19 +212,14 @@ class Module:
                 targets[_join(module_prefix, name)] = (module, name, value)
         return targets
 
-    def _ignorable(self, key: str, modules: Mapping[str, "Module"]) -> bool:
-        """A state-dict name that a module of this tree accepts and ignores (PyTorch's
-        ``num_batches_tracked`` of a batch norm)."""
-        owner, _, name = key.rpartition(".")
-        module = modules.get(owner)
-        return module is not None and name in module._ignored_state
 
     def load_state_dict(self, state_dict: Mapping[str, Any],
                         strict: bool = True) -> IncompatibleKeys:
         """Copy ``state_dict``'s arrays (NumPy arrays, PyTorch tensors, gingham tensors) into
         the parameters and buffers of the same names, keeping each tensor's device, dtype,
         ``requires_grad`` and identity (optimisers and compiled steps holding it see the new
-        value). PyTorch's ``num_batches_tracked`` is accepted and ignored.
+        value). A batch norm's ``num_batches_tracked`` may be missing (it then keeps its
+        value), as in PyTorch.
 
         Raises :class:`gingham.StateDictError`, listing every problem and loading nothing,
         for a shape or dtype that differs from the module's, and (``strict``, the default)
@@ -232,10 +228,9 @@ class Module:
             model.load_state_dict(torch_model.state_dict())
         """
         targets = self._load_targets()
-        modules = dict(self.named_modules(remove_duplicate=False))
-        missing = [name for name in targets if name not in state_dict]
-        unexpected = [key for key in state_dict
-                      if key not in targets and not self._ignorable(key, modules)]
+        missing = [name for name, (module, attribute, _) in targets.items()
+                   if name not in state_dict and attribute not in module._optional_state]
+        unexpected = [key for key in state_dict if key not in targets]
         arrays: dict[str, np.ndarray] = {}
         problems = []
         for name, (_, _, target) in targets.items():
@@ -689,30 +684,28 @@ class ConvTranspose3d(_ConvTransposeNd):
 
 class _BatchNorm(Module):
     """Batch norm over every axis but the channels. In training the batch statistics are
-    used and the running ones updated (``(1 - momentum) * running + momentum * batch``);
+    used, the running ones updated (``(1 - momentum) * running + momentum * batch``, or
+    with ``momentum=None`` the cumulative average ``running + (batch - running) / count``)
+    and ``num_batches_tracked``, PyTorch's int64 counter of training batches, incremented;
     in evaluation the running ones are used, or the batch's with
-    ``track_running_stats=False`` (which keeps none). ``affine=False`` has no ``weight`` and
-    ``bias``, ``bias=False`` no ``bias``.
+    ``track_running_stats=False`` (which keeps none, and no counter). ``affine=False`` has no
+    ``weight`` and ``bias``, ``bias=False`` no ``bias``.
 
-    A PyTorch state dict's ``num_batches_tracked`` is accepted and ignored (the running
-    averages use ``momentum``; PyTorch needs the count only for ``momentum=None``, which is
-    not supported).
+        bn = BatchNorm1d(16, momentum=None)       # running stats: the mean over all batches
     """
 
-    _ignored_state = ("num_batches_tracked",)
+    _optional_state = ("num_batches_tracked",)
     _ranks: tuple[int, ...]  # the input ranks accepted
     data_format: str | None = None  # the 2-d layer's layout option
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True,
                  device: str | None = None, *, bias: bool = True) -> None:
-        if momentum is None:
-            raise NotImplementedError(f"{type(self).__name__}: momentum=None (a cumulative "
-                                      "average) is not supported")
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         ones, zeros = np.ones(num_features, np.float32), np.zeros(num_features, np.float32)
         self.weight = self.bias = self.running_mean = self.running_var = None
+        self.num_batches_tracked = None
         if affine:
             self.weight = tensor(ones, device=device, requires_grad=True)
             if bias:
@@ -720,6 +713,7 @@ class _BatchNorm(Module):
         if track_running_stats:
             self.running_mean = tensor(zeros, device=device)
             self.running_var = tensor(ones, device=device)
+            self.num_batches_tracked = tensor(np.array(0, np.int64), device=device)
 
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim not in self._ranks:
@@ -728,13 +722,23 @@ class _BatchNorm(Module):
                              "input)")
         data_format = "NHWC" if self.data_format == "NHWC" else "NCHW"
         batch_statistics = self.training or self.running_mean is None
+        # The cumulative average's weight, 1 / count, is only known on the device: take the
+        # batch's statistics alone (momentum 1) and blend them below.
+        momentum = 1.0 if self.momentum is None else self.momentum
         result = F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                              batch_statistics, self.momentum, self.eps, data_format)
+                              batch_statistics, momentum, self.eps, data_format)
         if not batch_statistics:
             return result
         y, mean, var = result
         if self.training and self.running_mean is not None:
-            assign_all([(self.running_mean, mean), (self.running_var, var)])
+            count = self.num_batches_tracked + 1
+            if self.momentum is None:
+                with no_grad():
+                    weight = 1.0 / count.astype(self.running_mean.dtype)
+                    mean = self.running_mean + (mean - self.running_mean) * weight
+                    var = self.running_var + (var - self.running_var) * weight
+            assign_all([(self.running_mean, mean), (self.running_var, var),
+                        (self.num_batches_tracked, count)])
         return y
 
     def extra_repr(self) -> str:
@@ -762,7 +766,7 @@ class BatchNorm2d(_BatchNorm):
 
     _ranks = (4,)
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True,
                  device: str | None = None, *, bias: bool = True,
                  data_format: str = "NCHW") -> None:
@@ -1137,7 +1141,9 @@ class LogSoftmax(_AlongDim):
 
 class _MaxPoolNd(Module):
     """Max over ``kernel_size`` windows (``stride`` defaults to the kernel), with PyTorch's
-    ``padding`` (padded taps never win), ``dilation`` and ``ceil_mode``."""
+    ``padding`` (padded taps never win), ``dilation`` and ``ceil_mode``;
+    ``return_indices=True`` returns ``(values, indices)``, PyTorch's int64 positions of the
+    maxima in each plane."""
 
     function: Callable[..., Tensor]
 
@@ -1145,17 +1151,15 @@ class _MaxPoolNd(Module):
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
                  return_indices: bool = False, ceil_mode: bool = False) -> None:
-        if return_indices:
-            raise NotImplementedError(f"{type(self).__name__}: return_indices=True is not "
-                                      "supported")
         self.kernel_size = kernel_size
         self.stride = kernel_size if stride is None else stride
         self.padding, self.dilation = padding, dilation
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
         return type(self).function(x, self.kernel_size, self.stride, self.padding, self.dilation,
-                                   self.ceil_mode, **_layout(self.data_format))
+                                   self.ceil_mode, self.return_indices,
+                                   **_layout(self.data_format))
 
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "

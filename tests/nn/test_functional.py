@@ -37,8 +37,9 @@ def rand(*shape, seed=0, dtype=np.float32):
 def compare(device, arrays: dict, ours, theirs, constants=(), dtype=np.float32,
             forward_only=()):
     """Run ``ours(**gingham tensors)`` and ``theirs(**torch tensors)`` (each a dict of named
-    outputs), compare the outputs, then the gradients of ``sum_k <w_k, out_k>`` (outputs not in
-    ``forward_only``) with respect to every float input not listed in ``constants``."""
+    outputs), compare the outputs (integer ones exactly), then the gradients of
+    ``sum_k <w_k, out_k>`` (float outputs not in ``forward_only``) with respect to every float
+    input not listed in ``constants``."""
     tol = TOLERANCE[np.dtype(dtype)]
     wants_grad = {k: v.dtype.kind == "f" and k not in constants for k, v in arrays.items()}
     g_in = {k: tensor(v, device=device, requires_grad=wants_grad[k]) for k, v in arrays.items()}
@@ -49,13 +50,17 @@ def compare(device, arrays: dict, ours, theirs, constants=(), dtype=np.float32,
     for name, expected in t_out.items():
         value = g_out[name]
         assert value.shape == tuple(expected.shape), name
+        if not expected.dtype.is_floating_point:
+            assert value.dtype == expected.numpy().dtype, name
+            np.testing.assert_array_equal(value.numpy(), expected.numpy(), err_msg=name)
+            continue
         assert value.dtype == np.dtype(dtype), name
         np.testing.assert_allclose(value.numpy(), expected.detach().numpy(), err_msg=name, **tol)
     if not any(wants_grad.values()):
         return
     rng = np.random.default_rng(1)
     weights = {k: rng.standard_normal(tuple(v.shape)).astype(dtype) for k, v in t_out.items()
-               if k not in forward_only}
+               if k not in forward_only and v.dtype.is_floating_point}
     g_loss = sum((g_out[k] * tensor(w, device=device)).sum() for k, w in weights.items())
     t_loss = sum((t_out[k] * torch.tensor(w)).sum() for k, w in weights.items())
     g_loss.backward()
@@ -184,6 +189,39 @@ def test_unbatched_convolutions_and_pools(device):
             "avg_pool3d": f.avg_pool3d(v, (2, 2, 1)),
             "adaptive_avg_pool2d": f.adaptive_avg_pool2d(x, (3, 4)),
         }
+
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
+
+
+def test_max_pool_return_indices(device):
+    """PyTorch's flat per-plane positions of the maxima (ties: the first in the window, here
+    from a plateau of equal values), in 1, 2 and 3 dimensions, unbatched, NHWC; the values'
+    gradient too."""
+    x = rand(2, 3, 7, 6)
+    x[0, 1, 1:4, 2:5] = 2.5  # a plateau: many windows see equal maxima
+    arrays = dict(s=rand(2, 3, 9, seed=1), x=x, v=rand(1, 2, 5, 4, 6, seed=2))
+
+    def run(f, s, x, v):
+        outputs = {}
+        for name, (values, indices) in {
+            "1d": f.max_pool1d(s, 3, stride=2, padding=1, return_indices=True),
+            "2d": f.max_pool2d(x, 2, return_indices=True),
+            "2d_overlapping": f.max_pool2d(x, 3, stride=(2, 1), padding=1, return_indices=True),
+            "2d_dilated_ceil": f.max_pool2d(x, 2, stride=2, dilation=2, ceil_mode=True,
+                                            return_indices=True),
+            "2d_unbatched": f.max_pool2d(x[1], (2, 3), stride=1, return_indices=True),
+            "3d": f.max_pool3d(v, 2, stride=(1, 2, 2), padding=1, return_indices=True),
+        }.items():
+            outputs[name], outputs[name + "_indices"] = values, indices
+        if f is F:
+            values, indices = F.max_pool2d(x.transpose(0, 2, 3, 1), 3, 2, 1,
+                                           return_indices=True, data_format="NHWC")
+            outputs["nhwc"], outputs["nhwc_indices"] = (values.transpose(0, 3, 1, 2),
+                                                        indices.transpose(0, 3, 1, 2))
+        else:
+            outputs["nhwc"], outputs["nhwc_indices"] = TF.max_pool2d(x, 3, 2, 1,
+                                                                     return_indices=True)
+        return outputs
 
     compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
 

@@ -235,6 +235,44 @@ def test_layers_match_torch(device, layers):
                                        **TOLERANCE)
 
 
+def test_batch_norm_cumulative_average_and_counter(device):
+    """``momentum=None`` (the running statistics average every batch so far, weighted by
+    ``num_batches_tracked``) beside the exponential average, over eager and compiled
+    training steps, from PyTorch's loaded state (counter included), against PyTorch's."""
+    ours = nn.ModuleDict({"cumulative": nn.BatchNorm2d(3, momentum=None, device=device),
+                          "exponential": nn.BatchNorm1d(3, momentum=0.3, device=device)})
+    theirs = randomize(tnn.ModuleDict({"cumulative": tnn.BatchNorm2d(3, momentum=None),
+                                       "exponential": tnn.BatchNorm1d(3, momentum=0.3)}))
+    theirs["cumulative"].num_batches_tracked.fill_(4)
+    ours.load_state_dict(theirs.state_dict())
+
+    def step(module, images, signals):
+        return module["cumulative"](images), module["exponential"](signals)
+
+    compiled = jit(lambda images, signals: step(ours, images, signals))
+    for index in range(4):
+        images, signals = rand(2, 3, 4, 5, seed=index), rand(4, 3, 6, seed=10 + index)
+        run = step if index < 2 else lambda m, *a: compiled(*a)
+        got = run(ours, tensor(images, device=device), tensor(signals, device=device))
+        expected = step(theirs, torch.tensor(images), torch.tensor(signals))
+        for value, other in zip(got, expected):
+            np.testing.assert_allclose(value.numpy(), other.detach().numpy(), **TOLERANCE)
+        state = ours.state_dict()
+        assert list(state) == list(theirs.state_dict())
+        for name, value in theirs.state_dict().items():
+            assert state[name].dtype == value.numpy().dtype, name
+            np.testing.assert_allclose(state[name], value.numpy(), err_msg=f"{name} {index}",
+                                       **TOLERANCE)
+    assert ours.state_dict()["cumulative.num_batches_tracked"] == 8
+    ours.eval()
+    theirs.eval()
+    images = rand(2, 3, 4, 5, seed=9)
+    np.testing.assert_allclose(ours["cumulative"](tensor(images, device=device)).numpy(),
+                               theirs["cumulative"](torch.tensor(images)).detach().numpy(),
+                               **TOLERANCE)
+    assert "momentum=None" in repr(ours["cumulative"]) == repr(theirs["cumulative"])
+
+
 def test_default_initialisation_follows_torch():
     """Shapes, dtypes and distributions of fresh layers (the values come from our generator)."""
     nn.manual_seed(0)
@@ -303,10 +341,6 @@ def test_constructor_errors():
         nn.Conv1d(1, 1, 3, padding_mode="mirror")
     with pytest.raises(ValueError, match="num_channels 6 must be divisible by num_groups 4"):
         nn.GroupNorm(4, 6)
-    with pytest.raises(NotImplementedError, match="momentum=None"):
-        nn.BatchNorm1d(3, momentum=None)
-    with pytest.raises(NotImplementedError, match="return_indices"):
-        nn.MaxPool1d(2, return_indices=True)
     with pytest.raises(ValueError, match="max_val 1 must be greater than min_val 2"):
         nn.Hardtanh(2, 1)
     volume = tensor(rand(2, 3, 4, 4, 4), device="reference")
@@ -356,6 +390,20 @@ def test_conv_transpose_output_size_picks_output_padding(device):
         nn.Embedding(7, 2, padding_idx=7)
     with pytest.raises(ValueError, match="expected to be 2-dimensional"):
         nn.Embedding.from_pretrained(np.zeros((2, 3, 4), np.float32))
+
+
+def test_max_pool_layers_return_indices(device):
+    """``return_indices=True`` layers return PyTorch's (values, indices) pair."""
+    x = rand(2, 3, 5, 6)
+    for ours, theirs, data in ((nn.MaxPool2d(2, return_indices=True),
+                                tnn.MaxPool2d(2, return_indices=True), x),
+                               (nn.MaxPool1d(3, 2, 1, return_indices=True),
+                                tnn.MaxPool1d(3, 2, 1, return_indices=True), x[0])):
+        values, indices = ours(tensor(data, device=device))
+        expected_values, expected_indices = theirs(torch.tensor(data))
+        np.testing.assert_array_equal(values.numpy(), expected_values.numpy())
+        np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy())
+        assert indices.dtype == np.int64 and repr(ours) == repr(theirs)
 
 
 def test_softmax_without_dim_warns_and_picks_torchs_axis():
@@ -423,8 +471,10 @@ def test_names_follow_torch_in_a_resnet18():
     assert "stages.1.0.shortcut.0.weight" in names and "stages.1.0.shortcut.1.bias" in names
     assert names[-2:] == ["linear.weight", "linear.bias"]
     buffers = [name for name, _ in model.named_buffers()]
-    assert buffers[:2] == ["stem.bn.running_mean", "stem.bn.running_var"]
-    assert all(b.endswith(("running_mean", "running_var")) for b in buffers)
+    assert buffers[:3] == ["stem.bn.running_mean", "stem.bn.running_var",
+                           "stem.bn.num_batches_tracked"]  # PyTorch's buffers
+    assert all(b.endswith(("running_mean", "running_var", "num_batches_tracked"))
+               for b in buffers)
     state = model.state_dict()
     assert list(state)[:4] == ["stem.conv.weight", "stem.bn.weight", "stem.bn.bias",
                                "stem.bn.running_mean"]
@@ -556,11 +606,11 @@ def torch_small_net() -> tnn.Sequential:
 
 
 def test_sequential_state_dict_is_torchs(device):
-    """A torch Sequential's state dict loads unchanged (its num_batches_tracked ignored); the
-    two then agree in training (batch statistics, running averages, gradients) and in
-    evaluation; and ours loads back into torch strictly."""
+    """A torch Sequential's state dict loads unchanged (the same names, num_batches_tracked
+    included); the two then agree in training (batch statistics, running averages, the
+    counter, gradients) and in evaluation; and ours loads back into torch strictly."""
     ours, theirs = small_net(device, 0), torch_small_net()
-    expected_keys = [k for k in theirs.state_dict() if not k.endswith("num_batches_tracked")]
+    expected_keys = list(theirs.state_dict())
     assert list(ours.state_dict()) == expected_keys
     ours.load_state_dict(theirs.state_dict())
 
@@ -575,9 +625,8 @@ def test_sequential_state_dict_is_torchs(device):
         np.testing.assert_allclose(p.grad.numpy(), theirs_params[name].grad.numpy(),
                                    err_msg=name, **TOLERANCE)
     for name, value in theirs.state_dict().items():  # the running averages after the step
-        if name in expected_keys:
-            np.testing.assert_allclose(ours.state_dict()[name], value.numpy(), err_msg=name,
-                                       **TOLERANCE)
+        np.testing.assert_allclose(ours.state_dict()[name], value.numpy(), err_msg=name,
+                                   **TOLERANCE)
 
     ours.eval()
     theirs.eval()
@@ -641,6 +690,9 @@ def test_load_state_dict_errors_name_every_problem():
     linear = nn.Linear(2, 2, device="reference")  # num_batches_tracked is a batch norm's only
     with pytest.raises(gingham.StateDictError, match="unexpected key.*num_batches_tracked"):
         linear.load_state_dict({**linear.state_dict(), "num_batches_tracked": np.int64(0)})
+    norm = nn.BatchNorm1d(2, device="reference")  # a state dict from before the counter
+    old = {k: v for k, v in norm.state_dict().items() if k != "num_batches_tracked"}
+    assert norm.load_state_dict(old) == nn.IncompatibleKeys([], [])
 
 
 def test_loaded_weights_reach_a_compiled_step(device):
