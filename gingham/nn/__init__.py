@@ -4,7 +4,7 @@
   ``torch.nn.functional``'s names, argument order and defaults;
 * layers (:class:`Linear`, :class:`Conv1d`/``2d``/``3d``, :class:`ConvTranspose2d`,
   :class:`BatchNorm2d`, :class:`GroupNorm`, :class:`LayerNorm`, pools, :class:`Upsample`,
-  activations, ...), attention (:class:`MultiheadAttention`, the encoder and decoder layers
+  activations, losses such as :class:`CrossEntropyLoss`, ...), attention (:class:`MultiheadAttention`, the encoder and decoder layers
   and stacks, :class:`Transformer`), containers
   (:class:`Sequential`, :class:`ModuleList`, :class:`ModuleDict`) with PyTorch's
   ``named_parameters``/``state_dict``/``load_state_dict``, and reference models
@@ -22,13 +22,16 @@ from ..frontend.tensor import Tensor
 from . import attention, functional, init, models, modules, training
 from .attention import (MultiheadAttention, Transformer, TransformerDecoder,
                         TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
-from .modules import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, AvgPool3d,
-                      BatchNorm1d, BatchNorm2d, BatchNorm3d, Conv1d, Conv2d, Conv3d,
-                      ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, Dropout, Embedding,
-                      Flatten, GroupNorm, Hardswish, Hardtanh, Identity, IncompatibleKeys,
-                      LayerNorm, LeakyReLU, Linear, LogSoftmax, MaxPool1d, MaxPool2d, MaxPool3d,
-                      Mish, Module, ModuleDict, ModuleList, PReLU, ReLU, ReLU6, Sequential,
-                      Sigmoid, SiLU, Softmax, Softplus, Tanh, Upsample)
+from .modules import (ELU, GELU, AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d,
+                      AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d,
+                      AvgPool2d, AvgPool3d, BatchNorm1d, BatchNorm2d, BatchNorm3d, BCELoss,
+                      BCEWithLogitsLoss, Conv1d, Conv2d, Conv3d, ConvTranspose1d,
+                      ConvTranspose2d, ConvTranspose3d, CosineSimilarity, CrossEntropyLoss,
+                      Dropout, Embedding, Flatten, GroupNorm, Hardswish, Hardtanh, HuberLoss,
+                      Identity, IncompatibleKeys, KLDivLoss, L1Loss, LayerNorm, LeakyReLU,
+                      Linear, LogSoftmax, MaxPool1d, MaxPool2d, MaxPool3d, Mish, Module,
+                      ModuleDict, ModuleList, MSELoss, NLLLoss, PReLU, ReLU, ReLU6, Sequential,
+                      Sigmoid, SiLU, SmoothL1Loss, Softmax, Softplus, Tanh, Upsample)
 
 
 def manual_seed(seed: int) -> None:
@@ -82,6 +85,9 @@ __all__ = ["attention", "functional", "init", "models", "training", "manual_seed
            "Identity", "ReLU", "ReLU6", "Hardtanh", "LeakyReLU", "PReLU", "ELU", "GELU", "SiLU",
            "Mish", "Hardswish", "Softplus", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
            "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
-           "AdaptiveAvgPool2d", "Upsample", "Flatten",
+           "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
+           "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "Flatten", "CosineSimilarity",
+           "L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss",
+           "BCEWithLogitsLoss", "NLLLoss", "CrossEntropyLoss",
            "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
            "TransformerDecoderLayer", "TransformerDecoder", "Transformer"]

@@ -37,6 +37,7 @@ Errors name the op, the argument and the shapes, and are raised before anything 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Sequence, Union
 
 import numpy as np
@@ -602,30 +603,114 @@ def _adaptive_windows(size: int, out: int) -> np.ndarray:
     return matrix
 
 
-def adaptive_avg_pool2d(input: Tensor, output_size: IntOrTuple,
-                        data_format: str = "NCHW") -> Tensor:
+def _adaptive_geometry(op: str, nd: int, x: Tensor, output_size,
+                       data_format: str | None) -> tuple[bool, tuple, tuple]:
+    """(channels last, input spatial sizes, output sizes); ``None`` in ``output_size`` keeps
+    that axis's size, as in PyTorch."""
+    _check(op, ("input",), input=x)
+    channels_last = _data_format(op, data_format, nd) if data_format else False
+    _, _, spatial = _spatial_input(op, x, nd, channels_last)
+    sizes = ((output_size,) * nd if output_size is None or isinstance(output_size, int)
+             else tuple(output_size))
+    out = tuple(s if o is None else int(o) for s, o in zip(spatial, sizes))
+    if len(sizes) != nd or min(out) < 1:
+        raise ShapeError(f"{op}: output_size must be 1 or {nd} positive sizes, got "
+                         f"{output_size}")
+    return channels_last, spatial, out
+
+
+def _adaptive_avg_pool(op: str, nd: int, x: Tensor, output_size,
+                       data_format: str | None = None) -> Tensor:
     """Average pooling to a fixed output size. When the size divides evenly it is a plain
-    ``avg_pool2d``; otherwise each axis is contracted with PyTorch's window-averaging matrix
+    average pool; otherwise each axis is contracted with PyTorch's window-averaging matrix
     (a small constant made on the host from the shapes)."""
-    op = "adaptive_avg_pool2d"
-    if _unbatched(input, 2):
-        return adaptive_avg_pool2d(input.unsqueeze(0), output_size, data_format).squeeze(0)
-    _check(op, ("input",), input=input)
-    channels_last = _data_format(op, data_format, 2)
-    _, _, spatial = _spatial_input(op, input, 2, channels_last)
-    out = tuple(s if o is None else o for s, o in zip(
-        spatial, (output_size,) * 2 if isinstance(output_size, int) or output_size is None
-        else tuple(output_size)))
-    if len(out) != 2 or min(out) < 1:
-        raise ShapeError(f"{op}: output_size must be 1 or 2 positive sizes, got {output_size}")
+    if _unbatched(x, nd):
+        return _adaptive_avg_pool(op, nd, x.unsqueeze(0), output_size, data_format).squeeze(0)
+    channels_last, spatial, out = _adaptive_geometry(op, nd, x, output_size, data_format)
     if all(s % o == 0 for s, o in zip(spatial, out)):
         kernel = tuple(s // o for s, o in zip(spatial, out))
-        return avg_pool2d(input, kernel, kernel, data_format=data_format)
-    result = input
+        return _avg_pool(op, nd, x, kernel, kernel, 0, False, True, None, data_format)
+    result = x
     for axis, (size, o) in enumerate(zip(spatial, out)):
-        matrix = tensor(_adaptive_windows(size, o).astype(input.dtype), device=input.device)
+        matrix = tensor(_adaptive_windows(size, o).astype(x.dtype), device=x.device)
         result = _contract_axis(result, (1 if channels_last else 2) + axis, matrix)
     return result
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size: int) -> Tensor:
+    """Average pooling of ``[N, C, L]`` (or ``[C, L]``) data to ``output_size`` values."""
+    return _adaptive_avg_pool("adaptive_avg_pool1d", 1, input, output_size)
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size: IntOrTuple,
+                        data_format: str = "NCHW") -> Tensor:
+    """Average pooling of ``[N, C, H, W]`` (or NHWC, or unbatched) data to a fixed output
+    size, PyTorch's windows ``[floor(i * H / h), ceil((i + 1) * H / h))``:
+
+        F.adaptive_avg_pool2d(x, 1)               # global average pooling, [N, C, 1, 1]
+    """
+    return _adaptive_avg_pool("adaptive_avg_pool2d", 2, input, output_size, data_format)
+
+
+def adaptive_avg_pool3d(input: Tensor, output_size: IntOrTuple) -> Tensor:
+    """Average pooling of ``[N, C, D, H, W]`` (or unbatched) data to a fixed output size."""
+    return _adaptive_avg_pool("adaptive_avg_pool3d", 3, input, output_size)
+
+
+def _max_along_axis(x: Tensor, axis: int, mask: Tensor) -> Tensor:
+    """``O[..., o, ...] = >(X[..., a, ...] + M[o, a])``: the max over the positions ``a`` of
+    row ``o`` of ``mask`` (0 inside the window, the dtype's lowest value outside, so that
+    no position outside wins and no infinity meets an infinity)."""
+    idx = list(_indices("i", x.ndim))
+    a, o = builder.indices("a o")
+    source, target = list(idx), list(idx)
+    source[axis], target[axis] = a, o
+    shape = x.shape[:axis] + (mask.shape[0],) + x.shape[axis + 1:]
+    return x._derive(shape, x.dtype, [x, mask], lambda nodes: builder.max(
+        nodes[0][tuple(source)] + nodes[1][o, a], out=target, shape=list(shape)))
+
+
+def _adaptive_max_pool(op: str, nd: int, x: Tensor, output_size, return_indices: bool,
+                       data_format: str | None = None) -> Tensor:
+    """Max over PyTorch's adaptive windows: a plain max pool when the sizes divide evenly,
+    otherwise one masked max per axis (the max over a box is the max of its rows' maxima)."""
+    if return_indices:
+        raise NotImplementedError(f"{op}: return_indices=True is not supported")
+    if _unbatched(x, nd):
+        return _adaptive_max_pool(op, nd, x.unsqueeze(0), output_size, False,
+                                  data_format).squeeze(0)
+    channels_last, spatial, out = _adaptive_geometry(op, nd, x, output_size, data_format)
+    if all(s % o == 0 for s, o in zip(spatial, out)):
+        kernel = tuple(s // o for s, o in zip(spatial, out))
+        return _max_pool(op, nd, x, kernel, kernel, 0, 1, False, False, data_format)
+    result, lowest = x, float(np.finfo(x.dtype).min)
+    for axis, (size, o) in enumerate(zip(spatial, out)):
+        mask = np.where(_adaptive_windows(size, o) > 0, 0.0, lowest).astype(x.dtype)
+        result = _max_along_axis(result, (1 if channels_last else 2) + axis,
+                                 tensor(mask, device=x.device))
+    return result
+
+
+def adaptive_max_pool1d(input: Tensor, output_size: int, return_indices: bool = False) -> Tensor:
+    """Max pooling of ``[N, C, L]`` (or ``[C, L]``) data to ``output_size`` values."""
+    return _adaptive_max_pool("adaptive_max_pool1d", 1, input, output_size, return_indices)
+
+
+def adaptive_max_pool2d(input: Tensor, output_size: IntOrTuple,
+                        return_indices: bool = False) -> Tensor:
+    """Max pooling of ``[N, C, H, W]`` (or unbatched) data to a fixed output size, over
+    PyTorch's adaptive windows (see :func:`adaptive_avg_pool2d`); ``return_indices`` is not
+    supported.
+
+        F.adaptive_max_pool2d(x, (3, 3))          # [N, C, 7, 7] -> [N, C, 3, 3]
+    """
+    return _adaptive_max_pool("adaptive_max_pool2d", 2, input, output_size, return_indices)
+
+
+def adaptive_max_pool3d(input: Tensor, output_size: IntOrTuple,
+                        return_indices: bool = False) -> Tensor:
+    """Max pooling of ``[N, C, D, H, W]`` (or unbatched) data to a fixed output size."""
+    return _adaptive_max_pool("adaptive_max_pool3d", 3, input, output_size, return_indices)
 
 
 def global_avg_pool2d(input: Tensor, data_format: str = "NCHW") -> Tensor:
@@ -1431,6 +1516,173 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     return _reduce_loss(op, (input - target).abs(), reduction)
 
 
+def _legacy_reduction(op: str, size_average: bool | None, reduce: bool | None,
+                      reduction: str) -> str:
+    """PyTorch's deprecated ``size_average``/``reduce`` pair as a ``reduction`` (either given
+    overrides ``reduction``, each defaulting to True), with PyTorch's warning."""
+    if size_average is None and reduce is None:
+        return reduction
+    warnings.warn(f"{op}: size_average and reduce are deprecated, please use reduction= "
+                  "instead", UserWarning, stacklevel=3)
+    if reduce is False:
+        return "none"
+    return "sum" if size_average is False else "mean"
+
+
+def _elementwise_loss(op: str, input: Tensor, target: Tensor, fn, size_average, reduce,
+                      reduction: str, weight: Tensor | None = None) -> Tensor:
+    """``fn`` of the difference ``input - target`` (a builder node to a node), weighted and
+    reduced; computed in float32 under autocast, as the other losses."""
+    reduction = _legacy_reduction(op, size_average, reduce, reduction)
+    input, target, weight = cast_inputs_float32(input, target, weight)
+    _check(op, ("input", "target", "weight"), input=input, target=target, weight=weight)
+    _same_shape(op, input, target)
+    if weight is not None:
+        _same_shape(op, input, weight, "weight")
+    losses = (input - target)._elementwise(fn, [], op)
+    return _reduce_loss(op, losses if weight is None else losses * weight, reduction)
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
+                   reduce: bool | None = None, reduction: str = "mean",
+                   beta: float = 1.0) -> Tensor:
+    """``0.5 * d**2 / beta`` where ``|d| < beta``, ``|d| - 0.5 * beta`` elsewhere, with
+    ``d = input - target`` (``beta=0``: the L1 loss).
+
+        loss = F.smooth_l1_loss(boxes, target_boxes, beta=1 / 9)
+    """
+    op = "smooth_l1_loss"
+    if beta < 0:
+        raise ValueError(f"{op} does not support negative values for beta.")
+    if beta == 0:
+        return l1_loss(input, target, _legacy_reduction(op, size_average, reduce, reduction))
+    return _elementwise_loss(op, input, target, lambda d: builder.select(
+        builder.abs(d) < beta, d * d * (0.5 / beta), builder.abs(d) - 0.5 * beta),
+        size_average, reduce, reduction)
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight: Tensor | None = None) -> Tensor:
+    """``0.5 * d**2`` where ``|d| < delta``, ``delta * (|d| - 0.5 * delta)`` elsewhere
+    (``delta`` times :func:`smooth_l1_loss` with ``beta=delta``), times ``weight``
+    (of the input's shape) if given, then reduced.
+
+        loss = F.huber_loss(prediction, target, delta=2.0)
+    """
+    op = "huber_loss"
+    if delta <= 0:
+        raise ValueError(f"{op} does not support non-positive values for delta.")
+    return _elementwise_loss(op, input, target, lambda d: builder.select(
+        builder.abs(d) < delta, d * d * 0.5, (builder.abs(d) - 0.5 * delta) * delta),
+        None, None, reduction, weight)
+
+
+def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
+           reduce: bool | None = None, reduction: str = "mean",
+           log_target: bool = False) -> Tensor:
+    """The Kullback-Leibler divergence of ``target`` from the distribution whose
+    log-probabilities are ``input``: ``target * (log(target) - input)`` (0 where
+    ``target`` is 0), or with ``log_target`` (``target`` holds log-probabilities)
+    ``exp(target) * (target - input)``. ``reduction="batchmean"`` divides the sum by the
+    batch size (``input.shape[0]``), the mathematical definition; ``"mean"`` divides by
+    every element, with PyTorch's warning.
+
+        loss = F.kl_div(F.log_softmax(student, 1), F.softmax(teacher, 1), reduction="batchmean")
+    """
+    op = "kl_div"
+    reduction = _legacy_reduction(op, size_average, reduce, reduction)
+    input, target = cast_inputs_float32(input, target)
+    _check(op, ("input", "target"), input=input, target=target)
+    _same_shape(op, input, target)
+    if log_target:
+        losses = target.exp() * (target - input)
+    else:
+        entropy = _map(target, lambda t: builder.select(t > 0.0, t * builder.log(t), 0.0),
+                       "xlogy")
+        losses = entropy - target * input
+    if reduction == "batchmean":
+        return losses.sum() / float(input.shape[0]) if input.ndim else losses.sum()
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
+                      "support size.'batchmean' divides only by the batch size, and aligns with "
+                      "the KL div math definition.'mean' will be changed to behave the same as "
+                      "'batchmean' in the next major release.", UserWarning, stacklevel=2)
+    return _reduce_loss(op, losses, reduction)
+
+
+# -- similarity and classes ------------------------------------------------------------------------
+
+
+def _norm(x: Tensor, p: float, dim: int) -> Tensor:
+    """The ``p``-norm along ``dim``, kept as a size-1 axis."""
+    if p == 2:
+        return x.square().sum(dim, keepdims=True).sqrt()
+    if p == 1:
+        return x.abs().sum(dim, keepdims=True)
+    if p == math.inf:
+        return x.abs().amax(dim, keepdim=True)
+    return (x.abs() ** p).sum(dim, keepdims=True) ** (1.0 / p)
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
+              out: Tensor | None = None) -> Tensor:
+    """``input / max(||input||_p, eps)`` along ``dim`` (``p`` a positive number or
+    ``math.inf``). ``out`` is not supported (tensors are immutable).
+
+        unit = F.normalize(embeddings, dim=-1)
+    """
+    op = "normalize"
+    if out is not None:
+        raise NotImplementedError(f"{op}: out= is not supported; use the returned tensor")
+    _check(op, ("input",), input=input)
+    if not p > 0:
+        raise ValueError(f"{op}: p must be positive, got {p}")
+    return input / _norm(input, p, _dim(op, input.shape, dim)).clamp(min=eps)
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """The cosine of the angle between ``x1`` and ``x2`` (broadcast together) along
+    ``dim``, as PyTorch computes it: each divided by ``max(||x||, eps)``, then the dot
+    product.
+
+        similarity = F.cosine_similarity(a, b, dim=-1)   # [N, D], [N, D] -> [N]
+    """
+    op = "cosine_similarity"
+    _check(op, ("x1", "x2"), x1=x1, x2=x2)
+    ndim = max(x1.ndim, x2.ndim)
+    axis = _dim(op, (1,) * ndim, dim)
+    unit1 = x1 / _norm(x1, 2, axis - ndim + x1.ndim).clamp(min=eps)
+    unit2 = x2 / _norm(x2, 2, axis - ndim + x2.ndim).clamp(min=eps)
+    return (unit1 * unit2).sum(axis)
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 ``[*tensor.shape, num_classes]``: 1 at each index's class, 0 elsewhere.
+    ``num_classes=-1`` takes the largest index plus one (read from the device, as PyTorch
+    reads it). An index outside ``[0, num_classes)`` gives a row of zeros, where PyTorch
+    raises: checking would read the indices back every call.
+
+        F.one_hot(labels, 10)                     # [N] -> [N, 10]
+    """
+    op = "one_hot"
+    _check(op, (), tensor=tensor)
+    _check_integer(op, "tensor", tensor)
+    if num_classes == -1:
+        num_classes = int(tensor.max().item()) + 1 if tensor.size else 0
+    if num_classes < 1:
+        raise ValueError(f"{op}: num_classes must be positive (or -1), got {num_classes}")
+    shape = tensor.shape + (num_classes,)
+    column = tensor.shape + (1,)  # each index beside its row of classes
+
+    def build(nodes):
+        labels = builder.cast(builder.reshape(nodes[0], *column), "int32")
+        classes = builder.index(_full_node(nodes[0], tensor.ndim, shape, 0.0, dt.FLOAT32),
+                                tensor.ndim)
+        return builder.cast(builder.select(classes.eq(labels), 1, 0), "int64")
+
+    return tensor._derive(shape, dt.INT64, [tensor], build)
+
+
 # -- indexing, padding, resampling -----------------------------------------------------------------
 
 
@@ -1689,12 +1941,14 @@ __all__ = [
     "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d",
     "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-    "adaptive_avg_pool2d", "global_avg_pool2d", "global_max_pool2d",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
+    "adaptive_max_pool2d", "adaptive_max_pool3d", "global_avg_pool2d", "global_max_pool2d",
     "batch_norm", "layer_norm", "group_norm",
     "relu", "leaky_relu", "elu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax",
     "hardtanh", "relu6", "softplus", "mish", "hardswish", "prelu",
     "dropout", "scaled_dot_product_attention",
     "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
-    "mse_loss", "l1_loss",
+    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
+    "normalize", "cosine_similarity", "one_hot",
     "embedding", "pad", "interpolate",
 ]

@@ -1265,7 +1265,29 @@ class AvgPool3d(_AvgPoolNd):
     function = staticmethod(F.avg_pool3d)
 
 
-class AdaptiveAvgPool2d(Module):
+class _AdaptivePoolNd(Module):
+    """Pooling to ``output_size`` (an int, or one per axis; ``None`` keeps that axis), over
+    PyTorch's adaptive windows."""
+
+    function: Callable[..., Tensor]
+
+    def __init__(self, output_size) -> None:
+        self.output_size = output_size
+
+    def forward(self, x: Tensor) -> Tensor:
+        return type(self).function(x, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(_AdaptivePoolNd):
+    """Average pooling of ``[N, C, L]`` data to ``output_size`` values."""
+
+    function = staticmethod(F.adaptive_avg_pool1d)
+
+
+class AdaptiveAvgPool2d(_AdaptivePoolNd):
     """Average pooling to ``output_size`` (1: global average pooling), either layout."""
 
     def __init__(self, output_size, data_format: str = "NCHW") -> None:
@@ -1277,6 +1299,43 @@ class AdaptiveAvgPool2d(Module):
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}{_format_repr(self.data_format)}"
+
+
+class AdaptiveAvgPool3d(_AdaptivePoolNd):
+    """Average pooling of ``[N, C, D, H, W]`` data to ``output_size``."""
+
+    function = staticmethod(F.adaptive_avg_pool3d)
+
+
+class _AdaptiveMaxPoolNd(_AdaptivePoolNd):
+    """Max pooling to ``output_size``; ``return_indices=True`` is not supported."""
+
+    def __init__(self, output_size, return_indices: bool = False) -> None:
+        if return_indices:
+            raise NotImplementedError(f"{type(self).__name__}: return_indices=True is not "
+                                      "supported")
+        self.output_size, self.return_indices = output_size, return_indices
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    """Max pooling of ``[N, C, L]`` data to ``output_size`` values."""
+
+    function = staticmethod(F.adaptive_max_pool1d)
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    """Max pooling of ``[N, C, H, W]`` data to ``output_size``:
+
+        pool = AdaptiveMaxPool2d((7, 7))                         # [N, C, H, W] -> [.., 7, 7]
+    """
+
+    function = staticmethod(F.adaptive_max_pool2d)
+
+
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    """Max pooling of ``[N, C, D, H, W]`` data to ``output_size``."""
+
+    function = staticmethod(F.adaptive_max_pool3d)
 
 
 class Upsample(Module):
@@ -1326,6 +1385,136 @@ class Flatten(Module):
 
     def extra_repr(self) -> str:
         return f"start_dim=1, end_dim=-1{_format_repr(self.data_format)}"
+
+
+class CosineSimilarity(Module):
+    """:func:`F.cosine_similarity` of two inputs along ``dim``."""
+
+    def __init__(self, dim: int = 1, eps: float = 1e-8) -> None:
+        self.dim, self.eps = dim, eps
+
+    def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
+        return F.cosine_similarity(x1, x2, self.dim, self.eps)
+
+
+# -- losses ----------------------------------------------------------------------------------------
+
+
+class _Loss(Module):
+    """A loss as a module: ``forward(input, target)`` calls its functional form with the
+    settings given when it was made. ``size_average`` and ``reduce`` are PyTorch's
+    deprecated spelling of ``reduction`` (either given overrides it, with a warning). A
+    class-weight tensor given to the constructor is a buffer named as PyTorch names it
+    (``weight``, ``pos_weight``), so state dicts match.
+
+        criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
+        loss = criterion(logits, labels)
+    """
+
+    def __init__(self, size_average=None, reduce=None, reduction: str = "mean") -> None:
+        self.reduction = F._legacy_reduction(type(self).__name__, size_average, reduce,
+                                             reduction)
+
+
+class L1Loss(_Loss):
+    """Mean (``reduction``) absolute difference: :func:`F.l1_loss`."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class MSELoss(_Loss):
+    """Mean (``reduction``) squared difference: :func:`F.mse_loss`."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """:func:`F.smooth_l1_loss`: squared below ``beta``, absolute above."""
+
+    def __init__(self, size_average=None, reduce=None, reduction: str = "mean",
+                 beta: float = 1.0) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.beta = beta
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(_Loss):
+    """:func:`F.huber_loss`: squared below ``delta``, ``delta`` times absolute above."""
+
+    def __init__(self, reduction: str = "mean", delta: float = 1.0) -> None:
+        super().__init__(reduction=reduction)
+        self.delta = delta
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+class KLDivLoss(_Loss):
+    """:func:`F.kl_div` (``input``: log-probabilities; ``reduction="batchmean"`` is the
+    divergence's definition)."""
+
+    def __init__(self, size_average=None, reduce=None, reduction: str = "mean",
+                 log_target: bool = False) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.log_target = log_target
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class BCELoss(_Loss):
+    """:func:`F.binary_cross_entropy` of probabilities, optionally weighted per element."""
+
+    def __init__(self, weight: Tensor | None = None, size_average=None, reduce=None,
+                 reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.weight = weight
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.binary_cross_entropy(input, target, self.weight, self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """:func:`F.binary_cross_entropy_with_logits`, with ``weight`` and ``pos_weight``."""
+
+    def __init__(self, weight: Tensor | None = None, size_average=None, reduce=None,
+                 reduction: str = "mean", pos_weight: Tensor | None = None) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.weight, self.pos_weight = weight, pos_weight
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.binary_cross_entropy_with_logits(input, target, self.weight, self.reduction,
+                                                  self.pos_weight)
+
+
+class NLLLoss(_Loss):
+    """:func:`F.nll_loss` of log-probabilities against class indices."""
+
+    def __init__(self, weight: Tensor | None = None, size_average=None, ignore_index: int = -100,
+                 reduce=None, reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.weight, self.ignore_index = weight, ignore_index
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
+
+
+class CrossEntropyLoss(_Loss):
+    """:func:`F.cross_entropy` of logits against class indices or probabilities."""
+
+    def __init__(self, weight: Tensor | None = None, size_average=None, ignore_index: int = -100,
+                 reduce=None, reduction: str = "mean", label_smoothing: float = 0.0) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.weight, self.ignore_index = weight, ignore_index
+        self.label_smoothing = label_smoothing
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.cross_entropy(input, target, self.weight, self.ignore_index, self.reduction,
+                               self.label_smoothing)
 
 
 # -- containers ------------------------------------------------------------------------------------
@@ -1525,4 +1714,7 @@ __all__ = ["Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict
            "Identity", "ReLU", "ReLU6", "Hardtanh", "LeakyReLU", "PReLU", "ELU", "GELU", "SiLU",
            "Mish", "Hardswish", "Softplus", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
            "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
-           "AdaptiveAvgPool2d", "Upsample", "Flatten", "manual_seed"]
+           "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
+           "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "Flatten", "CosineSimilarity",
+           "L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss",
+           "BCEWithLogitsLoss", "NLLLoss", "CrossEntropyLoss", "manual_seed"]

@@ -419,6 +419,70 @@ def test_losses(device):
             constants=("cw", "pw", "t", "bw"))
 
 
+@pytest.mark.filterwarnings("ignore:reduction. 'mean' divides")  # kl_div's, as PyTorch's
+def test_regression_losses_similarity_one_hot_adaptive_pools(device):
+    """Smooth L1, Huber (weighted), KL divergence (both target forms, every reduction),
+    normalize, cosine similarity (broadcast), one_hot and the adaptive pools (windows that
+    divide the input and windows that overlap), forward and backward against PyTorch."""
+    probs = np.abs(rand(4, 5, seed=5)) + 0.1
+    arrays = dict(y=rand(4, 5), z=rand(4, 5, seed=1) * 2, hw=np.abs(rand(4, 5, seed=2)),
+                  q=probs / probs.sum(1, keepdims=True), a=rand(3, 1, 6, seed=3),
+                  b=rand(2, 6, seed=4), labels=np.array([[3, 0], [1, 3], [2, 2]]),
+                  x=rand(2, 3, 7, 5, seed=6), s=rand(2, 3, 9, seed=7),
+                  v=rand(1, 2, 5, 4, 6, seed=8))
+
+    def run(f, y, z, hw, q, a, b, labels, x, s, v):
+        log_q = f.log_softmax(z, 1)
+        return {
+            "smooth_l1": f.smooth_l1_loss(y, z, beta=0.5),
+            "smooth_l1_beta0_sum": f.smooth_l1_loss(y, z, reduction="sum", beta=0.0),
+            "huber_none": f.huber_loss(y, z, reduction="none", delta=0.7),
+            "huber_weighted": f.huber_loss(y, z, delta=1.5, weight=hw),
+            "kl_batchmean": f.kl_div(log_q, q, reduction="batchmean"),
+            "kl_mean": f.kl_div(y, q),
+            "kl_log_target_sum": f.kl_div(log_q, f.log_softmax(y, 1), reduction="sum",
+                                          log_target=True),
+            "kl_none": f.kl_div(y, q, reduction="none"),
+            "normalize": f.normalize(a, dim=-1),
+            "normalize_p1": f.normalize(y, p=1.0, dim=0, eps=0.5),
+            "normalize_p3": f.normalize(x, p=3, dim=1),
+            "cosine": f.cosine_similarity(a, b, dim=-1),
+            "cosine_eps": f.cosine_similarity(y * 1e-3, z, eps=0.1),
+            "one_hot": f.one_hot(labels),
+            "one_hot_6": f.one_hot(labels, 6),
+            "adaptive_max_2d": f.adaptive_max_pool2d(x, (3, 4)),
+            "adaptive_max_2d_even": f.adaptive_max_pool2d(x, (7, 1)),
+            "adaptive_max_1d": f.adaptive_max_pool1d(s, 4),
+            "adaptive_max_3d_unbatched": f.adaptive_max_pool3d(v[0], (2, None, 4)),
+            "adaptive_avg_1d": f.adaptive_avg_pool1d(s, 5),
+            "adaptive_avg_3d": f.adaptive_avg_pool3d(v, (3, 2, 4)),
+        }
+
+    # PyTorch gives no gradient for huber's weight.
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a),
+            constants=("hw",))
+
+
+def test_regression_loss_errors():
+    """PyTorch's conditions (each raises in PyTorch too) with its error types."""
+    y = tensor(rand(2, 3), device="reference")
+    for call, message in [(lambda f, t: f.smooth_l1_loss(t, t, beta=-1.0), "values for beta"),
+                          (lambda f, t: f.huber_loss(t, t, delta=0.0), "values for delta"),
+                          (lambda f, t: f.huber_loss(t, t, weight=t[0]), "weight"),
+                          (lambda f, t: f.kl_div(t, t, reduction="batch"), "reduction")]:
+        with pytest.raises(ValueError, match=message):
+            call(F, y)
+        with pytest.raises((ValueError, RuntimeError)):
+            call(TF, torch.tensor(rand(2, 3)))
+    with pytest.warns(UserWarning, match="size_average and reduce are deprecated"):
+        assert F.smooth_l1_loss(y, y * 2, reduce=False).shape == (2, 3)
+    with pytest.raises(F.DTypeError, match="one_hot: tensor must hold integer"):
+        F.one_hot(y)
+    with pytest.raises(NotImplementedError, match="return_indices"):
+        F.adaptive_max_pool2d(tensor(rand(1, 2, 4, 4), device="reference"), 2,
+                              return_indices=True)
+
+
 def test_cross_entropy_ignores_padding_rows_of_minus_infinity(device):
     """A masked row (every logit -inf) whose label is ignored adds nothing to the loss, as in
     PyTorch: its log-sum-exp is NaN, but an ignored sample's loss is 0 whatever its logits."""

@@ -176,6 +176,16 @@ CONV_NORM_POOL_LAYERS = {  # the N-d layers, norms, resampling and the other act
                                  lambda: tnn.Conv2d(3, 2, 3, padding=(1, 2),
                                                     padding_mode="reflect"), "plane"),
     "max_pool2d_unbatched": (lambda d: nn.MaxPool2d(2), lambda: tnn.MaxPool2d(2), "plane"),
+    "adaptive_max_pool2d": (lambda d: nn.AdaptiveMaxPool2d((4, 3)),
+                            lambda: tnn.AdaptiveMaxPool2d((4, 3)), "image"),
+    "adaptive_max_pool1d": (lambda d: nn.AdaptiveMaxPool1d(3), lambda: tnn.AdaptiveMaxPool1d(3),
+                            "signal"),
+    "adaptive_avg_pool1d": (lambda d: nn.AdaptiveAvgPool1d(4), lambda: tnn.AdaptiveAvgPool1d(4),
+                            "signal"),
+    "adaptive_avg_pool3d": (lambda d: nn.AdaptiveAvgPool3d((2, None, 4)),
+                            lambda: tnn.AdaptiveAvgPool3d((2, None, 4)), "volume"),
+    "adaptive_max_pool3d": (lambda d: nn.AdaptiveMaxPool3d(3), lambda: tnn.AdaptiveMaxPool3d(3),
+                            "volume"),
     "relu6": (lambda d: nn.ReLU6(), lambda: tnn.ReLU6(), "image"),
     "hardtanh": (lambda d: nn.Hardtanh(-0.5, 0.7), lambda: tnn.Hardtanh(-0.5, 0.7), "image"),
     "softplus": (lambda d: nn.Softplus(), lambda: tnn.Softplus(), "signal"),
@@ -271,6 +281,60 @@ def test_batch_norm_cumulative_average_and_counter(device):
                                theirs["cumulative"](torch.tensor(images)).detach().numpy(),
                                **TOLERANCE)
     assert "momentum=None" in repr(ours["cumulative"]) == repr(theirs["cumulative"])
+
+
+def test_loss_modules_match_torch(device):
+    """Each loss module (and CosineSimilarity) against PyTorch's, made with the same
+    settings and with its class weights loaded through the state dict (PyTorch's buffer
+    names): values, then the gradient of their sum with respect to the inputs."""
+    rng = np.random.default_rng(4)
+    labels = rng.integers(0, 4, (6,))
+    labels[1] = 2  # ignored below
+    inputs = {"logits": rand(6, 4), "labels": labels, "y": rand(6, 4, seed=1),
+              "z": rand(6, 4, seed=2) * 2, "t": rng.random((6, 4)).astype(np.float32)}
+    cases = {  # name: (module from gingham.nn or torch.nn, input name, target name)
+        "l1": (lambda m: m.L1Loss(reduction="sum"), "y", "z"),
+        "mse": (lambda m: m.MSELoss(), "y", "z"),
+        "smooth_l1": (lambda m: m.SmoothL1Loss(beta=0.5), "y", "z"),
+        "huber": (lambda m: m.HuberLoss(reduction="none", delta=2.0), "y", "z"),
+        "kl_div": (lambda m: m.KLDivLoss(reduction="batchmean", log_target=True), "y", "z"),
+        "bce": (lambda m: m.BCELoss(weight=m_tensor(m, np.full(4, 0.5))), "p", "t"),
+        "bce_logits": (lambda m: m.BCEWithLogitsLoss(pos_weight=m_tensor(m, np.arange(1, 5))),
+                       "y", "t"),
+        "nll": (lambda m: m.NLLLoss(ignore_index=2), "log_probs", "labels"),
+        "cross_entropy": (lambda m: m.CrossEntropyLoss(
+            weight=m_tensor(m, np.arange(4) + 0.5), label_smoothing=0.1), "logits", "labels"),
+        "cosine": (lambda m: m.CosineSimilarity(dim=0), "y", "z"),
+    }
+    ours = nn.ModuleDict({name: make(nn) for name, (make, _, _) in cases.items()}).to(device)
+    theirs = tnn.ModuleDict({name: make(tnn) for name, (make, _, _) in cases.items()})
+    assert ours.load_state_dict(theirs.state_dict()) == ([], [])
+    assert list(ours.state_dict()) == ["bce.weight", "bce_logits.pos_weight",
+                                       "cross_entropy.weight"]
+    g_in = {k: tensor(v, device=device, requires_grad=v.dtype.kind == "f")
+            for k, v in inputs.items()}
+    t_in = {k: torch.tensor(v, requires_grad=v.dtype.kind == "f") for k, v in inputs.items()}
+    for values, functional in ((g_in, nn.functional), (t_in, torch.nn.functional)):
+        values["p"] = functional.sigmoid(values["z"])
+        values["log_probs"] = functional.log_softmax(values["logits"], 1)
+    g_out = {name: ours[name](g_in[a], g_in[b]) for name, (_, a, b) in cases.items()}
+    t_out = {name: theirs[name](t_in[a], t_in[b]) for name, (_, a, b) in cases.items()}
+    realize(list(g_out.values()))
+    for name, expected in t_out.items():
+        np.testing.assert_allclose(g_out[name].numpy(), expected.detach().numpy(), err_msg=name,
+                                   **TOLERANCE)
+        assert repr(ours[name]) == repr(theirs[name]), name
+    sum(value.sum() for value in g_out.values()).backward()
+    sum(value.sum() for value in t_out.values()).backward()
+    for name in ("logits", "y", "z"):
+        np.testing.assert_allclose(g_in[name].grad.numpy(), t_in[name].grad.numpy(),
+                                   err_msg=f"d/d {name}", **TOLERANCE)
+
+
+def m_tensor(module, values: np.ndarray):
+    """A float32 tensor of the framework that ``module`` (gingham.nn or torch.nn) belongs to."""
+    values = np.asarray(values, np.float32)
+    return torch.tensor(values) if module is tnn else tensor(values, device="reference")
 
 
 def test_default_initialisation_follows_torch():
@@ -577,7 +641,9 @@ def test_repr_matches_torch():
                                                    align_corners=True),
             m.Upsample(scale_factor=(2, 1.5)), m.ReLU6(), m.ReLU6(True), m.Hardtanh(),
             m.Hardtanh(-2, 3, True), m.Softplus(), m.Softplus(2, 10), m.Mish(True),
-            m.Hardswish(True), m.PReLU(), m.PReLU(3, 0.1))
+            m.Hardswish(True), m.PReLU(), m.PReLU(3, 0.1), m.AdaptiveMaxPool2d((2, None)),
+            m.AdaptiveAvgPool1d(3), m.AdaptiveMaxPool3d(2), m.AdaptiveAvgPool3d((1, 2, 3)),
+            m.CosineSimilarity(), m.CrossEntropyLoss(), m.HuberLoss())
 
     ours, theirs = stack(nn), stack(tnn)
     assert repr(ours) == repr(theirs)
