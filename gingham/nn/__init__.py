@@ -29,7 +29,8 @@ from .modules import (ELU, GELU, AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveA
                       ConvTranspose2d, ConvTranspose3d, CosineSimilarity, CrossEntropyLoss,
                       Dropout, Embedding, Flatten, GroupNorm, Hardswish, Hardtanh, HuberLoss,
                       Identity, IncompatibleKeys, KLDivLoss, L1Loss, LayerNorm, LeakyReLU,
-                      Linear, LogSoftmax, MaxPool1d, MaxPool2d, MaxPool3d, Mish, Module,
+                      Linear, LogSoftmax, MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d,
+                      MaxUnpool2d, MaxUnpool3d, Mish, Module,
                       ModuleDict, ModuleList, MSELoss, NLLLoss, PReLU, ReLU, ReLU6, Sequential,
                       Sigmoid, SiLU, SmoothL1Loss, Softmax, Softplus, Tanh, Upsample)
 
@@ -84,8 +85,8 @@ __all__ = ["attention", "functional", "init", "models", "training", "manual_seed
            "LayerNorm", "Embedding", "Dropout",
            "Identity", "ReLU", "ReLU6", "Hardtanh", "LeakyReLU", "PReLU", "ELU", "GELU", "SiLU",
            "Mish", "Hardswish", "Softplus", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
-           "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
-           "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
+           "MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
+           "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
            "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "Flatten", "CosineSimilarity",
            "L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss",
            "BCEWithLogitsLoss", "NLLLoss", "CrossEntropyLoss",

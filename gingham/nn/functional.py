@@ -517,7 +517,7 @@ def max_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None
     """Max over windows of ``[N, C, H, W]`` (or NHWC, or unbatched ``[C, H, W]``) data;
     ``stride`` defaults to the kernel. ``return_indices=True`` returns ``(values,
     indices)``: PyTorch's int64 position ``h * W + w`` of each maximum in its plane (the
-    first of equal ones).
+    first of equal ones), what :func:`max_unpool2d` takes.
 
         O[n, c, y, x] = >(I[n, c, sy*y + ky - py, sx*x + kx - px]), ky < KH, kx < KW
     """
@@ -532,6 +532,107 @@ def max_pool3d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None
     ``(d * H + h) * W + w``, see :func:`max_pool2d`)."""
     return _max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode,
                      return_indices, None)
+
+
+def _unpool_size(op: str, nd: int, spatial: tuple, kernel, stride, pads,
+                 output_size) -> tuple[int, ...]:
+    """PyTorch's output size of an unpool: the pooled input's, ``(L - 1) * s - 2 * p + k``,
+    or ``output_size`` (``nd`` or ``nd + 2`` sizes) strictly within ``stride`` of it."""
+    default = tuple((size - 1) * s - 2 * p + k
+                    for size, k, s, p in zip(spatial, kernel, stride, pads))
+    if output_size is None:
+        return default
+    sizes = tuple(int(v) for v in output_size)
+    sizes = sizes[2:] if len(sizes) == nd + 2 else sizes
+    if len(sizes) != nd:
+        raise ValueError(f"{op}: output_size should be a sequence containing {nd} or {nd + 2} "
+                         f"elements, but it has a length of '{len(tuple(output_size))}'")
+    for d in range(nd):
+        low, high = default[d] - stride[d], default[d] + stride[d]
+        if not low < sizes[d] < high:
+            raise ValueError(f'{op}: invalid output_size "{tuple(output_size)}" (dim {d} must be '
+                             f"between {low} and {high})")
+    return sizes
+
+
+def _max_unpool(op: str, nd: int, x: Tensor, indices: Tensor, kernel_size, stride, padding,
+                output_size) -> Tensor:
+    """Each value put at its index in a zero plane: for window ``y`` and tap ``k``,
+
+        O[n, c, s*y + k - p] = +(IDX[n, c, y] == POS[n, c, s*y + k - p] ? I[n, c, y]), k < K
+
+    with ``POS`` the flat position of every output element. An index is looked for only in
+    its own window, where :func:`max_pool2d` with the same settings put it (an index
+    elsewhere, as from an ``output_size`` whose trailing sizes differ from the pooled
+    input's, is dropped where PyTorch writes it at that flat position); windows must not
+    overlap (``stride >= kernel_size``), where PyTorch keeps one of the values an
+    index receives twice and a sum would add them."""
+    if _unbatched(x, nd) and isinstance(indices, Tensor) and indices.ndim == nd + 1:
+        return _max_unpool(op, nd, x.unsqueeze(0), indices.unsqueeze(0), kernel_size, stride,
+                           padding, output_size).squeeze(0)
+    _check(op, ("input",), input=x, indices=indices)
+    _check_integer(op, "indices", indices)
+    if indices.shape != x.shape:
+        raise ShapeError(f"{op}: indices shape {indices.shape} differs from input shape "
+                         f"{x.shape}")
+    n_batch, channels, spatial = _spatial_input(op, x, nd, False)
+    kernel = _ntuple(op, "kernel_size", kernel_size, nd)
+    stride = kernel if stride is None else _ntuple(op, "stride", stride, nd)
+    pads = _ntuple(op, "padding", padding, nd)
+    if any(s < k for s, k in zip(stride, kernel)):
+        raise NotImplementedError(f"{op}: overlapping windows (stride {stride} below "
+                                  f"kernel_size {kernel}) are not supported")
+    out = _unpool_size(op, nd, spatial, kernel, stride, pads, output_size)
+    shape = (n_batch, channels, *out)
+    sizes_after = [math.prod(out[d + 1:]) for d in range(nd)]
+    n, c = builder.indices("n c")
+    ys, ks = _indices("y", nd), _indices("k", nd)
+    taps = [s * y + k - p for s, y, k, p in zip(stride, ys, ks, pads)]
+
+    def build(nodes):
+        values, where_from = nodes
+        grid = _full_node(values, x.ndim, shape, 0.0, dt.FLOAT32)
+        position = builder.index(grid, 2) * sizes_after[0]
+        for d in range(1, nd):
+            position = position + builder.index(grid, 2 + d) * sizes_after[d]
+        index32 = builder.cast(where_from, "int32")
+        return builder.sum(builder.cond(index32[(n, c, *ys)] == position[(n, c, *taps)],
+                                        values[(n, c, *ys)]),
+                           out=[n, c, *taps], shape=list(shape),
+                           where=[k < size for k, size in zip(ks, kernel)])
+
+    return x._derive(shape, x.dtype, [x, indices], build)
+
+
+def max_unpool1d(input: Tensor, indices: Tensor, kernel_size: IntOrTuple,
+                 stride: IntOrTuple | None = None, padding: IntOrTuple = 0,
+                 output_size: Sequence[int] | None = None) -> Tensor:
+    """:func:`max_unpool2d` of ``[N, C, L]`` data."""
+    return _max_unpool("max_unpool1d", 1, input, indices, kernel_size, stride, padding,
+                       output_size)
+
+
+def max_unpool2d(input: Tensor, indices: Tensor, kernel_size: IntOrTuple,
+                 stride: IntOrTuple | None = None, padding: IntOrTuple = 0,
+                 output_size: Sequence[int] | None = None) -> Tensor:
+    """The partial inverse of :func:`max_pool2d`: zeros of the pooled input's size (or
+    ``output_size``), each value of ``input`` at its position from ``indices`` (what
+    ``max_pool2d(..., return_indices=True)`` gave), as in SegNet's decoder. Windows must not
+    overlap (``stride >= kernel_size``; ``NotImplementedError`` otherwise).
+
+        pooled, indices = F.max_pool2d(x, 2, return_indices=True)
+        restored = F.max_unpool2d(pooled, indices, 2)           # x's shape, non-maxima zero
+    """
+    return _max_unpool("max_unpool2d", 2, input, indices, kernel_size, stride, padding,
+                       output_size)
+
+
+def max_unpool3d(input: Tensor, indices: Tensor, kernel_size: IntOrTuple,
+                 stride: IntOrTuple | None = None, padding: IntOrTuple = 0,
+                 output_size: Sequence[int] | None = None) -> Tensor:
+    """:func:`max_unpool2d` of ``[N, C, D, H, W]`` data."""
+    return _max_unpool("max_unpool3d", 3, input, indices, kernel_size, stride, padding,
+                       output_size)
 
 
 def _avg_pool(op: str, nd: int, x: Tensor, kernel_size, stride, padding, ceil_mode: bool,
@@ -1613,15 +1714,17 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
 # -- similarity and classes ------------------------------------------------------------------------
 
 
-def _norm(x: Tensor, p: float, dim: int) -> Tensor:
-    """The ``p``-norm along ``dim``, kept as a size-1 axis."""
-    if p == 2:
-        return x.square().sum(dim, keepdims=True).sqrt()
+def _clamped_norm(x: Tensor, p: float, dim: int, eps: float) -> Tensor:
+    """``max(||x||_p, eps)`` along ``dim``, kept as a size-1 axis. The root is taken after
+    the clamp, ``max(s, eps**p) ** (1/p)`` (the same value): the root's derivative at a zero
+    vector is infinite, and the clamp's zero times it would be NaN."""
     if p == 1:
-        return x.abs().sum(dim, keepdims=True)
+        return x.abs().sum(dim, keepdims=True).clamp(min=eps)
     if p == math.inf:
-        return x.abs().amax(dim, keepdim=True)
-    return (x.abs() ** p).sum(dim, keepdims=True) ** (1.0 / p)
+        return x.abs().amax(dim, keepdim=True).clamp(min=eps)
+    if p == 2:
+        return x.square().sum(dim, keepdims=True).clamp(min=eps * eps).sqrt()
+    return (x.abs() ** p).sum(dim, keepdims=True).clamp(min=eps ** p) ** (1.0 / p)
 
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
@@ -1637,7 +1740,7 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
     _check(op, ("input",), input=input)
     if not p > 0:
         raise ValueError(f"{op}: p must be positive, got {p}")
-    return input / _norm(input, p, _dim(op, input.shape, dim)).clamp(min=eps)
+    return input / _clamped_norm(input, p, _dim(op, input.shape, dim), eps)
 
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
@@ -1651,8 +1754,8 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     _check(op, ("x1", "x2"), x1=x1, x2=x2)
     ndim = max(x1.ndim, x2.ndim)
     axis = _dim(op, (1,) * ndim, dim)
-    unit1 = x1 / _norm(x1, 2, axis - ndim + x1.ndim).clamp(min=eps)
-    unit2 = x2 / _norm(x2, 2, axis - ndim + x2.ndim).clamp(min=eps)
+    unit1 = x1 / _clamped_norm(x1, 2, axis - ndim + x1.ndim, eps)
+    unit2 = x2 / _clamped_norm(x2, 2, axis - ndim + x2.ndim, eps)
     return (unit1 * unit2).sum(axis)
 
 
@@ -1940,7 +2043,8 @@ __all__ = [
     "DTypeError", "Generator", "manual_seed",
     "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d",
-    "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+    "max_pool1d", "max_pool2d", "max_pool3d", "max_unpool1d", "max_unpool2d", "max_unpool3d",
+    "avg_pool1d", "avg_pool2d", "avg_pool3d",
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
     "adaptive_max_pool2d", "adaptive_max_pool3d", "global_avg_pool2d", "global_max_pool2d",
     "batch_norm", "layer_norm", "group_norm",

@@ -1194,6 +1194,50 @@ class MaxPool3d(_MaxPoolNd):
     function = staticmethod(F.max_pool3d)
 
 
+class _MaxUnpoolNd(Module):
+    """The partial inverse of a max pool (:func:`F.max_unpool2d`):
+    ``forward(input, indices, output_size=None)``. Settings are kept as tuples, as
+    PyTorch's; windows must not overlap (``stride >= kernel_size``).
+
+        pool, unpool = MaxPool2d(2, return_indices=True), MaxUnpool2d(2)
+        values, indices = pool(x)
+        restored = unpool(values, indices, output_size=x.shape)
+    """
+
+    _nd: int
+    function: Callable[..., Tensor]
+
+    def __init__(self, kernel_size, stride=None, padding=0) -> None:
+        layer, nd = type(self).__name__, self._nd
+        self.kernel_size = F._ntuple(layer, "kernel_size", kernel_size, nd)
+        self.stride = (self.kernel_size if stride is None
+                       else F._ntuple(layer, "stride", stride, nd))
+        self.padding = F._ntuple(layer, "padding", padding, nd)
+
+    def forward(self, input: Tensor, indices: Tensor,
+                output_size: Sequence[int] | None = None) -> Tensor:
+        return type(self).function(input, indices, self.kernel_size, self.stride, self.padding,
+                                   output_size)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    _nd = 1
+    function = staticmethod(F.max_unpool1d)
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    _nd = 2
+    function = staticmethod(F.max_unpool2d)
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    _nd = 3
+    function = staticmethod(F.max_unpool3d)
+
+
 class AvgPool1d(Module):
     """Mean over windows of ``[N, C, L]`` data (``stride`` defaults to the kernel);
     ``count_include_pad=False`` divides each window by its taps inside the input. Settings
@@ -1713,8 +1757,8 @@ __all__ = ["Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict
            "LayerNorm", "Embedding", "Dropout",
            "Identity", "ReLU", "ReLU6", "Hardtanh", "LeakyReLU", "PReLU", "ELU", "GELU", "SiLU",
            "Mish", "Hardswish", "Softplus", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
-           "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
-           "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
+           "MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
+           "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
            "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "Flatten", "CosineSimilarity",
            "L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss",
            "BCEWithLogitsLoss", "NLLLoss", "CrossEntropyLoss", "manual_seed"]

@@ -226,6 +226,37 @@ def test_max_pool_return_indices(device):
     compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
 
 
+def test_max_unpool(device):
+    """Values put back at max pooling's indices (PyTorch's, an integer input here), in 1, 2
+    and 3 dimensions, padded, to an output_size, unbatched; the gradient routes back."""
+    x, s, v = rand(2, 3, 7, 6), rand(2, 2, 10, seed=1), rand(1, 2, 4, 4, 6, seed=2)
+    _, i2 = TF.max_pool2d(torch.tensor(x), 2, return_indices=True)
+    _, i1 = TF.max_pool1d(torch.tensor(s), 3, padding=1, return_indices=True)
+    _, i3 = TF.max_pool3d(torch.tensor(v), (1, 2, 3), return_indices=True)
+    arrays = dict(p2=rand(2, 3, 3, 3, seed=3), i2=i2.numpy(), p1=rand(2, 2, 4, seed=4),
+                  i1=i1.numpy(), p3=rand(1, 2, 4, 2, 2, seed=5), i3=i3.numpy())
+
+    def run(f, p2, i2, p1, i1, p3, i3):
+        return {
+            "2d": f.max_unpool2d(p2, i2, 2),
+            "2d_output_size": f.max_unpool2d(p2, i2, 2, output_size=(7, 6)),
+            "2d_unbatched": f.max_unpool2d(p2[1], i2[1], (2, 2), stride=2,
+                                           output_size=[7, 6]),
+            "1d_padded": f.max_unpool1d(p1, i1, 3, padding=1),
+            "3d": f.max_unpool3d(p3, i3, (1, 2, 3)),
+        }
+
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
+    values = tensor(arrays["p2"], device="reference")
+    indices = tensor(arrays["i2"], device="reference")
+    with pytest.raises(NotImplementedError, match="overlapping windows"):
+        F.max_unpool2d(values, indices, 3, stride=2)
+    with pytest.raises(ValueError, match="invalid output_size"):
+        F.max_unpool2d(values, indices, 2, output_size=(8, 6))
+    with pytest.raises(ValueError, match="invalid output_size"):
+        TF.max_unpool2d(torch.tensor(arrays["p2"]), i2, 2, output_size=(8, 6))
+
+
 def test_batch_norm_and_layer_norm(device):
     arrays = dict(x=rand(4, 3, 5, 2), g=rand(3, seed=1), b=rand(3, seed=2),
                   mean=rand(3, seed=3), var=np.abs(rand(3, seed=4)) + 0.5,
@@ -425,8 +456,10 @@ def test_regression_losses_similarity_one_hot_adaptive_pools(device):
     normalize, cosine similarity (broadcast), one_hot and the adaptive pools (windows that
     divide the input and windows that overlap), forward and backward against PyTorch."""
     probs = np.abs(rand(4, 5, seed=5)) + 0.1
+    a = rand(3, 1, 6, seed=3)
+    a[1] = 0.0  # a zero vector: the clamp by eps, and a finite gradient
     arrays = dict(y=rand(4, 5), z=rand(4, 5, seed=1) * 2, hw=np.abs(rand(4, 5, seed=2)),
-                  q=probs / probs.sum(1, keepdims=True), a=rand(3, 1, 6, seed=3),
+                  q=probs / probs.sum(1, keepdims=True), a=a,
                   b=rand(2, 6, seed=4), labels=np.array([[3, 0], [1, 3], [2, 2]]),
                   x=rand(2, 3, 7, 5, seed=6), s=rand(2, 3, 9, seed=7),
                   v=rand(1, 2, 5, 4, 6, seed=8))
@@ -446,6 +479,7 @@ def test_regression_losses_similarity_one_hot_adaptive_pools(device):
             "normalize": f.normalize(a, dim=-1),
             "normalize_p1": f.normalize(y, p=1.0, dim=0, eps=0.5),
             "normalize_p3": f.normalize(x, p=3, dim=1),
+            "normalize_zero_p3": f.normalize(a, p=3, dim=2, eps=1e-3),
             "cosine": f.cosine_similarity(a, b, dim=-1),
             "cosine_eps": f.cosine_similarity(y * 1e-3, z, eps=0.1),
             "one_hot": f.one_hot(labels),

@@ -457,17 +457,23 @@ def test_conv_transpose_output_size_picks_output_padding(device):
 
 
 def test_max_pool_layers_return_indices(device):
-    """``return_indices=True`` layers return PyTorch's (values, indices) pair."""
+    """``return_indices=True`` layers return PyTorch's (values, indices) pair, which
+    MaxUnpool2d puts back."""
     x = rand(2, 3, 5, 6)
     for ours, theirs, data in ((nn.MaxPool2d(2, return_indices=True),
                                 tnn.MaxPool2d(2, return_indices=True), x),
-                               (nn.MaxPool1d(3, 2, 1, return_indices=True),
-                                tnn.MaxPool1d(3, 2, 1, return_indices=True), x[0])):
+                               (nn.MaxPool1d(3, 3, 1, return_indices=True),
+                                tnn.MaxPool1d(3, 3, 1, return_indices=True), x[0])):
         values, indices = ours(tensor(data, device=device))
         expected_values, expected_indices = theirs(torch.tensor(data))
         np.testing.assert_array_equal(values.numpy(), expected_values.numpy())
         np.testing.assert_array_equal(indices.numpy(), expected_indices.numpy())
         assert indices.dtype == np.int64 and repr(ours) == repr(theirs)
+    unpool, unpool_theirs = nn.MaxUnpool1d(3, 3, 1), tnn.MaxUnpool1d(3, 3, 1)
+    restored = unpool(values, indices, output_size=x[0].shape)  # x[0]: [C, H, W] as [N, C, L]
+    np.testing.assert_array_equal(restored.numpy(), unpool_theirs(
+        expected_values, expected_indices, output_size=x[0].shape).numpy())
+    assert repr(unpool) == repr(unpool_theirs)
 
 
 def test_softmax_without_dim_warns_and_picks_torchs_axis():
