@@ -4,8 +4,9 @@
   ``torch.nn.functional``'s names, argument order and defaults;
 * layers (:class:`Linear`, :class:`Conv1d`/``2d``/``3d``, :class:`ConvTranspose2d`,
   :class:`BatchNorm2d`, :class:`GroupNorm`, :class:`LayerNorm`, pools, :class:`Upsample`,
-  activations, losses such as :class:`CrossEntropyLoss`, ...), attention (:class:`MultiheadAttention`, the encoder and decoder layers
-  and stacks, :class:`Transformer`), containers
+  activations, losses such as :class:`CrossEntropyLoss`, ...), attention
+  (:class:`MultiheadAttention`, the encoder and decoder layers and stacks,
+  :class:`Transformer`), containers
   (:class:`Sequential`, :class:`ModuleList`, :class:`ModuleDict`) with PyTorch's
   ``named_parameters``/``state_dict``/``load_state_dict``, and reference models
   (:mod:`gingham.nn.models`);
@@ -86,7 +87,8 @@ __all__ = ["attention", "functional", "init", "models", "training", "manual_seed
            "Identity", "ReLU", "ReLU6", "Hardtanh", "LeakyReLU", "PReLU", "ELU", "GELU", "SiLU",
            "Mish", "Hardswish", "Softplus", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
            "MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
-           "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
+           "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+           "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
            "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "Flatten", "CosineSimilarity",
            "L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss",
            "BCEWithLogitsLoss", "NLLLoss", "CrossEntropyLoss",

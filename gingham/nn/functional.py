@@ -308,7 +308,8 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
            padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
     """1-D convolution (cross-correlation, as in PyTorch) of ``[N, C, L]`` data (or unbatched
-    ``[C, L]``) with ``[O, C/groups, K]`` weights. ``padding`` is an int, a 1-tuple, ``"valid"`` or ``"same"``."""
+    ``[C, L]``) with ``[O, C/groups, K]`` weights. ``padding`` is an int, a 1-tuple,
+    ``"valid"`` or ``"same"``."""
     return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
 
 
@@ -316,17 +317,18 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: In
            padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1,
            data_format: str = "NCHW") -> Tensor:
     """2-D convolution of ``[N, C, H, W]`` data (``[N, H, W, C]`` with ``data_format="NHWC"``,
-    giving NHWC output; without ``N``, unbatched) with ``[O, C/groups, KH, KW]`` weights; ``groups=C`` with ``O = k*C`` is
-    depthwise. A float32 3x3, stride-1, padding-1 convolution may be built by Winograd's
-    algorithm instead of one contraction: ``conv_algorithm`` (``GINGHAM_CONV_ALGORITHM``)
-    chooses, see :mod:`gingham.nn.winograd`."""
+    giving NHWC output; without ``N``, unbatched) with ``[O, C/groups, KH, KW]`` weights;
+    ``groups=C`` with ``O = k*C`` is depthwise. A float32 3x3, stride-1, padding-1
+    convolution may be built by Winograd's algorithm instead of one contraction:
+    ``conv_algorithm`` (``GINGHAM_CONV_ALGORITHM``) chooses, see :mod:`gingham.nn.winograd`."""
     return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups,
                  data_format)
 
 
 def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
            padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
-    """3-D convolution of ``[N, C, D, H, W]`` (or unbatched ``[C, D, H, W]``) data with ``[O, C/groups, KD, KH, KW]`` weights."""
+    """3-D convolution of ``[N, C, D, H, W]`` (or unbatched ``[C, D, H, W]``) data with
+    ``[O, C/groups, KD, KH, KW]`` weights."""
     return _conv("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
 
 

@@ -212,7 +212,6 @@ class Module:
                 targets[_join(module_prefix, name)] = (module, name, value)
         return targets
 
-
     def load_state_dict(self, state_dict: Mapping[str, Any],
                         strict: bool = True) -> IncompatibleKeys:
         """Copy ``state_dict``'s arrays (NumPy arrays, PyTorch tensors, gingham tensors) into
@@ -1758,7 +1757,8 @@ __all__ = ["Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict
            "Identity", "ReLU", "ReLU6", "Hardtanh", "LeakyReLU", "PReLU", "ELU", "GELU", "SiLU",
            "Mish", "Hardswish", "Softplus", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
            "MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
-           "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
+           "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+           "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
            "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "Flatten", "CosineSimilarity",
            "L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss",
            "BCEWithLogitsLoss", "NLLLoss", "CrossEntropyLoss", "manual_seed"]
