@@ -4,11 +4,13 @@
   ``torch.nn.functional``'s names, argument order and defaults;
 * layers (:class:`Linear`, :class:`Conv1d`/``2d``/``3d``, :class:`ConvTranspose2d`,
   :class:`BatchNorm2d`, :class:`GroupNorm`, :class:`LayerNorm`, pools, :class:`Upsample`,
-  activations, ...), attention (:class:`MultiheadAttention`, the encoder and decoder layers
-  and stacks, :class:`Transformer`), containers
+  activations, losses such as :class:`CrossEntropyLoss`, ...), attention
+  (:class:`MultiheadAttention`, the encoder and decoder layers and stacks,
+  :class:`Transformer`), containers
   (:class:`Sequential`, :class:`ModuleList`, :class:`ModuleDict`) with PyTorch's
   ``named_parameters``/``state_dict``/``load_state_dict``, and reference models
   (:mod:`gingham.nn.models`);
+* :mod:`gingham.nn.init`, ``torch.nn.init``'s in-place initialisers;
 * :func:`gingham.nn.training.train_step`, the compiled supervised step.
 
     import gingham.nn.functional as F
@@ -18,16 +20,20 @@
 import numpy as np
 
 from ..frontend.tensor import Tensor
-from . import attention, functional, models, modules, parallel, training
+from . import attention, functional, init, models, modules, parallel, training
 from .attention import (MultiheadAttention, Transformer, TransformerDecoder,
                         TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
-from .modules import (ELU, GELU, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, AvgPool3d,
-                      BatchNorm1d, BatchNorm2d, BatchNorm3d, Conv1d, Conv2d, Conv3d,
-                      ConvTranspose1d, ConvTranspose2d, ConvTranspose3d, Dropout, Embedding,
-                      Flatten, GroupNorm, Hardswish, Hardtanh, Identity, IncompatibleKeys,
-                      LayerNorm, LeakyReLU, Linear, LogSoftmax, MaxPool1d, MaxPool2d, MaxPool3d,
-                      Mish, Module, ModuleDict, ModuleList, PReLU, ReLU, ReLU6, Sequential,
-                      Sigmoid, SiLU, Softmax, Softplus, Tanh, Upsample)
+from .modules import (ELU, GELU, AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d,
+                      AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d,
+                      AvgPool2d, AvgPool3d, BatchNorm1d, BatchNorm2d, BatchNorm3d, BCELoss,
+                      BCEWithLogitsLoss, Conv1d, Conv2d, Conv3d, ConvTranspose1d,
+                      ConvTranspose2d, ConvTranspose3d, CosineSimilarity, CrossEntropyLoss,
+                      Dropout, Embedding, Flatten, GroupNorm, Hardswish, Hardtanh, HuberLoss,
+                      Identity, IncompatibleKeys, KLDivLoss, L1Loss, LayerNorm, LeakyReLU,
+                      Linear, LogSoftmax, MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d,
+                      MaxUnpool2d, MaxUnpool3d, Mish, Module,
+                      ModuleDict, ModuleList, MSELoss, NLLLoss, PReLU, ReLU, ReLU6, Sequential,
+                      Sigmoid, SiLU, SmoothL1Loss, Softmax, Softplus, Tanh, Upsample)
 
 
 def manual_seed(seed: int) -> None:
@@ -72,15 +78,19 @@ def _device_id(device: str | None) -> str:
     return get_device(device).id
 
 
-__all__ = ["attention", "functional", "models", "parallel", "training", "manual_seed", "get_rng_state",
-           "set_rng_state",
+__all__ = ["attention", "functional", "init", "models", "parallel", "training", "manual_seed",
+           "get_rng_state", "set_rng_state",
            "Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
            "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
            "ConvTranspose3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm",
            "LayerNorm", "Embedding", "Dropout",
            "Identity", "ReLU", "ReLU6", "Hardtanh", "LeakyReLU", "PReLU", "ELU", "GELU", "SiLU",
            "Mish", "Hardswish", "Softplus", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
-           "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
-           "AdaptiveAvgPool2d", "Upsample", "Flatten",
+           "MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
+           "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+           "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
+           "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "Flatten", "CosineSimilarity",
+           "L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss",
+           "BCEWithLogitsLoss", "NLLLoss", "CrossEntropyLoss",
            "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
            "TransformerDecoderLayer", "TransformerDecoder", "Transformer"]

@@ -30,17 +30,14 @@ from ..frontend.tensor import ShapeError, Tensor, tensor, where
 from ..tile import builder
 from ..tile import dtypes as dt
 from . import functional as F
-from . import modules
+from . import init
 from .modules import LayerNorm, Linear, Module, ModuleList
 
 
 def _xavier_uniform(shape: tuple[int, ...], device: str | None) -> Tensor:
-    """``torch.nn.init.xavier_uniform_``: uniform in ``±sqrt(6 / (fan_in + fan_out))``, the
-    fans ``shape[1]`` and ``shape[0]`` times the receptive field ``prod(shape[2:])``."""
-    receptive = math.prod(shape[2:])
-    fan_out, fan_in = shape[0] * receptive, shape[1] * receptive
-    bound = math.sqrt(6.0 / (fan_in + fan_out))
-    return modules._uniform(shape, bound, device, modules._default_rng)
+    """A new parameter of ``shape`` initialised by :func:`init.xavier_uniform_`."""
+    return init.xavier_uniform_(tensor(np.zeros(shape, np.float32), device=device,
+                                       requires_grad=True))
 
 
 def _parameter(values: np.ndarray, device: str | None) -> Tensor:
@@ -491,11 +488,10 @@ class Transformer(Module):
         self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
 
     def _reset_parameters(self) -> None:
-        """PyTorch's: Xavier-uniform for every parameter of two or more axes."""
-        for module in self.modules():
-            for name, value in list(module._own_tensors()):
-                if value.requires_grad and value.ndim > 1:
-                    setattr(module, name, _xavier_uniform(value.shape, value.device))
+        """PyTorch's: Xavier-uniform for every parameter of two or more axes, in place."""
+        for parameter in self.parameters():
+            if parameter.ndim > 1:
+                init.xavier_uniform_(parameter)
 
     def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None,
                 tgt_mask: Tensor | None = None, memory_mask: Tensor | None = None,

@@ -26,6 +26,9 @@ in the autocast dtype and softmax, log-softmax, layer norm and the losses in flo
 batch norm and layer norm accept half-precision data with float32 parameters and compute their
 statistics in float32.
 
+The convolutions and pools take PyTorch's unbatched inputs too (``[C, H, W]`` for the 2-d
+ops): a batch of one, whose axis the result drops.
+
 Errors name the op, the argument and the shapes, and are raised before anything is built:
 :class:`ShapeError` for shapes, :class:`DTypeError` (a ``ShapeError``) for dtypes,
 :class:`gingham.DeviceError` for operands on different devices.
@@ -34,6 +37,7 @@ Errors name the op, the argument and the shapes, and are raised before anything 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Sequence, Union
 
 import numpy as np
@@ -153,11 +157,17 @@ def _data_format(op: str, data_format: str, nd: int) -> bool:
 def _spatial_input(op: str, x: Tensor, nd: int, channels_last: bool) -> tuple[int, int, tuple]:
     if x.ndim != nd + 2:
         layout = ("N", *"DHW"[3 - nd:], "C") if channels_last else ("N", "C", *"DHW"[3 - nd:])
-        raise ShapeError(f"{op}: input must be {nd + 2}-d ({', '.join(layout)}), got shape "
-                         f"{x.shape}")
+        raise ShapeError(f"{op}: input must be {nd + 1}-d (unbatched) or {nd + 2}-d "
+                         f"({', '.join(layout)}), got shape {x.shape}")
     if channels_last:
         return x.shape[0], x.shape[-1], x.shape[1:-1]
     return x.shape[0], x.shape[1], x.shape[2:]
+
+
+def _unbatched(x, nd: int) -> bool:
+    """PyTorch's unbatched form of an ``nd``-d layer's input, ``[C, *spatial]`` (or
+    ``[*spatial, C]``): the op runs it as a batch of one and drops that axis again."""
+    return isinstance(x, Tensor) and x.ndim == nd + 1
 
 
 def _full_node(like, like_ndim: int, shape: Sequence[int], value: float, dtype: np.dtype):
@@ -227,6 +237,9 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
     """The convolutions' common body. ``algorithm`` (``auto``, ``direct`` or ``winograd``)
     replaces ``conv_algorithm`` for this call: the tuner times one layer both ways with it
     (:mod:`gingham.tune.algorithms`), and such a call is not one of the program's."""
+    if _unbatched(x, nd):
+        return _conv(op, nd, x.unsqueeze(0), weight, bias, stride, padding, dilation, groups,
+                     data_format, algorithm).squeeze(0)
     parameter = weight
     x, weight, bias = cast_inputs_low(x, weight, bias)
     _check(op, ("input", "weight", "bias"), input=x, weight=weight, bias=bias)
@@ -294,8 +307,9 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
 
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
            padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
-    """1-D convolution (cross-correlation, as in PyTorch) of ``[N, C, L]`` data with
-    ``[O, C/groups, K]`` weights. ``padding`` is an int, a 1-tuple, ``"valid"`` or ``"same"``."""
+    """1-D convolution (cross-correlation, as in PyTorch) of ``[N, C, L]`` data (or unbatched
+    ``[C, L]``) with ``[O, C/groups, K]`` weights. ``padding`` is an int, a 1-tuple,
+    ``"valid"`` or ``"same"``."""
     return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
 
 
@@ -303,17 +317,18 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: In
            padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1,
            data_format: str = "NCHW") -> Tensor:
     """2-D convolution of ``[N, C, H, W]`` data (``[N, H, W, C]`` with ``data_format="NHWC"``,
-    giving NHWC output) with ``[O, C/groups, KH, KW]`` weights; ``groups=C`` with ``O = k*C`` is
-    depthwise. A float32 3x3, stride-1, padding-1 convolution may be built by Winograd's
-    algorithm instead of one contraction: ``conv_algorithm`` (``GINGHAM_CONV_ALGORITHM``)
-    chooses, see :mod:`gingham.nn.winograd`."""
+    giving NHWC output; without ``N``, unbatched) with ``[O, C/groups, KH, KW]`` weights;
+    ``groups=C`` with ``O = k*C`` is depthwise. A float32 3x3, stride-1, padding-1
+    convolution may be built by Winograd's algorithm instead of one contraction:
+    ``conv_algorithm`` (``GINGHAM_CONV_ALGORITHM``) chooses, see :mod:`gingham.nn.winograd`."""
     return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups,
                  data_format)
 
 
 def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
            padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
-    """3-D convolution of ``[N, C, D, H, W]`` data with ``[O, C/groups, KD, KH, KW]`` weights."""
+    """3-D convolution of ``[N, C, D, H, W]`` (or unbatched ``[C, D, H, W]``) data with
+    ``[O, C/groups, KD, KH, KW]`` weights."""
     return _conv("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
 
 
@@ -322,6 +337,9 @@ def _conv_transpose(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | 
     """The adjoint of a convolution, written as the contraction whose output index is affine:
     ``O[n, co, s*i + d*k - p] = +(I[n, ci, i] * W[ci, co, k])`` (taps landing outside the
     output are dropped by the valid-index rule; that is the cropping by ``padding``)."""
+    if _unbatched(x, nd):
+        return _conv_transpose(op, nd, x.unsqueeze(0), weight, bias, stride, padding,
+                               output_padding, groups, dilation).squeeze(0)
     x, weight, bias = cast_inputs_low(x, weight, bias)
     _check(op, ("input", "weight", "bias"), input=x, weight=weight, bias=bias)
     n_batch, channels, spatial = _spatial_input(op, x, nd, False)
@@ -435,21 +453,62 @@ def _pool(op: str, agg, x: Tensor, nd: int, kernel, stride, pads, dilation, out_
 
 
 def _max_pool(op: str, nd: int, x: Tensor, kernel_size, stride, padding, dilation, ceil_mode,
-              return_indices: bool, data_format: str | None) -> Tensor:
+              return_indices: bool, data_format: str | None):
+    if _unbatched(x, nd):
+        result = _max_pool(op, nd, x.unsqueeze(0), kernel_size, stride, padding, dilation,
+                           ceil_mode, return_indices, data_format)
+        return tuple(r.squeeze(0) for r in result) if return_indices else result.squeeze(0)
     _check(op, ("input",), input=x)
-    if return_indices:
-        raise NotImplementedError(f"{op}: return_indices=True is not supported")
     channels_last = _data_format(op, data_format, nd) if data_format else False
     _, _, spatial = _spatial_input(op, x, nd, channels_last)
     kernel, stride, pads, dilation, out = _pool_geometry(op, nd, spatial, kernel_size, stride,
                                                          padding, dilation, ceil_mode)
-    return _pool(op, builder.max, x, nd, kernel, stride, pads, dilation, out, channels_last)
+    values = _pool(op, builder.max, x, nd, kernel, stride, pads, dilation, out, channels_last)
+    if not return_indices:
+        return values
+    with no_grad():
+        indices = _max_indices(x, values, nd, kernel, stride, pads, dilation, channels_last)
+    return values, indices
+
+
+def _max_indices(x: Tensor, values: Tensor, nd: int, kernel, stride, pads, dilation,
+                 channels_last: bool) -> Tensor:
+    """PyTorch's ``return_indices``: where each window's maximum is, as an int64 position in
+    its ``[*spatial]`` plane (``h * W + w`` in 2-d). Of equal maxima the first in the
+    window's scan order, which is the least position:
+
+        P[n, c, y...] = <(I[n, c, taps] == O[n, c, y...] ? POS[n, c, taps])
+
+    with ``POS`` the flat position of every input element (from its coordinates)."""
+    n, c = builder.indices("n c")
+    ys, ks = _indices("y", nd), _indices("k", nd)
+    taps = [s * y + d * k - p for s, y, d, k, p in zip(stride, ys, dilation, ks, pads)]
+    spatial = x.shape[1:-1] if channels_last else x.shape[2:]
+    axes = range(1, nd + 1) if channels_last else range(2, nd + 2)
+    sizes_after = [math.prod(spatial[d + 1:]) for d in range(nd)]
+
+    def build(nodes):
+        image, maxima = nodes
+        position = builder.index(image, axes[0]) * sizes_after[0]
+        for axis, size_after in zip(axes[1:], sizes_after[1:]):
+            position = position + builder.index(image, axis) * size_after
+        first = builder.min(builder.cond(image[_layout(channels_last, n, c, taps)]
+                                         == maxima[_layout(channels_last, n, c, ys)],
+                                         position[_layout(channels_last, n, c, taps)]),
+                            out=list(_layout(channels_last, n, c, ys)),
+                            shape=list(values.shape),
+                            where=[k < size for k, size in zip(ks, kernel)])
+        return builder.cast(first, "int64")
+
+    return x._derive(values.shape, dt.INT64, [x, values], build)
 
 
 def max_pool1d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None,
                padding: IntOrTuple = 0, dilation: IntOrTuple = 1, ceil_mode: bool = False,
                return_indices: bool = False) -> Tensor:
-    """Max over windows of ``[N, C, L]`` data; padded taps never win (as with -inf padding)."""
+    """Max over windows of ``[N, C, L]`` data; padded taps never win (as with -inf padding).
+    ``return_indices=True`` returns ``(values, indices)``, the int64 positions of the maxima
+    along ``L`` (see :func:`max_pool2d`)."""
     return _max_pool("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode,
                      return_indices, None)
 
@@ -457,7 +516,10 @@ def max_pool1d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None
 def max_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None,
                padding: IntOrTuple = 0, dilation: IntOrTuple = 1, ceil_mode: bool = False,
                return_indices: bool = False, data_format: str = "NCHW") -> Tensor:
-    """Max over windows of ``[N, C, H, W]`` (or NHWC) data; ``stride`` defaults to the kernel.
+    """Max over windows of ``[N, C, H, W]`` (or NHWC, or unbatched ``[C, H, W]``) data;
+    ``stride`` defaults to the kernel. ``return_indices=True`` returns ``(values,
+    indices)``: PyTorch's int64 position ``h * W + w`` of each maximum in its plane (the
+    first of equal ones), what :func:`max_unpool2d` takes.
 
         O[n, c, y, x] = >(I[n, c, sy*y + ky - py, sx*x + kx - px]), ky < KH, kx < KW
     """
@@ -468,12 +530,118 @@ def max_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None
 def max_pool3d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None,
                padding: IntOrTuple = 0, dilation: IntOrTuple = 1, ceil_mode: bool = False,
                return_indices: bool = False) -> Tensor:
+    """Max over windows of ``[N, C, D, H, W]`` data (``return_indices``: positions
+    ``(d * H + h) * W + w``, see :func:`max_pool2d`)."""
     return _max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode,
                      return_indices, None)
 
 
+def _unpool_size(op: str, nd: int, spatial: tuple, kernel, stride, pads,
+                 output_size) -> tuple[int, ...]:
+    """PyTorch's output size of an unpool: the pooled input's, ``(L - 1) * s - 2 * p + k``,
+    or ``output_size`` (``nd`` or ``nd + 2`` sizes) strictly within ``stride`` of it."""
+    default = tuple((size - 1) * s - 2 * p + k
+                    for size, k, s, p in zip(spatial, kernel, stride, pads))
+    if output_size is None:
+        return default
+    sizes = tuple(int(v) for v in output_size)
+    sizes = sizes[2:] if len(sizes) == nd + 2 else sizes
+    if len(sizes) != nd:
+        raise ValueError(f"{op}: output_size should be a sequence containing {nd} or {nd + 2} "
+                         f"elements, but it has a length of '{len(tuple(output_size))}'")
+    for d in range(nd):
+        low, high = default[d] - stride[d], default[d] + stride[d]
+        if not low < sizes[d] < high:
+            raise ValueError(f'{op}: invalid output_size "{tuple(output_size)}" (dim {d} must be '
+                             f"between {low} and {high})")
+    return sizes
+
+
+def _max_unpool(op: str, nd: int, x: Tensor, indices: Tensor, kernel_size, stride, padding,
+                output_size) -> Tensor:
+    """Each value put at its index in a zero plane: for window ``y`` and tap ``k``,
+
+        O[n, c, s*y + k - p] = +(IDX[n, c, y] == POS[n, c, s*y + k - p] ? I[n, c, y]), k < K
+
+    with ``POS`` the flat position of every output element. An index is looked for only in
+    its own window, where :func:`max_pool2d` with the same settings put it (an index
+    elsewhere, as from an ``output_size`` whose trailing sizes differ from the pooled
+    input's, is dropped where PyTorch writes it at that flat position); windows must not
+    overlap (``stride >= kernel_size``), where PyTorch keeps one of the values an
+    index receives twice and a sum would add them."""
+    if _unbatched(x, nd) and isinstance(indices, Tensor) and indices.ndim == nd + 1:
+        return _max_unpool(op, nd, x.unsqueeze(0), indices.unsqueeze(0), kernel_size, stride,
+                           padding, output_size).squeeze(0)
+    _check(op, ("input",), input=x, indices=indices)
+    _check_integer(op, "indices", indices)
+    if indices.shape != x.shape:
+        raise ShapeError(f"{op}: indices shape {indices.shape} differs from input shape "
+                         f"{x.shape}")
+    n_batch, channels, spatial = _spatial_input(op, x, nd, False)
+    kernel = _ntuple(op, "kernel_size", kernel_size, nd)
+    stride = kernel if stride is None else _ntuple(op, "stride", stride, nd)
+    pads = _ntuple(op, "padding", padding, nd)
+    if any(s < k for s, k in zip(stride, kernel)):
+        raise NotImplementedError(f"{op}: overlapping windows (stride {stride} below "
+                                  f"kernel_size {kernel}) are not supported")
+    out = _unpool_size(op, nd, spatial, kernel, stride, pads, output_size)
+    shape = (n_batch, channels, *out)
+    sizes_after = [math.prod(out[d + 1:]) for d in range(nd)]
+    n, c = builder.indices("n c")
+    ys, ks = _indices("y", nd), _indices("k", nd)
+    taps = [s * y + k - p for s, y, k, p in zip(stride, ys, ks, pads)]
+
+    def build(nodes):
+        values, where_from = nodes
+        grid = _full_node(values, x.ndim, shape, 0.0, dt.FLOAT32)
+        position = builder.index(grid, 2) * sizes_after[0]
+        for d in range(1, nd):
+            position = position + builder.index(grid, 2 + d) * sizes_after[d]
+        index32 = builder.cast(where_from, "int32")
+        return builder.sum(builder.cond(index32[(n, c, *ys)] == position[(n, c, *taps)],
+                                        values[(n, c, *ys)]),
+                           out=[n, c, *taps], shape=list(shape),
+                           where=[k < size for k, size in zip(ks, kernel)])
+
+    return x._derive(shape, x.dtype, [x, indices], build)
+
+
+def max_unpool1d(input: Tensor, indices: Tensor, kernel_size: IntOrTuple,
+                 stride: IntOrTuple | None = None, padding: IntOrTuple = 0,
+                 output_size: Sequence[int] | None = None) -> Tensor:
+    """:func:`max_unpool2d` of ``[N, C, L]`` data."""
+    return _max_unpool("max_unpool1d", 1, input, indices, kernel_size, stride, padding,
+                       output_size)
+
+
+def max_unpool2d(input: Tensor, indices: Tensor, kernel_size: IntOrTuple,
+                 stride: IntOrTuple | None = None, padding: IntOrTuple = 0,
+                 output_size: Sequence[int] | None = None) -> Tensor:
+    """The partial inverse of :func:`max_pool2d`: zeros of the pooled input's size (or
+    ``output_size``), each value of ``input`` at its position from ``indices`` (what
+    ``max_pool2d(..., return_indices=True)`` gave), as in SegNet's decoder. Windows must not
+    overlap (``stride >= kernel_size``; ``NotImplementedError`` otherwise).
+
+        pooled, indices = F.max_pool2d(x, 2, return_indices=True)
+        restored = F.max_unpool2d(pooled, indices, 2)           # x's shape, non-maxima zero
+    """
+    return _max_unpool("max_unpool2d", 2, input, indices, kernel_size, stride, padding,
+                       output_size)
+
+
+def max_unpool3d(input: Tensor, indices: Tensor, kernel_size: IntOrTuple,
+                 stride: IntOrTuple | None = None, padding: IntOrTuple = 0,
+                 output_size: Sequence[int] | None = None) -> Tensor:
+    """:func:`max_unpool2d` of ``[N, C, D, H, W]`` data."""
+    return _max_unpool("max_unpool3d", 3, input, indices, kernel_size, stride, padding,
+                       output_size)
+
+
 def _avg_pool(op: str, nd: int, x: Tensor, kernel_size, stride, padding, ceil_mode: bool,
               count_include_pad: bool, divisor_override, data_format: str | None) -> Tensor:
+    if _unbatched(x, nd):
+        return _avg_pool(op, nd, x.unsqueeze(0), kernel_size, stride, padding, ceil_mode,
+                         count_include_pad, divisor_override, data_format).squeeze(0)
     _check(op, ("input",), input=x)
     channels_last = _data_format(op, data_format, nd) if data_format else False
     _, _, spatial = _spatial_input(op, x, nd, channels_last)
@@ -538,28 +706,114 @@ def _adaptive_windows(size: int, out: int) -> np.ndarray:
     return matrix
 
 
-def adaptive_avg_pool2d(input: Tensor, output_size: IntOrTuple,
-                        data_format: str = "NCHW") -> Tensor:
+def _adaptive_geometry(op: str, nd: int, x: Tensor, output_size,
+                       data_format: str | None) -> tuple[bool, tuple, tuple]:
+    """(channels last, input spatial sizes, output sizes); ``None`` in ``output_size`` keeps
+    that axis's size, as in PyTorch."""
+    _check(op, ("input",), input=x)
+    channels_last = _data_format(op, data_format, nd) if data_format else False
+    _, _, spatial = _spatial_input(op, x, nd, channels_last)
+    sizes = ((output_size,) * nd if output_size is None or isinstance(output_size, int)
+             else tuple(output_size))
+    out = tuple(s if o is None else int(o) for s, o in zip(spatial, sizes))
+    if len(sizes) != nd or min(out) < 1:
+        raise ShapeError(f"{op}: output_size must be 1 or {nd} positive sizes, got "
+                         f"{output_size}")
+    return channels_last, spatial, out
+
+
+def _adaptive_avg_pool(op: str, nd: int, x: Tensor, output_size,
+                       data_format: str | None = None) -> Tensor:
     """Average pooling to a fixed output size. When the size divides evenly it is a plain
-    ``avg_pool2d``; otherwise each axis is contracted with PyTorch's window-averaging matrix
+    average pool; otherwise each axis is contracted with PyTorch's window-averaging matrix
     (a small constant made on the host from the shapes)."""
-    op = "adaptive_avg_pool2d"
-    _check(op, ("input",), input=input)
-    channels_last = _data_format(op, data_format, 2)
-    _, _, spatial = _spatial_input(op, input, 2, channels_last)
-    out = tuple(s if o is None else o for s, o in zip(
-        spatial, (output_size,) * 2 if isinstance(output_size, int) or output_size is None
-        else tuple(output_size)))
-    if len(out) != 2 or min(out) < 1:
-        raise ShapeError(f"{op}: output_size must be 1 or 2 positive sizes, got {output_size}")
+    if _unbatched(x, nd):
+        return _adaptive_avg_pool(op, nd, x.unsqueeze(0), output_size, data_format).squeeze(0)
+    channels_last, spatial, out = _adaptive_geometry(op, nd, x, output_size, data_format)
     if all(s % o == 0 for s, o in zip(spatial, out)):
         kernel = tuple(s // o for s, o in zip(spatial, out))
-        return avg_pool2d(input, kernel, kernel, data_format=data_format)
-    result = input
+        return _avg_pool(op, nd, x, kernel, kernel, 0, False, True, None, data_format)
+    result = x
     for axis, (size, o) in enumerate(zip(spatial, out)):
-        matrix = tensor(_adaptive_windows(size, o).astype(input.dtype), device=input.device)
+        matrix = tensor(_adaptive_windows(size, o).astype(x.dtype), device=x.device)
         result = _contract_axis(result, (1 if channels_last else 2) + axis, matrix)
     return result
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size: int) -> Tensor:
+    """Average pooling of ``[N, C, L]`` (or ``[C, L]``) data to ``output_size`` values."""
+    return _adaptive_avg_pool("adaptive_avg_pool1d", 1, input, output_size)
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size: IntOrTuple,
+                        data_format: str = "NCHW") -> Tensor:
+    """Average pooling of ``[N, C, H, W]`` (or NHWC, or unbatched) data to a fixed output
+    size, PyTorch's windows ``[floor(i * H / h), ceil((i + 1) * H / h))``:
+
+        F.adaptive_avg_pool2d(x, 1)               # global average pooling, [N, C, 1, 1]
+    """
+    return _adaptive_avg_pool("adaptive_avg_pool2d", 2, input, output_size, data_format)
+
+
+def adaptive_avg_pool3d(input: Tensor, output_size: IntOrTuple) -> Tensor:
+    """Average pooling of ``[N, C, D, H, W]`` (or unbatched) data to a fixed output size."""
+    return _adaptive_avg_pool("adaptive_avg_pool3d", 3, input, output_size)
+
+
+def _max_along_axis(x: Tensor, axis: int, mask: Tensor) -> Tensor:
+    """``O[..., o, ...] = >(X[..., a, ...] + M[o, a])``: the max over the positions ``a`` of
+    row ``o`` of ``mask`` (0 inside the window, the dtype's lowest value outside, so that
+    no position outside wins and no infinity meets an infinity)."""
+    idx = list(_indices("i", x.ndim))
+    a, o = builder.indices("a o")
+    source, target = list(idx), list(idx)
+    source[axis], target[axis] = a, o
+    shape = x.shape[:axis] + (mask.shape[0],) + x.shape[axis + 1:]
+    return x._derive(shape, x.dtype, [x, mask], lambda nodes: builder.max(
+        nodes[0][tuple(source)] + nodes[1][o, a], out=target, shape=list(shape)))
+
+
+def _adaptive_max_pool(op: str, nd: int, x: Tensor, output_size, return_indices: bool,
+                       data_format: str | None = None) -> Tensor:
+    """Max over PyTorch's adaptive windows: a plain max pool when the sizes divide evenly,
+    otherwise one masked max per axis (the max over a box is the max of its rows' maxima)."""
+    if return_indices:
+        raise NotImplementedError(f"{op}: return_indices=True is not supported")
+    if _unbatched(x, nd):
+        return _adaptive_max_pool(op, nd, x.unsqueeze(0), output_size, False,
+                                  data_format).squeeze(0)
+    channels_last, spatial, out = _adaptive_geometry(op, nd, x, output_size, data_format)
+    if all(s % o == 0 for s, o in zip(spatial, out)):
+        kernel = tuple(s // o for s, o in zip(spatial, out))
+        return _max_pool(op, nd, x, kernel, kernel, 0, 1, False, False, data_format)
+    result, lowest = x, float(np.finfo(x.dtype).min)
+    for axis, (size, o) in enumerate(zip(spatial, out)):
+        mask = np.where(_adaptive_windows(size, o) > 0, 0.0, lowest).astype(x.dtype)
+        result = _max_along_axis(result, (1 if channels_last else 2) + axis,
+                                 tensor(mask, device=x.device))
+    return result
+
+
+def adaptive_max_pool1d(input: Tensor, output_size: int, return_indices: bool = False) -> Tensor:
+    """Max pooling of ``[N, C, L]`` (or ``[C, L]``) data to ``output_size`` values."""
+    return _adaptive_max_pool("adaptive_max_pool1d", 1, input, output_size, return_indices)
+
+
+def adaptive_max_pool2d(input: Tensor, output_size: IntOrTuple,
+                        return_indices: bool = False) -> Tensor:
+    """Max pooling of ``[N, C, H, W]`` (or unbatched) data to a fixed output size, over
+    PyTorch's adaptive windows (see :func:`adaptive_avg_pool2d`); ``return_indices`` is not
+    supported.
+
+        F.adaptive_max_pool2d(x, (3, 3))          # [N, C, 7, 7] -> [N, C, 3, 3]
+    """
+    return _adaptive_max_pool("adaptive_max_pool2d", 2, input, output_size, return_indices)
+
+
+def adaptive_max_pool3d(input: Tensor, output_size: IntOrTuple,
+                        return_indices: bool = False) -> Tensor:
+    """Max pooling of ``[N, C, D, H, W]`` (or unbatched) data to a fixed output size."""
+    return _adaptive_max_pool("adaptive_max_pool3d", 3, input, output_size, return_indices)
 
 
 def global_avg_pool2d(input: Tensor, data_format: str = "NCHW") -> Tensor:
@@ -1365,6 +1619,175 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     return _reduce_loss(op, (input - target).abs(), reduction)
 
 
+def _legacy_reduction(op: str, size_average: bool | None, reduce: bool | None,
+                      reduction: str) -> str:
+    """PyTorch's deprecated ``size_average``/``reduce`` pair as a ``reduction`` (either given
+    overrides ``reduction``, each defaulting to True), with PyTorch's warning."""
+    if size_average is None and reduce is None:
+        return reduction
+    warnings.warn(f"{op}: size_average and reduce are deprecated, please use reduction= "
+                  "instead", UserWarning, stacklevel=3)
+    if reduce is False:
+        return "none"
+    return "sum" if size_average is False else "mean"
+
+
+def _elementwise_loss(op: str, input: Tensor, target: Tensor, fn, size_average, reduce,
+                      reduction: str, weight: Tensor | None = None) -> Tensor:
+    """``fn`` of the difference ``input - target`` (a builder node to a node), weighted and
+    reduced; computed in float32 under autocast, as the other losses."""
+    reduction = _legacy_reduction(op, size_average, reduce, reduction)
+    input, target, weight = cast_inputs_float32(input, target, weight)
+    _check(op, ("input", "target", "weight"), input=input, target=target, weight=weight)
+    _same_shape(op, input, target)
+    if weight is not None:
+        _same_shape(op, input, weight, "weight")
+    losses = (input - target)._elementwise(fn, [], op)
+    return _reduce_loss(op, losses if weight is None else losses * weight, reduction)
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
+                   reduce: bool | None = None, reduction: str = "mean",
+                   beta: float = 1.0) -> Tensor:
+    """``0.5 * d**2 / beta`` where ``|d| < beta``, ``|d| - 0.5 * beta`` elsewhere, with
+    ``d = input - target`` (``beta=0``: the L1 loss).
+
+        loss = F.smooth_l1_loss(boxes, target_boxes, beta=1 / 9)
+    """
+    op = "smooth_l1_loss"
+    if beta < 0:
+        raise ValueError(f"{op} does not support negative values for beta.")
+    if beta == 0:
+        return l1_loss(input, target, _legacy_reduction(op, size_average, reduce, reduction))
+    return _elementwise_loss(op, input, target, lambda d: builder.select(
+        builder.abs(d) < beta, d * d * (0.5 / beta), builder.abs(d) - 0.5 * beta),
+        size_average, reduce, reduction)
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight: Tensor | None = None) -> Tensor:
+    """``0.5 * d**2`` where ``|d| < delta``, ``delta * (|d| - 0.5 * delta)`` elsewhere
+    (``delta`` times :func:`smooth_l1_loss` with ``beta=delta``), times ``weight``
+    (of the input's shape) if given, then reduced.
+
+        loss = F.huber_loss(prediction, target, delta=2.0)
+    """
+    op = "huber_loss"
+    if delta <= 0:
+        raise ValueError(f"{op} does not support non-positive values for delta.")
+    return _elementwise_loss(op, input, target, lambda d: builder.select(
+        builder.abs(d) < delta, d * d * 0.5, (builder.abs(d) - 0.5 * delta) * delta),
+        None, None, reduction, weight)
+
+
+def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
+           reduce: bool | None = None, reduction: str = "mean",
+           log_target: bool = False) -> Tensor:
+    """The Kullback-Leibler divergence of ``target`` from the distribution whose
+    log-probabilities are ``input``: ``target * (log(target) - input)`` (0 where
+    ``target`` is 0), or with ``log_target`` (``target`` holds log-probabilities)
+    ``exp(target) * (target - input)``. ``reduction="batchmean"`` divides the sum by the
+    batch size (``input.shape[0]``), the mathematical definition; ``"mean"`` divides by
+    every element, with PyTorch's warning.
+
+        loss = F.kl_div(F.log_softmax(student, 1), F.softmax(teacher, 1), reduction="batchmean")
+    """
+    op = "kl_div"
+    reduction = _legacy_reduction(op, size_average, reduce, reduction)
+    input, target = cast_inputs_float32(input, target)
+    _check(op, ("input", "target"), input=input, target=target)
+    _same_shape(op, input, target)
+    if log_target:
+        losses = target.exp() * (target - input)
+    else:
+        entropy = _map(target, lambda t: builder.select(t > 0.0, t * builder.log(t), 0.0),
+                       "xlogy")
+        losses = entropy - target * input
+    if reduction == "batchmean":
+        return losses.sum() / float(input.shape[0]) if input.ndim else losses.sum()
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
+                      "support size.'batchmean' divides only by the batch size, and aligns with "
+                      "the KL div math definition.'mean' will be changed to behave the same as "
+                      "'batchmean' in the next major release.", UserWarning, stacklevel=2)
+    return _reduce_loss(op, losses, reduction)
+
+
+# -- similarity and classes ------------------------------------------------------------------------
+
+
+def _clamped_norm(x: Tensor, p: float, dim: int, eps: float) -> Tensor:
+    """``max(||x||_p, eps)`` along ``dim``, kept as a size-1 axis. The root is taken after
+    the clamp, ``max(s, eps**p) ** (1/p)`` (the same value): the root's derivative at a zero
+    vector is infinite, and the clamp's zero times it would be NaN."""
+    if p == 1:
+        return x.abs().sum(dim, keepdims=True).clamp(min=eps)
+    if p == math.inf:
+        return x.abs().amax(dim, keepdim=True).clamp(min=eps)
+    if p == 2:
+        return x.square().sum(dim, keepdims=True).clamp(min=eps * eps).sqrt()
+    return (x.abs() ** p).sum(dim, keepdims=True).clamp(min=eps ** p) ** (1.0 / p)
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
+              out: Tensor | None = None) -> Tensor:
+    """``input / max(||input||_p, eps)`` along ``dim`` (``p`` a positive number or
+    ``math.inf``). ``out`` is not supported (tensors are immutable).
+
+        unit = F.normalize(embeddings, dim=-1)
+    """
+    op = "normalize"
+    if out is not None:
+        raise NotImplementedError(f"{op}: out= is not supported; use the returned tensor")
+    _check(op, ("input",), input=input)
+    if not p > 0:
+        raise ValueError(f"{op}: p must be positive, got {p}")
+    return input / _clamped_norm(input, p, _dim(op, input.shape, dim), eps)
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """The cosine of the angle between ``x1`` and ``x2`` (broadcast together) along
+    ``dim``, as PyTorch computes it: each divided by ``max(||x||, eps)``, then the dot
+    product.
+
+        similarity = F.cosine_similarity(a, b, dim=-1)   # [N, D], [N, D] -> [N]
+    """
+    op = "cosine_similarity"
+    _check(op, ("x1", "x2"), x1=x1, x2=x2)
+    ndim = max(x1.ndim, x2.ndim)
+    axis = _dim(op, (1,) * ndim, dim)
+    unit1 = x1 / _clamped_norm(x1, 2, axis - ndim + x1.ndim, eps)
+    unit2 = x2 / _clamped_norm(x2, 2, axis - ndim + x2.ndim, eps)
+    return (unit1 * unit2).sum(axis)
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 ``[*tensor.shape, num_classes]``: 1 at each index's class, 0 elsewhere.
+    ``num_classes=-1`` takes the largest index plus one (read from the device, as PyTorch
+    reads it). An index outside ``[0, num_classes)`` gives a row of zeros, where PyTorch
+    raises: checking would read the indices back every call.
+
+        F.one_hot(labels, 10)                     # [N] -> [N, 10]
+    """
+    op = "one_hot"
+    _check(op, (), tensor=tensor)
+    _check_integer(op, "tensor", tensor)
+    if num_classes == -1:
+        num_classes = int(tensor.max().item()) + 1 if tensor.size else 0
+    if num_classes < 1:
+        raise ValueError(f"{op}: num_classes must be positive (or -1), got {num_classes}")
+    shape = tensor.shape + (num_classes,)
+    column = tensor.shape + (1,)  # each index beside its row of classes
+
+    def build(nodes):
+        labels = builder.cast(builder.reshape(nodes[0], *column), "int32")
+        classes = builder.index(_full_node(nodes[0], tensor.ndim, shape, 0.0, dt.FLOAT32),
+                                tensor.ndim)
+        return builder.cast(builder.select(classes.eq(labels), 1, 0), "int64")
+
+    return tensor._derive(shape, dt.INT64, [tensor], build)
+
+
 # -- indexing, padding, resampling -----------------------------------------------------------------
 
 
@@ -1417,15 +1840,27 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
     return input._derive(shape, weight.dtype, [weight, input], build)
 
 
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
         value: float | None = None) -> Tensor:
-    """Constant padding with PyTorch's ``pad`` order: ``(left, right)`` of the last axis first,
-    then of the axis before it, ...; negative amounts crop. One assignment with shifted
-    indices, ``O[i + left] = =(X[i])``; the fill is a ``default`` tensor when ``value != 0``."""
+    """Pad with PyTorch's ``pad`` order: ``(left, right)`` of the last axis first, then of the
+    axis before it, ...; negative amounts crop.
+
+    ``mode="constant"`` fills with ``value`` (0): one assignment with shifted indices,
+    ``O[i + left] = =(X[i])``, the fill a ``default`` tensor when ``value != 0``. The other
+    modes take their values from the input, along the last 1, 2 or 3 axes of unbatched or
+    batched data (``len(pad)`` is 2, 4 or 6 for 2-3, 3-4 or 4-5-d input, as in PyTorch):
+    ``"reflect"`` mirrors about the edge (``pad`` below the axis's size), ``"replicate"``
+    repeats the edge value, ``"circular"`` wraps around (``pad`` at most the size).
+
+        F.pad(x, (1, 1, 1, 1), mode="reflect")       # [N, C, H, W] -> [N, C, H + 2, W + 2]
+    """
     op = "pad"
     _check(op, (), input=input)
-    if mode != "constant":
-        raise NotImplementedError(f"{op}: only mode='constant' is supported, not {mode!r}")
+    if mode not in _PAD_MODES:
+        raise ValueError(f"{op}: mode must be one of {_PAD_MODES}, not {mode!r}")
     pad = tuple(int(p) for p in pad)
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
         raise ShapeError(f"{op}: pad {pad} needs an even length of at most 2 * {input.ndim} "
@@ -1434,6 +1869,10 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
     for k in range(len(pad) // 2):
         before[input.ndim - 1 - k], after[input.ndim - 1 - k] = pad[2 * k], pad[2 * k + 1]
     shape = tuple(s + b + a for s, b, a in zip(input.shape, before, after))
+    if mode != "constant":
+        if value is not None and value != 0:
+            raise ValueError(f'{op}: padding mode "{mode}" doesn\'t take in value argument')
+        return _edge_pad(input, pad, mode, before, after, shape)
     if min(shape, default=1) < 0 or (input.size == 0 and value):
         raise ShapeError(f"{op}: pad {pad} gives a negative size {shape} for input shape "
                          f"{input.shape}")
@@ -1448,6 +1887,70 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
                               shape=list(shape), default=default)
 
     return input._derive(shape, input.dtype, [input], build)
+
+
+def _edge_pad(x: Tensor, pad: tuple, mode: str, before: list[int], after: list[int],
+              shape: tuple) -> Tensor:
+    """The reflect, replicate and circular modes of :func:`pad`, one axis at a time.
+    Negative amounts crop as PyTorch's do: after padding (reflect, replicate), or before
+    wrapping the cropped axis (circular)."""
+    op, axes = "pad", len(pad) // 2
+    if axes > 3 or x.ndim not in (axes + 1, axes + 2):
+        raise ShapeError(f"{op}: mode {mode!r} pads the last 1, 2 or 3 axes of 2-3, 3-4 or "
+                         f"4-5-d input (len(pad) 2, 4 or 6); got pad {pad} for input shape "
+                         f"{x.shape}")
+    if min(shape) < 1:
+        raise ShapeError(f"{op}: pad {pad} leaves no values (shape {shape}) of input shape "
+                         f"{x.shape}")
+    for axis in range(x.ndim - axes, x.ndim):
+        size, left, right = x.shape[axis], before[axis], after[axis]
+        if mode == "circular":
+            x = x.narrow(axis, max(-left, 0), size - max(-left, 0) - max(-right, 0))
+            size = x.shape[axis]
+        if mode == "reflect" and max(left, right) >= size:
+            raise ShapeError(f"{op}: reflect padding must be less than the axis's size; pad "
+                             f"({left}, {right}) for axis {axis} of input shape {x.shape}")
+        if mode == "circular" and max(left, right) > size:
+            raise ShapeError(f"{op}: circular padding ({left}, {right}) of axis {axis} would "
+                             f"wrap around more than once (size {size})")
+        x = _edge_pad_axis(x, axis, max(left, 0), max(right, 0), mode)
+        if mode != "circular" and min(left, right) < 0:
+            x = x.narrow(axis, max(-left, 0), shape[axis])
+    return x
+
+
+def _edge_pad_axis(x: Tensor, axis: int, left: int, right: int, mode: str) -> Tensor:
+    """``x`` padded along ``axis`` by ``left`` and ``right`` (non-negative) values read from
+    itself: the copy ``O[i + left] = =(X[i])``, then each side written over it,
+
+        reflect:    O[j] = X[left - j],        O[left + L + j] = X[L - 2 - j]
+        replicate:  O[j] = X[0],               O[left + L + j] = X[L - 1]
+        circular:   O[j] = X[L - left + j],    O[left + L + j] = X[j]
+
+    with ``j < left`` and ``j < right`` (a side written over a ``default`` keeps the
+    gradient's routing exact: each output value has one source)."""
+    if not left and not right:
+        return x
+    size = x.shape[axis]
+    shape = x.shape[:axis] + (size + left + right,) + x.shape[axis + 1:]
+    idx = _indices("i", x.ndim)
+    j = idx[axis]
+    sources = {"reflect": (left - j, size - 2 - j), "replicate": (0, size - 1),
+               "circular": (size - left + j, j)}[mode]
+
+    def at(position) -> tuple:
+        return idx[:axis] + (position,) + idx[axis + 1:]
+
+    def build(nodes):
+        result = builder.assign(nodes[0][idx], out=list(at(j + left)), shape=list(shape))
+        for source, target, count in ((sources[0], j, left),
+                                      (sources[1], j + left + size, right)):
+            if count:
+                result = builder.assign(nodes[0][at(source)], out=list(at(target)),
+                                        shape=list(shape), where=[j < count], default=result)
+        return result
+
+    return x._derive(shape, x.dtype, [x], build)
 
 
 def _resample_matrix(mode: str, size: int, out: int, scale: float | None,
@@ -1542,13 +2045,16 @@ __all__ = [
     "DTypeError", "Generator", "manual_seed",
     "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d",
-    "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-    "adaptive_avg_pool2d", "global_avg_pool2d", "global_max_pool2d",
+    "max_pool1d", "max_pool2d", "max_pool3d", "max_unpool1d", "max_unpool2d", "max_unpool3d",
+    "avg_pool1d", "avg_pool2d", "avg_pool3d",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
+    "adaptive_max_pool2d", "adaptive_max_pool3d", "global_avg_pool2d", "global_max_pool2d",
     "batch_norm", "layer_norm", "group_norm",
     "relu", "leaky_relu", "elu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax",
     "hardtanh", "relu6", "softplus", "mish", "hardswish", "prelu",
     "dropout", "scaled_dot_product_attention",
     "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
-    "mse_loss", "l1_loss",
+    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
+    "normalize", "cosine_similarity", "one_hot",
     "embedding", "pad", "interpolate",
 ]

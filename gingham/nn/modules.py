@@ -29,6 +29,9 @@ place, so optimisers and compiled steps holding them see the loaded or moved val
 Initialisation follows PyTorch's defaults (Kaiming-uniform with a = sqrt(5) for linear and
 convolution layers, N(0, 1) for embeddings), drawn from :func:`manual_seed`'s generator.
 
+The convolutions and pools also take PyTorch's unbatched input (``[C, H, W]`` for the 2-d
+layers), as PyTorch's do; the batch norms, as PyTorch's, need a batch.
+
 The image layers take ``data_format="NHWC"`` for channels-last data (what PyTorch's
 ``memory_format=torch.channels_last`` and Keras use); their parameters keep PyTorch's shapes
 (OIHW filters), so weights move between the layouts and to and from PyTorch unchanged.
@@ -44,7 +47,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Seque
 import numpy as np
 
 from ..errors import StateDictError
-from ..frontend.tensor import (Tensor, assign_all, move_all, placement, realize,
+from ..frontend.tensor import (Tensor, assign_all, move_all, no_grad, placement, realize,
                                refuse_while_tracing, tensor, zeros)
 from ..tile import dtypes as dt
 from . import functional as F
@@ -93,9 +96,10 @@ class Module:
     """
 
     training = True
-    # State-dict names this module accepts and ignores when loading (PyTorch's batch norm
-    # counter, which gingham's batch norm has no use for).
-    _ignored_state: tuple[str, ...] = ()
+    # Buffers a state dict may lack when loading: a missing one keeps its value (batch
+    # norm's num_batches_tracked, absent from checkpoints gingham wrote before it kept one;
+    # PyTorch's batch norm accepts such old state dicts the same way).
+    _optional_state: tuple[str, ...] = ()
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} defines no forward()")
@@ -208,19 +212,13 @@ class Module:
                 targets[_join(module_prefix, name)] = (module, name, value)
         return targets
 
-    def _ignorable(self, key: str, modules: Mapping[str, "Module"]) -> bool:
-        """A state-dict name that a module of this tree accepts and ignores (PyTorch's
-        ``num_batches_tracked`` of a batch norm)."""
-        owner, _, name = key.rpartition(".")
-        module = modules.get(owner)
-        return module is not None and name in module._ignored_state
-
     def load_state_dict(self, state_dict: Mapping[str, Any],
                         strict: bool = True) -> IncompatibleKeys:
         """Copy ``state_dict``'s arrays (NumPy arrays, PyTorch tensors, gingham tensors) into
         the parameters and buffers of the same names, keeping each tensor's device, dtype,
         ``requires_grad`` and identity (optimisers and compiled steps holding it see the new
-        value). PyTorch's ``num_batches_tracked`` is accepted and ignored.
+        value). A batch norm's ``num_batches_tracked`` may be missing (it then keeps its
+        value), as in PyTorch.
 
         Raises :class:`gingham.StateDictError`, listing every problem and loading nothing,
         for a shape or dtype that differs from the module's, and (``strict``, the default)
@@ -229,10 +227,9 @@ class Module:
             model.load_state_dict(torch_model.state_dict())
         """
         targets = self._load_targets()
-        modules = dict(self.named_modules(remove_duplicate=False))
-        missing = [name for name in targets if name not in state_dict]
-        unexpected = [key for key in state_dict
-                      if key not in targets and not self._ignorable(key, modules)]
+        missing = [name for name, (module, attribute, _) in targets.items()
+                   if name not in state_dict and attribute not in module._optional_state]
+        unexpected = [key for key in state_dict if key not in targets]
         arrays: dict[str, np.ndarray] = {}
         problems = []
         for name, (_, _, target) in targets.items():
@@ -502,9 +499,8 @@ class _ConvNd(Module):
         if padding_mode not in _PADDING_MODES:
             raise ValueError(f"{layer}: padding_mode must be one of {_PADDING_MODES}, not "
                              f"{padding_mode!r}")
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"{layer}: only padding_mode='zeros' is supported, not "
-                                      f"{padding_mode!r}")
+        if padding_mode != "zeros" and self._transposed:
+            raise ValueError(f'Only "zeros" padding mode is supported for {layer}')
         self.data_format = data_format
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = F._ntuple(layer, "kernel_size", kernel_size, nd)
@@ -537,11 +533,14 @@ class _ConvNd(Module):
             text += f", output_padding={self.output_padding}"
         text += f", groups={self.groups}" if self.groups != 1 else ""
         text += ", bias=False" if self.bias is None else ""
+        text += f", padding_mode={self.padding_mode}" if self.padding_mode != "zeros" else ""
         return text + _format_repr(self.data_format)
 
 
 class _PlainConvNd(_ConvNd):
-    """Convolution (PyTorch's signature, plus ``data_format`` for the 2-d layer)."""
+    """Convolution (PyTorch's signature, plus ``data_format`` for the 2-d layer).
+    ``padding_mode`` ``"reflect"``, ``"replicate"`` or ``"circular"`` pads the input by
+    :func:`F.pad` in that mode before an unpadded convolution, as PyTorch's layers do."""
 
     function: Callable[..., Tensor]
 
@@ -552,8 +551,27 @@ class _PlainConvNd(_ConvNd):
                          groups, bias, padding_mode, device)
 
     def forward(self, x: Tensor) -> Tensor:
-        return type(self).function(x, self.weight, self.bias, self.stride, self.padding,
+        padding = self.padding
+        if self.padding_mode != "zeros":  # PyTorch's order: pad by the mode, then convolve
+            unbatched_nhwc = self.data_format == "NHWC" and x.ndim == 3
+            batch = x.unsqueeze(0) if unbatched_nhwc else x  # F.pad's 3 axes need a batch
+            padded = F.pad(batch, self._mode_padding(), mode=self.padding_mode)
+            x, padding = padded.squeeze(0) if unbatched_nhwc else padded, 0
+        return type(self).function(x, self.weight, self.bias, self.stride, padding,
                                    self.dilation, self.groups, **_layout(self.data_format))
+
+    def _mode_padding(self) -> tuple[int, ...]:
+        """:func:`F.pad`'s amounts for ``padding``, last spatial axis first; ``"same"`` puts
+        the odd tap on the right, as the zero padding does. A channels-last input's channel
+        axis comes last: it is padded by nothing."""
+        if self.padding == "same":
+            totals = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
+            sides = [(t // 2, t - t // 2) for t in totals]
+        else:
+            sides = [(p, p) for p in ((0,) * self._nd if self.padding == "valid"
+                                      else self.padding)]
+        amounts = tuple(v for pair in reversed(sides) for v in pair)
+        return (0, 0) + amounts if self.data_format == "NHWC" else amounts
 
 
 class Conv1d(_PlainConvNd):
@@ -624,7 +642,8 @@ class _ConvTransposeNd(_ConvNd):
         if len(size) != nd:
             raise ValueError(f"{layer}: output_size must have {nd} or {nd + 2} entries, got "
                              f"{tuple(output_size)}")
-        smallest = [(x.shape[2 + d] - 1) * self.stride[d] - 2 * self.padding[d]
+        spatial = x.shape[x.ndim - nd:]  # batched or not
+        smallest = [(spatial[d] - 1) * self.stride[d] - 2 * self.padding[d]
                     + self.dilation[d] * (self.kernel_size[d] - 1) + 1 for d in range(nd)]
         for d in range(nd):
             if not smallest[d] <= size[d] < smallest[d] + self.stride[d]:
@@ -664,30 +683,28 @@ class ConvTranspose3d(_ConvTransposeNd):
 
 class _BatchNorm(Module):
     """Batch norm over every axis but the channels. In training the batch statistics are
-    used and the running ones updated (``(1 - momentum) * running + momentum * batch``);
+    used, the running ones updated (``(1 - momentum) * running + momentum * batch``, or
+    with ``momentum=None`` the cumulative average ``running + (batch - running) / count``)
+    and ``num_batches_tracked``, PyTorch's int64 counter of training batches, incremented;
     in evaluation the running ones are used, or the batch's with
-    ``track_running_stats=False`` (which keeps none). ``affine=False`` has no ``weight`` and
-    ``bias``, ``bias=False`` no ``bias``.
+    ``track_running_stats=False`` (which keeps none, and no counter). ``affine=False`` has no
+    ``weight`` and ``bias``, ``bias=False`` no ``bias``.
 
-    A PyTorch state dict's ``num_batches_tracked`` is accepted and ignored (the running
-    averages use ``momentum``; PyTorch needs the count only for ``momentum=None``, which is
-    not supported).
+        bn = BatchNorm1d(16, momentum=None)       # running stats: the mean over all batches
     """
 
-    _ignored_state = ("num_batches_tracked",)
+    _optional_state = ("num_batches_tracked",)
     _ranks: tuple[int, ...]  # the input ranks accepted
     data_format: str | None = None  # the 2-d layer's layout option
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True,
                  device: str | None = None, *, bias: bool = True) -> None:
-        if momentum is None:
-            raise NotImplementedError(f"{type(self).__name__}: momentum=None (a cumulative "
-                                      "average) is not supported")
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         ones, zeros = np.ones(num_features, np.float32), np.zeros(num_features, np.float32)
         self.weight = self.bias = self.running_mean = self.running_var = None
+        self.num_batches_tracked = None
         if affine:
             self.weight = tensor(ones, device=device, requires_grad=True)
             if bias:
@@ -695,6 +712,7 @@ class _BatchNorm(Module):
         if track_running_stats:
             self.running_mean = tensor(zeros, device=device)
             self.running_var = tensor(ones, device=device)
+            self.num_batches_tracked = tensor(np.array(0, np.int64), device=device)
 
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim not in self._ranks:
@@ -703,13 +721,23 @@ class _BatchNorm(Module):
                              "input)")
         data_format = "NHWC" if self.data_format == "NHWC" else "NCHW"
         batch_statistics = self.training or self.running_mean is None
+        # The cumulative average's weight, 1 / count, is only known on the device: take the
+        # batch's statistics alone (momentum 1) and blend them below.
+        momentum = 1.0 if self.momentum is None else self.momentum
         result = F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                              batch_statistics, self.momentum, self.eps, data_format)
+                              batch_statistics, momentum, self.eps, data_format)
         if not batch_statistics:
             return result
         y, mean, var = result
         if self.training and self.running_mean is not None:
-            assign_all([(self.running_mean, mean), (self.running_var, var)])
+            count = self.num_batches_tracked + 1
+            if self.momentum is None:
+                with no_grad():
+                    weight = 1.0 / count.astype(self.running_mean.dtype)
+                    mean = self.running_mean + (mean - self.running_mean) * weight
+                    var = self.running_var + (var - self.running_var) * weight
+            assign_all([(self.running_mean, mean), (self.running_var, var),
+                        (self.num_batches_tracked, count)])
         return y
 
     def extra_repr(self) -> str:
@@ -737,7 +765,7 @@ class BatchNorm2d(_BatchNorm):
 
     _ranks = (4,)
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True,
                  device: str | None = None, *, bias: bool = True,
                  data_format: str = "NCHW") -> None:
@@ -1112,7 +1140,9 @@ class LogSoftmax(_AlongDim):
 
 class _MaxPoolNd(Module):
     """Max over ``kernel_size`` windows (``stride`` defaults to the kernel), with PyTorch's
-    ``padding`` (padded taps never win), ``dilation`` and ``ceil_mode``."""
+    ``padding`` (padded taps never win), ``dilation`` and ``ceil_mode``;
+    ``return_indices=True`` returns ``(values, indices)``, PyTorch's int64 positions of the
+    maxima in each plane."""
 
     function: Callable[..., Tensor]
 
@@ -1120,17 +1150,15 @@ class _MaxPoolNd(Module):
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
                  return_indices: bool = False, ceil_mode: bool = False) -> None:
-        if return_indices:
-            raise NotImplementedError(f"{type(self).__name__}: return_indices=True is not "
-                                      "supported")
         self.kernel_size = kernel_size
         self.stride = kernel_size if stride is None else stride
         self.padding, self.dilation = padding, dilation
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
         return type(self).function(x, self.kernel_size, self.stride, self.padding, self.dilation,
-                                   self.ceil_mode, **_layout(self.data_format))
+                                   self.ceil_mode, self.return_indices,
+                                   **_layout(self.data_format))
 
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
@@ -1163,6 +1191,50 @@ class MaxPool3d(_MaxPoolNd):
     """Max over windows of ``[N, C, D, H, W]`` data."""
 
     function = staticmethod(F.max_pool3d)
+
+
+class _MaxUnpoolNd(Module):
+    """The partial inverse of a max pool (:func:`F.max_unpool2d`):
+    ``forward(input, indices, output_size=None)``. Settings are kept as tuples, as
+    PyTorch's; windows must not overlap (``stride >= kernel_size``).
+
+        pool, unpool = MaxPool2d(2, return_indices=True), MaxUnpool2d(2)
+        values, indices = pool(x)
+        restored = unpool(values, indices, output_size=x.shape)
+    """
+
+    _nd: int
+    function: Callable[..., Tensor]
+
+    def __init__(self, kernel_size, stride=None, padding=0) -> None:
+        layer, nd = type(self).__name__, self._nd
+        self.kernel_size = F._ntuple(layer, "kernel_size", kernel_size, nd)
+        self.stride = (self.kernel_size if stride is None
+                       else F._ntuple(layer, "stride", stride, nd))
+        self.padding = F._ntuple(layer, "padding", padding, nd)
+
+    def forward(self, input: Tensor, indices: Tensor,
+                output_size: Sequence[int] | None = None) -> Tensor:
+        return type(self).function(input, indices, self.kernel_size, self.stride, self.padding,
+                                   output_size)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    _nd = 1
+    function = staticmethod(F.max_unpool1d)
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    _nd = 2
+    function = staticmethod(F.max_unpool2d)
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    _nd = 3
+    function = staticmethod(F.max_unpool3d)
 
 
 class AvgPool1d(Module):
@@ -1236,7 +1308,29 @@ class AvgPool3d(_AvgPoolNd):
     function = staticmethod(F.avg_pool3d)
 
 
-class AdaptiveAvgPool2d(Module):
+class _AdaptivePoolNd(Module):
+    """Pooling to ``output_size`` (an int, or one per axis; ``None`` keeps that axis), over
+    PyTorch's adaptive windows."""
+
+    function: Callable[..., Tensor]
+
+    def __init__(self, output_size) -> None:
+        self.output_size = output_size
+
+    def forward(self, x: Tensor) -> Tensor:
+        return type(self).function(x, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(_AdaptivePoolNd):
+    """Average pooling of ``[N, C, L]`` data to ``output_size`` values."""
+
+    function = staticmethod(F.adaptive_avg_pool1d)
+
+
+class AdaptiveAvgPool2d(_AdaptivePoolNd):
     """Average pooling to ``output_size`` (1: global average pooling), either layout."""
 
     def __init__(self, output_size, data_format: str = "NCHW") -> None:
@@ -1248,6 +1342,43 @@ class AdaptiveAvgPool2d(Module):
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}{_format_repr(self.data_format)}"
+
+
+class AdaptiveAvgPool3d(_AdaptivePoolNd):
+    """Average pooling of ``[N, C, D, H, W]`` data to ``output_size``."""
+
+    function = staticmethod(F.adaptive_avg_pool3d)
+
+
+class _AdaptiveMaxPoolNd(_AdaptivePoolNd):
+    """Max pooling to ``output_size``; ``return_indices=True`` is not supported."""
+
+    def __init__(self, output_size, return_indices: bool = False) -> None:
+        if return_indices:
+            raise NotImplementedError(f"{type(self).__name__}: return_indices=True is not "
+                                      "supported")
+        self.output_size, self.return_indices = output_size, return_indices
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    """Max pooling of ``[N, C, L]`` data to ``output_size`` values."""
+
+    function = staticmethod(F.adaptive_max_pool1d)
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    """Max pooling of ``[N, C, H, W]`` data to ``output_size``:
+
+        pool = AdaptiveMaxPool2d((7, 7))                         # [N, C, H, W] -> [.., 7, 7]
+    """
+
+    function = staticmethod(F.adaptive_max_pool2d)
+
+
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    """Max pooling of ``[N, C, D, H, W]`` data to ``output_size``."""
+
+    function = staticmethod(F.adaptive_max_pool3d)
 
 
 class Upsample(Module):
@@ -1297,6 +1428,136 @@ class Flatten(Module):
 
     def extra_repr(self) -> str:
         return f"start_dim=1, end_dim=-1{_format_repr(self.data_format)}"
+
+
+class CosineSimilarity(Module):
+    """:func:`F.cosine_similarity` of two inputs along ``dim``."""
+
+    def __init__(self, dim: int = 1, eps: float = 1e-8) -> None:
+        self.dim, self.eps = dim, eps
+
+    def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
+        return F.cosine_similarity(x1, x2, self.dim, self.eps)
+
+
+# -- losses ----------------------------------------------------------------------------------------
+
+
+class _Loss(Module):
+    """A loss as a module: ``forward(input, target)`` calls its functional form with the
+    settings given when it was made. ``size_average`` and ``reduce`` are PyTorch's
+    deprecated spelling of ``reduction`` (either given overrides it, with a warning). A
+    class-weight tensor given to the constructor is a buffer named as PyTorch names it
+    (``weight``, ``pos_weight``), so state dicts match.
+
+        criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
+        loss = criterion(logits, labels)
+    """
+
+    def __init__(self, size_average=None, reduce=None, reduction: str = "mean") -> None:
+        self.reduction = F._legacy_reduction(type(self).__name__, size_average, reduce,
+                                             reduction)
+
+
+class L1Loss(_Loss):
+    """Mean (``reduction``) absolute difference: :func:`F.l1_loss`."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class MSELoss(_Loss):
+    """Mean (``reduction``) squared difference: :func:`F.mse_loss`."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """:func:`F.smooth_l1_loss`: squared below ``beta``, absolute above."""
+
+    def __init__(self, size_average=None, reduce=None, reduction: str = "mean",
+                 beta: float = 1.0) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.beta = beta
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(_Loss):
+    """:func:`F.huber_loss`: squared below ``delta``, ``delta`` times absolute above."""
+
+    def __init__(self, reduction: str = "mean", delta: float = 1.0) -> None:
+        super().__init__(reduction=reduction)
+        self.delta = delta
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+class KLDivLoss(_Loss):
+    """:func:`F.kl_div` (``input``: log-probabilities; ``reduction="batchmean"`` is the
+    divergence's definition)."""
+
+    def __init__(self, size_average=None, reduce=None, reduction: str = "mean",
+                 log_target: bool = False) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.log_target = log_target
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class BCELoss(_Loss):
+    """:func:`F.binary_cross_entropy` of probabilities, optionally weighted per element."""
+
+    def __init__(self, weight: Tensor | None = None, size_average=None, reduce=None,
+                 reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.weight = weight
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.binary_cross_entropy(input, target, self.weight, self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """:func:`F.binary_cross_entropy_with_logits`, with ``weight`` and ``pos_weight``."""
+
+    def __init__(self, weight: Tensor | None = None, size_average=None, reduce=None,
+                 reduction: str = "mean", pos_weight: Tensor | None = None) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.weight, self.pos_weight = weight, pos_weight
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.binary_cross_entropy_with_logits(input, target, self.weight, self.reduction,
+                                                  self.pos_weight)
+
+
+class NLLLoss(_Loss):
+    """:func:`F.nll_loss` of log-probabilities against class indices."""
+
+    def __init__(self, weight: Tensor | None = None, size_average=None, ignore_index: int = -100,
+                 reduce=None, reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.weight, self.ignore_index = weight, ignore_index
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
+
+
+class CrossEntropyLoss(_Loss):
+    """:func:`F.cross_entropy` of logits against class indices or probabilities."""
+
+    def __init__(self, weight: Tensor | None = None, size_average=None, ignore_index: int = -100,
+                 reduce=None, reduction: str = "mean", label_smoothing: float = 0.0) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.weight, self.ignore_index = weight, ignore_index
+        self.label_smoothing = label_smoothing
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.cross_entropy(input, target, self.weight, self.ignore_index, self.reduction,
+                               self.label_smoothing)
 
 
 # -- containers ------------------------------------------------------------------------------------
@@ -1495,5 +1756,9 @@ __all__ = ["Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict
            "LayerNorm", "Embedding", "Dropout",
            "Identity", "ReLU", "ReLU6", "Hardtanh", "LeakyReLU", "PReLU", "ELU", "GELU", "SiLU",
            "Mish", "Hardswish", "Softplus", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
-           "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
-           "AdaptiveAvgPool2d", "Upsample", "Flatten", "manual_seed"]
+           "MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
+           "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+           "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
+           "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "Flatten", "CosineSimilarity",
+           "L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss",
+           "BCEWithLogitsLoss", "NLLLoss", "CrossEntropyLoss", "manual_seed"]

@@ -167,15 +167,18 @@ def test_channels_last_conv_stages_both_operands_with_16_byte_copies(data_format
 
 
 def test_layers_channels_last_match_pytorch(device):
-    """Conv2d, BatchNorm2d (training), ReLU, MaxPool2d, AdaptiveAvgPool2d and Flatten (in
-    PyTorch's feature order) in NHWC against torch.nn on NCHW with the same weights."""
+    """Conv2d (reflect padding), BatchNorm2d (training), ReLU, MaxPool2d, AdaptiveAvgPool2d
+    and Flatten (in PyTorch's feature order) in NHWC against torch.nn on NCHW with the same
+    weights."""
     modules.manual_seed(3)
-    ours = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, device=device, data_format="NHWC"),
+    ours = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, padding_mode="reflect", device=device,
+                                   data_format="NHWC"),
                          nn.BatchNorm2d(8, device=device, data_format="NHWC"), nn.ReLU(),
                          nn.MaxPool2d(2, data_format="NHWC"),
                          nn.AdaptiveAvgPool2d((2, 3), data_format="NHWC"),
                          nn.Flatten("NHWC"), nn.Linear(8 * 2 * 3, 5, device=device))
-    theirs = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8),
+    theirs = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1, padding_mode="reflect"),
+                                 torch.nn.BatchNorm2d(8),
                                  torch.nn.ReLU(), torch.nn.MaxPool2d(2),
                                  torch.nn.AdaptiveAvgPool2d((2, 3)), torch.nn.Flatten(),
                                  torch.nn.Linear(8 * 2 * 3, 5))
@@ -196,6 +199,9 @@ def test_layers_channels_last_match_pytorch(device):
     np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=1e-4, atol=1e-4)
     for grad, other in zip(grads, theirs.parameters(), strict=True):
         np.testing.assert_allclose(grad.numpy(), other.grad.numpy(), rtol=1e-4, atol=1e-4)
+    unbatched = ours[0](gingham.tensor(nhwc(images)[1], device=device))  # [H, W, C]
+    np.testing.assert_allclose(unbatched.numpy(), nhwc(theirs[0](torch.from_numpy(
+        images[1:])).detach().numpy())[0], rtol=1e-4, atol=1e-4)
     bn_ours, bn_theirs = ours[1], theirs[1]
     np.testing.assert_allclose(bn_ours.running_mean.numpy(), bn_theirs.running_mean.numpy(),
                                rtol=1e-4, atol=1e-5)

@@ -37,8 +37,9 @@ def rand(*shape, seed=0, dtype=np.float32):
 def compare(device, arrays: dict, ours, theirs, constants=(), dtype=np.float32,
             forward_only=()):
     """Run ``ours(**gingham tensors)`` and ``theirs(**torch tensors)`` (each a dict of named
-    outputs), compare the outputs, then the gradients of ``sum_k <w_k, out_k>`` (outputs not in
-    ``forward_only``) with respect to every float input not listed in ``constants``."""
+    outputs), compare the outputs (integer ones exactly), then the gradients of
+    ``sum_k <w_k, out_k>`` (float outputs not in ``forward_only``) with respect to every float
+    input not listed in ``constants``."""
     tol = TOLERANCE[np.dtype(dtype)]
     wants_grad = {k: v.dtype.kind == "f" and k not in constants for k, v in arrays.items()}
     g_in = {k: tensor(v, device=device, requires_grad=wants_grad[k]) for k, v in arrays.items()}
@@ -49,13 +50,17 @@ def compare(device, arrays: dict, ours, theirs, constants=(), dtype=np.float32,
     for name, expected in t_out.items():
         value = g_out[name]
         assert value.shape == tuple(expected.shape), name
+        if not expected.dtype.is_floating_point:
+            assert value.dtype == expected.numpy().dtype, name
+            np.testing.assert_array_equal(value.numpy(), expected.numpy(), err_msg=name)
+            continue
         assert value.dtype == np.dtype(dtype), name
         np.testing.assert_allclose(value.numpy(), expected.detach().numpy(), err_msg=name, **tol)
     if not any(wants_grad.values()):
         return
     rng = np.random.default_rng(1)
     weights = {k: rng.standard_normal(tuple(v.shape)).astype(dtype) for k, v in t_out.items()
-               if k not in forward_only}
+               if k not in forward_only and v.dtype.is_floating_point}
     g_loss = sum((g_out[k] * tensor(w, device=device)).sum() for k, w in weights.items())
     t_loss = sum((t_out[k] * torch.tensor(w)).sum() for k, w in weights.items())
     g_loss.backward()
@@ -162,6 +167,94 @@ def test_pooling(device):
 
 
 # -- normalisation ---------------------------------------------------------------------------------
+
+
+def test_unbatched_convolutions_and_pools(device):
+    """PyTorch's unbatched forms, [C, *spatial], of the convolutions and pools."""
+    arrays = dict(s=rand(4, 9), x=rand(4, 7, 6, seed=1), v=rand(2, 4, 5, 3, seed=2),
+                  k1=rand(6, 2, 3, seed=3), k2=rand(5, 4, 3, 3, seed=4), b2=rand(5, seed=5),
+                  k3=rand(3, 2, 2, 2, 2, seed=6), kt=rand(4, 3, 3, 2, seed=7))
+
+    def run(f, s, x, v, k1, k2, b2, k3, kt):
+        return {
+            "conv1d": f.conv1d(s, k1, stride=2, padding=1, groups=2),
+            "conv2d": f.conv2d(x, k2, b2, padding="same"),
+            "conv3d": f.conv3d(v, k3, padding=1),
+            "conv_transpose2d": f.conv_transpose2d(x, kt, stride=2, output_padding=1),
+            "max_pool1d": f.max_pool1d(s, 3, stride=2, padding=1),
+            "max_pool2d": f.max_pool2d(x, 2, ceil_mode=True),
+            "max_pool3d": f.max_pool3d(v, 2, stride=1),
+            "avg_pool1d": f.avg_pool1d(s, 2),
+            "avg_pool2d": f.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False),
+            "avg_pool3d": f.avg_pool3d(v, (2, 2, 1)),
+            "adaptive_avg_pool2d": f.adaptive_avg_pool2d(x, (3, 4)),
+        }
+
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
+
+
+def test_max_pool_return_indices(device):
+    """PyTorch's flat per-plane positions of the maxima (ties: the first in the window, here
+    from a plateau of equal values), in 1, 2 and 3 dimensions, unbatched, NHWC; the values'
+    gradient too."""
+    x = rand(2, 3, 7, 6)
+    x[0, 1, 1:4, 2:5] = 2.5  # a plateau: many windows see equal maxima
+    arrays = dict(s=rand(2, 3, 9, seed=1), x=x, v=rand(1, 2, 5, 4, 6, seed=2))
+
+    def run(f, s, x, v):
+        outputs = {}
+        for name, (values, indices) in {
+            "1d": f.max_pool1d(s, 3, stride=2, padding=1, return_indices=True),
+            "2d": f.max_pool2d(x, 2, return_indices=True),
+            "2d_overlapping": f.max_pool2d(x, 3, stride=(2, 1), padding=1, return_indices=True),
+            "2d_dilated_ceil": f.max_pool2d(x, 2, stride=2, dilation=2, ceil_mode=True,
+                                            return_indices=True),
+            "2d_unbatched": f.max_pool2d(x[1], (2, 3), stride=1, return_indices=True),
+            "3d": f.max_pool3d(v, 2, stride=(1, 2, 2), padding=1, return_indices=True),
+        }.items():
+            outputs[name], outputs[name + "_indices"] = values, indices
+        if f is F:
+            values, indices = F.max_pool2d(x.transpose(0, 2, 3, 1), 3, 2, 1,
+                                           return_indices=True, data_format="NHWC")
+            outputs["nhwc"], outputs["nhwc_indices"] = (values.transpose(0, 3, 1, 2),
+                                                        indices.transpose(0, 3, 1, 2))
+        else:
+            outputs["nhwc"], outputs["nhwc_indices"] = TF.max_pool2d(x, 3, 2, 1,
+                                                                     return_indices=True)
+        return outputs
+
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
+
+
+def test_max_unpool(device):
+    """Values put back at max pooling's indices (PyTorch's, an integer input here), in 1, 2
+    and 3 dimensions, padded, to an output_size, unbatched; the gradient routes back."""
+    x, s, v = rand(2, 3, 7, 6), rand(2, 2, 10, seed=1), rand(1, 2, 4, 4, 6, seed=2)
+    _, i2 = TF.max_pool2d(torch.tensor(x), 2, return_indices=True)
+    _, i1 = TF.max_pool1d(torch.tensor(s), 3, padding=1, return_indices=True)
+    _, i3 = TF.max_pool3d(torch.tensor(v), (1, 2, 3), return_indices=True)
+    arrays = dict(p2=rand(2, 3, 3, 3, seed=3), i2=i2.numpy(), p1=rand(2, 2, 4, seed=4),
+                  i1=i1.numpy(), p3=rand(1, 2, 4, 2, 2, seed=5), i3=i3.numpy())
+
+    def run(f, p2, i2, p1, i1, p3, i3):
+        return {
+            "2d": f.max_unpool2d(p2, i2, 2),
+            "2d_output_size": f.max_unpool2d(p2, i2, 2, output_size=(7, 6)),
+            "2d_unbatched": f.max_unpool2d(p2[1], i2[1], (2, 2), stride=2,
+                                           output_size=[7, 6]),
+            "1d_padded": f.max_unpool1d(p1, i1, 3, padding=1),
+            "3d": f.max_unpool3d(p3, i3, (1, 2, 3)),
+        }
+
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
+    values = tensor(arrays["p2"], device="reference")
+    indices = tensor(arrays["i2"], device="reference")
+    with pytest.raises(NotImplementedError, match="overlapping windows"):
+        F.max_unpool2d(values, indices, 3, stride=2)
+    with pytest.raises(ValueError, match="invalid output_size"):
+        F.max_unpool2d(values, indices, 2, output_size=(8, 6))
+    with pytest.raises(ValueError, match="invalid output_size"):
+        TF.max_unpool2d(torch.tensor(arrays["p2"]), i2, 2, output_size=(8, 6))
 
 
 def test_batch_norm_and_layer_norm(device):
@@ -357,6 +450,73 @@ def test_losses(device):
             constants=("cw", "pw", "t", "bw"))
 
 
+@pytest.mark.filterwarnings("ignore:reduction. 'mean' divides")  # kl_div's, as PyTorch's
+def test_regression_losses_similarity_one_hot_adaptive_pools(device):
+    """Smooth L1, Huber (weighted), KL divergence (both target forms, every reduction),
+    normalize, cosine similarity (broadcast), one_hot and the adaptive pools (windows that
+    divide the input and windows that overlap), forward and backward against PyTorch."""
+    probs = np.abs(rand(4, 5, seed=5)) + 0.1
+    a = rand(3, 1, 6, seed=3)
+    a[1] = 0.0  # a zero vector: the clamp by eps, and a finite gradient
+    arrays = dict(y=rand(4, 5), z=rand(4, 5, seed=1) * 2, hw=np.abs(rand(4, 5, seed=2)),
+                  q=probs / probs.sum(1, keepdims=True), a=a,
+                  b=rand(2, 6, seed=4), labels=np.array([[3, 0], [1, 3], [2, 2]]),
+                  x=rand(2, 3, 7, 5, seed=6), s=rand(2, 3, 9, seed=7),
+                  v=rand(1, 2, 5, 4, 6, seed=8))
+
+    def run(f, y, z, hw, q, a, b, labels, x, s, v):
+        log_q = f.log_softmax(z, 1)
+        return {
+            "smooth_l1": f.smooth_l1_loss(y, z, beta=0.5),
+            "smooth_l1_beta0_sum": f.smooth_l1_loss(y, z, reduction="sum", beta=0.0),
+            "huber_none": f.huber_loss(y, z, reduction="none", delta=0.7),
+            "huber_weighted": f.huber_loss(y, z, delta=1.5, weight=hw),
+            "kl_batchmean": f.kl_div(log_q, q, reduction="batchmean"),
+            "kl_mean": f.kl_div(y, q),
+            "kl_log_target_sum": f.kl_div(log_q, f.log_softmax(y, 1), reduction="sum",
+                                          log_target=True),
+            "kl_none": f.kl_div(y, q, reduction="none"),
+            "normalize": f.normalize(a, dim=-1),
+            "normalize_p1": f.normalize(y, p=1.0, dim=0, eps=0.5),
+            "normalize_p3": f.normalize(x, p=3, dim=1),
+            "normalize_zero_p3": f.normalize(a, p=3, dim=2, eps=1e-3),
+            "cosine": f.cosine_similarity(a, b, dim=-1),
+            "cosine_eps": f.cosine_similarity(y * 1e-3, z, eps=0.1),
+            "one_hot": f.one_hot(labels),
+            "one_hot_6": f.one_hot(labels, 6),
+            "adaptive_max_2d": f.adaptive_max_pool2d(x, (3, 4)),
+            "adaptive_max_2d_even": f.adaptive_max_pool2d(x, (7, 1)),
+            "adaptive_max_1d": f.adaptive_max_pool1d(s, 4),
+            "adaptive_max_3d_unbatched": f.adaptive_max_pool3d(v[0], (2, None, 4)),
+            "adaptive_avg_1d": f.adaptive_avg_pool1d(s, 5),
+            "adaptive_avg_3d": f.adaptive_avg_pool3d(v, (3, 2, 4)),
+        }
+
+    # PyTorch gives no gradient for huber's weight.
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a),
+            constants=("hw",))
+
+
+def test_regression_loss_errors():
+    """PyTorch's conditions (each raises in PyTorch too) with its error types."""
+    y = tensor(rand(2, 3), device="reference")
+    for call, message in [(lambda f, t: f.smooth_l1_loss(t, t, beta=-1.0), "values for beta"),
+                          (lambda f, t: f.huber_loss(t, t, delta=0.0), "values for delta"),
+                          (lambda f, t: f.huber_loss(t, t, weight=t[0]), "weight"),
+                          (lambda f, t: f.kl_div(t, t, reduction="batch"), "reduction")]:
+        with pytest.raises(ValueError, match=message):
+            call(F, y)
+        with pytest.raises((ValueError, RuntimeError)):
+            call(TF, torch.tensor(rand(2, 3)))
+    with pytest.warns(UserWarning, match="size_average and reduce are deprecated"):
+        assert F.smooth_l1_loss(y, y * 2, reduce=False).shape == (2, 3)
+    with pytest.raises(F.DTypeError, match="one_hot: tensor must hold integer"):
+        F.one_hot(y)
+    with pytest.raises(NotImplementedError, match="return_indices"):
+        F.adaptive_max_pool2d(tensor(rand(1, 2, 4, 4), device="reference"), 2,
+                              return_indices=True)
+
+
 def test_cross_entropy_ignores_padding_rows_of_minus_infinity(device):
     """A masked row (every logit -inf) whose label is ignored adds nothing to the loss, as in
     PyTorch: its log-sum-exp is NaN, but an ignored sample's loss is 0 whatever its logits."""
@@ -397,6 +557,47 @@ def test_embedding_pad_interpolate(device):
         }
 
     compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
+
+
+def test_pad_modes(device):
+    """Reflect, replicate and circular padding of 1, 2 and 3 trailing axes, batched and
+    unbatched, with crops (negative amounts), against PyTorch forward and backward."""
+    arrays = dict(s=rand(2, 3, 5), x=rand(2, 3, 4, 5, seed=1), v=rand(1, 2, 3, 4, 3, seed=2),
+                  u=rand(3, 4, 5, seed=3))
+
+    def run(f, s, x, v, u):
+        return {
+            "reflect_1d": f.pad(s, (4, 2), mode="reflect"),
+            "reflect_2d_crop": f.pad(x, (-1, 2, 3, 1), mode="reflect"),
+            "reflect_unbatched": f.pad(u[0], (1, 3), mode="reflect"),
+            "replicate_2d": f.pad(x, (6, 1, 0, 2), mode="replicate"),
+            "replicate_3d_crop": f.pad(v, (1, -2, 2, 0, 1, 1), mode="replicate"),
+            "circular_2d": f.pad(x, (5, 2, 1, 4), mode="circular"),
+            "circular_crop": f.pad(s, (-1, 2), mode="circular"),
+            "circular_3d_unbatched": f.pad(u.reshape(1, 3, 4, 5), (2, 1, 0, 3, 1, 2),
+                                           mode="circular"),
+        }
+
+    compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
+
+
+def test_pad_mode_errors():
+    """PyTorch's conditions, with gingham's error types (PyTorch raises NotImplementedError
+    and RuntimeError)."""
+    x = tensor(rand(2, 3, 5), device="reference")
+    cases = [(dict(pad=(1, 1), mode="wrap"), ValueError, "mode must be one of"),
+             (dict(pad=(1, 1), mode="reflect", value=2.0), ValueError, "doesn't take in value"),
+             (dict(pad=(1, 1, 1, 1, 1, 1), mode="reflect"), ShapeError, "last 1, 2 or 3 axes"),
+             (dict(pad=(5, 0), mode="reflect"), ShapeError, "less than the axis's size"),
+             (dict(pad=(6, 0), mode="circular"), ShapeError, "more than once"),
+             (dict(pad=(0, -5), mode="replicate"), ShapeError, "leaves no values")]
+    for kwargs, error, message in cases:
+        with pytest.raises(Exception):
+            TF.pad(torch.tensor(rand(2, 3, 5)), **kwargs)
+        with pytest.raises(error, match=message):
+            F.pad(x, **kwargs)
+    assert F.pad(x, (5, 0), mode="replicate").shape == (2, 3, 10)
+    assert F.pad(x, (1, 1), mode="reflect", value=0).shape == (2, 3, 7)
 
 
 # -- dropout ---------------------------------------------------------------------------------------
@@ -451,8 +652,9 @@ def test_shape_errors_name_the_op_argument_and_shapes():
         F.conv2d(x, tensor(rand(5, 3, 3, 3), device="reference"))
     with pytest.raises(ShapeError, match=r"conv2d: groups=3 must divide"):
         F.conv2d(x, tensor(rand(4, 2, 3, 3), device="reference"), groups=3)
-    with pytest.raises(ShapeError, match=r"conv2d: input must be 4-d .* got shape \(4, 6, 6\)"):
-        F.conv2d(x[0], tensor(rand(5, 4, 3, 3), device="reference"))
+    with pytest.raises(ShapeError, match=r"conv2d: input must be 3-d \(unbatched\) or 4-d .* got "
+                                         r"shape \(6, 6\)"):
+        F.conv2d(x[0, 0], tensor(rand(5, 4, 3, 3), device="reference"))
     with pytest.raises(ShapeError, match=r"conv2d: padding='same' needs stride 1"):
         F.conv2d(x, tensor(rand(5, 4, 3, 3), device="reference"), stride=2, padding="same")
     with pytest.raises(ShapeError, match=r"conv1d: bias must have shape \(5,\), got \(4,\)"):
