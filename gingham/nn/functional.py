@@ -37,6 +37,7 @@ Errors name the op, the argument and the shapes, and are raised before anything 
 from __future__ import annotations
 
 import math
+import operator
 import warnings
 from typing import Sequence, Union
 
@@ -764,13 +765,7 @@ def _max_along_axis(x: Tensor, axis: int, mask: Tensor) -> Tensor:
     """``O[..., o, ...] = >(X[..., a, ...] + M[o, a])``: the max over the positions ``a`` of
     row ``o`` of ``mask`` (0 inside the window, the dtype's lowest value outside, so that
     no position outside wins and no infinity meets an infinity)."""
-    idx = list(_indices("i", x.ndim))
-    a, o = builder.indices("a o")
-    source, target = list(idx), list(idx)
-    source[axis], target[axis] = a, o
-    shape = x.shape[:axis] + (mask.shape[0],) + x.shape[axis + 1:]
-    return x._derive(shape, x.dtype, [x, mask], lambda nodes: builder.max(
-        nodes[0][tuple(source)] + nodes[1][o, a], out=target, shape=list(shape)))
+    return _along_axis(x, axis, mask, builder.max, operator.add)
 
 
 def _adaptive_max_pool(op: str, nd: int, x: Tensor, output_size, return_indices: bool,
@@ -830,13 +825,20 @@ def global_max_pool2d(input: Tensor, data_format: str = "NCHW") -> Tensor:
 
 def _contract_axis(x: Tensor, axis: int, matrix: Tensor) -> Tensor:
     """``O[..., o, ...] = +(X[..., a, ...] * M[o, a])``: a linear map along one axis."""
+    return _along_axis(x, axis, matrix, builder.sum, operator.mul)
+
+
+def _along_axis(x: Tensor, axis: int, matrix: Tensor, aggregate, combine) -> Tensor:
+    """``O[..., o, ...] = aggregate(combine(X[..., a, ...], M[o, a]))`` over ``a``: axis
+    ``axis`` of ``x`` replaced by ``matrix``'s rows (:func:`_contract_axis`,
+    :func:`_max_along_axis`)."""
     idx = list(_indices("i", x.ndim))
     a, o = builder.indices("a o")
     source, target = list(idx), list(idx)
     source[axis], target[axis] = a, o
     shape = x.shape[:axis] + (matrix.shape[0],) + x.shape[axis + 1:]
-    return x._derive(shape, x.dtype, [x, matrix], lambda nodes: builder.sum(
-        nodes[0][tuple(source)] * nodes[1][o, a], out=target, shape=list(shape)))
+    return x._derive(shape, x.dtype, [x, matrix], lambda nodes: aggregate(
+        combine(nodes[0][tuple(source)], nodes[1][o, a]), out=target, shape=list(shape)))
 
 
 # -- normalisation ---------------------------------------------------------------------------------
