@@ -147,4 +147,4 @@ class OnnxError(GinghamError):
 class UnsupportedOpError(OnnxError, NotImplementedError):
     """An ONNX model uses op types that gingham does not convert (found when the model is
     loaded; the message names every one, with a node using it), or an attribute value a
-    converter does not support (a Pad mode other than 'constant', found when tracing)."""
+    converter does not support (a Resize mode other than 'nearest', found when tracing)."""

@@ -795,8 +795,8 @@ def _pad(node: Node):
     mode = node.attr("mode", "constant")
     if isinstance(mode, bytes):
         mode = mode.decode()
-    if mode != "constant":
-        raise node.fail(f"mode {mode!r} is not supported (only 'constant')")
+    if mode not in _PAD_MODES:
+        raise node.fail(f"mode {mode!r} is not an ONNX Pad mode ({', '.join(_PAD_MODES)})")
     x = node.tensor(0)
     if node.opset < 11:
         pads, value = list(node.attr("pads")), node.attr("value", 0.0)
@@ -811,8 +811,24 @@ def _pad(node: Node):
     begin, end = [0] * x.ndim, [0] * x.ndim
     for i, axis in enumerate(axes):
         begin[axis], end[axis] = pads[i], pads[i + n]
+    if mode != "constant":
+        # F.pad's other modes pad the last 1-3 axes of a tensor with one or two more, as
+        # PyTorch's: the pads of an image model's spatial axes.
+        padded = [a for a in range(x.ndim) if begin[a] or end[a]]
+        trailing = x.ndim - padded[0] if padded else 0
+        if trailing > 3 or x.ndim - trailing not in (1, 2):
+            raise node.fail(f"mode {mode!r} pads axes {padded} of a {x.ndim}-d input; gingham "
+                            "pads the last 1-3 axes of a 2-5-d input in that mode")
+        begin, end = begin[x.ndim - trailing:], end[x.ndim - trailing:]
     amounts = [p for b, e in reversed(list(zip(begin, end))) for p in (b, e)]
+    if mode != "constant":
+        return F.pad(x, amounts, mode=_PAD_MODES[mode]) if amounts else x
     return F.pad(x, amounts, value=value)
+
+
+# ONNX's Pad modes and F.pad's names for them.
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate",
+              "wrap": "circular"}
 
 
 # -- reductions ------------------------------------------------------------------------------------

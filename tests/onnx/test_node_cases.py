@@ -69,7 +69,8 @@ CASES = [
     "test_expand_dim_changed", "test_shape_start_1_end_negative_1", "test_constantofshape_int_zeros",
     "test_range_float_type_positive_delta", "test_dropout_default", "test_identity",
     "test_constant", "test_upsample_nearest",
-    "test_constant_pad", "test_constant_pad_axes", "test_size",
+    "test_constant_pad", "test_constant_pad_axes", "test_edge_pad", "test_reflect_pad",
+    "test_wrap_pad", "test_size",
     "test_resize_upsample_scales_nearest", "test_resize_downsample_sizes_nearest",
     "test_resize_upsample_sizes_nearest_ceil_half_pixel",
 ]
