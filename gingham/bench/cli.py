@@ -1,4 +1,4 @@
-"""``gingham bench``: the benchmark suite's command line (``ops`` and ``model``).
+"""``gingham bench``: the benchmark suite's command line (``ops``, ``model``, ``onnx``, ``all``).
 
     $ gingham bench ops                          # the default device
     $ gingham bench ops --device cuda:0 --json ops.json
@@ -6,9 +6,11 @@
     $ gingham bench ops --device cuda:0 --only 'gemm/bf16' --gemm-sizes 8192
     $ gingham bench model resnet9 --device cuda:0
     $ gingham bench model --all-devices --quick --json epoch.json --plot epoch.png
+    $ gingham bench onnx resnet18 story --device cuda:0 --batch 64
+    $ gingham bench onnx path/to/model.onnx --batch 8 --all-devices --json out.json
 
-Exit status: 0 when every op passed its golden check and ran, 1 when any op was wrong or
-failed (its row says which), 2 on a usage error.
+Exit status: 0 when every op (model, runner) passed its golden check and ran, 1 when any was
+wrong or failed (its row says which), 2 on a usage error.
 """
 
 from __future__ import annotations
@@ -151,21 +153,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     everything = benches.add_parser(
         "all", help="the whole picture in one command: ops on every device, then the models",
         description="Run `bench ops` on every device gingham sees (or --devices), then `bench "
-                    "model --all-devices`, writing each table (.txt), its JSON records and the "
-                    "seconds-per-epoch chart (.png, when matplotlib is installed) into --out.")
+                    "model --all-devices` and `bench onnx --all-devices` (inference of the "
+                    "same models through the ONNX frontend, when onnx is installed), writing "
+                    "each table (.txt), its JSON records and the seconds-per-epoch chart "
+                    "(.png, when matplotlib is installed) into --out.")
     everything.add_argument("--out", metavar="DIR", default="bench-results",
                             help="directory for the tables, records and chart "
                                  "(default: bench-results)")
     everything.add_argument("--devices", metavar="ID,...",
                             help="devices for the op benchmarks (default: every compiled one)")
     everything.add_argument("--models", metavar="MODEL,...",
-                            help=f"models to train (default: {','.join(DEFAULT_MODELS)}); "
-                                 "none: skip the model benchmarks")
+                            help=f"models to train and to run through the ONNX frontend "
+                                 f"(default: {','.join(DEFAULT_MODELS)}); none: skip the "
+                                 "model and ONNX benchmarks")
     everything.add_argument("--quick", action="store_true",
                             help="--quick for both: shorter measurements, smaller op batches, "
                                  "2 timed training steps")
     everything.add_argument("--batch", type=_positive_int,
-                            help="training batch for every model (default: each model's)")
+                            help="training and inference batch for every model "
+                                 "(default: each model's)")
     everything.add_argument("--torch-compile", choices=("auto", "on", "off"), default="auto",
                             help="torch.compile baselines (default auto: on GPUs)")
     everything.add_argument("--only", metavar="PATTERN,...", type=_patterns,
@@ -507,6 +513,18 @@ def all_command(args: argparse.Namespace) -> int:
         except ImportError:
             print("note: matplotlib is not installed (pip install 'gingham[bench]'): no chart")
         parts.append(("models", model_args))
+        # Inference through the ONNX frontend: about 30 s for the three default models on a
+        # 2-core CPU (the `cpu` device), 1-2 minutes per OpenCL device (its compile): cheap
+        # beside the training runs above, so it is part of the whole picture.
+        try:
+            import onnx  # noqa: F401
+            onnx_args = ["bench", "onnx", *models, "--all-devices"]
+            onnx_args += (["--quick"] if args.quick else []) + \
+                (["--batch", str(args.batch)] if args.batch else [])
+            parts.append(("onnx", onnx_args))
+        except ImportError:
+            print("note: onnx is not installed (pip install 'gingham[onnx]'): no ONNX "
+                  "inference benchmark")
     parser = build_parser()
     status = 0
     for name, argv in parts:

@@ -232,7 +232,8 @@ def file_case(path: str, batch: int | None = None) -> OnnxCase:
     from onnx.helper import tensor_dtype_to_np_dtype
 
     if not os.path.isfile(path):
-        raise BenchError(f"{path!r} is neither a model ({', '.join(MODELS)}) nor a file")
+        raise BenchError(f"unknown model {path!r}: choose from {', '.join(MODELS)} or give "
+                         "the path of an .onnx file (no such file)")
     try:
         proto = onnx.load(path)
     except Exception as exc:  # noqa: BLE001 - onnx raises several types for a bad file
