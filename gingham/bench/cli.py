@@ -417,6 +417,10 @@ def onnx_command(args: argparse.Namespace) -> int:
     try:  # a bad name, file or dim is a usage error, found before anything runs
         cases = [named_case(name, args.batch) if name in MODELS else file_case(name, args.batch)
                  for name in names]
+        twice = sorted({c.name for c in cases if [d.name for d in cases].count(c.name) > 1})
+        if twice:
+            raise BenchError(f"two models named {', '.join(twice)}: give each model once, "
+                             "and .onnx files of different names")
     except BenchError as exc:
         print(f"gingham bench onnx: {exc}", file=sys.stderr)
         return 2

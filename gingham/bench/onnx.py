@@ -474,21 +474,24 @@ def golden_reference(case: OnnxCase, settings: OnnxSettings, ort
     """The outputs every runner is checked against, with their name: onnxruntime's on the host
     CPU, else PyTorch eager's on the CPU (a named model), else None; and a note on the choice.
     """
+    failed = ""
     if ort is not None and settings.onnxruntime:
-        session = _session(case, OrtTarget(CPU_PROVIDER, "cpu"), ort)
-        name = f"onnxruntime {ort.__version__} {CPU_PROVIDER}"
-        return (name, [np.asarray(o) for o in session.run(None, case.feeds)]), ""
-    if case.module is not None and settings.torch:
         try:
-            import torch
-        except ImportError:
-            torch = None
-        if torch is not None:
-            with torch.no_grad():
-                out = case.module(*(torch.from_numpy(a) for a in case.feeds.values()))
-            return (f"torch {torch.__version__} cpu", [host(out)]), ""
-    return None, "nothing to check gingham's outputs against (no onnxruntime, no PyTorch " \
-                 "twin): UNCHECKED"
+            session = _session(case, OrtTarget(CPU_PROVIDER, "cpu"), ort)
+            name = f"onnxruntime {ort.__version__} {CPU_PROVIDER}"
+            return (name, [np.asarray(o) for o in session.run(None, case.feeds)]), ""
+        except Exception as exc:  # noqa: BLE001 - e.g. an op onnxruntime does not implement
+            failed = f"onnxruntime could not run the model ({_describe(exc)}); "
+    if case.module is not None and settings.torch:
+        import torch  # the module was exported from it
+
+        with torch.no_grad():
+            out = case.module(*(torch.from_numpy(a) for a in case.feeds.values()))
+        return (f"torch {torch.__version__} cpu", [host(out)]), failed.rstrip("; ")
+    ort_why = "off" if not settings.onnxruntime else "failed" if failed else "not installed"
+    torch_why = "off" if not settings.torch else "no twin of an .onnx file"
+    return None, (f"{failed}nothing to check gingham's outputs against (onnxruntime: {ort_why}; "
+                  f"PyTorch: {torch_why}): UNCHECKED")
 
 
 def _hardware(info, settings: OnnxSettings) -> str:
@@ -503,6 +506,11 @@ def bench_onnx(cases: Sequence[OnnxCase], device_ids: Sequence[str], settings: O
                log: TextIO | None = None) -> tuple[list[InferenceRun], list[str]]:
     """Every case on every gingham device, and onnxruntime and PyTorch once per piece of
     hardware those devices run on. Returns the runs and notes about the whole run."""
+    names = [case.name for case in cases]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:  # runs are matched to their baselines and records by the model's name
+        raise BenchError(f"two models named {', '.join(twice)}: give each model once, and "
+                         ".onnx files of different names")
     ort = onnxruntime_module() if settings.onnxruntime else None
     notes: list[str] = []
     if settings.onnxruntime and ort is None:
@@ -572,9 +580,11 @@ def _number(value: float | None, digits: int = 1) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
 
 
-def _ratio(runs: Sequence[InferenceRun], entries: dict[str, float], framework: str) -> str:
+def _ratio(entries: dict[str, float], framework: str) -> str:
     values = [v for name, v in entries.items() if name.split()[0] == framework]
-    return _number(values[0], 2) if values else "-"
+    if not values:
+        return "-"
+    return f"{values[0]:.2f}" if values[0] >= 0.1 else f"{values[0]:.2g}"
 
 
 def format_runs(runs: Sequence[InferenceRun], notes: Sequence[str] = ()) -> str:
@@ -604,8 +614,8 @@ def format_runs(runs: Sequence[InferenceRun], notes: Sequence[str] = ()) -> str:
         rows.append([run.model, run.framework, run.device, str(run.batch), _check_cell(run),
                      time_cell, _number(run.batch / seconds if seconds else None, 0),
                      _number(run.load_seconds, 2), _number(run.first_seconds, 2),
-                     _ratio(runs, entries, "onnxruntime") if run.framework == "gingham" else "",
-                     _ratio(runs, entries, "torch") if run.framework == "gingham" else ""])
+                     _ratio(entries, "onnxruntime") if run.framework == "gingham" else "",
+                     _ratio(entries, "torch") if run.framework == "gingham" else ""])
         lines_after.extend(f"{run.model} {run.name}: {note}" for note in run.notes)
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     right = {3, 5, 6, 7, 8, 9, 10}
