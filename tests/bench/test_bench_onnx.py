@@ -134,6 +134,7 @@ def _graph_file(path, dims: list, name: str = "x") -> str:
     (["{fixed}", "--batch", "8"], "input 'x' has a fixed batch of 2; --batch 8 cannot "
                                   "change it"),
     (["{text}"], "not an ONNX model"),
+    (["digits", "digits"], "two models named digits"),
 ])
 def test_argument_errors_are_usage_errors(tmp_path, capsys, arguments, message):
     files = {"{seq}": _graph_file(tmp_path / "seq.onnx", ["batch", "seq"]),
