@@ -161,3 +161,27 @@ def test_a_symbolic_batch_takes_the_batch_and_stays_fixed_otherwise(tmp_path):
     assert bench_onnx.file_case(shared).batch == 1
     fixed = _graph_file(tmp_path / "fixed.onnx", [2, 3])
     assert bench_onnx.file_case(fixed).feeds["x"].shape == (2, 3)
+
+
+def test_onnxruntime_provider_follows_the_hardware():
+    """The CPU provider for CPU devices (the C backend, OpenCL on a CPU); CUDA's for an NVIDIA
+    GPU only where this onnxruntime has it; no provider (so no row) for other GPUs."""
+    import dataclasses
+
+    from gingham.devices import get_device
+
+    ort = pytest.importorskip("onnxruntime")
+    cpu = get_device("cpu").info
+    assert bench_onnx.ort_target(cpu, ort) == (bench_onnx.OrtTarget("CPUExecutionProvider",
+                                                                    "cpu"), "")
+    amd = dataclasses.replace(cpu, id="opencl:1", kind="gpu", vendor="Advanced Micro Devices",
+                              dialect="opencl", name="gfx1100")
+    target, why = bench_onnx.ort_target(amd, ort)
+    assert target is None and "no provider for Advanced Micro Devices 'gfx1100'" in why
+    nvidia = dataclasses.replace(cpu, id="cuda:0", kind="gpu", vendor="NVIDIA",
+                                 dialect="cuda", name="NVIDIA H100 80GB HBM3")
+    target, why = bench_onnx.ort_target(nvidia, ort)
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        assert target is not None and target.provider == "CUDAExecutionProvider"
+    else:
+        assert target is None and "pip install onnxruntime-gpu" in why
