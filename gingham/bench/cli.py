@@ -490,6 +490,7 @@ def all_command(args: argparse.Namespace) -> int:
     """``gingham bench all``: ``bench ops`` per device, then ``bench model --all-devices``;
     each part's printed table is also saved (``ops-cuda_0.txt``) beside its JSON records."""
     import contextlib
+    import importlib.util
     import io
     from pathlib import Path
 
@@ -520,13 +521,12 @@ def all_command(args: argparse.Namespace) -> int:
         # Inference through the ONNX frontend: about 30 s for the three default models on a
         # 2-core CPU (the `cpu` device), 1-2 minutes per OpenCL device (its compile): cheap
         # beside the training runs above, so it is part of the whole picture.
-        try:
-            import onnx  # noqa: F401
+        if importlib.util.find_spec("onnx") is not None:
             onnx_args = ["bench", "onnx", *models, "--all-devices"]
             onnx_args += (["--quick"] if args.quick else []) + \
                 (["--batch", str(args.batch)] if args.batch else [])
             parts.append(("onnx", onnx_args))
-        except ImportError:
+        else:
             print("note: onnx is not installed (pip install 'gingham[onnx]'): no ONNX "
                   "inference benchmark")
     parser = build_parser()
