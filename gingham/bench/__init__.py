@@ -1,11 +1,12 @@
-"""gingham's benchmark suite: ``gingham bench ops``, ``gingham bench model``, ``gingham bench all``.
+"""gingham's benchmark suite: ``gingham bench ops``, ``model``, ``onnx`` and ``all``.
 
 Every benchmark runs gingham beside PyTorch (eager and ``torch.compile``; NumPy for fp32 GEMM on
 a CPU) on the same device in the same run, checks gingham's output against the baseline's
 before timing it (a fast wrong kernel is reported as wrong, never as a time), and reports a
 table and, with ``--json``, one record per (op, baseline) or per training run. Layout:
 :mod:`.ops` (what is measured and checked), :mod:`.model` (training steps, seconds per epoch,
-``--all-devices``, the chart), :mod:`.baselines` (PyTorch, NumPy, host references),
+``--all-devices``, the chart), :mod:`.onnx` (inference through :mod:`gingham.onnx` beside
+onnxruntime and PyTorch), :mod:`.baselines` (PyTorch, NumPy, host references),
 :mod:`.timing` (medians under a time budget), :mod:`.report` (table, JSON), :mod:`.cli` (the
 subcommands).
 

@@ -1,4 +1,4 @@
-"""``gingham bench``: the benchmark suite's command line (``ops`` and ``model``).
+"""``gingham bench``: the benchmark suite's command line (``ops``, ``model``, ``onnx``, ``all``).
 
     $ gingham bench ops                          # the default device
     $ gingham bench ops --device cuda:0 --json ops.json
@@ -6,9 +6,11 @@
     $ gingham bench ops --device cuda:0 --only 'gemm/bf16' --gemm-sizes 8192
     $ gingham bench model resnet9 --device cuda:0
     $ gingham bench model --all-devices --quick --json epoch.json --plot epoch.png
+    $ gingham bench onnx resnet18 story --device cuda:0 --batch 64
+    $ gingham bench onnx path/to/model.onnx --batch 8 --all-devices --json out.json
 
-Exit status: 0 when every op passed its golden check and ran, 1 when any op was wrong or
-failed (its row says which), 2 on a usage error.
+Exit status: 0 when every op (model, runner) passed its golden check and ran, 1 when any was
+wrong or failed (its row says which), 2 on a usage error.
 """
 
 from __future__ import annotations
@@ -117,24 +119,59 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="also draw seconds per epoch as a PNG bar chart (needs matplotlib: "
                             "pip install 'gingham[bench]')")
     model.set_defaults(func=model_command)
+    onnx = benches.add_parser(
+        "onnx", help="inference of ONNX models through gingham.onnx beside onnxruntime and "
+                     "PyTorch",
+        description="Run ONNX models through gingham.onnx on each device beside onnxruntime "
+                    "(the provider for that hardware) and PyTorch eager (no_grad), the same "
+                    "inputs already on the device: ms per batch (median of timed runs), the "
+                    "first call (trace + compile + run) apart, and a golden check of every "
+                    "runner's outputs against onnxruntime on the CPU. A MODEL is one of the "
+                    "model benchmark's networks exported from PyTorch in memory, or a path to "
+                    "an .onnx file (its symbolic batch dims take --batch). ratio = baseline "
+                    "time / gingham time.")
+    onnx.add_argument("models", nargs="*", metavar="MODEL",
+                      help=f"{', '.join(MODELS)}, all (the default: "
+                           f"{', '.join(DEFAULT_MODELS)}), or a path to an .onnx file")
+    where = onnx.add_mutually_exclusive_group()
+    where.add_argument("--device", metavar="ID", help="device id; default: the default device")
+    where.add_argument("--all-devices", action="store_true",
+                       help="every device gingham can see (cpu, opencl:N, cuda:N; not "
+                            "reference), onnxruntime and PyTorch once per hardware")
+    onnx.add_argument("--batch", type=_positive_int,
+                      help="inputs per batch (default: a named model's training batch, at "
+                           "most 64; 1 for a file's symbolic batch)")
+    onnx.add_argument("--repeat", metavar="N", type=_positive_int,
+                      help="trials per measurement (median taken); default 5, 3 with --quick")
+    onnx.add_argument("--quick", action="store_true",
+                      help="shorter measurements: an affordable first look")
+    onnx.add_argument("--no-torch", action="store_true", help="skip the PyTorch baseline")
+    onnx.add_argument("--no-onnxruntime", action="store_true",
+                      help="skip onnxruntime (the golden check then uses PyTorch)")
+    onnx.add_argument("--json", metavar="PATH", help="also write one record per run to PATH")
+    onnx.set_defaults(func=onnx_command)
     everything = benches.add_parser(
         "all", help="the whole picture in one command: ops on every device, then the models",
         description="Run `bench ops` on every device gingham sees (or --devices), then `bench "
-                    "model --all-devices`, writing each table (.txt), its JSON records and the "
-                    "seconds-per-epoch chart (.png, when matplotlib is installed) into --out.")
+                    "model --all-devices` and `bench onnx --all-devices` (inference of the "
+                    "same models through the ONNX frontend, when onnx is installed), writing "
+                    "each table (.txt), its JSON records and the seconds-per-epoch chart "
+                    "(.png, when matplotlib is installed) into --out.")
     everything.add_argument("--out", metavar="DIR", default="bench-results",
                             help="directory for the tables, records and chart "
                                  "(default: bench-results)")
     everything.add_argument("--devices", metavar="ID,...",
                             help="devices for the op benchmarks (default: every compiled one)")
     everything.add_argument("--models", metavar="MODEL,...",
-                            help=f"models to train (default: {','.join(DEFAULT_MODELS)}); "
-                                 "none: skip the model benchmarks")
+                            help=f"models to train and to run through the ONNX frontend "
+                                 f"(default: {','.join(DEFAULT_MODELS)}); none: skip the "
+                                 "model and ONNX benchmarks")
     everything.add_argument("--quick", action="store_true",
                             help="--quick for both: shorter measurements, smaller op batches, "
                                  "2 timed training steps")
     everything.add_argument("--batch", type=_positive_int,
-                            help="training batch for every model (default: each model's)")
+                            help="training and inference batch for every model "
+                                 "(default: each model's)")
     everything.add_argument("--torch-compile", choices=("auto", "on", "off"), default="auto",
                             help="torch.compile baselines (default auto: on GPUs)")
     everything.add_argument("--only", metavar="PATTERN,...", type=_patterns,
@@ -367,6 +404,72 @@ def model_command(args: argparse.Namespace) -> int:
     return 1 if any(run.error for run in runs) else 0
 
 
+def onnx_command(args: argparse.Namespace) -> int:
+    """``gingham bench onnx [MODEL | PATH ...] [--device ID | --all-devices]``."""
+    from gingham import __version__
+    from gingham.devices import default_device_id, list_devices
+
+    from .onnx import OnnxSettings, bench_onnx, file_case, format_runs, named_case
+    from .onnx import onnxruntime_module
+    from .onnx import records as onnx_records
+
+    names = list(DEFAULT_MODELS) if not args.models or args.models == ["all"] else args.models
+    try:  # a bad name, file or dim is a usage error, found before anything runs
+        cases = [named_case(name, args.batch) if name in MODELS else file_case(name, args.batch)
+                 for name in names]
+        twice = sorted({c.name for c in cases if [d.name for d in cases].count(c.name) > 1})
+        if twice:
+            raise BenchError(f"two models named {', '.join(twice)}: give each model once, "
+                             "and .onnx files of different names")
+    except BenchError as exc:
+        print(f"gingham bench onnx: {exc}", file=sys.stderr)
+        return 2
+    if args.all_devices:
+        devices = [d.id for d in list_devices() if d.info.dialect is not None]
+    else:
+        devices = [args.device or default_device_id()]
+    settings = OnnxSettings(quick=args.quick, repeat=args.repeat, torch=not args.no_torch,
+                            onnxruntime=not args.no_onnxruntime)
+    ort = onnxruntime_module()
+    busy = _competing_processes()
+    baselines = []
+    if settings.onnxruntime:
+        baselines.append("no onnxruntime" if ort is None else f"onnxruntime {ort.__version__}")
+    if settings.torch:
+        version = _torch_version()
+        baselines.append(f"torch {version} eager" if version else "no PyTorch")
+    print(f"gingham bench onnx: {', '.join(f'{c.name} (batch {c.batch})' for c in cases)} on "
+          f"{', '.join(devices)}; median of up to {settings.trials} trials, about "
+          f"{settings.budget:g} s per measurement; baselines: "
+          f"{', '.join(baselines) or 'none'}",
+          flush=True)
+    if busy:
+        print(f"warning: {busy} other processes running at the start: CPU timings are noisy")
+    runs, notes = bench_onnx(cases, devices, settings, log=sys.stderr)
+    print()
+    print(format_runs(runs, notes))
+    if args.json:
+        context = {"machine": machine_description(), "gingham_version": __version__,
+                   "numpy_version": np.__version__, "torch_version": _torch_version(),
+                   "onnxruntime_version": None if ort is None else ort.__version__,
+                   "onnx_version": _onnx_version(),
+                   "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                       timespec="seconds"),
+                   "load_average": _load_average(), "competing_processes": busy,
+                   "quick": args.quick}
+        write_json(args.json, onnx_records(runs, cases, context))
+        print(f"\nwrote {args.json}")
+    return 1 if any(run.status in ("wrong", "error") for run in runs) else 0
+
+
+def _onnx_version() -> str | None:
+    try:
+        import onnx
+    except ImportError:
+        return None
+    return str(onnx.__version__)
+
+
 def _require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
@@ -387,6 +490,7 @@ def all_command(args: argparse.Namespace) -> int:
     """``gingham bench all``: ``bench ops`` per device, then ``bench model --all-devices``;
     each part's printed table is also saved (``ops-cuda_0.txt``) beside its JSON records."""
     import contextlib
+    import importlib.util
     import io
     from pathlib import Path
 
@@ -414,6 +518,17 @@ def all_command(args: argparse.Namespace) -> int:
         except ImportError:
             print("note: matplotlib is not installed (pip install 'gingham[bench]'): no chart")
         parts.append(("models", model_args))
+        # Inference through the ONNX frontend: about 30 s for the three default models on a
+        # 2-core CPU (the `cpu` device), 1-2 minutes per OpenCL device (its compile): cheap
+        # beside the training runs above, so it is part of the whole picture.
+        if importlib.util.find_spec("onnx") is not None:
+            onnx_args = ["bench", "onnx", *models, "--all-devices"]
+            onnx_args += (["--quick"] if args.quick else []) + \
+                (["--batch", str(args.batch)] if args.batch else [])
+            parts.append(("onnx", onnx_args))
+        else:
+            print("note: onnx is not installed (pip install 'gingham[onnx]'): no ONNX "
+                  "inference benchmark")
     parser = build_parser()
     status = 0
     for name, argv in parts:
@@ -448,4 +563,4 @@ class _Tee:
             stream.flush()
 
 
-__all__ = ["register", "ops_command", "model_command", "all_command"]
+__all__ = ["register", "ops_command", "model_command", "onnx_command", "all_command"]

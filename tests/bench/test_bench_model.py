@@ -156,6 +156,13 @@ def test_bench_all_writes_every_table_and_record(tmp_path, capsys):
     assert {r["model"] for r in _records(out / "models.json")} == {"digits"}
     assert "ratio" in (out / "ops-cpu.txt").read_text()
     assert "s/epoch" in (out / "models.txt").read_text()
+    if {"onnx.txt", "onnx.json"} <= names:  # with onnx installed: inference of the same model
+        onnx_records = _records(out / "onnx.json")
+        assert {r["model"] for r in onnx_records} == {"digits"}
+        assert all(r["batch"] == 4 and r["status"] == "ok" for r in onnx_records)
+        assert "ms/batch" in (out / "onnx.txt").read_text()
+    else:
+        assert "onnx is not installed" in printed
 
 
 def test_auto_layout_is_channels_last_under_mixed_precision_and_on_cpus():
