@@ -11,7 +11,8 @@ Loading checks the model and names every op type gingham does not convert at onc
 such as a dynamic batch take the size of the array passed) is traced once with
 :func:`gingham.jit` and replayed compiled. Shape arithmetic (``Shape``, ``Gather``, ``Concat``,
 ``Range``, ``ConstantOfShape``, ... on constants and static shapes) is folded on the host, so
-every shape stays static. :mod:`gingham.onnx.backend` is ONNX's ``Backend`` interface.
+every shape stays static. On CPUs the image ops run channels-last (``layout="auto"``, see
+:mod:`gingham.onnx.layout`). :mod:`gingham.onnx.backend` is ONNX's ``Backend`` interface.
 
 Supported ops (default domain; :func:`supported_ops` lists them) — {ops}.
 

@@ -22,6 +22,8 @@ from ..errors import OnnxError, UnsupportedOpError
 from ..frontend import tensor as T
 from ..frontend.jit import jit
 from ..frontend.tensor import Tensor
+from .layout import (ELEMENTWISE_OPS, IMAGE_OPS, ChannelsLast, channels_last_on,
+                     elementwise_operands, graph_layout)
 from .ops import CONVERTERS, HOST_INPUTS, Node
 
 # Initializers of at most this many elements of an integer type are kept on the host as well
@@ -38,9 +40,11 @@ def _onnx():
     return onnx
 
 
-def load(model, device: str | None = None) -> "OnnxModel":
+def load(model, device: str | None = None, layout: str = "auto") -> "OnnxModel":
     """An :class:`OnnxModel` from a path, bytes, or an ``onnx.ModelProto``, on ``device``
-    (default: the default device).
+    (default: the default device). ``layout`` is where the image ops run: ``"auto"``
+    channels-last on CPUs (faster there) and as the graph (NCHW) on GPUs, or ``"NHWC"`` /
+    ``"NCHW"`` (:mod:`gingham.onnx.layout`); inputs and outputs are the graph's either way.
 
         model = gingham.onnx.load("mlp.onnx", device="opencl:0")
     """
@@ -52,7 +56,7 @@ def load(model, device: str | None = None) -> "OnnxModel":
     if not isinstance(model, onnx.ModelProto):
         raise TypeError(f"gingham.onnx.load: expected a path, bytes or onnx.ModelProto, got "
                         f"{type(model).__name__}")
-    return OnnxModel(model, device)
+    return OnnxModel(model, device, layout)
 
 
 def default_opset(model) -> int:
@@ -79,7 +83,7 @@ class OnnxModel:
     ``input_names`` and ``output_names`` are the graph's, in order; ``opset`` is the default
     domain's version; ``traces`` counts the input signatures compiled so far."""
 
-    def __init__(self, model, device: str | None = None) -> None:
+    def __init__(self, model, device: str | None = None, layout: str = "auto") -> None:
         onnx = _onnx()
         from ..devices import get_device
         from onnx import numpy_helper
@@ -93,6 +97,8 @@ class OnnxModel:
                                      f"gingham does not support: {listed}")
         self.opset = default_opset(model)
         self.device = get_device(device).id
+        self.layout = layout
+        self.channels_last = channels_last_on(layout, get_device(device).info.kind)
         self._graph = graph
         self._constants: dict[str, Any] = {}
         for initializer in graph.initializer:
@@ -121,7 +127,7 @@ class OnnxModel:
 
     def __repr__(self) -> str:
         return (f"OnnxModel(inputs={self.input_names}, outputs={self.output_names}, "
-                f"opset={self.opset}, device={self.device!r})")
+                f"opset={self.opset}, device={self.device!r}, layout={self.layout!r})")
 
     def __call__(self, *inputs) -> tuple[Tensor, ...]:
         """The graph's outputs (gingham Tensors, on the device) for ``inputs``, given in the
@@ -200,16 +206,25 @@ class OnnxModel:
         values[""] = None  # an omitted optional input
         for index, proto in enumerate(self._graph.node):
             attributes = {a.name: _plain(get_attribute_value(a)) for a in proto.attribute}
-            node = Node(proto.op_type, proto.name or f"#{index}",
-                        [values[name] for name in proto.input], attributes, self.opset,
-                        len(proto.output), self.device)
+            inputs = [values[name] for name in proto.input]
+            held = False  # the inputs are channels-last tensors (an elementwise op's)
+            if self.channels_last and proto.op_type in ELEMENTWISE_OPS and any(
+                    isinstance(v, ChannelsLast) for v in inputs):
+                operands = elementwise_operands(inputs)
+                held = operands is not None
+                inputs = operands if held else inputs
+            if not (held or (self.channels_last and proto.op_type in IMAGE_OPS)):
+                inputs = [graph_layout(v) for v in inputs]
+            node = Node(proto.op_type, proto.name or f"#{index}", inputs, attributes,
+                        self.opset, len(proto.output), self.device, self.channels_last)
             results = CONVERTERS[proto.op_type](node)
             if not isinstance(results, (list, tuple)):
                 results = [results]
             for name, result in zip(proto.output, results):
                 if name:
-                    values[name] = result
-        return [self._device_output(values[name]) for name in self.output_names]
+                    values[name] = (ChannelsLast(result) if held and isinstance(result, Tensor)
+                                    and result.ndim == 4 else result)
+        return [self._device_output(graph_layout(values[name])) for name in self.output_names]
 
     def _device_output(self, value) -> Tensor:
         """An output as a computed tensor: a host constant or an input passed straight through

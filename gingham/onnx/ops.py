@@ -27,6 +27,7 @@ from ..errors import UnsupportedOpError
 from ..frontend import tensor as T
 from ..frontend.tensor import Tensor
 from ..nn import functional as F
+from .layout import ChannelsLast, as_nhwc, graph_layout
 
 Value = Any  # np.ndarray (a host constant) or Tensor (a device value)
 
@@ -57,7 +58,9 @@ def converter(*op_types: str):
 class Node:
     """One ONNX node while the graph is traced: its converted inputs (``None`` for an omitted
     optional input), attributes (plain Python values), opset of the default domain, how many
-    outputs the graph asks for, and the device its constants go to."""
+    outputs the graph asks for, the device its constants go to, and whether the image ops
+    run channels-last (:mod:`gingham.onnx.layout`: their inputs may then be
+    :class:`ChannelsLast` values, and they give such values)."""
 
     op_type: str
     name: str
@@ -66,6 +69,7 @@ class Node:
     opset: int
     n_outputs: int
     device: str
+    channels_last: bool = False
 
     def attr(self, name: str, default=None):
         return self.attributes.get(name, default)
@@ -74,8 +78,18 @@ class Node:
         return self.inputs[position] if position < len(self.inputs) else None
 
     def tensor(self, position: int) -> Tensor:
-        """Input ``position`` as a device tensor (a host constant is copied to the device)."""
-        return self.lift(self.inputs[position])
+        """Input ``position`` as a device tensor (a host constant is copied to the device), in
+        the graph's layout."""
+        return self.lift(graph_layout(self.inputs[position]))
+
+    def image(self, position: int):
+        """Input ``position`` for an image op: a 4-d value that runs channels-last (returned
+        as it is held: :class:`ChannelsLast`, or a device tensor in the graph's NCHW
+        layout) where :attr:`channels_last` is on; otherwise None (use :meth:`tensor`)."""
+        value = self.inputs[position]
+        if not self.channels_last or value is None or len(value.shape) != 4:
+            return None
+        return value if isinstance(value, ChannelsLast) else self.lift(value)
 
     def lift(self, value: Value) -> Tensor:
         return value if isinstance(value, Tensor) else T.tensor(value, device=self.device)
@@ -447,6 +461,9 @@ _TRANSPOSED = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose
 
 @converter("Conv")
 def _conv(node: Node):
+    image = node.image(0)
+    if image is not None:
+        return _conv_channels_last(node, image)
     x, weight = node.tensor(0), node.tensor(1)
     bias = None if node.input(2) is None else node.tensor(2)
     nd = x.ndim - 2
@@ -456,6 +473,24 @@ def _conv(node: Node):
     if begin != end:  # asymmetric: pad first (zeros, as the convolution would)
         x, begin = _pad_spatial(x, begin, end), [0] * nd
     return _CONVOLUTIONS[nd](x, weight, bias, strides, begin, dilations, node.attr("group", 1))
+
+
+def _conv_channels_last(node: Node, image) -> ChannelsLast:
+    """A 2-d convolution run channels-last (the weights stay OIHW, as the graph's)."""
+    weight = node.tensor(1)
+    bias = None if node.input(2) is None else node.tensor(2)
+    strides, dilations, begin, end = _spatial_attributes(node, image, weight.shape[2:])
+    x = as_nhwc(image)
+    if begin != end:  # asymmetric: pad first (zeros, as the convolution would)
+        x, begin = _pad_channels_last(x, begin, end), [0, 0]
+    return ChannelsLast(F.conv2d(x, weight, bias, strides, begin, dilations,
+                                 node.attr("group", 1), data_format="NHWC"))
+
+
+def _pad_channels_last(x: Tensor, begin: Sequence[int], end: Sequence[int],
+                       value: float = 0.0) -> Tensor:
+    """An ``[N, H, W, C]`` tensor padded by ``begin``/``end`` on H and W."""
+    return F.pad(x, (0, 0, begin[1], end[1], begin[0], end[0]), value=value)
 
 
 @converter("ConvTranspose")
@@ -507,6 +542,11 @@ _AVG_POOLS = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
 
 @converter("MaxPool", "AveragePool")
 def _pool(node: Node):
+    image = node.image(0)
+    if image is not None and node.n_outputs == 1:
+        pooled = _pool_channels_last(node, image)
+        if pooled is not None:
+            return pooled
     x = node.tensor(0)
     nd = x.ndim - 2
     if nd not in _MAX_POOLS:
@@ -541,6 +581,26 @@ def _pool(node: Node):
     return total / node.lift(counts.astype(x.dtype))
 
 
+def _pool_channels_last(node: Node, image) -> ChannelsLast | None:
+    """A 2-d max or average pool run channels-last; None for an average pool with asymmetric
+    pads or dilations (the graph-layout path handles those)."""
+    kernel = list(node.attr("kernel_shape"))
+    strides, dilations, begin, end = _spatial_attributes(node, image, kernel)
+    ceil_mode = bool(node.attr("ceil_mode", 0))
+    symmetric = begin == end and all(2 * p <= k for p, k in zip(begin, kernel))
+    x = as_nhwc(image)
+    if node.op_type == "MaxPool":
+        if not symmetric:  # padded taps must never win: pad with the lowest value
+            x, begin = _pad_channels_last(x, begin, end, -math.inf), [0, 0]
+        return ChannelsLast(F.max_pool2d(x, kernel, strides, begin, dilations, ceil_mode,
+                                         data_format="NHWC"))
+    if not symmetric or any(d != 1 for d in dilations):
+        return None
+    include = bool(node.attr("count_include_pad", 0))
+    return ChannelsLast(F.avg_pool2d(x, kernel, strides, begin, ceil_mode, include,
+                                     data_format="NHWC"))
+
+
 def _window_sums(array: np.ndarray, kernel: Sequence[int], strides: Sequence[int]) -> np.ndarray:
     windows = np.lib.stride_tricks.sliding_window_view(array, kernel)
     picked = windows[tuple(slice(None, None, s) for s in strides)]
@@ -549,6 +609,12 @@ def _window_sums(array: np.ndarray, kernel: Sequence[int], strides: Sequence[int
 
 @converter("GlobalAveragePool", "GlobalMaxPool")
 def _global_pool(node: Node):
+    image = node.image(0)
+    if image is not None:  # the spatial axes of [N, H, W, C]: kept as size 1
+        x = as_nhwc(image)
+        if node.op_type == "GlobalAveragePool":
+            return ChannelsLast(x.mean((1, 2), keepdim=True))
+        return ChannelsLast(x.amax((1, 2), keepdim=True))
     x = node.tensor(0)
     axes = tuple(range(2, x.ndim))
     if node.op_type == "GlobalAveragePool":
@@ -560,8 +626,13 @@ def _global_pool(node: Node):
 def _batch_norm(node: Node):
     if node.attr("training_mode", 0) or node.n_outputs > 1:
         raise node.fail("training mode (the running statistics outputs) is not supported")
-    x, scale, bias, mean, var = (node.tensor(i) for i in range(5))
-    return F.batch_norm(x, mean, var, scale, bias, False, eps=node.attr("epsilon", 1e-5))
+    scale, bias, mean, var = (node.tensor(i) for i in range(1, 5))
+    image = node.image(0)
+    if image is not None:
+        return ChannelsLast(F.batch_norm(as_nhwc(image), mean, var, scale, bias, False,
+                                         eps=node.attr("epsilon", 1e-5), data_format="NHWC"))
+    return F.batch_norm(node.tensor(0), mean, var, scale, bias, False,
+                        eps=node.attr("epsilon", 1e-5))
 
 
 @converter("InstanceNormalization")

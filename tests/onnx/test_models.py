@@ -100,6 +100,42 @@ def test_exported_model_matches_pytorch(build, shape, device):
     assert isinstance(y, gingham.Tensor) and y.device == model.device
 
 
+class ChannelOps(torch.nn.Module):
+    """Per-channel elementwise operands (PReLU's slopes, [C, 1, 1] biases), a Pad between
+    two convolutions and a residual sum: what a channels-last run must line up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = torch.nn.Conv2d(3, 6, 3), torch.nn.Conv2d(6, 6, 3, padding=1)
+        self.prelu = torch.nn.PReLU(6)
+        self.shift = torch.nn.Parameter(torch.randn(6, 1, 1))
+
+    def forward(self, x):
+        # a parameter (a device tensor) and a constant (folded on the host) per channel
+        h = self.prelu(self.conv1(x)) + self.shift - torch.arange(6.0).reshape(6, 1, 1)
+        padded = torch.nn.functional.pad(h, (0, 1, 1, 0))
+        y = torch.relu(self.conv2(padded)[:, :, 1:, :-1] + h) * 0.5
+        return torch.nn.functional.max_pool2d(y, 2)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_layouts_give_the_graphs_results(layout, device):
+    """The image ops run as the graph lays them out or channels-last (the default on CPUs):
+    the same outputs either way, in the graph's layout."""
+    torch.manual_seed(1)
+    module = ChannelOps()
+    x = np.random.default_rng(2).standard_normal((2, 3, 12, 10)).astype(np.float32)
+    proto = _export(module, torch.tensor(x))
+    model = gingham.onnx.load(proto, device=device, layout=layout)
+    with torch.no_grad():
+        expected = module(torch.tensor(x)).numpy()
+    (y,) = model.run(None, {"x": x})
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
+    assert model.channels_last == (layout == "NHWC")
+    with pytest.raises(ValueError, match="layout must be one of auto, NCHW, NHWC"):
+        gingham.onnx.load(proto, device=device, layout="nchw")
+
+
 def _legacy_model() -> onnx.ModelProto:
     """Opset 11: Unsqueeze/Squeeze take their axes as attributes and Softmax coerces its input
     to 2-D at ``axis`` (normalising over every later axis at once)."""
