@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from gingham.cli import main
+from gingham.devices import get_device
 
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
@@ -67,12 +68,20 @@ def test_digits_and_a_file_on_each_device(device, tmp_path, capsys):
         assert baselines == [] and "not a benchmark" in out
         assert all(r["ratios"] == {} for r in gingham.values())
         return
-    assert sorted((r["model"], r["framework"], r["device"]) for r in baselines) == [
-        ("digits", "onnxruntime", "CPUExecutionProvider"), ("digits", "torch", "cpu"),
-        ("tiny", "onnxruntime", "CPUExecutionProvider")]
+    # onnxruntime on the device's hardware (its CPU provider, or CUDA's where it has that),
+    # PyTorch for the named model only, on the torch device the gingham device maps to
+    import onnxruntime
+
+    on_cpu = get_device(device).info.kind == "cpu"
+    provider = "CPUExecutionProvider" if on_cpu else "CUDAExecutionProvider"
+    ort_rows = [("digits", "onnxruntime", provider), ("tiny", "onnxruntime", provider)] \
+        if on_cpu or provider in onnxruntime.get_available_providers() else []
+    torch_device = "cpu" if on_cpu else "cuda:0"
+    assert sorted((r["model"], r["framework"], r["device"]) for r in baselines) == sorted(
+        ort_rows + [("digits", "torch", torch_device)])
     assert "an .onnx file has no PyTorch twin" in out
-    for record in baselines:
-        assert record["golden_reference"] == (record["framework"] == "onnxruntime")
+    for record in baselines:  # onnxruntime on the CPU is the golden reference itself
+        assert record["golden_reference"] == (record["device"] == "CPUExecutionProvider")
         mine = gingham[record["model"]]
         name = f"{record['framework']} {record['device']}"
         assert mine["ratios"][name] == pytest.approx(record["ms_per_batch"]
