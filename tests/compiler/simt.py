@@ -450,6 +450,7 @@ class Simulator:
             args = [self.expr(a, mask) for a in e.args]
             fn = {"relu": lambda x: np.maximum(x, 0), "max": np.maximum, "min": np.minimum,
                   "exp": np.exp, "sqrt": np.sqrt, "tanh": np.tanh, "abs": np.abs,
+                  "rsqrt": lambda x: 1 / np.sqrt(x), "log": np.log,
                   # a half-precision value kept in float32 registers, rounded to its type
                   "round_float16": lambda x: x.astype(np.float16).astype(np.float32),
                   "round_bfloat16": lambda x: x.astype(ml_dtypes.bfloat16).astype(np.float32)}
