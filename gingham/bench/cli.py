@@ -92,11 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument("models", nargs="*", metavar="MODEL",
                        help=f"models to train: {', '.join(MODELS)}, or all (the default: "
                             f"{', '.join(DEFAULT_MODELS)})")
-    where = model.add_mutually_exclusive_group()
-    where.add_argument("--device", metavar="ID", help="device id; default: the default device")
-    where.add_argument("--all-devices", action="store_true",
-                       help="every device gingham can see (cpu, opencl:N, cuda:N; not "
-                            "reference), and PyTorch on every torch device they map to")
+    _device_arguments(model, "and PyTorch on every torch device they map to")
     model.add_argument("--batch", type=_positive_int, help="batch size (default: the model's)")
     model.add_argument("--steps", type=_positive_int,
                        help="timed steps after the first and one warm-up (default 5, 2 with "
@@ -133,11 +129,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     onnx.add_argument("models", nargs="*", metavar="MODEL",
                       help=f"{', '.join(MODELS)}, all (the default: "
                            f"{', '.join(DEFAULT_MODELS)}), or a path to an .onnx file")
-    where = onnx.add_mutually_exclusive_group()
-    where.add_argument("--device", metavar="ID", help="device id; default: the default device")
-    where.add_argument("--all-devices", action="store_true",
-                       help="every device gingham can see (cpu, opencl:N, cuda:N; not "
-                            "reference), onnxruntime and PyTorch once per hardware")
+    _device_arguments(onnx, "onnxruntime and PyTorch once per hardware")
     onnx.add_argument("--batch", type=_positive_int,
                       help="inputs per batch (default: a named model's training batch, at "
                            "most 64; 1 for a file's symbolic batch)")
@@ -183,6 +175,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _help(parser: argparse.ArgumentParser) -> int:
     parser.print_help()
     return 2
+
+
+def _device_arguments(parser: argparse.ArgumentParser, baselines: str) -> None:
+    """``--device ID`` or ``--all-devices`` (``baselines``: what runs beside each device)."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--device", metavar="ID", help="device id; default: the default device")
+    where.add_argument("--all-devices", action="store_true",
+                       help="every device gingham can see (cpu, opencl:N, cuda:N; not "
+                            f"reference), {baselines}")
 
 
 def _positive_int(text: str) -> int:

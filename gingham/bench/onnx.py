@@ -54,7 +54,7 @@ from .baselines import TorchEnv, host, torch_env
 from .model import MODELS, _describe, _say, hardware_of, torch_model
 from .ops import TOLERANCE as OP_TOLERANCE
 from .ops import BenchError, Golden, relative_error
-from .timing import Timing, measure
+from .timing import Timing, budget_for, measure, trials_for
 
 #: The largest relative error (on the norm of each output) of a correct fp32 run: the suite's
 #: fp32 bound. Exported CIFAR nets agree with onnxruntime to about 1e-6; a wrong kernel is off
@@ -84,12 +84,11 @@ class OnnxSettings:
 
     @property
     def trials(self) -> int:
-        return self.repeat if self.repeat is not None else (3 if self.quick else 5)
+        return trials_for(self.quick, self.repeat)
 
     @property
     def budget(self) -> float:
-        """Seconds one measurement aims for after its warm-up run."""
-        return 0.5 if self.quick else 2.0
+        return budget_for(self.quick)
 
 
 @dataclass

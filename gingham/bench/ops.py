@@ -39,7 +39,7 @@ from gingham.errors import GinghamError
 from gingham.runtime import executable
 
 from . import baselines as bl
-from .timing import Timing, measure
+from .timing import Timing, budget_for, measure, trials_for
 
 GEMM = """
 function (A[M, K], B[K, N]) -> (C) {
@@ -175,12 +175,11 @@ class Settings:
 
     @property
     def trials(self) -> int:
-        return self.repeat if self.repeat is not None else (3 if self.quick else 5)
+        return trials_for(self.quick, self.repeat)
 
     @property
     def budget(self) -> float:
-        """Seconds one measurement aims for (after its warm-up run)."""
-        return 0.5 if self.quick else 2.0
+        return budget_for(self.quick)
 
 
 def row_ids(group: str, dtype: str) -> list[str]:

@@ -56,6 +56,16 @@ class Timing:
                 "note": self.note}
 
 
+def trials_for(quick: bool, repeat: int | None) -> int:
+    """Timed trials per measurement: ``repeat`` when given, else 5 (3 with ``--quick``)."""
+    return repeat if repeat is not None else (3 if quick else 5)
+
+
+def budget_for(quick: bool) -> float:
+    """Seconds one measurement aims for after its warm-up run (shorter with ``--quick``)."""
+    return 0.5 if quick else 2.0
+
+
 def _once(run: Callable[[], object], sync: Callable[[], object]) -> float:
     start = time.perf_counter()
     run()
