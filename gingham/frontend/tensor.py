@@ -1547,12 +1547,7 @@ def move_all(moves: Sequence[tuple[Tensor, str, np.dtype]]) -> None:
         if not t.is_leaf:
             raise GinghamError("move_all(): only leaf tensors (parameters, state) move in place")
     pending = [t for t, _, _ in moves] + [t.grad for t, _, _ in moves if t.grad is not None]
-    pending += [root for t, _, _ in moves for root in t._backward_roots]
-    by_device: dict[str, list[Tensor]] = {}
-    for t in pending:
-        by_device.setdefault(t.device, []).append(t)
-    for group in by_device.values():  # one program per device
-        realize(group)
+    realize(pending + [root for t, _, _ in moves for root in t._backward_roots])
     for t, device, dtype in moves:
         if t.grad is not None:
             t.grad = tensor(t.grad.numpy().astype(dtype), device=device)
