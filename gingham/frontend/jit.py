@@ -159,10 +159,16 @@ def _get_device(device_id: str):
     return get_device(device_id)
 
 
-def jit(fn: Callable | None = None):
-    """Compile ``fn`` (a function of tensors) once per argument signature and replay it."""
+def jit(fn: Callable | None = None, *, device: str | None = None):
+    """Compile ``fn`` (a function of tensors) once per argument signature and replay it.
+
+    NumPy arguments are uploaded to ``device``; by default to the device of the first tensor
+    argument, else of the tensors ``fn`` captures, else the default device.
+
+        step = gingham.jit(run_graph, device="cuda:0")     # NumPy batches go to cuda:0
+    """
     if fn is None:
-        return jit
+        return functools.partial(jit, device=device)
 
     cache: dict[tuple, _Compiled] = {}
 
@@ -175,7 +181,7 @@ def jit(fn: Callable | None = None):
                                      or not compiled.placed_as_traced()):
             compiled = None  # captured Python state changed, or tensors moved: stale trace
         if compiled is None:
-            compiled = _trace(fn, args)
+            compiled = _trace(fn, args, device)
             cache[key] = compiled
             wrapper.traces += 1
         result = compiled.replay(flat_args)
@@ -194,11 +200,12 @@ def jit(fn: Callable | None = None):
     return wrapper
 
 
-def _trace(fn: Callable, args: tuple) -> _Compiled:
+def _trace(fn: Callable, args: tuple, device: str | None = None) -> _Compiled:
     flat_args, structure = _flatten(args)
     placeholders: list[Tensor | None] = []
-    # NumPy arguments go to the device of the tensors the function works with.
-    home = next((v.device for v in flat_args if isinstance(v, Tensor)), None)
+    # NumPy arguments go to ``device``, else to the device of the tensors the function works
+    # with.
+    home = device or next((v.device for v in flat_args if isinstance(v, Tensor)), None)
     home = home or _captured_device(fn) or _default_device()
     for value in flat_args:
         if isinstance(value, (Tensor, np.ndarray)):

@@ -116,9 +116,6 @@ class OnnxModel:
                              for position in HOST_INPUTS.get(proto.op_type, ())
                              if position < len(proto.input)
                              for name in [proto.input[position]] if name in self._inputs}
-        # A 0-d tensor on the model's device, passed first to the traced step: gingham.jit
-        # uploads NumPy arguments to the device of the first tensor argument.
-        self._anchor = T.zeros((), device=self.device)
         self._steps: dict[tuple, Any] = {}
 
     @property
@@ -147,13 +144,13 @@ class OnnxModel:
         step = self._steps.get(key)
         if step is None:
             step = self._steps[key] = self._traced_step(host)
-        return tuple(step(self._anchor, *arguments))
+        return tuple(step(*arguments))
 
     def _traced_step(self, host: dict[str, np.ndarray]):
         """The jit-compiled graph for these values of the host inputs."""
-        def step(anchor: Tensor, *inputs: Tensor) -> list[Tensor]:
+        def step(*inputs: Tensor) -> list[Tensor]:
             return self._trace(host, inputs)
-        return jit(step)
+        return jit(step, device=self.device)
 
     def run(self, output_names: Sequence[str] | None, input_feed: dict) -> list[np.ndarray]:
         """onnxruntime's ``InferenceSession.run``: the named outputs (all with ``None``) as

@@ -107,6 +107,15 @@ def test_jit_retraces_when_captured_state_changes(device):
     assert predict.traces == 4
 
 
+def test_jit_uploads_numpy_arguments_to_the_device_asked_for(device):
+    """``jit(fn, device=...)``: a function of NumPy arrays alone, capturing no tensor, runs
+    on that device (by default it would run on the default device)."""
+    doubled = jit(lambda xb: xb * 2.0, device=device)
+    y = doubled(X)
+    assert y.device == gingham.devices.get_device(device).id
+    np.testing.assert_allclose(y.numpy(), 2 * X, rtol=1e-6)
+
+
 def test_reading_a_value_while_tracing_is_an_error(device):
     @jit
     def bad(xb):
