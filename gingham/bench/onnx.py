@@ -54,7 +54,7 @@ from .baselines import TorchEnv, host, torch_env
 from .model import MODELS, _describe, _say, hardware_of, torch_model
 from .ops import TOLERANCE as OP_TOLERANCE
 from .ops import BenchError, Golden, relative_error
-from .timing import Timing, budget_for, measure, trials_for
+from .timing import Timing, TrialSettings, measure
 
 #: The largest relative error (on the norm of each output) of a correct fp32 run: the suite's
 #: fp32 bound. Exported CIFAR nets agree with onnxruntime to about 1e-6; a wrong kernel is off
@@ -73,7 +73,7 @@ CPU_PROVIDER, CUDA_PROVIDER = "CPUExecutionProvider", "CUDAExecutionProvider"
 
 
 @dataclass(frozen=True)
-class OnnxSettings:
+class OnnxSettings(TrialSettings):
     """How ``gingham bench onnx`` runs. ``repeat``: trials per measurement (None: 5, 3 with
     ``quick``); ``torch`` / ``onnxruntime``: whether those baselines run."""
 
@@ -81,14 +81,6 @@ class OnnxSettings:
     repeat: int | None = None
     torch: bool = True
     onnxruntime: bool = True
-
-    @property
-    def trials(self) -> int:
-        return trials_for(self.quick, self.repeat)
-
-    @property
-    def budget(self) -> float:
-        return budget_for(self.quick)
 
 
 @dataclass

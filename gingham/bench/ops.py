@@ -39,7 +39,7 @@ from gingham.errors import GinghamError
 from gingham.runtime import executable
 
 from . import baselines as bl
-from .timing import Timing, budget_for, measure, trials_for
+from .timing import Timing, TrialSettings, measure
 
 GEMM = """
 function (A[M, K], B[K, N]) -> (C) {
@@ -155,7 +155,7 @@ def default_dtypes(kind: str) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(TrialSettings):
     """What ``gingham bench ops`` was asked to do.
 
     ``only`` holds ``--only`` patterns (empty: everything; see :func:`selected`); ``dtypes``
@@ -172,14 +172,6 @@ class Settings:
     dtypes: tuple[str, ...] | None = None
     torch_compile: str = "auto"
     gemm: tuple[int, ...] | None = None  # GEMM sizes instead of the device class's
-
-    @property
-    def trials(self) -> int:
-        return trials_for(self.quick, self.repeat)
-
-    @property
-    def budget(self) -> float:
-        return budget_for(self.quick)
 
 
 def row_ids(group: str, dtype: str) -> list[str]:

@@ -56,14 +56,22 @@ class Timing:
                 "note": self.note}
 
 
-def trials_for(quick: bool, repeat: int | None) -> int:
-    """Timed trials per measurement: ``repeat`` when given, else 5 (3 with ``--quick``)."""
-    return repeat if repeat is not None else (3 if quick else 5)
+class TrialSettings:
+    """What a benchmark's settings give :func:`measure`, from their ``quick`` and ``repeat``
+    fields (``bench ops``'s and ``bench onnx``'s settings dataclasses inherit it)."""
 
+    quick: bool
+    repeat: int | None
 
-def budget_for(quick: bool) -> float:
-    """Seconds one measurement aims for after its warm-up run (shorter with ``--quick``)."""
-    return 0.5 if quick else 2.0
+    @property
+    def trials(self) -> int:
+        """Timed trials per measurement: ``repeat`` when given, else 5 (3 with ``--quick``)."""
+        return self.repeat if self.repeat is not None else (3 if self.quick else 5)
+
+    @property
+    def budget(self) -> float:
+        """Seconds one measurement aims for after its warm-up run (shorter with ``--quick``)."""
+        return 0.5 if self.quick else 2.0
 
 
 def _once(run: Callable[[], object], sync: Callable[[], object]) -> float:
