@@ -21,19 +21,9 @@ import numpy as np
 
 from ..frontend.tensor import Tensor
 from . import attention, functional, init, models, modules, parallel, training
-from .attention import (MultiheadAttention, Transformer, TransformerDecoder,
-                        TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer)
-from .modules import (ELU, GELU, AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d,
-                      AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d,
-                      AvgPool2d, AvgPool3d, BatchNorm1d, BatchNorm2d, BatchNorm3d, BCELoss,
-                      BCEWithLogitsLoss, Conv1d, Conv2d, Conv3d, ConvTranspose1d,
-                      ConvTranspose2d, ConvTranspose3d, CosineSimilarity, CrossEntropyLoss,
-                      Dropout, Embedding, Flatten, GroupNorm, Hardswish, Hardtanh, HuberLoss,
-                      Identity, IncompatibleKeys, KLDivLoss, L1Loss, LayerNorm, LeakyReLU,
-                      Linear, LogSoftmax, MaxPool1d, MaxPool2d, MaxPool3d, MaxUnpool1d,
-                      MaxUnpool2d, MaxUnpool3d, Mish, Module,
-                      ModuleDict, ModuleList, MSELoss, NLLLoss, PReLU, ReLU, ReLU6, Sequential,
-                      Sigmoid, SiLU, SmoothL1Loss, Softmax, Softplus, Tanh, Upsample)
+# The layers and attention modules are re-exported as their modules list them (one list each).
+from .attention import *  # noqa: F401,F403
+from .modules import *  # noqa: F401,F403  (its manual_seed is replaced below)
 
 
 def manual_seed(seed: int) -> None:
@@ -80,17 +70,4 @@ def _device_id(device: str | None) -> str:
 
 __all__ = ["attention", "functional", "init", "models", "parallel", "training", "manual_seed",
            "get_rng_state", "set_rng_state",
-           "Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
-           "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
-           "ConvTranspose3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm",
-           "LayerNorm", "Embedding", "Dropout",
-           "Identity", "ReLU", "ReLU6", "Hardtanh", "LeakyReLU", "PReLU", "ELU", "GELU", "SiLU",
-           "Mish", "Hardswish", "Softplus", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
-           "MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
-           "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
-           "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
-           "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "Flatten", "CosineSimilarity",
-           "L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss",
-           "BCEWithLogitsLoss", "NLLLoss", "CrossEntropyLoss",
-           "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
-           "TransformerDecoderLayer", "TransformerDecoder", "Transformer"]
+           *(name for name in modules.__all__ if name != "manual_seed"), *attention.__all__]
