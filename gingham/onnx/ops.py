@@ -449,10 +449,12 @@ def _spatial_attributes(node: Node, x: Tensor, kernel: Sequence[int]):
     return strides, dilations, pads[:nd], pads[nd:]
 
 
-def _pad_spatial(x: Tensor, begin: Sequence[int], end: Sequence[int], value: float = 0.0):
-    """``x`` padded by ``begin``/``end`` on its spatial axes (F.pad's order: last axis first)."""
+def _pad_spatial(x: Tensor, begin: Sequence[int], end: Sequence[int], value: float = 0.0,
+                 channels_last: bool = False) -> Tensor:
+    """``x`` padded by ``begin``/``end`` on its spatial axes (F.pad's order: last axis first),
+    which follow the channels, or precede them with ``channels_last`` (``[N, H, W, C]``)."""
     amounts = [p for b, e in reversed(list(zip(begin, end))) for p in (b, e)]
-    return F.pad(x, amounts, value=value)
+    return F.pad(x, [0, 0] + amounts if channels_last else amounts, value=value)
 
 
 _CONVOLUTIONS = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
@@ -482,15 +484,9 @@ def _conv_channels_last(node: Node, image) -> ChannelsLast:
     strides, dilations, begin, end = _spatial_attributes(node, image, weight.shape[2:])
     x = as_nhwc(image)
     if begin != end:  # asymmetric: pad first (zeros, as the convolution would)
-        x, begin = _pad_channels_last(x, begin, end), [0, 0]
+        x, begin = _pad_spatial(x, begin, end, channels_last=True), [0, 0]
     return ChannelsLast(F.conv2d(x, weight, bias, strides, begin, dilations,
                                  node.attr("group", 1), data_format="NHWC"))
-
-
-def _pad_channels_last(x: Tensor, begin: Sequence[int], end: Sequence[int],
-                       value: float = 0.0) -> Tensor:
-    """An ``[N, H, W, C]`` tensor padded by ``begin``/``end`` on H and W."""
-    return F.pad(x, (0, 0, begin[1], end[1], begin[0], end[0]), value=value)
 
 
 @converter("ConvTranspose")
@@ -591,7 +587,7 @@ def _pool_channels_last(node: Node, image) -> ChannelsLast | None:
     x = as_nhwc(image)
     if node.op_type == "MaxPool":
         if not symmetric:  # padded taps must never win: pad with the lowest value
-            x, begin = _pad_channels_last(x, begin, end, -math.inf), [0, 0]
+            x, begin = _pad_spatial(x, begin, end, -math.inf, channels_last=True), [0, 0]
         return ChannelsLast(F.max_pool2d(x, kernel, strides, begin, dilations, ceil_mode,
                                          data_format="NHWC"))
     if not symmetric or any(d != 1 for d in dilations):
