@@ -118,5 +118,27 @@ def elementwise_operands(inputs: Sequence[Any]) -> list | None:
     return operands
 
 
-__all__ = ["ChannelsLast", "IMAGE_OPS", "ELEMENTWISE_OPS", "LAYOUTS", "channels_last_on",
+def converter_inputs(op_type: str, inputs: Sequence[Any], channels_last: bool
+                     ) -> tuple[list, bool]:
+    """The inputs an ``op_type`` converter gets, and whether its results are held
+    channels-last: an elementwise op with a channels-last operand runs on the held tensors
+    (:func:`elementwise_operands`), an image op gets its inputs as they are held, every other
+    op the graph's layout."""
+    if channels_last and op_type in ELEMENTWISE_OPS and any(
+            isinstance(v, ChannelsLast) for v in inputs):
+        operands = elementwise_operands(inputs)
+        if operands is not None:
+            return operands, True
+    if channels_last and op_type in IMAGE_OPS:
+        return list(inputs), False
+    return [graph_layout(v) for v in inputs], False
+
+
+def held(result: Any) -> Any:
+    """An elementwise op's result on held tensors, as a graph value: a 4-d tensor is one
+    held channels-last."""
+    return ChannelsLast(result) if isinstance(result, Tensor) and result.ndim == 4 else result
+
+
+__all__ = ["ChannelsLast", "converter_inputs", "held", "IMAGE_OPS", "ELEMENTWISE_OPS", "LAYOUTS", "channels_last_on",
            "as_nhwc", "graph_layout", "elementwise_operands"]

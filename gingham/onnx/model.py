@@ -22,8 +22,7 @@ from ..errors import OnnxError, UnsupportedOpError
 from ..frontend import tensor as T
 from ..frontend.jit import jit
 from ..frontend.tensor import Tensor
-from .layout import (ELEMENTWISE_OPS, IMAGE_OPS, ChannelsLast, channels_last_on,
-                     elementwise_operands, graph_layout)
+from .layout import channels_last_on, converter_inputs, graph_layout, held
 from .ops import CONVERTERS, HOST_INPUTS, Node
 
 # Initializers of at most this many elements of an integer type are kept on the host as well
@@ -203,15 +202,8 @@ class OnnxModel:
         values[""] = None  # an omitted optional input
         for index, proto in enumerate(self._graph.node):
             attributes = {a.name: _plain(get_attribute_value(a)) for a in proto.attribute}
-            inputs = [values[name] for name in proto.input]
-            held = False  # the inputs are channels-last tensors (an elementwise op's)
-            if self.channels_last and proto.op_type in ELEMENTWISE_OPS and any(
-                    isinstance(v, ChannelsLast) for v in inputs):
-                operands = elementwise_operands(inputs)
-                held = operands is not None
-                inputs = operands if held else inputs
-            if not (held or (self.channels_last and proto.op_type in IMAGE_OPS)):
-                inputs = [graph_layout(v) for v in inputs]
+            inputs, on_held = converter_inputs(
+                proto.op_type, [values[name] for name in proto.input], self.channels_last)
             node = Node(proto.op_type, proto.name or f"#{index}", inputs, attributes,
                         self.opset, len(proto.output), self.device, self.channels_last)
             results = CONVERTERS[proto.op_type](node)
@@ -219,8 +211,7 @@ class OnnxModel:
                 results = [results]
             for name, result in zip(proto.output, results):
                 if name:
-                    values[name] = (ChannelsLast(result) if held and isinstance(result, Tensor)
-                                    and result.ndim == 4 else result)
+                    values[name] = held(result) if on_held else result
         return [self._device_output(graph_layout(values[name])) for name in self.output_names]
 
     def _device_output(self, value) -> Tensor:
