@@ -1,4 +1,5 @@
-"""``gingham bench``: the benchmark suite's command line (``ops``, ``model``, ``onnx``, ``all``).
+"""``gingham bench``: the benchmark suite's command line (``ops``, ``model``, ``onnx``, ``keras``,
+``all``).
 
     $ gingham bench ops                          # the default device
     $ gingham bench ops --device cuda:0 --json ops.json
@@ -8,6 +9,7 @@
     $ gingham bench model --all-devices --quick --json epoch.json --plot epoch.png
     $ gingham bench onnx resnet18 story --device cuda:0 --batch 64
     $ gingham bench onnx path/to/model.onnx --batch 8 --all-devices --json out.json
+    $ gingham bench keras resnet9 --device cuda:0 --batch 512 --steps 20
 
 Exit status: 0 when every op (model, runner) passed its golden check and ran, 1 when any was
 wrong or failed (its row says which), 2 on a usage error.
@@ -142,6 +144,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="skip onnxruntime (the golden check then uses PyTorch)")
     onnx.add_argument("--json", metavar="PATH", help="also write one record per run to PATH")
     onnx.set_defaults(func=onnx_command)
+    keras = benches.add_parser(
+        "keras", help="Keras model.fit on gingham's Keras backend beside Keras on PyTorch",
+        description="Train the same Keras model (bench model's networks in Keras layers, "
+                    "channels-last) with model.fit on gingham's Keras backend on each device "
+                    "and on Keras' PyTorch backend on the same hardware, from the same initial "
+                    "weights on the same synthetic data (each backend in a process of its "
+                    "own), and report ms/step, seconds per epoch extrapolated to 50,000 "
+                    "images, the first epoch, and the losses, which must agree. ratio = "
+                    "PyTorch backend's time / gingham's. Needs keras: pip install "
+                    "'gingham[keras]'.")
+    keras.add_argument("models", nargs="*", metavar="MODEL",
+                       help="models to train: story, resnet9, resnet18 (default: story, "
+                            "resnet9)")
+    _device_arguments(keras, "and Keras on PyTorch once per torch device they map to")
+    keras.add_argument("--batch", type=_positive_int, help="batch size (default: the model's)")
+    keras.add_argument("--steps", type=_positive_int, default=5,
+                       help="batches per measured epoch (default 5)")
+    keras.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32",
+                       help="Keras' dtype policy: fp32, or mixed_bfloat16 / mixed_float16")
+    keras.add_argument("--no-torch", action="store_true",
+                       help="skip Keras on PyTorch (no ratio, no loss check)")
+    keras.add_argument("--json", metavar="PATH", help="also write one record per run to PATH")
+    keras.set_defaults(func=keras_command)
     everything = benches.add_parser(
         "all", help="the whole picture in one command: ops on every device, then the models",
         description="Run `bench ops` on every device gingham sees (or --devices), then `bench "
@@ -461,6 +486,45 @@ def onnx_command(args: argparse.Namespace) -> int:
         write_json(args.json, onnx_records(runs, cases, context))
         print(f"\nwrote {args.json}")
     return 1 if any(run.status in ("wrong", "error") for run in runs) else 0
+
+
+def keras_command(args: argparse.Namespace) -> int:
+    """``gingham bench keras [MODEL ...] [--device ID | --all-devices]``."""
+    import importlib.util
+
+    from gingham.devices import default_device_id, list_devices
+
+    from .keras import DEFAULT_KERAS_MODELS, KERAS_MODELS, KerasSettings, bench_keras
+    from .keras import format_runs as keras_runs
+    from .keras import records as keras_records
+
+    if importlib.util.find_spec("keras") is None:
+        print("gingham bench keras: Keras is not installed; pip install 'gingham[keras]'",
+              file=sys.stderr)
+        return 2
+    names = list(DEFAULT_KERAS_MODELS) if not args.models else (
+        list(KERAS_MODELS) if args.models == ["all"] else args.models)
+    unknown = [name for name in names if name not in KERAS_MODELS]
+    if unknown:
+        print(f"gingham bench keras: unknown model(s) {', '.join(unknown)}; choose from "
+              f"{', '.join(KERAS_MODELS)}", file=sys.stderr)
+        return 2
+    if args.all_devices:
+        devices = [d.id for d in list_devices() if d.info.dialect is not None]
+    else:
+        devices = [args.device or default_device_id()]
+    settings = KerasSettings(steps=args.steps, batch=args.batch, torch=not args.no_torch,
+                             precision=args.precision)
+    print(f"gingham bench keras: {', '.join(names)} on {', '.join(devices)}; {settings.steps} "
+          f"steps x 2 epochs per runner, precision {settings.precision}", flush=True)
+    runs = bench_keras(names, devices, settings, log=sys.stderr)
+    print()
+    print(keras_runs(runs))
+    if args.json:
+        write_json(args.json, [{"machine": machine_description(), **record}
+                               for record in keras_records(runs)])
+        print(f"\nwrote {args.json}")
+    return 1 if any(run.error is not None for run in runs) else 0
 
 
 def _onnx_version() -> str | None:

@@ -90,7 +90,8 @@ def _check_cell(result: OpResult) -> str:
     return f"{mark} {result.golden.rel_error:.0e}"
 
 
-def _table(rows: list[list[str]], right: set[int]) -> str:
+def text_table(rows: list[list[str]], right: set[int]) -> str:
+    """``rows`` (the header first) as aligned columns; those in ``right`` right-aligned."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
     for row in rows:
@@ -147,7 +148,7 @@ def format_table(results: Sequence[OpResult], device_id: str) -> str:
                          f"(tolerance {result.golden.tolerance:g}); not timed")
         for text in result.notes:
             note(result, text)
-    lines = [_table(rows, right={5, 6, 7, 9, 10, 11, 12})]
+    lines = [text_table(rows, right={5, 6, 7, 9, 10, 11, 12})]
     lines.append("")
     lines.append("ratio = baseline time / gingham time (> 1: gingham is faster); times are "
                  "medians per run; check = relative error against the reference; first = "
