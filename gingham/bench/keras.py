@@ -39,7 +39,7 @@ from .model import MODELS, _say, hardware_of
 from .ops import BenchError
 
 #: The models ``bench keras`` knows (the names of ``bench model``'s).
-KERAS_MODELS = ("story", "resnet9", "resnet18")
+KERAS_MODELS = ("story", "resnet9", "resnet18", "digits")
 DEFAULT_KERAS_MODELS = ("story", "resnet9")
 
 #: The largest relative difference of each epoch's mean loss between a runner and the

@@ -30,7 +30,7 @@ import numpy as np
 
 #: The benchmark models: name -> (image shape, channels-last; default width).
 SHAPES = {"resnet9": ((32, 32, 3), 64), "resnet18": ((32, 32, 3), 64),
-          "story": ((100, 100, 3), 32)}
+          "story": ((100, 100, 3), 32), "digits": ((8, 8, 1), 16)}
 
 
 def build_model(keras, name: str, classes: int = 10, width: int | None = None):
@@ -73,6 +73,10 @@ def build_model(keras, name: str, classes: int = 10, width: int | None = None):
         for _ in range(4):
             x = block(x, w)
         outputs = layers.Dense(classes)(layers.GlobalAveragePooling2D()(x))
+    elif name == "digits":  # two small convs: what the tests train
+        x = layers.MaxPooling2D(2)(layers.Conv2D(w, 3, padding="same", activation="relu")(inputs))
+        x = layers.MaxPooling2D(2)(layers.Conv2D(2 * w, 3, padding="same", activation="relu")(x))
+        outputs = layers.Dense(classes)(layers.Flatten()(x))
     else:
         raise ValueError(f"unknown model {name!r}; choose from {', '.join(SHAPES)}")
     return keras.Model(inputs, outputs, name=name)

@@ -1,0 +1,58 @@
+"""``gingham bench keras``: the command trains the same Keras model on gingham's Keras backend
+and on Keras' PyTorch backend, from the same weights, and their losses agree; a gingham run
+whose losses do not is reported wrong; bad arguments are usage errors.
+
+The runs train the smallest model (``digits``, two convs on 8x8 images) for one step a
+epoch at a tiny batch on ``cpu``; no timing is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gingham.cli import main
+
+pytest.importorskip("keras")
+pytest.importorskip("torch")
+
+from gingham.bench import keras as bench_keras  # noqa: E402
+
+TINY = ["digits", "--device", "cpu", "--batch", "4", "--steps", "1"]
+
+
+def test_runs_both_backends_from_the_same_weights(tmp_path, capsys):
+    path = tmp_path / "keras.json"
+    assert main(["bench", "keras", *TINY, "--json", str(path)]) == 0
+    records = {r["backend"]: r for r in json.loads(path.read_text())}
+    assert set(records) == {"gingham", "torch"}
+    ours, theirs = records["gingham"], records["torch"]
+    assert ours["error"] is None and theirs["error"] is None
+    # Two epochs of one step each: the same weights and data give the same losses, and the
+    # second epoch's loss is after one SGD step, so it checks the gradients too.
+    assert len(ours["losses"]) == len(theirs["losses"]) == 2
+    assert ours["losses"] == pytest.approx(theirs["losses"], rel=1e-4)
+    assert ours["losses"][1] != pytest.approx(ours["losses"][0], rel=1e-6)
+    assert ours["ratio"] > 0 and ours["steps_per_epoch"] == 1438 // 4 + 1
+    table = capsys.readouterr().out
+    assert "digits  gingham" in table and "digits  torch" in table
+
+
+def test_losses_that_differ_are_wrong():
+    def run(backend: str, losses: list[float]) -> bench_keras.KerasRun:
+        return bench_keras.KerasRun("digits", backend, "cpu", "cpu", 4, 1, 360,
+                                    epoch_seconds=[1.0, 0.5], losses=losses)
+
+    runs = [run("torch", [2.30, 2.10]), run("gingham", [2.30, 2.20])]
+    bench_keras._check_losses(runs)
+    assert runs[1].error.startswith("WRONG")
+    assert runs[0].error is None
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bench", "keras", "lenet", "--device", "cpu"], "unknown model(s) lenet"),
+])
+def test_bad_arguments_are_usage_errors(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
