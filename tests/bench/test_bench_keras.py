@@ -8,13 +8,17 @@ epoch at a tiny batch on ``cpu``; no timing is asserted.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
 
 from gingham.cli import main
 
-pytest.importorskip("keras")
+# Not imported here: Keras binds its backend at its first import, and the runners are
+# processes of their own.
+if importlib.util.find_spec("keras") is None:
+    pytest.skip("keras is not installed (pip install 'gingham[keras]')", allow_module_level=True)
 pytest.importorskip("torch")
 
 from gingham.bench import keras as bench_keras  # noqa: E402
