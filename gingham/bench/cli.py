@@ -150,8 +150,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "channels-last) with model.fit on gingham's Keras backend on each device "
                     "and on Keras' PyTorch backend on the same hardware, from the same initial "
                     "weights on the same synthetic data (each backend in a process of its "
-                    "own), and report ms/step, seconds per epoch extrapolated to 50,000 "
-                    "images, the first epoch, and the losses, which must agree. ratio = "
+                    "own), and report ms/step, seconds per epoch extrapolated to the "
+                    "model's epoch (50,000 images for the CIFAR-sized ones), the first epoch, and the losses, which must agree. ratio = "
                     "PyTorch backend's time / gingham's. Needs keras: pip install "
                     "'gingham[keras]'.")
     keras.add_argument("models", nargs="*", metavar="MODEL",

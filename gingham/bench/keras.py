@@ -14,10 +14,11 @@ the PyTorch one first, which saves the initial weights, then gingham's on each d
 loads them, so all train the same weights on the same synthetic data and their losses agree
 (checked: :data:`LOSS_TOLERANCE`). Each trains two epochs of ``steps`` batches with
 ``model.fit``; the first holds the first step (trace + compile; PyTorch's own set-up), the
-second is timed. Seconds per epoch are **extrapolated** to the model's epoch (50,000 images):
-ms/step x steps per epoch; the first epoch is estimated as the first measured epoch plus the
-rest at the timed rate. ratio = PyTorch's time / gingham's on the same hardware (> 1: gingham
-is faster).
+second is timed step by step (each step ends once a weight is back on the host). Seconds per
+epoch are **extrapolated** to the model's epoch (``bench model``'s: 50,000 images for the
+CIFAR-sized ones): the median timed step x steps per epoch; the first epoch is estimated as
+the first measured epoch plus the rest at the timed rate. ratio = PyTorch's time / gingham's
+on the same hardware (> 1: gingham is faster).
 
     runs = bench_keras(["story"], ["cpu"], KerasSettings(steps=3, batch=8))
     print(format_runs(runs))
@@ -28,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -76,12 +78,16 @@ class KerasRun:
     steps_per_epoch: int
     precision: str = "fp32"
     epoch_seconds: list[float] = field(default_factory=list)
+    step_times: list[list[float]] = field(default_factory=list)  # per epoch, per step
     losses: list[float] = field(default_factory=list)
     error: str | None = None
 
     @property
     def step_seconds(self) -> float | None:
-        return self.epoch_seconds[1] / self.steps if len(self.epoch_seconds) > 1 else None
+        """The median step of the timed (second) epoch."""
+        if len(self.step_times) < 2 or not self.step_times[1]:
+            return None
+        return float(statistics.median(self.step_times[1]))
 
     @property
     def epoch(self) -> float | None:
@@ -138,6 +144,7 @@ def run_worker(backend: str, model: str, device: str, batch: int, settings: Kera
         with open(out) as handle:
             record = json.load(handle)
     run.epoch_seconds, run.losses = record["epoch_seconds"], record["losses"]
+    run.step_times = record["step_seconds"]
     return run
 
 
@@ -202,9 +209,9 @@ def ratio(run: KerasRun, runs: Sequence[KerasRun]) -> float | None:
 
 
 def format_runs(runs: Sequence[KerasRun]) -> str:
-    from .report import text_table
+    from .report import format_seconds, text_table
 
-    header = ["model", "backend", "device", "batch", "ms/step", "s/epoch", "first epoch",
+    header = ["model", "backend", "device", "batch", "ms/step", "epoch", "first epoch",
               "losses", "ratio"]
     rows = []
     for run in runs:
@@ -214,13 +221,15 @@ def format_runs(runs: Sequence[KerasRun]) -> str:
             continue
         value = ratio(run, runs)
         rows.append([run.model, run.backend, run.device, str(run.batch),
-                     f"{run.step_seconds * 1e3:.1f}", f"{run.epoch:.1f}",
-                     f"{run.first_epoch:.1f}", _losses(run.losses),
+                     f"{run.step_seconds * 1e3:.1f}", format_seconds(run.epoch),
+                     format_seconds(run.first_epoch), _losses(run.losses),
                      "" if value is None else f"{value:.2f}x"])
-    notes = ["", "Keras model.fit, two epochs of the given steps: the first holds the first "
-             "step (trace + compile), the second is timed; s/epoch extrapolated to 50,000 "
-             "images; ratio = PyTorch backend's s/epoch / gingham's on the same hardware"]
-    return text_table([header, *rows], right={3, 4, 5, 6, 8}) + "\n".join(notes)
+    notes = ["Keras model.fit, two epochs of the given steps: the first holds the first step "
+             "(trace + compile), the second is timed; ms/step = its median step; epoch = "
+             "ms/step x the model's epoch (bench model's images per epoch: 50,000 for the "
+             "CIFAR-sized models), extrapolated; ratio = the PyTorch backend's epoch / "
+             "gingham's on the same hardware"]
+    return "\n\n".join([text_table([header, *rows], right={3, 4, 5, 6, 8}), *notes])
 
 
 def records(runs: Sequence[KerasRun]) -> list[dict]:

@@ -12,10 +12,10 @@ there, so every runner of a comparison starts from the same weights. The data ar
 images and labels of the model's shape (seed 0), ``steps`` batches, channels-last.
 
 Two epochs of ``model.fit`` (``shuffle=False``, SGD with Nesterov momentum): the first holds the
-first step (trace and compile, or PyTorch's set-up), the second is timed. Each epoch's time
-ends when a weight has been read back to the host (every step has then finished on the
-device). Written to ``--out`` (JSON): ``epoch_seconds``, ``losses`` (each epoch's mean) and
-``backend`` as Keras reports it.
+first step (trace and compile, or PyTorch's set-up), the second is timed. Each step's and each
+epoch's time ends when a weight has been read back to the host (every step has then finished
+on the device). Written to ``--out`` (JSON): ``epoch_seconds``, ``step_seconds`` (per epoch,
+per step), ``losses`` (each epoch's mean) and ``backend`` as Keras reports it.
 """
 
 from __future__ import annotations
@@ -124,24 +124,35 @@ def main(argv: list[str] | None = None) -> int:
     images, labels = synthetic_data(args.model, args.batch, args.steps)
     probe = model.trainable_weights[0]
 
-    class EpochTimer(keras.callbacks.Callback):
-        """Each epoch's wall time, ended once a weight is back on the host."""
+    class StepTimer(keras.callbacks.Callback):
+        """Each step's and each epoch's wall time, each ended once a weight is back on the
+        host (every step has then finished on the device)."""
 
         def __init__(self) -> None:
             super().__init__()
-            self.seconds: list[float] = []
+            self.epochs: list[float] = []
+            self.steps: list[list[float]] = []
 
         def on_epoch_begin(self, epoch, logs=None):
-            self.started = time.perf_counter()
+            self.epoch_started = time.perf_counter()
+            self.steps.append([])
+
+        def on_train_batch_begin(self, batch, logs=None):
+            self.step_started = time.perf_counter()
+
+        def on_train_batch_end(self, batch, logs=None):
+            keras.ops.convert_to_numpy(probe.value)
+            self.steps[-1].append(time.perf_counter() - self.step_started)
 
         def on_epoch_end(self, epoch, logs=None):
-            keras.ops.convert_to_numpy(probe.value)  # waits for every step on the device
-            self.seconds.append(time.perf_counter() - self.started)
+            keras.ops.convert_to_numpy(probe.value)
+            self.epochs.append(time.perf_counter() - self.epoch_started)
 
-    timer = EpochTimer()
+    timer = StepTimer()
     history = model.fit(images, labels, batch_size=args.batch, epochs=2, shuffle=False,
                         verbose=0, callbacks=[timer])
-    record = {"backend": keras.config.backend(), "epoch_seconds": timer.seconds,
+    record = {"backend": keras.config.backend(), "epoch_seconds": timer.epochs,
+              "step_seconds": timer.steps,
               "losses": [float(v) for v in history.history["loss"]]}
     with open(args.out, "w") as handle:
         json.dump(record, handle)
