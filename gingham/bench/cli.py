@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 
+from .keras import KERAS_MODELS
 from .model import DEFAULT_MODELS, MODELS
 from .ops import CONV_BATCH, DTYPES, GROUPS, BenchError, OpBench, Settings, known_pattern
 from .report import format_table, machine_description, records, write_json, write_text
@@ -170,8 +171,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     everything = benches.add_parser(
         "all", help="the whole picture in one command: ops on every device, then the models",
         description="Run `bench ops` on every device gingham sees (or --devices), then `bench "
-                    "model --all-devices` and `bench onnx --all-devices` (inference of the "
-                    "same models through the ONNX frontend, when onnx is installed), writing "
+                    "model --all-devices`, `bench onnx --all-devices` (inference of the "
+                    "same models through the ONNX frontend, when onnx is installed) and `bench "
+                    "keras --all-devices` (the models in Keras, when keras is installed), "
+                    "writing "
                     "each table (.txt), its JSON records and the seconds-per-epoch chart "
                     "(.png, when matplotlib is installed) into --out.")
     everything.add_argument("--out", metavar="DIR", default="bench-results",
@@ -494,7 +497,7 @@ def keras_command(args: argparse.Namespace) -> int:
 
     from gingham.devices import default_device_id, list_devices
 
-    from .keras import DEFAULT_KERAS_MODELS, KERAS_MODELS, KerasSettings, bench_keras
+    from .keras import DEFAULT_KERAS_MODELS, KerasSettings, bench_keras
     from .keras import format_runs as keras_runs
     from .keras import records as keras_records
 
@@ -594,6 +597,16 @@ def all_command(args: argparse.Namespace) -> int:
         else:
             print("note: onnx is not installed (pip install 'gingham[onnx]'): no ONNX "
                   "inference benchmark")
+        # The same models in Keras, on gingham's Keras backend beside Keras on PyTorch.
+        keras_models = [m for m in models if m in KERAS_MODELS]
+        if keras_models and importlib.util.find_spec("keras") is not None:
+            keras_args = ["bench", "keras", *keras_models, "--all-devices",
+                          "--steps", "2" if args.quick else "5"]
+            keras_args += ["--batch", str(args.batch)] if args.batch else []
+            parts.append(("keras", keras_args))
+        elif keras_models:
+            print("note: keras is not installed (pip install 'gingham[keras]'): no Keras "
+                  "benchmark")
     parser = build_parser()
     status = 0
     for name, argv in parts:
@@ -628,4 +641,5 @@ class _Tee:
             stream.flush()
 
 
-__all__ = ["register", "ops_command", "model_command", "onnx_command", "all_command"]
+__all__ = ["register", "ops_command", "model_command", "onnx_command", "keras_command",
+           "all_command"]

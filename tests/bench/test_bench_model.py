@@ -163,6 +163,13 @@ def test_bench_all_writes_every_table_and_record(tmp_path, capsys):
         assert "ms/batch" in (out / "onnx.txt").read_text()
     else:
         assert "onnx is not installed" in printed
+    if {"keras.txt", "keras.json"} <= names:  # with keras installed: the model in Keras
+        keras_records = _records(out / "keras.json")
+        assert {(r["model"], r["backend"]) for r in keras_records} == {
+            ("digits", "gingham"), ("digits", "torch")}
+        assert all(r["batch"] == 4 and r["error"] is None for r in keras_records)
+    else:
+        assert "keras is not installed" in printed
 
 
 def test_auto_layout_is_channels_last_under_mixed_precision_and_on_cpus():
