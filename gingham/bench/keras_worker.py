@@ -6,7 +6,8 @@ backend, in a process of its own (Keras binds its backend when it is first impor
 
 ``--backend gingham`` imports :mod:`gingham.keras` (which installs gingham's Keras backend)
 before Keras, on ``--device`` (``GINGHAM_DEVICE``); ``--backend torch`` runs Keras on PyTorch
-(``KERAS_BACKEND=torch``; the parent hides the GPUs from a ``cpu`` run). The model is built
+(``KERAS_BACKEND=torch``, with PyTorch's CUDA set as every baseline's: TF32 off, cuDNN's
+autotuning on; the parent hides the GPUs from a ``cpu`` run). The model is built
 with seed 0; ``--weights`` is loaded when the file exists, else the initial weights are saved
 there, so every runner of a comparison starts from the same weights. The data are synthetic
 images and labels of the model's shape (seed 0), ``steps`` batches, channels-last.
@@ -107,6 +108,12 @@ def main(argv: list[str] | None = None) -> int:
         import gingham.keras  # noqa: F401  (installs the backend: before keras)
     else:
         os.environ["KERAS_BACKEND"] = "torch"
+        import torch
+
+        from gingham.bench.baselines import configure_cuda
+
+        if torch.cuda.is_available():
+            configure_cuda(torch)  # as every baseline: TF32 off, cuDNN's autotuning on
     import keras
 
     if args.precision != "fp32":
