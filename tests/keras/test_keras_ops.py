@@ -22,6 +22,7 @@ import torch.nn.functional as TF  # noqa: E402
 from keras import ops  # noqa: E402
 
 from gingham.frontend.tensor import Tensor, realize, tensor  # noqa: E402
+from gingham.keras.backend.core import leaf_of  # noqa: E402
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-5)
 
@@ -297,15 +298,19 @@ def test_variables_and_conversion(device):
     convert_to_tensor infers Keras' dtypes; gingham tensors pass through."""
     with keras.device(device):
         variable = keras.Variable(np.arange(6, dtype=np.float32).reshape(2, 3))
-        leaf = variable.value
+        leaf = leaf_of(variable)
         assert isinstance(leaf, Tensor) and leaf.device == device and leaf.requires_grad
+        before = variable.value  # a snapshot: still computable after the assignment
+        doubled = before * 2.0
         variable.assign_add(np.ones((2, 3), np.float32))
-        assert variable.value is leaf
+        assert leaf_of(variable) is leaf
+        np.testing.assert_array_equal(doubled.numpy(),
+                                      2 * np.arange(6, dtype=np.float32).reshape(2, 3))
         frozen = keras.Variable(np.zeros(2, np.float32), trainable=False)
-        assert not frozen.value.requires_grad
+        assert not leaf_of(frozen).requires_grad
         assert keras.backend.standardize_dtype(ops.convert_to_tensor(1.5).dtype) == "float32"
         assert keras.backend.standardize_dtype(ops.convert_to_tensor([1, 2]).dtype) == "int32"
-        assert ops.convert_to_tensor(leaf) is leaf
+        assert ops.convert_to_tensor(before) is before
         assert ops.is_tensor(leaf) and not ops.is_tensor(np.zeros(2))
     np.testing.assert_array_equal(variable.numpy(), np.arange(1, 7, dtype=np.float32).reshape(2, 3))
     np.testing.assert_array_equal(ops.convert_to_numpy(variable * 2.0),

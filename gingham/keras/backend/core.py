@@ -313,6 +313,19 @@ class Variable(KerasVariable):
         return convert_to_tensor(value, dtype=dtype)
 
     @property
+    def value(self) -> Tensor:
+        """The variable's value. Outside a compiled step it is a snapshot (a tensor holding
+        the current value, no leaf): Keras' eager code computes from a variable and then
+        assigns it (``SeedGenerator.next``), and a lazy tensor computed from the leaf itself
+        could not be computed after the leaf changed. Inside a step (the trainer) it is the
+        leaf, whose gradients ``loss.backward()`` fills."""
+        value = KerasVariable.value.fget(self)
+        if (value is self._value and isinstance(value, Tensor) and value._buffer is not None
+                and not _updates.stack and current_trace() is None):
+            return Tensor(value.shape, value.dtype, value.device, buffer=value._buffer)
+        return value
+
+    @property
     def trainable(self) -> bool:
         return self._trainable
 
@@ -323,7 +336,7 @@ class Variable(KerasVariable):
             self._value.requires_grad = self._trainable
 
     def __array__(self, dtype=None, copy=None):
-        value = convert_to_numpy(self.value)
+        value = convert_to_numpy(self._value)
         return value if dtype is None else value.astype(dtype, copy=False)
 
 
