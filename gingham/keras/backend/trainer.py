@@ -48,6 +48,18 @@ def _batch_array(value):
     return array
 
 
+class _Structures:
+    """The nesting of a step's data and results, per structure key. Slots only: gingham.jit
+    checks the Python state a traced function can see on every call (to retrace when it
+    changes), and this bookkeeping is not the step's state."""
+
+    __slots__ = ("inputs", "outputs")
+
+    def __init__(self) -> None:
+        self.inputs: dict[str, Any] = {}
+        self.outputs: dict[str, Any] = {}
+
+
 class CompiledStep:
     """``step(data)`` traced by :func:`gingham.jit` once per structure and shapes of
     ``data``, replayed afterwards; returns the step's results with their structure. Called
@@ -56,25 +68,23 @@ class CompiledStep:
     ``traces`` counts the traces (one per batch shape, in the steady state none)."""
 
     def __init__(self, step: Callable[[Any], Any], device: str, grad: bool) -> None:
-        structures: dict[str, Any] = {}
-        results: dict[str, Any] = {}
+        shapes = _Structures()
 
         def traced(key, *leaves):
-            data = tree.pack_sequence_as(structures[key], list(leaves))
+            data = tree.pack_sequence_as(shapes.inputs[key], list(leaves))
             with update_scope():
                 if grad:
                     result = step(data)
                 else:
                     with no_grad():
                         result = step(data)
-            results[key] = result
+            shapes.outputs[key] = tree.map_structure(lambda _: None, result)
             flat = [convert_to_tensor(v) for v in tree.flatten(result)]
             # A result that is a leaf (an input returned as it is) must be computed by the
             # program to be one of its outputs.
             return tuple(v.clone() if v.is_leaf else v for v in flat)
 
-        self._structures = structures
-        self._results = results
+        self._shapes = shapes
         self._compiled = jit(traced, device=device)
 
     @property
@@ -85,10 +95,10 @@ class CompiledStep:
         data = batches[0]
         leaves = [_batch_array(v) for v in tree.flatten(data)]
         key = repr(tree.map_structure(lambda v: None if v is None else 0, data))
-        if key not in self._structures:
-            self._structures[key] = data
+        if key not in self._shapes.inputs:
+            self._shapes.inputs[key] = tree.map_structure(lambda _: None, data)
         outputs = self._compiled(key, *leaves)
-        return tree.pack_sequence_as(self._results[key], list(outputs))
+        return tree.pack_sequence_as(self._shapes.outputs[key], list(outputs))
 
 
 class GinghamTrainer(base_trainer.Trainer):
