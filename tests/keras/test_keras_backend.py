@@ -65,10 +65,19 @@ def test_steps_trace_once_per_batch_shape(device):
     trace once, 40 (a last batch of 8) twice, however many epochs; evaluate and predict
     likewise."""
     x, y = _labels(48)
+    seen = []
+    record = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: seen.append(("batch", batch)),
+        on_epoch_end=lambda epoch, logs: seen.append(("epoch", epoch, sorted(logs))))
     with keras.device(device):
         model = keras_oracle.build("mlp")
-        model.fit(x, y, batch_size=16, epochs=2, verbose=0)
+        history = model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[record])
         assert model.train_function.traces == 1
+    epoch_keys = ["loss", "sparse_categorical_accuracy"]
+    assert seen == [("batch", 0), ("batch", 1), ("batch", 2), ("epoch", 0, epoch_keys),
+        ("batch", 0), ("batch", 1), ("batch", 2), ("epoch", 1, epoch_keys)]
+    assert history.epoch == [0, 1] and all(isinstance(v, float) for v in history.history["loss"])
+    with keras.device(device):
         model.fit(x[:40], y[:40], batch_size=16, epochs=3, verbose=0)
         assert model.train_function.traces == 2
         model.evaluate(x, y, batch_size=16, verbose=0)
@@ -113,9 +122,13 @@ def test_save_and_load_model(tmp_path, device):
         np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0),
                                    rtol=1e-6, atol=1e-6)
         assert loaded.optimizer.iterations.numpy() == model.optimizer.iterations.numpy() == 2
+        evaluated = model.evaluate(x[:16], y[:16], verbose=0)
+        np.testing.assert_allclose(loaded.test_on_batch(x[:16], y[:16]), evaluated, rtol=1e-6)
         first = model.train_on_batch(x[:16], y[:16])
         second = loaded.train_on_batch(x[:16], y[:16])
         np.testing.assert_allclose(second, first, rtol=1e-6)
+        # train_on_batch reports the loss before its update, the same as test_on_batch's
+        np.testing.assert_allclose(first[0], evaluated[0], rtol=1e-5)
         for a, b in zip(model.get_weights(), loaded.get_weights()):
             np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
         fresh = keras_oracle.build("mlp")

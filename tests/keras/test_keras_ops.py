@@ -293,9 +293,13 @@ def _numpy_dtype(name):
     return np.float16 if name == "float16" else ml_dtypes.bfloat16
 
 
-def test_variables_and_conversion(device):
-    """Variables live on the current device as leaves; assign keeps their identity;
-    convert_to_tensor infers Keras' dtypes; gingham tensors pass through."""
+def test_variables_and_conversion(device, monkeypatch):
+    """Variables live on the current device (GINGHAM_DEVICE by default, or keras.device's) as
+    leaves; assign keeps their identity; convert_to_tensor infers Keras' dtypes; gingham
+    tensors pass through."""
+    monkeypatch.setenv("GINGHAM_DEVICE", device)
+    assert leaf_of(keras.Variable(np.ones(2, np.float32))).device == device
+    monkeypatch.delenv("GINGHAM_DEVICE")
     with keras.device(device):
         variable = keras.Variable(np.arange(6, dtype=np.float32).reshape(2, 3))
         leaf = leaf_of(variable)
