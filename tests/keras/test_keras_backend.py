@@ -135,3 +135,32 @@ def test_save_and_load_model(tmp_path, device):
         fresh.set_weights(model.get_weights())
         np.testing.assert_allclose(fresh.predict_on_batch(x), model.predict_on_batch(x),
                                    rtol=1e-6, atol=1e-6)
+
+
+def test_cond_in_a_compiled_step(device):
+    """ops.cond on a tensor inside a compiled step runs both branches and selects on the
+    device: with gradient_accumulation_steps=2 (Keras' cond between accumulating and
+    updating), the first batch leaves the weights and the second applies the mean gradient,
+    which for equal halves of a mean loss is one step on both halves together."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((16, 4)).astype(np.float32)
+    y = rng.standard_normal((16, 2)).astype(np.float32)
+
+    def make(**options):
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+        model.compile(optimizer=keras.optimizers.SGD(0.1, **options), loss="mse")
+        return model
+
+    with keras.device(device):
+        accumulating, single = make(gradient_accumulation_steps=2), make()
+        start = accumulating.get_weights()
+        single.set_weights(start)
+        accumulating.train_on_batch(x[:8], y[:8])
+        for before, now in zip(start, accumulating.get_weights()):
+            np.testing.assert_array_equal(now, before)
+        accumulating.train_on_batch(x[8:], y[8:])
+        single.train_on_batch(x, y)
+    assert accumulating.train_function.traces == 1
+    for a, b, before in zip(accumulating.get_weights(), single.get_weights(), start):
+        assert np.abs(b - before).max() > 1e-3
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -236,6 +236,10 @@ NUMPY = {
                  [rand(2, 3, 4)]),
     "divide_no_nan": (ops.divide_no_nan, lambda a, b: np.where(b == 0, 0, a / np.where(
         b == 0, 1, b)).astype(np.float32), [rand(4), np.array([1, 0, 2, 0], np.float32)]),
+    "mod_floor_divide": (lambda a, b: (ops.mod(a, b), ops.floor_divide(a, 3), a % 2.5),
+                         lambda a, b: (np.mod(a, b), a // 3, (a % 2.5).astype(np.float32)),
+                         [np.array([7, -7, 7, -7, 0], np.int32),
+                          np.array([3, 3, -3, -3, 2], np.int32)]),
     "arange": (lambda: ops.arange(1, 7, 2), lambda: np.arange(1, 7, 2, dtype=np.int32), []),
     "full_like": (lambda x: ops.full_like(x, 2.5), lambda x: np.full_like(x, 2.5), [rand(2, 2)]),
     "isinf_isnan": (lambda x: ops.logical_or(ops.isinf(x), ops.isnan(x)),

@@ -34,7 +34,7 @@ from keras.src.backend.common.symbolic_scope import SymbolicScope
 
 from ...devices import default_device_id, get_device
 from ...frontend.jit import current_trace
-from ...frontend.tensor import Tensor, assign_all, stack, tensor
+from ...frontend.tensor import Tensor, assign_all, stack, tensor, where
 from ...tile import builder
 from ...tile import dtypes as dt
 from ._unsupported import unsupported_module_getattr
@@ -171,13 +171,37 @@ def stop_gradient(variable) -> Tensor:
 
 
 def cond(pred, true_fn: Callable, false_fn: Callable):
-    if isinstance(pred, (Tensor, Variable)):
-        if current_trace() is not None:
-            raise NotImplementedError(
-                "cond on a tensor inside a compiled step is not supported by gingham's Keras "
-                "backend (the branch would be frozen when the step is traced)")
-        pred = bool(convert_to_numpy(pred))
-    return true_fn() if pred else false_fn()
+    """``true_fn()`` if ``pred`` else ``false_fn()``. Inside a compiled step a tensor ``pred``
+    is not known when the step is traced, so both branches are traced and their results and
+    variable updates are selected by ``pred`` on the device (how Keras' loss scaling and
+    gradient accumulation skip or apply an update)."""
+    if not isinstance(pred, (Tensor, Variable)):
+        return true_fn() if pred else false_fn()
+    if current_trace() is None:
+        return true_fn() if bool(convert_to_numpy(pred)) else false_fn()
+    if not _updates.stack:
+        raise NotImplementedError(
+            "cond on a tensor inside gingham.jit is supported by gingham's Keras backend only "
+            "in the trainer's compiled steps (which hold back variables' updates)")
+    pred = convert_to_tensor(pred, "bool")
+    pending = _updates.stack[-1]
+    before = {key: variable._value for key, (variable, _) in pending.items()}
+    true_result = true_fn()
+    after_true = {key: variable._value for key, (variable, _) in pending.items()}
+    for key, (variable, leaf) in pending.items():
+        variable._value = before.get(key, leaf)  # the false branch starts from the same state
+    false_result = false_fn()
+    for key, (variable, leaf) in pending.items():
+        chosen = after_true.get(key, before.get(key, leaf))
+        if chosen is not variable._value:
+            variable._value = _select(pred, chosen, variable._value)
+    return tree.map_structure(lambda a, b: None if a is None else _select(pred, a, b),
+                              true_result, false_result)
+
+
+def _select(pred: Tensor, a, b) -> Tensor:
+    a, b = convert_to_tensor(a), convert_to_tensor(b)
+    return where(pred, a, b.astype(a.dtype) if b.dtype != a.dtype else b)
 
 
 def unstack(x, num=None, axis=0) -> list:

@@ -89,6 +89,10 @@ def maximum(x1, x2): return _binary(x1, x2, gt.maximum, commutative=True)
 def minimum(x1, x2): return _binary(x1, x2, gt.minimum, commutative=True)
 
 
+def mod(x1, x2): return _binary(x1, x2, lambda a, b: a % b)
+def floor_divide(x1, x2): return _binary(x1, x2, lambda a, b: a // b)
+
+
 def divide(x1, x2):
     dtype = dtypes.result_type(_dtype_of(x1), _dtype_of(x2), float)
     a = x1 if isinstance(x1, _SCALARS) else convert_to_tensor(x1, dtype)
