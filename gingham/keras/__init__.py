@@ -19,19 +19,29 @@ compiled program.
 
 What works: ``keras.ops`` on gingham tensors (elementwise math, reductions, shapes, matmul,
 the nn ops below), ``convert_to_tensor`` / ``convert_to_numpy``, dtypes float32, float16,
-bfloat16 and the integers; the layers Dense, Conv2D (channels_last and channels_first),
-MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, BatchNormalization, Dropout, Flatten,
-Reshape, Embedding, LayerNormalization, Activation (relu, gelu, sigmoid, tanh, softmax,
-log_softmax, silu), Add, Concatenate; Sequential and functional models; the losses
-(Sparse)CategoricalCrossentropy, BinaryCrossentropy, MeanSquaredError; the metrics accuracy,
-sparse_categorical_accuracy, mae; the optimisers SGD (momentum, nesterov), Adam, AdamW;
-``fit`` (validation data, callbacks, history), ``evaluate``, ``predict``, ``*_on_batch``,
-``model.save`` / ``keras.models.load_model`` and ``get_weights`` / ``set_weights``.
+bfloat16 and the integers (and the ``mixed_float16`` / ``mixed_bfloat16`` policies); the
+layers Dense, Conv2D (channels_last and channels_first), MaxPooling2D, AveragePooling2D,
+GlobalAveragePooling2D, BatchNormalization, Dropout, Flatten, Reshape, Permute, Embedding,
+LayerNormalization, Activation (relu, gelu, sigmoid, tanh, softmax, log_softmax, silu), Add,
+Concatenate; Sequential and functional models; the losses (Sparse)CategoricalCrossentropy,
+BinaryCrossentropy, MeanSquaredError; the metrics accuracy, sparse_categorical_accuracy, mae;
+Keras' optimisers (tested: SGD with momentum and nesterov, Adam, AdamW; gradient clipping
+and accumulation); ``fit`` (validation data, callbacks, history), ``evaluate``,
+``predict``, ``train_on_batch`` / ``test_on_batch`` / ``predict_on_batch``, ``model.save`` /
+``keras.models.load_model`` and ``get_weights`` / ``set_weights``.
 
-Not yet: sparse and ragged tensors, ``steps_per_execution > 1``, RNN layers, ``keras.ops``
-linear algebra, FFT, image ops, segment reductions, sorting and ``scan``/``while_loop``
-control flow, export. Each such op raises ``NotImplementedError`` naming the op and
-"gingham's Keras backend".
+Semantics to know: the steps are always compiled (``run_eagerly`` and ``jit_compile`` are
+ignored); ``ops.cond`` on a tensor inside a step runs both branches and selects on the
+device. Outside a step, ``variable.value`` is a snapshot of the variable's current value (a
+plain tensor, not the leaf gradients are taken for), so eager code can compute from a
+variable and then assign it; gradients are taken inside the trainer's steps.
+
+Not yet: sparse and ragged tensors, ``steps_per_execution > 1``, RNN layers, 1-d and 3-d
+convolutions and pooling, grouped / depthwise / separable / transposed convolutions,
+``keras.ops`` linear algebra, FFT, image ops, segment reductions, sorting, cumulative sums,
+``scan`` / ``while_loop`` / ``scatter``, random draws other than dropout inside a step, and
+export. Each such op raises ``NotImplementedError`` naming the op and "gingham's Keras
+backend".
 
 How it is installed: Keras 3 has no plug-in mechanism for backends (``keras.src.backend``,
 ``keras.src.layers.layer`` and ``keras.src.models.model`` pick the backend's modules by name
