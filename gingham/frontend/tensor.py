@@ -347,6 +347,10 @@ class Tensor:
             return _true_divide(o, self)
         divisor = self if dt.is_float(self.dtype) else self.astype(np.float32)
         return divisor._elementwise(lambda a, b: b / a, [o], "divide")
+    def __mod__(self, o): return _remainder(self, o)
+    def __rmod__(self, o): return _remainder(_weak_scalar(o, self), self)
+    def __floordiv__(self, o): return _floor_divide(self, o)
+    def __rfloordiv__(self, o): return _floor_divide(_weak_scalar(o, self), self)
     def __neg__(self): return self._elementwise(lambda a: -a, [], "negative")
     def __pow__(self, o):
         return _autocast_float32(self)._elementwise(lambda a, b: builder.pow(a, b), [o], "pow")
@@ -788,6 +792,30 @@ class Tensor:
         return self if self.dtype == target else self.astype(target)
 
 
+# Python's rule for an operand of a type an operator does not know: return NotImplemented, so
+# that the other operand's reflected operator runs (a Keras variable beside a gingham tensor,
+# ``gradient + accumulator``, computes through the variable's ``__radd__``).
+_OPERANDS = (Tensor, bool, int, float, np.number, np.ndarray)
+
+
+def _deferring(operator: Callable) -> Callable:
+    def deferring(self, other):
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return operator(self, other)
+
+    deferring.__name__ = operator.__name__
+    deferring.__doc__ = operator.__doc__
+    return deferring
+
+
+for _name in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv", "pow", "rpow",
+              "mod", "rmod", "floordiv", "rfloordiv", "lt", "le", "gt", "ge", "eq", "ne", "and",
+              "rand", "or", "ror", "xor", "rxor", "matmul"):
+    setattr(Tensor, f"__{_name}__", _deferring(getattr(Tensor, f"__{_name}__")))
+del _name
+
+
 # -- creation ------------------------------------------------------------------------------------------
 
 
@@ -874,6 +902,55 @@ def _true_divide(a: Tensor, b) -> Tensor:
     if isinstance(b, Tensor) and not dt.is_float(b.dtype):
         b = b.astype(np.float32)
     return a._elementwise(lambda x, y: x / y, [b], "divide")
+
+
+def _weak_scalar(value, like: Tensor) -> Tensor:
+    """A number on the left of a reflected operator as a 0-d tensor of the dtype it takes
+    beside ``like`` (a weak scalar, as in PyTorch: ``7 // int32_tensor`` is int32)."""
+    if isinstance(value, Tensor):
+        return value
+    floating = dt.is_float(like.dtype) or isinstance(value, float)
+    dtype = like.dtype if dt.is_float(like.dtype) or not floating else dt.FLOAT32
+    return tensor(np.asarray(value, dtype), device=like.device)
+
+
+def _sign_differs(remainder, divisor):
+    """Where a C remainder (the dividend's sign) is not Python's (the divisor's sign): it is
+    nonzero and of the other sign than the divisor."""
+    if not isinstance(divisor, builder.Tensor):  # a number: its sign is known now
+        return remainder < 0 if divisor > 0 else remainder > 0
+    return builder.logical_or(builder.logical_and(remainder < 0, divisor > 0),
+                              builder.logical_and(remainder > 0, divisor < 0))
+
+
+def _remainder(a: Tensor, b) -> Tensor:
+    """``a % b`` with the divisor's sign, as PyTorch's (and Python's) ``%``; floats as
+    ``a - floor(a / b) * b``, integers from Tile's C remainder, corrected."""
+    if dt.is_float(a.dtype) or isinstance(b, float) or (
+            isinstance(b, Tensor) and dt.is_float(b.dtype)):
+        # an integer operand as float32 (as _true_divide makes it), not NumPy's float64
+        a = a if dt.is_float(a.dtype) else a.astype(dt.FLOAT32)
+        b = b.astype(a.dtype) if isinstance(b, Tensor) and not dt.is_float(b.dtype) else b
+        return a - _floor_divide(a, b) * b
+
+    def remainder(x, y):
+        r = x % y
+        return builder.select(_sign_differs(r, y), r + y, r)
+
+    return a._elementwise(remainder, [b], "remainder")
+
+
+def _floor_divide(a: Tensor, b) -> Tensor:
+    """``a // b`` rounded toward minus infinity, as PyTorch's ``//``; integers from Tile's
+    truncating ``/``, one less where the remainder's sign differs from the divisor's."""
+    if dt.is_float(a.dtype) or isinstance(b, float) or (
+            isinstance(b, Tensor) and dt.is_float(b.dtype)):
+        return _true_divide(a, b).floor()
+
+    def floor_divide(x, y):
+        return builder.select(_sign_differs(x % y, y), x / y - 1, x / y)
+
+    return a._elementwise(floor_divide, [b], "floor_divide")
 
 
 def _integral(op: str, *operands) -> None:

@@ -111,7 +111,7 @@ def test_shape_methods(device):
 def test_math_methods(device):
     """clamp with numbers, tensors and one bound, the float functions, masked_fill with a
     number and a 0-d tensor (whose gradient sums the filled places), softmax/log_softmax, and
-    ~ & | ^ on bool masks (logical) and integers (bitwise)."""
+    ~ & | ^ on bool masks (logical) and integers (bitwise), % and // on floats and integers."""
     arrays = dict(x=rand(3, 5), lo=rand(5, seed=1) - 0.5, v=np.array(0.7, np.float32))
 
     def run(lib, x, lo, v):
@@ -132,6 +132,14 @@ def test_math_methods(device):
             "clone": x.clone(), "not": ~(x > 0), "and": (x > 0) & (lo < 0),
             "or": (x > 1.0) | (lo > 0), "xor": (x > 0) ^ (x > 0.5),
             "int_bits": ~((x * 9.0).int() & 6), "masked_by_not": x.masked_fill(~(x > 0), 0.0),
+            # % and // take the divisor's sign and round down, as Python's
+            "mod": x % 0.7, "mod_negative": x % -0.4, "floordiv": x.detach() // 0.3,
+            "rmod": 5 % ((x * 9.0).int().abs() + 1), "int_mod": (x * 9.0).int() % 4,
+            "int_mod_negative": (x * 9.0).int() % -3, "int_floordiv": (x * 9.0).int() // 4,
+            "int_mod_tensor": (x * 9.0).int() % ((lo * 5.0).int().abs() + 1),
+            "int_floordiv_tensor": (x * 9.0).int() // -((lo * 5.0).int().abs() + 1),
+            "int_rfloordiv": 7 // ((x * 9.0).int().abs() + 1),
+            "int_mod_float": (x * 9.0).int() % 2.5,
         }
 
     compare(device, arrays, run)

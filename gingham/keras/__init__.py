@@ -1,0 +1,134 @@
+"""``gingham.keras``: gingham as a Keras 3 backend.
+
+    import gingham.keras            # before keras
+    import keras
+
+    model = keras.Sequential([keras.Input((784,)), keras.layers.Dense(128, activation="relu"),
+                              keras.layers.Dense(10)])
+    model.compile(optimizer="adam", metrics=["accuracy"],
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, batch_size=64, epochs=3, validation_data=(x_val, y_val))
+
+``keras.config.backend()`` is then ``"gingham"``; ``KERAS_BACKEND=gingham`` works as well (it
+is what importing this module sets up; another backend named there is refused). Variables are
+gingham tensors on gingham's default device (``GINGHAM_DEVICE`` or the config file; ``with
+keras.device("opencl:0"):`` picks another for what is created inside). Each training, test
+and predict step (forward, gradients from gingham's autodiff, the optimiser's updates, the
+metrics' updates) is traced once per batch shape by :func:`gingham.jit` and replayed as one
+compiled program.
+
+What works: ``keras.ops`` on gingham tensors (elementwise math, reductions, shapes, matmul,
+the nn ops below), ``convert_to_tensor`` / ``convert_to_numpy``, dtypes float32, float16,
+bfloat16 and the integers (and the ``mixed_float16`` / ``mixed_bfloat16`` policies); the
+layers Dense, Conv2D (channels_last and channels_first), MaxPooling2D, AveragePooling2D,
+GlobalAveragePooling2D, BatchNormalization, Dropout, Flatten, Reshape, Permute, Embedding,
+LayerNormalization, Activation (relu, gelu, sigmoid, tanh, softmax, log_softmax, silu), Add,
+Concatenate; Sequential and functional models; the losses (Sparse)CategoricalCrossentropy,
+BinaryCrossentropy, MeanSquaredError; the metrics accuracy, sparse_categorical_accuracy, mae;
+Keras' optimisers (tested: SGD with momentum and nesterov, Adam, AdamW; gradient clipping
+and accumulation); ``fit`` (validation data, callbacks, history), ``evaluate``,
+``predict``, ``train_on_batch`` / ``test_on_batch`` / ``predict_on_batch``, ``model.save`` /
+``keras.models.load_model`` and ``get_weights`` / ``set_weights``.
+
+Semantics to know: the steps are always compiled (``run_eagerly`` and ``jit_compile`` are
+ignored); ``ops.cond`` on a tensor inside a step runs both branches and selects on the
+device. Outside a step, ``variable.value`` is a snapshot of the variable's current value (a
+plain tensor, not the leaf gradients are taken for), so eager code can compute from a
+variable and then assign it; gradients are taken inside the trainer's steps.
+
+Not yet: sparse and ragged tensors, ``steps_per_execution > 1``, RNN layers, 1-d and 3-d
+convolutions and pooling, grouped / depthwise / separable / transposed convolutions,
+``keras.ops`` linear algebra, FFT, image ops, segment reductions, sorting, cumulative sums,
+``scan`` / ``while_loop`` / ``scatter``, random draws other than dropout inside a step, and
+export. Each such op raises ``NotImplementedError`` naming the op and "gingham's Keras
+backend".
+
+How it is installed: Keras 3 has no plug-in mechanism for backends (``keras.src.backend``,
+``keras.src.layers.layer`` and ``keras.src.models.model`` pick the backend's modules by name
+when they are imported). Importing this module puts a finder at the front of
+``sys.meta_path`` that answers for ``keras.src.backend.numpy`` and its submodules with
+gingham's modules (:mod:`gingham.keras.backend`), imports Keras with ``KERAS_BACKEND=numpy``
+for that import only, then names the backend ``"gingham"``. Keras' only run-time tests of
+the name ``"numpy"`` choose an error message's wording and a reload path
+(``keras.config.set_backend``), so the rename changes nothing else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import os
+import sys
+
+from ..errors import GinghamError
+
+BACKEND_NAME = "gingham"
+# Keras' own slot that gingham's modules fill: the numpy backend is the one whose trainer
+# and layer mixin need nothing of a framework (TensorFlow, JAX, PyTorch).
+_SLOT = "keras.src.backend.numpy"
+_SOURCE = "gingham.keras.backend"
+
+
+class _AliasLoader(importlib.abc.Loader):
+    """Gives the import system gingham's module itself for Keras' name (one module object
+    under two names, so its classes are the same for ``isinstance``)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self._spec = None
+
+    def create_module(self, spec):
+        module = importlib.import_module(self.source)
+        self._spec = module.__spec__
+        return module
+
+    def exec_module(self, module) -> None:
+        # The import system set __spec__ to Keras' name: keep the module's own.
+        module.__spec__ = self._spec
+
+
+class _BackendFinder(importlib.abc.MetaPathFinder):
+    """Answers for ``keras.src.backend.numpy[.*]`` with ``gingham.keras.backend[.*]``."""
+
+    def find_spec(self, name, path, target=None):
+        if name != _SLOT and not name.startswith(_SLOT + "."):
+            return None
+        source = _SOURCE + name[len(_SLOT):]
+        return importlib.util.spec_from_loader(name, _AliasLoader(source),
+                                               is_package=name == _SLOT)
+
+
+def _install() -> None:
+    config = sys.modules.get("keras.src.backend.config")
+    if config is not None:
+        if config.backend() != BACKEND_NAME:
+            raise GinghamError(
+                f"keras was imported with its {config.backend()!r} backend before "
+                "gingham.keras; import gingham.keras first (before keras and anything that "
+                "imports keras), in a fresh process")
+        return
+    wanted = os.environ.get("KERAS_BACKEND", "")
+    if wanted not in ("", BACKEND_NAME):
+        raise GinghamError(
+            f"KERAS_BACKEND={wanted!r} asks for another backend than gingham; unset it or set "
+            f"KERAS_BACKEND={BACKEND_NAME} to use gingham.keras")
+    if not any(isinstance(finder, _BackendFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _BackendFinder())
+    os.environ["KERAS_BACKEND"] = "numpy"
+    try:
+        importlib.import_module("keras")  # the import that loads gingham's backend modules
+        from keras.src.backend import config as keras_config
+    finally:
+        if wanted:
+            os.environ["KERAS_BACKEND"] = wanted
+        else:
+            del os.environ["KERAS_BACKEND"]
+    keras_config._BACKEND = BACKEND_NAME
+
+
+_install()
+
+from .backend.core import current_device, set_device  # noqa: E402
+
+__all__ = ["BACKEND_NAME", "current_device", "set_device"]

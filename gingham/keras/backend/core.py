@@ -1,0 +1,367 @@
+"""Keras' core backend contract on gingham tensors: variables, conversion, devices.
+
+A Keras ``Variable`` holds a gingham leaf tensor (``requires_grad`` when trainable) on the
+device current when it was created (:func:`current_device`). Its identity never changes:
+``assign`` gives the leaf a new value (:meth:`gingham.Tensor.assign`), so a compiled step
+that captured it reads the new value on its next replay.
+
+Inside a compiled step (:func:`update_scope`, which the trainer opens), assignments are held
+back: the variable reads as its newest value for the rest of the step (Adam reads the moment
+it has just updated), and each variable is assigned once when the step ends, which is what
+:func:`gingham.jit` records as the program's outputs.
+
+    with keras.device("opencl:0"):
+        v = keras.Variable(np.ones((2, 3), "float32"))
+    v.assign(v * 2.0)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from typing import Callable
+
+import numpy as np
+
+from keras.src import tree
+from keras.src.backend.common import KerasVariable
+from keras.src.backend.common import standardize_dtype
+from keras.src.backend.common.dtypes import result_type
+from keras.src.backend.common.keras_tensor import KerasTensor
+from keras.src.backend.common.stateless_scope import StatelessScope
+from keras.src.backend.common.symbolic_scope import SymbolicScope
+
+from ...devices import default_device_id, get_device
+from ...frontend.jit import current_trace
+from ...frontend.tensor import Tensor, assign_all, stack, tensor, where
+from ...tile import builder
+from ...tile import dtypes as dt
+from ._unsupported import unsupported_module_getattr
+
+SUPPORTS_SPARSE_TENSORS = False
+SUPPORTS_RAGGED_TENSORS = False
+SUPPORTS_COMPLEX_DTYPES = False
+IS_THREAD_SAFE = True
+
+
+# -- devices ---------------------------------------------------------------------------------------
+
+
+class _DeviceState(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[str] = []
+
+
+_devices = _DeviceState()
+_chosen_device: str | None = None  # set_device()
+_default: tuple[str | None, str] | None = None  # (GINGHAM_DEVICE it was read with, id)
+
+
+def set_device(device_id: str | None) -> None:
+    """Make ``device_id`` the device of new Keras tensors and variables (None: gingham's
+    default device again, ``GINGHAM_DEVICE`` or the config file).
+
+        gingham.keras.set_device("opencl:0")
+    """
+    global _chosen_device
+    _chosen_device = None if device_id is None else _canonical(device_id)
+
+
+def current_device() -> str:
+    """The device new tensors go to: the innermost ``keras.device(...)`` block, else
+    :func:`set_device`'s, else gingham's default device."""
+    global _default
+    if _devices.stack:
+        return _devices.stack[-1]
+    if _chosen_device is not None:
+        return _chosen_device
+    # gingham's default reads the config file: read once per GINGHAM_DEVICE value, since
+    # every conversion asks.
+    environment = os.environ.get("GINGHAM_DEVICE")
+    if _default is None or _default[0] != environment:
+        _default = (environment, default_device_id())
+    return _default[1]
+
+
+def _canonical(device_name: str) -> str:
+    """A gingham device id from a gingham id or Keras' ``"cpu:0"`` / ``"gpu:N"``."""
+    name = str(device_name).lower()
+    if name == "cpu:0":
+        name = "cpu"
+    elif name.startswith("gpu"):
+        name = "cuda" + name[3:]
+    return get_device(name).id
+
+
+@contextlib.contextmanager
+def device_scope(device_name):
+    """``keras.device(name)``: tensors and variables made inside live on that device."""
+    _devices.stack.append(_canonical(device_name))
+    try:
+        yield
+    finally:
+        _devices.stack.pop()
+
+
+# -- dtypes and conversion --------------------------------------------------------------------------
+
+
+def to_numpy_dtype(dtype) -> np.dtype:
+    """The NumPy dtype (ml_dtypes' for bfloat16) of a Keras dtype name."""
+    return dt.as_tile_dtype(standardize_dtype(dtype))
+
+
+def keras_dtype(x) -> str:
+    return standardize_dtype(x.dtype)
+
+
+def convert_to_tensor(x, dtype=None, sparse=None, ragged=None) -> Tensor:
+    """``x`` (a tensor, variable, array, number or nested list) as a gingham tensor of
+    ``dtype`` (default: Keras' type inference, float32 for Python floats) on the current
+    device; a tensor already of that dtype is returned as it is."""
+    if sparse:
+        raise ValueError("sparse=True is not supported by gingham's Keras backend")
+    if ragged:
+        raise ValueError("ragged=True is not supported by gingham's Keras backend")
+    if dtype is not None:
+        dtype = standardize_dtype(dtype)
+    if isinstance(x, Variable):
+        x = x.value
+    if isinstance(x, Tensor):
+        if dtype is None or keras_dtype(x) == dtype:
+            return x
+        return x.astype(to_numpy_dtype(dtype))
+    if isinstance(x, (list, tuple)) and any(isinstance(item, (Tensor, Variable))
+                                           for item in tree.flatten(x)):
+        return stack([convert_to_tensor(item, dtype) for item in x])
+    if dtype is None:
+        dtype = result_type(*[getattr(item, "dtype", type(item)) for item in tree.flatten(x)])
+    array = np.asarray(x)
+    return tensor(array.astype(to_numpy_dtype(dtype), copy=False), device=current_device())
+
+
+def convert_to_numpy(x) -> np.ndarray:
+    if isinstance(x, Variable):
+        x = x.value
+    if isinstance(x, Tensor):
+        return x.numpy()
+    return np.asarray(x)
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, Tensor)
+
+
+def shape(x) -> tuple:
+    return tuple(x.shape)
+
+
+def cast(x, dtype) -> Tensor:
+    return convert_to_tensor(x, dtype=dtype)
+
+
+def random_seed_dtype() -> str:
+    return "uint32"  # a Philox state, what gingham's dropout takes
+
+
+def stop_gradient(variable) -> Tensor:
+    x = convert_to_tensor(variable)
+    return x._elementwise(builder.stop_gradient, [], "stop_gradient")
+
+
+def cond(pred, true_fn: Callable, false_fn: Callable):
+    """``true_fn()`` if ``pred`` else ``false_fn()``. Inside a compiled step a tensor ``pred``
+    is not known when the step is traced, so both branches are traced and their results and
+    variable updates are selected by ``pred`` on the device (how Keras' loss scaling and
+    gradient accumulation skip or apply an update)."""
+    if not isinstance(pred, (Tensor, Variable)):
+        return true_fn() if pred else false_fn()
+    if current_trace() is None:
+        return true_fn() if bool(convert_to_numpy(pred)) else false_fn()
+    if not _updates.stack:
+        raise NotImplementedError(
+            "cond on a tensor inside gingham.jit is supported by gingham's Keras backend only "
+            "in the trainer's compiled steps (which hold back variables' updates)")
+    pred = convert_to_tensor(pred, "bool")
+    pending = _updates.stack[-1]
+    before = {key: variable._value for key, (variable, _) in pending.items()}
+    true_result = true_fn()
+    after_true = {key: variable._value for key, (variable, _) in pending.items()}
+    for key, (variable, leaf) in pending.items():
+        variable._value = before.get(key, leaf)  # the false branch starts from the same state
+    false_result = false_fn()
+    for key, (variable, leaf) in pending.items():
+        chosen = after_true.get(key, before.get(key, leaf))
+        if chosen is not variable._value:
+            variable._value = _select(pred, chosen, variable._value)
+    return tree.map_structure(lambda a, b: None if a is None else _select(pred, a, b),
+                              true_result, false_result)
+
+
+def _select(pred: Tensor, a, b) -> Tensor:
+    a, b = convert_to_tensor(a), convert_to_tensor(b)
+    return where(pred, a, b.astype(a.dtype) if b.dtype != a.dtype else b)
+
+
+def unstack(x, num=None, axis=0) -> list:
+    x = convert_to_tensor(x)
+    return list(x.unbind(axis))
+
+
+def fori_loop(lower, upper, body_fun, init_val):
+    val = init_val
+    for i in range(int(lower), int(upper)):
+        val = body_fun(i, val)
+    return val
+
+
+def compute_output_spec(fn, *args, **kwargs):
+    """Shapes and dtypes of ``fn``'s outputs, from running it on tensors that are never
+    computed (gingham's tensors are lazy, so this only builds a graph). Unknown dims are
+    tried as 83 and 89, as Keras' numpy backend does."""
+    with StatelessScope(), SymbolicScope():
+        has_none = any(isinstance(x, KerasTensor) and None in x.shape
+                       for x in tree.flatten((args, kwargs)))
+
+        def run(fill: int):
+            def placeholder(x):
+                if not isinstance(x, KerasTensor):
+                    return x
+                dims = [fill if d is None else d for d in x.shape]
+                value = Tensor(dims, to_numpy_dtype(x.dtype), current_device())
+                value._placeholder = True  # reading it is an error, never a wrong value
+                return value
+
+            call_args, call_kwargs = tree.map_structure(placeholder, (args, kwargs))
+            return fn(*call_args, **call_kwargs)
+
+        outputs = run(83)
+        if has_none:
+            others = tree.flatten(run(89))
+            flat = []
+            for first, second in zip(tree.flatten(outputs), others):
+                if isinstance(first, Tensor):
+                    dims = [a if a == b else None for a, b in zip(first.shape, second.shape)]
+                    flat.append(KerasTensor(dims, keras_dtype(first)))
+                else:
+                    flat.append(first)
+            return tree.pack_sequence_as(outputs, flat)
+
+        def spec(x):
+            return KerasTensor(x.shape, keras_dtype(x)) if isinstance(x, Tensor) else x
+
+        return tree.map_structure(spec, outputs)
+
+
+def vectorized_map(function, elements):
+    if not isinstance(elements, (list, tuple)):
+        return stack([function(x) for x in convert_to_tensor(elements).unbind(0)])
+    batch = elements[0].shape[0]
+    return stack([function([x[index] for x in elements]) for index in range(batch)])
+
+
+class custom_gradient:  # noqa: N801 (Keras' name)
+    def __init__(self, fun):
+        raise NotImplementedError("custom_gradient is not supported by gingham's Keras backend")
+
+
+def remat(f):
+    return f  # rematerialisation is an optimisation: without it the step is the same
+
+
+# -- variables ---------------------------------------------------------------------------------------
+
+
+class _Updates(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[dict[int, tuple[Variable, Tensor]]] = []
+
+
+_updates = _Updates()
+
+
+@contextlib.contextmanager
+def update_scope():
+    """Hold back variables' assignments until the block ends, then assign each variable
+    its last value once (see the module docstring); on an error, drop them."""
+    pending: dict[int, tuple[Variable, Tensor]] = {}
+    _updates.stack.append(pending)
+    try:
+        yield
+    except BaseException:
+        for variable, leaf in pending.values():
+            variable._value = leaf
+        raise
+    finally:
+        _updates.stack.pop()
+    pairs = []
+    for variable, leaf in pending.values():
+        value = variable._value
+        variable._value = leaf
+        pairs.append((leaf, value.clone() if value.is_leaf else value))
+    if pairs:
+        assign_all(pairs)
+
+
+def leaf_of(variable: "Variable") -> Tensor:
+    """The leaf tensor a variable holds (inside :func:`update_scope`, also after it was
+    assigned there): the tensor gradients are taken for."""
+    for pending in reversed(_updates.stack):
+        if id(variable) in pending:
+            return pending[id(variable)][1]
+    return variable._value
+
+
+class Variable(KerasVariable):
+    """A Keras variable holding a gingham leaf tensor (see the module docstring)."""
+
+    def _initialize(self, value) -> None:
+        value = convert_to_tensor(value, dtype=self._dtype).realize()
+        self._value = Tensor(value.shape, value.dtype, value.device, buffer=value._buffer,
+                             requires_grad=self._trainable)
+
+    def _direct_assign(self, value) -> None:
+        value = convert_to_tensor(value, dtype=self._dtype)
+        if _updates.stack:
+            pending = _updates.stack[-1]
+            if id(self) not in pending:
+                pending[id(self)] = (self, self._value)
+            self._value = value
+            return
+        if value.device != self._value.device:
+            value = value.to(self._value.device)
+        self._value.assign(value.clone() if value.is_leaf and current_trace() else value)
+
+    def _convert_to_tensor(self, value, dtype=None) -> Tensor:
+        return convert_to_tensor(value, dtype=dtype)
+
+    @property
+    def value(self) -> Tensor:
+        """The variable's value. Outside a compiled step it is a snapshot (a tensor holding
+        the current value, no leaf): Keras' eager code computes from a variable and then
+        assigns it (``SeedGenerator.next``), and a lazy tensor computed from the leaf itself
+        could not be computed after the leaf changed. Inside a step (the trainer) it is the
+        leaf, whose gradients ``loss.backward()`` fills."""
+        value = KerasVariable.value.fget(self)
+        if (value is self._value and isinstance(value, Tensor) and value._buffer is not None
+                and not _updates.stack and current_trace() is None):
+            return Tensor(value.shape, value.dtype, value.device, buffer=value._buffer)
+        return value
+
+    @property
+    def trainable(self) -> bool:
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value: bool) -> None:
+        self._trainable = bool(value)
+        if isinstance(self._value, Tensor) and self._value.is_leaf:
+            self._value.requires_grad = self._trainable
+
+    def __array__(self, dtype=None, copy=None):
+        value = convert_to_numpy(self._value)
+        return value if dtype is None else value.astype(dtype, copy=False)
+
+
+__getattr__ = unsupported_module_getattr(__name__, "core")

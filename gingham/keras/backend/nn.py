@@ -1,0 +1,267 @@
+"""``keras.ops.nn`` on gingham tensors: activations, convolution, pooling, normalisation and
+the cross-entropies, each built on :mod:`gingham.nn.functional` (Keras' layouts are mapped to
+gingham's: kernels ``[KH, KW, C, O]`` become ``[O, C, KH, KW]``, ``channels_last`` is
+``NHWC``).
+
+    y = keras.ops.conv(x, kernel, strides=2, padding="same")   # TF's "same" (extra pad last)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from keras.src import backend as keras_backend
+from keras.src.backend.common.backend_utils import standardize_axis_for_numpy
+from keras.src.backend.config import epsilon, standardize_data_format
+from keras.src.utils.argument_validation import standardize_tuple
+
+from ...frontend import tensor as gt
+from ...frontend.tensor import Tensor
+from ...nn import functional as F
+from ._unsupported import unsupported_module_getattr
+from .core import cast, convert_to_tensor, keras_dtype
+from .numpy import _cast, _float, clip, log, moveaxis, sum as reduce_sum
+
+
+# -- activations -----------------------------------------------------------------------------------
+
+
+def relu(x): return convert_to_tensor(x).relu()
+def relu6(x): return convert_to_tensor(x).clamp(0.0, 6.0)
+def sigmoid(x): return _float(x).sigmoid()
+def tanh(x): return _float(x).tanh()
+def silu(x): return F.silu(_float(x))
+def softplus(x): return F.softplus(_float(x))
+def elu(x, alpha=1.0): return F.elu(_float(x), alpha)
+def leaky_relu(x, negative_slope=0.2): return F.leaky_relu(_float(x), negative_slope)
+def log_sigmoid(x): return -F.softplus(-_float(x))
+def softsign(x):
+    x = _float(x)
+    return x / (x.abs() + 1.0)
+
+
+def gelu(x, approximate=True):
+    """Keras' default is the tanh approximation (PyTorch's ``approximate="tanh"``)."""
+    return F.gelu(_float(x), "tanh" if approximate else "none")
+
+
+def _softmax_axis(x: Tensor, axis):
+    return -1 if axis is None else axis
+
+
+def softmax(x, axis=-1):
+    x = _float(x)
+    if isinstance(axis, (tuple, list)) or (axis is None and x.ndim > 1):
+        raise NotImplementedError("nn.softmax over several axes is not implemented by "
+                                  "gingham's Keras backend yet")
+    return F.softmax(x, _softmax_axis(x, axis))
+
+
+def log_softmax(x, axis=-1):
+    x = _float(x)
+    if isinstance(axis, (tuple, list)) or (axis is None and x.ndim > 1):
+        raise NotImplementedError("nn.log_softmax over several axes is not implemented by "
+                                  "gingham's Keras backend yet")
+    return F.log_softmax(x, _softmax_axis(x, axis))
+
+
+# -- convolution and pooling -----------------------------------------------------------------------
+
+
+def _same_pads(spatial, kernel, strides, dilation) -> list[tuple[int, int]]:
+    """TensorFlow's "same": ``ceil(size / stride)`` outputs, the odd pad at the end."""
+    pads = []
+    for size, k, s, d in zip(spatial, kernel, strides, dilation):
+        extent = (k - 1) * d + 1
+        out = -(-size // s)
+        total = max(0, (out - 1) * s + extent - size)
+        pads.append((total // 2, total - total // 2))
+    return pads
+
+
+def _spatial(x: Tensor, channels_last: bool) -> tuple:
+    return x.shape[1:-1] if channels_last else x.shape[2:]
+
+
+def _pad_spatial(x: Tensor, pads, channels_last: bool, value: float = 0.0) -> Tensor:
+    """``x`` padded by ``(before, after)`` per spatial axis (F.pad's order: last axis first)."""
+    flat = [0, 0] if channels_last else []
+    for before, after in reversed(pads):
+        flat += [before, after]
+    return F.pad(x, flat, "constant", value)
+
+
+def conv(inputs, kernel, strides=1, padding="valid", data_format=None, dilation_rate=1):
+    x = convert_to_tensor(inputs)
+    kernel = convert_to_tensor(kernel)
+    nd = x.ndim - 2
+    if nd != 2:
+        raise NotImplementedError(f"nn.conv of {nd}-d data is not implemented by gingham's Keras "
+                                  "backend yet (2-d only)")
+    channels_last = standardize_data_format(data_format) == "channels_last"
+    strides = standardize_tuple(strides, nd, "strides")
+    dilation = standardize_tuple(dilation_rate, nd, "dilation_rate")
+    channels = x.shape[-1] if channels_last else x.shape[1]
+    if kernel.shape[-2] != channels:
+        raise NotImplementedError("nn.conv with groups (kernel input channels "
+                                  f"{kernel.shape[-2]} != input channels {channels}) is not "
+                                  "implemented by gingham's Keras backend yet")
+    weight = gt.permute_dims(kernel, (3, 2, 0, 1))  # [KH, KW, C, O] -> [O, C, KH, KW]
+    pads = 0
+    if padding == "same":
+        same = _same_pads(_spatial(x, channels_last), kernel.shape[:nd], strides, dilation)
+        if all(before == after for before, after in same):
+            pads = tuple(before for before, _ in same)
+        else:
+            x = _pad_spatial(x, same, channels_last)
+    elif padding != "valid":
+        raise ValueError(f"nn.conv: padding must be 'valid' or 'same', not {padding!r}")
+    return F.conv2d(x, weight, None, strides, pads, dilation,
+                    data_format="NHWC" if channels_last else "NCHW")
+
+
+def _pool_arguments(x: Tensor, pool_size, strides, data_format):
+    nd = x.ndim - 2
+    if nd != 2:
+        raise NotImplementedError(f"pooling of {nd}-d data is not implemented by gingham's Keras "
+                                  "backend yet (2-d only)")
+    pool_size = standardize_tuple(pool_size, nd, "pool_size")
+    strides = pool_size if strides is None else standardize_tuple(strides, nd, "strides")
+    channels_last = standardize_data_format(data_format) == "channels_last"
+    return nd, pool_size, strides, channels_last
+
+
+def max_pool(inputs, pool_size, strides=None, padding="valid", data_format=None):
+    x = convert_to_tensor(inputs)
+    nd, pool_size, strides, channels_last = _pool_arguments(x, pool_size, strides, data_format)
+    if padding == "same":
+        same = _same_pads(_spatial(x, channels_last), pool_size, strides, (1,) * nd)
+        x = _pad_spatial(x, same, channels_last, float("-inf"))
+    return F.max_pool2d(x, pool_size, strides, data_format="NHWC" if channels_last else "NCHW")
+
+
+def average_pool(inputs, pool_size, strides=None, padding="valid", data_format=None):
+    """Keras' (TensorFlow's) average: with "same", each window is divided by the count of
+    its taps inside the input, not by the pool's size."""
+    x = convert_to_tensor(inputs)
+    nd, pool_size, strides, channels_last = _pool_arguments(x, pool_size, strides, data_format)
+    layout = "NHWC" if channels_last else "NCHW"
+    if padding != "same":
+        return F.avg_pool2d(x, pool_size, strides, data_format=layout)
+    spatial = _spatial(x, channels_last)
+    same = _same_pads(spatial, pool_size, strides, (1,) * nd)
+    total = F.avg_pool2d(_pad_spatial(x, same, channels_last), pool_size, strides,
+                         divisor_override=1, data_format=layout)
+    counts = [np.clip(np.arange(o) * s - before + k, 0, size) - np.clip(
+        np.arange(o) * s - before, 0, size) for o, s, (before, _), k, size
+        in zip(_spatial(total, channels_last), strides, same, pool_size, spatial)]
+    count = np.outer(counts[0], counts[1]).astype(np.float32)
+    count = count[:, :, None] if channels_last else count
+    return total / convert_to_tensor(count, keras_dtype(total))
+
+
+# -- normalisation ---------------------------------------------------------------------------------
+
+
+def moments(x, axes, keepdims=False, synchronized=False):
+    if synchronized:
+        raise NotImplementedError("moments(synchronized=True) is not implemented by gingham's "
+                                  "Keras backend")
+    x = convert_to_tensor(x)
+    axes = standardize_axis_for_numpy(axes)
+    original = keras_dtype(x)
+    # float16's range is too small for statistics: computed in float32, as Keras does.
+    if original == "float16":
+        x = cast(x, "float32")
+    mean = x.mean(dim=axes, keepdim=keepdims)
+    variance = x.var(axes, keepdim=keepdims, correction=0)
+    if original == "float16":
+        limit = float(np.finfo(np.float16).max)
+        mean = cast(clip(mean, -limit, limit), original)
+        variance = cast(clip(variance, -limit, limit), original)
+    return mean, variance
+
+
+def batch_normalization(x, mean, variance, axis, offset=None, scale=None, epsilon=1e-3):
+    x = convert_to_tensor(x)
+    shape = [1] * x.ndim
+    shape[axis] = convert_to_tensor(mean).shape[0]
+
+    def broadcast(v):
+        return convert_to_tensor(v).reshape(tuple(shape))
+
+    inverse = (broadcast(variance) + epsilon).rsqrt()
+    if scale is not None:
+        inverse = inverse * broadcast(scale)
+    shift = -broadcast(mean) * inverse
+    if offset is not None:
+        shift = shift + broadcast(offset)
+    return x * inverse + shift
+
+
+# -- losses ----------------------------------------------------------------------------------------
+
+
+def one_hot(x, num_classes, axis=-1, dtype=None, sparse=False):
+    if sparse:
+        raise NotImplementedError("one_hot(sparse=True) is not supported by gingham's Keras "
+                                  "backend")
+    x = convert_to_tensor(x)
+    if "int" not in keras_dtype(x):
+        x = _cast(x, "int64")
+    encoded = _cast(F.one_hot(x, int(num_classes)), dtype or keras_backend.floatx())
+    if axis != -1 and axis != encoded.ndim - 1:
+        encoded = moveaxis(encoded, -1, axis)
+    return encoded
+
+
+def _log_probabilities(output: Tensor, from_logits: bool, axis: int) -> Tensor:
+    if from_logits:
+        return log_softmax(output, axis)
+    output = output / reduce_sum(output, axis, keepdims=True)
+    return log(clip(output, epsilon(), 1.0 - epsilon()))
+
+
+def categorical_crossentropy(target, output, from_logits=False, axis=-1):
+    target, output = convert_to_tensor(target), _float(output)
+    if target.shape != output.shape:
+        raise ValueError("Arguments `target` and `output` must have the same shape. Received: "
+                         f"target.shape={target.shape}, output.shape={output.shape}")
+    if output.ndim < 1:
+        raise ValueError("Arguments `target` and `output` must be at least rank 1. Received: "
+                         f"target.shape={target.shape}, output.shape={output.shape}")
+    log_prob = _log_probabilities(output, from_logits, axis)
+    return -(_cast(target, keras_dtype(log_prob)) * log_prob).sum(dim=axis)
+
+
+def sparse_categorical_crossentropy(target, output, from_logits=False, axis=-1):
+    target, output = convert_to_tensor(target), _float(output)
+    if target.ndim == output.ndim and target.shape[-1] == 1:
+        target = target.squeeze(-1)
+    if output.ndim < 1:
+        raise ValueError("Argument `output` must be at least rank 1. Received: "
+                         f"output.shape={output.shape}")
+    if target.shape != output.shape[:-1]:
+        raise ValueError("Arguments `target` and `output` must have the same shape up until "
+                         f"the last dimension: target.shape={target.shape}, "
+                         f"output.shape={output.shape}")
+    log_prob = _log_probabilities(output, from_logits, axis)
+    chosen = one_hot(target, output.shape[axis], axis=axis, dtype=keras_dtype(log_prob))
+    return -(chosen * log_prob).sum(dim=axis)
+
+
+def binary_crossentropy(target, output, from_logits=False):
+    target, output = convert_to_tensor(target), _float(output)
+    if target.shape != output.shape:
+        raise ValueError("Arguments `target` and `output` must have the same shape. Received: "
+                         f"target.shape={target.shape}, output.shape={output.shape}")
+    target = _cast(target, keras_dtype(output))
+    if from_logits:
+        # log(sigmoid(z)) = -softplus(-z), log(1 - sigmoid(z)) = -softplus(z): no clipping,
+        # as PyTorch's binary_cross_entropy_with_logits.
+        return target * F.softplus(-output) + (1.0 - target) * F.softplus(output)
+    output = clip(output, epsilon(), 1.0 - epsilon())
+    return -(target * output.log() + (1.0 - target) * (1.0 - output).log())
+
+
+__getattr__ = unsupported_module_getattr(__name__, "nn")

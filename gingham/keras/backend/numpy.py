@@ -1,0 +1,519 @@
+"""``keras.ops.numpy`` on gingham tensors: each op is gingham's own (lazy, differentiable,
+compiled with the rest of the step), with Keras' dtype rules (``keras.backend.result_type``:
+Python numbers are weak, so ``float16_tensor * 0.5`` stays float16).
+
+    x = keras.ops.convert_to_tensor(np.arange(6.0).reshape(2, 3))
+    keras.ops.sum(keras.ops.square(x), axis=1)          # a gingham Tensor
+"""
+
+from __future__ import annotations
+
+import math as pymath
+import numpy as np
+
+from keras.src.backend.common import dtypes
+from keras.src.backend.common import standardize_dtype
+from keras.src.backend.config import floatx
+
+from ...frontend import tensor as gt
+from ...frontend.tensor import Tensor
+from ...nn import functional as F
+from ._unsupported import unsupported_module_getattr
+from .core import convert_to_tensor, current_device, keras_dtype, to_numpy_dtype
+
+_SCALARS = (bool, int, float)
+
+
+# -- dtype rules ---------------------------------------------------------------------------------
+
+
+def _scalar(x):
+    """A NumPy scalar as the Python number it holds (weak in Keras' rules, as a literal)."""
+    return x.item() if isinstance(x, np.generic) and x.ndim == 0 else x
+
+
+def _dtype_of(x):
+    if isinstance(x, _SCALARS):
+        return type(x)
+    return getattr(x, "dtype", None) or type(x)
+
+
+def _promote(*operands):
+    """The operands in Keras' result dtype: tensors cast, Python numbers left as they are
+    (a weak number then takes the tensors' dtype in gingham's arithmetic as well)."""
+    operands = [_scalar(x) for x in operands]
+    dtype = dtypes.result_type(*[_dtype_of(x) for x in operands])
+    return dtype, [x if isinstance(x, _SCALARS) else convert_to_tensor(x, dtype)
+                   for x in operands]
+
+
+def _binary(x1, x2, op, commutative: bool = False):
+    dtype, (a, b) = _promote(x1, x2)
+    if not isinstance(a, Tensor):
+        if not isinstance(b, Tensor):
+            a = convert_to_tensor(a, dtype)
+        elif commutative:
+            a, b = b, a
+        # else: a number on the left of an arithmetic operator: Tensor's reflected operator
+    return _cast(op(a, b), dtype)
+
+
+def _cast(x: Tensor, dtype) -> Tensor:
+    return x if keras_dtype(x) == standardize_dtype(dtype) else x.astype(to_numpy_dtype(dtype))
+
+
+def _float(x) -> Tensor:
+    """``x`` as a tensor in a float dtype (integers and bools become Keras' float)."""
+    x = convert_to_tensor(x)
+    dtype = keras_dtype(x)
+    if "float" in dtype:
+        return x
+    return _cast(x, dtypes.result_type(dtype, float))
+
+
+def _axis(axis):
+    if axis is None:
+        return None
+    if isinstance(axis, (list, tuple)):
+        return tuple(int(a) for a in axis) if len(axis) else None
+    return int(axis)
+
+
+# -- elementwise arithmetic -------------------------------------------------------------------------
+
+
+def add(x1, x2): return _binary(x1, x2, lambda a, b: a + b)
+def subtract(x1, x2): return _binary(x1, x2, lambda a, b: a - b)
+def multiply(x1, x2): return _binary(x1, x2, lambda a, b: a * b)
+def maximum(x1, x2): return _binary(x1, x2, gt.maximum, commutative=True)
+def minimum(x1, x2): return _binary(x1, x2, gt.minimum, commutative=True)
+
+
+def mod(x1, x2): return _binary(x1, x2, lambda a, b: a % b)
+def floor_divide(x1, x2): return _binary(x1, x2, lambda a, b: a // b)
+
+
+def divide(x1, x2):
+    dtype = dtypes.result_type(_dtype_of(x1), _dtype_of(x2), float)
+    a = x1 if isinstance(x1, _SCALARS) else convert_to_tensor(x1, dtype)
+    b = x2 if isinstance(x2, _SCALARS) else convert_to_tensor(x2, dtype)
+    if not isinstance(a, Tensor):
+        a = convert_to_tensor(a, dtype)
+    return _cast(a / b, dtype)
+
+
+true_divide = divide
+
+
+def divide_no_nan(x1, x2):
+    dtype = dtypes.result_type(_dtype_of(x1), _dtype_of(x2), float)
+    a, b = convert_to_tensor(x1, dtype), convert_to_tensor(x2, dtype)
+    safe = gt.where(b == 0, 1.0, b)
+    return _cast(gt.where(b == 0, 0.0, a / safe), dtype)
+
+
+def power(x1, x2):
+    dtype, (a, b) = _promote(x1, x2)
+    if not isinstance(a, Tensor):
+        a = convert_to_tensor(a, dtype)
+    if "int" in dtype:  # Tile's pow computes in floating point
+        return _cast(_cast(a, "float32") ** (b if isinstance(b, _SCALARS)
+                                              else _cast(b, "float32")), dtype)
+    return _cast(a ** b, dtype)
+
+
+def negative(x): return -convert_to_tensor(x)
+def abs(x): return convert_to_tensor(x).abs()  # noqa: A001 (Keras' name)
+
+
+absolute = abs
+
+
+def square(x):
+    x = convert_to_tensor(x)
+    if keras_dtype(x) == "bool":
+        x = _cast(x, "int32")
+    return x.square()
+
+
+def _unary_float(name):
+    def op(x):
+        return getattr(_float(x), name)()
+    op.__name__ = name
+    return op
+
+
+sqrt = _unary_float("sqrt")
+exp = _unary_float("exp")
+log = _unary_float("log")
+tanh = _unary_float("tanh")
+sin = _unary_float("sin")
+cos = _unary_float("cos")
+reciprocal = _unary_float("reciprocal")
+
+
+def log1p(x): return (_float(x) + 1.0).log()
+def expm1(x): return _float(x).exp() - 1.0
+def log2(x): return _float(x).log() * (1.0 / pymath.log(2.0))
+def log10(x): return _float(x).log() * (1.0 / pymath.log(10.0))
+def tan(x): return _float(x).sin() / _float(x).cos()
+def sign(x): return convert_to_tensor(x).sign()
+def floor(x): return _float(x).floor()
+def ceil(x): return _float(x).ceil()
+
+
+def round(x, decimals=0):  # noqa: A001
+    return convert_to_tensor(x).round(decimals)
+
+
+def clip(x, x_min, x_max):
+    x = convert_to_tensor(x)
+    if keras_dtype(x) == "bool":
+        x = _cast(x, "int32")
+    return x.clamp(x_min, x_max)
+
+
+def matmul(x1, x2):
+    dtype, (a, b) = _promote(x1, x2)
+    return _cast(gt.matmul(convert_to_tensor(a, dtype), convert_to_tensor(b, dtype)), dtype)
+
+
+def dot(x1, x2):
+    a, b = convert_to_tensor(x1), convert_to_tensor(x2)
+    if a.ndim == 0 or b.ndim == 0:
+        return multiply(a, b)
+    if a.ndim <= 2 and b.ndim <= 2:
+        return matmul(a, b)
+    raise NotImplementedError("numpy.dot of tensors with more than 2 dims is not implemented by "
+                              "gingham's Keras backend yet")
+
+
+# -- comparisons and logic -------------------------------------------------------------------------
+
+
+def _compare(x1, x2, op):
+    _, (a, b) = _promote(x1, x2)
+    if not isinstance(a, Tensor):
+        a, b = b, a
+        op = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}.get(op, op)
+    a = convert_to_tensor(a)
+    return {"eq": a.__eq__, "ne": a.__ne__, "lt": a.__lt__, "le": a.__le__,
+            "gt": a.__gt__, "ge": a.__ge__}[op](b)
+
+
+def equal(x1, x2): return _compare(x1, x2, "eq")
+def not_equal(x1, x2): return _compare(x1, x2, "ne")
+def less(x1, x2): return _compare(x1, x2, "lt")
+def less_equal(x1, x2): return _compare(x1, x2, "le")
+def greater(x1, x2): return _compare(x1, x2, "gt")
+def greater_equal(x1, x2): return _compare(x1, x2, "ge")
+
+
+def _bool(x) -> Tensor:
+    return _cast(convert_to_tensor(x), "bool")
+
+
+def logical_and(x1, x2): return _bool(x1) & _bool(x2)
+def logical_or(x1, x2): return _bool(x1) | _bool(x2)
+def logical_xor(x1, x2): return _bool(x1) ^ _bool(x2)
+def logical_not(x): return ~_bool(x)
+
+
+def isnan(x):
+    x = convert_to_tensor(x)
+    return x != x
+
+
+def isinf(x):
+    x = convert_to_tensor(x)
+    if "float" not in keras_dtype(x):
+        return x != x
+    return x.abs() == float("inf")
+
+
+def isfinite(x):
+    return logical_not(logical_or(isnan(x), isinf(x)))
+
+
+def where(condition, x1=None, x2=None):
+    if x1 is None or x2 is None:
+        raise NotImplementedError("numpy.where with one argument (nonzero positions) is not "
+                                  "implemented by gingham's Keras backend yet")
+    dtype, (a, b) = _promote(x1, x2)
+    condition = _bool(condition)
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        return _cast(gt.where(condition, a, b), dtype)
+    return _cast(gt.where(condition, convert_to_tensor(a, dtype), b), dtype)
+
+
+# -- reductions ------------------------------------------------------------------------------------
+
+
+def sum(x, axis=None, keepdims=False):  # noqa: A001
+    x = convert_to_tensor(x)
+    dtype = keras_dtype(x)
+    if dtype in ("bool", "int8", "int16"):
+        dtype = "int32"
+    elif dtype in ("uint8", "uint16"):
+        dtype = "uint32"
+    return _cast(_cast(x, dtype).sum(dim=_axis(axis), keepdim=keepdims), dtype)
+
+
+def mean(x, axis=None, keepdims=False):
+    x = convert_to_tensor(x)
+    dtype = keras_dtype(x)
+    if "float" not in dtype:
+        dtype = dtypes.result_type(dtype, "float32")
+    return _cast(_cast(x, dtype).mean(dim=_axis(axis), keepdim=keepdims), dtype)
+
+
+def _extreme(x, axis, keepdims, initial, method):
+    x = convert_to_tensor(x)
+    if x.size == 0 and initial is None:
+        raise ValueError(f"numpy.{method}: cannot reduce an empty tensor without `initial`")
+    result = getattr(x, "a" + method)(_axis(axis) if axis is not None else None, keepdims)
+    if initial is not None:
+        result = (gt.maximum if method == "max" else gt.minimum)(result, initial)
+    return result
+
+
+def max(x, axis=None, keepdims=False, initial=None):  # noqa: A001
+    return _extreme(x, axis, keepdims, initial, "max")
+
+
+def min(x, axis=None, keepdims=False, initial=None):  # noqa: A001
+    return _extreme(x, axis, keepdims, initial, "min")
+
+
+amax = max
+amin = min
+
+
+def prod(x, axis=None, keepdims=False, dtype=None):
+    x = convert_to_tensor(x, dtype)
+    if isinstance(axis, (list, tuple)):
+        for a in sorted((a % x.ndim for a in axis), reverse=True):
+            x = x.prod(dim=a, keepdim=keepdims)
+        return x
+    return x.prod(dim=_axis(axis), keepdim=keepdims)
+
+
+def _arg(x, axis, keepdims, method):
+    x = convert_to_tensor(x)
+    if axis is None:
+        result = getattr(x.reshape(-1), method)(0)
+        if keepdims:
+            result = result.reshape((1,) * x.ndim)
+    else:
+        result = getattr(x, method)(int(axis), keepdims)
+    return _cast(result, "int32")
+
+
+def argmax(x, axis=None, keepdims=False): return _arg(x, axis, keepdims, "argmax")
+def argmin(x, axis=None, keepdims=False): return _arg(x, axis, keepdims, "argmin")
+
+
+def var(x, axis=None, keepdims=False):
+    x = _float(x)
+    return x.var(_axis(axis), keepdim=keepdims, correction=0)
+
+
+def std(x, axis=None, keepdims=False):
+    return var(x, axis, keepdims).sqrt()
+
+
+def any(x, axis=None, keepdims=False):  # noqa: A001
+    return _cast(_cast(x, "int32").amax(_axis(axis), keepdims), "bool")
+
+
+def all(x, axis=None, keepdims=False):  # noqa: A001
+    return _cast(_cast(x, "int32").amin(_axis(axis), keepdims), "bool")
+
+
+# -- shapes ---------------------------------------------------------------------------------------
+
+
+def reshape(x, newshape):
+    if isinstance(newshape, int):
+        newshape = (newshape,)
+    return gt.reshape(convert_to_tensor(x), tuple(int(s) for s in newshape))
+
+
+def transpose(x, axes=None):
+    x = convert_to_tensor(x)
+    order = tuple(reversed(range(x.ndim))) if axes is None else tuple(a % x.ndim for a in axes)
+    return gt.permute_dims(x, order)
+
+
+def swapaxes(x, axis1, axis2):
+    return convert_to_tensor(x).transpose(axis1, axis2)
+
+
+def moveaxis(x, source, destination):
+    x = convert_to_tensor(x)
+    sources = [s % x.ndim for s in np.atleast_1d(source)]
+    destinations = [d % x.ndim for d in np.atleast_1d(destination)]
+    order = [a for a in range(x.ndim) if a not in sources]
+    for d, s in sorted(zip(destinations, sources)):
+        order.insert(d, s)
+    return gt.permute_dims(x, tuple(order))
+
+
+def expand_dims(x, axis):
+    x = convert_to_tensor(x)
+    axes = axis if isinstance(axis, (list, tuple)) else (axis,)
+    rank = x.ndim + len(axes)
+    positions = sorted(a % rank for a in axes)
+    shape = list(x.shape)
+    for p in positions:
+        shape.insert(p, 1)
+    return gt.reshape(x, tuple(shape))
+
+
+def squeeze(x, axis=None):
+    x = convert_to_tensor(x)
+    if axis is not None:
+        axes = axis if isinstance(axis, (list, tuple)) else (axis,)
+        for a in axes:
+            if x.shape[a] != 1:
+                raise ValueError(f"numpy.squeeze: axis {a} of shape {x.shape} is not 1")
+    return x.squeeze(_axis(axis))
+
+
+def concatenate(xs, axis=0):
+    dtype = dtypes.result_type(*[_dtype_of(x) for x in xs])
+    tensors = [convert_to_tensor(x, dtype) for x in xs]
+    if axis is None:
+        return gt.concat([t.reshape(-1) for t in tensors], 0)
+    return gt.concat(tensors, axis)
+
+
+def stack(x, axis=0):
+    dtype = dtypes.result_type(*[_dtype_of(item) for item in x])
+    return gt.stack([convert_to_tensor(item, dtype) for item in x], axis)
+
+
+def broadcast_to(x, shape):
+    return convert_to_tensor(x).broadcast_to(tuple(shape))
+
+
+def tile(x, repeats):
+    x = convert_to_tensor(x)
+    repeats = (repeats,) if isinstance(repeats, int) else tuple(repeats)
+    if len(repeats) < x.ndim:
+        repeats = (1,) * (x.ndim - len(repeats)) + repeats
+    return x.repeat(*repeats)
+
+
+def split(x, indices_or_sections, axis=0):
+    x = convert_to_tensor(x)
+    size = x.shape[axis]
+    if isinstance(indices_or_sections, int):
+        if size % indices_or_sections:
+            raise ValueError(f"numpy.split: axis of size {size} does not split into "
+                             f"{indices_or_sections} equal parts")
+        return list(x.split(size // indices_or_sections, axis))
+    bounds = [0] + [int(i) for i in indices_or_sections] + [size]
+    return list(x.split([b - a for a, b in zip(bounds[:-1], bounds[1:])], axis))
+
+
+def take(x, indices, axis=None):
+    """``x``'s elements at ``indices`` along ``axis`` (negative indices count from the end):
+    gingham's gather (:func:`gingham.nn.functional.embedding`), differentiable in ``x``."""
+    x = convert_to_tensor(x)
+    indices = convert_to_tensor(indices)
+    if "int" not in keras_dtype(indices):
+        indices = _cast(indices, "int32")
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    axis = int(axis) % x.ndim
+    size = x.shape[axis]
+    indices = gt.where(indices < 0, indices + size, indices)
+    moved = moveaxis(x, axis, 0)
+    rest = moved.shape[1:]
+    rows = F.embedding(indices, moved.reshape(size, pymath.prod(rest)))
+    picked = rows.reshape(indices.shape + rest)
+    # [*indices, *before, *after] -> [*before, *indices, *after]
+    n_index = indices.ndim
+    order = (list(range(n_index, n_index + axis)) + list(range(n_index))
+             + list(range(n_index + axis, picked.ndim)))
+    return gt.permute_dims(picked, tuple(order))
+
+
+def pad(x, pad_width, mode="constant", constant_values=None):
+    x = convert_to_tensor(x)
+    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (x.ndim, 2))
+    flat = [int(v) for pair in reversed(widths.tolist()) for v in pair]
+    if mode == "constant":
+        return F.pad(x, flat, "constant", constant_values or 0.0)
+    if mode in ("reflect", "edge"):
+        return F.pad(x, flat, "reflect" if mode == "reflect" else "replicate")
+    raise NotImplementedError(f"numpy.pad with mode={mode!r} is not implemented by gingham's "
+                              "Keras backend yet")
+
+
+def ndim(x): return convert_to_tensor(x).ndim
+def size(x): return convert_to_tensor(x).size
+
+
+def copy(x):
+    return convert_to_tensor(x).clone()
+
+
+# -- creation --------------------------------------------------------------------------------------
+
+
+def _creation_dtype(dtype, default=None):
+    return to_numpy_dtype(dtype or default or floatx())
+
+
+def zeros(shape, dtype=None):
+    return gt.zeros(tuple(shape) if not isinstance(shape, int) else (shape,),
+                    _creation_dtype(dtype), current_device())
+
+
+def ones(shape, dtype=None):
+    return gt.ones(tuple(shape) if not isinstance(shape, int) else (shape,),
+                   _creation_dtype(dtype), current_device())
+
+
+empty = zeros
+
+
+def full(shape, fill_value, dtype=None):
+    fill = fill_value.numpy() if isinstance(fill_value, Tensor) else np.asarray(fill_value)
+    dtype = dtype or dtypes.result_type(_dtype_of(fill_value))
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return convert_to_tensor(np.broadcast_to(fill, shape), dtype)
+
+
+def full_like(x, fill_value, dtype=None):
+    x = convert_to_tensor(x)
+    return full(x.shape, fill_value, dtype or keras_dtype(x))
+
+
+def zeros_like(x, dtype=None):
+    return full_like(x, 0, dtype)
+
+
+def ones_like(x, dtype=None):
+    return full_like(x, 1, dtype)
+
+
+def arange(start, stop=None, step=None, dtype=None):
+    step = 1 if step is None else step
+    if dtype is None:
+        kinds = [_dtype_of(v) for v in (start, stop, step) if v is not None]
+        dtype = dtypes.result_type(*kinds)
+    return gt.arange(start, stop, step, dtype=to_numpy_dtype(dtype), device=current_device())
+
+
+def eye(N, M=None, k=0, dtype=None):  # noqa: N803 (Keras' names)
+    return convert_to_tensor(np.eye(N, M, k), dtype or floatx())
+
+
+def identity(n, dtype=None):
+    return eye(n, dtype=dtype)
+
+
+__getattr__ = unsupported_module_getattr(__name__, "numpy")

@@ -1,0 +1,130 @@
+"""The models of test_keras_training.py and the script that trains them on Keras' own
+PyTorch backend, the oracle.
+
+    KERAS_BACKEND=torch python tests/keras/keras_oracle.py mlp start.npz result.npz
+
+loads ``start.npz`` (the initial weights, ``w0``, ``w1``, ...), trains the named model on the
+data :func:`data` makes (no shuffling, same batches), and writes ``result.npz``: the history
+(``history/<key>``, one value per epoch), the trained weights, and the model's predictions
+on the first batch (``predict``). The test runs the same function with gingham's backend.
+Only the Keras API is used here, so the file runs under either backend.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+EPOCHS = 3
+BATCH = 16
+
+
+def data(name: str) -> tuple:
+    """``(x, y, validation)`` of ``name``: small synthetic classification / regression data."""
+    rng = np.random.default_rng(7)
+    n = 48
+    if name == "mlp":
+        x = rng.standard_normal((n, 8)).astype(np.float32)
+        y = (x[:, :3].sum(1) > 0).astype(np.int64) + (x[:, 3] > 1).astype(np.int64)
+        return x, y, (x[:BATCH], y[:BATCH])
+    if name == "mlp_softmax":
+        x = rng.standard_normal((n, 6)).astype(np.float32)
+        labels = np.argmax(x[:, :3], axis=1)
+        return x, np.eye(3, dtype=np.float32)[labels], None
+    if name == "cnn":
+        x = rng.standard_normal((n, 8, 8, 2)).astype(np.float32)
+        y = (x[:, :4, :, 0].mean((1, 2)) > 0).astype(np.int64) * 2
+        return x, y, (x[:BATCH], y[:BATCH])
+    if name == "functional":
+        a = rng.standard_normal((n, 6)).astype(np.float32)
+        b = rng.standard_normal((n, 4, 2)).astype(np.float32)
+        c = rng.integers(0, 10, (n, 3)).astype(np.int32)
+        prob = (a[:, 0] + b[:, 0, 0] > 0).astype(np.float32)[:, None]
+        reg = np.stack([a[:, 1] * 0.5, c[:, 0] / 10.0], axis=1).astype(np.float32)
+        return {"a": a, "b": b, "c": c}, {"prob": prob, "reg": reg}, None
+    raise ValueError(name)
+
+
+def build(name: str):
+    """The compiled model ``name`` (Keras' default initial weights; the test replaces them)."""
+    import keras
+    from keras import layers
+
+    if name == "mlp":
+        model = keras.Sequential([
+            keras.Input((8,)), layers.Dense(16, activation="gelu"), layers.LayerNormalization(),
+            layers.Dense(3)])
+        model.compile(optimizer=keras.optimizers.Adam(0.01),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=["sparse_categorical_accuracy"])
+    elif name == "mlp_softmax":
+        model = keras.Sequential([
+            keras.Input((6,)), layers.Dense(12, activation="tanh"), layers.Dropout(0.0),
+            layers.Dense(3, activation="softmax")])
+        model.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9, nesterov=True),
+                      loss=keras.losses.CategoricalCrossentropy(), metrics=["accuracy"])
+    elif name == "cnn":
+        model = keras.Sequential([
+            keras.Input((8, 8, 2)),
+            layers.Conv2D(4, 3, padding="same"),
+            layers.BatchNormalization(),
+            layers.Activation("relu"),
+            layers.MaxPooling2D(2),
+            layers.Permute((3, 1, 2)),  # to channels_first for the layers below
+            layers.Conv2D(6, 3, strides=2, padding="same", data_format="channels_first"),
+            layers.Activation("silu"),
+            layers.AveragePooling2D(2, data_format="channels_first"),
+            layers.Dropout(0.0),
+            layers.GlobalAveragePooling2D(data_format="channels_first"),
+            layers.Dense(3)])
+        model.compile(optimizer=keras.optimizers.SGD(0.05, momentum=0.9),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=["sparse_categorical_accuracy"])
+    elif name == "functional":
+        a = keras.Input((6,), name="a")
+        b = keras.Input((4, 2), name="b")
+        c = keras.Input((3,), name="c", dtype="int32")
+        embedded = layers.Flatten()(layers.Embedding(10, 4)(c))
+        joined = layers.Concatenate()([a, layers.Flatten()(b), embedded])
+        hidden = layers.Dense(8, activation="relu")(joined)
+        hidden = layers.Add()([hidden, layers.Dense(8, activation="sigmoid")(a)])
+        hidden = layers.Flatten()(layers.Reshape((2, 4))(hidden))
+        prob = layers.Dense(1, activation="sigmoid", name="prob")(hidden)
+        reg = layers.Dense(2, name="reg")(hidden)
+        model = keras.Model({"a": a, "b": b, "c": c}, {"prob": prob, "reg": reg})
+        model.compile(optimizer=keras.optimizers.AdamW(0.01, weight_decay=0.05),
+                      loss={"prob": keras.losses.BinaryCrossentropy(),
+                            "reg": keras.losses.MeanSquaredError()},
+                      metrics={"prob": ["accuracy"], "reg": ["mae"]})
+    else:
+        raise ValueError(name)
+    return model
+
+
+def train(name: str, weights: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """Train ``name`` from ``weights``; the history, weights and predictions as arrays."""
+    model = build(name)
+    model.set_weights(weights)
+    x, y, validation = data(name)
+    history = model.fit(x, y, batch_size=BATCH, epochs=EPOCHS, shuffle=False, verbose=0,
+                        validation_data=validation)
+    first = {k: v[:BATCH] for k, v in x.items()} if isinstance(x, dict) else x[:BATCH]
+    predicted = model.predict(first, batch_size=BATCH, verbose=0)
+    if isinstance(predicted, dict):
+        predicted = np.concatenate([predicted[k] for k in sorted(predicted)], axis=1)
+    result = {f"history/{k}": np.asarray(v, np.float64) for k, v in history.history.items()}
+    result.update({f"w{i}": np.asarray(w) for i, w in enumerate(model.get_weights())})
+    result["predict"] = np.asarray(predicted)
+    return result
+
+
+def main(argv: list[str]) -> None:
+    name, start, out = argv
+    with np.load(start) as saved:
+        weights = [saved[f"w{i}"] for i in range(len(saved.files))]
+    np.savez(out, **train(name, weights))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,338 @@
+"""``keras.ops`` on gingham's backend, on every device: forward values and gradients against
+PyTorch (CPU), NumPy's semantics (dtypes, keepdims, index rules) against NumPy, dtypes and
+variables, and a clear NotImplementedError for what is not implemented. All differentiable
+ops of a device share one compiled program (forward and gradients together)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+
+import numpy as np
+import pytest
+
+if importlib.util.find_spec("keras") is None:
+    pytest.skip("keras is not installed (pip install 'gingham[keras]')", allow_module_level=True)
+
+importlib.import_module("gingham.keras")  # before keras: it installs the backend
+import keras  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as TF  # noqa: E402
+from keras import ops  # noqa: E402
+
+from gingham.frontend.tensor import Tensor, realize, tensor  # noqa: E402
+from gingham.keras.backend.core import leaf_of  # noqa: E402
+
+TOLERANCE = dict(rtol=1e-4, atol=1e-5)
+
+
+def rand(*shape, seed=0, positive=False):
+    values = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return np.abs(values) + 0.5 if positive else values
+
+
+def _torch_same_pad(x, kernel, stride, channels_last, value=0.0):
+    """TensorFlow's "same" padding of a torch NCHW/NHWC tensor (the odd pad at the end)."""
+    spatial = x.shape[1:3] if channels_last else x.shape[2:]
+    pads = []
+    for size, k, s in zip(spatial, kernel, stride):
+        total = max(0, (-(-size // s) - 1) * s + k - size)
+        pads.append((total // 2, total - total // 2))
+    flat = [p for pair in reversed(pads) for p in pair]
+    return TF.pad(x, ([0, 0] if channels_last else []) + flat, value=value)
+
+
+def _torch_conv(x, kernel, stride, padding, channels_last):
+    xt = x.permute(0, 3, 1, 2) if channels_last else x
+    xt = _torch_same_pad(xt, kernel.shape[:2], (stride, stride), False) if padding == "same" \
+        else xt
+    y = TF.conv2d(xt, kernel.permute(3, 2, 0, 1), stride=stride)
+    return y.permute(0, 2, 3, 1) if channels_last else y
+
+
+def _numpy_avg_pool_same(x, k, s):
+    """TensorFlow's average pool with "same" padding (NHWC): each window's mean over the
+    taps inside the input."""
+    n, h, w, c = x.shape
+    out = np.zeros((n, -(-h // s), -(-w // s), c), np.float32)
+    pad_h = max(0, (out.shape[1] - 1) * s + k - h) // 2
+    pad_w = max(0, (out.shape[2] - 1) * s + k - w) // 2
+    for i in range(out.shape[1]):
+        for j in range(out.shape[2]):
+            rows = slice(max(0, i * s - pad_h), min(h, i * s - pad_h + k))
+            cols = slice(max(0, j * s - pad_w), min(w, j * s - pad_w + k))
+            out[:, i, j] = x[:, rows, cols].mean((1, 2))
+    return out
+
+
+def _gelu_tanh(t):
+    return TF.gelu(t, approximate="tanh")
+
+
+LABELS = np.array([0, 2, 1, 2], np.int64)
+ONE_HOT = np.eye(3, dtype=np.float32)[LABELS]
+TARGETS = np.array([[0.0, 1.0, 1.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0]],
+                   np.float32)
+INDICES = np.array([[3, -1], [0, 2]], np.int32)
+
+# name: (keras op, PyTorch op, float inputs (differentiated), other inputs)
+DIFFERENTIABLE = {
+    "relu": (ops.relu, torch.relu, [rand(3, 4)], []),
+    "gelu": (ops.gelu, _gelu_tanh, [rand(3, 4)], []),
+    "gelu_exact": (lambda x: ops.gelu(x, approximate=False), TF.gelu, [rand(3, 4)], []),
+    "sigmoid": (ops.sigmoid, torch.sigmoid, [rand(3, 4)], []),
+    "tanh": (ops.tanh, torch.tanh, [rand(3, 4)], []),
+    "silu": (ops.silu, TF.silu, [rand(3, 4)], []),
+    "softplus": (ops.softplus, TF.softplus, [rand(3, 4)], []),
+    "elu": (ops.elu, TF.elu, [rand(3, 4)], []),
+    "leaky_relu": (ops.leaky_relu, lambda t: TF.leaky_relu(t, 0.2), [rand(3, 4)], []),
+    "softmax": (ops.softmax, lambda t: torch.softmax(t, -1), [rand(3, 4)], []),
+    "softmax_axis0": (lambda x: ops.softmax(x, axis=0), lambda t: torch.softmax(t, 0),
+                      [rand(3, 4)], []),
+    "log_softmax": (ops.log_softmax, lambda t: torch.log_softmax(t, -1), [rand(3, 4)], []),
+    "exp": (ops.exp, torch.exp, [rand(3, 4)], []),
+    "log": (ops.log, torch.log, [rand(3, 4, positive=True)], []),
+    "sqrt": (ops.sqrt, torch.sqrt, [rand(3, 4, positive=True)], []),
+    "rsqrt": (ops.rsqrt, torch.rsqrt, [rand(3, 4, positive=True)], []),
+    "square": (ops.square, torch.square, [rand(3, 4)], []),
+    "abs": (ops.abs, torch.abs, [rand(3, 4)], []),
+    "power": (lambda x: ops.power(x, 3.0), lambda t: t ** 3, [rand(3, 4)], []),
+    "logsumexp": (lambda x: ops.logsumexp(x, axis=1), lambda t: torch.logsumexp(t, 1),
+                  [rand(3, 4)], []),
+    "add_broadcast": (ops.add, torch.add, [rand(3, 4), rand(4, seed=1)], []),
+    "subtract_scalar": (lambda x: ops.subtract(1.5, x), lambda t: 1.5 - t, [rand(3, 4)], []),
+    "multiply": (ops.multiply, torch.mul, [rand(3, 4), rand(3, 1, seed=1)], []),
+    "divide": (ops.divide, torch.div, [rand(3, 4), rand(3, 4, seed=1, positive=True)], []),
+    "maximum": (ops.maximum, torch.maximum, [rand(3, 4), rand(3, 4, seed=1)], []),
+    "minimum_scalar": (lambda x: ops.minimum(x, 0.25), lambda t: torch.clamp(t, max=0.25),
+                       [rand(3, 4)], []),
+    "clip": (lambda x: ops.clip(x, -0.5, 0.5), lambda t: t.clamp(-0.5, 0.5), [rand(3, 4)], []),
+    "matmul": (ops.matmul, torch.matmul, [rand(2, 3, 4), rand(4, 5, seed=1)], []),
+    "sum_keepdims": (lambda x: ops.sum(x, axis=(0, 2), keepdims=True),
+                     lambda t: t.sum((0, 2), keepdim=True), [rand(2, 3, 4)], []),
+    "mean": (lambda x: ops.mean(x, axis=-1), lambda t: t.mean(-1), [rand(2, 3, 4)], []),
+    "max": (lambda x: ops.max(x, axis=1), lambda t: t.amax(1), [rand(3, 4)], []),
+    "var": (lambda x: ops.var(x, axis=0), lambda t: t.var(0, correction=0), [rand(5, 3)], []),
+    "transpose": (lambda x: ops.transpose(x, (2, 0, 1)), lambda t: t.permute(2, 0, 1),
+                  [rand(2, 3, 4)], []),
+    "reshape_expand": (lambda x: ops.expand_dims(ops.reshape(x, (4, -1)), 1),
+                       lambda t: t.reshape(4, -1).unsqueeze(1), [rand(2, 3, 4)], []),
+    "concatenate": (lambda a, b: ops.concatenate([a, b], axis=1),
+                    lambda a, b: torch.cat([a, b], 1), [rand(2, 3), rand(2, 2, seed=1)], []),
+    "stack": (lambda a, b: ops.stack([a, b], axis=1), lambda a, b: torch.stack([a, b], 1),
+              [rand(2, 3), rand(2, 3, seed=1)], []),
+    "where": (lambda a, b, c: ops.where(c, a, b), lambda a, b, c: torch.where(c, a, b),
+              [rand(3, 4), rand(3, 4, seed=1)], [rand(3, 4, seed=2) > 0]),
+    "take": (lambda x, i: ops.take(x, i, axis=0),
+             lambda t, i: t[torch.where(i < 0, i + 5, i).long()], [rand(5, 3)], [INDICES]),
+    "take_axis1": (lambda x, i: ops.take(x, i, axis=1),
+                   lambda t, i: t[:, torch.where(i < 0, i + 5, i).long()], [rand(2, 5, 3)],
+                   [INDICES]),
+    "conv_same_s2_nhwc": (lambda x, k: ops.conv(x, k, 2, "same"),
+                          lambda x, k: _torch_conv(x, k, 2, "same", True),
+                          [rand(2, 7, 6, 3), rand(3, 3, 3, 4, seed=1)], []),
+    "conv_valid_nchw": (lambda x, k: ops.conv(x, k, 1, "valid", "channels_first"),
+                        lambda x, k: _torch_conv(x, k, 1, "valid", False),
+                        [rand(2, 3, 6, 5), rand(3, 2, 3, 4, seed=1)], []),
+    "max_pool_same": (lambda x: ops.max_pool(x, 3, 2, "same"),
+                      lambda t: TF.max_pool2d(_torch_same_pad(
+                          t.permute(0, 3, 1, 2), (3, 3), (2, 2), False, -math.inf), 3, 2)
+                      .permute(0, 2, 3, 1), [rand(2, 7, 6, 3)], []),
+    "average_pool_valid": (lambda x: ops.average_pool(x, 2, 2, "valid", "channels_first"),
+                           lambda t: TF.avg_pool2d(t, 2, 2), [rand(2, 3, 6, 4)], []),
+    "batch_normalization": (
+        lambda x, m, v, o, s: ops.batch_normalization(x, m, v, axis=1, offset=o, scale=s,
+                                                      epsilon=1e-3),
+        lambda x, m, v, o, s: ((x - m[:, None]) / torch.sqrt(v[:, None] + 1e-3) * s[:, None]
+                               + o[:, None]),
+        [rand(4, 3, 2), rand(3, seed=1), rand(3, seed=2, positive=True), rand(3, seed=3),
+         rand(3, seed=4)], []),
+    "moments": (lambda x: ops.moments(x, axes=[0, 2]),
+                lambda t: (t.mean((0, 2)), t.var((0, 2), correction=0)), [rand(4, 3, 5)], []),
+    "layer_normalization": (
+        lambda x, g, b: ops.layer_normalization(x, g, b, axis=-1, epsilon=1e-3),
+        lambda x, g, b: TF.layer_norm(x, (4,), g, b, 1e-3), [rand(3, 4), rand(4, seed=1),
+                                                             rand(4, seed=2)], []),
+    "sparse_cce_logits": (
+        lambda x, y: ops.sparse_categorical_crossentropy(y, x, from_logits=True),
+        lambda x, y: TF.cross_entropy(x, y, reduction="none"), [rand(4, 3)], [LABELS]),
+    "sparse_cce_probs": (
+        lambda x, y: ops.sparse_categorical_crossentropy(y, ops.softmax(x)),
+        lambda x, y: TF.nll_loss(torch.log(torch.softmax(x, -1).clamp(1e-7, 1 - 1e-7)), y,
+                                 reduction="none"), [rand(4, 3)], [LABELS]),
+    "cce_logits": (lambda x, y: ops.categorical_crossentropy(y, x, from_logits=True),
+                   lambda x, y: -(y * torch.log_softmax(x, -1)).sum(-1), [rand(4, 3)],
+                   [ONE_HOT]),
+    "bce_probs": (lambda x, y: ops.binary_crossentropy(y, ops.sigmoid(x)),
+                  lambda x, y: TF.binary_cross_entropy(torch.sigmoid(x).clamp(1e-7, 1 - 1e-7),
+                                                       y, reduction="none"), [rand(4, 3)],
+                  [TARGETS]),
+    "bce_logits": (lambda x, y: ops.binary_crossentropy(y, x, from_logits=True),
+                   lambda x, y: TF.binary_cross_entropy_with_logits(x, y, reduction="none"),
+                   [rand(4, 3)], [TARGETS]),
+}
+
+
+def _flat(result):
+    return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+def test_differentiable_ops_against_torch(device):
+    """Every op of DIFFERENTIABLE, forward and gradient (of the outputs weighted by random
+    cotangents) in one program, against PyTorch."""
+    cases = []
+    with keras.device(device):
+        for name, (keras_op, _, floats, others) in DIFFERENTIABLE.items():
+            leaves = [tensor(v, device=device, requires_grad=True) for v in floats]
+            outputs = _flat(keras_op(*leaves, *[ops.convert_to_tensor(v) for v in others]))
+            cotangents = [rand(*o.shape, seed=9) for o in outputs]
+            cases.append((name, leaves, outputs, cotangents))
+        loss = sum((o * c).sum() for _, _, outputs, cotangents in cases
+                   for o, c in zip(outputs, cotangents))
+        loss.backward()
+        realize([t for _, leaves, outputs, _ in cases for t in outputs + [x.grad for x in leaves]])
+    for name, leaves, outputs, cotangents in cases:
+        _, torch_op, floats, others = DIFFERENTIABLE[name]
+        torch_leaves = [torch.tensor(v, requires_grad=True) for v in floats]
+        expected = _flat(torch_op(*torch_leaves, *[torch.from_numpy(v) for v in others]))
+        sum((e * torch.from_numpy(c)).sum() for e, c in zip(expected, cotangents)).backward()
+        for got, want in zip(outputs, expected):
+            np.testing.assert_allclose(got.numpy(), want.detach().numpy(), **TOLERANCE,
+                                       err_msg=f"{name} forward")
+        for leaf, torch_leaf in zip(leaves, torch_leaves):
+            np.testing.assert_allclose(leaf.grad.numpy(), torch_leaf.grad.numpy(), **TOLERANCE,
+                                       err_msg=f"{name} gradient")
+
+
+# name: (keras op on the converted inputs, NumPy's result, inputs)
+NUMPY = {
+    "argmax_int32": (lambda x: ops.argmax(x, axis=1), lambda x: np.argmax(x, 1).astype(np.int32),
+                     [rand(3, 4)]),
+    "argmin_flat": (ops.argmin, lambda x: np.int32(np.argmin(x)), [rand(3, 4)]),
+    "sum_bool_int32": (lambda x: ops.sum(x > 0, axis=0), lambda x: (x > 0).sum(0, dtype=np.int32),
+                       [rand(3, 4)]),
+    "mean_int_float32": (ops.mean, lambda x: np.float32(x.mean()), [np.arange(6, dtype=np.int32)]),
+    "max_keepdims": (lambda x: ops.max(x, axis=0, keepdims=True),
+                     lambda x: x.max(0, keepdims=True), [rand(3, 4)]),
+    "equal": (lambda a, b: ops.equal(a, b), np.equal,
+              [np.array([1, 2, 3], np.int32), np.array([1, 0, 3], np.int32)]),
+    "less_scalar_left": (lambda a: ops.less(0.0, a), lambda a: 0.0 < a, [rand(5)]),
+    "logical_and": (lambda a, b: ops.logical_and(a > 0, b > 0), lambda a, b: (a > 0) & (b > 0),
+                    [rand(5), rand(5, seed=1)]),
+    "one_hot": (lambda i: ops.one_hot(i, 4), lambda i: np.eye(4, dtype=np.float32)[i],
+                [np.array([0, 3, 1], np.int32)]),
+    "one_hot_axis0": (lambda i: ops.one_hot(i, 4, axis=0),
+                      lambda i: np.eye(4, dtype=np.float32)[i].T, [np.array([0, 3, 1], np.int32)]),
+    "take_flat": (lambda x: ops.take(x, np.array([5, -2], np.int32)),
+                  lambda x: np.take(x, [5, -2]), [rand(2, 3)]),
+    "split_sections": (lambda x: ops.split(x, [1, 3], axis=1),
+                       lambda x: np.split(x, [1, 3], axis=1), [rand(2, 5)]),
+    "tile": (lambda x: ops.tile(x, (2, 1)), lambda x: np.tile(x, (2, 1)), [rand(2, 3)]),
+    "pad": (lambda x: ops.pad(x, ((1, 0), (2, 1)), constant_values=1.5),
+            lambda x: np.pad(x, ((1, 0), (2, 1)), constant_values=1.5), [rand(2, 3)]),
+    "squeeze": (lambda x: ops.squeeze(x, 1), lambda x: np.squeeze(x, 1), [rand(2, 1, 3)]),
+    "moveaxis": (lambda x: ops.moveaxis(x, 0, -1), lambda x: np.moveaxis(x, 0, -1),
+                 [rand(2, 3, 4)]),
+    "divide_no_nan": (ops.divide_no_nan, lambda a, b: np.where(b == 0, 0, a / np.where(
+        b == 0, 1, b)).astype(np.float32), [rand(4), np.array([1, 0, 2, 0], np.float32)]),
+    "mod_floor_divide": (lambda a, b: (ops.mod(a, b), ops.floor_divide(a, 3), a % 2.5),
+                         lambda a, b: (np.mod(a, b), a // 3, (a % 2.5).astype(np.float32)),
+                         [np.array([7, -7, 7, -7, 0], np.int32),
+                          np.array([3, 3, -3, -3, 2], np.int32)]),
+    "arange": (lambda: ops.arange(1, 7, 2), lambda: np.arange(1, 7, 2, dtype=np.int32), []),
+    "full_like": (lambda x: ops.full_like(x, 2.5), lambda x: np.full_like(x, 2.5), [rand(2, 2)]),
+    "isinf_isnan": (lambda x: ops.logical_or(ops.isinf(x), ops.isnan(x)),
+                    lambda x: np.isinf(x) | np.isnan(x),
+                    [np.array([1.0, np.inf, np.nan, -np.inf], np.float32)]),
+    "average_pool_same": (lambda x: ops.average_pool(x, 3, 2, "same"),
+                          lambda x: _numpy_avg_pool_same(x, 3, 2), [rand(2, 7, 6, 3)]),
+}
+
+
+def test_numpy_semantics(device):
+    """Results, dtypes and shapes as NumPy (Keras' numpy semantics: argmax gives int32, a
+    bool sum int32, an integer mean float32)."""
+    with keras.device(device):
+        got = {name: _flat(op(*[ops.convert_to_tensor(v) for v in inputs]))
+               for name, (op, _, inputs) in NUMPY.items()}
+        realize([t for outputs in got.values() for t in outputs])
+    for name, (_, numpy_op, inputs) in NUMPY.items():
+        expected = _flat(numpy_op(*inputs))
+        assert len(got[name]) == len(expected), name
+        for g, e in zip(got[name], expected):
+            e = np.asarray(e)
+            assert g.device == device, name
+            assert g.shape == e.shape and g.numpy().dtype == e.dtype, (name, g, e.dtype)
+            np.testing.assert_allclose(g.numpy(), e, **TOLERANCE, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_low_precision_dtypes(dtype, device):
+    """Variables and ops in float16 / bfloat16 keep the dtype (Python numbers are weak), and
+    compute as NumPy does in that dtype (to its precision)."""
+    x = rand(3, 4)
+    with keras.device(device):
+        variable = keras.Variable(x, dtype=dtype)
+        assert variable.dtype == dtype and keras.backend.standardize_dtype(
+            variable.value.dtype) == dtype
+        y = ops.relu(variable * 2.0 + 1.0)
+        total = ops.sum(y, axis=1)
+        assert keras.backend.standardize_dtype(y.dtype) == dtype
+        variable.assign(y)
+        promoted = ops.add(variable, np.ones((3, 4), np.float32))
+        assert keras.backend.standardize_dtype(promoted.dtype) == "float32"
+    low = x.astype(_numpy_dtype(dtype)).astype(np.float32)
+    expected = np.maximum(low * 2.0 + 1.0, 0.0)
+    tolerance = 1e-2 if dtype == "bfloat16" else 2e-3
+    np.testing.assert_allclose(ops.convert_to_numpy(variable).astype(np.float32), expected,
+                               rtol=tolerance, atol=tolerance)
+    np.testing.assert_allclose(ops.convert_to_numpy(total).astype(np.float32),
+                               expected.sum(1), rtol=4 * tolerance, atol=4 * tolerance)
+
+
+def _numpy_dtype(name):
+    import ml_dtypes
+
+    return np.float16 if name == "float16" else ml_dtypes.bfloat16
+
+
+def test_variables_and_conversion(device, monkeypatch):
+    """Variables live on the current device (GINGHAM_DEVICE by default, or keras.device's) as
+    leaves; assign keeps their identity; convert_to_tensor infers Keras' dtypes; gingham
+    tensors pass through."""
+    monkeypatch.setenv("GINGHAM_DEVICE", device)
+    assert leaf_of(keras.Variable(np.ones(2, np.float32))).device == device
+    monkeypatch.delenv("GINGHAM_DEVICE")
+    with keras.device(device):
+        variable = keras.Variable(np.arange(6, dtype=np.float32).reshape(2, 3))
+        leaf = leaf_of(variable)
+        assert isinstance(leaf, Tensor) and leaf.device == device and leaf.requires_grad
+        before = variable.value  # a snapshot: still computable after the assignment
+        doubled = before * 2.0
+        variable.assign_add(np.ones((2, 3), np.float32))
+        assert leaf_of(variable) is leaf
+        np.testing.assert_array_equal(doubled.numpy(),
+                                      2 * np.arange(6, dtype=np.float32).reshape(2, 3))
+        frozen = keras.Variable(np.zeros(2, np.float32), trainable=False)
+        assert not leaf_of(frozen).requires_grad
+        assert keras.backend.standardize_dtype(ops.convert_to_tensor(1.5).dtype) == "float32"
+        assert keras.backend.standardize_dtype(ops.convert_to_tensor([1, 2]).dtype) == "int32"
+        assert ops.convert_to_tensor(before) is before
+        assert ops.is_tensor(leaf) and not ops.is_tensor(np.zeros(2))
+    np.testing.assert_array_equal(variable.numpy(), np.arange(1, 7, dtype=np.float32).reshape(2, 3))
+    np.testing.assert_array_equal(ops.convert_to_numpy(variable * 2.0),
+                                  2 * np.arange(1, 7, dtype=np.float32).reshape(2, 3))
+
+
+def test_unimplemented_ops_raise():
+    """An op the backend lacks raises NotImplementedError naming it, never a wrong result."""
+    x = ops.convert_to_tensor(rand(3, 4))
+    for call, name in [(lambda: ops.cumsum(x), "numpy.cumsum"),
+                       (lambda: ops.top_k(x, 2), "math.top_k"),
+                       (lambda: ops.linalg.inv(x[:3, :3]), "linalg.inv"),
+                       (lambda: ops.depthwise_conv(ops.reshape(x, (1, 3, 4, 1)),
+                                                   np.ones((2, 2, 1, 1), np.float32)),
+                        "nn.depthwise_conv")]:
+        with pytest.raises(NotImplementedError, match=f"{name}.*gingham's Keras backend"):
+            call()

@@ -1,0 +1,63 @@
+"""Keras models trained with gingham's backend against the same script on Keras' PyTorch
+backend (tests/keras/keras_oracle.py in a subprocess, one per model): same initial weights,
+same batches, no shuffling; the per-epoch history (training and validation losses and
+metrics), the trained weights and the predictions must agree."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+if importlib.util.find_spec("keras") is None:
+    pytest.skip("keras is not installed (pip install 'gingham[keras]')", allow_module_level=True)
+
+importlib.import_module("gingham.keras")  # before keras: it installs the backend
+import keras  # noqa: E402
+
+import keras_oracle  # noqa: E402
+
+HERE = Path(__file__).parent
+MODELS = ["mlp", "mlp_softmax", "cnn", "functional"]
+# float32 throughout; the convolutions' and batch norm's sums reorder, and three epochs of
+# momentum amplify that a little.
+TOLERANCE = {"mlp": 1e-4, "mlp_softmax": 1e-4, "cnn": 5e-4, "functional": 1e-4}
+
+
+@pytest.fixture(scope="module")
+def oracle(tmp_path_factory):
+    """name -> (initial weights, the PyTorch backend's result), computed once per model."""
+    results: dict[str, tuple] = {}
+
+    def get(name: str):
+        if name not in results:
+            folder = tmp_path_factory.mktemp(name)
+            with keras.device("reference"):
+                weights = keras_oracle.build(name).get_weights()
+            np.savez(folder / "start.npz", **{f"w{i}": w for i, w in enumerate(weights)})
+            environment = dict(os.environ, KERAS_BACKEND="torch", CUDA_VISIBLE_DEVICES="")
+            subprocess.run([sys.executable, str(HERE / "keras_oracle.py"), name,
+                            str(folder / "start.npz"), str(folder / "result.npz")],
+                           check=True, env=environment, cwd=folder, timeout=300)
+            with np.load(folder / "result.npz") as saved:
+                results[name] = weights, dict(saved)
+        return results[name]
+
+    return get
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_training_matches_keras_torch_backend(name, device, oracle):
+    weights, expected = oracle(name)
+    with keras.device(device):
+        got = keras_oracle.train(name, weights)
+    assert sorted(got) == sorted(expected)
+    tolerance = TOLERANCE[name]
+    for key in sorted(expected):
+        np.testing.assert_allclose(got[key], expected[key], rtol=tolerance, atol=tolerance,
+                                   err_msg=f"{name}: {key}")
