@@ -156,8 +156,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "PyTorch backend's time / gingham's. Needs keras: pip install "
                     "'gingham[keras]'.")
     keras.add_argument("models", nargs="*", metavar="MODEL",
-                       help="models to train: story, resnet9, resnet18, digits (default: "
-                            "story, resnet9)")
+                       help="models to train: story, resnet9, resnet18, digits, and Keras' "
+                            "applications resnet50, vgg16, densenet121, mobilenet_v2 (32x32 "
+                            "images); all; default: story, resnet9")
     _device_arguments(keras, "and Keras on PyTorch once per torch device they map to")
     keras.add_argument("--batch", type=_positive_int, help="batch size (default: the model's)")
     keras.add_argument("--steps", type=_positive_int, default=5,

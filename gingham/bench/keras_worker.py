@@ -16,7 +16,8 @@ Two epochs of ``model.fit`` (``shuffle=False``, SGD with Nesterov momentum): the
 first step (trace and compile, or PyTorch's set-up), the second is timed. Each step's and each
 epoch's time ends when a weight has been read back to the host (every step has then finished
 on the device). Written to ``--out`` (JSON): ``epoch_seconds``, ``step_seconds`` (per epoch,
-per step), ``losses`` (each epoch's mean) and ``backend`` as Keras reports it.
+per step), ``first_loss`` (the first step's, before any update), ``losses`` (each epoch's
+mean) and ``backend`` as Keras reports it.
 """
 
 from __future__ import annotations
@@ -32,11 +33,17 @@ import numpy as np
 #: The benchmark models: name -> (image shape, channels-last; default width).
 SHAPES = {"resnet9": ((32, 32, 3), 64), "resnet18": ((32, 32, 3), 64),
           "story": ((100, 100, 3), 32), "digits": ((8, 8, 1), 16)}
+#: Keras' own applications (``keras.applications``, untrained: ``weights=None``), the
+#: networks PlaidML's ``plaidbench keras`` ran, here on CIFAR-sized images.
+APPLICATIONS = {"resnet50": "ResNet50", "vgg16": "VGG16", "densenet121": "DenseNet121",
+                "mobilenet_v2": "MobileNetV2"}
+SHAPES.update({name: ((32, 32, 3), 0) for name in APPLICATIONS})
 
 
 def build_model(keras, name: str, classes: int = 10, width: int | None = None):
     """The Keras twin of ``gingham bench model``'s network ``name`` (same layers and widths;
-    Keras' ``same`` padding, batch norm momentum 0.9 and epsilon 1e-5 as PyTorch's)."""
+    Keras' ``same`` padding, batch norm momentum 0.9 and epsilon 1e-5 as PyTorch's), or one of
+    Keras' :data:`APPLICATIONS` (logits out)."""
     layers = keras.layers
     shape, default_width = SHAPES[name]
     w = width or default_width
@@ -56,6 +63,9 @@ def build_model(keras, name: str, classes: int = 10, width: int | None = None):
             shortcut = conv_bn(x, channels, stride, relu=False, kernel=1)
         return layers.ReLU()(layers.Add()([shortcut, y]))
 
+    if name in APPLICATIONS:
+        return getattr(keras.applications, APPLICATIONS[name])(
+            weights=None, input_shape=shape, classes=classes, classifier_activation=None)
     inputs = keras.Input(shape)
     if name == "resnet9":
         x = conv_bn(conv_bn(inputs, w), 2 * w)
@@ -139,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             super().__init__()
             self.epochs: list[float] = []
             self.steps: list[list[float]] = []
+            self.first_loss: float | None = None
 
         def on_epoch_begin(self, epoch, logs=None):
             self.epoch_started = time.perf_counter()
@@ -150,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         def on_train_batch_end(self, batch, logs=None):
             keras.ops.convert_to_numpy(probe.value)
             self.steps[-1].append(time.perf_counter() - self.step_started)
+            if self.first_loss is None and logs and "loss" in logs:
+                self.first_loss = float(logs["loss"])  # before any update: the forward's
 
         def on_epoch_end(self, epoch, logs=None):
             keras.ops.convert_to_numpy(probe.value)
@@ -159,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     history = model.fit(images, labels, batch_size=args.batch, epochs=2, shuffle=False,
                         verbose=0, callbacks=[timer])
     record = {"backend": keras.config.backend(), "epoch_seconds": timer.epochs,
-              "step_seconds": timer.steps,
+              "step_seconds": timer.steps, "first_loss": timer.first_loss,
               "losses": [float(v) for v in history.history["loss"]]}
     with open(args.out, "w") as handle:
         json.dump(record, handle)

@@ -36,6 +36,7 @@ def test_runs_both_backends_from_the_same_weights(tmp_path, capsys):
     # Two epochs of one step each: the same weights and data give the same losses, and the
     # second epoch's loss is after one SGD step, so it checks the gradients too.
     assert len(ours["losses"]) == len(theirs["losses"]) == 2
+    assert ours["first_loss"] == pytest.approx(theirs["first_loss"], rel=1e-5)
     assert ours["losses"] == pytest.approx(theirs["losses"], rel=1e-4)
     assert ours["losses"][1] != pytest.approx(ours["losses"][0], rel=1e-6)
     assert ours["ratio"] > 0 and ours["steps_per_epoch"] == 1438 // 4 + 1
@@ -43,15 +44,16 @@ def test_runs_both_backends_from_the_same_weights(tmp_path, capsys):
     assert "digits  gingham" in table and "digits  torch" in table
 
 
-def test_losses_that_differ_are_wrong():
-    def run(backend: str, losses: list[float]) -> bench_keras.KerasRun:
+def test_a_first_loss_that_differs_is_wrong():
+    def run(backend: str, first_loss: float) -> bench_keras.KerasRun:
         return bench_keras.KerasRun("digits", backend, "cpu", "cpu", 4, 1, 360,
-                                    epoch_seconds=[1.0, 0.5], losses=losses)
+                                    epoch_seconds=[1.0, 0.5], first_loss=first_loss,
+                                    losses=[first_loss, 2.0])
 
-    runs = [run("torch", [2.30, 2.10]), run("gingham", [2.30, 2.20])]
+    runs = [run("torch", 2.3000), run("gingham", 2.3001), run("gingham", 2.3100)]
     bench_keras._check_losses(runs)
-    assert runs[1].error.startswith("WRONG")
-    assert runs[0].error is None
+    assert runs[0].error is None and runs[1].error is None
+    assert runs[2].error.startswith("WRONG: first loss 2.31000")
 
 
 @pytest.mark.parametrize("argv, message", [
