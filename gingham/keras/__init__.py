@@ -50,7 +50,9 @@ when they are imported). Importing this module puts a finder at the front of
 gingham's modules (:mod:`gingham.keras.backend`), imports Keras with ``KERAS_BACKEND=numpy``
 for that import only, then names the backend ``"gingham"``. Keras' only run-time tests of
 the name ``"numpy"`` choose an error message's wording and a reload path
-(``keras.config.set_backend``), so the rename changes nothing else.
+(``keras.config.set_backend``), so the rename changes nothing else; the one place that
+dispatches on the name, ``DynamicBackend`` (the preprocessing layers' ``self.backend``), is
+taught ``"gingham"``.
 """
 
 from __future__ import annotations
@@ -125,6 +127,28 @@ def _install() -> None:
         else:
             del os.environ["KERAS_BACKEND"]
     keras_config._BACKEND = BACKEND_NAME
+    _serve_dynamic_backend()
+
+
+def _serve_dynamic_backend() -> None:
+    """Keras' preprocessing layers (Rescaling, Normalization, ...) reach the backend through
+    ``DynamicBackend``, which knows the built-in backends' names only (for any other it
+    answers None): for ``"gingham"`` it answers with the backend Keras loaded."""
+    from keras.src import backend as keras_backend
+    from keras.src.utils import backend_utils
+
+    dynamic = backend_utils.DynamicBackend
+    if getattr(dynamic, "_gingham_served", False):
+        return
+    builtin = dynamic.__getattr__
+
+    def __getattr__(self, name):
+        if self._backend == BACKEND_NAME:
+            return getattr(keras_backend, name)
+        return builtin(self, name)
+
+    dynamic.__getattr__ = __getattr__
+    dynamic._gingham_served = True
 
 
 _install()

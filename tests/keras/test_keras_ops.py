@@ -52,18 +52,58 @@ def _torch_conv(x, kernel, stride, padding, channels_last):
 
 
 def _numpy_avg_pool_same(x, k, s):
-    """TensorFlow's average pool with "same" padding (NHWC): each window's mean over the
-    taps inside the input."""
-    n, h, w, c = x.shape
-    out = np.zeros((n, -(-h // s), -(-w // s), c), np.float32)
-    pad_h = max(0, (out.shape[1] - 1) * s + k - h) // 2
-    pad_w = max(0, (out.shape[2] - 1) * s + k - w) // 2
-    for i in range(out.shape[1]):
-        for j in range(out.shape[2]):
-            rows = slice(max(0, i * s - pad_h), min(h, i * s - pad_h + k))
-            cols = slice(max(0, j * s - pad_w), min(w, j * s - pad_w + k))
-            out[:, i, j] = x[:, rows, cols].mean((1, 2))
+    """TensorFlow's average pool with "same" padding (channels last, 1-, 2- or 3-d): each
+    window's mean over the taps inside the input."""
+    spatial = x.shape[1:-1]
+    outs = [-(-n // s) for n in spatial]
+    pads = [max(0, (o - 1) * s + k - n) // 2 for o, n in zip(outs, spatial)]
+    out = np.zeros((x.shape[0], *outs, x.shape[-1]), np.float32)
+    for index in np.ndindex(*outs):
+        window = tuple(slice(max(0, i * s - p), min(n, i * s - p + k))
+                       for i, p, n in zip(index, pads, spatial))
+        out[(slice(None), *index)] = x[(slice(None), *window)].mean(
+            tuple(range(1, len(spatial) + 1)))
     return out
+
+
+def _torch_keras_conv(x, kernel, stride=1, padding="valid", channels_last=True):
+    """Keras' convolution in PyTorch: 1-, 2- or 3-d, kernel ``[*K, C / groups, O]`` (groups
+    from the channel counts), TensorFlow's "same"."""
+    nd = x.ndim - 2
+    xt = torch.movedim(x, -1, 1) if channels_last else x
+    if padding == "same":
+        pads = []
+        for size, k in zip(xt.shape[2:], kernel.shape[:nd]):
+            total = max(0, (-(-size // stride) - 1) * stride + k - size)
+            pads.append((total // 2, total - total // 2))
+        xt = TF.pad(xt, [p for pair in reversed(pads) for p in pair])
+    weight = kernel.permute(nd + 1, nd, *range(nd))
+    y = getattr(TF, f"conv{nd}d")(xt, weight, stride=stride, groups=xt.shape[1] // weight.shape[1])
+    return torch.movedim(y, 1, -1) if channels_last else y
+
+
+def _torch_depthwise(x, kernel, stride, padding):
+    """Keras' depthwise kernel ``[*K, C, M]`` is a grouped one ``[*K, 1, C * M]``."""
+    grouped = kernel.reshape(*kernel.shape[:-2], 1, kernel.shape[-2] * kernel.shape[-1])
+    return _torch_keras_conv(x, grouped, stride, padding)
+
+
+def _torch_conv_transpose(x, kernel, stride, padding, channels_last=True):
+    """Keras' transposed convolution (kernel ``[*K, O, C]``, no output_padding) as what it
+    is: the gradient of the convolution from the output's shape to ``x``'s, by PyTorch's
+    autograd (create_graph, so that its own gradients follow)."""
+    nd = x.ndim - 2
+    spatial = x.shape[1:-1] if channels_last else x.shape[2:]
+    sizes = [n * stride if padding == "same" else (n - 1) * stride + max(k, stride)
+             for n, k in zip(spatial, kernel.shape[:nd])]
+    channels = kernel.shape[-2]
+    shape = ((x.shape[0], *sizes, channels) if channels_last
+             else (x.shape[0], channels, *sizes))
+    y = torch.zeros(shape, requires_grad=True)
+    convolved = _torch_keras_conv(y, kernel, stride, padding, channels_last)
+    assert convolved.shape == x.shape
+    (transposed,) = torch.autograd.grad(convolved, y, x, create_graph=True)
+    return transposed
 
 
 def _gelu_tanh(t):
@@ -135,6 +175,32 @@ DIFFERENTIABLE = {
     "conv_valid_nchw": (lambda x, k: ops.conv(x, k, 1, "valid", "channels_first"),
                         lambda x, k: _torch_conv(x, k, 1, "valid", False),
                         [rand(2, 3, 6, 5), rand(3, 2, 3, 4, seed=1)], []),
+    "conv1d_grouped_same": (lambda x, k: ops.conv(x, k, 2, "same"),
+                            lambda x, k: _torch_keras_conv(x, k, 2, "same"),
+                            [rand(2, 9, 4), rand(3, 2, 6, seed=1)], []),
+    "conv3d_ncdhw": (lambda x, k: ops.conv(x, k, 1, "valid", "channels_first"),
+                     lambda x, k: _torch_keras_conv(x, k, 1, "valid", False),
+                     [rand(1, 2, 4, 5, 3), rand(2, 3, 2, 2, 3, seed=1)], []),
+    "depthwise_conv_same_s2": (lambda x, k: ops.depthwise_conv(x, k, 2, "same"),
+                               lambda x, k: _torch_depthwise(x, k, 2, "same"),
+                               [rand(2, 7, 6, 3), rand(3, 3, 3, 2, seed=1)], []),
+    "separable_conv": (lambda x, d, p: ops.separable_conv(x, d, p, 1, "same"),
+                       lambda x, d, p: _torch_keras_conv(_torch_depthwise(x, d, 1, "same"), p),
+                       [rand(2, 6, 5, 3), rand(3, 3, 3, 2, seed=1), rand(1, 1, 6, 4, seed=2)],
+                       []),
+    "conv_transpose_same_s2": (lambda x, k: ops.conv_transpose(x, k, 2, "same"),
+                               lambda x, k: _torch_conv_transpose(x, k, 2, "same"),
+                               [rand(2, 4, 3, 3), rand(3, 3, 5, 3, seed=1)], []),
+    "conv_transpose_1d_valid_ncw": (
+        lambda x, k: ops.conv_transpose(x, k, 3, "valid", data_format="channels_first"),
+        lambda x, k: _torch_conv_transpose(x, k, 3, "valid", False),
+        [rand(2, 3, 5), rand(2, 4, 3, seed=1)], []),
+    "max_pool1d_same": (lambda x: ops.max_pool(x, 3, 2, "same"),
+                        lambda t: TF.max_pool1d(TF.pad(t.transpose(1, 2), (1, 1),
+                                                       value=-math.inf), 3, 2).transpose(1, 2),
+                        [rand(2, 7, 3)], []),
+    "average_pool3d_ncdhw": (lambda x: ops.average_pool(x, 2, None, "valid", "channels_first"),
+                             lambda t: TF.avg_pool3d(t, 2), [rand(1, 2, 4, 4, 5)], []),
     "max_pool_same": (lambda x: ops.max_pool(x, 3, 2, "same"),
                       lambda t: TF.max_pool2d(_torch_same_pad(
                           t.permute(0, 3, 1, 2), (3, 3), (2, 2), False, -math.inf), 3, 2)
@@ -247,6 +313,8 @@ NUMPY = {
                     [np.array([1.0, np.inf, np.nan, -np.inf], np.float32)]),
     "average_pool_same": (lambda x: ops.average_pool(x, 3, 2, "same"),
                           lambda x: _numpy_avg_pool_same(x, 3, 2), [rand(2, 7, 6, 3)]),
+    "average_pool1d_same": (lambda x: ops.average_pool(x, 3, 2, "same"),
+                            lambda x: _numpy_avg_pool_same(x, 3, 2), [rand(2, 8, 3)]),
 }
 
 
@@ -331,8 +399,6 @@ def test_unimplemented_ops_raise():
     for call, name in [(lambda: ops.cumsum(x), "numpy.cumsum"),
                        (lambda: ops.top_k(x, 2), "math.top_k"),
                        (lambda: ops.linalg.inv(x[:3, :3]), "linalg.inv"),
-                       (lambda: ops.depthwise_conv(ops.reshape(x, (1, 3, 4, 1)),
-                                                   np.ones((2, 2, 1, 1), np.float32)),
-                        "nn.depthwise_conv")]:
+                       (lambda: ops.ctc_loss(x, x, x, x), "nn.ctc_loss")]:
         with pytest.raises(NotImplementedError, match=f"{name}.*gingham's Keras backend"):
             call()

@@ -8,10 +8,15 @@ gingham's: kernels ``[KH, KW, C, O]`` become ``[O, C, KH, KW]``, ``channels_last
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from keras.src import backend as keras_backend
-from keras.src.backend.common.backend_utils import standardize_axis_for_numpy
+from keras.src.backend.common.backend_utils import (
+    compute_conv_transpose_output_crops_for_torch,
+    standardize_axis_for_numpy,
+)
 from keras.src.backend.config import epsilon, standardize_data_format
 from keras.src.utils.argument_validation import standardize_tuple
 
@@ -84,29 +89,63 @@ def _spatial(x: Tensor, channels_last: bool) -> tuple:
 
 
 def _pad_spatial(x: Tensor, pads, channels_last: bool, value: float = 0.0) -> Tensor:
-    """``x`` padded by ``(before, after)`` per spatial axis (F.pad's order: last axis first)."""
+    """``x`` padded by ``(before, after)`` per spatial axis (F.pad's order: last axis first;
+    a negative amount crops)."""
     flat = [0, 0] if channels_last else []
     for before, after in reversed(pads):
         flat += [before, after]
     return F.pad(x, flat, "constant", value)
 
 
+def _spatial_rank(op: str, x: Tensor) -> int:
+    nd = x.ndim - 2
+    if nd not in (1, 2, 3):
+        raise ValueError(f"nn.{op}: inputs must be 3-d, 4-d or 5-d (1-, 2- or 3-d data with "
+                         f"batch and channel axes), got shape {x.shape}")
+    return nd
+
+
+def _channels_first(x: Tensor) -> Tensor:
+    """``[N, *spatial, C]`` as ``[N, C, *spatial]``: for gingham's 1-d / 3-d convolutions and
+    pools and its transposed convolutions, which take channels-first data only."""
+    return gt.permute_dims(x, (0, x.ndim - 1, *range(1, x.ndim - 1)))
+
+
+def _channels_last(x: Tensor) -> Tensor:
+    return gt.permute_dims(x, (0, *range(2, x.ndim), 1))
+
+
+def _in_layout(op, x: Tensor, channels_last: bool, nd: int, **kwargs) -> Tensor:
+    """``op(x, ..., data_format=...)`` in Keras' layout, permuting channels-last data
+    around a gingham op that takes channels-first data only."""
+    if nd == 2:
+        return op(x, data_format="NHWC" if channels_last else "NCHW", **kwargs)
+    if channels_last:
+        return _channels_last(op(_channels_first(x), **kwargs))
+    return op(x, **kwargs)
+
+
+_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+
+
 def conv(inputs, kernel, strides=1, padding="valid", data_format=None, dilation_rate=1):
+    """Keras' convolution (1-, 2- or 3-d): kernel ``[*K, C / groups, O]``; input channels a
+    multiple of the kernel's are a grouped convolution (``groups = C / kernel C``)."""
     x = convert_to_tensor(inputs)
     kernel = convert_to_tensor(kernel)
-    nd = x.ndim - 2
-    if nd != 2:
-        raise NotImplementedError(f"nn.conv of {nd}-d data is not implemented by gingham's Keras "
-                                  "backend yet (2-d only)")
+    nd = _spatial_rank("conv", x)
+    if kernel.ndim != nd + 2:
+        raise ValueError(f"nn.conv: kernel must be {nd + 2}-d [*kernel_size, in_channels, "
+                         f"out_channels] for {nd}-d data, got shape {kernel.shape}")
     channels_last = standardize_data_format(data_format) == "channels_last"
     strides = standardize_tuple(strides, nd, "strides")
     dilation = standardize_tuple(dilation_rate, nd, "dilation_rate")
     channels = x.shape[-1] if channels_last else x.shape[1]
-    if kernel.shape[-2] != channels:
-        raise NotImplementedError("nn.conv with groups (kernel input channels "
-                                  f"{kernel.shape[-2]} != input channels {channels}) is not "
-                                  "implemented by gingham's Keras backend yet")
-    weight = gt.permute_dims(kernel, (3, 2, 0, 1))  # [KH, KW, C, O] -> [O, C, KH, KW]
+    if channels % kernel.shape[-2]:
+        raise ValueError(f"nn.conv: input channels ({channels}) must be divisible by the "
+                         f"kernel's input channels ({kernel.shape[-2]})")
+    groups = channels // kernel.shape[-2]
+    weight = gt.permute_dims(kernel, (nd + 1, nd, *range(nd)))  # [*K, C, O] -> [O, C, *K]
     pads = 0
     if padding == "same":
         same = _same_pads(_spatial(x, channels_last), kernel.shape[:nd], strides, dilation)
@@ -116,19 +155,66 @@ def conv(inputs, kernel, strides=1, padding="valid", data_format=None, dilation_
             x = _pad_spatial(x, same, channels_last)
     elif padding != "valid":
         raise ValueError(f"nn.conv: padding must be 'valid' or 'same', not {padding!r}")
-    return F.conv2d(x, weight, None, strides, pads, dilation,
-                    data_format="NHWC" if channels_last else "NCHW")
+    return _in_layout(lambda data, **kw: _CONV[nd](data, weight, None, strides, pads, dilation,
+                                                   groups, **kw), x, channels_last, nd)
+
+
+def depthwise_conv(inputs, kernel, strides=1, padding="valid", data_format=None,
+                   dilation_rate=1):
+    """Each input channel convolved with its own ``M`` filters: kernel ``[*K, C, M]``, output
+    channel ``c * M + m`` (a grouped convolution with ``groups = C``)."""
+    kernel = convert_to_tensor(kernel)
+    nd = kernel.ndim - 2
+    depthwise = gt.reshape(kernel, kernel.shape[:nd] + (1, kernel.shape[-2] * kernel.shape[-1]))
+    return conv(inputs, depthwise, strides, padding, data_format, dilation_rate)
+
+
+def separable_conv(inputs, depthwise_kernel, pointwise_kernel, strides=1, padding="valid",
+                   data_format=None, dilation_rate=1):
+    """A depthwise convolution followed by a 1x1 (pointwise) one."""
+    depthwise = depthwise_conv(inputs, depthwise_kernel, strides, padding, data_format,
+                               dilation_rate)
+    return conv(depthwise, pointwise_kernel, 1, "valid", data_format, dilation_rate)
+
+
+_CONV_TRANSPOSE = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+
+
+def conv_transpose(inputs, kernel, strides=1, padding="valid", output_padding=None,
+                   data_format=None, dilation_rate=1):
+    """The transposed convolution, kernel ``[*K, O, C]``. Keras' "same" may crop unequally
+    on the two sides, which PyTorch's symmetric ``padding`` cannot say: the full output
+    (``padding=0``) is cropped (or zero-padded) afterwards by Keras' own crop amounts, as
+    Keras' PyTorch backend does."""
+    x = convert_to_tensor(inputs)
+    kernel = convert_to_tensor(kernel)
+    nd = _spatial_rank("conv_transpose", x)
+    channels_last = standardize_data_format(data_format) == "channels_last"
+    channels = x.shape[-1] if channels_last else x.shape[1]
+    if kernel.ndim != nd + 2 or kernel.shape[-1] != channels:
+        raise ValueError(f"nn.conv_transpose: kernel must be {nd + 2}-d [*kernel_size, "
+                         f"out_channels, in_channels={channels}], got shape {kernel.shape}")
+    strides = standardize_tuple(strides, nd, "strides")
+    dilation = standardize_tuple(dilation_rate, nd, "dilation_rate")
+    crops = compute_conv_transpose_output_crops_for_torch(
+        x.shape, kernel.shape, strides, padding, output_padding, dilation)
+    weight = gt.permute_dims(kernel, (nd + 1, nd, *range(nd)))  # [*K, O, C] -> [C, O, *K]
+    data = _channels_first(x) if channels_last else x
+    full = _CONV_TRANSPOSE[nd](data, weight, None, strides, 0, 0, 1, dilation)
+    cropped = _pad_spatial(full, [(-left, -right) for left, right in crops], False)
+    return _channels_last(cropped) if channels_last else cropped
 
 
 def _pool_arguments(x: Tensor, pool_size, strides, data_format):
-    nd = x.ndim - 2
-    if nd != 2:
-        raise NotImplementedError(f"pooling of {nd}-d data is not implemented by gingham's Keras "
-                                  "backend yet (2-d only)")
+    nd = _spatial_rank("pool", x)
     pool_size = standardize_tuple(pool_size, nd, "pool_size")
     strides = pool_size if strides is None else standardize_tuple(strides, nd, "strides")
     channels_last = standardize_data_format(data_format) == "channels_last"
     return nd, pool_size, strides, channels_last
+
+
+_MAX_POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
+_AVG_POOL = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
 
 
 def max_pool(inputs, pool_size, strides=None, padding="valid", data_format=None):
@@ -137,7 +223,8 @@ def max_pool(inputs, pool_size, strides=None, padding="valid", data_format=None)
     if padding == "same":
         same = _same_pads(_spatial(x, channels_last), pool_size, strides, (1,) * nd)
         x = _pad_spatial(x, same, channels_last, float("-inf"))
-    return F.max_pool2d(x, pool_size, strides, data_format="NHWC" if channels_last else "NCHW")
+    return _in_layout(lambda data, **kw: _MAX_POOL[nd](data, pool_size, strides, **kw), x,
+                      channels_last, nd)
 
 
 def average_pool(inputs, pool_size, strides=None, padding="valid", data_format=None):
@@ -145,18 +232,21 @@ def average_pool(inputs, pool_size, strides=None, padding="valid", data_format=N
     its taps inside the input, not by the pool's size."""
     x = convert_to_tensor(inputs)
     nd, pool_size, strides, channels_last = _pool_arguments(x, pool_size, strides, data_format)
-    layout = "NHWC" if channels_last else "NCHW"
     if padding != "same":
-        return F.avg_pool2d(x, pool_size, strides, data_format=layout)
+        return _in_layout(lambda data, **kw: _AVG_POOL[nd](data, pool_size, strides, **kw), x,
+                          channels_last, nd)
     spatial = _spatial(x, channels_last)
     same = _same_pads(spatial, pool_size, strides, (1,) * nd)
-    total = F.avg_pool2d(_pad_spatial(x, same, channels_last), pool_size, strides,
-                         divisor_override=1, data_format=layout)
+    padded = _pad_spatial(x, same, channels_last)
+    # a sum (the mean times the window's size): divided below by the taps inside the input
+    window = float(np.prod(pool_size))
+    total = _in_layout(lambda data, **kw: _AVG_POOL[nd](data, pool_size, strides, **kw),
+                       padded, channels_last, nd) * window
     counts = [np.clip(np.arange(o) * s - before + k, 0, size) - np.clip(
         np.arange(o) * s - before, 0, size) for o, s, (before, _), k, size
         in zip(_spatial(total, channels_last), strides, same, pool_size, spatial)]
-    count = np.outer(counts[0], counts[1]).astype(np.float32)
-    count = count[:, :, None] if channels_last else count
+    count = functools.reduce(np.multiply.outer, counts).astype(np.float32)
+    count = count[..., None] if channels_last else count
     return total / convert_to_tensor(count, keras_dtype(total))
 
 
