@@ -20,10 +20,15 @@ compiled program.
 What works: ``keras.ops`` on gingham tensors (elementwise math, reductions, shapes, matmul,
 the nn ops below), ``convert_to_tensor`` / ``convert_to_numpy``, dtypes float32, float16,
 bfloat16 and the integers (and the ``mixed_float16`` / ``mixed_bfloat16`` policies); the
-layers Dense, Conv2D (channels_last and channels_first), MaxPooling2D, AveragePooling2D,
-GlobalAveragePooling2D, BatchNormalization, Dropout, Flatten, Reshape, Permute, Embedding,
-LayerNormalization, Activation (relu, gelu, sigmoid, tanh, softmax, log_softmax, silu), Add,
-Concatenate; Sequential and functional models; the losses (Sparse)CategoricalCrossentropy,
+layers Dense, Conv1D / Conv2D / Conv3D (channels_last and channels_first, ``groups=``),
+DepthwiseConv2D, SeparableConv2D, Conv1DTranspose / Conv2DTranspose / Conv3DTranspose,
+max and average pooling in 1-, 2- and 3-d, the global poolings, BatchNormalization,
+Dropout (also with a ``noise_shape``), Rescaling, Normalization, ZeroPadding2D, Flatten,
+Reshape, Permute, Embedding, LayerNormalization, Activation (relu, relu6, gelu, sigmoid,
+tanh, softmax, log_softmax, silu / swish), Add, Multiply, Concatenate; Sequential and
+functional models; ``keras.applications`` (tested: MobileNetV2 against Keras' PyTorch
+backend; seen to build and train on ``cpu``: MobileNet, MobileNetV2, EfficientNetB0,
+Xception, and before them ResNet50, VGG16, DenseNet121); the losses (Sparse)CategoricalCrossentropy,
 BinaryCrossentropy, MeanSquaredError; the metrics accuracy, sparse_categorical_accuracy, mae;
 Keras' optimisers (tested: SGD with momentum and nesterov, Adam, AdamW; gradient clipping
 and accumulation); ``fit`` (validation data, callbacks, history), ``evaluate``,
@@ -36,8 +41,7 @@ device. Outside a step, ``variable.value`` is a snapshot of the variable's curre
 plain tensor, not the leaf gradients are taken for), so eager code can compute from a
 variable and then assign it; gradients are taken inside the trainer's steps.
 
-Not yet: sparse and ragged tensors, ``steps_per_execution > 1``, RNN layers, 1-d and 3-d
-convolutions and pooling, grouped / depthwise / separable / transposed convolutions,
+Not yet: sparse and ragged tensors, ``steps_per_execution > 1``, RNN layers,
 ``keras.ops`` linear algebra, FFT, image ops, segment reductions, sorting, cumulative sums,
 ``scan`` / ``while_loop`` / ``scatter``, random draws other than dropout inside a step, and
 export. Each such op raises ``NotImplementedError`` naming the op and "gingham's Keras
