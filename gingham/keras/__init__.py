@@ -18,13 +18,14 @@ metrics' updates) is traced once per batch shape by :func:`gingham.jit` and repl
 compiled program.
 
 What works: ``keras.ops`` on gingham tensors (elementwise math, reductions, shapes, matmul,
-the nn ops below), ``convert_to_tensor`` / ``convert_to_numpy``, dtypes float32, float16,
+einsum, dot_product_attention, the nn ops below), ``convert_to_tensor`` / ``convert_to_numpy``, dtypes float32, float16,
 bfloat16 and the integers (and the ``mixed_float16`` / ``mixed_bfloat16`` policies); the
 layers Dense, Conv1D / Conv2D / Conv3D (channels_last and channels_first, ``groups=``),
 DepthwiseConv2D, SeparableConv2D, Conv1DTranspose / Conv2DTranspose / Conv3DTranspose,
 max and average pooling in 1-, 2- and 3-d, the global poolings, BatchNormalization,
 Dropout (also with a ``noise_shape``), Rescaling, Normalization, ZeroPadding2D, Flatten,
-Reshape, Permute, Embedding, LayerNormalization, Activation (relu, relu6, gelu, sigmoid,
+Reshape, Permute, Embedding, EinsumDense, MultiHeadAttention (``use_causal_mask``, masks,
+grouped-query heads), LayerNormalization, Activation (relu, relu6, gelu, sigmoid,
 tanh, softmax, log_softmax, silu / swish), Add, Multiply, Concatenate; Sequential and
 functional models; ``keras.applications`` (tested: MobileNetV2 against Keras' PyTorch
 backend; seen to build and train on ``cpu``: MobileNet, MobileNetV2, EfficientNetB0,

@@ -115,6 +115,8 @@ ONE_HOT = np.eye(3, dtype=np.float32)[LABELS]
 TARGETS = np.array([[0.0, 1.0, 1.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0]],
                    np.float32)
 INDICES = np.array([[3, -1], [0, 2]], np.int32)
+# [batch, 1, queries, keys]: True where a query may attend (every query keeps key 0)
+ATTEND = (rand(2, 1, 4, 5, seed=5) > -0.5) | (np.arange(5) == 0)
 
 # name: (keras op, PyTorch op, float inputs (differentiated), other inputs)
 DIFFERENTIABLE = {
@@ -195,6 +197,17 @@ DIFFERENTIABLE = {
         lambda x, k: ops.conv_transpose(x, k, 3, "valid", data_format="channels_first"),
         lambda x, k: _torch_conv_transpose(x, k, 3, "valid", False),
         [rand(2, 3, 5), rand(2, 4, 3, seed=1)], []),
+    "einsum": (lambda a, b: ops.einsum("abc,cde->abde", a, b),
+               lambda a, b: torch.einsum("abc,cde->abde", a, b),
+               [rand(2, 3, 4), rand(4, 2, 3, seed=1)], []),
+    "dot_product_attention": (
+        lambda q, k, v, m: ops.dot_product_attention(q, k, v, mask=m, is_causal=True),
+        lambda q, k, v, m: TF.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+            attn_mask=m & torch.ones(4, 5, dtype=torch.bool).tril(),
+            enable_gqa=True).transpose(1, 2),
+        [rand(2, 4, 2, 3), rand(2, 5, 1, 3, seed=1), rand(2, 5, 1, 3, seed=2)],
+        [ATTEND]),
     "max_pool1d_same": (lambda x: ops.max_pool(x, 3, 2, "same"),
                         lambda t: TF.max_pool1d(TF.pad(t.transpose(1, 2), (1, 1),
                                                        value=-math.inf), 3, 2).transpose(1, 2),

@@ -289,6 +289,43 @@ def batch_normalization(x, mean, variance, axis, offset=None, scale=None, epsilo
     return x * inverse + shift
 
 
+# -- attention -------------------------------------------------------------------------------------
+
+
+def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, is_causal=False,
+                          flash_attention=None, attn_logits_soft_cap=None):
+    """Keras' attention on ``[B, T, N, H]`` tensors (N heads; key and value may have fewer,
+    dividing N): :func:`gingham.nn.functional.scaled_dot_product_attention` on the heads-first
+    view. A boolean ``mask`` (True: attend) and ``is_causal`` combine; a query whose keys are
+    all masked gets zero output (PyTorch's attention), not the mean of the values that
+    Keras' large-negative masking gives. ``flash_attention`` is how, not what: ignored."""
+    if attn_logits_soft_cap is not None:
+        raise NotImplementedError("nn.dot_product_attention with attn_logits_soft_cap is not "
+                                  "implemented by gingham's Keras backend yet")
+    if bias is not None and mask is not None:
+        raise ValueError("Only one of `bias` and `mask` can be provided. Received both.")
+    tensors = [convert_to_tensor(x) for x in (query, key, value)]
+    if any(x.ndim != 4 for x in tensors):
+        raise ValueError("`dot_product_attention` only supports 4D inputs. Received: "
+                         f"query.shape={tensors[0].shape}, key.shape={tensors[1].shape}, "
+                         f"value.shape={tensors[2].shape}.")
+    dtype = keras_backend.result_type(*[keras_dtype(x) for x in tensors])
+    query, key, value = [gt.permute_dims(_cast(x, dtype), (0, 2, 1, 3)) for x in tensors]
+    attn_mask = None
+    if mask is not None:
+        attn_mask = cast(mask, "bool")
+        if is_causal:  # PyTorch takes a mask or is_causal: the causal one folded into it
+            causal = np.tril(np.ones((query.shape[-2], key.shape[-2]), bool))
+            attn_mask = attn_mask & convert_to_tensor(causal)
+            is_causal = False
+    elif bias is not None:
+        attn_mask = convert_to_tensor(bias, dtype)
+    output = F.scaled_dot_product_attention(
+        query, key, value, attn_mask, is_causal=bool(is_causal), scale=scale,
+        enable_gqa=query.shape[1] != key.shape[1])
+    return gt.permute_dims(output, (0, 2, 1, 3))
+
+
 # -- losses ----------------------------------------------------------------------------------------
 
 

@@ -188,6 +188,17 @@ def dot(x1, x2):
                               "gingham's Keras backend yet")
 
 
+def einsum(subscripts, *operands, **kwargs):
+    """:func:`gingham.einsum` in Keras' result dtype (int8 operands give int32, as JAX)."""
+    if kwargs:
+        raise NotImplementedError(f"numpy.einsum with {sorted(kwargs)} is not implemented by "
+                                  "gingham's Keras backend yet")
+    tensors = [convert_to_tensor(x) for x in operands]
+    kinds = {keras_dtype(t) for t in tensors}
+    dtype = "int32" if kinds == {"int8"} else dtypes.result_type(*kinds)
+    return gt.einsum(subscripts, *[_cast(t, dtype) for t in tensors])
+
+
 # -- comparisons and logic -------------------------------------------------------------------------
 
 
