@@ -49,6 +49,12 @@ def data(name: str) -> tuple:
         tokens = rng.integers(0, 20, (n, 8)).astype(np.int32)
         y = (tokens[:, 0] % 3).astype(np.int64)  # the first token decides: causal attention
         return tokens, y, (tokens[:BATCH], y[:BATCH])
+    if name == "rnn":
+        tokens = rng.integers(1, 12, (n, 6)).astype(np.int32)
+        lengths = rng.integers(2, 7, n)
+        tokens[np.arange(6) >= lengths[:, None]] = 0  # padding, masked by mask_zero
+        y = (tokens[:, 0] > tokens[:, 1]).astype(np.int64) + (lengths > 4)
+        return tokens, y, (tokens[:BATCH], y[:BATCH])
     if name == "mobilenet_v2":
         x = rng.standard_normal((4, 32, 32, 3)).astype(np.float32)
         return x, np.array([0, 3, 7, 9], np.int64), None
@@ -115,6 +121,14 @@ def build(name: str):
         hidden = layers.Dense(16, activation="relu")(hidden)
         logits = layers.Dense(3)(layers.GlobalAveragePooling1D()(hidden))
         model = keras.Model(tokens, logits)
+        model.compile(optimizer=keras.optimizers.Adam(0.01),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=["sparse_categorical_accuracy"])
+    elif name == "rnn":  # Keras' recurrent loop, masked: LSTM into a bidirectional GRU
+        model = keras.Sequential([
+            keras.Input((6,), dtype="int32"), layers.Embedding(12, 8, mask_zero=True),
+            layers.LSTM(8, return_sequences=True), layers.Bidirectional(layers.GRU(4)),
+            layers.Dense(3)])
         model.compile(optimizer=keras.optimizers.Adam(0.01),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=["sparse_categorical_accuracy"])

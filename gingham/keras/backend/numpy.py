@@ -8,7 +8,9 @@ Python numbers are weak, so ``float16_tensor * 0.5`` stays float16).
 
 from __future__ import annotations
 
+import builtins
 import math as pymath
+
 import numpy as np
 
 from keras.src.backend.common import dtypes
@@ -22,6 +24,8 @@ from ._unsupported import unsupported_module_getattr
 from .core import convert_to_tensor, current_device, keras_dtype, to_numpy_dtype
 
 _SCALARS = (bool, int, float)
+# this module defines NumPy's max, min and abs
+builtins_max, builtins_min, builtins_abs = builtins.max, builtins.min, builtins.abs
 
 
 # -- dtype rules ---------------------------------------------------------------------------------
@@ -197,6 +201,45 @@ def einsum(subscripts, *operands, **kwargs):
     kinds = {keras_dtype(t) for t in tensors}
     dtype = "int32" if kinds == {"int8"} else dtypes.result_type(*kinds)
     return gt.einsum(subscripts, *[_cast(t, dtype) for t in tensors])
+
+
+def diagonal(x, offset=0, axis1=0, axis2=1):
+    """The ``offset`` diagonal of the ``axis1`` x ``axis2`` planes, as the last axis: a
+    square block of them read by :func:`gingham.einsum`'s repeated label."""
+    x = moveaxis(convert_to_tensor(x), (axis1, axis2), (-2, -1))
+    rows, cols = x.shape[-2:]
+    start_row, start_col = (0, offset) if offset >= 0 else (-offset, 0)
+    length = builtins_max(0, builtins_min(rows - start_row, cols - start_col))
+    block = x[..., start_row:start_row + length, start_col:start_col + length]
+    return gt.einsum("...ii->...i", block)
+
+
+def diag(x, k=0):
+    """NumPy's ``diag``: the ``k``-th diagonal of a matrix, or a matrix with ``x`` on it."""
+    x = convert_to_tensor(x)
+    if x.ndim == 2:
+        return diagonal(x, k)
+    if x.ndim != 1:
+        raise ValueError(f"numpy.diag: input must be 1-d or 2-d, got shape {x.shape}")
+    size = x.shape[0]
+    square = x.unsqueeze(1) * convert_to_tensor(np.eye(size), keras_dtype(x))
+    shift = builtins_abs(k)
+    # rows below (k > 0) or columns after (k < 0) the square: F.pad's last-axis-first order
+    return F.pad(square, (shift, 0, 0, shift) if k > 0 else (0, shift, shift, 0))
+
+
+def tril(x, k=0):
+    """``x`` with the entries above the ``k``-th diagonal (of the last two axes) zeroed."""
+    x = convert_to_tensor(x)
+    keep = np.tri(x.shape[-2], x.shape[-1], k, dtype=bool)
+    return gt.where(convert_to_tensor(keep), x, gt.zeros((), x.dtype, x.device))
+
+
+def triu(x, k=0):
+    """``x`` with the entries below the ``k``-th diagonal (of the last two axes) zeroed."""
+    x = convert_to_tensor(x)
+    keep = ~np.tri(x.shape[-2], x.shape[-1], k - 1, dtype=bool)
+    return gt.where(convert_to_tensor(keep), x, gt.zeros((), x.dtype, x.device))
 
 
 # -- comparisons and logic -------------------------------------------------------------------------
