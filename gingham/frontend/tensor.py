@@ -522,6 +522,20 @@ class Tensor:
             x = x.astype(dt.INT32)  # an integer, as sum() gives for bools
         return _reduce(_autocast_float32(x), "*", dims, keep, "prod")
 
+    def cumsum(self, dim: int, *, dtype=None) -> "Tensor":
+        """Running sums along ``dim``, as PyTorch's ``cumsum`` (integers and bools give
+        int64). One contraction whose taps before the start are dropped by the valid-index
+        rule, ``O[i] = +(X[i - k]), k < N``: ``N^2`` work along the axis, for short ones.
+
+            x.cumsum(1)              # torch.cumsum(x, 1)
+        """
+        return _cumulative(self, "+", dim, dtype, "cumsum")
+
+    def cumprod(self, dim: int, *, dtype=None) -> "Tensor":
+        """Running products along ``dim`` (PyTorch's ``cumprod``), ``O[i] = *(X[i - k])``;
+        gradients as :meth:`prod`'s, also through zeros."""
+        return _cumulative(self, "*", dim, dtype, "cumprod")
+
     def max(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
         """The largest element; with ``dim``, PyTorch's ``(values, indices)``
         (:class:`ValuesIndices`, the first maximal position); with a tensor, ``maximum``.
@@ -1066,6 +1080,23 @@ def _reduce(x: Tensor, agg: str, axis, keepdims: bool, op: str = "reduce") -> Te
         return make(node[tuple(idx)] if idx else node[()], out=out_index, shape=out_shape)
 
     return x._derive(tuple(out_shape), dtype, [x], build)
+
+
+def _cumulative(x: Tensor, agg: str, dim: int, dtype, op: str) -> Tensor:
+    """``O[..., i, ...] = agg(X[..., i - k, ...]), k < N`` along ``dim`` (see cumsum)."""
+    dim = _dim(op, x.shape, dim)
+    if dtype is not None:
+        x = x.astype(dtype)
+    elif not dt.is_float(x.dtype):
+        x = x.astype(dt.INT64)  # PyTorch's integer running sums and products
+    x = _autocast_float32(x)
+    idx = builder.indices(" ".join(f"i{a}" for a in range(x.ndim)))
+    (k,) = builder.indices("k")
+    read = list(idx)
+    read[dim] = idx[dim] - k
+    make = {"+": builder.sum, "*": builder.prod}[agg]
+    return x._derive(x.shape, x.dtype, [x], lambda nodes: make(
+        nodes[0][tuple(read)], out=list(idx), shape=list(x.shape), where=[k < x.shape[dim]]))
 
 
 def _arg_extreme(x: Tensor, agg: str, op: str, dim, keepdim: bool) -> Tensor:

@@ -208,3 +208,25 @@ def test_einsum_errors():
         gingham.einsum("ij,jk->ik", a)
     with pytest.raises(ShapeError, match="output"):
         gingham.einsum("ij->iz", a)
+
+
+def test_cumsum_cumprod_match_torch(device):
+    """Running sums and products, forward and gradient (cumprod through a zero), and
+    PyTorch's int64 result for integers."""
+    a = rand(3, 5)
+    a[1, 2] = 0.0
+    x = tensor(a, device=device, requires_grad=True)
+    sums, products = x.cumsum(1), x.cumprod(0)
+    cotangent = rand(3, 5, seed=7)
+    ((sums + products) * tensor(cotangent, device=device)).sum().backward()
+    t = torch.tensor(a, requires_grad=True)
+    expected_sums, expected_products = t.cumsum(1), t.cumprod(0)
+    ((expected_sums + expected_products) * torch.from_numpy(cotangent)).sum().backward()
+    np.testing.assert_allclose(sums.numpy(), expected_sums.detach().numpy(), rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(products.numpy(), expected_products.detach().numpy(),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-6)
+    counts = tensor(np.array([[1, 2, 3], [4, 5, 6]], np.int32), device=device).cumsum(-1)
+    assert counts.dtype == np.int64
+    np.testing.assert_array_equal(counts.numpy(), [[1, 3, 6], [4, 9, 15]])

@@ -24,7 +24,7 @@ from ...frontend import tensor as gt
 from ...frontend.tensor import Tensor
 from ...nn import functional as F
 from ._unsupported import unsupported_module_getattr
-from .core import cast, convert_to_tensor, keras_dtype
+from .core import cast, convert_to_tensor, keras_dtype, stop_gradient
 from .numpy import _cast, _float, clip, log, moveaxis, sum as reduce_sum
 
 
@@ -50,24 +50,38 @@ def gelu(x, approximate=True):
     return F.gelu(_float(x), "tanh" if approximate else "none")
 
 
-def _softmax_axis(x: Tensor, axis):
-    return -1 if axis is None else axis
+def _shifted(x: Tensor, axes: tuple) -> Tensor:
+    """``x`` minus its maximum over ``axes`` (no gradient through the shift: the softmax
+    does not depend on it), so that ``exp`` cannot overflow."""
+    return x - stop_gradient(x.amax(axes, True))
+
+
+def _softmax_axes(x: Tensor, axis) -> tuple | None:
+    """The axes of a softmax over several (a tuple, or all with None), or None for one."""
+    if isinstance(axis, (tuple, list)):
+        return tuple(int(a) % x.ndim for a in axis)
+    if axis is None and x.ndim > 1:
+        return tuple(range(x.ndim))
+    return None
 
 
 def softmax(x, axis=-1):
+    """Over one axis (:func:`gingham.nn.functional.softmax`), several, or all (None)."""
     x = _float(x)
-    if isinstance(axis, (tuple, list)) or (axis is None and x.ndim > 1):
-        raise NotImplementedError("nn.softmax over several axes is not implemented by "
-                                  "gingham's Keras backend yet")
-    return F.softmax(x, _softmax_axis(x, axis))
+    axes = _softmax_axes(x, axis)
+    if axes is None:
+        return F.softmax(x, -1 if axis is None else axis)
+    exponentials = _shifted(x, axes).exp()
+    return exponentials / exponentials.sum(dim=axes, keepdim=True)
 
 
 def log_softmax(x, axis=-1):
     x = _float(x)
-    if isinstance(axis, (tuple, list)) or (axis is None and x.ndim > 1):
-        raise NotImplementedError("nn.log_softmax over several axes is not implemented by "
-                                  "gingham's Keras backend yet")
-    return F.log_softmax(x, _softmax_axis(x, axis))
+    axes = _softmax_axes(x, axis)
+    if axes is None:
+        return F.log_softmax(x, -1 if axis is None else axis)
+    shifted = _shifted(x, axes)
+    return shifted - shifted.exp().sum(dim=axes, keepdim=True).log()
 
 
 # -- convolution and pooling -----------------------------------------------------------------------

@@ -21,7 +21,14 @@ from ...frontend import tensor as gt
 from ...frontend.tensor import Tensor
 from ...nn import functional as F
 from ._unsupported import unsupported_module_getattr
-from .core import convert_to_tensor, current_device, keras_dtype, to_numpy_dtype
+from ...frontend.jit import current_trace
+from .core import (
+    convert_to_numpy,
+    convert_to_tensor,
+    current_device,
+    keras_dtype,
+    to_numpy_dtype,
+)
 
 _SCALARS = (bool, int, float)
 # this module defines NumPy's max, min and abs
@@ -183,13 +190,18 @@ def matmul(x1, x2):
 
 
 def dot(x1, x2):
+    """NumPy's ``dot``: beyond matrices, the sum over ``x1``'s last axis and ``x2``'s
+    second-to-last, ``[*a, k] . [*b, k, n] -> [*a, *b, n]`` (one :func:`gingham.einsum`)."""
     a, b = convert_to_tensor(x1), convert_to_tensor(x2)
     if a.ndim == 0 or b.ndim == 0:
         return multiply(a, b)
-    if a.ndim <= 2 and b.ndim <= 2:
+    if b.ndim <= 2:  # a matrix product (or matrix-vector) over a's leading axes
         return matmul(a, b)
-    raise NotImplementedError("numpy.dot of tensors with more than 2 dims is not implemented by "
-                              "gingham's Keras backend yet")
+    letters = "abcdefghijklmnopqrstuvwxy"
+    left = letters[:a.ndim - 1] + "z"
+    right = letters[a.ndim - 1:a.ndim + b.ndim - 3] + "z" + letters[a.ndim + b.ndim - 3]
+    output = left[:-1] + right.replace("z", "")
+    return einsum(f"{left},{right}->{output}", a, b)
 
 
 def einsum(subscripts, *operands, **kwargs):
@@ -289,10 +301,23 @@ def isfinite(x):
     return logical_not(logical_or(isnan(x), isinf(x)))
 
 
+def nonzero(x):
+    """The positions of the nonzero elements, one int32 tensor per axis. Their number
+    depends on the values, which a compiled program's fixed shapes cannot: computed on
+    the host outside a step, NotImplementedError inside one."""
+    if current_trace() is not None:
+        raise NotImplementedError("numpy.nonzero (and where with one argument) inside a "
+                                  "compiled step is not implemented by gingham's Keras backend: "
+                                  "its result's shape depends on the values")
+    positions = np.nonzero(convert_to_numpy(x))
+    return tuple(convert_to_tensor(p, "int32") for p in positions)
+
+
 def where(condition, x1=None, x2=None):
+    if x1 is None and x2 is None:
+        return nonzero(condition)
     if x1 is None or x2 is None:
-        raise NotImplementedError("numpy.where with one argument (nonzero positions) is not "
-                                  "implemented by gingham's Keras backend yet")
+        raise ValueError("numpy.where takes the condition alone, or with both `x1` and `x2`")
     dtype, (a, b) = _promote(x1, x2)
     condition = _bool(condition)
     if isinstance(a, Tensor) or isinstance(b, Tensor):
@@ -350,6 +375,25 @@ def prod(x, axis=None, keepdims=False, dtype=None):
             x = x.prod(dim=a, keepdim=keepdims)
         return x
     return x.prod(dim=_axis(axis), keepdim=keepdims)
+
+
+def _cumulative(x, axis, dtype, method):
+    x = convert_to_tensor(x)
+    dtype = dtypes.result_type(dtype or keras_dtype(x))
+    if dtype == "bool":
+        dtype = "int32"
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    return getattr(_cast(x, dtype), method)(int(axis), dtype=to_numpy_dtype(dtype))
+
+
+def cumsum(x, axis=None, dtype=None):
+    """Running sums (:meth:`gingham.Tensor.cumsum`; the flattened input without ``axis``)."""
+    return _cumulative(x, axis, dtype, "cumsum")
+
+
+def cumprod(x, axis=None, dtype=None):
+    return _cumulative(x, axis, dtype, "cumprod")
 
 
 def _arg(x, axis, keepdims, method):
