@@ -46,6 +46,11 @@ def oracle(tmp_path_factory):
     def get(name: str):
         if name not in results:
             folder = tmp_path_factory.mktemp(name)
+            # Fixed initial weights: some of MobileNetV2's draws are so ill-conditioned (a
+            # batch norm over 4 values, ReLU6's kinks) that Keras' PyTorch backend in float32
+            # differs from itself in float64 by 33% in a weight's update (seed 1); seed 0
+            # agrees to 0.1%.
+            keras.utils.set_random_seed(0)
             with keras.device("reference"):
                 weights = keras_oracle.build(name).get_weights()
             np.savez(folder / "start.npz", **{f"w{i}": w for i, w in enumerate(weights)})
