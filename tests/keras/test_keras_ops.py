@@ -442,3 +442,26 @@ def test_unimplemented_ops_raise():
                        (lambda: ops.ctc_loss(x, x, x, x), "nn.ctc_loss")]:
         with pytest.raises(NotImplementedError, match=f"{name}.*gingham's Keras backend"):
             call()
+
+
+def test_dropout_noise_shape(device):
+    """A noise_shape draws one mask of that shape and broadcasts it: whole rows kept (scaled
+    by 1 / (1 - rate)) or dropped, both seen."""
+    with keras.device(device):
+        dropped = keras.random.dropout(ops.ones((64, 3, 5)), 0.5, noise_shape=(None, 1, 5),
+                                       seed=3).numpy()
+    np.testing.assert_array_equal(dropped, np.broadcast_to(dropped[:, :1], dropped.shape))
+    assert set(np.unique(dropped)) == {0.0, 2.0}
+
+
+def test_bad_arguments_raise():
+    """Keras' argument errors: ValueError naming what is wrong."""
+    x = ops.convert_to_tensor(rand(1, 5, 5, 3))
+    with pytest.raises(ValueError, match="divisible"):
+        ops.conv(x, np.ones((3, 3, 2, 4), np.float32))
+    with pytest.raises(ValueError, match="4D inputs"):
+        ops.dot_product_attention(x[0], x[0], x[0])
+    with pytest.raises(ValueError, match="do not fit"):
+        ops.slice_update(x, (0, 4, 0, 0), np.ones((1, 2, 5, 3), np.float32))
+    with pytest.raises(ValueError, match="noise_shape"):
+        keras.random.dropout(x, 0.5, noise_shape=(1, 5))

@@ -1,9 +1,12 @@
-"""``keras.ops.nn`` on gingham tensors: activations, convolution, pooling, normalisation and
-the cross-entropies, each built on :mod:`gingham.nn.functional` (Keras' layouts are mapped to
-gingham's: kernels ``[KH, KW, C, O]`` become ``[O, C, KH, KW]``, ``channels_last`` is
-``NHWC``).
+"""``keras.ops.nn`` on gingham tensors: activations, convolutions (1-, 2- and 3-d, grouped,
+depthwise, separable, transposed), pooling, normalisation, attention and the
+cross-entropies, each built on :mod:`gingham.nn.functional` (Keras' layouts are mapped to
+gingham's: kernels ``[*K, C, O]`` become ``[O, C, *K]``, 2-d ``channels_last`` data is
+``NHWC``; 1-d and 3-d channels-last data, which gingham's ops take channels-first only, is
+permuted around them).
 
     y = keras.ops.conv(x, kernel, strides=2, padding="same")   # TF's "same" (extra pad last)
+    y = keras.ops.depthwise_conv(x, depthwise_kernel)          # groups = channels
 """
 
 from __future__ import annotations

@@ -60,11 +60,11 @@ def dropout(inputs, rate, noise_shape=None, seed=None):
     state = convert_to_tensor(draw_seed(seed), "uint32")
     if noise_shape is None:
         return F.dropout(x, float(rate), True, seed=state)
-    shape = tuple(size if wanted is None else int(wanted)
-                  for wanted, size in zip(noise_shape, x.shape))
     if len(noise_shape) != x.ndim:
         raise ValueError(f"random.dropout: noise_shape {tuple(noise_shape)} must have one "
                          f"entry per axis of the input (shape {x.shape})")
+    shape = tuple(size if wanted is None else int(wanted)
+                  for wanted, size in zip(noise_shape, x.shape))
     if shape == x.shape:
         return F.dropout(x, float(rate), True, seed=state)
     mask = F.dropout(gt.ones(shape, x.dtype, x.device), float(rate), True, seed=state)
