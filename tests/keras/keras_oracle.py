@@ -86,6 +86,10 @@ def build(name: str):
             layers.BatchNormalization(),
             layers.Activation("relu"),
             layers.MaxPooling2D(2),
+            layers.SeparableConv2D(4, 3, padding="same"),
+            # stride 2 with an odd kernel: Keras' "same" crops the two sides unequally
+            layers.Conv2DTranspose(4, 3, strides=2, padding="same"),
+            layers.MaxPooling2D(2),
             layers.Permute((3, 1, 2)),  # to channels_first for the layers below
             layers.Conv2D(6, 3, strides=2, padding="same", data_format="channels_first"),
             layers.Activation("silu"),
@@ -112,9 +116,9 @@ def build(name: str):
                       loss={"prob": keras.losses.BinaryCrossentropy(),
                             "reg": keras.losses.MeanSquaredError()},
                       metrics={"prob": ["accuracy"], "reg": ["mae"]})
-    elif name == "transformer":  # a causal self-attention block: einsum, masks, softmax
+    elif name == "transformer":  # causal Conv1D, causal self-attention: einsum, masks
         tokens = keras.Input((8,), dtype="int32")
-        embedded = layers.Embedding(20, 16)(tokens)
+        embedded = layers.Conv1D(16, 3, padding="causal")(layers.Embedding(20, 16)(tokens))
         attended = layers.MultiHeadAttention(num_heads=2, key_dim=8)(
             embedded, embedded, use_causal_mask=True)
         hidden = layers.LayerNormalization()(layers.Add()([embedded, attended]))
