@@ -66,7 +66,7 @@ def _numpy_avg_pool_same(x, k, s):
     return out
 
 
-def _torch_keras_conv(x, kernel, stride=1, padding="valid", channels_last=True):
+def _torch_keras_conv(x, kernel, stride=1, padding="valid", channels_last=True, dilation=1):
     """Keras' convolution in PyTorch: 1-, 2- or 3-d, kernel ``[*K, C / groups, O]`` (groups
     from the channel counts), TensorFlow's "same"."""
     nd = x.ndim - 2
@@ -74,11 +74,13 @@ def _torch_keras_conv(x, kernel, stride=1, padding="valid", channels_last=True):
     if padding == "same":
         pads = []
         for size, k in zip(xt.shape[2:], kernel.shape[:nd]):
-            total = max(0, (-(-size // stride) - 1) * stride + k - size)
+            extent = (k - 1) * dilation + 1
+            total = max(0, (-(-size // stride) - 1) * stride + extent - size)
             pads.append((total // 2, total - total // 2))
         xt = TF.pad(xt, [p for pair in reversed(pads) for p in pair])
     weight = kernel.permute(nd + 1, nd, *range(nd))
-    y = getattr(TF, f"conv{nd}d")(xt, weight, stride=stride, groups=xt.shape[1] // weight.shape[1])
+    y = getattr(TF, f"conv{nd}d")(xt, weight, stride=stride, dilation=dilation,
+                                  groups=xt.shape[1] // weight.shape[1])
     return torch.movedim(y, 1, -1) if channels_last else y
 
 
@@ -180,6 +182,9 @@ DIFFERENTIABLE = {
     "conv1d_grouped_same": (lambda x, k: ops.conv(x, k, 2, "same"),
                             lambda x, k: _torch_keras_conv(x, k, 2, "same"),
                             [rand(2, 9, 4), rand(3, 2, 6, seed=1)], []),
+    "conv_dilated_same": (lambda x, k: ops.conv(x, k, 1, "same", dilation_rate=2),
+                          lambda x, k: _torch_keras_conv(x, k, 1, "same", dilation=2),
+                          [rand(2, 7, 6, 3), rand(2, 3, 3, 4, seed=1)], []),
     "conv3d_ncdhw": (lambda x, k: ops.conv(x, k, 1, "valid", "channels_first"),
                      lambda x, k: _torch_keras_conv(x, k, 1, "valid", False),
                      [rand(1, 2, 4, 5, 3), rand(2, 3, 2, 2, 3, seed=1)], []),
