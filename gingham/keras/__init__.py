@@ -18,7 +18,7 @@ metrics' updates) is traced once per batch shape by :func:`gingham.jit` and repl
 compiled program.
 
 What works: ``keras.ops`` on gingham tensors (elementwise math, reductions, shapes, matmul,
-dot, einsum, cumsum / cumprod, softmax over one or several axes, scatter, slice_update,
+dot, einsum, repeat, cumsum / cumprod, softmax over one or several axes, scatter, slice_update,
 dot_product_attention, the convolutions and poolings below), ``convert_to_tensor`` /
 ``convert_to_numpy``, dtypes float32, float16, bfloat16 and the integers (and the
 ``mixed_float16`` / ``mixed_bfloat16`` policies); the layers Dense, EinsumDense, Conv1D /
@@ -29,8 +29,9 @@ Dropout (also with a ``noise_shape``), Rescaling, Normalization, ZeroPadding2D, 
 Reshape, Permute, Embedding (``mask_zero`` too), MultiHeadAttention (``use_causal_mask``,
 attention masks, grouped-query heads), LSTM, GRU, SimpleRNN and Bidirectional (masked;
 Keras' generic recurrent loop, unrolled into the step's program: for short sequences),
-Activation (relu, relu6, gelu, sigmoid, tanh, softmax, log_softmax, silu / swish), Add,
-Multiply, Concatenate; Sequential and functional models; ``keras.applications`` built
+UpSampling1D / UpSampling2D (nearest), RepeatVector, Activation (relu, relu6, gelu,
+sigmoid, tanh, softmax, log_softmax, silu / swish, hard_sigmoid, hard_silu / hard_swish,
+selu, celu, glu, and the shrinks), Add, Multiply, Concatenate; Sequential and functional models; ``keras.applications`` built
 with ``weights=None`` (tested against Keras' PyTorch backend: one training step of
 MobileNetV2; seen to build and train a step on ``cpu``: MobileNet, MobileNetV2,
 EfficientNetB0, Xception, ResNet50, VGG16, DenseNet121); the losses

@@ -48,6 +48,51 @@ def softsign(x):
     return x / (x.abs() + 1.0)
 
 
+def hard_sigmoid(x): return ((_float(x) + 3.0) * (1.0 / 6.0)).clamp(0.0, 1.0)
+def hard_silu(x): return F.hardswish(_float(x))
+def hard_tanh(x): return F.hardtanh(_float(x))
+def tanh_shrink(x): return _float(x) - _float(x).tanh()
+
+
+def selu(x):
+    """``scale * elu(x, alpha)`` with the self-normalising constants (PyTorch's)."""
+    return 1.0507009873554805 * F.elu(_float(x), 1.6732632423543772)
+
+
+def celu(x, alpha=1.0):
+    x = _float(x)
+    return x.relu() + gt.minimum(alpha * ((x * (1.0 / alpha)).exp() - 1.0), 0.0)
+
+
+def glu(x, axis=-1):
+    """The first half of ``axis`` gated by the sigmoid of the second."""
+    x = _float(x)
+    if x.shape[axis] % 2:
+        raise ValueError(f"nn.glu: axis {axis} of shape {x.shape} must have an even size")
+    value, gate = x.chunk(2, axis)
+    return value * gate.sigmoid()
+
+
+def soft_shrink(x, threshold=0.5):
+    x = _float(x)
+    return gt.where(x > threshold, x - threshold, gt.where(x < -threshold, x + threshold, 0.0))
+
+
+def hard_shrink(x, threshold=0.5):
+    x = _float(x)
+    return gt.where(x.abs() > threshold, x, 0.0)
+
+
+def threshold(x, threshold, default_value):
+    x = _float(x)
+    return gt.where(x > threshold, x, float(default_value))
+
+
+def squareplus(x, b=4):
+    x = _float(x)
+    return (x + (x.square() + float(b)).sqrt()) * 0.5
+
+
 def gelu(x, approximate=True):
     """Keras' default is the tanh approximation (PyTorch's ``approximate="tanh"``)."""
     return F.gelu(_float(x), "tanh" if approximate else "none")

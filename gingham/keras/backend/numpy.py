@@ -503,6 +503,22 @@ def tile(x, repeats):
     return x.repeat(*repeats)
 
 
+def repeat(x, repeats, axis=None):
+    """Each element repeated ``repeats`` times along ``axis`` (the flattened input without
+    one): a gather of the repeated positions (:func:`take`). ``repeats`` is a number or a
+    count per element known when the step is traced, not a tensor computed in it."""
+    x = convert_to_tensor(x)
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    if isinstance(repeats, Tensor) and current_trace() is not None:
+        raise NotImplementedError("numpy.repeat with tensor repeats inside a compiled step is "
+                                  "not implemented by gingham's Keras backend (its shape "
+                                  "depends on the values)")
+    counts = np.asarray(convert_to_numpy(repeats)).astype(np.int64)
+    positions = np.repeat(np.arange(x.shape[axis]), counts)
+    return take(x, convert_to_tensor(positions, "int32"), axis)
+
+
 def split(x, indices_or_sections, axis=0):
     x = convert_to_tensor(x)
     size = x.shape[axis]
