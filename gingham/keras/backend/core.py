@@ -211,16 +211,22 @@ def unstack(x, num=None, axis=0) -> list:
 
 def scatter(indices, values, shape) -> Tensor:
     """A zero tensor of ``shape`` with ``values`` added at ``indices`` (``[..., D]``, each
-    row a position in the first ``D`` axes; repeated positions add up): Tile's scatter
-    over the flattened leading axes, differentiable in ``values``."""
+    row a position in the first ``D`` axes; repeated positions add up, positions outside
+    the shape are dropped): Tile's scatter over the flattened leading axes,
+    differentiable in ``values``."""
     indices = convert_to_tensor(indices)
     values = convert_to_tensor(values)
     shape = tuple(int(s) for s in shape)
     depth = indices.shape[-1]
     count = int(np.prod(indices.shape[:-1]))
     strides = np.cumprod((shape[1:depth] + (1,))[::-1])[::-1].astype(np.int64)
-    positions = (indices.astype(np.int64)
-                 * tensor(strides, device=indices.device)).sum(dim=-1).reshape(count)
+    indices = indices.astype(np.int64)
+    positions = (indices * tensor(strides, device=indices.device)).sum(dim=-1).reshape(count)
+    # a row with any coordinate outside the shape is dropped (as Tile's scatter drops a
+    # position outside it), not wrapped onto another row by the flattening
+    limits = tensor(np.asarray(shape[:depth], np.int64), device=indices.device)
+    outside = ((indices < 0) | (indices >= limits)).astype(np.int32).amax(-1).reshape(count)
+    positions = where(outside > 0, -1, positions)
     rows = (int(np.prod(shape[:depth])),) + shape[depth:]
     updates = values.reshape((count,) + shape[depth:])
     zeros = tensor(np.zeros(rows, values.dtype), device=values.device)
