@@ -30,6 +30,7 @@ from .frontend.tensor import (  # noqa: E402
     arange,
     cat,
     concat,
+    einsum,
     full,
     matmul,
     maximum,
@@ -55,7 +56,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "tile",
-    "Tensor", "tensor", "zeros", "ones", "full", "arange", "matmul", "reshape",
+    "Tensor", "tensor", "zeros", "ones", "full", "arange", "matmul", "einsum", "reshape",
     "permute_dims", "concat", "cat", "stack", "maximum", "minimum", "where", "no_grad",
     "jit", "optim", "grad", "value_and_grad", "amp", "autocast", "save", "load",
     "GinghamError",

@@ -31,6 +31,7 @@ permutation given to ``transpose`` permutes, and ``max``/``min`` with NumPy's ``
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
 import threading
@@ -520,6 +521,20 @@ class Tensor:
         if dt.is_bool(x.dtype):
             x = x.astype(dt.INT32)  # an integer, as sum() gives for bools
         return _reduce(_autocast_float32(x), "*", dims, keep, "prod")
+
+    def cumsum(self, dim: int, *, dtype=None) -> "Tensor":
+        """Running sums along ``dim``, as PyTorch's ``cumsum`` (integers and bools give
+        int64). One contraction whose taps before the start are dropped by the valid-index
+        rule, ``O[i] = +(X[i - k]), k < N``: ``N^2`` work along the axis, for short ones.
+
+            x.cumsum(1)              # torch.cumsum(x, 1)
+        """
+        return _cumulative(self, "+", dim, dtype, "cumsum")
+
+    def cumprod(self, dim: int, *, dtype=None) -> "Tensor":
+        """Running products along ``dim`` (PyTorch's ``cumprod``), ``O[i] = *(X[i - k])``;
+        gradients as :meth:`prod`'s, also through zeros."""
+        return _cumulative(self, "*", dim, dtype, "cumprod")
 
     def max(self, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
         """The largest element; with ``dim``, PyTorch's ``(values, indices)``
@@ -1067,6 +1082,23 @@ def _reduce(x: Tensor, agg: str, axis, keepdims: bool, op: str = "reduce") -> Te
     return x._derive(tuple(out_shape), dtype, [x], build)
 
 
+def _cumulative(x: Tensor, agg: str, dim: int, dtype, op: str) -> Tensor:
+    """``O[..., i, ...] = agg(X[..., i - k, ...]), k < N`` along ``dim`` (see cumsum)."""
+    dim = _dim(op, x.shape, dim)
+    if dtype is not None:
+        x = x.astype(dtype)
+    elif not dt.is_float(x.dtype):
+        x = x.astype(dt.INT64)  # PyTorch's integer running sums and products
+    x = _autocast_float32(x)
+    idx = builder.indices(" ".join(f"i{a}" for a in range(x.ndim)))
+    (k,) = builder.indices("k")
+    read = list(idx)
+    read[dim] = idx[dim] - k
+    make = {"+": builder.sum, "*": builder.prod}[agg]
+    return x._derive(x.shape, x.dtype, [x], lambda nodes: make(
+        nodes[0][tuple(read)], out=list(idx), shape=list(x.shape), where=[k < x.shape[dim]]))
+
+
 def _arg_extreme(x: Tensor, agg: str, op: str, dim, keepdim: bool) -> Tensor:
     """The int64 position along ``dim`` of the first element equal to the max (``agg`` ``>``)
     or the min (``<``), or of the first NaN (PyTorch's argmax takes NaN for the largest and
@@ -1220,6 +1252,106 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     if b.ndim == 1:
         result = result.reshape(result.shape[:-1])
     return result
+
+
+def einsum(equation: str, *operands: Tensor) -> Tensor:
+    """PyTorch's ``einsum``: the labels of ``equation`` are Tile indices, so two operands
+    are one contraction (``"bij,bjk->bik"`` is ``O[b, i, k] = +(A[b, i, j] * B[b, j, k])``)
+    and more are contracted left to right. ``...`` stands for broadcast (right-aligned)
+    dims; without ``->`` the output is the ``...`` dims, then the labels used once, in
+    alphabetical order; a label repeated in one operand takes its diagonal. Differentiable
+    in every operand; under ``gingham.autocast`` in its low-precision dtype.
+
+        gingham.einsum("bqhd,bkhd->bhqk", query, key)     # attention scores
+    """
+    from .amp import cast_inputs_low
+
+    op = "einsum"
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])  # torch.einsum(equation, [a, b]) as well
+    if not operands or not all(isinstance(t, Tensor) for t in operands):
+        raise TypeError(f"{op}: operands must be one or more gingham Tensors")
+    operands = cast_inputs_low(*operands)
+    dtype = functools.reduce(dt.promote, [t.dtype for t in operands])
+    operands = [t._in_dtype(dtype) for t in operands]
+    inputs, arrow, output = equation.replace(" ", "").partition("->")
+    terms = inputs.split(",")
+    if len(terms) != len(operands):
+        raise ShapeError(f"{op}: {equation!r} names {len(terms)} operands, {len(operands)} "
+                         "were given")
+    ellipsis_rank = max(t.ndim - len(term.replace("...", "")) for term, t
+                        in zip(terms, operands))
+    labels = [_einsum_labels(op, term, t.shape, ellipsis_rank) for term, t
+              in zip(terms, operands)]
+    sizes: dict[str, int] = {}
+    for term_labels, t in zip(labels, operands):
+        for label, size in zip(term_labels, t.shape):
+            known = sizes.setdefault(label, size)
+            if known != size and 1 not in (known, size):
+                raise ShapeError(f"{op}: label {label!r} of {equation!r} has sizes {known} and "
+                                 f"{size} (shapes {[t.shape for t in operands]})")
+            sizes[label] = max(known, size)
+    used = [label for term_labels in labels for label in term_labels]
+    if arrow:
+        wanted = _einsum_labels(op, output, None, ellipsis_rank)
+    else:
+        wanted = [label for label in sorted(set(used)) if label.startswith(".")] + sorted(
+            label for label in set(used) if used.count(label) == 1 and label.isalpha())
+    unknown = [label for label in wanted if label not in sizes]
+    if unknown or len(set(wanted)) != len(wanted):
+        raise ShapeError(f"{op}: the output of {equation!r} must name each input label at "
+                         "most once")
+    result, result_labels = operands[0], labels[0]
+    if len(operands) == 1:
+        return _contract([(result, result_labels)], wanted, sizes)
+    for k in range(1, len(operands)):
+        later = {label for term_labels in labels[k + 1:] for label in term_labels}
+        keep = ([label for label in dict.fromkeys(result_labels + labels[k])
+                 if label in later or label in wanted]
+                if k < len(operands) - 1 else wanted)
+        result = _contract([(result, result_labels), (operands[k], labels[k])], keep, sizes)
+        result_labels = keep
+    return result
+
+
+def _einsum_labels(op: str, term: str, shape: tuple[int, ...] | None,
+                   ellipsis_rank: int) -> list[str]:
+    """One label per dim of ``term``: its letter, or ``".d"`` for the ``d``-th of the
+    equation's ``...`` dims (right-aligned: an operand with fewer takes the last ones)."""
+    head, dots, tail = term.partition("...")
+    if not all(c.isalpha() for c in head + tail) or "." in tail:
+        raise ShapeError(f"{op}: {term!r} may hold letters and one '...' only")
+    if shape is None:
+        middle = ellipsis_rank if dots else 0
+    else:
+        middle = len(shape) - len(head) - len(tail)
+        if middle < 0 or (middle and not dots):
+            raise ShapeError(f"{op}: {term!r} does not fit an operand of shape {shape}")
+    dims = [f".{d}" for d in range(ellipsis_rank - middle, ellipsis_rank)]
+    return list(head) + dims + list(tail)
+
+
+def _contract(parts: list[tuple[Tensor, list[str]]], out: list[str],
+              sizes: dict[str, int]) -> Tensor:
+    """``O[out] = +(A[labels] * B[labels])`` (one or two operands); a dim of size 1 that
+    broadcasts against a longer one is read at 0."""
+    index = {label: builder.Index("e" + label.replace(".", "_")) for label in sizes}
+    shape = tuple(sizes[label] for label in out)
+
+    def access(node, t: Tensor, labels: list[str]):
+        return node[tuple(0 if size == 1 != sizes[label] else index[label]
+                          for label, size in zip(labels, t.shape))]
+
+    def build(nodes):
+        term = access(nodes[0], *parts[0])
+        if len(parts) == 2:
+            term = term * access(nodes[1], *parts[1])
+        summed = {label for _, labels in parts for label in labels} - set(out)
+        reduce = builder.sum if summed or len(parts) == 2 else builder.assign
+        return reduce(term, out=[index[label] for label in out], shape=list(shape))
+
+    first = parts[0][0]
+    return first._derive(shape, first.dtype, [t for t, _ in parts], build)
 
 
 def reshape(x: Tensor, shape, op: str = "reshape") -> Tensor:

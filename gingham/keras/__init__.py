@@ -18,30 +18,48 @@ metrics' updates) is traced once per batch shape by :func:`gingham.jit` and repl
 compiled program.
 
 What works: ``keras.ops`` on gingham tensors (elementwise math, reductions, shapes, matmul,
-the nn ops below), ``convert_to_tensor`` / ``convert_to_numpy``, dtypes float32, float16,
-bfloat16 and the integers (and the ``mixed_float16`` / ``mixed_bfloat16`` policies); the
-layers Dense, Conv2D (channels_last and channels_first), MaxPooling2D, AveragePooling2D,
-GlobalAveragePooling2D, BatchNormalization, Dropout, Flatten, Reshape, Permute, Embedding,
-LayerNormalization, Activation (relu, gelu, sigmoid, tanh, softmax, log_softmax, silu), Add,
-Concatenate; Sequential and functional models; the losses (Sparse)CategoricalCrossentropy,
-BinaryCrossentropy, MeanSquaredError; the metrics accuracy, sparse_categorical_accuracy, mae;
-Keras' optimisers (tested: SGD with momentum and nesterov, Adam, AdamW; gradient clipping
-and accumulation); ``fit`` (validation data, callbacks, history), ``evaluate``,
-``predict``, ``train_on_batch`` / ``test_on_batch`` / ``predict_on_batch``, ``model.save`` /
-``keras.models.load_model`` and ``get_weights`` / ``set_weights``.
+dot, einsum, repeat, cumsum / cumprod, image.resize (bilinear; nearest by whole factors),
+softmax over one or several axes, scatter, segment_sum, slice_update, dot_product_attention,
+the convolutions and poolings below), ``convert_to_tensor`` / ``convert_to_numpy``, dtypes
+float32, float16, bfloat16 and the integers (and the ``mixed_float16`` / ``mixed_bfloat16``
+policies); the layers Dense, EinsumDense, Conv1D / Conv2D / Conv3D (channels_last and
+channels_first, ``groups=``), DepthwiseConv2D, SeparableConv2D, Conv1DTranspose /
+Conv2DTranspose / Conv3DTranspose, max and average pooling in 1-, 2- and 3-d and the global
+poolings, BatchNormalization, LayerNormalization, Dropout (also with a ``noise_shape``),
+Rescaling, Normalization, ZeroPadding2D, Flatten, Reshape, Permute, Embedding (``mask_zero``
+too), MultiHeadAttention (``use_causal_mask``, attention masks, grouped-query heads), LSTM,
+GRU, SimpleRNN and Bidirectional (masked; Keras' generic recurrent loop, unrolled into the
+step's program: for short sequences), UpSampling1D / UpSampling2D (nearest and bilinear),
+Resizing, RepeatVector, Activation (relu, relu6, gelu, sigmoid, tanh, softmax, log_softmax,
+silu / swish, hard_sigmoid, hard_silu / hard_swish, selu, celu, glu, and the shrinks), Add,
+Multiply, Concatenate; Sequential and functional models; ``keras.applications`` built with
+``weights=None`` (tested against Keras' PyTorch backend: one training step of MobileNetV2;
+seen to build and train a step on ``cpu``: MobileNet, MobileNetV2, MobileNetV3Small,
+EfficientNetB0, Xception, ResNet50, VGG16, DenseNet121); the losses
+(Sparse)CategoricalCrossentropy, BinaryCrossentropy, MeanSquaredError; the metrics accuracy,
+sparse_categorical_accuracy, mae; Keras' optimisers (tested: SGD with momentum and nesterov,
+Adam, AdamW; gradient clipping and accumulation); ``fit`` (validation data, callbacks,
+history), ``evaluate``, ``predict``, ``train_on_batch`` / ``test_on_batch`` /
+``predict_on_batch``, ``model.save`` / ``keras.models.load_model`` and ``get_weights`` /
+``set_weights``.
 
 Semantics to know: the steps are always compiled (``run_eagerly`` and ``jit_compile`` are
 ignored); ``ops.cond`` on a tensor inside a step runs both branches and selects on the
 device. Outside a step, ``variable.value`` is a snapshot of the variable's current value (a
 plain tensor, not the leaf gradients are taken for), so eager code can compute from a
-variable and then assign it; gradients are taken inside the trainer's steps.
+variable and then assign it; gradients are taken inside the trainer's steps. Ops whose
+result's shape depends on the values (``where`` with one argument, ``nonzero``) and
+``linalg.qr`` (the Orthogonal initializer's) run on the host outside a step and raise
+inside one. ``cumsum`` / ``cumprod`` cost ``N^2`` along their axis. In
+``dot_product_attention`` a query whose keys are all masked gets zeros (PyTorch's
+attention), not the mean of the values.
 
-Not yet: sparse and ragged tensors, ``steps_per_execution > 1``, RNN layers, 1-d and 3-d
-convolutions and pooling, grouped / depthwise / separable / transposed convolutions,
-``keras.ops`` linear algebra, FFT, image ops, segment reductions, sorting, cumulative sums,
-``scan`` / ``while_loop`` / ``scatter``, random draws other than dropout inside a step, and
-export. Each such op raises ``NotImplementedError`` naming the op and "gingham's Keras
-backend".
+Not yet: sparse and ragged tensors, ``steps_per_execution > 1``, the fused ``lstm`` /
+``gru`` backend ops (Keras falls back to its recurrent loop), ``keras.ops`` linear algebra
+other than ``qr``, FFT, image ops other than ``resize``, segment reductions other than
+``segment_sum``, sorting (``sort``, ``argsort``, ``top_k``), ``scatter_update``, ``scan`` /
+``while_loop``, random draws other than dropout inside a step, and export. Each such op
+raises ``NotImplementedError`` naming the op and "gingham's Keras backend".
 
 How it is installed: Keras 3 has no plug-in mechanism for backends (``keras.src.backend``,
 ``keras.src.layers.layer`` and ``keras.src.models.model`` pick the backend's modules by name
@@ -50,7 +68,9 @@ when they are imported). Importing this module puts a finder at the front of
 gingham's modules (:mod:`gingham.keras.backend`), imports Keras with ``KERAS_BACKEND=numpy``
 for that import only, then names the backend ``"gingham"``. Keras' only run-time tests of
 the name ``"numpy"`` choose an error message's wording and a reload path
-(``keras.config.set_backend``), so the rename changes nothing else.
+(``keras.config.set_backend``), so the rename changes nothing else; the one place that
+dispatches on the name, ``DynamicBackend`` (the preprocessing layers' ``self.backend``), is
+taught ``"gingham"``.
 """
 
 from __future__ import annotations
@@ -125,6 +145,28 @@ def _install() -> None:
         else:
             del os.environ["KERAS_BACKEND"]
     keras_config._BACKEND = BACKEND_NAME
+    _serve_dynamic_backend()
+
+
+def _serve_dynamic_backend() -> None:
+    """Keras' preprocessing layers (Rescaling, Normalization, ...) reach the backend through
+    ``DynamicBackend``, which knows the built-in backends' names only (for any other it
+    answers None): for ``"gingham"`` it answers with the backend Keras loaded."""
+    from keras.src import backend as keras_backend
+    from keras.src.utils import backend_utils
+
+    dynamic = backend_utils.DynamicBackend
+    if getattr(dynamic, "_gingham_served", False):
+        return
+    builtin = dynamic.__getattr__
+
+    def __getattr__(self, name):
+        if self._backend == BACKEND_NAME:
+            return getattr(keras_backend, name)
+        return builtin(self, name)
+
+    dynamic.__getattr__ = __getattr__
+    dynamic._gingham_served = True
 
 
 _install()

@@ -166,3 +166,67 @@ def test_to_casts_and_moves_as_torch(device):
 
     with pytest.raises(gingham.GinghamError, match="inside a function traced by gingham.jit"):
         moving(tensor(a, device=device))
+
+
+# equation, operand shapes: a contraction each (batched, broadcast, diagonal, several operands)
+EINSUMS = [
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("abc,cde->abde", [(2, 3, 4), (4, 2, 3)]),  # EinsumDense's form
+    ("aecd,abcd->acbe", [(2, 5, 3, 4), (2, 6, 3, 4)]),  # MultiHeadAttention's scores
+    ("...ij,jk", [(2, 1, 3, 4), (4, 2)]),  # implicit output, ... dims
+    ("...ij,...jk->...ik", [(3, 2, 4), (1, 4, 5)]),  # a batch dim of 1 broadcast
+    ("ii->i", [(4, 4)]),
+    ("ij->", [(3, 4)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]),
+]
+
+
+@pytest.mark.parametrize("equation,shapes", EINSUMS, ids=[e for e, _ in EINSUMS])
+def test_einsum_matches_torch(equation, shapes, device):
+    """Forward and every operand's gradient against torch.einsum."""
+    arrays = [rand(*shape, seed=k) for k, shape in enumerate(shapes)]
+    leaves = [tensor(a, device=device, requires_grad=True) for a in arrays]
+    result = gingham.einsum(equation, *leaves)
+    torch_leaves = [torch.tensor(a, requires_grad=True) for a in arrays]
+    expected = torch.einsum(equation, *torch_leaves)
+    assert result.shape == tuple(expected.shape)
+    cotangent = rand(*expected.shape, seed=9)
+    (result * tensor(cotangent, device=device)).sum().backward()
+    (expected * torch.from_numpy(cotangent)).sum().backward()
+    np.testing.assert_allclose(result.numpy(), expected.detach().numpy(), rtol=1e-5, atol=1e-5)
+    for leaf, torch_leaf in zip(leaves, torch_leaves):
+        np.testing.assert_allclose(leaf.grad.numpy(), torch_leaf.grad.numpy(), rtol=1e-5,
+                                   atol=1e-5)
+
+
+def test_einsum_errors():
+    a, b = tensor(rand(2, 3)), tensor(rand(4, 5))
+    with pytest.raises(ShapeError, match="label 'j'"):
+        gingham.einsum("ij,jk->ik", a, b)
+    with pytest.raises(ShapeError, match="names 2 operands"):
+        gingham.einsum("ij,jk->ik", a)
+    with pytest.raises(ShapeError, match="output"):
+        gingham.einsum("ij->iz", a)
+
+
+def test_cumsum_cumprod_match_torch(device):
+    """Running sums and products, forward and gradient (cumprod through a zero), and
+    PyTorch's int64 result for integers."""
+    a = rand(3, 5)
+    a[1, 2] = 0.0
+    x = tensor(a, device=device, requires_grad=True)
+    sums, products = x.cumsum(1), x.cumprod(0)
+    cotangent = rand(3, 5, seed=7)
+    ((sums + products) * tensor(cotangent, device=device)).sum().backward()
+    t = torch.tensor(a, requires_grad=True)
+    expected_sums, expected_products = t.cumsum(1), t.cumprod(0)
+    ((expected_sums + expected_products) * torch.from_numpy(cotangent)).sum().backward()
+    np.testing.assert_allclose(sums.numpy(), expected_sums.detach().numpy(), rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(products.numpy(), expected_products.detach().numpy(),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-6)
+    counts = tensor(np.array([[1, 2, 3], [4, 5, 6]], np.int32), device=device).cumsum(-1)
+    assert counts.dtype == np.int64
+    np.testing.assert_array_equal(counts.numpy(), [[1, 3, 6], [4, 9, 15]])

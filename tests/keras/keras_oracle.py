@@ -16,8 +16,10 @@ import sys
 
 import numpy as np
 
-EPOCHS = 3
+EPOCHS = {"transformer": 2}  # and 3 for the others
 BATCH = 16
+# Models big enough that one train_on_batch step tells (the history is then its loss).
+ONE_STEP = ("mobilenet_v2",)
 
 
 def data(name: str) -> tuple:
@@ -43,6 +45,19 @@ def data(name: str) -> tuple:
         prob = (a[:, 0] + b[:, 0, 0] > 0).astype(np.float32)[:, None]
         reg = np.stack([a[:, 1] * 0.5, c[:, 0] / 10.0], axis=1).astype(np.float32)
         return {"a": a, "b": b, "c": c}, {"prob": prob, "reg": reg}, None
+    if name == "transformer":
+        tokens = rng.integers(0, 20, (n, 8)).astype(np.int32)
+        y = (tokens[:, 0] % 3).astype(np.int64)  # the first token decides: causal attention
+        return tokens, y, (tokens[:BATCH], y[:BATCH])
+    if name == "rnn":
+        tokens = rng.integers(1, 12, (n, 6)).astype(np.int32)
+        lengths = rng.integers(2, 7, n)
+        tokens[np.arange(6) >= lengths[:, None]] = 0  # padding, masked by mask_zero
+        y = (tokens[:, 0] > tokens[:, 1]).astype(np.int64) + (lengths > 4)
+        return tokens, y, (tokens[:BATCH], y[:BATCH])
+    if name == "mobilenet_v2":
+        x = rng.standard_normal((4, 32, 32, 3)).astype(np.float32)
+        return x, np.array([0, 3, 7, 9], np.int64), None
     raise ValueError(name)
 
 
@@ -71,6 +86,10 @@ def build(name: str):
             layers.BatchNormalization(),
             layers.Activation("relu"),
             layers.MaxPooling2D(2),
+            layers.SeparableConv2D(4, 3, padding="same"),
+            # stride 2 with an odd kernel: Keras' "same" crops the two sides unequally
+            layers.Conv2DTranspose(4, 3, strides=2, padding="same"),
+            layers.MaxPooling2D(2),
             layers.Permute((3, 1, 2)),  # to channels_first for the layers below
             layers.Conv2D(6, 3, strides=2, padding="same", data_format="channels_first"),
             layers.Activation("silu"),
@@ -97,6 +116,31 @@ def build(name: str):
                       loss={"prob": keras.losses.BinaryCrossentropy(),
                             "reg": keras.losses.MeanSquaredError()},
                       metrics={"prob": ["accuracy"], "reg": ["mae"]})
+    elif name == "transformer":  # causal Conv1D, causal self-attention: einsum, masks
+        tokens = keras.Input((8,), dtype="int32")
+        embedded = layers.Conv1D(16, 3, padding="causal")(layers.Embedding(20, 16)(tokens))
+        attended = layers.MultiHeadAttention(num_heads=2, key_dim=8)(
+            embedded, embedded, use_causal_mask=True)
+        hidden = layers.LayerNormalization()(layers.Add()([embedded, attended]))
+        hidden = layers.Dense(16, activation="relu")(hidden)
+        logits = layers.Dense(3)(layers.GlobalAveragePooling1D()(hidden))
+        model = keras.Model(tokens, logits)
+        model.compile(optimizer=keras.optimizers.Adam(0.01),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=["sparse_categorical_accuracy"])
+    elif name == "rnn":  # Keras' recurrent loop, masked: LSTM into a bidirectional GRU
+        model = keras.Sequential([
+            keras.Input((6,), dtype="int32"), layers.Embedding(12, 8, mask_zero=True),
+            layers.LSTM(8, return_sequences=True), layers.Bidirectional(layers.GRU(4)),
+            layers.Dense(3)])
+        model.compile(optimizer=keras.optimizers.Adam(0.01),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=["sparse_categorical_accuracy"])
+    elif name == "mobilenet_v2":  # Keras' own application: depthwise convolutions, ReLU6
+        model = keras.applications.MobileNetV2(input_shape=(32, 32, 3), alpha=0.35,
+                                               weights=None, classes=10)
+        model.compile(optimizer=keras.optimizers.SGD(0.001),
+                      loss=keras.losses.SparseCategoricalCrossentropy())
     else:
         raise ValueError(name)
     return model
@@ -107,7 +151,13 @@ def train(name: str, weights: list[np.ndarray]) -> dict[str, np.ndarray]:
     model = build(name)
     model.set_weights(weights)
     x, y, validation = data(name)
-    history = model.fit(x, y, batch_size=BATCH, epochs=EPOCHS, shuffle=False, verbose=0,
+    if name in ONE_STEP:
+        loss = model.train_on_batch(x, y)
+        result = {"history/loss": np.asarray([loss], np.float64)}
+        result.update({f"w{i}": np.asarray(w) for i, w in enumerate(model.get_weights())})
+        return result
+    history = model.fit(x, y, batch_size=BATCH, epochs=EPOCHS.get(name, 3), shuffle=False,
+                        verbose=0,
                         validation_data=validation)
     first = {k: v[:BATCH] for k, v in x.items()} if isinstance(x, dict) else x[:BATCH]
     predicted = model.predict(first, batch_size=BATCH, verbose=0)

@@ -52,18 +52,60 @@ def _torch_conv(x, kernel, stride, padding, channels_last):
 
 
 def _numpy_avg_pool_same(x, k, s):
-    """TensorFlow's average pool with "same" padding (NHWC): each window's mean over the
-    taps inside the input."""
-    n, h, w, c = x.shape
-    out = np.zeros((n, -(-h // s), -(-w // s), c), np.float32)
-    pad_h = max(0, (out.shape[1] - 1) * s + k - h) // 2
-    pad_w = max(0, (out.shape[2] - 1) * s + k - w) // 2
-    for i in range(out.shape[1]):
-        for j in range(out.shape[2]):
-            rows = slice(max(0, i * s - pad_h), min(h, i * s - pad_h + k))
-            cols = slice(max(0, j * s - pad_w), min(w, j * s - pad_w + k))
-            out[:, i, j] = x[:, rows, cols].mean((1, 2))
+    """TensorFlow's average pool with "same" padding (channels last, 1-, 2- or 3-d): each
+    window's mean over the taps inside the input."""
+    spatial = x.shape[1:-1]
+    outs = [-(-n // s) for n in spatial]
+    pads = [max(0, (o - 1) * s + k - n) // 2 for o, n in zip(outs, spatial)]
+    out = np.zeros((x.shape[0], *outs, x.shape[-1]), np.float32)
+    for index in np.ndindex(*outs):
+        window = tuple(slice(max(0, i * s - p), min(n, i * s - p + k))
+                       for i, p, n in zip(index, pads, spatial))
+        out[(slice(None), *index)] = x[(slice(None), *window)].mean(
+            tuple(range(1, len(spatial) + 1)))
     return out
+
+
+def _torch_keras_conv(x, kernel, stride=1, padding="valid", channels_last=True, dilation=1):
+    """Keras' convolution in PyTorch: 1-, 2- or 3-d, kernel ``[*K, C / groups, O]`` (groups
+    from the channel counts), TensorFlow's "same"."""
+    nd = x.ndim - 2
+    xt = torch.movedim(x, -1, 1) if channels_last else x
+    if padding == "same":
+        pads = []
+        for size, k in zip(xt.shape[2:], kernel.shape[:nd]):
+            extent = (k - 1) * dilation + 1
+            total = max(0, (-(-size // stride) - 1) * stride + extent - size)
+            pads.append((total // 2, total - total // 2))
+        xt = TF.pad(xt, [p for pair in reversed(pads) for p in pair])
+    weight = kernel.permute(nd + 1, nd, *range(nd))
+    y = getattr(TF, f"conv{nd}d")(xt, weight, stride=stride, dilation=dilation,
+                                  groups=xt.shape[1] // weight.shape[1])
+    return torch.movedim(y, 1, -1) if channels_last else y
+
+
+def _torch_depthwise(x, kernel, stride, padding):
+    """Keras' depthwise kernel ``[*K, C, M]`` is a grouped one ``[*K, 1, C * M]``."""
+    grouped = kernel.reshape(*kernel.shape[:-2], 1, kernel.shape[-2] * kernel.shape[-1])
+    return _torch_keras_conv(x, grouped, stride, padding)
+
+
+def _torch_conv_transpose(x, kernel, stride, padding, channels_last=True):
+    """Keras' transposed convolution (kernel ``[*K, O, C]``, no output_padding) as what it
+    is: the gradient of the convolution from the output's shape to ``x``'s, by PyTorch's
+    autograd (create_graph, so that its own gradients follow)."""
+    nd = x.ndim - 2
+    spatial = x.shape[1:-1] if channels_last else x.shape[2:]
+    sizes = [n * stride if padding == "same" else (n - 1) * stride + max(k, stride)
+             for n, k in zip(spatial, kernel.shape[:nd])]
+    channels = kernel.shape[-2]
+    shape = ((x.shape[0], *sizes, channels) if channels_last
+             else (x.shape[0], channels, *sizes))
+    y = torch.zeros(shape, requires_grad=True)
+    convolved = _torch_keras_conv(y, kernel, stride, padding, channels_last)
+    assert convolved.shape == x.shape
+    (transposed,) = torch.autograd.grad(convolved, y, x, create_graph=True)
+    return transposed
 
 
 def _gelu_tanh(t):
@@ -75,6 +117,8 @@ ONE_HOT = np.eye(3, dtype=np.float32)[LABELS]
 TARGETS = np.array([[0.0, 1.0, 1.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 0.0]],
                    np.float32)
 INDICES = np.array([[3, -1], [0, 2]], np.int32)
+# [batch, 1, queries, keys]: True where a query may attend (every query keeps key 0)
+ATTEND = (rand(2, 1, 4, 5, seed=5) > -0.5) | (np.arange(5) == 0)
 
 # name: (keras op, PyTorch op, float inputs (differentiated), other inputs)
 DIFFERENTIABLE = {
@@ -87,6 +131,20 @@ DIFFERENTIABLE = {
     "softplus": (ops.softplus, TF.softplus, [rand(3, 4)], []),
     "elu": (ops.elu, TF.elu, [rand(3, 4)], []),
     "leaky_relu": (ops.leaky_relu, lambda t: TF.leaky_relu(t, 0.2), [rand(3, 4)], []),
+    "hard_activations": (lambda x: (ops.hard_sigmoid(x), ops.hard_silu(x), ops.hard_tanh(x),
+                                    ops.hard_shrink(x), ops.soft_shrink(x)),
+                         lambda t: (TF.hardsigmoid(t), TF.hardswish(t), TF.hardtanh(t),
+                                    TF.hardshrink(t), TF.softshrink(t)), [rand(3, 4) * 3], []),
+    "smooth_activations": (lambda x: (ops.selu(x), ops.celu(x, 0.5), ops.glu(x),
+                                      ops.tanh_shrink(x), ops.squareplus(x),
+                                      ops.threshold(x, 0.1, -2.0)),
+                           lambda t: (TF.selu(t), TF.celu(t, 0.5), TF.glu(t), TF.tanhshrink(t),
+                                      (t + torch.sqrt(t * t + 4)) / 2, TF.threshold(t, 0.1, -2.0)),
+                           [rand(3, 4)], []),
+    "repeat": (lambda x: (ops.repeat(x, 2, axis=1), ops.repeat(x, [1, 0, 3])),
+               lambda t: (t.repeat_interleave(2, 1),
+                          t.flatten()[:3].repeat_interleave(torch.tensor([1, 0, 3]))),
+               [rand(1, 3)], []),
     "softmax": (ops.softmax, lambda t: torch.softmax(t, -1), [rand(3, 4)], []),
     "softmax_axis0": (lambda x: ops.softmax(x, axis=0), lambda t: torch.softmax(t, 0),
                       [rand(3, 4)], []),
@@ -135,6 +193,72 @@ DIFFERENTIABLE = {
     "conv_valid_nchw": (lambda x, k: ops.conv(x, k, 1, "valid", "channels_first"),
                         lambda x, k: _torch_conv(x, k, 1, "valid", False),
                         [rand(2, 3, 6, 5), rand(3, 2, 3, 4, seed=1)], []),
+    "conv1d_grouped_same": (lambda x, k: ops.conv(x, k, 2, "same"),
+                            lambda x, k: _torch_keras_conv(x, k, 2, "same"),
+                            [rand(2, 9, 4), rand(3, 2, 6, seed=1)], []),
+    "conv_dilated_same": (lambda x, k: ops.conv(x, k, 1, "same", dilation_rate=2),
+                          lambda x, k: _torch_keras_conv(x, k, 1, "same", dilation=2),
+                          [rand(2, 7, 6, 3), rand(2, 3, 3, 4, seed=1)], []),
+    "conv3d_ncdhw": (lambda x, k: ops.conv(x, k, 1, "valid", "channels_first"),
+                     lambda x, k: _torch_keras_conv(x, k, 1, "valid", False),
+                     [rand(1, 2, 4, 5, 3), rand(2, 3, 2, 2, 3, seed=1)], []),
+    "depthwise_conv_same_s2": (lambda x, k: ops.depthwise_conv(x, k, 2, "same"),
+                               lambda x, k: _torch_depthwise(x, k, 2, "same"),
+                               [rand(2, 7, 6, 3), rand(3, 3, 3, 2, seed=1)], []),
+    "separable_conv": (lambda x, d, p: ops.separable_conv(x, d, p, 1, "same"),
+                       lambda x, d, p: _torch_keras_conv(_torch_depthwise(x, d, 1, "same"), p),
+                       [rand(2, 6, 5, 3), rand(3, 3, 3, 2, seed=1), rand(1, 1, 6, 4, seed=2)],
+                       []),
+    "conv_transpose_same_s2": (lambda x, k: ops.conv_transpose(x, k, 2, "same"),
+                               lambda x, k: _torch_conv_transpose(x, k, 2, "same"),
+                               [rand(2, 4, 3, 3), rand(3, 3, 5, 3, seed=1)], []),
+    "conv_transpose_1d_valid_ncw": (
+        lambda x, k: ops.conv_transpose(x, k, 3, "valid", data_format="channels_first"),
+        lambda x, k: _torch_conv_transpose(x, k, 3, "valid", False),
+        [rand(2, 3, 5), rand(2, 4, 3, seed=1)], []),
+    "einsum": (lambda a, b: ops.einsum("abc,cde->abde", a, b),
+               lambda a, b: torch.einsum("abc,cde->abde", a, b),
+               [rand(2, 3, 4), rand(4, 2, 3, seed=1)], []),
+    "dot_product_attention": (
+        lambda q, k, v, m: ops.dot_product_attention(q, k, v, mask=m, is_causal=True),
+        lambda q, k, v, m: TF.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+            attn_mask=m & torch.ones(4, 5, dtype=torch.bool).tril(),
+            enable_gqa=True).transpose(1, 2),
+        [rand(2, 4, 2, 3), rand(2, 5, 1, 3, seed=1), rand(2, 5, 1, 3, seed=2)],
+        [ATTEND]),
+    "softmax_axes": (lambda x: ops.softmax(x, axis=(1, 2)),
+                     lambda t: t.flatten(1).softmax(-1).reshape(t.shape), [rand(2, 3, 4)], []),
+    "log_softmax_all": (lambda x: ops.log_softmax(x, axis=None),
+                        lambda t: t.flatten().log_softmax(0).reshape(t.shape), [rand(3, 4)], []),
+    "cumsum_cumprod": (lambda x: (ops.cumsum(x, axis=1), ops.cumprod(x)),
+                       lambda t: (t.cumsum(1), t.flatten().cumprod(0)), [rand(3, 4)], []),
+    "dot_3d": (ops.dot, lambda a, b: torch.tensordot(a, b, dims=([2], [1])),
+               [rand(2, 3, 4), rand(5, 4, 2, seed=1)], []),
+    "scatter": (lambda v, i: ops.scatter(i, v, (3, 4, 2)),
+                lambda v, i: torch.zeros(3, 4, 2).index_put((i[:3, 0], i[:3, 1]), v[:3],
+                                                            accumulate=True),  # [1, -1] dropped
+                [rand(4, 2)], [np.array([[0, 1], [2, 3], [0, 1], [1, -1]], np.int64)]),
+    "segment_sum": (lambda x, i: ops.segment_sum(x, i, num_segments=3),
+                    lambda x, i: torch.zeros(3, 2).index_add(0, i[i >= 0], x[i >= 0]),
+                    [rand(5, 2)], [np.array([2, 0, -1, 2, 1], np.int64)]),
+    "slice_update": (lambda x, u: ops.slice_update(x, (1, 0), u),
+                     lambda x, u: torch.cat([x[:1], torch.cat([u, x[1:3, 3:]], 1), x[3:]]),
+                     [rand(4, 5), rand(2, 3, seed=1)], []),
+    "resize": (lambda x: (ops.image.resize(x, (7, 9)),
+                          ops.image.resize(x, (10, 8), interpolation="nearest")),
+               lambda t: tuple(TF.interpolate(t.permute(0, 3, 1, 2), size, mode=mode,
+                                              **extra).permute(0, 2, 3, 1)
+                               for size, mode, extra in [((7, 9), "bilinear",
+                                                          {"align_corners": False}),
+                                                         ((10, 8), "nearest-exact", {})]),
+               [rand(2, 5, 4, 3)], []),
+    "max_pool1d_same": (lambda x: ops.max_pool(x, 3, 2, "same"),
+                        lambda t: TF.max_pool1d(TF.pad(t.transpose(1, 2), (1, 1),
+                                                       value=-math.inf), 3, 2).transpose(1, 2),
+                        [rand(2, 7, 3)], []),
+    "average_pool3d_ncdhw": (lambda x: ops.average_pool(x, 2, None, "valid", "channels_first"),
+                             lambda t: TF.avg_pool3d(t, 2), [rand(1, 2, 4, 4, 5)], []),
     "max_pool_same": (lambda x: ops.max_pool(x, 3, 2, "same"),
                       lambda t: TF.max_pool2d(_torch_same_pad(
                           t.permute(0, 3, 1, 2), (3, 3), (2, 2), False, -math.inf), 3, 2)
@@ -247,6 +371,20 @@ NUMPY = {
                     [np.array([1.0, np.inf, np.nan, -np.inf], np.float32)]),
     "average_pool_same": (lambda x: ops.average_pool(x, 3, 2, "same"),
                           lambda x: _numpy_avg_pool_same(x, 3, 2), [rand(2, 7, 6, 3)]),
+    "diag_diagonal": (lambda x, v: (ops.diag(x, 1), ops.diag(v, -1),
+                                     ops.diagonal(ops.reshape(x, (2, 3, 2)), 0, 0, 2)),
+                      lambda x, v: (np.diag(x, 1), np.diag(v, -1),
+                                    np.diagonal(x.reshape(2, 3, 2), 0, 0, 2)),
+                      [rand(3, 4), rand(3, seed=1)]),
+    "qr_factors": (lambda x: (lambda q, r: (ops.matmul(q, r), ops.matmul(ops.transpose(q), q),
+                                            ops.tril(r, -1)))(*ops.qr(x)),
+                   lambda x: (x, np.eye(3, dtype=np.float32), np.zeros((3, 3), np.float32)),
+                   [rand(4, 3)]),
+    "where_nonzero": (lambda x: ops.where(x > 0),
+                      lambda x: tuple(i.astype(np.int32) for i in np.nonzero(x > 0)),
+                      [rand(3, 4)]),
+    "average_pool1d_same": (lambda x: ops.average_pool(x, 3, 2, "same"),
+                            lambda x: _numpy_avg_pool_same(x, 3, 2), [rand(2, 8, 3)]),
 }
 
 
@@ -328,11 +466,32 @@ def test_variables_and_conversion(device, monkeypatch):
 def test_unimplemented_ops_raise():
     """An op the backend lacks raises NotImplementedError naming it, never a wrong result."""
     x = ops.convert_to_tensor(rand(3, 4))
-    for call, name in [(lambda: ops.cumsum(x), "numpy.cumsum"),
+    for call, name in [(lambda: ops.sort(x), "numpy.sort"),
                        (lambda: ops.top_k(x, 2), "math.top_k"),
                        (lambda: ops.linalg.inv(x[:3, :3]), "linalg.inv"),
-                       (lambda: ops.depthwise_conv(ops.reshape(x, (1, 3, 4, 1)),
-                                                   np.ones((2, 2, 1, 1), np.float32)),
-                        "nn.depthwise_conv")]:
+                       (lambda: ops.ctc_loss(x, x, x, x), "nn.ctc_loss")]:
         with pytest.raises(NotImplementedError, match=f"{name}.*gingham's Keras backend"):
             call()
+
+
+def test_dropout_noise_shape(device):
+    """A noise_shape draws one mask of that shape and broadcasts it: whole rows kept (scaled
+    by 1 / (1 - rate)) or dropped, both seen."""
+    with keras.device(device):
+        dropped = keras.random.dropout(ops.ones((64, 3, 5)), 0.5, noise_shape=(None, 1, 5),
+                                       seed=3).numpy()
+    np.testing.assert_array_equal(dropped, np.broadcast_to(dropped[:, :1], dropped.shape))
+    assert set(np.unique(dropped)) == {0.0, 2.0}
+
+
+def test_bad_arguments_raise():
+    """Keras' argument errors: ValueError naming what is wrong."""
+    x = ops.convert_to_tensor(rand(1, 5, 5, 3))
+    with pytest.raises(ValueError, match="divisible"):
+        ops.conv(x, np.ones((3, 3, 2, 4), np.float32))
+    with pytest.raises(ValueError, match="4D inputs"):
+        ops.dot_product_attention(x[0], x[0], x[0])
+    with pytest.raises(ValueError, match="do not fit"):
+        ops.slice_update(x, (0, 4, 0, 0), np.ones((1, 2, 5, 3), np.float32))
+    with pytest.raises(ValueError, match="noise_shape"):
+        keras.random.dropout(x, 0.5, noise_shape=(1, 5))

@@ -23,10 +23,19 @@ import keras  # noqa: E402
 import keras_oracle  # noqa: E402
 
 HERE = Path(__file__).parent
-MODELS = ["mlp", "mlp_softmax", "cnn", "functional"]
+MODELS = ["mlp", "mlp_softmax", "cnn", "functional", "transformer", "rnn",
+          "mobilenet_v2"]
 # float32 throughout; the convolutions' and batch norm's sums reorder, and three epochs of
 # momentum amplify that a little.
-TOLERANCE = {"mlp": 1e-4, "mlp_softmax": 1e-4, "cnn": 5e-4, "functional": 1e-4}
+TOLERANCE = {"mlp": 1e-4, "mlp_softmax": 1e-4, "cnn": 5e-4, "functional": 1e-4,
+             "transformer": 1e-4, "rnn": 1e-4, "mobilenet_v2": 1e-4}
+# One step of a deep network: the weights barely move, so each weight's update (trained
+# minus initial) is compared, to a fraction of that tensor's largest update plus a floor
+# at float32's precision of the step's largest update: updates that are zero in exact
+# arithmetic are cancellation noise there (the beta of a batch norm whose output another
+# batch norm centres, the moving mean of a batch norm after one), measured at 1e-7 of it.
+UPDATE_TOLERANCE = 1e-2
+UPDATE_FLOOR = 1e-6
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +46,11 @@ def oracle(tmp_path_factory):
     def get(name: str):
         if name not in results:
             folder = tmp_path_factory.mktemp(name)
+            # Fixed initial weights: some of MobileNetV2's draws are so ill-conditioned (a
+            # batch norm over 4 values, ReLU6's kinks) that Keras' PyTorch backend in float32
+            # differs from itself in float64 by 33% in a weight's update (seed 1); seed 0
+            # agrees to 0.1%.
+            keras.utils.set_random_seed(0)
             with keras.device("reference"):
                 weights = keras_oracle.build(name).get_weights()
             np.savez(folder / "start.npz", **{f"w{i}": w for i, w in enumerate(weights)})
@@ -58,6 +72,15 @@ def test_training_matches_keras_torch_backend(name, device, oracle):
         got = keras_oracle.train(name, weights)
     assert sorted(got) == sorted(expected)
     tolerance = TOLERANCE[name]
+    largest = max(np.abs(expected[f"w{i}"] - w).max() for i, w in enumerate(weights))
     for key in sorted(expected):
+        if name in keras_oracle.ONE_STEP and key.startswith("w"):
+            start = weights[int(key[1:])]
+            update = expected[key] - start
+            np.testing.assert_allclose(got[key] - start, update, rtol=0,
+                                       atol=UPDATE_TOLERANCE * np.abs(update).max()
+                                       + UPDATE_FLOOR * largest,
+                                       err_msg=f"{name}: update of {key}")
+            continue
         np.testing.assert_allclose(got[key], expected[key], rtol=tolerance, atol=tolerance,
                                    err_msg=f"{name}: {key}")

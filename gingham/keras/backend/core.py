@@ -209,6 +209,54 @@ def unstack(x, num=None, axis=0) -> list:
     return list(x.unbind(axis))
 
 
+def scatter(indices, values, shape) -> Tensor:
+    """A zero tensor of ``shape`` with ``values`` added at ``indices`` (``[..., D]``, each
+    row a position in the first ``D`` axes; repeated positions add up, positions outside
+    the shape are dropped): Tile's scatter over the flattened leading axes,
+    differentiable in ``values``."""
+    indices = convert_to_tensor(indices)
+    values = convert_to_tensor(values)
+    shape = tuple(int(s) for s in shape)
+    depth = indices.shape[-1]
+    count = int(np.prod(indices.shape[:-1]))
+    strides = np.cumprod((shape[1:depth] + (1,))[::-1])[::-1].astype(np.int64)
+    indices = indices.astype(np.int64)
+    positions = (indices * tensor(strides, device=indices.device)).sum(dim=-1).reshape(count)
+    # a row with any coordinate outside the shape is dropped (as Tile's scatter drops a
+    # position outside it), not wrapped onto another row by the flattening
+    limits = tensor(np.asarray(shape[:depth], np.int64), device=indices.device)
+    outside = ((indices < 0) | (indices >= limits)).astype(np.int32).amax(-1).reshape(count)
+    positions = where(outside > 0, -1, positions)
+    rows = (int(np.prod(shape[:depth])),) + shape[depth:]
+    updates = values.reshape((count,) + shape[depth:])
+    zeros = tensor(np.zeros(rows, values.dtype), device=values.device)
+    scattered = values._derive(rows, values.dtype, [zeros, positions, updates],
+                               lambda nodes: builder.scatter(*nodes))
+    return scattered.reshape(shape)
+
+
+def slice_update(inputs, start_indices, updates) -> Tensor:
+    """``inputs`` with the block at ``start_indices`` replaced by ``updates``: one Tile
+    assignment of ``updates`` at shifted indices whose default is ``inputs``. The starts
+    must be known when the step is traced (numbers, or tensors outside a step)."""
+    x = convert_to_tensor(inputs)
+    updates = convert_to_tensor(updates, keras_dtype(x))
+    if any(isinstance(s, (Tensor, Variable)) for s in tree.flatten(start_indices)):
+        if current_trace() is not None:
+            raise NotImplementedError("slice_update with tensor start indices inside a "
+                                      "compiled step is not implemented by gingham's Keras "
+                                      "backend yet (numbers only)")
+    starts = [int(s) for s in np.asarray(convert_to_numpy(start_indices)).reshape(-1)]
+    if len(starts) != x.ndim or updates.ndim != x.ndim or any(
+            s < 0 or s + u > n for s, u, n in zip(starts, updates.shape, x.shape)):
+        raise ValueError(f"slice_update: updates of shape {updates.shape} at {starts} do not "
+                         f"fit inside inputs of shape {x.shape}")
+    idx = builder.indices(" ".join(f"i{a}" for a in range(x.ndim)))
+    return x._derive(x.shape, x.dtype, [x, updates], lambda nodes: builder.assign(
+        nodes[1][tuple(idx)], out=[i + s for i, s in zip(idx, starts)], shape=list(x.shape),
+        default=nodes[0]))
+
+
 def fori_loop(lower, upper, body_fun, init_val):
     val = init_val
     for i in range(int(lower), int(upper)):

@@ -1,17 +1,25 @@
-"""``keras.ops.nn`` on gingham tensors: activations, convolution, pooling, normalisation and
-the cross-entropies, each built on :mod:`gingham.nn.functional` (Keras' layouts are mapped to
-gingham's: kernels ``[KH, KW, C, O]`` become ``[O, C, KH, KW]``, ``channels_last`` is
-``NHWC``).
+"""``keras.ops.nn`` on gingham tensors: activations, convolutions (1-, 2- and 3-d, grouped,
+depthwise, separable, transposed), pooling, normalisation, attention and the
+cross-entropies, each built on :mod:`gingham.nn.functional` (Keras' layouts are mapped to
+gingham's: kernels ``[*K, C, O]`` become ``[O, C, *K]``, 2-d ``channels_last`` data is
+``NHWC``; 1-d and 3-d channels-last data, which gingham's ops take channels-first only, is
+permuted around them).
 
     y = keras.ops.conv(x, kernel, strides=2, padding="same")   # TF's "same" (extra pad last)
+    y = keras.ops.depthwise_conv(x, depthwise_kernel)          # groups = channels
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from keras.src import backend as keras_backend
-from keras.src.backend.common.backend_utils import standardize_axis_for_numpy
+from keras.src.backend.common.backend_utils import (
+    compute_conv_transpose_output_crops_for_torch,
+    standardize_axis_for_numpy,
+)
 from keras.src.backend.config import epsilon, standardize_data_format
 from keras.src.utils.argument_validation import standardize_tuple
 
@@ -19,7 +27,7 @@ from ...frontend import tensor as gt
 from ...frontend.tensor import Tensor
 from ...nn import functional as F
 from ._unsupported import unsupported_module_getattr
-from .core import cast, convert_to_tensor, keras_dtype
+from .core import cast, convert_to_tensor, keras_dtype, stop_gradient
 from .numpy import _cast, _float, clip, log, moveaxis, sum as reduce_sum
 
 
@@ -40,29 +48,88 @@ def softsign(x):
     return x / (x.abs() + 1.0)
 
 
+def hard_sigmoid(x): return ((_float(x) + 3.0) * (1.0 / 6.0)).clamp(0.0, 1.0)
+def hard_silu(x): return F.hardswish(_float(x))
+def hard_tanh(x): return F.hardtanh(_float(x))
+def tanh_shrink(x): return _float(x) - _float(x).tanh()
+
+
+def selu(x):
+    """``scale * elu(x, alpha)`` with the self-normalising constants (PyTorch's)."""
+    return 1.0507009873554805 * F.elu(_float(x), 1.6732632423543772)
+
+
+def celu(x, alpha=1.0):
+    x = _float(x)
+    return x.relu() + gt.minimum(alpha * ((x * (1.0 / alpha)).exp() - 1.0), 0.0)
+
+
+def glu(x, axis=-1):
+    """The first half of ``axis`` gated by the sigmoid of the second."""
+    x = _float(x)
+    if x.shape[axis] % 2:
+        raise ValueError(f"nn.glu: axis {axis} of shape {x.shape} must have an even size")
+    value, gate = x.chunk(2, axis)
+    return value * gate.sigmoid()
+
+
+def soft_shrink(x, threshold=0.5):
+    x = _float(x)
+    return gt.where(x > threshold, x - threshold, gt.where(x < -threshold, x + threshold, 0.0))
+
+
+def hard_shrink(x, threshold=0.5):
+    x = _float(x)
+    return gt.where(x.abs() > threshold, x, 0.0)
+
+
+def threshold(x, threshold, default_value):
+    x = _float(x)
+    return gt.where(x > threshold, x, float(default_value))
+
+
+def squareplus(x, b=4):
+    x = _float(x)
+    return (x + (x.square() + float(b)).sqrt()) * 0.5
+
+
 def gelu(x, approximate=True):
     """Keras' default is the tanh approximation (PyTorch's ``approximate="tanh"``)."""
     return F.gelu(_float(x), "tanh" if approximate else "none")
 
 
-def _softmax_axis(x: Tensor, axis):
-    return -1 if axis is None else axis
+def _shifted(x: Tensor, axes: tuple) -> Tensor:
+    """``x`` minus its maximum over ``axes`` (no gradient through the shift: the softmax
+    does not depend on it), so that ``exp`` cannot overflow."""
+    return x - stop_gradient(x.amax(axes, True))
+
+
+def _softmax_axes(x: Tensor, axis) -> tuple | None:
+    """The axes of a softmax over several (a tuple, or all with None), or None for one."""
+    if isinstance(axis, (tuple, list)):
+        return tuple(int(a) % x.ndim for a in axis)
+    if axis is None and x.ndim > 1:
+        return tuple(range(x.ndim))
+    return None
 
 
 def softmax(x, axis=-1):
+    """Over one axis (:func:`gingham.nn.functional.softmax`), several, or all (None)."""
     x = _float(x)
-    if isinstance(axis, (tuple, list)) or (axis is None and x.ndim > 1):
-        raise NotImplementedError("nn.softmax over several axes is not implemented by "
-                                  "gingham's Keras backend yet")
-    return F.softmax(x, _softmax_axis(x, axis))
+    axes = _softmax_axes(x, axis)
+    if axes is None:
+        return F.softmax(x, -1 if axis is None else axis)
+    exponentials = _shifted(x, axes).exp()
+    return exponentials / exponentials.sum(dim=axes, keepdim=True)
 
 
 def log_softmax(x, axis=-1):
     x = _float(x)
-    if isinstance(axis, (tuple, list)) or (axis is None and x.ndim > 1):
-        raise NotImplementedError("nn.log_softmax over several axes is not implemented by "
-                                  "gingham's Keras backend yet")
-    return F.log_softmax(x, _softmax_axis(x, axis))
+    axes = _softmax_axes(x, axis)
+    if axes is None:
+        return F.log_softmax(x, -1 if axis is None else axis)
+    shifted = _shifted(x, axes)
+    return shifted - shifted.exp().sum(dim=axes, keepdim=True).log()
 
 
 # -- convolution and pooling -----------------------------------------------------------------------
@@ -84,29 +151,63 @@ def _spatial(x: Tensor, channels_last: bool) -> tuple:
 
 
 def _pad_spatial(x: Tensor, pads, channels_last: bool, value: float = 0.0) -> Tensor:
-    """``x`` padded by ``(before, after)`` per spatial axis (F.pad's order: last axis first)."""
+    """``x`` padded by ``(before, after)`` per spatial axis (F.pad's order: last axis first;
+    a negative amount crops)."""
     flat = [0, 0] if channels_last else []
     for before, after in reversed(pads):
         flat += [before, after]
     return F.pad(x, flat, "constant", value)
 
 
+def _spatial_rank(op: str, x: Tensor) -> int:
+    nd = x.ndim - 2
+    if nd not in (1, 2, 3):
+        raise ValueError(f"nn.{op}: inputs must be 3-d, 4-d or 5-d (1-, 2- or 3-d data with "
+                         f"batch and channel axes), got shape {x.shape}")
+    return nd
+
+
+def _channels_first(x: Tensor) -> Tensor:
+    """``[N, *spatial, C]`` as ``[N, C, *spatial]``: for gingham's 1-d / 3-d convolutions and
+    pools and its transposed convolutions, which take channels-first data only."""
+    return gt.permute_dims(x, (0, x.ndim - 1, *range(1, x.ndim - 1)))
+
+
+def _channels_last(x: Tensor) -> Tensor:
+    return gt.permute_dims(x, (0, *range(2, x.ndim), 1))
+
+
+def _in_layout(op, x: Tensor, channels_last: bool, nd: int, **kwargs) -> Tensor:
+    """``op(x, ..., data_format=...)`` in Keras' layout, permuting channels-last data
+    around a gingham op that takes channels-first data only."""
+    if nd == 2:
+        return op(x, data_format="NHWC" if channels_last else "NCHW", **kwargs)
+    if channels_last:
+        return _channels_last(op(_channels_first(x), **kwargs))
+    return op(x, **kwargs)
+
+
+_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+
+
 def conv(inputs, kernel, strides=1, padding="valid", data_format=None, dilation_rate=1):
+    """Keras' convolution (1-, 2- or 3-d): kernel ``[*K, C / groups, O]``; input channels a
+    multiple of the kernel's are a grouped convolution (``groups = C / kernel C``)."""
     x = convert_to_tensor(inputs)
     kernel = convert_to_tensor(kernel)
-    nd = x.ndim - 2
-    if nd != 2:
-        raise NotImplementedError(f"nn.conv of {nd}-d data is not implemented by gingham's Keras "
-                                  "backend yet (2-d only)")
+    nd = _spatial_rank("conv", x)
+    if kernel.ndim != nd + 2:
+        raise ValueError(f"nn.conv: kernel must be {nd + 2}-d [*kernel_size, in_channels, "
+                         f"out_channels] for {nd}-d data, got shape {kernel.shape}")
     channels_last = standardize_data_format(data_format) == "channels_last"
     strides = standardize_tuple(strides, nd, "strides")
     dilation = standardize_tuple(dilation_rate, nd, "dilation_rate")
     channels = x.shape[-1] if channels_last else x.shape[1]
-    if kernel.shape[-2] != channels:
-        raise NotImplementedError("nn.conv with groups (kernel input channels "
-                                  f"{kernel.shape[-2]} != input channels {channels}) is not "
-                                  "implemented by gingham's Keras backend yet")
-    weight = gt.permute_dims(kernel, (3, 2, 0, 1))  # [KH, KW, C, O] -> [O, C, KH, KW]
+    if channels % kernel.shape[-2]:
+        raise ValueError(f"nn.conv: input channels ({channels}) must be divisible by the "
+                         f"kernel's input channels ({kernel.shape[-2]})")
+    groups = channels // kernel.shape[-2]
+    weight = gt.permute_dims(kernel, (nd + 1, nd, *range(nd)))  # [*K, C, O] -> [O, C, *K]
     pads = 0
     if padding == "same":
         same = _same_pads(_spatial(x, channels_last), kernel.shape[:nd], strides, dilation)
@@ -116,19 +217,66 @@ def conv(inputs, kernel, strides=1, padding="valid", data_format=None, dilation_
             x = _pad_spatial(x, same, channels_last)
     elif padding != "valid":
         raise ValueError(f"nn.conv: padding must be 'valid' or 'same', not {padding!r}")
-    return F.conv2d(x, weight, None, strides, pads, dilation,
-                    data_format="NHWC" if channels_last else "NCHW")
+    return _in_layout(lambda data, **kw: _CONV[nd](data, weight, None, strides, pads, dilation,
+                                                   groups, **kw), x, channels_last, nd)
+
+
+def depthwise_conv(inputs, kernel, strides=1, padding="valid", data_format=None,
+                   dilation_rate=1):
+    """Each input channel convolved with its own ``M`` filters: kernel ``[*K, C, M]``, output
+    channel ``c * M + m`` (a grouped convolution with ``groups = C``)."""
+    kernel = convert_to_tensor(kernel)
+    nd = kernel.ndim - 2
+    depthwise = gt.reshape(kernel, kernel.shape[:nd] + (1, kernel.shape[-2] * kernel.shape[-1]))
+    return conv(inputs, depthwise, strides, padding, data_format, dilation_rate)
+
+
+def separable_conv(inputs, depthwise_kernel, pointwise_kernel, strides=1, padding="valid",
+                   data_format=None, dilation_rate=1):
+    """A depthwise convolution followed by a 1x1 (pointwise) one."""
+    depthwise = depthwise_conv(inputs, depthwise_kernel, strides, padding, data_format,
+                               dilation_rate)
+    return conv(depthwise, pointwise_kernel, 1, "valid", data_format, dilation_rate)
+
+
+_CONV_TRANSPOSE = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+
+
+def conv_transpose(inputs, kernel, strides=1, padding="valid", output_padding=None,
+                   data_format=None, dilation_rate=1):
+    """The transposed convolution, kernel ``[*K, O, C]``. Keras' "same" may crop unequally
+    on the two sides, which PyTorch's symmetric ``padding`` cannot say: the full output
+    (``padding=0``) is cropped (or zero-padded) afterwards by Keras' own crop amounts, as
+    Keras' PyTorch backend does."""
+    x = convert_to_tensor(inputs)
+    kernel = convert_to_tensor(kernel)
+    nd = _spatial_rank("conv_transpose", x)
+    channels_last = standardize_data_format(data_format) == "channels_last"
+    channels = x.shape[-1] if channels_last else x.shape[1]
+    if kernel.ndim != nd + 2 or kernel.shape[-1] != channels:
+        raise ValueError(f"nn.conv_transpose: kernel must be {nd + 2}-d [*kernel_size, "
+                         f"out_channels, in_channels={channels}], got shape {kernel.shape}")
+    strides = standardize_tuple(strides, nd, "strides")
+    dilation = standardize_tuple(dilation_rate, nd, "dilation_rate")
+    crops = compute_conv_transpose_output_crops_for_torch(
+        x.shape, kernel.shape, strides, padding, output_padding, dilation)
+    weight = gt.permute_dims(kernel, (nd + 1, nd, *range(nd)))  # [*K, O, C] -> [C, O, *K]
+    data = _channels_first(x) if channels_last else x
+    full = _CONV_TRANSPOSE[nd](data, weight, None, strides, 0, 0, 1, dilation)
+    cropped = _pad_spatial(full, [(-left, -right) for left, right in crops], False)
+    return _channels_last(cropped) if channels_last else cropped
 
 
 def _pool_arguments(x: Tensor, pool_size, strides, data_format):
-    nd = x.ndim - 2
-    if nd != 2:
-        raise NotImplementedError(f"pooling of {nd}-d data is not implemented by gingham's Keras "
-                                  "backend yet (2-d only)")
+    nd = _spatial_rank("pool", x)
     pool_size = standardize_tuple(pool_size, nd, "pool_size")
     strides = pool_size if strides is None else standardize_tuple(strides, nd, "strides")
     channels_last = standardize_data_format(data_format) == "channels_last"
     return nd, pool_size, strides, channels_last
+
+
+_MAX_POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
+_AVG_POOL = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
 
 
 def max_pool(inputs, pool_size, strides=None, padding="valid", data_format=None):
@@ -137,7 +285,8 @@ def max_pool(inputs, pool_size, strides=None, padding="valid", data_format=None)
     if padding == "same":
         same = _same_pads(_spatial(x, channels_last), pool_size, strides, (1,) * nd)
         x = _pad_spatial(x, same, channels_last, float("-inf"))
-    return F.max_pool2d(x, pool_size, strides, data_format="NHWC" if channels_last else "NCHW")
+    return _in_layout(lambda data, **kw: _MAX_POOL[nd](data, pool_size, strides, **kw), x,
+                      channels_last, nd)
 
 
 def average_pool(inputs, pool_size, strides=None, padding="valid", data_format=None):
@@ -145,18 +294,21 @@ def average_pool(inputs, pool_size, strides=None, padding="valid", data_format=N
     its taps inside the input, not by the pool's size."""
     x = convert_to_tensor(inputs)
     nd, pool_size, strides, channels_last = _pool_arguments(x, pool_size, strides, data_format)
-    layout = "NHWC" if channels_last else "NCHW"
     if padding != "same":
-        return F.avg_pool2d(x, pool_size, strides, data_format=layout)
+        return _in_layout(lambda data, **kw: _AVG_POOL[nd](data, pool_size, strides, **kw), x,
+                          channels_last, nd)
     spatial = _spatial(x, channels_last)
     same = _same_pads(spatial, pool_size, strides, (1,) * nd)
-    total = F.avg_pool2d(_pad_spatial(x, same, channels_last), pool_size, strides,
-                         divisor_override=1, data_format=layout)
+    padded = _pad_spatial(x, same, channels_last)
+    # a sum (the mean times the window's size): divided below by the taps inside the input
+    window = float(np.prod(pool_size))
+    total = _in_layout(lambda data, **kw: _AVG_POOL[nd](data, pool_size, strides, **kw),
+                       padded, channels_last, nd) * window
     counts = [np.clip(np.arange(o) * s - before + k, 0, size) - np.clip(
         np.arange(o) * s - before, 0, size) for o, s, (before, _), k, size
         in zip(_spatial(total, channels_last), strides, same, pool_size, spatial)]
-    count = np.outer(counts[0], counts[1]).astype(np.float32)
-    count = count[:, :, None] if channels_last else count
+    count = functools.reduce(np.multiply.outer, counts).astype(np.float32)
+    count = count[..., None] if channels_last else count
     return total / convert_to_tensor(count, keras_dtype(total))
 
 
@@ -197,6 +349,43 @@ def batch_normalization(x, mean, variance, axis, offset=None, scale=None, epsilo
     if offset is not None:
         shift = shift + broadcast(offset)
     return x * inverse + shift
+
+
+# -- attention -------------------------------------------------------------------------------------
+
+
+def dot_product_attention(query, key, value, bias=None, mask=None, scale=None, is_causal=False,
+                          flash_attention=None, attn_logits_soft_cap=None):
+    """Keras' attention on ``[B, T, N, H]`` tensors (N heads; key and value may have fewer,
+    dividing N): :func:`gingham.nn.functional.scaled_dot_product_attention` on the heads-first
+    view. A boolean ``mask`` (True: attend) and ``is_causal`` combine; a query whose keys are
+    all masked gets zero output (PyTorch's attention), not the mean of the values that
+    Keras' large-negative masking gives. ``flash_attention`` is how, not what: ignored."""
+    if attn_logits_soft_cap is not None:
+        raise NotImplementedError("nn.dot_product_attention with attn_logits_soft_cap is not "
+                                  "implemented by gingham's Keras backend yet")
+    if bias is not None and mask is not None:
+        raise ValueError("Only one of `bias` and `mask` can be provided. Received both.")
+    tensors = [convert_to_tensor(x) for x in (query, key, value)]
+    if any(x.ndim != 4 for x in tensors):
+        raise ValueError("`dot_product_attention` only supports 4D inputs. Received: "
+                         f"query.shape={tensors[0].shape}, key.shape={tensors[1].shape}, "
+                         f"value.shape={tensors[2].shape}.")
+    dtype = keras_backend.result_type(*[keras_dtype(x) for x in tensors])
+    query, key, value = [gt.permute_dims(_cast(x, dtype), (0, 2, 1, 3)) for x in tensors]
+    attn_mask = None
+    if mask is not None:
+        attn_mask = cast(mask, "bool")
+        if is_causal:  # PyTorch takes a mask or is_causal: the causal one folded into it
+            causal = np.tril(np.ones((query.shape[-2], key.shape[-2]), bool))
+            attn_mask = attn_mask & convert_to_tensor(causal)
+            is_causal = False
+    elif bias is not None:
+        attn_mask = convert_to_tensor(bias, dtype)
+    output = F.scaled_dot_product_attention(
+        query, key, value, attn_mask, is_causal=bool(is_causal), scale=scale,
+        enable_gqa=query.shape[1] != key.shape[1])
+    return gt.permute_dims(output, (0, 2, 1, 3))
 
 
 # -- losses ----------------------------------------------------------------------------------------

@@ -8,7 +8,9 @@ Python numbers are weak, so ``float16_tensor * 0.5`` stays float16).
 
 from __future__ import annotations
 
+import builtins
 import math as pymath
+
 import numpy as np
 
 from keras.src.backend.common import dtypes
@@ -19,9 +21,18 @@ from ...frontend import tensor as gt
 from ...frontend.tensor import Tensor
 from ...nn import functional as F
 from ._unsupported import unsupported_module_getattr
-from .core import convert_to_tensor, current_device, keras_dtype, to_numpy_dtype
+from ...frontend.jit import current_trace
+from .core import (
+    convert_to_numpy,
+    convert_to_tensor,
+    current_device,
+    keras_dtype,
+    to_numpy_dtype,
+)
 
 _SCALARS = (bool, int, float)
+# this module defines NumPy's max, min and abs
+builtins_max, builtins_min, builtins_abs = builtins.max, builtins.min, builtins.abs
 
 
 # -- dtype rules ---------------------------------------------------------------------------------
@@ -179,13 +190,68 @@ def matmul(x1, x2):
 
 
 def dot(x1, x2):
+    """NumPy's ``dot``: beyond matrices, the sum over ``x1``'s last axis and ``x2``'s
+    second-to-last, ``[*a, k] . [*b, k, n] -> [*a, *b, n]`` (one :func:`gingham.einsum`)."""
     a, b = convert_to_tensor(x1), convert_to_tensor(x2)
     if a.ndim == 0 or b.ndim == 0:
         return multiply(a, b)
-    if a.ndim <= 2 and b.ndim <= 2:
+    if b.ndim <= 2:  # a matrix product (or matrix-vector) over a's leading axes
         return matmul(a, b)
-    raise NotImplementedError("numpy.dot of tensors with more than 2 dims is not implemented by "
-                              "gingham's Keras backend yet")
+    letters = "abcdefghijklmnopqrstuvwxy"
+    left = letters[:a.ndim - 1] + "z"
+    right = letters[a.ndim - 1:a.ndim + b.ndim - 3] + "z" + letters[a.ndim + b.ndim - 3]
+    output = left[:-1] + right.replace("z", "")
+    return einsum(f"{left},{right}->{output}", a, b)
+
+
+def einsum(subscripts, *operands, **kwargs):
+    """:func:`gingham.einsum` in Keras' result dtype (int8 operands give int32, as JAX)."""
+    if kwargs:
+        raise NotImplementedError(f"numpy.einsum with {sorted(kwargs)} is not implemented by "
+                                  "gingham's Keras backend yet")
+    tensors = [convert_to_tensor(x) for x in operands]
+    kinds = {keras_dtype(t) for t in tensors}
+    dtype = "int32" if kinds == {"int8"} else dtypes.result_type(*kinds)
+    return gt.einsum(subscripts, *[_cast(t, dtype) for t in tensors])
+
+
+def diagonal(x, offset=0, axis1=0, axis2=1):
+    """The ``offset`` diagonal of the ``axis1`` x ``axis2`` planes, as the last axis: a
+    square block of them read by :func:`gingham.einsum`'s repeated label."""
+    x = moveaxis(convert_to_tensor(x), (axis1, axis2), (-2, -1))
+    rows, cols = x.shape[-2:]
+    start_row, start_col = (0, offset) if offset >= 0 else (-offset, 0)
+    length = builtins_max(0, builtins_min(rows - start_row, cols - start_col))
+    block = x[..., start_row:start_row + length, start_col:start_col + length]
+    return gt.einsum("...ii->...i", block)
+
+
+def diag(x, k=0):
+    """NumPy's ``diag``: the ``k``-th diagonal of a matrix, or a matrix with ``x`` on it."""
+    x = convert_to_tensor(x)
+    if x.ndim == 2:
+        return diagonal(x, k)
+    if x.ndim != 1:
+        raise ValueError(f"numpy.diag: input must be 1-d or 2-d, got shape {x.shape}")
+    size = x.shape[0]
+    square = x.unsqueeze(1) * convert_to_tensor(np.eye(size), keras_dtype(x))
+    shift = builtins_abs(k)
+    # rows below (k > 0) or columns after (k < 0) the square: F.pad's last-axis-first order
+    return F.pad(square, (shift, 0, 0, shift) if k > 0 else (0, shift, shift, 0))
+
+
+def tril(x, k=0):
+    """``x`` with the entries above the ``k``-th diagonal (of the last two axes) zeroed."""
+    x = convert_to_tensor(x)
+    keep = np.tri(x.shape[-2], x.shape[-1], k, dtype=bool)
+    return gt.where(convert_to_tensor(keep), x, gt.zeros((), x.dtype, x.device))
+
+
+def triu(x, k=0):
+    """``x`` with the entries below the ``k``-th diagonal (of the last two axes) zeroed."""
+    x = convert_to_tensor(x)
+    keep = ~np.tri(x.shape[-2], x.shape[-1], k - 1, dtype=bool)
+    return gt.where(convert_to_tensor(keep), x, gt.zeros((), x.dtype, x.device))
 
 
 # -- comparisons and logic -------------------------------------------------------------------------
@@ -235,10 +301,23 @@ def isfinite(x):
     return logical_not(logical_or(isnan(x), isinf(x)))
 
 
+def nonzero(x):
+    """The positions of the nonzero elements, one int32 tensor per axis. Their number
+    depends on the values, which a compiled program's fixed shapes cannot: computed on
+    the host outside a step, NotImplementedError inside one."""
+    if current_trace() is not None:
+        raise NotImplementedError("numpy.nonzero (and where with one argument) inside a "
+                                  "compiled step is not implemented by gingham's Keras backend: "
+                                  "its result's shape depends on the values")
+    positions = np.nonzero(convert_to_numpy(x))
+    return tuple(convert_to_tensor(p, "int32") for p in positions)
+
+
 def where(condition, x1=None, x2=None):
+    if x1 is None and x2 is None:
+        return nonzero(condition)
     if x1 is None or x2 is None:
-        raise NotImplementedError("numpy.where with one argument (nonzero positions) is not "
-                                  "implemented by gingham's Keras backend yet")
+        raise ValueError("numpy.where takes the condition alone, or with both `x1` and `x2`")
     dtype, (a, b) = _promote(x1, x2)
     condition = _bool(condition)
     if isinstance(a, Tensor) or isinstance(b, Tensor):
@@ -296,6 +375,25 @@ def prod(x, axis=None, keepdims=False, dtype=None):
             x = x.prod(dim=a, keepdim=keepdims)
         return x
     return x.prod(dim=_axis(axis), keepdim=keepdims)
+
+
+def _cumulative(x, axis, dtype, method):
+    x = convert_to_tensor(x)
+    dtype = dtypes.result_type(dtype or keras_dtype(x))
+    if dtype == "bool":
+        dtype = "int32"
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    return getattr(_cast(x, dtype), method)(int(axis), dtype=to_numpy_dtype(dtype))
+
+
+def cumsum(x, axis=None, dtype=None):
+    """Running sums (:meth:`gingham.Tensor.cumsum`; the flattened input without ``axis``)."""
+    return _cumulative(x, axis, dtype, "cumsum")
+
+
+def cumprod(x, axis=None, dtype=None):
+    return _cumulative(x, axis, dtype, "cumprod")
 
 
 def _arg(x, axis, keepdims, method):
@@ -403,6 +501,22 @@ def tile(x, repeats):
     if len(repeats) < x.ndim:
         repeats = (1,) * (x.ndim - len(repeats)) + repeats
     return x.repeat(*repeats)
+
+
+def repeat(x, repeats, axis=None):
+    """Each element repeated ``repeats`` times along ``axis`` (the flattened input without
+    one): a gather of the repeated positions (:func:`take`). ``repeats`` is a number or a
+    count per element known when the step is traced, not a tensor computed in it."""
+    x = convert_to_tensor(x)
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    if isinstance(repeats, Tensor) and current_trace() is not None:
+        raise NotImplementedError("numpy.repeat with tensor repeats inside a compiled step is "
+                                  "not implemented by gingham's Keras backend (its shape "
+                                  "depends on the values)")
+    counts = np.asarray(convert_to_numpy(repeats)).astype(np.int64)
+    positions = np.repeat(np.arange(x.shape[axis]), counts)
+    return take(x, convert_to_tensor(positions, "int32"), axis)
 
 
 def split(x, indices_or_sections, axis=0):

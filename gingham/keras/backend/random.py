@@ -12,6 +12,7 @@ from keras.src.backend.config import floatx
 # SeedGenerator and make_default_seed: Keras reads them through backend.random.
 from keras.src.random.seed_generator import SeedGenerator, draw_seed, make_default_seed
 
+from ...frontend import tensor as gt
 from ...frontend.jit import current_trace
 from ...nn import functional as F
 from ._unsupported import unsupported_module_getattr
@@ -52,12 +53,22 @@ def randint(shape, minval, maxval, dtype="int32", seed=None):
 
 
 def dropout(inputs, rate, noise_shape=None, seed=None):
+    """Dropout drawn on the device. A ``noise_shape`` (None entries: the input's size) draws
+    one mask of that shape, broadcast over the input (EfficientNet's drop-connect drops
+    whole samples with ``(None, 1, 1, 1)``)."""
     x = convert_to_tensor(inputs)
-    if noise_shape is not None and tuple(noise_shape) != x.shape:
-        raise NotImplementedError("random.dropout with a noise_shape is not implemented by "
-                                  "gingham's Keras backend yet")
     state = convert_to_tensor(draw_seed(seed), "uint32")
-    return F.dropout(x, float(rate), True, seed=state)
+    if noise_shape is None:
+        return F.dropout(x, float(rate), True, seed=state)
+    if len(noise_shape) != x.ndim:
+        raise ValueError(f"random.dropout: noise_shape {tuple(noise_shape)} must have one "
+                         f"entry per axis of the input (shape {x.shape})")
+    shape = tuple(size if wanted is None else int(wanted)
+                  for wanted, size in zip(noise_shape, x.shape))
+    if shape == x.shape:
+        return F.dropout(x, float(rate), True, seed=state)
+    mask = F.dropout(gt.ones(shape, x.dtype, x.device), float(rate), True, seed=state)
+    return x * mask
 
 
 __all__ = ["SeedGenerator", "make_default_seed", "normal", "uniform", "truncated_normal",
