@@ -215,6 +215,15 @@ def _device_arguments(parser: argparse.ArgumentParser, baselines: str) -> None:
                             f"reference), {baselines}")
 
 
+def _chosen_devices(args: argparse.Namespace) -> list[str]:
+    """The devices ``--device ID`` or ``--all-devices`` (every compiled one) chose."""
+    from gingham.devices import default_device_id, list_devices
+
+    if args.all_devices:
+        return [d.id for d in list_devices() if d.info.dialect is not None]
+    return [args.device or default_device_id()]
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -385,7 +394,6 @@ def ops_command(args: argparse.Namespace) -> int:
 def model_command(args: argparse.Namespace) -> int:
     """``gingham bench model [MODEL ...] [--device ID | --all-devices]``."""
     from gingham import __version__
-    from gingham.devices import default_device_id, list_devices
 
     from .model import ModelSettings, bench_models, format_runs, plot
     from .model import records as model_records
@@ -398,10 +406,7 @@ def model_command(args: argparse.Namespace) -> int:
         return 2
     if args.plot:
         _require_matplotlib()  # before minutes of training, not after
-    if args.all_devices:
-        devices = [d.id for d in list_devices() if d.info.dialect is not None]
-    else:
-        devices = [args.device or default_device_id()]
+    devices = _chosen_devices(args)
     overrides = {"batch": args.batch, "torch": not args.no_torch,
                  "torch_compile": args.torch_compile, "precision": args.precision,
                  "layout": args.layout}
@@ -437,7 +442,6 @@ def model_command(args: argparse.Namespace) -> int:
 def onnx_command(args: argparse.Namespace) -> int:
     """``gingham bench onnx [MODEL | PATH ...] [--device ID | --all-devices]``."""
     from gingham import __version__
-    from gingham.devices import default_device_id, list_devices
 
     from .onnx import OnnxSettings, bench_onnx, file_case, format_runs, named_case
     from .onnx import onnxruntime_module
@@ -454,10 +458,7 @@ def onnx_command(args: argparse.Namespace) -> int:
     except BenchError as exc:
         print(f"gingham bench onnx: {exc}", file=sys.stderr)
         return 2
-    if args.all_devices:
-        devices = [d.id for d in list_devices() if d.info.dialect is not None]
-    else:
-        devices = [args.device or default_device_id()]
+    devices = _chosen_devices(args)
     settings = OnnxSettings(quick=args.quick, repeat=args.repeat, torch=not args.no_torch,
                             onnxruntime=not args.no_onnxruntime)
     ort = onnxruntime_module()
@@ -496,8 +497,6 @@ def keras_command(args: argparse.Namespace) -> int:
     """``gingham bench keras [MODEL ...] [--device ID | --all-devices]``."""
     import importlib.util
 
-    from gingham.devices import default_device_id, list_devices
-
     from .keras import DEFAULT_KERAS_MODELS, KerasSettings, bench_keras
     from .keras import format_runs as keras_runs
     from .keras import records as keras_records
@@ -513,10 +512,7 @@ def keras_command(args: argparse.Namespace) -> int:
         print(f"gingham bench keras: unknown model(s) {', '.join(unknown)}; choose from "
               f"{', '.join(KERAS_MODELS)}", file=sys.stderr)
         return 2
-    if args.all_devices:
-        devices = [d.id for d in list_devices() if d.info.dialect is not None]
-    else:
-        devices = [args.device or default_device_id()]
+    devices = _chosen_devices(args)
     settings = KerasSettings(steps=args.steps, batch=args.batch, torch=not args.no_torch,
                              precision=args.precision)
     print(f"gingham bench keras: {', '.join(names)} on {', '.join(devices)}; {settings.steps} "
