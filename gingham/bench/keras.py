@@ -10,7 +10,7 @@ switch backends (PlaidML's story, on Keras 3).
 The models are ``gingham bench model``'s networks written with Keras layers
 (:func:`gingham.bench.keras_worker.build_model`, channels-last, Keras' default), and Keras' own
 applications (``resnet50``, ``vgg16``, ``densenet121``, ``mobilenet_v2``: ``keras.applications``
-untrained, on 32x32 images, batch 64), the networks PlaidML's ``plaidbench`` ran. Each runner
+untrained, on 32x32 images, batch 64), of the kind PlaidML's ``plaidbench`` timed. Each runner
 is a process of its own (:mod:`gingham.bench.keras_worker`: Keras binds its backend at
 import): the PyTorch one first, which saves the initial weights, then gingham's on each
 device, which loads them, so all train the same weights on the same synthetic data; their

@@ -33,8 +33,8 @@ import numpy as np
 #: The benchmark models: name -> (image shape, channels-last; default width).
 SHAPES = {"resnet9": ((32, 32, 3), 64), "resnet18": ((32, 32, 3), 64),
           "story": ((100, 100, 3), 32), "digits": ((8, 8, 1), 16)}
-#: Keras' own applications (``keras.applications``, untrained: ``weights=None``), the
-#: networks PlaidML's ``plaidbench keras`` ran, here on CIFAR-sized images.
+#: Keras' own applications (``keras.applications``, untrained: ``weights=None``), of the
+#: kind PlaidML's ``plaidbench keras`` timed, here on CIFAR-sized images.
 APPLICATIONS = {"resnet50": "ResNet50", "vgg16": "VGG16", "densenet121": "DenseNet121",
                 "mobilenet_v2": "MobileNetV2"}
 SHAPES.update({name: ((32, 32, 3), 0) for name in APPLICATIONS})
