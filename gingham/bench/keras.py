@@ -236,8 +236,8 @@ def format_runs(runs: Sequence[KerasRun]) -> str:
                      "" if value is None else f"{value:.2f}x"])
     notes = ["Keras model.fit, two epochs of the given steps: the first holds the first step "
              "(trace + compile), the second is timed; ms/step = its median step; epoch = "
-             "ms/step x the model's epoch (50,000 images, digits' 1,438), extrapolated; ratio = the PyTorch backend's epoch / "
-             "gingham's on the same hardware"]
+             "ms/step x the model's epoch (50,000 images, digits' 1,438), extrapolated; "
+             "ratio = the PyTorch backend's epoch / gingham's on the same hardware"]
     return "\n\n".join([text_table([header, *rows], right={3, 4, 5, 6, 8}), *notes])
 
 
