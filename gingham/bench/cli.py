@@ -152,9 +152,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "and on Keras' PyTorch backend on the same hardware, from the same initial "
                     "weights on the same synthetic data (each backend in a process of its "
                     "own), and report ms/step, seconds per epoch extrapolated to the "
-                    "model's epoch (50,000 images for the CIFAR-sized ones), the first epoch, and the losses, which must agree. ratio = "
-                    "PyTorch backend's time / gingham's. Needs keras: pip install "
-                    "'gingham[keras]'.")
+                    "model's epoch (50,000 images for the CIFAR-sized ones), the first "
+                    "epoch and the losses (the first losses must agree). ratio = PyTorch "
+                    "backend's time / gingham's. Needs keras: pip install 'gingham[keras]'.")
     keras.add_argument("models", nargs="*", metavar="MODEL",
                        help="models to train: story, resnet9, resnet18, digits, and Keras' "
                             "applications resnet50, vgg16, densenet121, mobilenet_v2 (32x32 "

@@ -169,26 +169,23 @@ class GinghamTrainer(base_trainer.Trainer):
                 "steps_per_execution > 1 is not implemented by gingham's Keras backend yet; "
                 f"got steps_per_execution={self.steps_per_execution}")
 
-    def make_train_function(self, force=False):
-        if self.train_function is not None and not force:
-            return self.train_function
+    def _compiled_function(self, name: str, step: Callable, grad: bool, force: bool):
+        """``self.<name>``: ``step`` compiled (:class:`CompiledStep`), made once unless
+        ``force``."""
+        if getattr(self, name) is not None and not force:
+            return getattr(self, name)
         self._check_steps_per_execution()
-        self.train_function = CompiledStep(self.train_step, self._step_device(), grad=True)
-        return self.train_function
+        setattr(self, name, CompiledStep(step, self._step_device(), grad=grad))
+        return getattr(self, name)
+
+    def make_train_function(self, force=False):
+        return self._compiled_function("train_function", self.train_step, True, force)
 
     def make_test_function(self, force=False):
-        if self.test_function is not None and not force:
-            return self.test_function
-        self._check_steps_per_execution()
-        self.test_function = CompiledStep(self.test_step, self._step_device(), grad=False)
-        return self.test_function
+        return self._compiled_function("test_function", self.test_step, False, force)
 
     def make_predict_function(self, force=False):
-        if self.predict_function is not None and not force:
-            return self.predict_function
-        self._check_steps_per_execution()
-        self.predict_function = CompiledStep(self.predict_step, self._step_device(), grad=False)
-        return self.predict_function
+        return self._compiled_function("predict_function", self.predict_step, False, force)
 
     # -- loops (the PyTorch backend's, without its module modes) --------------------------------
 
