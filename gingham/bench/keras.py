@@ -125,6 +125,31 @@ def torch_device_for(device_id: str) -> tuple[str | None, str]:
     return env.device, (hardware_of(info) if env.device else env.reason)
 
 
+def torch_visible_devices(torch_device: str, visible: str | None) -> str | None:
+    """``CUDA_VISIBLE_DEVICES`` for a Keras-on-PyTorch worker meant to run on ``torch_device``
+    (None: leave it as it is). Keras' torch backend takes the first GPU it sees and has no
+    device argument, so the worker is shown only the one it is meant to use: none for
+    ``cpu``; for ``cuda:N``, the N-th of those this process sees (``visible``, the parent's
+    own setting, numbers torch's devices when set).
+
+    >>> torch_visible_devices("cuda:1", "4,6")
+    '6'
+    """
+    if torch_device == "cpu":
+        return ""
+    kind, _, index = torch_device.partition(":")
+    if kind != "cuda":
+        return None
+    number = int(index or 0)
+    if not visible:
+        return str(number)
+    entries = [entry.strip() for entry in visible.split(",") if entry.strip()]
+    if number >= len(entries):
+        raise ValueError(f"{torch_device} is not among the GPUs CUDA_VISIBLE_DEVICES={visible!r} "
+                         "shows")
+    return entries[number]
+
+
 def run_worker(backend: str, model: str, device: str, batch: int, settings: KerasSettings,
                weights: str, log: TextIO | None = None) -> KerasRun:
     """Train ``model`` on ``backend`` in a worker process (see :mod:`keras_worker`)."""
@@ -132,8 +157,10 @@ def run_worker(backend: str, model: str, device: str, batch: int, settings: Kera
     run = KerasRun(model, backend, device, "", batch, settings.steps,
                    math.ceil(images_per_epoch / batch), settings.precision)
     env = dict(os.environ)
-    if backend == "torch" and device == "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ""  # Keras' torch backend takes a GPU when it sees one
+    if backend == "torch":
+        visible = torch_visible_devices(device, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        if visible is not None:
+            env["CUDA_VISIBLE_DEVICES"] = visible
     env.pop("KERAS_BACKEND", None)
     with tempfile.TemporaryDirectory(prefix="gingham-keras-") as folder:
         out = os.path.join(folder, "run.json")

@@ -62,3 +62,20 @@ def test_a_first_loss_that_differs_is_wrong():
 def test_bad_arguments_are_usage_errors(argv, message, capsys):
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("torch_device, visible, expected", [
+    ("cpu", None, ""), ("cpu", "0,1", ""),            # no GPU for a CPU baseline
+    ("cuda:0", None, "0"), ("cuda:1", None, "1"),     # torch's numbering is CUDA's
+    ("cuda:1", "4, 6", "6"), ("cuda", "3", "3"),      # ... within what the parent sees
+    ("mps", None, None),                              # not CUDA: left alone
+])
+def test_the_torch_worker_sees_only_its_gpu(torch_device, visible, expected):
+    """Keras' torch backend always takes the first GPU it sees: the worker for ``cuda:1``
+    must be shown GPU 1 alone, or its baseline runs on GPU 0."""
+    assert bench_keras.torch_visible_devices(torch_device, visible) == expected
+
+
+def test_a_gpu_the_parent_cannot_see_is_an_error():
+    with pytest.raises(ValueError, match="cuda:2 is not among"):
+        bench_keras.torch_visible_devices("cuda:2", "0,1")
