@@ -394,9 +394,13 @@ def reduction_domain(nc: NormalContraction | None, bound: BoundProgram
         return None
     kept = []
     for var, size in zip(nc.out_vars, nc.out_shape):
+        if var in names and access.sizes[names.index(var)] != size:
+            # An output axis that indexes a longer operand axis reads a slice of it, not
+            # all of it: `T8[i, j : 3, 1] = +(T7[i, j])` of a (3, 2) T7 reads column 0 only.
+            return None
         if size == 1:
-            continue
-        if var not in names or access.sizes[names.index(var)] != size:
+            continue  # a kept axis of length 1 (keepdim), or a reduced one
+        if var not in names:
             return None
         kept.append(names.index(var))
     for axis, name in enumerate(names):

@@ -313,3 +313,23 @@ def test_per_channel_operands_load_once_per_chunk_on_the_cpu(device, shape):
             assert "R" not in hoisted  # varies along W: read per cell
         else:
             assert hoisted == "none"
+
+
+@pytest.mark.parametrize("slice_first", [True, False])
+def test_a_slice_is_no_sibling_of_a_reduction(device, slice_first):
+    """``S[i, j : M, 1] = +(A[i, j])`` reads column 0 of A (its output axis of length 1
+    indexes A's longer axis): a slice, not a reduction over A's domain, so it must not share
+    ``R``'s loop over A's cells (it once did: R then summed one column, or S all of them; a
+    concatenation's gradient beside an outer product's lost a term that way)."""
+    from gingham import tile
+
+    statements = ["S[i, j : M, 1] = +(A[i, j]);", "R[i : M] = +(B[i, k]);"]
+    if not slice_first:
+        statements.reverse()
+    program = tile.function("function (A[M, N], B[M, N]) -> (S, R) {\n"
+                            + "\n".join(statements) + "\n}")
+    a = RNG.standard_normal((5, 3)).astype(np.float32)
+    b = RNG.standard_normal((5, 3)).astype(np.float32)
+    s, r = program(a, b, device=device)
+    np.testing.assert_allclose(s, a[:, :1], rtol=1e-6)
+    np.testing.assert_allclose(r, b.sum(1), rtol=1e-5, atol=1e-6)
