@@ -31,6 +31,7 @@ negative index from the end, as PyTorch's; the other functions do not (PyTorch r
 from __future__ import annotations
 
 import math
+
 import numpy as np
 
 from ..tile import builder
@@ -43,7 +44,6 @@ from .tensor import (
     _broadcast_to,
     _dim,
     permute_dims,
-    reshape,
     tensor,
     where,
 )
