@@ -22,8 +22,8 @@ dot, einsum, repeat, cumsum / cumprod, image.resize (bilinear; nearest by whole 
 softmax over one or several axes, scatter, scatter_update, segment_sum / max / min / prod,
 slice_update, sort, argsort, top_k, in_top_k, take_along_axis, median / quantile,
 dot_product_attention, the convolutions and poolings below), ``convert_to_tensor`` /
-``convert_to_numpy``, dtypes float32, float16, bfloat16 and the integers (and the ``mixed_float16`` / ``mixed_bfloat16``
-policies); the layers Dense, EinsumDense, Conv1D / Conv2D / Conv3D (channels_last and
+``convert_to_numpy``, dtypes float32, float16, bfloat16 and the integers (and the
+``mixed_float16`` / ``mixed_bfloat16`` policies); the layers Dense, EinsumDense, Conv1D / Conv2D / Conv3D (channels_last and
 channels_first, ``groups=``), DepthwiseConv2D, SeparableConv2D, Conv1DTranspose /
 Conv2DTranspose / Conv3DTranspose, max and average pooling in 1-, 2- and 3-d and the global
 poolings, BatchNormalization, LayerNormalization, Dropout (also with a ``noise_shape``),
@@ -58,7 +58,8 @@ attention), not the mean of the values.
 Not yet: sparse and ragged tensors, ``steps_per_execution > 1``, the fused ``lstm`` /
 ``gru`` backend ops (Keras falls back to its recurrent loop), ``keras.ops`` linear algebra
 other than ``qr``, FFT, image ops other than ``resize``, ``scan`` / ``while_loop``, random
-draws other than dropout inside a step, and export. Each such op raises ``NotImplementedError`` naming the op and "gingham's Keras backend".
+draws other than dropout inside a step, and export. Each such op raises
+``NotImplementedError`` naming the op and "gingham's Keras backend".
 
 How it is installed: Keras 3 has no plug-in mechanism for backends (``keras.src.backend``,
 ``keras.src.layers.layer`` and ``keras.src.models.model`` pick the backend's modules by name
