@@ -23,8 +23,8 @@ softmax over one or several axes, scatter, scatter_update, segment_sum / max / m
 slice_update, sort, argsort, top_k, in_top_k, take_along_axis, median / quantile,
 dot_product_attention, the convolutions and poolings below), ``convert_to_tensor`` /
 ``convert_to_numpy``, dtypes float32, float16, bfloat16 and the integers (and the
-``mixed_float16`` / ``mixed_bfloat16`` policies); the layers Dense, EinsumDense, Conv1D / Conv2D / Conv3D (channels_last and
-channels_first, ``groups=``), DepthwiseConv2D, SeparableConv2D, Conv1DTranspose /
+``mixed_float16`` / ``mixed_bfloat16`` policies); the layers Dense, EinsumDense, Conv1D /
+Conv2D / Conv3D (channels_last and channels_first, ``groups=``), DepthwiseConv2D, SeparableConv2D, Conv1DTranspose /
 Conv2DTranspose / Conv3DTranspose, max and average pooling in 1-, 2- and 3-d and the global
 poolings, BatchNormalization, LayerNormalization, Dropout (also with a ``noise_shape``),
 Rescaling, Normalization, ZeroPadding2D, Flatten, Reshape, Permute, Embedding (``mask_zero``
