@@ -45,6 +45,17 @@ from .frontend.tensor import (  # noqa: E402
     zeros,
 )
 
+from .frontend.indexing import (  # noqa: E402
+    argsort,
+    gather,
+    index_add,
+    index_select,
+    scatter,
+    scatter_add,
+    sort,
+    take_along_dim,
+    topk,
+)
 from .frontend import optim  # noqa: E402
 from .frontend.checkpoint import load, save  # noqa: E402
 from . import amp  # noqa: E402
@@ -58,6 +69,8 @@ __all__ = [
     "tile",
     "Tensor", "tensor", "zeros", "ones", "full", "arange", "matmul", "einsum", "reshape",
     "permute_dims", "concat", "cat", "stack", "maximum", "minimum", "where", "no_grad",
+    "gather", "take_along_dim", "index_select", "scatter", "scatter_add", "index_add", "sort",
+    "argsort", "topk",
     "jit", "optim", "grad", "value_and_grad", "amp", "autocast", "save", "load",
     "GinghamError",
     "TileError",

@@ -758,7 +758,68 @@ class Tensor:
                      for i in range(self.shape[axis]))
 
     def __getitem__(self, key) -> "Tensor":
+        """Basic indexing (integers, slices, None, ``...``) and, on one dim, an integer
+        Tensor, ndarray or list (``x[idx]``, ``x[:, [0, 2]]``); a boolean mask is refused
+        (its result's shape would depend on the values). See :mod:`gingham.frontend.indexing`.
+        """
         return _getitem(self, key)
+
+    # indexing with integer tensors: gingham.frontend.indexing, PyTorch's names --------------------
+    def gather(self, dim: int, index: "Tensor") -> "Tensor":
+        """``gingham.gather(self, dim, index)``."""
+        from . import indexing
+
+        return indexing.gather(self, dim, index)
+
+    def take_along_dim(self, indices: "Tensor", dim: int | None = None) -> "Tensor":
+        """``gingham.take_along_dim(self, indices, dim)``."""
+        from . import indexing
+
+        return indexing.take_along_dim(self, indices, dim)
+
+    def index_select(self, dim: int, index: "Tensor") -> "Tensor":
+        """``gingham.index_select(self, dim, index)``."""
+        from . import indexing
+
+        return indexing.index_select(self, dim, index)
+
+    def scatter(self, dim: int, index: "Tensor", src=None, *, value=None) -> "Tensor":
+        """``gingham.scatter(self, dim, index, src)`` (a new tensor: gingham has no in-place
+        ``scatter_``); the last of several writers to one cell wins."""
+        from . import indexing
+
+        return indexing.scatter(self, dim, index, src, value=value)
+
+    def scatter_add(self, dim: int, index: "Tensor", src: "Tensor") -> "Tensor":
+        """``gingham.scatter_add(self, dim, index, src)``."""
+        from . import indexing
+
+        return indexing.scatter_add(self, dim, index, src)
+
+    def index_add(self, dim: int, index: "Tensor", source: "Tensor", *, alpha=1) -> "Tensor":
+        """``gingham.index_add(self, dim, index, source, alpha=alpha)``."""
+        from . import indexing
+
+        return indexing.index_add(self, dim, index, source, alpha=alpha)
+
+    def sort(self, dim: int = -1, descending: bool = False, *, stable: bool = False):
+        """``gingham.sort(self, dim, descending)``: ``(values, indices)``, stable."""
+        from . import indexing
+
+        return indexing.sort(self, dim, descending, stable=stable)
+
+    def argsort(self, dim: int = -1, descending: bool = False, *,
+                stable: bool = False) -> "Tensor":
+        """``gingham.argsort(self, dim, descending)``."""
+        from . import indexing
+
+        return indexing.argsort(self, dim, descending, stable=stable)
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  # noqa: A002
+        """``gingham.topk(self, k, dim, largest)``: ``(values, indices)``."""
+        from . import indexing
+
+        return indexing.topk(self, k, dim, largest, sorted)
 
     # autograd ------------------------------------------------------------------------------------------
     def backward(self, gradient: "Tensor | np.ndarray | None" = None) -> None:
@@ -1389,9 +1450,14 @@ def permute_dims(x: Tensor, axes: Sequence[int], op: str = "permute_dims") -> Te
 
 
 def _getitem(x: Tensor, key) -> Tensor:
-    """Basic indexing: integers, slices (any step), None and Ellipsis."""
+    """Basic indexing: integers, slices (any step), None and Ellipsis; an integer tensor on
+    one dim goes to :func:`gingham.frontend.indexing.getitem_with_tensor`."""
     if not isinstance(key, tuple):
         key = (key,)
+    if any(isinstance(k, (Tensor, np.ndarray, list)) for k in key):
+        from .indexing import getitem_with_tensor
+
+        return getitem_with_tensor(x, key)
     if any(k is Ellipsis for k in key):
         position = key.index(Ellipsis)
         fill = x.ndim - (len(key) - 1 - sum(k is None for k in key))

@@ -17,31 +17,31 @@ and predict step (forward, gradients from gingham's autodiff, the optimiser's up
 metrics' updates) is traced once per batch shape by :func:`gingham.jit` and replayed as one
 compiled program.
 
-What works: ``keras.ops`` on gingham tensors (elementwise math, reductions, shapes, matmul,
-dot, einsum, repeat, cumsum / cumprod, image.resize (bilinear; nearest by whole factors),
-softmax over one or several axes, scatter, segment_sum, slice_update, dot_product_attention,
-the convolutions and poolings below), ``convert_to_tensor`` / ``convert_to_numpy``, dtypes
-float32, float16, bfloat16 and the integers (and the ``mixed_float16`` / ``mixed_bfloat16``
-policies); the layers Dense, EinsumDense, Conv1D / Conv2D / Conv3D (channels_last and
-channels_first, ``groups=``), DepthwiseConv2D, SeparableConv2D, Conv1DTranspose /
-Conv2DTranspose / Conv3DTranspose, max and average pooling in 1-, 2- and 3-d and the global
-poolings, BatchNormalization, LayerNormalization, Dropout (also with a ``noise_shape``),
-Rescaling, Normalization, ZeroPadding2D, Flatten, Reshape, Permute, Embedding (``mask_zero``
-too), MultiHeadAttention (``use_causal_mask``, attention masks, grouped-query heads), LSTM,
-GRU, SimpleRNN and Bidirectional (masked; Keras' generic recurrent loop, unrolled into the
-step's program: for short sequences), UpSampling1D / UpSampling2D (nearest and bilinear),
-Resizing, RepeatVector, Activation (relu, relu6, gelu, sigmoid, tanh, softmax, log_softmax,
-silu / swish, hard_sigmoid, hard_silu / hard_swish, selu, celu, glu, and the shrinks), Add,
-Multiply, Concatenate; Sequential and functional models; ``keras.applications`` built with
-``weights=None`` (tested against Keras' PyTorch backend: one training step of MobileNetV2;
-seen to build and train a step on ``cpu``: MobileNet, MobileNetV2, MobileNetV3Small,
-EfficientNetB0, Xception, ResNet50, VGG16, DenseNet121); the losses
-(Sparse)CategoricalCrossentropy, BinaryCrossentropy, MeanSquaredError; the metrics accuracy,
-sparse_categorical_accuracy, mae; Keras' optimisers (tested: SGD with momentum and nesterov,
-Adam, AdamW; gradient clipping and accumulation); ``fit`` (validation data, callbacks,
-history), ``evaluate``, ``predict``, ``train_on_batch`` / ``test_on_batch`` /
-``predict_on_batch``, ``model.save`` / ``keras.models.load_model`` and ``get_weights`` /
-``set_weights``.
+What works: ``keras.ops`` on gingham tensors (elementwise math, reductions, shapes, matmul, dot,
+einsum, repeat, cumsum / cumprod, image.resize (bilinear; nearest by whole factors), softmax over
+one or several axes, scatter, scatter_update, segment_sum / max / min / prod, slice_update, sort,
+argsort, top_k, in_top_k, take_along_axis, median / quantile, dot_product_attention, the
+convolutions and poolings below), ``convert_to_tensor`` / ``convert_to_numpy``, dtypes float32,
+float16, bfloat16 and the integers (and the ``mixed_float16`` / ``mixed_bfloat16`` policies); the
+layers Dense, EinsumDense, Conv1D / Conv2D / Conv3D (channels_last and channels_first,
+``groups=``), DepthwiseConv2D, SeparableConv2D, Conv1DTranspose / Conv2DTranspose /
+Conv3DTranspose, max and average pooling in 1-, 2- and 3-d and the global poolings,
+BatchNormalization, LayerNormalization, Dropout (also with a ``noise_shape``), Rescaling,
+Normalization, ZeroPadding2D, Flatten, Reshape, Permute, Embedding (``mask_zero`` too),
+MultiHeadAttention (``use_causal_mask``, attention masks, grouped-query heads), LSTM, GRU,
+SimpleRNN and Bidirectional (masked; Keras' generic recurrent loop, unrolled into the step's
+program: for short sequences), UpSampling1D / UpSampling2D (nearest and bilinear), Resizing,
+RepeatVector, Activation (relu, relu6, gelu, sigmoid, tanh, softmax, log_softmax, silu / swish,
+hard_sigmoid, hard_silu / hard_swish, selu, celu, glu, and the shrinks), Add, Multiply,
+Concatenate; Sequential and functional models; ``keras.applications`` built with ``weights=None``
+(tested against Keras' PyTorch backend: one training step of MobileNetV2; seen to build and train a
+step on ``cpu``: MobileNet, MobileNetV2, MobileNetV3Small, EfficientNetB0, Xception, ResNet50,
+VGG16, DenseNet121); the losses (Sparse)CategoricalCrossentropy, BinaryCrossentropy,
+MeanSquaredError; the metrics accuracy, sparse_categorical_accuracy, mae; Keras' optimisers
+(tested: SGD with momentum and nesterov, Adam, AdamW; gradient clipping and accumulation); ``fit``
+(validation data, callbacks, history), ``evaluate``, ``predict``, ``train_on_batch`` /
+``test_on_batch`` / ``predict_on_batch``, ``model.save`` / ``keras.models.load_model`` and
+``get_weights`` / ``set_weights``.
 
 Semantics to know: the steps are always compiled (``run_eagerly`` and ``jit_compile`` are
 ignored); ``ops.cond`` on a tensor inside a step runs both branches and selects on the
@@ -56,10 +56,9 @@ attention), not the mean of the values.
 
 Not yet: sparse and ragged tensors, ``steps_per_execution > 1``, the fused ``lstm`` /
 ``gru`` backend ops (Keras falls back to its recurrent loop), ``keras.ops`` linear algebra
-other than ``qr``, FFT, image ops other than ``resize``, segment reductions other than
-``segment_sum``, sorting (``sort``, ``argsort``, ``top_k``), ``scatter_update``, ``scan`` /
-``while_loop``, random draws other than dropout inside a step, and export. Each such op
-raises ``NotImplementedError`` naming the op and "gingham's Keras backend".
+other than ``qr``, FFT, image ops other than ``resize``, ``scan`` / ``while_loop``, random
+draws other than dropout inside a step, and export. Each such op raises
+``NotImplementedError`` naming the op and "gingham's Keras backend".
 
 How it is installed: Keras 3 has no plug-in mechanism for backends (``keras.src.backend``,
 ``keras.src.layers.layer`` and ``keras.src.models.model`` pick the backend's modules by name

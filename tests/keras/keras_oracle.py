@@ -72,7 +72,9 @@ def build(name: str):
             layers.Dense(3)])
         model.compile(optimizer=keras.optimizers.Adam(0.01),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                      metrics=["sparse_categorical_accuracy"])
+                      metrics=["sparse_categorical_accuracy",
+                               # ops.in_top_k (top_k, take_along_axis) inside the steps
+                               keras.metrics.SparseTopKCategoricalAccuracy(k=2)])
     elif name == "mlp_softmax":
         model = keras.Sequential([
             keras.Input((6,)), layers.Dense(12, activation="tanh"), layers.Dropout(0.0),

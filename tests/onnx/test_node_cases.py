@@ -73,6 +73,13 @@ CASES = [
     "test_wrap_pad", "test_size",
     "test_resize_upsample_scales_nearest", "test_resize_downsample_sizes_nearest",
     "test_resize_upsample_sizes_nearest_ceil_half_pixel",
+    # indexing
+    "test_gather_elements_1", "test_gather_elements_negative_indices",
+    "test_gathernd_example_float32", "test_gathernd_example_int32_batch_dim1",
+    "test_scatter_with_axis", "test_scatter_elements_with_negative_indices",
+    "test_scatter_elements_with_duplicate_indices", "test_scatternd", "test_scatternd_add",
+    "test_top_k", "test_top_k_smallest", "test_top_k_same_values_2d", "test_compress_0",
+    "test_compress_default_axis",
 ]
 
 

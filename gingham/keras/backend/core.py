@@ -412,4 +412,37 @@ class Variable(KerasVariable):
         return value if dtype is None else value.astype(dtype, copy=False)
 
 
+# --- indexing ops ---
+
+
+def scatter_update(inputs, indices, updates, reduction=None):
+    """``inputs`` with the entries (or slices) at ``indices`` (``[N, D]``, each row a position
+    in the first ``D`` axes) replaced by ``updates`` (``[N, ...]``), or with them added
+    (``reduction="add"``). Of repeated positions the last row wins; a position outside
+    ``inputs`` is dropped. :func:`gingham.scatter` over the flattened leading axes,
+    differentiable in ``inputs`` and ``updates``."""
+    from ...frontend import indexing
+
+    if reduction not in (None, "add"):
+        raise NotImplementedError(f"core.scatter_update with reduction={reduction!r} is not "
+                                  "implemented by gingham's Keras backend yet (None and 'add')")
+    inputs = convert_to_tensor(inputs)
+    indices = convert_to_tensor(indices).astype(np.int64)
+    updates = convert_to_tensor(updates, keras_dtype(inputs))
+    depth = indices.shape[-1]
+    count = int(np.prod(indices.shape[:-1]))
+    shape = inputs.shape
+    strides = np.cumprod((shape[1:depth] + (1,))[::-1])[::-1].astype(np.int64)
+    positions = (indices * tensor(strides, device=indices.device)).sum(dim=-1).reshape(count)
+    limits = tensor(np.asarray(shape[:depth], np.int64), device=indices.device)
+    outside = ((indices < 0) | (indices >= limits)).astype(np.int32).amax(-1).reshape(count)
+    positions = where(outside > 0, -1, positions)
+    inner = int(np.prod(shape[depth:]))
+    table = inputs.reshape(int(np.prod(shape[:depth])), inner)
+    rows = updates.reshape(count, inner)
+    index = positions.reshape(count, 1).expand(count, inner)
+    write = indexing.scatter_add if reduction == "add" else indexing.scatter
+    return write(table, 0, index, rows).reshape(shape)
+
+
 __getattr__ = unsupported_module_getattr(__name__, "core")

@@ -630,4 +630,115 @@ def identity(n, dtype=None):
     return eye(n, dtype=dtype)
 
 
+# --- indexing ops ---
+# On gingham.frontend.indexing: a sort ranks each element by pairwise compares along the axis
+# (n^2 per row, for class counts and sequence lengths) and is stable, NaN last.
+
+
+def take_along_axis(x, indices, axis=None):
+    """NumPy's ``take_along_axis`` (a negative index counts from the end; an index outside
+    the axis gives 0): :func:`gingham.take_along_dim`, differentiable in ``x``."""
+    from ...frontend import indexing
+
+    x = convert_to_tensor(x)
+    indices = convert_to_tensor(indices)
+    if "int" not in keras_dtype(indices):
+        indices = _cast(indices, "int32")
+    return indexing.take_along_dim(x, indices, None if axis is None else int(axis))
+
+
+def _along(x, axis):
+    """``x`` and the axis to sort along (``None``: the flattened ``x``)."""
+    x = convert_to_tensor(x)
+    return (x.reshape(-1), 0) if axis is None else (x, int(axis))
+
+
+def sort(x, axis=-1):
+    from ...frontend import indexing
+
+    x, axis = _along(x, axis)
+    return indexing.sort(x, axis).values
+
+
+def argsort(x, axis=-1):
+    """The int32 positions that sort ``x`` along ``axis`` (stable, as Keras' other
+    backends)."""
+    from ...frontend import indexing
+
+    x, axis = _along(x, axis)
+    return indexing.argsort(x, axis).astype(np.int32)
+
+
+def argpartition(x, kth, axis=-1):
+    """Positions that partition ``x`` around its ``kth`` smallest element: those of a full
+    stable sort, which is one valid partition (NumPy leaves the order inside each part
+    free)."""
+    x, axis = _along(x, axis)
+    if not -x.shape[axis] <= int(kth) < x.shape[axis]:
+        raise ValueError(f"argpartition: kth={kth} is out of bounds for an axis of size "
+                         f"{x.shape[axis]}")
+    return argsort(x, axis)
+
+
+def _sorted_last(x, axis):
+    """``x`` sorted along ``axis`` (an int, a tuple of them, or None: every axis), those axes
+    moved to the end and flattened into one; the remaining axes' sizes."""
+    from ...frontend import indexing
+
+    x = _float(x)
+    axes = tuple(range(x.ndim)) if axis is None else tuple(
+        int(a) % x.ndim for a in np.atleast_1d(axis))
+    kept = [a for a in range(x.ndim) if a not in axes]
+    moved = gt.permute_dims(x, kept + list(axes))
+    flat = moved.reshape(tuple(x.shape[a] for a in kept) + (-1,))
+    return indexing.sort(flat, -1).values, axes
+
+
+def _quantiles(x, q, axis, method, keepdims, op):
+    """NumPy's ``quantile`` (``q`` in [0, 1], a number or a 1-d array known when the step is
+    traced): the sorted values at ``q * (n - 1)``, interpolated by ``method``."""
+    if isinstance(q, Tensor) and current_trace() is not None:
+        raise NotImplementedError(f"numpy.{op} with a tensor q inside a compiled step is not "
+                                  "implemented by gingham's Keras backend (numbers only)")
+    qs = np.asarray(convert_to_numpy(q), np.float64)
+    if np.any((qs < 0) | (qs > 1)):
+        raise ValueError(f"{op}: q must be in [0, 1] ([0, 100] for percentile), not {q}")
+    if method not in ("linear", "lower", "higher", "midpoint", "nearest"):
+        raise ValueError(f"{op}: method must be linear, lower, higher, midpoint or nearest, "
+                         f"not {method!r}")
+    ordered, axes = _sorted_last(x, axis)
+    n = ordered.shape[-1]
+    results = []
+    for fraction in qs.reshape(-1):
+        position = fraction * (n - 1)
+        low, high = int(np.floor(position)), int(np.ceil(position))
+        weight = {"linear": position - low, "lower": 0.0, "higher": 1.0, "midpoint": 0.5,
+                  "nearest": float(np.round(position) > low)}[method]
+        value = ordered[..., low]
+        if high != low and weight:
+            value = value + (ordered[..., high] - value) * weight
+        if keepdims:
+            value = value.reshape(tuple(1 if a in axes else s
+                                        for a, s in enumerate(convert_to_tensor(x).shape)))
+        results.append(value)
+    if qs.ndim == 0:
+        return results[0]
+    return gt.stack(results, 0)
+
+
+def median(x, axis=None, keepdims=False):
+    """The middle of the sorted values (the mean of the two middle ones for an even count),
+    as NumPy's ``median``."""
+    return _quantiles(x, 0.5, axis, "linear", keepdims, "median")
+
+
+def quantile(x, q, axis=None, method="linear", keepdims=False):
+    return _quantiles(x, q, axis, method, keepdims, "quantile")
+
+
+def percentile(x, q, axis=None, method="linear", keepdims=False):
+    scaled = q / 100.0 if isinstance(q, Tensor) else np.asarray(q, np.float64) / 100.0
+    return _quantiles(x, scaled, axis, method, keepdims, "percentile")
+
+
 __getattr__ = unsupported_module_getattr(__name__, "numpy")
