@@ -44,6 +44,13 @@ from .frontend.tensor import (  # noqa: E402
     where,
     zeros,
 )
+# elementwise math and reductions in PyTorch's function spelling (torch.atan2(y, x), ...)
+from .frontend.tensor import (  # noqa: E402
+    tan, sinh, cosh, asin, acos, atan, arcsin, arccos, arctan, asinh, acosh, atanh, arcsinh,
+    arccosh, arctanh, log1p, expm1, exp2, log2, log10, atan2, arctan2, hypot, logaddexp,
+    logaddexp2, fmod, remainder, copysign, trunc, fix, frac, isnan, isinf, isfinite, nan_to_num,
+    lerp, addcmul, addcdiv, logsumexp, count_nonzero, nansum, nanmean, aminmax,
+)
 
 from .frontend import optim  # noqa: E402
 from .frontend.checkpoint import load, save  # noqa: E402
@@ -59,6 +66,11 @@ __all__ = [
     "Tensor", "tensor", "zeros", "ones", "full", "arange", "matmul", "einsum", "reshape",
     "permute_dims", "concat", "cat", "stack", "maximum", "minimum", "where", "no_grad",
     "jit", "optim", "grad", "value_and_grad", "amp", "autocast", "save", "load",
+    "tan", "sinh", "cosh", "asin", "acos", "atan", "arcsin", "arccos", "arctan", "asinh", "acosh",
+    "atanh", "arcsinh", "arccosh", "arctanh", "log1p", "expm1", "exp2", "log2", "log10", "atan2",
+    "arctan2", "hypot", "logaddexp", "logaddexp2", "fmod", "remainder", "copysign", "trunc",
+    "fix", "frac", "isnan", "isinf", "isfinite", "nan_to_num", "lerp", "addcmul", "addcdiv",
+    "logsumexp", "count_nonzero", "nansum", "nanmean", "aminmax",
     "GinghamError",
     "TileError",
     "TileSyntaxError",
