@@ -44,6 +44,13 @@ from .frontend.tensor import (  # noqa: E402
     where,
     zeros,
 )
+# elementwise math and reductions in PyTorch's function spelling (torch.atan2(y, x), ...)
+from .frontend.tensor import (  # noqa: E402
+    tan, sinh, cosh, asin, acos, atan, arcsin, arccos, arctan, asinh, acosh, atanh, arcsinh,
+    arccosh, arctanh, log1p, expm1, exp2, log2, log10, atan2, arctan2, hypot, logaddexp,
+    logaddexp2, fmod, remainder, copysign, trunc, fix, frac, isnan, isinf, isfinite, nan_to_num,
+    lerp, addcmul, addcdiv, logsumexp, count_nonzero, nansum, nanmean, aminmax,
+)
 
 from .frontend.indexing import (  # noqa: E402
     argsort,
@@ -72,6 +79,11 @@ __all__ = [
     "gather", "take_along_dim", "index_select", "scatter", "scatter_add", "index_add", "sort",
     "argsort", "topk",
     "jit", "optim", "grad", "value_and_grad", "amp", "autocast", "save", "load",
+    "tan", "sinh", "cosh", "asin", "acos", "atan", "arcsin", "arccos", "arctan", "asinh", "acosh",
+    "atanh", "arcsinh", "arccosh", "arctanh", "log1p", "expm1", "exp2", "log2", "log10", "atan2",
+    "arctan2", "hypot", "logaddexp", "logaddexp2", "fmod", "remainder", "copysign", "trunc",
+    "fix", "frac", "isnan", "isinf", "isfinite", "nan_to_num", "lerp", "addcmul", "addcdiv",
+    "logsumexp", "count_nonzero", "nansum", "nanmean", "aminmax",
     "GinghamError",
     "TileError",
     "TileSyntaxError",

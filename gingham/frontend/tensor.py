@@ -84,6 +84,13 @@ class ValuesIndices(NamedTuple):
     indices: "Tensor"
 
 
+class MinMax(NamedTuple):
+    """What ``aminmax`` returns, as PyTorch's ``torch.return_types.aminmax``."""
+
+    min: "Tensor"
+    max: "Tensor"
+
+
 class _Numel(int):
     """``Tensor.size``: the element count (NumPy's ``x.size``, which gingham's code reads) that
     can also be called as PyTorch's ``x.size()`` (the shape) and ``x.size(dim)`` (one size)."""
@@ -388,6 +395,13 @@ class Tensor:
     def tanh(self): return _unary_float(self, builder.tanh, "tanh")
     def sigmoid(self): return _unary_float(self, builder.sigmoid, "sigmoid")
     def erf(self): return _unary_float(self, builder.erf, "erf")
+    def tan(self): return _unary_float(_autocast_float32(self), builder.tan, "tan")
+    def sinh(self): return _unary_float(_autocast_float32(self), builder.sinh, "sinh")
+    def cosh(self): return _unary_float(_autocast_float32(self), builder.cosh, "cosh")
+    def asin(self): return _unary_float(_autocast_float32(self), builder.asin, "asin")
+    def acos(self): return _unary_float(_autocast_float32(self), builder.acos, "acos")
+    def atan(self): return _unary_float(self, builder.atan, "atan")
+    arcsin, arccos, arctan = asin, acos, atan
     def relu(self): return self._elementwise(builder.relu, [], "relu")
     def abs(self): return self._elementwise(builder.abs, [], "abs")
     def sign(self): return self._elementwise(builder.sign, [], "sign")
@@ -417,6 +431,182 @@ class Tensor:
             return self._elementwise(builder.round, [], "round")
         scale = 10.0 ** decimals
         return (self * scale)._elementwise(builder.round, [], "round") / scale
+
+    # Functions composed from Tile's own (no new intrinsic): each is one elementwise node whose
+    # gradient Tile's autodiff derives. Where a formula has branches, the branch not taken is
+    # fed a harmless value (a "double where"), so its derivative is finite and the zero that
+    # select gives it stays zero instead of becoming 0 * inf = NaN.
+    def log1p(self) -> "Tensor":
+        """``log(1 + x)``, accurate also where ``|x|`` is tiny (a series there).
+
+            x.log1p()                # torch.log1p(x)
+        """
+        return _floating(self, autocast=True)._elementwise(_log1p, [], "log1p")
+
+    def expm1(self) -> "Tensor":
+        """``exp(x) - 1``, accurate also where ``|x|`` is tiny (a series there)."""
+        return _floating(self, autocast=True)._elementwise(_expm1, [], "expm1")
+
+    def exp2(self) -> "Tensor":
+        """``2 ** x`` (exact at integers)."""
+        return _floating(self, autocast=True)._elementwise(
+            lambda a: builder.pow(2.0, a), [], "exp2")
+
+    def log2(self) -> "Tensor":
+        return _floating(self, autocast=True)._elementwise(
+            lambda a: builder.log(a) * (1.0 / math.log(2.0)), [], "log2")
+
+    def log10(self) -> "Tensor":
+        return _floating(self, autocast=True)._elementwise(
+            lambda a: builder.log(a) * (1.0 / math.log(10.0)), [], "log10")
+
+    def asinh(self) -> "Tensor":
+        """The inverse hyperbolic sine, odd by construction (computed on ``|x|``, so large
+        negative ``x`` does not cancel), gradient ``1 / sqrt(x^2 + 1)`` as PyTorch's."""
+        return _floating(self)._elementwise(_asinh, [], "asinh")
+
+    def acosh(self) -> "Tensor":
+        """The inverse hyperbolic cosine (NaN below 1; the gradient at 1 is inf, as PyTorch's)."""
+        return _floating(self)._elementwise(_acosh, [], "acosh")
+
+    def atanh(self) -> "Tensor":
+        """``(log1p(x) - log1p(-x)) / 2``: +-inf at +-1 (gradient inf), NaN beyond."""
+        return _floating(self)._elementwise(
+            lambda a: (_log1p(a) - _log1p(-a)) * 0.5, [], "atanh")
+
+    arcsinh, arccosh, arctanh = asinh, acosh, atanh
+
+    def atan2(self, other) -> "Tensor":
+        """The angle of the point ``(other, self)`` (``self`` is y), in ``[-pi, pi]`` with
+        C's signs at zeros (``atan2(-0.0, -1.0) == -pi``), as ``torch.atan2(input, other)``.
+        Gradients are PyTorch's except at ``(0, 0)``, where PyTorch's are NaN and these finite.
+
+            angle = y.atan2(x)
+        """
+        y, x = _float_operands(self, other)
+        if not isinstance(x, Tensor):  # a number: a constant node, which _atan2 compares
+            name = dt.dtype_name(y.dtype)
+            return y._elementwise(lambda p: _atan2(p, builder.cast(x, name)), [], "atan2")
+        return y._elementwise(_atan2, [x], "atan2")
+
+    arctan2 = atan2
+
+    def hypot(self, other) -> "Tensor":
+        """``sqrt(self^2 + other^2)`` (overflows to inf where a square does, ``|x| > 1.8e19``
+        in float32)."""
+        a, b = _float_operands(self, other)
+        return a._elementwise(lambda p, q: builder.sqrt(p * p + q * q), [b], "hypot")
+
+    def logaddexp(self, other) -> "Tensor":
+        """``log(exp(self) + exp(other))`` without overflow (``max + log1p(exp(-|a - b|))``);
+        equal arguments, infinities included, give ``a + log(2)`` and half the gradient each.
+
+            torch_like = a.logaddexp(b)
+        """
+        a, b = _float_operands(self, other)
+        return a._elementwise(lambda p, q: _logaddexp(p, q, builder.exp, 1.0), [b],
+                              "logaddexp")
+
+    def logaddexp2(self, other) -> "Tensor":
+        """``log2(2**self + 2**other)`` without overflow."""
+        a, b = _float_operands(self, other)
+        return a._elementwise(
+            lambda p, q: _logaddexp(p, q, lambda d: builder.pow(2.0, d), math.log(2.0)), [b],
+            "logaddexp2")
+
+    def fmod(self, other) -> "Tensor":
+        """The remainder of ``self / other`` with the dividend's sign (C's ``fmod``), where
+        :meth:`remainder` (``%``) takes the divisor's. Integers: C's ``%`` (by zero, 0)."""
+        if _any_float(self, other):
+            a, b = _float_operands(self, other)
+            return a._elementwise(lambda p, q: p % q, [b], "fmod")
+        return self._elementwise(lambda p, q: p % q, [other], "fmod")
+
+    def remainder(self, other) -> "Tensor":
+        """``self % other``, with the divisor's sign (Python's, PyTorch's)."""
+        return _remainder(self, other)
+
+    def copysign(self, other) -> "Tensor":
+        """``|self|`` with ``other``'s sign (``-0.0`` counts as negative); a float result.
+        The gradient is 0 where ``self`` is 0, as PyTorch's."""
+        a, b = _float_operands(self, other)
+        if not isinstance(b, Tensor):
+            negative = math.copysign(1.0, b) < 0
+            return a._elementwise(lambda p: -builder.abs(p) if negative else builder.abs(p), [],
+                                  "copysign")
+        return a._elementwise(
+            lambda p, q: builder.select(_sign_bit(q), -builder.abs(p), builder.abs(p)), [b],
+            "copysign")
+
+    def trunc(self) -> "Tensor":
+        """Rounded toward zero (integers unchanged); zero gradient, as PyTorch's."""
+        if not dt.is_float(self.dtype):
+            return self.clone()
+        return self._elementwise(_trunc, [], "trunc")
+
+    fix = trunc
+
+    def frac(self) -> "Tensor":
+        """``x - trunc(x)`` (the sign of ``x``); gradient 1."""
+        return self._elementwise(lambda a: a - _trunc(a), [], "frac")
+
+    def isnan(self) -> "Tensor":
+        return self._elementwise(lambda a: a.ne(a), [], "isnan", dt.BOOL)
+
+    def isinf(self) -> "Tensor":
+        if not dt.is_float(self.dtype):
+            return self._elementwise(lambda a: a.ne(a), [], "isinf", dt.BOOL)
+        return self._elementwise(lambda a: builder.abs(a).eq(math.inf), [], "isinf", dt.BOOL)
+
+    def isfinite(self) -> "Tensor":
+        if not dt.is_float(self.dtype):
+            return self._elementwise(lambda a: a.eq(a), [], "isfinite", dt.BOOL)
+        return self._elementwise(lambda a: builder.abs(a) < math.inf, [], "isfinite", dt.BOOL)
+
+    def nan_to_num(self, nan: float = 0.0, posinf: float | None = None,
+                   neginf: float | None = None) -> "Tensor":
+        """NaN, +inf and -inf replaced by ``nan``, ``posinf`` and ``neginf`` (by default 0 and
+        the dtype's largest and lowest finite values), as PyTorch's; the gradient is 0 at the
+        replaced elements.
+
+            x.nan_to_num(posinf=1e4, neginf=-1e4)
+        """
+        if not dt.is_float(self.dtype):
+            return self.clone()
+        largest = float(_finfo_max(self.dtype))
+        high = largest if posinf is None else float(posinf)
+        low = -largest if neginf is None else float(neginf)
+
+        def replace(a):
+            finite = builder.select(a > largest, high, builder.select(a < -largest, low, a))
+            return builder.select(a.ne(a), float(nan), finite)
+
+        return self._elementwise(replace, [], "nan_to_num")
+
+    def lerp(self, end, weight) -> "Tensor":
+        """``self + weight * (end - self)``, computed from the nearer end as PyTorch's
+        (``end - (end - self) * (1 - weight)`` where ``weight >= 0.5``), so ``weight == 1``
+        gives ``end`` exactly.
+
+            ema = ema.lerp(value, 0.1)
+        """
+        def lerp(start, stop, w):
+            diff = stop - start
+            return builder.select(builder.abs(w) < 0.5, start + diff * w, stop - diff * (1.0 - w))
+
+        return self._elementwise(lerp, [end, weight], "lerp")
+
+    def addcmul(self, tensor1: "Tensor", tensor2: "Tensor", *, value=1) -> "Tensor":
+        """``self + value * tensor1 * tensor2``."""
+        return self._elementwise(lambda s, p, q: s + p * q * value, [tensor1, tensor2], "addcmul")
+
+    def addcdiv(self, tensor1: "Tensor", tensor2: "Tensor", *, value=1) -> "Tensor":
+        """``self + value * tensor1 / tensor2`` (floats only, as PyTorch's)."""
+        for operand in (self, tensor1, tensor2):
+            if isinstance(operand, Tensor) and not dt.is_float(operand.dtype):
+                raise DTypeError("addcdiv: integer division is not supported (PyTorch's "
+                                 "rule); use floating-point tensors")
+        return self._elementwise(lambda s, p, q: s + p / q * value, [tensor1, tensor2], "addcdiv")
 
     def clamp(self, min=None, max=None) -> "Tensor":  # noqa: A002 (PyTorch's names)
         """Each element limited to ``[min, max]`` (numbers or broadcastable tensors; either may
@@ -580,6 +770,45 @@ class Tensor:
             correction: float | None = None) -> "Tensor":
         """The square root of :meth:`var` (same arguments)."""
         return _variance(self, "std", dim, unbiased, keepdim, correction).sqrt()
+
+    def logsumexp(self, dim, keepdim: bool = False) -> "Tensor":
+        """``log(sum(exp(x)))`` along ``dim`` (an int or a tuple), shifted by the max (0 where
+        the max is infinite, as PyTorch's) so nothing overflows; the gradient is the softmax.
+
+            x.logsumexp(-1)          # torch.logsumexp(x, -1)
+        """
+        x = _floating(self, autocast=True)
+        axes = _none_if_empty(dim)
+        shift = _reduce(x, ">", axes, True, "logsumexp")._elementwise(
+            lambda m: builder.stop_gradient(builder.select(builder.abs(m).eq(math.inf), 0.0, m)),
+            [], "logsumexp")
+        total = (x - shift).exp().sum(axes, keepdim=True).log() + shift
+        return total if keepdim else total.squeeze(_axes("logsumexp", x.shape, axes))
+
+    def count_nonzero(self, dim=None) -> "Tensor":
+        """The int64 number of nonzero elements along ``dim`` (an int, a tuple or None)."""
+        return (self != 0).astype(dt.INT64).sum(_none_if_empty(dim))
+
+    def nansum(self, dim=None, keepdim: bool = False, *, dtype=None) -> "Tensor":
+        """:meth:`sum` with NaNs counted as zero (their gradient is 0)."""
+        x = self if dtype is None else self.astype(dtype)
+        return _without_nan(x).sum(_none_if_empty(dim), keepdim)
+
+    def nanmean(self, dim=None, keepdim: bool = False, *, dtype=None) -> "Tensor":
+        """The mean of the elements that are not NaN (NaN where all are), as PyTorch's."""
+        x = self if dtype is None else self.astype(dtype)
+        if not dt.is_float(x.dtype):
+            raise DTypeError(f"nanmean: needs a floating-point tensor, not "
+                             f"{dt.dtype_name(x.dtype)} (give dtype=)")
+        axes = _none_if_empty(dim)
+        count = (~x.isnan()).astype(x.dtype).sum(axes, keepdim)
+        return _without_nan(x).sum(axes, keepdim) / count
+
+    def aminmax(self, *, dim: int | None = None, keepdim: bool = False) -> "MinMax":
+        """``(amin, amax)`` along ``dim`` (every dim when None), as PyTorch's ``aminmax``."""
+        if dim is not None and not isinstance(dim, (int, np.integer)):
+            raise TypeError(f"aminmax: dim must be an int or None, not {dim!r}")
+        return MinMax(self.amin(dim, keepdim), self.amax(dim, keepdim))
 
     # shapes ----------------------------------------------------------------------------------------
     def reshape(self, *shape) -> "Tensor":
@@ -970,6 +1199,140 @@ def _unary_float(x: Tensor, fn, name: str) -> Tensor:
     return x._elementwise(fn, [], name, dtype)
 
 
+def _floating(x: Tensor, autocast: bool = False) -> Tensor:
+    """``x`` in a floating-point dtype (an integer or bool tensor as float32, PyTorch's result
+    for them); ``autocast``: half types as float32 under ``gingham.autocast``."""
+    x = _autocast_float32(x) if autocast else x
+    return x if dt.is_float(x.dtype) else x.astype(dt.FLOAT32)
+
+
+def _any_float(a: Tensor, b) -> bool:
+    return dt.is_float(a.dtype) or isinstance(b, float) or (
+        isinstance(b, Tensor) and dt.is_float(b.dtype))
+
+
+def _float_operands(a: Tensor, b) -> tuple[Tensor, "Tensor | float"]:
+    """Both operands of a floating-point binary function: integer tensors as float32, an int
+    as a float (a tensor ``b`` of another float dtype promotes as usual)."""
+    if isinstance(b, Tensor):
+        b = _floating(b)
+    elif isinstance(b, (bool, int, float, np.number)):
+        b = float(b)
+    else:
+        raise TypeError(f"unsupported operand type {type(b).__name__}")
+    return _floating(a), b
+
+
+def _series_argument(x, small):
+    """``x`` where ``small`` holds, 0 elsewhere: what a series branch of a select reads, so that
+    the branch not taken has a finite derivative (see the composed functions of Tensor)."""
+    return builder.select(small, x, 0.0)
+
+
+def _log1p(u):
+    """``log(1 + u)`` of a builder node: where ``|u| < 0.25`` the series of ``2 atanh(s)``,
+    ``s = u / (2 + u)``, whose next term is below float32's rounding (``s^8 / 9 < 2e-8``);
+    ``log(1 + u)`` elsewhere, whose rounding of ``1 + u`` costs at most 3e-7 relative there."""
+    small = builder.abs(u) < 0.25
+    v = _series_argument(u, small)
+    s = v / (v + 2.0)
+    s2 = s * s
+    series = s * 2.0 * (1.0 + s2 * (1.0 / 3.0 + s2 * (1.0 / 5.0 + s2 * (1.0 / 7.0))))
+    direct = builder.log(builder.select(small, 1.0, u + 1.0))
+    return builder.select(small, series, direct)
+
+
+def _expm1(x):
+    """``exp(x) - 1`` of a builder node: Taylor's series to ``x^7 / 7!`` where ``|x| < 0.25``
+    (the next term is below 2e-9 relative), ``exp(x) - 1`` elsewhere."""
+    small = builder.abs(x) < 0.25
+    v = _series_argument(x, small)
+    nested = 1.0 + v * (1.0 / 7.0)
+    for k in (6.0, 5.0, 4.0, 3.0, 2.0):  # x (1 + x/2 (1 + x/3 (... (1 + x/7))))
+        nested = 1.0 + v * (1.0 / k) * nested
+    return builder.select(small, v * nested,
+                          builder.exp(builder.select(small, 0.0, x)) - 1.0)
+
+
+#: Beyond this ``|x|``, ``1 + x^2`` is ``x^2`` in float32 (``2^24``) and asinh/acosh are
+#: ``log(2|x|)`` to within ``1 / (4 x^2)``; below it ``x^2`` cannot overflow.
+_HUGE_ARGUMENT = 4096.0
+
+
+def _asinh(x):
+    """``asinh(x) = sign(x) log1p(t + t^2 / (1 + sqrt(1 + t^2)))``, ``t = |x|`` (no cancellation
+    for small ``t``), ``log(t) + log(2)`` for huge ``t``. ``t`` is a select, not ``abs``, so the
+    gradient at 0 is 1 (abs' would be 0)."""
+    negative = x < 0
+    t = builder.select(negative, -x, x)
+    huge = t > _HUGE_ARGUMENT
+    m = builder.select(huge, 0.0, t)
+    moderate = _log1p(m + m * m / (1.0 + builder.sqrt(1.0 + m * m)))
+    large = builder.log(builder.select(huge, t, 1.0)) + math.log(2.0)
+    magnitude = builder.select(huge, large, moderate)
+    return builder.select(negative, -magnitude, magnitude)
+
+
+def _acosh(x):
+    """``acosh(x) = log1p(u + sqrt(u) sqrt(u + 2))``, ``u = x - 1`` (accurate near 1), and
+    ``log(x) + log(2)`` for huge ``x``; NaN below 1 from the square root. Two roots, not
+    ``sqrt(u (u + 2))``: at ``x = 1`` the product rule would give ``inf * 0``, NaN, where the
+    gradient is inf (PyTorch's)."""
+    huge = x > _HUGE_ARGUMENT
+    u = builder.select(huge, 0.0, x - 1.0)
+    moderate = _log1p(u + builder.sqrt(u) * builder.sqrt(u + 2.0))
+    large = builder.log(builder.select(huge, x, 1.0)) + math.log(2.0)
+    return builder.select(huge, large, moderate)
+
+
+def _sign_bit(x):
+    """Whether ``x`` is negative, ``-0.0`` included (``1 / -0.0`` is ``-inf``)."""
+    return builder.logical_or(x < 0, builder.logical_and(x.eq(0.0), 1.0 / x < 0))
+
+
+def _atan2(y, x):
+    """``atan2`` from ``atan`` of the ratio of the smaller magnitude to the larger (so it
+    never divides by zero, and the derivative is finite on the axes): ``atan(y / x)`` plus
+    ``+-pi`` where ``x`` is negative, or ``+-pi/2 - atan(x / y)`` where ``|y| > |x|``. Each
+    branch divides by 1 where it is not taken (and at the origin, whose angle is then 0 or
+    ``+-pi`` by the signs of the zeros, as C's)."""
+    steep = builder.abs(y) > builder.abs(x)
+    flat_divisor = builder.select(builder.logical_or(steep, x.eq(0.0)), 1.0, x)
+    half_turn = builder.select(_sign_bit(y), -math.pi, math.pi)
+    flat = builder.atan(y / flat_divisor) + builder.select(_sign_bit(x), half_turn, 0.0)
+    quarter_turn = builder.select(y < 0, -math.pi / 2, math.pi / 2)
+    steep_angle = quarter_turn - builder.atan(x / builder.select(steep, y, 1.0))
+    return builder.select(steep, steep_angle, flat)
+
+
+def _logaddexp(a, b, power, log_base: float):
+    """``log_base(power(a) + power(b))`` as ``max + log1p(power(-|a - b|)) / log(base)``; equal
+    arguments (+-inf too, where ``a - b`` is NaN) as ``(a + b) / 2 + log_base(2)``, which also
+    splits the gradient evenly, as PyTorch's."""
+    tie = a.eq(b)
+    high = builder.maximum(a, b)
+    gap = builder.select(tie, 0.0, -builder.abs(a - b))
+    apart = high + _log1p(power(gap)) * (1.0 / log_base)
+    return builder.select(tie, (a + b) * 0.5 + math.log(2.0) / log_base, apart)
+
+
+def _trunc(a):
+    return builder.select(a < 0, builder.ceil(a), builder.floor(a))
+
+
+def _finfo_max(dtype) -> float:
+    if dt.is_bfloat16(dtype):
+        return 3.3895313892515355e38  # (2 - 2^-7) * 2^127
+    return float(np.finfo(dtype).max)
+
+
+def _without_nan(x: Tensor) -> Tensor:
+    """``x`` with NaN as 0 (a float tensor; others unchanged)."""
+    if not dt.is_float(x.dtype):
+        return x
+    return x._elementwise(lambda a: builder.select(a.ne(a), 0.0, a), [], "nan_as_zero")
+
+
 def _true_divide(a: Tensor, b) -> Tensor:
     """``/`` divides as NumPy's true_divide: integers give float32 here (Tile's ``/`` on
     integers truncates, so they are converted first)."""
@@ -1056,6 +1419,35 @@ def maximum(a: Tensor, b) -> Tensor:
 
 def minimum(a: Tensor, b) -> Tensor:
     return a._elementwise(builder.minimum, [b], "minimum")
+
+
+def _function_of(name: str) -> Callable:
+    """PyTorch's function spelling ``torch.<name>(input, ...)`` of the Tensor method ``name``."""
+    method = getattr(Tensor, name)
+
+    @functools.wraps(method)
+    def function(input: Tensor, *args, **kwargs):  # noqa: A002 (PyTorch's name)
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{name}: input must be a gingham.Tensor, not "
+                            f"{type(input).__name__}")
+        return method(input, *args, **kwargs)
+
+    return function
+
+
+# gingham.atan2(y, x), gingham.logsumexp(x, dim), ...: the methods' function spellings.
+tan, sinh, cosh, asin, acos, atan, arcsin, arccos, arctan = map(
+    _function_of, "tan sinh cosh asin acos atan arcsin arccos arctan".split())
+asinh, acosh, atanh, arcsinh, arccosh, arctanh = map(
+    _function_of, "asinh acosh atanh arcsinh arccosh arctanh".split())
+log1p, expm1, exp2, log2, log10 = map(_function_of, "log1p expm1 exp2 log2 log10".split())
+atan2, arctan2, hypot, logaddexp, logaddexp2, fmod, remainder, copysign = map(
+    _function_of, "atan2 arctan2 hypot logaddexp logaddexp2 fmod remainder copysign".split())
+trunc, fix, frac, isnan, isinf, isfinite, nan_to_num = map(
+    _function_of, "trunc fix frac isnan isinf isfinite nan_to_num".split())
+lerp, addcmul, addcdiv = map(_function_of, "lerp addcmul addcdiv".split())
+logsumexp, count_nonzero, nansum, nanmean, aminmax = map(
+    _function_of, "logsumexp count_nonzero nansum nanmean aminmax".split())
 
 
 def where(cond: Tensor, a, b) -> Tensor:

@@ -271,6 +271,12 @@ def test_errors_name_the_method_the_argument_and_the_shape():
         (lambda: ~x, DTypeError, r"~: needs bool or integer tensors, not float32"),
         (lambda: gingham.cat([x, x[:, :, :1]], dim=1), ShapeError, r"concat: shapes .* differ"),
         (lambda: gingham.stack([x, x[0]]), ShapeError, r"stack: shapes .* differ"),
+        (lambda: x.int().addcdiv(x.int(), x.int()), DTypeError, r"addcdiv: integer division"),
+        (lambda: x.int().nanmean(), DTypeError, r"nanmean: needs a floating-point tensor"),
+        (lambda: x.aminmax(dim=(0, 1)), TypeError, r"aminmax: dim must be an int or None"),
+        (lambda: x.atan2("y"), TypeError, r"unsupported operand type str"),
+        (lambda: gingham.atan2(1.0, x), TypeError, r"atan2: input must be a gingham.Tensor"),
+        (lambda: x.logsumexp(3), DimError, r"logsumexp: dim 3 is out of range"),
         (lambda: (x * 2).requires_grad_(), gingham.GinghamError, r"requires_grad_\(\): only "
                                                                  r"leaf tensors"),
     ]
@@ -279,3 +285,107 @@ def test_errors_name_the_method_the_argument_and_the_shape():
             make()
     with pytest.raises(IndexError):  # what PyTorch raises for a dim out of range
         x.unsqueeze(9)
+
+
+def test_composed_math(device):
+    """The trigonometric and hyperbolic functions, their inverses, log1p/expm1/exp2/log2/log10,
+    atan2, hypot, logaddexp(2), fmod against remainder, copysign, trunc/fix/frac, lerp,
+    addcmul/addcdiv, logsumexp and the NaN-skipping reductions, as methods and as gingham's
+    functions (``lib.atan2``), away from their edges (the next test takes those)."""
+    arrays = dict(x=rand(3, 5), y=rand(3, 5, seed=1), w=np.abs(rand(5, seed=2)) % 1.0)
+
+    def run(lib, x, y, w):
+        unit = x.tanh() * 0.9  # inside (-1, 1)
+        positive = x.abs() + 0.1
+        with_nan = x.masked_fill(y > 0.8, math.nan)
+        return {
+            "tan": (x * 0.5).tan(), "sinh": x.sinh(), "cosh": lib.cosh(x), "asin": unit.asin(),
+            "acos": lib.acos(unit), "atan": (x * 3.0).atan(), "arcsin": unit.arcsin(),
+            "arccos": unit.arccos(), "arctan": lib.arctan(x), "asinh": (x * 3.0).asinh(),
+            "acosh": (positive + 1.0).acosh(), "atanh": unit.atanh(),
+            "arcsinh": lib.arcsinh(x), "arccosh": (x.abs() * 1e4 + 1.0).arccosh(),
+            "arctanh": lib.arctanh(unit * 0.5),
+            "log1p": positive.log1p(), "log1p_small": lib.log1p(x * 0.1), "expm1": x.expm1(),
+            "expm1_small": lib.expm1(x * 0.1), "exp2": (x * 4.0).exp2(), "log2": positive.log2(),
+            "log10": lib.log10(positive), "int_log2": ((x * 9.0).int().abs() + 1).log2(),
+            "atan2": y.atan2(x), "atan2_fn": lib.atan2(x, y), "arctan2": y.arctan2(x * 3.0),
+            "hypot": x.hypot(y), "hypot_fn": lib.hypot(x, y * 2),
+            "logaddexp": x.logaddexp(y * 3.0), "logaddexp_fn": lib.logaddexp(x, y),
+            "logaddexp2": (x * 4.0).logaddexp2(y), "fmod": (x * 3.0).fmod(0.7),
+            "fmod_negative": lib.fmod(x * 3.0, -0.7), "fmod_tensor": (x * 3.0).fmod(y),
+            "remainder": (x * 3.0).remainder(y), "remainder_fn": lib.remainder(x * 3.0, 0.7),
+            "int_fmod": (x * 9.0).int().fmod(4), "int_fmod_negative": (x * 9.0).int().fmod(-3),
+            "copysign": x.copysign(y), "copysign_number": lib.copysign(x, -2.0),
+            "trunc": (x * 3.0).trunc(), "fix": lib.fix(x * 3.0), "frac": (x * 3.0).frac(),
+            "int_trunc": (x * 9.0).int().trunc(),
+            "lerp": x.lerp(y, 0.3), "lerp_high": lib.lerp(x, y, 0.8), "lerp_tensor": x.lerp(y, w),
+            "addcmul": x.addcmul(y, w, value=0.5), "addcdiv": lib.addcdiv(x, y, positive),
+            "logsumexp": x.logsumexp(1), "logsumexp_keep": lib.logsumexp(x * 30.0, 0, True),
+            "logsumexp_dims": x.logsumexp((0, 1)), "count_nonzero": x.relu().count_nonzero(),
+            "count_nonzero_dim": lib.count_nonzero(x.relu(), dim=1),
+            "nansum": with_nan.nansum(), "nansum_dim": lib.nansum(with_nan, 1),
+            "nanmean": with_nan.nanmean(0, keepdim=True), "nanmean_all": lib.nanmean(with_nan),
+            "aminmax": x.aminmax(dim=1), "aminmax_all": lib.aminmax(x),
+        }
+
+    compare(device, arrays, run)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+def test_composed_math_edges(device):
+    """Infinities, NaN, signed zeros, huge and tiny values, ties: values and gradients as
+    PyTorch's (the quadrants of atan2 on the axes; at the origin, whose gradient PyTorch gives
+    as NaN, only the values)."""
+    e = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-6, -1e-6, 5e3, -5e3, 0.5],
+                 np.float32)
+    arrays = dict(
+        e=e, unit=np.array([-1.0, 1.0, 0.0, -0.0, np.nan, 1e-6, 0.5, -0.999], np.float32),
+        big=np.array([1.0, 1.5, np.inf, np.nan, 5e3, 1e5, 3e38, 1.0 + 1e-6], np.float32),
+        y=np.array([0.0, -0.0, 1.0, -1.0, 0.0, -0.0, 1.0, -1.0, 2.0, -3.0, 0.5, -0.5], np.float32),
+        x=np.array([1.0, 1.0, 0.0, 0.0, -1.0, -1.0, -0.0, -0.0, -2.0, 3.0, -0.1, 0.2], np.float32),
+        oy=np.array([0.0, -0.0, 0.0, -0.0], np.float32),
+        ox=np.array([0.0, 0.0, -0.0, -0.0], np.float32),
+        rows=np.array([[-np.inf, -np.inf, -np.inf], [np.inf, 1.0, 2.0], [np.nan, 1.0, 0.0],
+                       [100.0, 100.0, -1.0]], np.float32),
+    )
+
+    def run(lib, e, unit, big, y, x, oy, ox, rows):
+        finite = e.nan_to_num(0.0, 0.0, 0.0)
+        return {
+            "asinh": e.asinh(), "expm1": e.expm1(), "log1p": e.abs().log1p(),
+            "exp2": e.exp2(), "atanh": unit.atanh(), "acosh": big.acosh(),
+            "isnan": e.isnan(), "isinf": lib.isinf(e), "isfinite": e.isfinite(),
+            "int_isnan": e.nan_to_num().int().isnan(), "int_isfinite": finite.int().isfinite(),
+            "nan_to_num": e.nan_to_num(), "nan_to_num_given": lib.nan_to_num(e, 1.0, 2.0, -3.0),
+            "trunc": e.trunc(), "frac": e.frac(), "copysign": finite.copysign(e),
+            "logaddexp_tie": e.logaddexp(e), "logaddexp": e.logaddexp(e * 0.0 + 0.5),
+            "logaddexp2_tie": e.logaddexp2(e), "atan2": y.atan2(x), "atan2_origin": oy.atan2(ox), "hypot": y.hypot(x), "logsumexp_rows": rows.logsumexp(1),
+            "nansum": rows.nansum(1), "nanmean": rows.nanmean(0), "fmod": e.fmod(0.3),
+        }
+
+    compare(device, arrays, run, forward_only=("atan2_origin",))
+
+
+def test_composed_math_is_accurate_near_zero(device):
+    """log1p, expm1, asinh, atanh and acosh (near 1) of tiny values to float32's relative
+    precision against PyTorch in float64 (the naive ``log(1 + x)`` loses every digit of
+    ``x = 1e-7``; PyTorch's own float32 acosh gradient is 1e-5 off there), gradients too."""
+    tiny = np.array([1e-7, -1e-7, 3e-5, -3e-5, 1e-3, -1e-3, 0.1, -0.2, 0.24, 0.26, -0.26],
+                    np.float32)
+    names = ("log1p", "expm1", "asinh", "atanh", "acosh")
+    inputs = {name: np.abs(tiny) + np.float32(1.0) if name == "acosh" else tiny
+              for name in names}
+    g_in = {name: gingham.tensor(v, device=device, requires_grad=True)
+            for name, v in inputs.items()}
+    g_out = {name: getattr(g_in[name], name)() for name in names}
+    realize(list(g_out.values()))
+    sum(out.sum() for out in g_out.values()).backward()
+    realize([t.grad for t in g_in.values()])
+    for name in names:
+        t = torch.tensor(inputs[name].astype(np.float64), requires_grad=True)
+        expected = getattr(t, name)()
+        expected.sum().backward()
+        np.testing.assert_allclose(g_out[name].numpy(), expected.detach().numpy(), rtol=1e-6,
+                                   atol=0, err_msg=name)
+        np.testing.assert_allclose(g_in[name].grad.numpy(), t.grad.numpy(), rtol=1e-6, atol=0,
+                                   err_msg=f"d{name}")

@@ -12,6 +12,7 @@ permuted around them).
 from __future__ import annotations
 
 import functools
+import math as pymath
 
 import numpy as np
 
@@ -451,6 +452,29 @@ def binary_crossentropy(target, output, from_logits=False):
         return target * F.softplus(-output) + (1.0 - target) * F.softplus(output)
     output = clip(output, epsilon(), 1.0 - epsilon())
     return -(target * output.log() + (1.0 - target) * (1.0 - output).log())
+
+
+# --- elementwise math and reductions ops ---
+def sparse_sigmoid(x):
+    """0 up to -1, 1 from 1, ``(x + 1) / 2`` between."""
+    x = _float(x)
+    return gt.where(x <= -1.0, 0.0, gt.where(x >= 1.0, 1.0, (x + 1.0) * 0.5))
+
+
+def sparse_plus(x):
+    """0 up to -1, ``x`` from 1, ``(x + 1)^2 / 4`` between."""
+    x = _float(x)
+    return gt.where(x <= -1.0, 0.0, gt.where(x < 1.0, (x + 1.0).square() * 0.25, x))
+
+
+def psnr(x1, x2, max_val):
+    """The peak signal-to-noise ratio in dB, ``20 log10(max_val) - 10 log10(mse)``."""
+    if tuple(x1.shape) != tuple(x2.shape):
+        raise ValueError(f"Input shapes {x1.shape} and {x2.shape} must match for PSNR "
+                         "calculation. ")
+    a, b = _float(x1), _float(x2)
+    mse = (a - b).square().mean()
+    return 20.0 * pymath.log10(float(max_val)) - 10.0 * mse.log10()
 
 
 __getattr__ = unsupported_module_getattr(__name__, "nn")

@@ -163,11 +163,11 @@ cos = _unary_float("cos")
 reciprocal = _unary_float("reciprocal")
 
 
-def log1p(x): return (_float(x) + 1.0).log()
-def expm1(x): return _float(x).exp() - 1.0
-def log2(x): return _float(x).log() * (1.0 / pymath.log(2.0))
-def log10(x): return _float(x).log() * (1.0 / pymath.log(10.0))
-def tan(x): return _float(x).sin() / _float(x).cos()
+def log1p(x): return _float(x).log1p()
+def expm1(x): return _float(x).expm1()
+def log2(x): return _float(x).log2()
+def log10(x): return _float(x).log10()
+def tan(x): return _float(x).tan()
 def sign(x): return convert_to_tensor(x).sign()
 def floor(x): return _float(x).floor()
 def ceil(x): return _float(x).ceil()
@@ -739,6 +739,270 @@ def quantile(x, q, axis=None, method="linear", keepdims=False):
 def percentile(x, q, axis=None, method="linear", keepdims=False):
     scaled = q / 100.0 if isinstance(q, Tensor) else np.asarray(q, np.float64) / 100.0
     return _quantiles(x, scaled, axis, method, keepdims, "percentile")
+
+
+# --- elementwise math and reductions ops ---
+# Real dtypes only: gingham has no complex tensors, so real/conj are the identity, imag is 0,
+# isreal is True and angle is 0 or pi.
+arccos = _unary_float("acos")
+arcsin = _unary_float("asin")
+arctan = _unary_float("atan")
+arccosh = _unary_float("acosh")
+arcsinh = _unary_float("asinh")
+arctanh = _unary_float("atanh")
+cosh = _unary_float("cosh")
+sinh = _unary_float("sinh")
+exp2 = _unary_float("exp2")
+fabs = _unary_float("abs")
+
+
+def _float_binary(x1, x2, method: str):
+    """``x1.method(x2)`` in Keras' float result dtype (a Python number stays weak)."""
+    dtype = dtypes.result_type(_dtype_of(_scalar(x1)), _dtype_of(_scalar(x2)), float)
+    b = _scalar(x2) if isinstance(_scalar(x2), _SCALARS) else convert_to_tensor(x2, dtype)
+    return _cast(getattr(convert_to_tensor(x1, dtype), method)(b), dtype)
+
+
+def arctan2(x1, x2): return _float_binary(x1, x2, "atan2")
+def hypot(x1, x2): return _float_binary(x1, x2, "hypot")
+def logaddexp(x1, x2): return _float_binary(x1, x2, "logaddexp")
+def logaddexp2(x1, x2): return _float_binary(x1, x2, "logaddexp2")
+def fmod(x1, x2):
+    """C's remainder (the sign of ``x1``), where :func:`mod` takes ``x2``'s."""
+    dtype, (a, b) = _promote(x1, x2)
+    return _cast(convert_to_tensor(a, dtype).fmod(b), dtype)
+
+
+def cbrt(x):
+    """The real cube root, odd: ``sign(x) |x|^(1/3)``."""
+    x = _float(x)
+    return x.sign() * x.abs() ** (1.0 / 3.0)
+
+
+def trunc(x):
+    x = convert_to_tensor(x)
+    return x.trunc()
+
+
+def _nan_aware_extreme(x1, x2, pick):
+    """NumPy's fmax/fmin: the other operand where one is NaN."""
+    def op(a, b):
+        b = b if isinstance(b, Tensor) else gt.full((), b, a.dtype, a.device)
+        return gt.where(a.isnan(), b, gt.where(b.isnan(), a, pick(a, b)))
+    return _binary(x1, x2, op)
+
+
+def fmax(x1, x2): return _nan_aware_extreme(x1, x2, gt.maximum)
+def fmin(x1, x2): return _nan_aware_extreme(x1, x2, gt.minimum)
+
+
+def heaviside(x1, x2):
+    """0 where ``x1 < 0``, ``x2`` where it is 0, 1 where positive, NaN where NaN (integers
+    give floatx)."""
+    dtype = dtypes.result_type(_dtype_of(_scalar(x1)), _dtype_of(_scalar(x2)))
+    if dtype in ("int8", "int16", "int32", "uint8", "uint16", "uint32", "bool"):
+        dtype = floatx()
+    elif dtype == "int64":
+        dtype = "float64"
+    a, b = convert_to_tensor(x1, dtype), convert_to_tensor(x2, dtype)
+    step = gt.where(a < 0, 0.0, gt.where(a > 0, 1.0, gt.where(a == 0, b, a)))  # NaN stays
+    return _cast(step, dtype)
+
+
+def signbit(x):
+    """Whether the sign bit is set: negative numbers and ``-0.0``."""
+    x = convert_to_tensor(x)
+    if "float" not in keras_dtype(x):
+        return x < 0
+    return x._elementwise(gt._sign_bit, [], "signbit", np.dtype(bool))
+
+
+def isneginf(x):
+    x = convert_to_tensor(x)
+    return x.isinf() & (x < 0)
+
+
+def isposinf(x):
+    x = convert_to_tensor(x)
+    return x.isinf() & (x > 0)
+
+
+def isclose(x1, x2, rtol=1e-5, atol=1e-8, equal_nan=False):
+    """NumPy's ``|x1 - x2| <= atol + rtol |x2|``; equal infinities are close."""
+    dtype, (a, b) = _promote(x1, x2)
+    a, b = convert_to_tensor(a, dtype), convert_to_tensor(b, dtype)
+    close = (a == b) | ((a - b).abs() <= atol + rtol * b.abs())
+    return close | (a.isnan() & b.isnan()) if equal_nan else close
+
+
+def allclose(x1, x2, rtol=1e-5, atol=1e-8, equal_nan=False):
+    return all(isclose(x1, x2, rtol, atol, equal_nan))
+
+
+def isreal(x): return ones_like(x, "bool")
+def real(x): return convert_to_tensor(x)
+def imag(x): return zeros_like(x)
+def conjugate(x): return convert_to_tensor(x)
+
+
+conj = conjugate
+
+
+def angle(x):
+    """The argument of a real number: pi where it is negative (or ``-0.0``), 0 elsewhere."""
+    x = _float(x)
+    return gt.where(x.isnan(), x, 0.0).atan2(x)
+
+
+def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    return convert_to_tensor(x).nan_to_num(nan, posinf, neginf)
+
+
+def _nan_filled(x, value):
+    x = convert_to_tensor(x)
+    if "float" not in keras_dtype(x):
+        return x, None
+    return gt.where(x.isnan(), value, x), x.isnan()
+
+
+def nansum(x, axis=None, keepdims=False):
+    return sum(_nan_filled(x, 0.0)[0], axis, keepdims)
+
+
+def nanprod(x, axis=None, keepdims=False):
+    filled = _nan_filled(x, 1.0)[0]
+    axes = _axis(axis)
+    if not isinstance(axes, tuple):
+        return prod(filled, axes, keepdims)
+    for a in sorted((a % filled.ndim for a in axes), reverse=True):
+        filled = prod(filled, a, keepdims)
+    return filled
+
+
+def nanmean(x, axis=None, keepdims=False):
+    x = _float(x)
+    filled, nans = _nan_filled(x, 0.0)
+    count = sum(logical_not(nans), axis, keepdims)
+    return _cast(sum(filled, axis, keepdims) / count, keras_dtype(x))
+
+
+def nanvar(x, axis=None, keepdims=False):
+    """The variance of the non-NaN elements. The deviations are masked before squaring: the
+    square's derivative at a NaN, times the mask's zero, would be NaN."""
+    x = _float(x)
+    filled, nans = _nan_filled(x, 0.0)
+    deviations = gt.where(nans, 0.0, filled - nanmean(x, axis, keepdims=True))
+    count = sum(logical_not(nans), axis, keepdims)
+    return _cast(sum(deviations * deviations, axis, keepdims) / count, keras_dtype(x))
+
+
+def nanstd(x, axis=None, keepdims=False): return nanvar(x, axis, keepdims).sqrt()
+
+
+def _nan_extreme(x, axis, keepdims, method, fill):
+    """NaNs skipped by filling them with ``fill``; NaN where every element is NaN."""
+    filled, nans = _nan_filled(x, fill)
+    result = method(filled, axis, keepdims)
+    if nans is None:
+        return result
+    return gt.where(all(nans, axis, keepdims), pymath.nan, result)
+
+
+def nanmax(x, axis=None, keepdims=False):
+    return _nan_extreme(x, axis, keepdims, max, -pymath.inf)
+
+
+def nanmin(x, axis=None, keepdims=False):
+    return _nan_extreme(x, axis, keepdims, min, pymath.inf)
+
+
+def _nan_arg(x, axis, keepdims, method, fill):
+    """The position of the extreme among the non-NaN elements; -1 where all are NaN."""
+    filled, nans = _nan_filled(x, fill)
+    result = method(filled, axis, keepdims)
+    if nans is None:
+        return result
+    return _cast(gt.where(all(nans, axis, keepdims), -1, result), "int32")
+
+
+def nanargmax(x, axis=None, keepdims=False):
+    return _nan_arg(x, axis, keepdims, argmax, -pymath.inf)
+
+
+def nanargmin(x, axis=None, keepdims=False):
+    return _nan_arg(x, axis, keepdims, argmin, pymath.inf)
+
+
+def nancumsum(x, axis=None, dtype=None): return cumsum(_nan_filled(x, 0.0)[0], axis, dtype)
+def nancumprod(x, axis=None, dtype=None): return cumprod(_nan_filled(x, 1.0)[0], axis, dtype)
+
+
+def ptp(x, axis=None, keepdims=False):
+    return max(x, axis, keepdims) - min(x, axis, keepdims)
+
+
+def average(x, axis=None, weights=None):
+    """The weighted mean along ``axis``; 1-d ``weights`` run along ``axis``, as NumPy's."""
+    x = _float(x)
+    if weights is None:
+        return mean(x, axis)
+    w = _cast(convert_to_tensor(weights), keras_dtype(x))
+    if axis is not None and w.ndim == 1 and x.ndim > 1:
+        shape = [1] * x.ndim
+        shape[int(axis) % x.ndim] = w.shape[0]
+        w = w.reshape(tuple(shape))
+    return sum(x * w, axis) / sum(w * ones_like(x), axis)
+
+
+def count_nonzero(x, axis=None):
+    x = convert_to_tensor(x)
+    if isinstance(axis, (tuple, list)) and not axis:
+        return _cast(x != 0, "int32")
+    return _cast(x.count_nonzero(_axis(axis)), "int32")
+
+
+def deg2rad(x): return _float(x) * (pymath.pi / 180.0)
+def rad2deg(x): return _float(x) * (180.0 / pymath.pi)
+
+
+def sinc(x):
+    """``sin(pi x) / (pi x)``, 1 at 0 (whose derivative, 0, is finite: the division reads 1
+    there)."""
+    x = _float(x)
+    scaled = gt.where(x == 0, 1.0, x) * pymath.pi
+    return gt.where(x == 0, 1.0, scaled.sin() / scaled)
+
+
+def ldexp(x1, x2):
+    """``x1 * 2**x2`` for an integer ``x2``."""
+    exponent = convert_to_tensor(x2)
+    if "int" not in keras_dtype(exponent):
+        raise TypeError(f"ldexp exponent must be an integer type. Received: x2 dtype="
+                        f"{keras_dtype(exponent)}")
+    dtype = dtypes.result_type(_dtype_of(_scalar(x1)), keras_dtype(exponent), float)
+    return _cast(convert_to_tensor(x1, dtype) * _cast(exponent, dtype).exp2(), dtype)
+
+
+def _integer_binary(x, y, op: str, name: str):
+    dtype, (a, b) = _promote(x, y)
+    if "int" not in dtype and dtype != "bool":
+        raise TypeError(f"{name}: needs integer or bool operands, not {dtype}")
+    a = a if isinstance(a, Tensor) else convert_to_tensor(a, dtype)
+    return _cast(a._elementwise(op, [b], name), dtype)
+
+
+def bitwise_and(x, y): return _integer_binary(x, y, lambda a, b: a & b, "bitwise_and")
+def bitwise_or(x, y): return _integer_binary(x, y, lambda a, b: a | b, "bitwise_or")
+def bitwise_xor(x, y): return _integer_binary(x, y, lambda a, b: a ^ b, "bitwise_xor")
+def left_shift(x, y): return _integer_binary(x, y, lambda a, b: a << b, "left_shift")
+def right_shift(x, y): return _integer_binary(x, y, lambda a, b: a >> b, "right_shift")
+
+
+def bitwise_invert(x): return ~convert_to_tensor(x)
+
+
+bitwise_not = bitwise_invert
+bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
 
 
 __getattr__ = unsupported_module_getattr(__name__, "numpy")
