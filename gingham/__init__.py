@@ -44,6 +44,11 @@ from .frontend.tensor import (  # noqa: E402
     where,
     zeros,
 )
+from .frontend.tensor import (  # noqa: E402  (the layout ops: shapes, flips, diagonals)
+    atleast_1d, atleast_2d, atleast_3d, column_stack, cross, diag, diagonal, diff, dstack,
+    flip, fliplr, flipud, hstack, inner, kron, linspace, logspace, meshgrid, moveaxis, movedim,
+    outer, repeat_interleave, roll, rot90, tensordot, trace, tril, triu, vstack,
+)
 
 from .frontend import optim  # noqa: E402
 from .frontend.checkpoint import load, save  # noqa: E402
@@ -58,6 +63,10 @@ __all__ = [
     "tile",
     "Tensor", "tensor", "zeros", "ones", "full", "arange", "matmul", "einsum", "reshape",
     "permute_dims", "concat", "cat", "stack", "maximum", "minimum", "where", "no_grad",
+    "atleast_1d", "atleast_2d", "atleast_3d", "column_stack", "cross", "diag", "diagonal",
+    "diff", "dstack", "flip", "fliplr", "flipud", "hstack", "inner", "kron", "linspace",
+    "logspace", "meshgrid", "moveaxis", "movedim", "outer", "repeat_interleave", "roll", "rot90",
+    "tensordot", "trace", "tril", "triu", "vstack",
     "jit", "optim", "grad", "value_and_grad", "amp", "autocast", "save", "load",
     "GinghamError",
     "TileError",
