@@ -1018,3 +1018,5 @@ def supported_ops() -> list[str]:
 
 
 __all__ = ["CONVERTERS", "HOST_INPUTS", "Node", "converter", "supported_ops"]
+
+from . import ops_shapes  # noqa: E402,F401  (registers its converters)
