@@ -51,6 +51,11 @@ from .frontend.tensor import (  # noqa: E402
     logaddexp2, fmod, remainder, copysign, trunc, fix, frac, isnan, isinf, isfinite, nan_to_num,
     lerp, addcmul, addcdiv, logsumexp, count_nonzero, nansum, nanmean, aminmax,
 )
+from .frontend.tensor import (  # noqa: E402  (the layout ops: shapes, flips, diagonals)
+    atleast_1d, atleast_2d, atleast_3d, column_stack, cross, diag, diagonal, diff, dstack,
+    flip, fliplr, flipud, hstack, inner, kron, linspace, logspace, meshgrid, moveaxis, movedim,
+    outer, repeat_interleave, roll, rot90, tensordot, trace, tril, triu, vstack,
+)
 
 from .frontend.indexing import (  # noqa: E402
     argsort,
@@ -78,6 +83,10 @@ __all__ = [
     "permute_dims", "concat", "cat", "stack", "maximum", "minimum", "where", "no_grad",
     "gather", "take_along_dim", "index_select", "scatter", "scatter_add", "index_add", "sort",
     "argsort", "topk",
+    "atleast_1d", "atleast_2d", "atleast_3d", "column_stack", "cross", "diag", "diagonal",
+    "diff", "dstack", "flip", "fliplr", "flipud", "hstack", "inner", "kron", "linspace",
+    "logspace", "meshgrid", "moveaxis", "movedim", "outer", "repeat_interleave", "roll", "rot90",
+    "tensordot", "trace", "tril", "triu", "vstack",
     "jit", "optim", "grad", "value_and_grad", "amp", "autocast", "save", "load",
     "tan", "sinh", "cosh", "asin", "acos", "atan", "arcsin", "arccos", "arctan", "asinh", "acosh",
     "atanh", "arcsinh", "arccosh", "arctanh", "log1p", "expm1", "exp2", "log2", "log10", "atan2",

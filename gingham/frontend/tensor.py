@@ -941,6 +941,40 @@ class Tensor:
         tiled = _broadcast_to(reshape(self, interleaved, "repeat"), spread, "repeat")
         return reshape(tiled, tuple(r * s for r, s in zip(repeats, shape)), "repeat")
 
+    # Layout ops as methods, as torch.Tensor has them (the module functions say what each does).
+    def flip(self, *dims) -> "Tensor": return flip(self, _varargs(dims))
+    def fliplr(self) -> "Tensor": return fliplr(self)
+    def flipud(self) -> "Tensor": return flipud(self)
+    def roll(self, shifts, dims=None) -> "Tensor": return roll(self, shifts, dims)
+
+    def rot90(self, k: int = 1, dims: Sequence[int] = (0, 1)) -> "Tensor":
+        return rot90(self, k, dims)
+
+    def tile(self, *dims) -> "Tensor": return tile_dims(self, _varargs(dims))
+
+    def repeat_interleave(self, repeats: int, dim: int | None = None, *,
+                          output_size: int | None = None) -> "Tensor":
+        return repeat_interleave(self, repeats, dim, output_size=output_size)
+
+    def tril(self, diagonal: int = 0) -> "Tensor": return tril(self, diagonal)
+    def triu(self, diagonal: int = 0) -> "Tensor": return triu(self, diagonal)
+
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> "Tensor":
+        return _diagonal(self, offset, dim1, dim2)
+
+    def diag(self, diagonal: int = 0) -> "Tensor": return diag(self, diagonal)
+    def trace(self) -> "Tensor": return trace(self)
+    def movedim(self, source, destination) -> "Tensor": return movedim(self, source, destination)
+    moveaxis = movedim
+    def outer(self, vec2: "Tensor") -> "Tensor": return outer(self, vec2)
+    def inner(self, other: "Tensor") -> "Tensor": return inner(self, other)
+    def kron(self, other: "Tensor") -> "Tensor": return kron(self, other)
+    def cross(self, other: "Tensor", dim: int | None = None) -> "Tensor": return cross(self, other, dim)
+
+    def diff(self, n: int = 1, dim: int = -1, prepend: "Tensor | None" = None,
+             append: "Tensor | None" = None) -> "Tensor":
+        return diff(self, n, dim, prepend, append)
+
     def narrow(self, dim: int, start: int, length: int) -> "Tensor":
         """Elements ``start`` to ``start + length`` of dim ``dim`` (``start`` may be negative)."""
         axis = _dim("narrow", self.shape, dim)
@@ -1941,6 +1975,411 @@ def stack(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -
     position = _dim("stack", tensors[0].shape, dim if axis is None else axis,
                     tensors[0].ndim + 1)
     return concat([t.unsqueeze(position) for t in tensors], position)
+
+
+# -- layout: flips, rolls, diagonals, products of whole shapes ----------------------------------------
+# Each is a composition of the builders above (an affine read with a negative step for a flip,
+# an index constraint for a triangle, einsum for the products), so it fuses and differentiates
+# like them.
+
+
+def flip(x: Tensor, dims) -> Tensor:
+    """``x`` reversed along each of ``dims`` (an int or a sequence), as ``torch.flip``: one
+    read at ``size - 1 - i`` per flipped dim.
+
+        gingham.flip(x, (0, 1))        # x[::-1, ::-1]
+    """
+    axes = _axes("flip", x.shape, dims)
+    return _getitem(x, tuple(slice(None, None, -1) if a in axes else slice(None)
+                             for a in range(x.ndim)))
+
+
+def fliplr(x: Tensor) -> Tensor:
+    """``x`` reversed along dim 1 (left to right); ``x`` must be at least 2-d."""
+    if x.ndim < 2:
+        raise ShapeError(f"fliplr: input must be at least 2-d, not shape {x.shape}")
+    return flip(x, 1)
+
+
+def flipud(x: Tensor) -> Tensor:
+    """``x`` reversed along dim 0 (up to down); ``x`` must be at least 1-d."""
+    if x.ndim < 1:
+        raise ShapeError(f"flipud: input must be at least 1-d, not shape {x.shape}")
+    return flip(x, 0)
+
+
+def roll(x: Tensor, shifts, dims=None) -> Tensor:
+    """``x``'s elements shifted by ``shifts`` along ``dims``, those pushed off one end coming
+    back at the other, as ``torch.roll`` (without ``dims``: of the flattened tensor, reshaped
+    back). Each shift is the concatenation of two slices.
+
+        gingham.roll(x, 1, 0)          # the last row first
+    """
+    if dims is None:
+        if not isinstance(shifts, (int, np.integer)) and len(shifts) != 1:
+            raise ShapeError(f"roll: without dims, shifts must be one int, not {shifts}")
+        step = int(shifts if isinstance(shifts, (int, np.integer)) else shifts[0])
+        return roll(x.reshape(-1), step, 0).reshape(x.shape)
+    shifts = (shifts,) if isinstance(shifts, (int, np.integer)) else tuple(shifts)
+    dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise ShapeError(f"roll: shifts {shifts} and dims {dims} must have the same length")
+    for step, dim in zip(shifts, dims):
+        axis = _dim("roll", x.shape, dim)
+        size = x.shape[axis]
+        if size == 0 or int(step) % size == 0:
+            continue
+        cut = size - int(step) % size
+        head, tail = x.narrow(axis, 0, cut), x.narrow(axis, cut, size - cut)
+        x = concat([tail, head], axis)
+    return x
+
+
+def rot90(x: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
+    """``x`` rotated by ``k`` quarter turns in the plane of ``dims``, from the first dim's
+    direction towards the second's, as ``torch.rot90`` (a flip and a transpose)."""
+    dims = tuple(dims)
+    if len(dims) != 2:
+        raise ShapeError(f"rot90: dims must name two dims, not {dims}")
+    first, second = (_dim("rot90", x.shape, d) for d in dims)
+    if x.ndim < 2 or first == second:
+        raise ShapeError(f"rot90: dims {dims} must be two different dims of a tensor with at "
+                         f"least 2 dims (shape {x.shape})")
+    turns = int(k) % 4
+    if turns == 1:
+        return flip(x, second).transpose(first, second)
+    if turns == 2:
+        return flip(x, (first, second))
+    if turns == 3:
+        return flip(x, first).transpose(first, second)
+    return x
+
+
+def tile_dims(x: Tensor, dims: Sequence[int]) -> Tensor:
+    """``torch.tile`` (``x.tile(dims)``; ``gingham.tile`` is the Tile language):
+    :meth:`Tensor.repeat`, where fewer ``dims`` than the tensor's dims are padded with ones
+    in front (``x.tile((2,))`` repeats the last dim)."""
+    dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+    return x.repeat(*((1,) * (x.ndim - len(dims)) + dims))
+
+
+def repeat_interleave(x: Tensor, repeats: int, dim: int | None = None, *,
+                      output_size: int | None = None) -> Tensor:
+    """Each element repeated ``repeats`` times in place along ``dim`` (of the flattened
+    tensor without one), as ``torch.repeat_interleave`` with an integer ``repeats``: a new
+    axis after ``dim``, expanded and merged into it.
+
+        gingham.repeat_interleave(kv, 4, dim=1)    # grouped-query attention's heads
+    """
+    if isinstance(repeats, Tensor) or not isinstance(repeats, (int, np.integer)):
+        raise TypeError("repeat_interleave: repeats must be an int (a tensor of counts is "
+                        "not supported: the result's shape would depend on its values)")
+    if repeats < 0:
+        raise ValueError(f"repeat_interleave: repeats must be non-negative, not {repeats}")
+    if dim is None:
+        x, dim = x.reshape(-1), 0
+    axis = _dim("repeat_interleave", x.shape, dim)
+    size = x.shape[axis] * int(repeats)
+    if output_size is not None and output_size != size:
+        raise ValueError(f"repeat_interleave: output_size {output_size} is not the result's "
+                         f"size {size} along dim {dim}")
+    spread = x.unsqueeze(axis + 1)
+    spread = spread.expand(spread.shape[:axis + 1] + (int(repeats),) + spread.shape[axis + 2:])
+    return spread.reshape(x.shape[:axis] + (size,) + x.shape[axis + 1:])
+
+
+def _triangle(x: Tensor, diagonal: int, op: str, lower: bool) -> Tensor:
+    """``x`` with the cells off one side of the ``diagonal``-th diagonal of its last two dims
+    left unwritten (so zero): one ``=`` write under the constraint ``0 <= i - j + k`` (lower)
+    or ``0 <= j - i - k`` (upper). A Tile constraint ``e < bound`` also asks ``0 <= e``, so
+    the bound is one no cell reaches."""
+    if x.ndim < 2:
+        raise ShapeError(f"{op}: input must be at least 2-d, not shape {x.shape}")
+    idx = builder.indices(" ".join(f"i{a}" for a in range(x.ndim)))
+    row, col = idx[-2], idx[-1]
+    k = int(diagonal)
+    beyond = x.shape[-2] + x.shape[-1] + abs(k) + 1
+    keep = (row - col + k < beyond) if lower else (col - row - k < beyond)
+
+    def build(nodes):
+        return builder.assign(nodes[0][tuple(idx)], out=list(idx), shape=list(x.shape),
+                              where=[keep])
+
+    return x._derive(x.shape, x.dtype, [x], build)
+
+
+def tril(x: Tensor, diagonal: int = 0) -> Tensor:
+    """The lower triangle of the last two dims (cells with ``col - row <= diagonal``), the
+    rest zero, as ``torch.tril``.
+
+        scores + gingham.triu(gingham.full((n, n), -math.inf), 1)   # a causal mask
+    """
+    return _triangle(x, diagonal, "tril", lower=True)
+
+
+def triu(x: Tensor, diagonal: int = 0) -> Tensor:
+    """The upper triangle of the last two dims (cells with ``col - row >= diagonal``), the
+    rest zero, as ``torch.triu``."""
+    return _triangle(x, diagonal, "triu", lower=False)
+
+
+def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The ``offset``-th diagonal of the planes of ``dim1`` and ``dim2`` (above the main one
+    for a positive offset), as the last dim, the others kept in order, as
+    ``torch.diagonal``: one read ``x[..., i + r, ..., i + c, ...]``."""
+    return _diagonal(x, offset, dim1, dim2)
+
+
+def _diagonal(x: Tensor, offset: int, dim1: int, dim2: int) -> Tensor:
+    first = _dim("diagonal", x.shape, dim1)
+    second = _dim("diagonal", x.shape, dim2)
+    if first == second:
+        raise ShapeError(f"diagonal: dim1 and dim2 name the same dim {first} (shape {x.shape})")
+    row, col = (0, int(offset)) if offset >= 0 else (-int(offset), 0)
+    length = max(0, min(x.shape[first] - row, x.shape[second] - col))
+    rest = [a for a in range(x.ndim) if a not in (first, second)]
+    idx = builder.indices(" ".join(f"i{a}" for a in range(x.ndim - 1)))
+    source = [None] * x.ndim
+    for a, i in zip(rest, idx):
+        source[a] = i
+    source[first], source[second] = idx[-1] + row, idx[-1] + col
+    shape = tuple(x.shape[a] for a in rest) + (length,)
+
+    def build(nodes):
+        return builder.assign(nodes[0][tuple(source)], out=list(idx), shape=list(shape),
+                              where=[i < s for i, s in zip(idx, shape)])
+
+    return x._derive(shape, x.dtype, [x], build)
+
+
+def diag(x: Tensor, diagonal: int = 0) -> Tensor:
+    """``torch.diag``: of a matrix, its ``diagonal``-th diagonal; of a vector, the square
+    matrix with the vector on that diagonal and zeros elsewhere (one ``=`` write to
+    ``[i + r, i + c]``)."""
+    if x.ndim == 2:
+        return _diagonal(x, diagonal, 0, 1)
+    if x.ndim != 1:
+        raise ShapeError(f"diag: input must be 1-d or 2-d, not shape {x.shape}")
+    n, shift = x.shape[0], abs(int(diagonal))
+    row, col = (0, shift) if diagonal >= 0 else (shift, 0)
+    (i,) = builder.indices("i")
+    shape = (n + shift, n + shift)
+    return x._derive(shape, x.dtype, [x], lambda nodes: builder.assign(
+        nodes[0][i], out=[i + row, i + col], shape=list(shape)))
+
+
+def trace(x: Tensor) -> Tensor:
+    """The sum of a matrix's main diagonal, as ``torch.trace``."""
+    if x.ndim != 2:
+        raise ShapeError(f"trace: input must be a matrix, not shape {x.shape}")
+    return diagonal(x).sum()
+
+
+def movedim(x: Tensor, source, destination) -> Tensor:
+    """``x`` with the dims ``source`` moved to the positions ``destination`` (ints or
+    sequences of the same length), the others keeping their order, as ``torch.movedim``.
+
+        gingham.movedim(x, 1, -1)      # NCHW -> NHWC
+    """
+    sources = (source,) if isinstance(source, (int, np.integer)) else tuple(source)
+    destinations = ((destination,) if isinstance(destination, (int, np.integer))
+                    else tuple(destination))
+    if len(sources) != len(destinations):
+        raise ShapeError(f"movedim: source {sources} and destination {destinations} must have "
+                         "the same length")
+    sources = tuple(_dim("movedim", x.shape, s) for s in sources)
+    destinations = tuple(_dim("movedim", x.shape, d) for d in destinations)
+    if len(set(sources)) != len(sources) or len(set(destinations)) != len(destinations):
+        raise ShapeError(f"movedim: source {sources} and destination {destinations} must not "
+                         "repeat a dim")
+    order = [a for a in range(x.ndim) if a not in sources]
+    for d, s in sorted(zip(destinations, sources)):
+        order.insert(d, s)
+    return permute_dims(x, order, "movedim")
+
+
+moveaxis = movedim
+
+
+def outer(a: Tensor, b: Tensor) -> Tensor:
+    """``a[i] * b[j]`` of two vectors, as ``torch.outer``."""
+    if a.ndim != 1 or b.ndim != 1:
+        raise ShapeError(f"outer: operands must be vectors, not shapes {a.shape} and {b.shape}")
+    return a.unsqueeze(1) * b
+
+
+def tensordot(a: Tensor, b: Tensor, dims=2) -> Tensor:
+    """The sum over ``a``'s dims ``dims[0]`` and ``b``'s ``dims[1]`` (or ``a``'s last
+    ``dims`` and ``b``'s first ``dims``, for an int), the rest of ``a`` then the rest of
+    ``b`` kept, as ``torch.tensordot``: one :func:`einsum`.
+
+        gingham.tensordot(x, w, dims=([1, 2], [0, 1]))
+    """
+    if isinstance(dims, (int, np.integer)):
+        if not 0 <= dims <= min(a.ndim, b.ndim):
+            raise ShapeError(f"tensordot: dims {dims} does not fit shapes {a.shape} and "
+                             f"{b.shape}")
+        left, right = list(range(a.ndim - dims, a.ndim)), list(range(int(dims)))
+    else:
+        left, right = ([d] if isinstance(d, (int, np.integer)) else list(d) for d in dims)
+    left = [_dim("tensordot", a.shape, d) for d in left]
+    right = [_dim("tensordot", b.shape, d) for d in right]
+    if len(left) != len(right) or any(a.shape[p] != b.shape[q] for p, q in zip(left, right)):
+        raise ShapeError(f"tensordot: dims {left} of shape {a.shape} and {right} of shape "
+                         f"{b.shape} do not pair up")
+    letters = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    a_labels = [next(letters) for _ in range(a.ndim)]
+    b_labels = [next(letters) for _ in range(b.ndim)]
+    for p, q in zip(left, right):
+        b_labels[q] = a_labels[p]
+    out = ([label for d, label in enumerate(a_labels) if d not in left]
+           + [label for d, label in enumerate(b_labels) if d not in right])
+    return einsum(f"{''.join(a_labels)},{''.join(b_labels)}->{''.join(out)}", a, b)
+
+
+def inner(a: Tensor, b: Tensor) -> Tensor:
+    """The sum over the last dims of ``a`` and ``b`` (a product when one is 0-d), the rest
+    of ``a`` then the rest of ``b`` kept, as ``torch.inner``."""
+    if a.ndim == 0 or b.ndim == 0:
+        return a * b
+    return tensordot(a, b, ([-1], [-1]))
+
+
+def kron(a: Tensor, b: Tensor) -> Tensor:
+    """The Kronecker product, as ``torch.kron``: block ``(i, j)`` of the result is
+    ``a[i, j] * b`` (a product of ``a`` and ``b`` with interleaved dims, merged)."""
+    rank = max(a.ndim, b.ndim)
+    a_shape = (1,) * (rank - a.ndim) + a.shape
+    b_shape = (1,) * (rank - b.ndim) + b.shape
+    spread_a = a.reshape(tuple(v for s in a_shape for v in (s, 1)))
+    spread_b = b.reshape(tuple(v for s in b_shape for v in (1, s)))
+    return (spread_a * spread_b).reshape(tuple(p * q for p, q in zip(a_shape, b_shape)))
+
+
+def cross(a: Tensor, b: Tensor, dim: int | None = None) -> Tensor:
+    """The cross product of 3-vectors along ``dim`` (broadcast), as ``torch.cross``; without
+    ``dim``, the first dim of size 3 (``torch.linalg.cross`` uses -1). Component ``i`` is
+    ``a[i+1] b[i+2] - a[i+2] b[i+1]``: two rolls of each operand."""
+    shape = _broadcast_shapes("cross", [a.shape, b.shape])
+    a, b = a.broadcast_to(shape), b.broadcast_to(shape)
+    if dim is None:
+        if 3 not in shape:
+            raise ShapeError(f"cross: no dim of size 3 in shape {shape}")
+        dim = shape.index(3)
+    axis = _dim("cross", shape, dim)
+    if shape[axis] != 3:
+        raise ShapeError(f"cross: dim {dim} of shape {shape} must have size 3")
+    return roll(a, -1, axis) * roll(b, -2, axis) - roll(a, -2, axis) * roll(b, -1, axis)
+
+
+def diff(x: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
+         append: Tensor | None = None) -> Tensor:
+    """The ``n``-th forward difference ``x[i + 1] - x[i]`` along ``dim``, after joining
+    ``prepend`` and ``append`` to ``x`` there, as ``torch.diff`` (on bool tensors, ``!=``)."""
+    axis = _dim("diff", x.shape, dim)
+    pieces = [p for p in (prepend, x, append) if p is not None]
+    x = concat(pieces, axis) if len(pieces) > 1 else x
+    for _ in range(int(n)):
+        size = x.shape[axis]
+        later, earlier = x.narrow(axis, 1, max(size - 1, 0)), x.narrow(axis, 0, max(size - 1, 0))
+        x = later != earlier if x.dtype == dt.BOOL else later - earlier
+    return x
+
+
+def meshgrid(*tensors: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+    """Coordinate grids of 1-d (or 0-d) tensors, as ``torch.meshgrid``: with ``"ij"`` the
+    ``k``-th tensor runs along dim ``k``; ``"xy"`` swaps the first two dims (NumPy's default).
+
+        ys, xs = gingham.meshgrid(gingham.arange(h), gingham.arange(w), indexing="ij")
+    """
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', not {indexing!r}")
+    if any(t.ndim > 1 for t in tensors):
+        raise ShapeError(f"meshgrid: expects 0-d or 1-d tensors, not shapes "
+                         f"{[t.shape for t in tensors]}")
+    vectors = [t.reshape(-1) for t in tensors]
+    order = list(range(len(vectors)))
+    if indexing == "xy" and len(vectors) >= 2:
+        order[0], order[1] = 1, 0
+    shape = [0] * len(vectors)
+    for axis, k in enumerate(order):
+        shape[axis] = vectors[k].shape[0]
+    grids = []
+    for k, v in enumerate(vectors):
+        axis = order.index(k)
+        ones = [1] * len(vectors)
+        ones[axis] = v.shape[0]
+        grids.append(v.reshape(tuple(ones)).expand(tuple(shape)))
+    return tuple(grids)
+
+
+def atleast_1d(x: Tensor) -> Tensor:
+    return x.reshape(1) if x.ndim == 0 else x
+
+
+def atleast_2d(x: Tensor) -> Tensor:
+    return x.reshape((1,) * (2 - x.ndim) + x.shape) if x.ndim < 2 else x
+
+
+def atleast_3d(x: Tensor) -> Tensor:
+    """``torch.atleast_3d``: ``[n] -> [1, n, 1]``, ``[m, n] -> [m, n, 1]`` (NumPy's rule)."""
+    if x.ndim == 0:
+        return x.reshape(1, 1, 1)
+    if x.ndim == 1:
+        return x.reshape(1, x.shape[0], 1)
+    return x.unsqueeze(-1) if x.ndim == 2 else x
+
+
+def hstack(tensors: Sequence[Tensor]) -> Tensor:
+    """Joined along dim 1 (dim 0 for vectors), as ``torch.hstack``."""
+    pieces = [atleast_1d(t) for t in tensors]
+    return concat(pieces, 0 if pieces and pieces[0].ndim == 1 else 1)
+
+
+def vstack(tensors: Sequence[Tensor]) -> Tensor:
+    """Joined along dim 0, vectors as rows, as ``torch.vstack``."""
+    return concat([atleast_2d(t) for t in tensors], 0)
+
+
+def dstack(tensors: Sequence[Tensor]) -> Tensor:
+    """Joined along dim 2 after :func:`atleast_3d`, as ``torch.dstack``."""
+    return concat([atleast_3d(t) for t in tensors], 2)
+
+
+def column_stack(tensors: Sequence[Tensor]) -> Tensor:
+    """Vectors (and 0-d tensors) as columns, joined with the matrices along dim 1, as
+    ``torch.column_stack``."""
+    return concat([t.reshape(-1, 1) if t.ndim <= 1 else t for t in tensors], 1)
+
+
+def linspace(start: float, end: float, steps: int, *, dtype=None,
+             device: str | None = None, requires_grad: bool = False) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive, as
+    ``torch.linspace`` (computed on the host: the values are constants of the program)."""
+    dtype = dt.as_tile_dtype(dtype) if dtype is not None else dt.FLOAT32
+    return tensor(_linspace_values("linspace", start, end, steps).astype(dtype),
+                  device=device, requires_grad=requires_grad)
+
+
+def _linspace_values(op: str, start: float, end: float, steps: int) -> np.ndarray:
+    if steps < 0:
+        raise ValueError(f"{op}: steps must be non-negative, not {steps}")
+    # torch counts the second half back from ``end``, so both ends come out exact
+    step = (end - start) / (steps - 1) if steps > 1 else 0.0
+    positions = np.arange(steps)
+    return np.where(positions < max(steps // 2, 1), start + step * positions,
+                    end - step * (steps - 1 - positions))
+
+
+def logspace(start: float, end: float, steps: int, base: float = 10.0, *, dtype=None,
+             device: str | None = None, requires_grad: bool = False) -> Tensor:
+    """``base ** linspace(start, end, steps)``, as ``torch.logspace``."""
+    exponents = _linspace_values("logspace", start, end, steps)
+    dtype = dt.as_tile_dtype(dtype) if dtype is not None else dt.FLOAT32
+    return tensor((float(base) ** exponents).astype(dtype), device=device,
+                  requires_grad=requires_grad)
 
 
 # -- realising a graph ------------------------------------------------------------------------------------

@@ -987,6 +987,59 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
     return _as_dtype(y, input.dtype)
 
 
+def rms_norm(input: Tensor, normalized_shape: IntOrTuple, weight: Tensor | None = None,
+             eps: float | None = None) -> Tensor:
+    """Divide by the root mean square over the trailing ``normalized_shape`` axes, then
+    scale by ``weight`` of that shape, as ``torch.nn.functional.rms_norm`` (``eps`` defaults
+    to the dtype's machine epsilon, as there):
+
+        y = F.rms_norm(x, (d_model,), w)          # x * rsqrt(mean(x^2, -1) + eps) * w
+    """
+    op = "rms_norm"
+    input, weight = cast_inputs_float32(input, weight)
+    _check_mixed(op, input, weight=weight)
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(shape)
+    if k == 0 or input.ndim < k or input.shape[input.ndim - k:] != shape:
+        raise ShapeError(f"{op}: normalized_shape {shape} does not match the trailing axes of "
+                         f"input shape {input.shape}")
+    if weight is not None and weight.shape != shape:
+        raise ShapeError(f"{op}: weight must have shape {shape}, got {weight.shape}")
+    if eps is None:
+        eps = float(np.finfo(np.float32 if dt.is_bfloat16(input.dtype) else input.dtype).eps)
+    axes = tuple(range(input.ndim - k, input.ndim))
+    x = _statistics_dtype(input)
+    y = x * (x.square().mean(axes, keepdims=True) + eps).rsqrt()
+    if weight is not None:
+        y = y * weight
+    return _as_dtype(y, input.dtype)
+
+
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,
+                        k: float = 1.0) -> Tensor:
+    """AlexNet's normalisation across channels of ``[N, C, ...]`` data, as PyTorch's:
+    ``x / (k + alpha * mean(x^2 over a window of size channels)) ** beta``, the window
+    zero-padded by ``size // 2`` channels before and ``(size - 1) // 2`` after (the mean
+    always divides by ``size``). The window's sum is ``size`` shifted slices of the padded
+    squares.
+
+        y = F.local_response_norm(x, 5, alpha=1e-4, beta=0.75, k=2.0)
+    """
+    op = "local_response_norm"
+    _check(op, ("input",), input=input)
+    if input.ndim < 3:
+        raise ShapeError(f"{op}: input must be at least 3-d (N, C, ...), got shape "
+                         f"{input.shape}")
+    if size < 1:
+        raise ValueError(f"{op}: size must be positive, not {size}")
+    channels = input.shape[1]
+    squares = pad(input.square(), (0, 0) * (input.ndim - 2) + (size // 2, (size - 1) // 2))
+    window = squares.narrow(1, 0, channels)
+    for shift in range(1, size):
+        window = window + squares.narrow(1, shift, channels)
+    return input / (window * (alpha / size) + k) ** beta
+
+
 # -- activations -----------------------------------------------------------------------------------
 
 
@@ -2043,6 +2096,132 @@ def interpolate(input: Tensor, size: IntOrTuple | None = None,
     return result
 
 
+# -- rearranging pixels --------------------------------------------------------------------------------
+
+
+def _pixel_factor(op: str, name: str, factor: int) -> int:
+    if isinstance(factor, bool) or not isinstance(factor, (int, np.integer)) or factor < 1:
+        raise ValueError(f"{op}: {name} must be a positive int, not {factor!r}")
+    return int(factor)
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """``[*, C * r^2, H, W] -> [*, C, H * r, W * r]``: each group of ``r^2`` channels
+    becomes an ``r x r`` block of pixels, as PyTorch's (ESPCN's sub-pixel upsampling): a
+    reshape, a permutation and a reshape.
+
+        F.pixel_shuffle(x, 2)                      # [1, 8, 3, 3] -> [1, 2, 6, 6]
+    """
+    op = "pixel_shuffle"
+    r = _pixel_factor(op, "upscale_factor", upscale_factor)
+    if input.ndim < 3 or input.shape[-3] % (r * r):
+        raise ShapeError(f"{op}: input must be at least 3-d with channels (dim -3) divisible "
+                         f"by upscale_factor^2 = {r * r}, got shape {input.shape}")
+    *batch, channels, height, width = input.shape
+    lead = len(batch)
+    blocks = input.reshape(*batch, channels // (r * r), r, r, height, width)
+    order = list(range(lead)) + [lead + a for a in (0, 3, 1, 4, 2)]
+    return blocks.permute(order).reshape(*batch, channels // (r * r), height * r, width * r)
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """``[*, C, H * r, W * r] -> [*, C * r^2, H, W]``: the inverse of :func:`pixel_shuffle`,
+    as PyTorch's."""
+    op = "pixel_unshuffle"
+    r = _pixel_factor(op, "downscale_factor", downscale_factor)
+    if input.ndim < 3 or input.shape[-2] % r or input.shape[-1] % r:
+        raise ShapeError(f"{op}: input must be at least 3-d with height and width divisible "
+                         f"by downscale_factor {r}, got shape {input.shape}")
+    *batch, channels, height, width = input.shape
+    lead = len(batch)
+    blocks = input.reshape(*batch, channels, height // r, r, width // r, r)
+    order = list(range(lead)) + [lead + a for a in (0, 2, 4, 1, 3)]
+    return blocks.permute(order).reshape(*batch, channels * r * r, height // r, width // r)
+
+
+def _patch_geometry(op: str, spatial: tuple, kernel_size, dilation, padding, stride) -> tuple:
+    kernel = _ntuple(op, "kernel_size", kernel_size, 2)
+    dil = _ntuple(op, "dilation", dilation, 2)
+    pads = _ntuple(op, "padding", padding, 2)
+    strides = _ntuple(op, "stride", stride, 2)
+    if min(kernel + dil + strides) < 1 or min(pads) < 0:
+        raise ValueError(f"{op}: kernel_size, dilation and stride must be positive and "
+                         f"padding non-negative (got {kernel}, {dil}, {pads}, {strides})")
+    blocks = tuple((s + 2 * p - d * (k - 1) - 1) // st + 1
+                   for s, k, d, p, st in zip(spatial, kernel, dil, pads, strides))
+    if min(blocks) < 1:
+        raise ShapeError(f"{op}: kernel_size {kernel} (dilation {dil}) does not fit the padded "
+                         f"spatial size {tuple(s + 2 * p for s, p in zip(spatial, pads))}")
+    return kernel, dil, pads, strides, blocks
+
+
+def unfold(input: Tensor, kernel_size: IntOrTuple, dilation: IntOrTuple = 1,
+           padding: IntOrTuple = 0, stride: IntOrTuple = 1) -> Tensor:
+    """Sliding ``kh x kw`` patches of ``[N, C, H, W]`` (or ``[C, H, W]``) data as columns,
+    ``[N, C * kh * kw, L]`` (im2col), as PyTorch's: the one assignment
+
+        O[n, c*kh*kw + ky*kw + kx, oy*OW + ox] = =(I[n, c, sy*oy + dy*ky - py, sx*ox + dx*kx - px])
+
+    whose taps in the padding do not exist (zero).
+    """
+    op = "unfold"
+    _check(op, (), input=input)
+    if input.ndim not in (3, 4):
+        raise ShapeError(f"{op}: input must be 3-d (C, H, W) or 4-d (N, C, H, W), got shape "
+                         f"{input.shape}")
+    if input.ndim == 3:
+        return unfold(input.unsqueeze(0), kernel_size, dilation, padding, stride).squeeze(0)
+    n_, c_, *spatial = input.shape
+    (kh, kw), (dy, dx), (py, px), (sy, sx), (oh, ow) = _patch_geometry(
+        op, tuple(spatial), kernel_size, dilation, padding, stride)
+    n, c, ky, kx, y, x = builder.indices("n c ky kx y x")
+    shape = (n_, c_ * kh * kw, oh * ow)
+
+    def build(nodes):
+        return builder.assign(
+            nodes[0][n, c, sy * y + dy * ky - py, sx * x + dx * kx - px],
+            out=[n, c * (kh * kw) + ky * kw + kx, y * ow + x], shape=list(shape),
+            where=[ky < kh, kx < kw, y < oh, x < ow])
+
+    return input._derive(shape, input.dtype, [input], build)
+
+
+def fold(input: Tensor, output_size: IntOrTuple, kernel_size: IntOrTuple,
+         dilation: IntOrTuple = 1, padding: IntOrTuple = 0, stride: IntOrTuple = 1) -> Tensor:
+    """The adjoint of :func:`unfold` (col2im): columns ``[N, C * kh * kw, L]`` (or unbatched)
+    summed into ``[N, C, *output_size]``, overlapping patches adding up, as PyTorch's:
+
+        O[n, c, sy*oy + dy*ky - py, sx*ox + dx*kx - px] = +(I[n, c*kh*kw + ky*kw + kx, oy*OW + ox])
+    """
+    op = "fold"
+    _check(op, (), input=input)
+    if input.ndim not in (2, 3):
+        raise ShapeError(f"{op}: input must be 2-d (C * kh * kw, L) or 3-d (N, C * kh * kw, L), "
+                         f"got shape {input.shape}")
+    if input.ndim == 2:
+        return fold(input.unsqueeze(0), output_size, kernel_size, dilation, padding,
+                    stride).squeeze(0)
+    out_h, out_w = _ntuple(op, "output_size", output_size, 2)
+    (kh, kw), (dy, dx), (py, px), (sy, sx), (oh, ow) = _patch_geometry(
+        op, (out_h, out_w), kernel_size, dilation, padding, stride)
+    n_, rows, length = input.shape
+    if rows % (kh * kw) or length != oh * ow:
+        raise ShapeError(f"{op}: input shape {input.shape} needs dim 1 divisible by "
+                         f"kh * kw = {kh * kw} and dim 2 equal to the {oh} x {ow} = {oh * ow} "
+                         f"blocks of output_size {(out_h, out_w)}")
+    c_ = rows // (kh * kw)
+    n, c, ky, kx, y, x = builder.indices("n c ky kx y x")
+    shape = (n_, c_, out_h, out_w)
+
+    def build(nodes):
+        return builder.sum(
+            nodes[0][n, c * (kh * kw) + ky * kw + kx, y * ow + x],
+            out=[n, c, sy * y + dy * ky - py, sx * x + dx * kx - px], shape=list(shape),
+            where=[c < c_, ky < kh, kx < kw, y < oh, x < ow])
+
+    return input._derive(shape, input.dtype, [input], build)
+
+
 __all__ = [
     "DTypeError", "Generator", "manual_seed",
     "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -2051,7 +2230,7 @@ __all__ = [
     "avg_pool1d", "avg_pool2d", "avg_pool3d",
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
     "adaptive_max_pool2d", "adaptive_max_pool3d", "global_avg_pool2d", "global_max_pool2d",
-    "batch_norm", "layer_norm", "group_norm",
+    "batch_norm", "layer_norm", "group_norm", "rms_norm", "local_response_norm",
     "relu", "leaky_relu", "elu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax",
     "hardtanh", "relu6", "softplus", "mish", "hardswish", "prelu",
     "dropout", "scaled_dot_product_attention",
@@ -2059,4 +2238,5 @@ __all__ = [
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
     "normalize", "cosine_similarity", "one_hot",
     "embedding", "pad", "interpolate",
+    "pixel_shuffle", "pixel_unshuffle", "unfold", "fold",
 ]

@@ -16,7 +16,7 @@ every shape stays static. On CPUs the image ops run channels-last (``layout="aut
 
 Supported ops (default domain; :func:`supported_ops` lists them) — {ops}.
 
-Not supported: other domains, control flow (``If``, ``Loop``, ``Scan``), Einsum, Pad's
+Not supported: other domains, control flow (``If``, ``Loop``, ``Scan``), Pad's
 ``reflect``/``edge``/``wrap`` modes on other than the last 1-3 axes of a 2-5-d input, Resize
 modes but ``nearest``, training-mode BatchNormalization/Dropout, pooling's
 ``Indices`` output. Needs the ``onnx`` package (``pip install 'gingham[onnx]'``); gingham's core

@@ -17,6 +17,7 @@ Adding an op is adding one such function.
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -1019,4 +1020,7 @@ def supported_ops() -> list[str]:
 
 __all__ = ["CONVERTERS", "HOST_INPUTS", "Node", "converter", "supported_ops"]
 
-from . import ops_indexing  # noqa: E402,F401  (registers its converters)
+# The op families in modules of their own register their converters when imported (they
+# import this module's registry, so they come last).
+for _family in ("ops_indexing", "ops_shapes"):
+    importlib.import_module(f"{__package__}.{_family}")

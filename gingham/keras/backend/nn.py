@@ -477,4 +477,81 @@ def psnr(x1, x2, max_val):
     return 20.0 * pymath.log10(float(max_val)) - 10.0 * mse.log10()
 
 
+# --- shapes, layout and normalisation ops ---
+
+
+def _channels_last_format(data_format) -> bool:
+    return standardize_data_format(data_format) == "channels_last"
+
+
+def depth_to_space(x, block_size, data_format="channels_last"):
+    """Depth into ``block_size x block_size`` blocks of pixels: channels-first is PyTorch's
+    pixel shuffle; channels-last takes the block's position first in the depth, then the
+    channel (TensorFlow's order), as Keras' other backends."""
+    x = convert_to_tensor(x)
+    b = int(block_size)
+    if x.ndim != 4 or x.shape[3 if _channels_last_format(data_format) else 1] % (b * b):
+        raise ValueError(f"nn.depth_to_space: input must be 4-d with channels divisible by "
+                         f"block_size**2 = {b * b}, got shape {x.shape}")
+    if not _channels_last_format(data_format):
+        return F.pixel_shuffle(x, b)
+    n, h, w, c = x.shape
+    blocks = x.reshape(n, h, w, b, b, c // (b * b)).permute(0, 1, 3, 2, 4, 5)
+    return blocks.reshape(n, h * b, w * b, c // (b * b))
+
+
+def space_to_depth(x, block_size, data_format="channels_last"):
+    """The inverse of :func:`depth_to_space`."""
+    x = convert_to_tensor(x)
+    b = int(block_size)
+    spatial = x.shape[1:3] if _channels_last_format(data_format) else x.shape[2:]
+    if x.ndim != 4 or spatial[0] % b or spatial[1] % b:
+        raise ValueError(f"nn.space_to_depth: input must be 4-d with height and width "
+                         f"divisible by block_size {b}, got shape {x.shape}")
+    if not _channels_last_format(data_format):
+        return F.pixel_unshuffle(x, b)
+    n, h, w, c = x.shape
+    blocks = x.reshape(n, h // b, b, w // b, b, c).permute(0, 1, 3, 2, 4, 5)
+    return blocks.reshape(n, h // b, w // b, b * b * c)
+
+
+_ADAPTIVE_AVG = {1: F.adaptive_avg_pool1d, 2: F.adaptive_avg_pool2d, 3: F.adaptive_avg_pool3d}
+_ADAPTIVE_MAX = {1: F.adaptive_max_pool1d, 2: F.adaptive_max_pool2d, 3: F.adaptive_max_pool3d}
+
+
+def _adaptive_pool(pools, inputs, output_size, data_format):
+    x = convert_to_tensor(inputs)
+    nd = _spatial_rank("adaptive_pool", x)
+    size = standardize_tuple(output_size, nd, "output_size")
+    pool = pools[nd]
+    channels_first = _channels_first(x) if _channels_last_format(data_format) else x
+    pooled = pool(channels_first, size[0] if nd == 1 else size)
+    return _channels_last(pooled) if _channels_last_format(data_format) else pooled
+
+
+def adaptive_average_pool(inputs, output_size, data_format=None):
+    """PyTorch's adaptive average pool (window ``i`` spans ``floor(i * L / out)`` to
+    ``ceil((i + 1) * L / out)``) in Keras' layout."""
+    return _adaptive_pool(_ADAPTIVE_AVG, inputs, output_size, data_format)
+
+
+def adaptive_max_pool(inputs, output_size, data_format=None):
+    return _adaptive_pool(_ADAPTIVE_MAX, inputs, output_size, data_format)
+
+
+def multi_hot(x, num_classes, axis=-1, dtype=None, sparse=False):
+    """1 at each class index listed in a row of ``x`` (the max of the rows' one-hots)."""
+    x = convert_to_tensor(x)
+    encoded = one_hot(_cast(x, "int32"), num_classes, axis=axis, dtype=dtype, sparse=sparse)
+    return encoded.amax(1 if x.ndim > 1 else 0)
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002 (Keras' name)
+    return F.unfold(convert_to_tensor(input), kernel_size, dilation, padding, stride)
+
+
+def fold(x, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    return F.fold(convert_to_tensor(x), output_size, kernel_size, dilation, padding, stride)
+
+
 __getattr__ = unsupported_module_getattr(__name__, "nn")

@@ -1005,4 +1005,211 @@ bitwise_not = bitwise_invert
 bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
 
 
+# --- shapes, layout and normalisation ops ---
+# Each is gingham's own op of the same name (gingham.flip, gingham.roll, ...) in Keras' dtype
+# rules; the creation ops (linspace, tri, ...) are constants made on the host, as eye is.
+
+
+def _joined_dtype(xs):
+    return dtypes.result_type(*[_dtype_of(x) for x in xs])
+
+
+def append(x1, x2, axis=None):
+    return concatenate([x1, x2], axis)
+
+
+def array_split(x, indices_or_sections, axis=0):
+    """NumPy's ``array_split``: like :func:`split`, but ``n`` sections need not divide the
+    axis (the first ``size % n`` pieces are one longer)."""
+    x = convert_to_tensor(x)
+    if isinstance(indices_or_sections, int):
+        size, n = x.shape[axis], indices_or_sections
+        if n <= 0:
+            raise ValueError(f"numpy.array_split: number of sections must be positive, not {n}")
+        lengths = [size // n + (1 if i < size % n else 0) for i in range(n)]
+        return list(x.split(lengths, axis))
+    return split(x, indices_or_sections, axis)
+
+
+def _split_along(name, x, indices_or_sections, axis, rank):
+    x = convert_to_tensor(x)
+    if x.ndim < rank:
+        raise ValueError(f"numpy.{name}: input must be at least {rank}-d, got shape {x.shape}")
+    return split(x, indices_or_sections, axis)
+
+
+def hsplit(x, indices_or_sections):
+    x = convert_to_tensor(x)
+    return _split_along("hsplit", x, indices_or_sections, 0 if x.ndim == 1 else 1, 1)
+
+
+def vsplit(x, indices_or_sections):
+    return _split_along("vsplit", x, indices_or_sections, 0, 2)
+
+
+def dsplit(x, indices_or_sections):
+    return _split_along("dsplit", x, indices_or_sections, 2, 3)
+
+
+def hstack(xs):
+    dtype = _joined_dtype(xs)
+    return gt.hstack([convert_to_tensor(x, dtype) for x in xs])
+
+
+def vstack(xs):
+    dtype = _joined_dtype(xs)
+    return gt.vstack([convert_to_tensor(x, dtype) for x in xs])
+
+
+def dstack(xs):
+    dtype = _joined_dtype(xs)
+    return gt.dstack([convert_to_tensor(x, dtype) for x in xs])
+
+
+def flip(x, axis=None):
+    x = convert_to_tensor(x)
+    return gt.flip(x, tuple(range(x.ndim)) if axis is None else axis)
+
+
+def fliplr(x): return gt.fliplr(convert_to_tensor(x))
+def flipud(x): return gt.flipud(convert_to_tensor(x))
+def roll(x, shift, axis=None): return gt.roll(convert_to_tensor(x), shift, axis)
+def ravel(x): return convert_to_tensor(x).reshape(-1)
+
+
+def rot90(array, k=1, axes=(0, 1)):
+    x = convert_to_tensor(array)
+    if x.ndim < 2:
+        raise ValueError(f"numpy.rot90: input must have at least 2 dimensions, got {x.ndim}")
+    if len(axes) != 2 or axes[0] % x.ndim == axes[1] % x.ndim:
+        raise ValueError(f"numpy.rot90: axes {axes} must name two different dimensions")
+    return gt.rot90(x, k, axes)
+
+
+def tri(N, M=None, k=0, dtype=None):  # noqa: N803 (Keras' names)
+    return convert_to_tensor(np.tri(N, M, k), dtype or floatx())
+
+
+def trace(x, offset=0, axis1=0, axis2=1):
+    """The sum of the ``offset`` diagonal of the ``axis1`` x ``axis2`` planes (small
+    integers sum in int32, as NumPy's backend)."""
+    x = convert_to_tensor(x)
+    dtype = keras_dtype(x)
+    dtype = {"bool": "int32", "int8": "int32", "int16": "int32", "uint8": "uint32",
+             "uint16": "uint32"}.get(dtype, dtype)
+    return _cast(gt.diagonal(_cast(x, dtype), offset, axis1, axis2).sum(-1), dtype)
+
+
+def diagflat(x, k=0):
+    return diag(convert_to_tensor(x).reshape(-1), k)
+
+
+def diff(a, n=1, axis=-1):
+    return gt.diff(convert_to_tensor(a), n, axis)
+
+
+def outer(x1, x2):
+    dtype, (a, b) = _promote(x1, x2)
+    return gt.outer(convert_to_tensor(a, dtype).reshape(-1), convert_to_tensor(b, dtype).reshape(-1))
+
+
+def inner(x1, x2):
+    dtype, (a, b) = _promote(x1, x2)
+    return gt.inner(convert_to_tensor(a, dtype), convert_to_tensor(b, dtype))
+
+
+def kron(x1, x2):
+    dtype, (a, b) = _promote(x1, x2)
+    return gt.kron(convert_to_tensor(a, dtype), convert_to_tensor(b, dtype))
+
+
+def tensordot(x1, x2, axes=2):
+    dtype, (a, b) = _promote(x1, x2)
+    axes = axes if isinstance(axes, int) else tuple(
+        (pair,) if isinstance(pair, int) else tuple(pair) for pair in axes)
+    return gt.tensordot(convert_to_tensor(a, dtype), convert_to_tensor(b, dtype), axes)
+
+
+def vdot(x1, x2):
+    dtype, (a, b) = _promote(x1, x2)
+    return (convert_to_tensor(a, dtype).reshape(-1) * convert_to_tensor(b, dtype).reshape(-1)).sum()
+
+
+def cross(x1, x2, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """NumPy's ``cross`` of 3-vectors (2-vectors are not supported)."""
+    dtype, (a, b) = _promote(x1, x2)
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a = moveaxis(convert_to_tensor(a, dtype), axisa, -1)
+    b = moveaxis(convert_to_tensor(b, dtype), axisb, -1)
+    if a.shape[-1] != 3 or b.shape[-1] != 3:
+        raise NotImplementedError("numpy.cross of 2-vectors is not implemented by gingham's "
+                                  "Keras backend yet (3-vectors are)")
+    return moveaxis(gt.cross(a, b, -1), -1, axisc)
+
+
+def _space_dtype(start, stop, dtype):
+    return dtype or dtypes.result_type(getattr(start, "dtype", type(start)),
+                                       getattr(stop, "dtype", type(stop)), float)
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+    dtype = _space_dtype(start, stop, dtype)
+    values, step = np.linspace(convert_to_numpy(start), convert_to_numpy(stop), num,
+                               endpoint=endpoint, retstep=True, axis=axis)
+    result = convert_to_tensor(values, dtype)
+    return (result, step) if retstep else result
+
+
+def logspace(start, stop, num=50, endpoint=True, base=10, dtype=None, axis=0):
+    return convert_to_tensor(np.logspace(convert_to_numpy(start), convert_to_numpy(stop), num,
+                                         endpoint=endpoint, base=base, axis=axis),
+                             _space_dtype(start, stop, dtype))
+
+
+def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
+    return convert_to_tensor(np.geomspace(convert_to_numpy(start), convert_to_numpy(stop), num,
+                                          endpoint=endpoint, axis=axis), dtype or floatx())
+
+
+def meshgrid(*x, indexing="xy"):
+    return list(gt.meshgrid(*[convert_to_tensor(v) for v in x], indexing=indexing))
+
+
+def vander(x, N=None, increasing=False):  # noqa: N803 (Keras' names)
+    """The powers ``x ** j`` as columns (decreasing unless ``increasing``): a product of
+    ``x`` with itself per column, so it differentiates in ``x``."""
+    x = convert_to_tensor(x)
+    if x.ndim != 1:
+        raise ValueError(f"numpy.vander: x must be 1-d, got shape {x.shape}")
+    result_dtype = keras_dtype(x)
+    columns = x.shape[0] if N is None else int(N)
+    column = _cast(x, dtypes.result_type(result_dtype, floatx())).unsqueeze(1)
+    powers = [gt.ones((x.shape[0], 1), column.dtype, column.device)]
+    for _ in range(1, columns):
+        powers.append(powers[-1] * column)
+    if not increasing:
+        powers.reverse()
+    return _cast(gt.concat(powers[:columns] or [column[:, :0]], 1), result_dtype)
+
+
+def empty_like(x, dtype=None):
+    return zeros_like(x, dtype)
+
+
+def trapezoid(y, x=None, dx=1.0, axis=-1):
+    """The trapezoid rule along ``axis``: ``sum((y[i + 1] + y[i]) / 2 * dx[i])``, ``dx`` the
+    differences of ``x`` when given."""
+    y = _float(y)
+    size = y.shape[axis]
+    pairs = y.narrow(axis, 1, size - 1) + y.narrow(axis, 0, size - 1)
+    if x is not None:
+        x = _cast(convert_to_tensor(x), keras_dtype(y))
+        steps = gt.diff(x, 1, -1 if x.ndim == 1 else axis)
+        if x.ndim == 1:
+            steps = steps.reshape((size - 1,) + (1,) * (y.ndim - 1 - axis % y.ndim))
+        return (pairs * steps).sum(axis) * 0.5
+    return pairs.sum(axis) * (0.5 * float(convert_to_numpy(dx)))
+
+
 __getattr__ = unsupported_module_getattr(__name__, "numpy")
