@@ -35,7 +35,7 @@ HOST_INPUTS.update({"ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSum": (1,),
 # -- elementwise math ------------------------------------------------------------------------------
 
 
-# (NumPy function, Tensor method) per unary op; the Tensor methods give float results.
+# (NumPy function, Tensor method) per unary op of the input's dtype.
 _UNARY = {
     "Acos": (np.arccos, "acos"), "Acosh": (np.arccosh, "acosh"),
     "Asin": (np.arcsin, "asin"), "Asinh": (np.arcsinh, "asinh"),
@@ -43,7 +43,6 @@ _UNARY = {
     "Tan": (np.tan, "tan"), "Sinh": (np.sinh, "sinh"), "Cosh": (np.cosh, "cosh"),
     # Half to even on both sides: NumPy's rint and Tile's round (C's, OpenCL's, CUDA's rint).
     "Round": (np.rint, "round"),
-    "IsNaN": (np.isnan, "isnan"),
     "BitwiseNot": (np.invert, "__invert__"),
 }
 
@@ -61,9 +60,16 @@ def _host_python_remainder(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _mod(node: Node):
     """``fmod=0``: the remainder takes the divisor's sign (Python's, PyTorch's
     ``remainder``), for integers and floats; ``fmod=1``: the dividend's (C's ``fmod``)."""
-    if node.attr("fmod", 0):
-        return _binary(node, np.fmod, T.fmod)
-    return _binary(node, _host_python_remainder, T.remainder)
+    with np.errstate(invalid="ignore"):  # a folded inf % x or x % 0 is NaN, as ONNX says
+        if node.attr("fmod", 0):
+            return _binary(node, np.fmod, T.fmod)
+        return _binary(node, _host_python_remainder, T.remainder)
+
+
+@converter("IsNaN")
+def _is_nan(node: Node):
+    x = node.inputs[0]
+    return _host(np.isnan(x)) if isinstance(x, np.ndarray) else x.isnan()
 
 
 @converter("IsInf")
