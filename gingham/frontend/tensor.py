@@ -1397,14 +1397,17 @@ def _sign_differs(remainder, divisor):
 
 
 def _remainder(a: Tensor, b) -> Tensor:
-    """``a % b`` with the divisor's sign, as PyTorch's (and Python's) ``%``; floats as
-    ``a - floor(a / b) * b``, integers from Tile's C remainder, corrected."""
+    """``a % b`` with the divisor's sign, as PyTorch's (and Python's) ``%``: Tile's C
+    remainder (``fmod`` on floats), plus the divisor where the signs differ, as PyTorch
+    computes it. (Not ``a - floor(a / b) * b``, which is NaN for an infinite divisor, where
+    PyTorch gives ``a`` or ``b``: ``-3 % inf == inf``.) The gradient for ``b`` is
+    ``-floor(a / b)``, PyTorch's."""
     if dt.is_float(a.dtype) or isinstance(b, float) or (
             isinstance(b, Tensor) and dt.is_float(b.dtype)):
         # an integer operand as float32 (as _true_divide makes it), not NumPy's float64
         a = a if dt.is_float(a.dtype) else a.astype(dt.FLOAT32)
         b = b.astype(a.dtype) if isinstance(b, Tensor) and not dt.is_float(b.dtype) else b
-        return a - _floor_divide(a, b) * b
+        b = float(b) if not isinstance(b, Tensor) else b
 
     def remainder(x, y):
         r = x % y
