@@ -89,6 +89,13 @@ CASES = [
     "test_einsum_inner_prod", "test_einsum_sum", "test_einsum_transpose", "test_lrn",
     "test_lrn_default", "test_lpnormalization_default", "test_mvn",
     "test_group_normalization_epsilon", "test_group_normalization_example",
+    # rnn
+    "test_lstm_defaults", "test_lstm_with_initial_bias", "test_lstm_with_peepholes",
+    "test_lstm_batchwise", "test_lstm_bidirectional", "test_lstm_reverse", "test_gru_defaults",
+    "test_gru_with_initial_bias", "test_gru_seq_length", "test_gru_batchwise",
+    "test_gru_bidirectional", "test_gru_reverse", "test_rnn_seq_length",
+    "test_simple_rnn_defaults", "test_simple_rnn_with_initial_bias", "test_simple_rnn_batchwise",
+    "test_simple_rnn_bidirectional", "test_simple_rnn_reverse",
 ]
 
 
