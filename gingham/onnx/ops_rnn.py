@@ -233,3 +233,20 @@ def _gru(node: Node):
 @converter("RNN")
 def _rnn(node: Node):
     return _recurrent(node, 1, ("Tanh",), 1, _rnn_step)
+
+
+# -- control flow ----------------------------------------------------------------------------------
+
+
+@converter("If")
+def _if(node: Node):
+    condition = node.input(0)
+    if not isinstance(condition, np.ndarray):
+        raise node.fail("its condition is computed on the device; gingham converts If only "
+                        "when the condition is known when the model is traced (a constant, a "
+                        "graph input, or a value that follows from the input shapes)")
+    if condition.size != 1:
+        raise ValueError(f"ONNX If node {node.name!r}: the condition must hold one value, not "
+                         f"shape {condition.shape}")
+    branch = node.attr("then_branch" if condition.reshape(-1)[0] else "else_branch")
+    return node.run_subgraph(branch, ())

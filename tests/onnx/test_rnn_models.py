@@ -2,7 +2,8 @@
 exported by ``torch.onnx.export`` (compared with the torch modules), and hand-built LSTM, GRU
 and RNN nodes with the attributes exporters rarely emit (``sequence_lens``, ``clip``,
 ``input_forget``, other activations, ``layout`` 1), compared with a NumPy implementation of
-ONNX's equations written here, one sequence at a time.
+ONNX's equations written here, one sequence at a time. Also control flow: ``If`` with a
+condition known when the model is traced, against NumPy.
 """
 
 from __future__ import annotations
@@ -226,3 +227,62 @@ def test_recurrent_node_attributes_against_numpy(device):
             np.testing.assert_allclose(got[position + k], want, rtol=1e-4, atol=1e-5,
                                        err_msg=f"node {index} ({kind}) output {k}")
         position += len(expected)
+
+
+# -- If ----------------------------------------------------------------------------------------
+
+
+def _if_model(condition_nodes=()):
+    """``y = If(flag)``: the then branch ``relu(x) * w + 1`` (``w`` an outer initializer, the
+    1 the branch's own), the else branch an If nested in it on whether x has 3 columns
+    (from its shape): ``tanh(-x)``, else ``x``. ``condition_nodes`` compute the flag from x
+    instead of taking it as an input."""
+    w = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    one = helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])
+    then_branch = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["r", "w"], ["m"]),
+         helper.make_node("Add", ["m", "one"], ["t"])],
+        "then", [], [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 3])], [one])
+    three = helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Tanh", ["n"], ["e"])
+    nested = helper.make_node(
+        "If", ["three"], ["e2"],
+        then_branch=helper.make_graph(list(three), "three", [], [
+            helper.make_tensor_value_info("e", TensorProto.FLOAT, [2, 3])]),
+        else_branch=helper.make_graph([helper.make_node("Identity", ["x"], ["i"])], "other",
+                                      [], [helper.make_tensor_value_info("i", TensorProto.FLOAT,
+                                                                         [2, 3])]))
+    else_branch = helper.make_graph(
+        [helper.make_node("Shape", ["x"], ["s"]),
+         helper.make_node("Gather", ["s", "last"], ["columns"], axis=0),
+         helper.make_node("Equal", ["columns", "three_columns"], ["three"]), nested],
+        "else", [], [helper.make_tensor_value_info("e2", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor("last", TensorProto.INT64, [], [1]),
+         helper.make_tensor("three_columns", TensorProto.INT64, [], [3])])
+    nodes = [helper.make_node("If", ["flag"], ["y"], name="choice", then_branch=then_branch,
+                              else_branch=else_branch)]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])]
+    if condition_nodes:
+        nodes = list(condition_nodes) + nodes
+    else:
+        inputs.append(helper.make_tensor_value_info("flag", TensorProto.BOOL, []))
+    graph = helper.make_graph(
+        nodes, "if", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.ravel())])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), w
+
+
+def test_if_converts_the_branch_its_condition_picks(device):
+    proto, w = _if_model()
+    model = gingham.onnx.load(proto, device=device)
+    x = np.random.default_rng(5).standard_normal((2, 3)).astype(np.float32)
+    for flag, expected in ((True, np.maximum(x, 0) * w + 1), (False, np.tanh(-x))):
+        (y,) = model.run(None, {"x": x, "flag": np.asarray(flag)})
+        np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6, err_msg=str(flag))
+    assert model.traces == 2  # the condition, a graph input, is part of the signature
+    computed, _ = _if_model([helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+                             helper.make_node("Constant", [], ["zero"], value_float=0.0),
+                             helper.make_node("Greater", ["total", "zero"], ["flag"])])
+    with pytest.raises(gingham.UnsupportedOpError,
+                       match="If node 'choice': its condition is computed on the device.*"
+                             "known when the model is traced"):
+        gingham.onnx.load(computed, device=device).run(None, {"x": x})
