@@ -16,6 +16,8 @@ math. The loop unrolls into the traced program, as gingham.keras' ``rnn`` does.
   the forget gate to the input gate (``f = 1 - i``), as onnxruntime does.
 * ``If`` converts the branch its condition picks, inline, when the condition is known while the
   graph is traced (a constant, a graph input passed by value, or a value of the input shapes).
+  ``Loop`` unrolls its body when the trip count and the conditions are known so, ``Scan`` over
+  the (static) length of its scanned axis.
 
     x = np.random.rand(5, 2, 3).astype(np.float32)           # [seq, batch, input]
     (y, y_h, y_c) = gingham.onnx.load("lstm.onnx")(x, ...)
@@ -34,7 +36,11 @@ from ..nn import functional as F
 from .ops import HOST_INPUTS, Node, converter
 
 # sequence_lens decides which steps run; If's condition which branch exists.
-HOST_INPUTS.update({"LSTM": (4,), "GRU": (4,), "RNN": (4,), "If": (0,)})
+HOST_INPUTS.update({"LSTM": (4,), "GRU": (4,), "RNN": (4,), "If": (0,), "Loop": (0, 1)})
+
+# A Loop without a trip count stops when its body says so: past this many iterations, gingham
+# takes it for a loop that never ends (its graph would be unrolled this many times).
+MAX_UNROLLED_ITERATIONS = 10_000
 
 Activation = Callable[[Tensor], Tensor]
 
@@ -250,3 +256,102 @@ def _if(node: Node):
                          f"shape {condition.shape}")
     branch = node.attr("then_branch" if condition.reshape(-1)[0] else "else_branch")
     return node.run_subgraph(branch, ())
+
+
+def _stacked(node: Node, values: Sequence, axis: int):
+    """Per-iteration values stacked along a new ``axis``: on the host if they all are."""
+    if all(isinstance(v, np.ndarray) for v in values):
+        return np.stack(values, axis)
+    return T.stack([node.lift(v) for v in values], axis)
+
+
+def _known(node: Node, value, what: str) -> bool:
+    if isinstance(value, np.ndarray):
+        return bool(value.reshape(-1)[0])
+    raise node.fail(f"its {what} is computed on the device; gingham unrolls a Loop only when "
+                    "its trip count and conditions are known when the model is traced")
+
+
+@converter("Loop")
+def _loop(node: Node):
+    trip_count, condition = node.input(0), node.input(1)
+    if trip_count is not None and not isinstance(trip_count, np.ndarray):
+        raise node.fail("its trip count is computed on the device; gingham unrolls a Loop only "
+                        "when its trip count and conditions are known when the model is traced")
+    limit = None if trip_count is None else int(trip_count.reshape(-1)[0])
+    running = True if condition is None else _known(node, condition, "condition")
+    if limit is None and condition is None:
+        raise node.fail("it has neither a trip count nor a condition: it would never end")
+    states = list(node.inputs[2:])
+    scanned: list[list] = []
+    iteration = 0
+    while running and (limit is None or iteration < limit):
+        if iteration == MAX_UNROLLED_ITERATIONS:
+            raise node.fail(f"it ran {iteration} iterations without its condition turning "
+                            "false; gingham unrolls loops, and stops there")
+        outputs = node.run_subgraph(node.attr("body"), [
+            np.asarray(iteration, np.int64), np.asarray(running), *states])
+        states = outputs[1:1 + len(states)]
+        scanned.append(outputs[1 + len(states):])
+        if condition is not None:  # without a condition input the body's is ignored
+            running = _known(node, outputs[0], "condition (the body's first output)")
+        iteration += 1
+    n_scanned = len(node.attr("body").output) - 1 - len(states)
+    if n_scanned and not scanned:
+        raise node.fail("it ran no iteration, so its scan outputs' shapes are unknown")
+    return states + [_stacked(node, [step[k] for step in scanned], 0) for k in range(n_scanned)]
+
+
+def _scan(node: Node, states: list, sequences: list, attributes: dict) -> list:
+    """One ``Scan`` (opset 9's form) of the body over ``sequences``: the final states, then
+    the scan outputs."""
+    count = len(sequences)
+    in_axes = [a % v.ndim for a, v in zip(attributes.get("scan_input_axes", [0] * count),
+                                          sequences)]
+    in_directions = attributes.get("scan_input_directions", [0] * count)
+    lengths = {v.shape[a] for v, a in zip(sequences, in_axes)}
+    if len(lengths) != 1:
+        raise ValueError(f"ONNX Scan node {node.name!r}: the scanned axes have different "
+                         f"lengths {sorted(lengths)}")
+    (steps,) = lengths
+    body = node.attr("body")
+    scanned: list[list] = []
+    for t in range(steps):
+        slices = [v[(slice(None),) * a + ((steps - 1 - t) if reverse else t,)]
+                  for v, a, reverse in zip(sequences, in_axes, in_directions)]
+        outputs = node.run_subgraph(body, [*states, *slices])
+        states = outputs[:len(states)]
+        scanned.append(outputs[len(states):])
+    n_scanned = len(body.output) - len(states)
+    if n_scanned and not steps:
+        raise node.fail("its scanned axis is empty, so its scan outputs' shapes are unknown")
+    out_axes = attributes.get("scan_output_axes", [0] * n_scanned)
+    out_directions = attributes.get("scan_output_directions", [0] * n_scanned)
+    results = []
+    for k in range(n_scanned):
+        values = [step[k] for step in scanned]
+        if out_directions[k]:  # each value prepended: the last iteration's first
+            values = values[::-1]
+        results.append(_stacked(node, values, out_axes[k] % (values[0].ndim + 1)))
+    return states + results
+
+
+@converter("Scan")
+def _scan_node(node: Node):
+    count = node.attr("num_scan_inputs")
+    if node.opset >= 9:
+        inputs = list(node.inputs)
+        return _scan(node, inputs[:len(inputs) - count], inputs[len(inputs) - count:],
+                     node.attributes)
+    # Opset 8: a batch axis first on every input, the sequence axis after it, and an
+    # optional sequence_lens input first; each batch entry is scanned on its own.
+    lengths, inputs = node.input(0), list(node.inputs[1:])
+    states, sequences = inputs[:len(inputs) - count], inputs[len(inputs) - count:]
+    if lengths is not None and (not isinstance(lengths, np.ndarray) or np.any(
+            lengths != sequences[0].shape[1])):
+        raise node.fail("sequence_lens shorter than the sequences are not supported")
+    attributes = {"scan_input_directions": node.attr("directions", [0] * count)}
+    batches = [_scan(node, [s[b] for s in states], [v[b] for v in sequences], attributes)
+               for b in range(sequences[0].shape[0])]
+    return [_stacked(node, [batch[k] for batch in batches], 0)
+            for k in range(len(batches[0]))]

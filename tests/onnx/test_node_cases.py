@@ -95,7 +95,8 @@ CASES = [
     "test_gru_with_initial_bias", "test_gru_seq_length", "test_gru_batchwise",
     "test_gru_bidirectional", "test_gru_reverse", "test_rnn_seq_length",
     "test_simple_rnn_defaults", "test_simple_rnn_with_initial_bias", "test_simple_rnn_batchwise",
-    "test_simple_rnn_bidirectional", "test_simple_rnn_reverse", "test_if",
+    "test_simple_rnn_bidirectional", "test_simple_rnn_reverse", "test_if", "test_loop11",
+    "test_scan_sum", "test_scan9_sum", "test_scan9_multi_state", "test_scan9_scalar",
 ]
 
 

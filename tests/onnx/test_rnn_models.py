@@ -286,3 +286,68 @@ def test_if_converts_the_branch_its_condition_picks(device):
                        match="If node 'choice': its condition is computed on the device.*"
                              "known when the model is traced"):
         gingham.onnx.load(computed, device=device).run(None, {"x": x})
+
+
+# -- Scan and Loop -----------------------------------------------------------------------------
+
+
+def _scan_body():
+    """``state = 0.5 * state + x_t``; outputs the state and ``tanh(state)`` per step."""
+    half = helper.make_tensor("half", TensorProto.FLOAT, [], [0.5])
+    return helper.make_graph(
+        [helper.make_node("Mul", ["state", "half"], ["decayed"]),
+         helper.make_node("Add", ["decayed", "x_t"], ["new_state"]),
+         helper.make_node("Tanh", ["new_state"], ["squashed"])],
+        "body", [helper.make_tensor_value_info("state", TensorProto.FLOAT, [2]),
+                 helper.make_tensor_value_info("x_t", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("new_state", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("squashed", TensorProto.FLOAT, [2])], [half])
+
+
+def test_scan_axes_and_directions_against_numpy(device):
+    """x ``[2, 4]`` scanned along axis 1 backwards; the outputs stacked on axis 1, reversed."""
+    scan = helper.make_node("Scan", ["s0", "x"], ["s", "y"], num_scan_inputs=1, body=_scan_body(),
+                            scan_input_axes=[-1], scan_input_directions=[1],
+                            scan_output_axes=[1], scan_output_directions=[1])
+    graph = helper.make_graph(
+        [scan], "scan", [helper.make_tensor_value_info("s0", TensorProto.FLOAT, [2]),
+                         helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+    rng = np.random.default_rng(6)
+    s0, x = (rng.standard_normal(shape).astype(np.float32) for shape in ((2,), (2, 4)))
+    state, squashed = s0, []
+    for t in (3, 2, 1, 0):
+        state = 0.5 * state + x[:, t]
+        squashed.append(np.tanh(state))
+    s, y = gingham.onnx.load(proto, device=device).run(None, {"s0": s0, "x": x})
+    np.testing.assert_allclose(s, state, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(y, np.stack(squashed[::-1], 1), rtol=1e-5, atol=1e-6)
+
+
+def test_loop_with_a_condition_computed_on_the_device_is_refused(device):
+    body = helper.make_graph(
+        [helper.make_node("ReduceSum", ["y_in"], ["total"], keepdims=0),
+         helper.make_node("Constant", [], ["zero"], value_float=0.0),
+         helper.make_node("Greater", ["total", "zero"], ["cond_out"]),
+         helper.make_node("Neg", ["y_in"], ["y_out"])],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("y_in", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("y_out", TensorProto.FLOAT, [2])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["", "go", "y"], ["y_final"], name="until", body=body)], "loop",
+        [helper.make_tensor_value_info("go", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y_final", TensorProto.FLOAT, [2])])
+    model = gingham.onnx.load(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 16)]), device=device)
+    y = np.asarray([1.0, -3.0], np.float32)
+    (unchanged,) = model.run(None, {"go": np.asarray(False), "y": y})  # no iteration runs
+    np.testing.assert_array_equal(unchanged, y)
+    with pytest.raises(gingham.UnsupportedOpError,
+                       match="Loop node 'until': its condition \\(the body's first output\\) "
+                             "is computed on the device"):
+        model.run(None, {"go": np.asarray(True), "y": y})
