@@ -124,6 +124,11 @@ def _recurrent(node: Node, gates: int, defaults: Sequence[str], n_states: int,
                          f"not one of {', '.join(_DIRECTIONS)}")
     directions = _DIRECTIONS[direction]
     hidden = r.shape[-1]
+    if node.attr("hidden_size", hidden) != hidden:
+        raise ValueError(f"ONNX {node.op_type} node {node.name!r}: hidden_size "
+                         f"{node.attr('hidden_size')} but R has shape {r.shape}")
+    if not steps:
+        raise node.fail("its input has no time steps")
     if w.shape[0] != directions or w.shape[1] != gates * hidden:
         raise ValueError(f"ONNX {node.op_type} node {node.name!r}: W has shape {w.shape}; "
                          f"direction {direction!r} and hidden size {hidden} need "
