@@ -11,16 +11,20 @@ Loading checks the model and names every op type gingham does not convert at onc
 such as a dynamic batch take the size of the array passed) is traced once with
 :func:`gingham.jit` and replayed compiled. Shape arithmetic (``Shape``, ``Gather``, ``Concat``,
 ``Range``, ``ConstantOfShape``, ... on constants and static shapes) is folded on the host, so
-every shape stays static. On CPUs the image ops run channels-last (``layout="auto"``, see
+every shape stays static. Recurrent nodes (``LSTM``, ``GRU``, ``RNN``) unroll over their
+static sequence length (:mod:`gingham.onnx.ops_rnn`); ``If`` converts the branch its condition
+picks when the condition is known at trace time (a constant, a graph input passed by value, a
+value of the shapes); ``Loop`` unrolls when its trip count and conditions are known so, ``Scan``
+over its scanned axis. On CPUs the image ops run channels-last (``layout="auto"``, see
 :mod:`gingham.onnx.layout`). :mod:`gingham.onnx.backend` is ONNX's ``Backend`` interface.
 
 Supported ops (default domain; :func:`supported_ops` lists them) — {ops}.
 
-Not supported: other domains, control flow (``If``, ``Loop``, ``Scan``), Pad's
+Not supported: other domains, ``If`` and ``Loop`` on conditions computed on the device, Pad's
 ``reflect``/``edge``/``wrap`` modes on other than the last 1-3 axes of a 2-5-d input, Resize
-modes but ``nearest``, training-mode BatchNormalization/Dropout, pooling's
-``Indices`` output. Needs the ``onnx`` package (``pip install 'gingham[onnx]'``); gingham's core
-does not.
+modes but ``nearest``, training-mode BatchNormalization/Dropout, pooling's ``Indices``
+output. Needs the ``onnx`` package (``pip install 'gingham[onnx]'``); gingham's core does
+not.
 """
 
 from ..errors import OnnxError, UnsupportedOpError

@@ -66,10 +66,26 @@ def default_opset(model) -> int:
     raise OnnxError("the model imports no opset of the default ONNX domain")
 
 
-def unsupported_ops(graph) -> dict[str, str]:
-    """Each op type of ``graph`` that has no converter, with the name of one node using it."""
-    missing: dict[str, str] = {}
+def graph_nodes(graph):
+    """``(index, node)`` for every node of ``graph`` and, recursively, of the graphs in its
+    nodes' attributes (``If`` branches, ``Loop`` bodies), each after the node holding it."""
+    from onnx import AttributeProto
+
     for index, node in enumerate(graph.node):
+        yield index, node
+        for attribute in node.attribute:
+            if attribute.type == AttributeProto.GRAPH:
+                yield from graph_nodes(attribute.g)
+            elif attribute.type == AttributeProto.GRAPHS:
+                for subgraph in attribute.graphs:
+                    yield from graph_nodes(subgraph)
+
+
+def unsupported_ops(graph) -> dict[str, str]:
+    """Each op type of ``graph`` (its subgraphs' included) that has no converter, with the
+    name of one node using it."""
+    missing: dict[str, str] = {}
+    for index, node in graph_nodes(graph):
         key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
         if key not in CONVERTERS or node.domain not in ("", "ai.onnx"):
             missing.setdefault(key, node.name or f"#{index}")
@@ -85,7 +101,6 @@ class OnnxModel:
     def __init__(self, model, device: str | None = None, layout: str = "auto") -> None:
         onnx = _onnx()
         from ..devices import get_device
-        from onnx import numpy_helper
 
         onnx.checker.check_model(model)
         graph = model.graph
@@ -99,19 +114,14 @@ class OnnxModel:
         self.layout = layout
         self.channels_last = channels_last_on(layout, get_device(device).info.kind)
         self._graph = graph
-        self._constants: dict[str, Any] = {}
-        for initializer in graph.initializer:
-            array = numpy_helper.to_array(initializer)
-            small_integer = array.dtype.kind in "iub" and array.size <= _HOST_INITIALIZER_SIZE
-            self._constants[initializer.name] = (
-                array if small_integer or array.dtype.kind not in "fiub"
-                else T.tensor(array, device=self.device))
+        self._constants = {initializer.name: _initializer(initializer, self.device)
+                           for initializer in graph.initializer}
         self.input_names = [i.name for i in graph.input if i.name not in self._constants]
         self.output_names = [o.name for o in graph.output]
         self._inputs = {i.name: i for i in graph.input if i.name in self.input_names}
         # Inputs that give shapes, axes or pads (a Reshape's shape fed by the caller): their
         # values are known on the host and select the traced step, as shapes do.
-        self._host_inputs = {name for proto in graph.node
+        self._host_inputs = {name for _, proto in graph_nodes(graph)
                              for position in HOST_INPUTS.get(proto.op_type, ())
                              if position < len(proto.input)
                              for name in [proto.input[position]] if name in self._inputs}
@@ -194,25 +204,40 @@ class OnnxModel:
     def _trace(self, host: dict[str, np.ndarray], inputs: Sequence[Tensor]) -> list[Tensor]:
         """The graph converted op by op on ``inputs`` (placeholders while gingham.jit traces)
         and the ``host`` inputs' values."""
-        from onnx.helper import get_attribute_value
-
         values: dict[str, Any] = dict(self._constants)
         values.update(host)
         values.update(zip([n for n in self.input_names if n not in host], inputs))
         values[""] = None  # an omitted optional input
-        for index, proto in enumerate(self._graph.node):
+        self._convert(self._graph, values)
+        return [self._device_output(graph_layout(values[name])) for name in self.output_names]
+
+    def _convert(self, graph, values: dict[str, Any]) -> None:
+        """``graph``'s nodes converted in order, each result added to ``values`` (which holds
+        the graph's inputs and every value of the scopes enclosing it)."""
+        from onnx.helper import get_attribute_value
+
+        for index, proto in enumerate(graph.node):
             attributes = {a.name: _plain(get_attribute_value(a)) for a in proto.attribute}
             inputs, on_held = converter_inputs(
                 proto.op_type, [values[name] for name in proto.input], self.channels_last)
             node = Node(proto.op_type, proto.name or f"#{index}", inputs, attributes,
-                        self.opset, len(proto.output), self.device, self.channels_last)
+                        self.opset, len(proto.output), self.device, self.channels_last,
+                        lambda subgraph, bound=(): self._subgraph(subgraph, values, bound))
             results = CONVERTERS[proto.op_type](node)
             if not isinstance(results, (list, tuple)):
                 results = [results]
             for name, result in zip(proto.output, results):
                 if name:
                     values[name] = held(result) if on_held else result
-        return [self._device_output(graph_layout(values[name])) for name in self.output_names]
+
+    def _subgraph(self, graph, scope: dict[str, Any], inputs: Sequence) -> list:
+        """The outputs (in the graph's layout) of ``graph``, a node's graph attribute, its
+        inputs bound to ``inputs`` and the values of ``scope`` visible to its nodes."""
+        values = dict(scope)
+        values.update((i.name, _initializer(i, self.device)) for i in graph.initializer)
+        values.update(zip([i.name for i in graph.input], inputs))
+        self._convert(graph, values)
+        return [graph_layout(values[output.name]) for output in graph.output]
 
     def _device_output(self, value) -> Tensor:
         """An output as a computed tensor: a host constant or an input passed straight through
@@ -220,6 +245,18 @@ class OnnxModel:
         if isinstance(value, np.ndarray):
             value = T.tensor(value, device=self.device)
         return value.clone() if value.is_leaf else value
+
+
+def _initializer(proto, device: str):
+    """An initializer's value: small integer arrays (shapes, axes) and non-numeric ones stay
+    on the host, every other one is put on the device."""
+    from onnx import numpy_helper
+
+    array = numpy_helper.to_array(proto)
+    small_integer = array.dtype.kind in "iub" and array.size <= _HOST_INITIALIZER_SIZE
+    if small_integer or array.dtype.kind not in "fiub":
+        return array
+    return T.tensor(array, device=device)
 
 
 def _plain(value):
@@ -231,5 +268,5 @@ def _plain(value):
     return value
 
 
-__all__ = ["load", "OnnxModel", "default_opset",
+__all__ = ["load", "OnnxModel", "default_opset", "graph_nodes",
            "unsupported_ops"]

@@ -61,7 +61,9 @@ class Node:
     optional input), attributes (plain Python values), opset of the default domain, how many
     outputs the graph asks for, the device its constants go to, and whether the image ops
     run channels-last (:mod:`gingham.onnx.layout`: their inputs may then be
-    :class:`ChannelsLast` values, and they give such values)."""
+    :class:`ChannelsLast` values, and they give such values). ``run_subgraph(graph, inputs)``
+    converts a graph attribute (an ``If`` branch) inline: its nodes see the values of the
+    node's scope, its inputs are bound to ``inputs``, and it returns the graph's outputs."""
 
     op_type: str
     name: str
@@ -71,6 +73,7 @@ class Node:
     n_outputs: int
     device: str
     channels_last: bool = False
+    run_subgraph: Callable[[Any, Sequence], list] | None = None
 
     def attr(self, name: str, default=None):
         return self.attributes.get(name, default)
@@ -1022,5 +1025,5 @@ __all__ = ["CONVERTERS", "HOST_INPUTS", "Node", "converter", "supported_ops"]
 
 # The op families in modules of their own register their converters when imported (they
 # import this module's registry, so they come last).
-for _family in ("ops_indexing", "ops_shapes", "ops_math"):
+for _family in ("ops_indexing", "ops_shapes", "ops_math", "ops_rnn"):
     importlib.import_module(f"{__package__}.{_family}")

@@ -119,6 +119,14 @@ CASES = [
     "test_nllloss_NCd1_mean_weight_negative_ii", "test_nllloss_NCd1d2d3_sum_weight_high_ii",
     "test_sce_mean", "test_sce_none_weights", "test_sce_mean_weight_ii_3d_log_prob",
     "test_sce_NCd1d2d3_sum_weight_high_ii_log_prob",
+    # rnn
+    "test_lstm_defaults", "test_lstm_with_initial_bias", "test_lstm_with_peepholes",
+    "test_lstm_batchwise", "test_lstm_bidirectional", "test_lstm_reverse", "test_gru_defaults",
+    "test_gru_with_initial_bias", "test_gru_seq_length", "test_gru_batchwise",
+    "test_gru_bidirectional", "test_gru_reverse", "test_rnn_seq_length",
+    "test_simple_rnn_defaults", "test_simple_rnn_with_initial_bias", "test_simple_rnn_batchwise",
+    "test_simple_rnn_bidirectional", "test_simple_rnn_reverse", "test_if", "test_loop11",
+    "test_scan_sum", "test_scan9_sum", "test_scan9_multi_state", "test_scan9_scalar",
 ]
 
 
