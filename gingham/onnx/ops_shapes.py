@@ -10,7 +10,6 @@ same meaning. Imported once by :mod:`gingham.onnx.ops`, which registers them.
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..frontend import indexing
