@@ -251,3 +251,41 @@ def test_augmentation_layers(device):
     unchanged = [np.array_equal(f, x) for f, x in zip(flipped, images)]
     assert all(m != u for m, u in zip(mirrored, unchanged)) and any(mirrored), (mirrored,
                                                                                   unchanged)
+
+
+def _cross_entropy(logits: np.ndarray, label: int) -> float:
+    shifted = logits - logits.max()
+    return float(np.log(np.exp(shifted).sum()) - shifted[label])
+
+
+def test_fit_with_augmentation_layers(device):
+    """In fit() the augmentation layers draw on the device anew every step (keras.random's
+    uniform inside the compiled step). With a learning rate of 0 the weights stay put, so
+    each epoch's loss is the loss of the augmented image: for RandomFlip that of the image
+    or of its mirror (both seen), computed here with NumPy; evaluate() (inference) sees the
+    image unchanged. RandomTranslation and RandomRotation give a different loss every epoch."""
+    image, label = pixels(1, 4, 5, 3, seed=40), np.array([1])
+    kernel, bias = 0.2 * rand(4 * 5 * 3, 2, seed=41), rand(2, seed=42)  # losses about 1
+    plain = _cross_entropy(image.reshape(-1) @ kernel + bias, 1)
+    mirrored = _cross_entropy(image[:, :, ::-1].reshape(-1) @ kernel + bias, 1)
+    assert abs(plain - mirrored) > 0.05, (plain, mirrored)  # the flip must show in the loss
+    keras.utils.set_random_seed(5)
+    with keras.device(device):
+        losses, evaluated = {}, {}
+        for name, augment in [("flip", [layers.RandomFlip("horizontal")]),
+                              ("affine", [layers.RandomTranslation(0.2, 0.2),
+                                          layers.RandomRotation(0.1)])]:
+            model = keras.Sequential([keras.Input((4, 5, 3)), *augment, layers.Flatten(),
+                                      layers.Dense(2)])
+            model.layers[-1].set_weights([kernel, bias])
+            model.compile(keras.optimizers.SGD(0.0),
+                          keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            losses[name] = model.fit(image, label, epochs=8, batch_size=1,
+                                     verbose=0).history["loss"]
+            evaluated[name] = model.evaluate(image, label, verbose=0)
+    for name in losses:
+        np.testing.assert_allclose(evaluated[name], plain, **TOLERANCE, err_msg=name)
+    seen = [min((plain, mirrored), key=lambda v: abs(v - loss)) for loss in losses["flip"]]
+    np.testing.assert_allclose(losses["flip"], seen, **TOLERANCE)
+    assert set(seen) == {plain, mirrored}, losses["flip"]
+    assert len(set(np.round(losses["affine"], 6))) == len(losses["affine"]), losses["affine"]
