@@ -1313,6 +1313,15 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         builder.prng(nodes[1], *input.shape) >= p, nodes[0] * scale, 0.0))
 
 
+def _uniform(shape: Sequence[int], state: Tensor) -> Tensor:
+    """float32 draws in ``[0, 1)`` of ``shape`` from the Philox ``state`` (a ``uint32`` tensor
+    of 1 or 2 elements), on its device: Tile's ``prng``, which :func:`dropout`'s mask compares
+    with ``p``. A compiled step that advances the state draws anew every replay."""
+    sizes = tuple(int(s) for s in shape)
+    return state._derive(sizes, dt.FLOAT32, [state],
+                         lambda nodes: builder.prng(nodes[0], *sizes))
+
+
 # -- attention -------------------------------------------------------------------------------------
 
 

@@ -174,7 +174,7 @@ class SmallConvNet(Module):
         self.data_format = data_format
         self.conv1 = Conv2d(1, 16, 3, padding=1, device=device, data_format=data_format)
         self.conv2 = Conv2d(16, 32, 3, padding=1, device=device, data_format=data_format)
-        self.flatten = Flatten(data_format)
+        self.flatten = Flatten(data_format=data_format)
         self.linear = Linear(32 * 2 * 2, classes, device=device)
 
     def forward(self, x: Tensor) -> Tensor:

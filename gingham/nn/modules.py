@@ -839,6 +839,52 @@ class LayerNorm(Module):
                 f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
 
 
+class RMSNorm(Module):
+    """Divide by the root mean square over the trailing ``normalized_shape`` axes
+    (:func:`F.rms_norm`), then scale by ``weight`` (ones) of that shape, which
+    ``elementwise_affine=False`` leaves out; ``eps=None`` is the dtype's machine epsilon, as
+    in PyTorch:
+
+        norm = RMSNorm(512)                                      # [batch, tokens, 512] -> same
+    """
+
+    def __init__(self, normalized_shape, eps: float | None = None,
+                 elementwise_affine: bool = True, device: str | None = None) -> None:
+        shape = ((normalized_shape,) if isinstance(normalized_shape, (int, np.integer))
+                 else tuple(normalized_shape))
+        self.normalized_shape = tuple(int(s) for s in shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        self.weight = None
+        if elementwise_affine:
+            self.weight = tensor(np.ones(self.normalized_shape, np.float32), device=device,
+                                 requires_grad=True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class LocalResponseNorm(Module):
+    """AlexNet's normalisation across the channels of ``[N, C, ...]`` data
+    (:func:`F.local_response_norm`): ``x / (k + alpha * mean of x^2 over size channels)^beta``.
+
+        norm = LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=2.0)
+    """
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75,
+                 k: float = 1.0) -> None:
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.local_response_norm(x, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
 class Embedding(Module):
     """A lookup table: integer indices of any shape pick rows of a ``[num_embeddings,
     embedding_dim]`` weight, initialised N(0, 1) as in PyTorch (an index outside the table
@@ -1411,23 +1457,131 @@ class Upsample(Module):
 
 
 class Flatten(Module):
-    """``[N, ...] -> [N, features]``, the features in PyTorch's NCHW order in either layout.
+    """Dims ``start_dim`` to ``end_dim`` merged into one (:meth:`Tensor.flatten`); by default
+    ``[N, ...] -> [N, features]``, the features in PyTorch's NCHW order in either layout.
 
-    With ``data_format="NHWC"`` a 4-d input is read as ``[N, H, W, C]`` and flattened as its
-    NCHW twin would be, so a following :class:`Linear` holds the same weights as PyTorch's
-    (a transposing copy, unless H = W = 1, as after global pooling, where it is a reshape).
+    With ``data_format="NHWC"`` (keyword only) a 4-d input is read as ``[N, H, W, C]`` and
+    flattened as its NCHW twin would be, so a following :class:`Linear` holds the same
+    weights as PyTorch's (a transposing copy, unless H = W = 1, as after global pooling,
+    where it is a reshape).
+
+        Flatten()(x)                                 # [N, C, H, W] -> [N, C * H * W]
+        Flatten(0, 1)(x)                             # [N, C, H, W] -> [N * C, H, W]
     """
 
-    def __init__(self, data_format: str = "NCHW") -> None:
+    def __init__(self, start_dim: int = 1, end_dim: int = -1, *,
+                 data_format: str = "NCHW") -> None:
+        for name, value in (("start_dim", start_dim), ("end_dim", end_dim)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"Flatten: {name} must be an int, not {value!r} (give "
+                                f"data_format by keyword)")
+        self.start_dim, self.end_dim = int(start_dim), int(end_dim)
         self.data_format = _image_format("Flatten", data_format)
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.data_format == "NHWC" and x.ndim == 4 and x.shape[1] * x.shape[2] > 1:
-            x = x.transpose(0, 3, 1, 2)
-        return x.reshape(x.shape[0], -1)
+        if self.data_format == "NHWC" and x.ndim == 4:
+            start, end = self.start_dim % 4, self.end_dim % 4
+            # Merging all of C, H and W where H = W = 1 reads the same in either order.
+            if not (start <= 1 and end == 3 and x.shape[1] * x.shape[2] == 1):
+                x = x.transpose(0, 3, 1, 2)
+        return x.flatten(self.start_dim, self.end_dim)
 
     def extra_repr(self) -> str:
-        return f"start_dim=1, end_dim=-1{_format_repr(self.data_format)}"
+        return (f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+                f"{_format_repr(self.data_format)}")
+
+
+class Unflatten(Module):
+    """Dim ``dim`` split into ``unflattened_size`` (one entry may be -1), the inverse of
+    :class:`Flatten` (:meth:`Tensor.unflatten`):
+
+        Unflatten(1, (16, 4, 4))(x)                  # [N, 256] -> [N, 16, 4, 4]
+    """
+
+    def __init__(self, dim: int, unflattened_size: Sequence[int]) -> None:
+        if not isinstance(unflattened_size, (tuple, list)):
+            raise TypeError(f"Unflatten: unflattened_size must be a tuple or list of ints, "
+                            f"not {type(unflattened_size).__name__}")
+        self.dim, self.unflattened_size = dim, unflattened_size
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+class PixelShuffle(Module):
+    """``[*, C * r^2, H, W] -> [*, C, H * r, W * r]`` (:func:`F.pixel_shuffle`), ESPCN's
+    sub-pixel upsampling:
+
+        up = nn.Sequential(nn.Conv2d(64, 3 * 4, 3, padding=1), nn.PixelShuffle(2))
+    """
+
+    def __init__(self, upscale_factor: int) -> None:
+        self.upscale_factor = upscale_factor
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.pixel_shuffle(x, self.upscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class PixelUnshuffle(Module):
+    """``[*, C, H * r, W * r] -> [*, C * r^2, H, W]`` (:func:`F.pixel_unshuffle`), the
+    inverse of :class:`PixelShuffle`:
+
+        PixelUnshuffle(2)(x)                         # [1, 3, 8, 8] -> [1, 12, 4, 4]
+    """
+
+    def __init__(self, downscale_factor: int) -> None:
+        self.downscale_factor = downscale_factor
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.pixel_unshuffle(x, self.downscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"downscale_factor={self.downscale_factor}"
+
+
+class Unfold(Module):
+    """Sliding ``kernel_size`` patches of ``[N, C, H, W]`` data as columns
+    ``[N, C * kh * kw, L]`` (im2col, :func:`F.unfold`):
+
+        cols = Unfold(kernel_size=3, padding=1)(x)   # [2, 4, 5, 5] -> [2, 36, 25]
+    """
+
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1) -> None:
+        self.kernel_size, self.dilation = kernel_size, dilation
+        self.padding, self.stride = padding, stride
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.unfold(x, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, "
+                f"padding={self.padding}, stride={self.stride}")
+
+
+class Fold(Module):
+    """Columns ``[N, C * kh * kw, L]`` summed back into ``[N, C, *output_size]`` (col2im,
+    :func:`F.fold`), the adjoint of :class:`Unfold`; overlapping patches add up:
+
+        x = Fold(output_size=(5, 5), kernel_size=3, padding=1)(cols)   # [2, 36, 25] -> [2, 4, 5, 5]
+    """
+
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1) -> None:
+        self.output_size, self.kernel_size = output_size, kernel_size
+        self.dilation, self.padding, self.stride = dilation, padding, stride
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.fold(x, self.output_size, self.kernel_size, self.dilation, self.padding,
+                      self.stride)
+
+    def extra_repr(self) -> str:
+        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, "
+                f"dilation={self.dilation}, padding={self.padding}, stride={self.stride}")
 
 
 class CosineSimilarity(Module):
@@ -1753,12 +1907,13 @@ class ModuleDict(Module):
 __all__ = ["Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
            "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
            "ConvTranspose3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm",
-           "LayerNorm", "Embedding", "Dropout",
+           "LayerNorm", "RMSNorm", "LocalResponseNorm", "Embedding", "Dropout",
            "Identity", "ReLU", "ReLU6", "Hardtanh", "LeakyReLU", "PReLU", "ELU", "GELU", "SiLU",
            "Mish", "Hardswish", "Softplus", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
            "MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
            "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
            "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
-           "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "Flatten", "CosineSimilarity",
+           "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "Flatten", "Unflatten",
+           "PixelShuffle", "PixelUnshuffle", "Unfold", "Fold", "CosineSimilarity",
            "L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss",
            "BCEWithLogitsLoss", "NLLLoss", "CrossEntropyLoss", "manual_seed"]

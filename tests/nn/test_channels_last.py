@@ -176,7 +176,7 @@ def test_layers_channels_last_match_pytorch(device):
                          nn.BatchNorm2d(8, device=device, data_format="NHWC"), nn.ReLU(),
                          nn.MaxPool2d(2, data_format="NHWC"),
                          nn.AdaptiveAvgPool2d((2, 3), data_format="NHWC"),
-                         nn.Flatten("NHWC"), nn.Linear(8 * 2 * 3, 5, device=device))
+                         nn.Flatten(data_format="NHWC"), nn.Linear(8 * 2 * 3, 5, device=device))
     theirs = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1, padding_mode="reflect"),
                                  torch.nn.BatchNorm2d(8),
                                  torch.nn.ReLU(), torch.nn.MaxPool2d(2),
@@ -213,7 +213,7 @@ def test_layers_name_a_bad_data_format():
     for make in (lambda: nn.Conv2d(3, 4, 3, data_format="NWHC"),
                  lambda: nn.BatchNorm2d(4, data_format="NWHC"),
                  lambda: nn.MaxPool2d(2, data_format="NWHC"),
-                 lambda: nn.Flatten("NWHC"),
+                 lambda: nn.Flatten(data_format="NWHC"),
                  lambda: models.ResNet9(data_format="NWHC", device="reference")):
         with pytest.raises(ValueError, match=r"data_format must be 'NCHW' or 'NHWC', not "
                                              r"'NWHC'"):

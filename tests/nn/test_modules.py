@@ -199,7 +199,36 @@ CONV_NORM_POOL_LAYERS = {  # the N-d layers, norms, resampling and the other act
 }
 
 
-@pytest.mark.parametrize("layers", [LAYERS, CONV_NORM_POOL_LAYERS], ids=["basic", "nd"])
+LAYOUT_LAYERS = {  # the modules of the layout and normalisation functions
+    "rms_norm": (lambda d: nn.RMSNorm(6, device=d), lambda: tnn.RMSNorm(6), "seq"),
+    "rms_norm_2d": (lambda d: nn.RMSNorm((4, 6), eps=1e-3, elementwise_affine=False),
+                    lambda: tnn.RMSNorm((4, 6), eps=1e-3, elementwise_affine=False), "seq"),
+    "local_response_norm": (lambda d: nn.LocalResponseNorm(3), lambda: tnn.LocalResponseNorm(3),
+                            "image"),
+    "local_response_norm_even": (lambda d: nn.LocalResponseNorm(4, 1e-2, 0.5, 2.0),
+                                 lambda: tnn.LocalResponseNorm(4, 1e-2, 0.5, 2.0), "channels8"),
+    "pixel_shuffle": (lambda d: nn.PixelShuffle(2), lambda: tnn.PixelShuffle(2), "channels8"),
+    "pixel_unshuffle": (lambda d: nn.PixelUnshuffle(2), lambda: tnn.PixelUnshuffle(2),
+                        "channels8"),
+    "unfold": (lambda d: nn.Unfold((2, 3), dilation=(2, 1), padding=1, stride=(1, 2)),
+               lambda: tnn.Unfold((2, 3), dilation=(2, 1), padding=1, stride=(1, 2)), "image"),
+    "unfold_unbatched": (lambda d: nn.Unfold(2), lambda: tnn.Unfold(2), "plane"),
+    "fold": (lambda d: nn.Fold((4, 5), 2), lambda: tnn.Fold((4, 5), 2), "columns"),
+    "fold_strided": (lambda d: nn.Fold((5, 12), (2, 3), dilation=(2, 1), padding=1,
+                                       stride=(2, 3)),
+                     lambda: tnn.Fold((5, 12), (2, 3), dilation=(2, 1), padding=1,
+                                      stride=(2, 3)), "columns"),
+    "flatten": (lambda d: nn.Flatten(), lambda: tnn.Flatten(), "image"),
+    "flatten_leading": (lambda d: nn.Flatten(0, -2), lambda: tnn.Flatten(0, -2), "image"),
+    "unflatten": (lambda d: nn.Unflatten(-1, (2, 3)), lambda: tnn.Unflatten(-1, (2, 3)), "seq"),
+    "unflatten_inferred": (lambda d: nn.Unflatten(1, [2, -1]),
+                           lambda: tnn.Unflatten(1, [2, -1]), "seq"),
+}
+
+
+
+@pytest.mark.parametrize("layers", [LAYERS, CONV_NORM_POOL_LAYERS, LAYOUT_LAYERS],
+                         ids=["basic", "nd", "layout"])
 def test_layers_match_torch(device, layers):
     """Every layer's output, input gradient and parameter gradients, with PyTorch's (random)
     weights loaded by name into a ModuleDict of them all (one program forward, one
@@ -211,7 +240,8 @@ def test_layers_match_torch(device, layers):
     inputs = {"seq": rand(3, 4, 6), "image": 3 * rand(2, 3, 6, 5, seed=1),
               "tokens": np.array([[0, 6, 2], [2, 3, 1], [2, 2, 4]], np.int64),
               "features": rand(5, 4, seed=3), "signal": rand(2, 4, 9, seed=4),
-              "volume": rand(2, 2, 5, 4, 6, seed=5), "plane": rand(3, 6, 5, seed=6)}
+              "volume": rand(2, 2, 5, 4, 6, seed=5), "plane": rand(3, 6, 5, seed=6),
+              "channels8": rand(2, 8, 4, 6, seed=7), "columns": rand(2, 12, 12, seed=8)}
     kinds = {kind for _, _, kind in layers.values()}
     inputs = {k: v for k, v in inputs.items() if k in kinds}
     g_in = {k: tensor(v, device=device, requires_grad=v.dtype.kind == "f")
@@ -410,6 +440,10 @@ def test_constructor_errors():
         nn.GroupNorm(4, 6)
     with pytest.raises(ValueError, match="max_val 1 must be greater than min_val 2"):
         nn.Hardtanh(2, 1)
+    with pytest.raises(TypeError, match="start_dim must be an int.*data_format by keyword"):
+        nn.Flatten("NHWC")
+    with pytest.raises(TypeError, match="unflattened_size must be a tuple or list"):
+        nn.Unflatten(1, 6)
     volume = tensor(rand(2, 3, 4, 4, 4), device="reference")
     with pytest.raises(ValueError, match=r"BatchNorm1d: expected 2D or 3D input \(got 5D"):
         nn.BatchNorm1d(3)(volume)
@@ -652,7 +686,11 @@ def test_repr_matches_torch():
             m.Hardtanh(-2, 3, True), m.Softplus(), m.Softplus(2, 10), m.Mish(True),
             m.Hardswish(True), m.PReLU(), m.PReLU(3, 0.1), m.AdaptiveMaxPool2d((2, None)),
             m.AdaptiveAvgPool1d(3), m.AdaptiveMaxPool3d(2), m.AdaptiveAvgPool3d((1, 2, 3)),
-            m.CosineSimilarity(), m.CrossEntropyLoss(), m.HuberLoss())
+            m.CosineSimilarity(), m.CrossEntropyLoss(), m.HuberLoss(), m.RMSNorm(6),
+            m.RMSNorm((2, 3), eps=1e-3, elementwise_affine=False), m.LocalResponseNorm(3),
+            m.PixelShuffle(2), m.PixelUnshuffle(3), m.Unfold((2, 3), dilation=2, padding=1,
+                                                             stride=(1, 2)),
+            m.Fold((4, 5), 2), m.Flatten(0, 2), m.Unflatten(-1, [2, -1]))
 
     ours, theirs = stack(nn), stack(tnn)
     assert repr(ours) == repr(theirs)

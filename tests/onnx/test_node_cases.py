@@ -127,6 +127,17 @@ CASES = [
     "test_simple_rnn_defaults", "test_simple_rnn_with_initial_bias", "test_simple_rnn_batchwise",
     "test_simple_rnn_bidirectional", "test_simple_rnn_reverse", "test_if", "test_loop11",
     "test_scan_sum", "test_scan9_sum", "test_scan9_multi_state", "test_scan9_scalar",
+    # shapes II
+    "test_onehot_with_axis", "test_onehot_negative_indices", "test_onehot_out_of_range_indices",
+    "test_onehot_with_negative_axis", "test_onehot_without_axis",
+    "test_rms_normalization_3d_axis1_epsilon", "test_rms_normalization_4d_axis_negative_2",
+    "test_rms_normalization_default_axis", "test_lppool_1d_default", "test_lppool_2d_default",
+    "test_lppool_2d_dilations", "test_lppool_2d_pads", "test_lppool_2d_same_lower",
+    "test_lppool_2d_strides", "test_lppool_3d_default", "test_reversesequence_batch",
+    "test_reversesequence_time", "test_center_crop_pad_crop_and_pad",
+    "test_center_crop_pad_crop_axes_chw", "test_center_crop_pad_crop_negative_axes_hwc",
+    "test_center_crop_pad_pad", "test_onehot_with_bfloat16_values",
+    "test_reversesequence_bfloat16",
 ]
 
 
@@ -165,10 +176,36 @@ def test_node_case(name, device):
                                        atol=max(case.atol, 1e-5), err_msg=name)
 
 
+def _global_lp_pools() -> onnx.ModelProto:
+    """GlobalLpPool with p = 1, 2 and 3 on one input (ONNX ships no node case for it)."""
+    from onnx import helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 5])
+    outputs = [helper.make_tensor_value_info(f"y{p}", TensorProto.FLOAT, [2, 3, 1, 1])
+               for p in (1, 2, 3)]
+    nodes = [helper.make_node("GlobalLpPool", ["x"], [f"y{p}"], p=p) for p in (1, 2, 3)]
+    graph = helper.make_graph(nodes, "global_lp_pools", [x], outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
+
+
+#: one-node models of ops without an ONNX node case, each with its NumPy oracle
+EXTRA_MODELS = {"global_lp_pools": _global_lp_pools}
+
+
+def test_global_lp_pool(device):
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    outputs = backend.run_model(_global_lp_pools(), [x], device)
+    for p, got in zip((1, 2, 3), outputs):
+        want = (np.abs(x.astype(np.float64)) ** p).sum((2, 3), keepdims=True) ** (1 / p)
+        assert got.shape == want.shape and got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"p={p}")
+
+
 def test_supported_ops_have_cases():
-    """Every converter runs in at least one chosen case (ReduceProd folds shapes on the host
-    only: no case runs it on a device)."""
+    """Every converter runs in at least one chosen case or extra model (ReduceProd folds
+    shapes on the host only: no case runs it on a device)."""
     from gingham.onnx import supported_ops
 
     covered = {node.op_type for name in CASES for node in _ALL[name].model.graph.node}
+    covered |= {node.op_type for make in EXTRA_MODELS.values() for node in make().graph.node}
     assert set(supported_ops()) - covered == {"ReduceProd"}

@@ -1,18 +1,23 @@
 """``keras.ops.image`` for gingham: ``resize`` (Resizing, bilinear UpSampling2D) on
-:func:`gingham.nn.functional.interpolate`, as Keras' PyTorch backend resizes; the other
-image ops raise NotImplementedError.
+:func:`gingham.nn.functional.interpolate`, as Keras' PyTorch backend resizes; the colour-space
+conversions, ``gaussian_blur`` and ``sobel_edges`` (depthwise convolutions) and
+``affine_transform`` (RandomTranslation, RandomRotation, RandomZoom: a gather of bilinear taps);
+the other image ops raise NotImplementedError.
 
     keras.ops.image.resize(images, (64, 64))        # bilinear, half-pixel centres
 """
 
 from __future__ import annotations
 
+import numpy as np
 from keras.src.backend.config import standardize_data_format
 
+from ...frontend import indexing
 from ...frontend import tensor as gt
+from ...frontend.tensor import Tensor
 from ...nn import functional as F
 from ._unsupported import unsupported_module_getattr
-from .core import convert_to_tensor
+from .core import convert_to_numpy, convert_to_tensor
 from .numpy import _cast, _float, keras_dtype
 
 
@@ -63,6 +68,252 @@ def resize(images, size, interpolation="bilinear", antialias=False, crop_to_aspe
     resized = resized.squeeze(0) if single else resized
     # integer images come back in their dtype, rounded (as Keras' PyTorch backend)
     return resized if "float" in original else _cast(resized.round(), original)
+
+
+# --- shapes II ops ---
+
+
+def _check_images(images) -> Tensor:
+    x = convert_to_tensor(images)
+    if x.ndim not in (3, 4):
+        raise ValueError("Invalid images rank: expected rank 3 (single image) or rank 4 "
+                         f"(batch of images). Received input with shape: images.shape={x.shape}")
+    return x
+
+
+def _channel_axis(data_format) -> int:
+    return -1 if standardize_data_format(data_format) == "channels_last" else -3
+
+
+def _float_images(x: Tensor, op: str) -> None:
+    if "float" not in keras_dtype(x):
+        raise ValueError(f"image.{op}: Invalid images dtype: expected float dtype. "
+                         f"Received: images.dtype={keras_dtype(x)}")
+
+
+def rgb_to_grayscale(images, data_format=None):
+    """ITU-R 601 luma, ``0.2989 R + 0.587 G + 0.114 B``, keeping a channel axis of size 1
+    (a one-channel image is returned as it is); integer images are computed in float and
+    cast back (truncated, as Keras' backends do).
+
+        gray = keras.ops.image.rgb_to_grayscale(images)          # [N, H, W, 3] -> [N, H, W, 1]
+    """
+    x = _check_images(images)
+    axis = _channel_axis(data_format)
+    if x.shape[axis] not in (1, 3):
+        raise ValueError("Invalid channel size: expected 3 (RGB) or 1 (Grayscale). "
+                         f"Received input with shape: images.shape={x.shape}")
+    if x.shape[axis] == 1:
+        return x
+    red, green, blue = _float(x).unbind(axis)
+    gray = (red * 0.2989 + green * 0.587 + blue * 0.114).unsqueeze(axis)
+    return _cast(gray, keras_dtype(x))
+
+
+def rgb_to_hsv(images, data_format=None):
+    """Hue, saturation and value in ``[0, 1]`` of float RGB images (dm_pix's formulas, as
+    Keras' backends): hue 0 where the pixel is grey, saturation 0 where it is black.
+
+        hsv = keras.ops.image.rgb_to_hsv(images)
+    """
+    x = _check_images(images)
+    _float_images(x, "rgb_to_hsv")
+    axis = _channel_axis(data_format)
+    eps = float(np.finfo(np.float32 if keras_dtype(x) == "bfloat16" else
+                         np.dtype(keras_dtype(x))).eps)
+    x = gt.where(x.abs() < eps, 0.0, x)
+    red, green, blue = x.unbind(axis)
+    value = gt.maximum(gt.maximum(red, green), blue)
+    spread = value - gt.minimum(gt.minimum(red, green), blue)
+    # Feed the untaken side of each division a harmless 1 so its gradient stays finite.
+    saturation = gt.where(value > 0, spread / gt.where(value > 0, value, 1.0), 0.0)
+    norm = 1.0 / (gt.where(spread > 0, spread, 1.0) * 6.0)
+    hue = gt.where(value == green, norm * (blue - red) + 2.0 / 6.0,
+                   norm * (red - green) + 4.0 / 6.0)
+    hue = gt.where(value == red, norm * (green - blue), hue)
+    hue = gt.where(spread > 0, hue, 0.0) + (hue < 0.0).astype(hue.dtype)
+    return gt.stack([hue, saturation, value], axis)
+
+
+def hsv_to_rgb(images, data_format=None):
+    """The inverse of :func:`rgb_to_hsv` (hue taken modulo 1), dm_pix's piecewise-linear
+    formulas as Keras' backends.
+
+        rgb = keras.ops.image.hsv_to_rgb(hsv)
+    """
+    x = _check_images(images)
+    _float_images(x, "hsv_to_rgb")
+    axis = _channel_axis(data_format)
+    hue, saturation, value = x.unbind(axis)
+    sector = (hue % 1.0) * 6.0
+    red = ((sector - 3.0).abs() - 1.0).clamp(0.0, 1.0)
+    green = (2.0 - (sector - 2.0).abs()).clamp(0.0, 1.0)
+    blue = (2.0 - (sector - 4.0).abs()).clamp(0.0, 1.0)
+    grey = 1.0 - saturation
+    return gt.stack([value * (grey + saturation * c) for c in (red, green, blue)], axis)
+
+
+def _depthwise(x: Tensor, kernels: Tensor, data_format) -> Tensor:
+    """Each channel of ``[N, H, W, C]`` (or channels-first) images correlated with the ``M``
+    ``[KH, KW]`` kernels of ``kernels [M, KH, KW]``, zero-padded to the input's size ("same":
+    the odd pad after): ``[N, H, W, C * M]``, output channel ``c * M + m``."""
+    channels_last = standardize_data_format(data_format) == "channels_last"
+    channels = x.shape[-1] if channels_last else x.shape[1]
+    m, kh, kw = kernels.shape
+    weight = kernels.unsqueeze(0).broadcast_to((channels, m, kh, kw)).reshape(
+        channels * m, 1, kh, kw)
+    pads = [((k - 1) // 2, k - 1 - (k - 1) // 2) for k in (kh, kw)]
+    layout = "NHWC" if channels_last else "NCHW"
+    if all(before == after for before, after in pads):
+        return F.conv2d(x, weight, None, 1, [p for p, _ in pads], 1, channels,
+                        data_format=layout)
+    flat = [0, 0] if channels_last else []
+    for before, after in reversed(pads):
+        flat += [before, after]
+    return F.conv2d(F.pad(x, flat), weight, None, 1, 0, 1, channels, data_format=layout)
+
+
+def _gaussian_1d(size: int, sigma: Tensor) -> Tensor:
+    offsets = gt.tensor(np.arange(size, dtype=np.float32) - (size - 1) / 2, device=sigma.device)
+    weights = (-0.5 * (offsets / sigma).square()).exp()
+    return weights / weights.sum()
+
+
+def gaussian_blur(images, kernel_size=(3, 3), sigma=(1.0, 1.0), data_format=None):
+    """Each channel correlated with a normalised Gaussian, zero-padded to the same size, as
+    Keras' NumPy and JAX backends: ``kernel_size[0]`` and ``sigma[0]`` along the width,
+    ``kernel_size[1]`` and ``sigma[1]`` along the height. ``sigma`` may be a tensor
+    (RandomGaussianBlur draws it); the kernel sizes are known when the step is traced.
+
+        blurred = keras.ops.image.gaussian_blur(images, (5, 5), (1.5, 1.5))
+    """
+    x = _check_images(images)
+    sizes = [int(k) for k in np.asarray(convert_to_numpy(kernel_size)).reshape(-1)]
+    sigmas = _float(convert_to_tensor(sigma)).reshape(-1)
+    if len(sizes) != 2 or sigmas.shape != (2,):
+        raise ValueError(f"image.gaussian_blur: kernel_size and sigma must have two entries "
+                         f"each, got {tuple(sizes)} and shape {sigmas.shape}")
+    original = keras_dtype(x)
+    single = x.ndim == 3
+    data = _float(x.unsqueeze(0) if single else x)
+    along_width = _gaussian_1d(sizes[0], sigmas[0])
+    along_height = _gaussian_1d(sizes[1], sigmas[1])
+    kernel = (along_height.unsqueeze(1) * along_width.unsqueeze(0)).unsqueeze(0)
+    blurred = _depthwise(data, kernel.astype(data.dtype), data_format)
+    blurred = blurred.squeeze(0) if single else blurred
+    return _cast(blurred, original)
+
+
+_SOBEL = np.array([[[-1, -2, -1], [0, 0, 0], [1, 2, 1]],       # d/dy
+                   [[-1, 0, 1], [-2, 0, 2], [-1, 0, 1]]], np.float32)  # d/dx
+
+
+def sobel_edges(images, data_format=None):
+    """The vertical and horizontal Sobel responses of each channel, zero-padded (Keras'
+    PyTorch and JAX backends; its NumPy backend reflects at the border): ``[N, H, W, C, 2]``
+    with ``[dy, dx]`` last (``[N, C, H, W, 2]`` channels-first).
+
+        edges = keras.ops.image.sobel_edges(images)              # [N, H, W, C] -> [.., C, 2]
+    """
+    x = _float(convert_to_tensor(images))
+    if x.ndim != 4:
+        raise ValueError(f"image.sobel_edges: images must be 4-d (a batch), got shape {x.shape}")
+    kernels = gt.tensor(_SOBEL, device=x.device).astype(x.dtype)
+    edges = _depthwise(x, kernels, data_format)
+    if standardize_data_format(data_format) == "channels_last":
+        return edges.reshape(*x.shape, 2)
+    n, c, h, w = x.shape
+    return gt.permute_dims(edges.reshape(n, c, 2, h, w), (0, 1, 3, 4, 2))
+
+
+def _mirror(index: Tensor, size: int) -> Tensor:
+    """A triangular wave of half-period ``size - 1`` (``0 1 2 1 0 1 ..``: NumPy's reflect)."""
+    if size == 1:
+        return index * 0.0
+    s = size - 1
+    return ((index + s) % (2 * s) - s).abs()
+
+
+_INDEX_FIXERS = {  # an integer-valued float coordinate brought into [0, size)
+    "constant": lambda index, size: index.clamp(0, size - 1),
+    "nearest": lambda index, size: index.clamp(0, size - 1),
+    "wrap": lambda index, size: index % size,
+    "mirror": _mirror,
+    "reflect": lambda index, size: ((_mirror(index * 2 + 1, 2 * size + 1) - 1) / 2).floor(),
+}
+
+
+def _taps(coordinate: Tensor, interpolation: str) -> list[tuple[Tensor, Tensor | float]]:
+    """The (integer-valued position, weight) pairs interpolating at ``coordinate``."""
+    if interpolation == "nearest":
+        return [(coordinate.round(), 1.0)]
+    lower = coordinate.floor()
+    upper_weight = coordinate - lower
+    return [(lower, 1.0 - upper_weight), (lower + 1.0, upper_weight)]
+
+
+def affine_transform(images, transform, interpolation="bilinear", fill_mode="constant",
+                     fill_value=0, data_format=None):
+    """Images resampled through projective ``transform``s ``[a0, a1, a2, b0, b1, b2, c0, c1]``
+    (one, or one per image): output pixel ``(x, y)`` reads the input at
+    ``((a0 x + a1 y + a2) / k, (b0 x + b1 y + b2) / k)``, ``k = c0 x + c1 y + 1``, as Keras
+    documents (its layers' transforms have ``c0 = c1 = 0``). ``"bilinear"`` mixes the four
+    neighbouring pixels, ``"nearest"`` takes the closest (half to even); positions outside
+    the image follow ``fill_mode`` (``"constant"`` reads ``fill_value``; ``"nearest"``,
+    ``"wrap"``, ``"mirror"``, ``"reflect"``), as Keras' PyTorch backend. Each tap is Tile's
+    gather of rows from the ``[N * H * W, C]`` pixel table, so the result is differentiable
+    in the images and the transform.
+
+        shifted = keras.ops.image.affine_transform(images, [1, 0, -3, 0, 1, 2, 0, 0])
+    """
+    if interpolation not in ("nearest", "bilinear"):
+        raise ValueError("Invalid value for argument `interpolation`. Expected of one "
+                         f"{{'nearest', 'bilinear'}}. Received: interpolation={interpolation}")
+    if fill_mode not in _INDEX_FIXERS:
+        raise ValueError("Invalid value for argument `fill_mode`. Expected of one "
+                         f"{set(_INDEX_FIXERS)}. Received: fill_mode={fill_mode}")
+    x = _check_images(images)
+    t = _float(convert_to_tensor(transform))
+    if t.ndim not in (1, 2) or t.shape[-1] != 8:
+        raise ValueError("Invalid transform: expected shape (8,) or (batch, 8). Received input "
+                         f"with shape: transform.shape={t.shape}")
+    original = keras_dtype(x)
+    single = x.ndim == 3
+    data = _float(x.unsqueeze(0) if single else x)
+    channels_last = standardize_data_format(data_format) == "channels_last"
+    if not channels_last:
+        data = gt.permute_dims(data, (0, 2, 3, 1))
+    n, h, w, c = data.shape
+    t = t.reshape(-1, 8).astype(data.dtype)
+    if t.shape[0] not in (1, n):
+        raise ValueError(f"image.affine_transform: {t.shape[0]} transforms for {n} images")
+    a0, a1, a2, b0, b1, b2, c0, c1 = (t[:, i].reshape(-1, 1, 1) for i in range(8))
+    xs = gt.tensor(np.arange(w, dtype=np.float32).reshape(1, 1, w), device=data.device)
+    ys = gt.tensor(np.arange(h, dtype=np.float32).reshape(1, h, 1), device=data.device)
+    k = c0 * xs + c1 * ys + 1.0
+    source_x = (a0 * xs + a1 * ys + a2) / k
+    source_y = (b0 * xs + b1 * ys + b2) / k
+    table = data.reshape(n * h * w, c)
+    first_row = gt.tensor((np.arange(n, dtype=np.float32) * (h * w)).reshape(n, 1, 1),
+                          device=data.device)
+    fix = _INDEX_FIXERS[fill_mode]
+    result = None
+    for row, row_weight in _taps(source_y.broadcast_to((n, h, w)), interpolation):
+        for col, col_weight in _taps(source_x.broadcast_to((n, h, w)), interpolation):
+            position = first_row + fix(row, h) * w + fix(col, w)
+            pixels = indexing.index_select(table, 0, position.astype(np.int32).reshape(-1))
+            pixels = pixels.reshape(n, h, w, c)
+            if fill_mode == "constant":
+                inside = (row >= 0) & (row < h) & (col >= 0) & (col < w)
+                pixels = gt.where(inside.unsqueeze(-1), pixels, float(fill_value))
+            weight = row_weight * col_weight
+            term = pixels * (weight.unsqueeze(-1) if isinstance(weight, Tensor) else weight)
+            result = term if result is None else result + term
+    if not channels_last:
+        result = gt.permute_dims(result, (0, 3, 1, 2))
+    result = result.squeeze(0) if single else result
+    # integer images come back in their dtype, rounded (as Keras' PyTorch backend)
+    return result if "float" in original else _cast(result.round(), original)
 
 
 __getattr__ = unsupported_module_getattr(__name__, "image")

@@ -1,8 +1,9 @@
 """``keras.random`` for gingham. Dropout draws its mask on the device from a Philox state
 (:func:`gingham.nn.functional.dropout`), so a compiled training step draws a new mask every
-replay (the seed generator's state is a variable the step advances). The other draws are made
-on the host with NumPy from the seed (initialisers run once, eagerly); inside a compiled step
-they would be frozen at tracing, so there they raise NotImplementedError."""
+replay (the seed generator's state is a variable the step advances); ``uniform`` does the same
+inside a step. The other draws are made on the host with NumPy from the seed (initialisers run
+once, eagerly); inside a compiled step they would be frozen at tracing, so there they raise
+NotImplementedError."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ...frontend import tensor as gt
 from ...frontend.jit import current_trace
 from ...nn import functional as F
 from ._unsupported import unsupported_module_getattr
-from .core import convert_to_numpy, convert_to_tensor
+from .core import convert_to_numpy, convert_to_tensor, to_numpy_dtype
 
 
 def _generator(op: str, seed) -> np.random.Generator:
@@ -33,8 +34,15 @@ def normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None):
 
 
 def uniform(shape, minval=0.0, maxval=1.0, dtype=None, seed=None):
-    values = _generator("uniform", seed).uniform(minval, maxval, size=shape)
-    return convert_to_tensor(values, dtype or floatx())
+    """Drawn on the host, or inside a compiled step on the device from the seed's Philox state
+    as dropout's mask is (so the augmentation layers, RandomFlip and RandomTranslation,
+    draw anew every step)."""
+    if current_trace() is None:
+        values = _generator("uniform", seed).uniform(minval, maxval, size=shape)
+        return convert_to_tensor(values, dtype or floatx())
+    state = convert_to_tensor(draw_seed(seed), "uint32")
+    draws = F._uniform(tuple(shape), state) * (maxval - minval) + minval
+    return draws.astype(to_numpy_dtype(dtype or floatx()))
 
 
 def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None):

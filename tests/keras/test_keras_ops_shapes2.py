@@ -1,0 +1,291 @@
+"""``keras.ops.image``'s colour conversions, gaussian_blur, sobel_edges and affine_transform on
+gingham's backend, and the augmentation layers built on them (RandomTranslation,
+RandomRotation, RandomFlip). The oracle is Keras' own PyTorch backend
+(``keras.src.backend.torch.image``, computing with torch on the CPU): forward values and, by
+torch's autograd, gradients. All differentiable ops of a device share one compiled program
+(forward and gradients together)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import numpy as np
+import pytest
+
+if importlib.util.find_spec("keras") is None:
+    pytest.skip("keras is not installed (pip install 'gingham[keras]')", allow_module_level=True)
+
+importlib.import_module("gingham.keras")  # before keras: it installs the backend
+import keras  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as TF  # noqa: E402
+from keras import layers, ops  # noqa: E402
+
+from gingham.frontend.tensor import realize, tensor  # noqa: E402
+
+TOLERANCE = dict(rtol=1e-4, atol=1e-5)
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def pixels(*shape, seed=0):
+    return np.random.default_rng(seed).uniform(0.0, 1.0, shape).astype(np.float32)
+
+
+def torch_image():
+    """Keras' PyTorch backend's image module: it runs on torch tensors beside gingham's
+    backend (imported on first use, so only these tests load it)."""
+    return importlib.import_module("keras.src.backend.torch.image")
+
+
+def _torch_blur_nonsquare(x, sigma_w, sigma_h, size_w, size_h):
+    """Keras' NumPy / JAX gaussian_blur of NHWC data with a ``size_h x size_w`` kernel (its
+    PyTorch backend reshapes a non-square kernel differently): correlation, "same" zeros."""
+    def gauss(size, sigma):
+        offsets = torch.arange(size, dtype=torch.float32) - (size - 1) / 2
+        weights = torch.exp(-0.5 * (offsets / sigma) ** 2)
+        return weights / weights.sum()
+
+    kernel = torch.outer(gauss(size_h, sigma_h), gauss(size_w, sigma_w))
+    channels = x.shape[-1]
+    nchw = x.permute(0, 3, 1, 2)
+    pads = [(size_w - 1) // 2, size_w - 1 - (size_w - 1) // 2,
+            (size_h - 1) // 2, size_h - 1 - (size_h - 1) // 2]
+    y = TF.conv2d(TF.pad(nchw, pads), kernel.expand(channels, 1, size_h, size_w),
+                  groups=channels)
+    return y.permute(0, 2, 3, 1)
+
+
+# Transforms [a0, a1, a2, b0, b1, b2, c0, c1] that rotate, shear, shift and zoom, reaching
+# outside the image on every side; and a projective one (c0, c1 != 0).
+TRANSFORMS = np.array([[1.1, 0.2, -0.7, 0.1, 0.9, 1.3, 0.0, 0.0],
+                       [0.8, -0.3, 2.2, 0.25, 1.05, -1.6, 0.0, 0.0]], np.float32)
+PROJECTIVE = np.array([0.9, 0.1, 0.4, -0.1, 1.1, 0.3, 0.02, -0.03], np.float32)
+
+
+def _projective(affine):
+    """``[N, 6]`` affine rows as Keras' ``[N, 8]`` transforms (c0 = c1 = 0)."""
+    return ops.concatenate([affine, ops.zeros((affine.shape[0], 2))], axis=1)
+
+
+def _torch_projective_rows(affine):
+    return torch.cat([affine, torch.zeros(affine.shape[0], 2)], 1)
+
+
+def _torch_projective(x, t):
+    """The projective map Keras documents (input point ``((a0 x + a1 y + a2) / k, (b0 x + b1 y
+    + b2) / k)``, ``k = c0 x + c1 y + 1``), bilinear with zeros outside, on NHWC data (Keras'
+    backends differ on c0, c1, which its layers never set)."""
+    n, h, w, c = x.shape
+    ys, xs = torch.meshgrid(torch.arange(h, dtype=torch.float32),
+                            torch.arange(w, dtype=torch.float32), indexing="ij")
+    k = t[6] * xs + t[7] * ys + 1
+    sx, sy = (t[0] * xs + t[1] * ys + t[2]) / k, (t[3] * xs + t[4] * ys + t[5]) / k
+    x0, y0 = torch.floor(sx), torch.floor(sy)
+    out = 0
+    for yy, wy in ((y0, 1 - (sy - y0)), (y0 + 1, sy - y0)):
+        for xx, wx in ((x0, 1 - (sx - x0)), (x0 + 1, sx - x0)):
+            inside = (yy >= 0) & (yy < h) & (xx >= 0) & (xx < w)
+            picked = x[:, yy.clamp(0, h - 1).long(), xx.clamp(0, w - 1).long()]
+            out = out + (wy * wx * inside)[None, :, :, None] * picked
+    return out
+
+
+# name: (keras op, torch op, float inputs): each differentiable in every input
+DIFFERENTIABLE = {
+    "rgb_to_grayscale": (ops.image.rgb_to_grayscale,
+                         lambda x: torch_image().rgb_to_grayscale(x, "channels_last"),
+                         [pixels(2, 4, 5, 3)]),
+    "rgb_to_grayscale_first": (
+        lambda x: ops.image.rgb_to_grayscale(x, data_format="channels_first"),
+        lambda x: torch_image().rgb_to_grayscale(x, "channels_first"), [pixels(3, 4, 5, seed=1)]),
+    "rgb_to_hsv": (ops.image.rgb_to_hsv, lambda x: torch_image().rgb_to_hsv(x, "channels_last"),
+                   [pixels(2, 4, 5, 3, seed=2)]),
+    "rgb_to_hsv_first": (lambda x: ops.image.rgb_to_hsv(x, data_format="channels_first"),
+                         lambda x: torch_image().rgb_to_hsv(x, "channels_first"),
+                         [pixels(2, 3, 4, 5, seed=3)]),
+    "hsv_to_rgb": (ops.image.hsv_to_rgb, lambda x: torch_image().hsv_to_rgb(x, "channels_last"),
+                   [np.concatenate([2 * rand(2, 4, 5, 1, seed=4),  # hues outside [0, 1) too
+                                    pixels(2, 4, 5, 2, seed=5)], -1)]),
+    "gaussian_blur": (lambda x, s: ops.image.gaussian_blur(x, (5, 5), s),
+                      lambda x, s: torch_image().gaussian_blur(x, (5, 5), s, "channels_last"),
+                      [rand(2, 6, 7, 3, seed=6), np.float32([1.5, 0.8])]),
+    "gaussian_blur_first": (
+        lambda x: ops.image.gaussian_blur(x, (3, 3), (1.0, 1.0), data_format="channels_first"),
+        lambda x: torch_image().gaussian_blur(x, (3, 3), torch.tensor([1.0, 1.0]),
+                                              "channels_first"), [rand(3, 5, 6, seed=7)]),
+    "gaussian_blur_nonsquare": (
+        lambda x: ops.image.gaussian_blur(x, (3, 4), (0.7, 1.3)),
+        lambda x: _torch_blur_nonsquare(x, 0.7, 1.3, 3, 4), [rand(2, 6, 7, 2, seed=8)]),
+    "sobel_edges": (ops.image.sobel_edges,
+                    lambda x: torch_image().sobel_edges(x, "channels_last"),
+                    [rand(2, 5, 6, 3, seed=9)]),
+    "sobel_edges_first": (lambda x: ops.image.sobel_edges(x, data_format="channels_first"),
+                          lambda x: torch_image().sobel_edges(x, "channels_first"),
+                          [rand(2, 2, 5, 6, seed=10)]),
+    # Gradients in the six affine entries (c0 = c1 = 0 appended: Keras' PyTorch backend
+    # multiplies those by the channel index, not what Keras documents; "affine_projective"
+    # checks them). Its affine_transform writes into its transform argument: each call gets a
+    # copy (torch.from_numpy would share, and permute, TRANSFORMS).
+    "affine_bilinear_constant": (
+        lambda x, t: ops.image.affine_transform(x, _projective(t), fill_value=0.5),
+        lambda x, t: torch_image().affine_transform(x, _torch_projective_rows(t), "bilinear",
+                                                    "constant", 0.5, "channels_last"),
+        [rand(2, 5, 6, 3, seed=11), TRANSFORMS[:, :6]]),
+    "affine_nearest_reflect": (
+        lambda x: ops.image.affine_transform(x, TRANSFORMS, "nearest", "reflect"),
+        lambda x: torch_image().affine_transform(x, torch.tensor(TRANSFORMS), "nearest",
+                                                 "reflect", 0, "channels_last"),
+        [rand(2, 5, 6, 3, seed=12)]),
+    "affine_wrap_first": (
+        lambda x, t: ops.image.affine_transform(x, _projective(t), fill_mode="wrap",
+                                                data_format="channels_first"),
+        lambda x, t: torch_image().affine_transform(x, _torch_projective_rows(t), "bilinear",
+                                                    "wrap", 0, "channels_first"),
+        [rand(2, 3, 5, 6, seed=13), TRANSFORMS[:, :6]]),
+    "affine_mirror_unbatched": (
+        lambda x: ops.image.affine_transform(x, TRANSFORMS[1], fill_mode="mirror"),
+        lambda x: torch_image().affine_transform(x, torch.tensor(TRANSFORMS[1]), "bilinear",
+                                                 "mirror", 0, "channels_last"),
+        [rand(5, 6, 2, seed=14)]),
+    "affine_nearest_fill": (
+        lambda x: ops.image.affine_transform(x, TRANSFORMS, fill_mode="nearest"),
+        lambda x: torch_image().affine_transform(x, torch.tensor(TRANSFORMS), "bilinear",
+                                                 "nearest", 0, "channels_last"),
+        [rand(2, 5, 6, 1, seed=15)]),
+    "affine_projective": (lambda x, t: ops.image.affine_transform(x, t),
+                          _torch_projective, [rand(1, 5, 6, 2, seed=16), PROJECTIVE]),
+}
+
+
+def _flat(result):
+    return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+def test_differentiable_ops_against_torch(device):
+    """Every op of DIFFERENTIABLE, forward and gradient (of the outputs weighted by random
+    cotangents) in one program, against Keras' PyTorch backend."""
+    cases = []
+    with keras.device(device):
+        for name, (keras_op, _, floats) in DIFFERENTIABLE.items():
+            leaves = [tensor(v, device=device, requires_grad=True) for v in floats]
+            outputs = _flat(keras_op(*leaves))
+            cotangents = [rand(*o.shape, seed=99) for o in outputs]
+            cases.append((name, leaves, outputs, cotangents))
+        loss = sum((o * c).sum() for _, _, outputs, cotangents in cases
+                   for o, c in zip(outputs, cotangents))
+        loss.backward()
+        realize([t for _, leaves, outputs, _ in cases for t in outputs + [x.grad for x in leaves]])
+    for name, leaves, outputs, cotangents in cases:
+        _, torch_op, floats = DIFFERENTIABLE[name]
+        torch_leaves = [torch.tensor(v, requires_grad=True) for v in floats]
+        expected = _flat(torch_op(*torch_leaves))
+        assert len(outputs) == len(expected), name
+        sum((e * torch.from_numpy(c)).sum() for e, c in zip(expected, cotangents)).backward()
+        for got, want in zip(outputs, expected):
+            assert got.shape == tuple(want.shape), name
+            np.testing.assert_allclose(got.numpy(), want.detach().numpy(), **TOLERANCE,
+                                       err_msg=f"{name} forward")
+        for leaf, torch_leaf in zip(leaves, torch_leaves):
+            np.testing.assert_allclose(leaf.grad.numpy(), torch_leaf.grad.numpy(), **TOLERANCE,
+                                       err_msg=f"{name} gradient")
+
+
+def test_integer_images_keep_their_dtype():
+    """Integer images are computed in float and come back in their dtype, as Keras'
+    PyTorch backend gives them (grayscale truncated, affine_transform rounded)."""
+    images = (pixels(2, 5, 6, 3, seed=20) * 255).astype(np.uint8)
+    gray = ops.convert_to_numpy(ops.image.rgb_to_grayscale(images))
+    want = torch_image().rgb_to_grayscale(torch.from_numpy(images), "channels_last").numpy()
+    assert gray.dtype == np.uint8
+    np.testing.assert_array_equal(gray, want)
+    moved = ops.convert_to_numpy(ops.image.affine_transform(images, TRANSFORMS))
+    want = torch_image().affine_transform(torch.from_numpy(images), torch.tensor(TRANSFORMS),
+                                          data_format="channels_last").numpy()
+    assert moved.dtype == np.uint8  # a value at .5 may round either way in float32
+    np.testing.assert_allclose(moved, want, atol=1)
+    one_channel = images[..., :1]
+    np.testing.assert_array_equal(ops.convert_to_numpy(ops.image.rgb_to_grayscale(one_channel)),
+                                  one_channel)
+
+
+def test_bad_arguments_raise():
+    images = pixels(2, 4, 4, 3)
+    with pytest.raises(ValueError, match="expected float dtype"):
+        ops.image.rgb_to_hsv(images.astype(np.int32))
+    with pytest.raises(ValueError, match="Invalid channel size"):
+        ops.image.rgb_to_grayscale(pixels(2, 4, 4, 2))
+    with pytest.raises(ValueError, match="fill_mode"):
+        ops.image.affine_transform(images, TRANSFORMS, fill_mode="repeat")
+    with pytest.raises(ValueError, match="interpolation"):
+        ops.image.affine_transform(images, TRANSFORMS, interpolation="bicubic")
+    with pytest.raises(ValueError, match="Invalid images rank"):
+        ops.image.gaussian_blur(pixels(4, 4))
+
+
+def test_augmentation_layers(device):
+    """RandomTranslation and RandomRotation (on affine_transform) with fixed parameters against
+    NumPy; RandomFlip leaves a batch alone in inference and flips some of its images (each
+    either unchanged or mirrored) in training."""
+    images = pixels(4, 6, 7, 3, seed=30)
+    with keras.device(device):
+        shift = layers.RandomTranslation(0.3, 0.3, fill_mode="constant",
+                                         interpolation="nearest")
+        translations = ops.convert_to_tensor(np.float32([[2, -1]] * 4))  # 2 right, 1 up
+        moved = ops.convert_to_numpy(shift.transform_images(
+            images, {"translations": translations, "input_shape": images.shape}))
+        turned = ops.convert_to_numpy(layers.RandomRotation(
+            (0.5, 0.5), fill_mode="constant", interpolation="nearest")(images, training=True))
+        flip = layers.RandomFlip("horizontal", seed=3)
+        kept = ops.convert_to_numpy(flip(images, training=False))
+        flipped = ops.convert_to_numpy(flip(images, training=True))
+    want = np.zeros_like(images)
+    want[:, :-1, 2:] = images[:, 1:, :-2]  # out[y, x] = in[y + 1, x - 2]
+    np.testing.assert_allclose(moved, want, **TOLERANCE)
+    np.testing.assert_allclose(turned, images[:, ::-1, ::-1], **TOLERANCE)  # half a turn
+    np.testing.assert_array_equal(kept, images)
+    mirrored = [np.array_equal(f, x[:, ::-1]) for f, x in zip(flipped, images)]
+    unchanged = [np.array_equal(f, x) for f, x in zip(flipped, images)]
+    assert all(m != u for m, u in zip(mirrored, unchanged)) and any(mirrored), (mirrored,
+                                                                                  unchanged)
+
+
+def _cross_entropy(logits: np.ndarray, label: int) -> float:
+    shifted = logits - logits.max()
+    return float(np.log(np.exp(shifted).sum()) - shifted[label])
+
+
+def test_fit_with_augmentation_layers(device):
+    """In fit() the augmentation layers draw on the device anew every step (keras.random's
+    uniform inside the compiled step). With a learning rate of 0 the weights stay put, so
+    each epoch's loss is the loss of the augmented image: for RandomFlip that of the image
+    or of its mirror (both seen), computed here with NumPy; evaluate() (inference) sees the
+    image unchanged. RandomTranslation and RandomRotation give a different loss every epoch."""
+    image, label = pixels(1, 4, 5, 3, seed=40), np.array([1])
+    kernel, bias = 0.2 * rand(4 * 5 * 3, 2, seed=41), rand(2, seed=42)  # losses about 1
+    plain = _cross_entropy(image.reshape(-1) @ kernel + bias, 1)
+    mirrored = _cross_entropy(image[:, :, ::-1].reshape(-1) @ kernel + bias, 1)
+    assert abs(plain - mirrored) > 0.05, (plain, mirrored)  # the flip must show in the loss
+    keras.utils.set_random_seed(5)
+    with keras.device(device):
+        losses, evaluated = {}, {}
+        for name, augment in [("flip", [layers.RandomFlip("horizontal")]),
+                              ("affine", [layers.RandomTranslation(0.2, 0.2),
+                                          layers.RandomRotation(0.1)])]:
+            model = keras.Sequential([keras.Input((4, 5, 3)), *augment, layers.Flatten(),
+                                      layers.Dense(2)])
+            model.layers[-1].set_weights([kernel, bias])
+            model.compile(keras.optimizers.SGD(0.0),
+                          keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            losses[name] = model.fit(image, label, epochs=8, batch_size=1,
+                                     verbose=0).history["loss"]
+            evaluated[name] = model.evaluate(image, label, verbose=0)
+    for name in losses:
+        np.testing.assert_allclose(evaluated[name], plain, **TOLERANCE, err_msg=name)
+    seen = [min((plain, mirrored), key=lambda v: abs(v - loss)) for loss in losses["flip"]]
+    np.testing.assert_allclose(losses["flip"], seen, **TOLERANCE)
+    assert set(seen) == {plain, mirrored}, losses["flip"]
+    assert len(set(np.round(losses["affine"], 6))) == len(losses["affine"]), losses["affine"]
