@@ -71,3 +71,9 @@ def _device_id(device: str | None) -> str:
 __all__ = ["attention", "functional", "init", "models", "parallel", "training", "manual_seed",
            "get_rng_state", "set_rng_state",
            *(name for name in modules.__all__ if name != "manual_seed"), *attention.__all__]
+
+# -- torch.nn's recurrent layers, activations, losses and layers added on branch nn2 -----------
+from . import recurrent  # noqa: E402
+from .recurrent import *  # noqa: E402,F401,F403
+
+__all__ += ["recurrent", *recurrent.__all__]

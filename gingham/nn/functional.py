@@ -1313,6 +1313,113 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         builder.prng(nodes[1], *input.shape) >= p, nodes[0] * scale, 0.0))
 
 
+# -- recurrent cells -------------------------------------------------------------------------------
+# One time step each, with torch's argument order (``torch.lstm_cell`` and friends). A layer
+# (gingham.nn.LSTM, ...) projects the whole sequence's input at once (one matmul) and calls the
+# ``_*_step`` functions per step: a Python loop over static steps traces into one program.
+
+
+def _check_cell(op: str, gates: int, input: Tensor, hidden: Sequence[Tensor], w_ih: Tensor,
+                w_hh: Tensor, b_ih: Tensor | None, b_hh: Tensor | None) -> None:
+    """PyTorch's cell shapes: ``w_ih [gates*H, I]``, ``w_hh [gates*H, H]``, biases
+    ``[gates*H]``, ``input [..., I]`` and each hidden state ``[..., H]`` (same batch)."""
+    names = {f"hx[{k}]" if len(hidden) > 1 else "hx": h for k, h in enumerate(hidden)}
+    _check(op, ("input", "w_ih", "w_hh", "b_ih", "b_hh", *names), input=input, w_ih=w_ih,
+           w_hh=w_hh, b_ih=b_ih, b_hh=b_hh, **names)
+    if w_hh.ndim != 2 or w_hh.shape[0] != gates * w_hh.shape[1]:
+        raise ShapeError(f"{op}: w_hh must be [{gates} * hidden_size, hidden_size], got shape "
+                         f"{w_hh.shape}")
+    size = w_hh.shape[1]
+    if w_ih.ndim != 2 or w_ih.shape[0] != gates * size:
+        raise ShapeError(f"{op}: w_ih must be [{gates * size}, input_size] for hidden_size "
+                         f"{size}, got shape {w_ih.shape}")
+    if input.ndim not in (1, 2) or input.shape[-1] != w_ih.shape[1]:
+        raise ShapeError(f"{op}: input must be [batch, {w_ih.shape[1]}] or [{w_ih.shape[1]}] "
+                         f"(w_ih's input_size), got shape {input.shape}")
+    for name, bias in (("b_ih", b_ih), ("b_hh", b_hh)):
+        if bias is not None and bias.shape != (gates * size,):
+            raise ShapeError(f"{op}: {name} must have shape ({gates * size},), got {bias.shape}")
+    expected = input.shape[:-1] + (size,)
+    for name, h in names.items():
+        if h.shape != expected:
+            raise ShapeError(f"{op}: {name} must have shape {expected} for input shape "
+                             f"{input.shape} and hidden_size {size}, got {h.shape}")
+
+
+def _rnn_step(projected: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None,
+              nonlinearity: str) -> Tensor:
+    """``act(projected + h @ w_hh.T + b_hh)``, ``projected`` being ``x @ w_ih.T + b_ih``."""
+    pre = projected + linear(h, w_hh, b_hh)
+    return pre.tanh() if nonlinearity == "tanh" else pre.relu()
+
+
+def _lstm_step(projected: Tensor, h: Tensor, c: Tensor, w_hh: Tensor,
+               b_hh: Tensor | None) -> tuple[Tensor, Tensor]:
+    """The LSTM update from the projected input (gates in PyTorch's order i, f, g, o)."""
+    i, f, g, o = (projected + linear(h, w_hh, b_hh)).chunk(4, -1)
+    c_next = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return o.sigmoid() * c_next.tanh(), c_next
+
+
+def _gru_step(projected: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
+    """The GRU update from the projected input (gates in PyTorch's order r, z, n; the reset
+    gate scales the hidden projection including its bias, as PyTorch's)."""
+    x_r, x_z, x_n = projected.chunk(3, -1)
+    h_r, h_z, h_n = linear(h, w_hh, b_hh).chunk(3, -1)
+    r = (x_r + h_r).sigmoid()
+    z = (x_z + h_z).sigmoid()
+    n = (x_n + r * h_n).tanh()
+    return (1.0 - z) * n + z * h
+
+
+def rnn_tanh_cell(input: Tensor, hx: Tensor, w_ih: Tensor, w_hh: Tensor,
+                  b_ih: Tensor | None = None, b_hh: Tensor | None = None) -> Tensor:
+    """One Elman RNN step, ``h' = tanh(x @ w_ih.T + b_ih + h @ w_hh.T + b_hh)``, with
+    ``input [B, I]`` (or ``[I]``), ``hx [B, H]``, ``w_ih [H, I]``, ``w_hh [H, H]``:
+
+        h = F.rnn_tanh_cell(x_t, h, w_ih, w_hh, b_ih, b_hh)
+    """
+    _check_cell("rnn_tanh_cell", 1, input, [hx], w_ih, w_hh, b_ih, b_hh)
+    return _rnn_step(linear(input, w_ih, b_ih), hx, w_hh, b_hh, "tanh")
+
+
+def rnn_relu_cell(input: Tensor, hx: Tensor, w_ih: Tensor, w_hh: Tensor,
+                  b_ih: Tensor | None = None, b_hh: Tensor | None = None) -> Tensor:
+    """:func:`rnn_tanh_cell` with ``relu`` in place of ``tanh``."""
+    _check_cell("rnn_relu_cell", 1, input, [hx], w_ih, w_hh, b_ih, b_hh)
+    return _rnn_step(linear(input, w_ih, b_ih), hx, w_hh, b_hh, "relu")
+
+
+def lstm_cell(input: Tensor, hx: Sequence[Tensor], w_ih: Tensor, w_hh: Tensor,
+              b_ih: Tensor | None = None, b_hh: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """One LSTM step; ``hx`` is ``(h, c)``, each ``[B, H]``, the weights ``[4H, I]`` and
+    ``[4H, H]`` with the gates in PyTorch's order (input, forget, cell, output):
+
+        i, f, g, o = chunks of x @ w_ih.T + b_ih + h @ w_hh.T + b_hh
+        c' = sigmoid(f) * c + sigmoid(i) * tanh(g);   h' = sigmoid(o) * tanh(c')
+
+        h, c = F.lstm_cell(x_t, (h, c), w_ih, w_hh, b_ih, b_hh)
+    """
+    if not isinstance(hx, (tuple, list)) or len(hx) != 2:
+        raise TypeError("lstm_cell: hx must be a pair (h, c) of tensors")
+    _check_cell("lstm_cell", 4, input, list(hx), w_ih, w_hh, b_ih, b_hh)
+    return _lstm_step(linear(input, w_ih, b_ih), hx[0], hx[1], w_hh, b_hh)
+
+
+def gru_cell(input: Tensor, hx: Tensor, w_ih: Tensor, w_hh: Tensor,
+             b_ih: Tensor | None = None, b_hh: Tensor | None = None) -> Tensor:
+    """One GRU step, the weights ``[3H, I]`` and ``[3H, H]`` with the gates in PyTorch's
+    order (reset, update, new):
+
+        r = sigmoid(x_r + h_r);   z = sigmoid(x_z + h_z);   n = tanh(x_n + r * h_n)
+        h' = (1 - z) * n + z * h     (x_* = x @ w_ih.T + b_ih, h_* = h @ w_hh.T + b_hh)
+
+        h = F.gru_cell(x_t, h, w_ih, w_hh, b_ih, b_hh)
+    """
+    _check_cell("gru_cell", 3, input, [hx], w_ih, w_hh, b_ih, b_hh)
+    return _gru_step(linear(input, w_ih, b_ih), hx, w_hh, b_hh)
+
+
 # -- attention -------------------------------------------------------------------------------------
 
 
