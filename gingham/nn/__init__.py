@@ -76,4 +76,6 @@ __all__ = ["attention", "functional", "init", "models", "parallel", "training", 
 from . import recurrent  # noqa: E402
 from .recurrent import *  # noqa: E402,F401,F403
 
-__all__ += ["recurrent", *recurrent.__all__]
+for _name in modules.NN2_NAMES:
+    globals()[_name] = getattr(modules, _name)
+__all__ += ["recurrent", *recurrent.__all__, *modules.NN2_NAMES]

@@ -1750,6 +1750,254 @@ class ModuleDict(Module):
             self[key] = module
 
 
+# --- activations, losses, normalisation, padding and containers (torch.nn names) ---
+
+
+class Hardsigmoid(_InplaceActivation):
+    """``relu6(x + 3) / 6``."""
+
+    function = staticmethod(F.hardsigmoid)
+
+    def extra_repr(self) -> str:
+        return ""  # PyTorch's Hardsigmoid does not show inplace
+
+
+class SELU(_InplaceActivation):
+    """``scale * elu(x, alpha)`` with the self-normalising constants (:func:`F.selu`)."""
+
+    function = staticmethod(F.selu)
+
+
+class CELU(Module):
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.celu(x, self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class Softsign(Module):
+    """``x / (1 + |x|)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softsign(x)
+
+
+class LogSigmoid(Module):
+    """``log(sigmoid(x))``, computed stably."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.logsigmoid(x)
+
+
+class Tanhshrink(Module):
+    """``x - tanh(x)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.tanhshrink(x)
+
+
+class GLU(Module):
+    """The gated linear unit along ``dim``: first half times ``sigmoid`` of the second.
+
+        glu = GLU(dim=1)                                         # [N, 2C, L] -> [N, C, L]
+    """
+
+    def __init__(self, dim: int = -1) -> None:
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.glu(x, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmin(_AlongDim):
+    """``softmax(-x)`` along ``dim``.
+
+        weights = Softmin(dim=-1)(distances)
+    """
+
+    function = staticmethod(F.softmin)
+
+
+class Softshrink(Module):
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, 0 between."""
+
+    def __init__(self, lambd: float = 0.5) -> None:
+        self.lambd = lambd
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softshrink(x, self.lambd)
+
+    def extra_repr(self) -> str:
+        return str(self.lambd)
+
+
+class Hardshrink(Softshrink):
+    """``x`` where ``|x| > lambd``, 0 elsewhere."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.hardshrink(x, self.lambd)
+
+
+class Threshold(Module):
+    """``x`` where ``x > threshold``, ``value`` elsewhere.
+
+        act = Threshold(0.1, 20.0)
+    """
+
+    def __init__(self, threshold: float, value: float, inplace: bool = False) -> None:
+        self.threshold, self.value, self.inplace = threshold, value, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.threshold(x, self.threshold, self.value)
+
+    def extra_repr(self) -> str:
+        inplace = ", inplace=True" if self.inplace else ""
+        return f"threshold={self.threshold}, value={self.value}{inplace}"
+
+
+class PairwiseDistance(Module):
+    """:func:`F.pairwise_distance` of two inputs along their last dim."""
+
+    def __init__(self, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> None:
+        self.norm, self.eps, self.keepdim = p, eps, keepdim
+
+    def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
+        return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
+
+
+class MarginRankingLoss(_Loss):
+    """:func:`F.margin_ranking_loss`, ``forward(input1, input2, target)``."""
+
+    def __init__(self, margin: float = 0.0, size_average=None, reduce=None,
+                 reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
+        return F.margin_ranking_loss(input1, input2, target, self.margin,
+                                     reduction=self.reduction)
+
+
+class TripletMarginLoss(_Loss):
+    """:func:`F.triplet_margin_loss`, ``forward(anchor, positive, negative)``."""
+
+    def __init__(self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6,
+                 swap: bool = False, size_average=None, reduce=None,
+                 reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginLoss: expected margin to be greater than 0, got "
+                             f"{margin} instead")
+        self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
+
+    def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
+        return F.triplet_margin_loss(anchor, positive, negative, self.margin, self.p, self.eps,
+                                     self.swap, reduction=self.reduction)
+
+
+class CosineEmbeddingLoss(_Loss):
+    """:func:`F.cosine_embedding_loss`, ``forward(input1, input2, target)``."""
+
+    def __init__(self, margin: float = 0.0, size_average=None, reduce=None,
+                 reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
+        return F.cosine_embedding_loss(input1, input2, target, self.margin,
+                                       reduction=self.reduction)
+
+
+class HingeEmbeddingLoss(_Loss):
+    """:func:`F.hinge_embedding_loss`."""
+
+    def __init__(self, margin: float = 1.0, size_average=None, reduce=None,
+                 reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.hinge_embedding_loss(input, target, self.margin, reduction=self.reduction)
+
+
+class PoissonNLLLoss(_Loss):
+    """:func:`F.poisson_nll_loss`."""
+
+    def __init__(self, log_input: bool = True, full: bool = False, size_average=None,
+                 eps: float = 1e-8, reduce=None, reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.log_input, self.full, self.eps = log_input, full, eps
+
+    def forward(self, log_input: Tensor, target: Tensor) -> Tensor:
+        return F.poisson_nll_loss(log_input, target, self.log_input, self.full, eps=self.eps,
+                                  reduction=self.reduction)
+
+
+class GaussianNLLLoss(_Loss):
+    """:func:`F.gaussian_nll_loss`, ``forward(input, target, var)``."""
+
+    def __init__(self, *, full: bool = False, eps: float = 1e-6,
+                 reduction: str = "mean") -> None:
+        super().__init__(None, None, reduction)
+        self.full, self.eps = full, eps
+
+    def forward(self, input: Tensor, target: Tensor, var) -> Tensor:
+        return F.gaussian_nll_loss(input, target, var, self.full, self.eps, self.reduction)
+
+
+class SoftMarginLoss(_Loss):
+    """:func:`F.soft_margin_loss`."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.soft_margin_loss(input, target, reduction=self.reduction)
+
+
+class MultiLabelSoftMarginLoss(_Loss):
+    """:func:`F.multilabel_soft_margin_loss`; ``weight`` (per class) is a buffer."""
+
+    def __init__(self, weight: Tensor | None = None, size_average=None, reduce=None,
+                 reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.weight = weight
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.multilabel_soft_margin_loss(input, target, self.weight,
+                                             reduction=self.reduction)
+
+
+class MultiMarginLoss(_Loss):
+    """:func:`F.multi_margin_loss`; ``weight`` (per class) is a buffer."""
+
+    def __init__(self, p: int = 1, margin: float = 1.0, weight: Tensor | None = None,
+                 size_average=None, reduce=None, reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        if p not in (1, 2):
+            raise ValueError("only p == 1 and p == 2 supported")
+        if weight is not None and weight.ndim != 1:
+            raise ValueError(f"MultiMarginLoss: weight must be 1-d, got shape {weight.shape}")
+        self.p, self.margin, self.weight = p, margin, weight
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.multi_margin_loss(input, target, self.p, self.margin, self.weight,
+                                   reduction=self.reduction)
+
+
+NN2_NAMES = ["Hardsigmoid", "SELU", "CELU", "Softsign", "GLU", "LogSigmoid", "Softmin",
+             "Softshrink", "Hardshrink", "Tanhshrink", "Threshold", "PairwiseDistance",
+             "MarginRankingLoss", "TripletMarginLoss", "CosineEmbeddingLoss",
+             "HingeEmbeddingLoss", "PoissonNLLLoss", "GaussianNLLLoss", "SoftMarginLoss",
+             "MultiLabelSoftMarginLoss", "MultiMarginLoss"]
+
+
 __all__ = ["Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
            "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
            "ConvTranspose3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm",
