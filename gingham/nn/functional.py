@@ -47,7 +47,7 @@ from ..config import get_config
 from ..errors import DeviceError
 from ..frontend.amp import cast_inputs_float32, cast_inputs_low
 from ..frontend.tensor import (DTypeError, ShapeError, Tensor, _dim, batched_operand_index,
-                               matmul, minimum, no_grad, tensor)
+                               einsum, matmul, minimum, no_grad, tensor)
 from ..tile import builder
 from ..tile import dtypes as dt
 from . import winograd
@@ -2703,6 +2703,168 @@ def fold(input: Tensor, output_size: IntOrTuple, kernel_size: IntOrTuple,
     return input._derive(shape, input.dtype, [input], build)
 
 
+# -- instance norm, channel dropout, bilinear, channel shuffle ------------------------------------
+
+
+def instance_norm(input: Tensor, running_mean: Tensor | None = None,
+                  running_var: Tensor | None = None, weight: Tensor | None = None,
+                  bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5):
+    """Normalise each sample's channels over their spatial axes (``[N, C, ...]``), as
+    PyTorch: :func:`batch_norm` of the data seen as one sample of ``N * C`` channels.
+
+    With ``use_input_stats`` (the default) each instance's own statistics are used; given
+    running statistics, the result is then ``(y, new_running_mean, new_running_var)``, the
+    running ones updated with the instances' mean statistics (a layer ``assign``s them).
+    ``use_input_stats=False`` normalises with the running statistics and returns ``y``.
+
+        y = F.instance_norm(images, weight=gamma, bias=beta)       # [N, C, H, W] -> same
+    """
+    op = "instance_norm"
+    _check_mixed(op, input, running_mean=running_mean, running_var=running_var, weight=weight,
+                 bias=bias)
+    if input.ndim < 3:
+        raise ShapeError(f"{op}: input must be at least 3-d (N, C, ...), got shape "
+                         f"{input.shape}")
+    n, c = input.shape[:2]
+    for name, value in (("running_mean", running_mean), ("running_var", running_var),
+                        ("weight", weight), ("bias", bias)):
+        if value is not None and value.shape != (c,):
+            raise ShapeError(f"{op}: {name} must have shape ({c},) for input of shape "
+                             f"{input.shape}, got {value.shape}")
+    if not use_input_stats and (running_mean is None or running_var is None):
+        raise ValueError(f"{op}: expected running_mean and running_var to be defined when "
+                         "use_input_stats is false")
+    folded = input.reshape((1, n * c) + input.shape[2:])
+
+    def per_instance(value: Tensor | None) -> Tensor | None:
+        return None if value is None else value.repeat(n)
+
+    result = batch_norm(folded, per_instance(running_mean), per_instance(running_var),
+                        per_instance(weight), per_instance(bias), use_input_stats, momentum, eps)
+    if not use_input_stats:
+        return result.reshape(input.shape)
+    y, mean, var = result
+    y = y.reshape(input.shape)
+    if running_mean is None:
+        return y
+    return y, mean.reshape(n, c).mean(0), var.reshape(n, c).mean(0)
+
+
+def _channel_dropout(op: str, nd: int, input: Tensor, p: float, training: bool) -> Tensor:
+    """Zero whole channels (every value of a ``[n, c]`` feature map at once) with probability
+    ``p``, the others scaled by ``1 / (1 - p)``: a :func:`dropout` mask of shape
+    ``[N, C, 1, ...]`` broadcast over the spatial axes."""
+    _float_input(op, input)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+    if input.ndim not in (nd + 1, nd + 2):
+        raise ShapeError(f"{op}: Expected {nd + 1}D or {nd + 2}D input, but received a "
+                         f"{input.ndim}D input ({'unbatched ' if nd else ''}[C, ...] or "
+                         "[N, C, ...])")
+    if not training or p == 0.0:
+        return input
+    channels = input.ndim - nd  # the leading (batch and) channel axes
+    shape = input.shape[:channels] + (1,) * nd
+    ones = input._derive(shape, input.dtype, [input], lambda nodes: _full_node(
+        nodes[0], input.ndim, shape, 1.0, input.dtype)).detach()
+    return input * dropout(ones, p, True)
+
+
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True,
+              inplace: bool = False) -> Tensor:
+    """Channel dropout of ``[N, C, L]`` (or ``[C, L]``) data: each channel is zeroed with
+    probability ``p``, the rest scaled by ``1 / (1 - p)``.
+
+        y = F.dropout1d(signals, 0.2)
+    """
+    return _channel_dropout("dropout1d", 1, input, p, training)
+
+
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True,
+              inplace: bool = False) -> Tensor:
+    """:func:`dropout1d` of ``[N, C, H, W]`` (or ``[C, H, W]``) data."""
+    return _channel_dropout("dropout2d", 2, input, p, training)
+
+
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True,
+              inplace: bool = False) -> Tensor:
+    """:func:`dropout1d` of ``[N, C, D, H, W]`` (or ``[C, D, H, W]``) data."""
+    return _channel_dropout("dropout3d", 3, input, p, training)
+
+
+_ALPHA_PRIME = 1.7580993408473766  # -SELU's scale * alpha: the value SELU saturates to, negated
+
+
+def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
+                  inplace: bool = False) -> Tensor:
+    """Dropout for SELU networks (PyTorch's formula): dropped values are set to SELU's
+    negative saturation, then ``a * x + b`` restores zero mean and unit variance, with
+    ``a = ((1 - p) * (1 + p * alpha'^2)) ** -0.5``. Note ``training`` defaults to False, as
+    in PyTorch.
+
+        y = F.alpha_dropout(x, 0.1, training=True)
+    """
+    op = "alpha_dropout"
+    _float_input(op, input)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    a = 1.0 / math.sqrt((_ALPHA_PRIME ** 2 * p + 1.0) * (1.0 - p))
+    keep = dropout(_full_like_tensor(input, 1.0), p, True) * (1.0 - p)  # 1 kept, 0 dropped
+    return input * keep * a + (keep - 1.0) * (_ALPHA_PRIME * a) + _ALPHA_PRIME * a * p
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor,
+             bias: Tensor | None = None) -> Tensor:
+    """``y[..., o] = sum_ij x1[..., i] * weight[o, i, j] * x2[..., j] + bias[o]``: two
+    contractions, ``x1`` with the weight, then the result with ``x2``.
+
+        y = F.bilinear(x1, x2, weight, bias)        # [N, 5], [N, 3], [4, 5, 3] -> [N, 4]
+    """
+    op = "bilinear"
+    _check(op, ("input1", "input2", "weight", "bias"), input1=input1, input2=input2,
+           weight=weight, bias=bias)
+    if weight.ndim != 3:
+        raise ShapeError(f"{op}: weight must be 3-d [out, in1, in2], got shape {weight.shape}")
+    if input1.ndim < 1 or input1.shape[:-1] != input2.shape[:-1] or (
+            input1.shape[-1], input2.shape[-1]) != weight.shape[1:]:
+        raise ShapeError(f"{op}: inputs [..., {weight.shape[1]}] and [..., {weight.shape[2]}] "
+                         f"with one batch shape expected for weight {weight.shape}, got "
+                         f"{input1.shape} and {input2.shape}")
+    if bias is not None and bias.shape != (weight.shape[0],):
+        raise ShapeError(f"{op}: bias must have shape ({weight.shape[0]},), got {bias.shape}")
+    batch = input1.shape[:-1]
+    x1 = input1.reshape(-1, input1.shape[-1])
+    x2 = input2.reshape(-1, input2.shape[-1])
+    mixed = einsum("bi,oij->boj", x1, weight)
+    y = einsum("boj,bj->bo", mixed, x2)
+    y = y if bias is None else y + bias
+    return y.reshape(batch + (weight.shape[0],))
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """ShuffleNet's channel shuffle: ``[N, C, ...]`` seen as ``[N, groups, C / groups, ...]``,
+    the two group axes swapped.
+
+        y = F.channel_shuffle(x, 2)                 # channels 0 1 2 3 -> 0 2 1 3
+    """
+    op = "channel_shuffle"
+    _check(op, (), input=input)
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"{op}: Number of groups to divide channels in must be positive. "
+                         f"Value of groups:{groups}")
+    if input.ndim < 3 or input.shape[1] % groups:
+        raise ShapeError(f"{op}: input must be [N, C, ...] with C divisible by groups "
+                         f"({groups}), got shape {input.shape}")
+    n, c = input.shape[:2]
+    grouped = input.reshape((n, groups, c // groups) + input.shape[2:])
+    return grouped.transpose(1, 2).reshape(input.shape)
+
+
 __all__ = [
     "DTypeError", "Generator", "manual_seed",
     "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -2730,4 +2892,6 @@ __all__ += [
     "pairwise_distance", "margin_ranking_loss", "triplet_margin_loss", "cosine_embedding_loss",
     "hinge_embedding_loss", "poisson_nll_loss", "gaussian_nll_loss", "soft_margin_loss",
     "multilabel_soft_margin_loss", "multi_margin_loss",
+    "instance_norm", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "bilinear",
+    "channel_shuffle",
 ]

@@ -1991,11 +1991,381 @@ class MultiMarginLoss(_Loss):
                                    reduction=self.reduction)
 
 
+class _InstanceNorm(_BatchNorm):
+    """Instance norm (:func:`F.instance_norm`): each sample's channels normalised over their
+    own spatial axes. PyTorch's defaults: no affine parameters and no running statistics;
+    with ``track_running_stats`` training updates them (``num_batches_tracked`` is kept for
+    the state dict but, as in PyTorch, not counted) and evaluation uses them.
+
+        norm = InstanceNorm2d(64, affine=True)                   # [N, 64, H, W] -> same
+    """
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = False, track_running_stats: bool = False,
+                 device: str | None = None, *, bias: bool = True) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
+                         bias=bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim not in self._ranks:
+            raise ValueError(f"{type(self).__name__}: expected {self._ranks[0]}D or "
+                             f"{self._ranks[1]}D input (got {x.ndim}D input)")
+        unbatched = x.ndim == self._ranks[0]
+        batch = x.unsqueeze(0) if unbatched else x
+        use_input_stats = self.training or not self.track_running_stats
+        result = F.instance_norm(batch, self.running_mean, self.running_var, self.weight,
+                                 self.bias, use_input_stats,
+                                 self.momentum if self.momentum is not None else 0.0, self.eps)
+        if isinstance(result, tuple):
+            result, mean, var = result
+            assign_all([(self.running_mean, mean), (self.running_var, var)])
+        return result.squeeze(0) if unbatched else result
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance norm of ``[N, C, L]`` (or unbatched ``[C, L]``) data."""
+
+    _ranks = (2, 3)
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance norm of ``[N, C, H, W]`` (or unbatched ``[C, H, W]``) data."""
+
+    _ranks = (3, 4)
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance norm of ``[N, C, D, H, W]`` (or unbatched ``[C, D, H, W]``) data."""
+
+    _ranks = (4, 5)
+
+
+class _ChannelDropout(Dropout):
+    """:class:`Dropout` of whole channels (``F.dropout1d``/``2d``/``3d``) in training."""
+
+    function: Callable[..., Tensor]
+
+    def forward(self, x: Tensor) -> Tensor:
+        return type(self).function(x, self.p, self.training)
+
+
+class Dropout1d(_ChannelDropout):
+    """Zero whole channels of ``[N, C, L]`` data with probability ``p`` in training."""
+
+    function = staticmethod(F.dropout1d)
+
+
+class Dropout2d(_ChannelDropout):
+    """Zero whole channels of ``[N, C, H, W]`` data with probability ``p`` in training."""
+
+    function = staticmethod(F.dropout2d)
+
+
+class Dropout3d(_ChannelDropout):
+    """Zero whole channels of ``[N, C, D, H, W]`` data with probability ``p`` in training."""
+
+    function = staticmethod(F.dropout3d)
+
+
+class AlphaDropout(_ChannelDropout):
+    """:func:`F.alpha_dropout` in training (for SELU networks), the identity in evaluation."""
+
+    function = staticmethod(F.alpha_dropout)
+
+
+class _PadNd(Module):
+    """:func:`F.pad` of the last ``nd`` axes by ``padding`` (an int for every side, or
+    PyTorch's ``(left, right, top, bottom, front, back)`` order) in one mode."""
+
+    nd = 1
+    mode = "constant"
+
+    def __init__(self, padding) -> None:
+        count = 2 * self.nd
+        values = (padding,) * count if isinstance(padding, (int, np.integer)) else tuple(padding)
+        if len(values) != count:
+            raise ValueError(f"{type(self).__name__}: padding must be an int or {count} values, "
+                             f"got {padding!r}")
+        self.padding = tuple(int(v) for v in values)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.pad(x, self.padding, self.mode)
+
+    def extra_repr(self) -> str:
+        return f"{self.padding}"
+
+
+class _ConstantPadNd(_PadNd):
+    def __init__(self, padding, value: float) -> None:
+        super().__init__(padding)
+        self.value = value
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.pad(x, self.padding, "constant", self.value)
+
+    def extra_repr(self) -> str:
+        return f"padding={self.padding}, value={self.value}"
+
+
+class ConstantPad1d(_ConstantPadNd):
+    """Pad the last axis with ``value``: ``ConstantPad1d((1, 2), 0.5)``."""
+
+
+class ConstantPad2d(_ConstantPadNd):
+    """Pad the last two axes with ``value``: ``ConstantPad2d((left, right, top, bottom), v)``."""
+
+    nd = 2
+
+
+class ConstantPad3d(_ConstantPadNd):
+    """Pad the last three axes with ``value``."""
+
+    nd = 3
+
+
+class ZeroPad1d(_ConstantPadNd):
+    """Pad the last axis with zeros."""
+
+    def __init__(self, padding) -> None:
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self) -> str:
+        return f"{self.padding}"
+
+
+class ZeroPad2d(ZeroPad1d):
+    """Pad the last two axes with zeros: ``ZeroPad2d((left, right, top, bottom))``."""
+
+    nd = 2
+
+
+class ZeroPad3d(ZeroPad1d):
+    """Pad the last three axes with zeros."""
+
+    nd = 3
+
+
+class ReflectionPad1d(_PadNd):
+    """Pad the last axis with its mirror image about the edge (``F.pad(mode="reflect")``)."""
+
+    mode = "reflect"
+
+
+class ReflectionPad2d(ReflectionPad1d):
+    """Reflection padding of the last two axes."""
+
+    nd = 2
+
+
+class ReflectionPad3d(ReflectionPad1d):
+    """Reflection padding of the last three axes."""
+
+    nd = 3
+
+
+class ReplicationPad1d(_PadNd):
+    """Pad the last axis by repeating its edge values (``F.pad(mode="replicate")``)."""
+
+    mode = "replicate"
+
+
+class ReplicationPad2d(ReplicationPad1d):
+    """Replication padding of the last two axes."""
+
+    nd = 2
+
+
+class ReplicationPad3d(ReplicationPad1d):
+    """Replication padding of the last three axes."""
+
+    nd = 3
+
+
+def _as_parameter(container: str, value: Any) -> Tensor:
+    """A tensor for a parameter container: a gingham Tensor (made to require gradients,
+    as PyTorch wraps a plain tensor in a Parameter) or an array, uploaded."""
+    if isinstance(value, Tensor):
+        return value if value.requires_grad else value.requires_grad_()
+    try:
+        array = np.asarray(value)
+    except Exception:
+        array = None
+    if array is None or not dt.is_float(array.dtype):
+        raise TypeError(f"{container} holds floating-point gingham Tensors (or arrays), not "
+                        f"{type(value).__name__}")
+    return tensor(array, requires_grad=True)
+
+
+class ParameterList(Module):
+    """Parameters in a list, named ``0``, ``1``, ... in the state dict (as PyTorch's: each
+    is an attribute of that name, so ``to()``, optimisers and state dicts see them):
+
+        self.scales = ParameterList(gingham.ones(4, requires_grad=True) for _ in range(3))
+        y = sum(x * s for s in self.scales)
+    """
+
+    def __init__(self, values: Iterable[Any] | None = None) -> None:
+        self._size = 0
+        if values is not None:
+            self.extend(values)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return ParameterList(list(self)[index])
+        position = index + self._size if index < 0 else index
+        if not 0 <= position < self._size:
+            raise IndexError(f"ParameterList: index {index} is out of range ({self._size})")
+        return getattr(self, str(position))
+
+    def __setitem__(self, index: int, value: Any) -> None:
+        self[index]  # the range check
+        setattr(self, str(index + self._size if index < 0 else index),
+                _as_parameter("ParameterList", value))
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return (getattr(self, str(i)) for i in range(self._size))
+
+    def append(self, value: Any) -> "ParameterList":
+        setattr(self, str(self._size), _as_parameter("ParameterList", value))
+        self._size += 1
+        return self
+
+    def extend(self, values: Iterable[Any]) -> "ParameterList":
+        for value in values:
+            self.append(value)
+        return self
+
+    def extra_repr(self) -> str:
+        return "\n".join(f"({i}): Parameter containing: [{_dtype_name(p.dtype)} of size "
+                         f"{'x'.join(map(str, p.shape))}]" for i, p in enumerate(self))
+
+
+class ParameterDict(Module):
+    """Parameters by name (the names of their state-dict entries), in insertion order; each
+    is an attribute of that name, as in PyTorch:
+
+        self.biases = ParameterDict({"left": gingham.zeros(4), "right": gingham.zeros(4)})
+        y = x + self.biases["left"]
+    """
+
+    def __init__(self, parameters: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None
+                 ) -> None:
+        self._keys: list[str] = []
+        if parameters is not None:
+            self.update(parameters)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        _checked_name("ParameterDict", key)
+        if key.startswith("_") or (key not in self._keys and hasattr(self, key)):
+            raise KeyError(f"ParameterDict: key {key!r} clashes with an attribute of the module")
+        if key not in self._keys:
+            self._keys.append(key)
+        setattr(self, key, _as_parameter("ParameterDict", value))
+
+    def __getitem__(self, key: str) -> Tensor:
+        if key not in self._keys:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __delitem__(self, key: str) -> None:
+        self[key]  # KeyError for a missing key
+        self._keys.remove(key)
+        delattr(self, key)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._keys))
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def keys(self) -> list[str]:
+        return list(self._keys)
+
+    def values(self) -> list[Tensor]:
+        return [getattr(self, key) for key in self._keys]
+
+    def items(self) -> list[tuple[str, Tensor]]:
+        return [(key, getattr(self, key)) for key in self._keys]
+
+    def pop(self, key: str) -> Tensor:
+        value = self[key]
+        del self[key]
+        return value
+
+    def update(self, parameters: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> None:
+        pairs = parameters.items() if isinstance(parameters, Mapping) else parameters
+        for key, value in pairs:
+            self[key] = value
+
+
+class Bilinear(Module):
+    """``y = x1 @ weight @ x2 + bias`` per output feature (:func:`F.bilinear`), ``weight``
+    ``[out, in1, in2]``, both initialised from ``U(-1/sqrt(in1), 1/sqrt(in1))`` as PyTorch.
+
+        layer = Bilinear(5, 3, 4)                                # [N, 5], [N, 3] -> [N, 4]
+    """
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int,
+                 bias: bool = True, device: str | None = None) -> None:
+        self.in1_features, self.in2_features = in1_features, in2_features
+        self.out_features = out_features
+        bound = 1.0 / math.sqrt(in1_features)
+        self.weight = _uniform((out_features, in1_features, in2_features), bound, device,
+                               _default_rng)
+        self.bias = _uniform((out_features,), bound, device, _default_rng) if bias else None
+
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
+class ChannelShuffle(Module):
+    """:func:`F.channel_shuffle` with ``groups`` groups."""
+
+    def __init__(self, groups: int) -> None:
+        self.groups = groups
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.channel_shuffle(x, self.groups)
+
+    def extra_repr(self) -> str:
+        return f"groups={self.groups}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """``Upsample(size, scale_factor, mode="nearest")`` of ``[N, C, H, W]`` data."""
+
+    def __init__(self, size=None, scale_factor=None) -> None:
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """``Upsample(size, scale_factor, mode="bilinear", align_corners=True)``, as PyTorch's."""
+
+    def __init__(self, size=None, scale_factor=None) -> None:
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
+
+
 NN2_NAMES = ["Hardsigmoid", "SELU", "CELU", "Softsign", "GLU", "LogSigmoid", "Softmin",
              "Softshrink", "Hardshrink", "Tanhshrink", "Threshold", "PairwiseDistance",
              "MarginRankingLoss", "TripletMarginLoss", "CosineEmbeddingLoss",
              "HingeEmbeddingLoss", "PoissonNLLLoss", "GaussianNLLLoss", "SoftMarginLoss",
-             "MultiLabelSoftMarginLoss", "MultiMarginLoss"]
+             "MultiLabelSoftMarginLoss", "MultiMarginLoss", "InstanceNorm1d", "InstanceNorm2d",
+             "InstanceNorm3d", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
+             "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ZeroPad1d", "ZeroPad2d",
+             "ZeroPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",
+             "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "ParameterList",
+             "ParameterDict", "Bilinear", "ChannelShuffle", "UpsamplingNearest2d",
+             "UpsamplingBilinear2d"]
 
 
 __all__ = ["Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",

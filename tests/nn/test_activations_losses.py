@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 import torch.nn as tnn
 import torch.nn.functional as TF
 
