@@ -76,6 +76,6 @@ __all__ = ["attention", "functional", "init", "models", "parallel", "training", 
 from . import recurrent  # noqa: E402
 from .recurrent import *  # noqa: E402,F401,F403
 
-for _name in modules.NN2_NAMES:
-    globals()[_name] = getattr(modules, _name)
+# modules.py's new layers are listed in NN2_NAMES (its __all__ is left as it was, for merging).
+globals().update({name: getattr(modules, name) for name in modules.NN2_NAMES})
 __all__ += ["recurrent", *recurrent.__all__, *modules.NN2_NAMES]
