@@ -20,10 +20,11 @@
 import numpy as np
 
 from ..frontend.tensor import Tensor
-from . import attention, functional, init, models, modules, parallel, training
+from . import attention, functional, init, models, modules, parallel, recurrent, training
 # The layers and attention modules are re-exported as their modules list them (one list each).
 from .attention import *  # noqa: F401,F403
 from .modules import *  # noqa: F401,F403  (its manual_seed is replaced below)
+from .recurrent import *  # noqa: F401,F403
 
 
 def manual_seed(seed: int) -> None:
@@ -68,6 +69,7 @@ def _device_id(device: str | None) -> str:
     return get_device(device).id
 
 
-__all__ = ["attention", "functional", "init", "models", "parallel", "training", "manual_seed",
-           "get_rng_state", "set_rng_state",
-           *(name for name in modules.__all__ if name != "manual_seed"), *attention.__all__]
+__all__ = ["attention", "functional", "init", "models", "parallel", "recurrent", "training",
+           "manual_seed", "get_rng_state", "set_rng_state",
+           *(name for name in modules.__all__ if name != "manual_seed"), *attention.__all__,
+           *recurrent.__all__]

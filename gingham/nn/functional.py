@@ -47,7 +47,7 @@ from ..config import get_config
 from ..errors import DeviceError
 from ..frontend.amp import cast_inputs_float32, cast_inputs_low
 from ..frontend.tensor import (DTypeError, ShapeError, Tensor, _dim, batched_operand_index,
-                               matmul, no_grad, tensor)
+                               einsum, matmul, minimum, no_grad, tensor)
 from ..tile import builder
 from ..tile import dtypes as dt
 from . import winograd
@@ -1192,6 +1192,135 @@ def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
     return _as_dtype(y, input.dtype)
 
 
+# -- more activations (torch.nn.functional's names) -----------------------------------------------
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    """``relu6(x + 3) / 6``: 0 below -3, 1 above 3, linear between (``inplace`` is ignored:
+    tensors are immutable).
+
+        gate = F.hardsigmoid(x)
+    """
+    _float_input("hardsigmoid", input)
+    return _map(input, lambda a: builder.minimum(builder.maximum(a + 3.0, 0.0), 6.0)
+                * (1.0 / 6.0), "hardsigmoid")
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`` (``exp`` of ``min(x, 0)``, so
+    the branch not taken never overflows into the gradient).
+
+        y = F.celu(x, alpha=0.5)
+    """
+    _float_input("celu", input)
+    if alpha == 0:
+        raise ValueError("celu: alpha must not be 0 (it divides the input)")
+    return _map(input, lambda a: builder.select(
+        a > 0, a, (builder.exp(builder.minimum(a, 0.0) * (1.0 / alpha)) - 1.0) * alpha), "celu")
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    """``scale * elu(x, alpha)`` with the self-normalising constants of Klambauer et al.
+    (``alpha`` = 1.6733, ``scale`` = 1.0507), as PyTorch.
+
+        y = F.selu(x)
+    """
+    _float_input("selu", input)
+    return _map(input, lambda a: builder.select(
+        a > 0, a * _SELU_SCALE,
+        (builder.exp(builder.minimum(a, 0.0)) - 1.0) * (_SELU_ALPHA * _SELU_SCALE)), "selu")
+
+
+def softsign(input: Tensor) -> Tensor:
+    """``x / (1 + |x|)``."""
+    _float_input("softsign", input)
+    return _map(input, lambda a: a / (builder.abs(a) + 1.0), "softsign")
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    """``log(sigmoid(x))`` computed stably as ``min(x, 0) - log(1 + exp(-|x|))``.
+
+        log_p = F.logsigmoid(logits)
+    """
+    _float_input("logsigmoid", input)
+    return _map(input, lambda a: builder.minimum(a, 0.0)
+                - builder.log(builder.exp(-builder.abs(a)) + 1.0), "logsigmoid")
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, 0 between."""
+    _float_input("softshrink", input)
+    if lambd < 0:
+        raise ValueError(f"softshrink: lambd must be non-negative, got {lambd}")
+    return _map(input, lambda a: builder.select(
+        a > lambd, a - lambd, builder.select(a < -lambd, a + lambd, 0.0)), "softshrink")
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``x`` where ``|x| > lambd``, 0 elsewhere."""
+    _float_input("hardshrink", input)
+    return _map(input, lambda a: builder.select(builder.abs(a) > lambd, a, 0.0), "hardshrink")
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    """``x - tanh(x)``."""
+    _float_input("tanhshrink", input)
+    return _map(input, lambda a: a - builder.tanh(a), "tanhshrink")
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """``x`` where ``x > threshold``, ``value`` elsewhere.
+
+        y = F.threshold(x, 0.1, 20.0)
+    """
+    _float_input("threshold", input)
+    return _map(input, lambda a: builder.select(a > threshold, a, float(value)), "threshold")
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """The gated linear unit: the first half ``a`` of ``dim`` times ``sigmoid`` of the second
+    half ``b`` (``dim`` must have an even size).
+
+        y = F.glu(x, dim=1)                        # [N, 2C, L] -> [N, C, L]
+    """
+    op = "glu"
+    _float_input(op, input)
+    if input.ndim == 0:
+        raise ShapeError(f"{op}: glu does not support scalars because halving size must be even")
+    axis = _dim(op, input.shape, dim)
+    if input.shape[axis] % 2:
+        raise ShapeError(f"{op}: Halving dimension must be even, but dimension {axis} is size "
+                         f"{input.shape[axis]}")
+    a, b = input.chunk(2, axis)
+    return a * b.sigmoid()
+
+
+def _legacy_softmax_dim(op: str, ndim: int) -> int:
+    """PyTorch's implicit axis of a softmax-like op called without ``dim``, with its
+    warning."""
+    warnings.warn(f"Implicit dimension choice for {op} has been deprecated. Change the call to "
+                  "include dim=X as an argument.", UserWarning, stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+            dtype=None) -> Tensor:
+    """``softmax(-x)`` along ``dim`` (PyTorch's implicit axis, with its warning, where None),
+    the input first cast to ``dtype`` if given.
+
+        weights = F.softmin(distances, dim=-1)
+    """
+    _float_input("softmin", input)
+    if dtype is not None:
+        input = input.astype(dtype)
+    if dim is None:
+        dim = _legacy_softmax_dim("softmin", input.ndim)
+    return softmax(-input, dim)
+
+
 # -- random numbers and dropout --------------------------------------------------------------------
 
 
@@ -1320,6 +1449,113 @@ def _uniform(shape: Sequence[int], state: Tensor) -> Tensor:
     sizes = tuple(int(s) for s in shape)
     return state._derive(sizes, dt.FLOAT32, [state],
                          lambda nodes: builder.prng(nodes[0], *sizes))
+
+
+# -- recurrent cells -------------------------------------------------------------------------------
+# One time step each, with torch's argument order (``torch.lstm_cell`` and friends). A layer
+# (gingham.nn.LSTM, ...) projects the whole sequence's input at once (one matmul) and calls the
+# ``_*_step`` functions per step: a Python loop over static steps traces into one program.
+
+
+def _check_cell(op: str, gates: int, input: Tensor, hidden: Sequence[Tensor], w_ih: Tensor,
+                w_hh: Tensor, b_ih: Tensor | None, b_hh: Tensor | None) -> None:
+    """PyTorch's cell shapes: ``w_ih [gates*H, I]``, ``w_hh [gates*H, H]``, biases
+    ``[gates*H]``, ``input [..., I]`` and each hidden state ``[..., H]`` (same batch)."""
+    names = {f"hx[{k}]" if len(hidden) > 1 else "hx": h for k, h in enumerate(hidden)}
+    _check(op, ("input", "w_ih", "w_hh", "b_ih", "b_hh", *names), input=input, w_ih=w_ih,
+           w_hh=w_hh, b_ih=b_ih, b_hh=b_hh, **names)
+    if w_hh.ndim != 2 or w_hh.shape[0] != gates * w_hh.shape[1]:
+        raise ShapeError(f"{op}: w_hh must be [{gates} * hidden_size, hidden_size], got shape "
+                         f"{w_hh.shape}")
+    size = w_hh.shape[1]
+    if w_ih.ndim != 2 or w_ih.shape[0] != gates * size:
+        raise ShapeError(f"{op}: w_ih must be [{gates * size}, input_size] for hidden_size "
+                         f"{size}, got shape {w_ih.shape}")
+    if input.ndim not in (1, 2) or input.shape[-1] != w_ih.shape[1]:
+        raise ShapeError(f"{op}: input must be [batch, {w_ih.shape[1]}] or [{w_ih.shape[1]}] "
+                         f"(w_ih's input_size), got shape {input.shape}")
+    for name, bias in (("b_ih", b_ih), ("b_hh", b_hh)):
+        if bias is not None and bias.shape != (gates * size,):
+            raise ShapeError(f"{op}: {name} must have shape ({gates * size},), got {bias.shape}")
+    expected = input.shape[:-1] + (size,)
+    for name, h in names.items():
+        if h.shape != expected:
+            raise ShapeError(f"{op}: {name} must have shape {expected} for input shape "
+                             f"{input.shape} and hidden_size {size}, got {h.shape}")
+
+
+def _rnn_step(projected: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None,
+              nonlinearity: str) -> Tensor:
+    """``act(projected + h @ w_hh.T + b_hh)``, ``projected`` being ``x @ w_ih.T + b_ih``."""
+    pre = projected + linear(h, w_hh, b_hh)
+    return pre.tanh() if nonlinearity == "tanh" else pre.relu()
+
+
+def _lstm_step(projected: Tensor, h: Tensor, c: Tensor, w_hh: Tensor,
+               b_hh: Tensor | None) -> tuple[Tensor, Tensor]:
+    """The LSTM update from the projected input (gates in PyTorch's order i, f, g, o)."""
+    i, f, g, o = (projected + linear(h, w_hh, b_hh)).chunk(4, -1)
+    c_next = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return o.sigmoid() * c_next.tanh(), c_next
+
+
+def _gru_step(projected: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
+    """The GRU update from the projected input (gates in PyTorch's order r, z, n; the reset
+    gate scales the hidden projection including its bias, as PyTorch's)."""
+    x_r, x_z, x_n = projected.chunk(3, -1)
+    h_r, h_z, h_n = linear(h, w_hh, b_hh).chunk(3, -1)
+    r = (x_r + h_r).sigmoid()
+    z = (x_z + h_z).sigmoid()
+    n = (x_n + r * h_n).tanh()
+    return (1.0 - z) * n + z * h
+
+
+def rnn_tanh_cell(input: Tensor, hx: Tensor, w_ih: Tensor, w_hh: Tensor,
+                  b_ih: Tensor | None = None, b_hh: Tensor | None = None) -> Tensor:
+    """One Elman RNN step, ``h' = tanh(x @ w_ih.T + b_ih + h @ w_hh.T + b_hh)``, with
+    ``input [B, I]`` (or ``[I]``), ``hx [B, H]``, ``w_ih [H, I]``, ``w_hh [H, H]``:
+
+        h = F.rnn_tanh_cell(x_t, h, w_ih, w_hh, b_ih, b_hh)
+    """
+    _check_cell("rnn_tanh_cell", 1, input, [hx], w_ih, w_hh, b_ih, b_hh)
+    return _rnn_step(linear(input, w_ih, b_ih), hx, w_hh, b_hh, "tanh")
+
+
+def rnn_relu_cell(input: Tensor, hx: Tensor, w_ih: Tensor, w_hh: Tensor,
+                  b_ih: Tensor | None = None, b_hh: Tensor | None = None) -> Tensor:
+    """:func:`rnn_tanh_cell` with ``relu`` in place of ``tanh``."""
+    _check_cell("rnn_relu_cell", 1, input, [hx], w_ih, w_hh, b_ih, b_hh)
+    return _rnn_step(linear(input, w_ih, b_ih), hx, w_hh, b_hh, "relu")
+
+
+def lstm_cell(input: Tensor, hx: Sequence[Tensor], w_ih: Tensor, w_hh: Tensor,
+              b_ih: Tensor | None = None, b_hh: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """One LSTM step; ``hx`` is ``(h, c)``, each ``[B, H]``, the weights ``[4H, I]`` and
+    ``[4H, H]`` with the gates in PyTorch's order (input, forget, cell, output):
+
+        i, f, g, o = chunks of x @ w_ih.T + b_ih + h @ w_hh.T + b_hh
+        c' = sigmoid(f) * c + sigmoid(i) * tanh(g);   h' = sigmoid(o) * tanh(c')
+
+        h, c = F.lstm_cell(x_t, (h, c), w_ih, w_hh, b_ih, b_hh)
+    """
+    if not isinstance(hx, (tuple, list)) or len(hx) != 2:
+        raise TypeError("lstm_cell: hx must be a pair (h, c) of tensors")
+    _check_cell("lstm_cell", 4, input, list(hx), w_ih, w_hh, b_ih, b_hh)
+    return _lstm_step(linear(input, w_ih, b_ih), hx[0], hx[1], w_hh, b_hh)
+
+
+def gru_cell(input: Tensor, hx: Tensor, w_ih: Tensor, w_hh: Tensor,
+             b_ih: Tensor | None = None, b_hh: Tensor | None = None) -> Tensor:
+    """One GRU step, the weights ``[3H, I]`` and ``[3H, H]`` with the gates in PyTorch's
+    order (reset, update, new):
+
+        r = sigmoid(x_r + h_r);   z = sigmoid(x_z + h_z);   n = tanh(x_n + r * h_n)
+        h' = (1 - z) * n + z * h     (x_* = x @ w_ih.T + b_ih, h_* = h @ w_hh.T + b_hh)
+
+        h = F.gru_cell(x_t, h, w_ih, w_hh, b_ih, b_hh)
+    """
+    _check_cell("gru_cell", 3, input, [hx], w_ih, w_hh, b_ih, b_hh)
+    return _gru_step(linear(input, w_ih, b_ih), hx, w_hh, b_hh)
 
 
 # -- attention -------------------------------------------------------------------------------------
@@ -1777,6 +2013,251 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
     return _reduce_loss(op, losses, reduction)
 
 
+# -- margin, embedding and likelihood losses -------------------------------------------------------
+
+
+def _broadcast_loss_operands(op: str, **operands: Tensor) -> None:
+    """Float operands on one device whose shapes broadcast together (as PyTorch's losses
+    that take pairs of inputs and a target)."""
+    _check(op, tuple(operands), **operands)
+    try:
+        np.broadcast_shapes(*(value.shape for value in operands.values()))
+    except ValueError:
+        shapes = ", ".join(f"{name} {value.shape}" for name, value in operands.items())
+        raise ShapeError(f"{op}: shapes do not broadcast: {shapes}") from None
+
+
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
+                      keepdim: bool = False) -> Tensor:
+    """``||x1 - x2 + eps||_p`` along the last dim (``x1``, ``x2`` broadcast together), as
+    PyTorch (the ``eps`` keeps the norm's gradient finite where the rows are equal).
+
+        d = F.pairwise_distance(anchor, positive)          # [N, D], [N, D] -> [N]
+    """
+    op = "pairwise_distance"
+    _broadcast_loss_operands(op, x1=x1, x2=x2)
+    if max(x1.ndim, x2.ndim) == 0:
+        raise ShapeError(f"{op}: needs at least 1-d inputs, got shapes {x1.shape}, {x2.shape}")
+    difference = (x1 - x2 + eps).abs()
+    if p == math.inf:
+        return difference.amax(-1, keepdim=keepdim)
+    if p == 0:
+        return (difference != 0).astype(difference.dtype).sum(-1, keepdims=keepdim)
+    if p == 2:
+        return difference.square().sum(-1, keepdims=keepdim).sqrt()
+    if p == 1:
+        return difference.sum(-1, keepdims=keepdim)
+    return (difference ** float(p)).sum(-1, keepdims=keepdim) ** (1.0 / p)
+
+
+def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
+                        size_average: bool | None = None, reduce: bool | None = None,
+                        reduction: str = "mean") -> Tensor:
+    """``max(0, -target * (input1 - input2) + margin)``, ``target`` holding 1 (``input1``
+    should rank higher) or -1.
+
+        loss = F.margin_ranking_loss(scores_a, scores_b, preferences, margin=0.1)
+    """
+    op = "margin_ranking_loss"
+    reduction = _legacy_reduction(op, size_average, reduce, reduction)
+    _broadcast_loss_operands(op, input1=input1, input2=input2, target=target)
+    return _reduce_loss(op, (-target * (input1 - input2) + margin).relu(), reduction)
+
+
+def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0,
+                        p: float = 2, eps: float = 1e-6, swap: bool = False,
+                        size_average: bool | None = None, reduce: bool | None = None,
+                        reduction: str = "mean") -> Tensor:
+    """``max(d(a, p) - d(a, n) + margin, 0)`` with ``d`` :func:`pairwise_distance`; with
+    ``swap`` the negative's distance is the smaller of ``d(a, n)`` and ``d(p, n)``.
+
+        loss = F.triplet_margin_loss(anchor, positive, negative, margin=0.2)
+    """
+    op = "triplet_margin_loss"
+    reduction = _legacy_reduction(op, size_average, reduce, reduction)
+    _check(op, ("anchor", "positive", "negative"), anchor=anchor, positive=positive,
+           negative=negative)
+    if not anchor.ndim == positive.ndim == negative.ndim or anchor.ndim not in (1, 2):
+        raise ShapeError(f"{op}: anchor, positive and negative must all be 1-d or all 2-d, got "
+                         f"shapes {anchor.shape}, {positive.shape}, {negative.shape}")
+    if margin <= 0:
+        raise ValueError(f"{op}: margin must be greater than 0, got {margin}")
+    positive_distance = pairwise_distance(anchor, positive, p, eps)
+    negative_distance = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        negative_distance = minimum(negative_distance, pairwise_distance(positive, negative, p,
+                                                                         eps))
+    return _reduce_loss(op, (positive_distance - negative_distance + margin).relu(), reduction)
+
+
+def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
+                          size_average: bool | None = None, reduce: bool | None = None,
+                          reduction: str = "mean") -> Tensor:
+    """``1 - cos(x1, x2)`` where ``target`` is 1, ``max(0, cos(x1, x2) - margin)`` where it
+    is -1 (0 elsewhere); ``cos`` along dim 1 of ``[N, D]`` inputs (or of ``[D]`` with a 0-d
+    target), each squared norm plus 1e-12 as in PyTorch.
+
+        loss = F.cosine_embedding_loss(a, b, same_or_not)    # same_or_not in {1, -1}
+    """
+    op = "cosine_embedding_loss"
+    reduction = _legacy_reduction(op, size_average, reduce, reduction)
+    _check(op, ("input1", "input2", "target"), input1=input1, input2=input2, target=target)
+    if input1.shape != input2.shape or input1.ndim not in (1, 2) \
+            or target.shape != input1.shape[:-1]:
+        raise ShapeError(f"{op}: expects input1 and input2 of one shape, [N, D] (target [N]) "
+                         f"or [D] (target 0-d); got {input1.shape}, {input2.shape} and target "
+                         f"{target.shape}")
+    products = (input1 * input2).sum(-1)
+    squares = (input1.square().sum(-1) + 1e-12) * (input2.square().sum(-1) + 1e-12)
+    cosine = products / squares.sqrt()
+    positive = (target == 1.0).astype(cosine.dtype)
+    negative = (target == -1.0).astype(cosine.dtype)
+    losses = (1.0 - cosine) * positive + (cosine - margin).relu() * negative
+    return _reduce_loss(op, losses, reduction)
+
+
+def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,
+                         size_average: bool | None = None, reduce: bool | None = None,
+                         reduction: str = "mean") -> Tensor:
+    """``x`` where ``target`` is 1, ``max(0, margin - x)`` where it is -1 (PyTorch's sum of
+    both terms: ``x`` where ``target != -1``, the hinge where ``target != 1``).
+
+        loss = F.hinge_embedding_loss(distances, same_or_not, margin=2.0)
+    """
+    op = "hinge_embedding_loss"
+    reduction = _legacy_reduction(op, size_average, reduce, reduction)
+    _broadcast_loss_operands(op, input=input, target=target)
+    hinge = (margin - input).relu() * (target != 1.0).astype(input.dtype)
+    return _reduce_loss(op, hinge + input * (target != -1.0).astype(input.dtype), reduction)
+
+
+def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False,
+                     size_average: bool | None = None, eps: float = 1e-8,
+                     reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """The negative log-likelihood of ``target`` under a Poisson distribution of rate
+    ``exp(input)`` (``log_input``) or ``input``: ``exp(x) - t * x``, or
+    ``x - t * log(x + eps)``; ``full`` adds Stirling's approximation of ``log(t!)``,
+    ``t * log(t) - t + log(2 * pi * t) / 2``, where ``t > 1``.
+
+        loss = F.poisson_nll_loss(log_rates, counts)
+    """
+    op = "poisson_nll_loss"
+    reduction = _legacy_reduction(op, size_average, reduce, reduction)
+    _broadcast_loss_operands(op, input=input, target=target)
+    if log_input:
+        losses = input.exp() - target * input
+    else:
+        losses = input - target * (input + eps).log()
+    if full:
+        # t > 1 only: the log's argument is then above 1, and the branch not taken reads 2.
+        safe = _map(target, lambda t: builder.select(t > 1.0, t, 2.0), "stirling_input")
+        stirling = safe * safe.log() - safe + (safe * (2.0 * math.pi)).log() * 0.5
+        losses = losses + stirling * (target > 1.0).astype(losses.dtype)
+    return _reduce_loss(op, losses, reduction)
+
+
+def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: bool = False,
+                      eps: float = 1e-6, reduction: str = "mean") -> Tensor:
+    """The negative log-likelihood of ``target`` under normal distributions of mean
+    ``input`` and variance ``var``: ``(log(max(var, eps)) + (x - t)**2 / max(var, eps)) / 2``
+    (plus ``log(2 * pi) / 2`` with ``full``). ``var`` has the input's shape, or one dim of
+    size 1, or lacks the last dim (one variance per row), or is a number. The clamp does not
+    stop the gradient, as in PyTorch (it clamps without autograd). Negative variances are not
+    detected (PyTorch raises; that would read the values back every call).
+
+        loss = F.gaussian_nll_loss(mean, target, variance)
+    """
+    op = "gaussian_nll_loss"
+    if not isinstance(var, Tensor):
+        var = _full_like_tensor(input, float(var))
+    _check(op, ("input", "target", "var"), input=input, target=target, var=var)
+    if var.shape != input.shape:
+        if var.shape == input.shape[:-1]:
+            var = var.unsqueeze(-1)
+        elif not (var.ndim == input.ndim and sum(
+                v for i, v in zip(input.shape, var.shape) if i != v) == 1):
+            raise ShapeError(f"{op}: var is of incorrect size: {var.shape} for input shape "
+                             f"{input.shape}")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{op}: {reduction} is not valid")
+    clamped = var + (var.clamp(min=eps) - var).detach()
+    losses = (clamped.log() + (input - target).square() / clamped) * 0.5
+    if full:
+        losses = losses + 0.5 * math.log(2 * math.pi)
+    return _reduce_loss(op, losses, reduction)
+
+
+def _full_like_tensor(like: Tensor, value: float) -> Tensor:
+    return like._derive(like.shape, like.dtype, [like], lambda nodes: _full_node(
+        nodes[0], like.ndim, like.shape, value, like.dtype)).detach()
+
+
+def soft_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
+                     reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """``log(1 + exp(-target * input))``, the two-class logistic loss for targets 1 / -1
+    (computed stably, as a softplus).
+
+        loss = F.soft_margin_loss(scores, labels)
+    """
+    op = "soft_margin_loss"
+    reduction = _legacy_reduction(op, size_average, reduce, reduction)
+    _broadcast_loss_operands(op, input=input, target=target)
+    return _reduce_loss(op, -logsigmoid(target * input), reduction)
+
+
+def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                size_average: bool | None = None, reduce: bool | None = None,
+                                reduction: str = "mean") -> Tensor:
+    """One-vs-all logistic loss of ``[N, C]`` scores against 0/1 targets: the mean over the
+    classes of ``-(t * logsigmoid(x) + (1 - t) * logsigmoid(-x))``, times ``weight`` (per
+    class) if given.
+
+        loss = F.multilabel_soft_margin_loss(scores, tags)   # tags [N, C] of 0 and 1
+    """
+    op = "multilabel_soft_margin_loss"
+    reduction = _legacy_reduction(op, size_average, reduce, reduction)
+    _broadcast_loss_operands(op, input=input, target=target,
+                             **({} if weight is None else {"weight": weight}))
+    losses = -(target * logsigmoid(input) + (1.0 - target) * logsigmoid(-input))
+    if weight is not None:
+        losses = losses * weight
+    classes = input.shape[-1] if input.ndim else 1
+    return _reduce_loss(op, losses.sum(-1) * (1.0 / classes) if input.ndim else losses,
+                        reduction)
+
+
+def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0,
+                      weight: Tensor | None = None, size_average: bool | None = None,
+                      reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """The multi-class hinge loss of ``[N, C]`` scores (or ``[C]``) against class indices:
+    ``sum over i != y of max(0, margin - x[y] + x[i]) ** p / C``, times ``weight[y]``.
+
+        loss = F.multi_margin_loss(scores, labels, margin=0.5)
+    """
+    op = "multi_margin_loss"
+    reduction = _legacy_reduction(op, size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError(f"{op}: only p == 1 and p == 2 supported, got {p}")
+    _check(op, ("input", "weight"), input=input, target=target, weight=weight)
+    _check_integer(op, "target", target)
+    unbatched = input.ndim == 1
+    if unbatched:
+        input, target = input.unsqueeze(0), target.reshape(1)
+    if input.ndim != 2 or target.shape != (input.shape[0],):
+        raise ShapeError(f"{op}: expects input [N, C] with target [N] (or [C] with a 0- or 1-d "
+                         f"target), got {input.shape} and {target.shape}")
+    classes = input.shape[1]
+    if weight is not None and weight.shape != (classes,):
+        raise ShapeError(f"{op}: weight must have shape ({classes},), got {weight.shape}")
+    picked = _pick_class(input, target).unsqueeze(1)
+    others = 1.0 - one_hot(target, classes).astype(input.dtype)
+    hinge = (input - picked + margin).relu()
+    losses = ((hinge if p == 1 else hinge.square()) * others).sum(1) * (1.0 / classes)
+    if weight is not None:
+        losses = losses * _class_weights(input, target, weight, -100)
+    return _reduce_loss(op, losses[0] if unbatched else losses, reduction)
+
+
 # -- similarity and classes ------------------------------------------------------------------------
 
 
@@ -2231,6 +2712,168 @@ def fold(input: Tensor, output_size: IntOrTuple, kernel_size: IntOrTuple,
     return input._derive(shape, input.dtype, [input], build)
 
 
+# -- instance norm, channel dropout, bilinear, channel shuffle ------------------------------------
+
+
+def instance_norm(input: Tensor, running_mean: Tensor | None = None,
+                  running_var: Tensor | None = None, weight: Tensor | None = None,
+                  bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5):
+    """Normalise each sample's channels over their spatial axes (``[N, C, ...]``), as
+    PyTorch: :func:`batch_norm` of the data seen as one sample of ``N * C`` channels.
+
+    With ``use_input_stats`` (the default) each instance's own statistics are used; given
+    running statistics, the result is then ``(y, new_running_mean, new_running_var)``, the
+    running ones updated with the instances' mean statistics (a layer ``assign``s them).
+    ``use_input_stats=False`` normalises with the running statistics and returns ``y``.
+
+        y = F.instance_norm(images, weight=gamma, bias=beta)       # [N, C, H, W] -> same
+    """
+    op = "instance_norm"
+    _check_mixed(op, input, running_mean=running_mean, running_var=running_var, weight=weight,
+                 bias=bias)
+    if input.ndim < 3:
+        raise ShapeError(f"{op}: input must be at least 3-d (N, C, ...), got shape "
+                         f"{input.shape}")
+    n, c = input.shape[:2]
+    for name, value in (("running_mean", running_mean), ("running_var", running_var),
+                        ("weight", weight), ("bias", bias)):
+        if value is not None and value.shape != (c,):
+            raise ShapeError(f"{op}: {name} must have shape ({c},) for input of shape "
+                             f"{input.shape}, got {value.shape}")
+    if not use_input_stats and (running_mean is None or running_var is None):
+        raise ValueError(f"{op}: expected running_mean and running_var to be defined when "
+                         "use_input_stats is false")
+    folded = input.reshape((1, n * c) + input.shape[2:])
+
+    def per_instance(value: Tensor | None) -> Tensor | None:
+        return None if value is None else value.repeat(n)
+
+    result = batch_norm(folded, per_instance(running_mean), per_instance(running_var),
+                        per_instance(weight), per_instance(bias), use_input_stats, momentum, eps)
+    if not use_input_stats:
+        return result.reshape(input.shape)
+    y, mean, var = result
+    y = y.reshape(input.shape)
+    if running_mean is None:
+        return y
+    return y, mean.reshape(n, c).mean(0), var.reshape(n, c).mean(0)
+
+
+def _channel_dropout(op: str, nd: int, input: Tensor, p: float, training: bool) -> Tensor:
+    """Zero whole channels (every value of a ``[n, c]`` feature map at once) with probability
+    ``p``, the others scaled by ``1 / (1 - p)``: a :func:`dropout` mask of shape
+    ``[N, C, 1, ...]`` broadcast over the spatial axes."""
+    _float_input(op, input)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+    if input.ndim not in (nd + 1, nd + 2):
+        raise ShapeError(f"{op}: Expected {nd + 1}D or {nd + 2}D input, but received a "
+                         f"{input.ndim}D input ({'unbatched ' if nd else ''}[C, ...] or "
+                         "[N, C, ...])")
+    if not training or p == 0.0:
+        return input
+    channels = input.ndim - nd  # the leading (batch and) channel axes
+    shape = input.shape[:channels] + (1,) * nd
+    ones = input._derive(shape, input.dtype, [input], lambda nodes: _full_node(
+        nodes[0], input.ndim, shape, 1.0, input.dtype)).detach()
+    return input * dropout(ones, p, True)
+
+
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True,
+              inplace: bool = False) -> Tensor:
+    """Channel dropout of ``[N, C, L]`` (or ``[C, L]``) data: each channel is zeroed with
+    probability ``p``, the rest scaled by ``1 / (1 - p)``.
+
+        y = F.dropout1d(signals, 0.2)
+    """
+    return _channel_dropout("dropout1d", 1, input, p, training)
+
+
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True,
+              inplace: bool = False) -> Tensor:
+    """:func:`dropout1d` of ``[N, C, H, W]`` (or ``[C, H, W]``) data."""
+    return _channel_dropout("dropout2d", 2, input, p, training)
+
+
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True,
+              inplace: bool = False) -> Tensor:
+    """:func:`dropout1d` of ``[N, C, D, H, W]`` (or ``[C, D, H, W]``) data."""
+    return _channel_dropout("dropout3d", 3, input, p, training)
+
+
+_ALPHA_PRIME = 1.7580993408473766  # -SELU's scale * alpha: the value SELU saturates to, negated
+
+
+def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
+                  inplace: bool = False) -> Tensor:
+    """Dropout for SELU networks (PyTorch's formula): dropped values are set to SELU's
+    negative saturation, then ``a * x + b`` restores zero mean and unit variance, with
+    ``a = ((1 - p) * (1 + p * alpha'^2)) ** -0.5``. Note ``training`` defaults to False, as
+    in PyTorch.
+
+        y = F.alpha_dropout(x, 0.1, training=True)
+    """
+    op = "alpha_dropout"
+    _float_input(op, input)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    a = 1.0 / math.sqrt((_ALPHA_PRIME ** 2 * p + 1.0) * (1.0 - p))
+    keep = dropout(_full_like_tensor(input, 1.0), p, True) * (1.0 - p)  # 1 kept, 0 dropped
+    return input * keep * a + (keep - 1.0) * (_ALPHA_PRIME * a) + _ALPHA_PRIME * a * p
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor,
+             bias: Tensor | None = None) -> Tensor:
+    """``y[..., o] = sum_ij x1[..., i] * weight[o, i, j] * x2[..., j] + bias[o]``: two
+    contractions, ``x1`` with the weight, then the result with ``x2``.
+
+        y = F.bilinear(x1, x2, weight, bias)        # [N, 5], [N, 3], [4, 5, 3] -> [N, 4]
+    """
+    op = "bilinear"
+    _check(op, ("input1", "input2", "weight", "bias"), input1=input1, input2=input2,
+           weight=weight, bias=bias)
+    if weight.ndim != 3:
+        raise ShapeError(f"{op}: weight must be 3-d [out, in1, in2], got shape {weight.shape}")
+    if input1.ndim < 1 or input1.shape[:-1] != input2.shape[:-1] or (
+            input1.shape[-1], input2.shape[-1]) != weight.shape[1:]:
+        raise ShapeError(f"{op}: inputs [..., {weight.shape[1]}] and [..., {weight.shape[2]}] "
+                         f"with one batch shape expected for weight {weight.shape}, got "
+                         f"{input1.shape} and {input2.shape}")
+    if bias is not None and bias.shape != (weight.shape[0],):
+        raise ShapeError(f"{op}: bias must have shape ({weight.shape[0]},), got {bias.shape}")
+    batch = input1.shape[:-1]
+    x1 = input1.reshape(-1, input1.shape[-1])
+    x2 = input2.reshape(-1, input2.shape[-1])
+    mixed = einsum("bi,oij->boj", x1, weight)
+    y = einsum("boj,bj->bo", mixed, x2)
+    y = y if bias is None else y + bias
+    return y.reshape(batch + (weight.shape[0],))
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """ShuffleNet's channel shuffle: ``[N, C, ...]`` seen as ``[N, groups, C / groups, ...]``,
+    the two group axes swapped.
+
+        y = F.channel_shuffle(x, 2)                 # channels 0 1 2 3 -> 0 2 1 3
+    """
+    op = "channel_shuffle"
+    _check(op, (), input=input)
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"{op}: Number of groups to divide channels in must be positive. "
+                         f"Value of groups:{groups}")
+    if input.ndim < 3 or input.shape[1] % groups:
+        raise ShapeError(f"{op}: input must be [N, C, ...] with C divisible by groups "
+                         f"({groups}), got shape {input.shape}")
+    n, c = input.shape[:2]
+    grouped = input.reshape((n, groups, c // groups) + input.shape[2:])
+    return grouped.transpose(1, 2).reshape(input.shape)
+
+
 __all__ = [
     "DTypeError", "Generator", "manual_seed",
     "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -2248,4 +2891,12 @@ __all__ = [
     "normalize", "cosine_similarity", "one_hot",
     "embedding", "pad", "interpolate",
     "pixel_shuffle", "pixel_unshuffle", "unfold", "fold",
+    "rnn_tanh_cell", "rnn_relu_cell", "lstm_cell", "gru_cell",
+    "hardsigmoid", "selu", "celu", "softsign", "glu", "logsigmoid", "softmin", "softshrink",
+    "hardshrink", "tanhshrink", "threshold",
+    "pairwise_distance", "margin_ranking_loss", "triplet_margin_loss", "cosine_embedding_loss",
+    "hinge_embedding_loss", "poisson_nll_loss", "gaussian_nll_loss", "soft_margin_loss",
+    "multilabel_soft_margin_loss", "multi_margin_loss",
+    "instance_norm", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "bilinear",
+    "channel_shuffle",
 ]

@@ -1904,6 +1904,613 @@ class ModuleDict(Module):
             self[key] = module
 
 
+# --- activations, losses, normalisation, padding and containers (torch.nn names) ---
+
+
+class Hardsigmoid(_InplaceActivation):
+    """``relu6(x + 3) / 6``."""
+
+    function = staticmethod(F.hardsigmoid)
+
+    def extra_repr(self) -> str:
+        return ""  # PyTorch's Hardsigmoid does not show inplace
+
+
+class SELU(_InplaceActivation):
+    """``scale * elu(x, alpha)`` with the self-normalising constants (:func:`F.selu`)."""
+
+    function = staticmethod(F.selu)
+
+
+class CELU(Module):
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.celu(x, self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class Softsign(Module):
+    """``x / (1 + |x|)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softsign(x)
+
+
+class LogSigmoid(Module):
+    """``log(sigmoid(x))``, computed stably."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.logsigmoid(x)
+
+
+class Tanhshrink(Module):
+    """``x - tanh(x)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.tanhshrink(x)
+
+
+class GLU(Module):
+    """The gated linear unit along ``dim``: first half times ``sigmoid`` of the second.
+
+        glu = GLU(dim=1)                                         # [N, 2C, L] -> [N, C, L]
+    """
+
+    def __init__(self, dim: int = -1) -> None:
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.glu(x, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmin(_AlongDim):
+    """``softmax(-x)`` along ``dim``.
+
+        weights = Softmin(dim=-1)(distances)
+    """
+
+    function = staticmethod(F.softmin)
+
+
+class Softshrink(Module):
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, 0 between."""
+
+    def __init__(self, lambd: float = 0.5) -> None:
+        self.lambd = lambd
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softshrink(x, self.lambd)
+
+    def extra_repr(self) -> str:
+        return str(self.lambd)
+
+
+class Hardshrink(Softshrink):
+    """``x`` where ``|x| > lambd``, 0 elsewhere."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.hardshrink(x, self.lambd)
+
+
+class Threshold(Module):
+    """``x`` where ``x > threshold``, ``value`` elsewhere.
+
+        act = Threshold(0.1, 20.0)
+    """
+
+    def __init__(self, threshold: float, value: float, inplace: bool = False) -> None:
+        self.threshold, self.value, self.inplace = threshold, value, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.threshold(x, self.threshold, self.value)
+
+    def extra_repr(self) -> str:
+        inplace = ", inplace=True" if self.inplace else ""
+        return f"threshold={self.threshold}, value={self.value}{inplace}"
+
+
+class PairwiseDistance(Module):
+    """:func:`F.pairwise_distance` of two inputs along their last dim."""
+
+    def __init__(self, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> None:
+        self.norm, self.eps, self.keepdim = p, eps, keepdim
+
+    def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
+        return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
+
+
+class MarginRankingLoss(_Loss):
+    """:func:`F.margin_ranking_loss`, ``forward(input1, input2, target)``."""
+
+    def __init__(self, margin: float = 0.0, size_average=None, reduce=None,
+                 reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
+        return F.margin_ranking_loss(input1, input2, target, self.margin,
+                                     reduction=self.reduction)
+
+
+class TripletMarginLoss(_Loss):
+    """:func:`F.triplet_margin_loss`, ``forward(anchor, positive, negative)``."""
+
+    def __init__(self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6,
+                 swap: bool = False, size_average=None, reduce=None,
+                 reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginLoss: expected margin to be greater than 0, got "
+                             f"{margin} instead")
+        self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
+
+    def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
+        return F.triplet_margin_loss(anchor, positive, negative, self.margin, self.p, self.eps,
+                                     self.swap, reduction=self.reduction)
+
+
+class CosineEmbeddingLoss(_Loss):
+    """:func:`F.cosine_embedding_loss`, ``forward(input1, input2, target)``."""
+
+    def __init__(self, margin: float = 0.0, size_average=None, reduce=None,
+                 reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
+        return F.cosine_embedding_loss(input1, input2, target, self.margin,
+                                       reduction=self.reduction)
+
+
+class HingeEmbeddingLoss(_Loss):
+    """:func:`F.hinge_embedding_loss`."""
+
+    def __init__(self, margin: float = 1.0, size_average=None, reduce=None,
+                 reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.hinge_embedding_loss(input, target, self.margin, reduction=self.reduction)
+
+
+class PoissonNLLLoss(_Loss):
+    """:func:`F.poisson_nll_loss`."""
+
+    def __init__(self, log_input: bool = True, full: bool = False, size_average=None,
+                 eps: float = 1e-8, reduce=None, reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.log_input, self.full, self.eps = log_input, full, eps
+
+    def forward(self, log_input: Tensor, target: Tensor) -> Tensor:
+        return F.poisson_nll_loss(log_input, target, self.log_input, self.full, eps=self.eps,
+                                  reduction=self.reduction)
+
+
+class GaussianNLLLoss(_Loss):
+    """:func:`F.gaussian_nll_loss`, ``forward(input, target, var)``."""
+
+    def __init__(self, *, full: bool = False, eps: float = 1e-6,
+                 reduction: str = "mean") -> None:
+        super().__init__(None, None, reduction)
+        self.full, self.eps = full, eps
+
+    def forward(self, input: Tensor, target: Tensor, var) -> Tensor:
+        return F.gaussian_nll_loss(input, target, var, self.full, self.eps, self.reduction)
+
+
+class SoftMarginLoss(_Loss):
+    """:func:`F.soft_margin_loss`."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.soft_margin_loss(input, target, reduction=self.reduction)
+
+
+class MultiLabelSoftMarginLoss(_Loss):
+    """:func:`F.multilabel_soft_margin_loss`; ``weight`` (per class) is a buffer."""
+
+    def __init__(self, weight: Tensor | None = None, size_average=None, reduce=None,
+                 reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.weight = weight
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.multilabel_soft_margin_loss(input, target, self.weight,
+                                             reduction=self.reduction)
+
+
+class MultiMarginLoss(_Loss):
+    """:func:`F.multi_margin_loss`; ``weight`` (per class) is a buffer."""
+
+    def __init__(self, p: int = 1, margin: float = 1.0, weight: Tensor | None = None,
+                 size_average=None, reduce=None, reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        if p not in (1, 2):
+            raise ValueError("only p == 1 and p == 2 supported")
+        if weight is not None and weight.ndim != 1:
+            raise ValueError(f"MultiMarginLoss: weight must be 1-d, got shape {weight.shape}")
+        self.p, self.margin, self.weight = p, margin, weight
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.multi_margin_loss(input, target, self.p, self.margin, self.weight,
+                                   reduction=self.reduction)
+
+
+class _InstanceNorm(_BatchNorm):
+    """Instance norm (:func:`F.instance_norm`): each sample's channels normalised over their
+    own spatial axes. PyTorch's defaults: no affine parameters and no running statistics;
+    with ``track_running_stats`` training updates them (``num_batches_tracked`` is kept for
+    the state dict but, as in PyTorch, not counted) and evaluation uses them.
+
+        norm = InstanceNorm2d(64, affine=True)                   # [N, 64, H, W] -> same
+    """
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = False, track_running_stats: bool = False,
+                 device: str | None = None, *, bias: bool = True) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
+                         bias=bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim not in self._ranks:
+            raise ValueError(f"{type(self).__name__}: expected {self._ranks[0]}D or "
+                             f"{self._ranks[1]}D input (got {x.ndim}D input)")
+        unbatched = x.ndim == self._ranks[0]
+        batch = x.unsqueeze(0) if unbatched else x
+        use_input_stats = self.training or not self.track_running_stats
+        result = F.instance_norm(batch, self.running_mean, self.running_var, self.weight,
+                                 self.bias, use_input_stats,
+                                 self.momentum if self.momentum is not None else 0.0, self.eps)
+        if isinstance(result, tuple):
+            result, mean, var = result
+            assign_all([(self.running_mean, mean), (self.running_var, var)])
+        return result.squeeze(0) if unbatched else result
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance norm of ``[N, C, L]`` (or unbatched ``[C, L]``) data."""
+
+    _ranks = (2, 3)
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance norm of ``[N, C, H, W]`` (or unbatched ``[C, H, W]``) data."""
+
+    _ranks = (3, 4)
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance norm of ``[N, C, D, H, W]`` (or unbatched ``[C, D, H, W]``) data."""
+
+    _ranks = (4, 5)
+
+
+class _ChannelDropout(Dropout):
+    """:class:`Dropout` of whole channels (``F.dropout1d``/``2d``/``3d``) in training."""
+
+    function: Callable[..., Tensor]
+
+    def forward(self, x: Tensor) -> Tensor:
+        return type(self).function(x, self.p, self.training)
+
+
+class Dropout1d(_ChannelDropout):
+    """Zero whole channels of ``[N, C, L]`` data with probability ``p`` in training."""
+
+    function = staticmethod(F.dropout1d)
+
+
+class Dropout2d(_ChannelDropout):
+    """Zero whole channels of ``[N, C, H, W]`` data with probability ``p`` in training."""
+
+    function = staticmethod(F.dropout2d)
+
+
+class Dropout3d(_ChannelDropout):
+    """Zero whole channels of ``[N, C, D, H, W]`` data with probability ``p`` in training."""
+
+    function = staticmethod(F.dropout3d)
+
+
+class AlphaDropout(_ChannelDropout):
+    """:func:`F.alpha_dropout` in training (for SELU networks), the identity in evaluation."""
+
+    function = staticmethod(F.alpha_dropout)
+
+
+class _PadNd(Module):
+    """:func:`F.pad` of the last ``nd`` axes by ``padding`` (an int for every side, or
+    PyTorch's ``(left, right, top, bottom, front, back)`` order) in one mode."""
+
+    nd = 1
+    mode = "constant"
+
+    def __init__(self, padding) -> None:
+        count = 2 * self.nd
+        values = (padding,) * count if isinstance(padding, (int, np.integer)) else tuple(padding)
+        if len(values) != count:
+            raise ValueError(f"{type(self).__name__}: padding must be an int or {count} values, "
+                             f"got {padding!r}")
+        self.padding = tuple(int(v) for v in values)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.pad(x, self.padding, self.mode)
+
+    def extra_repr(self) -> str:
+        return f"{self.padding}"
+
+
+class _ConstantPadNd(_PadNd):
+    def __init__(self, padding, value: float) -> None:
+        super().__init__(padding)
+        self.value = value
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.pad(x, self.padding, "constant", self.value)
+
+    def extra_repr(self) -> str:
+        return f"padding={self.padding}, value={self.value}"
+
+
+class ConstantPad1d(_ConstantPadNd):
+    """Pad the last axis with ``value``: ``ConstantPad1d((1, 2), 0.5)``."""
+
+
+class ConstantPad2d(_ConstantPadNd):
+    """Pad the last two axes with ``value``: ``ConstantPad2d((left, right, top, bottom), v)``."""
+
+    nd = 2
+
+
+class ConstantPad3d(_ConstantPadNd):
+    """Pad the last three axes with ``value``."""
+
+    nd = 3
+
+
+class ZeroPad1d(_ConstantPadNd):
+    """Pad the last axis with zeros."""
+
+    def __init__(self, padding) -> None:
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self) -> str:
+        return f"{self.padding}"
+
+
+class ZeroPad2d(ZeroPad1d):
+    """Pad the last two axes with zeros: ``ZeroPad2d((left, right, top, bottom))``."""
+
+    nd = 2
+
+
+class ZeroPad3d(ZeroPad1d):
+    """Pad the last three axes with zeros."""
+
+    nd = 3
+
+
+class ReflectionPad1d(_PadNd):
+    """Pad the last axis with its mirror image about the edge (``F.pad(mode="reflect")``)."""
+
+    mode = "reflect"
+
+
+class ReflectionPad2d(ReflectionPad1d):
+    """Reflection padding of the last two axes."""
+
+    nd = 2
+
+
+class ReflectionPad3d(ReflectionPad1d):
+    """Reflection padding of the last three axes."""
+
+    nd = 3
+
+
+class ReplicationPad1d(_PadNd):
+    """Pad the last axis by repeating its edge values (``F.pad(mode="replicate")``)."""
+
+    mode = "replicate"
+
+
+class ReplicationPad2d(ReplicationPad1d):
+    """Replication padding of the last two axes."""
+
+    nd = 2
+
+
+class ReplicationPad3d(ReplicationPad1d):
+    """Replication padding of the last three axes."""
+
+    nd = 3
+
+
+def _as_parameter(container: str, value: Any) -> Tensor:
+    """A tensor for a parameter container: a gingham Tensor (made to require gradients,
+    as PyTorch wraps a plain tensor in a Parameter) or an array, uploaded."""
+    if isinstance(value, Tensor):
+        return value if value.requires_grad else value.requires_grad_()
+    try:
+        array = np.asarray(value)
+    except Exception:
+        array = None
+    if array is None or not dt.is_float(array.dtype):
+        raise TypeError(f"{container} holds floating-point gingham Tensors (or arrays), not "
+                        f"{type(value).__name__}")
+    return tensor(array, requires_grad=True)
+
+
+class ParameterList(Module):
+    """Parameters in a list, named ``0``, ``1``, ... in the state dict (as PyTorch's: each
+    is an attribute of that name, so ``to()``, optimisers and state dicts see them):
+
+        self.scales = ParameterList(gingham.ones(4, requires_grad=True) for _ in range(3))
+        y = sum(x * s for s in self.scales)
+    """
+
+    def __init__(self, values: Iterable[Any] | None = None) -> None:
+        self._size = 0
+        if values is not None:
+            self.extend(values)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return ParameterList(list(self)[index])
+        position = index + self._size if index < 0 else index
+        if not 0 <= position < self._size:
+            raise IndexError(f"ParameterList: index {index} is out of range ({self._size})")
+        return getattr(self, str(position))
+
+    def __setitem__(self, index: int, value: Any) -> None:
+        self[index]  # the range check
+        setattr(self, str(index + self._size if index < 0 else index),
+                _as_parameter("ParameterList", value))
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return (getattr(self, str(i)) for i in range(self._size))
+
+    def append(self, value: Any) -> "ParameterList":
+        setattr(self, str(self._size), _as_parameter("ParameterList", value))
+        self._size += 1
+        return self
+
+    def extend(self, values: Iterable[Any]) -> "ParameterList":
+        for value in values:
+            self.append(value)
+        return self
+
+    def extra_repr(self) -> str:
+        return "\n".join(f"({i}): Parameter containing: [{_dtype_name(p.dtype)} of size "
+                         f"{'x'.join(map(str, p.shape))}]" for i, p in enumerate(self))
+
+
+class ParameterDict(Module):
+    """Parameters by name (the names of their state-dict entries), in insertion order; each
+    is an attribute of that name, as in PyTorch:
+
+        self.biases = ParameterDict({"left": gingham.zeros(4), "right": gingham.zeros(4)})
+        y = x + self.biases["left"]
+    """
+
+    def __init__(self, parameters: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None
+                 ) -> None:
+        self._keys: list[str] = []
+        if parameters is not None:
+            self.update(parameters)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        _checked_name("ParameterDict", key)
+        if key.startswith("_") or (key not in self._keys and hasattr(self, key)):
+            raise KeyError(f"ParameterDict: key {key!r} clashes with an attribute of the module")
+        if key not in self._keys:
+            self._keys.append(key)
+        setattr(self, key, _as_parameter("ParameterDict", value))
+
+    def __getitem__(self, key: str) -> Tensor:
+        if key not in self._keys:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __delitem__(self, key: str) -> None:
+        self[key]  # KeyError for a missing key
+        self._keys.remove(key)
+        delattr(self, key)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._keys))
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def keys(self) -> list[str]:
+        return list(self._keys)
+
+    def values(self) -> list[Tensor]:
+        return [getattr(self, key) for key in self._keys]
+
+    def items(self) -> list[tuple[str, Tensor]]:
+        return [(key, getattr(self, key)) for key in self._keys]
+
+    def pop(self, key: str) -> Tensor:
+        value = self[key]
+        del self[key]
+        return value
+
+    def update(self, parameters: Mapping[str, Any] | Iterable[tuple[str, Any]]) -> None:
+        pairs = parameters.items() if isinstance(parameters, Mapping) else parameters
+        for key, value in pairs:
+            self[key] = value
+
+
+class Bilinear(Module):
+    """``y = x1 @ weight @ x2 + bias`` per output feature (:func:`F.bilinear`), ``weight``
+    ``[out, in1, in2]``, both initialised from ``U(-1/sqrt(in1), 1/sqrt(in1))`` as PyTorch.
+
+        layer = Bilinear(5, 3, 4)                                # [N, 5], [N, 3] -> [N, 4]
+    """
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int,
+                 bias: bool = True, device: str | None = None) -> None:
+        self.in1_features, self.in2_features = in1_features, in2_features
+        self.out_features = out_features
+        bound = 1.0 / math.sqrt(in1_features)
+        self.weight = _uniform((out_features, in1_features, in2_features), bound, device,
+                               _default_rng)
+        self.bias = _uniform((out_features,), bound, device, _default_rng) if bias else None
+
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
+class ChannelShuffle(Module):
+    """:func:`F.channel_shuffle` with ``groups`` groups."""
+
+    def __init__(self, groups: int) -> None:
+        self.groups = groups
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.channel_shuffle(x, self.groups)
+
+    def extra_repr(self) -> str:
+        return f"groups={self.groups}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """``Upsample(size, scale_factor, mode="nearest")`` of ``[N, C, H, W]`` data."""
+
+    def __init__(self, size=None, scale_factor=None) -> None:
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """``Upsample(size, scale_factor, mode="bilinear", align_corners=True)``, as PyTorch's."""
+
+    def __init__(self, size=None, scale_factor=None) -> None:
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
+
+
+
+
 __all__ = ["Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
            "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
            "ConvTranspose3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm",
@@ -1916,4 +2523,15 @@ __all__ = ["Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict
            "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "Flatten", "Unflatten",
            "PixelShuffle", "PixelUnshuffle", "Unfold", "Fold", "CosineSimilarity",
            "L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss",
-           "BCEWithLogitsLoss", "NLLLoss", "CrossEntropyLoss", "manual_seed"]
+           "BCEWithLogitsLoss", "NLLLoss", "CrossEntropyLoss", "manual_seed",
+           "Hardsigmoid", "SELU", "CELU", "Softsign", "GLU", "LogSigmoid", "Softmin",
+           "Softshrink", "Hardshrink", "Tanhshrink", "Threshold", "PairwiseDistance",
+           "MarginRankingLoss", "TripletMarginLoss", "CosineEmbeddingLoss",
+           "HingeEmbeddingLoss", "PoissonNLLLoss", "GaussianNLLLoss", "SoftMarginLoss",
+           "MultiLabelSoftMarginLoss", "MultiMarginLoss", "InstanceNorm1d", "InstanceNorm2d",
+           "InstanceNorm3d", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
+           "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ZeroPad1d", "ZeroPad2d",
+           "ZeroPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",
+           "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "ParameterList",
+           "ParameterDict", "Bilinear", "ChannelShuffle", "UpsamplingNearest2d",
+           "UpsamplingBilinear2d"]
