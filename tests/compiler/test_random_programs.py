@@ -22,7 +22,6 @@ tests/compiler/test_random_programs.py``.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import os
 
 import numpy as np
@@ -151,6 +150,13 @@ class RandomProgram:
 
 
 VARS = "ijklmnpq"
+#: Most cells of a result: a long axis (``random_programs(long_axis=True)``) times another long
+#: one would make programs whose compile and oracle cost more than what they add.
+MAX_CELLS = 20000
+
+
+def _cells(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
 
 
 def _compatible(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
@@ -174,7 +180,8 @@ def _offset_index(draw, var: str) -> Affine:
 @st.composite
 def _elementwise(draw, scope, out):
     x = draw(st.sampled_from(sorted(scope)))
-    partners = [n for n in sorted(scope) if _compatible(scope[x], scope[n])]
+    partners = [n for n in sorted(scope) if _compatible(scope[x], scope[n])
+                and _cells(np.broadcast_shapes(scope[x], scope[n])) <= MAX_CELLS]
     y = draw(st.sampled_from(partners + [0.5, -1.5]))
     op = draw(st.sampled_from(sorted(BINARY)))
     expr = (op, x, y) if draw(st.booleans()) else (op, y, x)
@@ -226,10 +233,13 @@ def _product(draw, scope, out):
     """Two operands: an outer product, a matmul-like contraction over one axis of each, or a
     convolution-like ``X[.., i + k, ..] * W[.., k, ..]``."""
     x = draw(st.sampled_from([n for n in sorted(scope) if 1 <= len(scope[n]) <= 3]))
-    # Results of rank 4 at most: a partner that small, else x with itself, contracted.
-    partners = [n for n in sorted(scope) if 1 <= len(scope[n]) <= 4 - len(scope[x])]
-    y = draw(st.sampled_from(partners or [x]))
-    mode = draw(st.sampled_from(["outer", "matmul", "matmul", "conv"] if partners else ["matmul"]))
+    # Results of rank 4 and MAX_CELLS at most, even as outer products.
+    partners = [n for n in sorted(scope) if 1 <= len(scope[n]) <= 4 - len(scope[x])
+                and _cells(scope[x]) * _cells(scope[n]) <= MAX_CELLS]
+    if not partners:
+        return draw(_elementwise(scope, out))
+    y = draw(st.sampled_from(partners))
+    mode = draw(st.sampled_from(["outer", "matmul", "matmul", "conv"]))
     fresh = iter(VARS)
     x_vars = [next(fresh) for _ in scope[x]]
     y_vars = [next(fresh) for _ in scope[y]]
@@ -275,14 +285,19 @@ KINDS = {"elementwise": _elementwise, "reduction": _reduction, "slice": _slice,
 
 
 @st.composite
-def random_programs(draw):
+def random_programs(draw, long_axis: bool = False):
+    """A program over inputs of sizes 1-6; with ``long_axis``, an input's first axis may be
+    long (257 or 300: past the CPU's split reduction and tiling thresholds, reduction.py's
+    CPU_MIN_EXTENT and tiling_cpu.py's MIN_WORK), one long axis an input."""
     pool = [draw(st.integers(1, 6)) for _ in range(3)]
+    long = [draw(st.sampled_from([257, 300]))] if long_axis else []
     scope: dict[str, tuple[int, ...]] = {}
     inputs = []
     for name in "ABC"[: draw(st.integers(2, 3))]:
         rank = draw(st.integers(1, 3))
-        shape = tuple(draw(st.sampled_from(pool + [draw(st.integers(1, 6))]))
-                      for _ in range(rank))
+        shape = tuple(draw(st.sampled_from((long if axis == 0 else []) + pool
+                                           + [draw(st.integers(1, 6))]))
+                      for axis in range(rank))
         inputs.append((name, shape))
         scope[name] = shape
     statements = []
@@ -462,9 +477,32 @@ def check(program: RandomProgram, device: str):
         assert_close(g, e, program.dtype, f"gradient of {name}\n{source}")
 
 
+def _regression(inputs, statements, outputs) -> RandomProgram:
+    return RandomProgram(tuple(inputs), tuple(statements), tuple(outputs), "float64", 0)
+
+
+# Found on opencl:0: a row reduction's lane loop `for (int l ...)` shadowed the statement's own
+# variable `l`, and the sum read X[i, j, k, 0] (normalize.py now renames every variable).
+SUM_OF_A_RANK_4_OUTER_PRODUCT = _regression(
+    [("A", (4, 4))],
+    [Contraction("T0", (Affine("i"), Affine("j"), Affine("k"), Affine("l")), (4, 4, 4, 4), "+",
+                 (Access("A", ((Affine("i"),), (Affine("j"),))),
+                  Access("A", ((Affine("k"),), (Affine("l"),))))),
+     Contraction("T1", (), (), "+", (Access("T0", tuple((Affine(v),) for v in "ijkl")),))],
+    ["T0", "T1"])
+
+
 @SETTINGS
 @given(program=random_programs())
+@example(program=SUM_OF_A_RANK_4_OUTER_PRODUCT)
 def test_random_program_matches_statement_by_statement_oracle(device, program):
+    check(program, device)
+
+
+@settings(SETTINGS, max_examples=max(1, MAX_EXAMPLES // 4))
+@given(program=random_programs(long_axis=True))
+def test_random_program_with_a_long_axis(device, program):
+    """Long reductions and products take the split reductions and tiled kernels."""
     check(program, device)
 
 
@@ -489,3 +527,18 @@ def test_oracle_self_check():
     (g,) = torch.autograd.grad(c.sum() + m.sum(), [leaf])
     np.testing.assert_array_equal(g, [[1.0, 2.0, 3.0], [0.0, 1.0, 0.0]])
     assert not tie
+
+
+@pytest.mark.parametrize("name", ["l", "g", "acc", "rs_row", "o0"])
+def test_an_index_variable_may_have_any_name(device, name):
+    """A statement's variables may be named like the kernel's own loops and registers (the
+    lane loop ``l``, the work-item loop ``g``, an accumulator ``acc``, an output variable
+    ``o0``): 256 assignments take the row reduction on OpenCL, where ``l`` once summed one
+    slice (SUM_OF_A_RANK_4_OUTER_PRODUCT)."""
+    program = tile.function(f"function (X[N0, N1, N2, N3]) -> (S, M) {{\n"
+                            f"    S[] = +(X[i, j, k, {name}]);\n"
+                            f"    M[i : N0] = >(X[i, j, k, {name}]);\n}}")
+    x = np.random.default_rng(5).uniform(-1.0, 1.0, (4, 4, 4, 4))
+    s, m = program(x, device=device)
+    np.testing.assert_allclose(s, x.sum(), rtol=1e-12)
+    np.testing.assert_array_equal(m, x.max((1, 2, 3)))
