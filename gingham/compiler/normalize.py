@@ -77,7 +77,12 @@ def normalize(bc: BoundContraction) -> NormalContraction:
     c = bc.statement
     out_shape = bc.output.sizes
     out_vars = tuple(f"o{d}" for d in range(len(out_shape)))
-    substitution: dict[str, Poly] = {}
+    # The statement's variables take names of the compiler's own too (q0, q1, ...): kept as
+    # written, a variable named like a kernel's loop or register (`l`, `g`, `acc`) was
+    # shadowed by it (`+(X[i, j, k, l])` summed X[..., 0] in a row reduction's lane loop).
+    renamed = {v: f"q{n}" for n, v in enumerate(bc.variables)}
+    ranges_of = {renamed[v]: r for v, r in bc.ranges.items() if v in renamed}
+    substitution: dict[str, Poly] = {v: Poly.var(q) for v, q in renamed.items()}
     eliminated: set[str] = set()
     equality_guards: list[Inequality] = []
     solved_guards: list[tuple[str, int, int]] = []
@@ -102,10 +107,10 @@ def normalize(bc: BoundContraction) -> NormalContraction:
         eliminated.add(name)
         # The solved variable must still be an integer inside its range, even where no access
         # mentions it any more (O[2*i + 1] = ... leaves even cells unwritten).
-        lo, hi = bc.ranges[name]
+        lo, hi = ranges_of[name]
         solved_guards.append((name, lo, hi))
 
-    red_vars = tuple(v for v in bc.variables if v not in eliminated)
+    red_vars = tuple(renamed[v] for v in bc.variables if renamed[v] not in eliminated)
     inequalities = [
         Inequality(apply(q.poly), q.upper, q.origin)
         for q in bc.inequalities if q.origin != "output"
@@ -129,7 +134,7 @@ def normalize(bc: BoundContraction) -> NormalContraction:
         c.out, out_shape, out_vars, red_vars, red_ranges, operands, guards, c.agg, c.combo,
         c.default, always,
     )
-    _check_assign_conflict(nc, c)
+    _check_assign_conflict(nc, c, {q: v for v, q in renamed.items()})
     return nc
 
 
@@ -328,7 +333,7 @@ def _narrow_one(nc: NormalContraction, var: str, guard: Inequality) -> NormalCon
                                operands=operands, guards=kept)
 
 
-def _check_assign_conflict(nc: NormalContraction, c) -> None:
+def _check_assign_conflict(nc: NormalContraction, c, written: dict[str, str]) -> None:
     """An ``=`` whose every cell is written by a whole box of (guard-free) assignments writes
     each cell more than once: provably an error, reported before anything runs."""
     if nc.agg != "=" or nc.combo == "?" or not nc.always_reached:
@@ -336,7 +341,7 @@ def _check_assign_conflict(nc: NormalContraction, c) -> None:
     if math.prod(nc.out_shape) and nc.reduction_size > 1:
         raise TileConflictError(
             f"'=' aggregation of '{nc.out}' writes each cell from {nc.reduction_size} different "
-            f"index assignments (over {', '.join(nc.red_vars)}); '=' may write each cell once",
+            f"index assignments (over {', '.join(written.get(v, v) for v in nc.red_vars)}); '=' may write each cell once",
             c.loc, nc.out,
         )
 
