@@ -73,14 +73,20 @@ class NormalContraction:
         return math.prod(hi - lo + 1 for lo, hi in self.red_ranges.values())
 
 
+#: What a contraction's index variables are renamed with (:func:`normalize`): no identifier
+#: that lowering or a dialect generates starts with it.
+INDEX_PREFIX = "ix_"
+
+
 def normalize(bc: BoundContraction) -> NormalContraction:
     c = bc.statement
     out_shape = bc.output.sizes
     out_vars = tuple(f"o{d}" for d in range(len(out_shape)))
-    # The statement's variables take names of the compiler's own too (q0, q1, ...): kept as
-    # written, a variable named like a kernel's loop or register (`l`, `g`, `acc`) was
-    # shadowed by it (`+(X[i, j, k, l])` summed X[..., 0] in a row reduction's lane loop).
-    renamed = {v: f"q{n}" for n, v in enumerate(bc.variables)}
+    # The statement's variables keep their names behind a prefix no name the compiler makes
+    # starts with (``k0`` -> ``ix_k0``, readable in schedules): kept as written, a variable
+    # named like a kernel's loop or register (`l`, `g`, `acc`) was shadowed by it
+    # (`+(X[i, j, k, l])` summed X[..., 0] in a row reduction's lane loop).
+    renamed = {v: f"{INDEX_PREFIX}{v}" for v in bc.variables}
     ranges_of = {renamed[v]: r for v, r in bc.ranges.items() if v in renamed}
     substitution: dict[str, Poly] = {v: Poly.var(q) for v, q in renamed.items()}
     eliminated: set[str] = set()

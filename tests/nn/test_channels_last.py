@@ -152,7 +152,7 @@ def test_channels_last_conv_stages_both_operands_with_16_byte_copies(data_format
     assert len(products) == 2, schedules  # the forward product and the weight gradient
     forward = next(s for s in products if "K=576" in s)
     if data_format == "NHWC":
-        assert "K=576 (k0,k1,ci)" in forward, forward  # the input channel runs fastest
+        assert "K=576 (ix_k0,ix_k1,ix_ci)" in forward, forward  # the input channel runs fastest
         assert forward.count("K-major, 16-byte async copies") == 2, forward
         assert not any("element loads" in s for s in products), products
         # the OHWI copy of the 128x64x3x3 filter (bf16 cast in its epilogue), and the
