@@ -19,7 +19,8 @@ import keras  # noqa: E402
 import torch  # noqa: E402
 from keras import ops  # noqa: E402
 
-from gingham.frontend.tensor import realize, tensor  # noqa: E402
+from gingham.frontend.tensor import realize  # noqa: E402
+from ops_oracle import check_against_torch  # noqa: E402  (tests/keras/ops_oracle.py)
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-5)
 
@@ -92,28 +93,7 @@ DIFFERENTIABLE = {
 def test_differentiable_ops_against_torch(device):
     """Every op of DIFFERENTIABLE, forward and gradient (of the outputs weighted by random
     cotangents) in one program, against PyTorch."""
-    cases = []
-    with keras.device(device):
-        for name, (keras_op, _, floats) in DIFFERENTIABLE.items():
-            leaves = [tensor(v, device=device, requires_grad=True) for v in floats]
-            outputs = _flat(keras_op(*leaves))
-            cotangents = [rand(*o.shape, seed=9) for o in outputs]
-            cases.append((name, leaves, outputs, cotangents))
-        loss = sum((o * c).sum() for _, _, outputs, cotangents in cases
-                   for o, c in zip(outputs, cotangents))
-        loss.backward()
-        realize([t for _, leaves, outputs, _ in cases for t in outputs + [x.grad for x in leaves]])
-    for name, leaves, outputs, cotangents in cases:
-        _, torch_op, floats = DIFFERENTIABLE[name]
-        torch_leaves = [torch.tensor(v, requires_grad=True) for v in floats]
-        expected = _flat(torch_op(*torch_leaves))
-        sum((e * torch.from_numpy(c)).sum() for e, c in zip(expected, cotangents)).backward()
-        for i, (got, want) in enumerate(zip(outputs, expected)):
-            np.testing.assert_allclose(got.numpy(), want.detach().numpy(), **TOLERANCE,
-                                       err_msg=f"{name} forward {i}")
-        for leaf, torch_leaf in zip(leaves, torch_leaves):
-            np.testing.assert_allclose(leaf.grad.numpy(), torch_leaf.grad.numpy(), **TOLERANCE,
-                                       err_msg=f"{name} gradient")
+    check_against_torch(device, DIFFERENTIABLE, TOLERANCE)
 
 
 EDGES = np.array([0.0, -0.0, 2.5, -2.5, np.inf, -np.inf, np.nan, 1.0], np.float32)

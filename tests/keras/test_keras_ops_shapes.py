@@ -16,12 +16,11 @@ if importlib.util.find_spec("keras") is None:
     pytest.skip("keras is not installed (pip install 'gingham[keras]')", allow_module_level=True)
 
 importlib.import_module("gingham.keras")  # before keras: it installs the backend
-import keras  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as TF  # noqa: E402
 from keras import ops  # noqa: E402
 
-from gingham.frontend.tensor import realize, tensor  # noqa: E402
+from ops_oracle import check_against_torch  # noqa: E402  (tests/keras/ops_oracle.py)
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-5)
 
@@ -122,30 +121,7 @@ def _flat(result):
 def test_differentiable_ops_against_torch(device):
     """Every op of DIFFERENTIABLE, forward and gradient (of the outputs weighted by random
     cotangents) in one program, against PyTorch."""
-    cases = []
-    with keras.device(device):
-        for name, (keras_op, _, floats) in DIFFERENTIABLE.items():
-            leaves = [tensor(v, device=device, requires_grad=True) for v in floats]
-            outputs = _flat(keras_op(*leaves))
-            cotangents = [rand(*o.shape, seed=9) for o in outputs]
-            cases.append((name, leaves, outputs, cotangents))
-        loss = sum((o * c).sum() for _, _, outputs, cotangents in cases
-                   for o, c in zip(outputs, cotangents))
-        loss.backward()
-        realize([t for _, leaves, outputs, _ in cases for t in outputs + [x.grad for x in leaves]])
-    for name, leaves, outputs, cotangents in cases:
-        _, torch_op, floats = DIFFERENTIABLE[name]
-        torch_leaves = [torch.tensor(v, requires_grad=True) for v in floats]
-        expected = _flat(torch_op(*torch_leaves))
-        assert len(outputs) == len(expected), name
-        sum((e * torch.from_numpy(c)).sum() for e, c in zip(expected, cotangents)).backward()
-        for got, want in zip(outputs, expected):
-            assert got.shape == tuple(want.shape), name
-            np.testing.assert_allclose(got.numpy(), want.detach().numpy(), **TOLERANCE,
-                                       err_msg=f"{name} forward")
-        for leaf, torch_leaf in zip(leaves, torch_leaves):
-            np.testing.assert_allclose(leaf.grad.numpy(), torch_leaf.grad.numpy(), **TOLERANCE,
-                                       err_msg=f"{name} gradient")
+    check_against_torch(device, DIFFERENTIABLE, TOLERANCE)
 
 
 # name: (keras op, NumPy's result): creation and integer ops, against NumPy
