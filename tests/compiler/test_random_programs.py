@@ -16,7 +16,9 @@ hoisting, CSE, split reductions, tiling) may regroup the statements however it l
 numbers must stay those of the statements one by one.
 
 To hunt with more examples than CI runs: ``GINGHAM_FUZZ_EXAMPLES=500 python -m pytest -q -n 0
-tests/compiler/test_random_programs.py``.
+tests/compiler/test_random_programs.py`` (pytest's faulthandler then prints stacks after 180 s
+of one test: that is the many examples, not a hang). ``GINGHAM_FUZZ_LAST=FILE`` writes each
+program to FILE before it runs, so a program that hangs leaves itself behind.
 """
 
 from __future__ import annotations
@@ -457,6 +459,10 @@ def assert_close(got, expected: np.ndarray, dtype: str, what: str):
 def check(program: RandomProgram, device: str):
     source = program.render()
     note(source)
+    last = os.environ.get("GINGHAM_FUZZ_LAST")
+    if last:  # a program that hangs leaves itself behind (a hang prints no falsifying example)
+        with open(last, "w") as handle:
+            handle.write(f"# {device} {program!r}\n{source}\n")
     r = np.random.default_rng(program.seed)
     arrays = [r.uniform(-1.5, 1.5, shape).astype(program.dtype) for _, shape in program.inputs]
     expected, leaves, tie = oracle(program, arrays)
