@@ -40,6 +40,15 @@ def _init_uniform(shape: tuple, bound: float, device: str | None, dtype) -> Tens
                   requires_grad=True)
 
 
+def _check_input(layer: str, input: Tensor, ranks: tuple[int, int]) -> None:
+    """PyTorch's checks of a recurrent layer's input: a Tensor, unbatched or batched (``ranks``)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{layer}: input must be a gingham.Tensor, not {type(input).__name__}")
+    if input.ndim not in ranks:
+        raise ShapeError(f"{layer}: Expected input to be {ranks[0]}D or {ranks[1]}D, got "
+                         f"{input.ndim}D tensor instead")
+
+
 def _step(mode: str, projected: Tensor, state: tuple, w_hh: Tensor,
           b_hh: Tensor | None) -> tuple:
     """One time step of ``mode`` from the projected input; the state is ``(h,)`` or
@@ -140,12 +149,7 @@ class _RNNBase(Module):
 
     def forward(self, input: Tensor, hx=None):
         layer = type(self).__name__
-        if not isinstance(input, Tensor):
-            raise TypeError(f"{layer}: input must be a gingham.Tensor, not "
-                            f"{type(input).__name__}")
-        if input.ndim not in (2, 3):
-            raise ShapeError(f"{layer}: Expected input to be 2D or 3D, got {input.ndim}D tensor "
-                             "instead")
+        _check_input(layer, input, (2, 3))
         if input.shape[-1] != self.input_size:
             raise ShapeError(f"{layer}: input.size(-1) must be equal to input_size. Expected "
                              f"{self.input_size}, got {input.shape[-1]}")
@@ -269,12 +273,7 @@ class _RNNCellBase(Module):
 
     def _state(self, input: Tensor, hx) -> tuple[tuple, bool]:
         layer = type(self).__name__
-        if not isinstance(input, Tensor):
-            raise TypeError(f"{layer}: input must be a gingham.Tensor, not "
-                            f"{type(input).__name__}")
-        if input.ndim not in (1, 2):
-            raise ShapeError(f"{layer}: Expected input to be 1D or 2D, got {input.ndim}D "
-                             "instead")
+        _check_input(layer, input, (1, 2))
         batched = input.ndim == 2
         x = input if batched else input.unsqueeze(0)
         count = 2 if self.mode == "LSTM" else 1
