@@ -146,15 +146,12 @@ def _mish(node: Node):
 
 @converter("Softsign")
 def _softsign(node: Node):
-    x = node.tensor(0)
-    return x / (x.abs() + 1.0)
+    return F.softsign(node.tensor(0))
 
 
 @converter("Celu")
 def _celu(node: Node):
-    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
-    x, alpha = node.tensor(0), float(node.attr("alpha", 1.0))
-    return T.where(x > 0, x, (x / alpha).expm1() * alpha)
+    return F.celu(node.tensor(0), float(node.attr("alpha", 1.0)))
 
 
 @converter("Shrink")
@@ -168,8 +165,7 @@ def _shrink(node: Node):
 
 @converter("ThresholdedRelu")
 def _thresholded_relu(node: Node):
-    x = node.tensor(0)
-    return T.where(x > float(node.attr("alpha", 1.0)), x, 0.0)
+    return F.threshold(node.tensor(0), float(node.attr("alpha", 1.0)), 0.0)
 
 
 @converter("Swish")

@@ -52,11 +52,11 @@ _ACTIVATIONS = {
     "relu": (lambda x, a, b: x.relu(), None, None),
     "hardsigmoid": (lambda x, a, b: (x * a + b).clamp(0.0, 1.0), 0.2, 0.5),
     "leakyrelu": (lambda x, a, b: F.leaky_relu(x, a), 0.01, None),
-    "thresholdedrelu": (lambda x, a, b: T.where(x > a, x, 0.0), 1.0, None),
+    "thresholdedrelu": (lambda x, a, b: F.threshold(x, a, 0.0), 1.0, None),
     "scaledtanh": (lambda x, a, b: (x * b).tanh() * a, 1.0, 1.0),
     "affine": (lambda x, a, b: x * a + b, 1.0, 0.0),
     "elu": (lambda x, a, b: F.elu(x, a), 1.0, None),
-    "softsign": (lambda x, a, b: x / (x.abs() + 1.0), None, None),
+    "softsign": (lambda x, a, b: F.softsign(x), None, None),
     "softplus": (lambda x, a, b: F.softplus(x), None, None),
 }
 
