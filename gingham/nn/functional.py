@@ -1418,6 +1418,11 @@ def _random_state(op: str, x: Tensor, seed, generator: Generator | None) -> Tens
     return generator.next_state()
 
 
+def _check_dropout_probability(op: str, p: float) -> None:
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+
+
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False, *,
             seed: int | Tensor | None = None, generator: Generator | None = None) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``.
@@ -1430,8 +1435,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     """
     op = "dropout"
     _float_input(op, input)
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"{op}: p must be in [0, 1], got {p}")
+    _check_dropout_probability(op, p)
     if not training or p == 0.0:
         return input
     if p == 1.0:
@@ -2187,9 +2191,12 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
     return _reduce_loss(op, losses, reduction)
 
 
-def _full_like_tensor(like: Tensor, value: float) -> Tensor:
-    return like._derive(like.shape, like.dtype, [like], lambda nodes: _full_node(
-        nodes[0], like.ndim, like.shape, value, like.dtype)).detach()
+def _full_like_tensor(like: Tensor, value: float, shape: Sequence[int] | None = None) -> Tensor:
+    """A constant tensor of ``like``'s dtype and device (and shape, unless ``shape``), made on
+    the device as a node of the graph, outside autodiff."""
+    shape = like.shape if shape is None else tuple(shape)
+    return like._derive(shape, like.dtype, [like], lambda nodes: _full_node(
+        nodes[0], like.ndim, shape, value, like.dtype)).detach()
 
 
 def soft_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
@@ -2586,7 +2593,7 @@ def interpolate(input: Tensor, size: IntOrTuple | None = None,
     return result
 
 
-# -- rearranging pixels --------------------------------------------------------------------------------
+# -- rearranging pixels ----------------------------------------------------------------------------
 
 
 def _pixel_factor(op: str, name: str, factor: int) -> int:
@@ -2765,8 +2772,7 @@ def _channel_dropout(op: str, nd: int, input: Tensor, p: float, training: bool) 
     ``p``, the others scaled by ``1 / (1 - p)``: a :func:`dropout` mask of shape
     ``[N, C, 1, ...]`` broadcast over the spatial axes."""
     _float_input(op, input)
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+    _check_dropout_probability(op, p)
     if input.ndim not in (nd + 1, nd + 2):
         raise ShapeError(f"{op}: Expected {nd + 1}D or {nd + 2}D input, but received a "
                          f"{input.ndim}D input ({'unbatched ' if nd else ''}[C, ...] or "
@@ -2775,9 +2781,7 @@ def _channel_dropout(op: str, nd: int, input: Tensor, p: float, training: bool) 
         return input
     channels = input.ndim - nd  # the leading (batch and) channel axes
     shape = input.shape[:channels] + (1,) * nd
-    ones = input._derive(shape, input.dtype, [input], lambda nodes: _full_node(
-        nodes[0], input.ndim, shape, 1.0, input.dtype)).detach()
-    return input * dropout(ones, p, True)
+    return input * dropout(_full_like_tensor(input, 1.0, shape), p, True)
 
 
 def dropout1d(input: Tensor, p: float = 0.5, training: bool = True,
@@ -2816,8 +2820,7 @@ def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
     """
     op = "alpha_dropout"
     _float_input(op, input)
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+    _check_dropout_probability(op, p)
     if not training or p == 0.0:
         return input
     if p == 1.0:
