@@ -23,6 +23,7 @@ from gingham.frontend import optim
 from gingham.frontend.jit import jit
 from gingham.frontend.tensor import ShapeError, Tensor, realize, tensor
 from gingham.nn import models, training
+from module_oracle import assert_layers_match  # tests/nn/module_oracle.py
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-4)
 
@@ -42,10 +43,6 @@ def randomize(module: tnn.Module, seed: int = 0) -> tnn.Module:
                 fresh = torch.randn(value.shape, generator=generator)
                 value.copy_(fresh.abs() + 0.5 if name.endswith("running_var") else fresh)
     return module
-
-
-def weighted_sum(outputs: dict, weights: dict, as_tensor):
-    return sum((outputs[k] * as_tensor(w)).sum() for k, w in weights.items())
 
 
 # -- layers against PyTorch ------------------------------------------------------------------------
@@ -249,25 +246,7 @@ def test_layers_match_torch(device, layers):
     t_in = {k: torch.tensor(v, requires_grad=v.dtype.kind == "f") for k, v in inputs.items()}
     g_out = {name: ours[name](g_in[kind]) for name, (_, _, kind) in layers.items()}
     t_out = {name: theirs[name](t_in[kind]) for name, (_, _, kind) in layers.items()}
-    realize(list(g_out.values()))
-    for name, expected in t_out.items():
-        assert g_out[name].shape == tuple(expected.shape), name
-        np.testing.assert_allclose(g_out[name].numpy(), expected.detach().numpy(), err_msg=name,
-                                   **TOLERANCE)
-
-    rng = np.random.default_rng(2)
-    weights = {k: rng.standard_normal(tuple(v.shape)).astype(np.float32) for k, v in t_out.items()}
-    weighted_sum(g_out, weights, lambda w: tensor(w, device=device)).backward()
-    weighted_sum(t_out, weights, torch.tensor).backward()
-    ours_grads = {"input " + k: t.grad for k, t in g_in.items() if t.requires_grad}
-    ours_grads.update({name: p.grad for name, p in ours.named_parameters()})
-    theirs_grads = {"input " + k: t.grad for k, t in t_in.items() if t.requires_grad}
-    theirs_grads.update({name: p.grad for name, p in theirs.named_parameters()})
-    assert ours_grads.keys() == theirs_grads.keys()
-    realize(list(ours_grads.values()))
-    for name, expected in theirs_grads.items():
-        np.testing.assert_allclose(ours_grads[name].numpy(), expected.numpy(),
-                                   err_msg=f"d/d {name}", **TOLERANCE)
+    assert_layers_match(ours, theirs, g_in, t_in, g_out, t_out, device, TOLERANCE)
     ours_state = ours.state_dict()
     for name, value in theirs.state_dict().items():
         if name.endswith(("running_mean", "running_var")):

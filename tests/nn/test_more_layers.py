@@ -14,7 +14,8 @@ import torch.nn as tnn
 import gingham.nn as nn
 import gingham.nn.functional as F
 from gingham.frontend import optim
-from gingham.frontend.tensor import realize, tensor
+from gingham.frontend.tensor import tensor
+from module_oracle import assert_layers_match  # tests/nn/module_oracle.py
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-4)
 
@@ -66,24 +67,7 @@ def test_layers_match_torch(device):
     t_in = {k: torch.tensor(v, requires_grad=True) for k, v in arrays.items()}
     g_out = {name: ours[name](*(g_in[k] for k in keys)) for name, (_, keys) in LAYERS.items()}
     t_out = {name: theirs[name](*(t_in[k] for k in keys)) for name, (_, keys) in LAYERS.items()}
-    realize(list(g_out.values()))
-    for name, expected in t_out.items():
-        assert g_out[name].shape == tuple(expected.shape), name
-        np.testing.assert_allclose(g_out[name].numpy(), expected.detach().numpy(), err_msg=name,
-                                   **TOLERANCE)
-    rng = np.random.default_rng(2)
-    weights = {k: rng.standard_normal(tuple(v.shape)).astype(np.float32) for k, v in t_out.items()}
-    sum((g_out[k] * tensor(w, device=device)).sum() for k, w in weights.items()).backward()
-    sum((t_out[k] * torch.tensor(w)).sum() for k, w in weights.items()).backward()
-    ours_grads = {f"input {k}": t.grad for k, t in g_in.items()}
-    ours_grads.update({name: p.grad for name, p in ours.named_parameters()})
-    theirs_grads = {f"input {k}": t.grad for k, t in t_in.items()}
-    theirs_grads.update({name: p.grad for name, p in theirs.named_parameters()})
-    assert ours_grads.keys() == theirs_grads.keys()
-    realize(list(ours_grads.values()))
-    for name, expected in theirs_grads.items():
-        np.testing.assert_allclose(ours_grads[name].numpy(), expected.numpy(),
-                                   err_msg=f"d/d {name}", **TOLERANCE)
+    assert_layers_match(ours, theirs, g_in, t_in, g_out, t_out, device, TOLERANCE)
     state = ours.state_dict()  # the tracked instance norm's running statistics
     for name, value in theirs.state_dict().items():
         np.testing.assert_allclose(state[name], value.numpy(), err_msg=name, **TOLERANCE)

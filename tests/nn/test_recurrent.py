@@ -18,8 +18,9 @@ import torch.nn as tnn
 import gingham.nn as nn
 import gingham.nn.functional as F
 from gingham.frontend import optim
-from gingham.frontend.tensor import ShapeError, realize, tensor
+from gingham.frontend.tensor import ShapeError, tensor
 from gingham.nn import training
+from module_oracle import assert_layers_match  # tests/nn/module_oracle.py
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-5)
 
@@ -81,27 +82,7 @@ def test_recurrent_layers_match_torch(device):
     g_in = {k: tensor(v, device=device, requires_grad=True) for k, v in arrays.items()}
     t_in = {k: torch.tensor(v, requires_grad=True) for k, v in arrays.items()}
     g_out, t_out = run_layers(ours, g_in), run_layers(theirs, t_in)
-    assert g_out.keys() == t_out.keys()
-    realize(list(g_out.values()))
-    for name, expected in t_out.items():
-        assert g_out[name].shape == tuple(expected.shape), name
-        np.testing.assert_allclose(g_out[name].numpy(), expected.detach().numpy(), err_msg=name,
-                                   **TOLERANCE)
-
-    rng = np.random.default_rng(1)
-    weights = {k: rng.standard_normal(tuple(v.shape)).astype(np.float32)
-               for k, v in t_out.items()}
-    sum((g_out[k] * tensor(w, device=device)).sum() for k, w in weights.items()).backward()
-    sum((t_out[k] * torch.tensor(w)).sum() for k, w in weights.items()).backward()
-    ours_grads = {f"input {k}": t.grad for k, t in g_in.items()}
-    ours_grads.update({name: p.grad for name, p in ours.named_parameters()})
-    theirs_grads = {f"input {k}": t.grad for k, t in t_in.items()}
-    theirs_grads.update({name: p.grad for name, p in theirs.named_parameters()})
-    assert ours_grads.keys() == theirs_grads.keys()
-    realize(list(ours_grads.values()))
-    for name, expected in theirs_grads.items():
-        np.testing.assert_allclose(ours_grads[name].numpy(), expected.numpy(),
-                                   err_msg=f"d/d {name}", **TOLERANCE)
+    assert_layers_match(ours, theirs, g_in, t_in, g_out, t_out, device, TOLERANCE, seed=1)
 
 
 class Classifier(nn.Module):
