@@ -220,9 +220,13 @@ class OnnxModel:
             attributes = {a.name: _plain(get_attribute_value(a)) for a in proto.attribute}
             inputs, on_held = converter_inputs(
                 proto.op_type, [values[name] for name in proto.input], self.channels_last)
+            # A subgraph's initializers are made once per node: a Loop runs its body once per
+            # iteration (the attributes, and so the subgraphs, live until the next node).
+            made: dict[int, dict[str, Any]] = {}
             node = Node(proto.op_type, proto.name or f"#{index}", inputs, attributes,
                         self.opset, len(proto.output), self.device, self.channels_last,
-                        lambda subgraph, bound=(): self._subgraph(subgraph, values, bound))
+                        lambda subgraph, bound=(), made=made: self._subgraph(
+                            subgraph, values, bound, made))
             results = CONVERTERS[proto.op_type](node)
             if not isinstance(results, (list, tuple)):
                 results = [results]
@@ -230,11 +234,15 @@ class OnnxModel:
                 if name:
                     values[name] = held(result) if on_held else result
 
-    def _subgraph(self, graph, scope: dict[str, Any], inputs: Sequence) -> list:
+    def _subgraph(self, graph, scope: dict[str, Any], inputs: Sequence,
+                  made: dict[int, dict[str, Any]]) -> list:
         """The outputs (in the graph's layout) of ``graph``, a node's graph attribute, its
-        inputs bound to ``inputs`` and the values of ``scope`` visible to its nodes."""
+        inputs bound to ``inputs`` and the values of ``scope`` visible to its nodes; ``made``
+        keeps the graph's initializers, by graph, for the node's next run of it."""
+        if id(graph) not in made:
+            made[id(graph)] = {i.name: _initializer(i, self.device) for i in graph.initializer}
         values = dict(scope)
-        values.update((i.name, _initializer(i, self.device)) for i in graph.initializer)
+        values.update(made[id(graph)])
         values.update(zip([i.name for i in graph.input], inputs))
         self._convert(graph, values)
         return [graph_layout(values[output.name]) for output in graph.output]
