@@ -1442,18 +1442,107 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if p == 1.0:
         return input * 0.0
     state = _random_state(op, input, seed, generator)
-    scale = 1.0 / (1.0 - p)
-    return input._derive(input.shape, input.dtype, [input, state], lambda nodes: builder.select(
-        builder.prng(nodes[1], *input.shape) >= p, nodes[0] * scale, 0.0))
+    keep = random_uniform(input.shape, state) >= p
+    return where(keep, input * (1.0 / (1.0 - p)), 0.0)
 
 
-def _uniform(shape: Sequence[int], state: Tensor) -> Tensor:
+def random_uniform(shape: Sequence[int], state: Tensor) -> Tensor:
     """float32 draws in ``[0, 1)`` of ``shape`` from the Philox ``state`` (a ``uint32`` tensor
-    of 1 or 2 elements), on its device: Tile's ``prng``, which :func:`dropout`'s mask compares
-    with ``p``. A compiled step that advances the state draws anew every replay."""
+    of 1 or 2 elements, ``[key, counter]``), on its device: Tile's ``prng``, a pure function of
+    the state. Every device-side draw of gingham goes through it (dropout's mask, the Keras
+    backend's ``random`` ops); a compiled step that advances the state draws anew every
+    replay. Draws of different shapes from one state are not independent: take the numbers
+    one op needs from one draw (``random_uniform((2, n), state)``).
+
+        u = F.random_uniform((3, 4), gingham.Generator(0).next_state())
+    """
     sizes = tuple(int(s) for s in shape)
     return state._derive(sizes, dt.FLOAT32, [state],
                          lambda nodes: builder.prng(nodes[0], *sizes))
+
+
+def random_normal(shape: Sequence[int], state: Tensor) -> Tensor:
+    """Standard normal float32 draws of ``shape`` from the Philox ``state``: Box-Muller on
+    two uniform draws (:func:`random_uniform`).
+
+        z = F.random_normal((1000,), state)
+    """
+    shape = tuple(int(s) for s in shape)
+    first, second = random_uniform((2,) + shape, state).unbind(0)
+    radius = (-2.0 * (1.0 - first).log()).sqrt()  # 1 - u lies in (0, 1]: its log is finite
+    return radius * (second * (2.0 * math.pi)).cos()
+
+
+# Marsaglia-Tsang accepts a candidate with probability at least 0.95 (at alpha = 1; more for
+# larger alpha), so all of 8 candidates are refused with probability below 0.05**8 < 4e-11.
+_GAMMA_ROUNDS = 8
+
+
+def random_gamma(alpha: Tensor, state: Tensor) -> Tensor:
+    """Gamma(``alpha``, 1) float32 draws, one per element of the float tensor ``alpha`` (all
+    positive), from the Philox ``state``: Marsaglia and Tsang's rejection sampler (2000) with
+    a fixed number of rounds (8 candidates per element, the first accepted one taken; if
+    all are refused, with probability below 4e-11, the last), so the draw is one program.
+    ``alpha < 1`` draws Gamma(``alpha + 1``) times ``u ** (1 / alpha)``.
+
+        g = F.random_gamma(gingham.full((1000,), 2.5), state)
+    """
+    alpha = alpha.astype(dt.FLOAT32)
+    shape, rounds = alpha.shape, _GAMMA_ROUNDS
+    uniforms = random_uniform((3 * rounds + 1,) + shape, state)
+    boosted = alpha < 1.0
+    d = where(boosted, alpha + 1.0, alpha) - 1.0 / 3.0
+    c = 1.0 / (9.0 * d).sqrt()
+    drawn = None
+    for r in reversed(range(rounds)):  # the first accepted candidate wins: set last
+        first, second, accept_draw = uniforms[3 * r], uniforms[3 * r + 1], uniforms[3 * r + 2]
+        normal = (-2.0 * (1.0 - first).log()).sqrt() * (second * (2.0 * math.pi)).cos()
+        v = (1.0 + c * normal) ** 3
+        safe_v = where(v > 0.0, v, 1.0)
+        accepted = (v > 0.0) & ((1.0 - accept_draw).log() < 0.5 * normal * normal + d
+                                - d * safe_v + d * safe_v.log())
+        candidate = d * safe_v
+        drawn = candidate if drawn is None else where(accepted, candidate, drawn)
+    boost = (1.0 - uniforms[3 * rounds]) ** (1.0 / alpha)
+    return where(boosted, drawn * boost, drawn)
+
+
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
+                generator: Generator | None = None, seed: int | Tensor | None = None) -> Tensor:
+    """Class indices (int64) drawn with probabilities proportional to the rows of ``input``
+    (``[C]`` or ``[N, C]``, non-negative weights), as ``torch.multinomial``: ``[num_samples]``
+    or ``[N, num_samples]``. With ``replacement``, each sample inverts the row's cumulative
+    distribution at a uniform draw; without, the ``num_samples`` largest of
+    ``log(weight) + Gumbel noise`` (the Gumbel-top-k trick: the same law as drawing one at a
+    time and removing it). The state as :func:`dropout`'s (``seed`` or ``generator``).
+
+        picks = gingham.multinomial(gingham.tensor([0.2, 0.3, 0.5]), 4, replacement=True)
+    """
+    op = "multinomial"
+    _check(op, ("input",), input=input)
+    if input.ndim not in (1, 2):
+        raise ShapeError(f"{op}: prob_dist must be 1 or 2 dim, got shape {input.shape}")
+    classes = input.shape[-1]
+    if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or (
+            num_samples <= 0):
+        raise ValueError(f"{op}: cannot sample n_sample <= 0 samples, got {num_samples}")
+    if not replacement and num_samples > classes:
+        raise ValueError(f"{op}: cannot sample n_sample > prob_dist.size(-1) samples without "
+                         f"replacement ({num_samples} > {classes})")
+    state = _random_state(op, input, seed, generator)
+    rows = input.reshape(-1, classes).detach()
+    if replacement:
+        cumulative = rows.cumsum(1)
+        draws = random_uniform((rows.shape[0], num_samples), state)
+        target = draws.unsqueeze(2) * cumulative[:, -1:].unsqueeze(1)
+        # the class whose cumulative weight first exceeds the target
+        below = (cumulative.unsqueeze(1) <= target).astype(dt.INT64).sum(2)
+        samples = below.clamp(0, classes - 1)
+    else:
+        gumbel = -(-(1.0 - random_uniform(rows.shape, state)).log()).log()
+        keys = where(rows > 0.0, rows.log() + gumbel, -math.inf)
+        samples = indexing.topk(keys, num_samples, 1).indices
+    return samples.reshape(input.shape[:-1] + (num_samples,))
 
 
 # -- recurrent cells -------------------------------------------------------------------------------
@@ -2990,7 +3079,8 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
 
 
 __all__ = [
-    "DTypeError", "Generator", "manual_seed",
+    "DTypeError", "Generator", "manual_seed", "random_uniform", "random_normal",
+    "random_gamma", "multinomial",
     "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d",
     "max_pool1d", "max_pool2d", "max_pool3d", "max_unpool1d", "max_unpool2d", "max_unpool3d",

@@ -97,3 +97,51 @@ def test_ctc_decode_greedy_matches_numpy(device, merge_repeated, mask_index):
     np.testing.assert_allclose(scores, want_scores, rtol=1e-5)
     with pytest.raises(NotImplementedError, match="beam_search"):
         ops.ctc_decode(x, lengths, strategy="beam_search")
+
+
+# -- random distributions --------------------------------------------------------------------------
+
+DRAWS = 4000
+# The Kolmogorov-Smirnov statistic of 4000 true draws exceeds 0.031 with probability 0.001.
+KS_LIMIT = 0.031
+
+
+def test_random_distributions(device):
+    from scipy import stats
+
+    from gingham.frontend.tensor import realize
+
+    logits = np.log(np.array([[0.2, 0.3, 0.5], [0.7, 0.1, 0.2]], np.float32))
+    rows = np.arange(18, dtype=np.float32).reshape(6, 3)
+    with keras.device(device):
+        drawn = {
+            "gamma_small": keras.random.gamma((DRAWS,), 0.5, seed=1),
+            "gamma": keras.random.gamma((DRAWS,), 2.5, seed=2),
+            "beta": keras.random.beta((DRAWS,), 2.0, 5.0, seed=3),
+            "binomial": keras.random.binomial((2, DRAWS), np.array([[5.0], [20.0]]),
+                                              np.array([[0.3], [0.6]]), seed=4),
+            "categorical": keras.random.categorical(logits, DRAWS, seed=5),
+            "shuffle_rows": keras.random.shuffle(rows, seed=6),
+            "shuffle_columns": keras.random.shuffle(rows, axis=1, seed=7),
+        }
+        realize(list(drawn.values()))  # one program
+        got = {name: ops.convert_to_numpy(value) for name, value in drawn.items()}
+    for name, law in (("gamma_small", stats.gamma(0.5)), ("gamma", stats.gamma(2.5)),
+                      ("beta", stats.beta(2.0, 5.0))):
+        assert got[name].shape == (DRAWS,) and got[name].dtype == np.float32, name
+        assert stats.kstest(got[name], law.cdf).statistic < KS_LIMIT, name
+    for row, (n, p) in enumerate([(5, 0.3), (20, 0.6)]):
+        counts = got["binomial"][row]
+        assert set(np.unique(counts)) <= set(range(n + 1))
+        np.testing.assert_allclose([counts.mean(), counts.var()], [n * p, n * p * (1 - p)],
+                                   rtol=0.06)
+    assert got["categorical"].shape == (2, DRAWS) and got["categorical"].dtype == np.int32
+    for row, probabilities in enumerate(np.exp(logits)):
+        frequencies = np.bincount(got["categorical"][row], minlength=3) / DRAWS
+        np.testing.assert_allclose(frequencies, probabilities, atol=0.025)
+    shuffled = got["shuffle_rows"]
+    assert sorted(map(tuple, shuffled)) == sorted(map(tuple, rows))  # whole rows moved
+    assert not np.array_equal(shuffled, rows)
+    columns = got["shuffle_columns"]
+    assert (np.sort(columns, 1) == rows).all()
+    assert (columns - columns[:1] == rows - rows[:1]).all()  # one order for every row
