@@ -145,3 +145,60 @@ def test_random_distributions(device):
     columns = got["shuffle_columns"]
     assert (np.sort(columns, 1) == rows).all()
     assert (columns - columns[:1] == rows - rows[:1]).all()  # one order for every row
+
+
+# -- image warps -----------------------------------------------------------------------------------
+
+SCIPY_MODES = {"constant": "grid-constant", "nearest": "nearest", "wrap": "grid-wrap",
+               "mirror": "mirror", "reflect": "reflect"}
+
+
+def test_map_coordinates_matches_scipy(device):
+    """Every fill mode of both orders against ``scipy.ndimage.map_coordinates`` (forward), and
+    order 1's gradients: with respect to the input, the transposed Jacobian (SciPy's map of
+    each basis image), and to the coordinates, SciPy's central differences."""
+    from scipy import ndimage
+
+    from gingham.frontend.tensor import realize, tensor
+
+    rng = np.random.default_rng(5)
+    image = rng.standard_normal((5, 6))
+    # inside, outside and far outside; no coordinate within 0.01 of a grid line, where
+    # a difference quotient would straddle a kink
+    coordinates = rng.uniform(-3.0, 9.0, (2, 4, 3))
+    coordinates += 0.05 * (np.abs(coordinates - np.round(coordinates)) < 0.01)
+    cotangent = rng.standard_normal((4, 3))
+    cases = [(order, mode) for order in (0, 1) for mode in SCIPY_MODES]
+    with keras.device(device):
+        x = tensor(image.astype(np.float32), device=device, requires_grad=True)
+        c = tensor(coordinates.astype(np.float32), device=device, requires_grad=True)
+        outputs = {case: ops.image.map_coordinates(x, [c[0], c[1]], case[0], case[1], 0.5)
+                   for case in cases}
+        sum((outputs[(1, mode)] * cotangent.astype(np.float32)).sum()
+            for mode in SCIPY_MODES).backward()
+        realize(list(outputs.values()) + [x.grad, c.grad])
+
+    def scipy_map(values, where, order, mode):
+        return ndimage.map_coordinates(values, where, order=order, mode=SCIPY_MODES[mode],
+                                       cval=0.5)
+
+    for (order, mode), got in outputs.items():
+        np.testing.assert_allclose(got.numpy(), scipy_map(image, coordinates, order, mode),
+                                   rtol=1e-5, atol=1e-5, err_msg=f"{order} {mode}")
+    grad_image = np.zeros_like(image)
+    grad_coordinates = np.zeros_like(coordinates)
+    for mode in SCIPY_MODES:
+        for j in range(image.size):  # the map is affine in the image: the fill is its constant
+            basis = np.zeros(image.size)
+            basis[j] = 1.0
+            linear = scipy_map(basis.reshape(image.shape), coordinates, 1, mode) - scipy_map(
+                np.zeros_like(image), coordinates, 1, mode)
+            grad_image.flat[j] += (linear * cotangent).sum()
+        for axis in range(2):
+            step = np.zeros_like(coordinates)
+            step[axis] = 1e-4
+            slope = (scipy_map(image, coordinates + step, 1, mode)
+                     - scipy_map(image, coordinates - step, 1, mode)) / 2e-4
+            grad_coordinates[axis] += slope * cotangent
+    np.testing.assert_allclose(x.grad.numpy(), grad_image, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(c.grad.numpy(), grad_coordinates, rtol=1e-3, atol=1e-3)
