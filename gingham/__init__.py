@@ -68,6 +68,7 @@ from .frontend.indexing import (  # noqa: E402
     take_along_dim,
     topk,
 )
+from .nn.functional import multinomial  # noqa: E402
 from .frontend import optim  # noqa: E402
 from .frontend.checkpoint import load, save  # noqa: E402
 from . import amp  # noqa: E402
@@ -82,7 +83,7 @@ __all__ = [
     "Tensor", "tensor", "zeros", "ones", "full", "arange", "matmul", "einsum", "reshape",
     "permute_dims", "concat", "cat", "stack", "maximum", "minimum", "where", "no_grad",
     "gather", "take_along_dim", "index_select", "scatter", "scatter_add", "index_add", "sort",
-    "argsort", "topk",
+    "argsort", "topk", "multinomial",
     "atleast_1d", "atleast_2d", "atleast_3d", "column_stack", "cross", "diag", "diagonal",
     "diff", "dstack", "flip", "fliplr", "flipud", "hstack", "inner", "kron", "linspace",
     "logspace", "meshgrid", "moveaxis", "movedim", "outer", "repeat_interleave", "roll", "rot90",

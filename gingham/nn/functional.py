@@ -46,8 +46,9 @@ import numpy as np
 from ..config import get_config
 from ..errors import DeviceError
 from ..frontend.amp import cast_inputs_float32, cast_inputs_low
-from ..frontend.tensor import (DTypeError, ShapeError, Tensor, _dim, batched_operand_index,
-                               einsum, matmul, minimum, no_grad, tensor)
+from ..frontend import indexing
+from ..frontend.tensor import (DTypeError, ShapeError, Tensor, _dim, arange, batched_operand_index,
+                               concat, einsum, matmul, minimum, no_grad, stack, tensor, where)
 from ..tile import builder
 from ..tile import dtypes as dt
 from . import winograd
@@ -1441,18 +1442,107 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if p == 1.0:
         return input * 0.0
     state = _random_state(op, input, seed, generator)
-    scale = 1.0 / (1.0 - p)
-    return input._derive(input.shape, input.dtype, [input, state], lambda nodes: builder.select(
-        builder.prng(nodes[1], *input.shape) >= p, nodes[0] * scale, 0.0))
+    keep = random_uniform(input.shape, state) >= p
+    return where(keep, input * (1.0 / (1.0 - p)), 0.0)
 
 
-def _uniform(shape: Sequence[int], state: Tensor) -> Tensor:
+def random_uniform(shape: Sequence[int], state: Tensor) -> Tensor:
     """float32 draws in ``[0, 1)`` of ``shape`` from the Philox ``state`` (a ``uint32`` tensor
-    of 1 or 2 elements), on its device: Tile's ``prng``, which :func:`dropout`'s mask compares
-    with ``p``. A compiled step that advances the state draws anew every replay."""
+    of 1 or 2 elements, ``[key, counter]``), on its device: Tile's ``prng``, a pure function of
+    the state. Every device-side draw of gingham goes through it (dropout's mask, the Keras
+    backend's ``random`` ops); a compiled step that advances the state draws anew every
+    replay. Draws of different shapes from one state are not independent: take the numbers
+    one op needs from one draw (``random_uniform((2, n), state)``).
+
+        u = F.random_uniform((3, 4), gingham.Generator(0).next_state())
+    """
     sizes = tuple(int(s) for s in shape)
     return state._derive(sizes, dt.FLOAT32, [state],
                          lambda nodes: builder.prng(nodes[0], *sizes))
+
+
+def random_normal(shape: Sequence[int], state: Tensor) -> Tensor:
+    """Standard normal float32 draws of ``shape`` from the Philox ``state``: Box-Muller on
+    two uniform draws (:func:`random_uniform`).
+
+        z = F.random_normal((1000,), state)
+    """
+    shape = tuple(int(s) for s in shape)
+    first, second = random_uniform((2,) + shape, state).unbind(0)
+    radius = (-2.0 * (1.0 - first).log()).sqrt()  # 1 - u lies in (0, 1]: its log is finite
+    return radius * (second * (2.0 * math.pi)).cos()
+
+
+# Marsaglia-Tsang accepts a candidate with probability at least 0.95 (at alpha = 1; more for
+# larger alpha), so all of 8 candidates are refused with probability below 0.05**8 < 4e-11.
+_GAMMA_ROUNDS = 8
+
+
+def random_gamma(alpha: Tensor, state: Tensor) -> Tensor:
+    """Gamma(``alpha``, 1) float32 draws, one per element of the float tensor ``alpha`` (all
+    positive), from the Philox ``state``: Marsaglia and Tsang's rejection sampler (2000) with
+    a fixed number of rounds (8 candidates per element, the first accepted one taken; if
+    all are refused, with probability below 4e-11, the last), so the draw is one program.
+    ``alpha < 1`` draws Gamma(``alpha + 1``) times ``u ** (1 / alpha)``.
+
+        g = F.random_gamma(gingham.full((1000,), 2.5), state)
+    """
+    alpha = alpha.astype(dt.FLOAT32)
+    shape, rounds = alpha.shape, _GAMMA_ROUNDS
+    uniforms = random_uniform((3 * rounds + 1,) + shape, state)
+    boosted = alpha < 1.0
+    d = where(boosted, alpha + 1.0, alpha) - 1.0 / 3.0
+    c = 1.0 / (9.0 * d).sqrt()
+    drawn = None
+    for r in reversed(range(rounds)):  # the first accepted candidate wins: set last
+        first, second, accept_draw = uniforms[3 * r], uniforms[3 * r + 1], uniforms[3 * r + 2]
+        normal = (-2.0 * (1.0 - first).log()).sqrt() * (second * (2.0 * math.pi)).cos()
+        v = (1.0 + c * normal) ** 3
+        safe_v = where(v > 0.0, v, 1.0)
+        accepted = (v > 0.0) & ((1.0 - accept_draw).log() < 0.5 * normal * normal + d
+                                - d * safe_v + d * safe_v.log())
+        candidate = d * safe_v
+        drawn = candidate if drawn is None else where(accepted, candidate, drawn)
+    boost = (1.0 - uniforms[3 * rounds]) ** (1.0 / alpha)
+    return where(boosted, drawn * boost, drawn)
+
+
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
+                generator: Generator | None = None, seed: int | Tensor | None = None) -> Tensor:
+    """Class indices (int64) drawn with probabilities proportional to the rows of ``input``
+    (``[C]`` or ``[N, C]``, non-negative weights), as ``torch.multinomial``: ``[num_samples]``
+    or ``[N, num_samples]``. With ``replacement``, each sample inverts the row's cumulative
+    distribution at a uniform draw; without, the ``num_samples`` largest of
+    ``log(weight) + Gumbel noise`` (the Gumbel-top-k trick: the same law as drawing one at a
+    time and removing it). The state as :func:`dropout`'s (``seed`` or ``generator``).
+
+        picks = gingham.multinomial(gingham.tensor([0.2, 0.3, 0.5]), 4, replacement=True)
+    """
+    op = "multinomial"
+    _check(op, ("input",), input=input)
+    if input.ndim not in (1, 2):
+        raise ShapeError(f"{op}: prob_dist must be 1 or 2 dim, got shape {input.shape}")
+    classes = input.shape[-1]
+    if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)) or (
+            num_samples <= 0):
+        raise ValueError(f"{op}: cannot sample n_sample <= 0 samples, got {num_samples}")
+    if not replacement and num_samples > classes:
+        raise ValueError(f"{op}: cannot sample n_sample > prob_dist.size(-1) samples without "
+                         f"replacement ({num_samples} > {classes})")
+    state = _random_state(op, input, seed, generator)
+    rows = input.reshape(-1, classes).detach()
+    if replacement:
+        cumulative = rows.cumsum(1)
+        draws = random_uniform((rows.shape[0], num_samples), state)
+        target = draws.unsqueeze(2) * cumulative[:, -1:].unsqueeze(1)
+        # the class whose cumulative weight first exceeds the target
+        below = (cumulative.unsqueeze(1) <= target).astype(dt.INT64).sum(2)
+        samples = below.clamp(0, classes - 1)
+    else:
+        gumbel = -(-(1.0 - random_uniform(rows.shape, state)).log()).log()
+        keys = where(rows > 0.0, rows.log() + gumbel, -math.inf)
+        samples = indexing.topk(keys, num_samples, 1).indices
+    return samples.reshape(input.shape[:-1] + (num_samples,))
 
 
 # -- recurrent cells -------------------------------------------------------------------------------
@@ -2015,6 +2105,117 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
                       "the KL div math definition.'mean' will be changed to behave the same as "
                       "'batchmean' in the next major release.", UserWarning, stacklevel=2)
     return _reduce_loss(op, losses, reduction)
+
+
+# -- connectionist temporal classification ---------------------------------------------------------
+
+# log(0) in the alpha recursion: finite, so that a logsumexp of three impossible paths is not
+# -inf - -inf = NaN (nor its gradient); sums of a few thousand log-probabilities stay far from it.
+_CTC_LOG_ZERO = -1e30
+
+
+def _ctc_lengths(op: str, name: str, lengths, batch: int, unbatched: bool,
+                 device: str) -> Tensor:
+    """``lengths`` (a tensor, or ints as PyTorch accepts) as an integer tensor ``[batch]``."""
+    if not isinstance(lengths, Tensor):
+        lengths = tensor(np.asarray(lengths, dtype=np.int64).reshape(-1), device=device)
+    _check_integer(op, name, lengths)
+    if lengths.device != device:
+        raise DeviceError(f"{op}: {name} is on {lengths.device} but log_probs is on {device}")
+    expected = () if unbatched else (batch,)
+    if unbatched and lengths.shape == (1,):
+        expected = (1,)
+    if lengths.shape != expected:
+        raise ShapeError(f"{op}: {name} must have shape {expected} (one length per sequence), "
+                         f"got {lengths.shape}")
+    return lengths.reshape(batch)
+
+
+def _ctc_padded_targets(targets: Tensor, target_lengths: Tensor, longest: int) -> Tensor:
+    """Concatenated ``targets`` (PyTorch's 1-d form) as ``[N, longest]`` rows, each padded with
+    whatever follows it: the recursion never reads a label past its row's length."""
+    ends = target_lengths.cumsum(0)
+    starts = (ends - target_lengths).astype(dt.INT64)
+    positions = starts.unsqueeze(1) + arange(longest, dtype=dt.INT64, device=targets.device)
+    positions = positions.clamp(0, max(targets.shape[0] - 1, 0))
+    return indexing.index_select(targets, 0, positions.reshape(-1)).reshape(
+        target_lengths.shape[0], longest)
+
+
+def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, blank: int = 0,
+             reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
+    """The connectionist temporal classification loss, ``-log p(target | log_probs)`` summed
+    over every alignment, as ``torch.nn.functional.ctc_loss``.
+
+    ``log_probs`` is ``[T, N, C]`` (or ``[T, C]``) log-probabilities (``log_softmax``'s
+    output); ``targets`` ``[N, S]`` padded rows or the ``[sum(target_lengths)]`` targets
+    concatenated; ``input_lengths`` and ``target_lengths`` ``[N]`` integer tensors or ints.
+    ``reduction="mean"`` divides each loss by its target length before the batch mean.
+    An impossible alignment (a target too long for its input) costs ``inf``, or 0 with
+    ``zero_infinity``.
+
+    The alpha recursion over the ``2S + 1`` blank-separated labels is written in log space
+    and unrolled over ``T``: a Python loop that traces into one program, whose gradient is
+    Tile's autodiff. PyTorch's own gradient with respect to ``log_probs`` assumes they came
+    from a ``log_softmax``; through one, the two agree.
+
+        log_probs = F.log_softmax(logits, 2)                    # [50, 16, 20]
+        loss = F.ctc_loss(log_probs, targets, input_lengths, target_lengths)
+    """
+    op = "ctc_loss"
+    _check(op, ("log_probs",), log_probs=log_probs, targets=targets)
+    _check_integer(op, "targets", targets)
+    if log_probs.ndim not in (2, 3):
+        raise ShapeError(f"{op}: log_probs must be [T, N, C] or [T, C], got shape "
+                         f"{log_probs.shape}")
+    unbatched = log_probs.ndim == 2
+    if unbatched:
+        log_probs, targets = log_probs.unsqueeze(1), targets.reshape(1, -1)
+    steps, batch, classes = log_probs.shape
+    if not 0 <= blank < classes:
+        raise ValueError(f"{op}: blank must be in label range [0, {classes}), got {blank}")
+    device = log_probs.device
+    input_lengths = _ctc_lengths(op, "input_lengths", input_lengths, batch, unbatched, device)
+    target_lengths = _ctc_lengths(op, "target_lengths", target_lengths, batch, unbatched,
+                                  device)
+    if targets.ndim == 1:
+        # A label needs at least one step, so no target longer than T is possible.
+        targets = _ctc_padded_targets(targets, target_lengths, max(1, min(targets.shape[0],
+                                                                          steps)))
+    elif targets.ndim != 2 or targets.shape[0] != batch:
+        raise ShapeError(f"{op}: targets must be [N={batch}, S] or concatenated 1-d, got shape "
+                         f"{targets.shape}")
+    longest = targets.shape[1]
+    # extended labels: blank, l1, blank, l2, ..., blank  ([N, 2S + 1])
+    blanks = _full_like_tensor(targets, blank, (batch, longest))
+    labels = stack([blanks, targets], 2).reshape(batch, 2 * longest)
+    labels = concat([labels, blanks[:, :1]], 1)
+    width = 2 * longest + 1
+    emissions = log_probs.take_along_dim(labels.unsqueeze(0), 2)          # [T, N, 2S + 1]
+    # a path may skip the blank between two different labels
+    two_back = concat([blanks[:, :1], blanks[:, :1], labels[:, :-2]], 1)
+    may_skip = (labels != blank) & (labels != two_back)
+    position = arange(width, dtype=dt.INT32, device=device)
+    log_zero = _CTC_LOG_ZERO
+    alpha = where(position < 2, emissions[0], log_zero)
+    for t in range(1, steps):
+        edge = _full_like_tensor(alpha, log_zero, (batch, 2))
+        one_back = concat([edge[:, :1], alpha[:, :-1]], 1)
+        skipped = where(may_skip, concat([edge, alpha[:, :-2]], 1), log_zero)
+        paths = stack([alpha, one_back, skipped], 0)
+        summed = paths.logsumexp(0) + emissions[t]
+        # a sequence that has ended keeps its last alpha
+        alpha = where((input_lengths > t).unsqueeze(1), summed, alpha)
+    last = 2 * target_lengths.astype(dt.INT32).unsqueeze(1)
+    ends = (position == last) | (position == last - 1)
+    likelihood = where(ends, alpha, log_zero).logsumexp(1)
+    impossible = likelihood < log_zero / 2
+    losses = where(impossible, 0.0 if zero_infinity else math.inf, -likelihood)
+    if reduction == "mean":
+        divisor = target_lengths.clamp(1, None).astype(losses.dtype)
+        return (losses / divisor).mean()
+    losses = _reduce_loss(op, losses, reduction)
+    return losses.reshape(()) if unbatched and reduction == "none" else losses
 
 
 # -- margin, embedding and likelihood losses -------------------------------------------------------
@@ -2878,7 +3079,8 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
 
 
 __all__ = [
-    "DTypeError", "Generator", "manual_seed",
+    "DTypeError", "Generator", "manual_seed", "random_uniform", "random_normal",
+    "random_gamma", "multinomial",
     "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d",
     "max_pool1d", "max_pool2d", "max_pool3d", "max_unpool1d", "max_unpool2d", "max_unpool3d",
@@ -2890,7 +3092,7 @@ __all__ = [
     "hardtanh", "relu6", "softplus", "mish", "hardswish", "prelu",
     "dropout", "scaled_dot_product_attention",
     "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
-    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
+    "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "ctc_loss",
     "normalize", "cosine_similarity", "one_hot",
     "embedding", "pad", "interpolate",
     "pixel_shuffle", "pixel_unshuffle", "unfold", "fold",

@@ -2083,6 +2083,24 @@ class HingeEmbeddingLoss(_Loss):
         return F.hinge_embedding_loss(input, target, self.margin, reduction=self.reduction)
 
 
+class CTCLoss(_Loss):
+    """:func:`F.ctc_loss`: ``forward(log_probs, targets, input_lengths, target_lengths)``.
+
+        criterion = nn.CTCLoss(blank=0, zero_infinity=True)
+        loss = criterion(log_probs, targets, input_lengths, target_lengths)
+    """
+
+    def __init__(self, blank: int = 0, reduction: str = "mean",
+                 zero_infinity: bool = False) -> None:
+        super().__init__(reduction=reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, log_probs: Tensor, targets: Tensor, input_lengths,
+                target_lengths) -> Tensor:
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
+                          self.reduction, self.zero_infinity)
+
+
 class PoissonNLLLoss(_Loss):
     """:func:`F.poisson_nll_loss`."""
 
@@ -2523,7 +2541,7 @@ __all__ = ["Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict
            "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "Flatten", "Unflatten",
            "PixelShuffle", "PixelUnshuffle", "Unfold", "Fold", "CosineSimilarity",
            "L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss",
-           "BCEWithLogitsLoss", "NLLLoss", "CrossEntropyLoss", "manual_seed",
+           "BCEWithLogitsLoss", "NLLLoss", "CrossEntropyLoss", "CTCLoss", "manual_seed",
            "Hardsigmoid", "SELU", "CELU", "Softsign", "GLU", "LogSigmoid", "Softmin",
            "Softshrink", "Hardshrink", "Tanhshrink", "Threshold", "PairwiseDistance",
            "MarginRankingLoss", "TripletMarginLoss", "CosineEmbeddingLoss",

@@ -9,6 +9,8 @@ the other image ops raise NotImplementedError.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from keras.src.backend.config import standardize_data_format
 
@@ -313,6 +315,58 @@ def affine_transform(images, transform, interpolation="bilinear", fill_mode="con
         result = gt.permute_dims(result, (0, 3, 1, 2))
     result = result.squeeze(0) if single else result
     # integer images come back in their dtype, rounded (as Keras' PyTorch backend)
+    return result if "float" in original else _cast(result.round(), original)
+
+
+def map_coordinates(inputs, coordinates, order, fill_mode="constant", fill_value=0.0):
+    """``inputs`` (any rank) read at ``coordinates`` (one array per axis of ``inputs``, all of
+    the output's shape), as ``scipy.ndimage.map_coordinates`` and Keras' backends: ``order``
+    0 takes the nearest element (half to even), 1 mixes the ``2 ** rank`` neighbours
+    linearly; a neighbour outside follows ``fill_mode`` (``"constant"`` reads
+    ``fill_value``; ``"nearest"``, ``"wrap"``, ``"mirror"``, ``"reflect"``, as
+    :func:`affine_transform`). Each neighbour is one gather from the flattened input, so the
+    result is differentiable in ``inputs`` and (order 1) in ``coordinates``.
+
+        keras.ops.image.map_coordinates(image, [rows, columns], order=1, fill_mode="wrap")
+    """
+    x = convert_to_tensor(inputs)
+    coords = [_float(convert_to_tensor(c)) for c in coordinates]
+    if len(coords) != x.ndim:
+        raise ValueError("First dim of `coordinates` must be the same as the rank of `inputs`. "
+                         f"Received inputs with shape: {x.shape} and coordinate leading dim "
+                         f"of {len(coords)}")
+    if coords[0].ndim < 1:
+        raise ValueError("Invalid coordinates rank: expected at least rank 2. Received input "
+                         f"with shape: {(len(coords),) + coords[0].shape}")
+    if fill_mode not in _INDEX_FIXERS:
+        raise ValueError("Invalid value for argument `fill_mode`. Expected one of "
+                         f"{set(_INDEX_FIXERS)}. Received: fill_mode={fill_mode}")
+    if order not in (0, 1):
+        raise NotImplementedError("map_coordinates currently requires order<=1")
+    original = keras_dtype(x)
+    data = _float(x)
+    shape = coords[0].shape
+    coords = [c.astype(data.dtype).broadcast_to(shape) for c in coords]
+    table = data.reshape(-1)
+    strides = [int(np.prod(x.shape[axis + 1:])) for axis in range(x.ndim)]
+    fix = _INDEX_FIXERS[fill_mode]
+    per_axis = [_taps(c, "nearest" if order == 0 else "bilinear") for c in coords]
+    result = None
+    for taps in itertools.product(*per_axis):
+        position, inside, weight = 0.0, None, 1.0
+        for (index, tap_weight), size, stride in zip(taps, x.shape, strides):
+            position = position + fix(index, size) * float(stride)
+            if fill_mode == "constant":
+                here = (index >= 0) & (index < size)
+                inside = here if inside is None else inside & here
+            weight = tap_weight * weight
+        values = indexing.index_select(table, 0, position.astype(np.int32).reshape(-1))
+        values = values.reshape(shape)
+        if inside is not None:
+            values = gt.where(inside, values, float(fill_value))
+        term = values * weight
+        result = term if result is None else result + term
+    # integer inputs come back in their dtype, rounded (as Keras' PyTorch backend)
     return result if "float" in original else _cast(result.round(), original)
 
 

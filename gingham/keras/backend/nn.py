@@ -554,4 +554,82 @@ def fold(x, output_size, kernel_size, dilation=1, padding=0, stride=1):
     return F.fold(convert_to_tensor(x), output_size, kernel_size, dilation, padding, stride)
 
 
+def sparsemax(x, axis=-1):
+    """The Euclidean projection of ``x`` onto the probability simplex along ``axis``
+    (Martins & Astudillo, 2016): ``max(x - tau, 0)``, where ``tau = (sum of the k largest - 1)
+    / k`` and ``k`` counts the sorted values ``z_j`` with ``1 + j z_j > z_1 + .. + z_j``. The
+    outputs sum to 1, many are exactly 0; the gradient flows through the sort and ``tau``.
+
+        keras.ops.sparsemax([1.0, 0.5, 0.2])            # [0.75, 0.25, 0.0]
+    """
+    x = _float(x)
+    axis = axis % x.ndim
+    ordered = x.sort(axis, descending=True).values
+    cumulative = ordered.cumsum(axis)
+    shape = [1] * x.ndim
+    shape[axis] = x.shape[axis]
+    ranks = convert_to_tensor(np.arange(1, x.shape[axis] + 1).reshape(shape), keras_dtype(x))
+    support = ordered * ranks > cumulative - 1.0
+    k = support.astype(np.int32).sum(axis, keepdim=True)
+    tau = (cumulative.take_along_dim(k - 1, axis) - 1.0) / _cast(k, keras_dtype(x))
+    return (x - tau).clamp(0.0, None)
+
+
+# -- connectionist temporal classification ---------------------------------------------------------
+
+
+def ctc_loss(target, output, target_length, output_length, mask_index=0):
+    """The CTC loss of each sequence (:func:`gingham.nn.functional.ctc_loss`, reduction
+    "none") of logits ``output [batch, time, classes]`` against padded integer ``target
+    [batch, length]``, ``mask_index`` the blank, as Keras' PyTorch backend.
+
+        loss = keras.ops.ctc_loss(labels, logits, label_lengths, logit_lengths)   # [batch]
+    """
+    output = _float(output)
+    if output.ndim != 3:
+        raise ValueError(f"nn.ctc_loss: output must be [batch, time, classes], got shape "
+                         f"{output.shape}")
+    log_probs = F.log_softmax(gt.permute_dims(output, (1, 0, 2)), -1)
+    lengths = [_cast(convert_to_tensor(v), "int64") for v in (output_length, target_length)]
+    return F.ctc_loss(log_probs, convert_to_tensor(target), *lengths, blank=int(mask_index),
+                      reduction="none")
+
+
+def ctc_decode(inputs, sequence_lengths, strategy="greedy", beam_width=100, top_paths=1,
+               merge_repeated=True, mask_index=0):
+    """Greedy CTC decoding, as Keras' backends: the best class of each step (steps past a
+    sequence's length, repeats when ``merge_repeated``, and blanks dropped), the labels moved
+    to the front and -1 after them: ``([1, batch, time] int32, [batch, 1])``, the scores the
+    negated sum of each step's best input. ``strategy="beam_search"`` is not implemented.
+
+        decoded, scores = keras.ops.ctc_decode(probabilities, lengths)
+    """
+    if strategy == "beam_search":
+        raise NotImplementedError("nn.ctc_decode(strategy='beam_search') is not implemented "
+                                  "by gingham's Keras backend yet; use strategy='greedy'")
+    if strategy != "greedy":
+        raise ValueError(f"Invalid strategy {strategy}. Supported values are 'greedy' and "
+                         "'beam_search'.")
+    x = _float(inputs)
+    if x.ndim != 3:
+        raise ValueError(f"nn.ctc_decode: inputs must be [batch, time, classes], got shape "
+                         f"{x.shape}")
+    batch, steps, classes = x.shape
+    blank = classes - 1 if mask_index is None else int(mask_index)
+    lengths = _cast(convert_to_tensor(sequence_lengths), "int32").reshape(batch, 1)
+    step = convert_to_tensor(np.arange(steps, dtype=np.int32).reshape(1, steps))
+    ended = step >= lengths
+    labels = gt.where(ended, blank, x.argmax(-1).astype(np.int32))
+    scores = gt.where(ended, 0.0, x.amax(-1))
+    if merge_repeated:
+        repeated = gt.concat([ended[:, :1] & False, labels[:, 1:] == labels[:, :-1]], 1)
+        labels = gt.where(repeated, blank, labels)
+    dropped = labels == blank
+    labels = gt.where(dropped, -1, labels)
+    # a stable sort of the kept steps' positions (dropped ones count as the last) packs them
+    order = gt.where(dropped, steps, step.broadcast_to((batch, steps))).argsort(-1)
+    labels = labels.take_along_dim(order, -1)
+    return labels.unsqueeze(0), -scores.sum(1, keepdim=True)
+
+
 __getattr__ = unsupported_module_getattr(__name__, "nn")

@@ -1,9 +1,14 @@
 """``keras.random`` for gingham. Dropout draws its mask on the device from a Philox state
 (:func:`gingham.nn.functional.dropout`), so a compiled training step draws a new mask every
 replay (the seed generator's state is a variable the step advances); ``uniform`` does the same
-inside a step. The other draws are made on the host with NumPy from the seed (initialisers run
-once, eagerly); inside a compiled step they would be frozen at tracing, so there they raise
-NotImplementedError."""
+inside a step, and ``categorical``, ``shuffle``, ``gamma``, ``beta`` and ``binomial`` always
+draw on the device (:func:`gingham.nn.functional.random_uniform` and the samplers built on
+it). The other draws are made on the host with NumPy from the seed (initialisers run once,
+eagerly); inside a compiled step they would be frozen at tracing, so there they raise
+NotImplementedError.
+
+    keras.random.gamma((1000,), alpha=2.5, seed=7)
+"""
 
 from __future__ import annotations
 
@@ -13,11 +18,13 @@ from keras.src.backend.config import floatx
 # SeedGenerator and make_default_seed: Keras reads them through backend.random.
 from keras.src.random.seed_generator import SeedGenerator, draw_seed, make_default_seed
 
+from ...frontend import indexing
 from ...frontend import tensor as gt
 from ...frontend.jit import current_trace
 from ...nn import functional as F
 from ._unsupported import unsupported_module_getattr
 from .core import convert_to_numpy, convert_to_tensor, to_numpy_dtype
+from .numpy import _float
 
 
 def _generator(op: str, seed) -> np.random.Generator:
@@ -41,7 +48,7 @@ def uniform(shape, minval=0.0, maxval=1.0, dtype=None, seed=None):
         values = _generator("uniform", seed).uniform(minval, maxval, size=shape)
         return convert_to_tensor(values, dtype or floatx())
     state = convert_to_tensor(draw_seed(seed), "uint32")
-    draws = F._uniform(tuple(shape), state) * (maxval - minval) + minval
+    draws = F.random_uniform(tuple(shape), state) * (maxval - minval) + minval
     return draws.astype(to_numpy_dtype(dtype or floatx()))
 
 
@@ -79,6 +86,85 @@ def dropout(inputs, rate, noise_shape=None, seed=None):
     return x * mask
 
 
+def _state(seed):
+    """The Philox state of ``seed`` on the current device, as dropout's."""
+    return convert_to_tensor(draw_seed(seed), "uint32")
+
+
+def categorical(logits, num_samples, dtype="int32", seed=None):
+    """``num_samples`` class indices per row of ``logits [batch, classes]``, drawn with
+    replacement from its softmax (:func:`gingham.multinomial`).
+
+        keras.random.categorical([[0.0, 1.0, 2.0]], 5, seed=3)           # [1, 5]
+    """
+    x = _float(convert_to_tensor(logits))
+    if x.ndim != 2:
+        raise ValueError("`logits` should be a 2-D tensor with shape [batch_size, num_classes]. "
+                         f"Received: logits={x.shape}")
+    probabilities = F.softmax(x.astype(np.float32), -1)
+    drawn = F.multinomial(probabilities, int(num_samples), True, seed=_state(seed))
+    return drawn.astype(to_numpy_dtype(dtype))
+
+
+def shuffle(x, axis=0, seed=None):
+    """``x`` with its slices along ``axis`` in a random order (an argsort of uniform draws,
+    one per slice).
+
+        keras.random.shuffle(keras.ops.arange(10), seed=1)
+    """
+    x = convert_to_tensor(x)
+    axis = int(axis) % x.ndim
+    order = F.random_uniform((x.shape[axis],), _state(seed)).argsort()
+    return indexing.index_select(x, axis, order)
+
+
+def _alpha(value, shape) -> gt.Tensor:
+    return convert_to_tensor(value, "float32").broadcast_to(tuple(shape))
+
+
+def gamma(shape, alpha, dtype=None, seed=None):
+    """Gamma(``alpha``, 1) draws of ``shape`` (:func:`gingham.nn.functional.random_gamma`,
+    Marsaglia and Tsang's sampler with 8 rounds).
+
+        keras.random.gamma((1000,), alpha=0.5, seed=7)
+    """
+    drawn = F.random_gamma(_alpha(alpha, shape), _state(seed))
+    return drawn.astype(to_numpy_dtype(dtype or floatx()))
+
+
+def beta(shape, alpha, beta, dtype=None, seed=None):
+    """Beta(``alpha``, ``beta``) draws of ``shape``: ``X / (X + Y)`` of two gamma draws.
+
+        keras.random.beta((1000,), 2.0, 5.0, seed=7)
+    """
+    shape = tuple(shape)
+    both = gt.stack([_alpha(alpha, shape), _alpha(beta, shape)])
+    x, y = F.random_gamma(both, _state(seed)).unbind(0)
+    return (x / (x + y)).astype(to_numpy_dtype(dtype or floatx()))
+
+
+def binomial(shape, counts, probabilities, dtype=None, seed=None):
+    """Binomial(``counts``, ``probabilities``) draws of ``shape``: the number of ``counts``
+    uniform draws below ``probabilities`` (``max(counts)`` draws per element, so for counts
+    up to a few hundred). The largest count must be known when the draw is built:
+    ``counts`` a number or an array, or a tensor outside a compiled step.
+
+        keras.random.binomial((1000,), counts=10, probabilities=0.3, seed=7)
+    """
+    shape = tuple(shape)
+    if isinstance(counts, gt.Tensor) and current_trace() is not None:
+        raise NotImplementedError("random.binomial inside a compiled step needs counts known "
+                                  "when it is traced (a number or an array), not a tensor")
+    largest = int(np.max(convert_to_numpy(counts)))
+    if largest < 0:
+        raise ValueError(f"random.binomial: counts must be non-negative, got {largest}")
+    draws = F.random_uniform((max(largest, 1),) + shape, _state(seed))
+    trial = convert_to_tensor(np.arange(max(largest, 1), dtype=np.float32).reshape(
+        (-1,) + (1,) * len(shape)))
+    success = (draws < _alpha(probabilities, shape)) & (trial < _alpha(counts, shape))
+    return success.astype(np.float32).sum(0).astype(to_numpy_dtype(dtype or floatx()))
+
+
 __all__ = ["SeedGenerator", "make_default_seed", "normal", "uniform", "truncated_normal",
-           "randint", "dropout"]
+           "randint", "dropout", "categorical", "shuffle", "gamma", "beta", "binomial"]
 __getattr__ = unsupported_module_getattr(__name__, "random")
