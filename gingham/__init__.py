@@ -49,7 +49,8 @@ from .frontend.tensor import (  # noqa: E402
     tan, sinh, cosh, asin, acos, atan, arcsin, arccos, arctan, asinh, acosh, atanh, arcsinh,
     arccosh, arctanh, log1p, expm1, exp2, log2, log10, atan2, arctan2, hypot, logaddexp,
     logaddexp2, fmod, remainder, copysign, trunc, fix, frac, isnan, isinf, isfinite, nan_to_num,
-    lerp, addcmul, addcdiv, logsumexp, count_nonzero, nansum, nanmean, aminmax,
+    lerp, addcmul, addcdiv, logsumexp, count_nonzero, nansum, nanmean, aminmax, gcd, lcm,
+    nextafter,
 )
 from .frontend.tensor import (  # noqa: E402  (the layout ops: shapes, flips, diagonals)
     atleast_1d, atleast_2d, atleast_3d, column_stack, cross, diag, diagonal, diff, dstack,
@@ -92,7 +93,7 @@ __all__ = [
     "atanh", "arcsinh", "arccosh", "arctanh", "log1p", "expm1", "exp2", "log2", "log10", "atan2",
     "arctan2", "hypot", "logaddexp", "logaddexp2", "fmod", "remainder", "copysign", "trunc",
     "fix", "frac", "isnan", "isinf", "isfinite", "nan_to_num", "lerp", "addcmul", "addcdiv",
-    "logsumexp", "count_nonzero", "nansum", "nanmean", "aminmax",
+    "logsumexp", "count_nonzero", "nansum", "nanmean", "aminmax", "gcd", "lcm", "nextafter",
     "GinghamError",
     "TileError",
     "TileSyntaxError",
