@@ -53,21 +53,29 @@ from .frontend.tensor import (  # noqa: E402
     nextafter,
 )
 from .frontend.tensor import (  # noqa: E402  (the layout ops: shapes, flips, diagonals)
-    atleast_1d, atleast_2d, atleast_3d, column_stack, cross, diag, diagonal, diff, dstack,
+    atleast_1d, atleast_2d, atleast_3d, column_stack, corrcoef, cross, diag, diagonal, diff, dstack,
     flip, fliplr, flipud, hstack, inner, kron, linspace, logspace, meshgrid, moveaxis, movedim,
     outer, repeat_interleave, roll, rot90, tensordot, trace, tril, triu, vstack,
 )
 
 from .frontend.indexing import (  # noqa: E402
     argsort,
+    bincount,
+    bucketize,
     gather,
+    histc,
     index_add,
     index_select,
+    isin,
+    nanmedian,
+    nanquantile,
     scatter,
     scatter_add,
+    searchsorted,
     sort,
     take_along_dim,
     topk,
+    unravel_index,
 )
 from .frontend import optim  # noqa: E402
 from .frontend.checkpoint import load, save  # noqa: E402
@@ -83,8 +91,10 @@ __all__ = [
     "Tensor", "tensor", "zeros", "ones", "full", "arange", "matmul", "einsum", "reshape",
     "permute_dims", "concat", "cat", "stack", "maximum", "minimum", "where", "no_grad",
     "gather", "take_along_dim", "index_select", "scatter", "scatter_add", "index_add", "sort",
-    "argsort", "topk",
-    "atleast_1d", "atleast_2d", "atleast_3d", "column_stack", "cross", "diag", "diagonal",
+    "argsort", "topk", "searchsorted", "bucketize", "bincount", "isin", "histc", "unravel_index",
+    "nanquantile", "nanmedian",
+    "atleast_1d", "atleast_2d", "atleast_3d", "column_stack", "corrcoef", "cross", "diag",
+    "diagonal",
     "diff", "dstack", "flip", "fliplr", "flipud", "hstack", "inner", "kron", "linspace",
     "logspace", "meshgrid", "moveaxis", "movedim", "outer", "repeat_interleave", "roll", "rot90",
     "tensordot", "trace", "tril", "triu", "vstack",

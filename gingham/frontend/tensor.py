@@ -2283,6 +2283,28 @@ def movedim(x: Tensor, source, destination) -> Tensor:
 moveaxis = movedim
 
 
+def corrcoef(input: Tensor) -> Tensor:  # noqa: A002 (PyTorch's name)
+    """Pearson's correlation coefficients of the rows of ``input`` (each row a variable,
+    each column an observation; a 1-d input is one variable), as ``torch.corrcoef``: the
+    covariance over the outer product of the standard deviations, clipped to [-1, 1].
+    Differentiable.
+
+        gingham.corrcoef(gingham.tensor([[1.0, 2.0, 3.0], [3.0, 1.0, 2.0]]))  # [[1, -.5], ...]
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"corrcoef: input must be a gingham.Tensor, not {type(input).__name__}")
+    if input.ndim > 2:
+        raise ValueError(f"corrcoef: input must be 1-d or 2-d, not of shape {input.shape}")
+    x = _floating(input, autocast=True)
+    x = x.reshape(1, -1) if x.ndim < 2 else x
+    centred = x - x.mean(1, keepdim=True)
+    covariance = matmul(centred, centred.transpose(0, 1))
+    deviation = einsum("ii->i", covariance).sqrt()
+    ratio = covariance / deviation.unsqueeze(1) / deviation.unsqueeze(0)
+    ratio = ratio.clamp(-1.0, 1.0)
+    return ratio.reshape(()) if input.ndim < 2 else ratio
+
+
 def outer(a: Tensor, b: Tensor) -> Tensor:
     """``a[i] * b[j]`` of two vectors, as ``torch.outer``."""
     if a.ndim != 1 or b.ndim != 1:
