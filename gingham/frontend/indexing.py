@@ -502,8 +502,8 @@ def searchsorted(sorted_sequence: Tensor, input, *, out_int32: bool = False,  # 
                         f"{type(sorted_sequence).__name__}")
     if side not in (None, "left", "right"):
         raise ValueError(f"{op}: side must be 'left' or 'right', not {side!r}")
-    if side is not None and right != (side == "right"):
-        raise ValueError(f"{op}: side={side!r} contradicts right={right}")
+    if right and side == "left":
+        raise ValueError(f"{op}: side='left' contradicts right=True")
     right = right or side == "right"
     if sorter is not None:
         sorted_sequence = take_along_dim(sorted_sequence, _check_index(op, sorter, "sorter"), -1)
