@@ -640,9 +640,13 @@ def _nan_sorted(op: str, x: Tensor, dim) -> tuple[ValuesIndices, Tensor, int]:
     else:
         axis = _dim(op, x.shape, dim)
     moved = x.movedim(axis, -1) if x.ndim else x.reshape(1)
-    ordered = sort(moved, -1)
+    values, order = sort(moved, -1)
     count = (~moved.isnan()).astype(dt.INT64).sum(-1, keepdim=True)
-    return ordered, count, axis
+    # The NaNs (sorted last, never picked where a row has a number) as 0: a row of NaNs
+    # then interpolates zeros, whose result is replaced by NaN, and its gradient stays 0
+    # (the cotangent 0 times a NaN difference would be NaN).
+    values = where(values.isnan(), 0.0, values)
+    return ValuesIndices(values, order), count, axis
 
 
 def _pick(ordered: Tensor, position: Tensor) -> Tensor:
