@@ -584,7 +584,8 @@ def isin(elements, test_elements, *, assume_unique: bool = False,
     return ~found if invert else found
 
 
-def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:  # noqa: A002
+def histc(input: Tensor, bins: int = 100, min: float = 0,  # noqa: A002 (PyTorch's names)
+          max: float = 0) -> Tensor:  # noqa: A002
     """A histogram of ``input`` in ``bins`` equal bins over ``[min, max]`` (the data's least
     and greatest elements when ``min == max``), as ``torch.histc``: elements outside are not
     counted, ``max`` falls in the last bin; counts in ``input``'s float dtype."""
