@@ -49,24 +49,33 @@ from .frontend.tensor import (  # noqa: E402
     tan, sinh, cosh, asin, acos, atan, arcsin, arccos, arctan, asinh, acosh, atanh, arcsinh,
     arccosh, arctanh, log1p, expm1, exp2, log2, log10, atan2, arctan2, hypot, logaddexp,
     logaddexp2, fmod, remainder, copysign, trunc, fix, frac, isnan, isinf, isfinite, nan_to_num,
-    lerp, addcmul, addcdiv, logsumexp, count_nonzero, nansum, nanmean, aminmax,
+    lerp, addcmul, addcdiv, logsumexp, count_nonzero, nansum, nanmean, aminmax, gcd, lcm,
+    nextafter,
 )
 from .frontend.tensor import (  # noqa: E402  (the layout ops: shapes, flips, diagonals)
-    atleast_1d, atleast_2d, atleast_3d, column_stack, cross, diag, diagonal, diff, dstack,
+    atleast_1d, atleast_2d, atleast_3d, column_stack, corrcoef, cross, diag, diagonal, diff, dstack,
     flip, fliplr, flipud, hstack, inner, kron, linspace, logspace, meshgrid, moveaxis, movedim,
     outer, repeat_interleave, roll, rot90, tensordot, trace, tril, triu, vstack,
 )
 
 from .frontend.indexing import (  # noqa: E402
     argsort,
+    bincount,
+    bucketize,
     gather,
+    histc,
     index_add,
     index_select,
+    isin,
+    nanmedian,
+    nanquantile,
     scatter,
     scatter_add,
+    searchsorted,
     sort,
     take_along_dim,
     topk,
+    unravel_index,
 )
 from .nn.functional import multinomial  # noqa: E402
 from .frontend import optim  # noqa: E402
@@ -83,8 +92,10 @@ __all__ = [
     "Tensor", "tensor", "zeros", "ones", "full", "arange", "matmul", "einsum", "reshape",
     "permute_dims", "concat", "cat", "stack", "maximum", "minimum", "where", "no_grad",
     "gather", "take_along_dim", "index_select", "scatter", "scatter_add", "index_add", "sort",
-    "argsort", "topk", "multinomial",
-    "atleast_1d", "atleast_2d", "atleast_3d", "column_stack", "cross", "diag", "diagonal",
+    "argsort", "topk", "multinomial", "searchsorted", "bucketize", "bincount", "isin", "histc",
+    "unravel_index", "nanquantile", "nanmedian",
+    "atleast_1d", "atleast_2d", "atleast_3d", "column_stack", "corrcoef", "cross", "diag",
+    "diagonal",
     "diff", "dstack", "flip", "fliplr", "flipud", "hstack", "inner", "kron", "linspace",
     "logspace", "meshgrid", "moveaxis", "movedim", "outer", "repeat_interleave", "roll", "rot90",
     "tensordot", "trace", "tril", "triu", "vstack",
@@ -93,7 +104,7 @@ __all__ = [
     "atanh", "arcsinh", "arccosh", "arctanh", "log1p", "expm1", "exp2", "log2", "log10", "atan2",
     "arctan2", "hypot", "logaddexp", "logaddexp2", "fmod", "remainder", "copysign", "trunc",
     "fix", "frac", "isnan", "isinf", "isfinite", "nan_to_num", "lerp", "addcmul", "addcdiv",
-    "logsumexp", "count_nonzero", "nansum", "nanmean", "aminmax",
+    "logsumexp", "count_nonzero", "nansum", "nanmean", "aminmax", "gcd", "lcm", "nextafter",
     "GinghamError",
     "TileError",
     "TileSyntaxError",

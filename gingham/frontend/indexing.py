@@ -480,5 +480,239 @@ def _restore(op: str, input: Tensor, result: ValuesIndices) -> ValuesIndices:  #
     return ValuesIndices(values._in_dtype(input.dtype), indices)
 
 
+# -- searching, counting and order statistics --------------------------------------------------------
+# Each is a comparison table reduced along one axis (``n * m`` compares: for bins, class counts
+# and boundaries, not for millions of each) or a gather at positions computed on the device, so
+# their shapes are fixed when traced; only bincount's length can depend on the values.
+
+
+def searchsorted(sorted_sequence: Tensor, input, *, out_int32: bool = False,  # noqa: A002
+                 right: bool = False, side: str | None = None,
+                 sorter: Tensor | None = None) -> Tensor:
+    """Where each element of ``input`` would go in ``sorted_sequence`` (sorted along its last
+    dim) to keep it sorted, as ``torch.searchsorted``: the number of elements below it (with
+    ``right`` or ``side="right"``: not above it). A 1-d sequence serves every element; an
+    n-d one pairs its leading dims with ``input``'s.
+
+        gingham.searchsorted(gingham.tensor([1, 3, 5]), gingham.tensor([0, 3, 6]))  # [0, 1, 3]
+    """
+    op = "searchsorted"
+    if not isinstance(sorted_sequence, Tensor):
+        raise TypeError(f"{op}: sorted_sequence must be a gingham Tensor, not "
+                        f"{type(sorted_sequence).__name__}")
+    if side not in (None, "left", "right"):
+        raise ValueError(f"{op}: side must be 'left' or 'right', not {side!r}")
+    if right and side == "left":
+        raise ValueError(f"{op}: side='left' contradicts right=True")
+    right = right or side == "right"
+    if sorter is not None:
+        sorted_sequence = take_along_dim(sorted_sequence, _check_index(op, sorter, "sorter"), -1)
+    values = input if isinstance(input, Tensor) else tensor(
+        np.asarray(input, sorted_sequence.dtype), device=sorted_sequence.device)
+    if sorted_sequence.ndim > 1 and sorted_sequence.shape[:-1] != values.shape[:-1]:
+        raise ShapeError(f"{op}: the leading dims of sorted_sequence {sorted_sequence.shape} "
+                         f"and input {values.shape} must be the same")
+    if sorted_sequence.ndim > 1:
+        table = sorted_sequence.unsqueeze(-2), values.unsqueeze(-1)
+    else:
+        table = sorted_sequence, values.unsqueeze(-1)
+    below = (table[0] <= table[1]) if right else (table[0] < table[1])
+    return below.astype(dt.INT32 if out_int32 else dt.INT64).sum(-1)
+
+
+def bucketize(input, boundaries: Tensor, *, out_int32: bool = False,  # noqa: A002
+              right: bool = False) -> Tensor:
+    """The bucket of each element of ``input`` among the increasing 1-d ``boundaries``, as
+    ``torch.bucketize``: ``boundaries[i - 1] < x <= boundaries[i]`` (with ``right``:
+    ``boundaries[i - 1] <= x < boundaries[i]``)."""
+    if not isinstance(boundaries, Tensor) or boundaries.ndim != 1:
+        raise ValueError("bucketize: boundaries must be a 1-d gingham Tensor")
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+
+def _one_hot_sum(index: Tensor, length: int, weights: Tensor | None, dtype) -> Tensor:
+    """``out[..., k] = sum of weights[..., i] where index[..., i] == k`` over the last dim
+    (an index outside ``[0, length)`` counts nowhere)."""
+    bins = tensor(np.arange(length, dtype=np.dtype(index.dtype)), device=index.device)
+    hits = (index.unsqueeze(-1) == bins).astype(dtype)
+    if weights is not None:
+        hits = hits * weights.astype(dtype).unsqueeze(-1)
+    return hits.sum(-2)
+
+
+def bincount(input: Tensor, weights: Tensor | None = None,  # noqa: A002
+             minlength: int = 0) -> Tensor:
+    """How often each value ``0 .. max(input)`` occurs in the 1-d non-negative integer
+    ``input`` (summing ``weights`` instead of ones), at least ``minlength`` of them, as
+    ``torch.bincount`` (int64 counts, or the weights' dtype). The length depends on the
+    values: it is read from the device, so not inside :func:`gingham.jit`.
+
+        gingham.bincount(gingham.tensor([0, 2, 2]))  # [1, 0, 2]
+    """
+    op = "bincount"
+    _check_index(op, input, "input")
+    if input.ndim != 1:
+        raise ValueError(f"{op}: input must be 1-d, not of shape {input.shape}")
+    if weights is not None and weights.shape != input.shape:
+        raise ValueError(f"{op}: weights of shape {weights.shape} must match input's "
+                         f"{input.shape}")
+    if minlength < 0:
+        raise ValueError(f"{op}: minlength must be non-negative, not {minlength}")
+    from .jit import current_trace
+
+    if current_trace() is not None:
+        raise NotImplementedError(f"{op} inside gingham.jit: its length depends on the values, "
+                                  "which a traced program cannot read")
+    values = input.numpy()
+    if values.size and values.min() < 0:
+        raise ValueError(f"{op}: input must be non-negative, found {values.min()}")
+    length = max(int(values.max()) + 1 if values.size else 0, int(minlength))
+    dtype = dt.INT64 if weights is None else weights.dtype
+    return _one_hot_sum(input, length, weights, dtype)
+
+
+def isin(elements, test_elements, *, assume_unique: bool = False,
+         invert: bool = False) -> Tensor:
+    """Whether each of ``elements`` equals one of ``test_elements`` (a bool tensor shaped
+    like ``elements``), as ``torch.isin``; ``invert`` negates it."""
+    like = elements if isinstance(elements, Tensor) else test_elements
+    if not isinstance(like, Tensor):
+        raise TypeError("isin: elements or test_elements must be a gingham Tensor")
+    elements, test_elements = (e if isinstance(e, Tensor) else tensor(
+        np.asarray(e, like.dtype), device=like.device) for e in (elements, test_elements))
+    found = (elements.unsqueeze(-1) == test_elements.reshape(-1)).astype(dt.INT32).amax(-1) > 0
+    return ~found if invert else found
+
+
+def histc(input: Tensor, bins: int = 100, min: float = 0,  # noqa: A002 (PyTorch's names)
+          max: float = 0) -> Tensor:  # noqa: A002
+    """A histogram of ``input`` in ``bins`` equal bins over ``[min, max]`` (the data's least
+    and greatest elements when ``min == max``), as ``torch.histc``: elements outside are not
+    counted, ``max`` falls in the last bin; counts in ``input``'s float dtype."""
+    op = "histc"
+    if not isinstance(input, Tensor) or not dt.is_float(input.dtype):
+        raise TypeError(f"{op}: input must be a floating-point gingham Tensor")
+    if bins <= 0:
+        raise ValueError(f"{op}: bins must be positive, not {bins}")
+    if min > max:
+        raise ValueError(f"{op}: max must be larger than min, got min={min}, max={max}")
+    x = input.reshape(-1)
+    if min == max:
+        low, high = x.amin(), x.amax()
+        same = low == high  # a constant input: torch widens its range by one either side
+        low, high = where(same, low - 1, low), where(same, high + 1, high)
+    else:
+        low, high = float(min), float(max)
+    position = ((x - low) * bins / (high - low)).floor()
+    position = where(x == high, bins - 1, position)
+    inside = (x >= low) & (x <= high)
+    index = where(inside, position, -1.0).astype(dt.INT64)
+    return _one_hot_sum(index, bins, None, input.dtype)
+
+
+def unravel_index(indices: Tensor, shape) -> tuple[Tensor, ...]:
+    """The coordinates in a tensor of ``shape`` of each flat index of ``indices`` (one int64
+    tensor per dim; a negative index counts from the end), as ``torch.unravel_index``.
+
+        rows, cols = gingham.unravel_index(gingham.tensor([5, 7]), (3, 4))  # [1, 1], [1, 3]
+    """
+    op = "unravel_index"
+    _check_index(op, indices, "indices")
+    sizes = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    if any(s < 0 for s in sizes):
+        raise ValueError(f"{op}: shape {sizes} must not hold negative sizes")
+    total = math.prod(sizes)
+    flat = indices.astype(dt.INT64)
+    flat = where(flat < 0, flat + total, flat)
+    strides = np.cumprod((sizes[1:] + (1,))[::-1])[::-1]
+    return tuple((flat // int(stride)) % size for stride, size in zip(strides, sizes))
+
+
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _nan_sorted(op: str, x: Tensor, dim) -> tuple[ValuesIndices, Tensor, int]:
+    """``x`` sorted along ``dim`` (moved last; None: flattened), NaN last; the number of
+    non-NaN elements per row ``[..., 1]``; the dim."""
+    if not isinstance(x, Tensor) or not dt.is_float(x.dtype):
+        raise TypeError(f"{op}: input must be a floating-point gingham Tensor")
+    if dim is None:
+        x, axis = x.reshape(-1), 0
+    else:
+        axis = _dim(op, x.shape, dim)
+    moved = x.movedim(axis, -1) if x.ndim else x.reshape(1)
+    values, order = sort(moved, -1)
+    count = (~moved.isnan()).astype(dt.INT64).sum(-1, keepdim=True)
+    # The NaNs (sorted last, never picked where a row has a number) as 0: a row of NaNs
+    # then interpolates zeros, whose result is replaced by NaN, and its gradient stays 0
+    # (the cotangent 0 times a NaN difference would be NaN).
+    values = where(values.isnan(), 0.0, values)
+    return ValuesIndices(values, order), count, axis
+
+
+def _pick(ordered: Tensor, position: Tensor) -> Tensor:
+    return take_along_dim(ordered, position.clamp(0, ordered.shape[-1] - 1).astype(dt.INT64), -1)
+
+
+def nanquantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *,  # noqa: A002
+                interpolation: str = "linear") -> Tensor:
+    """The ``q``-quantiles (``q`` in [0, 1]: a number, or a 1-d tensor whose values may be
+    computed on the device) of the non-NaN elements along ``dim`` (None: all), as
+    ``torch.nanquantile``: the sorted values at ``q * (count - 1)``, interpolated; NaN where
+    every element is NaN. A 1-d ``q`` adds a leading dim. Differentiable in ``input``.
+
+        gingham.nanquantile(x, 0.5, dim=1)   # the median of each row, NaNs skipped
+    """
+    op = "nanquantile"
+    if interpolation not in _INTERPOLATIONS:
+        raise ValueError(f"{op}: interpolation must be one of {', '.join(_INTERPOLATIONS)}, "
+                         f"not {interpolation!r}")
+    (ordered, _), count, axis = _nan_sorted(op, input, dim)
+    if isinstance(q, Tensor):
+        fractions = q.astype(input.dtype)
+    else:
+        q_array = np.asarray(q, np.float64)
+        if np.any((q_array < 0) | (q_array > 1)):
+            raise ValueError(f"{op}: q must be in [0, 1], not {q}")
+        fractions = tensor(q_array.astype(input.dtype), device=input.device)
+    if fractions.ndim > 1:
+        raise ValueError(f"{op}: q must be a number or 1-d, not of shape {fractions.shape}")
+    position = fractions.reshape(-1) * (count.astype(input.dtype) - 1)  # [..., Q]
+    low, high = position.floor(), position.ceil()
+    low_value, high_value = _pick(ordered, low), _pick(ordered, high)
+    if interpolation == "linear":
+        value = low_value + (high_value - low_value) * (position - low)
+    elif interpolation == "midpoint":
+        value = low_value + (high_value - low_value) * 0.5
+    else:
+        rounded = {"lower": low, "higher": high, "nearest": position.round()}[interpolation]
+        value = _pick(ordered, rounded)
+    value = where(count == 0, math.nan, value).movedim(-1, 0)  # [Q, ...]
+    if keepdim:
+        kept = [1] * input.ndim if dim is None else list(input.shape)
+        if dim is not None and input.ndim:
+            kept[axis] = 1
+        value = value.reshape((value.shape[0],) + tuple(kept))
+    return value[0] if fractions.ndim == 0 else value
+
+
+def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False):  # noqa: A002
+    """The lower median of the non-NaN elements (of ``2k`` of them, the ``k``-th smallest;
+    NaN where all are NaN), as ``torch.nanmedian``: a 0-d tensor without ``dim``, else
+    ``(values, indices)`` along ``dim``, the indices where the values are in ``input`` (of
+    a row of NaNs, one of them: which one is not specified)."""
+    op = "nanmedian"
+    (ordered, order), count, axis = _nan_sorted(op, input, dim)
+    middle = where(count > 0, (count - 1) // 2, 0)
+    values = where(count == 0, math.nan, _pick(ordered, middle))
+    if dim is None:
+        return values.reshape(())
+    indices = _pick(order, middle)
+    if not keepdim:
+        return ValuesIndices(values.squeeze(-1), indices.squeeze(-1))
+    return ValuesIndices(values.movedim(-1, axis), indices.movedim(-1, axis))
+
+
 __all__ = ["gather", "take_along_dim", "scatter_add", "scatter", "index_select", "index_add",
-           "sort", "argsort", "topk", "getitem_with_tensor"]
+           "sort", "argsort", "topk", "getitem_with_tensor", "searchsorted", "bucketize",
+           "bincount", "isin", "histc", "unravel_index", "nanquantile", "nanmedian"]

@@ -526,6 +526,60 @@ class Tensor:
         """``self % other``, with the divisor's sign (Python's, PyTorch's)."""
         return _remainder(self, other)
 
+    def gcd(self, other) -> "Tensor":
+        """The non-negative greatest common divisor of integers (``gcd(0, 0) == 0``), as
+        PyTorch's: Euclid's algorithm unrolled for the dtype's worst case (consecutive
+        Fibonacci numbers: 47 steps for 32 bits), an elementwise chain that stops changing
+        once the divisor is 0.
+
+            gingham.tensor([12, -18]).gcd(gingham.tensor([8, 12]))  # [4, 6]
+        """
+        _integral("gcd", self, other)
+        return self._elementwise(lambda a, b: _euclid(a, b, _gcd_steps(self, other)), [other],
+                                 "gcd")
+
+    def lcm(self, other) -> "Tensor":
+        """The non-negative least common multiple of integers (0 where either is 0), as
+        PyTorch's: ``|self / gcd * other|``."""
+        _integral("lcm", self, other)
+
+        def lcm(a, b):
+            divisor = _euclid(a, b, _gcd_steps(self, other))
+            return builder.abs(a / builder.select(divisor.eq(0), 1, divisor) * b)
+
+        return self._elementwise(lcm, [other], "lcm")
+
+    def nextafter(self, other) -> "Tensor":
+        """The representable number next to ``self`` in the direction of ``other`` (``other``
+        where they are equal), as PyTorch's, for floats. No bit casts: for a normal ``x`` the
+        step ``|x| * 2^-(p+1) * (1 + 2^-p)`` (``p`` mantissa bits) lies strictly between half
+        a spacing and one and a half spacings on either side of ``x``, so ``x +- step``
+        rounds to the neighbour; below the smallest normal number the spacing is the
+        smallest subnormal one.
+
+            gingham.tensor([1.0]).nextafter(gingham.tensor([2.0]))  # [1.0000001]
+        """
+        a, b = _float_operands(self, other)
+        if not isinstance(b, Tensor):
+            b = _weak_scalar(b, a)
+        info = _BFLOAT16_FINFO if dt.is_bfloat16(a.dtype) else np.finfo(a.dtype)
+        factor = 2.0 ** -(info.nmant + 1) * (1.0 + 2.0 ** -info.nmant)
+        smallest_normal, tiny = float(info.smallest_normal), float(info.smallest_subnormal)
+        largest = float(info.max)
+
+        def nextafter(x, y):
+            magnitude = builder.abs(x)
+            step = builder.select(magnitude < smallest_normal, tiny, magnitude * factor)
+            moved = x + builder.select(y > x, step, -step)
+            # from an infinity (inf * factor would make inf - inf) to the largest finite
+            # number; a select of two constants would type them float32, so a sign times one
+            sign = builder.cast(x > 0, dt.dtype_name(a.dtype)) * 2.0 - 1.0
+            moved = builder.select(magnitude.eq(math.inf), sign * largest, moved)
+            moved = builder.select(x.eq(y), y, moved)
+            return builder.select(builder.logical_or(x.ne(x), y.ne(y)), x + y, moved)
+
+        return a._elementwise(nextafter, [b], "nextafter")
+
     def copysign(self, other) -> "Tensor":
         """``|self|`` with ``other``'s sign (``-0.0`` counts as negative); a float result.
         The gradient is 0 where ``self`` is 0, as PyTorch's."""
@@ -1429,6 +1483,30 @@ def _floor_divide(a: Tensor, b) -> Tensor:
     return a._elementwise(floor_divide, [b], "floor_divide")
 
 
+def _gcd_steps(*operands) -> int:
+    """Euclid's worst case for the operands' integer width: consecutive Fibonacci numbers
+    below ``2^bits``, about ``1.44 bits`` remainders."""
+    bits = max(np.dtype(o.dtype).itemsize * 8 if isinstance(o, Tensor) else 32
+               for o in operands)
+    return int(bits * 1.45) + 1
+
+
+def _euclid(a, b, steps: int):
+    """``gcd(|a|, |b|)`` by ``steps`` remainders; once the divisor is 0 nothing changes."""
+    a, b = builder.abs(a), builder.abs(b)
+    for _ in range(steps):
+        done = b.eq(0)
+        a, b = builder.select(done, a, b), builder.select(done, b, a % builder.select(done, 1, b))
+    return a
+
+
+# bfloat16's constants (NumPy's finfo does not know ml_dtypes' type): 7 mantissa bits, the
+# exponent range of float32.
+_BFLOAT16_FINFO = type("Finfo", (), dict(nmant=7, smallest_normal=2.0 ** -126,
+                                         smallest_subnormal=2.0 ** -133,
+                                         max=3.3895313892515355e38))
+
+
 def _integral(op: str, *operands) -> None:
     for operand in operands:
         if isinstance(operand, Tensor) and not (dt.is_bool(operand.dtype)
@@ -1480,6 +1558,7 @@ asinh, acosh, atanh, arcsinh, arccosh, arctanh = map(
 log1p, expm1, exp2, log2, log10 = map(_function_of, "log1p expm1 exp2 log2 log10".split())
 atan2, arctan2, hypot, logaddexp, logaddexp2, fmod, remainder, copysign = map(
     _function_of, "atan2 arctan2 hypot logaddexp logaddexp2 fmod remainder copysign".split())
+gcd, lcm, nextafter = map(_function_of, "gcd lcm nextafter".split())
 trunc, fix, frac, isnan, isinf, isfinite, nan_to_num = map(
     _function_of, "trunc fix frac isnan isinf isfinite nan_to_num".split())
 lerp, addcmul, addcdiv = map(_function_of, "lerp addcmul addcdiv".split())
@@ -2202,6 +2281,28 @@ def movedim(x: Tensor, source, destination) -> Tensor:
 
 
 moveaxis = movedim
+
+
+def corrcoef(input: Tensor) -> Tensor:  # noqa: A002 (PyTorch's name)
+    """Pearson's correlation coefficients of the rows of ``input`` (each row a variable,
+    each column an observation; a 1-d input is one variable), as ``torch.corrcoef``: the
+    covariance over the outer product of the standard deviations, clipped to [-1, 1].
+    Differentiable.
+
+        gingham.corrcoef(gingham.tensor([[1.0, 2.0, 3.0], [3.0, 1.0, 2.0]]))  # [[1, -.5], ...]
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"corrcoef: input must be a gingham.Tensor, not {type(input).__name__}")
+    if input.ndim > 2:
+        raise ValueError(f"corrcoef: input must be 1-d or 2-d, not of shape {input.shape}")
+    x = _floating(input, autocast=True)
+    x = x.reshape(1, -1) if x.ndim < 2 else x
+    centred = x - x.mean(1, keepdim=True)
+    covariance = matmul(centred, centred.transpose(0, 1))
+    deviation = einsum("ii->i", covariance).sqrt()
+    ratio = covariance / deviation.unsqueeze(1) / deviation.unsqueeze(0)
+    ratio = ratio.clamp(-1.0, 1.0)
+    return ratio.reshape(()) if input.ndim < 2 else ratio
 
 
 def outer(a: Tensor, b: Tensor) -> Tensor:

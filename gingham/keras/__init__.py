@@ -49,15 +49,16 @@ device. Outside a step, ``variable.value`` is a snapshot of the variable's curre
 plain tensor, not the leaf gradients are taken for), so eager code can compute from a
 variable and then assign it; gradients are taken inside the trainer's steps. Ops whose
 result's shape depends on the values (``where`` with one argument, ``nonzero``) and
-``linalg.qr`` (the Orthogonal initializer's) run on the host outside a step and raise
-inside one. ``cumsum`` / ``cumprod`` cost ``N^2`` along their axis. In
+``linalg.qr`` (the Orthogonal initializer's), ``unique`` and ``view`` run on the host outside
+a step and raise inside one. ``scan``, ``map``, ``fori_loop`` and ``while_loop`` unroll into the
+step; ``while_loop`` on a device condition needs ``maximum_iterations`` there. ``cumsum`` / ``cumprod`` cost ``N^2`` along their axis. In
 ``dot_product_attention`` a query whose keys are all masked gets zeros (PyTorch's
 attention), not the mean of the values.
 
 Not yet: sparse and ragged tensors, ``steps_per_execution > 1``, the fused ``lstm`` /
 ``gru`` backend ops (Keras falls back to its recurrent loop), ``keras.ops`` linear algebra
 other than ``qr``, FFT, the image ops perspective_transform, map_coordinates, elastic_transform
-and scale_and_translate, ``scan`` / ``while_loop``, random draws other than dropout and
+and scale_and_translate, random draws other than dropout and
 ``uniform`` inside a step, and export. Each such op raises
 ``NotImplementedError`` naming the op and "gingham's Keras backend".
 

@@ -55,10 +55,35 @@ def data(name: str) -> tuple:
         tokens[np.arange(6) >= lengths[:, None]] = 0  # padding, masked by mask_zero
         y = (tokens[:, 0] > tokens[:, 1]).astype(np.int64) + (lengths > 4)
         return tokens, y, (tokens[:BATCH], y[:BATCH])
+    if name == "scan":
+        x = rng.standard_normal((n, 5, 4)).astype(np.float32)
+        y = (x[:, -1, 0] + x[:, 0, 1] > 0).astype(np.int64)
+        return x, y, (x[:BATCH], y[:BATCH])
     if name == "mobilenet_v2":
         x = rng.standard_normal((4, 32, 32, 3)).astype(np.float32)
         return x, np.array([0, 3, 7, 9], np.int64), None
     raise ValueError(name)
+
+
+def _ScanRecurrence():  # noqa: N802 (a class, made when Keras is imported)
+    """A layer running ``h = tanh(h * decay + x_t)`` over time with ``keras.ops.scan``,
+    giving the last state and the mean of the states."""
+    import keras
+    from keras import ops
+
+    class ScanRecurrence(keras.layers.Layer):
+        def build(self, input_shape):
+            self.decay = self.add_weight(shape=(input_shape[-1],), initializer="ones")
+
+        def call(self, x):
+            def step(h, x_t):
+                h = ops.tanh(h * self.decay + x_t)
+                return h, h
+            start = ops.zeros((ops.shape(x)[0], ops.shape(x)[2]), x.dtype)
+            last, states = ops.scan(step, start, ops.transpose(x, (1, 0, 2)))
+            return ops.concatenate([last, ops.mean(states, axis=0)], axis=-1)
+
+    return ScanRecurrence()
 
 
 def build(name: str):
@@ -135,6 +160,12 @@ def build(name: str):
             keras.Input((6,), dtype="int32"), layers.Embedding(12, 8, mask_zero=True),
             layers.LSTM(8, return_sequences=True), layers.Bidirectional(layers.GRU(4)),
             layers.Dense(3)])
+        model.compile(optimizer=keras.optimizers.Adam(0.01),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=["sparse_categorical_accuracy"])
+    elif name == "scan":  # keras.ops.scan inside the steps (no built-in layer uses it)
+        model = keras.Sequential([keras.Input((5, 4)), layers.Dense(4), _ScanRecurrence(),
+                                  layers.Dense(2)])
         model.compile(optimizer=keras.optimizers.Adam(0.01),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=["sparse_categorical_accuracy"])

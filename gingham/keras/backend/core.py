@@ -17,6 +17,7 @@ it has just updated), and each variable is assigned once when the step ends, whi
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import threading
@@ -35,6 +36,7 @@ from keras.src.backend.common.symbolic_scope import SymbolicScope
 from ...devices import default_device_id, get_device
 from ...frontend.jit import current_trace
 from ...frontend.tensor import Tensor, assign_all, stack, tensor, where
+from ...frontend.tensor import concat as gt_concat
 from ...tile import builder
 from ...tile import dtypes as dt
 from ._unsupported import unsupported_module_getattr
@@ -262,6 +264,182 @@ def fori_loop(lower, upper, body_fun, init_val):
     for i in range(int(lower), int(upper)):
         val = body_fun(i, val)
     return val
+
+
+# -- control flow ----------------------------------------------------------------------------------
+# gingham.jit traces Python: a loop whose trip count is known while tracing unrolls into the
+# step's program (its size grows with the count), and a condition computed on the device is
+# either selected on the device (cond, switch, while_loop with maximum_iterations) or refused.
+
+
+def _static_ints(values, op: str) -> list[int]:
+    """``values`` (numbers, or tensors outside a compiled step) as Python ints."""
+    if any(isinstance(v, (Tensor, Variable)) for v in tree.flatten(values)):
+        if current_trace() is not None:
+            raise NotImplementedError(f"{op} with tensor start indices inside a compiled step "
+                                      "is not implemented by gingham's Keras backend (numbers "
+                                      "only: the slice's place must be known when the step "
+                                      "is traced)")
+    return [int(v) for v in np.asarray(convert_to_numpy(values)).reshape(-1)]
+
+
+def slice(inputs, start_indices, shape) -> Tensor:  # noqa: A001 (Keras' name)
+    """The block of ``inputs`` of ``shape`` starting at ``start_indices`` (numbers, or
+    tensors outside a compiled step), as ``keras.ops.slice``.
+
+        keras.ops.slice(x, (1, 0), (2, 3))  # x[1:3, 0:3]
+    """
+    x = convert_to_tensor(inputs)
+    starts = _static_ints(start_indices, "slice")
+    sizes = [int(s) for s in shape]
+    if len(starts) != len(sizes) or len(starts) != x.ndim:
+        raise ValueError(f"slice: start_indices {starts} and shape {sizes} must each have "
+                         f"one entry per axis of inputs of shape {x.shape}")
+    if any(s < 0 or n < 0 or s + n > d for s, n, d in zip(starts, sizes, x.shape)):
+        raise ValueError(f"slice: a block of shape {sizes} at {starts} does not fit inside "
+                         f"inputs of shape {x.shape}")
+    return x[tuple(builtins.slice(s, s + n) for s, n in zip(starts, sizes))]
+
+
+def switch(index, branches, *operands):
+    """``branches[index](*operands)``, ``index`` clipped to the branches, as
+    ``keras.ops.switch``. A tensor ``index`` inside a compiled step is a chain of
+    :func:`cond`: every branch is traced and the result selected on the device."""
+    if not branches:
+        raise ValueError("switch: `branches` must hold at least one callable")
+    last = len(branches) - 1
+    if not isinstance(index, (Tensor, Variable)) or current_trace() is None:
+        chosen = int(np.asarray(convert_to_numpy(index)).reshape(()))
+        return branches[builtins.min(builtins.max(chosen, 0), last)](*operands)
+    index = convert_to_tensor(index, "int32")
+
+    def from_branch(k: int):
+        if k == last:
+            return branches[k](*operands)
+        return cond(index <= k, lambda: branches[k](*operands), lambda: from_branch(k + 1))
+
+    return from_branch(0)
+
+
+def while_loop(cond, body, loop_vars, maximum_iterations=None):
+    """``loop_vars = body(*loop_vars)`` while ``cond(*loop_vars)``, at most
+    ``maximum_iterations`` times, as ``keras.ops.while_loop``. Eagerly the condition is read
+    each iteration. Inside a compiled step a condition computed on the device cannot steer
+    the trace: with ``maximum_iterations`` the loop unrolls that many times and each
+    iteration's update is kept only where the condition still held (selected on the
+    device); without it, a clear error. Loop variables given as Python numbers stay numbers
+    until the loop ends (a counter then keeps the trip count known while tracing).
+
+        keras.ops.while_loop(lambda i: i < 10, lambda i: (i + 1,), (0,))  # (10,)
+    """
+    is_tuple = isinstance(loop_vars, (tuple, list))
+    state = tuple(loop_vars) if is_tuple else (loop_vars,)
+    limit = None if maximum_iterations is None else int(maximum_iterations)
+
+    def step(values):
+        result = body(*values)
+        return tuple(result) if isinstance(result, (tuple, list)) else (result,)
+
+    iteration = 0
+    while limit is None or iteration < limit:
+        going = cond(*state)
+        if isinstance(going, (Tensor, Variable)) and current_trace() is not None:
+            if limit is None:
+                raise NotImplementedError(
+                    "while_loop with a condition computed on the device inside a compiled "
+                    "step is not supported by gingham's Keras backend without "
+                    "`maximum_iterations` (the trace cannot read the condition; with it, the "
+                    "loop unrolls that many times)")
+            going = convert_to_tensor(going, "bool")
+            updated = step(state)
+            state = tree.map_structure(lambda new, old: _select(going, new, old),
+                                       updated, state)
+        elif isinstance(going, (Tensor, Variable)):
+            if not bool(convert_to_numpy(going)):
+                break
+            state = step(state)
+        elif not going:
+            break
+        else:
+            state = step(state)
+        iteration += 1
+    state = tree.map_structure(convert_to_tensor, state)
+    return state if is_tuple else state[0]
+
+
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
+    """``(carry, ys)`` of ``carry, y = f(carry, x)`` over the leading axis of ``xs`` (or
+    ``length`` times with ``x`` None), as ``keras.ops.scan`` (JAX's ``lax.scan``): the
+    ``ys`` stacked along a new leading axis, in the order of ``xs`` also when ``reverse``.
+    The loop unrolls into the traced program (``unroll`` changes nothing).
+
+        last, sums = keras.ops.scan(lambda c, x: (c + x, c + x), 0.0, keras.ops.ones(4))
+    """
+    if not callable(f):
+        raise TypeError(f"`f` should be a callable. Received: f={f}")
+    if not isinstance(unroll, bool) and (not isinstance(unroll, int) or unroll < 1):
+        raise ValueError(f"`unroll` must be an positive integer or boolean. Received: "
+                         f"unroll={unroll}")
+    if xs is None and length is None:
+        raise ValueError("Got no `xs` to scan over and `length` not provided.")
+    xs_flat = [] if xs is None else [convert_to_tensor(x) for x in tree.flatten(xs)]
+    steps = int(length) if length is not None else xs_flat[0].shape[0]
+    if any(x.shape[0] != steps for x in xs_flat):
+        raise ValueError(f"scan: every xs must have {steps} entries along its leading axis, "
+                         f"got shapes {[x.shape for x in xs_flat]}")
+    slices = [x.unbind(0) for x in xs_flat]
+    carry = tree.map_structure(convert_to_tensor, init)
+    ys = []
+    for i in (range(steps - 1, -1, -1) if reverse else range(steps)):
+        x = None if xs is None else (
+            tree.pack_sequence_as(xs, [s[i] for s in slices]) if tree.is_nested(xs)
+            else slices[0][i])
+        carry, y = f(carry, x)
+        if y is None:  # as Keras' other backends: zeros shaped like the carry
+            y = tree.map_structure(lambda c: convert_to_tensor(c) * 0, carry)
+        ys.append(tree.map_structure(convert_to_tensor, y))
+    if reverse:
+        ys.reverse()
+    if not ys:
+        raise ValueError("scan: there are no steps to scan over (length 0)")
+    return carry, tree.map_structure(lambda *parts: stack(list(parts)), *ys)
+
+
+def map(f, xs):  # noqa: A001 (Keras' name)
+    """``f`` applied to each entry along the leading axis of ``xs``, the results stacked, as
+    ``keras.ops.map`` (one :func:`scan` with no carry)."""
+    return scan(lambda _, x: ((), f(x)), (), xs)[1]
+
+
+def associative_scan(f, elems, reverse=False, axis=0):
+    """The running combination ``f(f(e0, e1), e2) ...`` along ``axis`` for an associative
+    ``f``, as ``keras.ops.associative_scan``: Hillis and Steele's scan, which applies ``f``
+    ``ceil(log2 n)`` times to whole tensors (the prefixes ``d`` apart combined, ``d`` doubling),
+    so the traced program stays small for long axes.
+
+        keras.ops.associative_scan(lambda a, b: a + b, x, axis=1)  # cumsum along axis 1
+    """
+    if not callable(f):
+        raise TypeError(f"`f` should be a callable. Received: f={f}")
+    flat = [convert_to_tensor(e) for e in tree.flatten(elems)]
+    size = flat[0].shape[axis]
+    if any(e.shape[axis] != size for e in flat):
+        raise ValueError(f"associative_scan: every element must have the same size along "
+                         f"axis {axis}, got shapes {[e.shape for e in flat]}")
+    if reverse:
+        flat = [e.flip(axis) for e in flat]
+    distance = 1
+    while distance < size:
+        earlier = [e.narrow(axis, 0, size - distance) for e in flat]
+        later = [e.narrow(axis, distance, size - distance) for e in flat]
+        combined = tree.flatten(f(tree.pack_sequence_as(elems, earlier),
+                                  tree.pack_sequence_as(elems, later)))
+        flat = [gt_concat([e.narrow(axis, 0, distance), convert_to_tensor(c)], axis)
+                for e, c in zip(flat, combined)]
+        distance *= 2
+    if reverse:
+        flat = [e.flip(axis) for e in flat]
+    return tree.pack_sequence_as(elems, flat)
 
 
 def compute_output_spec(fn, *args, **kwargs):

@@ -1212,4 +1212,282 @@ def trapezoid(y, x=None, dx=1.0, axis=-1):
     return pairs.sum(axis) * (0.5 * float(convert_to_numpy(dx)))
 
 
+# --- searching, counting and statistics ---
+# The general ops are gingham's own (gingham.searchsorted, bincount, isin, gcd, histc, ...,
+# PyTorch's names), here in Keras' dtype rules.
+
+
+def array(x, dtype=None):
+    return convert_to_tensor(x, dtype)
+
+
+def view(x, dtype=None):
+    """``x``'s bytes read as ``dtype`` (NumPy's ``view``). gingham's kernels have no bit
+    casts, so the bytes are reinterpreted on the host: outside a compiled step only."""
+    x = convert_to_tensor(x)
+    if dtype is None or standardize_dtype(dtype) == keras_dtype(x):
+        return x
+    if current_trace() is not None:
+        raise NotImplementedError("numpy.view to another dtype inside a compiled step is not "
+                                  "implemented by gingham's Keras backend (it reinterprets the "
+                                  "bytes on the host)")
+    return convert_to_tensor(convert_to_numpy(x).view(to_numpy_dtype(dtype)), dtype)
+
+
+def _integers(x):
+    x = convert_to_tensor(x)
+    return x if "int" in keras_dtype(x) else _cast(x, "int32")
+
+
+def bincount(x, weights=None, minlength=0, sparse=False):
+    """How often each value occurs in each row of ``x`` (1-d, or 2-d: one count per row),
+    summing ``weights`` if given. Outside a compiled step the length is ``max(x) + 1`` (at
+    least ``minlength``), as NumPy's; inside one the values cannot be read while tracing,
+    so the length is ``minlength`` (which must then be given; values from it on are not
+    counted), as Keras' CategoryEncoding calls it."""
+    from ...frontend import indexing
+
+    if sparse:
+        raise ValueError("Unsupported value `sparse=True` with gingham's Keras backend")
+    x = _integers(x)
+    if x.ndim not in (1, 2):
+        raise ValueError(f"numpy.bincount: x must be 1-d or 2-d, not of shape {x.shape}")
+    dtype = "int32"
+    if weights is not None:
+        weights = convert_to_tensor(weights)
+        dtype = dtypes.result_type(keras_dtype(x), keras_dtype(weights))
+    if current_trace() is not None:
+        if not minlength:
+            raise NotImplementedError("numpy.bincount inside a compiled step needs "
+                                      "`minlength` (its length would depend on the values)")
+        length = int(minlength)
+    else:
+        values = convert_to_numpy(x)
+        if values.size and values.min() < 0:
+            raise ValueError(f"numpy.bincount: x must be non-negative, found {values.min()}")
+        length = builtins_max(int(values.max()) + 1 if values.size else 0, int(minlength))
+    return indexing._one_hot_sum(x, length, weights, to_numpy_dtype(dtype))
+
+
+def searchsorted(sorted_sequence, values, side="left"):
+    """Where ``values`` go in the 1-d ``sorted_sequence`` (:func:`gingham.searchsorted`),
+    int32."""
+    from ...frontend import indexing
+
+    sorted_sequence = convert_to_tensor(sorted_sequence)
+    if sorted_sequence.ndim != 1:
+        raise ValueError("`searchsorted` only supports 1-D sorted sequences. You can use "
+                         "`keras.ops.vectorized_map` to extend it to N-D sequences. Received: "
+                         f"sorted_sequence.shape={sorted_sequence.shape}")
+    dtype, (a, b) = _promote(sorted_sequence, values)
+    b = convert_to_tensor(b, dtype)
+    return indexing.searchsorted(convert_to_tensor(a, dtype), b, side=side, out_int32=True)
+
+
+def digitize(x, bins):
+    """The bin of each element of ``x`` among the increasing ``bins`` (``bins[i - 1] <= x <
+    bins[i]``), int32, as NumPy's ``digitize``: :func:`gingham.bucketize` with ``right``."""
+    from ...frontend import indexing
+
+    dtype, (a, b) = _promote(x, bins)
+    return indexing.bucketize(convert_to_tensor(a, dtype), convert_to_tensor(b, dtype),
+                              right=True, out_int32=True)
+
+
+def isin(x1, x2, assume_unique=False, invert=False):
+    from ...frontend import indexing
+
+    dtype, (a, b) = _promote(x1, x2)
+    return indexing.isin(convert_to_tensor(a, dtype), convert_to_tensor(b, dtype),
+                         invert=invert)
+
+
+def gcd(x1, x2):
+    dtype, (a, b) = _promote(x1, x2)
+    return _cast(gt.gcd(convert_to_tensor(a, dtype), b), dtype)
+
+
+def lcm(x1, x2):
+    dtype, (a, b) = _promote(x1, x2)
+    return _cast(gt.lcm(convert_to_tensor(a, dtype), b), dtype)
+
+
+def nextafter(x1, x2):
+    dtype = dtypes.result_type(_dtype_of(_scalar(x1)), _dtype_of(_scalar(x2)), float)
+    return gt.nextafter(convert_to_tensor(x1, dtype), convert_to_tensor(x2, dtype))
+
+
+def select(condlist, choicelist, default=0):
+    """The first choice whose condition holds, else ``default``, elementwise (NumPy's
+    ``select``): a chain of :func:`where` from the last condition to the first."""
+    if len(condlist) != len(choicelist):
+        raise ValueError("select: condlist and choicelist must have the same length, got "
+                         f"{len(condlist)} and {len(choicelist)}")
+    if not condlist:
+        raise ValueError("select: condlist must not be empty")
+    dtype = _joined_dtype(list(choicelist) + [default])
+    result = convert_to_tensor(default, dtype)
+    for condition, choice in reversed(list(zip(condlist, choicelist))):
+        result = where(condition, convert_to_tensor(choice, dtype), result)
+    return result
+
+
+def corrcoef(x):
+    x = convert_to_tensor(x)
+    dtype = keras_dtype(x)
+    dtype = {"int64": "float64", "float64": "float64", "float16": "float16",
+             "bfloat16": "bfloat16"}.get(dtype, floatx())
+    return _cast(gt.corrcoef(_cast(x, dtype)), dtype)
+
+
+def correlate(x1, x2, mode="valid"):
+    """NumPy's ``correlate`` of two 1-d sequences, ``c[k] = sum_n x1[n + k] x2[n]`` ("valid":
+    where they overlap fully, "same": the length of the longer, "full": any overlap): one
+    :func:`gingham.nn.functional.conv1d` (a correlation) of the zero-padded ``x1``."""
+    if mode not in ("valid", "same", "full"):
+        raise ValueError(f"numpy.correlate: mode must be 'valid', 'same' or 'full', not "
+                         f"{mode!r}")
+    dtype = dtypes.result_type(_dtype_of(x1), _dtype_of(x2))
+    dtype = "float64" if dtype == "int64" else (
+        dtype if dtype in ("bfloat16", "float16", "float64") else "float32")
+    a, v = convert_to_tensor(x1, dtype), convert_to_tensor(x2, dtype)
+    if a.ndim != 1 or v.ndim != 1:
+        raise ValueError(f"numpy.correlate: x1 and x2 must be 1-d, got shapes {a.shape} and "
+                         f"{v.shape}")
+    swapped = v.shape[0] > a.shape[0]
+    if swapped:  # NumPy correlates the longer with the shorter and reverses the result
+        a, v = v, a
+    n, m = a.shape[0], v.shape[0]
+    left, right = {"valid": (0, 0), "full": (m - 1, m - 1),
+                   "same": (m // 2, m - 1 - m // 2)}[mode]
+    padded = F.pad(a.reshape(1, 1, n), (left, right))
+    result = F.conv1d(padded, v.reshape(1, 1, m)).reshape(-1)
+    return gt.flip(result, 0) if swapped else result
+
+
+def histogram(x, bins=10, range=None):  # noqa: A002 (Keras' name)
+    """``(counts, edges)`` of ``bins`` equal bins over ``range`` (the data's least and
+    greatest values without it), as NumPy's ``histogram`` of 1-d ``x``: the last bin holds
+    its right edge; :func:`gingham.histc` on the device, so the step need not read it."""
+    from ...frontend import indexing
+
+    x = _float(x)
+    if x.ndim != 1:
+        raise ValueError(f"numpy.histogram: x must be 1-d, not of shape {x.shape}")
+    if not isinstance(bins, int) or bins <= 0:
+        raise ValueError(f"numpy.histogram: bins must be a positive int, not {bins!r}")
+    if range is None:
+        low, high = x.amin(), x.amax()
+    else:
+        if len(range) != 2 or range[0] > range[1]:
+            raise ValueError(f"numpy.histogram: range must be (min, max), not {range!r}")
+        low, high = (gt.full((), float(v), x.dtype, x.device) for v in range)
+    same = low == high  # NumPy widens an empty range by 0.5 on each side
+    low, high = gt.where(same, low - 0.5, low), gt.where(same, high + 0.5, high)
+    steps = convert_to_tensor(np.linspace(0.0, 1.0, bins + 1), keras_dtype(x))
+    edges = low + (high - low) * steps
+    position = ((x - low) * bins / (high - low)).floor()
+    position = gt.where(x == high, bins - 1, position)
+    inside = (x >= low) & (x <= high)
+    index = gt.where(inside, position, -1.0).astype(np.int64)
+    counts = indexing._one_hot_sum(index, bins, None, np.dtype(np.int32))
+    return counts, edges
+
+
+def unravel_index(indices, shape):
+    from ...frontend import indexing
+
+    indices = _integers(indices)
+    dtype = keras_dtype(indices)
+    return tuple(_cast(c, dtype) for c in indexing.unravel_index(indices, shape))
+
+
+def _nan_quantiles(x, q, axis, method, keepdims, op):
+    """NumPy's ``nanquantile``: :func:`gingham.nanquantile` over ``axis`` (an int, a tuple
+    of them moved last and flattened, or None)."""
+    from ...frontend import indexing
+
+    x = _float(x)
+    if isinstance(q, Tensor) and current_trace() is None:
+        q = convert_to_numpy(q)
+    if not isinstance(q, Tensor) and np.any((np.asarray(q) < 0) | (np.asarray(q) > 1)):
+        raise ValueError(f"{op}: q must be in [0, 1] ([0, 100] for percentile), not {q}")
+    axes = tuple(range(x.ndim)) if axis is None else tuple(
+        int(a) % x.ndim for a in np.atleast_1d(axis))
+    kept = [a for a in range(x.ndim) if a not in axes]
+    moved = gt.permute_dims(x, kept + list(axes))
+    flat = moved.reshape(tuple(x.shape[a] for a in kept) + (-1,))
+    result = indexing.nanquantile(flat, q, -1, interpolation=method)
+    if keepdims:
+        lead = result.shape[:result.ndim - len(kept)]
+        result = result.reshape(lead + tuple(1 if a in axes else s
+                                             for a, s in enumerate(x.shape)))
+    return result
+
+
+def nanquantile(x, q, axis=None, method="linear", keepdims=False):
+    return _nan_quantiles(x, q, axis, method, keepdims, "nanquantile")
+
+
+def nanpercentile(x, q, axis=None, method="linear", keepdims=False):
+    scaled = q / 100.0 if isinstance(q, Tensor) else np.asarray(q, np.float64) / 100.0
+    return _nan_quantiles(x, scaled, axis, method, keepdims, "nanpercentile")
+
+
+def nanmedian(x, axis=None, keepdims=False):
+    """The median of the non-NaN values (the mean of the two middle ones for an even
+    count), as NumPy's: :func:`nanquantile` at 0.5."""
+    return _nan_quantiles(x, 0.5, axis, "linear", keepdims, "nanmedian")
+
+
+def vectorize(pyfunc, *, excluded=None, signature=None):
+    """NumPy's ``vectorize`` through Keras' shared implementation, whose ``vmap`` here calls
+    the function once per entry of the mapped leading axes and stacks the results (unrolled
+    into a traced step, as :func:`~gingham.keras.backend.core.vectorized_map`)."""
+    from keras.src import tree
+    from keras.src.backend.common.backend_utils import vectorize_impl
+
+    def vmap(function, in_axes):
+        def mapped(*args):
+            size = next(a.shape[0] for a, axis in zip(args, in_axes) if axis == 0)
+            results = [function(*[a[i] if axis == 0 else a for a, axis in zip(args, in_axes)])
+                       for i in range(size)]
+            return tree.map_structure(lambda *parts: gt.stack(list(parts)), *results)
+        return mapped
+
+    return vectorize_impl(pyfunc, vmap, excluded=excluded, signature=signature)
+
+
+def unique(x, sorted=True, return_index=False, return_inverse=False,  # noqa: A002
+           return_counts=False, axis=None, size=None, fill_value=None):
+    """NumPy's ``unique`` (with Keras' ``size`` and ``fill_value``), computed on the host:
+    its result's shape depends on the values, so outside a compiled step only."""
+    if current_trace() is not None:
+        raise NotImplementedError("numpy.unique inside a compiled step is not implemented by "
+                                  "gingham's Keras backend: its result's shape depends on the "
+                                  "values")
+    values = convert_to_numpy(x)
+    found = np.unique(values, return_index=return_index, return_inverse=return_inverse,
+                      return_counts=return_counts, axis=axis, equal_nan=False)
+    outputs = list(found) if isinstance(found, tuple) else [found]
+    inverse = 1 + return_index if return_inverse else None
+    if size is not None:  # the unique values (and their indices, counts) cut or padded
+        dim = 0 if axis is None else int(axis) % values.ndim
+        count = outputs[0].shape[dim]
+        for i, output in enumerate(outputs):
+            if i == inverse:
+                continue  # one entry per input element, whatever the size
+            along = dim if i == 0 else 0
+            if count > size:
+                outputs[i] = np.take(output, np.arange(size), along)
+            elif count < size:
+                widths = [(0, 0)] * output.ndim
+                widths[along] = (0, size - count)
+                fill = fill_value if i == 0 and fill_value is not None else 0
+                outputs[i] = np.pad(output, widths, constant_values=fill)
+    tensors = [convert_to_tensor(outputs[0], keras_dtype(convert_to_tensor(x)))] + [
+        convert_to_tensor(o) for o in outputs[1:]]
+    return tensors[0] if len(tensors) == 1 else tuple(tensors)
+
+
 __getattr__ = unsupported_module_getattr(__name__, "numpy")
