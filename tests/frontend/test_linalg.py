@@ -113,9 +113,11 @@ def test_singular_and_negative_determinants(device):
                          [[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]],  # zero column
                         dtype=np.float32)
     a, t = tensor(matrices, device=device), torch.tensor(matrices)
+    dominant = matrices[1] + 4 * np.eye(3, dtype=np.float32)
     ours = dict(det=linalg.det(a), slogdet=linalg.slogdet(a), logdet=linalg.logdet(a),
-                lu=linalg.lu_factor(a))
-    realize([ours["det"], ours["logdet"], *ours["slogdet"], *ours["lu"]])
+                lu=linalg.lu_factor(a),
+                unpivoted=linalg.lu_factor(tensor(dominant, device=device), pivot=False))
+    realize([ours["det"], ours["logdet"], *ours["slogdet"], *ours["lu"], *ours["unpivoted"]])
     expected_lu = torch.linalg.lu_factor_ex(t)  # lu_factor raises on a zero pivot
     np.testing.assert_array_equal(ours["det"].numpy(), torch.linalg.det(t).numpy())
     for got, want in zip(ours["slogdet"], torch.linalg.slogdet(t)):
@@ -123,6 +125,11 @@ def test_singular_and_negative_determinants(device):
     np.testing.assert_array_equal(ours["logdet"].numpy(), torch.logdet(t).numpy())
     np.testing.assert_allclose(ours["lu"].LU.numpy(), expected_lu.LU.numpy(), atol=1e-6)
     np.testing.assert_array_equal(ours["lu"].pivots.numpy(), expected_lu.pivots.numpy())
+    # Without pivoting (PyTorch's CPU build has none to compare with): no swaps, L @ U = A.
+    packed, pivots = (t.numpy() for t in ours["unpivoted"])
+    np.testing.assert_array_equal(pivots, [1, 2, 3])
+    product = (np.tril(packed, -1) + np.eye(3)) @ np.triu(packed)
+    np.testing.assert_allclose(product, dominant, rtol=1e-6, atol=1e-6)
 
 
 def test_errors():
