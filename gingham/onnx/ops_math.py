@@ -1,6 +1,6 @@
 """ONNX converters of the elementwise math ops, the activations and the reductions that
 :mod:`gingham.onnx.ops` lacks: the inverse and hyperbolic trigonometric functions, Round, Mod,
-IsNaN, IsInf, Mish, Softsign, Celu, Shrink, ThresholdedRelu, Swish, Hardmax, CastLike,
+IsNaN, IsInf, Det, Mish, Softsign, Celu, Shrink, ThresholdedRelu, Swish, Hardmax, CastLike,
 BitShift, the Bitwise ops, ReduceL1 / L2 / LogSum / LogSumExp / SumSquare, CumSum, CumProd,
 NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss. Each maps onto the ``gingham.Tensor``
 or ``gingham.nn.functional`` op of the same meaning; a node whose inputs are all host
@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from .. import linalg
 from ..frontend import tensor as T
 from ..frontend.tensor import Tensor
 from ..nn import functional as F
@@ -137,6 +138,16 @@ def _cast_like(node: Node):
 
 
 # -- activations -----------------------------------------------------------------------------------
+
+
+@converter("Det")
+def _det(node: Node):
+    """The determinants of ``[..., n, n]`` matrices (gingham.linalg.det: LU with partial
+    pivoting on the device); a host constant is folded with NumPy."""
+    x = node.inputs[0]
+    if isinstance(x, np.ndarray):
+        return _host(np.linalg.det(x).astype(x.dtype))
+    return linalg.det(x)
 
 
 @converter("Mish")

@@ -1,4 +1,4 @@
-"""``keras.ops.math`` on gingham tensors: rsqrt, erf, logsumexp, segment_sum (the rest
+"""``keras.ops.math`` on gingham tensors: rsqrt, erf, logsumexp, logdet, segment_sum (the rest
 raises NotImplementedError)."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import math as pymath
 
 import numpy as np
 
+from ... import linalg
 from ...frontend import tensor as gt
 from ...frontend.jit import current_trace
 from ...frontend.tensor import tensor, where
@@ -25,6 +26,12 @@ def logsumexp(x, axis=None, keepdims=False):
     shift = stop_gradient(x.amax(axis, keepdim=True))
     total = (x - shift).exp().sum(dim=axis, keepdim=True).log() + shift
     return total if keepdims else total.squeeze(axis)
+
+
+def logdet(x):
+    """``log(det(x))`` of square matrices (NaN where the determinant is negative), from
+    gingham.linalg's LU factorisation."""
+    return linalg.logdet(_float(x))
 
 
 def segment_sum(data, segment_ids, num_segments=None, sorted=False):  # noqa: A002

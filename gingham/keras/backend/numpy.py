@@ -17,6 +17,7 @@ from keras.src.backend.common import dtypes
 from keras.src.backend.common import standardize_dtype
 from keras.src.backend.config import floatx
 
+from ... import linalg as _linalg
 from ...frontend import tensor as gt
 from ...frontend.tensor import Tensor
 from ...nn import functional as F
@@ -1098,6 +1099,12 @@ def trace(x, offset=0, axis1=0, axis2=1):
     dtype = {"bool": "int32", "int8": "int32", "int16": "int32", "uint8": "uint32",
              "uint16": "uint32"}.get(dtype, dtype)
     return _cast(gt.diagonal(_cast(x, dtype), offset, axis1, axis2).sum(-1), dtype)
+
+
+def slogdet(x):
+    """``(sign, logabsdet)`` of square matrices ``[..., n, n]`` (gingham.linalg.slogdet: an
+    LU factorisation on the device, differentiable)."""
+    return tuple(_linalg.slogdet(_float(x)))
 
 
 def diagflat(x, k=0):
