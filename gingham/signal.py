@@ -174,6 +174,29 @@ def frames_contraction(x: Tensor, matrix: Tensor, hop: int, frames: int) -> Tens
         nodes[0][b, hop * f + j] * nodes[1][k, j], out=[b, k, f], shape=list(shape)))
 
 
+def frame(x: Tensor, frame_length: int, hop: int) -> Tensor:
+    """The frames of ``x``'s last dim, ``frame_length`` samples every ``hop``:
+    ``O[..., f, j] = =(X[..., hop * f + j])``, ``[..., frames, frame_length]`` (PyTorch's
+    ``x.unfold(-1, frame_length, hop)``; the samples after the last whole frame are left out).
+
+        gingham.signal.frame(audio, 400, 160)          # [B, L] -> [B, frames, 400]
+    """
+    frame_length, hop = int(frame_length), int(hop)
+    if frame_length < 1 or hop < 1:
+        raise ValueError(f"frame: frame_length ({frame_length}) and hop ({hop}) must be "
+                         "positive")
+    if x.ndim == 0 or x.shape[-1] < frame_length:
+        raise ShapeError(f"frame: frames of {frame_length} samples do not fit shape {x.shape}")
+    lead = x.shape[:-1]
+    flat = x.reshape(-1, x.shape[-1])
+    count = 1 + (x.shape[-1] - frame_length) // hop
+    b, f, j = builder.indices("b f j")
+    shape = (flat.shape[0], count, frame_length)
+    frames = flat._derive(shape, flat.dtype, [flat], lambda nodes: builder.assign(
+        nodes[0][b, hop * f + j], out=[b, f, j], shape=list(shape)))
+    return frames.reshape(lead + (count, frame_length))
+
+
 def overlap_add(frames: Tensor, hop: int) -> Tensor:
     """``O[b, hop * f + j] = +(F[b, f, j])``: ``[B, frames, J]`` frames placed ``hop`` apart
     and summed where they overlap, ``[B, J + hop * (frames - 1)]``.
@@ -308,4 +331,5 @@ def _frames_product(spectrum: Tensor, matrix: Tensor) -> Tensor:
 
 
 __all__ = ["hann_window", "hamming_window", "blackman_window", "bartlett_window",
-           "kaiser_window", "i0", "stft", "istft", "overlap_add", "frames_contraction"]
+           "kaiser_window", "i0", "stft", "istft", "overlap_add", "frames_contraction",
+           "frame"]
