@@ -29,32 +29,65 @@ from .tile import builder
 # -- windows ---------------------------------------------------------------------------------------
 
 
-def _window(op: str, window_length: int, periodic: bool, symmetric, dtype, device,
-            requires_grad: bool) -> Tensor:
-    """``symmetric(N)`` (float64, ``N >= 2``) as torch computes it: of ``N + 1`` points less
-    the last when ``periodic``, one point is ``[1]``, zero points empty."""
-    window_length = int(window_length)
-    if window_length < 0:
-        raise ValueError(f"{op} requires non-negative window_length, got "
-                         f"window_length={window_length}")
-    if window_length <= 1:
-        values = np.ones(window_length)
-    elif periodic:
-        values = symmetric(window_length + 1)[:-1]
-    else:
-        values = symmetric(window_length)
-    dtype = np.float32 if dtype is None else dtype
-    if np.dtype(dtype).kind != "f":
-        raise DTypeError(f"{op} expects floating point dtypes, got {np.dtype(dtype)}")
-    return tensor(values.astype(dtype), device=device, requires_grad=requires_grad)
-
-
-def _cosine_sum(coefficients: tuple[float, ...]):
+def _cosine_sum(*coefficients: float):
     """``sum_m (-1)^m a_m cos(2 pi m n / (N - 1))``: Hann, Hamming and Blackman."""
     def symmetric(length: int) -> np.ndarray:
         phase = 2.0 * np.pi * np.arange(length) / (length - 1)
         return sum((-1) ** m * a * np.cos(m * phase) for m, a in enumerate(coefficients))
     return symmetric
+
+
+def _bartlett(length: int) -> np.ndarray:
+    return 1.0 - np.abs(2.0 * np.arange(length) / (length - 1) - 1.0)
+
+
+def _kaiser(beta: float):
+    def symmetric(length: int) -> np.ndarray:
+        ratio = 2.0 * np.arange(length) / (length - 1) - 1.0
+        return np.i0(beta * np.sqrt(np.clip(1.0 - ratio ** 2, 0.0, None))) / np.i0(beta)
+    return symmetric
+
+
+# name -> (its parameters) -> the symmetric window of N >= 2 points, float64
+_SHAPES = {
+    "hann": lambda: _cosine_sum(0.5, 0.5),
+    "hamming": lambda alpha=0.54, beta=0.46: _cosine_sum(alpha, beta),
+    "blackman": lambda: _cosine_sum(0.42, 0.5, 0.08),
+    "bartlett": lambda: _bartlett,
+    "kaiser": lambda beta=12.0: _kaiser(beta),
+}
+
+
+def window_values(name: str, window_length: int, periodic: bool = True,
+                  **params: float) -> np.ndarray:
+    """The window ``name`` ("hann", "hamming", "blackman", "bartlett", "kaiser") of
+    ``window_length`` points on the host, float64, as torch computes it: of ``N + 1`` points
+    less the last when ``periodic``, one point is ``[1]``, zero points empty. ``params`` are
+    the window's own (``alpha``, ``beta``).
+
+        gingham.signal.window_values("hamming", 400, alpha=25 / 46, beta=21 / 46)
+    """
+    op = f"{name}_window"
+    window_length = int(window_length)
+    if window_length < 0:
+        raise ValueError(f"{op} requires non-negative window_length, got "
+                         f"window_length={window_length}")
+    symmetric = _SHAPES[name](**params)
+    if window_length <= 1:
+        return np.ones(window_length)
+    if periodic:
+        return symmetric(window_length + 1)[:-1]
+    return symmetric(window_length)
+
+
+def _window(name: str, window_length: int, periodic: bool, dtype, device, requires_grad: bool,
+            **params: float) -> Tensor:
+    """:func:`window_values` as a tensor of ``dtype`` (float32) on ``device``."""
+    values = window_values(name, window_length, periodic, **params)
+    dtype = np.float32 if dtype is None else dtype
+    if np.dtype(dtype).kind != "f":
+        raise DTypeError(f"{name}_window expects floating point dtypes, got {np.dtype(dtype)}")
+    return tensor(values.astype(dtype), device=device, requires_grad=requires_grad)
 
 
 def hann_window(window_length: int, periodic: bool = True, *, dtype=None,
@@ -63,43 +96,34 @@ def hann_window(window_length: int, periodic: bool = True, *, dtype=None,
 
         window = gingham.signal.hann_window(400)          # periodic, for spectrograms
     """
-    return _window("hann_window", window_length, periodic, _cosine_sum((0.5, 0.5)), dtype,
-                   device, requires_grad)
+    return _window("hann", window_length, periodic, dtype, device, requires_grad)
 
 
 def hamming_window(window_length: int, periodic: bool = True, alpha: float = 0.54,
                    beta: float = 0.46, *, dtype=None, device: str | None = None,
                    requires_grad: bool = False) -> Tensor:
     """``alpha - beta cos(2 pi n / (N - 1))`` (``torch.hamming_window``)."""
-    return _window("hamming_window", window_length, periodic, _cosine_sum((alpha, beta)),
-                   dtype, device, requires_grad)
+    return _window("hamming", window_length, periodic, dtype, device, requires_grad,
+                   alpha=alpha, beta=beta)
 
 
 def blackman_window(window_length: int, periodic: bool = True, *, dtype=None,
                     device: str | None = None, requires_grad: bool = False) -> Tensor:
     """``0.42 - 0.5 cos(2 pi n / (N - 1)) + 0.08 cos(4 pi n / (N - 1))``
     (``torch.blackman_window``)."""
-    return _window("blackman_window", window_length, periodic,
-                   _cosine_sum((0.42, 0.5, 0.08)), dtype, device, requires_grad)
+    return _window("blackman", window_length, periodic, dtype, device, requires_grad)
 
 
 def bartlett_window(window_length: int, periodic: bool = True, *, dtype=None,
                     device: str | None = None, requires_grad: bool = False) -> Tensor:
     """The triangle ``1 - |2 n / (N - 1) - 1|`` (``torch.bartlett_window``)."""
-    def symmetric(length: int) -> np.ndarray:
-        return 1.0 - np.abs(2.0 * np.arange(length) / (length - 1) - 1.0)
-    return _window("bartlett_window", window_length, periodic, symmetric, dtype, device,
-                   requires_grad)
+    return _window("bartlett", window_length, periodic, dtype, device, requires_grad)
 
 
 def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0, *,
                   dtype=None, device: str | None = None, requires_grad: bool = False) -> Tensor:
     """``I0(beta sqrt(1 - (2 n / (N - 1) - 1)^2)) / I0(beta)`` (``torch.kaiser_window``)."""
-    def symmetric(length: int) -> np.ndarray:
-        ratio = 2.0 * np.arange(length) / (length - 1) - 1.0
-        return np.i0(beta * np.sqrt(np.clip(1.0 - ratio ** 2, 0.0, None))) / np.i0(beta)
-    return _window("kaiser_window", window_length, periodic, symmetric, dtype, device,
-                   requires_grad)
+    return _window("kaiser", window_length, periodic, dtype, device, requires_grad, beta=beta)
 
 
 # Abramowitz and Stegun 9.8.1 and 9.8.2: I0 as a polynomial in (x / 3.75)^2 below 3.75
@@ -330,6 +354,6 @@ def _frames_product(spectrum: Tensor, matrix: Tensor) -> Tensor:
         nodes[0][b, k, f] * nodes[1][j, k], out=[b, f, j], shape=list(shape)))
 
 
-__all__ = ["hann_window", "hamming_window", "blackman_window", "bartlett_window",
+__all__ = ["window_values", "hann_window", "hamming_window", "blackman_window", "bartlett_window",
            "kaiser_window", "i0", "stft", "istft", "overlap_add", "frames_contraction",
            "frame"]
