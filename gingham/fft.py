@@ -55,7 +55,7 @@ _NORMS = ("backward", "ortho", "forward")
 
 # (table key, dtype, device) -> the table as a device tensor, so that a model transforming the
 # same length every step uploads its tables once.
-_tables: LRU = LRU(64)
+_tables: LRU = LRU(32)
 
 
 def _scale(op: str, norm: str | None, n: int, inverse: bool) -> float:
@@ -68,21 +68,26 @@ def _scale(op: str, norm: str | None, n: int, inverse: bool) -> float:
     return 1.0 / n if (norm == "forward") != inverse else 1.0
 
 
-@functools.lru_cache(maxsize=128)
+@functools.lru_cache(maxsize=8)
 def _host_table(rows: int, cols: int, n: int, part: str, inverse: bool, scale: float,
                 hermitian: bool) -> np.ndarray:
-    """``[rows, cols]`` float64: the real (``part="cos"``) or imaginary (``"sin"``) part of
-    ``scale * exp(+-2 pi i k j / n)`` (``+`` when ``inverse``). ``hermitian`` weighs column
-    ``k`` by 2 where its conjugate ``n - k`` is not stored (irfft's half spectrum)."""
+    """Float64 ``[rows, cols]`` tables of ``W = scale * exp(+-2 pi i k j / n)`` (``+`` when
+    ``inverse``): its real part (``part="cos"``) or imaginary part (``"sin"``), or, for a
+    complex input held as ``[real; imag]`` (``[rows, 2 cols]``), what gives the real part of
+    ``W z`` (``"re"``: ``[cos, -sin]``) or its imaginary part (``"im"``: ``[sin, cos]``).
+    ``hermitian`` weighs column ``j`` by 2 where its conjugate ``n - j`` is not stored
+    (irfft's half spectrum)."""
     k = np.arange(rows, dtype=np.int64)[:, None]
     j = np.arange(cols, dtype=np.int64)[None, :]
     # k * j mod n first: the angle stays in [0, 2 pi), exact for any length.
     angle = (2.0 * np.pi / n) * ((k * j) % n)
-    table = np.cos(angle) if part == "cos" else (1.0 if inverse else -1.0) * np.sin(angle)
+    cos, sin = np.cos(angle), (1.0 if inverse else -1.0) * np.sin(angle)
     if hermitian:
-        paired = (j > 0) & (2 * j != n)
-        table = table * np.where(paired, 2.0, 1.0)
-    return table * scale
+        paired = np.where((j > 0) & (2 * j != n), 2.0, 1.0)
+        cos, sin = cos * paired, sin * paired
+    tables = {"cos": cos, "sin": sin, "re": np.concatenate([cos, -sin], 1),
+              "im": np.concatenate([sin, cos], 1)}
+    return tables[part] * scale
 
 
 def _table(like: Tensor, rows: int, cols: int, n: int, part: str, inverse: bool,
@@ -138,21 +143,21 @@ def _leading(x: Tensor, axis: int, length: int) -> Tensor:
     return x.narrow(axis, 0, length) if x.shape[axis] > length else x
 
 
-def _apply(real: Tensor, imag: Tensor | None, axis: int, cos: Tensor, sin: Tensor,
-           conjugate_input: bool) -> tuple[Tensor, Tensor]:
-    """``W @ (real + i imag)`` along ``axis`` with ``W = cos + i sin``: one contraction per
-    output part, over the two input parts side by side.
-
-    ``conjugate_input`` gives only the real part of ``W @ z`` (irfft): ``cos real - sin imag``.
-    """
+def _apply(real: Tensor, imag: Tensor | None, axis: int, n: int, inverse: bool,
+           scale: float, rows: int, hermitian: bool = False,
+           real_only: bool = False) -> tuple[Tensor, Tensor | None]:
+    """``W @ (real + i imag)`` along ``axis``, ``W`` the ``[rows, used]`` DFT table: one
+    contraction per output part (over both input parts side by side for a complex input);
+    ``real_only`` skips the imaginary part (irfft)."""
+    used = real.shape[axis]
     if imag is None:
-        out_real = _contract_axis(real, axis, cos)
-        return out_real, (None if conjugate_input else _contract_axis(real, axis, sin))
-    both = concat([real, imag], axis)
-    out_real = _contract_axis(both, axis, concat([cos, -sin], 1))
-    if conjugate_input:
-        return out_real, None
-    return out_real, _contract_axis(both, axis, concat([sin, cos], 1))
+        source, parts = real, ("cos", "sin")
+    else:
+        source, parts = concat([real, imag], axis), ("re", "im")
+    outputs = [_contract_axis(source, axis, _table(real, rows, used, n, part, inverse, scale,
+                                                   hermitian))
+               for part in parts[:1 if real_only else 2]]
+    return outputs[0], (None if real_only else outputs[1])
 
 
 def _c2c(op: str, x: ComplexLike, n: int | None, dim: int, norm: str | None,
@@ -164,9 +169,7 @@ def _c2c(op: str, x: ComplexLike, n: int | None, dim: int, norm: str | None,
     real = _leading(real, axis, used)
     imag = None if imag is None else _leading(imag, axis, used)
     scale = _scale(op, norm, n, inverse)
-    cos = _table(real, n, used, n, "cos", inverse, scale)
-    sin = _table(real, n, used, n, "sin", inverse, scale)
-    return Complex(*_apply(real, imag, axis, cos, sin, False))
+    return Complex(*_apply(real, imag, axis, n, inverse, scale, rows=n))
 
 
 def fft(input: ComplexLike, n: int | None = None, dim: int = -1,
@@ -203,10 +206,7 @@ def rfft(input: Tensor, n: int | None = None, dim: int = -1,
     used = min(n, real.shape[axis])
     real = _leading(real, axis, used)
     scale = _scale(op, norm, n, False)
-    rows = n // 2 + 1
-    cos = _table(real, rows, used, n, "cos", False, scale)
-    sin = _table(real, rows, used, n, "sin", False, scale)
-    return Complex(*_apply(real, None, axis, cos, sin, False))
+    return Complex(*_apply(real, None, axis, n, False, scale, rows=n // 2 + 1))
 
 
 def irfft(input: ComplexLike, n: int | None = None, dim: int = -1,
@@ -226,9 +226,8 @@ def irfft(input: ComplexLike, n: int | None = None, dim: int = -1,
     real = _leading(real, axis, used)
     imag = None if imag is None else _leading(imag, axis, used)
     scale = _scale(op, norm, n, True)
-    cos = _table(real, n, used, n, "cos", True, scale, hermitian=True)
-    sin = _table(real, n, used, n, "sin", True, scale, hermitian=True)
-    return _apply(real, imag, axis, cos, sin, True)[0]
+    return _apply(real, imag, axis, n, True, scale, rows=n, hermitian=True,
+                  real_only=True)[0]
 
 
 # -- several dims ------------------------------------------------------------------------------

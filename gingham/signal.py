@@ -319,11 +319,10 @@ def istft(input: ComplexLike, n_fft: int, hop_length: int | None = None,
         raise ShapeError(f"{op}: expected the frequency dim to be {expected} for n_fft={n_fft} "
                          f"and onesided={onesided}, got {freqs}")
     scale = _scale(op, "ortho" if normalized else "backward", n_fft, True)
-    cos = _table(real, n_fft, freqs, n_fft, "cos", True, scale, hermitian=onesided)
-    sin = _table(real, n_fft, freqs, n_fft, "sin", True, scale, hermitian=onesided)
     padded = _padded_window(window, win_length, n_fft)
     both = real if imag is None else concat([real, imag], 1)
-    matrix = cos if imag is None else concat([cos, -sin], 1)
+    matrix = _table(real, n_fft, freqs, n_fft, "cos" if imag is None else "re", True, scale,
+                    hermitian=onesided)
     if padded is not None:
         matrix = matrix * padded.astype(real.dtype).reshape(n_fft, 1)
     # frames[b, f, j] = sum_k Z[b, k, f] M[j, k], then overlapped: a [B, f, j] product first
