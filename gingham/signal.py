@@ -12,9 +12,11 @@ the host and uploaded. :func:`stft` and :func:`istft` have ``torch.stft``'s and
     audio_again = gingham.signal.istft(spec, 512, 160, 400, window, length=audio.shape[-1])
 
 A short-time transform is one contraction: frame ``f`` starts at ``hop * f``, so
-``O[b, k, f] = +(X[b, hop * f + j] * M[k, j])`` with ``M`` the windowed DFT table; its inverse
-is the transposed contraction, whose output index ``hop * f + j`` overlaps and adds the frames.
-Both are differentiable (in the signal and the window) by autodiff.
+``O[b, k, f] = +(X[b, hop * f + j] * M[k, j])`` with ``M`` the windowed DFT table
+(:func:`frames_contraction`); the inverse transforms each frame and overlaps and adds them with
+the output index ``hop * f + j`` (:func:`overlap_add`). Both are differentiable (in the signal
+and the window) by autodiff. :func:`frame` cuts frames out (``Tensor.unfold``'s values) and
+:func:`i0`, the Bessel function the Kaiser window is made of, is here as an elementwise op.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .fft import Complex, ComplexLike, _parts, _scale, _table
-from .frontend.tensor import DTypeError, ShapeError, Tensor, concat, tensor, where
+from .frontend.tensor import DTypeError, ShapeError, Tensor, concat, stack, tensor, where
 from .nn import functional as F
 from .tile import builder
 
@@ -285,7 +287,6 @@ def stft(input: Tensor, n_fft: int, hop_length: int | None = None,
     if unbatched:
         parts = [p.squeeze(0) for p in parts]
     if return_complex is False:
-        from .frontend.tensor import stack
         return stack(parts, -1)
     return Complex(*parts)
 
