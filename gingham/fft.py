@@ -259,7 +259,10 @@ def _c2c_dims(op: str, x: ComplexLike, s, dim, norm, inverse: bool,
     result = x
     for axis, size in zip(axes, sizes):
         result = _c2c(op, result, size, axis, norm, inverse)
-    return result if isinstance(result, Complex) else Complex(*_parts(op, result))
+    if isinstance(result, Complex):
+        return result
+    real, imag = _parts(op, result)  # no dim transformed: the input, as a complex value
+    return Complex(real, real * 0.0 if imag is None else imag)
 
 
 def fft2(input: ComplexLike, s: Sequence[int] | None = None, dim: Sequence[int] = (-2, -1),
