@@ -82,6 +82,7 @@ from .frontend import optim  # noqa: E402
 from .frontend.checkpoint import load, save  # noqa: E402
 from . import amp  # noqa: E402
 from . import linalg  # noqa: E402
+from . import fft, signal  # noqa: E402  (Fourier transforms, windows, stft)
 from .frontend.amp import autocast  # noqa: E402
 from .frontend.jit import jit  # noqa: E402
 from .frontend.transforms import grad, value_and_grad  # noqa: E402
@@ -101,6 +102,7 @@ __all__ = [
     "logspace", "meshgrid", "moveaxis", "movedim", "outer", "repeat_interleave", "roll", "rot90",
     "tensordot", "trace", "tril", "triu", "vstack",
     "jit", "optim", "grad", "value_and_grad", "amp", "autocast", "save", "load", "linalg",
+    "fft", "signal",
     "tan", "sinh", "cosh", "asin", "acos", "atan", "arcsin", "arccos", "arctan", "asinh", "acosh",
     "atanh", "arcsinh", "arccosh", "arctanh", "log1p", "expm1", "exp2", "log2", "log10", "atan2",
     "arctan2", "hypot", "logaddexp", "logaddexp2", "fmod", "remainder", "copysign", "trunc",

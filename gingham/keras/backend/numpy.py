@@ -1497,4 +1497,41 @@ def unique(x, sorted=True, return_index=False, return_inverse=False,  # noqa: A0
     return tensors[0] if len(tensors) == 1 else tuple(tensors)
 
 
+# -- windows ------------------------------------------------------------------------------------
+
+
+def _window_length(x) -> int:
+    return int(convert_to_numpy(x)) if isinstance(x, Tensor) else int(x)
+
+
+def _symmetric_window(name: str, x, **kwargs) -> Tensor:
+    """NumPy's window of ``x`` points (symmetric: torch's ``periodic=False``) in floatx."""
+    from ... import signal
+
+    make = getattr(signal, f"{name}_window")
+    return make(_window_length(x), False, **kwargs, dtype=to_numpy_dtype(floatx()),
+                device=current_device())
+
+
+def bartlett(x): return _symmetric_window("bartlett", x)
+def blackman(x): return _symmetric_window("blackman", x)
+def hamming(x): return _symmetric_window("hamming", x)
+def hanning(x): return _symmetric_window("hann", x)
+def kaiser(x, beta): return _symmetric_window("kaiser", x, beta=float(beta))
+
+
+def i0(x):
+    """The modified Bessel function of order 0 (:func:`gingham.signal.i0`), in Keras' dtype:
+    float64 for int64 and float64, float16 and bfloat16 kept, else floatx."""
+    from ... import signal
+
+    x = convert_to_tensor(x)
+    dtype = keras_dtype(x)
+    if dtype in ("int64", "float64"):
+        dtype = "float64"
+    elif dtype not in ("bfloat16", "float16"):
+        dtype = floatx()
+    return signal.i0(_cast(x, dtype))
+
+
 __getattr__ = unsupported_module_getattr(__name__, "numpy")
