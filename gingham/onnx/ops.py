@@ -343,10 +343,16 @@ def _softplus(node: Node):
     return F.softplus(node.tensor(0))
 
 
+def hard_sigmoid(x: Tensor, alpha: float = 0.2, beta: float = 0.5) -> Tensor:
+    """ONNX's ``HardSigmoid``: ``max(0, min(1, alpha * x + beta))`` (PyTorch's
+    ``hardsigmoid`` is the case ``alpha = 1/6``, ``beta = 0.5``). The node and the recurrent
+    nodes' ``hardsigmoid`` activation share it."""
+    return (x * alpha + beta).clamp(0.0, 1.0)
+
+
 @converter("HardSigmoid")
 def _hard_sigmoid(node: Node):
-    x = node.tensor(0)
-    return (x * node.attr("alpha", 0.2) + node.attr("beta", 0.5)).clamp(0.0, 1.0)
+    return hard_sigmoid(node.tensor(0), node.attr("alpha", 0.2), node.attr("beta", 0.5))
 
 
 @converter("HardSwish")
