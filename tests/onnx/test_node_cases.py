@@ -138,6 +138,16 @@ CASES = [
     "test_center_crop_pad_crop_axes_chw", "test_center_crop_pad_crop_negative_axes_hwc",
     "test_center_crop_pad_pad", "test_onehot_with_bfloat16_values",
     "test_reversesequence_bfloat16",
+    # quantization
+    "test_quantizelinear", "test_quantizelinear_axis", "test_quantizelinear_blocked_asymmetric",
+    "test_quantizelinear_blocked_symmetric", "test_quantizelinear_int16",
+    "test_quantizelinear_uint16", "test_dequantizelinear", "test_dequantizelinear_axis",
+    "test_dequantizelinear_blocked", "test_dequantizelinear_int16",
+    "test_dynamicquantizelinear", "test_dynamicquantizelinear_max_adjusted",
+    "test_dynamicquantizelinear_min_adjusted_expanded", "test_matmulinteger",
+    "test_convinteger_with_padding", "test_convinteger_without_padding",
+    "test_qlinearmatmul_2D_uint8_float32", "test_qlinearmatmul_3D_int8_float32",
+    "test_qlinearmatmul_2D_int8_float16", "test_qlinearconv",
 ]
 
 
