@@ -148,6 +148,19 @@ CASES = [
     "test_convinteger_with_padding", "test_convinteger_without_padding",
     "test_qlinearmatmul_2D_uint8_float32", "test_qlinearmatmul_3D_int8_float32",
     "test_qlinearmatmul_2D_int8_float16", "test_qlinearconv",
+    # attention
+    "test_attention_4d", "test_attention_4d_gqa_causal", "test_attention_4d_attn_mask_bool_4d",
+    "test_attention_4d_attn_mask_3d_causal", "test_attention_4d_diff_heads_sizes_scaled",
+    "test_attention_4d_softcap_neginf_mask", "test_attention_4d_with_qk_matmul_softmax",
+    "test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask_causal",
+    "test_attention_3d_gqa_with_past_and_present", "test_attention_3d_diff_heads_sizes_softcap",
+    "test_attention_4d_causal_nonpad_batch_prefill",
+    "test_attention_4d_diff_heads_mask4d_padded_kv",
+    "test_attention_local_window_ext_cache_rank3_head_mask", "test_attention_bidirectional_window",
+    "test_attention_23_boolmask_fullymasked_row_nan_robustness",
+    "test_attention_24_fullymasked_qk_matmul_output_mode3_zero", "test_rotary_embedding",
+    "test_rotary_embedding_3d_input", "test_rotary_embedding_with_interleaved_rotary_dim",
+    "test_rotary_embedding_no_position_ids_rotary_dim", "test_swiglu_alpha", "test_swiglu_float16",
 ]
 
 
