@@ -211,8 +211,16 @@ def _global_lp_pools() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
 
 
-#: one-node models of ops without an ONNX node case, each with its NumPy oracle
-EXTRA_MODELS = {"global_lp_pools": _global_lp_pools}
+def _models_of_other_tests() -> dict:
+    """The models that tests/onnx/test_ops_random.py checks by distribution (ONNX's random
+    cases compare NumPy's numbers)."""
+    from test_ops_random import _random_model  # tests/onnx/test_ops_random.py
+
+    return {"random": _random_model}
+
+
+#: models of ops without a (comparable) ONNX node case, each checked against its own oracle
+EXTRA_MODELS = {"global_lp_pools": _global_lp_pools, **_models_of_other_tests()}
 
 
 def test_global_lp_pool(device):
