@@ -1032,5 +1032,5 @@ __all__ = ["CONVERTERS", "HOST_INPUTS", "Node", "converter", "supported_ops"]
 # The op families in modules of their own register their converters when imported (they
 # import this module's registry, so they come last).
 for _family in ("ops_indexing", "ops_shapes", "ops_math", "ops_rnn", "ops_quant",
-                "ops_attention", "ops_random", "ops_sampling"):
+                "ops_attention", "ops_random", "ops_sampling", "ops_sequence"):
     importlib.import_module(f"{__package__}.{_family}")

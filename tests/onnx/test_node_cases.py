@@ -164,6 +164,10 @@ CASES = [
     # patches, unpooling
     "test_col2im_pads", "test_col2im_dilations", "test_col2im_strides",
     "test_maxunpool_export_with_output_shape", "test_maxunpool_export_without_output_shape",
+    # sequences, optionals
+    "test_sequence_insert_at_back", "test_sequence_insert_at_front", "test_split_to_sequence_1",
+    "test_split_to_sequence_nokeepdims", "test_optional_get_element_sequence",
+    "test_optional_get_element_optional_tensor", "test_optional_has_element_empty_optional_input",
 ]
 
 
@@ -187,19 +191,35 @@ def test_the_chosen_cases_exist():
     assert not missing, f"not among onnx's node cases any more: {missing}"
 
 
+def _input(value):
+    """A case's input: an array, a list of arrays (a sequence) or None (an empty optional)."""
+    if value is None or isinstance(value, list):
+        return value if value is None else [_array(v) for v in value]
+    return _array(value)
+
+
+def _assert_close(got, want, case, name: str) -> None:
+    if isinstance(want, list):  # a sequence
+        assert isinstance(got, list) and len(got) == len(want), name
+        for got_one, want_one in zip(got, want):
+            _assert_close(got_one, want_one, case, name)
+        return
+    want = _array(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, name
+    # ONNX's own tolerances (1e-3 relative, 1e-7 absolute) and a float32-sized absolute
+    # floor for values near zero.
+    np.testing.assert_allclose(got, want, rtol=max(case.rtol, 1e-4), atol=max(case.atol, 1e-5),
+                               err_msg=name)
+
+
 @pytest.mark.parametrize("name", [n for n in CASES if n in _ALL])
 def test_node_case(name, device):
     case = _ALL[name]
     for inputs, expected in case.data_sets:
-        outputs = backend.run_model(case.model, [_array(v) for v in inputs], device)
+        outputs = backend.run_model(case.model, [_input(v) for v in inputs], device)
         assert len(outputs) == len(expected)
         for got, want in zip(outputs, expected):
-            want = _array(want)
-            assert got.shape == want.shape and got.dtype == want.dtype, name
-            # ONNX's own tolerances (1e-3 relative, 1e-7 absolute) and a float32-sized
-            # absolute floor for values near zero.
-            np.testing.assert_allclose(got, want, rtol=max(case.rtol, 1e-4),
-                                       atol=max(case.atol, 1e-5), err_msg=name)
+            _assert_close(got, want, case, name)
 
 
 def _global_lp_pools() -> onnx.ModelProto:
@@ -216,10 +236,12 @@ def _global_lp_pools() -> onnx.ModelProto:
 
 def _models_of_other_tests() -> dict:
     """The models that tests/onnx/test_ops_random.py checks by distribution (ONNX's random
-    cases compare NumPy's numbers)."""
+    cases compare NumPy's numbers) and tests/onnx/test_ops_sequence.py against ONNX's
+    reference (ONNX has no node case of most sequence ops)."""
     from test_ops_random import _random_model  # tests/onnx/test_ops_random.py
+    from test_ops_sequence import _sequence_model  # tests/onnx/test_ops_sequence.py
 
-    return {"random": _random_model}
+    return {"random": _random_model, "sequence": _sequence_model}
 
 
 #: models of ops without a (comparable) ONNX node case, each checked against its own oracle
