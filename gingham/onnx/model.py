@@ -23,7 +23,7 @@ from ..frontend import tensor as T
 from ..frontend.jit import jit
 from ..frontend.tensor import Tensor
 from .layout import channels_last_on, converter_inputs, graph_layout, held
-from .ops import CONVERTERS, HOST_INPUTS, Node
+from .ops import CONVERTERS, HOST_INPUTS, UNSUPPORTED_REASONS, Node
 
 # Initializers of at most this many elements of an integer type are kept on the host as well
 # (they are shapes, axes, pads: the converters fold them); every other one lives on the device.
@@ -107,8 +107,10 @@ class OnnxModel:
         missing = unsupported_ops(graph)
         if missing:
             listed = ", ".join(f"{op} (node {name!r})" for op, name in sorted(missing.items()))
+            reasons = "".join(f"; {op}: {UNSUPPORTED_REASONS[op]}" for op in sorted(missing)
+                              if op in UNSUPPORTED_REASONS)
             raise UnsupportedOpError(f"the ONNX model uses {len(missing)} op type(s) that "
-                                     f"gingham does not support: {listed}")
+                                     f"gingham does not support: {listed}{reasons}")
         self.opset = default_opset(model)
         self.device = get_device(device).id
         self.layout = layout

@@ -1022,12 +1022,27 @@ def _resize(node: Node):
     return result
 
 
+_VALUE_SHAPED = ("its result's shape depends on the input's values, and a traced program's "
+                 "shapes are static")
+_STRINGS = "gingham tensors hold numbers; string tensors have no gingham dtype"
+
+#: Why gingham does not convert these op types (named with them when a model uses one).
+UNSUPPORTED_REASONS: dict[str, str] = {
+    "NonZero": _VALUE_SHAPED, "Unique": _VALUE_SHAPED,
+    "StringNormalizer": _STRINGS, "StringConcat": _STRINGS, "StringSplit": _STRINGS,
+    "RegexFullMatch": _STRINGS, "TfIdfVectorizer": _STRINGS,
+    "ImageDecoder": "it decodes compressed image bytes (JPEG, PNG, ...), work for the host "
+                    "before the model, not for a device kernel",
+}
+
+
 def supported_ops() -> list[str]:
     """The ONNX op types (default domain) gingham converts, sorted."""
     return sorted(CONVERTERS)
 
 
-__all__ = ["CONVERTERS", "HOST_INPUTS", "Node", "converter", "supported_ops"]
+__all__ = ["CONVERTERS", "HOST_INPUTS", "UNSUPPORTED_REASONS", "Node", "converter",
+           "supported_ops"]
 
 # The op families in modules of their own register their converters when imported (they
 # import this module's registry, so they come last).
