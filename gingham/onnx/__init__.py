@@ -15,15 +15,23 @@ every shape stays static. Recurrent nodes (``LSTM``, ``GRU``, ``RNN``) unroll ov
 static sequence length (:mod:`gingham.onnx.ops_rnn`); ``If`` converts the branch its condition
 picks when the condition is known at trace time (a constant, a graph input passed by value, a
 value of the shapes); ``Loop`` unrolls when its trip count and conditions are known so, ``Scan``
-over its scanned axis. On CPUs the image ops run channels-last (``layout="auto"``, see
-:mod:`gingham.onnx.layout`). :mod:`gingham.onnx.backend` is ONNX's ``Backend`` interface.
+over its scanned axis. Sequences are Python lists of tensors while the graph is traced
+(:mod:`gingham.onnx.ops_sequence`; a sequence input is passed as a list of arrays), optionals
+a value or None. Attention (opsets 23-25), RotaryEmbedding and SwiGLU build on
+``F.scaled_dot_product_attention``'s pieces (:mod:`gingham.onnx.ops_attention`); the
+quantized ops compute exactly in int32 (:mod:`gingham.onnx.ops_quant`); the random ops draw
+from Philox on the device (:mod:`gingham.onnx.ops_random`). On CPUs the image ops run
+channels-last (``layout="auto"``, see :mod:`gingham.onnx.layout`).
+:mod:`gingham.onnx.backend` is ONNX's ``Backend`` interface.
 
 Supported ops (default domain; :func:`supported_ops` lists them) — {ops}.
 
 Not supported: other domains, ``If`` and ``Loop`` on conditions computed on the device, Pad's
 ``reflect``/``edge``/``wrap`` modes on other than the last 1-3 axes of a 2-5-d input, Resize
 modes but ``nearest``, training-mode BatchNormalization/Dropout, pooling's ``Indices``
-output. Needs the ``onnx`` package (``pip install 'gingham[onnx]'``); gingham's core does
+output, the 2-, 4- and 8-bit float and integer quantized types, 3-d Col2Im, GridSample,
+AffineGrid, RoiAlign, SequenceMap; ops whose result's shape depends on values (NonZero,
+Unique), string ops and ImageDecoder. Needs the ``onnx`` package (``pip install 'gingham[onnx]'``); gingham's core does
 not.
 """
 

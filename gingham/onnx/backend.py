@@ -19,7 +19,7 @@ import onnx
 from onnx.backend.base import Backend, BackendRep
 
 from ..errors import DeviceNotFoundError
-from .model import OnnxModel
+from .model import OnnxModel, _as_numpy
 from .model import default_opset
 
 _ONNX_DEVICES = {"CPU": "cpu", "CUDA": "cuda:0"}
@@ -40,7 +40,7 @@ class GinghamRep(BackendRep):
             return tuple(self.model.run(None, inputs))
         if isinstance(inputs, np.ndarray) or not isinstance(inputs, (list, tuple)):
             inputs = [inputs]
-        return tuple(output.numpy() for output in self.model(*inputs))
+        return tuple(_as_numpy(output) for output in self.model(*inputs))
 
 
 class GinghamBackend(Backend):

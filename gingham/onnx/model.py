@@ -23,7 +23,7 @@ from ..frontend import tensor as T
 from ..frontend.jit import jit
 from ..frontend.tensor import Tensor
 from .layout import channels_last_on, converter_inputs, graph_layout, held
-from .ops import CONVERTERS, HOST_INPUTS, Node
+from .ops import CONVERTERS, HOST_INPUTS, UNSUPPORTED_REASONS, Node
 
 # Initializers of at most this many elements of an integer type are kept on the host as well
 # (they are shapes, axes, pads: the converters fold them); every other one lives on the device.
@@ -107,8 +107,10 @@ class OnnxModel:
         missing = unsupported_ops(graph)
         if missing:
             listed = ", ".join(f"{op} (node {name!r})" for op, name in sorted(missing.items()))
+            reasons = "".join(f"; {op}: {UNSUPPORTED_REASONS[op]}" for op in sorted(missing)
+                              if op in UNSUPPORTED_REASONS)
             raise UnsupportedOpError(f"the ONNX model uses {len(missing)} op type(s) that "
-                                     f"gingham does not support: {listed}")
+                                     f"gingham does not support: {listed}{reasons}")
         self.opset = default_opset(model)
         self.device = get_device(device).id
         self.layout = layout
@@ -150,6 +152,10 @@ class OnnxModel:
                 arguments.append(value)
         key = tuple((name, value.dtype.str, value.shape, value.tobytes())
                     for name, value in host.items())
+        # A sequence input's length and an empty optional select the traced step too
+        # (gingham.jit sees their tensors only, flattened).
+        key += tuple(len(value) if isinstance(value, list) else value is None
+                     for value in arguments)
         step = self._steps.get(key)
         if step is None:
             step = self._steps[key] = self._traced_step(host)
@@ -176,20 +182,36 @@ class OnnxModel:
             if name not in outputs:
                 raise ValueError(f"{name!r} is not an output of the ONNX model "
                                  f"({self.output_names})")
-        return [outputs[name].numpy() for name in names]
+        return [_as_numpy(outputs[name]) for name in names]
 
     def _checked(self, name: str, value):
         """``value`` as an argument of the traced step; a dtype or a fixed size that differs
-        from the graph's declaration is an error (symbolic sizes take any value)."""
+        from the graph's declaration is an error (symbolic sizes take any value). A sequence
+        input is a list of such arguments, an empty optional None."""
+        declared = self._inputs[name].type
+        if declared.HasField("optional_type"):
+            if value is None:
+                return None
+            declared = declared.optional_type.elem_type
+        if declared.HasField("sequence_type"):
+            if not isinstance(value, (list, tuple)):
+                raise TypeError(f"ONNX input {name!r} is a sequence: pass a list of arrays, got "
+                                f"{type(value).__name__}")
+            element = declared.sequence_type.elem_type.tensor_type
+            return [self._checked_tensor(name, v, element, shape=False) for v in value]
+        return self._checked_tensor(name, value, declared.tensor_type)
+
+    def _checked_tensor(self, name: str, value, declared, shape: bool = True):
+        """One tensor of input ``name`` checked against its declared ``TypeProto.Tensor``
+        (and its shape, where ``shape``); on this model's device if a Tensor."""
         from onnx.helper import tensor_dtype_to_np_dtype
 
         if not isinstance(value, Tensor):
             value = np.asarray(value)
-        declared = self._inputs[name].type.tensor_type
         dtype = np.dtype(tensor_dtype_to_np_dtype(declared.elem_type))
         if value.dtype != dtype:
             raise TypeError(f"ONNX input {name!r} must be {dtype}, got {value.dtype}")
-        if declared.HasField("shape"):
+        if shape and declared.HasField("shape"):
             dims = [d.dim_value if d.HasField("dim_value") else None
                     for d in declared.shape.dim]
             if len(dims) != len(value.shape) or any(
@@ -249,10 +271,21 @@ class OnnxModel:
 
     def _device_output(self, value) -> Tensor:
         """An output as a computed tensor: a host constant or an input passed straight through
-        becomes a copy computed by the program (a traced step returns computed tensors)."""
+        becomes a copy computed by the program (a traced step returns computed tensors); a
+        sequence as a list of such, an empty optional as None."""
+        if value is None or isinstance(value, list):
+            return value if value is None else [self._device_output(v) for v in value]
         if isinstance(value, np.ndarray):
             value = T.tensor(value, device=self.device)
         return value.clone() if value.is_leaf else value
+
+
+def _as_numpy(value):
+    """An output as NumPy: an array, a list of arrays (a sequence) or None (an empty
+    optional)."""
+    if value is None or isinstance(value, list):
+        return value if value is None else [v.numpy() for v in value]
+    return value.numpy()
 
 
 def _initializer(proto, device: str):

@@ -343,10 +343,16 @@ def _softplus(node: Node):
     return F.softplus(node.tensor(0))
 
 
+def hard_sigmoid(x: Tensor, alpha: float = 0.2, beta: float = 0.5) -> Tensor:
+    """ONNX's ``HardSigmoid``: ``max(0, min(1, alpha * x + beta))`` (PyTorch's
+    ``hardsigmoid`` is the case ``alpha = 1/6``, ``beta = 0.5``). The node and the recurrent
+    nodes' ``hardsigmoid`` activation share it."""
+    return (x * alpha + beta).clamp(0.0, 1.0)
+
+
 @converter("HardSigmoid")
 def _hard_sigmoid(node: Node):
-    x = node.tensor(0)
-    return (x * node.attr("alpha", 0.2) + node.attr("beta", 0.5)).clamp(0.0, 1.0)
+    return hard_sigmoid(node.tensor(0), node.attr("alpha", 0.2), node.attr("beta", 0.5))
 
 
 @converter("HardSwish")
@@ -1016,14 +1022,30 @@ def _resize(node: Node):
     return result
 
 
+_VALUE_SHAPED = ("its result's shape depends on the input's values, and a traced program's "
+                 "shapes are static")
+_STRINGS = "gingham tensors hold numbers; string tensors have no gingham dtype"
+
+#: Why gingham does not convert these op types (named with them when a model uses one).
+UNSUPPORTED_REASONS: dict[str, str] = {
+    "NonZero": _VALUE_SHAPED, "Unique": _VALUE_SHAPED,
+    "StringNormalizer": _STRINGS, "StringConcat": _STRINGS, "StringSplit": _STRINGS,
+    "RegexFullMatch": _STRINGS, "TfIdfVectorizer": _STRINGS,
+    "ImageDecoder": "it decodes compressed image bytes (JPEG, PNG, ...), work for the host "
+                    "before the model, not for a device kernel",
+}
+
+
 def supported_ops() -> list[str]:
     """The ONNX op types (default domain) gingham converts, sorted."""
     return sorted(CONVERTERS)
 
 
-__all__ = ["CONVERTERS", "HOST_INPUTS", "Node", "converter", "supported_ops"]
+__all__ = ["CONVERTERS", "HOST_INPUTS", "UNSUPPORTED_REASONS", "Node", "converter",
+           "supported_ops"]
 
 # The op families in modules of their own register their converters when imported (they
 # import this module's registry, so they come last).
-for _family in ("ops_indexing", "ops_shapes", "ops_math", "ops_rnn", "ops_signal"):
+for _family in ("ops_indexing", "ops_shapes", "ops_math", "ops_rnn", "ops_signal", "ops_quant",
+                "ops_attention", "ops_random", "ops_sampling", "ops_sequence"):
     importlib.import_module(f"{__package__}.{_family}")

@@ -33,7 +33,7 @@ import numpy as np
 from ..frontend import tensor as T
 from ..frontend.tensor import Tensor
 from ..nn import functional as F
-from .ops import HOST_INPUTS, Node, converter
+from .ops import HOST_INPUTS, Node, converter, hard_sigmoid
 
 # sequence_lens decides which steps run; If's condition which branch exists.
 HOST_INPUTS.update({"LSTM": (4,), "GRU": (4,), "RNN": (4,), "If": (0,), "Loop": (0, 1)})
@@ -50,7 +50,7 @@ _ACTIVATIONS = {
     "sigmoid": (lambda x, a, b: x.sigmoid(), None, None),
     "tanh": (lambda x, a, b: x.tanh(), None, None),
     "relu": (lambda x, a, b: x.relu(), None, None),
-    "hardsigmoid": (lambda x, a, b: (x * a + b).clamp(0.0, 1.0), 0.2, 0.5),
+    "hardsigmoid": (hard_sigmoid, 0.2, 0.5),
     "leakyrelu": (lambda x, a, b: F.leaky_relu(x, a), 0.01, None),
     "thresholdedrelu": (lambda x, a, b: F.threshold(x, a, 0.0), 1.0, None),
     "scaledtanh": (lambda x, a, b: (x * b).tanh() * a, 1.0, 1.0),

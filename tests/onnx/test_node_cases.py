@@ -146,6 +146,36 @@ CASES = [
     "test_hannwindow", "test_hannwindow_symmetric", "test_hammingwindow",
     "test_hammingwindow_symmetric", "test_blackmanwindow", "test_blackmanwindow_symmetric",
     "test_melweightmatrix",
+    # quantization
+    "test_quantizelinear", "test_quantizelinear_axis", "test_quantizelinear_blocked_asymmetric",
+    "test_quantizelinear_blocked_symmetric", "test_quantizelinear_int16",
+    "test_quantizelinear_uint16", "test_dequantizelinear", "test_dequantizelinear_axis",
+    "test_dequantizelinear_blocked", "test_dequantizelinear_int16",
+    "test_dynamicquantizelinear", "test_dynamicquantizelinear_max_adjusted",
+    "test_dynamicquantizelinear_min_adjusted_expanded", "test_matmulinteger",
+    "test_convinteger_with_padding", "test_convinteger_without_padding",
+    "test_qlinearmatmul_2D_uint8_float32", "test_qlinearmatmul_3D_int8_float32",
+    "test_qlinearmatmul_2D_int8_float16", "test_qlinearconv",
+    # attention
+    "test_attention_4d", "test_attention_4d_gqa_causal", "test_attention_4d_attn_mask_bool_4d",
+    "test_attention_4d_attn_mask_3d_causal", "test_attention_4d_diff_heads_sizes_scaled",
+    "test_attention_4d_softcap_neginf_mask", "test_attention_4d_with_qk_matmul_softmax",
+    "test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask_causal",
+    "test_attention_3d_gqa_with_past_and_present", "test_attention_3d_diff_heads_sizes_softcap",
+    "test_attention_4d_causal_nonpad_batch_prefill",
+    "test_attention_4d_diff_heads_mask4d_padded_kv",
+    "test_attention_local_window_ext_cache_rank3_head_mask", "test_attention_bidirectional_window",
+    "test_attention_23_boolmask_fullymasked_row_nan_robustness",
+    "test_attention_24_fullymasked_qk_matmul_output_mode3_zero", "test_rotary_embedding",
+    "test_rotary_embedding_3d_input", "test_rotary_embedding_with_interleaved_rotary_dim",
+    "test_rotary_embedding_no_position_ids_rotary_dim", "test_swiglu_alpha", "test_swiglu_float16",
+    # patches, unpooling
+    "test_col2im_pads", "test_col2im_dilations", "test_col2im_strides",
+    "test_maxunpool_export_with_output_shape", "test_maxunpool_export_without_output_shape",
+    # sequences, optionals
+    "test_sequence_insert_at_back", "test_sequence_insert_at_front", "test_split_to_sequence_1",
+    "test_split_to_sequence_nokeepdims", "test_optional_get_element_sequence",
+    "test_optional_get_element_optional_tensor", "test_optional_has_element_empty_optional_input",
 ]
 
 
@@ -169,19 +199,35 @@ def test_the_chosen_cases_exist():
     assert not missing, f"not among onnx's node cases any more: {missing}"
 
 
+def _input(value):
+    """A case's input: an array, a list of arrays (a sequence) or None (an empty optional)."""
+    if value is None or isinstance(value, list):
+        return value if value is None else [_array(v) for v in value]
+    return _array(value)
+
+
+def _assert_close(got, want, case, name: str) -> None:
+    if isinstance(want, list):  # a sequence
+        assert isinstance(got, list) and len(got) == len(want), name
+        for got_one, want_one in zip(got, want):
+            _assert_close(got_one, want_one, case, name)
+        return
+    want = _array(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, name
+    # ONNX's own tolerances (1e-3 relative, 1e-7 absolute) and a float32-sized absolute
+    # floor for values near zero.
+    np.testing.assert_allclose(got, want, rtol=max(case.rtol, 1e-4), atol=max(case.atol, 1e-5),
+                               err_msg=name)
+
+
 @pytest.mark.parametrize("name", [n for n in CASES if n in _ALL])
 def test_node_case(name, device):
     case = _ALL[name]
     for inputs, expected in case.data_sets:
-        outputs = backend.run_model(case.model, [_array(v) for v in inputs], device)
+        outputs = backend.run_model(case.model, [_input(v) for v in inputs], device)
         assert len(outputs) == len(expected)
         for got, want in zip(outputs, expected):
-            want = _array(want)
-            assert got.shape == want.shape and got.dtype == want.dtype, name
-            # ONNX's own tolerances (1e-3 relative, 1e-7 absolute) and a float32-sized
-            # absolute floor for values near zero.
-            np.testing.assert_allclose(got, want, rtol=max(case.rtol, 1e-4),
-                                       atol=max(case.atol, 1e-5), err_msg=name)
+            _assert_close(got, want, case, name)
 
 
 def _global_lp_pools() -> onnx.ModelProto:
@@ -196,8 +242,18 @@ def _global_lp_pools() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
 
 
-#: one-node models of ops without an ONNX node case, each with its NumPy oracle
-EXTRA_MODELS = {"global_lp_pools": _global_lp_pools}
+def _models_of_other_tests() -> dict:
+    """The models that tests/onnx/test_ops_random.py checks by distribution (ONNX's random
+    cases compare NumPy's numbers) and tests/onnx/test_ops_sequence.py against ONNX's
+    reference (ONNX has no node case of most sequence ops)."""
+    from test_ops_random import _random_model  # tests/onnx/test_ops_random.py
+    from test_ops_sequence import _sequence_model  # tests/onnx/test_ops_sequence.py
+
+    return {"random": _random_model, "sequence": _sequence_model}
+
+
+#: models of ops without a (comparable) ONNX node case, each checked against its own oracle
+EXTRA_MODELS = {"global_lp_pools": _global_lp_pools, **_models_of_other_tests()}
 
 
 def test_global_lp_pool(device):
