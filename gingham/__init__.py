@@ -77,8 +77,8 @@ globals().update(_METHOD_FUNCTIONS)
 from .frontend.tensor import (  # noqa: E402  (PyTorch's creation, promotion and matrix helpers)
     as_tensor, asarray, block_diag, broadcast_shapes, broadcast_tensors, can_cast,
     cartesian_prod, cdist, chain_matmul, combinations, cov, cumulative_trapezoid, diag_embed,
-    empty, empty_like, eye, from_numpy, full_like, get_default_dtype, is_grad_enabled, is_tensor,
-    ones_like, promote_types, result_type, scalar_tensor, std_mean, trapezoid, trapz,
+    empty, empty_like, eye, fill, from_numpy, full_like, get_default_dtype, is_grad_enabled, is_tensor,
+    ones_like, promote_types, result_type, rsub, scalar_tensor, std_mean, trapezoid, trapz,
     tril_indices, triu_indices, vander, var_mean, zeros_like,
 )
 from .frontend.tensor import cat as concatenate, vstack as row_stack  # noqa: E402
@@ -120,7 +120,7 @@ __all__ = [
     "diag_embed", "empty", "empty_like", "eye", "from_numpy", "full_like", "get_default_dtype",
     "is_grad_enabled", "is_tensor", "ones_like", "promote_types", "result_type",
     "scalar_tensor", "std_mean", "trapezoid", "trapz", "tril_indices", "triu_indices", "vander",
-    "var_mean", "zeros_like", "concatenate", "row_stack",
+    "var_mean", "zeros_like", "concatenate", "row_stack", "fill", "rsub",
     "adaptive_avg_pool1d", "avg_pool1d", "bilinear", "celu",
     "channel_shuffle", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d", "cosine_similarity", "manual_seed", "max_pool1d", "max_pool2d",

@@ -410,7 +410,7 @@ class Tensor:
     def neg(self): return -self
     def reciprocal(self): return 1.0 / self
     def pow(self, exponent): return self ** exponent
-    __abs__ = abs
+    __abs__ = absolute = abs
     negative = neg
 
     def __rpow__(self, base):
@@ -1283,6 +1283,10 @@ class Tensor:
         return self._elementwise(lambda a: builder.logical_or(a.eq(a), a.ne(a)), [], "isreal",
                                  dt.BOOL)
 
+    def ldexp(self, other) -> "Tensor":
+        """``self * 2 ** other``, a float result."""
+        return _floating(self) * (2.0 ** _as_tensor(other, self).astype(dt.FLOAT32))
+
     def ravel(self) -> "Tensor": return reshape(self, (self.numel(),), "ravel")
     def ndimension(self) -> int: return self.ndim
     def nelement(self) -> int: return self.numel()
@@ -1632,6 +1636,9 @@ class Tensor:
     def int(self) -> "Tensor": return self._in_dtype(dt.INT32)
     def long(self) -> "Tensor": return self._in_dtype(dt.INT64)
     def bool(self) -> "Tensor": return self._in_dtype(dt.BOOL)
+    def byte(self) -> "Tensor": return self._in_dtype(np.dtype(np.uint8))
+    def char(self) -> "Tensor": return self._in_dtype(np.dtype(np.int8))
+    def short(self) -> "Tensor": return self._in_dtype(np.dtype(np.int16))
 
     def _in_dtype(self, dtype) -> "Tensor":
         """This tensor in ``dtype``, itself when it has that dtype already (as PyTorch's
@@ -2015,7 +2022,7 @@ _METHOD_FUNCTION_NAMES = """
     adjoint diagflat clone detach masked_fill softmax log_softmax
     take masked_select masked_scatter nonzero argwhere index_fill index_copy index_put
     scatter_reduce slice_scatter select_scatter diagonal_scatter unique unique_consecutive
-    hardshrink prelu
+    hardshrink prelu ldexp get_device is_inference
 """.split()
 METHOD_FUNCTIONS: dict[str, Callable] = {
     name: _function_of(name) for name in _METHOD_FUNCTION_NAMES}
@@ -2230,25 +2237,28 @@ def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,  
 
 def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None,
               dim: int = -1) -> Tensor:
-    """The trapezoidal rule along ``dim``: spacing ``dx`` (1) or the sample points ``x``."""
-    return cumulative_trapezoid(y, x, dx=dx, dim=dim).sum(dim) if y.shape[
-        _dim("trapezoid", y.shape, dim)] > 1 else y.sum(dim) * 0
+    """The trapezoidal rule along ``dim``: spacing ``dx`` (1) or the sample points ``x``, as
+    ``torch.trapezoid``."""
+    axis = _dim("trapezoid", y.shape, dim)
+    return _trapezoid_areas(y, x, dx, axis).sum(axis)
 
 
 def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None,
                          dim: int = -1) -> Tensor:
     """The running trapezoidal integral along ``dim`` (one element fewer)."""
     axis = _dim("cumulative_trapezoid", y.shape, dim)
+    return _trapezoid_areas(y, x, dx, axis).cumsum(axis)
+
+
+def _trapezoid_areas(y: Tensor, x: Tensor | None, dx: float | None, axis: int) -> Tensor:
     n = y.shape[axis]
     pairs = y.narrow(axis, 0, n - 1) + y.narrow(axis, 1, n - 1)
-    if x is not None:
-        steps = x.diff(dim=-1 if x.ndim == 1 else axis)
-        if x.ndim == 1:
-            steps = reshape(steps, (n - 1,) + (1,) * (y.ndim - axis - 1), "trapezoid")
-        areas = pairs * steps * 0.5
-    else:
-        areas = pairs * ((1.0 if dx is None else dx) * 0.5)
-    return areas.cumsum(axis)
+    if x is None:
+        return pairs * ((1.0 if dx is None else dx) * 0.5)
+    steps = x.diff(dim=-1 if x.ndim == 1 else axis)
+    if x.ndim == 1:
+        steps = reshape(steps, (n - 1,) + (1,) * (y.ndim - axis - 1), "trapezoid")
+    return pairs * steps * 0.5
 
 
 trapz = trapezoid
@@ -2376,7 +2386,11 @@ def result_type(tensor1, tensor2) -> np.dtype:
 
 
 def promote_types(type1, type2) -> np.dtype:
-    return combine(ExprType(dt.as_tile_dtype(type1)), ExprType(dt.as_tile_dtype(type2))).dtype
+    """PyTorch's rule: a float type beside an integer or bool one wins whatever its width."""
+    first, second = dt.as_tile_dtype(type1), dt.as_tile_dtype(type2)
+    if dt.is_float(first) != dt.is_float(second):
+        return first if dt.is_float(first) else second
+    return combine(ExprType(first), ExprType(second)).dtype
 
 
 def can_cast(from_, to) -> bool:
@@ -2393,6 +2407,16 @@ def _inclusive_range(start, end, step=1, *, dtype=None, device=None) -> Tensor:
 
 
 METHOD_FUNCTIONS["range"] = _inclusive_range  # torch.range; a global would hide the builtin
+
+
+def rsub(input: Tensor, other, *, alpha=1) -> Tensor:  # noqa: A002
+    """``other - alpha * input``, as ``torch.rsub``."""
+    return (input if alpha == 1 else input * alpha).__rsub__(other)
+
+
+def fill(input: Tensor, value) -> Tensor:  # noqa: A002
+    """A tensor like ``input`` holding ``value`` everywhere (``torch.fill``, out of place)."""
+    return full_like(input, value.item() if isinstance(value, Tensor) else value)
 
 
 def where(cond: Tensor, a, b) -> Tensor:
