@@ -78,6 +78,26 @@ from .frontend.indexing import (  # noqa: E402
     unravel_index,
 )
 from .nn.functional import multinomial  # noqa: E402
+# torch.<method>(input, ...) for the Tensor methods of gingham.frontend.tensor.METHOD_FUNCTIONS
+# (torch.sum, torch.max, torch.abs, ...: names a module-level def there would clash with builtins)
+from .frontend.tensor import METHOD_FUNCTIONS as _METHOD_FUNCTIONS  # noqa: E402
+
+globals().update(_METHOD_FUNCTIONS)
+from .frontend.tensor import (  # noqa: E402  (PyTorch's creation, promotion and matrix helpers)
+    as_tensor, asarray, block_diag, broadcast_shapes, broadcast_tensors, can_cast,
+    cartesian_prod, cdist, chain_matmul, combinations, cov, cumulative_trapezoid, diag_embed,
+    empty, empty_like, eye, fill, from_numpy, full_like, get_default_dtype, is_grad_enabled, is_tensor,
+    ones_like, promote_types, result_type, rsub, scalar_tensor, std_mean, trapezoid, trapz,
+    tril_indices, triu_indices, vander, var_mean, zeros_like,
+)
+from .frontend.tensor import cat as concatenate, vstack as row_stack  # noqa: E402
+# nn.functional ops that torch also has at the top level with the same signature (torch.conv2d)
+from .nn.functional import (  # noqa: E402
+    adaptive_avg_pool1d, avg_pool1d, bilinear, celu, channel_shuffle,
+    conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d,
+    cosine_similarity, manual_seed, max_pool1d, max_pool2d, max_pool3d, pairwise_distance,
+    pixel_shuffle, pixel_unshuffle, rms_norm, selu, threshold,
+)
 from .frontend import optim  # noqa: E402
 from .frontend.checkpoint import load, save  # noqa: E402
 from . import amp  # noqa: E402
@@ -108,6 +128,18 @@ __all__ = [
     "arctan2", "hypot", "logaddexp", "logaddexp2", "fmod", "remainder", "copysign", "trunc",
     "fix", "frac", "isnan", "isinf", "isfinite", "nan_to_num", "lerp", "addcmul", "addcdiv",
     "logsumexp", "count_nonzero", "nansum", "nanmean", "aminmax", "gcd", "lcm", "nextafter",
+    *_METHOD_FUNCTIONS,
+    "as_tensor", "asarray", "block_diag", "broadcast_shapes", "broadcast_tensors", "can_cast",
+    "cartesian_prod", "cdist", "chain_matmul", "combinations", "cov", "cumulative_trapezoid",
+    "diag_embed", "empty", "empty_like", "eye", "from_numpy", "full_like", "get_default_dtype",
+    "is_grad_enabled", "is_tensor", "ones_like", "promote_types", "result_type",
+    "scalar_tensor", "std_mean", "trapezoid", "trapz", "tril_indices", "triu_indices", "vander",
+    "var_mean", "zeros_like", "concatenate", "row_stack", "fill", "rsub",
+    "adaptive_avg_pool1d", "avg_pool1d", "bilinear", "celu",
+    "channel_shuffle", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+    "conv_transpose3d", "cosine_similarity", "manual_seed", "max_pool1d", "max_pool2d",
+    "max_pool3d", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "rms_norm", "selu",
+    "threshold",
     "GinghamError",
     "TileError",
     "TileSyntaxError",

@@ -41,11 +41,16 @@ from .tensor import (
     ShapeError,
     Tensor,
     ValuesIndices,
+    _broadcast_shapes,
     _broadcast_to,
     _dim,
+    arange,
+    movedim,
     permute_dims,
+    refuse_while_tracing,
     tensor,
     where,
+    zeros,
 )
 
 # -- checks ----------------------------------------------------------------------------------------
@@ -628,6 +633,58 @@ def unravel_index(indices: Tensor, shape) -> tuple[Tensor, ...]:
     return tuple((flat // int(stride)) % size for stride, size in zip(strides, sizes))
 
 
+# -- order statistics: kthvalue, median, mode, quantile (on sort) ------------------------------------
+
+
+def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> ValuesIndices:  # noqa: A002
+    """``(values, indices)`` of the ``k``-th smallest element along ``dim`` (``k`` from 1),
+    as ``torch.kthvalue``; of equal elements the first position (PyTorch may name another).
+
+        values, where = gingham.kthvalue(x, 2, dim=1)
+    """
+    x, axis = _sortable("kthvalue", input, dim)
+    if not 1 <= k <= x.shape[axis]:
+        raise ShapeError(f"kthvalue: k={k} is out of range for dim {dim} of size "
+                         f"{x.shape[axis]} (shape {input.shape})")
+    values, indices = _restore("kthvalue", input, sort(x, axis))
+    if input.ndim == 0:
+        return ValuesIndices(values, indices)
+    values, indices = values.select(axis, k - 1), indices.select(axis, k - 1)
+    if keepdim:
+        values, indices = values.unsqueeze(axis), indices.unsqueeze(axis)
+    return ValuesIndices(values, indices)
+
+
+def median(input: Tensor, dim: int | None = None, keepdim: bool = False):  # noqa: A002
+    """The lower median along ``dim`` (the ``(n - 1) // 2``-th smallest, not the mean of the
+    two middle ones), ``(values, indices)`` with ``dim``, the value alone without, as
+    ``torch.median``. A NaN sorts as the largest value here (PyTorch returns NaN)."""
+    if dim is None:
+        flat = input.reshape(-1)
+        return kthvalue(flat, (flat.shape[0] - 1) // 2 + 1, 0).values
+    size = input.shape[_dim("median", input.shape, dim)] if input.ndim else 1
+    return kthvalue(input, (size - 1) // 2 + 1, dim, keepdim)
+
+
+def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> ValuesIndices:  # noqa: A002
+    """``(values, indices)``: the most frequent value along ``dim`` (the smallest of equally
+    frequent ones) and its last position, as ``torch.mode``; each element's count is one
+    ``n x n`` comparison per fiber. The gradient reaches the returned position."""
+    x, axis = _sortable("mode", input, dim)
+    counts = (x.unsqueeze(axis) == x.unsqueeze(axis + 1)).astype(dt.INT32).sum(axis)
+    frequent = counts == counts.amax(axis, keepdim=True)
+    smallest = where(frequent, x, x.amax(axis, keepdim=True)).amin(axis, keepdim=True)
+    n = x.shape[axis]
+    position = arange(n, device=x.device).reshape((1,) * axis + (n,) + (1,) * (x.ndim - axis - 1))
+    indices = where(x == smallest, position, -1).amax(axis, keepdim=True)
+    values = gather(x, axis, indices)._in_dtype(input.dtype)
+    if input.ndim == 0:
+        return ValuesIndices(values.reshape(()), indices.reshape(()))
+    if not keepdim:
+        values, indices = values.squeeze(axis), indices.squeeze(axis)
+    return ValuesIndices(values, indices)
+
+
 _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
@@ -713,6 +770,286 @@ def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False):  # 
     return ValuesIndices(values.movedim(-1, axis), indices.movedim(-1, axis))
 
 
+def quantile(input: Tensor, q, dim: int | None = None, keepdim: bool = False, *,  # noqa: A002
+             interpolation: str = "linear") -> Tensor:
+    """The ``q``-th quantiles along ``dim`` (of all elements when None), as ``torch.quantile``:
+    ``q`` a number in ``[0, 1]`` or a 1-d sequence/tensor of them (its dim comes first in the
+    result), between sorted neighbours by ``interpolation``. The positions depend on ``q``
+    only, so a tensor ``q`` is read from the device once.
+
+        gingham.quantile(x, [0.25, 0.5, 0.75], dim=1)
+    """
+    if interpolation not in _INTERPOLATIONS:
+        raise ValueError(f"quantile: interpolation must be one of {_INTERPOLATIONS}, not "
+                         f"{interpolation!r}")
+    if not dt.is_float(input.dtype):
+        raise DTypeError(f"quantile: input must be a floating-point tensor, not "
+                         f"{dt.dtype_name(input.dtype)}")
+    qs = np.asarray(q.numpy() if isinstance(q, Tensor) else q, np.float64)
+    if qs.ndim > 1 or np.any((qs < 0) | (qs > 1)):
+        raise ValueError(f"quantile: q must be a number or a 1-d list in [0, 1], not {q!r}")
+    x = input.reshape(-1) if dim is None else input
+    axis = 0 if dim is None else _dim("quantile", x.shape, dim)
+    ordered = sort(x, axis).values
+    n = x.shape[axis]
+    results = []
+    for fraction in qs.reshape(-1):
+        rank = fraction * (n - 1)
+        low, high = int(np.floor(rank)), int(np.ceil(rank))
+        below, above = ordered.select(axis, low), ordered.select(axis, high)
+        if interpolation == "lower" or (interpolation == "nearest" and np.round(rank) == low):
+            value = below
+        elif interpolation in ("higher", "nearest"):
+            value = above
+        elif interpolation == "midpoint":
+            value = (below + above) * 0.5
+        else:
+            value = below + (above - below) * float(rank - low)
+        if keepdim:
+            value = value.reshape((1,) * input.ndim) if dim is None else value.unsqueeze(axis)
+        results.append(value)
+    if qs.ndim == 0:
+        return results[0]
+    from .tensor import stack
+
+    return stack(results, 0)
+
+
+# -- writes into a copy: index_fill, index_copy, index_put, scatter_reduce, *_scatter --------------
+
+
+def _index_mask(x: Tensor, axis: int, index: Tensor) -> Tensor:
+    """A bool tensor, 1 along every dim but ``axis``, True at the positions ``index`` names."""
+    n = x.shape[axis]
+    hits = index_add(zeros((n,), dt.INT32, x.device), 0, index.reshape(-1),
+                     tensor(np.ones(index.numel(), np.int32), device=x.device))
+    return (hits > 0).reshape((1,) * axis + (n,) + (1,) * (x.ndim - axis - 1))
+
+
+def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:  # noqa: A002
+    """``input`` with ``value`` in the slices along ``dim`` that ``index`` names, as
+    ``torch.index_fill`` (out of place)."""
+    axis = _dim("index_fill", input.shape, dim)
+    _check_index("index_fill", index)
+    return input.masked_fill(_index_mask(input, axis, index), value)
+
+
+def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:  # noqa: A002
+    """``input`` with ``source``'s slices along ``dim`` written at the positions of the 1-d
+    ``index``, as ``torch.index_copy`` (out of place; differentiable in both)."""
+    axis = _dim("index_copy", input.shape, dim)
+    _check_index("index_copy", index)
+    placed = index_add(zeros(input.shape, source.dtype, input.device), axis, index, source)
+    return where(_index_mask(input, axis, index), placed, input)._in_dtype(input.dtype)
+
+
+def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tensor:  # noqa: A002
+    """``input`` with ``values`` written (or added, ``accumulate``) at ``input[indices]``,
+    ``indices`` a tuple of integer tensors for the leading dims (broadcast together), as
+    ``torch.index_put`` (out of place)."""
+    indices = tuple(indices)
+    if not indices or len(indices) > input.ndim:
+        raise ShapeError(f"index_put: needs 1 to {input.ndim} index tensors, not "
+                         f"{len(indices)}")
+    for index in indices:
+        _check_index("index_put", index, "indices")
+    lead, rest = input.shape[:len(indices)], input.shape[len(indices):]
+    shape = _broadcast_shapes("index_put", [i.shape for i in indices])
+    linear = None
+    for index, size in zip(indices, lead):
+        wrapped = where(index < 0, index + size, index).astype(dt.INT64)
+        linear = wrapped if linear is None else linear * size + wrapped
+    linear = _broadcast_to(linear, shape, "index_put").reshape(-1)
+    if not isinstance(values, Tensor):
+        values = tensor(np.asarray(values, input.dtype), device=input.device)
+    values = _broadcast_to(values, shape + rest, "index_put").reshape((-1,) + rest)
+    flat = input.reshape((int(np.prod(lead)),) + rest)
+    if accumulate:
+        result = index_add(flat, 0, linear, values.astype(input.dtype))
+    else:
+        result = index_copy(flat, 0, linear, values)
+    return result.reshape(input.shape)
+
+
+_SCATTER_REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+
+
+def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor,  # noqa: A002
+                   reduce: str, *, include_self: bool = True) -> Tensor:
+    """``input`` with ``src[.., i, ..]`` combined by ``reduce`` (``"sum"``, ``"prod"``,
+    ``"mean"``, ``"amax"``, ``"amin"``) into ``[.., index[.., i, ..], ..]`` along ``dim``,
+    with or without ``input``'s own value, as ``torch.scatter_reduce``; cells nobody writes
+    keep ``input``'s. One ``len(index) x size`` comparison per fiber (as :func:`gather`);
+    here ``index`` must match ``input`` in every dim but ``dim``.
+
+        totals = gingham.scatter_reduce(zeros, 0, group, x, "amax", include_self=False)
+    """
+    op = "scatter_reduce"
+    if reduce not in _SCATTER_REDUCTIONS:
+        raise ValueError(f"{op}: reduce must be one of {_SCATTER_REDUCTIONS}, not {reduce!r}")
+    axis = _dim(op, input.shape, dim)
+    _check_index(op, index)
+    others = [d for d in range(input.ndim) if d != axis]
+    if index.ndim != input.ndim or any(index.shape[d] != input.shape[d] for d in others):
+        raise ShapeError(f"{op}: index of shape {index.shape} must match input {input.shape} "
+                         f"in every dim but {dim}")
+    if any(src.shape[d] < index.shape[d] for d in range(index.ndim)):
+        raise ShapeError(f"{op}: src of shape {src.shape} is smaller than index {index.shape}")
+    src = src[tuple(slice(0, s) for s in index.shape)].astype(input.dtype)
+    n = input.shape[axis]
+    position = arange(n, device=input.device).reshape(
+        (1,) * (axis + 1) + (n,) + (1,) * (input.ndim - axis - 1))
+    hit = index.unsqueeze(axis + 1) == position   # [.., i, j, ..]
+    values = src.unsqueeze(axis + 1)
+    count = hit.astype(dt.INT32).sum(axis)
+    if reduce in ("sum", "mean"):
+        combined = where(hit, values, 0).sum(axis)._in_dtype(input.dtype)
+        if include_self:
+            combined = combined + input
+        if reduce == "mean":
+            combined = combined / (count + int(include_self)).clamp(min=1)
+    elif reduce == "prod":
+        combined = where(hit, values, 1).prod(axis)._in_dtype(input.dtype)
+        combined = combined * input if include_self else combined
+    else:
+        neutral = _lowest(input.dtype) if reduce == "amax" else -_lowest(input.dtype)
+        combined = getattr(where(hit, values, neutral), reduce)(axis)
+        if include_self:
+            combined = combined.maximum(input) if reduce == "amax" else combined.minimum(input)
+    return where(count > 0, combined, input)._in_dtype(input.dtype)
+
+
+def _lowest(dtype: np.dtype) -> float:
+    return -math.inf if dt.is_float(dtype) else int(np.iinfo(dtype).min + 1)
+
+
+def slice_scatter(input: Tensor, src: Tensor, dim: int = 0, start: int | None = None,  # noqa: A002
+                  end: int | None = None, step: int = 1) -> Tensor:
+    """``input`` with ``src`` written into ``input[.., start:end:step, ..]`` along ``dim``."""
+    axis = _dim("slice_scatter", input.shape, dim)
+    positions = np.arange(input.shape[axis])[slice(start, end, step)]
+    return index_copy(input, axis, tensor(positions.astype(np.int64), device=input.device), src)
+
+
+def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:  # noqa: A002
+    """``input`` with ``src`` written into ``input.select(dim, index)``."""
+    axis = _dim("select_scatter", input.shape, dim)
+    position = index + input.shape[axis] if index < 0 else index
+    return index_copy(input, axis, tensor(np.array([position], np.int64), device=input.device),
+                      src.unsqueeze(axis))
+
+
+def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0,  # noqa: A002
+                     dim2: int = 1) -> Tensor:
+    """``input`` with ``src`` written into ``input.diagonal(offset, dim1, dim2)``: the two
+    dims flattened to one, where the diagonal is every ``cols + 1``-th element."""
+    first = _dim("diagonal_scatter", input.shape, dim1)
+    second = _dim("diagonal_scatter", input.shape, dim2)
+    moved = movedim(input, (first, second), (-2, -1))
+    rows, cols = moved.shape[-2:]
+    row = np.arange(max(-offset, 0), rows)
+    row = row[row + offset < cols]
+    positions = tensor((row * cols + row + offset).astype(np.int64), device=input.device)
+    flat = moved.reshape(moved.shape[:-2] + (rows * cols,))
+    written = index_copy(flat, flat.ndim - 1, positions, src)
+    return movedim(written.reshape(moved.shape), (-2, -1), (first, second))
+
+
+def take(input: Tensor, index: Tensor) -> Tensor:  # noqa: A002
+    """``input``'s elements at the flat positions ``index`` (negative from the end), shaped as
+    ``index``, as ``torch.take``."""
+    _check_index("take", index)
+    flat = input.reshape(-1)
+    wrapped = where(index < 0, index + flat.shape[0], index).reshape(-1)
+    return index_select(flat, 0, wrapped).reshape(index.shape)
+
+
+def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:  # noqa: A002
+    """``input`` with ``source``'s elements, in order, at the True positions of ``mask``
+    (broadcast to ``input``), as ``torch.masked_scatter``: the k-th True reads ``source``'s
+    k-th element, k from a running count of the mask (computed on the device)."""
+    if not dt.is_bool(mask.dtype):
+        raise DTypeError(f"masked_scatter: mask must be a bool tensor, not "
+                         f"{dt.dtype_name(mask.dtype)}")
+    mask = _broadcast_to(mask, input.shape, "masked_scatter")
+    order = mask.reshape(-1).astype(dt.INT64).cumsum(0) - 1
+    picked = take(source, where(order < 0, 0, order)).reshape(input.shape)
+    return where(mask, picked, input)._in_dtype(input.dtype)
+
+
+# -- results whose shape depends on the values: computed outside compiled steps ---------------------
+
+
+def _host_positions(op: str, x: Tensor) -> np.ndarray:
+    refuse_while_tracing(f"{op} (its result's shape depends on the values)")
+    return x.numpy()
+
+
+def masked_select(input: Tensor, mask: Tensor) -> Tensor:  # noqa: A002
+    """The 1-d tensor of ``input``'s elements where ``mask`` (broadcast together) is True, as
+    ``torch.masked_select``. The count depends on the values, so the mask is read from the
+    device (an error inside ``gingham.jit``); the selection stays differentiable."""
+    if not dt.is_bool(mask.dtype):
+        raise DTypeError(f"masked_select: mask must be a bool tensor, not "
+                         f"{dt.dtype_name(mask.dtype)}")
+    shape = _broadcast_shapes("masked_select", [input.shape, mask.shape])
+    positions = np.flatnonzero(np.broadcast_to(_host_positions("masked_select", mask), shape))
+    flat = _broadcast_to(input, shape, "masked_select").reshape(-1)
+    return index_select(flat, 0, tensor(positions.astype(np.int64), device=input.device))
+
+
+def nonzero(input: Tensor, *, as_tuple: bool = False):  # noqa: A002
+    """The int64 coordinates of the nonzero elements, ``[count, ndim]`` (``as_tuple``: one
+    1-d tensor per dim), as ``torch.nonzero`` (read from the device)."""
+    value = _host_positions("nonzero", input)
+    coordinates = np.argwhere(value).astype(np.int64)
+    if as_tuple:
+        return tuple(tensor(c, device=input.device) for c in coordinates.T.reshape(
+            max(input.ndim, 1), -1))
+    return tensor(coordinates.reshape(-1, input.ndim), device=input.device)
+
+
+def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False,  # noqa: A002
+           return_counts: bool = False, dim: int | None = None):
+    """The sorted distinct values (or slices along ``dim``), with the int64 inverse and counts
+    when asked, as ``torch.unique`` (read from the device; no gradient, as PyTorch's)."""
+    value = _host_positions("unique", input)
+    axis = None if dim is None else _dim("unique", input.shape, dim)
+    found = np.unique(value, return_inverse=True, return_counts=True, axis=axis)
+    return _host_results(input, found[0], found[1].reshape(
+        value.shape if axis is None else -1), found[2], return_inverse, return_counts)
+
+
+def unique_consecutive(input: Tensor, return_inverse: bool = False,  # noqa: A002
+                       return_counts: bool = False, dim: int | None = None):
+    """Each run of equal consecutive values (or slices along ``dim``) once, as
+    ``torch.unique_consecutive`` (read from the device)."""
+    value = _host_positions("unique_consecutive", input)
+    axis = 0 if dim is None else _dim("unique_consecutive", input.shape, dim)
+    moved = np.moveaxis(value.reshape(-1) if dim is None else value, axis, 0)
+    flat = moved.reshape(moved.shape[0], -1)
+    starts = np.ones(flat.shape[0], bool)
+    starts[1:] = np.any(flat[1:] != flat[:-1], axis=1)
+    inverse = np.cumsum(starts) - 1
+    counts = np.diff(np.append(np.flatnonzero(starts), flat.shape[0]))
+    kept = np.moveaxis(moved[starts], 0, axis)
+    inverse = inverse.reshape(value.shape) if dim is None else inverse
+    return _host_results(input, kept, inverse, counts, return_inverse, return_counts)
+
+
+def _host_results(input: Tensor, values, inverse, counts, return_inverse: bool,  # noqa: A002
+                  return_counts: bool):
+    result = [tensor(values.astype(input.dtype), device=input.device)]
+    if return_inverse:
+        result.append(tensor(inverse.astype(np.int64), device=input.device))
+    if return_counts:
+        result.append(tensor(counts.astype(np.int64), device=input.device))
+    return result[0] if len(result) == 1 else tuple(result)
+
+
 __all__ = ["gather", "take_along_dim", "scatter_add", "scatter", "index_select", "index_add",
            "sort", "argsort", "topk", "getitem_with_tensor", "searchsorted", "bucketize",
-           "bincount", "isin", "histc", "unravel_index", "nanquantile", "nanmedian"]
+           "bincount", "isin", "histc", "unravel_index", "nanquantile", "nanmedian", "kthvalue",
+           "median", "mode", "quantile", "index_fill", "index_copy", "index_put",
+           "scatter_reduce", "slice_scatter", "select_scatter", "diagonal_scatter", "take",
+           "masked_scatter", "masked_select", "nonzero", "unique", "unique_consecutive"]

@@ -410,7 +410,7 @@ class Tensor:
     def neg(self): return -self
     def reciprocal(self): return 1.0 / self
     def pow(self, exponent): return self ** exponent
-    __abs__ = abs
+    __abs__ = absolute = abs
     negative = neg
 
     def __rpow__(self, base):
@@ -1138,6 +1138,519 @@ class Tensor:
 
         return indexing.topk(self, k, dim, largest, sorted)
 
+    # PyTorch's method spellings --------------------------------------------------------------------
+    # Each is an operator, an existing method or a module function under torch.Tensor's name and
+    # arguments; the functions they call say what they compute.
+    def add(self, other, *, alpha=1) -> "Tensor":
+        """``self + alpha * other``, as ``torch.add``."""
+        return self + (other if alpha == 1 else other * alpha)
+
+    def sub(self, other, *, alpha=1) -> "Tensor":
+        """``self - alpha * other``, as ``torch.sub``."""
+        return self - (other if alpha == 1 else other * alpha)
+
+    def mul(self, other) -> "Tensor": return self * other
+    def true_divide(self, other) -> "Tensor": return _true_divide(self, other)
+    def floor_divide(self, other) -> "Tensor": return _floor_divide(self, other)
+
+    def div(self, other, *, rounding_mode: str | None = None) -> "Tensor":
+        """``self / other`` (``rounding_mode=None``: true division, integers give float32),
+        rounded toward zero (``"trunc"``) or down (``"floor"``, as ``//``), as ``torch.div``.
+
+            x.div(3, rounding_mode="floor")      # x // 3
+        """
+        if rounding_mode is None:
+            return _true_divide(self, other)
+        if rounding_mode == "floor":
+            return _floor_divide(self, other)
+        if rounding_mode != "trunc":
+            raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', not "
+                             f"{rounding_mode!r}")
+        if _any_float(self, other):
+            return _true_divide(self, other).trunc()
+        return self._elementwise(lambda x, y: x / y, [other], "div")  # C's / truncates
+
+    subtract, multiply, divide = sub, mul, div
+
+    def eq(self, other) -> "Tensor": return self == other
+    def ne(self, other) -> "Tensor": return self != other
+    def lt(self, other) -> "Tensor": return self < other
+    def le(self, other) -> "Tensor": return self <= other
+    def gt(self, other) -> "Tensor": return self > other
+    def ge(self, other) -> "Tensor": return self >= other
+    not_equal, less, less_equal, greater, greater_equal = ne, lt, le, gt, ge
+
+    def logical_not(self) -> "Tensor": return self == 0
+    def logical_and(self, other) -> "Tensor": return (self != 0) & (_as_tensor(other, self) != 0)
+    def logical_or(self, other) -> "Tensor": return (self != 0) | (_as_tensor(other, self) != 0)
+    def logical_xor(self, other) -> "Tensor": return (self != 0) ^ (_as_tensor(other, self) != 0)
+    def bitwise_not(self) -> "Tensor": return ~self
+    def bitwise_and(self, other) -> "Tensor": return self & other
+    def bitwise_or(self, other) -> "Tensor": return self | other
+    def bitwise_xor(self, other) -> "Tensor": return self ^ other
+
+    def bitwise_left_shift(self, other) -> "Tensor":
+        """``self << other`` on integers (C's shift: counts beyond the width are undefined)."""
+        _integral("bitwise_left_shift", self, other)
+        return self._elementwise(lambda a, b: a << b, [other], "bitwise_left_shift")
+
+    def bitwise_right_shift(self, other) -> "Tensor":
+        """``self >> other`` on integers, arithmetic (sign-filling) for signed ones."""
+        _integral("bitwise_right_shift", self, other)
+        return self._elementwise(lambda a, b: a >> b, [other], "bitwise_right_shift")
+
+    def all(self, dim=None, keepdim: bool = False) -> "Tensor":
+        """Whether every element along ``dim`` (an int, a tuple or None: all) is nonzero;
+        a bool tensor."""
+        return (self == 0).astype(dt.INT32).sum(_none_if_empty(dim), keepdim) == 0
+
+    def any(self, dim=None, keepdim: bool = False) -> "Tensor":
+        """Whether some element along ``dim`` is nonzero; a bool tensor."""
+        return (self != 0).astype(dt.INT32).sum(_none_if_empty(dim), keepdim) > 0
+
+    def matmul(self, other: "Tensor") -> "Tensor": return matmul(self, other)
+    def mm(self, mat2: "Tensor") -> "Tensor": return _checked_matmul("mm", self, mat2, 2, 2)
+    def bmm(self, mat2: "Tensor") -> "Tensor": return _checked_matmul("bmm", self, mat2, 3, 3)
+    def mv(self, vec: "Tensor") -> "Tensor": return _checked_matmul("mv", self, vec, 2, 1)
+    def dot(self, tensor: "Tensor") -> "Tensor": return _checked_matmul("dot", self, tensor, 1, 1)
+    vdot = dot  # the conjugate is the identity: gingham has no complex dtypes
+    def ger(self, vec2: "Tensor") -> "Tensor": return outer(self, vec2)
+
+    def addmm(self, mat1, mat2, *, beta=1, alpha=1) -> "Tensor":
+        """``beta * self + alpha * (mat1 @ mat2)``, as ``torch.addmm``."""
+        return _scaled_sum(self, mat1.mm(mat2), beta, alpha)
+
+    def addmv(self, mat, vec, *, beta=1, alpha=1) -> "Tensor":
+        return _scaled_sum(self, mat.mv(vec), beta, alpha)
+
+    def addr(self, vec1, vec2, *, beta=1, alpha=1) -> "Tensor":
+        return _scaled_sum(self, outer(vec1, vec2), beta, alpha)
+
+    def baddbmm(self, batch1, batch2, *, beta=1, alpha=1) -> "Tensor":
+        return _scaled_sum(self, batch1.bmm(batch2), beta, alpha)
+
+    def addbmm(self, batch1, batch2, *, beta=1, alpha=1) -> "Tensor":
+        """``beta * self + alpha * sum_b batch1[b] @ batch2[b]``."""
+        return _scaled_sum(self, batch1.bmm(batch2).sum(0), beta, alpha)
+
+    def maximum(self, other) -> "Tensor": return maximum(self, other)
+    def minimum(self, other) -> "Tensor": return minimum(self, other)
+
+    def fmax(self, other) -> "Tensor":
+        """:meth:`maximum` where a NaN loses to a number (NaN only where both are)."""
+        pick = lambda a, b: builder.select(b.ne(b), a, builder.select(a.ne(a), b,  # noqa: E731
+                                           builder.maximum(a, b)))
+        return self._elementwise(pick, [_as_tensor(other, self)], "fmax")
+
+    def fmin(self, other) -> "Tensor":
+        """:meth:`minimum` where a NaN loses to a number."""
+        pick = lambda a, b: builder.select(b.ne(b), a, builder.select(a.ne(a), b,  # noqa: E731
+                                           builder.minimum(a, b)))
+        return self._elementwise(pick, [_as_tensor(other, self)], "fmin")
+
+    def clamp_min(self, min) -> "Tensor": return self.clamp(min=min)  # noqa: A002
+    def clamp_max(self, max) -> "Tensor": return self.clamp(max=max)  # noqa: A002
+    def positive(self) -> "Tensor": return self
+    sgn = sign
+
+    def signbit(self) -> "Tensor":
+        """Whether the sign bit is set (``-0.0`` included); a bool tensor."""
+        if not dt.is_float(self.dtype):
+            return self < 0
+        return self._elementwise(_sign_bit, [], "signbit", dt.BOOL)
+
+    def deg2rad(self) -> "Tensor": return _floating(self) * (math.pi / 180.0)
+    def rad2deg(self) -> "Tensor": return _floating(self) * (180.0 / math.pi)
+
+    def heaviside(self, values) -> "Tensor":
+        """0 where ``self < 0``, ``values`` where it is 0, 1 where it is positive."""
+        return where(self == 0, values, where(self > 0, 1, 0).astype(
+            _where_dtype(self, values)))
+
+    def xlogy(self, other) -> "Tensor":
+        """``self * log(other)``, 0 where ``self`` is 0 (unless ``other`` is NaN)."""
+        x, y = _float_operands(self, other)
+        y = _as_tensor(y, x)
+
+        def xlogy(a, b):
+            zero = builder.logical_and(a.eq(0.0), b.eq(b))
+            return builder.select(zero, 0.0, a * builder.log(builder.select(zero, 1.0, b)))
+
+        return x._elementwise(xlogy, [y], "xlogy")
+
+    def sinc(self) -> "Tensor":
+        """``sin(pi x) / (pi x)``, 1 at 0 (gradient 0 there)."""
+        def sinc(a):
+            zero = a.eq(0.0)
+            scaled = builder.select(zero, 1.0, a) * math.pi
+            return builder.select(zero, 1.0, builder.sin(scaled) / scaled)
+
+        return _floating(self)._elementwise(sinc, [], "sinc")
+
+    def logit(self, eps: float | None = None) -> "Tensor":
+        """``log(z / (1 - z))``, ``z`` the input clamped to ``[eps, 1 - eps]`` when ``eps``."""
+        z = _floating(self)
+        if eps is not None:
+            z = z.clamp(eps, 1.0 - eps)
+        return (z / (1.0 - z)).log()
+
+    def erfc(self) -> "Tensor":
+        """``1 - erf(x)`` (absolute, not relative, float32 accuracy in the far tail)."""
+        return 1.0 - _floating(self).erf()
+
+    def erfinv(self) -> "Tensor":
+        """The inverse of erf on ``(-1, 1)``, +-inf at +-1, NaN beyond; see :func:`_erfinv`."""
+        return _erfinv(_floating(self))
+
+    def float_power(self, exponent) -> "Tensor":
+        """``self ** exponent`` in float64, as ``torch.float_power``."""
+        power = exponent.double() if isinstance(exponent, Tensor) else float(exponent)
+        return self.double() ** power
+
+    def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08,
+                equal_nan: bool = False) -> "Tensor":
+        """``|self - other| <= atol + rtol * |other|`` (equal infinities too), as PyTorch's."""
+        other = _as_tensor(other, self)
+
+        def close(a, b):
+            near = builder.abs(a - b) <= builder.abs(b) * rtol + atol
+            result = builder.logical_or(a.eq(b), near)
+            if equal_nan:
+                result = builder.logical_or(result, builder.logical_and(a.ne(a), b.ne(b)))
+            return result
+
+        return self._elementwise(close, [other], "isclose", dt.BOOL)
+
+    def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08,
+                 equal_nan: bool = False) -> bool:
+        """Whether :meth:`isclose` holds everywhere: a Python bool (reads the device)."""
+        return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
+
+    def equal(self, other: "Tensor") -> bool:
+        """Whether the shapes and every element are equal: a Python bool (reads the device)."""
+        return self.shape == other.shape and bool((self == other).all().item())
+
+    def isposinf(self) -> "Tensor": return self.isinf() & (self > 0)
+    def isneginf(self) -> "Tensor": return self.isinf() & (self < 0)
+    def isreal(self) -> "Tensor":
+        """True everywhere: gingham has no complex dtypes."""
+        return self._elementwise(lambda a: builder.logical_or(a.eq(a), a.ne(a)), [], "isreal",
+                                 dt.BOOL)
+
+    def ldexp(self, other) -> "Tensor":
+        """``self * 2 ** other``, a float result."""
+        return _floating(self) * (2.0 ** _as_tensor(other, self).astype(dt.FLOAT32))
+
+    def ravel(self) -> "Tensor": return reshape(self, (self.numel(),), "ravel")
+    def ndimension(self) -> int: return self.ndim
+    def nelement(self) -> int: return self.numel()
+    def element_size(self) -> int: return self.dtype.itemsize
+    def is_floating_point(self) -> bool: return dt.is_float(self.dtype)
+    def is_signed(self) -> bool: return not (dt.is_bool(self.dtype) or self.dtype.kind == "u")
+    def is_complex(self) -> bool: return False
+    def is_same_size(self, other: "Tensor") -> bool: return self.shape == other.shape
+    def is_nonzero(self) -> bool: return bool(self.item())
+    def is_contiguous(self, memory_format=None) -> bool: return True
+    def is_inference(self) -> bool: return False
+
+    @property
+    def itemsize(self) -> int: return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int: return self.numel() * self.dtype.itemsize
+
+    @property
+    def data(self) -> "Tensor":
+        """This tensor's value without its history (:meth:`detach`)."""
+        return self.detach()
+
+    def cpu(self) -> "Tensor":
+        """This tensor on gingham's ``cpu`` device (generated C), as ``to("cpu")``."""
+        return self.to("cpu")
+
+    def cuda(self, device=None, non_blocking: bool = False) -> "Tensor":
+        """This tensor on CUDA device ``device`` (an index or an id; default ``cuda:0``)."""
+        target = device if isinstance(device, str) else f"cuda:{0 if device is None else device}"
+        return self.to(target)
+
+    def get_device(self) -> int:
+        """The device's index (``cuda:1`` gives 1), -1 for a device without one, as PyTorch's
+        for the CPU."""
+        _, _, number = self.device.partition(":")
+        return int(number) if number.isdigit() else -1
+
+    def new_tensor(self, data, *, dtype=None, device=None, requires_grad: bool = False):
+        """``gingham.tensor(data)`` with this tensor's dtype and device by default."""
+        return tensor(data, dtype=self.dtype if dtype is None else dtype,
+                      device=device or self.device, requires_grad=requires_grad)
+
+    def new_full(self, size, fill_value, *, dtype=None, device=None,
+                 requires_grad: bool = False) -> "Tensor":
+        shape = (int(size),) if isinstance(size, (int, np.integer)) else tuple(size)
+        return self.new_tensor(np.full(shape, fill_value), dtype=dtype, device=device,
+                               requires_grad=requires_grad)
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False):
+        return self.new_full(_varargs(size), 0, dtype=dtype, device=device,
+                             requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad: bool = False):
+        return self.new_full(_varargs(size), 1, dtype=dtype, device=device,
+                             requires_grad=requires_grad)
+
+    new_empty = new_zeros  # gingham has no uninitialised memory to hand out
+
+    def where(self, condition: "Tensor", other) -> "Tensor":
+        """``gingham.where(condition, self, other)``."""
+        return where(condition, self, other)
+
+    def select(self, dim: int, index: int) -> "Tensor":
+        """The slice at ``index`` of dim ``dim``, that dim removed (``x.select(1, 0)`` is
+        ``x[:, 0]``)."""
+        axis = _dim("select", self.shape, dim)
+        return _getitem(self, (slice(None),) * axis + (index,))
+
+    def adjoint(self) -> "Tensor": return self.mT  # real dtypes: the transpose
+
+    @property
+    def mH(self) -> "Tensor": return self.mT
+
+    @property
+    def H(self) -> "Tensor": return self.t()
+
+    def split_with_sizes(self, split_sizes: Sequence[int], dim: int = 0):
+        return self.split(list(split_sizes), dim)
+
+    def tensor_split(self, indices_or_sections, dim: int = 0) -> tuple["Tensor", ...]:
+        """Pieces along ``dim``: ``n`` sections (the first ``size % n`` one longer) or the
+        pieces between the given indices, as ``torch.tensor_split``.
+
+            x.tensor_split(3)            # 7 rows: 3, 2, 2
+            x.tensor_split([1, 4], 1)    # columns :1, 1:4, 4:
+        """
+        axis = _dim("tensor_split", self.shape, dim)
+        size = self.shape[axis]
+        if isinstance(indices_or_sections, Tensor):
+            indices_or_sections = indices_or_sections.tolist()
+        if isinstance(indices_or_sections, (int, np.integer)):
+            sections = int(indices_or_sections)
+            if sections <= 0:
+                raise ValueError(f"tensor_split: sections must be positive, not {sections}")
+            lengths = [size // sections + (i < size % sections) for i in range(sections)]
+            bounds = list(itertools.accumulate([0] + lengths))
+        else:
+            cuts = [min(max(int(i) + size if int(i) < 0 else int(i), 0), size)
+                    for i in indices_or_sections]
+            bounds = [0] + cuts + [size]
+        return tuple(self.narrow(axis, begin, max(end - begin, 0))
+                     for begin, end in zip(bounds[:-1], bounds[1:]))
+
+    def hsplit(self, sections) -> tuple["Tensor", ...]:
+        """:meth:`tensor_split` along dim 1 (dim 0 of a 1-d tensor); a number of sections
+        must divide the dim, as PyTorch's."""
+        return _even_split(self, sections, 0 if self.ndim == 1 else 1, "hsplit", 1)
+
+    def vsplit(self, sections) -> tuple["Tensor", ...]:
+        return _even_split(self, sections, 0, "vsplit", 2)
+
+    def dsplit(self, sections) -> tuple["Tensor", ...]:
+        return _even_split(self, sections, 2, "dsplit", 3)
+
+    def unfold(self, dimension: int, size: int, step: int) -> "Tensor":
+        """The windows of ``size`` along ``dimension``, every ``step``: that dim becomes the
+        window count and a last dim of ``size`` is added, as ``torch.Tensor.unfold``.
+
+            frames = signal.unfold(-1, 400, 160)
+        """
+        axis = _dim("unfold", self.shape, dimension)
+        length = self.shape[axis] if self.ndim else 1
+        if size < 0 or size > length or step <= 0:
+            raise ShapeError(f"unfold: size {size} and step {step} do not fit dim {dimension} "
+                             f"of size {length} (shape {self.shape})")
+        count = (length - size) // step + 1
+        starts = np.arange(count)[:, None] * step + np.arange(size)[None, :]
+        x = self if self.ndim else reshape(self, (1,), "unfold")
+        picked = x.index_select(axis, tensor(starts.reshape(-1), device=self.device))
+        windows = reshape(picked, x.shape[:axis] + (count, size) + x.shape[axis + 1:], "unfold")
+        return movedim(windows, axis + 1, -1)
+
+    def sum_to_size(self, *size) -> "Tensor":
+        """Summed over the dims that broadcasting ``size`` to this shape would expand."""
+        target = tuple(_varargs(size))
+        lead = self.ndim - len(target)
+        dims = tuple(range(lead)) + tuple(lead + a for a, s in enumerate(target)
+                                          if s == 1 and self.shape[lead + a] != 1)
+        return reshape(self.sum(dims, keepdim=True) if dims else self, target, "sum_to_size")
+
+    def norm(self, p="fro", dim=None, keepdim: bool = False, dtype=None) -> "Tensor":
+        """The vector ``p``-norm over ``dim`` (every dim when None): ``p`` a number, ``inf``,
+        ``-inf``, 0 (the nonzero count) or ``"fro"`` (2), as ``torch.norm`` on vectors;
+        matrix norms are ``gingham.linalg``'s.
+
+            x.norm(dim=-1, keepdim=True)
+        """
+        x = _floating(self if dtype is None else self.astype(dtype))
+        dims = _none_if_empty(dim)
+        if p == "fro" or p == 2:
+            return x.square().sum(dims, keepdim).sqrt()
+        if not isinstance(p, (int, float)) or isinstance(p, bool):
+            raise ValueError(f"norm: p must be a number, inf or 'fro', not {p!r} (nuclear "
+                             "and matrix norms are gingham.linalg's)")
+        if p == math.inf:
+            return x.abs().amax(dims, keepdim)
+        if p == -math.inf:
+            return x.abs().amin(dims, keepdim)
+        if p == 0:
+            return (x != 0).astype(x.dtype).sum(dims, keepdim)
+        if p == 1:
+            return x.abs().sum(dims, keepdim)
+        return (x.abs() ** float(p)).sum(dims, keepdim) ** (1.0 / p)
+
+    def dist(self, other, p: float = 2) -> "Tensor":
+        """``(self - other).norm(p)``."""
+        return (self - other).norm(p)
+
+    def logcumsumexp(self, dim: int) -> "Tensor":
+        """``log(cumsum(exp(x)))`` along ``dim``, shifted by the dim's max so nothing
+        overflows."""
+        x = _floating(self, autocast=True)
+        shift = x.amax(dim, keepdim=True)._elementwise(
+            lambda m: builder.stop_gradient(builder.select(builder.abs(m).eq(math.inf), 0.0, m)),
+            [], "logcumsumexp")
+        return (x - shift).exp().cumsum(dim).log() + shift
+
+    def cummax(self, dim: int) -> "ValuesIndices":
+        """``(values, indices)``: the running max along ``dim`` and the last position where
+        it is reached, as ``torch.cummax``; gradients reach those positions."""
+        return _running_extreme(self, ">", dim, "cummax")
+
+    def cummin(self, dim: int) -> "ValuesIndices":
+        return _running_extreme(self, "<", dim, "cummin")
+
+    def msort(self) -> "Tensor": return self.sort(0).values
+
+    def kthvalue(self, k: int, dim: int = -1, keepdim: bool = False) -> "ValuesIndices":
+        """``(values, indices)`` of the ``k``-th smallest element along ``dim`` (1-based)."""
+        from . import indexing
+
+        return indexing.kthvalue(self, k, dim, keepdim)
+
+    def median(self, dim=None, keepdim: bool = False):
+        """The lower median (the ``(n - 1) // 2``-th smallest); with ``dim``,
+        ``(values, indices)``, as ``torch.median``."""
+        from . import indexing
+
+        return indexing.median(self, dim, keepdim)
+
+    def mode(self, dim: int = -1, keepdim: bool = False) -> "ValuesIndices":
+        """``(values, indices)``: the most frequent value along ``dim`` (the smallest of
+        equally frequent ones) and its last position, as ``torch.mode``."""
+        from . import indexing
+
+        return indexing.mode(self, dim, keepdim)
+
+    def quantile(self, q, dim=None, keepdim: bool = False, *,
+                 interpolation: str = "linear") -> "Tensor":
+        """``gingham.quantile(self, q, dim, keepdim, interpolation=...)``."""
+        from . import indexing
+
+        return indexing.quantile(self, q, dim, keepdim, interpolation=interpolation)
+
+    def diag_embed(self, offset: int = 0, dim1: int = -2, dim2: int = -1) -> "Tensor":
+        return diag_embed(self, offset, dim1, dim2)
+
+    def diagflat(self, offset: int = 0) -> "Tensor": return diag(self.flatten(), offset)
+
+    def cov(self, *, correction: int = 1, fweights=None, aweights=None) -> "Tensor":
+        return cov(self, correction=correction, fweights=fweights, aweights=aweights)
+
+    def hardshrink(self, lambd: float = 0.5) -> "Tensor":
+        from ..nn import functional
+
+        return functional.hardshrink(self, lambd)
+
+    def prelu(self, weight: "Tensor") -> "Tensor":
+        from ..nn import functional
+
+        return functional.prelu(self, weight)
+
+    def multinomial(self, num_samples: int, replacement: bool = False, *, generator=None):
+        from ..nn import functional
+
+        return functional.multinomial(self, num_samples, replacement, generator=generator)
+
+    def take(self, index: "Tensor") -> "Tensor":
+        from . import indexing
+
+        return indexing.take(self, index)
+
+    def masked_select(self, mask: "Tensor") -> "Tensor":
+        from . import indexing
+
+        return indexing.masked_select(self, mask)
+
+    def masked_scatter(self, mask: "Tensor", source: "Tensor") -> "Tensor":
+        from . import indexing
+
+        return indexing.masked_scatter(self, mask, source)
+
+    def nonzero(self, *, as_tuple: bool = False):
+        from . import indexing
+
+        return indexing.nonzero(self, as_tuple=as_tuple)
+
+    def argwhere(self) -> "Tensor": return self.nonzero()
+
+    def index_fill(self, dim: int, index: "Tensor", value) -> "Tensor":
+        from . import indexing
+
+        return indexing.index_fill(self, dim, index, value)
+
+    def index_copy(self, dim: int, index: "Tensor", source: "Tensor") -> "Tensor":
+        from . import indexing
+
+        return indexing.index_copy(self, dim, index, source)
+
+    def index_put(self, indices, values, accumulate: bool = False) -> "Tensor":
+        from . import indexing
+
+        return indexing.index_put(self, indices, values, accumulate)
+
+    def scatter_reduce(self, dim: int, index: "Tensor", src: "Tensor", reduce: str, *,
+                       include_self: bool = True) -> "Tensor":
+        from . import indexing
+
+        return indexing.scatter_reduce(self, dim, index, src, reduce, include_self=include_self)
+
+    def slice_scatter(self, src: "Tensor", dim: int = 0, start: int | None = None,
+                      end: int | None = None, step: int = 1) -> "Tensor":
+        from . import indexing
+
+        return indexing.slice_scatter(self, src, dim, start, end, step)
+
+    def select_scatter(self, src: "Tensor", dim: int, index: int) -> "Tensor":
+        from . import indexing
+
+        return indexing.select_scatter(self, src, dim, index)
+
+    def diagonal_scatter(self, src: "Tensor", offset: int = 0, dim1: int = 0,
+                         dim2: int = 1) -> "Tensor":
+        from . import indexing
+
+        return indexing.diagonal_scatter(self, src, offset, dim1, dim2)
+
+    def unique(self, sorted: bool = True, return_inverse: bool = False,  # noqa: A002
+               return_counts: bool = False, dim: int | None = None):
+        from . import indexing
+
+        return indexing.unique(self, sorted, return_inverse, return_counts, dim)
+
+    def unique_consecutive(self, return_inverse: bool = False, return_counts: bool = False,
+                           dim: int | None = None):
+        from . import indexing
+
+        return indexing.unique_consecutive(self, return_inverse, return_counts, dim)
+
     # autograd ------------------------------------------------------------------------------------------
     def backward(self, gradient: "Tensor | np.ndarray | None" = None) -> None:
         """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires it."""
@@ -1177,6 +1690,9 @@ class Tensor:
     def int(self) -> "Tensor": return self._in_dtype(dt.INT32)
     def long(self) -> "Tensor": return self._in_dtype(dt.INT64)
     def bool(self) -> "Tensor": return self._in_dtype(dt.BOOL)
+    def byte(self) -> "Tensor": return self._in_dtype(np.dtype(np.uint8))
+    def char(self) -> "Tensor": return self._in_dtype(np.dtype(np.int8))
+    def short(self) -> "Tensor": return self._in_dtype(np.dtype(np.int16))
 
     def _in_dtype(self, dtype) -> "Tensor":
         """This tensor in ``dtype``, itself when it has that dtype already (as PyTorch's
@@ -1565,6 +2081,422 @@ lerp, addcmul, addcdiv = map(_function_of, "lerp addcmul addcdiv".split())
 logsumexp, count_nonzero, nansum, nanmean, aminmax = map(
     _function_of, "logsumexp count_nonzero nansum nanmean aminmax".split())
 
+# The rest of torch.Tensor's methods as functions (torch.exp(x), torch.sum(x, 1),
+# torch.max(x, dim=1), ...): gingham/__init__.py exports them. A table, not globals of this
+# module, where sum, max, all, abs, round and pow would hide the builtins that it calls.
+_METHOD_FUNCTION_NAMES = """
+    abs exp log sqrt rsqrt sin cos tanh sigmoid erf erfc erfinv relu sign sgn signbit floor
+    ceil round neg negative positive reciprocal square pow float_power
+    add sub subtract mul multiply div divide true_divide floor_divide
+    eq ne lt le gt ge not_equal less less_equal greater greater_equal
+    logical_not logical_and logical_or logical_xor bitwise_not bitwise_and bitwise_or
+    bitwise_xor bitwise_left_shift bitwise_right_shift
+    sum mean prod cumsum cumprod max min amax amin argmax argmin var std all any
+    logcumsumexp cummax cummin msort kthvalue median mode quantile norm dist
+    mm bmm mv dot vdot ger addmm addmv addr baddbmm addbmm fmax fmin clamp clip clamp_min
+    clamp_max deg2rad rad2deg heaviside xlogy sinc logit isclose allclose equal isposinf
+    isneginf isreal is_floating_point is_complex is_nonzero is_same_size is_signed numel
+    flatten unflatten squeeze unsqueeze transpose swapaxes swapdims permute t narrow select
+    split chunk unbind tensor_split hsplit vsplit dsplit split_with_sizes ravel broadcast_to
+    adjoint diagflat clone detach masked_fill softmax log_softmax
+    take masked_select masked_scatter nonzero argwhere index_fill index_copy index_put
+    scatter_reduce slice_scatter select_scatter diagonal_scatter unique unique_consecutive
+    hardshrink prelu ldexp get_device is_inference
+""".split()
+METHOD_FUNCTIONS: dict[str, Callable] = {
+    name: _function_of(name) for name in _METHOD_FUNCTION_NAMES}
+METHOD_FUNCTIONS["absolute"] = METHOD_FUNCTIONS["abs"]
+
+
+def _checked_matmul(op: str, a: Tensor, b: Tensor, rank_a: int, rank_b: int) -> Tensor:
+    """``a @ b`` for ``mm``/``bmm``/``mv``/``dot``, which take exactly these ranks (no
+    broadcasting) and one dtype, as PyTorch's."""
+    for name, x, rank in (("input", a, rank_a), ("the second operand", b, rank_b)):
+        if not isinstance(x, Tensor) or x.ndim != rank:
+            shape = x.shape if isinstance(x, Tensor) else type(x).__name__
+            raise ShapeError(f"{op}: {name} must be a {rank}-d tensor, not {shape}")
+    if a.dtype != b.dtype:
+        raise DTypeError(f"{op}: both operands must have one dtype, not "
+                         f"{dt.dtype_name(a.dtype)} and {dt.dtype_name(b.dtype)}")
+    if op == "bmm" and a.shape[0] != b.shape[0]:
+        raise ShapeError(f"bmm: batch sizes differ: {a.shape} and {b.shape}")
+    if a.shape[-1] != b.shape[0 if rank_b == 1 else -2]:
+        raise ShapeError(f"{op}: shapes {a.shape} and {b.shape} cannot be multiplied")
+    return matmul(a, b)
+
+
+def _scaled_sum(x: Tensor, product: Tensor, beta, alpha) -> Tensor:
+    """``beta * x + alpha * product``; ``beta == 0`` ignores ``x`` (NaN included), as
+    PyTorch's ``addmm`` family."""
+    scaled = product if alpha == 1 else product * alpha
+    if beta == 0:
+        return _broadcast_to(scaled, scaled.shape, "addmm")
+    return (x if beta == 1 else x * beta) + scaled
+
+
+def _even_split(x: Tensor, sections, dim: int, op: str, rank: int) -> tuple[Tensor, ...]:
+    if x.ndim < rank:
+        raise ShapeError(f"{op}: needs a tensor of at least {rank} dims, not shape {x.shape}")
+    if isinstance(sections, (int, np.integer)) and x.shape[dim] % sections:
+        raise ShapeError(f"{op}: dim {dim} of size {x.shape[dim]} does not split into "
+                         f"{sections} equal sections")
+    return x.tensor_split(sections, dim)
+
+
+_ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
+                   0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+_ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
+                0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+
+
+def _horner(coefficients, w):
+    value = coefficients[0]
+    for c in coefficients[1:]:
+        value = value * w + c
+    return value
+
+
+def _erfinv(y: Tensor) -> Tensor:
+    """The inverse of erf on (-1, 1), +-inf at +-1, NaN beyond: Giles' approximation refined by
+    two Newton steps on Tile's erf (so the value is erf's inverse to float32's precision and
+    the gradient, through the last step, is ``sqrt(pi) / 2 * exp(erfinv(x)^2)``)."""
+    edge = y.abs() == 1.0
+    inner = where(edge, 0.0, y)  # the steps divide by erf' (0 at +-inf): not at the edges
+    w = -((1.0 - inner) * (1.0 + inner)).log()
+    central = _horner(_ERFINV_CENTRAL, w - 2.5)
+    tail = _horner(_ERFINV_TAIL, where(w < 5.0, 5.0, w).sqrt() - 3.0)
+    guess = where(w < 5.0, central, tail) * inner
+    for _ in range(2):
+        slope = (-guess.square()).exp() * (2.0 / math.sqrt(math.pi))
+        guess = guess - (guess.erf() - inner) / slope
+    # +-inf as constants: y * inf would send 0 * inf = NaN into y's gradient
+    return where(edge, where(y > 0, math.inf, -math.inf), guess)
+
+
+def _running_extreme(x: Tensor, agg: str, dim: int, op: str) -> ValuesIndices:
+    """cummax/cummin: the running extreme's last position ``j <= i`` along ``dim`` (one
+    ``n x n`` comparison per fiber), and the values gathered from there, so gradients go
+    where PyTorch's go."""
+    from . import indexing
+
+    axis = _dim(op, x.shape, dim)
+    if x.ndim == 0:
+        return ValuesIndices(x.clone(), zeros((), dt.INT64, x.device))
+    running = _cumulative(x.detach() if x.requires_grad else x, agg, axis, x.dtype, op)
+    n = x.shape[axis]
+    j = reshape(arange(n, device=x.device), (1,) * axis + (1, n) + (1,) * (x.ndim - axis - 1))
+    i = j.transpose(axis, axis + 1)
+    hit = (x.unsqueeze(axis) == running.unsqueeze(axis + 1)) & (j <= i)
+    indices = where(hit, j, -1).amax(axis + 1).astype(dt.INT64)
+    return ValuesIndices(indexing.gather(x, axis, indices), indices)
+
+
+def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2,  # noqa: A002
+               dim2: int = -1) -> Tensor:
+    """Matrices whose ``offset`` diagonal holds the last dim of ``input``, in dims ``dim1``
+    and ``dim2`` of the result (one dim more than ``input``), as ``torch.diag_embed``: one
+    contraction with two constant one-hot matrices.
+
+        gingham.diag_embed(x)        # [B, n] -> [B, n, n]
+    """
+    n = input.shape[-1] if input.ndim else 1
+    m = n + abs(offset)
+    rows, cols = np.zeros((n, m), np.float32), np.zeros((n, m), np.float32)
+    rows[np.arange(n), np.arange(n) + max(-offset, 0)] = 1
+    cols[np.arange(n), np.arange(n) + max(offset, 0)] = 1
+    x = input if input.ndim else reshape(input, (1,), "diag_embed")
+    picks = [tensor(a, dtype=x.dtype, device=x.device) for a in (rows, cols)]
+    embedded = einsum("...k,ki,kj->...ij", x, *picks)
+    rank = x.ndim + 1
+    first, second = (_dim("diag_embed", (1,) * rank, d) for d in (dim1, dim2))
+    if first == second:
+        raise ShapeError(f"diag_embed: dim1 and dim2 name the same dim ({dim1}, {dim2})")
+    return movedim(embedded, (rank - 2, rank - 1), (first, second))
+
+
+def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None,  # noqa: A002
+        aweights: Tensor | None = None) -> Tensor:
+    """The covariance matrix of the variables in ``input``'s rows (observations in its
+    columns; a 1-d tensor is one variable, giving a 0-d result), with frequency and
+    observation weights, as ``torch.cov`` (and ``numpy.cov``).
+
+        gingham.cov(samples.T)       # samples [N, D] -> [D, D]
+    """
+    if input.ndim > 2:
+        raise ShapeError(f"cov: input must have at most 2 dims, not shape {input.shape}")
+    x = _floating(input if input.ndim == 2 else reshape(input, (1, -1), "cov"))
+    weights = None
+    for given in (fweights, aweights):
+        if given is not None:
+            weights = given.astype(x.dtype) if weights is None else weights * given
+    if weights is None:
+        total = float(x.shape[1])
+        average = x.mean(1, keepdim=True)
+        norm = total - correction
+        centered = x - average
+        result = (centered @ centered.T) / float(norm)
+    else:
+        total = weights.sum()
+        average = (x * weights).sum(1, keepdim=True) / total
+        if aweights is None or correction == 0:
+            norm = total - correction
+        else:
+            norm = total - correction * (weights * aweights).sum() / total
+        centered = x - average
+        result = ((centered * weights) @ centered.T) / norm.clamp(min=0.0)
+    return result.squeeze() if input.ndim < 2 else result
+
+
+def block_diag(*tensors: Tensor) -> Tensor:
+    """The block-diagonal matrix of ``tensors`` (0-d, 1-d as a row, or 2-d), zeros elsewhere,
+    in their promoted dtype, as ``torch.block_diag``."""
+    if not tensors:
+        raise ValueError("block_diag: needs at least one tensor")
+    blocks = [t.reshape(1, -1) if t.ndim < 2 else t for t in tensors]
+    for t in blocks:
+        if t.ndim != 2:
+            raise ShapeError(f"block_diag: inputs must have at most 2 dims, not {t.shape}")
+    dtype = functools.reduce(lambda a, b: _where_dtype(a, b), blocks)
+    width = sum(b.shape[1] for b in blocks)
+    rows, before = [], 0
+    for b in blocks:
+        after = width - before - b.shape[1]
+        parts = [zeros((b.shape[0], before), dtype, b.device), b.astype(dtype),
+                 zeros((b.shape[0], after), dtype, b.device)]
+        rows.append(cat([p for p in parts if p.shape[1]], 1))
+        before += b.shape[1]
+    return cat(rows, 0)
+
+
+def cartesian_prod(*tensors: Tensor) -> Tensor:
+    """All tuples of one element from each 1-d tensor, ``[prod(len), len(tensors)]`` (a
+    single tensor is returned as it is), as ``torch.cartesian_prod``."""
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = meshgrid(*tensors, indexing="ij")
+    return stack([g.reshape(-1) for g in grids], 1)
+
+
+def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:  # noqa: A002
+    """The ``r``-element combinations of the 1-d ``input``'s elements, ``[count, r]``, in
+    ``itertools.combinations`` order, as ``torch.combinations``."""
+    if input.ndim != 1:
+        raise ShapeError(f"combinations: input must be 1-d, not shape {input.shape}")
+    choose = (itertools.combinations_with_replacement if with_replacement
+              else itertools.combinations)
+    picks = np.array(list(choose(range(input.shape[0]), r)), np.int64).reshape(-1, r)
+    if picks.shape[0] == 0:
+        return zeros((0, r), input.dtype, input.device)
+    return input[tensor(picks, device=input.device)]
+
+
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0) -> Tensor:
+    """The ``p``-norm distances between the rows of ``x1`` ``[..., n, d]`` and of ``x2``
+    ``[..., m, d]``: ``[..., n, m]``, batch dims broadcast, as ``torch.cdist``."""
+    if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
+        raise ShapeError(f"cdist: inputs must be [..., n, d] and [..., m, d], not {x1.shape} "
+                         f"and {x2.shape}")
+    if p < 0:
+        raise ValueError(f"cdist: p must be non-negative, not {p}")
+    return (x1.unsqueeze(-2) - x2.unsqueeze(-3)).norm(p, -1)
+
+
+def var_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,  # noqa: A002
+             correction=None) -> tuple[Tensor, Tensor]:
+    """``(var, mean)`` along ``dim``, as ``torch.var_mean``."""
+    return (input.var(dim, unbiased, keepdim, correction=correction),
+            input.mean(_none_if_empty(dim), keepdim))
+
+
+def std_mean(input: Tensor, dim=None, unbiased=None, keepdim: bool = False, *,  # noqa: A002
+             correction=None) -> tuple[Tensor, Tensor]:
+    return (input.std(dim, unbiased, keepdim, correction=correction),
+            input.mean(_none_if_empty(dim), keepdim))
+
+
+def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None,
+              dim: int = -1) -> Tensor:
+    """The trapezoidal rule along ``dim``: spacing ``dx`` (1) or the sample points ``x``, as
+    ``torch.trapezoid``."""
+    axis = _dim("trapezoid", y.shape, dim)
+    return _trapezoid_areas(y, x, dx, axis).sum(axis)
+
+
+def cumulative_trapezoid(y: Tensor, x: Tensor | None = None, *, dx: float | None = None,
+                         dim: int = -1) -> Tensor:
+    """The running trapezoidal integral along ``dim`` (one element fewer)."""
+    axis = _dim("cumulative_trapezoid", y.shape, dim)
+    return _trapezoid_areas(y, x, dx, axis).cumsum(axis)
+
+
+def _trapezoid_areas(y: Tensor, x: Tensor | None, dx: float | None, axis: int) -> Tensor:
+    n = y.shape[axis]
+    pairs = y.narrow(axis, 0, n - 1) + y.narrow(axis, 1, n - 1)
+    if x is None:
+        return pairs * ((1.0 if dx is None else dx) * 0.5)
+    steps = x.diff(dim=-1 if x.ndim == 1 else axis)
+    if x.ndim == 1:
+        steps = reshape(steps, (n - 1,) + (1,) * (y.ndim - axis - 1), "trapezoid")
+    return pairs * steps * 0.5
+
+
+trapz = trapezoid
+
+
+def chain_matmul(*matrices: Tensor) -> Tensor:
+    return functools.reduce(matmul, matrices)
+
+
+def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:  # noqa: N803
+    """The Vandermonde matrix of the 1-d ``x``: columns ``x ** (N-1) .. x ** 0`` (or
+    increasing), as ``torch.vander``."""
+    count = x.shape[0] if N is None else N
+    powers = np.arange(count)[::1 if increasing else -1]
+    columns = [x ** int(k) if k else ones_like(x) for k in powers]
+    return stack(columns, 1) if columns else zeros((x.shape[0], 0), x.dtype, x.device)
+
+
+def _triangle_indices(row: int, col: int, offset: int, lower: bool, dtype, device) -> Tensor:
+    mask = (np.tri(row, col, offset, bool) if lower
+            else ~np.tri(row, col, offset - 1, bool))
+    return tensor(np.stack(np.nonzero(mask)), dtype=dtype or dt.INT64, device=device)
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None) -> Tensor:
+    """The ``[2, count]`` coordinates of the lower triangle, as ``torch.tril_indices``."""
+    return _triangle_indices(row, col, offset, True, dtype, device)
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None) -> Tensor:
+    return _triangle_indices(row, col, offset, False, dtype, device)
+
+
+# -- creation in PyTorch's spelling ----------------------------------------------------------------
+
+
+def _size(size: tuple) -> tuple[int, ...]:
+    return tuple(int(s) for s in _varargs(size))
+
+
+def _like(input: Tensor, value, dtype, device, requires_grad) -> Tensor:  # noqa: A002
+    created = full(input.shape, value, input.dtype if dtype is None else dtype,
+                   device or input.device)
+    return created.requires_grad_(requires_grad) if requires_grad else created
+
+
+def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False,  # noqa: A002
+               memory_format=None) -> Tensor:
+    """Zeros of ``input``'s shape, dtype and device (unless given), as ``torch.zeros_like``."""
+    return _like(input, 0, dtype, device, requires_grad)
+
+
+def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False,  # noqa: A002
+              memory_format=None) -> Tensor:
+    return _like(input, 1, dtype, device, requires_grad)
+
+
+def full_like(input: Tensor, fill_value, *, dtype=None, device=None,  # noqa: A002
+              requires_grad: bool = False, memory_format=None) -> Tensor:
+    return _like(input, fill_value, dtype, device, requires_grad)
+
+
+empty_like = zeros_like  # gingham hands out no uninitialised memory: zeros
+
+
+def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Zeros of ``size`` (gingham hands out no uninitialised memory), as ``torch.empty``."""
+    created = zeros(_size(size), np.float32 if dtype is None else dtype, device)
+    return created.requires_grad_(requires_grad) if requires_grad else created
+
+
+def eye(n: int, m: int | None = None, *, dtype=None, device=None,
+        requires_grad: bool = False) -> Tensor:
+    """The ``n x m`` identity matrix (``m = n`` by default), as ``torch.eye``."""
+    created = tensor(np.eye(n, n if m is None else m),
+                     dtype=np.float32 if dtype is None else dtype, device=device)
+    return created.requires_grad_(requires_grad) if requires_grad else created
+
+
+def scalar_tensor(s, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return tensor(s, dtype=np.float32 if dtype is None else dtype, device=device,
+                  requires_grad=requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """``data`` itself when it is a tensor of that dtype and device, else a new tensor."""
+    if isinstance(data, Tensor):
+        return data.to(device=device, dtype=dtype)
+    return tensor(data, dtype=dtype, device=device)
+
+
+asarray = as_tensor
+
+
+def from_numpy(ndarray: np.ndarray) -> Tensor:
+    """A tensor holding a copy of ``ndarray`` on the default device (PyTorch's shares the
+    memory; a device tensor cannot)."""
+    return tensor(ndarray)
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def get_default_dtype() -> np.dtype:
+    """float32: the dtype Python floats become."""
+    return np.dtype(np.float32)
+
+
+def broadcast_shapes(*shapes) -> tuple[int, ...]:
+    return _broadcast_shapes("broadcast_shapes", [tuple(s) if not isinstance(s, int) else (s,)
+                                                  for s in shapes])
+
+
+def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """The tensors broadcast to their common shape."""
+    shape = _broadcast_shapes("broadcast_tensors", [t.shape for t in tensors])
+    return tuple(_broadcast_to(t, shape, "broadcast_tensors") for t in tensors)
+
+
+def result_type(tensor1, tensor2) -> np.dtype:
+    """The dtype of an arithmetic result of the two operands (tensors or numbers; numbers are
+    weak, as in PyTorch)."""
+    return _where_dtype(tensor1, tensor2)
+
+
+def promote_types(type1, type2) -> np.dtype:
+    """PyTorch's rule: a float type beside an integer or bool one wins whatever its width."""
+    first, second = dt.as_tile_dtype(type1), dt.as_tile_dtype(type2)
+    if dt.is_float(first) != dt.is_float(second):
+        return first if dt.is_float(first) else second
+    return combine(ExprType(first), ExprType(second)).dtype
+
+
+def can_cast(from_, to) -> bool:
+    """PyTorch's rule: no cast to a lower kind (float to integer, integer to bool)."""
+    source, target = (dt.as_tile_dtype(t) for t in (from_, to))
+    rank = {"b": 0, "i": 1, "u": 1, "f": 2, "V": 2}
+    return rank[target.kind] >= rank[source.kind]
+
+
+def _inclusive_range(start, end, step=1, *, dtype=None, device=None) -> Tensor:
+    """``start`` to ``end`` inclusive (deprecated in PyTorch, float32 by default)."""
+    values = np.arange(start, end + step / 2, step)
+    return tensor(values, dtype=np.float32 if dtype is None else dtype, device=device)
+
+
+METHOD_FUNCTIONS["range"] = _inclusive_range  # torch.range; a global would hide the builtin
+
+
+def rsub(input: Tensor, other, *, alpha=1) -> Tensor:  # noqa: A002
+    """``other - alpha * input``, as ``torch.rsub``."""
+    return (input if alpha == 1 else input * alpha).__rsub__(other)
+
+
+def fill(input: Tensor, value) -> Tensor:  # noqa: A002
+    """A tensor like ``input`` holding ``value`` everywhere (``torch.fill``, out of place)."""
+    return full_like(input, value.item() if isinstance(value, Tensor) else value)
+
 
 def where(cond: Tensor, a, b) -> Tensor:
     return cond._elementwise(lambda c, x, y: builder.select(c, x, y), [a, b], "where",
@@ -1663,7 +2595,7 @@ def _cumulative(x: Tensor, agg: str, dim: int, dtype, op: str) -> Tensor:
     (k,) = builder.indices("k")
     read = list(idx)
     read[dim] = idx[dim] - k
-    make = {"+": builder.sum, "*": builder.prod}[agg]
+    make = {"+": builder.sum, "*": builder.prod, ">": builder.max, "<": builder.min}[agg]
     return x._derive(x.shape, x.dtype, [x], lambda nodes: make(
         nodes[0][tuple(read)], out=list(idx), shape=list(x.shape), where=[k < x.shape[dim]]))
 
