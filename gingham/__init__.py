@@ -103,6 +103,12 @@ from .frontend.checkpoint import load, save  # noqa: E402
 from . import amp  # noqa: E402
 from . import linalg  # noqa: E402
 from . import fft, signal  # noqa: E402  (Fourier transforms, windows, stft)
+# torch's top-level spellings of linear algebra and signal functions (torch.det, torch.stft, ...)
+from .linalg import cholesky, cholesky_inverse, det, logdet, slogdet  # noqa: E402
+from .linalg import inv as inverse  # noqa: E402
+from .signal import (  # noqa: E402
+    bartlett_window, blackman_window, hamming_window, hann_window, istft, kaiser_window, stft,
+)
 from .frontend.amp import autocast  # noqa: E402
 from .frontend.jit import jit  # noqa: E402
 from .frontend.transforms import grad, value_and_grad  # noqa: E402
@@ -122,7 +128,9 @@ __all__ = [
     "logspace", "meshgrid", "moveaxis", "movedim", "outer", "repeat_interleave", "roll", "rot90",
     "tensordot", "trace", "tril", "triu", "vstack",
     "jit", "optim", "grad", "value_and_grad", "amp", "autocast", "save", "load", "linalg",
-    "fft", "signal",
+    "fft", "signal", "cholesky", "cholesky_inverse", "det", "logdet", "slogdet", "inverse",
+    "bartlett_window", "blackman_window", "hamming_window", "hann_window", "istft",
+    "kaiser_window", "stft",
     "tan", "sinh", "cosh", "asin", "acos", "atan", "arcsin", "arccos", "arctan", "asinh", "acosh",
     "atanh", "arcsinh", "arccosh", "arctanh", "log1p", "expm1", "exp2", "log2", "log10", "atan2",
     "arctan2", "hypot", "logaddexp", "logaddexp2", "fmod", "remainder", "copysign", "trunc",

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import itertools
 import math
 import threading
@@ -119,6 +120,20 @@ def no_grad():
         yield
     finally:
         _grad_mode.enabled.pop()
+
+
+def _delegated(module: str, function: str) -> Callable:
+    """A method calling ``function`` of ``module`` (relative to this package) with the tensor
+    first: for functions of modules that import this one (gingham.linalg, gingham.signal,
+    gingham.frontend.indexing), imported when the method is first called."""
+
+    def method(self, *args, **kwargs):
+        return getattr(importlib.import_module(module, __package__), function)(
+            self, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = function
+    method.__doc__ = f"``{module.lstrip('.')}.{function}(self, ...)``, PyTorch's method."
+    return method
 
 
 class Tensor:
@@ -1528,6 +1543,25 @@ class Tensor:
         return _running_extreme(self, "<", dim, "cummin")
 
     def msort(self) -> "Tensor": return self.sort(0).values
+
+    # Methods whose functions live in modules built on this one (imported when called):
+    # x.det() is gingham.linalg.det(x), x.stft(400) gingham.signal.stft(x, 400), ...
+    det = _delegated("..linalg", "det")
+    logdet = _delegated("..linalg", "logdet")
+    slogdet = _delegated("..linalg", "slogdet")
+    inverse = _delegated("..linalg", "inv")
+    cholesky = _delegated("..linalg", "cholesky")
+    cholesky_inverse = _delegated("..linalg", "cholesky_inverse")
+    stft = _delegated("..signal", "stft")
+    istft = _delegated("..signal", "istft")
+    bincount = _delegated(".indexing", "bincount")
+    histc = _delegated(".indexing", "histc")
+    nanquantile = _delegated(".indexing", "nanquantile")
+    nanmedian = _delegated(".indexing", "nanmedian")
+
+    def corrcoef(self) -> "Tensor":
+        """The correlation coefficients of the rows (variables), as ``torch.corrcoef``."""
+        return corrcoef(self)
 
     def kthvalue(self, k: int, dim: int = -1, keepdim: bool = False) -> "ValuesIndices":
         """``(values, indices)`` of the ``k``-th smallest element along ``dim`` (1-based)."""
