@@ -62,13 +62,48 @@ def current_trace() -> "_Trace | None":
 class _Trace:
     assignments: list[tuple[Tensor, Tensor]] = field(default_factory=list)
 
+    # In-place updates of leaves (gingham.frontend.inplace): per leaf, the leaf and the
+    # snapshot of its value when the step began, which stands for the leaf in the program.
+    in_place: dict[int, tuple[Tensor, Tensor]] = field(default_factory=dict)
+
     def record_assignments(self, pairs) -> None:
-        assigned = {id(t) for t, _ in self.assignments}
+        assigned = {id(t) for t, _ in self.assignments} | set(self.in_place)
         for target, value in pairs:
             if id(target) in assigned:
                 raise GinghamError("a tensor is assigned twice in one traced step; "
                                    "gingham.jit supports one update per step")
             self.assignments.append((target, value))
+
+    def update_in_place(self, target: Tensor, value: Tensor, snapshot) -> None:
+        """``target`` (a leaf) takes ``value`` in place for the rest of the trace: readers
+        of its current value are pointed at ``snapshot(target)``, and at the end of the
+        trace the leaf is restored and its last value becomes an update of the step."""
+        if any(t is target for t, _ in self.assignments):
+            raise GinghamError("a tensor is assigned and then updated in place in one traced "
+                               "step; gingham.jit supports one update per step")
+        before = snapshot(target)
+        self.in_place.setdefault(id(target), (target, before))
+        for name in ("_buffer", "_parents", "_build", "requires_grad", "_parent_versions"):
+            setattr(target, name, getattr(value, name))
+        target._version += 1
+        for parent in target._parents:
+            parent._adopt(target)
+
+    def finish_in_place(self, snapshot) -> tuple[dict[int, Tensor], dict[int, Tensor]]:
+        """Restore every leaf updated in place to the leaf it was, record its last value as
+        an update of the step, and return (by the id of each step-start snapshot) the leaf
+        it stands for, and (by the id of each leaf) its last value."""
+        inputs, finals = {}, {}
+        for target, before in self.in_place.values():
+            final = snapshot(target)  # what was computed from the last value reads this
+            final._snapshot_of = None
+            for name in ("_buffer", "_parents", "_build", "requires_grad", "_parent_versions"):
+                setattr(target, name, getattr(before, name))
+            target._version += 1
+            self.assignments.append((target, final))
+            inputs[id(before)] = target
+            finals[id(target)] = final
+        return inputs, finals
 
 
 @dataclass
@@ -228,6 +263,11 @@ def _trace(fn: Callable, args: tuple, device: str | None = None) -> _Compiled:
     with queued as collector:
         try:
             result = fn(*traced_args)
+        except BaseException:
+            from .inplace import snapshot_value
+
+            trace.finish_in_place(snapshot_value)  # no leaf keeps a failed trace's value
+            raise
         finally:
             _traces.stack.pop()
         return _compile_trace(result, trace, placeholders, fn, args, started, collector)
@@ -240,8 +280,11 @@ def _compile_trace(result, trace: _Trace, placeholders: list, fn: Callable, args
     from ..devices import get_device
     from ..runtime import executable
 
+    from .inplace import snapshot_value
+
     flat_out, out_structure = _flatten(result)
-    outputs = [o for o in flat_out]
+    stand_ins, finals = trace.finish_in_place(snapshot_value)
+    outputs = [finals.get(id(o), o) for o in flat_out]  # an updated leaf: its new value
     for o in outputs:
         if not isinstance(o, Tensor):
             raise GinghamError(f"a function traced by gingham.jit must return tensors, got "
@@ -256,6 +299,9 @@ def _compile_trace(result, trace: _Trace, placeholders: list, fn: Callable, args
             f"{', '.join(devices)} (its outputs and updated tensors); trace one function per "
             "device")
     leaves, _, bound = _bound_graph(targets, is_graph_input)
+    # A leaf updated in place entered the program as the snapshot of its value before the
+    # update: the replay reads the leaf itself (its value at that time).
+    leaves = [stand_ins.get(id(leaf), leaf) for leaf in leaves]
     device = get_device(targets[0].device)
     debug_print(1, f"{device.id}: traced {getattr(fn, '__name__', 'a function')} in "
                    f"{(time.perf_counter() - started) * 1e3:.0f} ms "

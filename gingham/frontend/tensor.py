@@ -36,6 +36,7 @@ import importlib
 import itertools
 import math
 import threading
+import weakref
 from typing import Callable, Iterable, NamedTuple, Sequence, Union
 
 import numpy as np
@@ -162,6 +163,24 @@ class Tensor:
         # A copy of a tensor on another device made by to(): an input of this device's
         # graphs, whose gradient backward() sends on to the original (see to()).
         self._moved_from: Tensor | None = None
+        # In-place operations (gingham.frontend.inplace): the tensors computed from this one,
+        # held weakly, so that an in-place update can point the lazy ones at the old value;
+        # the tensor an old value was taken from (a snapshot's origin); and, for ``.data``
+        # and ``detach()`` of a leaf, the leaf whose value this one shares.
+        self._children: dict[int, weakref.ref] | None = None
+        self._snapshot_of: Tensor | None = None
+        self._alias_of: Tensor | None = None
+        for parent in self._parents:
+            parent._adopt(self)
+
+    def _adopt(self, child: "Tensor") -> None:
+        """Remember (weakly) that ``child`` is computed from this tensor."""
+        children = self._children
+        if children is None:
+            children = self._children = {}
+        key = id(child)
+        children[key] = weakref.ref(child, lambda _, family=children, key=key:
+                                    family.pop(key, None))
 
     # -- basic properties ------------------------------------------------------------------------
     @property
@@ -296,8 +315,30 @@ class Tensor:
         return moved
 
     def detach(self) -> "Tensor":
+        """This value as a new leaf that does not require gradients. For a leaf (a parameter,
+        data) it shares the leaf's value as PyTorch's does: an in-place operation on it
+        (``p.detach().zero_()``) changes the leaf too. For a computed tensor it is a copy of
+        the value: an in-place operation on it changes only the copy."""
         self.realize()
-        return Tensor(self.shape, self.dtype, self.device, buffer=self._buffer)
+        detached = Tensor(self.shape, self.dtype, self.device, buffer=self._buffer)
+        if self.is_leaf and not self._placeholder:
+            detached._alias_of = self._alias_of or self
+        return detached
+
+    @property
+    def data(self) -> "Tensor":
+        """The value without its autograd history, sharing it as PyTorch's ``.data``: for a
+        leaf, in-place operations on it change the leaf (``p.data.mul_(0.5)``, the idiom of
+        hand-written updates and initialisations); see :meth:`detach`. Assigning
+        ``p.data = value`` gives the leaf a new value of the same shape (cast to its dtype),
+        outside autograd."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value: "Tensor") -> None:
+        from .inplace import copy_into
+
+        copy_into(self, value, "data")
 
     def __deepcopy__(self, memo: dict) -> "Tensor":
         """``copy.deepcopy``: a new leaf on the same device holding a copy of this tensor's
@@ -1698,6 +1739,13 @@ class Tensor:
         cotangent = gradient if isinstance(gradient, Tensor) else tensor(
             np.asarray(gradient, self.dtype), device=self.device)
         leaves = [t for t in graph_inputs([self]) if t.requires_grad]
+        for leaf in leaves:
+            if leaf._snapshot_of is not None:
+                raise GinghamError(
+                    "backward(): a tensor this gradient needs was modified by an in-place "
+                    "operation after it was used (as PyTorch, gingham refuses: the gradient "
+                    "would go to its old value); do the in-place update after backward(), "
+                    "or use the out-of-place operation")
         if not leaves:
             raise GinghamError("backward(): no tensor in the graph requires a gradient")
         # Gradients are lazy tensors: the gradient program joins the graph, so an optimiser
@@ -2926,16 +2974,32 @@ def permute_dims(x: Tensor, axes: Sequence[int], op: str = "permute_dims") -> Te
 def _getitem(x: Tensor, key) -> Tensor:
     """Basic indexing: integers, slices (any step), None and Ellipsis; an integer tensor on
     one dim goes to :func:`gingham.frontend.indexing.getitem_with_tensor`."""
-    if not isinstance(key, tuple):
-        key = (key,)
-    if any(isinstance(k, (Tensor, np.ndarray, list)) for k in key):
+    keys = key if isinstance(key, tuple) else (key,)
+    if any(isinstance(k, (Tensor, np.ndarray, list)) for k in keys):
         from .indexing import getitem_with_tensor
 
-        return getitem_with_tensor(x, key)
+        return getitem_with_tensor(x, keys)
+    source_index, out_index, shape = _getitem_plan(x, key)
+
+    def build(nodes):
+        where = [v < s for v, s in zip(out_index, shape) if isinstance(v, builder.Index)]
+        return builder.assign(nodes[0][tuple(source_index)] if source_index else nodes[0][()],
+                              out=out_index, shape=list(shape), where=where)
+
+    return x._derive(shape, x.dtype, [x], build)
+
+
+def _getitem_plan(x: Tensor, key) -> tuple[list, list, tuple[int, ...]]:
+    """What basic indexing ``x[key]`` reads: the index of ``x`` read (per dim of ``x``: a
+    position, or ``start + step * i``), the result's index (a Tile index per slice, 0 per
+    ``None``) and the result's shape. ``x[key] = v`` writes through the same plan."""
+    key = key if isinstance(key, tuple) else (key,)
     if any(k is Ellipsis for k in key):
         position = key.index(Ellipsis)
         fill = x.ndim - (len(key) - 1 - sum(k is None for k in key))
         key = key[:position] + (slice(None),) * fill + key[position + 1:]
+    if sum(k is not None for k in key) > x.ndim:
+        raise IndexError(f"too many indices for a tensor of {x.ndim} dimensions: {key!r}")
     key = key + (slice(None),) * (x.ndim - sum(k is not None for k in key))
     idx = builder.indices(" ".join(f"i{a}" for a in range(x.ndim + len(key))))
     source_index, out_index, out_shape = [], [], []
@@ -2962,14 +3026,7 @@ def _getitem(x: Tensor, key) -> Tensor:
         else:
             raise IndexError(f"unsupported index {item!r}; use integers, slices, None or ...")
         axis += 1
-    shape = tuple(out_shape)
-
-    def build(nodes):
-        where = [v < s for v, s in zip(out_index, out_shape) if isinstance(v, builder.Index)]
-        return builder.assign(nodes[0][tuple(source_index)] if source_index else nodes[0][()],
-                              out=out_index, shape=list(shape), where=where)
-
-    return x._derive(shape, x.dtype, [x], build)
+    return source_index, out_index, tuple(out_shape)
 
 
 def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
@@ -3739,3 +3796,8 @@ __all__ = [
     "permute_dims", "concat", "stack", "maximum", "minimum", "where", "realize", "no_grad",
     "is_grad_enabled", "assign_all", "move_all", "placement",
 ]
+
+# Tensor's in-place methods and operators (x.add_(y), x += y, x[i] = v): gingham.frontend.inplace
+from .inplace import install as _install_in_place  # noqa: E402  (it needs the names above)
+
+_install_in_place()
