@@ -359,6 +359,41 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
     return write(self, src, "copy_")
 
 
+def detach_(self: Tensor) -> Tensor:
+    """Make this tensor a leaf holding its value, with no autograd history (tensors already
+    computed from it keep theirs)."""
+    from .jit import current_trace
+
+    if current_trace() is not None:
+        raise InPlaceError("detach_: not supported inside gingham.jit; use detach()")
+    self.realize()
+    snapshot_value(self)
+    self._parents, self._build, self._parent_versions = (), None, ()
+    self._moved_from, self.requires_grad = None, False
+    self._version += 1
+    return self
+
+
+def fill_diagonal_(self: Tensor, fill_value, wrap: bool = False) -> Tensor:
+    """Write ``fill_value`` on the main diagonal (``i == j == ...``) of a tensor of at least
+    2 dims, all of one size beyond 2 dims, as PyTorch's; ``wrap`` (restart the diagonal
+    every ``cols + 1`` rows of a tall matrix) as well."""
+    from .tensor import arange
+
+    if self.ndim < 2 or (self.ndim > 2 and len(set(self.shape)) != 1):
+        raise ShapeError(f"fill_diagonal_: needs at least 2 dims, all of equal length beyond "
+                         f"2, not shape {self.shape}")
+    positions = [arange(n, device=self.device).reshape(
+        (1,) * a + (n,) + (1,) * (self.ndim - a - 1)) for a, n in enumerate(self.shape)]
+    rows = positions[0]
+    if wrap and self.ndim == 2 and self.shape[0] > self.shape[1]:
+        rows = rows % (self.shape[1] + 1)  # row cols is the gap PyTorch leaves between blocks
+    on = rows == positions[1]
+    for other in positions[2:]:
+        on = on & (positions[1] == other)
+    return write(self, where(on, fill_value, self), "fill_diagonal_")
+
+
 def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *, generator=None) -> Tensor:
     """Draw from U(a, b) (``gingham.nn.init.uniform_``)."""
     from ..nn import init
@@ -404,6 +439,9 @@ TWINS = (
     "float_power", "sinc", "heaviside", "digamma", "lgamma", "eq", "ne", "lt", "le", "gt", "ge",
     "greater", "less", "greater_equal", "less_equal", "not_equal", "hardtanh", "leaky_relu",
     "elu", "selu", "celu", "silu", "mish", "gelu", "softplus", "hardsigmoid", "hardswish",
+    "absolute", "negative", "sgn", "addbmm", "addmm", "addmv", "addr", "baddbmm",
+    "bitwise_left_shift", "bitwise_right_shift", "cumprod", "cumsum", "floor_divide",
+    "index_put", "ldexp",
 )
 
 # Shape-changing methods whose in-place twins PyTorch has (``t_``, ``squeeze_``, ...): a write
@@ -425,7 +463,8 @@ def install() -> None:
         if name not in _SHAPE_CHANGING and hasattr(Tensor, name) and not hasattr(
                 Tensor, f"{name}_"):
             setattr(Tensor, f"{name}_", _twin(name))
-    for function in (add_, sub_, mul_, div_, pow_, zero_, fill_, copy_, uniform_, normal_):
+    for function in (add_, sub_, mul_, div_, pow_, zero_, fill_, copy_, uniform_, normal_,
+                     detach_, fill_diagonal_):
         setattr(Tensor, function.__name__, function)
     Tensor.divide_ = Tensor.true_divide_ = div_
     Tensor.multiply_ = mul_

@@ -1415,11 +1415,6 @@ class Tensor:
     @property
     def nbytes(self) -> int: return self.numel() * self.dtype.itemsize
 
-    @property
-    def data(self) -> "Tensor":
-        """This tensor's value without its history (:meth:`detach`)."""
-        return self.detach()
-
     def cpu(self) -> "Tensor":
         """This tensor on gingham's ``cpu`` device (generated C), as ``to("cpu")``."""
         return self.to("cpu")
