@@ -109,6 +109,9 @@ from .linalg import inv as inverse  # noqa: E402
 from .signal import (  # noqa: E402
     bartlett_window, blackman_window, hamming_window, hann_window, istft, kaiser_window, stft,
 )
+from .frontend.sampling import (  # noqa: E402  (random tensors, drawn on the device)
+    bernoulli, normal, rand, rand_like, randint, randint_like, randn, randn_like, randperm,
+)
 from .frontend.amp import autocast  # noqa: E402
 from .frontend.jit import jit  # noqa: E402
 from .frontend.transforms import grad, value_and_grad  # noqa: E402
@@ -130,7 +133,8 @@ __all__ = [
     "jit", "optim", "grad", "value_and_grad", "amp", "autocast", "save", "load", "linalg",
     "fft", "signal", "cholesky", "cholesky_inverse", "det", "logdet", "slogdet", "inverse",
     "bartlett_window", "blackman_window", "hamming_window", "hann_window", "istft",
-    "kaiser_window", "stft",
+    "kaiser_window", "stft", "bernoulli", "normal", "rand", "rand_like", "randint",
+    "randint_like", "randn", "randn_like", "randperm",
     "tan", "sinh", "cosh", "asin", "acos", "atan", "arcsin", "arccos", "arctan", "asinh", "acosh",
     "atanh", "arcsinh", "arccosh", "arctanh", "log1p", "expm1", "exp2", "log2", "log10", "atan2",
     "arctan2", "hypot", "logaddexp", "logaddexp2", "fmod", "remainder", "copysign", "trunc",

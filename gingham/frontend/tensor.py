@@ -1594,6 +1594,7 @@ class Tensor:
     histc = _delegated(".indexing", "histc")
     nanquantile = _delegated(".indexing", "nanquantile")
     nanmedian = _delegated(".indexing", "nanmedian")
+    bernoulli = _delegated(".sampling", "bernoulli")
 
     def corrcoef(self) -> "Tensor":
         """The correlation coefficients of the rows (variables), as ``torch.corrcoef``."""

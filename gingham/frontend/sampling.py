@@ -1,0 +1,173 @@
+"""PyTorch's random tensor constructors: ``rand``, ``randn``, ``randint``, ``randperm``, their
+``_like`` forms, ``normal`` and ``bernoulli``, drawn on the device.
+
+Every draw comes from a :class:`gingham.nn.functional.Generator` (a Philox state on the
+device): ``generator=`` or the device's default one, which ``gingham.manual_seed`` seeds, so
+a run is reproducible from its seed; inside ``gingham.jit`` the generator advances at every
+replay, so a compiled step draws anew each time. The numbers are not PyTorch's (another
+generator), only their distribution is.
+
+    gingham.manual_seed(0)
+    noise = gingham.randn(16, 3, 32, 32, device="cuda:0")
+    keep = gingham.bernoulli(gingham.full((8,), 0.9))
+    order = gingham.randperm(10)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..tile import dtypes as dt
+from .tensor import DTypeError, ShapeError, Tensor, _varargs, where
+
+
+def _state(generator, device: str | None, op: str) -> Tensor:
+    from ..devices import default_device_id
+    from ..nn import functional as F
+
+    if generator is not None:
+        if device is not None and generator.device != device:
+            raise ValueError(f"{op}: the generator lives on {generator.device}, not on the "
+                             f"requested device {device}")
+        return generator.next_state()
+    return F._default_generator(device or default_device_id()).next_state()
+
+
+def _sizes(op: str, size) -> tuple[int, ...]:
+    sizes = _varargs(tuple(size))
+    if any(not isinstance(s, (int, np.integer)) or s < 0 for s in sizes):
+        raise ShapeError(f"{op}: sizes must be non-negative integers, not {sizes}")
+    return tuple(int(s) for s in sizes)
+
+
+def _finish(op: str, values: Tensor, dtype, requires_grad: bool) -> Tensor:
+    """``values`` in ``dtype``; a leaf (computed now) when it requires gradients."""
+    dtype = dt.FLOAT32 if dtype is None else dt.as_tile_dtype(dtype)
+    if requires_grad and not dt.is_float(dtype):
+        raise DTypeError(f"{op}: only floating-point tensors can require gradients, not "
+                         f"{dt.dtype_name(dtype)}")
+    values = values if values.dtype == dtype else values.astype(dtype)
+    if not requires_grad:
+        return values
+    values.realize()
+    return Tensor(values.shape, dtype, values.device, buffer=values._buffer, requires_grad=True)
+
+
+def _uniform(op: str, sizes, generator, device) -> Tensor:
+    from ..nn import functional as F
+
+    return F.random_uniform(sizes, _state(generator, device, op))
+
+
+def rand(*size, generator=None, dtype=None, device: str | None = None,
+         requires_grad: bool = False) -> Tensor:
+    """Uniform draws in ``[0, 1)`` of shape ``size`` (``rand(2, 3)`` or ``rand((2, 3))``)."""
+    sizes = _sizes("rand", size)
+    return _finish("rand", _uniform("rand", sizes, generator, device), dtype, requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device: str | None = None,
+          requires_grad: bool = False) -> Tensor:
+    """Standard normal draws of shape ``size``."""
+    from ..nn import functional as F
+
+    sizes = _sizes("randn", size)
+    values = F.random_normal(sizes, _state(generator, device, "randn"))
+    return _finish("randn", values, dtype, requires_grad)
+
+
+def rand_like(input: Tensor, *, dtype=None, device: str | None = None,  # noqa: A002
+              requires_grad: bool = False) -> Tensor:
+    """:func:`rand` of ``input``'s shape (and dtype and device, unless given)."""
+    return rand(input.shape, dtype=dtype or input.dtype, device=device or input.device,
+                requires_grad=requires_grad)
+
+
+def randn_like(input: Tensor, *, dtype=None, device: str | None = None,  # noqa: A002
+               requires_grad: bool = False) -> Tensor:
+    """:func:`randn` of ``input``'s shape (and dtype and device, unless given)."""
+    return randn(input.shape, dtype=dtype or input.dtype, device=device or input.device,
+                 requires_grad=requires_grad)
+
+
+# A float32 draw has 24 bits: wider integer ranges would leave values out.
+_RANDINT_SPAN = 1 << 24
+
+
+def randint(*args, size=None, generator=None, dtype=None, device: str | None = None,
+            requires_grad: bool = False) -> Tensor:
+    """Integers drawn uniformly from ``[low, high)``, as ``torch.randint(low=0, high, size)``
+    (``randint(10, (3,))`` or ``randint(5, 10, (3,))``); int64 unless ``dtype``. The range
+    may span at most ``2**24`` values (a float32 draw's resolution)."""
+    if size is not None:
+        args = args + (size,)
+    if len(args) == 2:
+        low, high, sizes = 0, args[0], args[1]
+    elif len(args) == 3:
+        low, high, sizes = args
+    else:
+        raise TypeError("randint: expected randint(high, size) or randint(low, high, size)")
+    low, high = int(low), int(high)
+    if high <= low:
+        raise ValueError(f"randint: expects low < high, got low={low}, high={high}")
+    if high - low > _RANDINT_SPAN:
+        raise ValueError(f"randint: a range of {high - low} values is wider than gingham's "
+                         f"draws resolve (2**24)")
+    u = _uniform("randint", _sizes("randint", (sizes,)), generator, device)
+    drawn = (u * float(high - low)).floor().clamp(max=float(high - low - 1)) + float(low)
+    return _finish("randint", drawn, dt.INT64 if dtype is None else dtype, requires_grad)
+
+
+def randint_like(input: Tensor, low: int = 0, high: int | None = None, *,  # noqa: A002
+                 dtype=None, device: str | None = None) -> Tensor:
+    """:func:`randint` of ``input``'s shape (``randint_like(x, 10)`` or ``(x, 5, 10)``)."""
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, input.shape, dtype=dtype or input.dtype,
+                   device=device or input.device)
+
+
+def randperm(n: int, *, generator=None, dtype=None, device: str | None = None,
+             requires_grad: bool = False) -> Tensor:
+    """A random permutation of ``0 .. n-1`` (int64 unless ``dtype``): the ranks of ``n``
+    uniform draws (a sort on the device, ``n**2`` compares: meant for up to a few thousand)."""
+    from . import indexing
+
+    if n < 0:
+        raise ValueError(f"randperm: n must be non-negative, got {n}")
+    draws = _uniform("randperm", (int(n),), generator, device)
+    order = indexing.argsort(draws, 0) if n else draws.astype(dt.INT64)
+    return _finish("randperm", order, dt.INT64 if dtype is None else dtype, requires_grad)
+
+
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None,
+           device: str | None = None) -> Tensor:
+    """Normal draws: ``mean`` and ``std`` tensors or numbers (broadcast together; with two
+    numbers, ``size`` gives the shape), as ``torch.normal``."""
+    from ..nn import functional as F
+
+    tensors = [v for v in (mean, std) if isinstance(v, Tensor)]
+    if tensors:
+        shape = np.broadcast_shapes(*(t.shape for t in tensors))
+        device = device or tensors[0].device
+        dtype = dtype or tensors[0].dtype
+    elif size is None:
+        raise TypeError("normal: with a number mean and std, give size")
+    else:
+        shape = _sizes("normal", (size,))
+    values = F.random_normal(tuple(shape), _state(generator, device, "normal")) * std + mean
+    return _finish("normal", values, dtype, False)
+
+
+def bernoulli(input: Tensor, p: float | None = None, *, generator=None) -> Tensor:  # noqa: A002
+    """0 or 1 in ``input``'s dtype, 1 with probability ``input`` (or ``p``) per element."""
+    if not dt.is_float(input.dtype):
+        raise DTypeError(f"bernoulli: probabilities must be floating-point, not "
+                         f"{dt.dtype_name(input.dtype)}")
+    probability = input if p is None else p  # a comparison: no gradient flows
+    u = _uniform("bernoulli", input.shape, generator, input.device)
+    return where(u < probability, 1.0, 0.0).astype(input.dtype)
+
+
+__all__ = ["rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "randperm",
+           "normal", "bernoulli"]
