@@ -7,7 +7,6 @@ and :mod:`gingham.signal` take and return the same pairs, so these ops are thin 
 
 from __future__ import annotations
 
-import math as pymath
 
 import numpy as np
 
@@ -130,37 +129,10 @@ def segment_prod(data, segment_ids, num_segments=None, sorted=False):  # noqa: A
 
 
 # --- elementwise math and reductions ops ---
-# Giles' single-precision approximation of erfinv ("Approximating the erfinv function", GPU
-# Computing Gems, 2011): a polynomial in w = -log(1 - y^2), one for w < 5 and one in sqrt(w).
-_ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
-                   0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
-_ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844,
-                0.00573950773, -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
-
-
-def _horner(coefficients, w):
-    value = coefficients[0]
-    for c in coefficients[1:]:
-        value = value * w + c
-    return value
-
-
 def erfinv(x):
-    """The inverse of erf on (-1, 1), +-inf at +-1, NaN beyond: Giles' approximation refined by
-    two Newton steps on Tile's erf (so the value is erf's inverse to float32's precision and
-    the gradient, through the last step, is ``sqrt(pi) / 2 * exp(erfinv(x)^2)``)."""
-    y = _float(convert_to_tensor(x))
-    edge = y.abs() == 1.0
-    inner = gt.where(edge, 0.0, y)  # the steps divide by erf' (0 at +-inf): not at the edges
-    w = -((1.0 - inner) * (1.0 + inner)).log()
-    central = _horner(_ERFINV_CENTRAL, w - 2.5)
-    tail = _horner(_ERFINV_TAIL, gt.where(w < 5.0, 5.0, w).sqrt() - 3.0)
-    guess = gt.where(w < 5.0, central, tail) * inner
-    for _ in range(2):
-        slope = (-guess.square()).exp() * (2.0 / pymath.sqrt(pymath.pi))
-        guess = guess - (guess.erf() - inner) / slope
-    # +-inf as constants: y * inf would send 0 * inf = NaN into y's gradient
-    return gt.where(edge, gt.where(y > 0, pymath.inf, -pymath.inf), guess)
+    """The inverse of erf on (-1, 1), +-inf at +-1, NaN beyond (:meth:`gingham.Tensor.erfinv`,
+    Giles' approximation refined by two Newton steps)."""
+    return _float(convert_to_tensor(x)).erfinv()
 
 
 def cdist(x1, x2):
