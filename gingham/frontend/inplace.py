@@ -122,9 +122,9 @@ def snapshot_value(target: Tensor) -> Tensor:
     old.__dict__.update(target.__dict__)
     old._children = None
     old._snapshot_of = target
-    children = target._children or {}
+    children = target._children or []
     target._children = None
-    for reference in list(children.values()):
+    for reference in children:
         child = reference()
         if child is None:
             continue
