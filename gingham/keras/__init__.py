@@ -56,10 +56,10 @@ step; ``while_loop`` on a device condition needs ``maximum_iterations`` there. `
 attention), not the mean of the values.
 
 Not yet: sparse and ragged tensors, ``steps_per_execution > 1``, the fused ``lstm`` /
-``gru`` backend ops (Keras falls back to its recurrent loop), ``keras.ops`` linear algebra
-other than ``qr``, FFT, the image ops perspective_transform, map_coordinates, elastic_transform
-and scale_and_translate, random draws other than dropout and
-``uniform`` inside a step, and export. Each such op raises
+``gru`` backend ops (Keras falls back to its recurrent loop), ``linalg.svd``, ``eigh``,
+``eig``, ``lstsq`` and ``qr`` inside a step (the others run on :mod:`gingham.linalg`), the
+image ops perspective_transform, elastic_transform and scale_and_translate, and export. Each
+such op raises
 ``NotImplementedError`` naming the op and "gingham's Keras backend".
 
 How it is installed: Keras 3 has no plug-in mechanism for backends (``keras.src.backend``,
