@@ -572,6 +572,189 @@ class AdamW(Adam):
                 "gingham.optim.Adam"]
 
 
-__all__ = ["Optimizer", "ParamGroup", "SGD", "Adam", "AdamW", "lr_scheduler"]
+class RMSprop(Optimizer):
+    """``torch.optim.RMSprop`` (Hinton), ``centered`` and ``momentum`` included.
+
+        opt = gingham.optim.RMSprop(model.parameters(), lr=1e-2, momentum=0.9, centered=True)
+    """
+
+    _structural = ("momentum", "weight_decay")
+
+    def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False,
+                 capturable: bool = False, foreach: bool | None = None, maximize: bool = False,
+                 differentiable: bool = False) -> None:
+        super().__init__(params, {"lr": lr, "momentum": momentum, "alpha": alpha, "eps": eps,
+                                  "centered": centered, "weight_decay": weight_decay,
+                                  "capturable": capturable, "foreach": foreach,
+                                  "maximize": maximize, "differentiable": differentiable})
+
+    def _constants(self, group):
+        return {"lr": group["lr"], "alpha": group["alpha"],
+                "one_minus_alpha": 1.0 - group["alpha"], "eps": group["eps"],
+                "momentum": group["momentum"], "weight_decay": group["weight_decay"]}
+
+    def _state_names(self, group):
+        return (["square_avg"] + (["momentum_buffer"] if group["momentum"] else [])
+                + (["grad_avg"] if group["centered"] else []))
+
+    def _update(self, p, g, state, c, step, group):
+        g = _decay(p, g, c, group)
+        square_avg = state["square_avg"] * c["alpha"] + g * g * c["one_minus_alpha"]
+        new_state = {"square_avg": square_avg}
+        if group["centered"]:
+            grad_avg = state["grad_avg"] + (g - state["grad_avg"]) * c["one_minus_alpha"]
+            new_state["grad_avg"] = grad_avg
+            average = (square_avg - grad_avg * grad_avg).sqrt() + c["eps"]
+        else:
+            average = square_avg.sqrt() + c["eps"]
+        if not group["momentum"]:
+            return p - c["lr"] * (g / average), new_state
+        buf = new_state["momentum_buffer"] = state["momentum_buffer"] * c["momentum"] + g / average
+        return p - c["lr"] * buf, new_state
+
+
+class Adagrad(Optimizer):
+    """``torch.optim.Adagrad`` (Duchi et al.), with ``lr_decay`` and
+    ``initial_accumulator_value``.
+
+        opt = gingham.optim.Adagrad(model.parameters(), lr=1e-2, lr_decay=1e-4)
+    """
+
+    def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0.0,
+                 weight_decay: float = 0.0, initial_accumulator_value: float = 0.0,
+                 eps: float = 1e-10, foreach: bool | None = None, *, maximize: bool = False,
+                 differentiable: bool = False, fused: bool | None = None) -> None:
+        super().__init__(params, {"lr": lr, "lr_decay": lr_decay, "eps": eps,
+                                  "weight_decay": weight_decay,
+                                  "initial_accumulator_value": initial_accumulator_value,
+                                  "foreach": foreach, "maximize": maximize,
+                                  "differentiable": differentiable, "fused": fused})
+
+    def _constants(self, group):
+        return {"lr": group["lr"], "lr_decay": group["lr_decay"], "eps": group["eps"],
+                "weight_decay": group["weight_decay"]}
+
+    def _state_names(self, group):
+        return ["sum"]
+
+    def _initial_state(self, name, p, group):
+        return np.full(p.shape, group["initial_accumulator_value"], p.dtype)
+
+    def _update(self, p, g, state, c, step, group):
+        g = _decay(p, g, c, group)
+        total = state["sum"] + g * g
+        decayed_lr = c["lr"] / ((step - 1.0) * c["lr_decay"] + 1.0)
+        return p - decayed_lr * (g / (total.sqrt() + c["eps"])), {"sum": total}
+
+
+class Adamax(Optimizer):
+    """``torch.optim.Adamax``: Adam with the infinity norm (Kingma & Ba).
+
+        opt = gingham.optim.Adamax(model.parameters(), lr=2e-3)
+    """
+
+    def __init__(self, params, lr: float = 2e-3, betas: Sequence[float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, foreach: bool | None = None, *,
+                 maximize: bool = False, differentiable: bool = False,
+                 capturable: bool = False) -> None:
+        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps,
+                                  "weight_decay": weight_decay, "foreach": foreach,
+                                  "maximize": maximize, "differentiable": differentiable,
+                                  "capturable": capturable})
+
+    _constants = Adam._constants
+
+    def _state_names(self, group):
+        return ["exp_avg", "exp_inf"]
+
+    def _update(self, p, g, state, c, step, group):
+        g = _decay(p, g, c, group)
+        m = state["exp_avg"] + (g - state["exp_avg"]) * c["one_minus_beta1"]
+        norm = maximum(state["exp_inf"] * c["beta2"], g.abs() + c["eps"])
+        step_size = c["lr"] / _one_minus_power(c["log_beta1"], step)
+        return p - step_size * (m / norm), {"exp_avg": m, "exp_inf": norm}
+
+
+class RAdam(Optimizer):
+    """``torch.optim.RAdam``: Adam with the variance rectification of Liu et al. (plain
+    momentum SGD while the variance estimate is unreliable), optionally decoupled decay.
+
+        opt = gingham.optim.RAdam(model.parameters(), lr=1e-3)
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas: Sequence[float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0,
+                 decoupled_weight_decay: bool = False, *, foreach: bool | None = None,
+                 maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False) -> None:
+        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps,
+                                  "weight_decay": weight_decay, "foreach": foreach,
+                                  "maximize": maximize, "capturable": capturable,
+                                  "decoupled_weight_decay": decoupled_weight_decay,
+                                  "differentiable": differentiable})
+
+    def _constants(self, group):
+        constants = Adam._constants(self, group)
+        constants["rho_inf"] = 2.0 / (1.0 - constants["beta2"]) - 1.0
+        return constants
+
+    def _state_names(self, group):
+        return ["exp_avg", "exp_avg_sq"]
+
+    def _update(self, p, g, state, c, step, group):
+        if group["weight_decay"] and group["decoupled_weight_decay"]:
+            p = p * c["decay"]
+        elif group["weight_decay"]:
+            g = g + p * c["weight_decay"]
+        m = state["exp_avg"] + (g - state["exp_avg"]) * c["one_minus_beta1"]
+        v = state["exp_avg_sq"] * c["beta2"] + g * g * c["one_minus_beta2"]
+        correction2 = _one_minus_power(c["log_beta2"], step)
+        corrected = m / _one_minus_power(c["log_beta1"], step)
+        rho_inf = c["rho_inf"]
+        rho = rho_inf - 2.0 * step * (step * c["log_beta2"]).exp() / correction2
+        rectified = rho > 5.0
+        # Where not rectified the ratio is unused; 1 keeps its square root finite.
+        ratio = where(rectified, (rho - 4.0) * (rho - 2.0) * rho_inf
+                      / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho), 1.0)
+        adaptive = correction2.sqrt() / (v.sqrt() + c["eps"])
+        scale = where(rectified, adaptive * ratio.sqrt(), 1.0)
+        return p - corrected * c["lr"] * scale, {"exp_avg": m, "exp_avg_sq": v}
+
+
+class Adadelta(Optimizer):
+    """``torch.optim.Adadelta`` (Zeiler).
+
+        opt = gingham.optim.Adadelta(model.parameters(), lr=1.0, rho=0.9)
+    """
+
+    def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
+                 weight_decay: float = 0.0, foreach: bool | None = None, *,
+                 capturable: bool = False, maximize: bool = False,
+                 differentiable: bool = False) -> None:
+        if not 0.0 <= rho <= 1.0:
+            raise ValueError(f"Invalid rho value: {rho}")
+        super().__init__(params, {"lr": lr, "rho": rho, "eps": eps,
+                                  "weight_decay": weight_decay, "maximize": maximize,
+                                  "capturable": capturable, "foreach": foreach,
+                                  "differentiable": differentiable})
+
+    def _constants(self, group):
+        return {"lr": group["lr"], "rho": group["rho"], "one_minus_rho": 1.0 - group["rho"],
+                "eps": group["eps"], "weight_decay": group["weight_decay"]}
+
+    def _state_names(self, group):
+        return ["square_avg", "acc_delta"]
+
+    def _update(self, p, g, state, c, step, group):
+        g = _decay(p, g, c, group)
+        square_avg = state["square_avg"] * c["rho"] + g * g * c["one_minus_rho"]
+        delta = (state["acc_delta"] + c["eps"]).sqrt() / (square_avg + c["eps"]).sqrt() * g
+        acc_delta = state["acc_delta"] * c["rho"] + delta * delta * c["one_minus_rho"]
+        return p - c["lr"] * delta, {"square_avg": square_avg, "acc_delta": acc_delta}
+
+
+__all__ = ["Optimizer", "ParamGroup", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax",
+           "RAdam", "Adadelta", "lr_scheduler"]
 
 from . import lr_scheduler  # noqa: E402  (it builds on Optimizer: gingham.optim.lr_scheduler)

@@ -8,7 +8,9 @@ The implementation lives in :mod:`gingham.frontend.optim` and
 :mod:`gingham.frontend.lr_scheduler`.
 """
 
-from ..frontend.optim import SGD, Adam, AdamW, Optimizer, ParamGroup
+from ..frontend.optim import (SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, Optimizer,
+                              ParamGroup, RAdam, RMSprop)
 from . import lr_scheduler
 
-__all__ = ["Optimizer", "ParamGroup", "SGD", "Adam", "AdamW", "lr_scheduler"]
+__all__ = ["Optimizer", "ParamGroup", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad",
+           "Adamax", "RAdam", "Adadelta", "lr_scheduler"]

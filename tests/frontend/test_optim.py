@@ -148,6 +148,16 @@ OPTIMIZERS = {  # one constructor for both modules, over the model's (w, b)
                                                     dampening=0.3, maximize=True),
     "adam-amsgrad": lambda m, w, b: m.Adam([w, b], lr=0.05, amsgrad=True, weight_decay=0.1),
     "adamw-amsgrad": lambda m, w, b: m.AdamW([w, b], lr=0.05, amsgrad=True),
+    "rmsprop-centered-momentum": lambda m, w, b: m.RMSprop([w, b], lr=0.01, momentum=0.8,
+                                                          centered=True, weight_decay=0.1),
+    "rmsprop": lambda m, w, b: m.RMSprop([w, b], lr=0.01, alpha=0.9),
+    "adagrad": lambda m, w, b: m.Adagrad([w, b], lr=0.1, lr_decay=0.1,
+                                         initial_accumulator_value=0.5, weight_decay=0.1),
+    "adamax": lambda m, w, b: m.Adamax([w, b], lr=0.05, weight_decay=0.1),
+    "radam": lambda m, w, b: m.RAdam([w, b], lr=0.05, betas=(0.9, 0.9)),
+    "radam-decoupled": lambda m, w, b: m.RAdam([w, b], lr=0.05, weight_decay=0.1,
+                                               decoupled_weight_decay=True),
+    "adadelta": lambda m, w, b: m.Adadelta([w, b], rho=0.8, weight_decay=0.1),
 }
 
 
@@ -156,7 +166,7 @@ def test_optimizers_match_torch(device, name):
     """Each optimiser, eager, against torch's with the same arguments: the parameters after
     every step."""
     pair = _Pair(device, OPTIMIZERS[name])
-    for i in range(4):
+    for i in range(8):
         pair.eager_step()
         pair.torch_step()
         pair.check(f"{name}, step {i}", rtol=1e-4, atol=1e-5)
