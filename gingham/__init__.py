@@ -98,7 +98,7 @@ from .nn.functional import (  # noqa: E402
     cosine_similarity, manual_seed, max_pool1d, max_pool2d, max_pool3d, pairwise_distance,
     pixel_shuffle, pixel_unshuffle, rms_norm, selu, threshold,
 )
-from .frontend import optim  # noqa: E402
+from . import optim  # noqa: E402
 from .frontend.checkpoint import load, save  # noqa: E402
 from . import amp  # noqa: E402
 from . import linalg  # noqa: E402

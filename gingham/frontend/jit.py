@@ -20,7 +20,10 @@ Python state the traced function captured is checked on every call: if a capture
 replaced by another object, or a captured number, string or bool changed, or a tensor the step
 reads was moved to another device or dtype (``model.to(...)``), the function is traced
 again (``traces`` counts them), so a replay never uses stale values. Values meant to change
-every step without retracing (a learning rate) belong in tensors: optimisers keep theirs there.
+every step without retracing (a learning rate) belong in tensors: optimisers keep theirs there,
+and a container that writes some of its values through to device tensors (an optimiser's
+parameter group) names what the step still depends on with a ``_jit_watched()`` method, which
+the check reads instead of the container.
 """
 
 from __future__ import annotations
@@ -408,6 +411,11 @@ def _snapshot(fn: Callable, args: tuple, tensors: list | None = None) -> list:
         elif depth and id(value) not in seen and not _opaque(kind, value):
             seen.add(id(value))
             append((depth, key))
+            watched = getattr(kind, "_jit_watched", None)
+            if watched is not None:
+                # It keeps some values in device tensors (an optimiser's parameter group):
+                # it says which of its Python values a compiled step depends on.
+                value, kind = watched(value), dict
             if kind is list or kind is tuple or isinstance(value, (list, tuple)):
                 items = enumerate(value[:256])
             elif isinstance(value, dict):
