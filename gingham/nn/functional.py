@@ -2907,6 +2907,39 @@ def _grid_taps(position: Tensor, size: int, mode: str, padding_mode: str,
     return [(lower, 1.0 - upper_weight), (lower + 1.0, upper_weight)]
 
 
+def _gather_taps(input: Tensor, first_rows: Tensor, per_axis: Sequence[list]
+                 ) -> tuple[Tensor, Tensor | None]:
+    """The pixels of ``input`` ``[N, C, *spatial]`` at every combination of one tap per spatial
+    axis (``per_axis[a]``: (integer-valued float position, weight or None) pairs, all
+    broadcastable to one shape ``P``), as ``[taps, *P, C]``, and their weights
+    ``[taps, *P, 1]`` (None where every tap weighs 1). ``first_rows`` (int32, broadcastable to
+    ``P``) is the table row of each position's image's first pixel: ``n * prod(spatial)``.
+    A tap outside the image reads 0. All taps are one Tile gather of rows from the
+    channels-last ``[N * prod(spatial), C]`` table, so the result is differentiable in
+    ``input`` and in the weights (see :func:`grid_sample` for the costs)."""
+    n, channels, *spatial = input.shape
+    strides = [math.prod(spatial[axis + 1:]) for axis in range(len(spatial))]
+    rows, weights = [], []
+    for taps in itertools.product(*per_axis):
+        row, inside, weight = first_rows, None, None
+        for (pixel, tap_weight), size, stride in zip(taps, spatial, strides):
+            here = (pixel >= 0) & (pixel <= size - 1)
+            inside = here if inside is None else inside & here
+            # clamped before the cast: a far-away float has no int32 value
+            row = row + pixel.clamp(0, size - 1).astype(np.int32) * stride
+            if tap_weight is not None:
+                weight = tap_weight if weight is None else weight * tap_weight
+        rows.append(where(inside, row, -1))  # row -1: Tile's gather reads 0 there
+        weights.append(weight)
+    shape = np.broadcast_shapes(*[r.shape for r in rows])
+    table = input.movedim(1, -1).reshape(n * math.prod(spatial), channels)
+    index = stack([r.broadcast_to(shape) for r in rows]).reshape(-1)
+    picked = indexing.index_select(table, 0, index).reshape(len(rows), *shape, channels)
+    if weights[0] is None:
+        return picked, None
+    return picked, stack([w.broadcast_to(shape) for w in weights]).unsqueeze(-1)
+
+
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",  # noqa: A002
                 padding_mode: str = "zeros", align_corners: bool | None = None) -> Tensor:
     """``input`` ``[N, C, H, W]`` (or ``[N, C, D, H, W]``) read at the normalised positions of
@@ -2949,34 +2982,15 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",  # noqa: A0
     if mode == "bicubic" and nd != 2:
         raise ShapeError(f"{op}: bicubic interpolation only supports 4-d input, got shape "
                          f"{input.shape}")
-    n, channels, *spatial = input.shape
-    out = grid.shape[1:-1]
+    n, spatial = input.shape[0], input.shape[2:]
     corners = bool(align_corners)
-    strides = [math.prod(spatial[axis + 1:]) for axis in range(nd)]
     # grid's last dim counts (x, y[, z]): x along the last spatial axis
     per_axis = [_grid_taps(_unnormalise(grid[..., nd - 1 - axis], size, corners), size, mode,
                            padding_mode, corners) for axis, size in enumerate(spatial)]
-    image_rows = tensor((np.arange(n, dtype=np.int32) * math.prod(spatial)).reshape(
+    first_rows = tensor((np.arange(n, dtype=np.int32) * math.prod(spatial)).reshape(
         n, *[1] * nd), device=input.device)
-    rows, weights = [], []
-    for taps in itertools.product(*per_axis):
-        row, inside, weight = image_rows, None, None
-        for (pixel, tap_weight), size, stride in zip(taps, spatial, strides):
-            here = (pixel >= 0) & (pixel <= size - 1)
-            inside = here if inside is None else inside & here
-            # clamped before the cast: a far-away float has no int32 value
-            row = row + pixel.clamp(0, size - 1).astype(np.int32) * stride
-            if tap_weight is not None:
-                weight = tap_weight if weight is None else weight * tap_weight
-        rows.append(where(inside, row, -1))
-        weights.append(weight)
-    table = input.movedim(1, -1).reshape(n * math.prod(spatial), channels)
-    picked = indexing.index_select(table, 0, stack(rows).reshape(-1))
-    picked = picked.reshape(len(rows), n, *out, channels)
-    if weights[0] is not None:
-        picked = (picked * stack(weights).unsqueeze(-1)).sum(0)
-    else:
-        picked = picked.squeeze(0)
+    picked, weights = _gather_taps(input, first_rows, per_axis)
+    picked = (picked * weights).sum(0) if weights is not None else picked.squeeze(0)
     return picked.movedim(-1, 1)
 
 

@@ -172,6 +172,23 @@ CASES = [
     # patches, unpooling
     "test_col2im_pads", "test_col2im_dilations", "test_col2im_strides",
     "test_maxunpool_export_with_output_shape", "test_maxunpool_export_without_output_shape",
+    # sampling
+    "test_gridsample", "test_gridsample_zeros_padding", "test_gridsample_border_padding",
+    "test_gridsample_reflection_padding", "test_gridsample_bilinear",
+    "test_gridsample_aligncorners_true", "test_gridsample_nearest", "test_gridsample_bicubic",
+    "test_gridsample_nearest_align_corners_0_additional_1",
+    "test_gridsample_nearest_align_corners_1_additional_1",
+    "test_gridsample_bilinear_align_corners_0_additional_1",
+    "test_gridsample_bilinear_align_corners_1_additional_1",
+    "test_gridsample_bicubic_align_corners_0_additional_1",
+    "test_gridsample_bicubic_align_corners_1_additional_1",
+    "test_gridsample_volumetric_nearest_align_corners_0",
+    "test_gridsample_volumetric_nearest_align_corners_1",
+    "test_gridsample_volumetric_bilinear_align_corners_0",
+    "test_gridsample_volumetric_bilinear_align_corners_1", "test_affine_grid_2d",
+    "test_affine_grid_2d_align_corners", "test_affine_grid_3d",
+    "test_affine_grid_3d_align_corners", "test_roialign_aligned_false",
+    "test_roialign_aligned_true", "test_roialign_mode_max",
     # sequences, optionals
     "test_sequence_insert_at_back", "test_sequence_insert_at_front", "test_split_to_sequence_1",
     "test_split_to_sequence_nokeepdims", "test_optional_get_element_sequence",
