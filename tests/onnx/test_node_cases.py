@@ -290,3 +290,21 @@ def test_supported_ops_have_cases():
     covered = {node.op_type for name in CASES for node in _ALL[name].model.graph.node}
     covered |= {node.op_type for make in EXTRA_MODELS.values() for node in make().graph.node}
     assert set(supported_ops()) - covered == {"ReduceProd"}
+
+
+@pytest.mark.parametrize("name, opset16_mode", [("test_gridsample_bicubic", "bicubic"),
+                                                ("test_gridsample_bilinear", "bilinear")])
+def test_gridsample_opset16_mode_names(name, opset16_mode, device):
+    """Opset 16 spelled GridSample's modes ``bilinear`` and ``bicubic`` (20 renamed them
+    ``linear`` and ``cubic``): ONNX's opset-22 case, renamed back, gives its expected output."""
+    case = _ALL[name]
+    model = onnx.ModelProto()
+    model.CopyFrom(case.model)
+    (node,) = model.graph.node
+    for attribute in node.attribute:
+        if attribute.name == "mode":
+            attribute.s = opset16_mode.encode()
+    model.opset_import[0].version = 16
+    for inputs, expected in case.data_sets:
+        (got,) = backend.run_model(model, [_input(v) for v in inputs], device)
+        _assert_close(got, expected[0], case, name)
