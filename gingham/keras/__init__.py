@@ -57,10 +57,9 @@ attention), not the mean of the values.
 
 Not yet: sparse and ragged tensors, ``steps_per_execution > 1``, the fused ``lstm`` /
 ``gru`` backend ops (Keras falls back to its recurrent loop), ``keras.ops`` linear algebra
-other than ``qr``, FFT, the image ops perspective_transform, map_coordinates, elastic_transform
-and scale_and_translate, random draws other than dropout and
-``uniform`` inside a step, and export. Each such op raises
-``NotImplementedError`` naming the op and "gingham's Keras backend".
+other than ``qr``, FFT, random draws other than dropout and ``uniform`` inside a step (so
+``image.elastic_transform``, whose noise is drawn on the host, runs outside one), and export.
+Each such op raises ``NotImplementedError`` naming the op and "gingham's Keras backend".
 
 How it is installed: Keras 3 has no plug-in mechanism for backends (``keras.src.backend``,
 ``keras.src.layers.layer`` and ``keras.src.models.model`` pick the backend's modules by name
