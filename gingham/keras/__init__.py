@@ -57,10 +57,9 @@ attention), not the mean of the values.
 
 Not yet: sparse and ragged tensors, ``steps_per_execution > 1``, the fused ``lstm`` /
 ``gru`` backend ops (Keras falls back to its recurrent loop), ``linalg.svd``, ``eigh``,
-``eig``, ``lstsq`` and ``qr`` inside a step (the others run on :mod:`gingham.linalg`), the
-image ops perspective_transform, elastic_transform and scale_and_translate, and export. Each
-such op raises
-``NotImplementedError`` naming the op and "gingham's Keras backend".
+``eig``, ``lstsq`` and ``qr`` inside a step (the others run on :mod:`gingham.linalg`),
+``elastic_transform`` inside a step (its noise is drawn on the host), and export. Each such op
+raises ``NotImplementedError`` naming the op and "gingham's Keras backend".
 
 How it is installed: Keras 3 has no plug-in mechanism for backends (``keras.src.backend``,
 ``keras.src.layers.layer`` and ``keras.src.models.model`` pick the backend's modules by name

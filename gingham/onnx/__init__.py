@@ -29,8 +29,8 @@ Supported ops (default domain; :func:`supported_ops` lists them) — {ops}.
 Not supported: other domains, ``If`` and ``Loop`` on conditions computed on the device, Pad's
 ``reflect``/``edge``/``wrap`` modes on other than the last 1-3 axes of a 2-5-d input, Resize
 modes but ``nearest``, training-mode BatchNormalization/Dropout, pooling's ``Indices``
-output, the 2-, 4- and 8-bit float and integer quantized types, 3-d Col2Im, GridSample,
-AffineGrid, RoiAlign, SequenceMap; ops whose result's shape depends on values (NonZero,
+output, the 2-, 4- and 8-bit float and integer quantized types, 3-d Col2Im, GridSample of
+more than 3 spatial axes, RoiAlign's adaptive ``sampling_ratio=0``, SequenceMap; ops whose result's shape depends on values (NonZero,
 Unique), string ops and ImageDecoder. Needs the ``onnx`` package (``pip install 'gingham[onnx]'``); gingham's core does
 not.
 """

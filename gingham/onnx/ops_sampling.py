@@ -1,5 +1,6 @@
-"""ONNX's patch and unpooling ops on ``gingham.nn.functional``: Col2Im (``F.fold``) and
-MaxUnpool (``F.max_unpool1d/2d/3d``).
+"""ONNX's patch, unpooling and sampling ops on ``gingham.nn.functional``: Col2Im
+(``F.fold``), MaxUnpool (``F.max_unpool1d/2d/3d``), GridSample (``F.grid_sample``),
+AffineGrid (``F.affine_grid``) and RoiAlign (bilinear taps gathered as ``F.grid_sample``'s).
 
 * Col2Im: 2-d images (``F.fold``'s), any ``strides``, ``dilations`` and ``pads`` (an
   asymmetric pad folds into the padded image, then crops it); ``image_shape`` and
@@ -9,6 +10,12 @@ MaxUnpool (``F.max_unpool1d/2d/3d``).
   the graph is traced) larger than the unpooled shape adds zeros at the ends. ONNX's indices
   count over the whole tensor (batch and channels too, as MaxPool's ``Indices`` output gives
   them), PyTorch's within one channel's plane.
+* GridSample: 4-d and 5-d inputs (cubic 4-d only), opset 16's mode spellings (``bilinear``,
+  ``bicubic``) and opset 20's (``linear``, ``cubic``), every padding mode.
+* AffineGrid: 2-d and 3-d; ``size`` must be known when the graph is traced.
+* RoiAlign: both ``coordinate_transformation_mode``s and both modes (``max`` as ONNX
+  defines it: the largest of the weighted taps of all sampling points); ``sampling_ratio``
+  must be positive (0 makes the number of points depend on the boxes' values).
 
     (image,) = gingham.onnx.load(model)(columns)      # Col2Im(columns, [5, 5], [2, 2])
 """
@@ -17,11 +24,16 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from ..frontend import tensor as T
+from ..frontend.tensor import Tensor
 from ..nn import functional as F
 from .ops import HOST_INPUTS, Node, converter
 
-# Col2Im's image and block shapes and MaxUnpool's output shape decide the result's shape.
-HOST_INPUTS.update({"Col2Im": (1, 2), "MaxUnpool": (2,)})
+# Col2Im's image and block shapes, MaxUnpool's output shape and AffineGrid's size decide the
+# result's shape.
+HOST_INPUTS.update({"Col2Im": (1, 2), "MaxUnpool": (2,), "AffineGrid": (1,)})
 
 
 @converter("Col2Im")
@@ -75,3 +87,100 @@ def _max_unpool(node: Node):
         raise node.fail(f"output_shape {output_shape} is smaller than the unpooled shape "
                         f"{list(x.shape[:2]) + out}")
     return F.pad(y, [p for e in reversed(extra) for p in (0, e)])
+
+
+_GRID_MODES = {"linear": "bilinear", "bilinear": "bilinear", "cubic": "bicubic",
+               "bicubic": "bicubic", "nearest": "nearest"}  # opset 20's names, opset 16's
+
+
+@converter("GridSample")
+def _grid_sample(node: Node):
+    """``X`` read at the normalised positions of ``grid``, as ``F.grid_sample``."""
+    x, grid = node.tensor(0), node.tensor(1)
+    mode = node.attr("mode", "linear")
+    if mode not in _GRID_MODES:
+        raise node.fail(f"mode {mode!r} is not one of {sorted(_GRID_MODES)}")
+    if x.ndim not in (4, 5):
+        raise node.fail(f"{x.ndim - 2} spatial axes are not supported (2 or 3 are)")
+    if _GRID_MODES[mode] == "bicubic" and x.ndim != 4:
+        raise node.fail("cubic sampling of 3 spatial axes is not supported (of 2 it is)")
+    return F.grid_sample(x, grid, _GRID_MODES[mode], node.attr("padding_mode", "zeros"),
+                         bool(node.attr("align_corners", 0)))
+
+
+@converter("AffineGrid")
+def _affine_grid(node: Node):
+    """The normalised sampling grid of the affine maps ``theta`` for an output of ``size``."""
+    size = node.ints(1, "size")
+    if len(size) not in (4, 5):
+        raise node.fail(f"size {size} must have 4 or 5 entries (2-d or 3-d grids)")
+    return F.affine_grid(node.tensor(0), size, bool(node.attr("align_corners", 0)))
+
+
+def _roi_taps(position: Tensor, size: int) -> list[tuple[Tensor, Tensor]]:
+    """The two bilinear taps of one axis at ``position`` as RoiAlign takes them (ONNX's and
+    onnxruntime's rule): a point more than one pixel outside weighs nothing, one within
+    clamps to the image (the last pixel counted twice)."""
+    valid = ((position >= -1.0) & (position <= float(size))).astype(position.dtype)
+    position = position.clamp(min=0.0)
+    at_end = position >= size - 1
+    lower = T.where(at_end, float(size - 1), position.floor())
+    upper = T.where(at_end, float(size - 1), lower + 1.0)
+    upper_weight = T.where(at_end, 0.0, position - lower)
+    return [(lower, (1.0 - upper_weight) * valid), (upper, upper_weight * valid)]
+
+
+def _roi_axis(start: Tensor, end: Tensor, pooled: int, ratio: int, half_pixel: bool,
+              size: int) -> tuple[list, int]:
+    """The taps of the ``pooled * ratio`` sampling points along one axis of each box
+    (``start``, ``end`` ``[R]`` in pixels): a position array ``[R, pooled, ratio]``."""
+    extent = end - start
+    if not half_pixel:
+        extent = extent.clamp(min=1.0)  # output_half_pixel: boxes at least one pixel wide
+    bin_size = (extent / pooled).reshape(-1, 1, 1)
+    steps = np.arange(pooled, dtype=np.float64).reshape(1, pooled, 1) + (
+        np.arange(ratio, dtype=np.float64).reshape(1, 1, ratio) + 0.5) / ratio
+    position = start.reshape(-1, 1, 1) + bin_size * T.tensor(
+        steps.astype(start.dtype), device=start.device)
+    return _roi_taps(position, size)
+
+
+@converter("RoiAlign")
+def _roi_align(node: Node):
+    """``[R, C, output_height, output_width]``: each box's bins, each the mean (or ONNX's
+    max) of ``sampling_ratio ** 2`` bilinear samples of its image ``batch_indices[r]``."""
+    x, rois = node.tensor(0), node.tensor(1)
+    batch = node.tensor(2)
+    if x.ndim != 4 or rois.ndim != 2 or rois.shape[1] != 4:
+        raise node.fail(f"X must be [N, C, H, W] and rois [R, 4], got {x.shape} and {rois.shape}")
+    mode = node.attr("mode", "avg")
+    transform = node.attr("coordinate_transformation_mode",
+                          "half_pixel" if node.opset >= 16 else "output_half_pixel")
+    if mode not in ("avg", "max") or transform not in ("half_pixel", "output_half_pixel"):
+        raise node.fail(f"mode {mode!r} / coordinate_transformation_mode {transform!r} "
+                        "unknown")
+    ratio = int(node.attr("sampling_ratio", 0))
+    if ratio <= 0:
+        raise node.fail("sampling_ratio 0 (as many points as the box is pixels wide) makes the "
+                        "shape depend on the boxes' values; give a positive sampling_ratio")
+    pooled = (int(node.attr("output_height", 1)), int(node.attr("output_width", 1)))
+    half_pixel = transform == "half_pixel"
+    corners = rois.astype(x.dtype) * float(node.attr("spatial_scale", 1.0))
+    if half_pixel:
+        corners = corners - 0.5
+    x1, y1, x2, y2 = corners.unbind(1)
+    height, width = x.shape[2:]
+    rows = _roi_axis(y1, y2, pooled[0], ratio, half_pixel, height)
+    columns = _roi_axis(x1, x2, pooled[1], ratio, half_pixel, width)
+    # positions [R, pooled_h, ratio, pooled_w, ratio]
+    rows = [(p.reshape(*p.shape, 1, 1), w.reshape(*w.shape, 1, 1)) for p, w in rows]
+    columns = [(p.reshape(p.shape[0], 1, 1, *p.shape[1:]),
+                w.reshape(w.shape[0], 1, 1, *w.shape[1:])) for p, w in columns]
+    first_rows = (batch.astype(np.int32) * (height * width)).reshape(-1, 1, 1, 1, 1)
+    picked, weights = F._gather_taps(x, first_rows, [rows, columns])
+    weighted = picked * weights  # [taps, R, pooled_h, ratio, pooled_w, ratio, C]
+    if mode == "avg":
+        pooled_values = weighted.sum(0).sum((2, 4)) / float(ratio * ratio)
+    else:
+        pooled_values = weighted.amax(0).amax((2, 4))
+    return pooled_values.movedim(-1, 1)

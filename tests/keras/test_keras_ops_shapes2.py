@@ -1,5 +1,6 @@
-"""``keras.ops.image``'s colour conversions, gaussian_blur, sobel_edges and affine_transform on
-gingham's backend, and the augmentation layers built on them (RandomTranslation,
+"""``keras.ops.image``'s colour conversions, gaussian_blur, sobel_edges, affine_transform,
+perspective_transform (and compute_homography_matrix), elastic_transform and
+scale_and_translate on gingham's backend, and the augmentation layers built on them (RandomTranslation,
 RandomRotation, RandomFlip). The oracle is Keras' own PyTorch backend
 (``keras.src.backend.torch.image``, computing with torch on the CPU): forward values and, by
 torch's autograd, gradients. All differentiable ops of a device share one compiled program
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -93,6 +95,28 @@ def _torch_projective(x, t):
             out = out + (wy * wx * inside)[None, :, :, None] * picked
     return out
 
+# Quadrilaterals (x, y corners) of a 6 x 7 image, moved inside and past its edges; no corner
+# a whole pixel, so that no pixel samples exactly where bilinear weights have a kink.
+START = np.array([[[0.03, 0.02], [6.01, 0.04], [5.97, 5.02], [0.02, 4.98]],
+                  [[0.53, 0.21], [5.47, 0.83], [6.21, 4.62], [0.31, 5.13]]], np.float32)
+END = np.array([[[0.41, 0.33], [5.63, -0.17], [6.28, 5.43], [-0.22, 4.81]],
+                [[0.04, 0.01], [5.98, 0.03], [6.02, 4.97], [0.01, 5.04]]], np.float32)
+# elastic_transform's two normal fields [N, H, W], given to both sides
+ELASTIC_NOISE = rand(2, 2, 6, 7, seed=21)
+
+
+def gingham_image():
+    return importlib.import_module("gingham.keras.backend.image")
+
+
+def _torch_elastic(x, alpha, sigma, fill_mode, data_format):
+    """Keras' PyTorch elastic_transform with ELASTIC_NOISE as its two torch.normal draws
+    (its own draws cannot be reproduced; the rest of its computation is the oracle)."""
+    draws = iter(torch.from_numpy(field) for field in ELASTIC_NOISE)
+    with mock.patch("torch.normal", side_effect=lambda *args, **kwargs: next(draws)):
+        return torch_image().elastic_transform(x, alpha, sigma, "bilinear", fill_mode, 0.25,
+                                               None, data_format)
+
 
 # name: (keras op, torch op, float inputs): each differentiable in every input
 DIFFERENTIABLE = {
@@ -158,6 +182,49 @@ DIFFERENTIABLE = {
         [rand(2, 5, 6, 1, seed=15)]),
     "affine_projective": (lambda x, t: ops.image.affine_transform(x, t),
                           _torch_projective, [rand(1, 5, 6, 2, seed=16), PROJECTIVE]),
+    "perspective": (
+        lambda x, s, e: ops.image.perspective_transform(x, s, e, fill_value=0.5),
+        lambda x, s, e: torch_image().perspective_transform(x, s, e, "bilinear", 0.5,
+                                                            "channels_last"),
+        [rand(2, 6, 7, 3, seed=17), START, END]),
+    "perspective_nearest_first": (
+        lambda x: ops.image.perspective_transform(x, START[1], END[0], "nearest",
+                                                  data_format="channels_first"),
+        lambda x: torch_image().perspective_transform(x, torch.tensor(START[1]),
+                                                      torch.tensor(END[0]), "nearest", 0,
+                                                      "channels_first"),
+        [rand(2, 3, 6, 7, seed=18)]),
+    "homography": (lambda s, e: gingham_image().compute_homography_matrix(s, e),
+                   lambda s, e: torch_image().compute_homography_matrix(s, e), [START, END]),
+    "elastic": (
+        lambda x, dx, dy: gingham_image()._elastic_warp(x, dx, dy, 3.0, 1.0, "bilinear",
+                                                        "reflect", 0.25, None),
+        lambda x, dx, dy: _torch_elastic(x, 3.0, 1.0, "reflect", "channels_last"),
+        [rand(2, 6, 7, 3, seed=22)], list(ELASTIC_NOISE)),
+    "elastic_constant_first": (
+        lambda x, dx, dy: gingham_image()._elastic_warp(x, dx, dy, 2.0, 0.8, "bilinear",
+                                                        "constant", 0.25, "channels_first"),
+        lambda x, dx, dy: _torch_elastic(x, 2.0, 0.8, "constant", "channels_first"),
+        [rand(2, 2, 6, 7, seed=23)], list(ELASTIC_NOISE)),
+    # an enlargement along one axis and an antialiased shrink along the other; scales and
+    # shifts that put no input pixel exactly on a kink of the kernel (where devices' rounding
+    # picks a side)
+    "scale_and_translate_linear": (
+        lambda x, s, t: ops.image.scale_and_translate(x, (2, 9, 5, 3), s, t, (1, 2), "linear"),
+        lambda x, s, t: torch_image().scale_and_translate(x, (2, 9, 5, 3), s, t, (1, 2),
+                                                          "linear", True),
+        [rand(2, 6, 7, 3, seed=24), np.float32([1.7, 0.63]), np.float32([0.31, -0.77])]),
+    "scale_and_translate_cubic": (
+        lambda x, s, t: ops.image.scale_and_translate(x, (1, 2, 4, 9), s, t, (2, 3), "bicubic",
+                                                      antialias=False),
+        lambda x, s, t: torch_image().scale_and_translate(x, (1, 2, 4, 9), s, t, (2, 3),
+                                                          "cubic", False),
+        [rand(1, 2, 6, 7, seed=25), np.float32([0.71, 1.33]), np.float32([-0.41, 0.57])]),
+    "scale_and_translate_lanczos": (
+        lambda x, s, t: ops.image.scale_and_translate(x, (5, 3), s, t, (0,), "lanczos3"),
+        lambda x, s, t: torch_image().scale_and_translate(x, (5, 3), s, t, (0,), "lanczos3",
+                                                          True),
+        [rand(8, 3, seed=26), np.float32([0.61]), np.float32([0.23])]),
 }
 
 
@@ -198,6 +265,28 @@ def test_bad_arguments_raise():
         ops.image.affine_transform(images, TRANSFORMS, interpolation="bicubic")
     with pytest.raises(ValueError, match="Invalid images rank"):
         ops.image.gaussian_blur(pixels(4, 4))
+    with pytest.raises(ValueError, match="start_points"):
+        ops.image.perspective_transform(images, START[:, :3], END[:, :3])
+    with pytest.raises(ValueError, match="same shape"):
+        ops.image.perspective_transform(images, START, END[0])
+    with pytest.raises(ValueError, match="method"):
+        ops.image.scale_and_translate(images, (2, 8, 8, 3), [2.0, 2.0], [0.0, 0.0], (1, 2),
+                                      "area")
+    with pytest.raises(ValueError, match="fill_mode"):
+        ops.image.elastic_transform(images, fill_mode="repeat")
+
+
+def test_elastic_transform_draws_from_its_seed():
+    """The public op (its noise drawn by gingham's backend): the same seed gives the same
+    warp, another seed another, and alpha 0 leaves the image as it is."""
+    images = pixels(2, 6, 7, 3, seed=27)
+    first, again, other = (ops.convert_to_numpy(ops.image.elastic_transform(
+        images, alpha=4.0, sigma=1.0, seed=seed)) for seed in (3, 3, 4))
+    assert first.shape == images.shape
+    np.testing.assert_array_equal(first, again)
+    assert np.abs(first - other).max() > 1e-3
+    still = ops.image.elastic_transform(images, alpha=0.0, sigma=1.0, seed=3)
+    np.testing.assert_allclose(ops.convert_to_numpy(still), images, rtol=1e-6, atol=1e-6)
 
 
 def test_augmentation_layers(device):

@@ -172,6 +172,23 @@ CASES = [
     # patches, unpooling
     "test_col2im_pads", "test_col2im_dilations", "test_col2im_strides",
     "test_maxunpool_export_with_output_shape", "test_maxunpool_export_without_output_shape",
+    # sampling
+    "test_gridsample", "test_gridsample_zeros_padding", "test_gridsample_border_padding",
+    "test_gridsample_reflection_padding", "test_gridsample_bilinear",
+    "test_gridsample_aligncorners_true", "test_gridsample_nearest", "test_gridsample_bicubic",
+    "test_gridsample_nearest_align_corners_0_additional_1",
+    "test_gridsample_nearest_align_corners_1_additional_1",
+    "test_gridsample_bilinear_align_corners_0_additional_1",
+    "test_gridsample_bilinear_align_corners_1_additional_1",
+    "test_gridsample_bicubic_align_corners_0_additional_1",
+    "test_gridsample_bicubic_align_corners_1_additional_1",
+    "test_gridsample_volumetric_nearest_align_corners_0",
+    "test_gridsample_volumetric_nearest_align_corners_1",
+    "test_gridsample_volumetric_bilinear_align_corners_0",
+    "test_gridsample_volumetric_bilinear_align_corners_1", "test_affine_grid_2d",
+    "test_affine_grid_2d_align_corners", "test_affine_grid_3d",
+    "test_affine_grid_3d_align_corners", "test_roialign_aligned_false",
+    "test_roialign_aligned_true", "test_roialign_mode_max",
     # sequences, optionals
     "test_sequence_insert_at_back", "test_sequence_insert_at_front", "test_split_to_sequence_1",
     "test_split_to_sequence_nokeepdims", "test_optional_get_element_sequence",
@@ -273,3 +290,21 @@ def test_supported_ops_have_cases():
     covered = {node.op_type for name in CASES for node in _ALL[name].model.graph.node}
     covered |= {node.op_type for make in EXTRA_MODELS.values() for node in make().graph.node}
     assert set(supported_ops()) - covered == {"ReduceProd"}
+
+
+@pytest.mark.parametrize("name, opset16_mode", [("test_gridsample_bicubic", "bicubic"),
+                                                ("test_gridsample_bilinear", "bilinear")])
+def test_gridsample_opset16_mode_names(name, opset16_mode, device):
+    """Opset 16 spelled GridSample's modes ``bilinear`` and ``bicubic`` (20 renamed them
+    ``linear`` and ``cubic``): ONNX's opset-22 case, renamed back, gives its expected output."""
+    case = _ALL[name]
+    model = onnx.ModelProto()
+    model.CopyFrom(case.model)
+    (node,) = model.graph.node
+    for attribute in node.attribute:
+        if attribute.name == "mode":
+            attribute.s = opset16_mode.encode()
+    model.opset_import[0].version = 16
+    for inputs, expected in case.data_sets:
+        (got,) = backend.run_model(model, [_input(v) for v in inputs], device)
+        _assert_close(got, expected[0], case, name)

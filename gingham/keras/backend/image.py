@@ -1,8 +1,11 @@
 """``keras.ops.image`` for gingham: ``resize`` (Resizing, bilinear UpSampling2D) on
 :func:`gingham.nn.functional.interpolate`, as Keras' PyTorch backend resizes; the colour-space
-conversions, ``gaussian_blur`` and ``sobel_edges`` (depthwise convolutions) and
-``affine_transform`` (RandomTranslation, RandomRotation, RandomZoom: a gather of bilinear taps);
-the other image ops raise NotImplementedError.
+conversions, ``gaussian_blur`` and ``sobel_edges`` (depthwise convolutions);
+``affine_transform`` (RandomTranslation, RandomRotation, RandomZoom: a gather of bilinear taps),
+``perspective_transform`` (its homography from ``compute_homography_matrix``, an 8 x 8
+``gingham.linalg.solve``), ``elastic_transform`` and ``map_coordinates`` on the same taps;
+``scale_and_translate`` (a weight matrix per axis); the other image ops raise
+NotImplementedError.
 
     keras.ops.image.resize(images, (64, 64))        # bilinear, half-pixel centres
 """
@@ -12,12 +15,15 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+from keras.src.backend.common import dtypes
 from keras.src.backend.config import standardize_data_format
 
+from ... import linalg
 from ...frontend import indexing
 from ...frontend import tensor as gt
 from ...frontend.tensor import Tensor
 from ...nn import functional as F
+from . import random
 from ._unsupported import unsupported_module_getattr
 from .core import convert_to_numpy, convert_to_tensor
 from .numpy import _cast, _float, keras_dtype
@@ -254,6 +260,40 @@ def _taps(coordinate: Tensor, interpolation: str) -> list[tuple[Tensor, Tensor |
     return [(lower, 1.0 - upper_weight), (lower + 1.0, upper_weight)]
 
 
+def _pixel_grid(h: int, w: int, like: Tensor) -> tuple[Tensor, Tensor]:
+    """The column and row of every pixel, ``[1, 1, w]`` and ``[1, h, 1]``, in ``like``'s
+    dtype and device."""
+    xs = gt.tensor(np.arange(w).reshape(1, 1, w).astype(like.dtype), device=like.device)
+    ys = gt.tensor(np.arange(h).reshape(1, h, 1).astype(like.dtype), device=like.device)
+    return xs, ys
+
+
+def _resample(data: Tensor, source_y: Tensor, source_x: Tensor, interpolation: str,
+              fill_mode: str, fill_value) -> Tensor:
+    """Float images ``[N, H, W, C]`` read at pixel positions ``source_y``, ``source_x``
+    (``[N, H', W']``) as Keras' backends' map_coordinates reads each channel, giving
+    ``[N, H', W', C]``: each tap is Tile's gather of rows from the ``[N * H * W, C]`` pixel
+    table, so the result is differentiable in the images and the positions."""
+    n, h, w, c = data.shape
+    table = data.reshape(n * h * w, c)
+    first_row = gt.tensor((np.arange(n) * (h * w)).reshape(n, 1, 1).astype(data.dtype),
+                          device=data.device)
+    fix = _INDEX_FIXERS[fill_mode]
+    result = None
+    for row, row_weight in _taps(source_y, interpolation):
+        for col, col_weight in _taps(source_x, interpolation):
+            position = first_row + fix(row, h) * w + fix(col, w)
+            pixels = indexing.index_select(table, 0, position.astype(np.int32).reshape(-1))
+            pixels = pixels.reshape(*source_y.shape, c)
+            if fill_mode == "constant":
+                inside = (row >= 0) & (row < h) & (col >= 0) & (col < w)
+                pixels = gt.where(inside.unsqueeze(-1), pixels, float(fill_value))
+            weight = row_weight * col_weight
+            term = pixels * (weight.unsqueeze(-1) if isinstance(weight, Tensor) else weight)
+            result = term if result is None else result + term
+    return result
+
+
 def affine_transform(images, transform, interpolation="bilinear", fill_mode="constant",
                      fill_value=0, data_format=None):
     """Images resampled through projective ``transform``s ``[a0, a1, a2, b0, b1, b2, c0, c1]``
@@ -290,27 +330,12 @@ def affine_transform(images, transform, interpolation="bilinear", fill_mode="con
     if t.shape[0] not in (1, n):
         raise ValueError(f"image.affine_transform: {t.shape[0]} transforms for {n} images")
     a0, a1, a2, b0, b1, b2, c0, c1 = (t[:, i].reshape(-1, 1, 1) for i in range(8))
-    xs = gt.tensor(np.arange(w, dtype=np.float32).reshape(1, 1, w), device=data.device)
-    ys = gt.tensor(np.arange(h, dtype=np.float32).reshape(1, h, 1), device=data.device)
+    xs, ys = _pixel_grid(h, w, data)
     k = c0 * xs + c1 * ys + 1.0
     source_x = (a0 * xs + a1 * ys + a2) / k
     source_y = (b0 * xs + b1 * ys + b2) / k
-    table = data.reshape(n * h * w, c)
-    first_row = gt.tensor((np.arange(n, dtype=np.float32) * (h * w)).reshape(n, 1, 1),
-                          device=data.device)
-    fix = _INDEX_FIXERS[fill_mode]
-    result = None
-    for row, row_weight in _taps(source_y.broadcast_to((n, h, w)), interpolation):
-        for col, col_weight in _taps(source_x.broadcast_to((n, h, w)), interpolation):
-            position = first_row + fix(row, h) * w + fix(col, w)
-            pixels = indexing.index_select(table, 0, position.astype(np.int32).reshape(-1))
-            pixels = pixels.reshape(n, h, w, c)
-            if fill_mode == "constant":
-                inside = (row >= 0) & (row < h) & (col >= 0) & (col < w)
-                pixels = gt.where(inside.unsqueeze(-1), pixels, float(fill_value))
-            weight = row_weight * col_weight
-            term = pixels * (weight.unsqueeze(-1) if isinstance(weight, Tensor) else weight)
-            result = term if result is None else result + term
+    result = _resample(data, source_y.broadcast_to((n, h, w)), source_x.broadcast_to((n, h, w)),
+                       interpolation, fill_mode, fill_value)
     if not channels_last:
         result = gt.permute_dims(result, (0, 3, 1, 2))
     result = result.squeeze(0) if single else result
@@ -368,6 +393,195 @@ def map_coordinates(inputs, coordinates, order, fill_mode="constant", fill_value
         result = term if result is None else result + term
     # integer inputs come back in their dtype, rounded (as Keras' PyTorch backend)
     return result if "float" in original else _cast(result.round(), original)
+
+
+def compute_homography_matrix(start_points, end_points):
+    """The projective transforms ``[N, 8]`` (:func:`affine_transform`'s layout) that take
+    each of the four ``end_points`` ``[N, 4, 2]`` (``(x, y)``) to its ``start_points``, as
+    Keras' backends: the 8 x 8 linear system of the four correspondences, solved by
+    :func:`gingham.linalg.solve` (differentiable in both point sets).
+
+        h = keras.ops.image.compute_homography_matrix(corners, moved_corners)
+    """
+    start = _float(convert_to_tensor(start_points))
+    end = _float(convert_to_tensor(end_points))
+    dtype = dtypes.result_type(keras_dtype(start), keras_dtype(end), float)
+    start, end = _cast(start, dtype), _cast(end, dtype)
+    if start.shape[-2:] != (4, 2) or end.shape != start.shape:
+        raise ValueError("compute_homography_matrix: start_points and end_points must both be "
+                         f"[N, 4, 2], got {start.shape} and {end.shape}")
+    # float32 at least: the elimination of half-precision rows loses the transform
+    compute = dtypes.result_type(dtype, "float32")
+    start, end = _cast(start, compute), _cast(end, compute)
+    sx, sy = start[..., 0], start[..., 1]    # [N, 4]
+    ex, ey = end[..., 0], end[..., 1]
+    one, zero = ex * 0.0 + 1.0, ex * 0.0
+    # per point: the x row [ex, ey, 1, 0, 0, 0, -sx ex, -sx ey], then the y row
+    x_rows = gt.stack([ex, ey, one, zero, zero, zero, -sx * ex, -sx * ey], -1)
+    y_rows = gt.stack([zero, zero, zero, ex, ey, one, -sy * ex, -sy * ey], -1)
+    matrix = gt.stack([x_rows, y_rows], 2).reshape(-1, 8, 8)     # [N, 4, 2, 8] -> rows
+    target = gt.stack([sx, sy], 2).reshape(-1, 8, 1)
+    return _cast(linalg.solve(matrix, target).reshape(-1, 8), dtype)
+
+
+def perspective_transform(images, start_points, end_points, interpolation="bilinear",
+                          fill_value=0, data_format=None):
+    """Images warped so that each ``start_points`` quadrilateral (``[4, 2]`` or ``[N, 4, 2]``,
+    ``(x, y)`` corners) lands on its ``end_points``, as Keras' PyTorch backend: the
+    homography of :func:`compute_homography_matrix` applied by :func:`affine_transform`
+    with ``fill_mode="constant"``. Differentiable in the images and the points.
+
+        tilted = keras.ops.image.perspective_transform(images, corners, moved_corners)
+    """
+    if interpolation not in ("nearest", "bilinear"):
+        raise ValueError("Invalid value for argument `interpolation`. Expected of one "
+                         f"{{'nearest', 'bilinear'}}. Received: interpolation={interpolation}")
+    x = _check_images(images)
+    start = convert_to_tensor(start_points)
+    end = convert_to_tensor(end_points)
+    for name, points in (("start_points", start), ("end_points", end)):
+        if points.shape[-2:] != (4, 2) or points.ndim not in (2, 3):
+            raise ValueError(f"Invalid {name} shape: expected (4,2) for a single image or "
+                             f"(N,4,2) for a batch. Received shape: {points.shape}")
+    if start.shape != end.shape:
+        raise ValueError("start_points and end_points must have the same shape. Received "
+                         f"start_points.shape={start.shape}, end_points.shape={end.shape}")
+    dtype = keras_dtype(x) if "float" in keras_dtype(x) else dtypes.result_type(
+        keras_dtype(x), float)
+    transforms = compute_homography_matrix(_cast(start.reshape(-1, 4, 2), dtype),
+                                           _cast(end.reshape(-1, 4, 2), dtype))
+    return affine_transform(x, transforms, interpolation, "constant", fill_value, data_format)
+
+
+def _elastic_warp(images: Tensor, dx: Tensor, dy: Tensor, alpha, sigma: float,
+                  interpolation: str, fill_mode: str, fill_value, data_format) -> Tensor:
+    """:func:`elastic_transform` with its noise ``dx``, ``dy`` ``[N, H, W]`` given."""
+    original = keras_dtype(images)
+    single = images.ndim == 3
+    data = _float(images.unsqueeze(0) if single else images)
+    channels_last = standardize_data_format(data_format) == "channels_last"
+    if not channels_last:
+        data = gt.permute_dims(data, (0, 2, 3, 1))
+    n, h, w, _ = data.shape
+    size = int(6 * sigma) | 1   # Keras' kernel: odd, six sigmas wide
+    blurred = [gaussian_blur((field * sigma).unsqueeze(-1).astype(data.dtype), (size, size),
+                             (sigma, sigma)).squeeze(-1) for field in (dx, dy)]
+    xs, ys = _pixel_grid(h, w, data)
+    alpha = _float(convert_to_tensor(alpha)).astype(data.dtype)
+    result = _resample(data, (ys + alpha * blurred[1]).broadcast_to((n, h, w)),
+                       (xs + alpha * blurred[0]).broadcast_to((n, h, w)),
+                       interpolation, fill_mode, fill_value)
+    if not channels_last:
+        result = gt.permute_dims(result, (0, 3, 1, 2))
+    result = result.squeeze(0) if single else result
+    return _cast(result, original)
+
+
+def elastic_transform(images, alpha=20.0, sigma=5.0, interpolation="bilinear",
+                      fill_mode="reflect", fill_value=0.0, seed=None, data_format=None):
+    """Images displaced by a smooth random field, as Keras' PyTorch backend: two standard
+    normal fields ``[N, H, W]`` (drawn from ``seed``) times ``sigma``, each Gaussian-blurred
+    (a kernel ``int(6 * sigma) | 1`` wide), scaled by ``alpha`` and added to every pixel's
+    position; the images are then read there as :func:`affine_transform` reads them
+    (``fill_mode``, ``fill_value``). ``sigma`` must be known when the step is traced (it
+    sets the kernel's size). Integer images come back in their dtype (truncated).
+
+        warped = keras.ops.image.elastic_transform(images, alpha=30.0, sigma=4.0, seed=1)
+    """
+    if interpolation not in ("nearest", "bilinear"):
+        raise ValueError("Invalid value for argument `interpolation`. Expected of one "
+                         f"{{'nearest', 'bilinear'}}. Received: interpolation={interpolation}")
+    if fill_mode not in _INDEX_FIXERS:
+        raise ValueError("Invalid value for argument `fill_mode`. Expected of one "
+                         f"{set(_INDEX_FIXERS)}. Received: fill_mode={fill_mode}")
+    x = _check_images(images)
+    sigma = float(np.asarray(convert_to_numpy(sigma)))
+    if standardize_data_format(data_format) == "channels_last":
+        field = (1, *x.shape[-3:-1]) if x.ndim == 3 else x.shape[:3]
+    else:
+        field = (1, *x.shape[-2:]) if x.ndim == 3 else (x.shape[0], *x.shape[2:])
+    dtype = keras_dtype(x) if "float" in keras_dtype(x) else "float32"
+    dx, dy = random.normal((2, *field), dtype=dtype, seed=seed).unbind(0)
+    return _elastic_warp(x, dx, dy, alpha, sigma, interpolation, fill_mode, fill_value,
+                         data_format)
+
+
+_SCALE_KERNELS = {
+    "linear": lambda x: (1.0 - x).clamp(min=0.0),
+    "cubic": lambda x: gt.where(x >= 2.0, 0.0, gt.where(x >= 1.0,
+                                                        ((-0.5 * x + 2.5) * x - 4.0) * x + 2.0,
+                                                        ((1.5 * x - 2.5) * x) * x + 1.0)),
+    "lanczos3": lambda x: _lanczos(3, x),
+    "lanczos5": lambda x: _lanczos(5, x),
+}
+_SCALE_METHODS = {"linear": "linear", "bilinear": "linear", "trilinear": "linear",
+                  "triangle": "linear", "cubic": "cubic", "bicubic": "cubic",
+                  "tricubic": "cubic", "lanczos3": "lanczos3", "lanczos5": "lanczos5"}
+
+
+def _lanczos(radius: int, x: Tensor) -> Tensor:
+    # near 0 the quotient is 0/0: feed it a harmless 1 (its gradient stays finite)
+    far = x > 1e-3
+    safe = gt.where(far, x, 1.0)
+    y = radius * (np.pi * safe).sin() * (np.pi * safe / radius).sin() / (np.pi ** 2 * safe * safe)
+    return gt.where(x > radius, 0.0, gt.where(far, y, 1.0))
+
+
+def _scale_weights(input_size: int, output_size: int, scale: Tensor, translation: Tensor,
+                   kernel, antialias: bool) -> Tensor:
+    """The ``[output, input]`` resampling matrix of one axis (JAX's
+    ``compute_weight_mat``): the kernel at each input pixel's distance from each output
+    pixel's source point, widened by ``1 / scale`` when antialiasing a shrink, each column
+    normalised; output pixels whose source point lies outside get none."""
+    inverse = 1.0 / scale
+    width = gt.maximum(inverse, 1.0) if antialias else 1.0
+    outputs = gt.tensor(np.arange(output_size).reshape(-1, 1).astype(scale.dtype),
+                        device=scale.device)
+    inputs = gt.tensor(np.arange(input_size).reshape(1, -1).astype(scale.dtype),
+                       device=scale.device)
+    source = (outputs + 0.5) * inverse - translation * inverse - 0.5    # [output, 1]
+    weights = kernel((source - inputs).abs() / width)
+    total = weights.sum(1, keepdims=True)
+    tiny = 1000.0 * float(np.finfo(np.float32).eps)
+    weights = gt.where(total.abs() > tiny, weights / gt.where(total != 0, total, 1.0), 0.0)
+    inside = (source >= -0.5) & (source <= input_size - 0.5)
+    return gt.where(inside, weights, 0.0)
+
+
+def scale_and_translate(images, output_shape, scale, translation, spatial_dims, method,
+                        antialias=True):
+    """``jax.image.scale_and_translate``, as Keras' backends: each axis of ``spatial_dims``
+    resampled to ``output_shape``'s size, output pixel ``o`` reading the input around
+    ``(o + 0.5 - translation) / scale - 0.5`` through ``method``'s kernel (``"linear"``,
+    ``"cubic"`` (Keys, a = -0.5), ``"lanczos3"``, ``"lanczos5"``, or their aliases), widened
+    when ``antialias`` shrinks. Each axis is one contraction with its ``[out, in]`` weight
+    matrix, computed on the device from ``scale`` and ``translation`` (so differentiable in
+    them as in the images). Integer images are rounded and clipped to their range.
+
+        zoomed = keras.ops.image.scale_and_translate(x, (1, 8, 8, 3), [2.0, 2.0], [0.0, 0.0],
+                                                     (1, 2), "linear")
+    """
+    if method not in _SCALE_METHODS:
+        raise ValueError("Invalid value for argument `method`. Expected of one "
+                         f"{set(_SCALE_METHODS)}. Received: method={method}")
+    x = convert_to_tensor(images)
+    scale = _float(convert_to_tensor(scale))
+    translation = _float(convert_to_tensor(translation))
+    dtype = dtypes.result_type(keras_dtype(scale), keras_dtype(translation))
+    scale, translation = _cast(scale, dtype), _cast(translation, dtype)
+    kernel = _SCALE_KERNELS[_SCALE_METHODS[method]]
+    integer = "int" in keras_dtype(x)
+    result = _cast(x, "float32") if integer else x
+    for i, axis in enumerate(spatial_dims):
+        axis = axis % x.ndim
+        weights = _scale_weights(x.shape[axis], int(output_shape[axis]), scale[i],
+                                 translation[i], kernel, antialias)
+        result = F._contract_axis(result, axis, weights.astype(result.dtype))
+    if integer:
+        result = gt.minimum(gt.maximum(result.round(), x.min().astype(result.dtype)),
+                            x.max().astype(result.dtype))
+        result = _cast(result, keras_dtype(x))
+    return result
 
 
 __getattr__ = unsupported_module_getattr(__name__, "image")
