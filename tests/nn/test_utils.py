@@ -202,3 +202,53 @@ def test_bad_arguments_are_named():
 
     with pytest.raises(RuntimeError, match="error_if_nonfinite=True reads the total norm"):
         step(tensor(np.ones(2, np.float32), device="reference"))
+
+
+def test_recurrent_layers_honour_packed_sequences(device):
+    """pack_padded_sequence (unsorted lengths), LSTM / GRU / RNN on the packed batch and
+    pad_packed_sequence against torch: packed data and batch sizes, final states (each at its
+    sequence's own length, in the original order) and the padded outputs, with gradients to
+    the padded input and every weight."""
+    torch.manual_seed(0)
+    makers = {"lstm": lambda m: m.LSTM(3, 4, num_layers=2, bidirectional=True),
+              "gru": lambda m: m.GRU(3, 2, batch_first=True),
+              "rnn": lambda m: m.RNN(3, 2, nonlinearity="relu")}
+    theirs = tnn.ModuleDict({k: make(tnn) for k, make in makers.items()})
+    ours = nn.ModuleDict({k: make(nn) for k, make in makers.items()}).to(device)
+    ours.load_state_dict(theirs.state_dict())
+    lengths = [3, 5, 1, 4]
+    array = rand(5, 4, 3, seed=60)  # [T, B, features], time-major
+    g_x = tensor(array, device=device, requires_grad=True)
+    t_x = torch.tensor(array, requires_grad=True)
+    g_packed = nn.utils.rnn.pack_padded_sequence(g_x, lengths, enforce_sorted=False)
+    t_packed = tutils.rnn.pack_padded_sequence(t_x, lengths, enforce_sorted=False)
+    np.testing.assert_array_equal(g_packed.batch_sizes, t_packed.batch_sizes.numpy())
+    np.testing.assert_array_equal(g_packed.sorted_indices, t_packed.sorted_indices.numpy())
+    g_out, t_out = {}, {}
+    for name, module in (("ours", ours), ("theirs", theirs)):
+        rnn_utils = nn.utils.rnn if name == "ours" else tutils.rnn
+        packed = g_packed if name == "ours" else t_packed
+        out = g_out if name == "ours" else t_out
+        output, (h, c) = module["lstm"](packed)
+        padded, out_lengths = rnn_utils.pad_packed_sequence(output, batch_first=True,
+                                                            total_length=6)
+        out.update(lstm_data=output.data, lstm_h=h, lstm_c=c, lstm_padded=padded)
+        output, h = module["gru"](packed)  # batch_first does not apply to packed input
+        out.update(gru_padded=rnn_utils.pad_packed_sequence(output, padding_value=-1.0)[0],
+                   gru_h=h)
+        h0 = (tensor(rand(1, 4, 2, seed=61), device=device) if name == "ours"
+              else torch.from_numpy(rand(1, 4, 2, seed=61)))
+        output, h = module["rnn"](packed, h0)  # h0 in the original order, as in torch
+        out.update(rnn_data=output.data, rnn_h=h)
+        if name == "ours":
+            np.testing.assert_array_equal(out_lengths.numpy(), lengths)
+    assert_layers_match(ours, theirs, {"x": g_x}, {"x": t_x}, g_out, t_out, device,
+                        dict(rtol=1e-4, atol=1e-5))
+    sequences = [rand(n, 3, seed=62 + n) for n in (2, 4)]
+    packed = nn.utils.rnn.pack_sequence([tensor(s, device=device) for s in sequences],
+                                        enforce_sorted=False)
+    expected = tutils.rnn.pack_sequence([torch.from_numpy(s) for s in sequences],
+                                        enforce_sorted=False)
+    np.testing.assert_allclose(packed.data.numpy(), expected.data.numpy())
+    with pytest.raises(ValueError, match="must be sorted in decreasing order"):
+        nn.utils.rnn.pack_padded_sequence(g_x, lengths)
