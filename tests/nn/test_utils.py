@@ -141,9 +141,12 @@ PARAMETRIZED = {  # name: (make the layer from gingham.nn / torch.nn and its uti
     "spectral_transposed": (lambda m, u: u.spectral_norm(m.ConvTranspose2d(3, 2, 2,
                                                                            stride=2),
                                                           n_power_iterations=2), "image"),
+    "legacy_weight_norm": (lambda m, u: (nn.utils if m is nn else tutils).weight_norm(
+        m.Linear(4, 3), dim=1), "features"),
 }
 
 
+@pytest.mark.filterwarnings("ignore:.*weight_norm` is deprecated")
 def test_weight_and_spectral_norm_match_torch(device):
     torch.manual_seed(0)
     theirs = tnn.ModuleDict({k: make(tnn, tutils.parametrizations)
@@ -172,6 +175,12 @@ def test_weight_and_spectral_norm_match_torch(device):
         np.testing.assert_allclose(ours[name](tensor(x, device=device)).numpy(),
                                    theirs[name](torch.from_numpy(x)).detach().numpy(),
                                    **TOLERANCE)
+    layer = nn.utils.remove_weight_norm(ours["legacy_weight_norm"])
+    torch_layer = tutils.remove_weight_norm(theirs["legacy_weight_norm"])
+    assert type(layer) is nn.Linear
+    assert list(layer.state_dict()) == list(torch_layer.state_dict())
+    np.testing.assert_allclose(layer.weight.numpy(), torch_layer.weight.detach().numpy(),
+                               **TOLERANCE)
     layer = nn.utils.parametrize.remove_parametrizations(ours["weight_norm_linear"], "weight")
     torch_layer = tutils.parametrize.remove_parametrizations(theirs["weight_norm_linear"],
                                                              "weight")
@@ -191,9 +200,9 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="padding_side"):
         nn.utils.rnn.pad_sequence([p], padding_side="middle")
     with pytest.raises(ValueError, match="n_power_iterations"):
-        nn.utils.spectral_norm(nn.Linear(2, 2), n_power_iterations=0)
+        nn.utils.parametrizations.spectral_norm(nn.Linear(2, 2), n_power_iterations=0)
     with pytest.raises(ValueError, match="no parameter or buffer with name 'kernel'"):
-        nn.utils.spectral_norm(nn.Linear(2, 2), name="kernel")
+        nn.utils.parametrizations.spectral_norm(nn.Linear(2, 2), name="kernel")
 
     @gingham.jit
     def step(x):

@@ -1,6 +1,8 @@
 """``torch.nn.utils`` on gingham tensors: gradient clipping, parameters as one vector,
-:mod:`~gingham.nn.utils.rnn` (``pad_sequence``) and :mod:`~gingham.nn.utils.parametrizations`
-(``weight_norm``, ``spectral_norm``).
+:mod:`~gingham.nn.utils.rnn` (``pad_sequence``, packed sequences) and :mod:`~gingham.nn.utils.parametrizations`
+(``weight_norm``, ``spectral_norm``), with the deprecated :func:`weight_norm` form.
+PyTorch's deprecated hook-based ``nn.utils.spectral_norm`` is not provided: use
+``parametrizations.spectral_norm``.
 
     loss.backward()
     nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
@@ -19,10 +21,11 @@ import warnings
 from typing import Iterable, Union
 
 from ...frontend.jit import current_trace
-from ...frontend.tensor import (ShapeError, Tensor, cat, minimum, no_grad, realize, stack,
-                                tensor)
+from ...frontend.tensor import (ShapeError, Tensor, cat, minimum, no_grad, realize,
+                                refuse_while_tracing, stack, tensor)
+from ..modules import Module
 from . import parametrizations, parametrize, rnn
-from .parametrizations import spectral_norm, weight_norm
+from .parametrizations import _WeightNorm
 
 TensorOrTensors = Union[Tensor, Iterable[Tensor]]
 
@@ -160,6 +163,48 @@ def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
         pointer += p.size
 
 
+def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Module:
+    """The deprecated ``torch.nn.utils.weight_norm``: ``module.<name>`` recomputed at every
+    access as ``g * v / ||v||`` from the parameters ``<name>_g`` and ``<name>_v`` of the
+    module itself (PyTorch's names for this form; :func:`parametrizations.weight_norm` is
+    the current one). Returns ``module``; :func:`remove_weight_norm` undoes it.
+
+        layer = nn.utils.weight_norm(nn.Linear(20, 40))     # layer.weight_g, layer.weight_v
+    """
+    warnings.warn("`torch.nn.utils.weight_norm` is deprecated in favor of "
+                  "`torch.nn.utils.parametrizations.weight_norm`.", FutureWarning, stacklevel=2)
+    refuse_while_tracing("weight_norm()")
+    weight = vars(module).get(name)
+    if not isinstance(weight, Tensor):
+        raise ValueError(f"weight_norm: module {type(module).__name__} has no parameter "
+                         f"{name!r}")
+    norm = _WeightNorm(dim)
+    with no_grad():
+        g, v = norm.right_inverse(weight)
+    delattr(module, name)
+    setattr(module, f"{name}_g", tensor(g.numpy(), device=weight.device, requires_grad=True))
+    setattr(module, f"{name}_v", tensor(v.numpy(), device=weight.device, requires_grad=True))
+    cls = type(module)
+    recomputed = property(lambda m: norm(getattr(m, f"{name}_g"), getattr(m, f"{name}_v")))
+    # A subclass of the same name (the repr stays PyTorch's) whose weight is a property.
+    module.__class__ = type(cls.__name__, (cls,), {name: recomputed, "_weight_norm": name})
+    return module
+
+
+def remove_weight_norm(module: Module, name: str = "weight") -> Module:
+    """Undo :func:`weight_norm`: ``<name>`` becomes a parameter holding its current value."""
+    if getattr(type(module), "_weight_norm", None) != name:
+        raise ValueError(f"weight_norm of '{name}' not found in {module}")
+    refuse_while_tracing("remove_weight_norm()")
+    with no_grad():
+        value = getattr(module, name)
+    module.__class__ = type(module).__bases__[0]
+    delattr(module, f"{name}_g")
+    delattr(module, f"{name}_v")
+    setattr(module, name, tensor(value.numpy(), device=value.device, requires_grad=True))
+    return module
+
+
 __all__ = ["clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "clip_grads_with_norm_",
            "get_total_norm", "parameters_to_vector", "vector_to_parameters", "parametrizations",
-           "parametrize", "rnn", "spectral_norm", "weight_norm"]
+           "parametrize", "remove_weight_norm", "rnn", "weight_norm"]
