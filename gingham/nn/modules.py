@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Seque
 import numpy as np
 
 from ..errors import StateDictError
-from ..frontend.tensor import (Tensor, assign_all, move_all, no_grad, placement, realize,
+from ..frontend.tensor import (Tensor, assign_all, cat, move_all, no_grad, placement, realize,
                                refuse_while_tracing, tensor, zeros)
 from ..tile import dtypes as dt
 from . import functional as F
@@ -2825,6 +2825,88 @@ LazyInstanceNorm2d = _lazy_norm(InstanceNorm2d, _instance_channels)
 LazyInstanceNorm3d = _lazy_norm(InstanceNorm3d, _instance_channels)
 
 
+class _ASMoutput(NamedTuple):
+    """:class:`AdaptiveLogSoftmaxWithLoss`'s result: each target's log-probability and the
+    mean negative log-likelihood."""
+
+    output: Tensor
+    loss: Tensor
+
+
+class AdaptiveLogSoftmaxWithLoss(Module):
+    """Efficient softmax over many classes (Grave et al.), as PyTorch's: the frequent classes
+    below ``cutoffs[0]`` and one entry per tail cluster share the ``head`` linear layer; each
+    cluster's classes come from a two-layer ``tail`` projection shrunk by ``div_value``.
+    ``forward(input, target)`` returns ``(output, loss)``; :meth:`log_prob` the full
+    distribution, :meth:`predict` the likeliest class. Every row goes through every cluster
+    (PyTorch picks rows per cluster, a host-side decision), so the result is the same and a
+    compiled step needs no host read; a target outside ``[0, n_classes)`` is therefore not
+    detected (its log-probability reads as 0) where PyTorch raises.
+
+        asm = AdaptiveLogSoftmaxWithLoss(512, 50000, cutoffs=[2000, 10000])
+        output, loss = asm(hidden, tokens)
+    """
+
+    def __init__(self, in_features: int, n_classes: int, cutoffs: Sequence[int],
+                 div_value: float = 4.0, head_bias: bool = False,
+                 device: str | None = None) -> None:
+        cutoffs = list(cutoffs)
+        if len(cutoffs) == 0:
+            raise ValueError("cutoffs should be a sequence of length larger than 0")
+        if (cutoffs != sorted(cutoffs) or min(cutoffs) <= 0 or max(cutoffs) > n_classes - 1
+                or len(set(cutoffs)) != len(cutoffs) or any(int(c) != c for c in cutoffs)):
+            raise ValueError("cutoffs should be a sequence of unique, positive integers sorted "
+                             "in an increasing order, where each value is between 1 and "
+                             "n_classes-1")
+        self.in_features, self.n_classes = in_features, n_classes
+        self.cutoffs = cutoffs + [n_classes]
+        self.div_value, self.head_bias = div_value, head_bias
+        self.shortlist_size = self.cutoffs[0]
+        self.n_clusters = len(self.cutoffs) - 1
+        self.head_size = self.shortlist_size + self.n_clusters
+        self.head = Linear(in_features, self.head_size, bias=head_bias, device=device)
+        self.tail = ModuleList(
+            Sequential(Linear(in_features, int(in_features // div_value ** (i + 1)), bias=False,
+                              device=device),
+                       Linear(int(in_features // div_value ** (i + 1)),
+                              self.cutoffs[i + 1] - self.cutoffs[i], bias=False, device=device))
+            for i in range(self.n_clusters))
+
+    def log_prob(self, input: Tensor) -> Tensor:
+        """``[N, n_classes]`` log-probabilities of every class for ``[N, in_features]``
+        input: a cluster's classes add its log-probability in the head."""
+        head = F.log_softmax(self.head(input), dim=-1)
+        parts = [head[..., :self.shortlist_size]]
+        for i, projection in enumerate(self.tail):
+            cluster = F.log_softmax(projection(input), dim=-1)
+            parts.append(cluster + head[..., self.shortlist_size + i:self.shortlist_size + i + 1])
+        return cat(parts, -1)
+
+    def predict(self, input: Tensor) -> Tensor:
+        """The likeliest class of each row (int64)."""
+        return self.log_prob(input).argmax(-1)
+
+    def forward(self, input: Tensor, target: Tensor) -> _ASMoutput:
+        if target.ndim == 1:
+            if input.ndim != 2 or input.shape[0] != target.shape[0]:
+                raise ValueError(f"AdaptiveLogSoftmaxWithLoss: a 1D target needs 2D input with "
+                                 f"the same batch size, got input {input.shape}, target "
+                                 f"{target.shape}")
+        elif target.ndim == 0:
+            if input.ndim != 1:
+                raise ValueError(f"AdaptiveLogSoftmaxWithLoss: a 0D target needs 1D input, got "
+                                 f"{input.shape}")
+        else:
+            raise ValueError("AdaptiveLogSoftmaxWithLoss: 0D or 1D target tensor expected, "
+                             "multi-target not supported")
+        batched = target.ndim == 1
+        rows = input if batched else input.unsqueeze(0)
+        labels = target if batched else target.reshape(1)
+        output = F._pick_class(self.log_prob(rows), labels)
+        loss = (-output).mean()
+        return _ASMoutput(output if batched else output.reshape(()), loss)
+
+
 __all__ = ["Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
            "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
            "ConvTranspose3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm",
@@ -2853,4 +2935,5 @@ __all__ = ["Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict
            "TripletMarginWithDistanceLoss", "MultiLabelMarginLoss", "EmbeddingBag", "LazyLinear",
            "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d",
            "LazyConvTranspose2d", "LazyConvTranspose3d", "LazyBatchNorm1d", "LazyBatchNorm2d",
-           "LazyBatchNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d"]
+           "LazyBatchNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d",
+           "AdaptiveLogSoftmaxWithLoss"]

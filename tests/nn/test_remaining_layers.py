@@ -1,6 +1,7 @@
 """The remaining torch.nn layers and functions of gingham.nn against torch (CPU), on every
 device: LP pools, RReLU, Softmax2d, circular padding, feature alpha dropout, EmbeddingBag,
-TripletMarginWithDistanceLoss, MultiLabelMarginLoss, the lazy modules, F.pdist, the
+TripletMarginWithDistanceLoss, MultiLabelMarginLoss, the lazy modules,
+AdaptiveLogSoftmaxWithLoss, F.pdist, the
 max-pool-with-indices names and the upsample aliases, values and gradients in one program;
 then the random ones (RReLU in training, gumbel_softmax, feature alpha dropout) by their laws.
 """
@@ -77,6 +78,7 @@ ARRAYS = {"signal": rand(2, 4, 7), "image": rand(2, 3, 4, 5, seed=1),
           "offsets": np.array([0, 3, 3, 7], np.int64),  # bag 1 is empty
           "closed_offsets": np.array([0, 2, 2, 6, 9], np.int64),  # the last closes bag 3
           "token_rows": np.array([[1, 2, 5], [2, 2, 2], [0, 6, 6]], np.int64),
+          "classes": np.array([0, 4, 8, 2], np.int64),  # the head and both tail clusters
           "labels": np.array([[3, 0, -1, 1, 2], [1, 2, 3, 4, 0], [-1, 1, 1, 1, 1],
                               [4, 4, -1, 0, 0]], np.int64)}
 
@@ -85,6 +87,9 @@ def test_layers_match_torch(device):
     torch.manual_seed(0)
     theirs = tnn.ModuleDict({name: make(tnn) for name, (make, _) in LAYERS.items()})
     ours = nn.ModuleDict({name: make(nn) for name, (make, _) in LAYERS.items()}).to(device)
+    theirs["asm"] = tnn.AdaptiveLogSoftmaxWithLoss(5, 9, [3, 6], div_value=2.0, head_bias=True)
+    ours["asm"] = nn.AdaptiveLogSoftmaxWithLoss(5, 9, [3, 6], div_value=2.0, head_bias=True,
+                                                device=device)
     g_in = {k: tensor(v, device=device, requires_grad=v.dtype == np.float32)
             for k, v in ARRAYS.items()}
     t_in = {k: torch.tensor(v, requires_grad=v.dtype == np.float32) for k, v in ARRAYS.items()}
@@ -98,7 +103,7 @@ def test_layers_match_torch(device):
         for value in theirs.parameters():
             value.copy_(torch.randn(value.shape))
     assert ours.load_state_dict(theirs.state_dict()) == ([], [])
-    for name in LAYERS:
+    for name in [*LAYERS, "asm"]:
         if not name.startswith("lazy"):
             assert repr(ours[name]) == repr(theirs[name]), name
     g_out = {name: ours[name](*(g_in[k] for k in keys)) for name, (_, keys) in LAYERS.items()}
@@ -108,6 +113,14 @@ def test_layers_match_torch(device):
                  pdist_1=F.pdist(points, 1.0))
     t_out.update(pdist=TF.pdist(t_points), pdist_inf=TF.pdist(t_points, float("inf")),
                  pdist_1=TF.pdist(t_points, 1.0))
+    for out, asm, x, target in ((g_out, ours["asm"], g_in["features"], g_in["classes"]),
+                                (t_out, theirs["asm"], t_in["features"], t_in["classes"])):
+        result = asm(x, target)
+        unbatched = asm(x[1], target[1])
+        out.update(asm_output=result.output, asm_loss=result.loss, asm_log_prob=asm.log_prob(x),
+                   asm_unbatched=unbatched.output, asm_unbatched_loss=unbatched.loss)
+    np.testing.assert_array_equal(ours["asm"].predict(g_in["features"]).numpy(),
+                                  theirs["asm"].predict(t_in["features"]).numpy())
     values, indices = F.max_pool2d_with_indices(g_in["image"], 2)
     t_values, t_indices = TF.max_pool2d_with_indices(t_in["image"], 2)
     g_out["unpooled"] = F.max_unpool2d(values, indices, 2, output_size=(4, 5))
