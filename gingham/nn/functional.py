@@ -3227,8 +3227,13 @@ def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
         return input
     if p == 1.0:
         return input * 0.0
+    return _alpha_dropped(input, p, input.shape)
+
+
+def _alpha_dropped(input: Tensor, p: float, mask_shape: tuple) -> Tensor:
+    """Alpha dropout with one draw per element of ``mask_shape`` (broadcast to the input)."""
     a = 1.0 / math.sqrt((_ALPHA_PRIME ** 2 * p + 1.0) * (1.0 - p))
-    keep = dropout(_full_like_tensor(input, 1.0), p, True) * (1.0 - p)  # 1 kept, 0 dropped
+    keep = dropout(_full_like_tensor(input, 1.0, mask_shape), p, True) * (1.0 - p)  # 1 or 0
     return input * keep * a + (keep - 1.0) * (_ALPHA_PRIME * a) + _ALPHA_PRIME * a * p
 
 
@@ -3306,3 +3311,310 @@ __all__ = [
     "instance_norm", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "bilinear",
     "channel_shuffle",
 ]
+
+
+# -- torch.nn.functional's remaining ops ------------------------------------------------------------
+
+
+def _lp_pool(op: str, nd: int, input: Tensor, norm_type: float, kernel_size, stride,
+             ceil_mode: bool) -> Tensor:
+    """PyTorch's formula: the window's sum of ``x ** p`` (an average pool times the window
+    size), then the ``1/p`` power; ``p = inf`` is the max of ``|x|``."""
+    kernel = _ntuple(op, "kernel_size", kernel_size, nd)
+    pool = {1: max_pool1d, 2: max_pool2d, 3: max_pool3d}[nd]
+    if norm_type == math.inf:
+        return pool(input.abs(), kernel, stride, 0, 1, ceil_mode)
+    if norm_type == -math.inf:
+        return -pool(-input.abs(), kernel, stride, 0, 1, ceil_mode)
+    average = {1: avg_pool1d, 2: avg_pool2d, 3: avg_pool3d}[nd]
+    out = average(input ** float(norm_type), kernel, stride, 0, ceil_mode)
+    return (out.sign() * relu(out.abs()) * float(math.prod(kernel))) ** (1.0 / norm_type)
+
+
+def lp_pool1d(input: Tensor, norm_type: float, kernel_size: int, stride=None,
+              ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling: ``(sum over the window of x ** p) ** (1 / p)`` of ``[N, C, L]``
+    data (``p = 1`` sum pooling, ``p = inf`` max pooling of ``|x|``), as PyTorch's.
+
+        y = F.lp_pool1d(x, 2, kernel_size=3, stride=2)
+    """
+    return _lp_pool("lp_pool1d", 1, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool2d(input: Tensor, norm_type: float, kernel_size: IntOrTuple, stride=None,
+              ceil_mode: bool = False) -> Tensor:
+    """:func:`lp_pool1d` over the windows of ``[N, C, H, W]`` data."""
+    return _lp_pool("lp_pool2d", 2, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool3d(input: Tensor, norm_type: float, kernel_size: IntOrTuple, stride=None,
+              ceil_mode: bool = False) -> Tensor:
+    """:func:`lp_pool1d` over the windows of ``[N, C, D, H, W]`` data."""
+    return _lp_pool("lp_pool3d", 3, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def max_pool1d_with_indices(input: Tensor, kernel_size: IntOrTuple, stride=None,
+                            padding: IntOrTuple = 0, dilation: IntOrTuple = 1,
+                            ceil_mode: bool = False, return_indices: bool = True):
+    """``max_pool1d(..., return_indices=True)``: ``(values, indices)``, as PyTorch's."""
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool2d_with_indices(input: Tensor, kernel_size: IntOrTuple, stride=None,
+                            padding: IntOrTuple = 0, dilation: IntOrTuple = 1,
+                            ceil_mode: bool = False, return_indices: bool = True):
+    """``max_pool2d(..., return_indices=True)``: ``(values, indices)`` for :func:`max_unpool2d`."""
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool3d_with_indices(input: Tensor, kernel_size: IntOrTuple, stride=None,
+                            padding: IntOrTuple = 0, dilation: IntOrTuple = 1,
+                            ceil_mode: bool = False, return_indices: bool = True):
+    """``max_pool3d(..., return_indices=True)``: ``(values, indices)``."""
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def adaptive_max_pool1d_with_indices(input: Tensor, output_size: int,
+                                     return_indices: bool = True):
+    return adaptive_max_pool1d(input, output_size, True)
+
+
+def adaptive_max_pool2d_with_indices(input: Tensor, output_size: IntOrTuple,
+                                     return_indices: bool = True):
+    return adaptive_max_pool2d(input, output_size, True)
+
+
+def adaptive_max_pool3d_with_indices(input: Tensor, output_size: IntOrTuple,
+                                     return_indices: bool = True):
+    return adaptive_max_pool3d(input, output_size, True)
+
+
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False) -> Tensor:
+    """Randomised leaky ReLU: negative values times a slope drawn uniformly from
+    ``[lower, upper]`` per element in training (on the device, from the default generator,
+    fresh at every replay of a compiled step), times the fixed ``(lower + upper) / 2`` in
+    evaluation, as PyTorch's. ``inplace`` is accepted and ignored.
+
+        y = F.rrelu(x, training=True)
+    """
+    op = "rrelu"
+    _float_input(op, input)
+    if not 0.0 <= lower <= upper:
+        raise ValueError(f"{op}: needs 0 <= lower <= upper, got lower={lower}, upper={upper}")
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2.0)
+    draws = random_uniform(input.shape, _random_state(op, input, None, None))
+    slope = (draws * (upper - lower) + lower).astype(input.dtype)
+    return where(input >= 0, input, input * slope)
+
+
+def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10,
+                   dim: int = -1) -> Tensor:
+    """A sample of the Gumbel-softmax distribution: ``softmax((logits + g) / tau)`` with
+    ``g`` Gumbel(0, 1) noise drawn on the device; ``hard=True`` returns the one-hot of its
+    argmax, with the soft sample's gradient (straight through), as PyTorch's. ``eps`` is
+    deprecated and ignored, as there.
+
+        y = F.gumbel_softmax(logits, tau=0.5, hard=True)       # one-hot rows, soft gradients
+    """
+    op = "gumbel_softmax"
+    _float_input(op, logits)
+    if eps != 1e-10:
+        warnings.warn("`eps` parameter is deprecated and has no effect.", stacklevel=2)
+    dim = _dim(op, logits.shape, dim)
+    draws = random_uniform(logits.shape, _random_state(op, logits, None, None))
+    # -log(-log(u)) is Gumbel(0, 1); u = 0 would give -inf noise (and a NaN row if alone).
+    gumbels = -(-(draws.clamp(min=1e-20)).log()).log()
+    y_soft = softmax((logits + gumbels.astype(logits.dtype)) / tau, dim)
+    if not hard:
+        return y_soft
+    # One-hot of the first maximum (the argmax), as PyTorch's scatter of max's index.
+    index = y_soft.argmax(dim, keepdim=True)
+    positions = arange(logits.shape[dim], device=logits.device).reshape(
+        [-1 if axis == dim else 1 for axis in range(logits.ndim)])
+    y_hard = (positions == index).astype(logits.dtype)
+    return y_soft + _map(y_hard - y_soft, builder.stop_gradient, op)
+
+
+def pdist(input: Tensor, p: float = 2.0) -> Tensor:
+    """The ``p``-norm distances between the rows of an ``[N, M]`` input, pair ``(i, j)``
+    for ``i < j`` in row-major order (``N * (N - 1) / 2`` values), as ``torch.pdist``: the
+    row differences are one contraction with a constant ``[pairs, N]`` matrix of ``±1``.
+
+        d = F.pdist(points)                                    # [N, M] -> [N * (N - 1) / 2]
+    """
+    op = "pdist"
+    _float_input(op, input)
+    if input.ndim != 2:
+        raise ShapeError(f"{op}: only supports 2D tensors, got shape {input.shape}")
+    if p < 0:
+        raise ValueError(f"{op}: only supports non-negative p values, got {p}")
+    rows = input.shape[0]
+    first, second = np.triu_indices(rows, 1)
+    pairs = np.zeros((len(first), rows), np.float32)
+    pairs[np.arange(len(first)), first] = 1.0
+    pairs[np.arange(len(first)), second] = -1.0
+    differences = tensor(pairs.astype(input.dtype), device=input.device) @ input
+    return differences.norm(p, dim=-1)
+
+
+def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
+                  max_norm: float | None = None, norm_type: float = 2,
+                  scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
+                  per_sample_weights: Tensor | None = None, include_last_offset: bool = False,
+                  padding_idx: int | None = None) -> Tensor:
+    """The sum, mean or max of bags of :func:`embedding` rows, as PyTorch's: a 2-d ``input``
+    has a bag per row; a 1-d one is cut into bags at ``offsets`` (each bag's first position;
+    with ``include_last_offset`` a last entry closes the last bag). ``per_sample_weights``
+    (``mode="sum"`` only) weights each row; ``padding_idx`` rows are left out of their bag
+    (and its count); an empty bag gives zeros. The bags are found on the device (each
+    position's bag is the number of offsets at or before it), so ``offsets`` may be computed
+    in a compiled step. ``max_norm`` and ``scale_grad_by_freq`` are not supported.
+
+        F.embedding_bag(tokens, table, offsets, mode="sum")   # [T], [V, D], [B] -> [B, D]
+    """
+    op = "embedding_bag"
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"{op}: mode must be 'sum', 'mean' or 'max', not {mode!r}")
+    if max_norm is not None or scale_grad_by_freq:
+        raise NotImplementedError(f"{op}: max_norm and scale_grad_by_freq are not supported")
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise NotImplementedError(f"{op}: per_sample_weights was not None. "
+                                      "per_sample_weights is only supported for mode='sum' "
+                                      f"(got mode='{mode}')")
+        if per_sample_weights.shape != input.shape:
+            raise ShapeError(f"{op}: per_sample_weights {per_sample_weights.shape} must have "
+                             f"the shape of input {input.shape}")
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError(f"{op}: if input is 2D, then offsets has to be None, as input is "
+                             "treated as a mini-batch of fixed length sequences")
+        bags, length = input.shape
+        bag_of = tensor(np.repeat(np.arange(bags, dtype=np.int32), length),
+                        device=input.device)
+    elif input.ndim == 1:
+        if offsets is None or offsets.ndim != 1:
+            raise ValueError(f"{op}: offsets has to be a 1D Tensor for 1D input")
+        bags = offsets.shape[0] - (1 if include_last_offset else 0)
+        positions = arange(input.shape[0], device=input.device).astype(offsets.dtype)
+        started = (offsets.reshape(1, -1) <= positions.reshape(-1, 1)).astype(np.int32)
+        bag_of = started.sum(1) - 1  # past a closing last offset: bag `bags`, in none
+    else:
+        raise ValueError(f"{op}: input has to be 1D or 2D Tensor, but got Tensor of dimension "
+                         f"{input.ndim}")
+    indices = input.reshape(-1)
+    rows = embedding(indices, weight, padding_idx)  # [T, D]
+    member = bag_of.reshape(1, -1) == arange(bags, device=input.device).reshape(-1, 1)
+    pad = _padding_index(padding_idx, weight.shape[0])
+    if pad is not None:
+        member = member & (indices.reshape(1, -1) != pad)
+    counts = member.astype(weight.dtype).sum(1, keepdims=True)  # [B, 1]
+    if mode == "max":
+        candidates = where(member.unsqueeze(-1), rows.unsqueeze(0), -math.inf)
+        return where(counts > 0, candidates.amax(1), 0.0)
+    weights = member.astype(weight.dtype)
+    if per_sample_weights is not None:
+        weights = weights * per_sample_weights.reshape(1, -1).astype(weight.dtype)
+    total = weights @ rows
+    return total if mode == "sum" else total / counts.clamp(min=1.0)
+
+
+def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
+                          inplace: bool = False) -> Tensor:
+    """:func:`alpha_dropout` of whole channels: one draw per ``[n, c]`` feature map of
+    ``[N, C, ...]`` data, as PyTorch's. The identity in evaluation (the default).
+
+        y = F.feature_alpha_dropout(features, 0.2, training=True)
+    """
+    op = "feature_alpha_dropout"
+    _float_input(op, input)
+    _check_dropout_probability(op, p)
+    if input.ndim < 2:
+        raise ShapeError(f"{op}: needs [N, C, ...] input, got shape {input.shape}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    return _alpha_dropped(input, p, input.shape[:2] + (1,) * (input.ndim - 2))
+
+
+def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *,
+                                      distance_function=None, margin: float = 1.0,
+                                      swap: bool = False, reduction: str = "mean") -> Tensor:
+    """:func:`triplet_margin_loss` with any ``distance_function(x1, x2)`` (default
+    :func:`pairwise_distance`): ``max(margin + d(a, p) - d(a, n), 0)``, as PyTorch's.
+
+        loss = F.triplet_margin_with_distance_loss(
+            a, p, n, distance_function=lambda x, y: 1 - F.cosine_similarity(x, y))
+    """
+    op = "triplet_margin_with_distance_loss"
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{op}: {reduction} is not a valid value for reduction")
+    if margin <= 0:
+        raise ValueError(f"{op}: margin must be greater than 0, got {margin}")
+    if not anchor.ndim == positive.ndim == negative.ndim:
+        raise ShapeError(f"{op}: the anchor, positive, and negative tensors are expected to "
+                         f"have the same number of dimensions, but got: anchor {anchor.ndim}D, "
+                         f"positive {positive.ndim}D, and negative {negative.ndim}D inputs")
+    distance = pairwise_distance if distance_function is None else distance_function
+    positive_distance = distance(anchor, positive)
+    negative_distance = distance(anchor, negative)
+    if swap:
+        negative_distance = minimum(negative_distance, distance(positive, negative))
+    return _reduce_loss(op, (positive_distance - negative_distance + margin).relu(), reduction)
+
+
+def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
+                           reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """Multi-class multi-label hinge loss, as PyTorch's: ``target`` (int, the shape of
+    ``[C]`` or ``[N, C]`` input) lists each sample's classes up to its first ``-1``, and
+    ``loss = sum over listed j, unlisted i of max(0, 1 - (x[j] - x[i])) / C``. The lists
+    become masks on the device (a position counts while no ``-1`` came before it).
+
+        loss = F.multilabel_margin_loss(scores, torch_style_targets)
+    """
+    op = "multilabel_margin_loss"
+    reduction = _legacy_reduction(op, size_average, reduce, reduction)
+    _float_input(op, input)
+    if input.ndim not in (1, 2) or target.shape != input.shape:
+        raise ShapeError(f"{op}: input must be [C] or [N, C] and target of the same shape, "
+                         f"got {input.shape} and {target.shape}")
+    _check_integer(op, "target", target)
+    x = input.reshape(1, -1) if input.ndim == 1 else input
+    labels = target.reshape(x.shape)
+    classes = x.shape[1]
+    listed = (labels == -1).astype(np.int32).cumsum(1) == 0  # [N, K]: before the first -1
+    picks = (labels.unsqueeze(-1) == arange(classes, device=x.device).astype(labels.dtype)
+             ) & listed.unsqueeze(-1)  # [N, K, C]: position k names class c
+    picked = picks.astype(x.dtype)
+    is_target = picked.amax(1)  # [N, C]
+    target_scores = (picked * x.unsqueeze(1)).sum(-1)  # [N, K]: x[y_k]
+    hinge = (1.0 - target_scores.unsqueeze(-1) + x.unsqueeze(1)).relu()  # [N, K, C]
+    pairs = listed.astype(x.dtype).unsqueeze(-1) * (1.0 - is_target).unsqueeze(1)
+    loss = (hinge * pairs).sum((1, 2)) / float(classes)
+    return _reduce_loss(op, loss if input.ndim == 2 else loss.reshape(()), reduction)
+
+
+def upsample(input: Tensor, size: IntOrTuple | None = None, scale_factor=None,
+             mode: str = "nearest", align_corners: bool | None = None) -> Tensor:
+    """Deprecated spelling of :func:`interpolate` (PyTorch warns the same way)."""
+    warnings.warn("`nn.functional.upsample` is deprecated. Use `nn.functional.interpolate` "
+                  "instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input: Tensor, size: IntOrTuple | None = None, scale_factor=None) -> Tensor:
+    """Deprecated: ``interpolate(input, size, scale_factor, mode="nearest")``."""
+    warnings.warn("`nn.functional.upsample_nearest` is deprecated. Use "
+                  "`nn.functional.interpolate` instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input: Tensor, size: IntOrTuple | None = None, scale_factor=None) -> Tensor:
+    """Deprecated: ``interpolate(input, size, scale_factor, mode="bilinear",
+    align_corners=True)``."""
+    warnings.warn("`nn.functional.upsample_bilinear` is deprecated. Use "
+                  "`nn.functional.interpolate` instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)

@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Seque
 import numpy as np
 
 from ..errors import StateDictError
-from ..frontend.tensor import (Tensor, assign_all, move_all, no_grad, placement, realize,
+from ..frontend.tensor import (Tensor, assign_all, cat, move_all, no_grad, placement, realize,
                                refuse_while_tracing, tensor, zeros)
 from ..tile import dtypes as dt
 from . import functional as F
@@ -2528,6 +2528,384 @@ class UpsamplingBilinear2d(Upsample):
 
 
 
+# -- the remaining torch.nn layers -----------------------------------------------------------------
+
+
+class _LPPoolNd(Module):
+    """:func:`F.lp_pool1d` (``2d``, ``3d``) with PyTorch's settings."""
+
+    function: Callable[..., Tensor]
+
+    def __init__(self, norm_type: float, kernel_size, stride=None,
+                 ceil_mode: bool = False) -> None:
+        self.norm_type, self.kernel_size = norm_type, kernel_size
+        self.stride, self.ceil_mode = stride, ceil_mode
+
+    def forward(self, x: Tensor) -> Tensor:
+        return type(self).function(x, self.norm_type, self.kernel_size, self.stride,
+                                   self.ceil_mode)
+
+    def extra_repr(self) -> str:
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, ceil_mode={self.ceil_mode}")
+
+
+class LPPool1d(_LPPoolNd):
+    """Power-average pooling of ``[N, C, L]`` data: ``LPPool1d(2, 3, stride=2)``."""
+
+    function = staticmethod(F.lp_pool1d)
+
+
+class LPPool2d(_LPPoolNd):
+    """Power-average pooling of ``[N, C, H, W]`` data: ``LPPool2d(2, (3, 2))``."""
+
+    function = staticmethod(F.lp_pool2d)
+
+
+class LPPool3d(_LPPoolNd):
+    """Power-average pooling of ``[N, C, D, H, W]`` data."""
+
+    function = staticmethod(F.lp_pool3d)
+
+
+class RReLU(Module):
+    """:func:`F.rrelu`: random negative slopes in ``[lower, upper]`` in training (drawn on
+    the device), their mean in evaluation.
+
+        act = RReLU(0.1, 0.3)
+    """
+
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+                 inplace: bool = False) -> None:
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.rrelu(x, self.lower, self.upper, self.training)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace
+                                                              else "")
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of ``[N, C, H, W]`` (or ``[C, H, W]``) data, at each
+    position."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input of 3 or 4 dimensions, got {x.ndim}")
+        return F.softmax(x, -3)
+
+
+class CircularPad1d(_PadNd):
+    """Pad the last axis by wrapping around (``F.pad(mode="circular")``)."""
+
+    mode = "circular"
+
+
+class CircularPad2d(CircularPad1d):
+    """Circular padding of the last two axes."""
+
+    nd = 2
+
+
+class CircularPad3d(CircularPad1d):
+    """Circular padding of the last three axes."""
+
+    nd = 3
+
+
+class FeatureAlphaDropout(_ChannelDropout):
+    """:func:`F.feature_alpha_dropout` (alpha dropout of whole channels) in training, the
+    identity in evaluation."""
+
+    function = staticmethod(F.feature_alpha_dropout)
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    """:func:`F.triplet_margin_with_distance_loss`; ``distance_function`` defaults to a
+    :class:`PairwiseDistance` (as in PyTorch, a child module).
+
+        loss_fn = TripletMarginWithDistanceLoss(distance_function=nn.PairwiseDistance(p=1))
+    """
+
+    def __init__(self, *, distance_function: Callable[[Tensor, Tensor], Tensor] | None = None,
+                 margin: float = 1.0, swap: bool = False, reduction: str = "mean") -> None:
+        super().__init__(reduction=reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater "
+                             f"than 0, got {margin} instead")
+        self.distance_function = (distance_function if distance_function is not None
+                                  else PairwiseDistance())
+        self.margin, self.swap = margin, swap
+
+    def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
+        return F.triplet_margin_with_distance_loss(
+            anchor, positive, negative, distance_function=self.distance_function,
+            margin=self.margin, swap=self.swap, reduction=self.reduction)
+
+
+class MultiLabelMarginLoss(_Loss):
+    """:func:`F.multilabel_margin_loss` (targets: class lists ended by ``-1``)."""
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.multilabel_margin_loss(input, target, reduction=self.reduction)
+
+
+class EmbeddingBag(Module):
+    """Sums, means or maxima of bags of embeddings (:func:`F.embedding_bag`) with a
+    ``[num_embeddings, embedding_dim]`` weight initialised N(0, 1) (the ``padding_idx`` row
+    zero), as PyTorch's. ``max_norm`` and ``scale_grad_by_freq`` are not supported.
+
+        bag = EmbeddingBag(10000, 64, mode="sum")
+        vectors = bag(tokens, offsets)                      # [T], [B] -> [B, 64]
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, max_norm: float | None = None,
+                 norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean",
+                 sparse: bool = False, _weight: Tensor | None = None,
+                 include_last_offset: bool = False, padding_idx: int | None = None,
+                 device: str | None = None) -> None:
+        if max_norm is not None or scale_grad_by_freq:
+            raise NotImplementedError("EmbeddingBag: max_norm and scale_grad_by_freq are not "
+                                      "supported")
+        if mode not in ("sum", "mean", "max"):
+            raise ValueError(f"EmbeddingBag: mode must be 'sum', 'mean' or 'max', not {mode!r}")
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.mode, self.sparse = scale_grad_by_freq, mode, sparse
+        self.include_last_offset = include_last_offset
+        self.padding_idx = F._padding_index(padding_idx, num_embeddings)
+        if _weight is not None:
+            self.weight = tensor(_weight, device=device or getattr(_weight, "device", None),
+                                 requires_grad=True)
+            return
+        values = _default_rng.standard_normal((num_embeddings, embedding_dim))
+        if self.padding_idx is not None:
+            values[self.padding_idx] = 0.0
+        self.weight = tensor(values.astype(np.float32), device=device, requires_grad=True)
+
+    def forward(self, input: Tensor, offsets: Tensor | None = None,
+                per_sample_weights: Tensor | None = None) -> Tensor:
+        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
+                               self.scale_grad_by_freq, self.mode, self.sparse,
+                               per_sample_weights, self.include_last_offset, self.padding_idx)
+
+    def extra_repr(self) -> str:
+        text = f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}"
+        return text + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None
+                       else "")
+
+
+class _LazyModule(Module):
+    """A layer whose input size (``in_features``, ``in_channels``, ``num_features``) is read
+    from its first input, as PyTorch's lazy modules: the first call makes the parameters
+    (on the given ``device``, else the input's) and turns the module into its ordinary
+    class (:attr:`cls_to_become`). Call it once before building an optimiser over its
+    parameters (or loading a state dict), as in PyTorch.
+
+        layer = LazyLinear(10)
+        layer(x)                       # x: [N, 128]; layer is now Linear(128, 10)
+    """
+
+    cls_to_become: type
+
+    def __init__(self, *args, **kwargs) -> None:
+        self._lazy_arguments = (args, kwargs)
+
+    def _input_size(self, x: Tensor) -> int:
+        raise NotImplementedError
+
+    def has_uninitialized_params(self) -> bool:
+        return "_lazy_arguments" in vars(self)
+
+    def initialize_parameters(self, x: Tensor, *rest) -> None:
+        """Make the parameters for input ``x`` and become :attr:`cls_to_become`."""
+        if not self.has_uninitialized_params():
+            return
+        refuse_while_tracing(f"{type(self).__name__}'s first call")
+        args, kwargs = self._lazy_arguments
+        kwargs = {**kwargs, "device": kwargs.get("device") or x.device}
+        size = self._input_size(x)
+        del self._lazy_arguments
+        training = self.training
+        self.cls_to_become.__init__(self, size, *args, **kwargs)
+        self.__class__ = self.cls_to_become
+        self.train(training)
+
+    def forward(self, x: Tensor, *rest, **kwargs):
+        self.initialize_parameters(x)
+        return self(x, *rest, **kwargs)
+
+    def extra_repr(self) -> str:
+        args, kwargs = self._lazy_arguments
+        return ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
+
+
+class LazyLinear(_LazyModule, Linear):
+    """:class:`Linear` with ``in_features`` taken from the first input's last axis:
+    ``LazyLinear(out_features, bias=True, device=None)``."""
+
+    cls_to_become = Linear
+
+    def __init__(self, out_features: int, bias: bool = True, device: str | None = None) -> None:
+        super().__init__(out_features, bias, device=device)
+
+    def _input_size(self, x: Tensor) -> int:
+        return x.shape[-1]
+
+
+class _LazyConvNd(_LazyModule):
+    """A convolution with ``in_channels`` from the first input (batched or not; the last
+    axis for channels-last data)."""
+
+    def _input_size(self, x: Tensor) -> int:
+        if self._lazy_arguments[1].get("data_format") == "NHWC":
+            return x.shape[-1]
+        return x.shape[0] if x.ndim == self._nd + 1 else x.shape[1]
+
+
+def _lazy_conv(base: type) -> type:
+    """The lazy twin of a convolution class: its signature without ``in_channels``."""
+
+    def __init__(self, out_channels: int, kernel_size, *args, **kwargs) -> None:
+        _LazyModule.__init__(self, out_channels, kernel_size, *args, **kwargs)
+
+    doc = (f":class:`{base.__name__}` with ``in_channels`` taken from the first input: "
+           f"``Lazy{base.__name__}(out_channels, kernel_size, ...)``, the rest of its "
+           "arguments as there.")
+    return type(f"Lazy{base.__name__}", (_LazyConvNd, base),
+                {"cls_to_become": base, "__init__": __init__, "__doc__": doc,
+                 "__module__": __name__})
+
+
+LazyConv1d = _lazy_conv(Conv1d)
+LazyConv2d = _lazy_conv(Conv2d)
+LazyConv3d = _lazy_conv(Conv3d)
+LazyConvTranspose1d = _lazy_conv(ConvTranspose1d)
+LazyConvTranspose2d = _lazy_conv(ConvTranspose2d)
+LazyConvTranspose3d = _lazy_conv(ConvTranspose3d)
+
+
+def _lazy_norm(base: type, channel_axis) -> type:
+    """The lazy twin of a batch or instance norm: ``num_features`` from the first input."""
+
+    # PyTorch's lazy norms, instance norms included, default to affine parameters and
+    # running statistics.
+    def __init__(self, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, device: str | None = None,
+                 **kwargs) -> None:
+        _LazyModule.__init__(self, eps=eps, momentum=momentum, affine=affine,
+                             track_running_stats=track_running_stats, device=device, **kwargs)
+
+    doc = (f":class:`{base.__name__}` with ``num_features`` taken from the first input: "
+           f"``Lazy{base.__name__}(eps=1e-5, momentum=0.1, affine=True, "
+           "track_running_stats=True, device=None)`` (PyTorch's defaults, for the instance "
+           "norms too).")
+    return type(f"Lazy{base.__name__}", (_LazyModule, base),
+                {"cls_to_become": base, "__init__": __init__, "__doc__": doc,
+                 "__module__": __name__, "_input_size": lambda self, x: channel_axis(self, x)})
+
+
+def _batch_channels(module: Module, x: Tensor) -> int:
+    if module._lazy_arguments[1].get("data_format") == "NHWC":
+        return x.shape[-1]
+    return x.shape[1]
+
+
+def _instance_channels(module: Module, x: Tensor) -> int:
+    return x.shape[1] if x.ndim == module._ranks[1] else x.shape[0]
+
+
+LazyBatchNorm1d = _lazy_norm(BatchNorm1d, _batch_channels)
+LazyBatchNorm2d = _lazy_norm(BatchNorm2d, _batch_channels)
+LazyBatchNorm3d = _lazy_norm(BatchNorm3d, _batch_channels)
+LazyInstanceNorm1d = _lazy_norm(InstanceNorm1d, _instance_channels)
+LazyInstanceNorm2d = _lazy_norm(InstanceNorm2d, _instance_channels)
+LazyInstanceNorm3d = _lazy_norm(InstanceNorm3d, _instance_channels)
+
+
+class _ASMoutput(NamedTuple):
+    """:class:`AdaptiveLogSoftmaxWithLoss`'s result: each target's log-probability and the
+    mean negative log-likelihood."""
+
+    output: Tensor
+    loss: Tensor
+
+
+class AdaptiveLogSoftmaxWithLoss(Module):
+    """Efficient softmax over many classes (Grave et al.), as PyTorch's: the frequent classes
+    below ``cutoffs[0]`` and one entry per tail cluster share the ``head`` linear layer; each
+    cluster's classes come from a two-layer ``tail`` projection shrunk by ``div_value``.
+    ``forward(input, target)`` returns ``(output, loss)``; :meth:`log_prob` the full
+    distribution, :meth:`predict` the likeliest class. Every row goes through every cluster
+    (PyTorch picks rows per cluster, a host-side decision), so the result is the same and a
+    compiled step needs no host read; a target outside ``[0, n_classes)`` is therefore not
+    detected (its log-probability reads as 0) where PyTorch raises.
+
+        asm = AdaptiveLogSoftmaxWithLoss(512, 50000, cutoffs=[2000, 10000])
+        output, loss = asm(hidden, tokens)
+    """
+
+    def __init__(self, in_features: int, n_classes: int, cutoffs: Sequence[int],
+                 div_value: float = 4.0, head_bias: bool = False,
+                 device: str | None = None) -> None:
+        cutoffs = list(cutoffs)
+        if len(cutoffs) == 0:
+            raise ValueError("cutoffs should be a sequence of length larger than 0")
+        if (cutoffs != sorted(cutoffs) or min(cutoffs) <= 0 or max(cutoffs) > n_classes - 1
+                or len(set(cutoffs)) != len(cutoffs) or any(int(c) != c for c in cutoffs)):
+            raise ValueError("cutoffs should be a sequence of unique, positive integers sorted "
+                             "in an increasing order, where each value is between 1 and "
+                             "n_classes-1")
+        self.in_features, self.n_classes = in_features, n_classes
+        self.cutoffs = cutoffs + [n_classes]
+        self.div_value, self.head_bias = div_value, head_bias
+        self.shortlist_size = self.cutoffs[0]
+        self.n_clusters = len(self.cutoffs) - 1
+        self.head_size = self.shortlist_size + self.n_clusters
+        self.head = Linear(in_features, self.head_size, bias=head_bias, device=device)
+        self.tail = ModuleList(
+            Sequential(Linear(in_features, int(in_features // div_value ** (i + 1)), bias=False,
+                              device=device),
+                       Linear(int(in_features // div_value ** (i + 1)),
+                              self.cutoffs[i + 1] - self.cutoffs[i], bias=False, device=device))
+            for i in range(self.n_clusters))
+
+    def log_prob(self, input: Tensor) -> Tensor:
+        """``[N, n_classes]`` log-probabilities of every class for ``[N, in_features]``
+        input: a cluster's classes add its log-probability in the head."""
+        head = F.log_softmax(self.head(input), dim=-1)
+        parts = [head[..., :self.shortlist_size]]
+        for i, projection in enumerate(self.tail):
+            cluster = F.log_softmax(projection(input), dim=-1)
+            parts.append(cluster + head[..., self.shortlist_size + i:self.shortlist_size + i + 1])
+        return cat(parts, -1)
+
+    def predict(self, input: Tensor) -> Tensor:
+        """The likeliest class of each row (int64)."""
+        return self.log_prob(input).argmax(-1)
+
+    def forward(self, input: Tensor, target: Tensor) -> _ASMoutput:
+        if target.ndim == 1:
+            if input.ndim != 2 or input.shape[0] != target.shape[0]:
+                raise ValueError(f"AdaptiveLogSoftmaxWithLoss: a 1D target needs 2D input with "
+                                 f"the same batch size, got input {input.shape}, target "
+                                 f"{target.shape}")
+        elif target.ndim == 0:
+            if input.ndim != 1:
+                raise ValueError(f"AdaptiveLogSoftmaxWithLoss: a 0D target needs 1D input, got "
+                                 f"{input.shape}")
+        else:
+            raise ValueError("AdaptiveLogSoftmaxWithLoss: 0D or 1D target tensor expected, "
+                             "multi-target not supported")
+        batched = target.ndim == 1
+        rows = input if batched else input.unsqueeze(0)
+        labels = target if batched else target.reshape(1)
+        output = F._pick_class(self.log_prob(rows), labels)
+        loss = (-output).mean()
+        return _ASMoutput(output if batched else output.reshape(()), loss)
+
 
 __all__ = ["Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
            "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
@@ -2552,4 +2930,10 @@ __all__ = ["Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict
            "ZeroPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",
            "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "ParameterList",
            "ParameterDict", "Bilinear", "ChannelShuffle", "UpsamplingNearest2d",
-           "UpsamplingBilinear2d"]
+           "UpsamplingBilinear2d", "LPPool1d", "LPPool2d", "LPPool3d", "RReLU", "Softmax2d",
+           "CircularPad1d", "CircularPad2d", "CircularPad3d", "FeatureAlphaDropout",
+           "TripletMarginWithDistanceLoss", "MultiLabelMarginLoss", "EmbeddingBag", "LazyLinear",
+           "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d",
+           "LazyConvTranspose2d", "LazyConvTranspose3d", "LazyBatchNorm1d", "LazyBatchNorm2d",
+           "LazyBatchNorm3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d",
+           "AdaptiveLogSoftmaxWithLoss"]

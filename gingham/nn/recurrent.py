@@ -23,11 +23,12 @@ import warnings
 
 import numpy as np
 
-from ..frontend.tensor import ShapeError, Tensor, cat, stack, tensor, zeros
+from ..frontend.tensor import ShapeError, Tensor, cat, stack, tensor, where, zeros
 from ..tile import dtypes as dt
 from . import functional as F
 from . import modules
 from .modules import Module
+from .utils.rnn import PackedSequence, packed_steps, padded_steps
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
@@ -147,18 +148,34 @@ class _RNNBase(Module):
             checked.append(state)
         return checked
 
-    def forward(self, input: Tensor, hx=None):
+    def forward(self, input: Tensor | PackedSequence, hx=None):
+        """``(output, h_n)`` (``(output, (h_n, c_n))`` for an LSTM) as PyTorch's. A
+        :class:`~gingham.nn.utils.rnn.PackedSequence` input gives a packed output, and each
+        sequence's state stops at its own length: the steps past it leave the state alone
+        (the reverse direction starts at the sequence's last step) and output zeros."""
         layer = type(self).__name__
+        packed = input if isinstance(input, PackedSequence) else None
+        if packed is not None:
+            input = padded_steps(packed)  # time-major, in the packed (sorted) order
+            if hx is not None and packed.sorted_indices is not None:
+                order = tensor(packed.sorted_indices, device=input.device)
+                hx = (tuple(h.index_select(1, order) for h in hx)
+                      if isinstance(hx, (tuple, list)) else hx.index_select(1, order))
         _check_input(layer, input, (2, 3))
         if input.shape[-1] != self.input_size:
             raise ShapeError(f"{layer}: input.size(-1) must be equal to input_size. Expected "
                              f"{self.input_size}, got {input.shape[-1]}")
         batched = input.ndim == 3
         x = input.unsqueeze(1) if not batched else (
-            input.transpose(0, 1) if self.batch_first else input)  # time-major [T, N, I]
+            input.transpose(0, 1) if self.batch_first and packed is None else input)  # [T, N, I]
         states = self._initial_states(x, hx, batched)
         directions = 2 if self.bidirectional else 1
         steps = x.shape[0]
+        running = None  # per step, [N, 1]: whether each sequence still has that step
+        if packed is not None:
+            lengths = packed.lengths()
+            running = tensor((np.arange(steps)[:, None] < lengths[None, :])[..., None],
+                             device=x.device)
         finals: list[list[Tensor]] = [[] for _ in states]
         for layer_index in range(self.num_layers):
             outputs = []
@@ -169,16 +186,27 @@ class _RNNBase(Module):
                 state = tuple(s[index] for s in states)
                 hidden = [None] * steps
                 for t in (reversed(range(steps)) if direction else range(steps)):
-                    state = _step(self.mode, projected[t], state, w_hh, b_hh)
-                    hidden[t] = state[0]
+                    new = _step(self.mode, projected[t], state, w_hh, b_hh)
+                    if running is None:
+                        state, hidden[t] = new, new[0]
+                    else:
+                        state = tuple(where(running[t], n, old) for n, old in zip(new, state))
+                        hidden[t] = where(running[t], new[0], 0.0)
                 outputs.append(stack(hidden, 0))
                 for final, value in zip(finals, state):
                     final.append(value)
             x = outputs[0] if directions == 1 else cat(outputs, -1)
             if self.training and self.dropout and layer_index < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
-        output = x.transpose(0, 1) if self.batch_first and batched else x
         result = [stack(final, 0) for final in finals]
+        if packed is not None:
+            output = PackedSequence(packed_steps(x, packed.batch_sizes), packed.batch_sizes,
+                                    packed.sorted_indices, packed.unsorted_indices)
+            if packed.unsorted_indices is not None:
+                order = tensor(packed.unsorted_indices, device=x.device)
+                result = [r.index_select(1, order) for r in result]
+            return output, (tuple(result) if self.mode == "LSTM" else result[0])
+        output = x.transpose(0, 1) if self.batch_first and batched else x
         if not batched:
             output, result = output.squeeze(1), [r.squeeze(1) for r in result]
         return output, (tuple(result) if self.mode == "LSTM" else result[0])
