@@ -96,7 +96,7 @@ from .nn.functional import (  # noqa: E402
     adaptive_avg_pool1d, avg_pool1d, bilinear, celu, channel_shuffle,
     conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d,
     cosine_similarity, manual_seed, max_pool1d, max_pool2d, max_pool3d, pairwise_distance,
-    pixel_shuffle, pixel_unshuffle, rms_norm, selu, threshold,
+    pdist, pixel_shuffle, pixel_unshuffle, rms_norm, selu, threshold,
 )
 from . import optim  # noqa: E402
 from .frontend.checkpoint import load, save  # noqa: E402
@@ -150,7 +150,7 @@ __all__ = [
     "adaptive_avg_pool1d", "avg_pool1d", "bilinear", "celu",
     "channel_shuffle", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d", "cosine_similarity", "manual_seed", "max_pool1d", "max_pool2d",
-    "max_pool3d", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "rms_norm", "selu",
+    "max_pool3d", "pairwise_distance", "pdist", "pixel_shuffle", "pixel_unshuffle", "rms_norm", "selu",
     "threshold",
     "GinghamError",
     "TileError",

@@ -93,7 +93,7 @@ NOT_YET: dict[str, list[str]] = {
     "special functions (composed series not written yet)": [
         "lgamma", "digamma", "polygamma", "mvlgamma", "igamma", "igammac", "i0", "frexp"],
     "other reductions and index ops": [
-        "renorm", "index_reduce", "put", "histogram", "histogramdd", "gradient", "pdist",
+        "renorm", "index_reduce", "put", "histogram", "histogramdd", "gradient",
     ],
     "linear algebra beyond gingham.linalg's factorisations (eigen- and singular values, QR on "
     "the device, the older solver spellings)": [
