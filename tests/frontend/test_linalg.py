@@ -159,3 +159,119 @@ def test_errors():
     with pytest.raises(NotImplementedError, match="linalg.svd "):
         linalg.svd(a)
     assert gingham.linalg is linalg
+
+
+# -- QR, eigh, SVD and what rests on them --------------------------------------------------------
+
+
+def _spectral_inputs() -> dict[str, np.ndarray]:
+    """Matrices with well-separated spectra: eigenvector and singular-vector gradients are
+    ill-conditioned for close eigen- or singular values (``1 / (w_i - w_j)``), in PyTorch too."""
+    rng = np.random.default_rng(2)
+
+    def orthogonal(n: int) -> np.ndarray:
+        return np.linalg.qr(rng.standard_normal((2, n, n)))[0]
+
+    q4, q3, q5 = orthogonal(4), orthogonal(3), orthogonal(5)
+    noise = 0.01 * rng.standard_normal((2, 4, 4))
+    return dict(
+        H=q4 @ np.diag([-2.0, 0.5, 1.5, 4.0]) @ q4.transpose(0, 2, 1) + noise,  # one triangle
+        W=q5[:, :, :3] @ np.diag([5.0, 2.0, 0.7]) @ q3.transpose(0, 2, 1),     # tall, 5 x 3
+        G=rng.standard_normal((2, 4, 4)) + 2 * np.eye(4),
+        B=rng.standard_normal((2, 5, 2)),
+        V3=rng.standard_normal((2, 4, 3)),
+    )
+
+
+def _spectral_run(top, la, H, W, G, B, V3) -> dict:
+    """Sign-free views of the factorisations (eigen- and singular vectors have arbitrary
+    signs: their squares, reconstructions and projections are compared) and everything that
+    rests on them. ``top``/``la``: gingham and gingham.linalg, or torch and torch.linalg."""
+    w, V = la.eigh(H)
+    w_upper, V_upper = la.eigh(H, UPLO="U")
+    U, S, Vh = la.svd(W, full_matrices=False)
+    Uw, Sw, Vhw = la.svd(W.mT, full_matrices=False)
+    U_full, S_full, Vh_full = la.svd(W)
+    q, r = la.qr(W)
+    q_wide, r_wide = la.qr(W.mT)
+    q_full, r_full = la.qr(W, mode="complete")
+    reflectors, tau = top.geqrf(W.detach())
+    LU, pivots = la.lu_factor(G)
+    P, L, Ug = la.lu(G[:, :, :3])
+    Pu, Lu, Uu = top.lu_unpack(LU, pivots)
+    old_U, old_S, old_V = top.svd(W)
+    spd = G @ G.mT
+    chol, chol_info = la.cholesky_ex(spd)
+    inverse, inv_info = la.inv_ex(G)
+    lstsq = la.lstsq(W, B, driver="gelsd")
+    return {
+        "eigvals": w, "eigvecs^2": V * V, "eigvalsh_upper": la.eigvalsh(H, UPLO="U"),
+        "eigvecs_upper^2": V_upper * V_upper, "eigh_upper_w": w_upper,
+        "svd_S": S, "svd_U^2": U * U, "svd_Vh^2": Vh * Vh, "svd_projector": U @ U.mT,
+        "svd_wide_S": Sw, "svd_wide_U^2": Uw * Uw, "svd_wide_Vh^2": Vhw * Vhw,
+        "svd_full_S": S_full, "svd_full_UtU": U_full.mT @ U_full,
+        "svd_full_reconstructed": U_full[..., :3] @ (S_full.unsqueeze(-1) * Vh_full),
+        "svdvals": la.svdvals(G), "old_svd_S": old_S, "old_svd_UV": (old_U * old_S.unsqueeze(-2)) @ old_V.mT,
+        "qr_Q": q, "qr_R": r, "qr_wide_Q": q_wide, "qr_wide_R": r_wide, "qr_r": la.qr(G, mode="r").R,
+        "qr_complete_Q": q_full, "qr_complete_R": r_full, "old_qr_R": top.qr(G, some=False).R,
+        "householder_product": la.householder_product(reflectors, tau),
+        "geqrf_a": reflectors, "geqrf_tau": tau, "orgqr": top.orgqr(reflectors.detach(), tau.detach()),
+        "pinv": la.pinv(W), "pinv_hermitian": la.pinv(H + H.mT, hermitian=True),
+        "pinverse": top.pinverse(G), "matrix_rank": la.matrix_rank(W),
+        "matrix_rank_hermitian": la.matrix_rank(H, hermitian=True, atol=1.0),
+        "lstsq": la.lstsq(W, B).solution, "lstsq_min_norm": la.lstsq(W.mT, B[:, :3]).solution,
+        "lstsq_vector": la.lstsq(G, V3[..., 0]).solution,
+        "lstsq_gelsd": lstsq.solution, "lstsq_residuals": lstsq.residuals,
+        "lstsq_rank": lstsq.rank, "lstsq_singular_values": lstsq.singular_values,
+        "nuclear": la.matrix_norm(W, "nuc"), "spectral": la.matrix_norm(W, 2, keepdim=True),
+        "spectral_min": la.matrix_norm(G, -2, dim=(0, 2)), "norm_2": la.norm(G[0], 2),
+        "matrix_power_3": la.matrix_power(G, 3), "matrix_power_-2": la.matrix_power(G, -2),
+        "matrix_power_0": la.matrix_power(G, 0), "old_matrix_power": top.matrix_power(G, 1),
+        "matrix_exp": la.matrix_exp(G), "matrix_exp_big": top.matrix_exp(10 * H),
+        "lu_P": P, "lu_L": L, "lu_U": Ug, "lu_unpack_P": Pu, "lu_unpack_L": Lu, "lu_unpack_U": Uu,
+        "lu_solve": la.lu_solve(LU, pivots, V3), "lu_solve_adjoint": la.lu_solve(LU, pivots, V3, adjoint=True),
+        "lu_solve_right": la.lu_solve(LU, pivots, V3.mT, left=False),
+        "old_lu_solve": top.lu_solve(V3, *top.lu(G)),
+        "cholesky_ex": chol, "cholesky_info": chol_info, "inv_ex": inverse, "inv_info": inv_info,
+        "cholesky_solve": top.cholesky_solve(V3, chol),
+        "cholesky_solve_upper": top.cholesky_solve(V3, chol.mT, upper=True),
+        "triangular_solve": top.triangular_solve(V3, G).solution,
+        "triangular_solve_t": top.triangular_solve(V3, G, upper=False, transpose=True).solution,
+        "multi_dot": la.multi_dot([G[0], V3[0], V3[1].mT, G[1, 0]]),
+        "multi_dot_row": la.multi_dot([G[0, 0], V3[0]]),
+        "vander": la.vander(G[0]), "vander_N": la.vander(G[0, 0], N=3),
+        "cross": la.cross(V3[..., :3, :], G[:1, 1:, :3]), "cross_dim": la.cross(V3[:, :3], V3[:, 1:], dim=1),
+        "vecdot": la.vecdot(G, V3[..., :1].mT),
+    }
+
+
+@pytest.mark.filterwarnings("ignore:torch.*deprecated")  # the older spellings are compared
+def test_spectral_against_torch(device):
+    """QR, eigh, SVD and everything on them, forward values and gradients against PyTorch
+    (float64), in one forward and one gradient program."""
+    arrays = _spectral_inputs()
+    g_in = {k: tensor(v, device=device, requires_grad=True) for k, v in arrays.items()}
+    t_in = {k: torch.tensor(v, requires_grad=True) for k, v in arrays.items()}
+    ours, theirs = _spectral_run(gingham, linalg, **g_in), _spectral_run(torch, torch.linalg, **t_in)
+    assert ours.keys() == theirs.keys()
+    realize(list(ours.values()))
+    for name, expected in theirs.items():
+        value = ours[name]
+        assert value.shape == tuple(expected.shape), name
+        assert value.dtype == expected.detach().numpy().dtype, name
+        np.testing.assert_allclose(value.numpy(), expected.detach().numpy(), err_msg=name,
+                                   **TOLERANCE)
+
+    rng = np.random.default_rng(3)
+    # PyTorch has no gradient for the complete QR of a tall matrix nor for mode='r' (nor for
+    # the complete SVD's extra columns, which only the full_* entries use); lstsq's singular
+    # values come without one.
+    skip = {"qr_complete_Q", "qr_complete_R", "qr_r", "svd_full_UtU", "svd_full_reconstructed"}
+    weights = {k: rng.standard_normal(tuple(v.shape)) for k, v in theirs.items()
+               if v.requires_grad and k not in skip}
+    sum(((ours[k] * tensor(w, device=device)).sum() for k, w in weights.items())).backward()
+    sum(((theirs[k] * torch.tensor(w)).sum() for k, w in weights.items())).backward()
+    realize([g_in[name].grad for name in arrays])
+    for name in arrays:
+        np.testing.assert_allclose(g_in[name].grad.numpy(), t_in[name].grad.numpy(),
+                                   err_msg=f"d/d{name}", **TOLERANCE)
