@@ -640,7 +640,7 @@ def _jacobi_rotation(G: Tensor, partner: Tensor, sign: Tensor) -> Tensor:
     radius2 = gap * gap + 4 * off * off
     # The safe argument keeps sqrt's gradient finite where the pair is already diagonal.
     denominator = gap.abs() + where(radius2 > 0, radius2, 1).sqrt()
-    t = 2 * off * where(gap >= 0, 1, -1) / denominator
+    t = 2 * where(gap >= 0, off, -off) / denominator
     c = 1 / (1 + t * t).sqrt()
     return c.unsqueeze(-1) * _eye_like(G) + (sign * t * c).unsqueeze(-1) * partner
 
