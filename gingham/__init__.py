@@ -106,6 +106,13 @@ from . import fft, signal  # noqa: E402  (Fourier transforms, windows, stft)
 # torch's top-level spellings of linear algebra and signal functions (torch.det, torch.stft, ...)
 from .linalg import cholesky, cholesky_inverse, det, logdet, slogdet  # noqa: E402
 from .linalg import inv as inverse  # noqa: E402
+from .linalg import (  # noqa: E402
+    cholesky_solve, frobenius_norm, geqrf, lu_unpack, matrix_exp, matrix_power, nuclear_norm,
+    orgqr, pinverse, triangular_solve,
+)
+# Where torch's older spelling differs from torch.linalg's (torch.qr's `some`, torch.svd's V).
+from .linalg import torch_lu as lu, torch_lu_solve as lu_solve  # noqa: E402
+from .linalg import torch_qr as qr, torch_svd as svd  # noqa: E402
 from .signal import (  # noqa: E402
     bartlett_window, blackman_window, hamming_window, hann_window, istft, kaiser_window, stft,
 )
@@ -132,6 +139,8 @@ __all__ = [
     "tensordot", "trace", "tril", "triu", "vstack",
     "jit", "optim", "grad", "value_and_grad", "amp", "autocast", "save", "load", "linalg",
     "fft", "signal", "cholesky", "cholesky_inverse", "det", "logdet", "slogdet", "inverse",
+    "cholesky_solve", "frobenius_norm", "geqrf", "lu", "lu_solve", "lu_unpack", "matrix_exp",
+    "matrix_power", "nuclear_norm", "orgqr", "pinverse", "qr", "svd", "triangular_solve",
     "bartlett_window", "blackman_window", "hamming_window", "hann_window", "istft",
     "kaiser_window", "stft", "bernoulli", "normal", "rand", "rand_like", "randint",
     "randint_like", "randn", "randn_like", "randperm",

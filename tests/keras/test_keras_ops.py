@@ -21,6 +21,7 @@ import torch  # noqa: E402
 import torch.nn.functional as TF  # noqa: E402
 from keras import ops  # noqa: E402
 
+import gingham  # noqa: E402
 from gingham.frontend.tensor import Tensor, realize  # noqa: E402
 from ops_oracle import check_against_torch  # noqa: E402  (tests/keras/ops_oracle.py)
 from gingham.keras.backend.core import leaf_of  # noqa: E402
@@ -352,6 +353,20 @@ LINALG = {
     "slogdet_logdet": (lambda a, s: (*ops.slogdet(a), ops.logdet(s)),
                        lambda a, s: (*torch.linalg.slogdet(a), torch.logdet(s)),
                        [rand(2, 3, 3, seed=12), _spd(3, 13)]),
+    # LAPACK's QR signs on both sides; eigen- and singular vectors only up to sign (squared).
+    "qr": (ops.linalg.qr, torch.linalg.qr, [rand(2, 4, 3, seed=14)]),
+    "eigh": (lambda s: (ops.linalg.eigh(s)[0], ops.linalg.eigh(s)[1] ** 2),
+             lambda s: (torch.linalg.eigh(s)[0], torch.linalg.eigh(s)[1] ** 2), [_spd(3, 15)]),
+    "svd": (lambda a: (ops.linalg.svd(a, compute_uv=False),
+                       *(f ** 2 for f in ops.linalg.svd(a, full_matrices=False))),
+            lambda a: (torch.linalg.svdvals(a),
+                       *(f ** 2 for f in torch.linalg.svd(a, full_matrices=False))),
+            [rand(4, 3, seed=16)]),
+    "lstsq_pinv": (lambda a, b: (ops.linalg.lstsq(a, b), ops.linalg.lstsq(a, b, rcond=1e-3),
+                                 ops.linalg.pinv(a)),
+                   lambda a, b: (torch.linalg.lstsq(a, b).solution,
+                                 torch.linalg.pinv(a, rtol=1e-3) @ b, torch.linalg.pinv(a)),
+                   [rand(5, 3, seed=17), rand(5, 2, seed=18)]),
 }
 
 
@@ -567,11 +582,27 @@ def test_signal_ops_against_keras_numpy_backend(device):
 
 def test_unimplemented_ops_raise():
     """An op the backend lacks raises NotImplementedError naming it, never a wrong result."""
-    x = ops.convert_to_tensor(rand(3, 4))
-    for call, name in [(lambda: ops.linalg.svd(x), "linalg.svd"),
-                       (lambda: ops.linalg.eigh(x[:3, :3]), "linalg.eigh")]:
+    x = ops.convert_to_tensor(rand(3, 3))
+    for call, name in [(lambda: ops.linalg.eig(x), "linalg.eig"),
+                       (lambda: ops.linalg.jvp(ops.sin, (x,), (x,)), "linalg.jvp")]:
         with pytest.raises(NotImplementedError, match=f"{name}.*gingham's Keras backend"):
             call()
+
+
+def test_linalg_rank_and_qr_in_a_compiled_step(device):
+    """matrix_rank (NumPy's absolute ``tol``, int32) of a rank-2 matrix, and qr inside a
+    gingham.jit step (a device factorisation, not frozen at tracing) against NumPy's."""
+    low_rank = rand(4, 2, seed=19) @ rand(2, 5, seed=20)
+    with keras.device(device):
+        ranks = (ops.linalg.matrix_rank(low_rank), ops.linalg.matrix_rank(low_rank, tol=100.0))
+        step = gingham.jit(lambda a: ops.linalg.qr(a))
+        for seed in (21, 22):  # the second call replays the compiled step on new values
+            x = rand(4, 3, seed=seed)
+            q, r = step(gingham.tensor(x, device=device))
+            expected_q, expected_r = np.linalg.qr(x)
+            np.testing.assert_allclose(q.numpy(), expected_q, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(r.numpy(), expected_r, rtol=1e-5, atol=1e-5)
+    assert [(r.numpy().dtype, int(r.numpy())) for r in ranks] == [(np.int32, 2), (np.int32, 0)]
 
 
 def test_dropout_noise_shape(device):
