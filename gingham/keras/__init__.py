@@ -56,8 +56,8 @@ step; ``while_loop`` on a device condition needs ``maximum_iterations`` there. `
 attention), not the mean of the values.
 
 Not yet: sparse and ragged tensors, ``steps_per_execution > 1``, the fused ``lstm`` /
-``gru`` backend ops (Keras falls back to its recurrent loop), ``linalg.svd``, ``eigh``,
-``eig``, ``lstsq`` and ``qr`` inside a step (the others run on :mod:`gingham.linalg`),
+``gru`` backend ops (Keras falls back to its recurrent loop), ``linalg.eig`` (complex
+eigenvalues; the other ``linalg`` ops run on :mod:`gingham.linalg`),
 ``elastic_transform`` inside a step (its noise is drawn on the host), and export. Each such op
 raises ``NotImplementedError`` naming the op and "gingham's Keras backend".
 
