@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ..frontend import special
+from ..frontend.jit import current_trace
 from ..frontend.tensor import Tensor, where
 from ..nn import functional as F
 from . import distribution as D
@@ -198,10 +199,15 @@ def standard_gamma(concentration: Tensor, sample_shape=()) -> Tensor:
     fixed = special._stopped(alpha)
     draws = F.random_gamma(fixed.expand(*shape), sample_state(alpha.device)).astype(alpha.dtype)
     draws = where(draws > 0.0, draws, 1e-30)  # a tiny alpha can round a draw to 0
-    # P(a, z) - P(stop(a), z) is 0 in value; its derivative in a is dP/da at the draw
-    moved = special.igamma(alpha, draws) - special._stopped(special.igamma(alpha, draws))
+    if current_trace() is None:
+        # A buffer of its own: igamma's series reads the draw some 200 times, and the
+        # compiler's inliner would copy the sampler's whole expression into every read
+        # (the rsample test took minutes to compile on cpu and opencl without this).
+        draws.realize()
+    by_a = special.igamma_derivative_in_a(fixed, draws)
     density = ((fixed - 1.0) * draws.log() - draws - special.lgamma(fixed)).exp()
-    return draws - moved / special._stopped(density)
+    # (a - stop(a)) is 0 in value; its derivative in a is the implicit dz/da
+    return draws - (alpha - fixed) * special._stopped(by_a / density)
 
 
 class Gamma(Distribution):

@@ -48,7 +48,7 @@ nonnegative_integer = Constraint("IntegerGreaterThan(lower_bound=0)",
                                  lambda v: (v >= 0) & _is_integral(v))
 real_vector = Constraint("IndependentConstraint(Real(), 1)", lambda v: (v == v).all(-1), 1)
 simplex = Constraint("Simplex()", lambda v: (v >= 0.0).all(-1) & (
-    (v.sum(-1) - 1.0).abs() < 1e-6 * v.shape[-1] ** 0.5 * 10), 1)
+    (v.sum(-1) - 1.0).abs() < 1e-6), 1)
 lower_cholesky = Constraint("LowerCholesky()", lambda v: (
     (v.triu(1) == 0.0).all(-1).all(-1) & (v.diagonal(0, -2, -1) > 0.0).all(-1)), 2)
 positive_definite = Constraint("PositiveDefinite()", lambda v: (

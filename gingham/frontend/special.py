@@ -210,13 +210,18 @@ def _igamma_parts(a: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
     a, x = (a + x * 0.0), (x + a * 0.0)  # one shape and dtype
     lower, upper = _igamma_values(_stopped(a), _stopped(x))
     density = ((a - 1.0) * x.log() - x - lgamma(a)).exp()
-    wide_a, wide_x = _stopped(a).double(), _stopped(x).double()
+    by_a = igamma_derivative_in_a(_stopped(a), _stopped(x))
+    return (_with_slopes(lower, (x, density), (a, by_a)),
+            _with_slopes(upper, (x, -density), (a, -by_a)))
+
+
+def igamma_derivative_in_a(a: Tensor, x: Tensor) -> Tensor:
+    """``dP(a, x) / da`` (no gradient of its own): a central difference in float64."""
+    wide_a, wide_x = a.double(), x.double()
     step = _IGAMMA_DIFFERENCE_STEP
     above = _igamma_values(wide_a * (1.0 + step), wide_x)[0]
     below = _igamma_values(wide_a * (1.0 - step), wide_x)[0]
-    by_a = ((above - below) / (2.0 * step * wide_a)).astype(a.dtype)
-    return (_with_slopes(lower, (x, density), (a, by_a)),
-            _with_slopes(upper, (x, -density), (a, -by_a)))
+    return ((above - below) / (2.0 * step * wide_a)).astype(a.dtype)
 
 
 # The relative step of igamma's difference in a: its truncation error is step^2 (1e-8
