@@ -119,6 +119,11 @@ from .signal import (  # noqa: E402
 from .frontend.sampling import (  # noqa: E402  (random tensors, drawn on the device)
     bernoulli, normal, rand, rand_like, randint, randint_like, randn, randn_like, randperm,
 )
+from .frontend.special import (  # noqa: E402  (the gamma family and Bessel's I0)
+    digamma, i0, igamma, igammac, lgamma, mvlgamma, polygamma,
+)
+from . import special  # noqa: E402  (torch.special's names)
+from . import distributions  # noqa: E402  (torch.distributions)
 from .frontend.amp import autocast  # noqa: E402
 from .frontend.jit import jit  # noqa: E402
 from .frontend.transforms import grad, value_and_grad  # noqa: E402
@@ -144,6 +149,7 @@ __all__ = [
     "bartlett_window", "blackman_window", "hamming_window", "hann_window", "istft",
     "kaiser_window", "stft", "bernoulli", "normal", "rand", "rand_like", "randint",
     "randint_like", "randn", "randn_like", "randperm",
+    "special", "distributions", "lgamma", "digamma", "polygamma", "mvlgamma", "igamma", "igammac", "i0",
     "tan", "sinh", "cosh", "asin", "acos", "atan", "arcsin", "arccos", "arctan", "asinh", "acosh",
     "atanh", "arcsinh", "arccosh", "arctanh", "log1p", "expm1", "exp2", "log2", "log10", "atan2",
     "arctan2", "hypot", "logaddexp", "logaddexp2", "fmod", "remainder", "copysign", "trunc",

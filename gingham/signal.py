@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .fft import Complex, ComplexLike, _parts, _scale, _table
-from .frontend.tensor import DTypeError, ShapeError, Tensor, concat, stack, tensor, where
+from .frontend.tensor import DTypeError, ShapeError, Tensor, concat, stack, tensor
 from .nn import functional as F
 from .tile import builder
 
@@ -128,36 +128,15 @@ def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0,
     return _window("kaiser", window_length, periodic, dtype, device, requires_grad, beta=beta)
 
 
-# Abramowitz and Stegun 9.8.1 and 9.8.2: I0 as a polynomial in (x / 3.75)^2 below 3.75
-# (relative error < 1.6e-7) and exp(x) / sqrt(x) times one in 3.75 / x above (< 1.9e-7):
-# float32's precision without a series loop.
-_I0_SMALL = (0.0045813, 0.0360768, 0.2659732, 1.2067492, 3.0899424, 3.5156229, 1.0)
-_I0_LARGE = (0.00392377, -0.01647633, 0.02635537, -0.02057706, 0.00916281, -0.00157565,
-             0.00225319, 0.01328592, 0.39894228)
-
-
-def _horner(coefficients: tuple[float, ...], t):
-    value = coefficients[0]
-    for c in coefficients[1:]:
-        value = value * t + c
-    return value
-
-
-def i0(input: Tensor) -> Tensor:
+def i0(input: Tensor) -> Tensor:  # noqa: A002
     """The modified Bessel function of the first kind of order 0, elementwise
-    (``torch.special.i0``), to float32's precision; differentiable.
+    (``torch.special.i0``; :func:`gingham.special.i0`), to float32's precision; differentiable.
 
         gingham.signal.i0(gingham.tensor([0.0, 1.0, 5.0]))   # [1.0, 1.2661, 27.2399]
     """
-    if not isinstance(input, Tensor):
-        raise TypeError(f"i0: expects a gingham Tensor, got {type(input).__name__}")
-    x = input.float() if input.dtype.kind in "biu" else input
-    size = x.abs()
-    small = _horner(_I0_SMALL, (x / 3.75).square())
-    # the large branch is evaluated at |x| >= 3.75 only, so its 1/x never sees 0
-    big = where(size < 3.75, 3.75, size)
-    large = _horner(_I0_LARGE, 3.75 / big) * big.exp() / big.sqrt()
-    return where(size < 3.75, small, large)
+    from .frontend import special
+
+    return special.i0(input)
 
 
 # -- short-time Fourier transform ---------------------------------------------------------------

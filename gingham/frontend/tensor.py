@@ -1606,6 +1606,19 @@ class Tensor:
     stft = _delegated("..signal", "stft")
     istft = _delegated("..signal", "istft")
     bincount = _delegated(".indexing", "bincount")
+    # the special functions (gingham/frontend/special.py)
+    lgamma = _delegated(".special", "lgamma")
+    digamma = _delegated(".special", "digamma")
+    mvlgamma = _delegated(".special", "mvlgamma")
+    igamma = _delegated(".special", "igamma")
+    igammac = _delegated(".special", "igammac")
+    i0 = _delegated(".special", "i0")
+
+    def polygamma(self, n: int) -> "Tensor":
+        """``torch.polygamma(n, self)``: the ``n``-th derivative of digamma."""
+        from .special import polygamma
+
+        return polygamma(n, self)
     histc = _delegated(".indexing", "histc")
     nanquantile = _delegated(".indexing", "nanquantile")
     nanmedian = _delegated(".indexing", "nanmedian")
