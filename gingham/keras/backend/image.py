@@ -13,6 +13,7 @@ NotImplementedError.
 from __future__ import annotations
 
 import itertools
+from typing import Callable
 
 import numpy as np
 from keras.src.backend.common import dtypes
@@ -294,6 +295,23 @@ def _resample(data: Tensor, source_y: Tensor, source_x: Tensor, interpolation: s
     return result
 
 
+def _float_nhwc(images: Tensor, data_format) -> tuple[Tensor, Callable[[Tensor], Tensor]]:
+    """``images`` (one image or a batch, channels first or last) as a float ``[N, H, W, C]``
+    batch, and the function giving a result of that layout back in the images' layout."""
+    single = images.ndim == 3
+    data = _float(images.unsqueeze(0) if single else images)
+    channels_last = standardize_data_format(data_format) == "channels_last"
+    if not channels_last:
+        data = gt.permute_dims(data, (0, 2, 3, 1))
+
+    def restore(result: Tensor) -> Tensor:
+        if not channels_last:
+            result = gt.permute_dims(result, (0, 3, 1, 2))
+        return result.squeeze(0) if single else result
+
+    return data, restore
+
+
 def affine_transform(images, transform, interpolation="bilinear", fill_mode="constant",
                      fill_value=0, data_format=None):
     """Images resampled through projective ``transform``s ``[a0, a1, a2, b0, b1, b2, c0, c1]``
@@ -320,11 +338,7 @@ def affine_transform(images, transform, interpolation="bilinear", fill_mode="con
         raise ValueError("Invalid transform: expected shape (8,) or (batch, 8). Received input "
                          f"with shape: transform.shape={t.shape}")
     original = keras_dtype(x)
-    single = x.ndim == 3
-    data = _float(x.unsqueeze(0) if single else x)
-    channels_last = standardize_data_format(data_format) == "channels_last"
-    if not channels_last:
-        data = gt.permute_dims(data, (0, 2, 3, 1))
+    data, restore = _float_nhwc(x, data_format)
     n, h, w, c = data.shape
     t = t.reshape(-1, 8).astype(data.dtype)
     if t.shape[0] not in (1, n):
@@ -336,9 +350,7 @@ def affine_transform(images, transform, interpolation="bilinear", fill_mode="con
     source_y = (b0 * xs + b1 * ys + b2) / k
     result = _resample(data, source_y.broadcast_to((n, h, w)), source_x.broadcast_to((n, h, w)),
                        interpolation, fill_mode, fill_value)
-    if not channels_last:
-        result = gt.permute_dims(result, (0, 3, 1, 2))
-    result = result.squeeze(0) if single else result
+    result = restore(result)
     # integer images come back in their dtype, rounded (as Keras' PyTorch backend)
     return result if "float" in original else _cast(result.round(), original)
 
@@ -457,11 +469,7 @@ def _elastic_warp(images: Tensor, dx: Tensor, dy: Tensor, alpha, sigma: float,
                   interpolation: str, fill_mode: str, fill_value, data_format) -> Tensor:
     """:func:`elastic_transform` with its noise ``dx``, ``dy`` ``[N, H, W]`` given."""
     original = keras_dtype(images)
-    single = images.ndim == 3
-    data = _float(images.unsqueeze(0) if single else images)
-    channels_last = standardize_data_format(data_format) == "channels_last"
-    if not channels_last:
-        data = gt.permute_dims(data, (0, 2, 3, 1))
+    data, restore = _float_nhwc(images, data_format)
     n, h, w, _ = data.shape
     size = int(6 * sigma) | 1   # Keras' kernel: odd, six sigmas wide
     blurred = [gaussian_blur((field * sigma).unsqueeze(-1).astype(data.dtype), (size, size),
@@ -471,10 +479,7 @@ def _elastic_warp(images: Tensor, dx: Tensor, dy: Tensor, alpha, sigma: float,
     result = _resample(data, (ys + alpha * blurred[1]).broadcast_to((n, h, w)),
                        (xs + alpha * blurred[0]).broadcast_to((n, h, w)),
                        interpolation, fill_mode, fill_value)
-    if not channels_last:
-        result = gt.permute_dims(result, (0, 3, 1, 2))
-    result = result.squeeze(0) if single else result
-    return _cast(result, original)
+    return _cast(restore(result), original)
 
 
 def elastic_transform(images, alpha=20.0, sigma=5.0, interpolation="bilinear",
