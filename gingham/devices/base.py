@@ -397,6 +397,11 @@ class LaunchSpec:
     shared_bytes: int = 0
 
 
+def _no_work(global_size: tuple[int, ...]) -> bool:
+    """Whether a launch of ``global_size`` work-items has none (a dimension of 0)."""
+    return any(size == 0 for size in global_size)
+
+
 class LaunchPlan:
     """A fixed sequence of launches, checked and packed once, replayed by :meth:`run`.
 
@@ -798,6 +803,8 @@ class Device(abc.ABC):
             raise ValueError(f"the kernel was compiled for {kernel.device.id}, not {self.id}")
         normalized = normalize_args(args, self)
         global_size, local_size = _launch_sizes(global_size, local_size)
+        if _no_work(global_size):
+            return  # an empty output: CUDA refuses a grid of 0 blocks, OpenCL 1.2 an NDRange of 0
         self.stats.launches += 1
         self._launch(kernel, normalized, global_size, local_size, int(shared_bytes))
 
@@ -822,6 +829,8 @@ class Device(abc.ABC):
                 else:
                     args.append(_normalize_arg(index, arg, self))
             global_size, local_size = _launch_sizes(spec.global_size, spec.local_size)
+            if _no_work(global_size):
+                continue  # an empty output: CUDA refuses a grid of 0 blocks
             checked.append(LaunchSpec(spec.kernel, args, global_size, local_size,
                                       int(spec.shared_bytes)))
         return self._plan(checked, n_slots)

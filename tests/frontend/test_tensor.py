@@ -230,3 +230,13 @@ def test_cumsum_cumprod_match_torch(device):
     counts = tensor(np.array([[1, 2, 3], [4, 5, 6]], np.int32), device=device).cumsum(-1)
     assert counts.dtype == np.int64
     np.testing.assert_array_equal(counts.numpy(), [[1, 3, 6], [4, 9, 15]])
+
+
+def test_empty_results_run_on_every_device(device):
+    """An op whose output has no elements launches nothing (CUDA refuses a grid of 0 blocks),
+    and its empty result and the reductions over it are PyTorch's."""
+    x = gingham.tensor(np.arange(12, dtype=np.float32).reshape(3, 4), device=device)
+    empty = x[1:1] * 2.0 + 1.0
+    assert empty.numpy().shape == (0, 4)
+    np.testing.assert_array_equal(empty.sum(0).numpy(), np.zeros(4, np.float32))
+    assert gingham.cat([x[:, :0], x[:, 4:]], 1).numpy().shape == (3, 0)
