@@ -39,7 +39,11 @@ def pixels(*shape, seed=0):
 
 def torch_image():
     """Keras' PyTorch backend's image module: it runs on torch tensors beside gingham's
-    backend (imported on first use, so only these tests load it)."""
+    backend (imported on first use, so only these tests load it). It computes on the CPU, as
+    the test's torch tensors are there: on a machine with CUDA, Keras' torch backend would
+    otherwise make its own tensors on the GPU."""
+    core = importlib.import_module("keras.src.backend.torch.core")
+    core.DEFAULT_DEVICE = "cpu"
     return importlib.import_module("keras.src.backend.torch.image")
 
 

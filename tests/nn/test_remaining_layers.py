@@ -70,6 +70,14 @@ LAYERS = {  # name: (layer from gingham.nn or torch.nn, input names)
                              ("volume",)),
 }
 
+# An infinite norm is a max pool in the PyTorch these tests are written against (2.13);
+# PyTorch 2.11 gave 1.0 for every window (the sum of x ** inf to the power 0), so with an
+# older oracle that layer is left out.
+_OLD_LP_POOL = float(torch.nn.functional.lp_pool1d(torch.full((1, 1, 2), 0.5), float("inf"),
+                                                   2).item()) != 0.5
+if _OLD_LP_POOL:
+    del LAYERS["lp_pool2d_max"]
+
 ARRAYS = {"signal": rand(2, 4, 7), "image": rand(2, 3, 4, 5, seed=1),
           "plane": rand(3, 4, 5, seed=2), "volume": rand(2, 2, 3, 4, 3, seed=3),
           "features": rand(4, 5, seed=4), "other": rand(4, 5, seed=5),
