@@ -484,5 +484,20 @@ def global_accesses(node: Any) -> int:
         return sum(global_accesses(item) for item in node)
     if not dataclasses.is_dataclass(node):
         return 0
-    own = 1 if isinstance(node, (Load, Store)) else 0
+    # A load at a constant index (a scalar: an optimiser's learning rate, momentum, ...) is
+    # the same for every cell; the buffers are restrict-qualified, so the native compiler
+    # loads it once however many cells an unrolled loop repeats it for.
+    uniform = isinstance(node, Load) and not _has_var(node.index)
+    own = 1 if isinstance(node, (Load, Store)) and not uniform else 0
     return own + sum(global_accesses(getattr(node, f.name)) for f in dataclasses.fields(node))
+
+
+def _has_var(node: Any) -> bool:
+    """Whether the expression ``node`` reads a variable (else it is a constant)."""
+    if isinstance(node, Var):
+        return True
+    if isinstance(node, tuple):
+        return any(_has_var(item) for item in node)
+    if not dataclasses.is_dataclass(node):
+        return False
+    return any(_has_var(getattr(node, f.name)) for f in dataclasses.fields(node))

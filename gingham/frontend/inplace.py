@@ -441,7 +441,8 @@ TWINS = (
     "elu", "selu", "celu", "silu", "mish", "gelu", "softplus", "hardsigmoid", "hardswish",
     "absolute", "negative", "sgn", "addbmm", "addmm", "addmv", "addr", "baddbmm",
     "bitwise_left_shift", "bitwise_right_shift", "cumprod", "cumsum", "floor_divide",
-    "index_put", "ldexp",
+    "index_put", "ldexp", "lgamma", "digamma", "polygamma", "mvlgamma", "i0", "igamma",
+    "igammac",
 )
 
 # Shape-changing methods whose in-place twins PyTorch has (``t_``, ``squeeze_``, ...): a write
