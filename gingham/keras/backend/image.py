@@ -295,6 +295,16 @@ def _resample(data: Tensor, source_y: Tensor, source_x: Tensor, interpolation: s
     return result
 
 
+def _check_warp_modes(interpolation: str, fill_mode: str | None = None) -> None:
+    """Keras' errors for a warp's ``interpolation`` (nearest or bilinear) and ``fill_mode``."""
+    if interpolation not in ("nearest", "bilinear"):
+        raise ValueError("Invalid value for argument `interpolation`. Expected of one "
+                         f"{{'nearest', 'bilinear'}}. Received: interpolation={interpolation}")
+    if fill_mode is not None and fill_mode not in _INDEX_FIXERS:
+        raise ValueError("Invalid value for argument `fill_mode`. Expected of one "
+                         f"{set(_INDEX_FIXERS)}. Received: fill_mode={fill_mode}")
+
+
 def _float_nhwc(images: Tensor, data_format) -> tuple[Tensor, Callable[[Tensor], Tensor]]:
     """``images`` (one image or a batch, channels first or last) as a float ``[N, H, W, C]``
     batch, and the function giving a result of that layout back in the images' layout."""
@@ -326,12 +336,7 @@ def affine_transform(images, transform, interpolation="bilinear", fill_mode="con
 
         shifted = keras.ops.image.affine_transform(images, [1, 0, -3, 0, 1, 2, 0, 0])
     """
-    if interpolation not in ("nearest", "bilinear"):
-        raise ValueError("Invalid value for argument `interpolation`. Expected of one "
-                         f"{{'nearest', 'bilinear'}}. Received: interpolation={interpolation}")
-    if fill_mode not in _INDEX_FIXERS:
-        raise ValueError("Invalid value for argument `fill_mode`. Expected of one "
-                         f"{set(_INDEX_FIXERS)}. Received: fill_mode={fill_mode}")
+    _check_warp_modes(interpolation, fill_mode)
     x = _check_images(images)
     t = _float(convert_to_tensor(transform))
     if t.ndim not in (1, 2) or t.shape[-1] != 8:
@@ -445,9 +450,7 @@ def perspective_transform(images, start_points, end_points, interpolation="bilin
 
         tilted = keras.ops.image.perspective_transform(images, corners, moved_corners)
     """
-    if interpolation not in ("nearest", "bilinear"):
-        raise ValueError("Invalid value for argument `interpolation`. Expected of one "
-                         f"{{'nearest', 'bilinear'}}. Received: interpolation={interpolation}")
+    _check_warp_modes(interpolation)
     x = _check_images(images)
     start = convert_to_tensor(start_points)
     end = convert_to_tensor(end_points)
@@ -493,12 +496,7 @@ def elastic_transform(images, alpha=20.0, sigma=5.0, interpolation="bilinear",
 
         warped = keras.ops.image.elastic_transform(images, alpha=30.0, sigma=4.0, seed=1)
     """
-    if interpolation not in ("nearest", "bilinear"):
-        raise ValueError("Invalid value for argument `interpolation`. Expected of one "
-                         f"{{'nearest', 'bilinear'}}. Received: interpolation={interpolation}")
-    if fill_mode not in _INDEX_FIXERS:
-        raise ValueError("Invalid value for argument `fill_mode`. Expected of one "
-                         f"{set(_INDEX_FIXERS)}. Received: fill_mode={fill_mode}")
+    _check_warp_modes(interpolation, fill_mode)
     x = _check_images(images)
     sigma = float(np.asarray(convert_to_numpy(sigma)))
     if standardize_data_format(data_format) == "channels_last":
