@@ -1544,22 +1544,14 @@ class Tensor:
 
             x.norm(dim=-1, keepdim=True)
         """
-        x = _floating(self if dtype is None else self.astype(dtype))
-        dims = _none_if_empty(dim)
-        if p == "fro" or p == 2:
-            return x.square().sum(dims, keepdim).sqrt()
+        from ..linalg import vector_norm
+
+        p = 2 if p == "fro" else p
         if not isinstance(p, (int, float)) or isinstance(p, bool):
             raise ValueError(f"norm: p must be a number, inf or 'fro', not {p!r} (nuclear "
                              "and matrix norms are gingham.linalg's)")
-        if p == math.inf:
-            return x.abs().amax(dims, keepdim)
-        if p == -math.inf:
-            return x.abs().amin(dims, keepdim)
-        if p == 0:
-            return (x != 0).astype(x.dtype).sum(dims, keepdim)
-        if p == 1:
-            return x.abs().sum(dims, keepdim)
-        return (x.abs() ** float(p)).sum(dims, keepdim) ** (1.0 / p)
+        x = _floating(self if dtype is None else self.astype(dtype))
+        return vector_norm(x, p, _none_if_empty(dim), keepdim)
 
     def dist(self, other, p: float = 2) -> "Tensor":
         """``(self - other).norm(p)``."""
