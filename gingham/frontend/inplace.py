@@ -86,6 +86,15 @@ def _conformed(target: Tensor, value, op: str) -> Tensor:
             value = _constant(target, value)
         else:
             value = _from_array(target, value)
+    return _fitted(target, value, target.shape, op)
+
+
+def _fitted(target: Tensor, value: Tensor, shape: tuple[int, ...], op: str,
+            drop_leading_ones: bool = False) -> Tensor:
+    """The tensor ``value`` broadcast to ``shape`` (the target's, or an indexed region's) in
+    ``target``'s dtype, checked to be on its device and not a float for an integer tensor.
+    ``drop_leading_ones``: leading dims of size 1 beyond ``shape``'s rank go first, as
+    PyTorch's indexed writes allow (``x[0] = v[None]``)."""
     if value.device != target.device:
         raise DeviceError(f"{op}: a value on {value.device} cannot be written into a tensor on "
                           f"{target.device}; move it with .to({target.device!r})")
@@ -93,12 +102,15 @@ def _conformed(target: Tensor, value, op: str) -> Tensor:
         raise DTypeError(f"{op}: result type {dt.dtype_name(value.dtype)} can't be cast to the "
                          f"desired output type {dt.dtype_name(target.dtype)} (an in-place "
                          "operation keeps its tensor's dtype)")
-    if value.shape != target.shape:
+    if value.shape != shape:
+        fitted = value
+        while drop_leading_ones and fitted.ndim > len(shape) and fitted.shape[0] == 1:
+            fitted = fitted.reshape(fitted.shape[1:])
         try:
-            value = _broadcast_to(value, target.shape, op)
+            value = _broadcast_to(fitted, shape, op)
         except ShapeError as error:
             raise ShapeError(f"{op}: a value of shape {value.shape} does not broadcast to the "
-                             f"shape {target.shape} of the tensor written in place") from error
+                             f"shape {shape} it is written into") from error
     return value if value.dtype == target.dtype else value.astype(target.dtype)
 
 
@@ -143,9 +155,15 @@ def _rebind(target: Tensor, value: Tensor, op: str) -> None:
             f"{op}: inside gingham.jit, a leaf tensor can be updated in place only with a value "
             "that needs no gradient (do it under gingham.no_grad())")
     snapshot_value(target)  # value, computed from target, now reads the snapshot
+    take_value(target, value)
+
+
+def take_value(target: Tensor, source: Tensor) -> None:
+    """Make the tensor object ``target`` hold ``source``'s value (its graph node or buffer),
+    one version newer, as a child of its new parents."""
     for name in ("_buffer", "_parents", "_build", "requires_grad", "_parent_versions",
                  "_moved_from"):
-        setattr(target, name, getattr(value, name))
+        setattr(target, name, getattr(source, name))
     target._version += 1
     for parent in target._parents:
         parent._adopt(target)
@@ -161,7 +179,7 @@ def _assign_leaf(target: Tensor, value: Tensor) -> None:
         snapshot_value(target)
         assign_all([(target, value)])
         return
-    trace.update_in_place(target, value, snapshot_value)
+    trace.update_in_place(target, value)
 
 
 def _write_through_alias(alias: Tensor, value: Tensor, op: str) -> Tensor:
@@ -228,28 +246,15 @@ def setitem(target: Tensor, key, value) -> None:
 
 
 def _conformed_region(target: Tensor, value, region: tuple[int, ...], op: str) -> Tensor:
+    """``value`` (a number, an array or a tensor) as a tensor of the indexed ``region``'s
+    shape in ``target``'s dtype (a number is converted as PyTorch's indexed writes do)."""
     if not isinstance(value, Tensor):
         from .tensor import full, tensor
 
         value = (full(region, value, target.dtype, device=target.device)
                  if isinstance(value, (bool, int, float, np.number))
                  else tensor(np.asarray(value), device=target.device))
-    if value.device != target.device:
-        raise DeviceError(f"{op}: a value on {value.device} cannot be written into a tensor on "
-                          f"{target.device}")
-    if dt.is_float(value.dtype) and not dt.is_float(target.dtype):
-        raise DTypeError(f"{op}: a {dt.dtype_name(value.dtype)} value cannot be written into "
-                         f"a {dt.dtype_name(target.dtype)} tensor")
-    if value.shape != region:
-        squeezed = value
-        while squeezed.ndim > len(region) and squeezed.shape[0] == 1:
-            squeezed = squeezed.reshape(squeezed.shape[1:])  # PyTorch drops leading 1s
-        try:
-            value = _broadcast_to(squeezed, region, op)
-        except ShapeError as error:
-            raise ShapeError(f"{op}: a value of shape {value.shape} does not broadcast to the "
-                             f"indexed region's shape {region}") from error
-    return value if value.dtype == target.dtype else value.astype(target.dtype)
+    return _fitted(target, value, region, op, drop_leading_ones=True)
 
 
 def _boolean_mask(target: Tensor, key) -> Tensor | None:

@@ -77,32 +77,30 @@ class _Trace:
                                    "gingham.jit supports one update per step")
             self.assignments.append((target, value))
 
-    def update_in_place(self, target: Tensor, value: Tensor, snapshot) -> None:
+    def update_in_place(self, target: Tensor, value: Tensor) -> None:
         """``target`` (a leaf) takes ``value`` in place for the rest of the trace: readers
-        of its current value are pointed at ``snapshot(target)``, and at the end of the
-        trace the leaf is restored and its last value becomes an update of the step."""
+        of its current value are pointed at a snapshot of it, and at the end of the trace
+        the leaf is restored and its last value becomes an update of the step."""
+        from .inplace import snapshot_value, take_value
+
         if any(t is target for t, _ in self.assignments):
             raise GinghamError("a tensor is assigned and then updated in place in one traced "
                                "step; gingham.jit supports one update per step")
-        before = snapshot(target)
+        before = snapshot_value(target)
         self.in_place.setdefault(id(target), (target, before))
-        for name in ("_buffer", "_parents", "_build", "requires_grad", "_parent_versions"):
-            setattr(target, name, getattr(value, name))
-        target._version += 1
-        for parent in target._parents:
-            parent._adopt(target)
+        take_value(target, value)
 
-    def finish_in_place(self, snapshot) -> tuple[dict[int, Tensor], dict[int, Tensor]]:
+    def finish_in_place(self) -> tuple[dict[int, Tensor], dict[int, Tensor]]:
         """Restore every leaf updated in place to the leaf it was, record its last value as
         an update of the step, and return (by the id of each step-start snapshot) the leaf
         it stands for, and (by the id of each leaf) its last value."""
+        from .inplace import snapshot_value, take_value
+
         inputs, finals = {}, {}
         for target, before in self.in_place.values():
-            final = snapshot(target)  # what was computed from the last value reads this
+            final = snapshot_value(target)  # what was computed from the last value reads this
             final._snapshot_of = None
-            for name in ("_buffer", "_parents", "_build", "requires_grad", "_parent_versions"):
-                setattr(target, name, getattr(before, name))
-            target._version += 1
+            take_value(target, before)
             self.assignments.append((target, final))
             inputs[id(before)] = target
             finals[id(target)] = final
@@ -267,9 +265,7 @@ def _trace(fn: Callable, args: tuple, device: str | None = None) -> _Compiled:
         try:
             result = fn(*traced_args)
         except BaseException:
-            from .inplace import snapshot_value
-
-            trace.finish_in_place(snapshot_value)  # no leaf keeps a failed trace's value
+            trace.finish_in_place()  # no leaf keeps a failed trace's value
             raise
         finally:
             _traces.stack.pop()
@@ -283,10 +279,8 @@ def _compile_trace(result, trace: _Trace, placeholders: list, fn: Callable, args
     from ..devices import get_device
     from ..runtime import executable
 
-    from .inplace import snapshot_value
-
     flat_out, out_structure = _flatten(result)
-    stand_ins, finals = trace.finish_in_place(snapshot_value)
+    stand_ins, finals = trace.finish_in_place()
     outputs = [finals.get(id(o), o) for o in flat_out]  # an updated leaf: its new value
     for o in outputs:
         if not isinstance(o, Tensor):
