@@ -22,6 +22,7 @@ import gingham
 import gingham.nn.functional as F
 from gingham.frontend.tensor import realize
 from gingham.tile import dtypes as dt
+from test_tensor_methods import _named  # noqa: E402  (tests/frontend: the tuple naming)
 
 # -- the coverage table ------------------------------------------------------------------------------
 
@@ -147,16 +148,6 @@ def test_nn_functional_aliases_are_the_same_functions():
 TOLERANCE = dict(rtol=2e-5, atol=2e-5)
 
 
-def _flat(outputs: dict) -> dict:
-    flat = {}
-    for name, value in outputs.items():
-        if isinstance(value, tuple):
-            flat.update({f"{name}.{i}": piece for i, piece in enumerate(value)})
-        else:
-            flat[name] = value
-    return flat
-
-
 def _dtype_name(value) -> str:
     if isinstance(value, torch.Tensor):
         return str(value.dtype).removeprefix("torch.")
@@ -174,7 +165,7 @@ def compare(device, arrays: dict, run, tol=TOLERANCE):
 
     g_in = {k: leaf(gingham, v) for k, v in arrays.items()}
     t_in = {k: leaf(torch, v) for k, v in arrays.items()}
-    g_out, t_out = _flat(run(gingham, **g_in)), _flat(run(torch, **t_in))
+    g_out, t_out = _named(run(gingham, **g_in)), _named(run(torch, **t_in))
     assert g_out.keys() == t_out.keys()
     realize([v for v in g_out.values() if isinstance(v, gingham.Tensor)])
     for name, expected in t_out.items():
