@@ -1469,7 +1469,11 @@ def random_normal(shape: Sequence[int], state: Tensor) -> Tensor:
         z = F.random_normal((1000,), state)
     """
     shape = tuple(int(s) for s in shape)
-    first, second = random_uniform((2,) + shape, state).unbind(0)
+    return _box_muller(*random_uniform((2,) + shape, state).unbind(0))
+
+
+def _box_muller(first: Tensor, second: Tensor) -> Tensor:
+    """A standard normal draw from two uniform draws in ``[0, 1)`` (Box-Muller)."""
     radius = (-2.0 * (1.0 - first).log()).sqrt()  # 1 - u lies in (0, 1]: its log is finite
     return radius * (second * (2.0 * math.pi)).cos()
 
@@ -1497,7 +1501,7 @@ def random_gamma(alpha: Tensor, state: Tensor) -> Tensor:
     drawn = None
     for r in reversed(range(rounds)):  # the first accepted candidate wins: set last
         first, second, accept_draw = uniforms[3 * r], uniforms[3 * r + 1], uniforms[3 * r + 2]
-        normal = (-2.0 * (1.0 - first).log()).sqrt() * (second * (2.0 * math.pi)).cos()
+        normal = _box_muller(first, second)
         v = (1.0 + c * normal) ** 3
         safe_v = where(v > 0.0, v, 1.0)
         accepted = (v > 0.0) & ((1.0 - accept_draw).log() < 0.5 * normal * normal + d
