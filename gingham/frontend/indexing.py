@@ -644,9 +644,9 @@ def _bin_edges(op: str, column: Tensor, bins, span, dim: int) -> Tensor:
     ``bins + 1`` equal steps over ``span`` (the column's least and greatest values when None,
     computed on the device); an empty span is widened by 0.5 either side, as torch does."""
     if isinstance(bins, Tensor):
-        if bins.ndim != 1 or bins.shape[0] < 1:
-            raise ShapeError(f"{op}: a bins tensor must be 1-d with at least one edge, not of "
-                             f"shape {bins.shape} (dimension {dim})")
+        if bins.ndim != 1 or bins.shape[0] < 2:
+            raise ShapeError(f"{op}: a bins tensor must be 1-d with at least two edges (one "
+                             f"bin), not of shape {bins.shape} (dimension {dim})")
         if bins.dtype != column.dtype:
             raise DTypeError(f"{op}: bins tensor is {dt.dtype_name(bins.dtype)} but the input "
                              f"is {dt.dtype_name(column.dtype)}; they must have one dtype")

@@ -54,7 +54,7 @@ def frexp(input: Tensor) -> FrexpResult:  # noqa: A002 (PyTorch's name)
     magnitude = where(regular, magnitude, 1.0)
     boost = int(info.nmant) + 1  # 2 ** boost takes the smallest subnormal to a normal number
     subnormal = magnitude < float(info.smallest_normal)
-    scaled = where(subnormal, magnitude * 2.0 ** boost, magnitude)
+    scaled = magnitude * where(subnormal, 2.0 ** boost, 1.0)  # (no overflow in the other branch)
     exponent = (scaled.log2().floor() + 1).astype(dt.INT32) - where(subnormal, boost, 0)
     estimate = _times_power_of_two(magnitude, -exponent)
     exponent = exponent + (estimate >= 1).astype(dt.INT32) - (estimate < 0.5).astype(dt.INT32)

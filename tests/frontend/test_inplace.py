@@ -38,6 +38,9 @@ PROGRAMS = {
     "clamp_sides": lambda x, y: x.clamp_(min=-0.2).clamp_(max=0.3).neg_(),
     "matrix": lambda x, y: x.cumsum_(1).addmm_(y[:, :2], y[:2, :], beta=0.5).fill_diagonal_(
         2.0, wrap=True),
+    "indexed": lambda x, y: x.renorm_(2, 0, 1.0).put_(x.new_tensor([0, 5, -1]).long(),
+                                                      y[0, :3]).index_reduce_(
+        0, x.new_tensor([2, 0]).long(), y[:2], "amax"),
 }
 
 
