@@ -1094,7 +1094,9 @@ def index_reduce(input: Tensor, dim: int, index: Tensor, source: Tensor,  # noqa
     ``"mean"``, ``"amax"``, ``"amin"``) into the slices that the 1-d ``index`` names, with or
     without ``input``'s own value, as ``torch.index_reduce``; slices nobody names keep
     ``input``'s. :func:`scatter_reduce` with the index spread over each slice, as
-    :func:`index_add` is :func:`scatter_add`. Differentiable in ``input`` and ``source``.
+    :func:`index_add` is :func:`scatter_add`. Differentiable in ``input`` and ``source``;
+    of tied extremes (``"amax"``/``"amin"``) one takes the gradient, as in gingham's ``amax``,
+    where PyTorch splits it among them.
 
         peaks = gingham.index_reduce(floor, 0, rows, x, "amax", include_self=False)
     """
