@@ -64,11 +64,15 @@ from .frontend.indexing import (  # noqa: E402
     bucketize,
     gather,
     histc,
+    histogram,
+    histogramdd,
     index_add,
+    index_reduce,
     index_select,
     isin,
     nanmedian,
     nanquantile,
+    put,
     scatter,
     scatter_add,
     searchsorted,
@@ -77,6 +81,7 @@ from .frontend.indexing import (  # noqa: E402
     topk,
     unravel_index,
 )
+from .frontend.numerics import frexp, gradient  # noqa: E402  (beside ldexp, diff)
 from .nn.functional import multinomial  # noqa: E402
 # torch.<method>(input, ...) for the Tensor methods of gingham.frontend.tensor.METHOD_FUNCTIONS
 # (torch.sum, torch.max, torch.abs, ...: names a module-level def there would clash with builtins)
@@ -104,7 +109,7 @@ from . import amp  # noqa: E402
 from . import linalg  # noqa: E402
 from . import fft, signal  # noqa: E402  (Fourier transforms, windows, stft)
 # torch's top-level spellings of linear algebra and signal functions (torch.det, torch.stft, ...)
-from .linalg import cholesky, cholesky_inverse, det, logdet, slogdet  # noqa: E402
+from .linalg import cholesky, cholesky_inverse, det, logdet, renorm, slogdet  # noqa: E402
 from .linalg import inv as inverse  # noqa: E402
 from .linalg import (  # noqa: E402
     cholesky_solve, frobenius_norm, geqrf, lu_unpack, matrix_exp, matrix_power, nuclear_norm,
@@ -136,7 +141,8 @@ __all__ = [
     "permute_dims", "concat", "cat", "stack", "maximum", "minimum", "where", "no_grad",
     "gather", "take_along_dim", "index_select", "scatter", "scatter_add", "index_add", "sort",
     "argsort", "topk", "multinomial", "searchsorted", "bucketize", "bincount", "isin", "histc",
-    "unravel_index", "nanquantile", "nanmedian",
+    "unravel_index", "nanquantile", "nanmedian", "histogram", "histogramdd", "index_reduce",
+    "put", "frexp", "gradient", "renorm",
     "atleast_1d", "atleast_2d", "atleast_3d", "column_stack", "corrcoef", "cross", "diag",
     "diagonal",
     "diff", "dstack", "flip", "fliplr", "flipud", "hstack", "inner", "kron", "linspace",

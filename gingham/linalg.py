@@ -1285,6 +1285,28 @@ def frobenius_norm(input: Tensor, dim=(-2, -1), keepdim: bool = False) -> Tensor
     return vector_norm(input, 2, dim, keepdim)
 
 
+def renorm(input: Tensor, p: float, dim: int, maxnorm: float) -> Tensor:  # noqa: A002
+    """``torch.renorm``: each slice of ``input`` along ``dim`` (its ``p``-norm taken over the
+    other dims) whose norm exceeds ``maxnorm`` scaled down to norm ``maxnorm``; the others
+    unchanged. As PyTorch's, the scale is ``maxnorm / (norm + 1e-7)`` and the gradient
+    includes the norm's dependence on the slice.
+
+        rows = gingham.renorm(weight, 2, 0, 1.0)   # every row's Euclidean length <= 1
+    """
+    op = "renorm"
+    x = _float_input(op, input, None)
+    if x.ndim < 2:
+        raise ShapeError(f"{op}: input needs at least 2 dims, not shape {x.shape}")
+    axis = _dim(op, x.shape, dim)
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or p <= 0:
+        raise ValueError(f"{op}: p must be a positive number, not {p!r}")
+    if maxnorm < 0:
+        raise ValueError(f"{op}: maxnorm must be >= 0, not {maxnorm}")
+    others = tuple(d for d in range(x.ndim) if d != axis)
+    norms = vector_norm(x, p, others, keepdim=True)
+    return x * where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)
+
+
 class TriangularSolveResult(NamedTuple):
     """What ``torch.triangular_solve`` returns."""
 

@@ -31,6 +31,7 @@ negative index from the end, as PyTorch's; the other functions do not (PyTorch r
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -291,7 +292,17 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *,  # noqa
 
         totals = gingham.index_add(totals, 0, rows, updates)
     """
-    op = "index_add"
+    axis, spread = _index_spread("index_add", input, dim, index, source)
+    if alpha != 1:
+        source = source * alpha
+    return scatter_add(input, axis, spread, source)
+
+
+def _index_spread(op: str, input: Tensor, dim: int, index: Tensor,  # noqa: A002
+                  source) -> tuple[int, Tensor]:
+    """The axis of ``dim`` and the 1-d ``index`` broadcast to ``source``'s shape (the
+    input's, with the index's length along ``dim``), so that an index_* op whose slices
+    move whole is the scatter_* op of one element per index."""
     axis = _dim(op, input.shape, dim)
     _check_index(op, index)
     if index.ndim > 1:
@@ -302,10 +313,8 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *,  # noqa
         shape = source.shape if isinstance(source, Tensor) else type(source).__name__
         raise ShapeError(f"{op}: source must have shape {expected} (the input's, with the "
                          f"index's length along dim {dim}), not {shape}")
-    if alpha != 1:
-        source = source * alpha
     spread = (1,) * axis + index.shape + (1,) * (input.ndim - axis - 1)
-    return scatter_add(input, axis, _broadcast_to(index.reshape(spread), expected, op), source)
+    return axis, _broadcast_to(index.reshape(spread), expected, op)
 
 
 # -- x[idx] ----------------------------------------------------------------------------------------
@@ -615,6 +624,163 @@ def histc(input: Tensor, bins: int = 100, min: float = 0,  # noqa: A002 (PyTorch
     return _one_hot_sum(index, bins, None, input.dtype)
 
 
+class HistogramResult(NamedTuple):
+    """What :func:`histogram` returns, as ``torch.return_types.histogram``."""
+
+    hist: Tensor
+    bin_edges: Tensor
+
+
+class HistogramddResult(NamedTuple):
+    """What :func:`histogramdd` returns, as ``torch.return_types.histogramdd``: one tensor of
+    edges per dimension of the points."""
+
+    hist: Tensor
+    bin_edges: tuple[Tensor, ...]
+
+
+def _bin_edges(op: str, column: Tensor, bins, span, dim: int) -> Tensor:
+    """The increasing edges of dimension ``dim``'s bins: ``bins`` itself when a tensor, else
+    ``bins + 1`` equal steps over ``span`` (the column's least and greatest values when None,
+    computed on the device); an empty span is widened by 0.5 either side, as torch does."""
+    if isinstance(bins, Tensor):
+        if bins.ndim != 1 or bins.shape[0] < 2:
+            raise ShapeError(f"{op}: a bins tensor must be 1-d with at least two edges (one "
+                             f"bin), not of shape {bins.shape} (dimension {dim})")
+        if bins.dtype != column.dtype:
+            raise DTypeError(f"{op}: bins tensor is {dt.dtype_name(bins.dtype)} but the input "
+                             f"is {dt.dtype_name(column.dtype)}; they must have one dtype")
+        return bins
+    if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)):
+        raise TypeError(f"{op}: bins must be an int or a 1-d tensor of edges, not "
+                        f"{type(bins).__name__}")
+    if bins <= 0:
+        raise ValueError(f"{op}: bins must be > 0, but got {bins} for dimension {dim}")
+    if span is None:
+        low, high = column.amin(), column.amax()
+        same = low == high
+        low, high = where(same, low - 0.5, low), where(same, high + 0.5, high)
+    else:
+        left, right = float(span[0]), float(span[1])
+        if not (math.isfinite(left) and math.isfinite(right)):
+            raise ValueError(f"{op}: dimension {dim}'s range [{left}, {right}] is not finite")
+        if left > right:
+            raise ValueError(f"{op}: min should not exceed max, but got min {left} max "
+                             f"{right} for dimension {dim}")
+        if left == right:
+            left, right = left - 0.5, right + 0.5
+        low, high = (tensor(np.asarray(v, column.dtype), device=column.device)
+                     for v in (left, right))
+    # torch's linspace: the second half counted back from the end, so both ends are exact
+    positions = arange(bins + 1, device=column.device).astype(column.dtype)
+    step = (high - low) / bins
+    return where(positions < (bins + 1) // 2, low + step * positions,
+                 high - step * (bins - positions))
+
+
+def _bin_positions(column: Tensor, edges: Tensor) -> Tensor:
+    """Each value's bin among ``edges`` (``edges[k] <= x < edges[k + 1]``, the last edge in
+    the last bin, as torch), -1 outside them or NaN."""
+    count = edges.shape[0] - 1
+    first, last = edges[0], edges[-1]
+    position = searchsorted(edges, column, right=True) - 1
+    position = where(column == last, count - 1, position)
+    return where((column >= first) & (column <= last), position, -1)
+
+
+def _histogram(op: str, points: Tensor, bins: list, spans: list, weight: Tensor | None,
+               density: bool) -> HistogramddResult:
+    """The histogram of the rows of ``points`` ``[N, D]``: each row's bin per dimension, one
+    flat bin number, then :func:`bincount`'s one-hot sum over all ``prod(bins)`` cells."""
+    if not isinstance(points, Tensor) or not dt.is_float(points.dtype):
+        raise TypeError(f"{op}: input must be a floating-point gingham Tensor")
+    if weight is not None and weight.dtype != points.dtype:
+        raise DTypeError(f"{op}: weight is {dt.dtype_name(weight.dtype)} but the input is "
+                         f"{dt.dtype_name(points.dtype)}; they must have one dtype")
+    edges = [_bin_edges(op, points[:, k], b, span, k)
+             for k, (b, span) in enumerate(zip(bins, spans))]
+    sizes = tuple(e.shape[0] - 1 for e in edges)
+    flat, inside = None, None
+    for k, (size, e) in enumerate(zip(sizes, edges)):
+        position = _bin_positions(points[:, k], e)
+        flat = position if flat is None else flat * size + position
+        inside = position >= 0 if inside is None else inside & (position >= 0)
+    cell = where(inside, flat, -1)
+    hist = _one_hot_sum(cell, math.prod(sizes), weight, points.dtype).reshape(sizes)
+    if density:
+        volume = None
+        for k, e in enumerate(edges):
+            width = (e[1:] - e[:-1]).reshape((1,) * k + (-1,) + (1,) * (len(edges) - k - 1))
+            volume = width if volume is None else volume * width
+        hist = hist / (hist.sum() * volume)
+    return HistogramddResult(hist, tuple(edges))
+
+
+def histogramdd(input: Tensor, bins, *, range=None, weight: Tensor | None = None,  # noqa: A002
+                density: bool = False) -> HistogramddResult:
+    """The histogram of the points ``input[..., D]`` (its last dim the coordinates), as
+    ``torch.histogramdd``: ``bins`` an int (each dimension), a list of ``D`` ints, or a list of
+    ``D`` 1-d tensors of increasing edges; ``range`` ``[min_0, max_0, min_1, ...]`` for int
+    bins (default each dimension's least and greatest value); ``weight`` (shaped as ``input``
+    without its last dim) summed instead of ones; ``density`` divides by the total and the
+    cell volumes. Points outside the edges are not counted; the last edge is inside.
+    Differentiable in ``weight`` (torch's is not).
+
+        hist, (x_edges, y_edges) = gingham.histogramdd(points, [4, 3])
+    """
+    op = "histogramdd"
+    if not isinstance(input, Tensor) or input.ndim < 2:
+        shape = input.shape if isinstance(input, Tensor) else type(input).__name__
+        raise ShapeError(f"{op}: input must be a tensor of at least 2 dims (points along its "
+                         f"last dim), not {shape}")
+    count = input.shape[-1]
+    per_dim = [bins] * count if isinstance(bins, (int, np.integer)) else list(bins)
+    if len(per_dim) != count:
+        raise ValueError(f"{op}: bins must give one entry per dimension of the points "
+                         f"({count}), not {len(per_dim)}")
+    if range is None:
+        spans = [None] * count
+    else:
+        if any(isinstance(b, Tensor) for b in per_dim):
+            raise TypeError(f"{op}: range applies to int bins, not to tensors of edges")
+        if len(range) != 2 * count:
+            raise ValueError(f"{op}: range must hold 2 numbers per dimension ({2 * count}), "
+                             f"not {len(range)}")
+        spans = list(zip(range[0::2], range[1::2]))
+    if weight is not None:
+        if not isinstance(weight, Tensor) or weight.shape != input.shape[:-1]:
+            shape = weight.shape if isinstance(weight, Tensor) else type(weight).__name__
+            raise ShapeError(f"{op}: weight must have the input's shape without its last dim "
+                             f"{input.shape[:-1]}, not {shape}")
+        weight = weight.reshape(-1)
+    return _histogram(op, input.reshape(-1, count), per_dim, spans, weight, density)
+
+
+def histogram(input: Tensor, bins=100, *, range=None,  # noqa: A002 (PyTorch's names)
+              weight: Tensor | None = None, density: bool = False) -> HistogramResult:
+    """``(hist, bin_edges)``: the histogram of all of ``input``'s elements, as
+    ``torch.histogram``: ``bins`` equal bins over ``range`` (default the least and greatest
+    element, computed on the device) or a 1-d tensor of increasing edges; ``weight`` (shaped
+    as ``input``) summed instead of ones; ``density`` divides by the total and the bin widths.
+    Elements outside the edges are not counted; the last edge belongs to the last bin.
+
+        hist, edges = gingham.histogram(x, 10, range=(0.0, 1.0))
+    """
+    op = "histogram"
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{op}: input must be a gingham Tensor, not {type(input).__name__}")
+    if range is not None and isinstance(bins, Tensor):
+        raise TypeError(f"{op}: range applies to an int bins, not to a tensor of edges")
+    if weight is not None:
+        if not isinstance(weight, Tensor) or weight.shape != input.shape:
+            shape = weight.shape if isinstance(weight, Tensor) else type(weight).__name__
+            raise ShapeError(f"{op}: weight must have the input's shape {input.shape}, not "
+                             f"{shape}")
+        weight = weight.reshape(-1)
+    hist, edges = _histogram(op, input.reshape(-1, 1), [bins], [range], weight, density)
+    return HistogramResult(hist, edges[0])
+
+
 def unravel_index(indices: Tensor, shape) -> tuple[Tensor, ...]:
     """The coordinates in a tensor of ``shape`` of each flat index of ``indices`` (one int64
     tensor per dim; a negative index counts from the end), as ``torch.unravel_index``.
@@ -919,6 +1085,31 @@ def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor,  # noqa:
     return where(count > 0, combined, input)._in_dtype(input.dtype)
 
 
+_INDEX_REDUCTIONS = ("prod", "mean", "amax", "amin")
+
+
+def index_reduce(input: Tensor, dim: int, index: Tensor, source: Tensor,  # noqa: A002
+                 reduce: str, *, include_self: bool = True) -> Tensor:
+    """``input`` with ``source``'s slices along ``dim`` combined by ``reduce`` (``"prod"``,
+    ``"mean"``, ``"amax"``, ``"amin"``) into the slices that the 1-d ``index`` names, with or
+    without ``input``'s own value, as ``torch.index_reduce``; slices nobody names keep
+    ``input``'s. :func:`scatter_reduce` with the index spread over each slice, as
+    :func:`index_add` is :func:`scatter_add`. Differentiable in ``input`` and ``source``;
+    of tied extremes (``"amax"``/``"amin"``) one takes the gradient, as in gingham's ``amax``,
+    where PyTorch splits it among them.
+
+        peaks = gingham.index_reduce(floor, 0, rows, x, "amax", include_self=False)
+    """
+    op = "index_reduce"
+    if reduce not in _INDEX_REDUCTIONS:
+        raise ValueError(f"{op}: reduce must be one of {_INDEX_REDUCTIONS}, not {reduce!r}")
+    axis, spread = _index_spread(op, input, dim, index, source)
+    if source.dtype != input.dtype:
+        raise DTypeError(f"{op}: source is {dt.dtype_name(source.dtype)} but the input is "
+                         f"{dt.dtype_name(input.dtype)}; they must have one dtype")
+    return scatter_reduce(input, axis, spread, source, reduce, include_self=include_self)
+
+
 def _lowest(dtype: np.dtype) -> float:
     return -math.inf if dt.is_float(dtype) else int(np.iinfo(dtype).min + 1)
 
@@ -962,6 +1153,29 @@ def take(input: Tensor, index: Tensor) -> Tensor:  # noqa: A002
     flat = input.reshape(-1)
     wrapped = where(index < 0, index + flat.shape[0], index).reshape(-1)
     return index_select(flat, 0, wrapped).reshape(index.shape)
+
+
+def put(input: Tensor, index: Tensor, source: Tensor,  # noqa: A002
+        accumulate: bool = False) -> Tensor:
+    """``input`` with ``source``'s elements written (or added, ``accumulate``) at the flat
+    positions ``index`` (negative from the end), as ``torch.put`` (out of place): the inverse
+    of :func:`take`, :func:`index_put` on the flattened input. Where an index repeats without
+    ``accumulate``, one of the writes wins. Differentiable in ``input`` and ``source``.
+
+        gingham.put(x, gingham.tensor([0, -1]), gingham.tensor([9.0, 8.0]))  # first, last
+    """
+    op = "put"
+    _check_index(op, index)
+    if not isinstance(source, Tensor):
+        raise TypeError(f"{op}: source must be a gingham Tensor, not {type(source).__name__}")
+    if source.numel() != index.numel():
+        raise ShapeError(f"{op}: source and index must have as many elements, not "
+                         f"{source.numel()} and {index.numel()}")
+    if source.dtype != input.dtype:
+        raise DTypeError(f"{op}: source is {dt.dtype_name(source.dtype)} but the input is "
+                         f"{dt.dtype_name(input.dtype)}; they must have one dtype")
+    flat = index_put(input.reshape(-1), (index.reshape(-1),), source.reshape(-1), accumulate)
+    return flat.reshape(input.shape)
 
 
 def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:  # noqa: A002
@@ -1052,4 +1266,6 @@ __all__ = ["gather", "take_along_dim", "scatter_add", "scatter", "index_select",
            "bincount", "isin", "histc", "unravel_index", "nanquantile", "nanmedian", "kthvalue",
            "median", "mode", "quantile", "index_fill", "index_copy", "index_put",
            "scatter_reduce", "slice_scatter", "select_scatter", "diagonal_scatter", "take",
-           "masked_scatter", "masked_select", "nonzero", "unique", "unique_consecutive"]
+           "masked_scatter", "masked_select", "nonzero", "unique", "unique_consecutive",
+           "index_reduce", "put", "histogram", "histogramdd", "HistogramResult",
+           "HistogramddResult"]

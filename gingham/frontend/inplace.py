@@ -447,7 +447,7 @@ TWINS = (
     "absolute", "negative", "sgn", "addbmm", "addmm", "addmv", "addr", "baddbmm",
     "bitwise_left_shift", "bitwise_right_shift", "cumprod", "cumsum", "floor_divide",
     "index_put", "ldexp", "lgamma", "digamma", "polygamma", "mvlgamma", "i0", "igamma",
-    "igammac",
+    "igammac", "index_reduce", "put", "renorm",
 )
 
 # Shape-changing methods whose in-place twins PyTorch has (``t_``, ``squeeze_``, ...): a write

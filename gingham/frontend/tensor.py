@@ -1612,6 +1612,11 @@ class Tensor:
 
         return polygamma(n, self)
     histc = _delegated(".indexing", "histc")
+    histogram = _delegated(".indexing", "histogram")
+    index_reduce = _delegated(".indexing", "index_reduce")
+    put = _delegated(".indexing", "put")
+    frexp = _delegated(".numerics", "frexp")
+    renorm = _delegated("..linalg", "renorm")
     nanquantile = _delegated(".indexing", "nanquantile")
     nanmedian = _delegated(".indexing", "nanmedian")
     bernoulli = _delegated(".sampling", "bernoulli")

@@ -38,6 +38,9 @@ PROGRAMS = {
     "clamp_sides": lambda x, y: x.clamp_(min=-0.2).clamp_(max=0.3).neg_(),
     "matrix": lambda x, y: x.cumsum_(1).addmm_(y[:, :2], y[:2, :], beta=0.5).fill_diagonal_(
         2.0, wrap=True),
+    "indexed": lambda x, y: x.renorm_(2, 0, 1.0).put_(x.new_tensor([0, 5, -1]).long(),
+                                                      y[0, :3]).index_reduce_(
+        0, x.new_tensor([2, 0]).long(), y[:2], "amax"),
 }
 
 
@@ -67,7 +70,6 @@ def test_methods_and_operators_match_torch(device, name):
 NOT_IN_PLACE = {
     "draws from torch's global RNG (gingham: uniform_ and normal_ via gingham.nn.init)": [
         "bernoulli_", "cauchy_", "exponential_", "geometric_", "log_normal_", "random_"],
-    "functions gingham has no out-of-place form of yet": ["index_reduce_", "put_", "renorm_"],
     "shape changes: a gingham write keeps its tensor's shape": [
         "as_strided_", "resize_", "resize_as_", "set_", "squeeze_", "swapaxes_", "swapdims_",
         "t_", "transpose_", "unsqueeze_"],

@@ -91,10 +91,6 @@ SKIPPED: dict[str, list[str]] = {
 NOT_YET: dict[str, list[str]] = {
     "random sampling not written yet (gingham.rand, randn, randint, randperm, normal and "
     "bernoulli draw on the device)": ["binomial", "poisson"],
-    "frexp (an integer exponent output; no special-function series)": ["frexp"],
-    "other reductions and index ops": [
-        "renorm", "index_reduce", "put", "histogram", "histogramdd", "gradient",
-    ],
     "linear algebra beyond gingham.linalg (general eig is complex-valued; randomised and "
     "iterative solvers; ormqr)": [
         "eig", "ormqr", "svd_lowrank", "pca_lowrank", "lobpcg"],
@@ -208,6 +204,22 @@ def distinct(*shape, seed=0):
     count = int(np.prod(shape))
     return (np.random.default_rng(seed).permutation(count).reshape(shape) * 0.37 - 3.1
             ).astype(np.float32)
+
+
+def _histograms(lib, x, p, w, e):
+    """histogram and histogramdd of ``x`` (values on edges included) and the points ``p``;
+    their inputs detached: torch's histograms have no gradient."""
+    x, p, w, e = x.detach(), p.detach(), w.detach(), e.detach()
+    dd = lib.histogramdd(p, [3, 2], weight=w[:p.shape[0]])
+    dd_range = lib.histogramdd(p.reshape(2, 6, 2), 2, range=[-1.0, 1.0, -2.0, 0.5],
+                               density=True)
+    dd_edges = lib.histogramdd(p, [e, e[1:]])
+    return dict(
+        hist=lib.histogram(x, 5), hist_range=x.histogram(4, range=(-1.0, 1.0), weight=w,
+                                                          density=True),
+        hist_edges=lib.histogram(x.reshape(4, 5), e), flat=lib.histogram(x * 0 + 1, 3),
+        dd=dd.hist, dd_edges=dd.bin_edges, ddr=dd_range.hist, ddr_edges=dd_range.bin_edges,
+        dde=dd_edges.hist, dde_edges=dd_edges.bin_edges)
 
 
 # Each case: inputs and one function of (lib, **inputs) returning a dict of outputs; many ops
@@ -337,6 +349,34 @@ CASES = {
             unique=lib.unique(group, return_inverse=True, return_counts=True),
             unique_dim=lib.unique(group[:, :2], dim=0),
             unique_consecutive=lib.unique_consecutive(group, return_counts=True))),
+    "index_reduce_put": (dict(x=distinct(4, 5), src=distinct(3, 5, seed=1) + 0.01,
+                              s1=distinct(4, 3, seed=2) + 0.02, idx=np.array([2, 0, 2], np.int64),
+                              flat=np.array([[0, 18], [-1, 7]], np.int64),
+                              v=rand(2, 2, seed=3), rep=np.array([3, 3, -20, 8], np.int64)),
+        lambda lib, x, src, s1, idx, flat, v, rep: dict(
+            prod=lib.index_reduce(x, 0, idx, src, "prod"),
+            prod0=x.index_reduce(0, idx, src, "prod", include_self=False),
+            mean=x.index_reduce(0, idx, src, "mean"),
+            mean0=lib.index_reduce(x, 0, idx, src, "mean", include_self=False),
+            amax=lib.index_reduce(x, 1, idx + 2, s1, "amax"),
+            amin0=x.index_reduce(-1, idx, s1, "amin", include_self=False),
+            put=lib.put(x, flat, v), put_acc=x.put(rep, v.reshape(-1), accumulate=True))),
+    "frexp_renorm_gradient": (dict(x=rand(4, 5) * 9, c=np.array([0.0, 0.5, 1.5, 1.75, 3.0],
+                                                                  np.float32),
+                                   r=np.array([0.0, 0.5, 0.25, 2.0], np.float32)),
+        lambda lib, x, c, r: dict(
+            frexp=lib.frexp(x), frexp_m=x.double().frexp(), frexp_r=lib.frexp(r),
+            renorm=lib.renorm(x, 2, 0, 6.0), renorm1=x.renorm(1, 1, 5.0),
+            renorm_inf=lib.renorm(x.reshape(2, 2, 5), math.inf, -1, 4.0),
+            grad=lib.gradient(x), grad2=lib.gradient(x, spacing=0.5, dim=1, edge_order=2),
+            grad_list=lib.gradient(x, spacing=[2.0, 0.25], edge_order=2),
+            coords=lib.gradient(x, spacing=[c], dim=-1),
+            coords2=lib.gradient(x, spacing=(c, r), dim=(1, 0), edge_order=2),
+            short=lib.gradient(x[:2], dim=0), ints=lib.gradient(x.detach().round().int(),
+                                                                spacing=2))),
+    "histograms": (dict(x=np.concatenate([rand(16, seed=4), [-1.0, 0.5, 1.0, 0.0]]).astype(
+        np.float32), p=rand(12, 2, seed=5), w=rand(20, seed=6, low=0.1),
+        e=np.array([-1.5, -0.5, 0.0, 0.3, 2.0], np.float32)), _histograms),
     "creation": (dict(x=rand(2, 3), i=np.array([1, 2], np.int32)),
         lambda lib, x, i: dict(
             zeros_like=lib.zeros_like(x), ones_like=lib.ones_like(i),
@@ -392,3 +432,50 @@ def test_errors_name_what_is_wrong():
         x.hsplit(2)
     with pytest.raises(ValueError, match="interpolation"):
         x.quantile(0.5, interpolation="cubic")
+
+
+def test_errors_of_index_reduce_put_histogram_frexp_renorm_gradient():
+    x = gingham.tensor(np.ones((2, 3), np.float32), device="reference")
+    index = gingham.tensor(np.array([0, 1], np.int64), device="reference")
+    with pytest.raises(ValueError, match="reduce must be one of"):
+        x.index_reduce(0, index, x, "sum")
+    with pytest.raises(gingham.GinghamError, match="source must have shape"):
+        x.index_reduce(1, index, x, "prod")
+    with pytest.raises(gingham.GinghamError, match="index must be 1-d"):
+        x.index_reduce(0, index.reshape(2, 1), x, "amax")
+    with pytest.raises(gingham.GinghamError, match="as many elements"):
+        x.put(index, x)
+    with pytest.raises(TypeError, match="one dtype"):
+        x.put(index, x.reshape(-1)[:2].double())
+    with pytest.raises(ValueError, match="bins must be > 0"):
+        x.histogram(0)
+    with pytest.raises(ValueError, match="at least two edges"):
+        x.histogram(gingham.tensor(np.zeros(1, np.float32), device="reference"))
+    with pytest.raises(ValueError, match="min should not exceed max"):
+        x.histogram(3, range=(1.0, 0.0))
+    with pytest.raises(ValueError, match="not finite"):
+        gingham.histogram(x, 3, range=(0.0, math.inf))
+    with pytest.raises(ValueError, match="at least 2 dims"):
+        gingham.histogramdd(x[0], 3)
+    with pytest.raises(ValueError, match="one entry per dimension"):
+        gingham.histogramdd(x, [2, 2])
+    with pytest.raises(TypeError, match="floating-point"):
+        gingham.histogram(index, 3)
+    with pytest.raises(TypeError, match="floating-point"):
+        gingham.frexp(index)
+    with pytest.raises(ValueError, match="at least 2 dims"):
+        gingham.renorm(x[0], 2, 0, 1.0)
+    with pytest.raises(ValueError, match="p must be a positive"):
+        x.renorm(0, 0, 1.0)
+    with pytest.raises(ValueError, match="maxnorm"):
+        x.renorm(2, 0, -1.0)
+    with pytest.raises(ValueError, match="edge_order"):
+        gingham.gradient(x, edge_order=3)
+    with pytest.raises(ValueError, match="at least edge_order"):
+        gingham.gradient(x, edge_order=2)
+    with pytest.raises(ValueError, match="one entry per dim"):
+        gingham.gradient(x, spacing=[1.0, 2.0, 3.0])
+    with pytest.raises(TypeError, match="not a mix"):
+        gingham.gradient(x, spacing=[1.0, index.float()])
+    with pytest.raises(ValueError, match="more than once"):
+        gingham.gradient(x, dim=[0, -2])
