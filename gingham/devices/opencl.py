@@ -108,6 +108,18 @@ def describe(device: cl.Device, device_id: str) -> DeviceInfo:
         compiler_version=str(_query(device, "opencl_c_version", device.version)).strip())
 
 
+def ieee_build_options(device: cl.Device) -> tuple[str, ...]:
+    """The build options that make a device's float32 arithmetic IEEE's, as the C and CUDA
+    backends': no ``-cl-fast-relaxed-math`` or ``-cl-mad-enable``, and correctly rounded
+    division and square root where the device offers them. OpenCL's default allows 2.5 ulp
+    for ``/`` (NVIDIA's driver uses it): ``x / scale`` one ulp below a half then rounds the
+    other way (ONNX's DynamicQuantizeLinear gave 25 for 26 on an H100)."""
+    correct = cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT
+    if int(_query(device, "single_fp_config", 0) or 0) & correct:
+        return ("-cl-fp32-correctly-rounded-divide-sqrt",)
+    return ()
+
+
 #: A compile worker runs a kernel once (``OpenCLDevice._build_sampled``) only if its buffers
 #: take at most this fraction of the device's memory: ResNet-9's largest at batch 512 is
 #: 770 MB, about a thirtieth of a 24 GiB host's.
@@ -120,11 +132,11 @@ class OpenCLDevice(Device):
     pools_buffers = True  # an allocation is touched by a blocking copy: reuse instead
     cache_namespace = "opencl"
     source_suffix = ".cl"
-    build_options: tuple[str, ...] = ()  # IEEE: no -cl-fast-relaxed-math, no -cl-mad-enable
 
     def __init__(self, device: cl.Device, device_id: str) -> None:
         super().__init__(describe(device, device_id))
         self.cl_device = device
+        self.build_options = ieee_build_options(device)
         self.max_alloc_bytes = int(device.max_mem_alloc_size)
         self.allocated_bytes = 0
         self._context: cl.Context | None = None

@@ -60,6 +60,7 @@ import pickle
 import struct
 import sys
 import time
+import traceback
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO, Callable, Sequence
@@ -131,7 +132,7 @@ def program_from_binary(cl, context, device, binary: bytes, options: str):
     program = cl.Program(context, [device], [binary])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        program.build(options.encode(), [device])
+        program.build(options, [device])
     return program
 
 
@@ -341,7 +342,10 @@ def _answer(requests: BinaryIO, replies: BinaryIO,
         except EOFError:
             return
         began = time.perf_counter()
-        kind, payload = handle(request)
+        try:
+            kind, payload = handle(request)
+        except Exception:  # noqa: BLE001 - a bug here: the parent reports it, not a dead worker
+            kind, payload = "rejected", f"the compile worker failed:\n{traceback.format_exc()}"
         send(replies, (kind, payload, time.perf_counter() - began))
 
 
