@@ -73,6 +73,7 @@ NOT_IN_PLACE = {
     "shape changes: a gingham write keeps its tensor's shape": [
         "as_strided_", "resize_", "resize_as_", "set_", "squeeze_", "swapaxes_", "swapdims_",
         "t_", "transpose_", "unsqueeze_"],
+    "named tensors (torch 2.11 and earlier)": ["rename_"],
     "host callbacks, storage, sparse and complex tensors": [
         "apply_", "map_", "map2_", "share_memory_", "resize_as_sparse_", "sparse_resize_",
         "sparse_resize_and_clear_", "conj_physical_"],

@@ -119,10 +119,12 @@ def test_singular_and_negative_determinants(device):
                 unpivoted=linalg.lu_factor(tensor(dominant, device=device), pivot=False))
     realize([ours["det"], ours["logdet"], *ours["slogdet"], *ours["lu"], *ours["unpivoted"]])
     expected_lu = torch.linalg.lu_factor_ex(t)  # lu_factor raises on a zero pivot
-    np.testing.assert_array_equal(ours["det"].numpy(), torch.linalg.det(t).numpy())
-    for got, want in zip(ours["slogdet"], torch.linalg.slogdet(t)):
-        np.testing.assert_array_equal(got.numpy(), want.numpy())
-    np.testing.assert_array_equal(ours["logdet"].numpy(), torch.logdet(t).numpy())
+    # The exact answers (PyTorch 2.13's; 2.11's LU leaves 3.6e-7 for the first det)
+    sign, log_magnitude = np.array([0.0, -1.0, 0.0]), np.array([-np.inf, np.log(2.0), -np.inf])
+    np.testing.assert_allclose(ours["det"].numpy(), [0.0, -2.0, 0.0], rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(ours["slogdet"][0].numpy(), sign)
+    np.testing.assert_allclose(ours["slogdet"][1].numpy(), log_magnitude, rtol=1e-6)
+    np.testing.assert_array_equal(ours["logdet"].numpy(), [-np.inf, np.nan, -np.inf])
     np.testing.assert_allclose(ours["lu"].LU.numpy(), expected_lu.LU.numpy(), atol=1e-6)
     np.testing.assert_array_equal(ours["lu"].pivots.numpy(), expected_lu.pivots.numpy())
     # Without pivoting (PyTorch's CPU build has none to compare with): no swaps, L @ U = A.

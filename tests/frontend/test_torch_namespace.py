@@ -49,7 +49,9 @@ SKIPPED: dict[str, list[str]] = {
         "frombuffer", "from_file", "from_dlpack", "to_dlpack", "unsafe_.*", "slice_inverse",
         "nonzero_static", "new_empty_strided", "is_storage", "is_nested", "to_padded_tensor",
         "module_load", "hash_tensor"],
-    "named tensors": ["name"],
+    "named tensors (torch 2.11 and earlier have the API)": [
+        "name", "names", "rename", "refine_names", "align_as", "align_to", "align_tensors",
+        "has_names"],
     "distributed, multiprocessing and threads": [
         "is_distributed", "fork", "wait", "prepare_multiprocessing_environment",
         "get_num_threads", "get_num_interop_threads", "set_num_threads",
@@ -66,7 +68,8 @@ SKIPPED: dict[str, list[str]] = {
         "is_deterministic_algorithms_warn_only_enabled", "get_float32_matmul_precision",
         "is_warn_always_enabled", "is_anomaly_.*", "is_inference_mode_enabled",
         "get_default_device", "compiled_with_cxx11_abi", "get_file_path", "classproperty",
-        "typename", "seed", "initial_seed", "get_rng_state", "thread_safe_generator"],
+        "typename", "seed", "initial_seed", "get_rng_state", "thread_safe_generator",
+        "read_vitals", "vitals_enabled"],
     "TorchScript, FX and torch.compile machinery": [
         "compile", "cond", "while_loop", "vmap", "import_ir_module.*", "parse_ir",
         "parse_schema", "parse_type_comment", "merge_type_from_type_comment", "unify_type_list",

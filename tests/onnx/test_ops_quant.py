@@ -16,6 +16,12 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import gingham.onnx  # noqa: E402
 
 
+# The IR version the models declare: the oldest that has opset 21 (the newest these tests use),
+# not the installed onnx package's newest (onnxruntime 1.30 refuses IR 14, which onnx 1.23's
+# make_model writes).
+_ORT_IR_VERSION = helper.find_min_ir_version_for([helper.make_opsetid("", 21)])
+
+
 def _quantized_model() -> onnx.ModelProto:
     """One graph of the quantized ops (one compiled program per device)."""
     rng = np.random.default_rng(5)
@@ -63,7 +69,8 @@ def _quantized_model() -> onnx.ModelProto:
          helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 3, 4])],
         [helper.make_tensor_value_info(*output) for output in outputs],
         [numpy_helper.from_array(value, name) for name, value in constants.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)],
+                              ir_version=_ORT_IR_VERSION)
 
 
 def test_quantized_ops_against_onnxruntime(device):

@@ -15,6 +15,12 @@ from onnx import TensorProto, helper  # noqa: E402
 import gingham.onnx  # noqa: E402
 
 
+# The IR version the models declare: the oldest that has opset 21 (the newest these tests use),
+# not the installed onnx package's newest (onnxruntime 1.30 refuses IR 14, which onnx 1.23's
+# make_model writes).
+_ORT_IR_VERSION = helper.find_min_ir_version_for([helper.make_opsetid("", 21)])
+
+
 def _pool_indices(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """onnxruntime's MaxPool (2 x 2, stride 2) of ``x``: its values and flat indices."""
     node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2], strides=[2, 2])
@@ -22,7 +28,8 @@ def _pool_indices(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         [node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
          helper.make_tensor_value_info("i", TensorProto.INT64, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)],
+                              ir_version=_ORT_IR_VERSION)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return tuple(session.run(None, {"x": x}))
 
@@ -45,7 +52,8 @@ def _model() -> onnx.ModelProto:
         [helper.make_tensor_value_info("unpooled", TensorProto.FLOAT, [2, 3, 4, 6]),
          helper.make_tensor_value_info("image", TensorProto.FLOAT, [2, 3, 4, 5])],
         constants)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)],
+                              ir_version=_ORT_IR_VERSION)
 
 
 def test_unpool_and_col2im_against_onnxruntime(device):
