@@ -89,8 +89,6 @@ SKIPPED: dict[str, list[str]] = {
 
 #: Not implemented yet though expressible: the gaps of this namespace, each with what it needs.
 NOT_YET: dict[str, list[str]] = {
-    "random sampling not written yet (gingham.rand, randn, randint, randperm, normal and "
-    "bernoulli draw on the device)": ["binomial", "poisson"],
     "frexp (an integer exponent output; no special-function series)": ["frexp"],
     "other reductions and index ops": [
         "renorm", "index_reduce", "put", "histogram", "histogramdd", "gradient",
