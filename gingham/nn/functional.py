@@ -1621,11 +1621,13 @@ def random_poisson(rate: Tensor, state: Tensor) -> Tensor:
     ``>= 0``), from the Philox ``state``, as one program: inversion of the cumulative
     distribution where ``rate < 10`` (one uniform draw), Hormann's PTRS elsewhere (NumPy's
     ``poisson``) with a fixed number of rounds: 20 candidates, the first accepted taken; all
-    are refused with probability below 4e-11 (the last is taken then).
+    are refused with probability below 4e-11 (the last is taken then). Exact in law up to
+    float32's rounding while the draws stay below 2**24 (float32's last integer step of 1);
+    no gradient flows (as ``torch.poisson``).
 
         counts = F.random_poisson(gingham.full((1000,), 3.5), state)
     """
-    rate = rate.astype(dt.FLOAT32)
+    rate = _map(rate, builder.stop_gradient, "stop_gradient").astype(dt.FLOAT32)
     shape = rate.shape
     uniforms = random_uniform((2 * _DISCRETE_ROUNDS + 1,) + shape, state)
     small = rate < _INVERSION_MEAN
@@ -1656,11 +1658,14 @@ def random_binomial(count: Tensor, prob: Tensor, state: Tensor) -> Tensor:
     together, as one program: with ``p = min(prob, 1 - prob)`` (a draw for ``1 - prob`` is
     ``count`` minus one for ``prob``), inversion of the cumulative distribution where
     ``count * p < 10``, Hormann's BTRS elsewhere (PyTorch's ``binomial``) with 20 rounds, all
-    refused with probability below 4e-11 (the last candidate is taken then).
+    refused with probability below 4e-11 (the last candidate is taken then). Exact in law up
+    to float32's rounding for ``count`` below 2**24; no gradient flows (as
+    ``torch.binomial``).
 
         heads = F.random_binomial(gingham.full((1000,), 40.0), gingham.full((1000,), 0.3), state)
     """
-    count, prob = count.astype(dt.FLOAT32), prob.astype(dt.FLOAT32)
+    count, prob = (_map(x, builder.stop_gradient, "stop_gradient").astype(dt.FLOAT32)
+                   for x in (count, prob))
     shape = tuple(np.broadcast_shapes(count.shape, prob.shape))
     count, prob = count.broadcast_to(shape), prob.broadcast_to(shape)
     uniforms = random_uniform((2 * _DISCRETE_ROUNDS + 1,) + shape, state)
