@@ -40,7 +40,7 @@ import itertools
 import math
 import operator
 import warnings
-from typing import Sequence, Union
+from typing import NamedTuple, Sequence, Union
 
 import numpy as np
 
@@ -1526,7 +1526,7 @@ _DISCRETE_ROUNDS = 20
 _INVERSION_MEAN = 10.0
 # Inversion sums the pmf up to this many terms: a law of mean below 10 (Poisson, or a Binomial
 # with p <= 1/2) exceeds 41 with probability below 1e-12; the sum is normalised by its total,
-# so float32's rounding moves each probability by about 1e-7 at most, none to the cap.
+# so float32's rounding moves each probability by about 1e-6 at most, none to the cap.
 _INVERSION_TERMS = 42
 # log(k!) - (k + 1/2) log(k) + k - log(2 pi) / 2 (Stirling's remainder; Loader 2000) for k = 1
 # and 2, where the series below is not yet within float32's rounding
@@ -1589,29 +1589,43 @@ def _inversion(uniform: Tensor, first: Tensor, ratio) -> Tensor:
     return sum(where(total <= target, 1.0, 0.0) for total in terms)
 
 
-def _transformed_rejection(uniforms: Tensor, center: Tensor, b: Tensor, a: Tensor,
-                           accept_fast, refuse_fast, log_hat_scale: Tensor, log_pmf,
-                           largest: Tensor | None) -> Tensor:
-    """Hormann's transformed rejection with squeeze over :data:`_DISCRETE_ROUNDS` candidates
-    (two uniform draws each, ``uniforms[2r]`` and ``uniforms[2r + 1]``): the candidate
-    ``floor((2a / us + b) u + center)`` (``us = 1/2 - |u|``) is taken at once where
-    ``accept_fast(us, v)``, refused where it leaves the support ``[0, largest]`` (None:
-    unbounded) or ``refuse_fast(us, v)``, else taken where
-    ``log(v) + log_hat_scale - log(a / us^2 + b) <= log_pmf(k)``."""
+class _Hat(NamedTuple):
+    """Hormann's hat for transformed rejection: the candidate of uniform draws ``u`` in
+    ``[-1/2, 1/2)`` and ``v`` in ``[0, 1)`` is ``floor((2a / us + b) u + center)``
+    (``us = 1/2 - |u|``), taken at once in the box ``us >= 0.07, v <= v_r``, else where
+    ``log(v) + log_scale - log(a / us^2 + b) <= log pmf(k)``."""
+
+    center: Tensor
+    a: Tensor
+    b: Tensor
+    v_r: Tensor
+    log_scale: Tensor
+
+
+def _transformed_rejection(uniforms: Tensor, hat: _Hat, log_pmf, largest: Tensor | None = None,
+                           narrow_refusal: bool = False) -> Tensor:
+    """Transformed rejection with squeeze over :data:`_DISCRETE_ROUNDS` candidates of ``hat``
+    (two uniform draws each, ``uniforms[2r]`` and ``uniforms[2r + 1]``); a candidate outside
+    ``[0, largest]`` is refused, and with ``narrow_refusal`` (PTRS's step 3) also one where
+    ``us < 0.013`` and ``v > us``."""
     drawn = None
     for r in reversed(range(_DISCRETE_ROUNDS)):  # the first accepted candidate wins: set last
         u, v = uniforms[2 * r] - 0.5, uniforms[2 * r + 1]
         us = 0.5 - u.abs()
         valid = us > 0.0  # u = -1/2 would divide by 0
-        safe_us = where(valid, us, 0.5)
-        k = ((2.0 * a / safe_us + b) * u + center).floor()
+        us = where(valid, us, 0.5)
+        k = ((2.0 * hat.a / us + hat.b) * u + hat.center).floor()
         valid = valid & (k >= 0.0)
+        k = k.clamp(min=0.0)
         if largest is not None:
             valid = valid & (k <= largest)
-        k = k.clamp(min=0.0) if largest is None else k.clamp(min=0.0).minimum(largest)
-        bound = v.log() + log_hat_scale - (a / (safe_us * safe_us) + b).log()
-        under_hat = ~refuse_fast(safe_us, v) & (bound <= log_pmf(k))
-        accepted = valid & (accept_fast(safe_us, v) | under_hat)
+            k = k.minimum(largest)
+        in_box = (us >= 0.07) & (v <= hat.v_r)
+        bound = v.log() + hat.log_scale - (hat.a / (us * us) + hat.b).log()
+        under_hat = bound <= log_pmf(k)
+        if narrow_refusal:
+            under_hat = under_hat & ~((us < 0.013) & (v > us))
+        accepted = valid & (in_box | under_hat)
         drawn = k if drawn is None else where(accepted, k, drawn)
     return drawn
 
@@ -1636,19 +1650,11 @@ def random_poisson(rate: Tensor, state: Tensor) -> Tensor:
                           lambda k: low * (1.0 / (k + 1.0)))
     high = where(small, _INVERSION_MEAN, rate)  # PTRS's constants (Hormann 1993, table 1)
     b = 0.931 + 2.53 * high.sqrt()
-    a = -0.059 + 0.02483 * b
     inverse_alpha = 1.1239 + 1.1328 / (b - 3.4)
-    v_r = 0.9277 - 3.6224 / (b - 2.0)
-
-    def accept_fast(us: Tensor, v: Tensor) -> Tensor:
-        return (us >= 0.07) & (v <= v_r)
-
-    def refuse_fast(us: Tensor, v: Tensor) -> Tensor:
-        return (us < 0.013) & (v > us)
-
-    rejected = _transformed_rejection(uniforms, high + 0.43, b, a, accept_fast, refuse_fast,
-                                      inverse_alpha.log(), lambda k: _poisson_log_pmf(k, high),
-                                      None)
+    hat = _Hat(center=high + 0.43, a=-0.059 + 0.02483 * b, b=b,
+               v_r=0.9277 - 3.6224 / (b - 2.0), log_scale=inverse_alpha.log())
+    rejected = _transformed_rejection(uniforms, hat, lambda k: _poisson_log_pmf(k, high),
+                                      narrow_refusal=True)
     return where(small, inverted, rejected)
 
 
@@ -1677,26 +1683,18 @@ def random_binomial(count: Tensor, prob: Tensor, state: Tensor) -> Tensor:
     inverted = _inversion(uniforms[2 * _DISCRETE_ROUNDS], (low_n * (-low_p).log1p()).exp(),
                           lambda k: (low_n - k).clamp(min=0.0) * (1.0 / (k + 1.0)) * ratio)
     n, p = where(small, 2.0 * _INVERSION_MEAN, count), where(small, 0.5, p)
-    q = 1.0 - p
-    spread = (n * p * q).sqrt()  # BTRS's constants (Hormann 1993)
+    spread = (n * p * (1.0 - p)).sqrt()  # BTRS's constants (Hormann 1993)
     b = 1.15 + 2.53 * spread
-    a = -0.0873 + 0.0248 * b + 0.01 * p
     alpha = (2.83 + 5.1 / b) * spread
-    v_r = 0.92 - 4.2 / b
     mode = ((n + 1.0) * p).floor()
-
-    def accept_fast(us: Tensor, v: Tensor) -> Tensor:
-        return (us >= 0.07) & (v <= v_r)
-
-    def refuse_fast(us: Tensor, v: Tensor) -> Tensor:
-        return us < 0.0  # BTRS has no early refusal
 
     def log_pmf(k: Tensor) -> Tensor:
         return _binomial_log_pmf(k, n, p)
 
     # BTRS's hat is scaled to the pmf at the mode: log(v alpha / hat) <= log(f(k) / f(mode))
-    rejected = _transformed_rejection(uniforms, n * p + 0.5, b, a, accept_fast, refuse_fast,
-                                      alpha.log() + log_pmf(mode), log_pmf, n)
+    hat = _Hat(center=n * p + 0.5, a=-0.0873 + 0.0248 * b + 0.01 * p, b=b, v_r=0.92 - 4.2 / b,
+               log_scale=alpha.log() + log_pmf(mode))
+    rejected = _transformed_rejection(uniforms, hat, log_pmf, largest=n)
     drawn = where(small, inverted, rejected)
     return where(flipped, count - drawn, drawn)
 
