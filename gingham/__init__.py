@@ -122,7 +122,8 @@ from .signal import (  # noqa: E402
     bartlett_window, blackman_window, hamming_window, hann_window, istft, kaiser_window, stft,
 )
 from .frontend.sampling import (  # noqa: E402  (random tensors, drawn on the device)
-    bernoulli, normal, rand, rand_like, randint, randint_like, randn, randn_like, randperm,
+    bernoulli, binomial, normal, poisson, rand, rand_like, randint, randint_like, randn,
+    randn_like, randperm,
 )
 from .frontend.special import (  # noqa: E402  (the gamma family and Bessel's I0)
     digamma, i0, igamma, igammac, lgamma, mvlgamma, polygamma,
@@ -153,8 +154,8 @@ __all__ = [
     "cholesky_solve", "frobenius_norm", "geqrf", "lu", "lu_solve", "lu_unpack", "matrix_exp",
     "matrix_power", "nuclear_norm", "orgqr", "pinverse", "qr", "svd", "triangular_solve",
     "bartlett_window", "blackman_window", "hamming_window", "hann_window", "istft",
-    "kaiser_window", "stft", "bernoulli", "normal", "rand", "rand_like", "randint",
-    "randint_like", "randn", "randn_like", "randperm",
+    "kaiser_window", "stft", "bernoulli", "binomial", "poisson", "normal", "rand", "rand_like",
+    "randint", "randint_like", "randn", "randn_like", "randperm",
     "special", "distributions", "lgamma", "digamma", "polygamma", "mvlgamma", "igamma", "igammac", "i0",
     "tan", "sinh", "cosh", "asin", "acos", "atan", "arcsin", "arccos", "arctan", "asinh", "acosh",
     "atanh", "arcsinh", "arccosh", "arctanh", "log1p", "expm1", "exp2", "log2", "log10", "atan2",

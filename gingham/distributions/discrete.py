@@ -197,9 +197,8 @@ class OneHotCategorical(Distribution):
 
 
 class Binomial(Distribution):
-    """``torch.distributions.Binomial(total_count=1, probs=None, logits=None)``. Sampling sums
-    ``total_count`` Bernoulli draws, so it needs an integer ``total_count`` (a number, or a
-    tensor whose largest value is read back once)."""
+    """``torch.distributions.Binomial(total_count=1, probs=None, logits=None)``; draws are exact
+    in law, on the device (:func:`gingham.nn.functional.random_binomial`)."""
 
     arg_constraints = {"total_count": D.nonnegative_integer, "probs": D.unit_interval,
                        "logits": D.real}
@@ -228,13 +227,10 @@ class Binomial(Distribution):
     def variance(self) -> Tensor: return self.total_count * self.probs * (1.0 - self.probs)
 
     def sample(self, sample_shape=()) -> Tensor:
-        most = int(self.total_count.max().item())
-        shape = (most,) + self._extended_shape(sample_shape)
-        u = F.random_uniform(shape, sample_state(self.probs.device))
-        trials = arange(most, device=self.probs.device).astype(self.probs.dtype)
-        trials = trials.reshape((most,) + (1,) * (len(shape) - 1))
-        success = (u < self.probs) & (trials < self.total_count)
-        return where(success, 1.0, 0.0).astype(self.probs.dtype).sum(0)
+        shape = self._extended_shape(sample_shape)
+        drawn = F.random_binomial(self.total_count.expand(*shape), self.probs.expand(*shape),
+                                  sample_state(self.probs.device))
+        return drawn.astype(self.probs.dtype)
 
     def log_prob(self, value) -> Tensor:
         value = self._value(value)
@@ -305,8 +301,8 @@ class Multinomial(Distribution):
 
 
 class Poisson(Distribution):
-    """``torch.distributions.Poisson(rate)``: ``log_prob``, moments. Sampling is not on the
-    device yet (it needs a rejection loop of unbounded length)."""
+    """``torch.distributions.Poisson(rate)``; draws are exact in law, on the device
+    (:func:`gingham.nn.functional.random_poisson`)."""
 
     arg_constraints = {"rate": D.nonnegative}
     support = D.nonnegative_integer
@@ -325,7 +321,9 @@ class Poisson(Distribution):
     def mode(self) -> Tensor: return self.rate.floor()
 
     def sample(self, sample_shape=()) -> Tensor:
-        raise NotImplementedError("Poisson.sample: not drawn on the device yet")
+        shape = self._extended_shape(sample_shape)
+        drawn = F.random_poisson(self.rate.expand(*shape), sample_state(self.rate.device))
+        return drawn.astype(self.rate.dtype)
 
     def log_prob(self, value) -> Tensor:
         value = self._value(value)

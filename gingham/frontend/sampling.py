@@ -1,5 +1,5 @@
 """PyTorch's random tensor constructors: ``rand``, ``randn``, ``randint``, ``randperm``, their
-``_like`` forms, ``normal`` and ``bernoulli``, drawn on the device.
+``_like`` forms, ``normal``, ``bernoulli``, ``poisson`` and ``binomial``, drawn on the device.
 
 Every draw comes from a :class:`gingham.nn.functional.Generator` (a Philox state on the
 device): ``generator=`` or the device's default one, which ``gingham.manual_seed`` seeds, so
@@ -169,5 +169,66 @@ def bernoulli(input: Tensor, p: float | None = None, *, generator=None) -> Tenso
     return where(u < probability, 1.0, 0.0).astype(input.dtype)
 
 
+
+def _float_parameter(op: str, name: str, value: Tensor) -> None:
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{op}: {name} must be a gingham.Tensor, not {type(value).__name__}")
+    if not dt.is_float(value.dtype):
+        raise DTypeError(f"{op}: {name} must be floating-point, not {dt.dtype_name(value.dtype)}")
+
+
+def _check_values(op: str, bad: Tensor, message: str) -> None:
+    """``ValueError(message)`` where any element of ``bad`` is true: read back eagerly only
+    (a compiled step cannot raise on the device's values, as torch's CUDA kernels cannot)."""
+    from .jit import current_trace
+
+    if current_trace() is None and bool(bad.any().item()):
+        raise ValueError(f"{op}: {message}")
+
+
+def poisson(input: Tensor, generator=None) -> Tensor:  # noqa: A002 (PyTorch's name)
+    """Poisson draws with the rates ``input`` (floats ``>= 0``), in ``input``'s dtype and
+    shape, as ``torch.poisson``: exact in law (inversion below rate 10, Hormann's PTRS above;
+    :func:`gingham.nn.functional.random_poisson`), drawn on the device in one program.
+
+        counts = gingham.poisson(gingham.full((1000,), 4.0))
+    """
+    from ..nn import functional as F
+
+    _float_parameter("poisson", "input", input)
+    _check_values("poisson", ~(input >= 0.0),
+                  "invalid Poisson rate, expected rate to be non-negative")
+    drawn = F.random_poisson(input, _state(generator, input.device, "poisson"))
+    return drawn.astype(input.dtype)
+
+
+def binomial(count: Tensor, prob: Tensor, generator=None) -> Tensor:
+    """Binomial draws of ``count`` trials (floats holding integers ``>= 0``) with success
+    probabilities ``prob`` (in ``[0, 1]``), one per element of the two tensors (one shape and
+    dtype, as ``torch.binomial``), in that dtype: exact in law (inversion below a mean of 10,
+    Hormann's BTRS above; :func:`gingham.nn.functional.random_binomial`), drawn on the device
+    in one program. Unlike ``torch.binomial``, which clamps them, a ``prob`` outside
+    ``[0, 1]`` or a negative ``count`` is an error.
+
+        heads = gingham.binomial(gingham.full((1000,), 10.0), gingham.full((1000,), 0.3))
+    """
+    from ..nn import functional as F
+
+    op = "binomial"
+    _float_parameter(op, "count", count)
+    _float_parameter(op, "prob", prob)
+    if count.dtype != prob.dtype:
+        raise DTypeError(f"{op}: count and prob must have one dtype, got "
+                         f"{dt.dtype_name(count.dtype)} and {dt.dtype_name(prob.dtype)}")
+    if count.shape != prob.shape:
+        raise ShapeError(f"{op}: count and prob must have one shape, got {count.shape} and "
+                         f"{prob.shape}")
+    if count.device != prob.device:
+        raise ValueError(f"{op}: count is on {count.device} but prob is on {prob.device}")
+    _check_values(op, ~((prob >= 0.0) & (prob <= 1.0)), "prob must lie in [0, 1]")
+    _check_values(op, ~(count >= 0.0), "count must be non-negative")
+    drawn = F.random_binomial(count, prob, _state(generator, count.device, op))
+    return drawn.astype(count.dtype)
+
 __all__ = ["rand", "randn", "rand_like", "randn_like", "randint", "randint_like", "randperm",
-           "normal", "bernoulli"]
+           "normal", "bernoulli", "poisson", "binomial"]

@@ -92,8 +92,6 @@ SKIPPED: dict[str, list[str]] = {
 
 #: Not implemented yet though expressible: the gaps of this namespace, each with what it needs.
 NOT_YET: dict[str, list[str]] = {
-    "random sampling not written yet (gingham.rand, randn, randint, randperm, normal and "
-    "bernoulli draw on the device)": ["binomial", "poisson"],
     "linear algebra beyond gingham.linalg (general eig is complex-valued; randomised and "
     "iterative solvers; ormqr)": [
         "eig", "ormqr", "svd_lowrank", "pca_lowrank", "lobpcg"],
