@@ -70,22 +70,23 @@ class _Trace:
     in_place: dict[int, tuple[Tensor, Tensor]] = field(default_factory=dict)
 
     def record_assignments(self, pairs) -> None:
-        assigned = {id(t) for t, _ in self.assignments} | set(self.in_place)
+        """``assign()`` inside the trace: as an in-place update, each target takes its value
+        for the rest of the trace, so a later read sees it, as eagerly (two draws from one
+        generator in a step advance its state twice); the last value updates the leaf."""
         for target, value in pairs:
-            if id(target) in assigned:
-                raise GinghamError("a tensor is assigned twice in one traced step; "
-                                   "gingham.jit supports one update per step")
-            self.assignments.append((target, value))
+            self.update_in_place(target, value)
+
+    def updates(self, target: Tensor) -> bool:
+        """Whether ``target`` is a leaf this trace has updated (it holds a computed value
+        until the trace ends)."""
+        return id(target) in self.in_place
 
     def update_in_place(self, target: Tensor, value: Tensor) -> None:
-        """``target`` (a leaf) takes ``value`` in place for the rest of the trace: readers
-        of its current value are pointed at a snapshot of it, and at the end of the trace
-        the leaf is restored and its last value becomes an update of the step."""
+        """``target`` (a leaf, or one this trace updated) takes ``value`` for the rest of the
+        trace: readers of its current value are pointed at a snapshot of it, and at the end
+        of the trace the leaf is restored and its last value becomes an update of the step."""
         from .inplace import snapshot_value, take_value
 
-        if any(t is target for t, _ in self.assignments):
-            raise GinghamError("a tensor is assigned and then updated in place in one traced "
-                               "step; gingham.jit supports one update per step")
         before = snapshot_value(target)
         self.in_place.setdefault(id(target), (target, before))
         take_value(target, value)

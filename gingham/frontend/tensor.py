@@ -159,6 +159,8 @@ class Tensor:
         self._version = 0
         self._parent_versions = tuple(p._version for p in self._parents)
         self._placeholder = False  # an argument of a function being traced by gingham.jit
+        # detach() of a computed tensor: computed from its parents, but autograd stops here
+        self._detached = False
         self._backward_roots: list[Tensor] = []
         # A copy of a tensor on another device made by to(): an input of this device's
         # graphs, whose gradient backward() sends on to the original (see to()).
@@ -222,6 +224,8 @@ class Tensor:
 
             w = gingham.zeros((3, 4)).requires_grad_()
         """
+        if self._detached and not self.is_leaf:
+            _become_leaf(self, "requires_grad_()")
         if not self.is_leaf:
             raise GinghamError(
                 "requires_grad_(): only leaf tensors can change requires_grad (gradients are "
@@ -319,14 +323,23 @@ class Tensor:
         return moved
 
     def detach(self) -> "Tensor":
-        """This value as a new leaf that does not require gradients. For a leaf (a parameter,
-        data) it shares the leaf's value as PyTorch's does: an in-place operation on it
-        (``p.detach().zero_()``) changes the leaf too. For a computed tensor it is a copy of
-        the value: an in-place operation on it changes only the copy."""
-        self.realize()
-        detached = Tensor(self.shape, self.dtype, self.device, buffer=self._buffer)
+        """This value without its autograd history: it requires no gradient, and no gradient
+        flows through it. For a leaf (a parameter, data) it shares the leaf's value as
+        PyTorch's does: an in-place operation on it (``p.detach().zero_()``) changes the leaf
+        too. For a computed tensor it is the value computed in the same program as the rest
+        (nothing is computed now, so ``running_loss += loss.detach()`` costs no extra forward
+        pass and works inside ``gingham.jit``); an in-place operation on it changes only it,
+        and ``requires_grad_()`` makes it a new leaf holding the value, as in PyTorch.
+
+            target = critic(next_state).detach()   # no gradient into the critic from here
+        """
         if self.is_leaf and not self._placeholder:
+            detached = Tensor(self.shape, self.dtype, self.device, buffer=self._buffer)
             detached._alias_of = self._alias_of or self
+            return detached
+        detached = self._derive(self.shape, self.dtype, [self],
+                                lambda nodes: builder.stop_gradient(nodes[0]))
+        detached.requires_grad, detached._detached = False, True
         return detached
 
     @property
@@ -3627,7 +3640,8 @@ def is_graph_input(t: Tensor) -> bool:
 
 
 def graph_inputs(targets: Sequence[Tensor]) -> list[Tensor]:
-    """The tensors the graph of ``targets`` is computed from (see :func:`is_graph_input`)."""
+    """The tensors the gradients of ``targets`` can reach (see :func:`is_graph_input`): not
+    those behind a :meth:`Tensor.detach`."""
     seen: dict[int, Tensor] = {}
     inputs: list[Tensor] = []
     stack = list(targets)
@@ -3638,8 +3652,21 @@ def graph_inputs(targets: Sequence[Tensor]) -> list[Tensor]:
         seen[id(t)] = t
         if is_graph_input(t):
             inputs.append(t)
-        stack.extend(t._parents)
+        if not t._detached:
+            stack.extend(t._parents)
     return inputs
+
+
+def _become_leaf(t: Tensor, op: str) -> None:
+    """Make the lazy detached ``t`` a leaf holding its value (computed now)."""
+    from .jit import current_trace
+
+    if current_trace() is not None:
+        raise GinghamError(
+            f"{op}: a detached value computed inside gingham.jit cannot become a leaf there "
+            "(its value exists only when the step runs); make the leaf outside the step")
+    t.realize()
+    t._parents, t._build, t._parent_versions, t._detached = (), None, (), False
 
 
 def _gradients(output: Tensor, wrt: list[Tensor], cotangent: Tensor) -> list[Tensor]:
@@ -3685,8 +3712,9 @@ def assign_all(pairs: Sequence[tuple[Tensor, Tensor]]) -> None:
     """
     from .jit import current_trace
 
+    trace = current_trace()
     for target, value in pairs:
-        if not target.is_leaf:
+        if not (target.is_leaf or (trace is not None and trace.updates(target))):
             raise GinghamError("assign(): only leaf tensors (parameters, state) can be assigned")
         if value.shape != target.shape:
             raise ShapeError(f"assign(): value of shape {value.shape} for a tensor of shape "
@@ -3695,7 +3723,6 @@ def assign_all(pairs: Sequence[tuple[Tensor, Tensor]]) -> None:
             raise DeviceError(f"assign(): value on {value.device} for a tensor on "
                               f"{target.device}; move one with .to(device)")
     pairs = [(t, v if v.dtype == t.dtype else v.astype(t.dtype)) for t, v in pairs]
-    trace = current_trace()
     if trace is not None:
         trace.record_assignments(pairs)
         return

@@ -1372,10 +1372,13 @@ class Generator:
         """The state to draw from now; the generator moves on to the next one."""
         from ..frontend.jit import current_trace
 
-        # Eagerly, the drawn state is a snapshot (assign() swaps in a new buffer and would
-        # otherwise invalidate lazy tensors that read the old one); while tracing it must be
-        # the leaf itself, which the step reads before its assignments land.
-        drawn = self.state if current_trace() is not None else self.state.detach()
+        # Eagerly, the drawn state is the current buffer (assign() swaps in a new one). While
+        # tracing it is a reader of the leaf, which the assignment below points at the value
+        # before it: the step's next draw reads the advanced state, as eagerly.
+        if current_trace() is None:
+            drawn = self.state.detach()
+        else:
+            drawn = self.state._elementwise(lambda s: s, [], "draw")
         self.state.assign(drawn._elementwise(
             lambda s: s + builder.cast(builder.index(s, 0), "uint32"), [], "advance"))
         return drawn

@@ -139,3 +139,63 @@ def test_grad_and_value_and_grad_match_torch(device):
     np.testing.assert_allclose(dx.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(gingham.grad(loss)(w, x).numpy(), tw.grad.numpy(), rtol=1e-4,
                                atol=1e-5)
+
+
+def test_detach_inside_a_step_matches_torch(device):
+    """``detach()`` of a computed tensor is part of the step's program (no read-back): a
+    target held fixed, as a critic's or a teacher's, gets no gradient, in gingham.jit and
+    eagerly, as in PyTorch; the logged loss is the detached value."""
+    def loss_and_logged(lib, w, x, y):
+        prediction = x @ w
+        target = (y + 0.5 * prediction).detach()  # no gradient through this term
+        loss = ((prediction - target) ** 2).mean()
+        return loss, loss.detach() * 2.0
+
+    tw = torch.tensor(W0, requires_grad=True)
+    t_loss, t_logged = loss_and_logged(torch, tw, torch.tensor(X), torch.tensor(Y))
+    t_loss.backward()
+    for traced in (False, True):
+        w = gingham.tensor(W0, device=device, requires_grad=True)
+
+        def step(xb, yb):
+            loss, logged = loss_and_logged(gingham, w, xb, yb)
+            loss.backward()
+            return logged, w.grad
+
+        run = jit(step) if traced else (lambda xb, yb: step(
+            gingham.tensor(xb, device=device), gingham.tensor(yb, device=device)))
+        logged, grad = run(X, Y)
+        np.testing.assert_allclose(logged.numpy(), t_logged.detach().numpy(), rtol=1e-5)
+        np.testing.assert_allclose(grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_detached_value_becomes_a_leaf_with_requires_grad(device):
+    """``x.detach().requires_grad_()``: a new leaf holding the value (the input-gradient
+    idiom), whose gradient is its own; the tensor it came from gets none."""
+    w = gingham.tensor(W0, device=device, requires_grad=True)
+    hidden = (gingham.tensor(X, device=device) @ w).detach()
+    assert not hidden.requires_grad
+    hidden.requires_grad_()
+    assert hidden.is_leaf
+    (hidden.tanh().sum()).backward()
+    expected = 1 - np.tanh(X @ W0) ** 2
+    np.testing.assert_allclose(hidden.grad.numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert w.grad is None
+
+
+def test_two_draws_from_the_default_generator_in_one_step(device):
+    """Each draw advances the generator's state, inside gingham.jit as eagerly: a step that
+    draws twice (two dropouts, rand and randn) gets the eager step's numbers."""
+    x = gingham.tensor(X, device=device)
+
+    def step(xb):
+        return xb + gingham.rand(xb.shape, device=device) * gingham.randn(xb.shape,
+                                                                          device=device)
+
+    gingham.manual_seed(7)
+    eager = [step(x).numpy() for _ in range(2)]
+    gingham.manual_seed(7)
+    traced = jit(step)
+    compiled = [traced(x).numpy() for _ in range(2)]
+    np.testing.assert_allclose(compiled, eager, rtol=1e-6)
+    assert not np.allclose(eager[0], eager[1])
