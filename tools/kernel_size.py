@@ -1,0 +1,170 @@
+"""Size of the CUDA kernels of gingham's special functions for an H200 (sm_90): source lines,
+registers, stack frame and spilled bytes per kernel, from NVRTC's ptxas log. No GPU needed,
+only NVRTC (``cuda-bindings`` importable).
+
+    PYTHONPATH=$PWD python3 tools/kernel_size.py [igamma kl ...] [--dtype float64]
+        [--out DIR] [--nvrtc "--gpu-architecture=sm_90a --ptxas-options=--verbose"]
+
+Each case builds its outputs on lazy ``cpu`` tensors as the tests do (tests/frontend/
+test_special.py, test_distributions.py), then lowers two programs as an H200 does
+(``gingham.tune.described.H200``): the forward outputs from the leaves, and the gradients
+from the leaves and the forward outputs (what ``realize`` of the gradients compiles after
+the forward was realized). A kernel with a stack frame or spills needs local memory per
+thread at launch: an H100 refused such igamma kernels with CUDA_ERROR_OUT_OF_MEMORY.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+from typing import Callable
+
+os.environ.setdefault("GINGHAM_TUNE_MEASURE", "0")
+
+import numpy as np  # noqa: E402
+
+import gingham  # noqa: E402
+from gingham import distributions as D  # noqa: E402
+from gingham import special  # noqa: E402
+from gingham.compiler.dedupe import unit_of  # noqa: E402  (before codegen: they import each other)
+from gingham.codegen.c_family import DIALECTS  # noqa: E402
+from gingham.compiler import lower_program, rewrite_program  # noqa: E402
+from gingham.frontend.tensor import Tensor, _bound_graph, graph_inputs  # noqa: E402
+from gingham.tune.described import H200  # noqa: E402
+
+_GRID = np.geomspace(0.05, 60.0, 16)
+
+
+def _leaf(values, dtype) -> Tensor:
+    return gingham.tensor(np.asarray(values, dtype), device="cpu").requires_grad_()
+
+
+def _unary(function: Callable) -> Callable:
+    def build(dtype):
+        x = _leaf(np.linspace(-9.75, 40.0, 64), dtype)
+        return [function(x)]
+    return build
+
+
+def _igamma(dtype):
+    a, x = _leaf(_GRID, dtype), _leaf(_GRID[::-1], dtype)
+    return [gingham.igamma(a, x), gingham.igammac(a, x)]
+
+
+def _kl(dtype):
+    p = [_leaf([0.4, 1.7, 6.0], dtype), _leaf([1.5, 0.7, 3.0], dtype)]
+    q = [_leaf([0.5, 2.0, 4.0], dtype), _leaf([0.3, 1.1, 2.0], dtype)]
+    return [D.kl_divergence(D.Gamma(*p), D.Gamma(*q)),
+            D.kl_divergence(D.Beta(*p), D.Beta(*q)),
+            D.kl_divergence(D.Dirichlet(p[0].unsqueeze(0)), D.Dirichlet(q[0].unsqueeze(0)))]
+
+
+def _gamma_distribution(dtype):
+    concentration, rate = _leaf([0.4, 1.7, 6.0], dtype), _leaf([1.5, 0.7, 3.0], dtype)
+    law = D.Gamma(concentration, rate)
+    value = gingham.tensor(np.array([0.1, 0.7, 3.0], dtype), device="cpu")
+    return [law.log_prob(value), law.cdf(value), law.entropy()]
+
+
+#: name -> outputs of lazy cpu tensors for a dtype
+CASES: dict[str, Callable] = {
+    "igamma": _igamma,
+    "lgamma": _unary(gingham.lgamma),
+    "digamma": _unary(gingham.digamma),
+    "trigamma": _unary(lambda x: gingham.polygamma(1, x)),
+    "polygamma3": _unary(lambda x: gingham.polygamma(3, x)),
+    "mvlgamma": _unary(lambda x: gingham.mvlgamma(x.abs() + 2.0, 3)),
+    "erfcx": _unary(special.erfcx),
+    "log_ndtr": _unary(special.log_ndtr),
+    "ndtri": _unary(lambda x: special.ndtri(x.sigmoid())),
+    "i0": _unary(special.i0),
+    "i1e": _unary(special.i1e),
+    "gamma_distribution": _gamma_distribution,
+    "kl": _kl,
+}
+
+
+def programs(outputs: list[Tensor]) -> list[tuple[str, object]]:
+    """(name, bound program) of the forward and of the gradient of ``sum(outputs)``."""
+    forward = _bound_graph(outputs, lambda t: not t._parents)[2]
+    sum(out.sum() for out in outputs).backward()
+    leaves = [t for t in graph_inputs(outputs) if t.requires_grad]
+    done = {id(out) for out in outputs}
+    backward = _bound_graph([leaf.grad for leaf in leaves],
+                            lambda t: not t._parents or id(t) in done)[2]
+    return [("forward", forward), ("backward", backward)]
+
+
+def ptxas_figures(log: str) -> dict[str, int]:
+    """Registers, stack frame and spilled bytes, summed over the functions in ``log``."""
+    def total(pattern: str) -> int:
+        return sum(int(n) for n in re.findall(pattern, log))
+    return {"registers": max((int(n) for n in re.findall(r"Used (\d+) registers", log)),
+                             default=-1),
+            "stack": total(r"(\d+) bytes stack frame"),
+            "spill_stores": total(r"(\d+) bytes spill stores"),
+            "spill_loads": total(r"(\d+) bytes spill loads")}
+
+
+def nvrtc_build(source: str, options: list[str]) -> tuple[float, str]:
+    from cuda.bindings import nvrtc
+
+    program = nvrtc.nvrtcCreateProgram(source.encode(), b"k.cu", 0, [], [])[1]
+    start = time.perf_counter()
+    (status,) = nvrtc.nvrtcCompileProgram(program, len(options), [o.encode() for o in options])
+    seconds = time.perf_counter() - start
+    size = nvrtc.nvrtcGetProgramLogSize(program)[1]
+    log = b" " * size
+    nvrtc.nvrtcGetProgramLog(program, log)
+    nvrtc.nvrtcDestroyProgram(program)
+    if int(status) != 0:
+        raise RuntimeError(log.decode(errors="replace")[:2000])
+    return seconds, log.decode(errors="replace")
+
+
+def report(case: str, dtype: str, options: list[str], out: str | None) -> list[tuple]:
+    rows = []
+    for phase, bound in programs(CASES[case](np.dtype(dtype))):
+        kernels = lower_program(rewrite_program(bound), H200)
+        for kernel in kernels:
+            unit, _ = unit_of(kernel, DIALECTS["cuda"])
+            seconds, log = nvrtc_build(unit.source, options)
+            figures = ptxas_figures(log)
+            lines = unit.source.count("\n")
+            rows.append((case, dtype, phase, unit.entry, lines, figures))
+            print(f"{case:18s} {dtype:7s} {phase:8s} {lines:6d} lines {len(unit.source):8d} "
+                  f"chars {figures['registers']:4d} regs {figures['stack']:6d} B stack "
+                  f"{figures['spill_stores']:6d}/{figures['spill_loads']:<6d} B spilled "
+                  f"(st/ld) NVRTC {seconds:5.2f} s", flush=True)
+            if out:
+                os.makedirs(out, exist_ok=True)
+                name = f"{case}-{dtype}-{phase}-{unit.entry}.cu"
+                with open(os.path.join(out, name), "w") as handle:
+                    handle.write(unit.source)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("cases", nargs="*", default=list(CASES), choices=list(CASES) + [[]])
+    parser.add_argument("--dtype", action="append", choices=["float32", "float64"],
+                        help="repeatable; both by default")
+    parser.add_argument("--out", help="a directory to write each kernel's source to")
+    parser.add_argument("--nvrtc", default="--gpu-architecture=sm_90a -minimal "
+                                           "--ptxas-options=--verbose")
+    args = parser.parse_args()
+    worst = {"stack": 0, "spill_stores": 0}
+    for case in args.cases or list(CASES):
+        for dtype in args.dtype or ["float32", "float64"]:
+            for row in report(case, dtype, args.nvrtc.split(), args.out):
+                for key in worst:
+                    worst[key] = max(worst[key], row[-1][key])
+    print(f"largest stack frame {worst['stack']} B, largest spill {worst['spill_stores']} B")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
