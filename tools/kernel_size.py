@@ -69,6 +69,31 @@ def _gamma_distribution(dtype):
     return [law.log_prob(value), law.cdf(value), law.entropy()]
 
 
+def _test_module(name: str):
+    """A test file of tests/frontend as a module (its tables of cases: UNARY, KL_PAIRS)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), "..", "tests", "frontend", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _unary_test(dtype):
+    """test_special's test_unary_special_functions_match_torch: every function in one program."""
+    table = _test_module("test_special").UNARY
+    return [function(_leaf(domain, dtype)) for function, _, domain, _ in table.values()]
+
+
+def _kl_test(dtype):
+    """test_distributions' test_kl_divergence_matches_torch: every pair in one program."""
+    module = _test_module("test_distributions")
+    params = {k: _leaf(v, dtype) for k, v in module.PARAMETERS.items()}
+    return [D.kl_divergence(build_p(D, params), build_q(D, params))
+            for build_p, build_q in module.KL_PAIRS.values()]
+
+
 #: name -> outputs of lazy cpu tensors for a dtype
 CASES: dict[str, Callable] = {
     "igamma": _igamma,
@@ -84,6 +109,8 @@ CASES: dict[str, Callable] = {
     "i1e": _unary(special.i1e),
     "gamma_distribution": _gamma_distribution,
     "kl": _kl,
+    "unary_test": _unary_test,
+    "kl_test": _kl_test,
 }
 
 
@@ -149,13 +176,16 @@ def report(case: str, dtype: str, options: list[str], out: str | None) -> list[t
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("cases", nargs="*", default=list(CASES), choices=list(CASES) + [[]])
+    parser.add_argument("cases", nargs="*", help=f"some of {', '.join(CASES)} (all by default)")
     parser.add_argument("--dtype", action="append", choices=["float32", "float64"],
                         help="repeatable; both by default")
     parser.add_argument("--out", help="a directory to write each kernel's source to")
     parser.add_argument("--nvrtc", default="--gpu-architecture=sm_90a -minimal "
                                            "--ptxas-options=--verbose")
     args = parser.parse_args()
+    unknown = set(args.cases) - set(CASES)
+    if unknown:
+        parser.error(f"unknown cases {sorted(unknown)}; choose among {', '.join(CASES)}")
     worst = {"stack": 0, "spill_stores": 0}
     for case in args.cases or list(CASES):
         for dtype in args.dtype or ["float32", "float64"]:
