@@ -2,8 +2,8 @@
 registers, stack frame and spilled bytes per kernel, from NVRTC's ptxas log. No GPU needed,
 only NVRTC (``cuda-bindings`` importable).
 
-    PYTHONPATH=$PWD python3 tools/kernel_size.py [igamma kl ...] [--dtype float64]
-        [--out DIR] [--nvrtc "--gpu-architecture=sm_90a --ptxas-options=--verbose"]
+    PYTHONPATH=$PWD python3 tools/kernel_size.py [igamma kl_test ...] [--dtype float64]
+        [--largest 3] [--out DIR] [--nvrtc "--gpu-architecture=sm_90a -minimal ..."]
 
 Each case builds its outputs on lazy ``cpu`` tensors as the tests do (tests/frontend/
 test_special.py, test_distributions.py), then lowers two programs as an H200 does
@@ -19,7 +19,6 @@ import argparse
 import os
 import re
 import sys
-import time
 from typing import Callable
 
 os.environ.setdefault("GINGHAM_TUNE_MEASURE", "0")
@@ -34,6 +33,7 @@ from gingham.codegen.c_family import DIALECTS  # noqa: E402
 from gingham.compiler import lower_program, rewrite_program  # noqa: E402
 from gingham.frontend.tensor import Tensor, _bound_graph, graph_inputs  # noqa: E402
 from gingham.tune.described import H200  # noqa: E402
+from nvrtc_kernels import nvrtc_build  # noqa: E402  (tools/ is the script's directory)
 
 _GRID = np.geomspace(0.05, 60.0, 16)
 
@@ -136,41 +136,35 @@ def ptxas_figures(log: str) -> dict[str, int]:
             "spill_loads": total(r"(\d+) bytes spill loads")}
 
 
-def nvrtc_build(source: str, options: list[str]) -> tuple[float, str]:
-    from cuda.bindings import nvrtc
-
-    program = nvrtc.nvrtcCreateProgram(source.encode(), b"k.cu", 0, [], [])[1]
-    start = time.perf_counter()
-    (status,) = nvrtc.nvrtcCompileProgram(program, len(options), [o.encode() for o in options])
-    seconds = time.perf_counter() - start
-    size = nvrtc.nvrtcGetProgramLogSize(program)[1]
-    log = b" " * size
-    nvrtc.nvrtcGetProgramLog(program, log)
-    nvrtc.nvrtcDestroyProgram(program)
-    if int(status) != 0:
-        raise RuntimeError(log.decode(errors="replace")[:2000])
-    return seconds, log.decode(errors="replace")
-
-
-def report(case: str, dtype: str, options: list[str], out: str | None) -> list[tuple]:
+def report(case: str, dtype: str, options: list[str], out: str | None,
+           largest: int) -> list[dict]:
+    """Compile each kernel of ``case`` in ``dtype``; print the ``largest`` by source size of
+    each program (forward, backward) and a line for the rest. One row per kernel."""
     rows = []
     for phase, bound in programs(CASES[case](np.dtype(dtype))):
-        kernels = lower_program(rewrite_program(bound), H200)
-        for kernel in kernels:
+        found = []
+        for kernel in lower_program(rewrite_program(bound), H200):
             unit, _ = unit_of(kernel, DIALECTS["cuda"])
             seconds, log = nvrtc_build(unit.source, options)
-            figures = ptxas_figures(log)
-            lines = unit.source.count("\n")
-            rows.append((case, dtype, phase, unit.entry, lines, figures))
-            print(f"{case:18s} {dtype:7s} {phase:8s} {lines:6d} lines {len(unit.source):8d} "
-                  f"chars {figures['registers']:4d} regs {figures['stack']:6d} B stack "
-                  f"{figures['spill_stores']:6d}/{figures['spill_loads']:<6d} B spilled "
-                  f"(st/ld) NVRTC {seconds:5.2f} s", flush=True)
+            found.append(dict(ptxas_figures(log), entry=unit.entry, seconds=seconds,
+                              lines=unit.source.count("\n"), chars=len(unit.source)))
             if out:
                 os.makedirs(out, exist_ok=True)
                 name = f"{case}-{dtype}-{phase}-{unit.entry}.cu"
                 with open(os.path.join(out, name), "w") as handle:
                     handle.write(unit.source)
+        found.sort(key=lambda row: row["chars"], reverse=True)
+        for row in found[:largest]:
+            print(f"{case:18s} {dtype:7s} {phase:8s} {row['lines']:5d} lines {row['chars']:7d} "
+                  f"chars {row['registers']:4d} regs {row['stack']:5d} B stack "
+                  f"{row['spill_stores']:5d}/{row['spill_loads']:<5d} B spilled (st/ld)  "
+                  f"NVRTC {row['seconds']:5.2f} s", flush=True)
+        rest = found[largest:]
+        if rest:
+            print(f"{case:18s} {dtype:7s} {phase:8s} and {len(rest)} smaller kernels: stack "
+                  f"<= {max(r['stack'] for r in rest)} B, spilled <= "
+                  f"{max(r['spill_stores'] for r in rest)} B")
+        rows += found
     return rows
 
 
@@ -179,6 +173,8 @@ def main() -> int:
     parser.add_argument("cases", nargs="*", help=f"some of {', '.join(CASES)} (all by default)")
     parser.add_argument("--dtype", action="append", choices=["float32", "float64"],
                         help="repeatable; both by default")
+    parser.add_argument("--largest", type=int, default=3,
+                        help="kernels printed per program, largest source first")
     parser.add_argument("--out", help="a directory to write each kernel's source to")
     parser.add_argument("--nvrtc", default="--gpu-architecture=sm_90a -minimal "
                                            "--ptxas-options=--verbose")
@@ -186,13 +182,13 @@ def main() -> int:
     unknown = set(args.cases) - set(CASES)
     if unknown:
         parser.error(f"unknown cases {sorted(unknown)}; choose among {', '.join(CASES)}")
-    worst = {"stack": 0, "spill_stores": 0}
+    rows = []
     for case in args.cases or list(CASES):
         for dtype in args.dtype or ["float32", "float64"]:
-            for row in report(case, dtype, args.nvrtc.split(), args.out):
-                for key in worst:
-                    worst[key] = max(worst[key], row[-1][key])
-    print(f"largest stack frame {worst['stack']} B, largest spill {worst['spill_stores']} B")
+            rows += report(case, dtype, args.nvrtc.split(), args.out, args.largest)
+    print(f"{len(rows)} kernels: largest stack frame {max(r['stack'] for r in rows)} B, "
+          f"spill {max(r['spill_stores'] for r in rows)} B, source "
+          f"{max(r['chars'] for r in rows)} chars")
     return 0
 
 
