@@ -4,7 +4,9 @@ family (``lgamma``, ``digamma``, ``polygamma``, ``mvlgamma``, the regularized in
 ``erfcx``, ``xlog1py`` and the normal distribution's ``ndtr``/``ndtri``/``log_ndtr``.
 
 Each is a fixed expression (shifts, series and continued fractions of fixed length), so it
-fuses into one elementwise kernel on every device, and Tile's autodiff differentiates it:
+fuses into elementwise kernels on every device (igamma's series is a sum over a last axis of
+terms, a reduction: a loop in the kernel rather than a copy of each term), and Tile's
+autodiff differentiates it:
 ``lgamma``'s derivative is the same composition as ``digamma``, ``digamma``'s that of
 ``polygamma(1, x)``. Branches follow the "double where" of :mod:`gingham.frontend.tensor`: the
 branch not taken reads a harmless argument, so its derivative is finite.
@@ -216,7 +218,8 @@ def _with_slopes(value: Tensor, *pairs: tuple[Tensor, Tensor]) -> Tensor:
     """``value`` (whose own graph takes no gradient) with the first derivative ``slope`` with
     respect to each ``(argument, slope)``: for the functions whose series or continued
     fraction is long, where Tile's autodiff would differentiate every step (its expression
-    for the gradient of a 64-level fraction grows past what the compiler handles quickly).
+    for the gradient of a fraction of many levels grows past what the compiler handles
+    quickly).
     Infinite slopes (at an edge of the domain) become 0, so that the forward value, to which
     each term adds ``0 * slope``, stays finite."""
     result = _stopped(value)
@@ -313,8 +316,8 @@ def _igamma_operands(op: str, input, other) -> tuple[Tensor, Tensor]:
 def igamma(input: Tensor, other) -> Tensor:  # noqa: A002
     """The regularized lower incomplete gamma function ``P(a, x)`` elementwise, ``a`` =
     ``input`` and ``x`` = ``other`` (``torch.igamma``, ``torch.special.gammainc``); NaN where
-    either is negative. Computed in float64; relative error about 1e-12 for ``a`` up to
-    1000, growing beyond.
+    either is negative. Computed in float64: relative error about 1e-12 for ``a`` up to
+    1000 (growing beyond), 1e-9 for ``Q`` below 1e-4 where ``x < 4`` (``1 - P`` there).
 
         gingham.igamma(gingham.tensor([1.0]), gingham.tensor([2.0]))   # [1 - exp(-2)]
     """
