@@ -249,24 +249,29 @@ def igamma_derivative_in_a(a: Tensor, x: Tensor) -> Tensor:
     return _igamma_values(a, x)[2]
 
 
-def _term_index(like: Tensor, terms: int) -> Tensor:
-    """``k = 0, 1, ..., terms - 1`` along a new last axis after ``like``'s, in its dtype:
-    each kernel computes it from its coordinates (no buffer)."""
-    spread = like.unsqueeze(-1).expand(*like.shape, terms)
-    name = dt.dtype_name(like.dtype)
-    return spread._elementwise(lambda v: builder.cast(builder.index(v, like.ndim), name), [],
-                               "index")
+def _coordinate(cells: Tensor, axis: int) -> Tensor:
+    """Each cell's coordinate along ``axis`` of ``cells``, in its dtype: each kernel computes
+    it from the cell's flat index (no buffer)."""
+    name = dt.dtype_name(cells.dtype)
+    return cells._elementwise(lambda v: builder.cast(builder.index(v, axis % cells.ndim), name),
+                              [], "index")
 
 
 def _igamma_series(a: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
     """P and dP/da for ``x > 0``: ``sum_k exp((a + k) log x - x - lgamma(a + k + 1))`` and the
-    same terms times ``log x - psi(a + k + 1)``, each a sum over a last axis of k."""
-    k = _term_index(a, _IGAMMA_TERMS)
-    shifted = a.unsqueeze(-1) + k + 1.0  # >= 1: no reflection
-    log_x = x.log().unsqueeze(-1)
-    term = ((shifted - 1.0) * log_x - x.unsqueeze(-1) - _log_gamma_above_half(shifted)).exp()
-    by_a = term * (log_x - _digamma_above_half(shifted))
-    return term.sum(-1), by_a.sum(-1)
+    same terms times ``log x - psi(a + k + 1)``, as one sum over the last axis of
+    ``[..., 2, _IGAMMA_TERMS]`` cells (row 0 the terms, row 1 their derivatives): one
+    reduction computes both, its operand in its loop. Two sums of ``[..., _IGAMMA_TERMS]``
+    would share the terms, and the compiler would store them for the second (8 bytes times
+    384 per element)."""
+    cells = a.unsqueeze(-1).unsqueeze(-1).expand(*a.shape, 2, _IGAMMA_TERMS)
+    shifted = cells + _coordinate(cells, -1) + 1.0  # >= 1: no reflection
+    log_x = x.log().unsqueeze(-1).unsqueeze(-1)
+    term = ((shifted - 1.0) * log_x - x.unsqueeze(-1).unsqueeze(-1)
+            - _log_gamma_above_half(shifted)).exp()
+    factor = where(_coordinate(cells, -2) == 0.0, 1.0, log_x - _digamma_above_half(shifted))
+    sums = (term * factor).sum(-1)
+    return sums[..., 0], sums[..., 1]
 
 
 def _igamma_fraction(a: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
