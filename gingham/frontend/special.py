@@ -198,8 +198,9 @@ def mvlgamma(input: Tensor, p: int) -> Tensor:  # noqa: A002
 # The regularized incomplete gamma function, in float64 whatever the input's dtype (exponents
 # such as a log x - x - lgamma(a) reach 1e3 at a = x = 100: float32 would keep 1e-4 of them).
 # Below max(a + 1 + 3 sqrt(a), 4) it is P's series, summed as a reduction over k of terms in
-# closed form (a loop in one kernel, not _IGAMMA_TERMS copies of a step: unrolled, the series
-# and the continued fraction made kernels whose stack frame an H100's launch could not place,
+# closed form (a loop in one kernel, not _IGAMMA_TERMS copies of a step: unrolled 64 steps
+# each, the series and the continued fraction made sm_90 kernels with 1.5-1.9 KB stack frames
+# and 13 KB of spill stores, tools/kernel_size.py, which an H100 refused to launch with
 # CUDA_ERROR_OUT_OF_MEMORY). Above, Q's continued fraction, which converges there within
 # _IGAMMA_LEVELS levels. Steps needed for a relative error of 1e-12 against
 # scipy.special.gammainc/gammaincc (numpy, the same formulas, x dense on both sides of the
@@ -219,9 +220,8 @@ def _with_slopes(value: Tensor, *pairs: tuple[Tensor, Tensor]) -> Tensor:
     respect to each ``(argument, slope)``: for the functions whose series or continued
     fraction is long, where Tile's autodiff would differentiate every step (its expression
     for the gradient of a fraction of many levels grows past what the compiler handles
-    quickly).
-    Infinite slopes (at an edge of the domain) become 0, so that the forward value, to which
-    each term adds ``0 * slope``, stays finite."""
+    quickly). Infinite slopes (at an edge of the domain) become 0, so that the forward value,
+    to which each term adds ``0 * slope``, stays finite."""
     result = _stopped(value)
     for argument, slope in pairs:
         finite = _stopped(where(slope.isfinite(), slope, 0.0))
@@ -275,9 +275,10 @@ def _igamma_series(a: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def _igamma_fraction(a: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
-    """Q and dQ/da for ``x >= 1``: ``Q = x^a e^-x / Gamma(a) / f`` with the continued fraction
-    ``f = x + 1 - a - 1 (1 - a) / (x + 3 - a - 2 (2 - a) / (...))`` (Numerical Recipes 6.2),
-    evaluated from its last level up, and its derivative in ``a`` level by level."""
+    """Q and dQ/da where ``x >= max(a + 1 + 3 sqrt(a), 4)``: ``Q = x^a e^-x / Gamma(a) / f``
+    with the continued fraction ``f = x + 1 - a - 1 (1 - a) / (x + 3 - a - 2 (2 - a) / (...))``
+    (Numerical Recipes 6.2), evaluated from its last level up, and its derivative in ``a``
+    level by level."""
     levels = _IGAMMA_LEVELS
     fraction = x + float(2 * levels + 1) - a
     slope = -1.0  # d/da of the last level
