@@ -323,7 +323,9 @@ def igamma(input: Tensor, other) -> Tensor:  # noqa: A002
     """The regularized lower incomplete gamma function ``P(a, x)`` elementwise, ``a`` =
     ``input`` and ``x`` = ``other`` (``torch.igamma``, ``torch.special.gammainc``); NaN where
     either is negative. Computed in float64: relative error about 1e-12 for ``a`` up to
-    1000 (growing beyond), 1e-9 for ``Q`` below 1e-4 where ``x < 4`` (``1 - P`` there).
+    1000 (1e-4 and more at ``a = 1e4``). Where ``x < 4``, ``Q`` is ``1 - P``: its error
+    there is about 1e-14 absolute, a large relative one where ``a`` is far below 1 and ``Q``
+    tiny (7.6e-10 at ``a = 0.001, x = 2.7``).
 
         gingham.igamma(gingham.tensor([1.0]), gingham.tensor([2.0]))   # [1 - exp(-2)]
     """
