@@ -200,9 +200,10 @@ def standard_gamma(concentration: Tensor, sample_shape=()) -> Tensor:
     draws = F.random_gamma(fixed.expand(*shape), sample_state(alpha.device)).astype(alpha.dtype)
     draws = where(draws > 0.0, draws, 1e-30)  # a tiny alpha can round a draw to 0
     if current_trace() is None:
-        # A buffer of its own: igamma's series reads the draw some 200 times, and the
-        # compiler's inliner would copy the sampler's whole expression into every read
-        # (the rsample test took minutes to compile on cpu and opencl without this).
+        # A buffer of its own: igamma's continued fraction reads the draw at each of its
+        # levels, and the compiler's inliner would copy the sampler's whole expression into
+        # every read (with the earlier 64-step series, the rsample test took minutes to
+        # compile on cpu and opencl without this).
         draws.realize()
     by_a = special.igamma_derivative_in_a(fixed, draws)
     density = ((fixed - 1.0) * draws.log() - draws - special.lgamma(fixed)).exp()

@@ -4,7 +4,9 @@ family (``lgamma``, ``digamma``, ``polygamma``, ``mvlgamma``, the regularized in
 ``erfcx``, ``xlog1py`` and the normal distribution's ``ndtr``/``ndtri``/``log_ndtr``.
 
 Each is a fixed expression (shifts, series and continued fractions of fixed length), so it
-fuses into one elementwise kernel on every device, and Tile's autodiff differentiates it:
+fuses into elementwise kernels on every device (igamma's series is a sum over a last axis of
+terms, a reduction: a loop in the kernel rather than a copy of each term), and Tile's
+autodiff differentiates it:
 ``lgamma``'s derivative is the same composition as ``digamma``, ``digamma``'s that of
 ``polygamma(1, x)``. Branches follow the "double where" of :mod:`gingham.frontend.tensor`: the
 branch not taken reads a harmless argument, so its derivative is finite.
@@ -22,6 +24,7 @@ import math
 import numpy as np
 
 from ..tile import builder
+from ..tile import dtypes as dt
 from .tensor import Tensor, _floating, where
 
 _LOG_PI = math.log(math.pi)
@@ -61,6 +64,35 @@ def _shifted(z: Tensor, terms: int) -> tuple[Tensor, Tensor, Tensor]:
     return shift, zs, w
 
 
+def _log_gamma_above_half(z: Tensor) -> Tensor:
+    """``log Gamma(z)`` for ``z >= 0.5`` (no reflection): Stirling's series after the
+    recurrence's shift to 8 or more."""
+    shift, zs, w = _shifted(z, 8)
+    # log Gamma(z) = log Gamma(z + 8) - sum_k log(z + k): a sum of logs rather than the log of
+    # the product, whose derivative (the product rule over 8 factors, each factor's
+    # expression repeated in every term) made lgamma's backward kernel 15 KB of CUDA source
+    logs = zs.log()
+    for k in range(1, 8):
+        logs = logs + (zs + float(k)).log()
+    u = 1.0 / w.square()
+    series = (1.0 / w) * (1 / 12 + u * (-1 / 360 + u * (1 / 1260 + u * (-1 / 1680
+                                                                      + u * (1 / 1188)))))
+    stirling = (w - 0.5) * w.log() - w + _HALF_LOG_2PI + series
+    return stirling - where(shift, logs, 0.0)
+
+
+def _digamma_above_half(z: Tensor) -> Tensor:
+    """``psi(z)`` for ``z >= 0.5`` (no reflection): the asymptotic series after the
+    recurrence's shift to 8 or more."""
+    shift, zs, w = _shifted(z, 8)
+    reciprocals = 1.0 / zs
+    for k in range(1, 8):
+        reciprocals = reciprocals + 1.0 / (zs + float(k))
+    u = 1.0 / w.square()
+    series = u * (1 / 12 - u * (1 / 120 - u * (1 / 252 - u * (1 / 240 - u * (1 / 132)))))
+    return w.log() - 0.5 / w - series - where(shift, reciprocals, 0.0)
+
+
 def lgamma(input: Tensor) -> Tensor:  # noqa: A002 (PyTorch's name)
     """``log|Gamma(x)|`` elementwise (``torch.lgamma``, ``torch.special.gammaln``): Stirling's
     series after shifting the argument to 8 or more, the reflection formula below 0.5; +inf at
@@ -70,15 +102,7 @@ def lgamma(input: Tensor) -> Tensor:  # noqa: A002 (PyTorch's name)
     """
     x = _tensor("lgamma", input)
     reflect, z, r = _reflected(x)
-    shift, zs, w = _shifted(z, 8)
-    product = zs
-    for k in range(1, 8):
-        product = product * (zs + float(k))
-    u = 1.0 / w.square()
-    series = (1.0 / w) * (1 / 12 + u * (-1 / 360 + u * (1 / 1260 + u * (-1 / 1680
-                                                                      + u * (1 / 1188)))))
-    stirling = (w - 0.5) * w.log() - w + _HALF_LOG_2PI + series
-    main = stirling - where(shift, product.log(), 0.0)
+    main = _log_gamma_above_half(z)
     sine = (r * math.pi).sin().abs()  # 0 at the poles: log gives +inf there
     value = where(reflect, _LOG_PI - sine.log() - main, main)
     return where(x.isinf(), math.inf, value)
@@ -93,13 +117,7 @@ def digamma(input: Tensor) -> Tensor:  # noqa: A002
     """
     x = _tensor("digamma", input)
     reflect, z, r = _reflected(x)
-    shift, zs, w = _shifted(z, 8)
-    reciprocals = 1.0 / zs
-    for k in range(1, 8):
-        reciprocals = reciprocals + 1.0 / (zs + float(k))
-    u = 1.0 / w.square()
-    series = u * (1 / 12 - u * (1 / 120 - u * (1 / 252 - u * (1 / 240 - u * (1 / 132)))))
-    main = w.log() - 0.5 / w - series - where(shift, reciprocals, 0.0)
+    main = _digamma_above_half(z)
     pole = reflect & (r == 0.0)
     cotangent = math.pi / (where(pole, 0.25, r) * math.pi).tan()
     value = where(reflect, main - cotangent, main)
@@ -177,10 +195,20 @@ def mvlgamma(input: Tensor, p: int) -> Tensor:  # noqa: A002
     return where(x > (p - 1) / 2, total, math.nan)
 
 
-# The incomplete gamma function's series and continued fraction, each a fixed number of steps:
-# enough for float32 (and close to float64) where a is up to about 100; the series is used
-# where x < a + 1, the continued fraction elsewhere (Numerical Recipes 6.2).
-_IGAMMA_STEPS = 64
+# The regularized incomplete gamma function, in float64 whatever the input's dtype (exponents
+# such as a log x - x - lgamma(a) reach 1e3 at a = x = 100: float32 would keep 1e-4 of them).
+# Below max(a + 1 + 3 sqrt(a), 4) it is P's series, summed as a reduction over k of terms in
+# closed form (a loop in one kernel, not _IGAMMA_TERMS copies of a step: unrolled 64 steps
+# each, the series and the continued fraction made sm_90 kernels with 1.5-1.9 KB stack frames
+# and 13 KB of spill stores, tools/kernel_size.py, which an H100 refused to launch with
+# CUDA_ERROR_OUT_OF_MEMORY). Above, Q's continued fraction, which converges there within
+# _IGAMMA_LEVELS levels. Steps needed for a relative error of 1e-12 against
+# scipy.special.gammainc/gammaincc (numpy, the same formulas, x dense on both sides of the
+# split): at a = 60, 98 terms and 14 levels; at a = 300, 194 and 19; at a = 1000, 338 terms.
+# The terms grow as (3 + 8.6) sqrt(a) (the peak at k = x - a, 8.6 standard deviations after
+# it): a loop's trip count, which costs time, not kernel size.
+_IGAMMA_TERMS = 384
+_IGAMMA_LEVELS = 24
 
 
 def _stopped(x: Tensor) -> Tensor:
@@ -191,9 +219,9 @@ def _with_slopes(value: Tensor, *pairs: tuple[Tensor, Tensor]) -> Tensor:
     """``value`` (whose own graph takes no gradient) with the first derivative ``slope`` with
     respect to each ``(argument, slope)``: for the functions whose series or continued
     fraction is long, where Tile's autodiff would differentiate every step (its expression
-    for the gradient of a 64-level fraction grows past what the compiler handles quickly).
-    Infinite slopes (at an edge of the domain) become 0, so that the forward value, to which
-    each term adds ``0 * slope``, stays finite."""
+    for the gradient of a fraction of many levels grows past what the compiler handles
+    quickly). Infinite slopes (at an edge of the domain) become 0, so that the forward value,
+    to which each term adds ``0 * slope``, stays finite."""
     result = _stopped(value)
     for argument, slope in pairs:
         finite = _stopped(where(slope.isfinite(), slope, 0.0))
@@ -204,53 +232,85 @@ def _with_slopes(value: Tensor, *pairs: tuple[Tensor, Tensor]) -> Tensor:
 
 def _igamma_parts(a: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
     """``(lower, upper)``: P and Q of the regularized incomplete gamma function, with their
-    derivatives: ``x^(a-1) e^-x / Gamma(a)`` in ``x``; in ``a``, a central difference in
-    float64 (PyTorch has none; :class:`gingham.distributions.Gamma`'s ``rsample`` needs it)."""
+    derivatives: ``x^(a-1) e^-x / Gamma(a)`` in ``x``; in ``a``, the series' and the
+    continued fraction's own (PyTorch has none; :class:`gingham.distributions.Gamma`'s
+    ``rsample`` needs it)."""
     a, x = _floating(a), _floating(x)
     a, x = (a + x * 0.0), (x + a * 0.0)  # one shape and dtype
-    lower, upper = _igamma_values(_stopped(a), _stopped(x))
-    density = ((a - 1.0) * x.log() - x - lgamma(a)).exp()
-    by_a = igamma_derivative_in_a(_stopped(a), _stopped(x))
+    lower, upper, by_a = _igamma_values(_stopped(a), _stopped(x))
+    wide_a, wide_x = _stopped(a).double(), _stopped(x).double()
+    density = ((wide_a - 1.0) * wide_x.log() - wide_x - lgamma(wide_a)).exp().astype(a.dtype)
     return (_with_slopes(lower, (x, density), (a, by_a)),
             _with_slopes(upper, (x, -density), (a, -by_a)))
 
 
 def igamma_derivative_in_a(a: Tensor, x: Tensor) -> Tensor:
-    """``dP(a, x) / da`` (no gradient of its own): a central difference in float64."""
+    """``dP(a, x) / da`` (no gradient of its own)."""
+    return _igamma_values(a, x)[2]
+
+
+def _coordinate(cells: Tensor, axis: int) -> Tensor:
+    """Each cell's coordinate along ``axis`` of ``cells``, in its dtype: each kernel computes
+    it from the cell's flat index (no buffer)."""
+    name = dt.dtype_name(cells.dtype)
+    return cells._elementwise(lambda v: builder.cast(builder.index(v, axis % cells.ndim), name),
+                              [], "index")
+
+
+def _igamma_series(a: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
+    """P and dP/da for ``x > 0``: ``sum_k exp((a + k) log x - x - lgamma(a + k + 1))`` and the
+    same terms times ``log x - psi(a + k + 1)``, as one sum over the last axis of
+    ``[..., 2, _IGAMMA_TERMS]`` cells (row 0 the terms, row 1 their derivatives): one
+    reduction computes both, its operand in its loop. Two sums of ``[..., _IGAMMA_TERMS]``
+    would share the terms, and the compiler would store them for the second (8 bytes times
+    384 per element)."""
+    cells = a.unsqueeze(-1).unsqueeze(-1).expand(*a.shape, 2, _IGAMMA_TERMS)
+    shifted = cells + _coordinate(cells, -1) + 1.0  # >= 1: no reflection
+    log_x = x.log().unsqueeze(-1).unsqueeze(-1)
+    term = ((shifted - 1.0) * log_x - x.unsqueeze(-1).unsqueeze(-1)
+            - _log_gamma_above_half(shifted)).exp()
+    factor = where(_coordinate(cells, -2) == 0.0, 1.0, log_x - _digamma_above_half(shifted))
+    sums = (term * factor).sum(-1)
+    return sums[..., 0], sums[..., 1]
+
+
+def _igamma_fraction(a: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
+    """Q and dQ/da where ``x >= max(a + 1 + 3 sqrt(a), 4)``: ``Q = x^a e^-x / Gamma(a) / f``
+    with the continued fraction ``f = x + 1 - a - 1 (1 - a) / (x + 3 - a - 2 (2 - a) / (...))``
+    (Numerical Recipes 6.2), evaluated from its last level up, and its derivative in ``a``
+    level by level."""
+    levels = _IGAMMA_LEVELS
+    fraction = x + float(2 * levels + 1) - a
+    slope = -1.0  # d/da of the last level
+    for i in range(levels, 0, -1):
+        numerator = float(i) * (float(i) - a)
+        inverse = 1.0 / fraction
+        # d/da of (x + 2i - 1 - a - numerator / fraction), numerator' = -i
+        slope = -1.0 + float(i) * inverse + numerator * slope * inverse.square()
+        fraction = x + float(2 * i - 1) - a - numerator * inverse
+    upper = (a * x.log() - x - lgamma(a)).exp() / fraction
+    return upper, upper * (x.log() - digamma(a) - slope / fraction)
+
+
+def _igamma_values(a: Tensor, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """P, Q and dP/da without derivatives of their own (see :func:`_igamma_parts`)."""
     wide_a, wide_x = a.double(), x.double()
-    step = _IGAMMA_DIFFERENCE_STEP
-    above = _igamma_values(wide_a * (1.0 + step), wide_x)[0]
-    below = _igamma_values(wide_a * (1.0 - step), wide_x)[0]
-    return ((above - below) / (2.0 * step * wide_a)).astype(a.dtype)
-
-
-# The relative step of igamma's difference in a: its truncation error is step^2 (1e-8
-# relative), its rounding float64's 1e-16 / step.
-_IGAMMA_DIFFERENCE_STEP = 1e-4
-
-
-def _igamma_values(a: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
-    """P and Q without derivatives (see :func:`_igamma_parts`)."""
-    use_series = x < a + 1.0
-    xs = where(use_series, x, a)          # what each branch reads where it is not taken
-    xc = where(use_series, a + 2.0, x)
-    term = 1.0 / a
-    total = term
-    for k in range(1, _IGAMMA_STEPS):
-        term = term * xs / (a + float(k))
-        total = total + term
-    series = (a * xs.log() - xs - lgamma(a)).exp() * total
-    m = _IGAMMA_STEPS
-    fraction = xc + float(2 * m + 1) - a
-    for i in range(m, 0, -1):  # x + 1 - a - 1 (1 - a) / (x + 3 - a - 2 (2 - a) / (...))
-        fraction = xc + float(2 * i - 1) - a - float(i) * (float(i) - a) / fraction
-    continued = (a * xc.log() - xc - lgamma(a)).exp() / fraction
+    use_series = wide_x < (wide_a + 1.0 + 3.0 * wide_a.sqrt()).maximum(4.0)
+    # what each branch reads where it is not taken: a harmless argument in its own region
+    series, series_by_a = _igamma_series(wide_a, where(use_series & (wide_x > 0.0), wide_x, 1.0))
+    continued, continued_by_a = _igamma_fraction(wide_a, where(use_series, 4.0, wide_x))
     lower = where(use_series, series, 1.0 - continued)
     upper = where(use_series, 1.0 - series, continued)
-    invalid = (a < 0.0) | (x < 0.0)
-    lower = where(invalid, math.nan, where(x.isinf() | (a == 0.0), 1.0, lower))
-    upper = where(invalid, math.nan, where(x.isinf() | (a == 0.0), 0.0, upper))
-    return lower, upper
+    by_a = where(use_series, series_by_a, -continued_by_a)
+    invalid = (wide_a < 0.0) | (wide_x < 0.0)
+    lower = where(wide_x == 0.0, 0.0, lower)
+    upper = where(wide_x == 0.0, 1.0, upper)
+    by_a = where((wide_x == 0.0) | wide_x.isinf() | (wide_a == 0.0), 0.0, by_a)
+    done = wide_x.isinf() | (wide_a == 0.0)
+    lower = where(invalid, math.nan, where(done, 1.0, lower))
+    upper = where(invalid, math.nan, where(done, 0.0, upper))
+    by_a = where(invalid, math.nan, by_a)
+    return lower.astype(a.dtype), upper.astype(a.dtype), by_a.astype(a.dtype)
 
 
 def _igamma_operands(op: str, input, other) -> tuple[Tensor, Tensor]:
@@ -262,7 +322,10 @@ def _igamma_operands(op: str, input, other) -> tuple[Tensor, Tensor]:
 def igamma(input: Tensor, other) -> Tensor:  # noqa: A002
     """The regularized lower incomplete gamma function ``P(a, x)`` elementwise, ``a`` =
     ``input`` and ``x`` = ``other`` (``torch.igamma``, ``torch.special.gammainc``); NaN where
-    either is negative. Accurate to float32 for ``a`` up to about 100.
+    either is negative. Computed in float64: relative error about 1e-12 for ``a`` up to
+    1000 (1e-4 and more at ``a = 1e4``). Where ``x < 4``, ``Q`` is ``1 - P``: its error
+    there is about 1e-14 absolute, a large relative one where ``a`` is far below 1 and ``Q``
+    tiny (7.6e-10 at ``a = 0.001, x = 2.7``).
 
         gingham.igamma(gingham.tensor([1.0]), gingham.tensor([2.0]))   # [1 - exp(-2)]
     """
