@@ -192,3 +192,30 @@ __all__ = [
     "OnnxError",
     "UnsupportedOpError",
 ]
+
+# torch's dtype names: ``gingham.zeros(3, dtype=gingham.float16)``, ``x.to(gingham.long)``.
+# They are NumPy dtypes, which every gingham function takes (as do names: "float16").
+# Defined last: ``float``, ``int`` and ``bool`` shadow the builtins in this module's namespace,
+# as in torch's. ``bfloat16`` (ml_dtypes') is made on first use (see :func:`__getattr__`).
+from .tile.dtypes import DTYPES as _DTYPES  # noqa: E402
+
+float16 = half = _DTYPES["float16"]
+float32 = float = _DTYPES["float32"]  # noqa: A001
+float64 = double = _DTYPES["float64"]
+int8, uint8, uint16, uint32, uint64 = (_DTYPES[n] for n in ("int8", "uint8", "uint16",
+                                                              "uint32", "uint64"))
+int16 = short = _DTYPES["int16"]
+int32 = int = _DTYPES["int32"]  # noqa: A001
+int64 = long = _DTYPES["int64"]
+bool = _DTYPES["bool"]  # noqa: A001
+DTYPE_NAMES = ("float16", "half", "bfloat16", "float32", "float", "float64", "double", "int8",
+               "uint8", "int16", "short", "uint16", "int32", "int", "uint32", "int64", "long",
+               "uint64", "bool")
+__all__ += list(DTYPE_NAMES)
+
+
+def __getattr__(name: str):
+    """``gingham.bfloat16``: imported from ml_dtypes when first asked for (0.5 s)."""
+    if name == "bfloat16":
+        return _DTYPES["bfloat16"]
+    raise AttributeError(f"module 'gingham' has no attribute {name!r}")

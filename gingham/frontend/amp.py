@@ -55,13 +55,18 @@ class _AutocastState(threading.local):
     """Each thread's stack of autocast blocks (thread-local, as PyTorch's autocast state is:
     the background tuner builds layers on its own thread while the training thread traces).
     ``stack[-1]``: the innermost block's dtype, or None where autocast is off (also inside an
-    ``autocast(enabled=False)`` block nested in an enabled one)."""
+    ``autocast(enabled=False)`` block nested in an enabled one); ``device_types[-1]``: the
+    kind of device it applies to (None: every device)."""
 
     def __init__(self) -> None:
         self.stack: list[np.dtype | None] = [None]
+        self.device_types: list[str | None] = [None]
 
 
 _state = _AutocastState()
+
+#: The device types an autocast block can name (a device id's part before the colon).
+DEVICE_TYPES = ("cpu", "cuda", "opencl", "reference")
 
 
 def _autocast_dtype(dtype) -> np.dtype:
@@ -83,18 +88,37 @@ class autocast(contextlib.ContextDecorator):
             ...                                      # a nested block turns it off again
 
     Also a decorator: ``@gingham.autocast("float16")``. Blocks nest; the innermost wins.
+    PyTorch's signature works too: ``gingham.autocast("cuda", dtype=gingham.bfloat16)``
+    casts only the ops on devices of that type (``"cpu"``, ``"cuda"``, ``"opencl"``), with
+    PyTorch's default dtype for it when none is given (float16 on CUDA, else bfloat16).
+    ``cache_enabled`` is accepted and ignored (casts are part of the compiled program).
     """
 
-    def __init__(self, dtype="bfloat16", enabled: bool = True) -> None:
+    def __init__(self, device_type: str | None = None, dtype=None, enabled: bool = True,
+                 cache_enabled: bool | None = None) -> None:
+        # PyTorch's order (device_type first); gingham's own spelling names the dtype alone.
+        if dtype is None and device_type is not None and device_type not in DEVICE_TYPES:
+            if isinstance(device_type, str) and device_type not in dt.DTYPES:
+                raise GinghamError(f"autocast: {device_type!r} is neither a device type "
+                                   f"{DEVICE_TYPES} nor a dtype ('bfloat16', 'float16')")
+            dtype, device_type = device_type, None
+        if device_type is not None and device_type not in DEVICE_TYPES:
+            raise GinghamError(f"autocast: device_type must be one of {DEVICE_TYPES} (a device "
+                               f"id's kind), not {device_type!r}")
+        if dtype is None:  # PyTorch's defaults: float16 on CUDA, bfloat16 elsewhere
+            dtype = "float16" if device_type == "cuda" else "bfloat16"
+        self.device_type = device_type
         self.dtype = _autocast_dtype(dtype)
         self.enabled = bool(enabled)
 
     def __enter__(self) -> "autocast":
         _state.stack.append(self.dtype if self.enabled else None)
+        _state.device_types.append(self.device_type)
         return self
 
     def __exit__(self, *exc) -> None:
         _state.stack.pop()
+        _state.device_types.pop()
 
 
 def autocast_dtype() -> np.dtype | None:
@@ -109,7 +133,15 @@ def is_autocast_enabled() -> bool:
 def trace_key() -> str | None:
     """The autocast state as it enters a :func:`gingham.jit` signature."""
     state = _state.stack[-1]
-    return None if state is None else dt.dtype_name(state)
+    return None if state is None else f"{dt.dtype_name(state)}@{_state.device_types[-1]}"
+
+
+def _applies_to(values) -> bool:
+    """Whether the innermost block casts these operands: on if it names no device type, or
+    one of their devices is of its type (a block for ``"cuda"`` leaves ``cpu`` ops alone)."""
+    kind = _state.device_types[-1]
+    return kind is None or any(isinstance(v, Tensor) and v.device.split(":")[0] == kind
+                               for v in values)
 
 
 def _is_half_tensor(value) -> bool:
@@ -125,7 +157,7 @@ def cast_inputs_low(*values):
     """Under autocast, the float32/float16/bfloat16 tensors among ``values`` cast to the autocast
     dtype (float64, integers and non-tensors pass through, as in PyTorch); unchanged outside."""
     target = _state.stack[-1]
-    if target is None:
+    if target is None or not _applies_to(values):
         return values
     return tuple(v.astype(target) if _is_autocast_float(v) and v.dtype != target else v
                  for v in values)
@@ -134,7 +166,7 @@ def cast_inputs_low(*values):
 def cast_inputs_float32(*values):
     """Under autocast, the half tensors among ``values`` cast up to float32; unchanged
     outside."""
-    if _state.stack[-1] is None:
+    if _state.stack[-1] is None or not _applies_to(values):
         return values
     return tuple(v.astype(dt.FLOAT32) if _is_half_tensor(v) else v for v in values)
 

@@ -56,6 +56,8 @@ def write(target: Tensor, value, op: str) -> Tensor:
     """Give ``target`` the value ``value`` in place (see the module docstring) and return
     ``target``. ``value`` is broadcast to ``target``'s shape and cast to its dtype; ``op``
     names the operation in errors."""
+    from .jit import current_trace
+
     value = _conformed(target, value, op)
     if target._placeholder:
         raise InPlaceError(
@@ -63,7 +65,9 @@ def write(target: Tensor, value, op: str) -> Tensor:
             "(the caller's tensor would not see it); return the new value instead")
     if target._alias_of is not None:
         return _write_through_alias(target, value, op)
-    leaf = target.is_leaf
+    trace = current_trace()
+    # A leaf updated earlier in a traced step holds a computed value, and is still a leaf
+    leaf = target.is_leaf or (trace is not None and trace.updates(target))
     if leaf and target.requires_grad and is_grad_enabled():
         raise InPlaceError(
             f"{op}: a leaf tensor that requires grad is being used in an in-place operation; "
@@ -134,6 +138,8 @@ def snapshot_value(target: Tensor) -> Tensor:
     old.__dict__.update(target.__dict__)
     old._children = None
     old._snapshot_of = target
+    for parent in old._parents:  # a computed value's snapshot reads its parents: an update
+        parent._adopt(old)       # of one of them must point it at their old value too
     children = target._children or []
     target._children = None
     for reference in children:

@@ -88,8 +88,12 @@ class _Trace:
         from .inplace import snapshot_value, take_value
 
         before = snapshot_value(target)
-        self.in_place.setdefault(id(target), (target, before))
+        _, original = self.in_place.setdefault(id(target), (target, before))
         take_value(target, value)
+        # Still a leaf to autograd, with its new value (as PyTorch's parameter after an
+        # optimiser step): a GAN's generator loss, computed after the discriminator's step,
+        # takes gradients at the discriminator's new weights, not through its update.
+        target._detached, target.requires_grad = True, original.requires_grad
 
     def finish_in_place(self) -> tuple[dict[int, Tensor], dict[int, Tensor]]:
         """Restore every leaf updated in place to the leaf it was, record its last value as
@@ -211,8 +215,8 @@ def jit(fn: Callable | None = None, *, device: str | None = None):
 
     @functools.wraps(fn)
     def wrapper(*args):
-        flat_args, _ = _flatten(args)
-        key = _signature(flat_args)
+        flat_args, structure = _flatten(args)
+        key = (_signature(flat_args), structure)  # dicts' keys and nesting are the signature's
         compiled = cache.get(key)
         if compiled is not None and (compiled.snapshot != _snapshot(fn, args)
                                      or not compiled.placed_as_traced()):
@@ -355,13 +359,18 @@ def _signature(flat_args: list) -> tuple:
 
 
 def _flatten(value) -> tuple[list, Any]:
+    """The leaves of nested lists, tuples (named ones too) and dicts, and the structure that
+    :func:`_unflatten` rebuilds them with; None is a structure without leaves."""
+    if isinstance(value, dict):
+        flat, structure = _flatten(list(value.values()))
+        return flat, (dict, tuple(value), structure)
     if isinstance(value, (list, tuple)):
         flat, structure = [], []
         for item in value:
             items, sub = _flatten(item)
             flat.extend(items)
             structure.append((len(items), sub))
-        return flat, (type(value), structure)
+        return flat, (type(value), tuple(structure))
     if value is None:
         return [], None
     return [value], "leaf"
@@ -372,11 +381,16 @@ def _unflatten(structure, flat: list):
         return None
     if structure == "leaf":
         return flat[0]
+    if structure[0] is dict:
+        _, keys, values = structure
+        return dict(zip(keys, _unflatten(values, flat)))
     kind, parts = structure
     result, position = [], 0
     for count, sub in parts:
         result.append(_unflatten(sub, flat[position:position + count]))
         position += count
+    if kind is not tuple and issubclass(kind, tuple):  # a named tuple
+        return kind(*result)
     return kind(result)
 
 

@@ -3640,8 +3640,8 @@ def is_graph_input(t: Tensor) -> bool:
 
 
 def graph_inputs(targets: Sequence[Tensor]) -> list[Tensor]:
-    """The tensors the gradients of ``targets`` can reach (see :func:`is_graph_input`): not
-    those behind a :meth:`Tensor.detach`."""
+    """The tensors the gradients of ``targets`` can reach (see :func:`is_autograd_input`):
+    not those behind a :meth:`Tensor.detach`."""
     seen: dict[int, Tensor] = {}
     inputs: list[Tensor] = []
     stack = list(targets)
@@ -3650,11 +3650,17 @@ def graph_inputs(targets: Sequence[Tensor]) -> list[Tensor]:
         if id(t) in seen:
             continue
         seen[id(t)] = t
-        if is_graph_input(t):
+        if is_graph_input(t) or t._detached:
             inputs.append(t)
         if not t._detached:
             stack.extend(t._parents)
     return inputs
+
+
+def is_autograd_input(t: Tensor) -> bool:
+    """Whether gradients stop at ``t``: a leaf, or a computed value autograd treats as one
+    (:meth:`Tensor.detach`'s, or a leaf updated earlier in a ``gingham.jit`` step)."""
+    return not t._parents or t._detached
 
 
 def _become_leaf(t: Tensor, op: str) -> None:
@@ -3671,7 +3677,7 @@ def _become_leaf(t: Tensor, op: str) -> None:
 
 def _gradients(output: Tensor, wrt: list[Tensor], cotangent: Tensor) -> list[Tensor]:
     """d(output)/d(wrt) · cotangent as lazy tensors, from the Tile autodiff of the graph."""
-    inputs, fn, bound = _bound_graph([output], is_graph_input)
+    inputs, fn, bound = _bound_graph([output], is_autograd_input)
     position = {id(t): n for n, t in enumerate(inputs)}  # by identity: == is elementwise
     wanted = frozenset(f"L{position[id(t)]}" for t in wrt if id(t) in position)
     grad = fn.gradient_for(bound, wanted)

@@ -457,3 +457,26 @@ def test_grad_mode_autocast_and_traces_belong_to_their_thread():
         assert not is_grad_enabled() and dt.dtype_name(autocast_dtype()) == "bfloat16"
     assert seen == {"grad": True, "autocast": None, "trace": None,
                     "y": (np.dtype(np.float32), True), "main trace": True}
+
+
+def test_autocast_takes_torch_signature_and_device_type(device):
+    """``autocast(device_type, dtype=)`` as PyTorch's: a block for another device type
+    leaves this device's ops in float32; one for this type (or none) casts them; PyTorch's
+    default dtype per type (float16 on CUDA, else bfloat16); gingham's dtype-first spelling
+    still works; dtype names as torch's (``gingham.bfloat16``)."""
+    kind = device.split(":")[0]
+    other = "cuda" if kind != "cuda" else "cpu"
+    a = tensor(np.ones((2, 3), np.float32), device=device)
+    b = tensor(np.ones((3, 2), np.float32), device=device)
+    with gingham.autocast(kind, dtype=gingham.bfloat16):
+        assert dt.is_bfloat16((a @ b).dtype)
+    with gingham.autocast(other, dtype=gingham.float16):
+        assert (a @ b).dtype == np.float32
+    with gingham.autocast(gingham.float16):
+        assert (a @ b).dtype == np.float16
+    assert gingham.autocast("cuda").dtype == np.float16
+    assert dt.is_bfloat16(gingham.autocast("cpu").dtype)
+    with pytest.raises(gingham.GinghamError, match="neither a device type"):
+        gingham.autocast("tpu")
+    assert gingham.float is gingham.float32 and gingham.long == np.int64
+    assert a.to(gingham.half).dtype == np.float16

@@ -255,3 +255,17 @@ def test_jit_reads_after_an_update_and_refuses_arguments(device):
 
     with pytest.raises(InPlaceError, match="argument of a function traced"):
         bad(x)
+
+
+def test_an_update_of_a_leaf_keeps_the_old_readers_of_a_value_changed_in_place(device):
+    """``z`` reads ``y``'s value before ``y.add_(1)`` (a snapshot of it, computed from ``w``);
+    ``w``'s later update must point that snapshot at ``w``'s old value too (it read the new
+    one, or refused, when the snapshot was not registered as ``w``'s reader)."""
+    w = gingham.tensor(np.arange(3, dtype=np.float32), device=device)
+    y = w * 2
+    z = y * 1
+    y.add_(1)
+    w.add_(5)
+    np.testing.assert_array_equal(z.numpy(), [0, 2, 4])
+    np.testing.assert_array_equal(y.numpy(), [1, 3, 5])
+    np.testing.assert_array_equal(w.numpy(), [5, 6, 7])

@@ -199,3 +199,67 @@ def test_two_draws_from_the_default_generator_in_one_step(device):
     compiled = [traced(x).numpy() for _ in range(2)]
     np.testing.assert_allclose(compiled, eager, rtol=1e-6)
     assert not np.allclose(eager[0], eager[1])
+
+
+def test_gan_step_with_two_optimizers_matches_torch(device):
+    """A GAN step as PyTorch users write it: the discriminator's update, then the generator's
+    loss through the updated discriminator (``fake.detach()`` for the first), in gingham.jit
+    and eagerly, against torch's losses and weights after each of two steps."""
+    rng = np.random.default_rng(3)
+    g0, d0 = rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal((6, 1)).astype(
+        np.float32)
+    real, noise = rng.standard_normal((8, 6)).astype(np.float32), rng.standard_normal(
+        (8, 4)).astype(np.float32)
+
+    def gan(lib, g, d, og, od, x, z):
+        fake = (z @ g).tanh()
+        od.zero_grad()
+        d_loss = ((x @ d).sigmoid().log().mean() * -1.0
+                  - (1.0 - (fake.detach() @ d).sigmoid()).log().mean())
+        d_loss.backward()
+        od.step()
+        og.zero_grad()
+        g_loss = -(fake @ d).sigmoid().log().mean()  # through the updated discriminator
+        g_loss.backward()
+        og.step()
+        return d_loss.detach(), g_loss.detach()
+
+    tg, td = torch.tensor(g0, requires_grad=True), torch.tensor(d0, requires_grad=True)
+    tog, tod = torch.optim.SGD([tg], lr=0.5), torch.optim.SGD([td], lr=0.5)
+    expected = [[t.item() for t in gan(torch, tg, td, tog, tod, torch.tensor(real),
+                                       torch.tensor(noise))] for _ in range(2)]
+    for traced in (False, True):
+        g = gingham.tensor(g0, device=device, requires_grad=True)
+        d = gingham.tensor(d0, device=device, requires_grad=True)
+        og, od = optim.SGD([g], lr=0.5), optim.SGD([d], lr=0.5)
+
+        def step(x, z):
+            return gan(gingham, g, d, og, od, x, z)
+
+        run = jit(step) if traced else (lambda x, z: step(
+            gingham.tensor(x, device=device), gingham.tensor(z, device=device)))
+        losses = [[t.item() for t in run(real, noise)] for _ in range(2)]
+        np.testing.assert_allclose(losses, expected, rtol=1e-5, err_msg=f"traced={traced}")
+        np.testing.assert_allclose(g.numpy(), tg.detach().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(d.numpy(), td.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_jit_takes_and_returns_dicts_and_named_tuples(device):
+    """Batches as dicts and metrics as dicts or named tuples, as training loops pass them;
+    another set of keys is another signature."""
+    from collections import namedtuple
+
+    Metrics = namedtuple("Metrics", "total largest")
+
+    @jit
+    def summarize(batch):
+        scaled = batch["x"] * batch["scale"]
+        return {"sum": scaled.sum(), "stats": Metrics(scaled.sum(), scaled.max())}
+
+    x = gingham.tensor(X, device=device)
+    out = summarize({"x": x, "scale": gingham.tensor(np.float32(2.0), device=device)})
+    assert set(out) == {"sum", "stats"} and isinstance(out["stats"], Metrics)
+    np.testing.assert_allclose(out["stats"].largest.numpy(), 2 * X.max(), rtol=1e-6)
+    np.testing.assert_allclose(out["sum"].numpy(), 2 * X.sum(), rtol=1e-4)
+    renamed = jit(lambda batch: batch["y"] * 3.0)({"y": x})
+    np.testing.assert_allclose(renamed.numpy(), 3 * X, rtol=1e-6)
