@@ -36,8 +36,8 @@ from .tensor import Tensor, ValuesIndices, _as_tensor, tensor
 
 def _delegated(module: str, function: str) -> Callable:
     """A method calling ``function`` of ``module`` (relative to this package) with the tensor
-    first: for functions of modules that import this one (gingham.linalg, gingham.signal,
-    gingham.frontend.indexing), imported when the method is first called."""
+    first: for functions of modules that import gingham.frontend.tensor (gingham.linalg,
+    gingham.signal, gingham.frontend.indexing), imported when the method is first called."""
 
     def method(self, *args, **kwargs):
         return getattr(importlib.import_module(module, __package__), function)(
