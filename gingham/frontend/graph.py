@@ -204,6 +204,8 @@ def assign_all(pairs: Sequence[tuple[Tensor, Tensor]]) -> None:
         target._backward_roots = []
 
 
+# -- moving tensors between devices and dtypes ---------------------------------------------------
+
 # Bumped by every move_all: a compiled step (gingham.jit) compares its inputs' devices and
 # dtypes with those it was traced for only when this changed, not on every replay.
 _moves = 0
