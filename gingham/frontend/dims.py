@@ -1,0 +1,85 @@
+"""Dims and shapes as arguments of tensor operations: checked, normalised, broadcast.
+
+PyTorch's conventions for them, shared by every operation of :mod:`gingham.frontend.tensor`
+and the modules built on it: negative dims count from the end (and a 0-d tensor takes dims 0
+and -1), ``dim`` may be an int, a sequence or None (every dim), shapes come as varargs or one
+sequence. Bad arguments raise the errors defined here, which name the operation and the
+shapes; nothing here needs a Tensor.
+
+    _dim("sum", (2, 3), -1)             # 1
+    _axes("amax", (2, 3, 4), (0, -1))   # (0, 2)
+    _broadcast_shapes("add", [(2, 1), (3,)])   # (2, 3)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import GinghamError
+
+
+class ShapeError(GinghamError, ValueError):
+    """Operands whose shapes or dtypes do not fit an operation (the message names both)."""
+
+
+class DTypeError(ShapeError, TypeError):
+    """An operand whose dtype does not fit an op (a float op given integers, mixed dtypes)."""
+
+
+class DimError(ShapeError, IndexError):
+    """A ``dim`` out of range for a tensor's rank: an ``IndexError``, as PyTorch raises, and a
+    :class:`ShapeError` like gingham's other shape errors."""
+
+
+def _dim(op: str, shape: tuple[int, ...], dim, rank: int | None = None) -> int:
+    """``dim`` of a tensor of ``shape`` counted from 0 (negative dims count from the end); a
+    0-d tensor takes dims 0 and -1, as PyTorch's. ``rank`` is the number of dims to choose
+    among when it is not ``len(shape)`` (``unsqueeze``: one more)."""
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"{op}: dim must be an int, not {type(dim).__name__}")
+    span = max(len(shape) if rank is None else rank, 1)
+    if not -span <= dim < span:
+        raise DimError(f"{op}: dim {dim} is out of range for a tensor of shape {shape} "
+                       f"(expected {-span} to {span - 1})")
+    return int(dim) % span
+
+
+def _axes(op: str, shape: tuple[int, ...], axis) -> tuple[int, ...]:
+    """The sorted dims an ``axis``/``dim`` argument names: an int, a sequence, or None (all)."""
+    if axis is None:
+        return tuple(range(len(shape)))
+    dims = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    normalized = {_dim(op, shape, d) for d in dims}
+    if len(normalized) != len(dims):
+        raise ShapeError(f"{op}: dim {tuple(dims)} names a dim twice (shape {shape})")
+    return tuple(sorted(normalized)) if shape else ()
+
+
+def _dim_arguments(op: str, dim, keepdim: bool, axis, keepdims) -> tuple:
+    """PyTorch's ``dim``/``keepdim`` or their NumPy aliases ``axis``/``keepdims``."""
+    if axis is not None:
+        if dim is not None:
+            raise TypeError(f"{op}: got both dim and axis")
+        dim = axis
+    return dim, bool(keepdim if keepdims is None else keepdims)
+
+
+def _none_if_empty(dim):
+    """PyTorch's ``amax(dim=())``: an empty dim list means every dim."""
+    return None if isinstance(dim, (tuple, list)) and not dim else dim
+
+
+def _varargs(sizes: tuple) -> tuple:
+    """``f(2, 3)`` or ``f((2, 3))`` (PyTorch's shape arguments take both)."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        return tuple(sizes[0])
+    return tuple(sizes)
+
+
+def _broadcast_shapes(name: str, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ShapeError(
+            f"{name}: shapes {', '.join(str(s) for s in shapes)} do not broadcast together"
+        ) from None

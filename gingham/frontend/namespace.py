@@ -1,0 +1,295 @@
+"""Functions of the torch namespace (``gingham.<name>``) not defined beside their operations.
+
+Two kinds. The function spellings of Tensor methods (``gingham.atan2(y, x)``,
+``gingham.sum(x, 1)``), made from the methods by :func:`_function_of`: those whose names do
+not shadow a builtin are globals here (``atan2``, ``logsumexp``), the others are entries of
+:data:`METHOD_FUNCTIONS` (``sum``, ``max``, ``abs``), which ``gingham/__init__.py`` exports
+whole. A new method gets its function spelling by adding its name to one of the two lists
+below. And PyTorch's creation, promotion and combinatorics helpers (``zeros_like``, ``eye``,
+``promote_types``, ``combinations``, ``linspace``, ...), which have no method.
+
+    gingham.sum(x, dim=1)               # METHOD_FUNCTIONS["sum"], x.sum(dim=1)
+    gingham.zeros_like(x, dtype="int32")
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from typing import Callable
+
+import numpy as np
+
+from ..tile import dtypes as dt
+from ..tile.shapes import ExprType, combine
+from .dims import ShapeError, _broadcast_shapes, _varargs
+from .elementwise import _where_dtype
+from .layout import _broadcast_to, meshgrid, stack
+from .tensor import Tensor, full, tensor, zeros
+
+
+def _function_of(name: str) -> Callable:
+    """PyTorch's function spelling ``torch.<name>(input, ...)`` of the Tensor method ``name``."""
+    method = getattr(Tensor, name)
+
+    @functools.wraps(method)
+    def function(input: Tensor, *args, **kwargs):  # noqa: A002 (PyTorch's name)
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{name}: input must be a gingham.Tensor, not "
+                            f"{type(input).__name__}")
+        return method(input, *args, **kwargs)
+
+    return function
+
+
+# gingham.atan2(y, x), gingham.logsumexp(x, dim), ...: the methods' function spellings.
+tan, sinh, cosh, asin, acos, atan, arcsin, arccos, arctan = map(
+    _function_of, "tan sinh cosh asin acos atan arcsin arccos arctan".split())
+asinh, acosh, atanh, arcsinh, arccosh, arctanh = map(
+    _function_of, "asinh acosh atanh arcsinh arccosh arctanh".split())
+log1p, expm1, exp2, log2, log10 = map(_function_of, "log1p expm1 exp2 log2 log10".split())
+atan2, arctan2, hypot, logaddexp, logaddexp2, fmod, remainder, copysign = map(
+    _function_of, "atan2 arctan2 hypot logaddexp logaddexp2 fmod remainder copysign".split())
+gcd, lcm, nextafter = map(_function_of, "gcd lcm nextafter".split())
+trunc, fix, frac, isnan, isinf, isfinite, nan_to_num = map(
+    _function_of, "trunc fix frac isnan isinf isfinite nan_to_num".split())
+lerp, addcmul, addcdiv = map(_function_of, "lerp addcmul addcdiv".split())
+logsumexp, count_nonzero, nansum, nanmean, aminmax = map(
+    _function_of, "logsumexp count_nonzero nansum nanmean aminmax".split())
+
+# The rest of torch.Tensor's methods as functions (torch.exp(x), torch.sum(x, 1),
+# torch.max(x, dim=1), ...): gingham/__init__.py exports them. A table, not globals of this
+# module, where sum, max, all, abs, round and pow would hide the builtins that it calls.
+_METHOD_FUNCTION_NAMES = """
+    abs exp log sqrt rsqrt sin cos tanh sigmoid erf erfc erfinv relu sign sgn signbit floor
+    ceil round neg negative positive reciprocal square pow float_power
+    add sub subtract mul multiply div divide true_divide floor_divide
+    eq ne lt le gt ge not_equal less less_equal greater greater_equal
+    logical_not logical_and logical_or logical_xor bitwise_not bitwise_and bitwise_or
+    bitwise_xor bitwise_left_shift bitwise_right_shift
+    sum mean prod cumsum cumprod max min amax amin argmax argmin var std all any
+    logcumsumexp cummax cummin msort kthvalue median mode quantile norm dist
+    mm bmm mv dot vdot ger addmm addmv addr baddbmm addbmm fmax fmin clamp clip clamp_min
+    clamp_max deg2rad rad2deg heaviside xlogy sinc logit isclose allclose equal isposinf
+    isneginf isreal is_floating_point is_complex is_nonzero is_same_size is_signed numel
+    flatten unflatten squeeze unsqueeze transpose swapaxes swapdims permute t narrow select
+    split chunk unbind tensor_split hsplit vsplit dsplit split_with_sizes ravel broadcast_to
+    adjoint diagflat clone detach masked_fill softmax log_softmax
+    take masked_select masked_scatter nonzero argwhere index_fill index_copy index_put
+    scatter_reduce slice_scatter select_scatter diagonal_scatter unique unique_consecutive
+    hardshrink prelu ldexp get_device is_inference
+""".split()
+METHOD_FUNCTIONS: dict[str, Callable] = {
+    name: _function_of(name) for name in _METHOD_FUNCTION_NAMES}
+
+
+METHOD_FUNCTIONS["absolute"] = METHOD_FUNCTIONS["abs"]
+
+
+def cartesian_prod(*tensors: Tensor) -> Tensor:
+    """All tuples of one element from each 1-d tensor, ``[prod(len), len(tensors)]`` (a
+    single tensor is returned as it is), as ``torch.cartesian_prod``."""
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = meshgrid(*tensors, indexing="ij")
+    return stack([g.reshape(-1) for g in grids], 1)
+
+
+def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> Tensor:  # noqa: A002
+    """The ``r``-element combinations of the 1-d ``input``'s elements, ``[count, r]``, in
+    ``itertools.combinations`` order, as ``torch.combinations``."""
+    if input.ndim != 1:
+        raise ShapeError(f"combinations: input must be 1-d, not shape {input.shape}")
+    choose = (itertools.combinations_with_replacement if with_replacement
+              else itertools.combinations)
+    picks = np.array(list(choose(range(input.shape[0]), r)), np.int64).reshape(-1, r)
+    if picks.shape[0] == 0:
+        return zeros((0, r), input.dtype, input.device)
+    return input[tensor(picks, device=input.device)]
+
+
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0) -> Tensor:
+    """The ``p``-norm distances between the rows of ``x1`` ``[..., n, d]`` and of ``x2``
+    ``[..., m, d]``: ``[..., n, m]``, batch dims broadcast, as ``torch.cdist``."""
+    if x1.ndim < 2 or x2.ndim < 2 or x1.shape[-1] != x2.shape[-1]:
+        raise ShapeError(f"cdist: inputs must be [..., n, d] and [..., m, d], not {x1.shape} "
+                         f"and {x2.shape}")
+    if p < 0:
+        raise ValueError(f"cdist: p must be non-negative, not {p}")
+    return (x1.unsqueeze(-2) - x2.unsqueeze(-3)).norm(p, -1)
+
+
+def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:  # noqa: N803
+    """The Vandermonde matrix of the 1-d ``x``: columns ``x ** (N-1) .. x ** 0`` (or
+    increasing), as ``torch.vander``."""
+    count = x.shape[0] if N is None else N
+    powers = np.arange(count)[::1 if increasing else -1]
+    columns = [x ** int(k) if k else ones_like(x) for k in powers]
+    return stack(columns, 1) if columns else zeros((x.shape[0], 0), x.dtype, x.device)
+
+
+def _triangle_indices(row: int, col: int, offset: int, lower: bool, dtype, device) -> Tensor:
+    mask = (np.tri(row, col, offset, bool) if lower
+            else ~np.tri(row, col, offset - 1, bool))
+    return tensor(np.stack(np.nonzero(mask)), dtype=dtype or dt.INT64, device=device)
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None) -> Tensor:
+    """The ``[2, count]`` coordinates of the lower triangle, as ``torch.tril_indices``."""
+    return _triangle_indices(row, col, offset, True, dtype, device)
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None) -> Tensor:
+    return _triangle_indices(row, col, offset, False, dtype, device)
+
+
+def _size(size: tuple) -> tuple[int, ...]:
+    return tuple(int(s) for s in _varargs(size))
+
+
+def _like(input: Tensor, value, dtype, device, requires_grad) -> Tensor:  # noqa: A002
+    created = full(input.shape, value, input.dtype if dtype is None else dtype,
+                   device or input.device)
+    return created.requires_grad_(requires_grad) if requires_grad else created
+
+
+def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False,  # noqa: A002
+               memory_format=None) -> Tensor:
+    """Zeros of ``input``'s shape, dtype and device (unless given), as ``torch.zeros_like``."""
+    return _like(input, 0, dtype, device, requires_grad)
+
+
+def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False,  # noqa: A002
+              memory_format=None) -> Tensor:
+    return _like(input, 1, dtype, device, requires_grad)
+
+
+def full_like(input: Tensor, fill_value, *, dtype=None, device=None,  # noqa: A002
+              requires_grad: bool = False, memory_format=None) -> Tensor:
+    return _like(input, fill_value, dtype, device, requires_grad)
+
+
+empty_like = zeros_like  # gingham hands out no uninitialised memory: zeros
+
+
+def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Zeros of ``size`` (gingham hands out no uninitialised memory), as ``torch.empty``."""
+    created = zeros(_size(size), np.float32 if dtype is None else dtype, device)
+    return created.requires_grad_(requires_grad) if requires_grad else created
+
+
+def eye(n: int, m: int | None = None, *, dtype=None, device=None,
+        requires_grad: bool = False) -> Tensor:
+    """The ``n x m`` identity matrix (``m = n`` by default), as ``torch.eye``."""
+    created = tensor(np.eye(n, n if m is None else m),
+                     dtype=np.float32 if dtype is None else dtype, device=device)
+    return created.requires_grad_(requires_grad) if requires_grad else created
+
+
+def scalar_tensor(s, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return tensor(s, dtype=np.float32 if dtype is None else dtype, device=device,
+                  requires_grad=requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """``data`` itself when it is a tensor of that dtype and device, else a new tensor."""
+    if isinstance(data, Tensor):
+        return data.to(device=device, dtype=dtype)
+    return tensor(data, dtype=dtype, device=device)
+
+
+asarray = as_tensor
+
+
+def from_numpy(ndarray: np.ndarray) -> Tensor:
+    """A tensor holding a copy of ``ndarray`` on the default device (PyTorch's shares the
+    memory; a device tensor cannot)."""
+    return tensor(ndarray)
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def get_default_dtype() -> np.dtype:
+    """float32: the dtype Python floats become."""
+    return np.dtype(np.float32)
+
+
+def broadcast_shapes(*shapes) -> tuple[int, ...]:
+    return _broadcast_shapes("broadcast_shapes", [tuple(s) if not isinstance(s, int) else (s,)
+                                                  for s in shapes])
+
+
+def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """The tensors broadcast to their common shape."""
+    shape = _broadcast_shapes("broadcast_tensors", [t.shape for t in tensors])
+    return tuple(_broadcast_to(t, shape, "broadcast_tensors") for t in tensors)
+
+
+def result_type(tensor1, tensor2) -> np.dtype:
+    """The dtype of an arithmetic result of the two operands (tensors or numbers; numbers are
+    weak, as in PyTorch)."""
+    return _where_dtype(tensor1, tensor2)
+
+
+def promote_types(type1, type2) -> np.dtype:
+    """PyTorch's rule: a float type beside an integer or bool one wins whatever its width."""
+    first, second = dt.as_tile_dtype(type1), dt.as_tile_dtype(type2)
+    if dt.is_float(first) != dt.is_float(second):
+        return first if dt.is_float(first) else second
+    return combine(ExprType(first), ExprType(second)).dtype
+
+
+def can_cast(from_, to) -> bool:
+    """PyTorch's rule: no cast to a lower kind (float to integer, integer to bool)."""
+    source, target = (dt.as_tile_dtype(t) for t in (from_, to))
+    rank = {"b": 0, "i": 1, "u": 1, "f": 2, "V": 2}
+    return rank[target.kind] >= rank[source.kind]
+
+
+def _inclusive_range(start, end, step=1, *, dtype=None, device=None) -> Tensor:
+    """``start`` to ``end`` inclusive (deprecated in PyTorch, float32 by default)."""
+    values = np.arange(start, end + step / 2, step)
+    return tensor(values, dtype=np.float32 if dtype is None else dtype, device=device)
+
+
+METHOD_FUNCTIONS["range"] = _inclusive_range  # torch.range; a global would hide the builtin
+
+
+def rsub(input: Tensor, other, *, alpha=1) -> Tensor:  # noqa: A002
+    """``other - alpha * input``, as ``torch.rsub``."""
+    return (input if alpha == 1 else input * alpha).__rsub__(other)
+
+
+def fill(input: Tensor, value) -> Tensor:  # noqa: A002
+    """A tensor like ``input`` holding ``value`` everywhere (``torch.fill``, out of place)."""
+    return full_like(input, value.item() if isinstance(value, Tensor) else value)
+
+
+def linspace(start: float, end: float, steps: int, *, dtype=None,
+             device: str | None = None, requires_grad: bool = False) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive, as
+    ``torch.linspace`` (computed on the host: the values are constants of the program)."""
+    dtype = dt.as_tile_dtype(dtype) if dtype is not None else dt.FLOAT32
+    return tensor(_linspace_values("linspace", start, end, steps).astype(dtype),
+                  device=device, requires_grad=requires_grad)
+
+
+def _linspace_values(op: str, start: float, end: float, steps: int) -> np.ndarray:
+    if steps < 0:
+        raise ValueError(f"{op}: steps must be non-negative, not {steps}")
+    # torch counts the second half back from ``end``, so both ends come out exact
+    step = (end - start) / (steps - 1) if steps > 1 else 0.0
+    positions = np.arange(steps)
+    return np.where(positions < max(steps // 2, 1), start + step * positions,
+                    end - step * (steps - 1 - positions))
+
+
+def logspace(start: float, end: float, steps: int, base: float = 10.0, *, dtype=None,
+             device: str | None = None, requires_grad: bool = False) -> Tensor:
+    """``base ** linspace(start, end, steps)``, as ``torch.logspace``."""
+    exponents = _linspace_values("logspace", start, end, steps)
+    dtype = dt.as_tile_dtype(dtype) if dtype is not None else dt.FLOAT32
+    return tensor((float(base) ** exponents).astype(dtype), device=device,
+                  requires_grad=requires_grad)
