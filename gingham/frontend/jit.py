@@ -200,6 +200,35 @@ def _get_device(device_id: str):
     return get_device(device_id)
 
 
+def compile(model: Callable | None = None, *, fullgraph: bool = False,  # noqa: A001
+            dynamic: bool | None = None, backend: str | Callable = "gingham",
+            mode: str | None = None, options: dict | None = None, disable: bool = False):
+    """``torch.compile``'s spelling, for code that calls it. gingham compiles either way:
+
+    * a module (``model = gingham.compile(model)``) is returned as it is: gingham's eager
+      mode already records each forward pass lazily and compiles it as one fused program
+      when a value is read, and gradients flow through it as usual;
+    * a function becomes :func:`jit`'s: traced once per argument signature and replayed.
+      Its outputs keep no autograd history, so a function whose gradients are wanted is the
+      whole training step (forward, ``backward()``, ``optimizer.step()``), as with ``jit``.
+
+        model = gingham.compile(model)                 # as before, compiled lazily
+        train_step = gingham.compile(train_step)       # one program a step, replayed
+
+    ``fullgraph``, ``dynamic``, ``backend``, ``mode`` and ``options`` are accepted and
+    ignored (a traced step is always the whole graph, at its argument shapes); ``disable``
+    returns ``model`` unchanged.
+    """
+    if model is None:
+        return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic,
+                                 backend=backend, mode=mode, options=options, disable=disable)
+    from ..nn.modules import Module
+
+    if disable or isinstance(model, Module):
+        return model
+    return jit(model)
+
+
 def jit(fn: Callable | None = None, *, device: str | None = None):
     """Compile ``fn`` (a function of tensors) once per argument signature and replay it.
 

@@ -1149,7 +1149,10 @@ class Tensor:
                     "would go to its old value); do the in-place update after backward(), "
                     "or use the out-of-place operation")
         if not leaves:
-            raise GinghamError("backward(): no tensor in the graph requires a gradient")
+            raise GinghamError(
+                "backward(): no tensor in the graph requires a gradient (the outputs of a "
+                "gingham.jit or gingham.compile function keep no graph: call backward() "
+                "inside that function)")
         # Gradients are lazy tensors: the gradient program joins the graph, so an optimiser
         # step computes forward, backward and update as one compiled program.
         grads = _gradients(self, leaves, cotangent)

@@ -71,7 +71,7 @@ SKIPPED: dict[str, list[str]] = {
         "typename", "seed", "initial_seed", "get_rng_state", "thread_safe_generator",
         "read_vitals", "vitals_enabled"],
     "TorchScript, FX and torch.compile machinery": [
-        "compile", "cond", "while_loop", "vmap", "import_ir_module.*", "parse_ir",
+        "cond", "while_loop", "vmap", "import_ir_module.*", "parse_ir",
         "parse_schema", "parse_type_comment", "merge_type_from_type_comment", "unify_type_list",
         "sym_.*", "segment_reduce"],
     "autograd graph internals and hooks; legacy constructors": [

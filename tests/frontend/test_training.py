@@ -263,3 +263,22 @@ def test_jit_takes_and_returns_dicts_and_named_tuples(device):
     np.testing.assert_allclose(out["sum"].numpy(), 2 * X.sum(), rtol=1e-4)
     renamed = jit(lambda batch: batch["y"] * 3.0)({"y": x})
     np.testing.assert_allclose(renamed.numpy(), 3 * X, rtol=1e-6)
+
+
+def test_compile_is_jit_for_functions_and_keeps_modules(device):
+    """``gingham.compile`` (torch.compile's name): a module comes back as it is (eager mode
+    compiles lazily, and gradients flow through it); a function is jit's, whose outputs keep
+    no graph: backward() on one says to call it inside the function."""
+    model = gingham.nn.Linear(5, 3, device=device)
+    assert gingham.compile(model) is model
+    assert gingham.compile(disable=True)(model) is model
+    w = gingham.tensor(W0, device=device, requires_grad=True)
+
+    @gingham.compile(mode="max-autotune")
+    def loss(x):
+        return (x @ w).square().mean()
+
+    value = loss(X)
+    np.testing.assert_allclose(value.numpy(), ((X @ W0) ** 2).mean(), rtol=1e-5)
+    with pytest.raises(gingham.GinghamError, match="call backward"):
+        value.backward()
