@@ -26,6 +26,11 @@ An index outside ``[0, size)`` is no error (it cannot be checked without reading
 it selects nothing, so ``gather`` and ``index_select`` give 0 there and ``scatter_add``,
 ``scatter`` and ``index_add`` drop the update. ``x[idx]`` and ``take_along_dim`` count a
 negative index from the end, as PyTorch's; the other functions do not (PyTorch refuses one).
+
+Results whose shape depends on the values (``x[mask]``, ``masked_select``, ``nonzero``,
+``argwhere``, ``where(condition)``, ``unique``, ``unique_consecutive``) read the mask or the
+values from the device once, as PyTorch synchronises for them, and gather on the device: so
+they run eagerly, not inside ``gingham.jit``.
 """
 
 from __future__ import annotations
