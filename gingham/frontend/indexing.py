@@ -36,6 +36,7 @@ they run eagerly, not inside ``gingham.jit``.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -346,9 +347,12 @@ def getitem_with_tensor(x: Tensor, key: tuple) -> Tensor:
                          "one dim at a time (x[i][:, j]) or use gingham.gather")
     (position,) = positions
     index = key[position]
-    boolean = (dt.is_bool(index.dtype) if isinstance(index, Tensor)
-               else np.asarray(index).dtype == np.bool_)
-    if boolean:
+    kind = np.dtype(index.dtype if isinstance(index, Tensor) else np.asarray(index).dtype)
+    if kind == np.uint8:
+        warnings.warn("indexing with a uint8 tensor reads it as a boolean mask (PyTorch's "
+                      "deprecated rule); use .bool() for a mask or .long() for positions",
+                      UserWarning, stacklevel=4)
+    if kind in (np.bool_, np.uint8):
         return _getitem_with_mask(x, key, position, index)
     basic = key[:position] + (slice(None),) + key[position + 1:]
     sliced = _getitem(x, basic)
@@ -389,6 +393,7 @@ def _getitem_with_mask(x: Tensor, key: tuple, position: int, mask) -> Tensor:
                                     _KEEP_THE_SHAPE)
     else:
         value = np.asarray(mask)
+    value = value.astype(bool, copy=False)  # a uint8 mask: nonzero is True
     k = value.ndim
     # a 0-d mask indexes a new dim of 1 (None), k > 0 dims are read whole, then joined
     basic = key[:position] + ((slice(None),) * k if k else (None,)) + key[position + 1:]
@@ -1324,17 +1329,24 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False,  # 
            return_counts: bool = False, dim: int | None = None):
     """The sorted distinct values (or slices along ``dim``), with the int64 inverse (each
     element's position in the result, shaped as ``input``, or ``[input.shape[dim]]``) and
-    counts when asked, as ``torch.unique``. The values are read from the device (an error
-    inside ``gingham.jit``); no gradient, as PyTorch's. ``sorted=False`` sorts as well (as
-    PyTorch's CPU kernel does).
+    counts when asked, as ``torch.unique``: NaN equals nothing, so each NaN is kept (with
+    ``dim``, PyTorch's order of slices holding NaN is its sort's accident; here NaN sorts
+    last). The values are read from the device (an error inside ``gingham.jit``); no
+    gradient, as PyTorch's. ``sorted=False`` sorts as well (as PyTorch's CPU kernel does).
 
         values, counts = gingham.unique(labels, return_counts=True)
     """
-    axis = None if dim is None else _dim("unique", input.shape, dim)
+    axis = 0 if dim is None else _dim("unique", input.shape, dim)
     value = _read_outside_trace("unique", input, _UNIQUE_ADVICE)
-    found = np.unique(value, return_inverse=True, return_counts=True, axis=axis)
-    return _host_results(input, found[0], found[1].reshape(
-        value.shape if axis is None else -1), found[2], return_inverse, return_counts)
+    moved, rows = _rows_along(value, axis, dim is None)
+    # lexicographic, the first column most significant (lexsort's last key); NaN last
+    order = np.lexsort(rows.T[::-1]) if rows.shape[1] else np.arange(rows.shape[0])
+    starts, counts = _runs(rows[order])
+    inverse = np.empty(rows.shape[0], np.int64)
+    inverse[order] = np.cumsum(starts) - 1
+    kept = np.moveaxis(moved[order][starts], 0, axis)
+    inverse = inverse.reshape(value.shape) if dim is None else inverse
+    return _host_results(input, kept, inverse, counts, return_inverse, return_counts)
 
 
 def unique_consecutive(input: Tensor, return_inverse: bool = False,  # noqa: A002
@@ -1347,15 +1359,31 @@ def unique_consecutive(input: Tensor, return_inverse: bool = False,  # noqa: A00
     """
     axis = 0 if dim is None else _dim("unique_consecutive", input.shape, dim)
     value = _read_outside_trace("unique_consecutive", input, _UNIQUE_ADVICE)
-    moved = np.moveaxis(value.reshape(-1) if dim is None else value, axis, 0)
-    flat = moved.reshape(moved.shape[0], -1)
-    starts = np.ones(flat.shape[0], bool)
-    starts[1:] = np.any(flat[1:] != flat[:-1], axis=1)
+    moved, rows = _rows_along(value, axis, dim is None)
+    starts, counts = _runs(rows)
     inverse = np.cumsum(starts) - 1
-    counts = np.diff(np.append(np.flatnonzero(starts), flat.shape[0]))
     kept = np.moveaxis(moved[starts], 0, axis)
     inverse = inverse.reshape(value.shape) if dim is None else inverse
     return _host_results(input, kept, inverse, counts, return_inverse, return_counts)
+
+
+def _rows_along(value: np.ndarray, axis: int, flat: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``value`` with ``axis`` first (every element, if ``flat``), and as a 2-d table with
+    one row per position along it: what unique and unique_consecutive compare."""
+    if not flat and any(size == 0 for d, size in enumerate(value.shape) if d != axis):
+        raise ShapeError(f"unique: the input of shape {value.shape} has 0-sized dims other "
+                         f"than dim {axis}, so its slices along that dim cannot be compared "
+                         "(as PyTorch)")
+    moved = np.moveaxis(value.reshape(-1) if flat else value, axis, 0)
+    return moved, moved.reshape(moved.shape[0], math.prod(moved.shape[1:]))
+
+
+def _runs(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Whether each row starts a run of equal rows (NaN != NaN, so NaNs never merge, as in
+    PyTorch), and each run's length."""
+    starts = np.ones(rows.shape[0], bool)
+    starts[1:] = np.any(rows[1:] != rows[:-1], axis=1)
+    return starts, np.diff(np.append(np.flatnonzero(starts), rows.shape[0]))
 
 
 def _host_results(input: Tensor, values, inverse, counts, return_inverse: bool,  # noqa: A002

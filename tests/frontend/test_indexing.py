@@ -140,6 +140,7 @@ def test_value_shaped_results(device):
         positive = x > 0  # computed on the device, read back once by the ops that use it
         rows = mask(lib, [True, False, True])
         values = (x.detach() * 2).round()  # few distinct values; torch's unique has no grad
+        holes = lib.where(values[0] > 0, values[0], float("nan"))  # each NaN is distinct
         return {
             "mask_all": x[positive], "mask_lead": x[mask(lib, [[1, 0, 0, 1]] * 3)],
             "mask_mid": x[:, mask(lib, [0, 1, 1, 0])], "mask_last": x[..., mask(lib, [0, 1])],
@@ -148,6 +149,7 @@ def test_value_shaped_results(device):
             "mask_ndarray": x[np.array([[0, 1, 1, 1]] * 3, bool)],
             "mask_empty": x[mask(lib, [0, 0, 0])], "mask_0d": x[mask(lib, True)],
             "mask_0d_false": x[mask(lib, False)], "python_bool": x[True],
+            "mask_uint8": x[mask(lib, [[0, 1, 0, 1]] * 3).to(lib.uint8)],
             "select": lib.masked_select(x, positive),
             "select_bcast": x.masked_select(mask(lib, [[1], [0], [1], [1]])),
             "select_grow": lib.masked_select(x[0, :, 0], positive[..., 1]),
@@ -165,11 +167,14 @@ def test_value_shaped_results(device):
             "consecutive": lib.unique_consecutive(values, return_inverse=True,
                                                   return_counts=True),
             "consecutive_dim": values[:, :, 0].unique_consecutive(return_inverse=True, dim=1),
+            "unique_nan": holes.unique(return_inverse=True, return_counts=True),
+            "consecutive_nan": lib.unique_consecutive(holes, return_counts=True),
         }
 
-    compare(device, arrays, run, forward_only=(
-        "unique", "unique_all.0", "unique_dim0.0", "unique_dim1.0", "unique_0d.0",
-        "consecutive.0", "consecutive_dim.0"))
+    with pytest.warns(UserWarning, match="uint8 tensor reads it as a boolean mask"):
+        compare(device, arrays, run, forward_only=(
+            "unique", "unique_all.0", "unique_dim0.0", "unique_dim1.0", "unique_0d.0",
+            "consecutive.0", "consecutive_dim.0", "unique_nan.0", "consecutive_nan.0"))
 
 
 def test_value_shaped_results_are_refused_inside_jit(device):
@@ -199,6 +204,8 @@ def test_value_shaped_errors(device):
         x.masked_select(x)
     with pytest.raises(ShapeError, match="masked_select"):
         x.masked_select(x[:, :2] > 0)
+    with pytest.raises(ShapeError, match="0-sized dims"):  # torch: RuntimeError
+        gingham.unique(x[:, :0], dim=0)
     with pytest.raises(TypeError, match="where: give both"):
         gingham.where(x > 0, x)
     other = "reference" if device != "reference" else "cpu"
