@@ -299,7 +299,22 @@ def minimum(a: Tensor, b) -> Tensor:
     return a._elementwise(builder.minimum, [b], "minimum")
 
 
-def where(cond: Tensor, a, b) -> Tensor:
+def where(cond: Tensor, a=None, b=None):
+    """``a`` where the bool ``cond`` is True, ``b`` elsewhere (broadcast together; numbers or
+    tensors), as ``torch.where``. With ``cond`` alone, ``nonzero(cond, as_tuple=True)``: a
+    tuple of int64 coordinates whose length depends on the values (read from the device, so
+    an error inside ``gingham.jit``).
+
+        gingham.where(x > 0, x, 0.0)
+        rows, cols = gingham.where(adjacency)
+    """
+    if a is None and b is None:
+        from .indexing import _nonzero
+
+        return _nonzero("where(condition)", cond, as_tuple=True)
+    if a is None or b is None:
+        raise TypeError("where: give both values (where(condition, input, other)) or neither "
+                        "(where(condition), the coordinates of the True elements)")
     return cond._elementwise(lambda c, x, y: builder.select(c, x, y), [a, b], "where",
                              _where_dtype(a, b))
 

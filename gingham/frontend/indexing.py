@@ -26,15 +26,22 @@ An index outside ``[0, size)`` is no error (it cannot be checked without reading
 it selects nothing, so ``gather`` and ``index_select`` give 0 there and ``scatter_add``,
 ``scatter`` and ``index_add`` drop the update. ``x[idx]`` and ``take_along_dim`` count a
 negative index from the end, as PyTorch's; the other functions do not (PyTorch refuses one).
+
+Results whose shape depends on the values (``x[mask]``, ``masked_select``, ``nonzero``,
+``argwhere``, ``where(condition)``, ``unique``, ``unique_consecutive``) read the mask or the
+values from the device once, as PyTorch synchronises for them, and gather on the device: so
+they run eagerly, not inside ``gingham.jit``.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import NamedTuple
 
 import numpy as np
 
+from ..errors import DeviceError
 from ..tile import builder
 from ..tile import dtypes as dt
 from .tensor import (
@@ -48,7 +55,6 @@ from .tensor import (
     arange,
     movedim,
     permute_dims,
-    refuse_while_tracing,
     tensor,
     where,
     zeros,
@@ -321,7 +327,9 @@ def _index_spread(op: str, input: Tensor, dim: int, index: Tensor,  # noqa: A002
 
 
 def _is_tensor_index(item) -> bool:
-    return isinstance(item, (Tensor, np.ndarray, list))
+    """A Tensor, ndarray or list, or a Python bool (a 0-d mask, as in PyTorch: ``x[True]``
+    adds a dim, where an ``int`` would select)."""
+    return isinstance(item, (Tensor, np.ndarray, list, bool, np.bool_))
 
 
 def getitem_with_tensor(x: Tensor, key: tuple) -> Tensor:
@@ -329,7 +337,8 @@ def getitem_with_tensor(x: Tensor, key: tuple) -> Tensor:
     entries index as usual, then :func:`index_select`'s row gather takes the slices that the
     index names along its dim; the index's dims replace that dim. An integer elsewhere in
     ``key`` removes its dim first, as PyTorch does (``x[0, :, idx]`` of ``[A, B, C]`` is
-    ``[B, *idx.shape]``, where NumPy would put the index's dims in front)."""
+    ``[B, *idx.shape]``, where NumPy would put the index's dims in front). A boolean entry
+    goes to :func:`_getitem_with_mask`."""
     from .tensor import _getitem
 
     positions = [p for p, item in enumerate(key) if _is_tensor_index(item)]
@@ -338,19 +347,16 @@ def getitem_with_tensor(x: Tensor, key: tuple) -> Tensor:
                          "one dim at a time (x[i][:, j]) or use gingham.gather")
     (position,) = positions
     index = key[position]
-    boolean = (dt.is_bool(index.dtype) if isinstance(index, Tensor)
-               else np.asarray(index).dtype == np.bool_)
-    if boolean:
-        raise IndexError("a boolean mask as an index gives a result whose shape depends on the "
-                         "values, which a compiled program cannot have; use "
-                         "gingham.where(mask, x, 0) or x.masked_fill(~mask, 0) to keep the shape")
+    kind = np.dtype(index.dtype if isinstance(index, Tensor) else np.asarray(index).dtype)
+    if kind == np.uint8:
+        warnings.warn("indexing with a uint8 tensor reads it as a boolean mask (PyTorch's "
+                      "deprecated rule); use .bool() for a mask or .long() for positions",
+                      UserWarning, stacklevel=4)
+    if kind in (np.bool_, np.uint8):
+        return _getitem_with_mask(x, key, position, index)
     basic = key[:position] + (slice(None),) + key[position + 1:]
     sliced = _getitem(x, basic)
-    # the sliced tensor's dim for the index: one per entry before it that keeps or adds a dim
-    expanded = _expand_ellipsis(basic, x.ndim)
-    index_position = position + len(expanded) - len(basic) if Ellipsis in basic[:position] \
-        else position
-    axis = sum(1 for item in expanded[:index_position] if not isinstance(item, (int, np.integer)))
+    axis = _result_dim(basic, position, x.ndim)
     size = sliced.shape[axis]
     if isinstance(index, Tensor):
         index = _check_index("index", index)
@@ -366,6 +372,52 @@ def getitem_with_tensor(x: Tensor, key: tuple) -> Tensor:
                              f"size {size}")
         index = tensor(array % max(size, 1), device=x.device)
     return _take_slices(sliced, axis, index)
+
+
+def _getitem_with_mask(x: Tensor, key: tuple, position: int, mask) -> Tensor:
+    """``x[key]`` where ``key[position]`` is a boolean mask (a Tensor, ndarray, list or Python
+    bool) over ``k`` consecutive dims: those dims become one, holding the slices where the
+    mask is True in row-major order, as PyTorch's ``x[mask]`` (``x[mask]`` with
+    ``mask.shape == x.shape[:k]`` is ``[count, *x.shape[k:]]``; a 0-d mask adds a dim of 1 or
+    0). The positions come from one read of the mask (a byte per element) on the host; the
+    slices are then gathered on the device, so the result is differentiable in ``x``.
+
+        x[x > 0]                  # the positive elements, 1-d
+        images[labels == 3]       # the rows of one class
+    """
+    from .tensor import _getitem
+
+    if isinstance(mask, Tensor):
+        _check_same_device("x[mask]", x, mask)
+        value = _read_outside_trace("x[mask] (a boolean mask as an index)", mask,
+                                    _KEEP_THE_SHAPE)
+    else:
+        value = np.asarray(mask)
+    value = value.astype(bool, copy=False)  # a uint8 mask: nonzero is True
+    k = value.ndim
+    # a 0-d mask indexes a new dim of 1 (None), k > 0 dims are read whole, then joined
+    basic = key[:position] + ((slice(None),) * k if k else (None,)) + key[position + 1:]
+    sliced = _getitem(x, basic)
+    axis = _result_dim(basic, position, x.ndim)
+    span = max(k, 1)
+    for d, (size, masked) in enumerate(zip(sliced.shape[axis:axis + k], value.shape)):
+        if size != masked:  # a mask does not broadcast (PyTorch's rule)
+            raise IndexError(f"the shape of the mask {list(value.shape)} does not match the "
+                             f"shape of the indexed tensor {list(sliced.shape)} at dim "
+                             f"{axis + d} ({masked} and {size})")
+    joined = sliced.reshape(sliced.shape[:axis] + (math.prod(sliced.shape[axis:axis + span]),)
+                            + sliced.shape[axis + span:])
+    positions = tensor(np.flatnonzero(value).astype(np.int64), device=x.device)
+    return _take_slices(joined, axis, positions)
+
+
+def _result_dim(basic: tuple, position: int, ndim: int) -> int:
+    """The dim of ``x[basic]`` that ``basic[position]`` (a slice or None) gives: one per entry
+    before it that keeps or adds a dim."""
+    expanded = _expand_ellipsis(basic, ndim)
+    if Ellipsis in basic[:position]:
+        position += len(expanded) - len(basic)
+    return sum(1 for item in expanded[:position] if not isinstance(item, (int, np.integer)))
 
 
 def _expand_ellipsis(key: tuple, ndim: int) -> tuple:
@@ -1192,63 +1244,146 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:  # no
 
 
 # -- results whose shape depends on the values: computed outside compiled steps ---------------------
+#
+# PyTorch computes these with a device-to-host synchronisation; so does gingham, in eager mode:
+# the mask (or the values) is read once, the positions are found with NumPy, and the selection
+# is gathered back on the device (so ``x[mask]`` stays differentiable in ``x``). A traced step
+# has fixed shapes, so there each of them is an error that names a fixed-shape alternative.
+
+_KEEP_THE_SHAPE = ("use gingham.where(mask, x, 0) or x.masked_fill(~mask, 0) to keep the "
+                   "shape")
+_POSITIONS_ADVICE = ("use gingham.where(condition, x, 0) to keep the shape, or "
+                     "count_nonzero for the count")
+_UNIQUE_ADVICE = "use gingham.sort (equal values become neighbours) to keep the shape"
 
 
-def _host_positions(op: str, x: Tensor) -> np.ndarray:
-    refuse_while_tracing(f"{op} (its result's shape depends on the values)")
+def _read_outside_trace(op: str, x: Tensor, advice: str) -> np.ndarray:
+    """``x``'s value on the host (one copy from the device), refused inside
+    :func:`gingham.jit` because ``op``'s result would take its shape from it."""
+    from .jit import current_trace
+
+    if current_trace() is not None:
+        raise NotImplementedError(
+            f"{op} inside gingham.jit: its result's shape depends on the values, which a "
+            f"compiled program cannot have; {advice}, or call it outside the traced function")
     return x.numpy()
 
 
+def _check_same_device(op: str, x: Tensor, mask: Tensor) -> None:
+    if mask.device != x.device:
+        raise DeviceError(f"{op}: the mask is on {mask.device} but the tensor is on "
+                          f"{x.device}; move one with .to(device)")
+
+
 def masked_select(input: Tensor, mask: Tensor) -> Tensor:  # noqa: A002
-    """The 1-d tensor of ``input``'s elements where ``mask`` (broadcast together) is True, as
-    ``torch.masked_select``. The count depends on the values, so the mask is read from the
-    device (an error inside ``gingham.jit``); the selection stays differentiable."""
+    """The 1-d tensor of ``input``'s elements where ``mask`` (broadcast together) is True, in
+    row-major order, as ``torch.masked_select``. The count depends on the values, so the mask
+    is read from the device (an error inside ``gingham.jit``); the selection is gathered on
+    the device and differentiable in ``input``.
+
+        gingham.masked_select(x, x > 0)      # x[x > 0] for an x of the mask's shape
+    """
+    op = "masked_select"
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"{op}: mask must be a gingham Tensor, not {type(mask).__name__}")
     if not dt.is_bool(mask.dtype):
-        raise DTypeError(f"masked_select: mask must be a bool tensor, not "
-                         f"{dt.dtype_name(mask.dtype)}")
-    shape = _broadcast_shapes("masked_select", [input.shape, mask.shape])
-    positions = np.flatnonzero(np.broadcast_to(_host_positions("masked_select", mask), shape))
-    flat = _broadcast_to(input, shape, "masked_select").reshape(-1)
-    return index_select(flat, 0, tensor(positions.astype(np.int64), device=input.device))
+        raise DTypeError(f"{op}: mask must be a bool tensor, not {dt.dtype_name(mask.dtype)}")
+    _check_same_device(op, input, mask)
+    shape = _broadcast_shapes(op, [input.shape, mask.shape])
+    value = _read_outside_trace(op, mask, _KEEP_THE_SHAPE)
+    positions = np.flatnonzero(np.broadcast_to(value, shape)).astype(np.int64)
+    flat = _broadcast_to(input, shape, op).reshape(-1)
+    return index_select(flat, 0, tensor(positions, device=input.device))
+
+
+def _nonzero(op: str, input: Tensor, as_tuple: bool):  # noqa: A002
+    # a non-bool input is compared on the device, so one byte per element is read back
+    mask = input if dt.is_bool(input.dtype) else input != 0
+    value = _read_outside_trace(op, mask, _POSITIONS_ADVICE)
+    count = int(np.count_nonzero(value))
+    coordinates = np.argwhere(value).astype(np.int64).reshape(count, input.ndim)
+    if not as_tuple:
+        return tensor(coordinates, device=input.device)
+    if input.ndim == 0:  # PyTorch treats a 0-d input as 1-d here
+        return (tensor(np.zeros(count, np.int64), device=input.device),)
+    return tuple(tensor(np.ascontiguousarray(c), device=input.device) for c in coordinates.T)
 
 
 def nonzero(input: Tensor, *, as_tuple: bool = False):  # noqa: A002
-    """The int64 coordinates of the nonzero elements, ``[count, ndim]`` (``as_tuple``: one
-    1-d tensor per dim), as ``torch.nonzero`` (read from the device)."""
-    value = _host_positions("nonzero", input)
-    coordinates = np.argwhere(value).astype(np.int64)
-    if as_tuple:
-        return tuple(tensor(c, device=input.device) for c in coordinates.T.reshape(
-            max(input.ndim, 1), -1))
-    return tensor(coordinates.reshape(-1, input.ndim), device=input.device)
+    """The int64 coordinates of the nonzero elements in row-major order, ``[count, ndim]``
+    (``as_tuple``: one 1-d tensor per dim), as ``torch.nonzero``. The count depends on the
+    values, so they are read from the device (an error inside ``gingham.jit``).
+
+        rows, cols = gingham.nonzero(adjacency, as_tuple=True)
+    """
+    return _nonzero("nonzero", input, as_tuple)
+
+
+def argwhere(input: Tensor) -> Tensor:  # noqa: A002
+    """``nonzero(input)``: the ``[count, ndim]`` int64 coordinates of the nonzero elements, as
+    ``torch.argwhere``."""
+    return _nonzero("argwhere", input, False)
 
 
 def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False,  # noqa: A002
            return_counts: bool = False, dim: int | None = None):
-    """The sorted distinct values (or slices along ``dim``), with the int64 inverse and counts
-    when asked, as ``torch.unique`` (read from the device; no gradient, as PyTorch's)."""
-    value = _host_positions("unique", input)
-    axis = None if dim is None else _dim("unique", input.shape, dim)
-    found = np.unique(value, return_inverse=True, return_counts=True, axis=axis)
-    return _host_results(input, found[0], found[1].reshape(
-        value.shape if axis is None else -1), found[2], return_inverse, return_counts)
+    """The sorted distinct values (or slices along ``dim``), with the int64 inverse (each
+    element's position in the result, shaped as ``input``, or ``[input.shape[dim]]``) and
+    counts when asked, as ``torch.unique``: NaN equals nothing, so each NaN is kept (with
+    ``dim``, PyTorch's order of slices holding NaN is its sort's accident; here NaN sorts
+    last). The values are read from the device (an error inside ``gingham.jit``); no
+    gradient, as PyTorch's. ``sorted=False`` sorts as well (as PyTorch's CPU kernel does).
+
+        values, counts = gingham.unique(labels, return_counts=True)
+    """
+    axis = 0 if dim is None else _dim("unique", input.shape, dim)
+    value = _read_outside_trace("unique", input, _UNIQUE_ADVICE)
+    moved, rows = _rows_along(value, axis, dim is None)
+    # lexicographic, the first column most significant (lexsort's last key); NaN last
+    order = np.lexsort(rows.T[::-1]) if rows.shape[1] else np.arange(rows.shape[0])
+    starts, counts = _runs(rows[order])
+    inverse = np.empty(rows.shape[0], np.int64)
+    inverse[order] = np.cumsum(starts) - 1
+    kept = np.moveaxis(moved[order][starts], 0, axis)
+    inverse = inverse.reshape(value.shape) if dim is None else inverse
+    return _host_results(input, kept, inverse, counts, return_inverse, return_counts)
 
 
 def unique_consecutive(input: Tensor, return_inverse: bool = False,  # noqa: A002
                        return_counts: bool = False, dim: int | None = None):
-    """Each run of equal consecutive values (or slices along ``dim``) once, as
-    ``torch.unique_consecutive`` (read from the device)."""
-    value = _host_positions("unique_consecutive", input)
+    """Each run of equal consecutive values (or slices along ``dim``) once, with the int64
+    inverse and run lengths when asked, as ``torch.unique_consecutive`` (read from the device;
+    an error inside ``gingham.jit``).
+
+        gingham.unique_consecutive(gingham.tensor([1, 1, 2, 1]))  # [1, 2, 1]
+    """
     axis = 0 if dim is None else _dim("unique_consecutive", input.shape, dim)
-    moved = np.moveaxis(value.reshape(-1) if dim is None else value, axis, 0)
-    flat = moved.reshape(moved.shape[0], -1)
-    starts = np.ones(flat.shape[0], bool)
-    starts[1:] = np.any(flat[1:] != flat[:-1], axis=1)
+    value = _read_outside_trace("unique_consecutive", input, _UNIQUE_ADVICE)
+    moved, rows = _rows_along(value, axis, dim is None)
+    starts, counts = _runs(rows)
     inverse = np.cumsum(starts) - 1
-    counts = np.diff(np.append(np.flatnonzero(starts), flat.shape[0]))
     kept = np.moveaxis(moved[starts], 0, axis)
     inverse = inverse.reshape(value.shape) if dim is None else inverse
     return _host_results(input, kept, inverse, counts, return_inverse, return_counts)
+
+
+def _rows_along(value: np.ndarray, axis: int, flat: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``value`` with ``axis`` first (every element, if ``flat``), and as a 2-d table with
+    one row per position along it: what unique and unique_consecutive compare."""
+    if not flat and any(size == 0 for d, size in enumerate(value.shape) if d != axis):
+        raise ShapeError(f"unique: the input of shape {value.shape} has 0-sized dims other "
+                         f"than dim {axis}, so its slices along that dim cannot be compared "
+                         "(as PyTorch)")
+    moved = np.moveaxis(value.reshape(-1) if flat else value, axis, 0)
+    return moved, moved.reshape(moved.shape[0], math.prod(moved.shape[1:]))
+
+
+def _runs(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Whether each row starts a run of equal rows (NaN != NaN, so NaNs never merge, as in
+    PyTorch), and each run's length."""
+    starts = np.ones(rows.shape[0], bool)
+    starts[1:] = np.any(rows[1:] != rows[:-1], axis=1)
+    return starts, np.diff(np.append(np.flatnonzero(starts), rows.shape[0]))
 
 
 def _host_results(input: Tensor, values, inverse, counts, return_inverse: bool,  # noqa: A002
@@ -1266,6 +1401,6 @@ __all__ = ["gather", "take_along_dim", "scatter_add", "scatter", "index_select",
            "bincount", "isin", "histc", "unravel_index", "nanquantile", "nanmedian", "kthvalue",
            "median", "mode", "quantile", "index_fill", "index_copy", "index_put",
            "scatter_reduce", "slice_scatter", "select_scatter", "diagonal_scatter", "take",
-           "masked_scatter", "masked_select", "nonzero", "unique", "unique_consecutive",
+           "masked_scatter", "masked_select", "nonzero", "argwhere", "unique", "unique_consecutive",
            "index_reduce", "put", "histogram", "histogramdd", "HistogramResult",
            "HistogramddResult"]

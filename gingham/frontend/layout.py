@@ -94,10 +94,10 @@ def permute_dims(x: Tensor, axes: Sequence[int], op: str = "permute_dims") -> Te
 
 
 def _getitem(x: Tensor, key) -> Tensor:
-    """Basic indexing: integers, slices (any step), None and Ellipsis; an integer tensor on
-    one dim goes to :func:`gingham.frontend.indexing.getitem_with_tensor`."""
+    """Basic indexing: integers, slices (any step), None and Ellipsis; an integer tensor or a
+    boolean mask on one dim goes to :func:`gingham.frontend.indexing.getitem_with_tensor`."""
     keys = key if isinstance(key, tuple) else (key,)
-    if any(isinstance(k, (Tensor, np.ndarray, list)) for k in keys):
+    if any(isinstance(k, (Tensor, np.ndarray, list, bool, np.bool_)) for k in keys):
         from .indexing import getitem_with_tensor
 
         return getitem_with_tensor(x, keys)

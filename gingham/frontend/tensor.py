@@ -1123,8 +1123,9 @@ class Tensor:
 
     def __getitem__(self, key) -> "Tensor":
         """Basic indexing (integers, slices, None, ``...``) and, on one dim, an integer
-        Tensor, ndarray or list (``x[idx]``, ``x[:, [0, 2]]``); a boolean mask is refused
-        (its result's shape would depend on the values). See :mod:`gingham.frontend.indexing`.
+        Tensor, ndarray or list (``x[idx]``, ``x[:, [0, 2]]``) or a boolean mask over one or
+        more dims (``x[x > 0]``: its count is read from the device, so not inside
+        ``gingham.jit``). See :mod:`gingham.frontend.indexing`.
         """
         return _getitem(self, key)
 

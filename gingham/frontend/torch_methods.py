@@ -605,7 +605,10 @@ class TorchMethods:
 
         return indexing.nonzero(self, as_tuple=as_tuple)
 
-    def argwhere(self) -> "Tensor": return self.nonzero()
+    def argwhere(self) -> "Tensor":
+        from . import indexing
+
+        return indexing.argwhere(self)
 
     def index_fill(self, dim: int, index: "Tensor", value) -> "Tensor":
         from . import indexing

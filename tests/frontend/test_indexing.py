@@ -119,13 +119,107 @@ def test_sort_argsort_topk(device):
     compare(device, arrays, run, forward_only=("topk_ties",))
 
 
+def _mask_maker(device):
+    def mask(lib, values):
+        array = np.asarray(values, bool)
+        return gingham.tensor(array, device=device) if lib is gingham else torch.tensor(array)
+    return mask
+
+
+def test_value_shaped_results(device):
+    """Results whose shape comes from the values (boolean masks as indices, masked_select,
+    nonzero, argwhere, where(condition), unique, unique_consecutive), read from the device as
+    PyTorch reads them: masks over the leading, middle and last dims, a mask computed on the
+    device, empty and 0-d cases, and the gradients that reach ``x`` through the gather."""
+    mask = _mask_maker(device)
+    x = rand(3, 4, 2)
+    x[2, 1] = x[0, 3]  # ties for unique along dims 0 and 1
+    arrays = dict(x=x, s=rand(16, seed=1))
+
+    def run(lib, x, s):
+        positive = x > 0  # computed on the device, read back once by the ops that use it
+        rows = mask(lib, [True, False, True])
+        values = (x.detach() * 2).round()  # few distinct values; torch's unique has no grad
+        holes = lib.where(values[0] > 0, values[0], float("nan"))  # each NaN is distinct
+        return {
+            "mask_all": x[positive], "mask_lead": x[mask(lib, [[1, 0, 0, 1]] * 3)],
+            "mask_mid": x[:, mask(lib, [0, 1, 1, 0])], "mask_last": x[..., mask(lib, [0, 1])],
+            "mask_then_int": x[rows, 1], "int_then_mask": x[1, :, mask(lib, [1, 1])],
+            "mask_none": x[None, rows], "mask_list": x[[False, True, True]],
+            "mask_ndarray": x[np.array([[0, 1, 1, 1]] * 3, bool)],
+            "mask_empty": x[mask(lib, [0, 0, 0])], "mask_0d": x[mask(lib, True)],
+            "mask_0d_false": x[mask(lib, False)], "python_bool": x[True],
+            "mask_uint8": x[mask(lib, [[0, 1, 0, 1]] * 3).to(lib.uint8)],
+            "select": lib.masked_select(x, positive),
+            "select_bcast": x.masked_select(mask(lib, [[1], [0], [1], [1]])),
+            "select_grow": lib.masked_select(x[0, :, 0], positive[..., 1]),
+            "scatter_bcast": x.masked_scatter(mask(lib, [[1, 0], [0, 1], [1, 1], [0, 0]]), s),
+            "nonzero": lib.nonzero(positive), "nonzero_float": x.relu().nonzero(),
+            "nonzero_tuple": lib.nonzero(positive[0], as_tuple=True),
+            "nonzero_none": (x[0] > 9).nonzero(), "nonzero_0d": lib.nonzero(x[0, 0, 0] * 0 + 1),
+            "nonzero_0d_tuple": lib.nonzero(positive[0, 0, 0], as_tuple=True),
+            "argwhere": lib.argwhere(x[1] < 0), "where_cond": lib.where(positive[:, :, 0]),
+            "unique": lib.unique(values), "unique_all": lib.unique(
+                values[0], sorted=False, return_inverse=True, return_counts=True),
+            "unique_dim0": lib.unique(values[:, :2, 0], return_inverse=True, dim=0),
+            "unique_dim1": lib.unique(values[:, :, 1], return_counts=True, dim=-1),
+            "unique_0d": lib.unique(values[0, 0, 0], return_inverse=True, return_counts=True),
+            "consecutive": lib.unique_consecutive(values, return_inverse=True,
+                                                  return_counts=True),
+            "consecutive_dim": values[:, :, 0].unique_consecutive(return_inverse=True, dim=1),
+            "unique_nan": holes.unique(return_inverse=True, return_counts=True),
+            "consecutive_nan": lib.unique_consecutive(holes, return_counts=True),
+        }
+
+    with pytest.warns(UserWarning, match="uint8 tensor reads it as a boolean mask"):
+        compare(device, arrays, run, forward_only=(
+            "unique", "unique_all.0", "unique_dim0.0", "unique_dim1.0", "unique_0d.0",
+            "consecutive.0", "consecutive_dim.0", "unique_nan.0", "consecutive_nan.0"))
+
+
+def test_value_shaped_results_are_refused_inside_jit(device):
+    """Inside a traced step each of them names itself and a fixed-shape alternative."""
+    x = gingham.tensor(rand(3, 4), device=device)
+    cases = {
+        r"x\[mask\]": lambda v: v[v > 0], "masked_select": lambda v: v.masked_select(v > 0),
+        "nonzero": lambda v: gingham.nonzero(v), "argwhere": lambda v: v.argwhere(),
+        r"where\(condition\)": lambda v: gingham.where(v > 0),
+        "unique": lambda v: v.unique(), "unique_consecutive": gingham.unique_consecutive}
+    for name, op in cases.items():
+        with pytest.raises(NotImplementedError, match=f"^{name} .*inside gingham.jit.*"
+                           "depends on the values.*(where|sort)"):
+            gingham.jit(op)(x)
+
+
+def test_value_shaped_errors(device):
+    """Bad masks raise PyTorch's error types (a device mismatch: gingham's DeviceError)."""
+    x = gingham.tensor(rand(2, 3), device=device)
+    t = torch.tensor(rand(2, 3))
+    for shape in [(3,), (2, 2), (1, 3), (2, 3, 1)]:
+        with pytest.raises(IndexError):
+            t[torch.ones(shape, dtype=torch.bool)]
+        with pytest.raises(IndexError, match="mask|too many indices"):
+            x[gingham.tensor(np.ones(shape, bool), device=device)]
+    with pytest.raises(DTypeError, match="masked_select: mask must be a bool"):
+        x.masked_select(x)
+    with pytest.raises(ShapeError, match="masked_select"):
+        x.masked_select(x[:, :2] > 0)
+    with pytest.raises(ShapeError, match="0-sized dims"):  # torch: RuntimeError
+        gingham.unique(x[:, :0], dim=0)
+    with pytest.raises(TypeError, match="where: give both"):
+        gingham.where(x > 0, x)
+    other = "reference" if device != "reference" else "cpu"
+    elsewhere = gingham.tensor(np.ones((2, 3), bool), device=other)
+    for op in (lambda: x[elsewhere], lambda: x.masked_select(elsewhere)):
+        with pytest.raises(gingham.DeviceError, match="the mask is on"):
+            op()
+
+
 def test_indexing_errors():
     x = gingham.tensor(rand(2, 3), device="reference")
     idx = gingham.tensor(np.array([[0, 1]]), device="reference")
-    with pytest.raises(IndexError, match="masked_fill"):
-        x[x > 0]
-    with pytest.raises(IndexError, match="masked_fill"):
-        x[np.array([True, False])]
+    with pytest.raises(IndexError, match="mask"):
+        x[np.array([True, False, True])]
     with pytest.raises(IndexError, match="one dim at a time"):
         x[[0, 1], [1, 2]]
     with pytest.raises(IndexError, match="out of bounds"):
