@@ -4,7 +4,7 @@
 Why NumPy: ``gingham.jit`` uploads a NumPy argument straight into the step's input buffer,
 one host-to-device copy per array and batch. A batch collated into a gingham tensor on the
 ``cpu`` device and moved with ``.to(device)`` costs three (into the cpu device's buffer, out
-of it, into the target device); ``tests/data/test_dataloader.py`` counts them. Samples that are
+of it, into the target device); ``tests/frontend/test_dataloader.py`` counts them. Samples that are
 already gingham tensors stay tensors (stacked on their device), as PyTorch's stay on theirs.
 
     default_collate([{"x": np.zeros(3), "y": 1}, {"x": np.ones(3), "y": 2}])
@@ -94,8 +94,32 @@ def _stack_arrays(batch: Sequence[Any]) -> np.ndarray:
 
 
 def default_convert(data: Any) -> Any:
-    """What a DataLoader with ``batch_size=None`` applies to each sample: PyTorch's turns NumPy
-    arrays into tensors; here they already are what a step takes, so samples pass unchanged."""
+    """What a DataLoader with ``batch_size=None`` applies to each sample, as PyTorch's with
+    arrays where it makes tensors: NumPy scalars become 0-d arrays, NumPy arrays and gingham
+    tensors stay, and containers are converted item by item (tuples become lists, as
+    PyTorch's).
+
+        default_convert((np.float32(1), {"x": np.zeros(2)}))   # [array(1.0), {"x": ...}]
+    """
+    if isinstance(data, np.generic) and not isinstance(data, (np.str_, np.bytes_)):
+        return np.asarray(data)
+    if isinstance(data, (np.ndarray, Tensor, str, bytes)):
+        return data
+    if isinstance(data, collections.abc.Mapping):
+        converted = {key: default_convert(value) for key, value in data.items()}
+        try:
+            return type(data)(converted)
+        except TypeError:
+            return converted
+    if _is_namedtuple(data):
+        return type(data)(*(default_convert(item) for item in data))
+    if isinstance(data, tuple):
+        return [default_convert(item) for item in data]
+    if isinstance(data, collections.abc.Sequence):
+        try:
+            return type(data)([default_convert(item) for item in data])
+        except TypeError:
+            return [default_convert(item) for item in data]
     return data
 
 

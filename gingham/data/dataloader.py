@@ -77,7 +77,7 @@ class DataLoader(Generic[T_co]):
     """Batches of ``dataset`` with torch.utils.data.DataLoader's arguments and their rules:
 
     * ``shuffle=True`` reads in a :class:`RandomSampler` order from ``generator`` (an int
-      seed, a ``numpy.random.Generator`` or a :class:`gingham.Generator`; by default from the
+      seed, a ``numpy.random.Generator`` or a :class:`gingham.nn.functional.Generator`; by default from the
       state ``gingham.manual_seed`` sets), a new order every epoch;
     * ``sampler`` or ``batch_sampler`` give the order instead (``batch_sampler`` excludes
       ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last``; ``sampler`` excludes
@@ -365,7 +365,7 @@ class _MultiWorkerIterator:
 
     def __next__(self) -> Any:
         while True:
-            if self.received == self.sent:
+            if self.finished or self.received == self.sent:
                 self._finish()
                 raise StopIteration
             result = self.ready.pop(self.received, None)
@@ -377,15 +377,19 @@ class _MultiWorkerIterator:
                 self.active[result.worker] = False
                 self._send()
                 continue
-            self._send()
             if result.error is not None:
+                # The epoch ends here: a caller that catches the error must not find workers
+                # still running (nor wait for them).
+                self._finish()
                 raise result.error
+            self._send()
             return result.value
 
     def _collect(self) -> None:
         try:
             result = self.pool.results.get(timeout=self.timeout)
         except queue.Empty:
+            self._finish()
             raise RuntimeError(f"DataLoader timed out after {self.timeout} seconds") from None
         if result.epoch == self.epoch:
             self.ready[result.number] = result

@@ -185,7 +185,7 @@ def random_split(dataset: Dataset[T_co], lengths: Sequence[int | float],
     """Split ``dataset`` into non-overlapping random subsets of ``lengths`` (counts summing to
     ``len(dataset)``, or fractions summing to 1, whose rounding remainder goes one item each to
     the first splits, as PyTorch's). ``generator`` is an int seed, a ``numpy.random.Generator``
-    or a :class:`gingham.Generator`; by default a seed is drawn from the state
+    or a :class:`gingham.nn.functional.Generator`; by default a seed is drawn from the state
     ``gingham.manual_seed`` sets, so a seeded run splits the same way every time.
 
         train, test = random_split(dataset, [0.8, 0.2], generator=42)

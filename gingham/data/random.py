@@ -7,7 +7,7 @@ argument may be:
 * an ``int``: a seed; a sampler makes one NumPy generator of it and keeps drawing from it, so
   successive epochs differ and a new sampler with the same seed repeats them;
 * a ``numpy.random.Generator``: drawn from directly;
-* a :class:`gingham.Generator`: each epoch draws a seed from its state and advances it, on the
+* a :class:`gingham.nn.functional.Generator`: each epoch draws a seed from its state and advances it, on the
   host (``get_state``/``set_state``: no kernel runs);
 * ``None``: as PyTorch's default generator, the seed comes from gingham's default generator
   (that of the ``reference`` device, which lives on the host), so ``gingham.manual_seed(s)``
@@ -45,7 +45,7 @@ def kept_rng(generator: GeneratorLike) -> np.random.Generator | None:
     if isinstance(generator, bool) or not isinstance(
             generator, (type(None), int, np.integer, np.random.Generator, functional.Generator)):
         raise TypeError(f"generator must be an int seed, a numpy.random.Generator or a "
-                        f"gingham.Generator, not {type(generator).__name__}")
+                        f"gingham.nn.functional.Generator, not {type(generator).__name__}")
     if isinstance(generator, (int, np.integer)):
         return np.random.default_rng(int(generator))
     if isinstance(generator, np.random.Generator):
