@@ -83,14 +83,17 @@ def default_collate(batch: Sequence[Any]) -> Any:
 
 
 def _stack_arrays(batch: Sequence[Any]) -> np.ndarray:
-    arrays = [np.asarray(sample) for sample in batch]
-    if arrays[0].dtype.kind in "SaUO":
-        raise TypeError(_ERROR.format(arrays[0].dtype))
-    shapes = {array.shape for array in arrays}
-    if len(shapes) > 1:
+    first = batch[0]
+    if np.asarray(first).dtype.kind in "SaUO":
+        raise TypeError(_ERROR.format(np.asarray(first).dtype))
+    if isinstance(first, np.generic):  # one call for a batch of scalars (a label per sample)
+        return np.array(batch)
+    try:
+        return np.stack(batch)
+    except ValueError:
+        shapes = sorted({np.shape(sample) for sample in batch})
         raise RuntimeError(f"default_collate: stack expects each array to be equal size, but "
-                           f"got {sorted(shapes)}")
-    return np.stack(arrays)
+                           f"got {shapes}") from None
 
 
 def default_convert(data: Any) -> Any:

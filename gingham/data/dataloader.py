@@ -77,8 +77,8 @@ class DataLoader(Generic[T_co]):
     """Batches of ``dataset`` with torch.utils.data.DataLoader's arguments and their rules:
 
     * ``shuffle=True`` reads in a :class:`RandomSampler` order from ``generator`` (an int
-      seed, a ``numpy.random.Generator`` or a :class:`gingham.nn.functional.Generator`; by default from the
-      state ``gingham.manual_seed`` sets), a new order every epoch;
+      seed, a ``numpy.random.Generator`` or a :class:`gingham.nn.functional.Generator`; by
+      default from the state ``gingham.manual_seed`` sets), a new order every epoch;
     * ``sampler`` or ``batch_sampler`` give the order instead (``batch_sampler`` excludes
       ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last``; ``sampler`` excludes
       ``shuffle``); ``batch_size=None`` yields single samples through :func:`default_convert`;

@@ -7,8 +7,8 @@ argument may be:
 * an ``int``: a seed; a sampler makes one NumPy generator of it and keeps drawing from it, so
   successive epochs differ and a new sampler with the same seed repeats them;
 * a ``numpy.random.Generator``: drawn from directly;
-* a :class:`gingham.nn.functional.Generator`: each epoch draws a seed from its state and advances it, on the
-  host (``get_state``/``set_state``: no kernel runs);
+* a :class:`gingham.nn.functional.Generator`: each epoch draws a seed from its state and
+  advances it, on the host (``get_state``/``set_state``: no kernel runs);
 * ``None``: as PyTorch's default generator, the seed comes from gingham's default generator
   (that of the ``reference`` device, which lives on the host), so ``gingham.manual_seed(s)``
   makes the shuffles of a run reproducible.
