@@ -9,7 +9,9 @@ Design choices (where PyTorch's choices do not carry over):
 
 * **Batches are NumPy arrays** (see :mod:`gingham.data.collate`): one host-to-device copy per
   array when a ``gingham.jit`` step takes them, where a gingham tensor on the ``cpu`` device
-  moved with ``.to(device)`` costs three. Samples that are gingham tensors stay tensors.
+  moved with ``.to(device)`` costs three. Samples that are gingham tensors stay tensors. Code
+  ported from PyTorch drops its ``batch.to(device)`` (the step uploads), or writes
+  ``gingham.as_tensor(batch, device=device)`` for eager use.
 * **Workers are threads** (``num_workers > 0``), not processes. Forked processes would
   inherit open OpenCL/CUDA contexts and the C backend's thread pool, which is unsafe; spawned
   ones would re-import gingham and need picklable datasets. Threads need neither, and the work
@@ -20,7 +22,8 @@ Design choices (where PyTorch's choices do not carry over):
   worker its id and seed (``base_seed + id``, ``base_seed`` drawn from the loader's generator
   per epoch, as PyTorch's). Threads share Python's ``random`` and NumPy's global state, so
   seed a per-worker ``numpy.random.default_rng(get_worker_info().seed)`` rather than the global
-  one. An exception in a worker is re-raised in the main thread (its own type and traceback,
+  one; and keep device work out of workers (read NumPy, as TensorDataset does: a CUDA context is
+  current in one thread only). An exception in a worker is re-raised in the main thread (its own type and traceback,
   with a note naming the worker and the sample index); leaving the loop early stops the
   workers.
 * ``pin_memory`` is accepted and has no effect (uploads go from pageable NumPy memory).

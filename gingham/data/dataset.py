@@ -64,9 +64,10 @@ class TensorDataset(Dataset[tuple]):
     """Samples ``(t[i] for t in tensors)`` of NumPy arrays or gingham tensors that share their
     first dimension (``ValueError`` otherwise).
 
-    Samples are NumPy rows: a gingham tensor is read back to the host once, on first use (one
-    copy), because taking one row of a device tensor per sample would cost a kernel launch and
-    a copy per sample. Batches then reach the device in one copy each (see
+    Samples are NumPy rows: a gingham tensor is read back to the host here, once (one copy),
+    because taking one row of a device tensor per sample would cost a kernel launch and a copy
+    per sample, and because loader worker threads must not touch a device (a CUDA context is
+    current in one thread only). Batches then reach the device in one copy each (see
     :mod:`gingham.data.dataloader`). ``tensors`` keeps what was given.
 
         dataset = TensorDataset(images, labels)     # (N, ...) arrays
@@ -88,21 +89,16 @@ class TensorDataset(Dataset[tuple]):
         if len(set(lengths)) > 1:
             raise ValueError(f"Size mismatch between tensors: first dimensions {lengths}")
         self.tensors = tuple(tensors)
-        self._host: tuple[np.ndarray, ...] | None = None
-
-    def _arrays(self) -> tuple[np.ndarray, ...]:
-        if self._host is None:
-            self._host = tuple(value.numpy() if isinstance(value, Tensor) else value
-                               for value in self.tensors)
-        return self._host
+        self._arrays = tuple(value.numpy() if isinstance(value, Tensor) else value
+                             for value in tensors)
 
     def __getitem__(self, index) -> tuple:
-        return tuple(array[index] for array in self._arrays())
+        return tuple(array[index] for array in self._arrays)
 
     def __getitems__(self, indices: list[int]) -> list[tuple]:
         # PyTorch's batched read: one gather per array instead of one lookup per sample
         # (digits, 64 per batch: 70 us down to 20 us).
-        columns = [array[indices] for array in self._arrays()]
+        columns = [array[indices] for array in self._arrays]
         return list(zip(*columns))
 
     def __len__(self) -> int:

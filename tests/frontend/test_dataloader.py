@@ -342,8 +342,9 @@ def test_a_training_loop_through_jit_uploads_one_copy_per_batch_array(device):
     rng = np.random.default_rng(0)
     inputs = rng.standard_normal((40, 3)).astype(np.float32)
     targets = inputs @ np.array([[1.0], [-2.0], [0.5]], np.float32) + 0.25
-    loader = data.DataLoader(data.TensorDataset(inputs, targets), batch_size=8, shuffle=True,
-                             generator=0, drop_last=True)
+    # The inputs as a device tensor: TensorDataset reads it back once, batches are NumPy.
+    dataset = data.TensorDataset(gingham.tensor(inputs, device=device), targets)
+    loader = data.DataLoader(dataset, batch_size=8, shuffle=True, generator=0, drop_last=True)
     model = nn.Linear(3, 1, device=device)
     reference = torch.nn.Linear(3, 1)
     with torch.no_grad():
@@ -380,3 +381,8 @@ def test_a_training_loop_through_jit_uploads_one_copy_per_batch_array(device):
     np.testing.assert_allclose(model.bias.numpy(), reference.bias.detach().numpy(),
                                rtol=1e-4, atol=1e-5)
     assert step.traces == 1
+
+    # Samples that are device tensors are stacked on their device, as torch's stay on theirs.
+    stacked = data.default_collate([gingham.tensor(row, device=device) for row in inputs[:3]])
+    assert isinstance(stacked, gingham.Tensor) and stacked.device == device
+    np.testing.assert_array_equal(stacked.numpy(), inputs[:3])
