@@ -367,6 +367,10 @@ class _MultiWorkerIterator:
         return self
 
     def __next__(self) -> Any:
+        if self.pool.epoch != self.epoch and not self.finished:
+            # Persistent workers serve one epoch at a time; they would skip this one's tasks.
+            raise RuntimeError("DataLoader with persistent_workers: a newer iter(loader) has "
+                               "replaced this iterator; iterate one epoch at a time")
         while True:
             if self.finished or self.received == self.sent:
                 self._finish()

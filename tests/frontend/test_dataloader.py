@@ -273,6 +273,10 @@ def test_early_exit_stops_workers_and_persistent_workers_stay():
         break
     second = _epoch(loader)
     assert len(workers) == 2 and _new_workers(before) == workers
+    replaced = iter(loader)
+    next(iter(loader))
+    with pytest.raises(RuntimeError, match="replaced this iterator"):
+        next(replaced)
     for epoch in (first, second):
         indices = [i for batch in epoch for i in batch[0]]
         assert sorted(indices) == list(range(9))
