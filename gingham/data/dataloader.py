@@ -192,6 +192,10 @@ class DataLoader(Generic[T_co]):
             return _MultiWorkerIterator(self, self._pool, owns_pool=False)
         return _MultiWorkerIterator(self, _WorkerPool(self, base_seed), owns_pool=True)
 
+    def __del__(self) -> None:
+        if getattr(self, "_pool", None) is not None:
+            self._pool.shutdown()  # persistent workers end with their loader
+
     def __len__(self) -> int:
         if isinstance(self.dataset, IterableDataset):
             length = len(self.dataset)  # TypeError when the stream has no length, as PyTorch
@@ -203,16 +207,33 @@ class DataLoader(Generic[T_co]):
         return len(self._index_sampler)
 
 
+@dataclass(frozen=True)
+class _Reading:
+    """What fetching a batch needs of a loader (workers keep this, not the loader, so that a
+    dropped loader is collected and stops its persistent workers)."""
+
+    dataset: Dataset
+    collate_fn: Callable[[list], Any]
+    auto_collation: bool
+    batch_size: int | None
+    drop_last: bool
+
+    @classmethod
+    def of(cls, loader: DataLoader) -> "_Reading":
+        return cls(loader.dataset, loader.collate_fn, loader._auto_collation, loader.batch_size,
+                   loader.drop_last)
+
+
 class _Fetcher:
     """Turns what the sampler gives (a list of indices, an index, or nothing for a stream)
     into a collated batch; one per epoch and thread."""
 
-    def __init__(self, loader: DataLoader) -> None:
-        self.dataset = loader.dataset
-        self.collate_fn = loader.collate_fn
-        self.auto_collation = loader._auto_collation
-        self.batch_size = loader.batch_size
-        self.drop_last = loader.drop_last
+    def __init__(self, reading: _Reading) -> None:
+        self.dataset = reading.dataset
+        self.collate_fn = reading.collate_fn
+        self.auto_collation = reading.auto_collation
+        self.batch_size = reading.batch_size
+        self.drop_last = reading.drop_last
         self.stream = iter(self.dataset) if isinstance(self.dataset, IterableDataset) else None
         self.ended = False
 
@@ -251,7 +272,7 @@ class _Fetcher:
 
 
 def _single_thread(loader: DataLoader, indices: Iterator) -> Iterator[Any]:
-    fetcher = _Fetcher(loader)
+    fetcher = _Fetcher(_Reading.of(loader))
     for index in indices:
         try:
             yield fetcher.fetch(index)
@@ -281,7 +302,9 @@ class _WorkerPool:
     results on one shared queue. A ``None`` task stops a thread."""
 
     def __init__(self, loader: DataLoader, base_seed: int) -> None:
-        self.loader = loader
+        self.reading = _Reading.of(loader)
+        self.num_workers = loader.num_workers
+        self.worker_init_fn = loader.worker_init_fn
         self.epoch = 0  # the epoch whose tasks are worth doing; older ones are skipped
         self.tasks: list[queue.Queue] = [queue.Queue() for _ in range(loader.num_workers)]
         self.results: queue.Queue[_Result] = queue.Queue()
@@ -293,13 +316,12 @@ class _WorkerPool:
             thread.start()
 
     def _work(self, worker: int, base_seed: int) -> None:
-        loader = self.loader
-        _worker_local.info = WorkerInfo(worker, loader.num_workers, base_seed + worker,
-                                        loader.dataset)
+        _worker_local.info = WorkerInfo(worker, self.num_workers, base_seed + worker,
+                                        self.reading.dataset)
         init_error = None
-        if loader.worker_init_fn is not None:
+        if self.worker_init_fn is not None:
             try:
-                loader.worker_init_fn(worker)
+                self.worker_init_fn(worker)
             except Exception as error:
                 error.add_note(f"(in worker_init_fn of DataLoader worker {worker})")
                 init_error = error
@@ -314,7 +336,7 @@ class _WorkerPool:
                 continue
             try:
                 if fetcher_epoch != task.epoch:
-                    fetcher, fetcher_epoch = _Fetcher(loader), task.epoch
+                    fetcher, fetcher_epoch = _Fetcher(self.reading), task.epoch
                 result.value = fetcher.fetch(task.index)
             except StopIteration:
                 result.exhausted = True

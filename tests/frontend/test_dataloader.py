@@ -5,6 +5,7 @@ thread workers (order, errors, early exit), and one training loop through gingha
 from __future__ import annotations
 
 import collections
+import gc
 import threading
 import time
 import types
@@ -277,6 +278,12 @@ def test_early_exit_stops_workers_and_persistent_workers_stay():
     next(iter(loader))
     with pytest.raises(RuntimeError, match="replaced this iterator"):
         next(replaced)
+    del loader, replaced
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while any(thread.is_alive() for thread in workers) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(thread.is_alive() for thread in workers)  # they end with their loader
     for epoch in (first, second):
         indices = [i for batch in epoch for i in batch[0]]
         assert sorted(indices) == list(range(9))
