@@ -1,4 +1,4 @@
-"""Data sets for training and benchmarks, as NumPy arrays plus a minimal batch iterator.
+"""Data sets for training and benchmarks, as NumPy arrays, and torch.utils.data's loading API.
 
 * :func:`load_digits` — the UCI optical digits (1,797 8x8 grey images, 10 classes), shipped
   inside the package (45 KB), for accuracy tests that need real images and no download.
@@ -8,6 +8,16 @@
 
     images, labels = gingham.data.load_digits(split="train")      # NCHW float32, int32
     for x, y in gingham.data.batches(images, labels, 64, shuffle=True, seed=0):
+        ...
+
+PyTorch's ``Dataset``, ``IterableDataset``, ``TensorDataset``, ``Subset``, ``ConcatDataset``,
+``random_split``, ``DataLoader``, the samplers, ``default_collate`` and ``get_worker_info``
+have the same names and arguments here (batches are NumPy arrays; see
+:mod:`gingham.data.dataloader` for the design):
+
+    loader = gingham.data.DataLoader(gingham.data.TensorDataset(images, labels),
+                                     batch_size=64, shuffle=True, generator=0)
+    for x, y in loader:
         ...
 """
 
@@ -115,4 +125,16 @@ def _split(images, labels, split: str, test_fraction: float, seed: int):
     return np.ascontiguousarray(images[chosen]), labels[chosen]
 
 
-__all__ = ["DataError", "load_digits", "load_cifar10", "synthetic", "batches"]
+from .collate import default_collate, default_convert  # noqa: E402
+from .dataloader import DataLoader, WorkerInfo, get_worker_info  # noqa: E402
+from .dataset import (  # noqa: E402
+    ChainDataset, ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset, random_split)
+from .sampler import (  # noqa: E402
+    BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler,
+    WeightedRandomSampler)
+
+__all__ = ["DataError", "load_digits", "load_cifar10", "synthetic", "batches",
+           "Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
+           "ChainDataset", "random_split", "DataLoader", "WorkerInfo", "get_worker_info",
+           "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
+           "WeightedRandomSampler", "BatchSampler", "default_collate", "default_convert"]
