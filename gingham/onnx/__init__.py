@@ -35,7 +35,7 @@ Not supported: other domains, ``If`` and ``Loop`` on conditions computed on the 
 ``reflect``/``edge``/``wrap`` modes on other than the last 1-3 axes of a 2-5-d input, Resize
 modes but ``nearest``, training-mode BatchNormalization/Dropout, pooling's ``Indices``
 output, the 2-, 4- and 8-bit float and integer quantized types, 3-d Col2Im, GridSample of
-more than 3 spatial axes, RoiAlign's adaptive ``sampling_ratio=0``, SequenceMap, value-shaped ops inside an ``If`` branch
+more than 3 spatial axes, RoiAlign's adaptive ``sampling_ratio=0``, value-shaped ops inside an ``If`` branch
 or a ``Loop``/``Scan`` body on values computed on the device, ``BitCast`` (Tile has no bit
 cast), string ops, TfIdfVectorizer and ImageDecoder. Needs the ``onnx`` package (``pip install 'gingham[onnx]'``); gingham's core does
 not.

@@ -202,6 +202,8 @@ CASES = [
     "test_nonmaxsuppression_single_box", "test_nonmaxsuppression_identical_boxes",
     "test_nonmaxsuppression_center_point_box_format", "test_nonmaxsuppression_two_classes",
     "test_nonmaxsuppression_two_batches", "test_nonmaxsuppression_iou_threshold_boundary",
+    "test_sequence_map_identity_1_sequence_1_tensor", "test_sequence_map_add_2_sequences",
+    "test_sequence_map_add_1_sequence_1_tensor", "test_sequence_map_extract_shapes",
 ]
 
 
