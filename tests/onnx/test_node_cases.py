@@ -204,6 +204,7 @@ CASES = [
     "test_nonmaxsuppression_two_batches", "test_nonmaxsuppression_iou_threshold_boundary",
     "test_sequence_map_identity_1_sequence_1_tensor", "test_sequence_map_add_2_sequences",
     "test_sequence_map_add_1_sequence_1_tensor", "test_sequence_map_extract_shapes",
+    "test_tensorscatter", "test_tensorscatter_circular", "test_tensorscatter_3d",
 ]
 
 
