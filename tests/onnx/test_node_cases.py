@@ -205,6 +205,8 @@ CASES = [
     "test_sequence_map_identity_1_sequence_1_tensor", "test_sequence_map_add_2_sequences",
     "test_sequence_map_add_1_sequence_1_tensor", "test_sequence_map_extract_shapes",
     "test_tensorscatter", "test_tensorscatter_circular", "test_tensorscatter_3d",
+    "test_basic_deform_conv_with_padding", "test_basic_deform_conv_without_padding",
+    "test_deform_conv_with_mask_bias", "test_deform_conv_with_multiple_offset_groups",
 ]
 
 
@@ -273,12 +275,15 @@ def _global_lp_pools() -> onnx.ModelProto:
 
 def _models_of_other_tests() -> dict:
     """The models that tests/onnx/test_ops_random.py checks by distribution (ONNX's random
-    cases compare NumPy's numbers) and tests/onnx/test_ops_sequence.py against ONNX's
-    reference (ONNX has no node case of most sequence ops)."""
+    cases compare NumPy's numbers), tests/onnx/test_ops_sequence.py against ONNX's
+    reference (ONNX has no node case of most sequence ops) and tests/onnx/test_ops_detection.py
+    against onnxruntime (MaxRoiPool has no node case)."""
+    from test_ops_detection import _model as _detection_model  # tests/onnx/...
     from test_ops_random import _random_model  # tests/onnx/test_ops_random.py
     from test_ops_sequence import _sequence_model  # tests/onnx/test_ops_sequence.py
 
-    return {"random": _random_model, "sequence": _sequence_model}
+    return {"random": _random_model, "sequence": _sequence_model,
+            "detection": _detection_model}
 
 
 #: models of ops without a (comparable) ONNX node case, each checked against its own oracle
