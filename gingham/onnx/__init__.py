@@ -18,7 +18,9 @@ value of the shapes); ``Loop`` unrolls when its trip count and conditions are kn
 over its scanned axis. Sequences are Python lists of tensors while the graph is traced
 (:mod:`gingham.onnx.ops_sequence`; a sequence input is passed as a list of arrays), optionals
 a value or None. Attention (opsets 23-25), RotaryEmbedding and SwiGLU build on
-``F.scaled_dot_product_attention``'s pieces (:mod:`gingham.onnx.ops_attention`); the
+``F.scaled_dot_product_attention``'s pieces (:mod:`gingham.onnx.ops_attention`; opset 27's
+LinearAttention unrolls its recurrence over the positions, CausalConvWithState is a depthwise
+convolution after its state); the
 quantized ops compute exactly in int32 (:mod:`gingham.onnx.ops_quant`); the random ops draw
 from Philox on the device (:mod:`gingham.onnx.ops_random`). On CPUs the image ops run
 channels-last (``layout="auto"``, see :mod:`gingham.onnx.layout`). Ops whose result's shape

@@ -207,6 +207,17 @@ CASES = [
     "test_tensorscatter", "test_tensorscatter_circular", "test_tensorscatter_3d",
     "test_basic_deform_conv_with_padding", "test_basic_deform_conv_without_padding",
     "test_deform_conv_with_mask_bias", "test_deform_conv_with_multiple_offset_groups",
+    "test_causal_conv_with_state_basic", "test_causal_conv_with_state_with_bias_and_past_state",
+    "test_causal_conv_with_state_silu_with_past_state", "test_causal_conv_with_state_decode_step",
+    "test_causal_conv_with_state_kernel_size_one", "test_causal_conv_with_state_swish_alias",
+    "test_causal_conv_with_state_short_input_no_past_state", "test_causal_conv_with_state_fp16",
+    "test_linear_attention_linear", "test_linear_attention_gated",
+    "test_linear_attention_gated_per_head_decay", "test_linear_attention_delta",
+    "test_linear_attention_gated_delta", "test_linear_attention_gated_delta_beta_scalar",
+    "test_linear_attention_gated_delta_gqa", "test_linear_attention_gated_delta_mqa",
+    "test_linear_attention_decode_step", "test_linear_attention_prefill_with_past",
+    "test_linear_attention_explicit_scale", "test_linear_attention_fp16",
+    "test_linear_attention_linear_t1_no_past",
 ]
 
 
