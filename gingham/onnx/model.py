@@ -55,6 +55,11 @@ def load(model, device: str | None = None, layout: str = "auto") -> "OnnxModel":
     channels-last on CPUs (faster there) and as the graph (NCHW) on GPUs, or ``"NHWC"`` /
     ``"NCHW"`` (:mod:`gingham.onnx.layout`); inputs and outputs are the graph's either way.
 
+    A graph with value-shaped ops (``NonZero``, ``Unique``, ``NonMaxSuppression``: a
+    detector's last steps) runs in compiled segments cut at each such op, and each costs a
+    read-back of its inputs to the host and a synchronisation per call (``GINGHAM_DEBUG=1``
+    names them); the segment after it compiles once per distinct shape of its results.
+
         model = gingham.onnx.load("mlp.onnx", device="opencl:0")
     """
     onnx = _onnx()
