@@ -193,10 +193,9 @@ class OnnxModel:
         self.input_names = [i.name for i in graph.input if i.name not in self._constants]
         self.output_names = [o.name for o in graph.output]
         self._inputs = {i.name: i for i in graph.input if i.name in self.input_names}
-        # Inputs that give shapes, axes or pads (a Reshape's shape fed by the caller): their
-        # values are known on the host and select the traced step, as shapes do.
-        # Values that give shapes, axes or pads, wherever they are made: known on the host,
-        # they select the traced program by value.
+        # Values that give shapes, axes or pads (a Reshape's shape fed by the caller, or made
+        # by a value-shaped op): known on the host, they select the traced program by value,
+        # as shapes do.
         by_value = {proto.input[position] for _, proto in graph_nodes(graph)
                     for position in HOST_INPUTS.get(proto.op_type, ())
                     if position < len(proto.input)}
