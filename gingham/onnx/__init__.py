@@ -18,10 +18,17 @@ value of the shapes); ``Loop`` unrolls when its trip count and conditions are kn
 over its scanned axis. Sequences are Python lists of tensors while the graph is traced
 (:mod:`gingham.onnx.ops_sequence`; a sequence input is passed as a list of arrays), optionals
 a value or None. Attention (opsets 23-25), RotaryEmbedding and SwiGLU build on
-``F.scaled_dot_product_attention``'s pieces (:mod:`gingham.onnx.ops_attention`); the
+``F.scaled_dot_product_attention``'s pieces (:mod:`gingham.onnx.ops_attention`; opset 27's
+LinearAttention unrolls its recurrence over the positions, CausalConvWithState is a depthwise
+convolution after its state); the
 quantized ops compute exactly in int32 (:mod:`gingham.onnx.ops_quant`); the random ops draw
 from Philox on the device (:mod:`gingham.onnx.ops_random`). On CPUs the image ops run
-channels-last (``layout="auto"``, see :mod:`gingham.onnx.layout`).
+channels-last (``layout="auto"``, see :mod:`gingham.onnx.layout`). Ops whose result's shape
+depends on values (``NonZero``, ``Unique``, ``NonMaxSuppression``) run as onnxruntime runs
+them: the graph is compiled in segments, cut at each such op, whose inputs are read back
+(a synchronisation and a copy) and which runs on the host with NumPy
+(:mod:`gingham.onnx.ops_value_shaped`); the segment after it is traced once per distinct
+shape of its results (a detector's number of detections) and replayed for a repeat.
 :mod:`gingham.onnx.backend` is ONNX's ``Backend`` interface.
 
 Supported ops (default domain; :func:`supported_ops` lists them) — {ops}.
@@ -30,8 +37,9 @@ Not supported: other domains, ``If`` and ``Loop`` on conditions computed on the 
 ``reflect``/``edge``/``wrap`` modes on other than the last 1-3 axes of a 2-5-d input, Resize
 modes but ``nearest``, training-mode BatchNormalization/Dropout, pooling's ``Indices``
 output, the 2-, 4- and 8-bit float and integer quantized types, 3-d Col2Im, GridSample of
-more than 3 spatial axes, RoiAlign's adaptive ``sampling_ratio=0``, SequenceMap; ops whose result's shape depends on values (NonZero,
-Unique), string ops and ImageDecoder. Needs the ``onnx`` package (``pip install 'gingham[onnx]'``); gingham's core does
+more than 3 spatial axes, RoiAlign's adaptive ``sampling_ratio=0``, value-shaped ops inside an ``If`` branch
+or a ``Loop``/``Scan`` body on values computed on the device, ``BitCast`` (Tile has no bit
+cast), string ops, TfIdfVectorizer and ImageDecoder. Needs the ``onnx`` package (``pip install 'gingham[onnx]'``); gingham's core does
 not.
 """
 

@@ -9,21 +9,31 @@ initializers on the device and refuses a model with ops gingham does not convert
 such op type at once. A call with a new input signature (shapes, dtypes) traces the graph through
 :func:`gingham.jit`: the converters run once, on placeholder tensors, and later calls with that
 signature replay the compiled program without running Python per op.
+
+A graph with value-shaped ops (``NonZero``, ``Unique``, ``NonMaxSuppression``: their results'
+shapes depend on values; :mod:`gingham.onnx.ops_value_shaped`) runs in segments, as
+onnxruntime runs it: the nodes before such an op are one compiled program, the op's inputs are
+read back to the host (a synchronisation and a copy: ``GINGHAM_DEBUG=1`` names each), the op
+runs with NumPy, and the nodes after it are the next compiled program, traced once per
+distinct shape of what the op produced and replayed for a repeat of it. A graph without such
+ops is one compiled program, as before.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
+from ..config import debug_print
 from ..errors import OnnxError, UnsupportedOpError
 from ..frontend import tensor as T
 from ..frontend.jit import jit
 from ..frontend.tensor import Tensor
 from .layout import channels_last_on, converter_inputs, graph_layout, held
-from .ops import CONVERTERS, HOST_INPUTS, UNSUPPORTED_REASONS, Node
+from .ops import CONVERTERS, HOST_INPUTS, HOST_OPS, UNSUPPORTED_REASONS, Node
 
 # Initializers of at most this many elements of an integer type are kept on the host as well
 # (they are shapes, axes, pads: the converters fold them); every other one lives on the device.
@@ -44,6 +54,11 @@ def load(model, device: str | None = None, layout: str = "auto") -> "OnnxModel":
     (default: the default device). ``layout`` is where the image ops run: ``"auto"``
     channels-last on CPUs (faster there) and as the graph (NCHW) on GPUs, or ``"NHWC"`` /
     ``"NCHW"`` (:mod:`gingham.onnx.layout`); inputs and outputs are the graph's either way.
+
+    A graph with value-shaped ops (``NonZero``, ``Unique``, ``NonMaxSuppression``: a
+    detector's last steps) runs in compiled segments cut at each such op, and each costs a
+    read-back of its inputs to the host and a synchronisation per call (``GINGHAM_DEBUG=1``
+    names them); the segment after it compiles once per distinct shape of its results.
 
         model = gingham.onnx.load("mlp.onnx", device="opencl:0")
     """
@@ -87,9 +102,66 @@ def unsupported_ops(graph) -> dict[str, str]:
     missing: dict[str, str] = {}
     for index, node in graph_nodes(graph):
         key = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
-        if key not in CONVERTERS or node.domain not in ("", "ai.onnx"):
+        known = key in CONVERTERS or key in HOST_OPS
+        if not known or node.domain not in ("", "ai.onnx"):
             missing.setdefault(key, node.name or f"#{index}")
     return missing
+
+
+def _names_read(node) -> list[str]:
+    """The value names ``node`` reads, its subgraphs' reads of enclosing scopes included (a
+    superset: names a subgraph defines itself are listed too, and are never live outside)."""
+    from onnx import AttributeProto
+
+    names = list(node.input)
+    for attribute in node.attribute:
+        graphs = [attribute.g] if attribute.type == AttributeProto.GRAPH else \
+            list(attribute.graphs) if attribute.type == AttributeProto.GRAPHS else []
+        for subgraph in graphs:
+            for _, inner in graph_nodes(subgraph):
+                names.extend(inner.input)
+            names.extend(output.name for output in subgraph.output)
+    return names
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """Nodes ``[start, stop)`` of the top-level graph, compiled as one program; ``imports``
+    the values they read that earlier segments, host ops or the caller give (in order of
+    first use), ``exports`` the values they make that later nodes or the graph's outputs
+    read. ``boundary`` is the value-shaped node at ``stop`` that follows them, if any."""
+
+    start: int
+    stop: int
+    imports: tuple[str, ...]
+    exports: tuple[str, ...]
+    boundary: Any = None
+
+
+def _segments(graph, outer: set[str]) -> list[_Segment] | None:
+    """The top-level graph cut at each value-shaped node, or None if it has none (it is then
+    traced whole). ``outer`` names the values known before the first node: the graph's inputs
+    (not its initializers, which every segment captures)."""
+    nodes = list(graph.node)
+    cuts = [i for i, node in enumerate(nodes) if node.op_type in HOST_OPS]
+    if not cuts:
+        return None
+    reads = [_names_read(node) for node in nodes]
+    graph_outputs = [output.name for output in graph.output]
+    segments, available, start = [], set(outer), 0
+    for stop in cuts + [len(nodes)]:
+        made = [name for node in nodes[start:stop] for name in node.output if name]
+        later = {name for names in reads[stop:] for name in names} | set(graph_outputs)
+        imports = dict.fromkeys(name for names in reads[start:stop] for name in names
+                                if name in available)
+        segments.append(_Segment(start, stop, tuple(imports),
+                                 tuple(dict.fromkeys(n for n in made if n in later)),
+                                 nodes[stop] if stop < len(nodes) else None))
+        available.update(made)
+        if stop < len(nodes):
+            available.update(name for name in nodes[stop].output if name)
+        start = stop + 1
+    return segments
 
 
 class OnnxModel:
@@ -121,17 +193,26 @@ class OnnxModel:
         self.input_names = [i.name for i in graph.input if i.name not in self._constants]
         self.output_names = [o.name for o in graph.output]
         self._inputs = {i.name: i for i in graph.input if i.name in self.input_names}
-        # Inputs that give shapes, axes or pads (a Reshape's shape fed by the caller): their
-        # values are known on the host and select the traced step, as shapes do.
-        self._host_inputs = {name for _, proto in graph_nodes(graph)
-                             for position in HOST_INPUTS.get(proto.op_type, ())
-                             if position < len(proto.input)
-                             for name in [proto.input[position]] if name in self._inputs}
+        # Values that give shapes, axes or pads (a Reshape's shape fed by the caller, or made
+        # by a value-shaped op): known on the host, they select the traced program by value,
+        # as shapes do.
+        by_value = {proto.input[position] for _, proto in graph_nodes(graph)
+                    for position in HOST_INPUTS.get(proto.op_type, ())
+                    if position < len(proto.input)}
+        self._host_inputs = {name for name in by_value if name in self._inputs}
         self._steps: dict[tuple, Any] = {}
+        # Value-shaped ops cut the graph into segments (None: it is traced whole); their
+        # results enter the next segment as arguments (by shape) unless they are such values.
+        self._segments = _segments(graph, set(self.input_names))
+        self._passed_by_value = by_value
+        self._host_made = {name for segment in self._segments or ()
+                           if segment.boundary is not None for name in segment.boundary.output}
+        self._segment_steps: dict[tuple, Any] = {}
 
     @property
     def traces(self) -> int:
-        return sum(step.traces for step in self._steps.values())
+        segments = sum(step.compiled.traces for step in self._segment_steps.values())
+        return sum(step.traces for step in self._steps.values()) + segments
 
     def __repr__(self) -> str:
         return (f"OnnxModel(inputs={self.input_names}, outputs={self.output_names}, "
@@ -150,6 +231,9 @@ class OnnxModel:
                 host[name] = value.numpy() if isinstance(value, Tensor) else np.array(value)
             else:
                 arguments.append(value)
+        if self._segments is not None:
+            named = dict(zip([n for n in self.input_names if n not in host], arguments))
+            return self._run_segments({**host, **named})
         key = tuple((name, value.dtype.str, value.shape, value.tobytes())
                     for name, value in host.items())
         # A sequence input's length and an empty optional select the traced step too
@@ -166,6 +250,95 @@ class OnnxModel:
         def step(*inputs: Tensor) -> list[Tensor]:
             return self._trace(host, inputs)
         return jit(step, device=self.device)
+
+    def _run_segments(self, values: dict[str, Any]) -> tuple[Tensor, ...]:
+        """The graph's outputs, its segments run in turn (each compiled, per signature of
+        what it imports) and, between two, the value-shaped op on the host."""
+        values[""] = None  # an omitted optional input
+        for index, segment in enumerate(self._segments):
+            if segment.stop > segment.start:
+                values.update(self._run_segment(index, segment, values))
+            if segment.boundary is not None:
+                values.update(self._run_host_op(segment.boundary, segment.stop, values))
+        return tuple(self._on_device(graph_layout(values[name])) for name in self.output_names)
+
+    def _on_device(self, value):
+        """An output of a graph run in segments as a tensor on the device: a host op's result
+        (or a host constant) is copied there; a sequence as a list of such."""
+        if isinstance(value, list):
+            return [self._on_device(v) for v in value]
+        return T.tensor(value, device=self.device) if isinstance(value, np.ndarray) else value
+
+    def _run_segment(self, index: int, segment: _Segment, values: dict[str, Any]) -> dict:
+        """``segment``'s exports, by its compiled program for this signature: device values
+        and host ops' results are its arguments (by shape), host constants select it by
+        value, as the host inputs of a whole graph do."""
+        passed, fixed = {}, {}
+        for name in segment.imports:
+            value = values[name]
+            # (arrays a host op made or the caller gave, unless they give shapes)
+            array_argument = isinstance(value, np.ndarray) and (
+                name in self._host_made or name in self._inputs) \
+                and name not in self._passed_by_value
+            if isinstance(value, (Tensor, list)) or array_argument:
+                passed[name] = value
+            else:
+                fixed[name] = value
+        key = (index, tuple((name, _signature(value)) for name, value in passed.items()),
+               tuple((name, _value_key(value)) for name, value in fixed.items()))
+        step = self._segment_steps.get(key)
+        if step is None:
+            step = self._segment_steps[key] = self._segment_step(segment, list(passed), fixed)
+        return step(*passed.values())
+
+    def _segment_step(self, segment: _Segment, names: list[str], fixed: dict[str, Any]):
+        """The compiled program of ``segment`` for one signature, as a function of the
+        ``names`` values giving its exports by name. Exports that fold on the host (shapes)
+        are kept from the trace: the signature fixes them."""
+        on_host: dict[int, Any] = {}  # int keys: jit's check of captured state skips them
+
+        def step(*inputs):
+            values: dict[str, Any] = dict(self._constants)
+            values.update(fixed)
+            values.update(zip(names, inputs))
+            values[""] = None
+            self._convert_nodes(self._graph.node, segment.start, segment.stop, values)
+            computed = []
+            for position, name in enumerate(segment.exports):
+                value = graph_layout(values[name])
+                if isinstance(value, (Tensor, list)):
+                    computed.append(self._device_output(value))
+                else:
+                    on_host[position] = value
+            # (gingham.jit compiles a program of at least one output.)
+            return computed or [self._device_output(np.zeros((), np.float32))]
+
+        compiled = jit(step, device=self.device)
+
+        def run(*inputs) -> dict[str, Any]:
+            results = iter(compiled(*inputs))
+            return {name: on_host[p] if p in on_host else next(results)
+                    for p, name in enumerate(segment.exports)}
+
+        run.compiled = compiled
+        return run
+
+    def _run_host_op(self, proto, index: int, values: dict[str, Any]) -> dict[str, Any]:
+        """The outputs of the value-shaped node ``proto``, computed with NumPy from its inputs
+        read back from the device."""
+        from onnx.helper import get_attribute_value
+
+        inputs = [_on_host(values[name] if name in values else self._constants[name])
+                  for name in proto.input]
+        name = proto.name or f"#{index}"
+        shapes = ", ".join(str(v.shape) for v in inputs if v is not None)
+        debug_print(1, f"onnx: {proto.op_type} node {name!r} reads {shapes} back to the host "
+                       "(its result's shape depends on values) and runs there")
+        attributes = {a.name: _plain(get_attribute_value(a)) for a in proto.attribute}
+        node = Node(proto.op_type, name, inputs, attributes, self.opset, len(proto.output),
+                    self.device)
+        results = HOST_OPS[proto.op_type](node)
+        return {output: result for output, result in zip(proto.output, results) if output}
 
     def run(self, output_names: Sequence[str] | None, input_feed: dict) -> list[np.ndarray]:
         """onnxruntime's ``InferenceSession.run``: the named outputs (all with ``None``) as
@@ -236,9 +409,14 @@ class OnnxModel:
     def _convert(self, graph, values: dict[str, Any]) -> None:
         """``graph``'s nodes converted in order, each result added to ``values`` (which holds
         the graph's inputs and every value of the scopes enclosing it)."""
+        self._convert_nodes(graph.node, 0, len(graph.node), values)
+
+    def _convert_nodes(self, nodes, start: int, stop: int, values: dict[str, Any]) -> None:
+        """``nodes[start:stop]`` converted in order, as :meth:`_convert` converts a graph's."""
         from onnx.helper import get_attribute_value
 
-        for index, proto in enumerate(graph.node):
+        for index in range(start, stop):
+            proto = nodes[index]
             attributes = {a.name: _plain(get_attribute_value(a)) for a in proto.attribute}
             inputs, on_held = converter_inputs(
                 proto.op_type, [values[name] for name in proto.input], self.channels_last)
@@ -249,12 +427,28 @@ class OnnxModel:
                         self.opset, len(proto.output), self.device, self.channels_last,
                         lambda subgraph, bound=(), made=made: self._subgraph(
                             subgraph, values, bound, made))
-            results = CONVERTERS[proto.op_type](node)
+            if proto.op_type in HOST_OPS:
+                results = self._folded_host_op(node)
+            else:
+                results = CONVERTERS[proto.op_type](node)
             if not isinstance(results, (list, tuple)):
                 results = [results]
             for name, result in zip(proto.output, results):
                 if name:
                     values[name] = held(result) if on_held else result
+
+    @staticmethod
+    def _folded_host_op(node: Node) -> list:
+        """A value-shaped node met while tracing (in a subgraph: segments cut the top-level
+        graph only): folded on the host if its inputs are known there, else refused."""
+        if any(isinstance(v, Tensor) or isinstance(graph_layout(v), Tensor)
+               for v in node.inputs if v is not None):
+            raise UnsupportedOpError(
+                f"ONNX {node.op_type} node {node.name!r}: its result's shape depends on values "
+                "computed on the device, inside a subgraph (an If branch, a Loop or Scan "
+                "body); gingham runs such ops between compiled segments of the top-level "
+                "graph only")
+        return HOST_OPS[node.op_type](node)
 
     def _subgraph(self, graph, scope: dict[str, Any], inputs: Sequence,
                   made: dict[int, dict[str, Any]]) -> list:
@@ -286,6 +480,26 @@ def _as_numpy(value):
     if value is None or isinstance(value, list):
         return value if value is None else [v.numpy() for v in value]
     return value.numpy()
+
+
+def _on_host(value):
+    """A value as a NumPy array (None stays None): a device tensor is read back."""
+    return value.numpy() if isinstance(value, Tensor) else value
+
+
+def _signature(value) -> tuple:
+    """What selects a segment's program of an argument: shape and dtype (per element of a
+    sequence)."""
+    if isinstance(value, list):
+        return ("sequence",) + tuple(_signature(v) for v in value)
+    return (tuple(value.shape), str(value.dtype))
+
+
+def _value_key(value):
+    """What selects a segment's program of a host constant: its value."""
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    return value
 
 
 def _initializer(proto, device: str):

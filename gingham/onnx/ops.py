@@ -46,11 +46,26 @@ HOST_INPUTS: dict[str, tuple[int, ...]] = {
 }
 
 
+#: The value-shaped ops (:mod:`gingham.onnx.ops_value_shaped`): each runs with NumPy on the
+#: host between two compiled segments of the graph (see :class:`gingham.onnx.OnnxModel`).
+HOST_OPS: dict[str, Callable[["Node"], list[np.ndarray]]] = {}
+
+
 def converter(*op_types: str):
     """Register the decorated function as the converter of ``op_types``."""
     def register(fn):
         for op_type in op_types:
             CONVERTERS[op_type] = fn
+        return fn
+    return register
+
+
+def host_op(*op_types: str):
+    """Register the decorated function as the NumPy implementation of the value-shaped
+    ``op_types``: it takes a :class:`Node` of host arrays and returns host arrays."""
+    def register(fn):
+        for op_type in op_types:
+            HOST_OPS[op_type] = fn
         return fn
     return register
 
@@ -1022,30 +1037,32 @@ def _resize(node: Node):
     return result
 
 
-_VALUE_SHAPED = ("its result's shape depends on the input's values, and a traced program's "
-                 "shapes are static")
 _STRINGS = "gingham tensors hold numbers; string tensors have no gingham dtype"
 
 #: Why gingham does not convert these op types (named with them when a model uses one).
 UNSUPPORTED_REASONS: dict[str, str] = {
-    "NonZero": _VALUE_SHAPED, "Unique": _VALUE_SHAPED,
+    "BitCast": "reinterpreting bits needs a bit cast in Tile, which has none (its casts "
+               "convert values)",
     "StringNormalizer": _STRINGS, "StringConcat": _STRINGS, "StringSplit": _STRINGS,
-    "RegexFullMatch": _STRINGS, "TfIdfVectorizer": _STRINGS,
+    "RegexFullMatch": _STRINGS,
+    "TfIdfVectorizer": "it counts n-grams of words (strings, or their integer ids) for text "
+                       "pipelines before a model; not planned",
     "ImageDecoder": "it decodes compressed image bytes (JPEG, PNG, ...), work for the host "
                     "before the model, not for a device kernel",
 }
 
 
 def supported_ops() -> list[str]:
-    """The ONNX op types (default domain) gingham converts, sorted."""
-    return sorted(CONVERTERS)
+    """The ONNX op types (default domain) gingham converts or runs on the host, sorted."""
+    return sorted(set(CONVERTERS) | set(HOST_OPS))
 
 
-__all__ = ["CONVERTERS", "HOST_INPUTS", "UNSUPPORTED_REASONS", "Node", "converter",
-           "supported_ops"]
+__all__ = ["CONVERTERS", "HOST_INPUTS", "HOST_OPS", "UNSUPPORTED_REASONS", "Node", "converter",
+           "host_op", "supported_ops"]
 
 # The op families in modules of their own register their converters when imported (they
 # import this module's registry, so they come last).
 for _family in ("ops_indexing", "ops_shapes", "ops_math", "ops_rnn", "ops_signal", "ops_quant",
-                "ops_attention", "ops_random", "ops_sampling", "ops_sequence"):
+                "ops_attention", "ops_random", "ops_sampling", "ops_sequence",
+                "ops_value_shaped"):
     importlib.import_module(f"{__package__}.{_family}")

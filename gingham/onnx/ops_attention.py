@@ -1,4 +1,5 @@
-"""ONNX's transformer ops: Attention (opset 23-25), RotaryEmbedding and SwiGLU, on the pieces
+"""ONNX's transformer ops: Attention (opset 23-25), RotaryEmbedding, SwiGLU, and opset 27's
+LinearAttention and CausalConvWithState, on the pieces
 of ``F.scaled_dot_product_attention`` (the scores contraction that reads the key in place,
 grouped-query heads without repeating the key and value, the softmax whose fully masked rows
 give zeros) and ``gingham.Tensor`` ops.
@@ -14,6 +15,10 @@ as masked); ``is_causal`` aligned bottom-right, after the ``past_key``/``past_va
 sqrt(head_size)``); ``softcap`` (``softcap * tanh(scores / softcap)`` before the mask); and
 the ``qk_matmul_output`` output in its four modes. A query whose keys are all masked gets
 zero weights and a zero output, as ONNX says. Half-precision scores are normalised in float32.
+
+LinearAttention runs its recurrence (``linear``, ``gated``, ``delta``, ``gated_delta``; grouped
+heads) step by step over the static number of positions, in float32, as the recurrent nodes
+unroll; CausalConvWithState is a depthwise ``F.conv1d`` after the carried state.
 
     (y,) = gingham.onnx.load(model)(q, k, v)
 """
@@ -219,3 +224,83 @@ def _swiglu(node: Node):
     alpha = float(node.attr("alpha", 1.0))
     gate = F.silu(a) if alpha == 1.0 else a * (a * alpha).sigmoid()
     return gate * b
+
+
+@converter("CausalConvWithState")
+def _causal_conv_with_state(node: Node):
+    """A depthwise 1-d convolution of ``input`` ``[B, C, L]`` after ``past_state``'s
+    ``k - 1`` positions (zeros without one), SiLU'd with ``activation="silu"``/``"swish"``;
+    and the last ``k - 1`` positions as ``present_state``."""
+    x, weight = node.tensor(0), node.tensor(1)
+    activation = node.attr("activation", "none")
+    if activation not in ("none", "silu", "swish") or x.ndim != 3 or weight.ndim != 3:
+        raise node.fail(f"activation {activation!r} (none, silu, swish), input {x.shape} and "
+                        f"weight {weight.shape} (both 3-d) are not ONNX's")
+    batch, channels, _ = x.shape
+    k = weight.shape[2]
+    past = node.input(3)
+    past = node.tensor(3) if past is not None else \
+        node.lift(np.zeros((batch, channels, k - 1), x.dtype))
+    padded = T.concat([past, x], 2) if k > 1 else x
+    bias = node.tensor(2) if node.input(2) is not None else None
+    y = F.conv1d(padded, weight, bias, groups=channels)
+    if activation != "none":
+        y = F.silu(y.astype(np.float32)).astype(x.dtype)
+    return [y, padded[:, :, padded.shape[2] - (k - 1):]]
+
+
+def _per_step(value: Tensor, batch: int, steps: int, heads: int) -> Tensor:
+    """``[B, T, H * D]`` as ``[B, H, T, D]`` in float32."""
+    size = value.shape[2] // heads
+    return value.astype(np.float32).reshape(batch, steps, heads, size).permute(0, 2, 1, 3)
+
+
+@converter("LinearAttention")
+def _linear_attention(node: Node):
+    """Each position's output ``scale * q_t^T S_t`` of the state ``S_t`` (``[B, H_kv, d_k,
+    d_v]``, from ``past_state`` or zeros) after its update by the rule ``update_rule``;
+    the last state as ``present_state``."""
+    query, key, value = node.tensor(0), node.tensor(1), node.tensor(2)
+    rule = node.attr("update_rule", "gated_delta")
+    q_heads, kv_heads = node.attr("q_num_heads"), node.attr("kv_num_heads")
+    if rule not in ("linear", "gated", "delta", "gated_delta") or not q_heads or \
+            not kv_heads or q_heads % kv_heads:
+        raise node.fail(f"update_rule {rule!r}, q_num_heads {q_heads} and kv_num_heads "
+                        f"{kv_heads} are not ONNX's (a positive multiple of kv_num_heads)")
+    gated, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    if gated != (node.input(4) is not None) or delta != (node.input(5) is not None):
+        raise ValueError(f"ONNX LinearAttention node {node.name!r}: update_rule {rule!r} takes "
+                         f"{'a' if gated else 'no'} decay and {'a' if delta else 'no'} beta")
+    batch, steps, _ = query.shape
+    q = _per_step(query, batch, steps, q_heads)
+    k = _per_step(key, batch, steps, kv_heads)
+    v = _per_step(value, batch, steps, kv_heads)
+    d_k, d_v, group = q.shape[3], v.shape[3], q_heads // kv_heads
+    if gated:  # per head ([B, T, H_kv]) or per key dim ([B, T, H_kv * d_k])
+        decay = node.tensor(4)
+        per_head = decay.shape[2] == kv_heads
+        decay = _per_step(decay, batch, steps, kv_heads).exp()
+    if delta:  # per head or one for all heads
+        beta = node.tensor(5)
+        beta = _per_step(beta, batch, steps, beta.shape[2])
+    past = node.input(3)
+    state = node.tensor(3).astype(np.float32) if past is not None else \
+        node.lift(np.zeros((batch, kv_heads, d_k, d_v), np.float32))
+    scale = float(node.attr("scale", 0.0)) or 1.0 / math.sqrt(d_k)
+    outputs = []
+    for t in range(steps):
+        k_t = k[:, :, t].reshape(batch, kv_heads, d_k, 1)
+        v_t = v[:, :, t].reshape(batch, kv_heads, 1, d_v)
+        if gated:
+            state = state * decay[:, :, t].reshape(batch, kv_heads, 1 if per_head else d_k, 1)
+        if delta:
+            retrieved = (state * k_t).sum(2, keepdim=True)  # S^T k_t: [B, H_kv, 1, d_v]
+            v_t = beta[:, :, t].reshape(batch, -1, 1, 1) * (v_t - retrieved)
+        state = state + k_t * v_t
+        # Query head h reads key/value head h // group.
+        shared = state.reshape(batch, kv_heads, 1, d_k, d_v).broadcast_to(
+            (batch, kv_heads, group, d_k, d_v)).reshape(batch, q_heads, d_k, d_v)
+        outputs.append(T.matmul(q[:, :, t].reshape(batch, q_heads, 1, d_k), shared) * scale)
+    output = T.concat(outputs, 2).permute(0, 2, 1, 3).reshape(batch, steps, q_heads * d_v)
+    state_dtype = node.inputs[3].dtype if past is not None else query.dtype
+    return [output.astype(query.dtype), state.astype(state_dtype)]

@@ -1,5 +1,6 @@
 """ONNX's indexing ops on :mod:`gingham.frontend.indexing`: GatherElements, GatherND,
-ScatterElements (and the older Scatter), ScatterND, TopK and Compress.
+ScatterElements (and the older Scatter), ScatterND, TopK, Compress and TensorScatter (opset
+24's update of a KV cache).
 
 Negative indices count from the end, as ONNX says; an index still outside its axis gives 0
 (gathers) or is dropped (scatters) rather than an error (the device is not read to check).
@@ -127,3 +128,36 @@ def _compress(node: Node):
         data, axis = data.reshape(-1), 0
     axis = _axis(axis, data.ndim)
     return indexing.index_select(data, axis, node.lift(keep[keep < data.shape[axis]]))
+
+
+@converter("TensorScatter")
+def _tensor_scatter(node: Node):
+    """``past_cache`` with ``update`` written along ``axis`` from each batch row's
+    ``write_indices`` (0 by default) on; ``mode="circular"`` wraps the positions around the
+    cache's length, ``"linear"`` drops what would fall past its end."""
+    cache, update = node.tensor(0), node.tensor(1)
+    axis = _axis(node.attr("axis", -2), cache.ndim)
+    mode = node.attr("mode", "linear")
+    if mode not in ("linear", "circular") or axis == 0:
+        raise node.fail(f"mode {mode!r} / axis {axis}: ONNX has modes 'linear' and 'circular', "
+                        "and axis 0 is the batch's")
+    size, length = cache.shape[axis], update.shape[axis]
+    if length > size or any(a != b for i, (a, b) in enumerate(zip(cache.shape, update.shape))
+                            if i != axis):
+        raise ValueError(f"ONNX TensorScatter node {node.name!r}: update {update.shape} must "
+                         f"match past_cache {cache.shape} but along axis {axis}, no longer")
+    written = node.input(2)
+    if written is None:
+        written = np.zeros(cache.shape[0], np.int64)
+    batch_shape = (cache.shape[0],) + (1,) * (cache.ndim - 1)
+    positions = np.arange(size, dtype=np.int64).reshape(
+        (1,) * axis + (size,) + (1,) * (cache.ndim - axis - 1))
+    # Each cache position's offset into the update: its position less its row's write index.
+    if isinstance(written, np.ndarray):
+        offsets = node.lift(positions - written.astype(np.int64).reshape(batch_shape))
+    else:
+        offsets = node.lift(positions) - written.astype(np.int64).reshape(batch_shape)
+    if mode == "circular":
+        offsets = offsets.remainder(size)
+    picked = indexing.gather(update, axis, offsets.broadcast_to(cache.shape))
+    return T.where((offsets >= 0) & (offsets < length), picked, cache)

@@ -1,6 +1,8 @@
 """ONNX's patch, unpooling and sampling ops on ``gingham.nn.functional``: Col2Im
 (``F.fold``), MaxUnpool (``F.max_unpool1d/2d/3d``), GridSample (``F.grid_sample``),
-AffineGrid (``F.affine_grid``) and RoiAlign (bilinear taps gathered as ``F.grid_sample``'s).
+AffineGrid (``F.affine_grid``), RoiAlign (bilinear taps gathered as ``F.grid_sample``'s),
+MaxRoiPool (masked maxima over each box's bins) and DeformConv (``F.grid_sample`` at the offset
+taps, then the convolution's contraction).
 
 * Col2Im: 2-d images (``F.fold``'s), any ``strides``, ``dilations`` and ``pads`` (an
   asymmetric pad folds into the padded image, then crops it); ``image_shape`` and
@@ -16,6 +18,12 @@ AffineGrid (``F.affine_grid``) and RoiAlign (bilinear taps gathered as ``F.grid_
 * RoiAlign: both ``coordinate_transformation_mode``s and both modes (``max`` as ONNX
   defines it: the largest of the weighted taps of all sampling points); ``sampling_ratio``
   must be positive (0 makes the number of points depend on the boxes' values).
+* MaxRoiPool: Fast R-CNN's pooling as onnxruntime computes it (box corners rounded to
+  pixels, bins' bounds floored and ceiled, an empty bin 0). Each bin's maximum is taken over
+  the whole image with the pixels outside it masked: ``R * C * H * W * (pooled_h +
+  pooled_w)`` compares, for boxes whose bins are known on the device only.
+* DeformConv: 2-d (the form ONNX's reference and onnxruntime run), with ``mask``, ``group``
+  and ``offset_group``; each sample is bilinear with zeros outside the image.
 
     (image,) = gingham.onnx.load(model)(columns)      # Col2Im(columns, [5, 5], [2, 2])
 """
@@ -26,6 +34,7 @@ import math
 
 import numpy as np
 
+from ..frontend import indexing
 from ..frontend import tensor as T
 from ..frontend.tensor import Tensor
 from ..nn import functional as F
@@ -184,3 +193,99 @@ def _roi_align(node: Node):
     else:
         pooled_values = weighted.amax(0).amax((2, 4))
     return pooled_values.movedim(-1, 1)
+
+
+def _rounded(x: Tensor) -> Tensor:
+    """``x`` rounded half away from zero (C's ``round``, as onnxruntime rounds box corners)."""
+    return x.sign() * (x.abs() + 0.5).floor()
+
+
+def _roi_bins(start: Tensor, end: Tensor, pooled: int, size: int) -> tuple[Tensor, Tensor]:
+    """Per box (``start``, ``end`` ``[R]``: rounded pixel corners) and bin of one axis,
+    whether each pixel is in the bin (``[R, pooled, size]``) and whether the bin is empty
+    (``[R, pooled, 1]``)."""
+    extent = (end - start + 1.0).clamp(min=1.0)  # a box at least one pixel wide
+    bin_size = (extent / float(pooled)).reshape(-1, 1, 1)
+    steps = T.tensor(np.arange(pooled, dtype=np.float32).reshape(1, pooled, 1),
+                     device=start.device)
+    first = start.reshape(-1, 1, 1)
+    low = ((steps * bin_size).floor() + first).clamp(0.0, float(size))
+    high = (((steps + 1.0) * bin_size).ceil() + first).clamp(0.0, float(size))
+    pixels = T.tensor(np.arange(size, dtype=np.float32).reshape(1, 1, size),
+                      device=start.device)
+    return (pixels >= low) & (pixels < high), high <= low
+
+
+@converter("MaxRoiPool")
+def _max_roi_pool(node: Node):
+    """``[R, C, pooled_h, pooled_w]``: the maximum of each bin of each box (``rois`` rows
+    ``(batch, x1, y1, x2, y2)``, scaled by ``spatial_scale``); 0 for an empty bin."""
+    x, rois = node.tensor(0), node.tensor(1).astype(np.float32)
+    if x.ndim != 4 or rois.ndim != 2 or rois.shape[1] != 5:
+        raise node.fail(f"X must be [N, C, H, W] and rois [R, 5], got {x.shape} and "
+                        f"{rois.shape}")
+    pooled_h, pooled_w = (int(v) for v in node.attr("pooled_shape"))
+    height, width = x.shape[2:]
+    batch, corners = rois[:, 0], _rounded(rois[:, 1:] * float(node.attr("spatial_scale", 1.0)))
+    x1, y1, x2, y2 = corners.unbind(1)
+    in_rows, empty_rows = _roi_bins(y1, y2, pooled_h, height)
+    in_columns, empty_columns = _roi_bins(x1, x2, pooled_w, width)
+    images = x.astype(np.float32)
+    if x.shape[0] > 1:  # each box's image (one image: every box reads it)
+        images = indexing.index_select(images, 0, batch.astype(np.int64))
+    else:
+        images = images.broadcast_to((rois.shape[0],) + x.shape[1:])
+    lowest = float("-inf")
+    # [R, C, H, pooled_w, W] -> max over W, then [R, C, pooled_h, H, pooled_w] -> max over H
+    across = T.where(in_columns.reshape(-1, 1, 1, pooled_w, width),
+                     images.reshape(*images.shape[:3], 1, width), lowest).amax(-1)
+    down = T.where(in_rows.reshape(-1, 1, pooled_h, height, 1),
+                   across.reshape(across.shape[0], across.shape[1], 1, height, pooled_w),
+                   lowest).amax(3)
+    empty = empty_rows.reshape(-1, 1, pooled_h, 1) | empty_columns.reshape(-1, 1, 1, pooled_w)
+    return T.where(empty, 0.0, down).astype(x.dtype)
+
+
+@converter("DeformConv")
+def _deform_conv(node: Node):
+    """A 2-d convolution whose every tap reads ``X`` at its position plus ``offset``
+    (bilinearly, zero outside), weighted by ``mask`` (default 1): ``[N, C_out, oH, oW]``."""
+    x, weight, offset = node.tensor(0), node.tensor(1), node.tensor(2)
+    if x.ndim != 4:
+        raise node.fail(f"{x.ndim - 2}-d deformable convolutions are not supported (2-d are)")
+    n, channels, height, width = x.shape
+    out_channels, group_channels, kh, kw = weight.shape
+    group, offset_group = int(node.attr("group", 1)), int(node.attr("offset_group", 1))
+    oh, ow = offset.shape[2:]
+    if channels != group_channels * group or channels % offset_group or \
+            offset.shape[1] != offset_group * kh * kw * 2:
+        raise ValueError(f"ONNX DeformConv node {node.name!r}: X {x.shape}, W {weight.shape} "
+                         f"and offset {offset.shape} do not fit group {group} and "
+                         f"offset_group {offset_group}")
+    sh, sw = node.attr("strides", [1, 1])
+    dh, dw = node.attr("dilations", [1, 1])
+    top, left = node.attr("pads", [0, 0, 0, 0])[:2]
+    # Each tap's pixel position: [1, 1, kh, kw, oh, ow] after broadcasting the two.
+    rows = (np.arange(oh) * sh - top).reshape(1, 1, 1, 1, oh, 1) + \
+        (np.arange(kh) * dh).reshape(1, 1, kh, 1, 1, 1)
+    columns = (np.arange(ow) * sw - left).reshape(1, 1, 1, 1, 1, ow) + \
+        (np.arange(kw) * dw).reshape(1, 1, 1, kw, 1, 1)
+    shifts = offset.reshape(n, offset_group, kh, kw, 2, oh, ow)
+    rows = shifts[:, :, :, :, 0] + node.lift(rows.astype(np.float32))
+    columns = shifts[:, :, :, :, 1] + node.lift(columns.astype(np.float32))
+    # grid_sample's normalised (x, y) of a pixel position, without align_corners.
+    grid = T.stack([(columns * 2.0 + 1.0) * (1.0 / width) - 1.0,
+                    (rows * 2.0 + 1.0) * (1.0 / height) - 1.0], -1)
+    grid = grid.reshape(n * offset_group, kh * kw * oh, ow, 2)
+    per_group = channels // offset_group
+    images = x.reshape(n * offset_group, per_group, height, width)
+    sampled = F.grid_sample(images, grid, "bilinear", "zeros", align_corners=False)
+    sampled = sampled.reshape(n, offset_group, per_group, kh * kw, oh, ow)
+    mask = node.input(4)
+    if mask is not None:
+        sampled = sampled * node.tensor(4).reshape(n, offset_group, 1, kh * kw, oh, ow)
+    columns = sampled.reshape(n, group, group_channels * kh * kw, oh * ow)
+    kernels = weight.reshape(group, out_channels // group, group_channels * kh * kw)
+    y = T.matmul(kernels, columns).reshape(n, out_channels, oh, ow)
+    bias = node.input(3)
+    return y if bias is None else y + node.tensor(3).reshape(1, out_channels, 1, 1)

@@ -4,7 +4,8 @@ split sizes must be known when the graph is traced (constants, or graph inputs p
 value), so every list's length is static and the traced program holds only its tensors.
 
 SequenceEmpty, SequenceConstruct, SequenceAt, SequenceInsert, SequenceErase, SequenceLength,
-SplitToSequence, ConcatFromSequence, Optional, OptionalHasElement, OptionalGetElement.
+SplitToSequence, ConcatFromSequence, SequenceMap (its body converted once per element),
+Optional, OptionalHasElement, OptionalGetElement.
 
     # SplitToSequence(x, axis=1) -> SequenceErase(seq, 0) -> ConcatFromSequence(axis=1)
     (rest,) = gingham.onnx.load(model)(x)          # x[:, 1:]
@@ -116,6 +117,22 @@ def _concat_from_sequence(node: Node):
         return np.stack(values, axis) if new_axis else np.concatenate(values, axis)
     tensors = [node.lift(v) for v in values]
     return T.stack(tensors, axis) if new_axis else T.concat(tensors, axis)
+
+
+@converter("SequenceMap")
+def _sequence_map(node: Node):
+    """The body graph run on each position of the sequences (a tensor input is given whole
+    to every run): one output sequence per output of the body."""
+    body = node.attr("body")
+    sequences = [v for v in node.inputs if isinstance(v, list)]
+    lengths = {len(v) for v in sequences}
+    if not isinstance(node.inputs[0], list) or len(lengths) != 1:
+        raise ValueError(f"ONNX SequenceMap node {node.name!r}: the first input must be a "
+                         f"sequence, and every sequence of one length (got {sorted(lengths)})")
+    (length,) = lengths
+    runs = [node.run_subgraph(body, [v[i] if isinstance(v, list) else v for v in node.inputs])
+            for i in range(length)]
+    return [[run[k] for run in runs] for k in range(len(body.output))]
 
 
 @converter("Optional")

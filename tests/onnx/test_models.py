@@ -159,16 +159,21 @@ def test_opset_11_forms(device):
 def test_errors(device):
     """Every unsupported op type is named at load time, with a node; wrong inputs are named."""
     nodes = [helper.make_node("Relu", ["x"], ["r"]),
-             helper.make_node("Unique", ["r"], ["u"], name="distinct"),
-             helper.make_node("NonZero", ["u"], ["d"], name="invert"),
-             helper.make_node("Unique", ["d"], ["y"], name="again")]
+             helper.make_node("TfIdfVectorizer", ["r"], ["u"], name="counts", mode="TF",
+                              min_gram_length=1, max_gram_length=1, max_skip_count=0,
+                              ngram_counts=[0], ngram_indexes=[0], pool_int64s=[1]),
+             helper.make_node("ImageDecoder", ["u"], ["d"], name="decode"),
+             helper.make_node("TfIdfVectorizer", ["d"], ["y"], name="again", mode="TF",
+                              min_gram_length=1, max_gram_length=1, max_skip_count=0,
+                              ngram_counts=[0], ngram_indexes=[0], pool_int64s=[1])]
     graph = helper.make_graph(
         nodes, "unsupported", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
     with pytest.raises(gingham.UnsupportedOpError,
-                       match=r"2 op type\(s\).*NonZero \(node 'invert'\), Unique \(node "
-                             r"'distinct'\);.*Unique: its result's shape depends on"):
+                       match=r"2 op type\(s\).*ImageDecoder \(node 'decode'\), "
+                             r"TfIdfVectorizer \(node 'counts'\);.*TfIdfVectorizer: it counts "
+                             r"n-grams"):
         gingham.onnx.load(model, device=device)
     legacy = gingham.onnx.load(_legacy_model(), device=device)
     with pytest.raises(TypeError, match="'x' must be float32, got float64"):

@@ -193,6 +193,31 @@ CASES = [
     "test_sequence_insert_at_back", "test_sequence_insert_at_front", "test_split_to_sequence_1",
     "test_split_to_sequence_nokeepdims", "test_optional_get_element_sequence",
     "test_optional_get_element_optional_tensor", "test_optional_has_element_empty_optional_input",
+    # value-shaped ops, on the host between compiled segments
+    "test_nonzero_example", "test_unique_sorted_without_axis", "test_unique_not_sorted_without_axis",
+    "test_unique_sorted_with_axis", "test_unique_sorted_with_axis_3d",
+    "test_unique_sorted_with_negative_axis", "test_unique_length_1",
+    "test_nonmaxsuppression_suppress_by_IOU", "test_nonmaxsuppression_suppress_by_IOU_and_scores",
+    "test_nonmaxsuppression_flipped_coordinates", "test_nonmaxsuppression_limit_output_size",
+    "test_nonmaxsuppression_single_box", "test_nonmaxsuppression_identical_boxes",
+    "test_nonmaxsuppression_center_point_box_format", "test_nonmaxsuppression_two_classes",
+    "test_nonmaxsuppression_two_batches", "test_nonmaxsuppression_iou_threshold_boundary",
+    "test_sequence_map_identity_1_sequence_1_tensor", "test_sequence_map_add_2_sequences",
+    "test_sequence_map_add_1_sequence_1_tensor", "test_sequence_map_extract_shapes",
+    "test_tensorscatter", "test_tensorscatter_circular", "test_tensorscatter_3d",
+    "test_basic_deform_conv_with_padding", "test_basic_deform_conv_without_padding",
+    "test_deform_conv_with_mask_bias", "test_deform_conv_with_multiple_offset_groups",
+    "test_causal_conv_with_state_basic", "test_causal_conv_with_state_with_bias_and_past_state",
+    "test_causal_conv_with_state_silu_with_past_state", "test_causal_conv_with_state_decode_step",
+    "test_causal_conv_with_state_kernel_size_one", "test_causal_conv_with_state_swish_alias",
+    "test_causal_conv_with_state_short_input_no_past_state", "test_causal_conv_with_state_fp16",
+    "test_linear_attention_linear", "test_linear_attention_gated",
+    "test_linear_attention_gated_per_head_decay", "test_linear_attention_delta",
+    "test_linear_attention_gated_delta", "test_linear_attention_gated_delta_beta_scalar",
+    "test_linear_attention_gated_delta_gqa", "test_linear_attention_gated_delta_mqa",
+    "test_linear_attention_decode_step", "test_linear_attention_prefill_with_past",
+    "test_linear_attention_explicit_scale", "test_linear_attention_fp16",
+    "test_linear_attention_linear_t1_no_past",
 ]
 
 
@@ -261,12 +286,15 @@ def _global_lp_pools() -> onnx.ModelProto:
 
 def _models_of_other_tests() -> dict:
     """The models that tests/onnx/test_ops_random.py checks by distribution (ONNX's random
-    cases compare NumPy's numbers) and tests/onnx/test_ops_sequence.py against ONNX's
-    reference (ONNX has no node case of most sequence ops)."""
+    cases compare NumPy's numbers), tests/onnx/test_ops_sequence.py against ONNX's
+    reference (ONNX has no node case of most sequence ops) and tests/onnx/test_ops_detection.py
+    against onnxruntime (MaxRoiPool has no node case)."""
+    from test_ops_detection import _model as _detection_model  # tests/onnx/...
     from test_ops_random import _random_model  # tests/onnx/test_ops_random.py
     from test_ops_sequence import _sequence_model  # tests/onnx/test_ops_sequence.py
 
-    return {"random": _random_model, "sequence": _sequence_model}
+    return {"random": _random_model, "sequence": _sequence_model,
+            "detection": _detection_model}
 
 
 #: models of ops without a (comparable) ONNX node case, each checked against its own oracle
