@@ -113,6 +113,14 @@ def has_forward_hooks(module: Any) -> bool:
                 or _global_forward_pre_hooks or _global_forward_hooks)
 
 
+def forward_hook_ids(module: Any) -> tuple[int, ...]:
+    """The ids of the hooks a call of ``module`` runs, in order (what ``gingham.jit``
+    watches: a step traced with other hooks must trace again)."""
+    tables = (_global_forward_pre_hooks, _table(module, "_forward_pre_hooks"),
+              _global_forward_hooks, _table(module, "_forward_hooks"))
+    return tuple(hook_id for table in tables for hook_id in table)
+
+
 def call_with_hooks(module: Any, args: tuple, kwargs: dict) -> Any:
     """``module.forward(*args, **kwargs)`` between the global and the module's forward
     pre-hooks and forward hooks, with PyTorch's order, return-value rules and ``always_call``

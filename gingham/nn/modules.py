@@ -51,7 +51,8 @@ from ..frontend.tensor import (Tensor, assign_all, cat, move_all, no_grad, place
                                refuse_while_tracing, tensor, zeros)
 from ..tile import dtypes as dt
 from . import functional as F
-from .hooks import RemovableHandle, add_hook, call_with_hooks, has_forward_hooks
+from .hooks import (RemovableHandle, add_hook, call_with_hooks, forward_hook_ids,
+                    has_forward_hooks)
 
 
 def _join(prefix: str, name: str) -> str:
@@ -372,6 +373,15 @@ class Module:
         return self
 
     # -- hooks -----------------------------------------------------------------------------------
+    def _jit_watched(self) -> Mapping[str, Any]:
+        """What a compiled step depends on (see :func:`gingham.jit`): the public attributes,
+        and which forward hooks run (their tables are private, but adding or removing a hook
+        changes what a traced call computes, so it must trace again)."""
+        state = vars(self)
+        if not has_forward_hooks(self):
+            return state
+        return {**state, "forward hooks": forward_hook_ids(self)}
+
     def _hook_table(self, name: str) -> OrderedDict:
         """The hook table ``name`` of this module, made on first use (modules need no
         ``__init__`` of their own)."""
@@ -440,6 +450,13 @@ class Module:
         raise RuntimeError("Reached a code path in Module.set_extra_state() that should never "
                            "be called: override set_extra_state() to take the extra state")
 
+    def _persistent_tensors(self) -> list[tuple[str, Tensor]]:
+        """This module's state-dict tensors: its parameters, then its persistent buffers
+        (PyTorch's order), each group in attribute order."""
+        own = [(name, value) for name, value in self._own_tensors()
+               if name not in self._non_persistent_buffers_set]
+        return sorted(own, key=lambda item: self._tensor_kind(*item) != "parameter")
+
     def _has_extra_state(self) -> bool:
         return type(self).get_extra_state is not Module.get_extra_state
 
@@ -467,8 +484,7 @@ class Module:
             start = prefix + (module_prefix + "." if module_prefix else "")
             for hook in list(vars(module).get("_state_dict_pre_hooks", {}).values()):
                 hook(module, start, keep_vars)
-            entries += [(start + name, value) for name, value in module._own_tensors()
-                        if name not in module._non_persistent_buffers_set]
+            entries += [(start + name, value) for name, value in module._persistent_tensors()]
             if module._has_extra_state():
                 entries.append((start + "_extra_state", module.get_extra_state()))
         if not keep_vars:
@@ -485,9 +501,8 @@ class Module:
         module's ``_extra_state``)."""
         targets: OrderedDict[str, tuple[Module, str, Tensor | None]] = OrderedDict()
         for module_prefix, module in self.named_modules(remove_duplicate=False):
-            for name, value in module._own_tensors():
-                if name not in module._non_persistent_buffers_set:
-                    targets[_join(module_prefix, name)] = (module, name, value)
+            for name, value in module._persistent_tensors():
+                targets[_join(module_prefix, name)] = (module, name, value)
             if type(module).set_extra_state is not Module.set_extra_state:
                 targets[_join(module_prefix, "_extra_state")] = (module, "_extra_state", None)
         return targets
