@@ -9,7 +9,8 @@
     gingham.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, "run.ckpt")
 
 A module finds what it holds by walking its attributes, in the order they were set; there is
-nothing to register:
+nothing to register (PyTorch's ``register_buffer``, ``register_parameter`` and ``add_module``
+work too, and say what an attribute is where the rules below would guess otherwise):
 
 * a :class:`Module` attribute is a child, named by the attribute; a list or tuple attribute's
   modules are children named ``attr.0``, ``attr.1``, ... (PyTorch's ``ModuleList`` naming);
@@ -17,10 +18,17 @@ nothing to register:
   :class:`ModuleDict` by key. Plain dicts are not walked: use a ``ModuleDict``.
 * a public :class:`gingham.Tensor` attribute that requires gradients is a *parameter*; one that
   does not is a *buffer* (batch norm's running statistics; a parameter frozen with
-  ``requires_grad = False`` becomes one too). Both are in :meth:`Module.state_dict` under
+  ``requires_grad = False`` becomes one too, while ``module.requires_grad_(False)`` keeps its
+  parameters parameters, as PyTorch's). Both are in :meth:`Module.state_dict` under
   PyTorch's dotted names, so a PyTorch state dict of the same architecture loads unchanged.
   Attributes whose names start with ``_`` are private: neither, and not saved (``to()`` still
-  moves them).
+  moves them). ``register_buffer(name, t, persistent=False)`` makes a buffer that is not
+  saved; a registered name is a buffer or parameter whatever its ``requires_grad`` and
+  spelling.
+
+Calling a module runs its forward hooks around ``forward`` as PyTorch's
+(``register_forward_pre_hook``, ``register_forward_hook``, the global ones of
+:mod:`gingham.nn.hooks`); without hooks, a call is just ``forward``.
 
 Parameters are leaf tensors; buffers are leaf tensors updated by ``assign`` — inside
 ``gingham.jit`` those updates become outputs of the compiled step. Loading a state dict assigns
@@ -168,7 +176,7 @@ class Module:
         :meth:`named_parameters` even when it does not require gradients (a frozen parameter,
         as PyTorch's) or its name starts with ``_``. ``None`` reserves the name.
 
-            self.register_parameter("scale", gingham.ones(8, requires_grad=True))
+            self.register_parameter("scale", gingham.ones(8).requires_grad_())
         """
         self._check_name("parameter", name, self._registered_parameters)
         if param is not None and not isinstance(param, Tensor):
