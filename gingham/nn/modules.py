@@ -435,6 +435,31 @@ class Module:
         """
         return add_hook(self._hook_table("_state_dict_pre_hooks"), hook)
 
+    def register_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
+        """Run ``hook(module, state_dict, prefix, local_metadata)`` when :meth:`state_dict`
+        is done (a module's hooks after its sub-modules'); it may change ``state_dict`` in
+        place and must return None. As PyTorch's, except that the hook sees the whole state
+        dict (its values as returned: arrays unless ``keep_vars``), not only what precedes.
+
+            model.register_state_dict_post_hook(
+                lambda m, state, prefix, meta: state.pop(prefix + "cache", None))
+        """
+        return add_hook(self._hook_table("_state_dict_post_hooks"), hook)
+
+    def register_load_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """Run ``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)`` before :meth:`load_state_dict` reads the module's
+        entries (``prefix``: their start, as ``"encoder."``), as PyTorch's: it may rename or
+        convert entries of ``state_dict`` (a copy of the caller's), add names to the two key
+        lists, or add messages to ``error_msgs`` (which make the load fail).
+
+            def rename(module, state, prefix, *rest):      # an old checkpoint's name
+                if prefix + "w" in state:
+                    state[prefix + "weight"] = state.pop(prefix + "w")
+            model.fc.register_load_state_dict_pre_hook(rename)
+        """
+        return add_hook(self._hook_table("_load_state_dict_pre_hooks"), hook)
+
     def register_load_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
         """Run ``hook(module, incompatible_keys)`` after :meth:`load_state_dict` loaded into
         this module or a module above it; the hook may remove names from the
@@ -502,6 +527,12 @@ class Module:
         if destination is None:
             destination = OrderedDict()
         destination.update(entries)
+        walk = list(self.named_modules(remove_duplicate=False))
+        for module_prefix, module in reversed(walk):  # sub-modules before their owners
+            for hook in list(vars(module).get("_state_dict_post_hooks", {}).values()):
+                start = prefix + (module_prefix + "." if module_prefix else "")
+                if hook(module, destination, start, {}) is not None:
+                    raise RuntimeError("state_dict post-hook must return None")
         return destination
 
     def _load_targets(self) -> "OrderedDict[str, tuple[Module, str, Tensor | None]]":
@@ -514,6 +545,23 @@ class Module:
             if type(module).set_extra_state is not Module.set_extra_state:
                 targets[_join(module_prefix, "_extra_state")] = (module, "_extra_state", None)
         return targets
+
+    def _run_load_pre_hooks(self, state_dict: Mapping[str, Any], strict: bool,
+                            missing: list[str], unexpected: list[str],
+                            problems: list[str]) -> Mapping[str, Any]:
+        """``state_dict`` after every module's load pre-hooks (on a copy, when there are
+        any: they may edit it); the lists take what the hooks add."""
+        walk = [(name, module) for name, module in self.named_modules(remove_duplicate=False)
+                if vars(module).get("_load_state_dict_pre_hooks")]
+        if not walk:
+            return state_dict
+        metadata = getattr(state_dict, "_metadata", None) or {}
+        state_dict = OrderedDict(state_dict)
+        for module_prefix, module in walk:
+            for hook in list(module._load_state_dict_pre_hooks.values()):
+                hook(module, state_dict, module_prefix + "." if module_prefix else "",
+                     metadata.get(module_prefix, {}), strict, missing, unexpected, problems)
+        return state_dict
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
                         assign: bool = False) -> IncompatibleKeys:
@@ -532,12 +580,14 @@ class Module:
 
             model.load_state_dict(torch_model.state_dict())
         """
+        missing, unexpected, problems = [], [], []
+        state_dict = self._run_load_pre_hooks(state_dict, strict, missing, unexpected, problems)
         targets = self._load_targets()
-        missing = [name for name, (module, attribute, _) in targets.items()
-                   if name not in state_dict and attribute not in module._optional_state]
-        unexpected = [key for key in state_dict if key not in targets]
+        missing += [name for name, (module, attribute, _) in targets.items()
+                    if name not in state_dict and attribute not in module._optional_state
+                    and name not in missing]
+        unexpected += [key for key in state_dict if key not in targets and key not in unexpected]
         arrays: dict[str, np.ndarray] = {}
-        problems = []
         for name, (_, _, target) in targets.items():
             if name in state_dict and target is not None:
                 array, problem = _loadable_array(name, state_dict[name], target, assign)
@@ -550,8 +600,7 @@ class Module:
         if strict and not post_hooks:  # without hooks to forgive them, load nothing
             problems = _key_problems(missing, unexpected) + problems
         if problems:
-            raise StateDictError(f"error(s) loading a state dict into {type(self).__name__}:\n"
-                                 + "\n".join(f"  {p}" for p in problems), missing, unexpected)
+            raise self._load_error(problems, missing, unexpected)
         _load_arrays(targets, arrays, assign)
         for name, (module, attribute, target) in targets.items():
             if target is None and name in state_dict:
@@ -561,10 +610,13 @@ class Module:
             if hook(module, result) is not None:
                 raise RuntimeError("load_state_dict post-hook must return None")
         if strict and post_hooks and (missing or unexpected):
-            raise StateDictError(f"error(s) loading a state dict into {type(self).__name__}:\n"
-                                 + "\n".join(f"  {p}" for p in _key_problems(missing, unexpected)),
-                                 missing, unexpected)
+            raise self._load_error(_key_problems(missing, unexpected), missing, unexpected)
         return result
+
+    def _load_error(self, problems: list[str], missing: list[str],
+                    unexpected: list[str]) -> StateDictError:
+        return StateDictError(f"error(s) loading a state dict into {type(self).__name__}:\n"
+                              + "\n".join(f"  {p}" for p in problems), missing, unexpected)
 
     # -- modes and devices -------------------------------------------------------------------------
     def train(self, mode: bool = True) -> "Module":

@@ -52,9 +52,6 @@ NOT_YET: dict[str, list[str]] = {
     "backward hooks: they need a hook node in gingham's autograd graph (gingham.frontend)": [
         "register_backward_hook", "register_full_backward_hook",
         "register_full_backward_pre_hook"],
-    "the state-dict hooks torch's own modules do not use (the pre-hook of state_dict and "
-    "the post-hook of load_state_dict are here)": [
-        "register_state_dict_post_hook", "register_load_state_dict_pre_hook"],
 }
 
 #: Present with another signature, and why.
@@ -309,7 +306,8 @@ def test_hooks_change_inputs_and_outputs_as_torchs(device):
 
 def test_hook_rules_match_torch():
     """always_call after an error, a pre-hook's bad return value, removal by the handle and
-    twice, and the state-dict hooks: the same logs and errors as torch's."""
+    twice, and the four state-dict hooks (one dropping an entry, one renaming an old name, one
+    forgiving a missing key): the same logs and errors as torch's."""
     logs = {}
     for lib in (torch, gingham):
         log = logs[lib] = []
@@ -330,18 +328,26 @@ def test_hook_rules_match_torch():
         net = lib.nn.Sequential(layer)
         net.register_state_dict_pre_hook(lambda m, prefix, keep_vars: log.append(prefix))
         layer.register_state_dict_pre_hook(lambda m, prefix, keep_vars: log.append(prefix))
-        state = dict(net.state_dict())
-        del state["0.bias"]
+        layer.register_state_dict_post_hook(
+            lambda m, state, prefix, metadata: log.append(tuple(state.pop(prefix + "bias").shape)))
+        state = dict(net.state_dict())  # without 0.bias: the post-hook took it
+        state["0.w"] = state.pop("0.weight")  # an old checkpoint's name
+
+        def rename(module, state, prefix, metadata, strict, missing, unexpected, errors):
+            log.append((prefix, strict))
+            state[prefix + "weight"] = state.pop(prefix + "w")
 
         def forgive(module, keys):
             log.append((list(keys.missing_keys), list(keys.unexpected_keys)))
             keys.missing_keys.clear()
 
+        layer.register_load_state_dict_pre_hook(rename)
         net.register_load_state_dict_post_hook(forgive)
         assert net.load_state_dict(state) == ([], [])
+        assert list(state) == ["0.w"]  # the caller's dict is left alone
     assert logs[gingham] == logs[torch]
-    assert logs[torch] == ["always", "always", "always", "only on success", "", "0.",
-                           (["0.bias"], [])]
+    assert logs[torch] == ["always", "always", "always", "only on success", "", "0.", (2,),
+                           ("0.", True), (["0.bias"], [])]
 
 
 def test_load_state_dict_assign_and_extra_state_as_torchs():
