@@ -98,12 +98,12 @@ def register_module_forward_hook(hook: Callable, *, with_kwargs: bool = False,
                            (_global_forward_hooks_always_called, always_call)))
 
 
+_EMPTY: OrderedDict = OrderedDict()
+
+
 def _table(module: Any, name: str) -> OrderedDict:
     """The module's hook table ``name`` (empty when it has none)."""
     return vars(module).get(name) or _EMPTY
-
-
-_EMPTY: OrderedDict = OrderedDict()
 
 
 def has_forward_hooks(module: Any) -> bool:
