@@ -10,6 +10,8 @@
   (:class:`Sequential`, :class:`ModuleList`, :class:`ModuleDict`) with PyTorch's
   ``named_parameters``/``state_dict``/``load_state_dict``, and reference models
   (:mod:`gingham.nn.models`);
+* :mod:`gingham.nn.hooks`, the handles of :class:`Module`'s forward hooks and the global
+  hooks of every module (``torch.nn.modules.module.register_module_forward_hook``);
 * :mod:`gingham.nn.init`, ``torch.nn.init``'s in-place initialisers;
 * :mod:`gingham.nn.utils`, ``torch.nn.utils``: gradient clipping (eager and compiled),
   parameters as one vector, ``rnn.pad_sequence``, the ``weight_norm`` and ``spectral_norm``
@@ -23,7 +25,8 @@
 import numpy as np
 
 from ..frontend.tensor import Tensor
-from . import attention, functional, init, models, modules, parallel, recurrent, training, utils
+from . import (attention, functional, hooks, init, models, modules, parallel, recurrent,
+               training, utils)
 # The layers and attention modules are re-exported as their modules list them (one list each).
 from .attention import *  # noqa: F401,F403
 from .modules import *  # noqa: F401,F403  (its manual_seed is replaced below)
@@ -72,7 +75,7 @@ def _device_id(device: str | None) -> str:
     return get_device(device).id
 
 
-__all__ = ["attention", "functional", "init", "models", "parallel", "recurrent", "training", "utils",
-           "manual_seed", "get_rng_state", "set_rng_state",
+__all__ = ["attention", "functional", "hooks", "init", "models", "parallel", "recurrent",
+           "training", "utils", "manual_seed", "get_rng_state", "set_rng_state",
            *(name for name in modules.__all__ if name != "manual_seed"), *attention.__all__,
            *recurrent.__all__]

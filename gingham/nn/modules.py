@@ -9,7 +9,8 @@
     gingham.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, "run.ckpt")
 
 A module finds what it holds by walking its attributes, in the order they were set; there is
-nothing to register:
+nothing to register (PyTorch's ``register_buffer``, ``register_parameter`` and ``add_module``
+work too, and say what an attribute is where the rules below would guess otherwise):
 
 * a :class:`Module` attribute is a child, named by the attribute; a list or tuple attribute's
   modules are children named ``attr.0``, ``attr.1``, ... (PyTorch's ``ModuleList`` naming);
@@ -17,10 +18,17 @@ nothing to register:
   :class:`ModuleDict` by key. Plain dicts are not walked: use a ``ModuleDict``.
 * a public :class:`gingham.Tensor` attribute that requires gradients is a *parameter*; one that
   does not is a *buffer* (batch norm's running statistics; a parameter frozen with
-  ``requires_grad = False`` becomes one too). Both are in :meth:`Module.state_dict` under
+  ``requires_grad = False`` becomes one too, while ``module.requires_grad_(False)`` keeps its
+  parameters parameters, as PyTorch's). Both are in :meth:`Module.state_dict` under
   PyTorch's dotted names, so a PyTorch state dict of the same architecture loads unchanged.
   Attributes whose names start with ``_`` are private: neither, and not saved (``to()`` still
-  moves them).
+  moves them). ``register_buffer(name, t, persistent=False)`` makes a buffer that is not
+  saved; a registered name is a buffer or parameter whatever its ``requires_grad`` and
+  spelling.
+
+Calling a module runs its forward hooks around ``forward`` as PyTorch's
+(``register_forward_pre_hook``, ``register_forward_hook``, the global ones of
+:mod:`gingham.nn.hooks`); without hooks, a call is just ``forward``.
 
 Parameters are leaf tensors; buffers are leaf tensors updated by ``assign`` — inside
 ``gingham.jit`` those updates become outputs of the compiled step. Loading a state dict assigns
@@ -51,6 +59,8 @@ from ..frontend.tensor import (Tensor, assign_all, cat, move_all, no_grad, place
                                refuse_while_tracing, tensor, zeros)
 from ..tile import dtypes as dt
 from . import functional as F
+from .hooks import (RemovableHandle, add_hook, call_with_hooks, forward_hook_ids,
+                    has_forward_hooks)
 
 
 def _join(prefix: str, name: str) -> str:
@@ -101,11 +111,101 @@ class Module:
     # PyTorch's batch norm accepts such old state dicts the same way).
     _optional_state: tuple[str, ...] = ()
 
+    # Names given to register_parameter / register_buffer (or kept a parameter by
+    # requires_grad_): they override the requires_grad rule and the "_" privacy rule, as the
+    # registration says what the tensor is. Frozensets, so the class's empty default is shared
+    # safely and a registration makes the instance its own.
+    _registered_parameters: frozenset[str] = frozenset()
+    _registered_buffers: frozenset[str] = frozenset()
+    _non_persistent_buffers_set: frozenset[str] = frozenset()
+
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} defines no forward()")
 
     def __call__(self, *args, **kwargs):
+        # gingham.jit traces modules many times: without hooks, a call is just forward.
+        if has_forward_hooks(self):
+            return call_with_hooks(self, args, kwargs)
         return self.forward(*args, **kwargs)
+
+    # -- registration (PyTorch's explicit spellings of setting an attribute) ---------------------
+    def _check_name(self, kind: str, name: Any, registered: frozenset[str]) -> None:
+        """PyTorch's checks of a name for ``register_<kind>``: a string, not empty, no dot,
+        not an attribute of another kind."""
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string. Got {type(name).__name__}")
+        if name == "":
+            raise KeyError(f'{kind} name can\'t be empty string ""')
+        if "." in name:
+            raise KeyError(f'{kind} name can\'t contain ".", got: {name}')
+        if name in registered or not hasattr(self, name):
+            return
+        current = getattr(self, name)
+        # Replacing a value of the same kind, or filling a None (gingham layers set optional
+        # tensors such as Linear's bias to None without registering them), is allowed.
+        if current is None or (kind == "module" and isinstance(current, Module)):
+            return
+        own = dict(self._own_tensors())
+        if name in own and self._tensor_kind(name, own[name]) == kind:
+            return
+        raise KeyError(f"attribute '{name}' already exists")
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Make ``tensor`` the buffer ``name`` (an attribute): in :meth:`named_buffers` even
+        if it requires gradients or its name starts with ``_``, moved by ``to()``, and in
+        :meth:`state_dict` unless ``persistent`` is false. ``None`` reserves the name (no
+        buffer until a tensor is assigned to it). As PyTorch's:
+
+            self.register_buffer("running_max", gingham.zeros(4))
+            self.register_buffer("_mask", causal_mask, persistent=False)  # not saved
+        """
+        self._check_name("buffer", name, self._registered_buffers)
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer "
+                            f"'{name}' (gingham Tensor or None required)")
+        setattr(self, name, tensor)
+        self._registered_parameters = self._registered_parameters - {name}
+        self._registered_buffers = self._registered_buffers | {name}
+        if persistent:
+            self._non_persistent_buffers_set = self._non_persistent_buffers_set - {name}
+        else:
+            self._non_persistent_buffers_set = self._non_persistent_buffers_set | {name}
+
+    def register_parameter(self, name: str, param: Tensor | None) -> None:
+        """Make the leaf tensor ``param`` the parameter ``name`` (an attribute): in
+        :meth:`named_parameters` even when it does not require gradients (a frozen parameter,
+        as PyTorch's) or its name starts with ``_``. ``None`` reserves the name.
+
+            self.register_parameter("scale", gingham.ones(8).requires_grad_())
+        """
+        self._check_name("parameter", name, self._registered_parameters)
+        if param is not None and not isinstance(param, Tensor):
+            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
+                            f"'{name}' (gingham Tensor or None required)")
+        if param is not None and not param.is_leaf:
+            raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model "
+                             "parameters must be created explicitly. To express "
+                             f"'{name}' as a function of another Tensor, compute the value "
+                             "in the forward() method.")
+        setattr(self, name, param)
+        self._registered_buffers = self._registered_buffers - {name}
+        self._non_persistent_buffers_set = self._non_persistent_buffers_set - {name}
+        self._registered_parameters = self._registered_parameters | {name}
+
+    def add_module(self, name: str, module: "Module | None") -> None:
+        """Make ``module`` the child ``name`` (an attribute), as PyTorch's; ``None`` reserves
+        the name. Containers put it in their sequence or mapping.
+
+            self.add_module("head", nn.Linear(512, 10))      # same as self.head = ...
+        """
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        self._check_name("module", name, frozenset())
+        setattr(self, name, module)
+
+    def register_module(self, name: str, module: "Module | None") -> None:
+        """Alias of :meth:`add_module`."""
+        self.add_module(name, module)
 
     # -- the tree of modules -----------------------------------------------------------------------
     def named_children(self) -> Iterator[tuple[str, "Module"]]:
@@ -123,41 +223,118 @@ class Module:
         for _, child in self.named_children():
             yield child
 
-    def named_modules(self, prefix: str = "",
+    def named_modules(self, memo: set["Module"] | None = None, prefix: str = "",
                       remove_duplicate: bool = True) -> Iterator[tuple[str, "Module"]]:
         """This module (named ``prefix``) and every sub-module, depth first in attribute
-        order, with dotted names. A module reached twice is listed once, under its first
-        name, unless ``remove_duplicate`` is false."""
-        return self._walk(prefix, set() if remove_duplicate else None)
+        order, with dotted names. A module reached twice (or already in ``memo``, which
+        collects the modules listed) is listed once, under its first name, unless
+        ``remove_duplicate`` is false."""
+        if memo is None:
+            memo = set()
+        return self._walk(prefix, memo if remove_duplicate else None)
 
-    def _walk(self, prefix: str, seen: set[int] | None) -> Iterator[tuple[str, "Module"]]:
+    def _walk(self, prefix: str, seen: set["Module"] | None
+              ) -> Iterator[tuple[str, "Module"]]:
         if seen is not None:
-            if id(self) in seen:
+            if self in seen:
                 return
-            seen.add(id(self))
+            seen.add(self)
         yield prefix, self
         for name, child in self.named_children():
             yield from child._walk(_join(prefix, name), seen)
 
-    def modules(self) -> Iterator["Module"]:
-        for _, module in self.named_modules():
+    def get_submodule(self, target: str) -> "Module":
+        """The sub-module named ``target`` (a dotted name of :meth:`named_modules`; ``""``
+        is this module). ``AttributeError`` names the first part that is not a module.
+
+            model.get_submodule("encoder.layers.0.linear1")
+        """
+        if target == "":
+            return self
+        modules = dict(self.named_modules(remove_duplicate=False))
+        if target in modules:
+            return modules[target]
+        parts = target.split(".")
+        found = max(end for end in range(len(parts)) if ".".join(parts[:end]) in modules)
+        owner = modules[".".join(parts[:found])]
+        raise AttributeError(f"{type(owner).__name__} has no submodule `{parts[found]}` "
+                             f"(looking for `{target}`)")
+
+    def set_submodule(self, target: str, module: "Module", strict: bool = False) -> None:
+        """Put ``module`` at the dotted name ``target`` (its owner must exist); with
+        ``strict``, only replace an existing sub-module (``AttributeError`` otherwise).
+
+            model.set_submodule("encoder.norm", nn.Identity())
+        """
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        if not isinstance(module, Module):
+            raise TypeError(f"`module` is not an nn.Module, found {type(module).__name__}")
+        owner_name, _, name = target.rpartition(".")
+        owner = self.get_submodule(owner_name)
+        if strict and name not in dict(owner.named_children()):
+            raise AttributeError(f"{type(owner).__name__} has no submodule `{name}`")
+        owner.add_module(name, module)
+
+    def _get_tensor(self, target: str, kind: str) -> Tensor:
+        owner_name, _, name = target.rpartition(".")
+        owner = self.get_submodule(owner_name)
+        own = dict(owner._own_tensors())
+        if name not in own:
+            raise AttributeError(f"{type(owner).__name__} has no {kind} `{name}`")
+        if owner._tensor_kind(name, own[name]) != kind:
+            raise AttributeError(f"`{name}` is not a {kind} of {type(owner).__name__}")
+        return own[name]
+
+    def get_parameter(self, target: str) -> Tensor:
+        """The parameter named ``target`` (as in :meth:`named_parameters`);
+        ``AttributeError`` if there is none or it is a buffer.
+
+            model.get_parameter("encoder.layers.0.linear1.weight")
+        """
+        return self._get_tensor(target, "parameter")
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer named ``target`` (as in :meth:`named_buffers`); ``AttributeError`` if
+        there is none or it is a parameter.
+
+            model.get_buffer("bn1.running_mean")
+        """
+        return self._get_tensor(target, "buffer")
+
+    def modules(self, remove_duplicate: bool = True) -> Iterator["Module"]:
+        for _, module in self.named_modules(remove_duplicate=remove_duplicate):
             yield module
 
     # -- parameters and buffers ------------------------------------------------------------------
     def _own_tensors(self) -> Iterator[tuple[str, Tensor]]:
-        """This module's public tensor attributes (not its children's), in attribute order."""
+        """This module's parameters and buffers (not its children's), in attribute order:
+        its public tensor attributes and the registered ones."""
+        registered = self._registered_parameters | self._registered_buffers
         for name, value in vars(self).items():
-            if isinstance(value, Tensor) and not name.startswith("_"):
+            if isinstance(value, Tensor) and (not name.startswith("_") or name in registered):
                 yield name, value
 
+    def _tensor_kind(self, name: str, value: Tensor) -> str:
+        """``"parameter"`` or ``"buffer"``, for a tensor of :meth:`_own_tensors`: what its
+        registration said, else whether it requires gradients."""
+        if name in self._registered_parameters:
+            return "parameter"
+        if name in self._registered_buffers:
+            return "buffer"
+        return "parameter" if value.requires_grad else "buffer"
+
     def _named_tensors(self, prefix: str, recurse: bool, remove_duplicate: bool,
-                       keep: Callable[[Tensor], bool]) -> Iterator[tuple[str, Tensor]]:
-        walk = (self.named_modules(prefix, remove_duplicate) if recurse
+                       kinds: tuple[str, ...], persistent_only: bool = False
+                       ) -> Iterator[tuple[str, Tensor]]:
+        walk = (self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse
                 else iter([(prefix, self)]))
         seen: set[int] = set()
         for module_prefix, module in walk:
             for name, value in module._own_tensors():
-                if not keep(value) or (remove_duplicate and id(value) in seen):
+                if module._tensor_kind(name, value) not in kinds or (
+                        remove_duplicate and id(value) in seen) or (
+                        persistent_only and name in module._non_persistent_buffers_set):
                     continue
                 seen.add(id(value))
                 yield _join(module_prefix, name), value
@@ -165,9 +342,9 @@ class Module:
     def named_parameters(self, prefix: str = "", recurse: bool = True,
                          remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
         """``(dotted name, tensor)`` of every parameter: this module's own in attribute
-        order, then each child's, depth first. A tensor shared by two modules is listed once."""
-        return self._named_tensors(prefix, recurse, remove_duplicate,
-                                   lambda t: t.requires_grad)
+        order, then each child's, depth first. A tensor shared by two modules is listed once
+        (under every name with ``remove_duplicate=False``)."""
+        return self._named_tensors(prefix, recurse, remove_duplicate, ("parameter",))
 
     def parameters(self, recurse: bool = True) -> list[Tensor]:
         """The parameters in :meth:`named_parameters`' order (the order optimisers and
@@ -176,10 +353,9 @@ class Module:
 
     def named_buffers(self, prefix: str = "", recurse: bool = True,
                       remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
-        """``(dotted name, tensor)`` of every buffer (public tensor attributes that do not
-        require gradients), in the order of :meth:`named_parameters`."""
-        return self._named_tensors(prefix, recurse, remove_duplicate,
-                                   lambda t: not t.requires_grad)
+        """``(dotted name, tensor)`` of every buffer (registered ones, and public tensor
+        attributes that do not require gradients), in the order of :meth:`named_parameters`."""
+        return self._named_tensors(prefix, recurse, remove_duplicate, ("buffer",))
 
     def buffers(self, recurse: bool = True) -> list[Tensor]:
         return [b for _, b in self.named_buffers(recurse=recurse)]
@@ -189,64 +365,258 @@ class Module:
         for p in self.parameters():
             p.grad = None if set_to_none else zeros(p.shape, p.dtype, device=p.device)
 
+    def requires_grad_(self, requires_grad: bool = True) -> "Module":
+        """Make every parameter require gradients (or not), in place, as PyTorch's: frozen
+        ones stay parameters (registered as such), so ``requires_grad_(True)`` finds them
+        again. Returns ``self``.
+
+            model.backbone.requires_grad_(False)        # fine-tune the head only
+        """
+        for module in self.modules():
+            names = [name for name, value in module._own_tensors()
+                     if module._tensor_kind(name, value) == "parameter"]
+            for name in names:
+                getattr(module, name).requires_grad_(requires_grad)
+            module._registered_parameters = module._registered_parameters | set(names)
+        return self
+
+    # -- hooks -----------------------------------------------------------------------------------
+    def _jit_watched(self) -> Mapping[str, Any]:
+        """What a compiled step depends on (see :func:`gingham.jit`): the public attributes,
+        and which forward hooks run (their tables are private, but adding or removing a hook
+        changes what a traced call computes, so it must trace again)."""
+        state = vars(self)
+        if not has_forward_hooks(self):
+            return state
+        return {**state, "forward hooks": forward_hook_ids(self)}
+
+    def _hook_table(self, name: str) -> OrderedDict:
+        """The hook table ``name`` of this module, made on first use (modules need no
+        ``__init__`` of their own)."""
+        table = vars(self).get(name)
+        if table is None:
+            table = vars(self)[name] = OrderedDict()
+        return table
+
+    def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:
+        """Run ``hook(module, args)`` before each ``forward``; a value it returns replaces
+        the positional arguments (a non-tuple becomes a 1-tuple). With ``with_kwargs``,
+        ``hook(module, args, kwargs)`` returns None or ``(args, kwargs)``. ``prepend`` puts it
+        before this module's other pre-hooks. As PyTorch's; the handle's ``remove()`` undoes.
+
+            handle = layer.register_forward_pre_hook(lambda m, args: (args[0] / 255,))
+        """
+        return add_hook(self._hook_table("_forward_pre_hooks"), hook, prepend=prepend,
+                        flags=((self._hook_table("_forward_pre_hooks_with_kwargs"),
+                                with_kwargs),))
+
+    def register_forward_hook(self, hook: Callable, *, prepend: bool = False,
+                              with_kwargs: bool = False, always_call: bool = False
+                              ) -> RemovableHandle:
+        """Run ``hook(module, args, output)`` after each ``forward`` (``hook(module, args,
+        kwargs, output)`` with ``with_kwargs``); a value it returns replaces the output.
+        ``prepend`` puts it before this module's other forward hooks; ``always_call`` runs it
+        even when ``forward`` raised. As PyTorch's; the handle's ``remove()`` undoes.
+
+            features = {}
+            model.layer4.register_forward_hook(lambda m, args, out: features.update(l4=out))
+        """
+        return add_hook(self._hook_table("_forward_hooks"), hook, prepend=prepend,
+                        flags=((self._hook_table("_forward_hooks_with_kwargs"), with_kwargs),
+                               (self._hook_table("_forward_hooks_always_called"),
+                                always_call)))
+
+    def register_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """Run ``hook(module, prefix, keep_vars)`` before :meth:`state_dict` reads this
+        module's tensors (``prefix``: its keys' start, as ``"encoder."``), as PyTorch's.
+
+            model.register_state_dict_pre_hook(lambda m, prefix, keep_vars: m.sync())
+        """
+        return add_hook(self._hook_table("_state_dict_pre_hooks"), hook)
+
+    def register_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
+        """Run ``hook(module, state_dict, prefix, local_metadata)`` when :meth:`state_dict`
+        is done (a module's hooks after its sub-modules'); it may change ``state_dict`` in
+        place and must return None. As PyTorch's, except that the hook sees the whole state
+        dict (its values as returned: arrays unless ``keep_vars``), not only what precedes.
+
+            model.register_state_dict_post_hook(
+                lambda m, state, prefix, meta: state.pop(prefix + "cache", None))
+        """
+        return add_hook(self._hook_table("_state_dict_post_hooks"), hook)
+
+    def register_load_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """Run ``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)`` before :meth:`load_state_dict` reads the module's
+        entries (``prefix``: their start, as ``"encoder."``), as PyTorch's: it may rename or
+        convert entries of ``state_dict`` (a copy of the caller's), add names to the two key
+        lists, or add messages to ``error_msgs`` (which make the load fail).
+
+            def rename(module, state, prefix, *rest):      # an old checkpoint's name
+                if prefix + "w" in state:
+                    state[prefix + "weight"] = state.pop(prefix + "w")
+            model.fc.register_load_state_dict_pre_hook(rename)
+        """
+        return add_hook(self._hook_table("_load_state_dict_pre_hooks"), hook)
+
+    def register_load_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
+        """Run ``hook(module, incompatible_keys)`` after :meth:`load_state_dict` loaded into
+        this module or a module above it; the hook may remove names from the
+        ``missing_keys`` and ``unexpected_keys`` lists, and ``strict`` judges what is left
+        (the values are loaded before that judgement then, as in PyTorch). Must return None.
+
+            model.register_load_state_dict_post_hook(
+                lambda m, keys: keys.missing_keys.clear())      # tolerate missing keys
+        """
+        return add_hook(self._hook_table("_load_state_dict_post_hooks"), hook)
+
     # -- state dicts -----------------------------------------------------------------------------
-    def state_dict(self, *, prefix: str = "", keep_vars: bool = False) -> "OrderedDict[str, Any]":
-        """Every parameter and buffer by dotted name, as NumPy arrays (copies; the tensors
-        themselves with ``keep_vars=True``), module by module in attribute order. A tensor
-        shared by two modules appears under both names, as in PyTorch.
+    def get_extra_state(self) -> Any:
+        """What a module stores in its state dict beyond tensors, under ``_extra_state``:
+        override it with :meth:`set_extra_state` (the base module stores nothing)."""
+        raise RuntimeError("Reached a code path in Module.get_extra_state() that should never "
+                           "be called: override get_extra_state() to return the extra state")
+
+    def set_extra_state(self, state: Any) -> None:
+        """Take back what :meth:`get_extra_state` returned, when a state dict is loaded."""
+        raise RuntimeError("Reached a code path in Module.set_extra_state() that should never "
+                           "be called: override set_extra_state() to take the extra state")
+
+    def _persistent_tensors(self) -> list[tuple[str, Tensor]]:
+        """This module's state-dict tensors: its parameters, then its persistent buffers
+        (PyTorch's order), each group in attribute order."""
+        own = [(name, value) for name, value in self._own_tensors()
+               if name not in self._non_persistent_buffers_set]
+        return sorted(own, key=lambda item: self._tensor_kind(*item) != "parameter")
+
+    def _has_extra_state(self) -> bool:
+        return type(self).get_extra_state is not Module.get_extra_state
+
+    def state_dict(self, *args, destination: dict | None = None, prefix: str = "",
+                   keep_vars: bool = False) -> "OrderedDict[str, Any]":
+        """Every parameter and persistent buffer by dotted name (each key starts with
+        ``prefix``, as ``"model."``), as NumPy arrays (copies; the tensors themselves with
+        ``keep_vars=True``), module by module in attribute order, with a module's
+        ``get_extra_state()`` under ``<name>._extra_state`` when it defines one. Written into
+        ``destination`` when given (and returned). A tensor shared by two modules appears under
+        both names, as in PyTorch.
 
             torch_model.load_state_dict({k: torch.from_numpy(v)
                                          for k, v in model.state_dict().items()})
         """
-        named = list(self._named_tensors(prefix, True, False, lambda t: True))
-        if keep_vars:
-            return OrderedDict(named)
-        realize([value for _, value in named])  # lazy buffers: one program, not one each
-        return OrderedDict((name, value.numpy()) for name, value in named)
-
-    def _load_targets(self) -> "OrderedDict[str, tuple[Module, str, Tensor]]":
-        """Each state-dict name with the module and attribute holding its tensor."""
-        targets: OrderedDict[str, tuple[Module, str, Tensor]] = OrderedDict()
+        if args:  # PyTorch's deprecated positional form: (destination, prefix, keep_vars)
+            warnings.warn("Positional args are being deprecated, use kwargs instead: "
+                          "state_dict(destination=..., prefix=..., keep_vars=...)",
+                          FutureWarning, stacklevel=2)
+            destination = args[0] if destination is None else destination
+            prefix = args[1] if len(args) > 1 and prefix == "" else prefix
+            keep_vars = args[2] if len(args) > 2 and not keep_vars else keep_vars
+        entries: list[tuple[str, Any]] = []
         for module_prefix, module in self.named_modules(remove_duplicate=False):
-            for name, value in module._own_tensors():
+            start = prefix + (module_prefix + "." if module_prefix else "")
+            for hook in list(vars(module).get("_state_dict_pre_hooks", {}).values()):
+                hook(module, start, keep_vars)
+            entries += [(start + name, value) for name, value in module._persistent_tensors()]
+            if module._has_extra_state():
+                entries.append((start + "_extra_state", module.get_extra_state()))
+        if not keep_vars:
+            realize([value for _, value in entries if isinstance(value, Tensor)])  # one program
+            entries = [(name, value.numpy() if isinstance(value, Tensor) else value)
+                       for name, value in entries]
+        if destination is None:
+            destination = OrderedDict()
+        destination.update(entries)
+        walk = list(self.named_modules(remove_duplicate=False))
+        for module_prefix, module in reversed(walk):  # sub-modules before their owners
+            for hook in list(vars(module).get("_state_dict_post_hooks", {}).values()):
+                start = prefix + (module_prefix + "." if module_prefix else "")
+                if hook(module, destination, start, {}) is not None:
+                    raise RuntimeError("state_dict post-hook must return None")
+        return destination
+
+    def _load_targets(self) -> "OrderedDict[str, tuple[Module, str, Tensor | None]]":
+        """Each state-dict name with the module and attribute holding its tensor (None for a
+        module's ``_extra_state``)."""
+        targets: OrderedDict[str, tuple[Module, str, Tensor | None]] = OrderedDict()
+        for module_prefix, module in self.named_modules(remove_duplicate=False):
+            for name, value in module._persistent_tensors():
                 targets[_join(module_prefix, name)] = (module, name, value)
+            if type(module).set_extra_state is not Module.set_extra_state:
+                targets[_join(module_prefix, "_extra_state")] = (module, "_extra_state", None)
         return targets
 
-    def load_state_dict(self, state_dict: Mapping[str, Any],
-                        strict: bool = True) -> IncompatibleKeys:
+    def _run_load_pre_hooks(self, state_dict: Mapping[str, Any], strict: bool,
+                            missing: list[str], unexpected: list[str],
+                            problems: list[str]) -> Mapping[str, Any]:
+        """``state_dict`` after every module's load pre-hooks (on a copy, when there are
+        any: they may edit it); the lists take what the hooks add."""
+        walk = [(name, module) for name, module in self.named_modules(remove_duplicate=False)
+                if vars(module).get("_load_state_dict_pre_hooks")]
+        if not walk:
+            return state_dict
+        metadata = getattr(state_dict, "_metadata", None) or {}
+        state_dict = OrderedDict(state_dict)
+        for module_prefix, module in walk:
+            for hook in list(module._load_state_dict_pre_hooks.values()):
+                hook(module, state_dict, module_prefix + "." if module_prefix else "",
+                     metadata.get(module_prefix, {}), strict, missing, unexpected, problems)
+        return state_dict
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
+                        assign: bool = False) -> IncompatibleKeys:
         """Copy ``state_dict``'s arrays (NumPy arrays, PyTorch tensors, gingham tensors) into
-        the parameters and buffers of the same names, keeping each tensor's device, dtype,
-        ``requires_grad`` and identity (optimisers and compiled steps holding it see the new
-        value). A batch norm's ``num_batches_tracked`` may be missing (it then keeps its
-        value), as in PyTorch.
+        the parameters and persistent buffers of the same names, keeping each tensor's device,
+        dtype, ``requires_grad`` and identity (optimisers and compiled steps holding it see the
+        new value). With ``assign``, each becomes a new tensor of the state dict's dtype (on
+        the module's tensor's device, with its ``requires_grad``) instead, as PyTorch's. A
+        batch norm's ``num_batches_tracked`` may be missing (it then keeps its value), as in
+        PyTorch. Modules with ``set_extra_state`` take their ``_extra_state`` entry.
 
         Raises :class:`gingham.StateDictError`, listing every problem and loading nothing,
-        for a shape or dtype that differs from the module's, and (``strict``, the default)
-        for missing or unexpected names. Returns the missing and unexpected names.
+        for a shape (or, without ``assign``, a dtype) that differs from the module's, and
+        (``strict``, the default) for missing or unexpected names. Returns the missing and
+        unexpected names.
 
             model.load_state_dict(torch_model.state_dict())
         """
+        missing, unexpected, problems = [], [], []
+        state_dict = self._run_load_pre_hooks(state_dict, strict, missing, unexpected, problems)
         targets = self._load_targets()
-        missing = [name for name, (module, attribute, _) in targets.items()
-                   if name not in state_dict and attribute not in module._optional_state]
-        unexpected = [key for key in state_dict if key not in targets]
+        missing += [name for name, (module, attribute, _) in targets.items()
+                    if name not in state_dict and attribute not in module._optional_state
+                    and name not in missing]
+        unexpected += [key for key in state_dict if key not in targets and key not in unexpected]
         arrays: dict[str, np.ndarray] = {}
-        problems = []
         for name, (_, _, target) in targets.items():
-            if name in state_dict:
-                array, problem = _loadable_array(name, state_dict[name], target)
+            if name in state_dict and target is not None:
+                array, problem = _loadable_array(name, state_dict[name], target, assign)
                 if problem:
                     problems.append(problem)
                 else:
                     arrays[name] = array
-        if strict:
-            problems = ([f"missing key(s): {', '.join(missing)}"] if missing else []) + (
-                [f"unexpected key(s): {', '.join(unexpected)}"] if unexpected else []) + problems
+        post_hooks = [(module, hook) for module in self.modules()
+                      for hook in vars(module).get("_load_state_dict_post_hooks", {}).values()]
+        if strict and not post_hooks:  # without hooks to forgive them, load nothing
+            problems = _key_problems(missing, unexpected) + problems
         if problems:
-            raise StateDictError(f"error(s) loading a state dict into {type(self).__name__}:\n"
-                                 + "\n".join(f"  {p}" for p in problems), missing, unexpected)
-        _load_arrays(targets, arrays)
-        return IncompatibleKeys(missing, unexpected)
+            raise self._load_error(problems, missing, unexpected)
+        _load_arrays(targets, arrays, assign)
+        for name, (module, attribute, target) in targets.items():
+            if target is None and name in state_dict:
+                module.set_extra_state(state_dict[name])
+        result = IncompatibleKeys(missing, unexpected)
+        for module, hook in post_hooks:
+            if hook(module, result) is not None:
+                raise RuntimeError("load_state_dict post-hook must return None")
+        if strict and post_hooks and (missing or unexpected):
+            raise self._load_error(_key_problems(missing, unexpected), missing, unexpected)
+        return result
+
+    def _load_error(self, problems: list[str], missing: list[str],
+                    unexpected: list[str]) -> StateDictError:
+        return StateDictError(f"error(s) loading a state dict into {type(self).__name__}:\n"
+                              + "\n".join(f"  {p}" for p in problems), missing, unexpected)
 
     # -- modes and devices -------------------------------------------------------------------------
     def train(self, mode: bool = True) -> "Module":
@@ -355,8 +725,15 @@ class Module:
         return f"{type(self).__name__}(\n  " + "\n  ".join(extra + children) + "\n)"
 
 
-def _loadable_array(name: str, value: Any, target: Tensor) -> tuple[np.ndarray | None, str]:
-    """``value`` as an array for ``target``, or the reason it cannot be loaded."""
+def _key_problems(missing: list[str], unexpected: list[str]) -> list[str]:
+    return ([f"missing key(s): {', '.join(missing)}"] if missing else []) + (
+        [f"unexpected key(s): {', '.join(unexpected)}"] if unexpected else [])
+
+
+def _loadable_array(name: str, value: Any, target: Tensor,
+                    assign: bool = False) -> tuple[np.ndarray | None, str]:
+    """``value`` as an array for ``target`` (whose dtype it must have unless ``assign``), or
+    the reason it cannot be loaded."""
     try:
         array = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
     except Exception as exc:  # a value np.asarray cannot read: report it with the others
@@ -364,24 +741,28 @@ def _loadable_array(name: str, value: Any, target: Tensor) -> tuple[np.ndarray |
     if array.shape != target.shape:
         return None, (f"{name}: shape {array.shape} in the state dict, {target.shape} in the "
                       "module")
-    if array.dtype != target.dtype:
+    if array.dtype != target.dtype and not assign:
         return None, (f"{name}: dtype {_dtype_name(array.dtype)} in the state dict, "
                       f"{_dtype_name(target.dtype)} in the module (cast it with .astype())")
     return array, ""
 
 
 def _load_arrays(targets: Mapping[str, tuple[Module, str, Tensor]],
-                 arrays: Mapping[str, np.ndarray]) -> None:
+                 arrays: Mapping[str, np.ndarray], assign: bool = False) -> None:
     """Leaves take their new values by ``assign`` (same objects, all in one program); a lazy
-    tensor attribute (a result kept by a module) is replaced by a leaf on its device."""
+    tensor attribute (a result kept by a module), or every one with ``assign``, is replaced by
+    a new leaf on its device."""
     pairs: dict[int, tuple[Tensor, Tensor]] = {}
+    replacements: dict[int, Tensor] = {}  # a tensor shared by two modules stays shared
     for name, array in arrays.items():
         module, attribute, target = targets[name]
-        if target.is_leaf:
+        if target.is_leaf and not assign:
             pairs[id(target)] = (target, tensor(array, device=target.device))
-        else:
-            setattr(module, attribute, tensor(array, device=target.device,
-                                              requires_grad=target.requires_grad))
+            continue
+        if id(target) not in replacements:
+            replacements[id(target)] = tensor(array, device=target.device,
+                                              requires_grad=target.requires_grad)
+        setattr(module, attribute, replacements[id(target)])
     if pairs:
         assign_all(list(pairs.values()))
 
@@ -1775,6 +2156,22 @@ class _ModuleSequence(Module):
     def insert(self, index: int, module: Module) -> None:
         self.layers.insert(index, _checked_module(type(self).__name__, module))
 
+    def add_module(self, name: str, module: Module) -> None:
+        """The child ``name`` becomes ``module``: an existing name is replaced, the next
+        position (``str(len(self))``) appended, as in PyTorch's containers."""
+        module = _checked_module(type(self).__name__, module)
+        names = self._child_names()
+        if name in names:
+            self.layers[names.index(name)] = module
+        elif name == str(len(self.layers)):
+            self.append(module)
+        else:
+            self._add_named(_checked_name(type(self).__name__, name), module)
+
+    def _add_named(self, name: str, module: Module) -> None:
+        raise KeyError(f"{type(self).__name__}.add_module: a child is named by its position "
+                       f"('0' to '{len(self.layers)}'), not {name!r}")
+
 
 class ModuleList(_ModuleSequence):
     """A list of modules, named ``0``, ``1``, ... in the state dict (as PyTorch's). It has no
@@ -1851,6 +2248,11 @@ class Sequential(_ModuleSequence):
         self._names = None
         super().__delitem__(index)
 
+    def _add_named(self, name: str, module: Module) -> None:
+        """A new named child at the end (PyTorch's ``Sequential.add_module("fc", ...)``)."""
+        self._names = self._child_names() + [name]
+        self.layers.append(module)
+
 
 class ModuleDict(Module):
     """Modules by name (the names of their state-dict entries), in insertion order:
@@ -1873,6 +2275,9 @@ class ModuleDict(Module):
 
     def __setitem__(self, key: str, module: Module) -> None:
         self.entries[_checked_name("ModuleDict", key)] = _checked_module("ModuleDict", module)
+
+    def add_module(self, name: str, module: Module) -> None:
+        self[name] = module
 
     def __delitem__(self, key: str) -> None:
         del self.entries[key]
@@ -2735,7 +3140,7 @@ class _LazyModule(Module):
 
     def forward(self, x: Tensor, *rest, **kwargs):
         self.initialize_parameters(x)
-        return self(x, *rest, **kwargs)
+        return self.forward(x, *rest, **kwargs)  # not self(): the hooks ran once
 
     def extra_repr(self) -> str:
         args, kwargs = self._lazy_arguments
