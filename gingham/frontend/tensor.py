@@ -1237,21 +1237,60 @@ def tensor(data, dtype=None, device: str | None = None, requires_grad: bool = Fa
     return Tensor(array.shape, array.dtype, device, buffer=buffer, requires_grad=requires_grad)
 
 
-def zeros(shape, dtype=np.float32, device: str | None = None) -> Tensor:
-    return tensor(np.zeros(shape, dt.as_tile_dtype(dtype)), device=device)
+def _creation(op: str, args: tuple, dtype, device) -> tuple[tuple[int, ...], np.dtype, str]:
+    """The shape, dtype and device of ``zeros``/``ones``: PyTorch's ``zeros(2, 3)`` and
+    ``zeros((2, 3))``, and gingham's positional ``zeros(shape, dtype, device)``."""
+    position = 0
+    if args and isinstance(args[0], (tuple, list)):
+        shape, position = tuple(args[0]), 1
+    else:
+        while position < len(args) and isinstance(args[position], (int, np.integer)) and (
+                not isinstance(args[position], bool)):
+            position += 1
+        shape = args[:position]
+    rest = args[position:]
+    if len(rest) > 2:
+        raise TypeError(f"{op}(): too many positional arguments {args!r} (the sizes, then "
+                        "dtype and device)")
+    if rest:
+        dtype = rest[0] if dtype is None else dtype
+    if len(rest) == 2:
+        device = rest[1] if device is None else device
+    if any(not isinstance(s, (int, np.integer)) or s < 0 for s in shape):
+        raise TypeError(f"{op}(): sizes must be non-negative integers, not {shape!r}")
+    return tuple(int(s) for s in shape), dt.as_tile_dtype(
+        np.float32 if dtype is None else dtype), device
 
 
-def ones(shape, dtype=np.float32, device: str | None = None) -> Tensor:
-    return tensor(np.ones(shape, dt.as_tile_dtype(dtype)), device=device)
+def _created(array: np.ndarray, device, requires_grad: bool) -> Tensor:
+    return tensor(array, device=device, requires_grad=requires_grad)
 
 
-def full(shape, value, dtype=np.float32, device: str | None = None) -> Tensor:
-    return tensor(np.full(shape, value, dt.as_tile_dtype(dtype)), device=device)
+def zeros(*size, dtype=None, device: str | None = None, requires_grad: bool = False) -> Tensor:
+    """Zeros, as ``torch.zeros``: ``zeros(2, 3)``, ``zeros((2, 3), dtype=gingham.float16,
+    device="cuda:0", requires_grad=True)``; gingham's ``zeros(shape, dtype, device)`` too."""
+    shape, dtype, device = _creation("zeros", size, dtype, device)
+    return _created(np.zeros(shape, dtype), device, requires_grad)
 
 
-def arange(start, stop=None, step=1, dtype=None, device: str | None = None) -> Tensor:
+def ones(*size, dtype=None, device: str | None = None, requires_grad: bool = False) -> Tensor:
+    """Ones, as ``torch.ones`` (the arguments as :func:`zeros`')."""
+    shape, dtype, device = _creation("ones", size, dtype, device)
+    return _created(np.ones(shape, dtype), device, requires_grad)
+
+
+def full(shape, value, dtype=np.float32, device: str | None = None, *,
+         requires_grad: bool = False) -> Tensor:
+    """``value`` everywhere in ``shape``, as ``torch.full(size, fill_value)``."""
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else shape
+    return _created(np.full(shape, value, dt.as_tile_dtype(dtype)), device, requires_grad)
+
+
+def arange(start, stop=None, step=1, dtype=None, device: str | None = None, *,
+           requires_grad: bool = False) -> Tensor:
+    """``start, start + step, ...`` below ``stop``, as ``torch.arange`` (int64 for integers)."""
     dtype = dt.as_tile_dtype(dtype) if dtype is not None else None
-    return tensor(np.arange(start, stop, step, dtype=dtype), device=device)
+    return _created(np.arange(start, stop, step, dtype=dtype), device, requires_grad)
 
 
 def _as_tensor(value, like: Tensor) -> Tensor:

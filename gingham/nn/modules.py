@@ -80,6 +80,39 @@ def _add_indent(text: str, spaces: int) -> str:
     return "\n".join([first] + [" " * spaces + line for line in rest])
 
 
+class Parameter(Tensor):
+    """A tensor that is a module's parameter, as ``torch.nn.Parameter``: a leaf holding
+    ``data``'s value (sharing it, as PyTorch's shares the storage), requiring gradients unless
+    ``requires_grad=False``; a module attribute holding one is a parameter whatever its
+    ``requires_grad``.
+
+        class Scale(nn.Module):
+            def __init__(self, n):
+                self.gain = nn.Parameter(gingham.ones(n))
+
+            def forward(self, x):
+                return x * self.gain
+    """
+
+    def __init__(self, data: Tensor | np.ndarray | None = None, requires_grad: bool = True
+                 ) -> None:
+        if data is None:
+            data = tensor(np.zeros(0, np.float32))
+        elif not isinstance(data, Tensor):
+            data = tensor(np.asarray(data))
+        data.realize()
+        super().__init__(data.shape, data.dtype, data.device, buffer=data._buffer,
+                         requires_grad=requires_grad)
+
+    def __deepcopy__(self, memo: dict) -> "Parameter":
+        copied = Parameter(Tensor.__deepcopy__(self, memo), self.requires_grad)
+        memo[id(self)] = copied
+        return copied
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+
 class IncompatibleKeys(NamedTuple):
     """What ``load_state_dict(..., strict=False)`` passed over: the module's names that the
     state dict lacked, and the state dict's names that the module does not have."""
@@ -322,7 +355,7 @@ class Module:
             return "parameter"
         if name in self._registered_buffers:
             return "buffer"
-        return "parameter" if value.requires_grad else "buffer"
+        return "parameter" if value.requires_grad or isinstance(value, Parameter) else "buffer"
 
     def _named_tensors(self, prefix: str, recurse: bool, remove_duplicate: bool,
                        kinds: tuple[str, ...], persistent_only: bool = False
@@ -3312,7 +3345,7 @@ class AdaptiveLogSoftmaxWithLoss(Module):
         return _ASMoutput(output if batched else output.reshape(()), loss)
 
 
-__all__ = ["Module", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
+__all__ = ["Module", "Parameter", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
            "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
            "ConvTranspose3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm",
            "LayerNorm", "RMSNorm", "LocalResponseNorm", "Embedding", "Dropout",

@@ -252,3 +252,24 @@ def test_empty_results_run_on_every_device(device):
     assert empty.numpy().shape == (0, 4)
     np.testing.assert_array_equal(empty.sum(0).numpy(), np.zeros(4, np.float32))
     assert gingham.cat([x[:, :0], x[:, 4:]], 1).numpy().shape == (3, 0)
+
+
+def test_creation_takes_torchs_arguments(device):
+    """``zeros(2, 3)`` and ``zeros((2, 3))``, ``dtype=``/``device=``/``requires_grad=`` as
+    PyTorch's; gingham's positional ``zeros(shape, dtype, device)`` still works."""
+    for ours, theirs in [
+            (gingham.zeros(2, 3, device=device), torch.zeros(2, 3)),
+            (gingham.ones((2, 3), dtype=gingham.float16, device=device),
+             torch.ones((2, 3), dtype=torch.float16)),
+            (gingham.zeros([4], requires_grad=True, device=device),
+             torch.zeros([4], requires_grad=True)),
+            (gingham.arange(5, dtype=gingham.float32, requires_grad=True, device=device),
+             torch.arange(5, dtype=torch.float32, requires_grad=True)),
+            (gingham.full((2,), 1.5, requires_grad=True, device=device),
+             torch.full((2,), 1.5, requires_grad=True)),
+            (gingham.zeros((2,), np.int64, device), torch.zeros(2, dtype=torch.int64))]:
+        assert ours.shape == tuple(theirs.shape) and ours.requires_grad == theirs.requires_grad
+        assert str(ours.dtype) == str(theirs.dtype).removeprefix("torch.")
+        np.testing.assert_array_equal(ours.numpy(), theirs.detach().numpy())
+    with pytest.raises(TypeError, match="sizes must be non-negative"):
+        gingham.zeros(-1)

@@ -390,3 +390,36 @@ def test_no_hooks_keeps_the_call_to_forward():
         warnings.simplefilter("error")
         lazy(gingham.ones((1, 4), device="reference"))
     assert log == ["Linear"]
+
+
+def test_parameter_as_torchs(device):
+    """``nn.Parameter`` in a module written as for PyTorch: the same names in
+    ``named_parameters`` and ``state_dict`` (a frozen one is still a parameter), its
+    gradient, its class through ``copy.deepcopy`` and an optimiser step."""
+    import copy
+
+    def build(lib):
+        where = "cpu" if lib is torch else device
+
+        class Scale(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.gain = lib.nn.Parameter(lib.ones(3, device=where))
+                self.frozen = lib.nn.Parameter(lib.zeros(3, device=where), requires_grad=False)
+
+            def forward(self, x):
+                return (x * self.gain + self.frozen).square().sum()
+
+        return Scale()
+
+    ours, theirs = build(gingham), build(torch)
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    x = np.array([1.0, -2.0, 0.5], np.float32)
+    ours(gingham.tensor(x, device=device)).backward()
+    theirs(torch.tensor(x)).backward()
+    np.testing.assert_allclose(ours.gain.grad.numpy(), theirs.gain.grad.numpy(), rtol=1e-6)
+    assert isinstance(copy.deepcopy(ours).gain, nn.Parameter) and ours.gain.is_leaf
+    gingham.optim.SGD(ours.parameters(), lr=0.1).step()
+    torch.optim.SGD(theirs.parameters(), lr=0.1).step()
+    np.testing.assert_allclose(ours.gain.numpy(), theirs.gain.detach().numpy(), rtol=1e-6)
