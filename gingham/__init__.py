@@ -131,6 +131,8 @@ from .frontend.special import (  # noqa: E402  (the gamma family and Bessel's I0
 from . import special  # noqa: E402  (torch.special's names)
 from . import distributions  # noqa: E402  (torch.distributions)
 from .frontend.amp import autocast  # noqa: E402
+from .torch_devices import device  # noqa: E402  (torch.device's spelling of a device id)
+from . import accelerator, backends, cuda  # noqa: E402  (torch.accelerator, .backends, .cuda)
 from .frontend.jit import compile, jit  # noqa: E402,A004  (compile: torch.compile's name)
 from .frontend.transforms import grad, value_and_grad  # noqa: E402
 
@@ -149,7 +151,7 @@ __all__ = [
     "diff", "dstack", "flip", "fliplr", "flipud", "hstack", "inner", "kron", "linspace",
     "logspace", "meshgrid", "moveaxis", "movedim", "outer", "repeat_interleave", "roll", "rot90",
     "tensordot", "trace", "tril", "triu", "vstack",
-    "jit", "compile", "optim", "grad", "value_and_grad", "amp", "autocast", "save", "load", "linalg",
+    "device", "accelerator", "backends", "cuda", "jit", "compile", "optim", "grad", "value_and_grad", "amp", "autocast", "save", "load", "linalg",
     "fft", "signal", "cholesky", "cholesky_inverse", "det", "logdet", "slogdet", "inverse",
     "cholesky_solve", "frobenius_norm", "geqrf", "lu", "lu_solve", "lu_unpack", "matrix_exp",
     "matrix_power", "nuclear_norm", "orgqr", "pinverse", "qr", "svd", "triangular_solve",

@@ -220,9 +220,15 @@ class GradScaler:
     ``step`` calls ``optimizer.step()``), so one training loop serves float32 and float16.
     """
 
-    def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
-                 backoff_factor: float = 0.5, growth_interval: int = 2000,
-                 enabled: bool = True, device: str | None = None) -> None:
+    def __init__(self, device: str | None = None, init_scale: float = 2.0 ** 16,
+                 growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                 growth_interval: int = 2000, enabled: bool = True) -> None:
+        # torch.amp.GradScaler("cuda", init_scale=...) names the device type first;
+        # torch.cuda.amp.GradScaler(2.0 ** 10) and gingham's older spelling, the scale.
+        if isinstance(device, (int, float)) and not isinstance(device, bool):
+            init_scale, device = float(device), None
+        if device is not None and ":" not in str(device) and str(device) in ("cuda", "opencl"):
+            device = None  # a device type: the scale lives where the first loss is
         if growth_factor <= 1.0:
             raise GinghamError(f"GradScaler: growth_factor must be > 1, got {growth_factor}")
         if not 0.0 < backoff_factor < 1.0:

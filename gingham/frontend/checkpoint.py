@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import CheckpointError
 from ..tile import dtypes as dt
-from .tensor import Tensor, realize
+from .tensor import Tensor, realize, tensor
 
 FORMAT = "gingham-checkpoint"
 VERSION = 1
@@ -170,10 +170,37 @@ def _fsync_directory(directory: Path) -> None:
 # -- loading ---------------------------------------------------------------------------------------
 
 
-def load(path: str | os.PathLike) -> Any:
+def load(path: str | os.PathLike, map_location: str | None = None, *,
+         weights_only: bool = True, mmap: bool | None = None) -> Any:
     """What :func:`save` wrote to ``path``: dicts, lists, tuples, NumPy arrays (tensors come
-    back as arrays) and plain values. Raises :class:`gingham.CheckpointError` for a file that
-    is not a readable checkpoint; never unpickles anything."""
+    back as arrays, which ``load_state_dict`` and ``gingham.tensor`` take) and plain values;
+    with ``map_location`` (a device id or :class:`gingham.device`), tensors on that device, as
+    ``torch.load(path, map_location="cuda:0")``. Raises :class:`gingham.CheckpointError` for a
+    file that is not a readable checkpoint. Nothing is ever unpickled, so ``weights_only`` is
+    always true in effect; ``mmap`` is accepted and ignored.
+
+        state = gingham.load("model.ckpt", map_location="cpu")
+    """
+    if map_location is not None and not isinstance(map_location, str):
+        raise TypeError(f"load: map_location must be a device id or gingham.device, not "
+                        f"{type(map_location).__name__} (gingham has no storage remapping)")
+    loaded = _load(path)
+    return loaded if map_location is None else _to_tensors(loaded, str(map_location))
+
+
+def _to_tensors(value: Any, device: str) -> Any:
+    """``value`` with each array a tensor on ``device``."""
+    if isinstance(value, np.ndarray):
+        return tensor(value, device=device)
+    if isinstance(value, dict):
+        return type(value)((k, _to_tensors(v, device)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        items = [_to_tensors(v, device) for v in value]
+        return type(value)(items) if not hasattr(value, "_fields") else type(value)(*items)
+    return value
+
+
+def _load(path: str | os.PathLike) -> Any:
     where = os.fspath(path)
     try:
         archive = zipfile.ZipFile(where)

@@ -101,7 +101,7 @@ def _fitted(target: Tensor, value: Tensor, shape: tuple[int, ...], op: str,
     PyTorch's indexed writes allow (``x[0] = v[None]``)."""
     if value.device != target.device:
         raise DeviceError(f"{op}: a value on {value.device} cannot be written into a tensor on "
-                          f"{target.device}; move it with .to({target.device!r})")
+                          f"{target.device}; move it with .to('{target.device}')")
     if dt.is_float(value.dtype) and not dt.is_float(target.dtype):
         raise DTypeError(f"{op}: result type {dt.dtype_name(value.dtype)} can't be cast to the "
                          f"desired output type {dt.dtype_name(target.dtype)} (an in-place "

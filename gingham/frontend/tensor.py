@@ -46,6 +46,7 @@ import numpy as np
 from ..errors import DeviceError, GinghamError
 from ..tile import builder
 from ..tile import dtypes as dt
+from ..torch_devices import as_device as _as_device
 from ..tile.shapes import ExprType, combine
 from .dims import (
     DimError, DTypeError, ShapeError, _axes, _broadcast_shapes, _dim, _dim_arguments,
@@ -122,7 +123,7 @@ class Tensor:
                  requires_grad: bool = False) -> None:
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
-        self.device = device
+        self.device = _as_device(device)  # a str with torch.device's .type and .index
         self._buffer = buffer
         self._parents = tuple(parents)
         self._build = build
@@ -211,7 +212,7 @@ class Tensor:
     def __repr__(self) -> str:
         state = "" if self._buffer is not None else ", lazy"
         return (f"Tensor(shape={self.shape}, dtype={dt.dtype_name(self.dtype)}, "
-                f"device={self.device!r}{state})")
+                f"device='{self.device}'{state})")
 
     def __len__(self) -> int:
         if not self.shape:
@@ -288,7 +289,7 @@ class Tensor:
             if target_dtype == self.dtype and not copy:
                 return self
             return self.astype(target_dtype)
-        refuse_while_tracing(f"Tensor.to({target_device!r})")
+        refuse_while_tracing(f"Tensor.to('{target_device}')")
         source = self if target_dtype == self.dtype else self.astype(target_dtype)
         moved = tensor(source.numpy(), device=target_device, dtype=target_dtype)
         if source.requires_grad and is_grad_enabled():
