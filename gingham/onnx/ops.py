@@ -968,75 +968,6 @@ def _arg_extreme(node: Node):
     return x.argmin(axis, keep)
 
 
-# -- resizing --------------------------------------------------------------------------------------
-
-
-def _nearest_sources(node: Node, size: int, out: int, scale: float) -> np.ndarray:
-    """ONNX's source index of each output position of one axis, in nearest mode."""
-    mode = node.attr("coordinate_transformation_mode", "half_pixel")
-    rounding = node.attr("nearest_mode", "round_prefer_floor")
-    if node.op_type == "Upsample":
-        mode, rounding = "asymmetric", "floor"
-    mode, rounding = (v.decode() if isinstance(v, bytes) else v for v in (mode, rounding))
-    dst = np.arange(out, dtype=np.float64)
-    if mode == "half_pixel":
-        real = (dst + 0.5) / scale - 0.5
-    elif mode == "pytorch_half_pixel":
-        real = (dst + 0.5) / scale - 0.5 if out > 1 else np.zeros(out)
-    elif mode == "align_corners":
-        real = dst * (size - 1) / (out - 1) if out > 1 else np.zeros(out)
-    elif mode == "asymmetric":
-        real = dst / scale
-    else:
-        raise node.fail(f"coordinate_transformation_mode {mode!r} is not supported")
-    rounders = {"round_prefer_floor": lambda r: np.ceil(r - 0.5),
-                "round_prefer_ceil": lambda r: np.floor(r + 0.5),
-                "floor": np.floor, "ceil": np.ceil}
-    if rounding not in rounders:
-        raise node.fail(f"nearest_mode {rounding!r} is not an ONNX value")
-    return np.clip(rounders[rounding](real), 0, size - 1).astype(np.int64)
-
-
-@converter("Resize", "Upsample")
-def _resize(node: Node):
-    mode = node.attr("mode", "nearest")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
-    if mode != "nearest":
-        raise node.fail(f"mode {mode!r} is not supported (only 'nearest')")
-    x = node.tensor(0)
-    if node.op_type == "Upsample":
-        scales = node.attr("scales") if node.opset < 9 else node.constant(1, "scales")
-        sizes = None
-    else:
-        scales = node.constant(1 if node.opset < 11 else 2, "scales")
-        sizes = None if node.opset < 11 else node.ints(3, "sizes")
-    axes = node.attr("axes")
-    if axes is not None or node.attr("keep_aspect_ratio_policy", "stretch") not in (
-            "stretch", b"stretch"):
-        raise node.fail("the axes and keep_aspect_ratio_policy attributes are not supported")
-    if sizes:
-        scales = [o / s for o, s in zip(sizes, x.shape)]
-    else:
-        scales = [float(s) for s in np.asarray(scales).reshape(-1)]
-        sizes = [int(math.floor(s * f)) for s, f in zip(x.shape, scales)]
-    result = x
-    for axis, (size, out, scale) in enumerate(zip(x.shape, sizes, scales)):
-        if out == size and scale == 1.0:
-            continue
-        sources = _nearest_sources(node, size, out, scale)
-        step = out // size if out % size == 0 else 0
-        if step and np.array_equal(sources, np.arange(out) // step):
-            # Whole-number upsampling: each element repeated, no gather.
-            shape = result.shape
-            spread = result.reshape(shape[:axis + 1] + (1,) + shape[axis + 1:])
-            wide = spread.broadcast_to(shape[:axis + 1] + (step,) + shape[axis + 1:])
-            result = wide.reshape(shape[:axis] + (out,) + shape[axis + 1:])
-        else:
-            result = _gather(Node("Gather", node.name, [result, sources], {"axis": axis},
-                                  node.opset, 1, node.device))
-    return result
-
-
 _STRINGS = "gingham tensors hold numbers; string tensors have no gingham dtype"
 
 #: Why gingham does not convert these op types (named with them when a model uses one).
@@ -1064,5 +995,5 @@ __all__ = ["CONVERTERS", "HOST_INPUTS", "HOST_OPS", "UNSUPPORTED_REASONS", "Node
 # import this module's registry, so they come last).
 for _family in ("ops_indexing", "ops_shapes", "ops_math", "ops_rnn", "ops_signal", "ops_quant",
                 "ops_attention", "ops_random", "ops_sampling", "ops_sequence",
-                "ops_value_shaped"):
+                "ops_value_shaped", "ops_resize"):
     importlib.import_module(f"{__package__}.{_family}")
