@@ -42,7 +42,7 @@ HOST_INPUTS: dict[str, tuple[int, ...]] = {
     "Slice": (1, 2, 3, 4), "Pad": (1, 2, 3), "ConstantOfShape": (0,), "Range": (0, 1, 2),
     "Clip": (1, 2), "Resize": (1, 2, 3), "Upsample": (1,), "ReduceSum": (1,),
     "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,),
-    "Dropout": (2,),
+    "Dropout": (1, 2),
 }
 
 
@@ -645,8 +645,12 @@ def _global_pool(node: Node):
 
 @converter("BatchNormalization")
 def _batch_norm(node: Node):
-    if node.attr("training_mode", 0) or node.n_outputs > 1:
-        raise node.fail("training mode (the running statistics outputs) is not supported")
+    training = bool(node.attr("training_mode", 0))
+    if node.n_outputs > 1 and (node.opset < 14 or not training):
+        raise node.fail("the running statistics outputs are supported in training mode "
+                        "(training_mode=1, opset 14 on), not those of earlier opsets")
+    if training:
+        return _batch_norm_training(node)
     scale, bias, mean, var = (node.tensor(i) for i in range(1, 5))
     image = node.image(0)
     if image is not None:
@@ -654,6 +658,25 @@ def _batch_norm(node: Node):
                                          eps=node.attr("epsilon", 1e-5), data_format="NHWC"))
     return F.batch_norm(node.tensor(0), mean, var, scale, bias, False,
                         eps=node.attr("epsilon", 1e-5))
+
+
+def _batch_norm_training(node: Node) -> list:
+    """Training mode: ``Y`` normalised with the batch's statistics (biased variance), and
+    the running statistics ONNX's way, ``running * momentum + batch * (1 - momentum)``
+    (``momentum`` is PyTorch's ``1 - momentum``, and ONNX updates with the biased variance,
+    where PyTorch uses the unbiased one: so not ``F.batch_norm(training=True)``'s)."""
+    x = node.tensor(0)
+    scale, bias, running_mean, running_var = (node.tensor(i) for i in range(1, 5))
+    axes = tuple(a for a in range(x.ndim) if a != 1)
+    channels = x.shape[1]
+    mean = x.mean(axes, keepdims=True)
+    var = (x - mean).square().mean(axes, keepdims=True).reshape(channels)
+    mean = mean.reshape(channels)
+    y = F.batch_norm(x, mean, var, scale, bias, False, eps=node.attr("epsilon", 1e-5))
+    momentum = float(node.attr("momentum", 0.9))
+    outputs = [y, running_mean * momentum + mean * (1 - momentum),
+               running_var * momentum + var * (1 - momentum)]
+    return outputs[:node.n_outputs]
 
 
 @converter("InstanceNormalization")
@@ -679,19 +702,6 @@ def _layer_norm(node: Node):
     mean = x.mean(axes, keepdim=True)
     inverse_std = ((x - mean).square().mean(axes, keepdim=True) + epsilon).rsqrt()
     return [y, mean, inverse_std]
-
-
-@converter("Dropout")
-def _dropout(node: Node):
-    # Inference: the identity (training_mode, an input from opset 12, must be false).
-    training = node.input(2)
-    if training is not None and bool(node.constant(2, "training_mode")):
-        raise node.fail("training_mode=True is not supported (inference only)")
-    x = node.inputs[0]
-    if node.n_outputs > 1:
-        mask = np.ones(x.shape, np.bool_)
-        return [x, mask]
-    return x
 
 
 # -- shapes ----------------------------------------------------------------------------------------

@@ -7,6 +7,9 @@ One model per opset: several Resize nodes in one compiled program.
 
 from __future__ import annotations
 
+import io
+import warnings
+
 import numpy as np
 import pytest
 
@@ -16,6 +19,11 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import gingham.onnx  # noqa: E402
 from gingham.errors import UnsupportedOpError  # noqa: E402
+
+try:
+    import torch
+except ImportError:  # the PyTorch export test is skipped
+    torch = None
 
 
 def _f32(*values) -> np.ndarray:
@@ -152,3 +160,38 @@ def test_resize_bad_attributes():
                                 {"antialias": 1})})
     with pytest.raises(UnsupportedOpError, match="antialias"):
         gingham.onnx.load(model, device="reference")(np.zeros((2, 3, 5, 7), np.float32))
+
+
+class _Interpolations(torch.nn.Module if torch else object):
+    """F.interpolate's modes as PyTorch's TorchScript exporter writes them (Resize; it does not
+    export ``antialias=True``)."""
+
+    def forward(self, x):
+        f = torch.nn.functional
+        return (f.interpolate(x, scale_factor=2.0, mode="bilinear", align_corners=False),
+                f.interpolate(x, size=(7, 3), mode="bilinear", align_corners=True),
+                f.interpolate(x, scale_factor=1.5, mode="bicubic", align_corners=False),
+                f.interpolate(x, size=(4, 9), mode="bicubic", align_corners=True),
+                f.interpolate(x, scale_factor=(2.0, 3.0), mode="nearest"))
+
+
+@pytest.mark.skipif(torch is None, reason="needs PyTorch")
+def test_pytorch_interpolate_exports(device):
+    x = torch.from_numpy(np.random.default_rng(1).standard_normal((2, 3, 6, 8)).astype(
+        np.float32))
+    module = _Interpolations()
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (x,), buffer, dynamo=False, input_names=["x"],
+                          opset_version=18)
+    exported = onnx.load_from_string(buffer.getvalue())
+    assert [n.op_type for n in exported.graph.node].count("Resize") == 5
+    model = gingham.onnx.load(exported, device=device)
+    with torch.no_grad():
+        want = module(x)
+    got = model(x.numpy())
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(np.asarray(g), w.numpy(), rtol=1e-4, atol=1e-5,
+                                   err_msg=f"output {i}")
