@@ -147,7 +147,7 @@ def _cubic_kernel(distance: np.ndarray, a: float) -> np.ndarray:
     return np.where(d <= 1, near, np.where(d < 2, far, 0.0))
 
 
-def axis_weights(node: Node, options: _Options, size: int, out: int, scale: float,
+def _axis_weights(node: Node, options: _Options, size: int, out: int, scale: float,
                  roi: tuple[float, float] = (0.0, 1.0)) -> tuple[np.ndarray, np.ndarray | None]:
     """Resize along one axis as an ``[out, size]`` float64 matrix (row ``o``: the weights of
     the input positions output ``o`` sums), and the outputs to replace by
@@ -248,7 +248,7 @@ def _resize(node: Node):
     for axis, (size, out, scale, roi) in enumerate(zip(x.shape, outs, scales, intervals)):
         if out == size and scale == 1.0 and roi == (0.0, 1.0):
             continue
-        matrix, outside = axis_weights(node, options, size, out, scale, roi)
+        matrix, outside = _axis_weights(node, options, size, out, scale, roi)
         if outside is not None and outside.any():
             inside.append(np.expand_dims(~outside, tuple(
                 a for a in range(x.ndim) if a != axis)))
