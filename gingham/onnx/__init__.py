@@ -22,7 +22,12 @@ a value or None. Attention (opsets 23-25), RotaryEmbedding and SwiGLU build on
 LinearAttention unrolls its recurrence over the positions, CausalConvWithState is a depthwise
 convolution after its state); the
 quantized ops compute exactly in int32 (:mod:`gingham.onnx.ops_quant`); the random ops draw
-from Philox on the device (:mod:`gingham.onnx.ops_random`). On CPUs the image ops run
+from Philox on the device (:mod:`gingham.onnx.ops_random`), as does training-mode
+``Dropout``; training-mode ``BatchNormalization`` gives the updated running statistics.
+``Resize`` (opsets 10-19) and ``Upsample`` take every mode (nearest, linear, cubic), coordinate
+transformation, ``nearest_mode``, ``antialias``, ``axes`` and ``keep_aspect_ratio_policy``:
+each resized axis is a contraction with a weight matrix made on the host
+(:mod:`gingham.onnx.ops_resize`). On CPUs the image ops run
 channels-last (``layout="auto"``, see :mod:`gingham.onnx.layout`). Ops whose result's shape
 depends on values (``NonZero``, ``Unique``, ``NonMaxSuppression``) run as onnxruntime runs
 them: the graph is compiled in segments, cut at each such op, whose inputs are read back
@@ -34,9 +39,8 @@ shape of its results (a detector's number of detections) and replayed for a repe
 Supported ops (default domain; :func:`supported_ops` lists them) — {ops}.
 
 Not supported: other domains, ``If`` and ``Loop`` on conditions computed on the device, Pad's
-``reflect``/``edge``/``wrap`` modes on other than the last 1-3 axes of a 2-5-d input, Resize
-modes but ``nearest``, training-mode BatchNormalization/Dropout, pooling's ``Indices``
-output, the 2-, 4- and 8-bit float and integer quantized types, 3-d Col2Im, GridSample of
+``reflect``/``edge``/``wrap`` modes on other than the last 1-3 axes of a 2-5-d input,
+BatchNormalization's statistics outputs before opset 14, pooling's ``Indices`` output, the 2-, 4- and 8-bit float and integer quantized types, 3-d Col2Im, GridSample of
 more than 3 spatial axes, RoiAlign's adaptive ``sampling_ratio=0``, value-shaped ops inside an ``If`` branch
 or a ``Loop``/``Scan`` body on values computed on the device, ``BitCast`` (Tile has no bit
 cast), string ops, TfIdfVectorizer and ImageDecoder. Needs the ``onnx`` package (``pip install 'gingham[onnx]'``); gingham's core does

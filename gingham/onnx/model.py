@@ -188,17 +188,19 @@ class OnnxModel:
         self.layout = layout
         self.channels_last = channels_last_on(layout, get_device(device).info.kind)
         self._graph = graph
-        self._constants = {initializer.name: _initializer(initializer, self.device)
+        # Values that give shapes, axes or pads (a Reshape's shape fed by the caller, or made
+        # by a value-shaped op): known on the host, they select the traced program by value,
+        # as shapes do. An initializer among them stays on the host whatever its dtype (a
+        # Resize's float scales).
+        by_value = {proto.input[position] for _, proto in graph_nodes(graph)
+                    for position in HOST_INPUTS.get(proto.op_type, ())
+                    if position < len(proto.input)}
+        self._constants = {initializer.name: _initializer(initializer, self.device,
+                                                          initializer.name in by_value)
                            for initializer in graph.initializer}
         self.input_names = [i.name for i in graph.input if i.name not in self._constants]
         self.output_names = [o.name for o in graph.output]
         self._inputs = {i.name: i for i in graph.input if i.name in self.input_names}
-        # Values that give shapes, axes or pads (a Reshape's shape fed by the caller, or made
-        # by a value-shaped op): known on the host, they select the traced program by value,
-        # as shapes do.
-        by_value = {proto.input[position] for _, proto in graph_nodes(graph)
-                    for position in HOST_INPUTS.get(proto.op_type, ())
-                    if position < len(proto.input)}
         self._host_inputs = {name for name in by_value if name in self._inputs}
         self._steps: dict[tuple, Any] = {}
         # Value-shaped ops cut the graph into segments (None: it is traced whole); their
@@ -502,14 +504,15 @@ def _value_key(value):
     return value
 
 
-def _initializer(proto, device: str):
-    """An initializer's value: small integer arrays (shapes, axes) and non-numeric ones stay
-    on the host, every other one is put on the device."""
+def _initializer(proto, device: str, host: bool = False):
+    """An initializer's value: small integer arrays (shapes, axes), non-numeric ones and
+    those ``host`` asks for (inputs that must be known on the host) stay on the host, every
+    other one is put on the device."""
     from onnx import numpy_helper
 
     array = numpy_helper.to_array(proto)
     small_integer = array.dtype.kind in "iub" and array.size <= _HOST_INITIALIZER_SIZE
-    if small_integer or array.dtype.kind not in "fiub":
+    if host or small_integer or array.dtype.kind not in "fiub":
         return array
     return T.tensor(array, device=device)
 

@@ -42,7 +42,7 @@ HOST_INPUTS: dict[str, tuple[int, ...]] = {
     "Slice": (1, 2, 3, 4), "Pad": (1, 2, 3), "ConstantOfShape": (0,), "Range": (0, 1, 2),
     "Clip": (1, 2), "Resize": (1, 2, 3), "Upsample": (1,), "ReduceSum": (1,),
     "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,),
-    "Dropout": (2,),
+    "Dropout": (1, 2),
 }
 
 
@@ -645,8 +645,12 @@ def _global_pool(node: Node):
 
 @converter("BatchNormalization")
 def _batch_norm(node: Node):
-    if node.attr("training_mode", 0) or node.n_outputs > 1:
-        raise node.fail("training mode (the running statistics outputs) is not supported")
+    training = bool(node.attr("training_mode", 0))
+    if node.n_outputs > 1 and (node.opset < 14 or not training):
+        raise node.fail("the running statistics outputs are supported in training mode "
+                        "(training_mode=1, opset 14 on), not those of earlier opsets")
+    if training:
+        return _batch_norm_training(node)
     scale, bias, mean, var = (node.tensor(i) for i in range(1, 5))
     image = node.image(0)
     if image is not None:
@@ -654,6 +658,25 @@ def _batch_norm(node: Node):
                                          eps=node.attr("epsilon", 1e-5), data_format="NHWC"))
     return F.batch_norm(node.tensor(0), mean, var, scale, bias, False,
                         eps=node.attr("epsilon", 1e-5))
+
+
+def _batch_norm_training(node: Node) -> list:
+    """Training mode: ``Y`` normalised with the batch's statistics (biased variance), and
+    the running statistics ONNX's way, ``running * momentum + batch * (1 - momentum)``
+    (``momentum`` is PyTorch's ``1 - momentum``, and ONNX updates with the biased variance,
+    where PyTorch uses the unbiased one: so not ``F.batch_norm(training=True)``'s)."""
+    x = node.tensor(0)
+    scale, bias, running_mean, running_var = (node.tensor(i) for i in range(1, 5))
+    axes = tuple(a for a in range(x.ndim) if a != 1)
+    channels = x.shape[1]
+    mean = x.mean(axes, keepdims=True)
+    var = (x - mean).square().mean(axes, keepdims=True).reshape(channels)
+    mean = mean.reshape(channels)
+    y = F.batch_norm(x, mean, var, scale, bias, False, eps=node.attr("epsilon", 1e-5))
+    momentum = float(node.attr("momentum", 0.9))
+    outputs = [y, running_mean * momentum + mean * (1 - momentum),
+               running_var * momentum + var * (1 - momentum)]
+    return outputs[:node.n_outputs]
 
 
 @converter("InstanceNormalization")
@@ -679,19 +702,6 @@ def _layer_norm(node: Node):
     mean = x.mean(axes, keepdim=True)
     inverse_std = ((x - mean).square().mean(axes, keepdim=True) + epsilon).rsqrt()
     return [y, mean, inverse_std]
-
-
-@converter("Dropout")
-def _dropout(node: Node):
-    # Inference: the identity (training_mode, an input from opset 12, must be false).
-    training = node.input(2)
-    if training is not None and bool(node.constant(2, "training_mode")):
-        raise node.fail("training_mode=True is not supported (inference only)")
-    x = node.inputs[0]
-    if node.n_outputs > 1:
-        mask = np.ones(x.shape, np.bool_)
-        return [x, mask]
-    return x
 
 
 # -- shapes ----------------------------------------------------------------------------------------
@@ -968,75 +978,6 @@ def _arg_extreme(node: Node):
     return x.argmin(axis, keep)
 
 
-# -- resizing --------------------------------------------------------------------------------------
-
-
-def _nearest_sources(node: Node, size: int, out: int, scale: float) -> np.ndarray:
-    """ONNX's source index of each output position of one axis, in nearest mode."""
-    mode = node.attr("coordinate_transformation_mode", "half_pixel")
-    rounding = node.attr("nearest_mode", "round_prefer_floor")
-    if node.op_type == "Upsample":
-        mode, rounding = "asymmetric", "floor"
-    mode, rounding = (v.decode() if isinstance(v, bytes) else v for v in (mode, rounding))
-    dst = np.arange(out, dtype=np.float64)
-    if mode == "half_pixel":
-        real = (dst + 0.5) / scale - 0.5
-    elif mode == "pytorch_half_pixel":
-        real = (dst + 0.5) / scale - 0.5 if out > 1 else np.zeros(out)
-    elif mode == "align_corners":
-        real = dst * (size - 1) / (out - 1) if out > 1 else np.zeros(out)
-    elif mode == "asymmetric":
-        real = dst / scale
-    else:
-        raise node.fail(f"coordinate_transformation_mode {mode!r} is not supported")
-    rounders = {"round_prefer_floor": lambda r: np.ceil(r - 0.5),
-                "round_prefer_ceil": lambda r: np.floor(r + 0.5),
-                "floor": np.floor, "ceil": np.ceil}
-    if rounding not in rounders:
-        raise node.fail(f"nearest_mode {rounding!r} is not an ONNX value")
-    return np.clip(rounders[rounding](real), 0, size - 1).astype(np.int64)
-
-
-@converter("Resize", "Upsample")
-def _resize(node: Node):
-    mode = node.attr("mode", "nearest")
-    mode = mode.decode() if isinstance(mode, bytes) else mode
-    if mode != "nearest":
-        raise node.fail(f"mode {mode!r} is not supported (only 'nearest')")
-    x = node.tensor(0)
-    if node.op_type == "Upsample":
-        scales = node.attr("scales") if node.opset < 9 else node.constant(1, "scales")
-        sizes = None
-    else:
-        scales = node.constant(1 if node.opset < 11 else 2, "scales")
-        sizes = None if node.opset < 11 else node.ints(3, "sizes")
-    axes = node.attr("axes")
-    if axes is not None or node.attr("keep_aspect_ratio_policy", "stretch") not in (
-            "stretch", b"stretch"):
-        raise node.fail("the axes and keep_aspect_ratio_policy attributes are not supported")
-    if sizes:
-        scales = [o / s for o, s in zip(sizes, x.shape)]
-    else:
-        scales = [float(s) for s in np.asarray(scales).reshape(-1)]
-        sizes = [int(math.floor(s * f)) for s, f in zip(x.shape, scales)]
-    result = x
-    for axis, (size, out, scale) in enumerate(zip(x.shape, sizes, scales)):
-        if out == size and scale == 1.0:
-            continue
-        sources = _nearest_sources(node, size, out, scale)
-        step = out // size if out % size == 0 else 0
-        if step and np.array_equal(sources, np.arange(out) // step):
-            # Whole-number upsampling: each element repeated, no gather.
-            shape = result.shape
-            spread = result.reshape(shape[:axis + 1] + (1,) + shape[axis + 1:])
-            wide = spread.broadcast_to(shape[:axis + 1] + (step,) + shape[axis + 1:])
-            result = wide.reshape(shape[:axis] + (out,) + shape[axis + 1:])
-        else:
-            result = _gather(Node("Gather", node.name, [result, sources], {"axis": axis},
-                                  node.opset, 1, node.device))
-    return result
-
-
 _STRINGS = "gingham tensors hold numbers; string tensors have no gingham dtype"
 
 #: Why gingham does not convert these op types (named with them when a model uses one).
@@ -1064,5 +1005,5 @@ __all__ = ["CONVERTERS", "HOST_INPUTS", "HOST_OPS", "UNSUPPORTED_REASONS", "Node
 # import this module's registry, so they come last).
 for _family in ("ops_indexing", "ops_shapes", "ops_math", "ops_rnn", "ops_signal", "ops_quant",
                 "ops_attention", "ops_random", "ops_sampling", "ops_sequence",
-                "ops_value_shaped"):
+                "ops_value_shaped", "ops_resize"):
     importlib.import_module(f"{__package__}.{_family}")

@@ -1,4 +1,5 @@
-"""ONNX's random ops: RandomUniform(Like), RandomNormal(Like), Bernoulli and Multinomial, drawn
+"""ONNX's random ops: RandomUniform(Like), RandomNormal(Like), Bernoulli, Multinomial and
+training-mode Dropout, drawn
 on the device from Tile's Philox ``prng`` (``F.random_uniform`` and ``F.random_normal``, the
 draws ``F.dropout`` and the Keras backend use).
 
@@ -98,3 +99,24 @@ def _multinomial(node: Node):
     # (a draw above a rounded total of 1 - ulp would count every class)
     index = T.minimum(index, classes - 1)
     return index.astype(_dtype(node, np.int32))
+
+
+@converter("Dropout")
+def _dropout(node: Node):
+    """Inference (opsets before 12, or ``training_mode`` false): the identity, the mask all
+    true. Training: each element kept with probability ``1 - ratio`` (``uniform >= ratio``,
+    :func:`gingham.nn.functional.dropout`'s draw) and scaled by ``1 / (1 - ratio)``."""
+    x = node.inputs[0]
+    training = node.opset >= 12 and node.input(2) is not None and bool(
+        node.constant(2, "training_mode"))
+    if not training:
+        return [x, np.ones(x.shape, np.bool_)] if node.n_outputs > 1 else x
+    ratio = node.constant(1, "ratio")
+    ratio = 0.5 if ratio is None else float(ratio)
+    if not 0.0 <= ratio <= 1.0:
+        raise ValueError(f"ONNX Dropout node {node.name!r}: ratio must be in [0, 1], got {ratio}")
+    x = node.tensor(0)
+    keep = _uniform(node, x.shape) >= ratio
+    scale = 1.0 / (1.0 - ratio) if ratio < 1.0 else 0.0
+    y = T.where(keep, x * scale, node.lift(np.zeros((), x.dtype)))
+    return [y, keep] if node.n_outputs > 1 else y

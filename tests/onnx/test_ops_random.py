@@ -1,6 +1,7 @@
 """gingham.onnx's random ops, checked by their distributions (their numbers are Philox's, not
 NumPy's): moments of many draws from fixed seeds, Bernoulli's rate per probability,
-Multinomial's class frequencies against the softmax of its scores; a seeded node draws the
+Multinomial's class frequencies against the softmax of its scores, training-mode Dropout's
+kept fraction and scaling against its mask; a seeded node draws the
 same numbers on every call, one without a seed new ones. On every device.
 """
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import gingham.onnx  # noqa: E402
 
@@ -29,6 +30,8 @@ def _random_model() -> onnx.ModelProto:
         helper.make_node("Bernoulli", ["p"], ["bernoulli"], seed=4.0),
         helper.make_node("Multinomial", ["scores"], ["multinomial"], sample_size=N // 4,
                          seed=5.0),
+        helper.make_node("Dropout", ["like", "ratio", "training"], ["dropped", "kept"],
+                         seed=6),
     ]
     graph = helper.make_graph(
         nodes, "random",
@@ -40,7 +43,11 @@ def _random_model() -> onnx.ModelProto:
          helper.make_tensor_value_info("uniform_like", TensorProto.FLOAT, [N]),
          helper.make_tensor_value_info("normal_like", TensorProto.DOUBLE, [N]),
          helper.make_tensor_value_info("bernoulli", TensorProto.FLOAT, [4, N // 4]),
-         helper.make_tensor_value_info("multinomial", TensorProto.INT32, [2, N // 4])])
+         helper.make_tensor_value_info("multinomial", TensorProto.INT32, [2, N // 4]),
+         helper.make_tensor_value_info("dropped", TensorProto.FLOAT, [N]),
+         helper.make_tensor_value_info("kept", TensorProto.BOOL, [N])],
+        [numpy_helper.from_array(np.array(0.3, np.float32), "ratio"),
+         numpy_helper.from_array(np.array(True), "training")])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)])
 
 
@@ -48,10 +55,11 @@ def test_random_ops_by_distribution(device):
     model = gingham.onnx.load(_random_model(), device=device)
     rates = np.array([0.0, 0.1, 0.5, 0.9], np.float32)
     scores = np.array([[0.0, 1.0, 2.0], [3.0, -1.0, 3.0]], np.float32)
-    feed = {"like": np.zeros(N, np.float32),
+    like = np.linspace(1.0, 2.0, N, dtype=np.float32)  # Dropout's input; only its shape else
+    feed = {"like": like,
             "p": np.repeat(rates[:, None], N // 4, 1), "scores": scores}
     first = model.run(None, feed)
-    uniform, normal, uniform_like, normal_like, bernoulli, multinomial = first
+    uniform, normal, uniform_like, normal_like, bernoulli, multinomial, dropped, kept = first
     assert uniform.min() >= -1.0 and uniform.max() < 3.0
     np.testing.assert_allclose([uniform.mean(), uniform.var()], [1.0, 16 / 12], atol=0.04)
     np.testing.assert_allclose([uniform_like.mean(), uniform_like.var()], [0.5, 1 / 12],
@@ -69,6 +77,8 @@ def test_random_ops_by_distribution(device):
     expected = np.exp(scores) / np.exp(scores).sum(1, keepdims=True)
     frequencies = np.stack([np.bincount(row, minlength=3) / row.size for row in multinomial])
     np.testing.assert_allclose(frequencies, expected, atol=0.02)
+    assert kept.dtype == np.bool_ and abs(kept.mean() - 0.7) < 0.01
+    np.testing.assert_allclose(dropped, np.where(kept, like / 0.7, 0.0), rtol=1e-6)
     # Seeded nodes repeat themselves; the default generator moves on.
     second = model.run(None, feed)
     for name, a, b in zip(model.output_names, first, second):
