@@ -383,10 +383,11 @@ CASES = {
             zeros_like=lib.zeros_like(x), ones_like=lib.ones_like(i),
             full_like=lib.full_like(x, 2.5), full_like_int=lib.full_like(x, 3, dtype=lib.int64)
             if lib is torch else gingham.full_like(x, 3, dtype=np.int64),
-            empty_like=lib.empty_like(x) * 0, eye=lib.eye(3, 4, device=x.device) + 0 * x.sum(),
-            empty=lib.empty(2, 3, device=x.device) * 0, fill=lib.fill(x, 1.5),
+            empty_like=lib.empty_like(x).zero_(), eye=lib.eye(3, 4, device=x.device) + 0 * x.sum(),
+            # torch's empty tensors are uninitialised (NaN at times, which * 0 keeps): zero_()
+            empty=lib.empty(2, 3, device=x.device).zero_(), fill=lib.fill(x, 1.5),
             new_zeros=x.new_zeros(2, 2), new_ones=x.new_ones((3,)), new_full=x.new_full(
-                (2,), 7.0), new_tensor=i.new_tensor([4, 5]), new_empty=x.new_empty(1) * 0,
+                (2,), 7.0), new_tensor=i.new_tensor([4, 5]), new_empty=x.new_empty(1).zero_(),
             tril=lib.tril_indices(3, 4, 1), triu=lib.triu_indices(4, 3, -1),
             as_tensor=lib.as_tensor([1.5, 2.0], device=x.device),
             scalar=lib.scalar_tensor(2.0, device=x.device),
