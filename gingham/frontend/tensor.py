@@ -34,10 +34,8 @@ imports from here (``from gingham.frontend.tensor import where``) are re-exporte
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
-import threading
 import weakref
 from typing import Callable, NamedTuple, Sequence, Union
 
@@ -47,23 +45,13 @@ from ..errors import DeviceError, GinghamError
 from ..tile import builder
 from ..tile import dtypes as dt
 from ..tile.shapes import ExprType, combine
+from .grad_mode import _grad_mode, is_grad_enabled, no_grad
 from .dims import (
     DimError, DTypeError, ShapeError, _axes, _broadcast_shapes, _dim, _dim_arguments,
     _none_if_empty, _varargs,
 )
 
 Scalar = Union[int, float, bool]
-
-
-class _GradMode(threading.local):
-    """Each thread's stack of :func:`no_grad` blocks (thread-local, as PyTorch's grad mode is:
-    a tuner thread building a layer's gradients must not see the training thread's blocks)."""
-
-    def __init__(self) -> None:
-        self.enabled = [True]
-
-
-_grad_mode = _GradMode()
 
 
 class ValuesIndices(NamedTuple):
@@ -96,25 +84,14 @@ class _Numel(int):
         return self._shape[_dim("size", self._shape, dim)]
 
 
-def is_grad_enabled() -> bool:
-    """False inside a :func:`no_grad` block: new tensors do not require gradients there."""
-    return _grad_mode.enabled[-1]
-
-
-@contextlib.contextmanager
-def no_grad():
-    """Inside this block new tensors do not require gradients."""
-    _grad_mode.enabled.append(False)
-    try:
-        yield
-    finally:
-        _grad_mode.enabled.pop()
-
-
 class Tensor:
     """A lazily computed array on a device. See the module docstring."""
 
     __array_priority__ = 100  # numpy scalars defer to Tensor's operators
+    # An output of a custom gingham.autograd.Function: its node and position among the outputs
+    # (class attributes: set only on such outputs, free for every other tensor).
+    _grad_fn = None
+    _output_nr = 0
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, device: str, *,
                  buffer=None, parents: Sequence["Tensor"] = (),
@@ -309,7 +286,7 @@ class Tensor:
         """
         if self.is_leaf and not self._placeholder:
             detached = Tensor(self.shape, self.dtype, self.device, buffer=self._buffer)
-            detached._alias_of = self._alias_of or self
+            detached._alias_of = self._alias_of if self._alias_of is not None else self
             return detached
         detached = self._derive(self.shape, self.dtype, [self],
                                 lambda nodes: builder.stop_gradient(nodes[0]))
@@ -345,7 +322,7 @@ class Tensor:
 
     # -- building operations ------------------------------------------------------------------------
     def _derive(self, shape, dtype, parents, build) -> "Tensor":
-        requires = _grad_mode.enabled[-1] and any(p.requires_grad for p in parents)
+        requires = _grad_mode.enabled and any(p.requires_grad for p in parents)
         device = parents[0].device
         for parent in parents[1:]:
             if parent.device != device:
@@ -1129,40 +1106,27 @@ class Tensor:
         return _getitem(self, key)
 
     # autograd ------------------------------------------------------------------------------------------
-    def backward(self, gradient: "Tensor | np.ndarray | None" = None) -> None:
-        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires it."""
-        if gradient is None:
-            if self.size != 1:
-                raise ShapeError(
-                    f"backward() without a gradient needs a single-element tensor, not shape "
-                    f"{self.shape}"
-                )
-            gradient = np.ones(self.shape, self.dtype)
-        cotangent = gradient if isinstance(gradient, Tensor) else tensor(
-            np.asarray(gradient, self.dtype), device=self.device)
-        leaves = [t for t in graph_inputs([self]) if t.requires_grad]
-        for leaf in leaves:
-            if leaf._snapshot_of is not None:
-                raise GinghamError(
-                    "backward(): a tensor this gradient needs was modified by an in-place "
-                    "operation after it was used (as PyTorch, gingham refuses: the gradient "
-                    "would go to its old value); do the in-place update after backward(), "
-                    "or use the out-of-place operation")
-        if not leaves:
-            raise GinghamError("backward(): no tensor in the graph requires a gradient")
-        # Gradients are lazy tensors: the gradient program joins the graph, so an optimiser
-        # step computes forward, backward and update as one compiled program.
-        grads = _gradients(self, leaves, cotangent)
-        for leaf, grad in zip(leaves, grads):
-            if leaf._moved_from is not None:
-                # The gradient of a copy from another device continues there, as that
-                # graph's own backward (each device's graph compiles for its device).
-                source = leaf._moved_from
-                source.backward(grad.to(source.device, source.dtype))
-                continue
-            leaf.grad = grad if leaf.grad is None else leaf.grad + grad
-            leaf._backward_roots.append(self)
+    def backward(self, gradient: "Tensor | np.ndarray | None" = None,
+                 retain_graph: bool | None = None, create_graph: bool = False,
+                 inputs: "Tensor | Sequence[Tensor] | None" = None) -> None:
+        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires it
+        (only for ``inputs``, leaves or not, when given), as PyTorch's. ``gradient`` is
+        needed unless this tensor has one element. Gradients are lazy tensors: the gradient
+        program joins the graph, so an optimiser step computes forward, backward and update
+        as one compiled program. gingham keeps lazy graphs, so a second ``backward()``
+        through the same graph works (and accumulates) whatever ``retain_graph`` says; with
+        ``create_graph`` the gradients are differentiable (a gradient penalty). See
+        :func:`gingham.autograd.backward`.
 
+            loss.backward()
+            penalty.backward(inputs=[w])        # only w.grad changes
+        """
+        from .autograd import accumulate_gradients
+
+        if isinstance(inputs, Tensor):
+            inputs = [inputs]
+        accumulate_gradients([self], [gradient], create_graph,
+                             None if inputs is None else list(inputs), "backward()")
 
     # dtypes -------------------------------------------------------------------------------------------
     # Last in the class: a method named float, int or bool shadows the builtin in the class
@@ -1329,7 +1293,7 @@ __all__ += [
     "nan_to_num", "nanmean", "nansum", "nextafter", "ones_like", "promote_types", "remainder",
     "result_type", "rsub", "scalar_tensor", "sinh", "std_mean", "tan", "tensordot", "trapezoid",
     "trapz", "tril_indices", "triu_indices", "trunc", "vander", "var_mean", "vstack", "zeros_like",
-    "_bound_graph", "_getitem_plan"
+    "_bound_graph", "_getitem_plan", "graph_inputs", "is_autograd_input", "_gradients",
 ]
 
 # Tensor's in-place methods and operators (x.add_(y), x += y, x[i] = v): gingham.frontend.inplace

@@ -66,7 +66,7 @@ SKIPPED: dict[str, list[str]] = {
         "clear_autocast_cache", "are_deterministic_algorithms_enabled",
         "use_deterministic_algorithms", "get_deterministic_debug_mode",
         "is_deterministic_algorithms_warn_only_enabled", "get_float32_matmul_precision",
-        "is_warn_always_enabled", "is_anomaly_.*", "is_inference_mode_enabled",
+        "is_warn_always_enabled", "is_anomaly_.*",
         "get_default_device", "compiled_with_cxx11_abi", "get_file_path", "classproperty",
         "typename", "seed", "initial_seed", "get_rng_state", "thread_safe_generator",
         "read_vitals", "vitals_enabled"],
