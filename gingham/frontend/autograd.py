@@ -38,6 +38,8 @@ class Node:
         self.output_forms = [(t.shape, t.dtype, t.device) if isinstance(t, Tensor) else None
                              for t in outputs]
         self.backward = backward
+        # Tensor.register_hook on an output: the hooks per output position
+        self.output_hooks: dict[int, list[Callable]] = {}
 
     def __repr__(self) -> str:
         return f"<{self.name}Backward>"
@@ -58,7 +60,8 @@ class _Pass:
         self._frontiers: dict[int, list[Tensor]] = {}
 
     def is_stop(self, t: Tensor) -> bool:
-        return is_autograd_input(t) or (self.wanted is not None and id(t) in self.wanted)
+        return (is_autograd_input(t) or bool(t._hooks)
+                or (self.wanted is not None and id(t) in self.wanted))
 
     def is_boundary(self, t: Tensor) -> bool:
         """Where a gradient program's graph ends: at stop points, and at values that require
@@ -108,9 +111,13 @@ class _Pass:
                     if needed and isinstance(t, Tensor)]
         if vertex._moved_from is not None:  # a copy from another device: on to the original
             return [(vertex._moved_from, False)]
-        if not is_autograd_input(vertex):  # a wanted computed tensor: on into its graph
+        if not is_autograd_input(vertex):  # a wanted or hooked computed tensor: on into its graph
             return [(vertex, True)]
         return []
+
+    def wants_output(self, stop: Tensor) -> bool:
+        """Whether ``stop`` is an output of a custom Function whose gradient is asked for."""
+        return self.wanted is not None and id(stop) in self.wanted and _node_of(stop) is not None
 
     def is_wanted(self, vertex) -> bool:
         if isinstance(vertex, Node):
@@ -170,7 +177,8 @@ class _Pass:
             return id(stop) if node is None else (id(node), stop._output_nr)
 
         def send(t: Tensor, through: bool, cotangent: Tensor) -> None:
-            stops = [s for s in self.frontier(t, through) if id(self.vertex(s)) in useful]
+            stops = [s for s in self.frontier(t, through)
+                     if id(self.vertex(s)) in useful or self.wants_output(s)]
             if not stops:
                 return
             if through:
@@ -185,6 +193,19 @@ class _Pass:
             for stop, gradient in zip(stops, gradients):
                 k = key(stop)
                 received[k] = gradient if k not in received else received[k] + gradient
+                if self.wants_output(stop):
+                    wanted_outputs[k] = stop
+
+        hooked: dict = {}
+
+        def output_cotangent(node: Node, n: int) -> Tensor | None:
+            """The whole cotangent of output ``n`` of ``node``, after its hooks (run once)."""
+            k = (id(node), n)
+            if k not in hooked:
+                hooked[k] = _hooked(node.output_hooks.get(n, ()), received.get(k))
+            return hooked[k]
+
+        wanted_outputs: dict = {}
 
         for root, cotangent in zip(roots, cotangents):
             send(root, False, cotangent)
@@ -193,7 +214,7 @@ class _Pass:
             if id(vertex) not in useful:
                 continue
             if isinstance(vertex, Node):
-                cotangents = [received.get((id(vertex), n))
+                cotangents = [output_cotangent(vertex, n)
                               for n in range(len(vertex.output_forms))]
                 # The user's backward records operations only for a differentiable
                 # gradient, as PyTorch runs it under grad mode = create_graph.
@@ -207,13 +228,33 @@ class _Pass:
             cotangent = received.get(id(vertex))
             if cotangent is None:
                 continue
+            cotangent = _hooked(vertex._hooks, cotangent)
             if self.is_wanted(vertex):
                 results[id(vertex)] = (vertex, cotangent)
             for t, through in self.sends(vertex):
                 if vertex._moved_from is not None:
                     cotangent = cotangent.to(t.device, t.dtype)
                 send(t, through, cotangent)
+        for (_, n), output in wanted_outputs.items():  # asked for a custom output
+            results[id(output)] = (output, output_cotangent(output._grad_fn, n))
         return results
+
+
+def _hooked(hooks: Sequence[Callable], cotangent: Tensor | None) -> Tensor | None:
+    """``cotangent`` after the hooks registered on its tensor, each given the gradient the
+    previous returned (one returning None leaves it as it is), as PyTorch runs them."""
+    if cotangent is None:
+        return None
+    for hook in hooks:
+        replaced = hook(cotangent)
+        if replaced is not None:
+            if not isinstance(replaced, Tensor) or replaced.shape != cotangent.shape:
+                raise AutogradError(
+                    f"a hook registered with register_hook() returned "
+                    f"{getattr(replaced, 'shape', type(replaced).__name__)} for a gradient of "
+                    f"shape {cotangent.shape}; return a tensor of that shape or None")
+            cotangent = replaced
+    return cotangent
 
 
 def backward_pass(roots: Sequence[Tensor], cotangents: Sequence[Tensor],

@@ -92,6 +92,7 @@ class Tensor:
     # (class attributes: set only on such outputs, free for every other tensor).
     _grad_fn = None
     _output_nr = 0
+    _hooks: Sequence = ()  # register_hook's functions (an instance list once one is added)
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, device: str, *,
                  buffer=None, parents: Sequence["Tensor"] = (),
@@ -1128,6 +1129,56 @@ class Tensor:
         accumulate_gradients([self], [gradient], create_graph,
                              None if inputs is None else list(inputs), "backward()")
 
+    def register_hook(self, hook: Callable[["Tensor"], "Tensor | None"]) -> "RemovableHandle":
+        """Call ``hook(grad)`` whenever a backward pass has this tensor's whole gradient; a
+        tensor it returns replaces the gradient from there on (into ``.grad`` of a leaf, on
+        through the graph otherwise), as PyTorch's. Returns a handle whose ``remove()``
+        unregisters it. Hooks run while the (lazy) gradient is built, so inside gingham.jit
+        they run once, at tracing, and what they compute is part of the step.
+
+            w.register_hook(lambda grad: grad.clamp(-1.0, 1.0))   # clip w's gradient
+        """
+        if not self.requires_grad:
+            raise GinghamError("register_hook(): cannot register a hook on a tensor that "
+                               "doesn't require gradient")
+        node = self._grad_fn
+        if node is not None:  # an output of a custom Function: its node runs the hooks
+            hooks = node.output_hooks.setdefault(self._output_nr, [])
+        else:
+            if not isinstance(self._hooks, list):
+                self._hooks = []
+            hooks = self._hooks
+        hooks.append(hook)
+        return RemovableHandle(hooks, hook)
+
+    def retain_grad(self) -> None:
+        """Fill ``.grad`` of this computed tensor too on ``backward()`` (accumulating, as a
+        leaf's), as PyTorch's; a no-op on a leaf.
+
+            hidden = encoder(x); hidden.retain_grad(); loss.backward(); hidden.grad
+        """
+        if not self.requires_grad:
+            raise GinghamError("retain_grad(): can't retain_grad on a tensor that has "
+                               "requires_grad=False")
+        if self.is_leaf or self.retains_grad:
+            return
+        reference = weakref.ref(self)
+
+        def keep(grad: "Tensor") -> None:
+            t = reference()
+            if t is not None:
+                t.grad = grad if t.grad is None else t.grad + grad
+
+        keep._retains_grad = True
+        self.register_hook(keep)
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether :meth:`retain_grad` was called on this computed tensor."""
+        node = self._grad_fn
+        hooks = node.output_hooks.get(self._output_nr, ()) if node is not None else self._hooks
+        return any(getattr(h, "_retains_grad", False) for h in hooks)
+
     # dtypes -------------------------------------------------------------------------------------------
     # Last in the class: a method named float, int or bool shadows the builtin in the class
     # body below it (the methods' bodies still see the builtins).
@@ -1147,6 +1198,23 @@ class Tensor:
         ``x.float()`` returns ``x`` for a float32 ``x``)."""
         target = dt.as_tile_dtype(dtype)
         return self if self.dtype == target else self.astype(target)
+
+
+class RemovableHandle:
+    """What :meth:`Tensor.register_hook` returns: ``remove()`` unregisters the hook."""
+
+    def __init__(self, hooks: list, hook: Callable) -> None:
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+    def __enter__(self) -> "RemovableHandle":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.remove()
 
 
 # Python's rule for an operand of a type an operator does not know: return NotImplemented, so

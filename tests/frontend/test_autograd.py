@@ -91,7 +91,15 @@ def _second_order(lib, device):
                                    allow_unused=True)
     (zero,) = lib.autograd.grad(score, unused, materialize_grads=True)
     assert x.grad is None and du is None
-    return [g, penalty, w1.grad, w2.grad, dt, d2t, dm, dh, zero]
+    r = leaf(lib, rand(4, seed=11), device)
+    e = r.exp()
+    e.retain_grad()
+    handle = e.register_hook(lambda grad: grad * 10)
+    handle.remove()
+    r.register_hook(lambda grad: grad.clamp(-1.0, 1.0))  # a leaf's hook: before .grad
+    (e * e).sum().backward()
+    assert e.retains_grad
+    return [g, penalty, w1.grad, w2.grad, dt, d2t, dm, dh, zero, r.grad, e.grad]
 
 
 def test_grad_create_graph_and_inputs(device):
@@ -136,10 +144,14 @@ def _functions(lib):
 
 def _custom(lib, x, w, v):
     """Custom nodes in sequence (sign into the pair) and in parallel (two signs meeting in
-    the pair), beside ordinary operations on their outputs."""
+    the pair), beside ordinary operations on their outputs, and gradient hooks."""
     sign, pair = _functions(lib)
     s1 = sign.apply(x * w)
-    s2 = sign.apply(x - w)
+    s1.register_hook(lambda grad: grad * 0.5)  # on a custom output: before its backward
+    hidden = x - w
+    hidden.register_hook(lambda grad: grad + 1)  # on a computed tensor: on from there
+    v.register_hook(lambda grad: grad * 3)  # on a leaf
+    s2 = sign.apply(hidden)
     product, total, mask = pair.apply(s1 + w, s2 * v, 2.0)
     loss = (product * x).sum() + (total.tanh() * v).sum() + mask.float().sum()
     return loss, product, total
@@ -150,12 +162,12 @@ def test_custom_function(device, traced):
     arrays = [rand(6, seed=4) * 2, rand(6, seed=5), rand(6, seed=6)]
     tx, tw, tv = (leaf(torch, a, None) for a in arrays)
     t_loss, t_product, t_total = _custom(torch, tx, tw, tv)
-    t_grads = torch.autograd.grad(t_loss, [tx, tw, tv])
+    t_grads = torch.autograd.grad(t_loss, [tx, tw, tv, t_product], retain_graph=True)
     x, w, v = (leaf(gingham, a, device) for a in arrays)
 
     def step(x):
         loss, product, total = _custom(gingham, x, w, v)
-        return (loss, product, total) + gingham.autograd.grad(loss, [w, v])
+        return (loss, product, total) + gingham.autograd.grad(loss, [w, v, product])
 
     if traced:
         x = gingham.tensor(arrays[0], device=device)  # a step's argument: no gradient to it
@@ -165,7 +177,7 @@ def test_custom_function(device, traced):
     outputs = step(x)
     check(outputs, [t_loss, t_product, t_total, *t_grads[1:]])
     outputs[0].backward()
-    check([x.grad, w.grad, v.grad], t_grads)
+    check([x.grad, w.grad, v.grad], t_grads[:3])
 
 
 def test_functional(device):
