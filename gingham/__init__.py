@@ -6,6 +6,7 @@ OpenCL device and CUDA.
 
 from . import tile
 from .errors import (
+    AutogradError,
     CheckpointError,
     DeviceError,
     DeviceMemoryError,
@@ -135,6 +136,10 @@ from .torch_devices import device  # noqa: E402  (torch.device's spelling of a d
 from . import accelerator, backends, cuda  # noqa: E402  (torch.accelerator, .backends, .cuda)
 from .frontend.jit import compile, jit  # noqa: E402,A004  (compile: torch.compile's name)
 from .frontend.transforms import grad, value_and_grad  # noqa: E402
+from . import autograd  # noqa: E402  (torch.autograd: grad, backward, Function, functional)
+from .frontend.grad_mode import (  # noqa: E402  (torch's grad-mode switches)
+    enable_grad, inference_mode, is_inference_mode_enabled, set_grad_enabled,
+)
 
 __version__ = "0.1.0"
 
@@ -151,7 +156,9 @@ __all__ = [
     "diff", "dstack", "flip", "fliplr", "flipud", "hstack", "inner", "kron", "linspace",
     "logspace", "meshgrid", "moveaxis", "movedim", "outer", "repeat_interleave", "roll", "rot90",
     "tensordot", "trace", "tril", "triu", "vstack",
-    "device", "accelerator", "backends", "cuda", "jit", "compile", "optim", "grad", "value_and_grad", "amp", "autocast", "save", "load", "linalg",
+    "device", "accelerator", "backends", "cuda", "jit", "compile", "optim", "grad",
+    "value_and_grad", "autograd", "enable_grad", "inference_mode", "is_inference_mode_enabled",
+    "set_grad_enabled", "AutogradError", "amp", "autocast", "save", "load", "linalg",
     "fft", "signal", "cholesky", "cholesky_inverse", "det", "logdet", "slogdet", "inverse",
     "cholesky_solve", "frobenius_norm", "geqrf", "lu", "lu_solve", "lu_unpack", "matrix_exp",
     "matrix_power", "nuclear_norm", "orgqr", "pinverse", "qr", "svd", "triangular_solve",

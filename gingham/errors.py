@@ -130,6 +130,13 @@ class StateDictError(GinghamError, ValueError):
         super().__init__(message)
 
 
+class AutogradError(GinghamError, RuntimeError):
+    """A gradient that cannot be taken as asked: of a non-scalar without ``grad_outputs``, with
+    respect to a tensor that does not require one or is not in the graph, or a custom
+    ``gingham.autograd.Function`` whose backward returns the wrong number or shapes of
+    gradients. A ``RuntimeError``, as PyTorch raises for these."""
+
+
 class CheckpointError(GinghamError):
     """A checkpoint file that cannot be read: not written by :func:`gingham.save`, damaged, or
     of a newer format version. ``path`` is the file."""

@@ -24,7 +24,7 @@ from ..lru import LRU
 from ..tile import builder
 from ..tile import dtypes as dt
 from .dims import ShapeError
-from .tensor import Tensor, tensor, zeros
+from .tensor import Tensor, is_grad_enabled, tensor, zeros
 
 # Program -> tile.Function, so identical graphs compile once (the most recently used kept).
 _functions: LRU = LRU(512)
@@ -159,9 +159,15 @@ def _become_leaf(t: Tensor, op: str) -> None:
     t._parents, t._build, t._parent_versions, t._detached = (), None, (), False
 
 
-def _gradients(output: Tensor, wrt: list[Tensor], cotangent: Tensor) -> list[Tensor]:
-    """d(output)/d(wrt) · cotangent as lazy tensors, from the Tile autodiff of the graph."""
-    inputs, fn, bound = _bound_graph([output], is_autograd_input)
+def _gradients(output: Tensor, wrt: list[Tensor], cotangent: Tensor,
+               stop: Callable[[Tensor], bool] = is_autograd_input,
+               create_graph: bool = False) -> list[Tensor]:
+    """d(output)/d(wrt) · cotangent as lazy tensors, from the Tile autodiff of the graph
+    between ``output`` and the tensors where ``stop`` holds (``wrt`` among them). With
+    ``create_graph`` the gradients require gradients themselves (when grad mode is on and what
+    they are computed from does): the gradient program is a graph of Tile operations like any
+    other, so Tile's autodiff differentiates it again."""
+    inputs, fn, bound = _bound_graph([output], stop)
     position = {id(t): n for n, t in enumerate(inputs)}  # by identity: == is elementwise
     wanted = frozenset(f"L{position[id(t)]}" for t in wrt if id(t) in position)
     grad = fn.gradient_for(bound, wanted)
@@ -170,6 +176,8 @@ def _gradients(output: Tensor, wrt: list[Tensor], cotangent: Tensor) -> list[Ten
     if cotangent.dtype != output.dtype:
         cotangent = cotangent.astype(output.dtype)
     parents = list(inputs) + [cotangent]
+    differentiable = (create_graph and is_grad_enabled()
+                      and any(p.requires_grad for p in parents))
     inlined: dict = {}
 
     def output_of(name: str):
@@ -189,7 +197,7 @@ def _gradients(output: Tensor, wrt: list[Tensor], cotangent: Tensor) -> list[Ten
             results.append(zeros(t.shape, t.dtype, t.device))
             continue
         value = Tensor(t.shape, gradient_bound.dtypes[name], t.device, parents=parents,
-                       build=output_of(name))
+                       build=output_of(name), requires_grad=differentiable)
         results.append(value if value.dtype == t.dtype else value.astype(t.dtype))
     return results
 

@@ -34,10 +34,8 @@ imports from here (``from gingham.frontend.tensor import where``) are re-exporte
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
-import threading
 import weakref
 from typing import Callable, NamedTuple, Sequence, Union
 
@@ -48,23 +46,13 @@ from ..tile import builder
 from ..tile import dtypes as dt
 from ..torch_devices import as_device as _as_device
 from ..tile.shapes import ExprType, combine
+from .grad_mode import _grad_mode, is_grad_enabled, no_grad
 from .dims import (
     DimError, DTypeError, ShapeError, _axes, _broadcast_shapes, _dim, _dim_arguments,
     _none_if_empty, _varargs,
 )
 
 Scalar = Union[int, float, bool]
-
-
-class _GradMode(threading.local):
-    """Each thread's stack of :func:`no_grad` blocks (thread-local, as PyTorch's grad mode is:
-    a tuner thread building a layer's gradients must not see the training thread's blocks)."""
-
-    def __init__(self) -> None:
-        self.enabled = [True]
-
-
-_grad_mode = _GradMode()
 
 
 class ValuesIndices(NamedTuple):
@@ -97,25 +85,15 @@ class _Numel(int):
         return self._shape[_dim("size", self._shape, dim)]
 
 
-def is_grad_enabled() -> bool:
-    """False inside a :func:`no_grad` block: new tensors do not require gradients there."""
-    return _grad_mode.enabled[-1]
-
-
-@contextlib.contextmanager
-def no_grad():
-    """Inside this block new tensors do not require gradients."""
-    _grad_mode.enabled.append(False)
-    try:
-        yield
-    finally:
-        _grad_mode.enabled.pop()
-
-
 class Tensor:
     """A lazily computed array on a device. See the module docstring."""
 
     __array_priority__ = 100  # numpy scalars defer to Tensor's operators
+    # An output of a custom gingham.autograd.Function: its node and position among the outputs
+    # (class attributes: set only on such outputs, free for every other tensor).
+    _grad_fn = None
+    _output_nr = 0
+    _hooks: Sequence = ()  # register_hook's functions (an instance list once one is added)
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, device: str, *,
                  buffer=None, parents: Sequence["Tensor"] = (),
@@ -310,7 +288,7 @@ class Tensor:
         """
         if self.is_leaf and not self._placeholder:
             detached = Tensor(self.shape, self.dtype, self.device, buffer=self._buffer)
-            detached._alias_of = self._alias_of or self
+            detached._alias_of = self._alias_of if self._alias_of is not None else self
             return detached
         detached = self._derive(self.shape, self.dtype, [self],
                                 lambda nodes: builder.stop_gradient(nodes[0]))
@@ -346,7 +324,7 @@ class Tensor:
 
     # -- building operations ------------------------------------------------------------------------
     def _derive(self, shape, dtype, parents, build) -> "Tensor":
-        requires = _grad_mode.enabled[-1] and any(p.requires_grad for p in parents)
+        requires = _grad_mode.enabled and any(p.requires_grad for p in parents)
         device = parents[0].device
         for parent in parents[1:]:
             if parent.device != device:
@@ -1131,43 +1109,77 @@ class Tensor:
         return _getitem(self, key)
 
     # autograd ------------------------------------------------------------------------------------------
-    def backward(self, gradient: "Tensor | np.ndarray | None" = None) -> None:
-        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires it."""
-        if gradient is None:
-            if self.size != 1:
-                raise ShapeError(
-                    f"backward() without a gradient needs a single-element tensor, not shape "
-                    f"{self.shape}"
-                )
-            gradient = np.ones(self.shape, self.dtype)
-        cotangent = gradient if isinstance(gradient, Tensor) else tensor(
-            np.asarray(gradient, self.dtype), device=self.device)
-        leaves = [t for t in graph_inputs([self]) if t.requires_grad]
-        for leaf in leaves:
-            if leaf._snapshot_of is not None:
-                raise GinghamError(
-                    "backward(): a tensor this gradient needs was modified by an in-place "
-                    "operation after it was used (as PyTorch, gingham refuses: the gradient "
-                    "would go to its old value); do the in-place update after backward(), "
-                    "or use the out-of-place operation")
-        if not leaves:
-            raise GinghamError(
-                "backward(): no tensor in the graph requires a gradient (the outputs of a "
-                "gingham.jit or gingham.compile function keep no graph: call backward() "
-                "inside that function)")
-        # Gradients are lazy tensors: the gradient program joins the graph, so an optimiser
-        # step computes forward, backward and update as one compiled program.
-        grads = _gradients(self, leaves, cotangent)
-        for leaf, grad in zip(leaves, grads):
-            if leaf._moved_from is not None:
-                # The gradient of a copy from another device continues there, as that
-                # graph's own backward (each device's graph compiles for its device).
-                source = leaf._moved_from
-                source.backward(grad.to(source.device, source.dtype))
-                continue
-            leaf.grad = grad if leaf.grad is None else leaf.grad + grad
-            leaf._backward_roots.append(self)
+    def backward(self, gradient: "Tensor | np.ndarray | None" = None,
+                 retain_graph: bool | None = None, create_graph: bool = False,
+                 inputs: "Tensor | Sequence[Tensor] | None" = None) -> None:
+        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires it
+        (only for ``inputs``, leaves or not, when given), as PyTorch's. ``gradient`` is
+        needed unless this tensor has one element. Gradients are lazy tensors: the gradient
+        program joins the graph, so an optimiser step computes forward, backward and update
+        as one compiled program. gingham keeps lazy graphs, so a second ``backward()``
+        through the same graph works (and accumulates) whatever ``retain_graph`` says; with
+        ``create_graph`` the gradients are differentiable (a gradient penalty). See
+        :func:`gingham.autograd.backward`.
 
+            loss.backward()
+            penalty.backward(inputs=[w])        # only w.grad changes
+        """
+        from .autograd import accumulate_gradients
+
+        if isinstance(inputs, Tensor):
+            inputs = [inputs]
+        accumulate_gradients([self], [gradient], create_graph,
+                             None if inputs is None else list(inputs), "backward()")
+
+    def register_hook(self, hook: Callable[["Tensor"], "Tensor | None"]) -> "RemovableHandle":
+        """Call ``hook(grad)`` whenever a backward pass has this tensor's whole gradient; a
+        tensor it returns replaces the gradient from there on (into ``.grad`` of a leaf, on
+        through the graph otherwise), as PyTorch's. Returns a handle whose ``remove()``
+        unregisters it. Hooks run while the (lazy) gradient is built, so inside gingham.jit
+        they run once, at tracing, and what they compute is part of the step.
+
+            w.register_hook(lambda grad: grad.clamp(-1.0, 1.0))   # clip w's gradient
+        """
+        if not self.requires_grad:
+            raise GinghamError("register_hook(): cannot register a hook on a tensor that "
+                               "doesn't require gradient")
+        node = self._grad_fn
+        if node is not None:  # an output of a custom Function: its node runs the hooks
+            hooks = node.output_hooks.setdefault(self._output_nr, [])
+        else:
+            if not isinstance(self._hooks, list):
+                self._hooks = []
+            hooks = self._hooks
+        hooks.append(hook)
+        return RemovableHandle(hooks, hook)
+
+    def retain_grad(self) -> None:
+        """Fill ``.grad`` of this computed tensor too on ``backward()`` (accumulating, as a
+        leaf's), as PyTorch's; a no-op on a leaf.
+
+            hidden = encoder(x); hidden.retain_grad(); loss.backward(); hidden.grad
+        """
+        if not self.requires_grad:
+            raise GinghamError("retain_grad(): can't retain_grad on a tensor that has "
+                               "requires_grad=False")
+        if self.is_leaf or self.retains_grad:
+            return
+        reference = weakref.ref(self)
+
+        def keep(grad: "Tensor") -> None:
+            t = reference()
+            if t is not None:
+                t.grad = grad if t.grad is None else t.grad + grad
+
+        keep._retains_grad = True
+        self.register_hook(keep)
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether :meth:`retain_grad` was called on this computed tensor."""
+        node = self._grad_fn
+        hooks = node.output_hooks.get(self._output_nr, ()) if node is not None else self._hooks
+        return any(getattr(h, "_retains_grad", False) for h in hooks)
 
     # dtypes -------------------------------------------------------------------------------------------
     # Last in the class: a method named float, int or bool shadows the builtin in the class
@@ -1188,6 +1200,23 @@ class Tensor:
         ``x.float()`` returns ``x`` for a float32 ``x``)."""
         target = dt.as_tile_dtype(dtype)
         return self if self.dtype == target else self.astype(target)
+
+
+class RemovableHandle:
+    """What :meth:`Tensor.register_hook` returns: ``remove()`` unregisters the hook."""
+
+    def __init__(self, hooks: list, hook: Callable) -> None:
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+    def __enter__(self) -> "RemovableHandle":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.remove()
 
 
 # Python's rule for an operand of a type an operator does not know: return NotImplemented, so
@@ -1373,7 +1402,7 @@ __all__ += [
     "nan_to_num", "nanmean", "nansum", "nextafter", "ones_like", "promote_types", "remainder",
     "result_type", "rsub", "scalar_tensor", "sinh", "std_mean", "tan", "tensordot", "trapezoid",
     "trapz", "tril_indices", "triu_indices", "trunc", "vander", "var_mean", "vstack", "zeros_like",
-    "_bound_graph", "_getitem_plan"
+    "_bound_graph", "_getitem_plan", "graph_inputs", "is_autograd_input", "_gradients",
 ]
 
 # Tensor's in-place methods and operators (x.add_(y), x += y, x[i] = v): gingham.frontend.inplace

@@ -13,7 +13,8 @@ import functools
 from typing import Callable, Sequence, Union
 
 from ..errors import GinghamError
-from .tensor import Tensor, _gradients, tensor
+from .autograd import backward_pass
+from .tensor import Tensor, tensor, zeros
 
 
 def value_and_grad(fn: Callable, argnums: Union[int, Sequence[int]] = 0) -> Callable:
@@ -38,7 +39,10 @@ def value_and_grad(fn: Callable, argnums: Union[int, Sequence[int]] = 0) -> Call
         if not isinstance(out, Tensor) or out.size != 1:
             raise GinghamError("grad: the function must return a single-element tensor")
         ones = tensor([1.0], dtype=out.dtype, device=out.device).reshape(out.shape)
-        grads = _gradients(out, wrt, ones)
+        # The pass of autograd.grad, so custom autograd Functions in fn work here too.
+        found = backward_pass([out], [ones], wrt)
+        grads = [found[id(t)][1] if id(t) in found else zeros(t.shape, t.dtype, t.device)
+                 for t in wrt]
         return out, grads[0] if single else tuple(grads)
 
     return wrapper

@@ -66,7 +66,7 @@ SKIPPED: dict[str, list[str]] = {
         "clear_autocast_cache", "are_deterministic_algorithms_enabled",
         "use_deterministic_algorithms", "get_deterministic_debug_mode",
         "is_deterministic_algorithms_warn_only_enabled", "get_float32_matmul_precision",
-        "is_warn_always_enabled", "is_anomaly_.*", "is_inference_mode_enabled",
+        "is_warn_always_enabled", "is_anomaly_.*",
         "get_default_device", "compiled_with_cxx11_abi", "get_file_path", "classproperty",
         "typename", "seed", "initial_seed", "get_rng_state", "thread_safe_generator",
         "read_vitals", "vitals_enabled"],
@@ -75,8 +75,7 @@ SKIPPED: dict[str, list[str]] = {
         "parse_schema", "parse_type_comment", "merge_type_from_type_comment", "unify_type_list",
         "sym_.*", "segment_reduce"],
     "autograd graph internals and hooks; legacy constructors": [
-        "grad_fn", "grad_dtype", "register_hook", "register_post_accumulate_grad_hook",
-        "retain_grad", "retains_grad", "output_nr", "volatile", "reinforce", "as_subclass",
+        "grad_fn", "grad_dtype", "register_post_accumulate_grad_hook", "output_nr", "volatile", "reinforce", "as_subclass",
         "new", "type", "index"],
     "ATen-level spellings of nn ops (positional cudnn/train flags, int reductions): "
     "gingham.nn.functional has them with the public signature": [
