@@ -823,7 +823,10 @@ def _trailing_span(plan: KernelPlan, ctx: LoweringContext) -> int | None:
         return None
     start = len(shape)
     for tensor, tshape, lead in reads:  # each has an axis longer than 1: it is no scalar
-        first = next(axis for axis in range(lead, len(shape)) if tshape[axis - lead] != 1)
+        if lead < 0:  # more axes than the plan (a cell statement's gather): read otherwise
+            first = len(shape) - 1
+        else:
+            first = next(axis for axis in range(lead, len(shape)) if tshape[axis - lead] != 1)
         start = min(start, first)
     if start == 0:
         start = len(shape) - 1

@@ -268,6 +268,13 @@ def test_random_contraction_matches_brute_force(device, c):
                 out_sizes=[], out_idx=[], constraints=[(Affine({"i": 1}, 0), 1),
                                                        (Affine({"j": 1}, 0), 1)],
                 combine="single", agg="+", seed=0))
+# Found by hypothesis: the product's gradient is a cell statement over [3, 3] reading a
+# [2, 1, 3] tensor; its rows started at axis -1, and `int c-1 = gl;` did not compile.
+@example(c=dict(variables=["i", "j", "k"],
+                operands=[([1], [Affine({"k": 1}, 0, div=2)]),
+                          ([3, 3], [Affine({"i": 1}, 0), Affine({"j": 1}, 0)])],
+                out_sizes=[3], out_idx=[Affine({"i": 1}, 1)],
+                constraints=[(Affine({"k": 1}, 0), 1)], combine="*", agg="*", seed=0))
 def test_random_contraction_gradient_matches_brute_force(device, c):
     from _util import tile_function
 
