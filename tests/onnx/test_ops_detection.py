@@ -12,12 +12,9 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
-import gingham.onnx  # noqa: E402
+import ort_oracle  # noqa: E402
 
 _OPSET = 21  # (onnxruntime has MaxRoiPool of opset 1, not 22)
-# The oldest IR version that has the opset (onnxruntime on the GPU machine is older than the
-# onnx package's newest IR).
-_IR_VERSION = helper.find_min_ir_version_for([helper.make_opsetid("", _OPSET)])
 
 
 def _model() -> onnx.ModelProto:
@@ -37,8 +34,7 @@ def _model() -> onnx.ModelProto:
         nodes, "detection", [helper.make_tensor_value_info(n, f, s) for n, s in inputs],
         [helper.make_tensor_value_info("pooled", f, [6, 3, 3, 2]),
          helper.make_tensor_value_info("deformed", f, [2, 6, 4, 8])])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)],
-                             ir_version=_IR_VERSION)
+    return ort_oracle.make_model(graph, _OPSET)
 
 
 def test_max_roi_pool_and_deform_conv_against_onnxruntime(device):
@@ -57,9 +53,5 @@ def test_max_roi_pool_and_deform_conv_against_onnxruntime(device):
             "b": rng.standard_normal(6).astype(np.float32),
             "mask": rng.uniform(0, 1, (2, 12, 4, 8)).astype(np.float32)}
     model = _model()
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    want = session.run(None, feed)
-    got = gingham.onnx.load(model, device=device).run(None, feed)
-    for name, g, w in zip(("pooled", "deformed"), got, want):
-        assert g.shape == w.shape and g.dtype == w.dtype, name
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=name)
+    got, want = ort_oracle.both(model, feed, device)
+    ort_oracle.assert_close(got, want, ("pooled", "deformed"), rtol=1e-4, atol=1e-4)

@@ -19,6 +19,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import gingham.onnx  # noqa: E402
+import ort_oracle  # noqa: E402
 from gingham.errors import UnsupportedOpError  # noqa: E402
 
 try:
@@ -122,10 +123,7 @@ def _model(opset: int, nodes: dict) -> onnx.ModelProto:
                                         range(len(_INPUTS[n.input[0]][1]))])
          for n in made],
         constants)
-    imports = [helper.make_opsetid("", opset)]
-    model = helper.make_model(graph, opset_imports=imports,
-                              ir_version=helper.find_min_ir_version_for(imports))
-    return model
+    return ort_oracle.make_model(graph, opset)
 
 
 @pytest.mark.parametrize("opset", [19, 13, 11, 10, 9])
@@ -139,10 +137,8 @@ def test_resize_against_onnxruntime(opset, device):
             "labels": rng.integers(-50, 50, (1, 1, 2, 3)).astype(np.int32)}
     feed = {name: value for name, value in feed.items()
             if name in {i.name for i in model.graph.input}}
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [o.name for o in model.graph.output]
-    want = session.run(names, feed)
-    got = gingham.onnx.load(model, device=device).run(names, feed)
+    got, want = ort_oracle.both(model, feed, device, names)
     if "linear_uint8" in names:
         # onnxruntime interpolates uint8 in its own fixed point (off by 1 from the spec's
         # rounded result in about half the values); ONNX's reference rounds as the spec says.

@@ -12,13 +12,8 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
-import gingham.onnx  # noqa: E402
+import ort_oracle  # noqa: E402
 
-
-# The IR version the models declare: the oldest that has opset 21 (the newest these tests use),
-# not the installed onnx package's newest (onnxruntime 1.30 refuses IR 14, which onnx 1.23's
-# make_model writes).
-_ORT_IR_VERSION = helper.find_min_ir_version_for([helper.make_opsetid("", 21)])
 
 
 def _pool_indices(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -28,10 +23,7 @@ def _pool_indices(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         [node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
          helper.make_tensor_value_info("i", TensorProto.INT64, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)],
-                              ir_version=_ORT_IR_VERSION)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return tuple(session.run(None, {"x": x}))
+    return tuple(ort_oracle.run_onnxruntime(ort_oracle.make_model(graph, 12), {"x": x}))
 
 
 def _model() -> onnx.ModelProto:
@@ -52,8 +44,7 @@ def _model() -> onnx.ModelProto:
         [helper.make_tensor_value_info("unpooled", TensorProto.FLOAT, [2, 3, 4, 6]),
          helper.make_tensor_value_info("image", TensorProto.FLOAT, [2, 3, 4, 5])],
         constants)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)],
-                              ir_version=_ORT_IR_VERSION)
+    return ort_oracle.make_model(graph, 18)
 
 
 def test_unpool_and_col2im_against_onnxruntime(device):
@@ -62,10 +53,6 @@ def test_unpool_and_col2im_against_onnxruntime(device):
     feed = {"pooled": pooled, "indices": indices,
             "columns": rng.standard_normal((2, 18, 12)).astype(np.float32)}
     model = _model()
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    expected = session.run(None, feed)
-    got = gingham.onnx.load(model, device=device).run(None, feed)
-    for name, g, e in zip(("unpooled", "image"), got, expected):
-        assert g.shape == e.shape and g.dtype == e.dtype, name
-        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6, err_msg=name)
+    got, expected = ort_oracle.both(model, feed, device)
+    ort_oracle.assert_close(got, expected, ("unpooled", "image"), rtol=1e-5, atol=1e-6)
     assert np.count_nonzero(got[0]) == pooled.size  # every value placed once

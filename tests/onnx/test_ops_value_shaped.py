@@ -14,27 +14,19 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
 import gingham.onnx  # noqa: E402
+import ort_oracle  # noqa: E402
 
 _OPSET = 21
-# The oldest IR version that has the opset (onnxruntime on the GPU machine is older than the
-# onnx package's newest IR).
-_IR_VERSION = helper.find_min_ir_version_for([helper.make_opsetid("", _OPSET)])
 
 
 def _model(nodes, inputs, outputs, initializers=()) -> onnx.ModelProto:
     graph = helper.make_graph(nodes, "value_shaped", inputs, outputs, list(initializers))
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)],
-                             ir_version=_IR_VERSION)
+    return ort_oracle.make_model(graph, _OPSET)
 
 
 def _output(name: str, elem_type: int, rank: int):
     """A graph output of ``rank`` dims, each of a size the values decide."""
     return helper.make_tensor_value_info(name, elem_type, [f"{name}{i}" for i in range(rank)])
-
-
-def _onnxruntime(model, feed: dict) -> list[np.ndarray]:
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, feed)
 
 
 _BOXES = 12
@@ -108,7 +100,7 @@ def test_detection_graph_against_onnxruntime(center_point_box, device):
     counts, traces = [], []
     for hits in (6, 2, 6, 0, 2):  # (0: no detection, empty results)
         features = _features(rng, hits, center_point_box)
-        want = _onnxruntime(model, {"features": features})
+        want = ort_oracle.run_onnxruntime(model, {"features": features})
         got = ours.run(None, {"features": features})
         for name, g, w in zip(("picked", "norms", "picked_scores", "selected"), got, want):
             assert g.shape == w.shape and g.dtype == w.dtype, name
@@ -148,7 +140,7 @@ def test_non_zero_and_unique_against_onnxruntime(device):
     # Repeated values and a repeated row, so Unique has something to merge.
     x = rng.integers(-2, 3, (5, 3)).astype(np.float32)
     x[3] = x[1]
-    want = _onnxruntime(model, {"x": x})
+    want = ort_oracle.run_onnxruntime(model, {"x": x})
     got = ours.run(None, {"x": x})
     for name, g, w in zip([o.name for o in model.graph.output], got, want):
         assert g.shape == w.shape and g.dtype == w.dtype, name
