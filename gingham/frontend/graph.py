@@ -134,9 +134,9 @@ def graph_inputs(targets: Sequence[Tensor]) -> list[Tensor]:
         if id(t) in seen:
             continue
         seen[id(t)] = t
-        if is_graph_input(t) or t._detached:
+        if is_autograd_input(t):
             inputs.append(t)
-        if not t._detached:
+        else:
             stack.extend(t._parents)
     return inputs
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..tile import dtypes as dt
 from ..tile.shapes import ExprType, combine
-from .dims import ShapeError, _broadcast_shapes, _varargs
+from .dims import ShapeError, _broadcast_shapes
 from .elementwise import _where_dtype
 from .layout import _broadcast_to, meshgrid, stack
 from .tensor import Tensor, full, tensor, zeros
@@ -143,14 +143,9 @@ def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None
     return _triangle_indices(row, col, offset, False, dtype, device)
 
 
-def _size(size: tuple) -> tuple[int, ...]:
-    return tuple(int(s) for s in _varargs(size))
-
-
 def _like(input: Tensor, value, dtype, device, requires_grad) -> Tensor:  # noqa: A002
-    created = full(input.shape, value, input.dtype if dtype is None else dtype,
-                   device or input.device)
-    return created.requires_grad_(requires_grad) if requires_grad else created
+    return full(input.shape, value, input.dtype if dtype is None else dtype,
+                device or input.device, requires_grad=requires_grad)
 
 
 def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False,  # noqa: A002
@@ -174,16 +169,14 @@ empty_like = zeros_like  # gingham hands out no uninitialised memory: zeros
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Zeros of ``size`` (gingham hands out no uninitialised memory), as ``torch.empty``."""
-    created = zeros(_size(size), np.float32 if dtype is None else dtype, device)
-    return created.requires_grad_(requires_grad) if requires_grad else created
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None,
         requires_grad: bool = False) -> Tensor:
     """The ``n x m`` identity matrix (``m = n`` by default), as ``torch.eye``."""
-    created = tensor(np.eye(n, n if m is None else m),
-                     dtype=np.float32 if dtype is None else dtype, device=device)
-    return created.requires_grad_(requires_grad) if requires_grad else created
+    return tensor(np.eye(n, n if m is None else m), dtype=np.float32 if dtype is None else dtype,
+                  device=device, requires_grad=requires_grad)
 
 
 def scalar_tensor(s, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:

@@ -1279,6 +1279,8 @@ def _creation(op: str, args: tuple, dtype, device) -> tuple[tuple[int, ...], np.
             position += 1
         shape = args[:position]
     rest = args[position:]
+    if rest and isinstance(rest[0], (bool, float, np.floating)):  # a size, not a dtype
+        raise TypeError(f"{op}(): sizes must be non-negative integers, not {args!r}")
     if len(rest) > 2:
         raise TypeError(f"{op}(): too many positional arguments {args!r} (the sizes, then "
                         "dtype and device)")

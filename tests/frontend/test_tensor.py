@@ -271,5 +271,6 @@ def test_creation_takes_torchs_arguments(device):
         assert ours.shape == tuple(theirs.shape) and ours.requires_grad == theirs.requires_grad
         assert str(ours.dtype) == str(theirs.dtype).removeprefix("torch.")
         np.testing.assert_array_equal(ours.numpy(), theirs.detach().numpy())
-    with pytest.raises(TypeError, match="sizes must be non-negative"):
-        gingham.zeros(-1)
+    for bad in (-1, 2.5):
+        with pytest.raises(TypeError, match="sizes must be non-negative"):
+            gingham.zeros(bad)
