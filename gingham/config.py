@@ -15,6 +15,8 @@ environment variable      field
                           that a process meeting it again does not lower it (1, the
                           default, or 0)
 ``GINGHAM_COMPILE_JOBS``  ``compile_jobs``: native compilations run at once (default: cores)
+``GINGHAM_COMPILE_WORKERS`` ``compile_workers``: compile worker processes on this machine,
+                          over every gingham process (default: cores)
 ``GINGHAM_COMPILE_OVERLAP`` ``compile_overlap``: compile a program's kernels while the rest
                           are lowered (1) or after all are (0); default: from 4 compile jobs
 ``GINGHAM_OPENCL_BUILD``  ``opencl_build``: where OpenCL programs build: ``auto`` (worker
@@ -122,6 +124,12 @@ class Config:
     ``compile_jobs``: how many pieces of a program compile at once (C compiler processes,
     OpenCL builds, NVRTC calls); None: one per core this process may use. 1 compiles a
     program as one translation unit.
+    ``compile_workers``: how many compile worker processes (OpenCL builds, NVRTC with
+    ``nvrtc_build=processes``) run on this machine at once, counted over every gingham
+    process by lock files (:mod:`gingham.devices.build_slots`); None: one per core. Each
+    holds a device context on a GPU, so many gingham processes sharing one (``pytest -n
+    15``) would otherwise exhaust its memory; a process that finds no free slot builds in
+    itself.
     ``compile_overlap``: start compiling a program's first kernels while the rest are still
     being lowered (:class:`gingham.devices.pieces.UnitBuilder`); None (the default): where
     there are at least 4 compile jobs (:func:`gingham.devices.pieces.overlap_on`: on the
@@ -184,6 +192,7 @@ class Config:
     cuda_graphs: bool = True
     program_cache: bool = True
     compile_jobs: int | None = None
+    compile_workers: int | None = None
     compile_overlap: bool | None = None
     opencl_build: str = "auto"
     nvrtc_build: str = "threads"
@@ -201,8 +210,8 @@ class Config:
 
 # Fields the user config file may set (config_file itself is chosen by the environment only).
 _FILE_FIELDS = ("device", "cache_dir", "debug", "cc", "cflags", "num_threads", "cuda_graphs",
-                "program_cache", "compile_jobs", "compile_overlap", "opencl_build", "nvrtc_build",
-                "opencl_idle", "wgmma", "amx", "vector_math", "conv_algorithm", "tune",
+                "program_cache", "compile_jobs", "compile_workers", "compile_overlap",
+                "opencl_build", "nvrtc_build", "opencl_idle", "wgmma", "amx", "vector_math", "conv_algorithm", "tune",
                 "tune_budget", "tune_measure", "progress")
 TUNE_MODES = ("off", "on", "background")
 OPENCL_BUILD_MODES = ("auto", "threads", "processes")
@@ -319,7 +328,7 @@ def _from_file(data: dict[str, Any], path: Path) -> dict[str, Any]:
             values[key] = Path(str(value)).expanduser()
         elif key == "debug":
             values[key] = _parse_int(where, value, 0, MAX_DEBUG)
-        elif key in ("num_threads", "compile_jobs"):
+        elif key in ("num_threads", "compile_jobs", "compile_workers"):
             values[key] = None if value is None else _parse_int(where, value, 1, None)
         elif key in ("cuda_graphs", "program_cache", "wgmma", "amx", "vector_math"):
             values[key] = _parse_bool(where, value)
@@ -401,6 +410,9 @@ def _from_environment(env: os._Environ[str] | dict[str, str]) -> dict[str, Any]:
     if env.get("GINGHAM_COMPILE_JOBS"):
         values["compile_jobs"] = _parse_int("GINGHAM_COMPILE_JOBS",
                                             env["GINGHAM_COMPILE_JOBS"], 1, None)
+    if env.get("GINGHAM_COMPILE_WORKERS"):
+        values["compile_workers"] = _parse_int("GINGHAM_COMPILE_WORKERS",
+                                               env["GINGHAM_COMPILE_WORKERS"], 1, None)
     if env.get("GINGHAM_COMPILE_OVERLAP"):
         values["compile_overlap"] = _parse_auto_bool("GINGHAM_COMPILE_OVERLAP",
                                                      env["GINGHAM_COMPILE_OVERLAP"])

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from gingham.config import debug_print
-from gingham.devices import opencl_worker
+from gingham.devices import build_slots, opencl_worker
 
 #: The worker script, run by path so that the worker imports nothing of gingham.
 WORKER_SCRIPT = Path(opencl_worker.__file__)
@@ -77,7 +77,10 @@ class WorkerDied(RuntimeError):
 class _Worker:
     """One worker process and its pipes; used by one thread at a time."""
 
-    def __init__(self, command: list[str]) -> None:
+    def __init__(self, command: list[str], slot: build_slots.Slot | None = None) -> None:
+        #: The machine-wide slot it runs in (:mod:`~gingham.devices.build_slots`), released
+        #: when it has exited.
+        self.slot = slot
         # pyopencl imports NumPy, whose BLAS would start a thread per core in every worker
         # (16 workers: 256 threads at once); a worker needs none. A worker launches nothing,
         # so one hardware queue is all its context needs: with NVIDIA's driver
@@ -168,6 +171,8 @@ class _Worker:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        if self.slot is not None:
+            self.slot.release()
 
     def stop(self, timeout: float = 2.0) -> None:
         """Close its input, and kill it if it has not exited within ``timeout`` seconds."""
@@ -196,7 +201,9 @@ class BuildPool:
     """Compile worker processes for one OpenCL device, started once and reused.
 
     ``workers`` processes are spawned (``subprocess``: a fresh interpreter, never a fork of
-    this one) by :meth:`start`, which returns at once; they import pyopencl at once, create
+    this one) by :meth:`start`, which returns at once, fewer when other processes hold this
+    machine's compile worker slots (:mod:`~gingham.devices.build_slots`; ``size`` is then
+    the number started); they import pyopencl at once, create
     their contexts one at a time (:data:`CONTEXTS_AT_ONCE`), and each joins the pool when its
     context exists. Until the first has joined (and again if every worker is lost), builds
     also run in this process, one at a time (the driver would serialise more anyway); once
@@ -230,17 +237,28 @@ class BuildPool:
         self.loaded_by_workers = 0  # binaries built ahead of this process's load
 
     def start(self) -> None:
-        """Spawn the workers (once); each joins the pool when it is ready."""
+        """Spawn the workers (once), as many as the machine has free compile worker slots
+        for (:mod:`~gingham.devices.build_slots`), up to ``workers``; each joins the pool when
+        it is ready. With no free slot the pool builds in this process."""
         with self._lock:
             if self._started or self._closed:
                 return
             self._started = True
         started = time.perf_counter()
         argv = json.dumps(self.target)
-        for _ in range(self.size):
+        slots = build_slots.acquire(self.size)
+        if len(slots) < self.size:
+            debug_print(1, f"{self.name}: {len(slots)} of {self.size} compile workers: the "
+                        f"other slots of this machine's {build_slots.limit()} are held by "
+                        "other processes")
+            with self._lock:
+                self.size = len(slots)
+                self._settled.notify_all()
+        for slot in slots:
             try:
-                worker = _Worker(self._command + [argv])
+                worker = _Worker(self._command + [argv], slot)
             except OSError as exc:
+                slot.release()
                 debug_print(1, f"{self.name}: cannot start a compile worker ({exc}); "
                             "building in this process")
                 self.lost += 1

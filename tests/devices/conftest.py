@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from gingham.devices import get_device, list_devices
+from gingham.devices import build_slots, get_device, list_devices
 
 
 def _compiled_device_ids() -> list[str]:
@@ -38,3 +38,13 @@ def _isolated_config_file(tmp_path, monkeypatch):
     """Keep the user's own config file (and its default device) out of the tests."""
     monkeypatch.setenv("GINGHAM_CONFIG_FILE", str(tmp_path / "gingham-config.json"))
     monkeypatch.delenv("GINGHAM_DEVICE", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _private_compile_worker_slots(tmp_path, monkeypatch):
+    """Each test's compile workers take slots of their own (a folder of the test's): the
+    tests here count workers and builds, which the test processes beside them, holding the
+    machine's slots, would otherwise change; and as many as a test asks for, whatever this
+    machine's cores."""
+    monkeypatch.setattr(build_slots, "slot_dir", lambda: tmp_path / "compile-worker-slots")
+    monkeypatch.setenv("GINGHAM_COMPILE_WORKERS", "64")
