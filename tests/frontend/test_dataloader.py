@@ -26,9 +26,10 @@ Y = np.arange(10, dtype=np.int64) * 3
 
 
 def as_numpy(value):
-    """torch's batch with its tensors as NumPy arrays (the rest of the structure kept)."""
+    """torch's batch with its tensors as HostArrays, what gingham makes where torch makes
+    tensors (the rest of the structure kept)."""
     if isinstance(value, torch.Tensor):
-        return value.numpy()
+        return data.as_host(value.numpy())
     if isinstance(value, dict):
         return type(value)({key: as_numpy(item) for key, item in value.items()})
     if isinstance(value, tuple) and hasattr(value, "_fields"):
