@@ -2,9 +2,9 @@
 
     loader = DataLoader(TensorDataset(images, labels), batch_size=64, shuffle=True,
                         generator=0, drop_last=True)
-    for x, y in loader:                 # HostArrays: NumPy arrays with PyTorch's to(device)
-        x, y = x.to(device), y.to(device)   # one host-to-device copy each
-        loss = step(x, y)                   # (or step(x, y) on the batch: jit uploads it)
+    for x, y in loader:                     # HostArrays: NumPy arrays with PyTorch's to()
+        x, y = x.to(device), y.to(device)   # gingham Tensors, one host-to-device copy each
+        loss = step(x, y)                   # a gingham.jit step also takes x, y unmoved
 
 Design choices (where PyTorch's choices do not carry over):
 
