@@ -12,13 +12,14 @@
 
 PyTorch's ``Dataset``, ``IterableDataset``, ``TensorDataset``, ``Subset``, ``ConcatDataset``,
 ``random_split``, ``DataLoader``, the samplers, ``default_collate`` and ``get_worker_info``
-have the same names and arguments here (batches are NumPy arrays; see
-:mod:`gingham.data.dataloader` for the design):
+have the same names and arguments here (batches are :class:`HostArray`: NumPy arrays with
+PyTorch's ``to(device)``, ``float()``, ``size(0)``...; see :mod:`gingham.data.dataloader` for
+the design):
 
     loader = gingham.data.DataLoader(gingham.data.TensorDataset(images, labels),
                                      batch_size=64, shuffle=True, generator=0)
     for x, y in loader:
-        ...
+        x, y = x.to(device), y.to(device)     # gingham Tensors, one copy each
 """
 
 from __future__ import annotations
@@ -127,6 +128,7 @@ def _split(images, labels, split: str, test_fraction: float, seed: int):
 
 from .collate import default_collate, default_convert  # noqa: E402
 from .dataloader import DataLoader, WorkerInfo, get_worker_info  # noqa: E402
+from .host import HostArray, as_host  # noqa: E402
 from .dataset import (  # noqa: E402
     ChainDataset, ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset, random_split)
 from .sampler import (  # noqa: E402
@@ -137,4 +139,5 @@ __all__ = ["DataError", "load_digits", "load_cifar10", "synthetic", "batches",
            "Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
            "ChainDataset", "random_split", "DataLoader", "WorkerInfo", "get_worker_info",
            "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
-           "WeightedRandomSampler", "BatchSampler", "default_collate", "default_convert"]
+           "WeightedRandomSampler", "BatchSampler", "default_collate", "default_convert",
+           "HostArray", "as_host"]

@@ -1,14 +1,16 @@
 """Collation: a list of samples becomes one batch of the same structure, as PyTorch's
-``default_collate`` does, with NumPy arrays where PyTorch makes CPU tensors.
+``default_collate`` does, with :class:`~gingham.data.host.HostArray` (a NumPy array with
+PyTorch's ``to(device)``, ``float()``, ``size(0)``, ...) where PyTorch makes CPU tensors.
 
-Why NumPy: ``gingham.jit`` uploads a NumPy argument straight into the step's input buffer,
-one host-to-device copy per array and batch. A batch collated into a gingham tensor on the
-``cpu`` device and moved with ``.to(device)`` costs three (into the cpu device's buffer, out
-of it, into the target device); ``tests/frontend/test_dataloader.py`` counts them. Samples that are
+Why NumPy on the host: ``gingham.jit`` uploads a NumPy argument straight into the step's
+input buffer, one host-to-device copy per array and batch, and ``batch.to(device)`` makes a
+device tensor in one copy too. A batch collated into a gingham tensor on the ``cpu`` device
+and moved with ``.to(device)`` would cost three (into the cpu device's buffer, out of it,
+into the target device); ``tests/frontend/test_dataloader.py`` counts them. Samples that are
 already gingham tensors stay tensors (stacked on their device), as PyTorch's stay on theirs.
 
     default_collate([{"x": np.zeros(3), "y": 1}, {"x": np.ones(3), "y": 2}])
-    # {"x": array of shape (2, 3), "y": array([1, 2])}
+    # {"x": HostArray of shape (2, 3), "y": HostArray([1, 2])}
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..frontend.tensor import Tensor
+from .host import HostArray, as_host
 
 _ERROR = ("default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; "
           "found {}")
@@ -31,10 +34,11 @@ def _is_namedtuple(value) -> bool:
 def default_collate(batch: Sequence[Any]) -> Any:
     """Stack a list of samples into a batch, recursively, as ``torch.utils.data.default_collate``:
 
-    * NumPy arrays and NumPy scalars: ``np.stack`` (a new leading batch dimension); arrays of
-      strings or objects are a ``TypeError``, unequal shapes a ``RuntimeError``;
+    * NumPy arrays and NumPy scalars: ``np.stack`` (a new leading batch dimension) into a
+      :class:`HostArray`; arrays of strings or objects are a ``TypeError``, unequal shapes a
+      ``RuntimeError``;
     * gingham tensors: ``gingham.stack`` on their device;
-    * Python floats: a ``float64`` array, ints an ``int64`` array, bools a ``bool`` array;
+    * Python floats: a ``float64`` HostArray, ints an ``int64`` one, bools a ``bool`` one;
     * strings and bytes: the list as it is;
     * mappings: the same mapping type of collated values per key;
     * named tuples: the same named tuple of collated fields;
@@ -42,7 +46,7 @@ def default_collate(batch: Sequence[Any]) -> Any:
       into lists too), which must all have the same length (``RuntimeError`` otherwise).
 
         images, labels = default_collate([(np.zeros((1, 8, 8)), 3), (np.ones((1, 8, 8)), 5)])
-        # images.shape == (2, 1, 8, 8); labels == array([3, 5])
+        # images.shape == (2, 1, 8, 8); labels == [3, 5]; images.to(device) uploads them
     """
     elem = batch[0]
     if isinstance(elem, Tensor):
@@ -53,11 +57,11 @@ def default_collate(batch: Sequence[Any]) -> Any:
             isinstance(elem, np.generic) and not isinstance(elem, (np.str_, np.bytes_))):
         return _stack_arrays(batch)
     if isinstance(elem, bool):
-        return np.array(batch, dtype=np.bool_)
+        return as_host(np.array(batch, dtype=np.bool_))
     if isinstance(elem, float):
-        return np.array(batch, dtype=np.float64)
+        return as_host(np.array(batch, dtype=np.float64))
     if isinstance(elem, int):
-        return np.array(batch, dtype=np.int64)
+        return as_host(np.array(batch, dtype=np.int64))
     if isinstance(elem, (str, bytes)):
         return batch
     if isinstance(elem, collections.abc.Mapping):
@@ -82,14 +86,14 @@ def default_collate(batch: Sequence[Any]) -> Any:
     raise TypeError(_ERROR.format(type(elem)))
 
 
-def _stack_arrays(batch: Sequence[Any]) -> np.ndarray:
+def _stack_arrays(batch: Sequence[Any]) -> HostArray:
     first = batch[0]
     if np.asarray(first).dtype.kind in "SaUO":
         raise TypeError(_ERROR.format(np.asarray(first).dtype))
     if isinstance(first, np.generic):  # one call for a batch of scalars (a label per sample)
-        return np.array(batch)
+        return as_host(np.array(batch))
     try:
-        return np.stack(batch)
+        return as_host(np.stack(batch))
     except ValueError:
         shapes = sorted({np.shape(sample) for sample in batch})
         raise RuntimeError(f"default_collate: stack expects each array to be equal size, but "
@@ -98,15 +102,18 @@ def _stack_arrays(batch: Sequence[Any]) -> np.ndarray:
 
 def default_convert(data: Any) -> Any:
     """What a DataLoader with ``batch_size=None`` applies to each sample, as PyTorch's with
-    arrays where it makes tensors: NumPy scalars become 0-d arrays, NumPy arrays and gingham
-    tensors stay, and containers are converted item by item (tuples become lists, as
+    :class:`HostArray` where it makes tensors: NumPy scalars become 0-d HostArrays, NumPy
+    arrays HostArrays (views; arrays of strings or objects stay as they are, as PyTorch's),
+    gingham tensors stay, and containers are converted item by item (tuples become lists, as
     PyTorch's).
 
-        default_convert((np.float32(1), {"x": np.zeros(2)}))   # [array(1.0), {"x": ...}]
+        default_convert((np.float32(1), {"x": np.zeros(2)}))   # [HostArray(1.0), {"x": ...}]
     """
     if isinstance(data, np.generic) and not isinstance(data, (np.str_, np.bytes_)):
-        return np.asarray(data)
-    if isinstance(data, (np.ndarray, Tensor, str, bytes)):
+        return as_host(np.asarray(data))
+    if isinstance(data, np.ndarray):
+        return data if data.dtype.kind in "SaUO" else as_host(data)
+    if isinstance(data, (Tensor, str, bytes)):
         return data
     if isinstance(data, collections.abc.Mapping):
         converted = {key: default_convert(value) for key, value in data.items()}

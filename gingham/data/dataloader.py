@@ -2,16 +2,20 @@
 
     loader = DataLoader(TensorDataset(images, labels), batch_size=64, shuffle=True,
                         generator=0, drop_last=True)
-    for x, y in loader:                 # NumPy batches; gingham.jit uploads them, one copy each
-        loss = step(x, y)
+    for x, y in loader:                     # HostArrays: NumPy arrays with PyTorch's to()
+        x, y = x.to(device), y.to(device)   # gingham Tensors, one host-to-device copy each
+        loss = step(x, y)                   # a gingham.jit step also takes x, y unmoved
 
 Design choices (where PyTorch's choices do not carry over):
 
-* **Batches are NumPy arrays** (see :mod:`gingham.data.collate`): one host-to-device copy per
-  array when a ``gingham.jit`` step takes them, where a gingham tensor on the ``cpu`` device
-  moved with ``.to(device)`` costs three. Samples that are gingham tensors stay tensors. Code
-  ported from PyTorch drops its ``batch.to(device)`` (the step uploads), or writes
-  ``gingham.as_tensor(batch, device=device)`` for eager use.
+* **Batches are HostArrays** (:mod:`gingham.data.host`, made by :mod:`gingham.data.collate`):
+  NumPy arrays on the host with the methods PyTorch code calls on a batch's CPU tensors, so
+  ``x.to(device)``, ``x.to(device, non_blocking=True)``, ``x.cuda()``, ``x.float()``,
+  ``x.size(0)`` work as written for PyTorch. ``to(device)`` gives a gingham Tensor in one
+  host-to-device copy, and a ``gingham.jit`` step takes that tensor with no further copy, or
+  takes the HostArray itself and uploads it in one copy (a gingham tensor on the ``cpu``
+  device moved with ``.to(device)`` would cost three). Samples that are gingham tensors stay
+  tensors.
 * **Workers are threads** (``num_workers > 0``), not processes. Forked processes would
   inherit open OpenCL/CUDA contexts and the C backend's thread pool, which is unsafe; spawned
   ones would re-import gingham and need picklable datasets. Threads need neither, and the work
@@ -26,7 +30,8 @@ Design choices (where PyTorch's choices do not carry over):
   current in one thread only). An exception in a worker is re-raised in the main thread (its own type and traceback,
   with a note naming the worker and the sample index); leaving the loop early stops the
   workers.
-* ``pin_memory`` is accepted and has no effect (uploads go from pageable NumPy memory).
+* ``pin_memory`` and ``pin_memory_device`` are accepted and have no effect (uploads go from
+  pageable NumPy memory; ``HostArray.pin_memory()`` returns the array itself).
 """
 
 from __future__ import annotations
@@ -89,12 +94,13 @@ class DataLoader(Generic[T_co]):
     * ``drop_last`` drops a short last batch, so a jit-compiled step keeps one shape;
     * ``num_workers``, ``prefetch_factor``, ``worker_init_fn``, ``persistent_workers`` and
       ``timeout`` (seconds to wait for a worker's batch; 0: forever) run loading in worker
-      threads (see the module's docstring); ``pin_memory`` has no effect.
+      threads (see the module's docstring); ``pin_memory`` and ``pin_memory_device`` have
+      no effect.
 
         loader = DataLoader(dataset, batch_size=32, shuffle=True, num_workers=2)
         for epoch in range(3):
             for images, labels in loader:
-                ...
+                images, labels = images.to(device), labels.to(device)
     """
 
     def __init__(self, dataset: Dataset[T_co], batch_size: int | None = 1,
@@ -103,8 +109,8 @@ class DataLoader(Generic[T_co]):
                  num_workers: int = 0, collate_fn: Callable[[list], Any] | None = None,
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
                  worker_init_fn: Callable[[int], None] | None = None,
-                 generator: GeneratorLike = None, prefetch_factor: int | None = None,
-                 persistent_workers: bool = False) -> None:
+                 generator: GeneratorLike = None, *, prefetch_factor: int | None = None,
+                 persistent_workers: bool = False, pin_memory_device: str = "") -> None:
         if num_workers < 0:
             raise ValueError("num_workers option should be non-negative; use num_workers=0 to "
                              "disable multiprocessing.")
@@ -167,6 +173,7 @@ class DataLoader(Generic[T_co]):
         self.collate_fn = collate_fn if collate_fn is not None else (
             default_collate if batch_sampler is not None else default_convert)
         self.pin_memory = pin_memory
+        self.pin_memory_device = pin_memory_device
         self.timeout = timeout
         self.worker_init_fn = worker_init_fn
         self.generator = generator

@@ -1,6 +1,8 @@
 """gingham.data's torch.utils.data API against torch.utils.data itself: the same batches where
 the order is deterministic, laws (every index once, reproducible seeds) where it is random,
-thread workers (order, errors, early exit), and one training loop through gingham.jit."""
+thread workers (order, errors, early exit), batches' PyTorch idioms (``to(device)``, dtype
+conversions, ``size(0)``) against torch's CPU tensors, and training loops that take batches
+raw or moved with ``.to(device)``, eagerly and through gingham.jit, counting the copies."""
 
 from __future__ import annotations
 
@@ -19,16 +21,18 @@ import gingham
 import gingham.nn as nn
 import gingham.nn.functional as F
 from gingham import data
-from gingham.devices import get_device
+from gingham.devices import get_device, list_devices
+from gingham.errors import DeviceNotFoundError
 
 X = np.arange(20, dtype=np.float32).reshape(10, 2)
 Y = np.arange(10, dtype=np.int64) * 3
 
 
 def as_numpy(value):
-    """torch's batch with its tensors as NumPy arrays (the rest of the structure kept)."""
+    """torch's batch with its tensors as HostArrays, what gingham makes where torch makes
+    tensors (the rest of the structure kept)."""
     if isinstance(value, torch.Tensor):
-        return value.numpy()
+        return data.as_host(value.numpy())
     if isinstance(value, dict):
         return type(value)({key: as_numpy(item) for key, item in value.items()})
     if isinstance(value, tuple) and hasattr(value, "_fields"):
@@ -397,3 +401,157 @@ def test_a_training_loop_through_jit_uploads_one_copy_per_batch_array(device):
     stacked = data.default_collate([gingham.tensor(row, device=device) for row in inputs[:3]])
     assert isinstance(stacked, gingham.Tensor) and stacked.device == device
     np.testing.assert_array_equal(stacked.numpy(), inputs[:3])
+
+
+IMAGES = np.random.default_rng(1).standard_normal((10, 2, 3)) * 3  # float64, NumPy's default
+LABELS = (np.arange(10) % 3 - 1).astype(np.int32)                  # -1, 0, 1: casts differ
+
+
+def _same_values(ours, theirs: torch.Tensor) -> None:
+    """A HostArray or a gingham Tensor with torch's dtype, shape and values."""
+    assert str(theirs.dtype) == f"torch.{np.dtype(ours.dtype).name}"
+    np.testing.assert_array_equal(np.asarray(ours), theirs.numpy())
+
+
+def _transfers() -> np.ndarray:
+    """Copies in, bytes in and copies out of every device together, so that a move through
+    another device (the cpu device's buffers) counts too."""
+    return np.sum([(each.stats.copies_in, each.stats.bytes_in, each.stats.copies_out)
+                   for each in list_devices()], axis=0)
+
+
+def _outcome(make):
+    """What ``make()`` gives as comparable data: a tensor's device and values, or the error."""
+    try:
+        made = make()
+    except Exception as error:
+        return type(error)
+    return made.device, made.numpy().tolist()
+
+
+def test_batches_take_pytorchs_tensor_idioms(device):
+    """A batch's arrays answer what PyTorch code asks of a CPU batch, as torch's tensors do;
+    ``to(device)`` makes a gingham Tensor in exactly one host-to-device copy of the converted
+    bytes."""
+    ours = data.DataLoader(data.TensorDataset(IMAGES, LABELS), batch_size=4, pin_memory=True,
+                           pin_memory_device=device)
+    theirs = tud.DataLoader(tud.TensorDataset(torch.from_numpy(IMAGES),
+                                              torch.from_numpy(LABELS)), batch_size=4)
+    (x, y), (tx, ty) = next(iter(ours)), next(iter(theirs))
+    assert isinstance(x, data.HostArray) and isinstance(y, data.HostArray)
+    for a, b in ((x, tx), (y, ty)):
+        assert (a.shape, a.size(), a.size(0), a.size(-1), len(a), a.dim(), a.numel()) == \
+            (tuple(b.shape), tuple(b.size()), b.size(0), b.size(-1), len(b), b.dim(), b.numel())
+        _same_values(a, b)
+    # (A negative float cast to an unsigned byte is undefined in C, so only labels are.)
+    for a, b, conversions in ((x, tx, ("float", "double", "half", "long", "int", "bool")),
+                              (y, ty, ("float", "double", "half", "long", "int", "bool",
+                                       "byte", "char", "short"))):
+        for convert in conversions:
+            converted = getattr(a, convert)()
+            assert isinstance(converted, data.HostArray)
+            _same_values(converted, getattr(b, convert)())
+    assert x.double() is x and y.int() is y  # as torch's, itself when the dtype is already so
+    _same_values(x.to(gingham.float16), tx.to(torch.float16))
+    assert x.to(x.dtype) is x and not np.shares_memory(x.to(x.dtype, copy=True), x)
+    positive = y > 0
+    for index, torch_index in ((np.s_[1:3], np.s_[1:3]), (np.s_[:, 0], np.s_[:, 0]),
+                               ([0, 2], [0, 2]), (np.s_[..., -1], np.s_[..., -1]),
+                               (positive, torch.from_numpy(positive.numpy()))):
+        assert isinstance(x[index], data.HostArray)
+        _same_values(x[index], tx[torch_index])
+    assert x.pin_memory() is x
+    plain = x.numpy()
+    assert type(plain) is np.ndarray and np.shares_memory(plain, x)
+
+    half_there = gingham.zeros(1, dtype=gingham.float16, device=device)
+    moves = [  # (how ours moves, torch's tensor of the same value)
+        (lambda: x.to(device), tx),
+        (lambda: x.to(device, non_blocking=True), tx),
+        (lambda: x.to(device, gingham.float32), tx.float()),
+        (lambda: x.float().to(device), tx.float()),
+        (lambda: y.to(device=device, dtype=gingham.int64), ty.long()),
+        (lambda: y.to(half_there), ty.half()),
+        (lambda: x[1:3, 0].to(device), tx[1:3, 0]),
+    ]
+    for move, expected in moves:
+        before = _transfers()
+        moved = move()
+        assert isinstance(moved, gingham.Tensor) and moved.device == device
+        assert (_transfers() - before).tolist() == \
+            [1, expected.numel() * expected.element_size(), 0]
+        _same_values(moved.numpy(), expected)
+    # cuda() is to("cuda:0"): the same tensor where CUDA is, the same error where it is not.
+    assert _outcome(x.cuda) == _outcome(lambda: gingham.tensor(x, device="cuda:0"))
+    assert _outcome(lambda: x.cuda(0)) == _outcome(lambda: x.to("cuda"))
+    with pytest.raises(DeviceNotFoundError, match="cuda:99"):
+        x.to("cuda:99")
+    with pytest.raises(TypeError, match="expected a device, a dtype or a tensor"):
+        x.to(object())
+
+    # Dicts, nested lists and single samples (batch_size=None) move the same way.
+    batch = next(iter(data.DataLoader(Records(tensors=False), batch_size=3)))
+    torch_batch = next(iter(tud.DataLoader(Records(tensors=True), batch_size=3)))
+    for ours_part, theirs_part in ((batch["image"], torch_batch["image"]),
+                                   (batch["label"], torch_batch["label"]),
+                                   (batch["pair"][0], torch_batch["pair"][0]),
+                                   (batch["point"].y[0], torch_batch["point"].y[0])):
+        _same_values(ours_part.to(device).numpy(), theirs_part)
+    image, label = next(iter(data.DataLoader(data.TensorDataset(IMAGES, LABELS),
+                                             batch_size=None)))
+    _same_values(image.to(device).numpy(), torch.from_numpy(IMAGES[0]))
+    _same_values(label.long().to(device).numpy(), torch.tensor(LABELS[0]).long())
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "jit"])
+def test_a_pytorch_training_loop_moves_each_batch_in_one_copy(device, compiled):
+    """The loop as PyTorch users write it (a DataLoader over NumPy arrays, each batch moved
+    with ``.to(device)``, a classifier trained with cross-entropy and SGD with momentum): the
+    same losses step by step and the same weights as torch on the same batches; under
+    gingham.jit the moved tensors go into the step with no further copy."""
+    rng = np.random.default_rng(2)
+    features = rng.standard_normal((48, 5))  # float64 features, int32 classes, as NumPy has them
+    classes = ((features[:, 0] > 0).astype(np.int32) + (features[:, 1] > 0.5))
+    loader = data.DataLoader(data.TensorDataset(features, classes), batch_size=8, shuffle=True,
+                             generator=0, drop_last=True, pin_memory=True)
+    model = nn.Sequential(nn.Linear(5, 6), nn.ReLU(), nn.Linear(6, 3)).to(device)
+    reference = torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.ReLU(),
+                                    torch.nn.Linear(6, 3))
+    with torch.no_grad():
+        for theirs, ours in zip(reference.parameters(), model.parameters()):
+            theirs.copy_(torch.from_numpy(ours.numpy()))
+    criterion = nn.CrossEntropyLoss()
+    optimizer = gingham.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    torch_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+
+    def train_step(x, y):
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    step = gingham.jit(train_step) if compiled else train_step
+    losses, torch_losses = [], []
+    for epoch in range(2):
+        before = _transfers()
+        for x, y in loader:
+            torch_x, torch_y = torch.from_numpy(x).float(), torch.from_numpy(y).long()
+            x, y = x.to(device, dtype=gingham.float32, non_blocking=True), y.long().to(device)
+            losses.append(step(x, y).item())
+            torch_loss = torch.nn.functional.cross_entropy(reference(torch_x), torch_y)
+            torch_optimizer.zero_grad()
+            torch_loss.backward()
+            torch_optimizer.step()
+            torch_losses.append(torch_loss.item())
+        # After the trace: one copy in per batch array (its .to(), converted on the host: 8
+        # rows of 5 float32 and 8 int64), one out per loss read (the reference interpreter
+        # copies around every kernel by design).
+        if compiled and epoch and device != "reference":
+            assert (_transfers() - before).tolist() == \
+                [2 * len(loader), len(loader) * (8 * 5 * 4 + 8 * 8), len(loader)]
+    np.testing.assert_allclose(losses, torch_losses, rtol=1e-4, atol=1e-5)
+    for theirs, ours in zip(reference.parameters(), model.parameters()):
+        np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-4, atol=1e-5)
+    if compiled:
+        assert step.traces == 1
