@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> float:
     for epoch in range(args.epochs):
         model.train()
         for images, labels in train_loader:
+            images, labels = images.to(device), labels.to(device)  # one copy each
             loss = train_step(images, labels)
             schedule.step()  # the new learning rate reaches the compiled step: no retrace
         print(f"epoch {epoch + 1}  loss {loss.item():.4f}  lr {schedule.get_last_lr()[0]:.4f}"
