@@ -246,20 +246,21 @@ class BackwardHookFunction(Function):
     whose backward hands the gradients to ``on_backward`` (its first argument), which returns
     them, maybe replaced. PyTorch's ``torch.nn.modules._functions.BackwardHookFunction``
     (so ``output.grad_fn.name()`` is ``"BackwardHookFunctionBackward"`` there too), with the
-    hook passed in rather than registered on the node."""
+    hook passed in rather than registered on the node. ``zeros_for_missing``: a gradient that
+    never arrives is zeros (PyTorch's hooks see zeros for a tensor argument that needs no
+    gradient, and None for an output that no gradient reached)."""
 
     @staticmethod
-    def forward(ctx: FunctionCtx, on_backward: Callable, *tensors: Tensor) -> tuple:
+    def forward(ctx: FunctionCtx, on_backward: Callable, zeros_for_missing: bool,
+                *tensors: Tensor) -> tuple:
         ctx.on_backward = on_backward
-        # A gradient that never arrives (an output the loss does not use) reaches the hooks
-        # as None, as PyTorch's do, not as zeros.
-        ctx.set_materialize_grads(False)
+        ctx.set_materialize_grads(zeros_for_missing)
         ctx.mark_non_differentiable(*[t for t in tensors if not t.requires_grad])
         return tensors
 
     @staticmethod
     def backward(ctx: FunctionCtx, *grads: Tensor | None) -> tuple:
-        return (None, *ctx.on_backward(grads))
+        return (None, None, *ctx.on_backward(grads))
 
 
 def _spread(positions: Sequence[int], values: Sequence, size: int) -> tuple:
@@ -291,7 +292,8 @@ class BackwardHook:
     :class:`BackwardHookFunction` each; in the backward pass the outputs' node runs first,
     collecting ``grad_output`` and running the pre-hooks, then the arguments' node runs the
     hooks with ``grad_input``. When no argument requires a gradient, the hooks run at the
-    outputs' node with ``grad_input`` all None (PyTorch warns there; so does gingham)."""
+    outputs' node with ``grad_input`` all None (PyTorch warns there; so does gingham). In
+    ``grad_input``, a tensor argument that needs no gradient has zeros, as in PyTorch."""
 
     def __init__(self, module: Any, hooks: Sequence[Callable],
                  pre_hooks: Sequence[Callable]) -> None:
@@ -304,18 +306,19 @@ class BackwardHook:
 
     def setup_input_hook(self, args: tuple) -> tuple:
         self.n_inputs = len(args)
-        args, self.input_positions = self._wrap(args, self._at_inputs)
+        args, self.input_positions = self._wrap(args, self._at_inputs, True)
         return args
 
     def setup_output_hook(self, result: Any) -> Any:
         single = not isinstance(result, tuple)
         outputs = (result,) if single else result
         self.n_outputs = len(outputs)
-        outputs, self.output_positions = self._wrap(outputs, self._at_outputs)
+        outputs, self.output_positions = self._wrap(outputs, self._at_outputs, False)
         return outputs[0] if single else outputs
 
     @staticmethod
-    def _wrap(values: tuple, on_backward: Callable) -> tuple[tuple, list[int] | None]:
+    def _wrap(values: tuple, on_backward: Callable, zeros_for_missing: bool
+              ) -> tuple[tuple, list[int] | None]:
         """``values`` with its tensors passed through one :class:`BackwardHookFunction`, and
         their positions; unchanged (and None) when none requires a gradient."""
         positions = [n for n, value in enumerate(values) if isinstance(value, Tensor)]
@@ -323,7 +326,8 @@ class BackwardHook:
         if not (is_grad_enabled() and any(t.requires_grad for t in tensors)):
             return values, None
         wrapped = list(values)
-        for position, t in zip(positions, BackwardHookFunction.apply(on_backward, *tensors)):
+        passed = BackwardHookFunction.apply(on_backward, zeros_for_missing, *tensors)
+        for position, t in zip(positions, passed):
             wrapped[position] = t
         rebuilt = tuple(wrapped) if type(values) is tuple else type(values)(*wrapped)
         return rebuilt, positions

@@ -480,8 +480,9 @@ class Module:
                                     ) -> RemovableHandle:
         """Run ``hook(module, grad_input, grad_output)`` when the gradients with respect to
         this module's inputs are computed: ``grad_input`` has one entry per positional
-        argument (None for one that is not a tensor or requires no gradient; keyword
-        arguments are not seen), ``grad_output`` one per output; a tuple the hook returns
+        argument (None for one that is not a tensor, zeros for a tensor that needs no
+        gradient, as PyTorch's; keyword arguments are not seen), ``grad_output`` one per
+        output (None where no gradient arrived); a tuple the hook returns
         replaces ``grad_input`` on its way to the inputs (this module's own parameters'
         gradients are not changed). When no argument requires a gradient (the first layer),
         the hook runs when the gradients of the outputs are known, with ``grad_input`` all
