@@ -423,7 +423,10 @@ def grad_fn_of(t: Tensor) -> GradFn | None:
     elif is_autograd_input(t):
         return None
     else:
-        key, name, inputs = t._build, None, t._parents
+        key, name = t._build, None
+        inputs = t._parents
+        if t._op_folds_parents:
+            inputs = tuple(p for parent in inputs for p in parent._parents)
     cached = t._grad_fn_view
     if cached is not None and cached[0] is key:  # not since rebound by an in-place operation
         return cached[1]

@@ -94,9 +94,12 @@ class Tensor:
     _grad_fn = None
     _output_nr = 0
     _hooks: Sequence = ()  # register_hook's functions (an instance list once one is added)
-    # The operation that computed this tensor, as its maker named it (None: see grad_fn),
-    # and grad_fn's view of it, made when first asked for (gingham.frontend.autograd).
+    # The operation that computed this tensor, as its maker named it (None: see grad_fn);
+    # whether its parents are steps of the same PyTorch operation (mean: a sum, divided), so
+    # that grad_fn shows one node reading their parents; and grad_fn's view of it, made when
+    # first asked for (gingham.frontend.autograd).
     _op: str | None = None
+    _op_folds_parents = False
     _grad_fn_view = None
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, device: str, *,
@@ -784,7 +787,7 @@ class Tensor:
         total = _reduce(x if dt.is_float(x.dtype) else x.astype(np.float32), "+", dims, keep,
                         "mean")
         mean = total / float(count)
-        mean._op = "mean"  # one operation to grad_fn (MeanBackward0), as to PyTorch
+        mean._op, mean._op_folds_parents = "mean", True  # one node to grad_fn, as to PyTorch
         return mean
 
     def prod(self, dim: int | None = None, keepdim: bool = False, *, dtype=None,
