@@ -158,9 +158,10 @@ def has_hooks(module: Any) -> bool:
     """Whether a call of ``module`` has any hook to run, forward or backward (the fast
     path's test)."""
     state = vars(module)
-    return bool(has_forward_hooks(module) or state.get("_backward_pre_hooks")
-                or state.get("_backward_hooks") or _global_backward_pre_hooks
-                or _global_backward_hooks)
+    return bool(state.get("_forward_pre_hooks") or state.get("_forward_hooks")
+                or state.get("_backward_pre_hooks") or state.get("_backward_hooks")
+                or _global_forward_pre_hooks or _global_forward_hooks
+                or _global_backward_pre_hooks or _global_backward_hooks)
 
 
 def hook_ids(module: Any) -> tuple[int, ...]:

@@ -293,6 +293,7 @@ def test_grad_fn_walks_as_torchs(device):
         c = leaf(lib, arrays[3], device, requires_grad=False)
         loss = _graph(lib, x, w, b, c)
         assert loss.grad_fn is loss.grad_fn
+        assert isinstance(loss.grad_fn, lib.autograd.graph.Node)
         nodes, leaves = walk(loss.grad_fn)
         assert [id(t) for t in leaves] == [id(w), id(b), id(x)]
         with lib.no_grad():

@@ -38,8 +38,10 @@ def assert_same(ours: dict, theirs: dict) -> None:
                                    **TOLERANCE)
 
 
-def register_global(lib, hook):
+def register_global(lib, hook, pre: bool = False):
     module = torch_module if lib is torch else gingham_module.module
+    if pre:
+        return module.register_module_full_backward_pre_hook(hook)
     return module.register_module_full_backward_hook(hook)
 
 
@@ -183,6 +185,8 @@ def rules(lib, net, x, shift) -> tuple[list, dict]:
     second = net.second
     handles = [
         register_global(lib, lambda m, gi, go: log.append(("global", type(m).__name__))),
+        register_global(lib, lambda m, go: log.append(("global pre", type(m).__name__)),
+                        pre=True),
         second.register_full_backward_hook(
             lambda m, gi, go: log.append(("hook", shapes(gi), shapes(go)))),
         second.register_full_backward_hook(lambda m, gi, go: log.append("prepended"),
