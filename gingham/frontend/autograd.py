@@ -365,6 +365,14 @@ class GradFn:
         """A dict kept with the node for the user's own notes, as PyTorch's."""
         return self._metadata
 
+    def register_hook(self, fn: Callable) -> None:
+        raise NotImplementedError(
+            "hooks on grad_fn nodes are not supported: gingham's nodes are views of the graph "
+            "(Tile's autodiff computes the gradients); use Tensor.register_hook on the "
+            "tensor, or a module's register_full_backward_hook")
+
+    register_prehook = register_hook
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} object at {id(self):#x}>"
 
