@@ -6,6 +6,7 @@
     gingham.autograd.backward([loss_a, loss_b])                 # into .grad, as loss.backward()
 
     class Clip(gingham.autograd.Function): ...                  # a hand-written backward
+    loss.grad_fn.next_functions                                 # the graph, as torch's
 
 Gradients are lazy tensors taken from the Tile autodiff of the graph (see
 :mod:`gingham.frontend.autograd`), so they join the graph: a training step is still one
@@ -25,7 +26,7 @@ from ..frontend.grad_mode import (
     set_grad_enabled,
 )
 from ..frontend.tensor import Tensor, zeros
-from . import functional
+from . import functional, graph
 from .function import Function, FunctionCtx
 
 Tensors = Union[Tensor, Sequence[Tensor]]
@@ -117,6 +118,6 @@ def backward(tensors: Tensors, grad_tensors=None, retain_graph: bool | None = No
 
 __all__ = [
     "AutogradError", "Function", "FunctionCtx", "backward", "enable_grad", "functional", "grad",
-    "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "no_grad",
+    "graph", "inference_mode", "is_grad_enabled", "is_inference_mode_enabled", "no_grad",
     "set_grad_enabled",
 ]

@@ -15,6 +15,7 @@ contribution; nodes that cannot reach a wanted tensor are not run.
 
 from __future__ import annotations
 
+import weakref
 from typing import Callable, Sequence
 
 from ..errors import AutogradError, GinghamError
@@ -40,6 +41,7 @@ class Node:
         self.backward = backward
         # Tensor.register_hook on an output: the hooks per output position
         self.output_hooks: dict[int, list[Callable]] = {}
+        self.grad_fn_view: GradFn | None = None  # its outputs' grad_fn, made when asked for
 
     def __repr__(self) -> str:
         return f"<{self.name}Backward>"
@@ -311,3 +313,146 @@ def check_cotangent(root: Tensor, cotangent, position: int, what: str) -> Tensor
 
 
 __all__ = ["Node", "accumulate_gradients", "backward_pass", "check_cotangent"]
+
+
+# -- grad_fn: the graph as PyTorch shows it ---------------------------------------------------------
+
+
+class GradFn:
+    """What :attr:`Tensor.grad_fn` returns: a read-only view of the operation that computed a
+    tensor, as PyTorch's ``torch.autograd.graph.Node``. ``name()`` is PyTorch's name where
+    gingham knows it (``AddBackward0``, ``MmBackward0``, ``SumBackward0``) and otherwise the
+    gingham operation's (``ConvBackward0``); ``next_functions`` has one ``(node, index)`` per
+    tensor the operation read: that tensor's own ``grad_fn`` (``index``: which output of a
+    custom Function it is), an :class:`AccumulateGrad` for a leaf requiring gradients, or
+    ``(None, 0)`` for a tensor that needs none.
+
+    gingham differentiates whole graphs with Tile's autodiff, so a node computes nothing: it
+    is there to be tested (``t.grad_fn is None``), printed and walked (counting operations,
+    finding leaves, drawing the graph). Every name is a class of its own, as in PyTorch
+    (``type(fn).__name__ == fn.name()``), since graph printers such as torchviz print the
+    type's name. A tensor's node is made once and kept, so walks can compare nodes by
+    identity.
+
+        fn = loss.grad_fn                          # <MeanBackward0 object at 0x...>
+        stack, leaves = [fn], []
+        while stack:                               # the leaves the loss depends on
+            for node, _ in stack.pop().next_functions:
+                if isinstance(node, AccumulateGrad):
+                    leaves.append(node.variable)
+                elif node is not None:
+                    stack.append(node)
+    """
+
+    def __init__(self, inputs: Sequence = ()) -> None:
+        # The tensors read, held as PyTorch's nodes hold their edges; their nodes are made
+        # only when next_functions is read, so a deep graph is walked one level at a time.
+        self._inputs = tuple(t for t in inputs if isinstance(t, Tensor))
+        self._next: tuple | None = None
+        self._metadata: dict = {}
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    @property
+    def next_functions(self) -> tuple:
+        if self._next is None:
+            self._next = tuple(_edge(t) for t in self._inputs)
+        return self._next
+
+    @property
+    def metadata(self) -> dict:
+        """A dict kept with the node for the user's own notes, as PyTorch's."""
+        return self._metadata
+
+    def register_hook(self, fn: Callable) -> None:
+        raise NotImplementedError(
+            "hooks on grad_fn nodes are not supported: gingham's nodes are views of the graph "
+            "(Tile's autodiff computes the gradients); use Tensor.register_hook on the "
+            "tensor, or a module's register_full_backward_hook")
+
+    register_prehook = register_hook
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} object at {id(self):#x}>"
+
+
+class AccumulateGrad(GradFn):
+    """Where a path of the graph ends: the leaf :attr:`variable` whose ``.grad`` a backward
+    pass fills (one node per leaf while any graph holds it, as PyTorch's)."""
+
+    def __init__(self, variable: Tensor) -> None:
+        super().__init__()
+        self.variable = variable
+
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"  # PyTorch's, which ported code compares with
+
+
+# gingham's names of operations that PyTorch names otherwise (the rest are capitalised:
+# relu -> ReluBackward0, log_softmax -> LogSoftmaxBackward0).
+_TORCH_NAMES = {
+    "add": "Add", "subtract": "Sub", "multiply": "Mul", "divide": "Div", "negative": "Neg",
+    "square": "Pow", "astype": "ToCopy", "reshape": "View", "view": "View",
+    "permute_dims": "Permute", "mm": "Mm", "bmm": "Bmm",
+}
+_node_classes: dict[str, type] = {}
+
+
+def _node_class(name: str) -> type:
+    found = _node_classes.get(name)
+    if found is None:
+        found = _node_classes[name] = type(name, (GradFn,), {"__doc__": GradFn.__doc__})
+    return found
+
+
+def _op_name(t: Tensor) -> str:
+    """PyTorch's name of the node of ``t``'s operation, or one made from gingham's."""
+    op = t._op
+    if op is None:  # the maker did not name it: the function that made its build
+        qualified = getattr(t._build, "__qualname__", "") or "op"
+        op = qualified.split(".<locals>")[0].rsplit(".", 1)[-1]
+    stem = _TORCH_NAMES.get(op) or "".join(w[:1].upper() + w[1:] for w in op.split("_"))
+    return f"{stem}Backward0"
+
+
+def grad_fn_of(t: Tensor) -> GradFn | None:
+    """``t.grad_fn``: None for a leaf and for a tensor that requires no gradient."""
+    if not t.requires_grad:
+        return None
+    node = t._grad_fn
+    if node is not None:  # an output of a custom Function: its outputs share one node
+        view = node.grad_fn_view
+        if view is None:
+            view = node.grad_fn_view = _node_class(f"{node.name}Backward")(node.inputs)
+        return view
+    if t._moved_from is not None:  # a copy from another device (Tensor.to)
+        key, name, inputs = t._moved_from, "ToCopyBackward0", (t._moved_from,)
+    elif is_autograd_input(t):
+        return None
+    else:
+        key, name = t._build, None
+        inputs = t._parents
+        if t._op_folds_parents:
+            inputs = tuple(p for parent in inputs for p in parent._parents)
+    cached = t._grad_fn_view
+    if cached is not None and cached[0] is key:  # not since rebound by an in-place operation
+        return cached[1]
+    view = _node_class(name or _op_name(t))(inputs)
+    t._grad_fn_view = (key, view)
+    return view
+
+
+def _edge(t: Tensor) -> tuple[GradFn | None, int]:
+    """The ``next_functions`` entry of an operation that read ``t``."""
+    if not t.requires_grad:
+        return None, 0
+    view = grad_fn_of(t)
+    if view is not None:
+        return view, t._output_nr
+    accumulator = t.__dict__.get("_accumulator")
+    found = accumulator() if accumulator is not None else None
+    if found is None:
+        found = AccumulateGrad(t)
+        t._accumulator = weakref.ref(found)  # weak: the node holds the leaf
+    return found, 0

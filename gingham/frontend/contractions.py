@@ -64,7 +64,9 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
                            * nb_[batched_operand_index(b2.shape, batch, bi, kk, j)],
                            out=list(bi) + [i, j], shape=list(batch) + [m, n])
 
-    result = a2._derive(batch + (m, n), dtype, [a2, b2], build)
+    # grad_fn's names: PyTorch's for products of matrices and of stacks of them
+    op = {(2, 2): "mm", (3, 3): "bmm"}.get((a.ndim, b.ndim), "matmul")
+    result = a2._derive(batch + (m, n), dtype, [a2, b2], build, op)
     if a.ndim == 1:
         result = result.reshape(batch + (n,))
     if b.ndim == 1:

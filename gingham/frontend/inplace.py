@@ -168,7 +168,8 @@ def take_value(target: Tensor, source: Tensor) -> None:
     """Make the tensor object ``target`` hold ``source``'s value (its graph node or buffer),
     one version newer, as a child of its new parents."""
     for name in ("_buffer", "_parents", "_build", "requires_grad", "_parent_versions",
-                 "_moved_from", "_detached", "_grad_fn", "_output_nr"):
+                 "_moved_from", "_detached", "_grad_fn", "_output_nr", "_op",
+                 "_op_folds_parents"):
         setattr(target, name, getattr(source, name))
     target._version += 1
     for parent in target._parents:

@@ -73,7 +73,8 @@ def reshape(x: Tensor, shape, op: str = "reshape") -> Tensor:
         raise ShapeError(f"{op}: cannot reshape {x.shape} ({x.size} elements) to {shape}")
     if shape == x.shape:
         return x
-    return x._derive(shape, x.dtype, [x], lambda nodes: builder.reshape(nodes[0], *shape))
+    return x._derive(shape, x.dtype, [x], lambda nodes: builder.reshape(nodes[0], *shape),
+                     op)
 
 
 def permute_dims(x: Tensor, axes: Sequence[int], op: str = "permute_dims") -> Tensor:
@@ -90,7 +91,7 @@ def permute_dims(x: Tensor, axes: Sequence[int], op: str = "permute_dims") -> Te
     idx = builder.indices(" ".join(f"i{a}" for a in range(x.ndim)))
     shape = tuple(x.shape[a] for a in axes)
     return x._derive(shape, x.dtype, [x], lambda nodes: builder.assign(
-        nodes[0][tuple(idx)], out=[idx[a] for a in axes], shape=list(shape)))
+        nodes[0][tuple(idx)], out=[idx[a] for a in axes], shape=list(shape)), op)
 
 
 def _getitem(x: Tensor, key) -> Tensor:

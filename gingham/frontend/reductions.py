@@ -47,7 +47,7 @@ def _reduce(x: Tensor, agg: str, axis, keepdims: bool, op: str = "reduce") -> Te
         (node,) = nodes
         return make(node[tuple(idx)] if idx else node[()], out=out_index, shape=out_shape)
 
-    return x._derive(tuple(out_shape), dtype, [x], build)
+    return x._derive(tuple(out_shape), dtype, [x], build, op)
 
 
 def _cumulative(x: Tensor, agg: str, dim: int, dtype, op: str) -> Tensor:

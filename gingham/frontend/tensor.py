@@ -94,6 +94,13 @@ class Tensor:
     _grad_fn = None
     _output_nr = 0
     _hooks: Sequence = ()  # register_hook's functions (an instance list once one is added)
+    # The operation that computed this tensor, as its maker named it (None: see grad_fn);
+    # whether its parents are steps of the same PyTorch operation (mean: a sum, divided), so
+    # that grad_fn shows one node reading their parents; and grad_fn's view of it, made when
+    # first asked for (gingham.frontend.autograd).
+    _op: str | None = None
+    _op_folds_parents = False
+    _grad_fn_view = None
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, device: str, *,
                  buffer=None, parents: Sequence["Tensor"] = (),
@@ -323,7 +330,9 @@ class Tensor:
         return copied
 
     # -- building operations ------------------------------------------------------------------------
-    def _derive(self, shape, dtype, parents, build) -> "Tensor":
+    def _derive(self, shape, dtype, parents, build, op: str | None = None) -> "Tensor":
+        """A tensor computed by ``build`` from ``parents``; ``op`` names the operation for
+        :attr:`grad_fn` (without it, the function that made ``build`` names it)."""
         requires = _grad_mode.enabled and any(p.requires_grad for p in parents)
         device = parents[0].device
         for parent in parents[1:]:
@@ -332,7 +341,11 @@ class Tensor:
                     f"operands are on different devices ({device} and {parent.device}); "
                     "move one with .to(device)"
                 )
-        return Tensor(shape, dtype, device, parents=parents, build=build, requires_grad=requires)
+        derived = Tensor(shape, dtype, device, parents=parents, build=build,
+                         requires_grad=requires)
+        if op is not None:
+            derived._op = op
+        return derived
 
     def _scalar_or_tensor(self, other) -> "Tensor | Scalar":
         if isinstance(other, Tensor):
@@ -363,7 +376,7 @@ class Tensor:
                 values[position] = node
             return op(*values)
 
-        return self._derive(shape, dtype, tensors, build)
+        return self._derive(shape, dtype, tensors, build, name)
 
     # arithmetic ---------------------------------------------------------------------------------
     def __add__(self, o): return self._elementwise(lambda a, b: a + b, [o], "add")
@@ -773,7 +786,9 @@ class Tensor:
         count = math.prod(x.shape[a] for a in _axes("mean", x.shape, dims)) or 1
         total = _reduce(x if dt.is_float(x.dtype) else x.astype(np.float32), "+", dims, keep,
                         "mean")
-        return total / float(count)
+        mean = total / float(count)
+        mean._op, mean._op_folds_parents = "mean", True  # one node to grad_fn, as to PyTorch
+        return mean
 
     def prod(self, dim: int | None = None, keepdim: bool = False, *, dtype=None,
              axis=None, keepdims=None) -> "Tensor":
@@ -1130,6 +1145,22 @@ class Tensor:
             inputs = [inputs]
         accumulate_gradients([self], [gradient], create_graph,
                              None if inputs is None else list(inputs), "backward()")
+
+    @property
+    def grad_fn(self):
+        """The node of the operation that computed this tensor, as PyTorch's: None for a leaf
+        and for a tensor that requires no gradient; otherwise a
+        :class:`~gingham.frontend.autograd.GradFn` with ``name()`` and ``next_functions``,
+        to test, print and walk (gingham computes gradients from the whole graph with Tile's
+        autodiff; the node computes nothing itself).
+
+            y = (x @ w).relu().sum()
+            y.grad_fn                                    # <SumBackward0 object at 0x...>
+            y.grad_fn.next_functions[0][0].name()        # 'ReluBackward0'
+        """
+        from .autograd import grad_fn_of
+
+        return grad_fn_of(self)
 
     def register_hook(self, hook: Callable[["Tensor"], "Tensor | None"]) -> "RemovableHandle":
         """Call ``hook(grad)`` whenever a backward pass has this tensor's whole gradient; a

@@ -10,8 +10,9 @@
   (:class:`Sequential`, :class:`ModuleList`, :class:`ModuleDict`) with PyTorch's
   ``named_parameters``/``state_dict``/``load_state_dict``, and reference models
   (:mod:`gingham.nn.models`);
-* :mod:`gingham.nn.hooks`, the handles of :class:`Module`'s forward hooks and the global
-  hooks of every module (``torch.nn.modules.module.register_module_forward_hook``);
+* :mod:`gingham.nn.hooks`, the handles of :class:`Module`'s forward and backward hooks and
+  the global hooks of every module (``torch.nn.modules.module.register_module_forward_hook``,
+  ``register_module_full_backward_hook``; also reachable as ``gingham.nn.modules.module``);
 * :mod:`gingham.nn.init`, ``torch.nn.init``'s in-place initialisers;
 * :mod:`gingham.nn.utils`, ``torch.nn.utils``: gradient clipping (eager and compiled),
   parameters as one vector, ``rnn.pad_sequence``, the ``weight_norm`` and ``spectral_norm``

@@ -28,7 +28,8 @@ work too, and say what an attribute is where the rules below would guess otherwi
 
 Calling a module runs its forward hooks around ``forward`` as PyTorch's
 (``register_forward_pre_hook``, ``register_forward_hook``, the global ones of
-:mod:`gingham.nn.hooks`); without hooks, a call is just ``forward``.
+:mod:`gingham.nn.hooks`) and sets up its backward hooks (``register_full_backward_hook``,
+``register_full_backward_pre_hook``); without hooks, a call is just ``forward``.
 
 Parameters are leaf tensors; buffers are leaf tensors updated by ``assign`` — inside
 ``gingham.jit`` those updates become outputs of the compiled step. Loading a state dict assigns
@@ -59,8 +60,8 @@ from ..frontend.tensor import (Tensor, assign_all, cat, move_all, no_grad, place
                                refuse_while_tracing, tensor, zeros)
 from ..tile import dtypes as dt
 from . import functional as F
-from .hooks import (RemovableHandle, add_hook, call_with_hooks, forward_hook_ids,
-                    has_forward_hooks)
+from . import hooks as _hooks
+from .hooks import RemovableHandle, add_hook, call_with_hooks, has_hooks, hook_ids
 
 
 def _join(prefix: str, name: str) -> str:
@@ -157,7 +158,7 @@ class Module:
 
     def __call__(self, *args, **kwargs):
         # gingham.jit traces modules many times: without hooks, a call is just forward.
-        if has_forward_hooks(self):
+        if has_hooks(self):
             return call_with_hooks(self, args, kwargs)
         return self.forward(*args, **kwargs)
 
@@ -416,12 +417,12 @@ class Module:
     # -- hooks -----------------------------------------------------------------------------------
     def _jit_watched(self) -> Mapping[str, Any]:
         """What a compiled step depends on (see :func:`gingham.jit`): the public attributes,
-        and which forward hooks run (their tables are private, but adding or removing a hook
-        changes what a traced call computes, so it must trace again)."""
+        and which hooks run (their tables are private, but adding or removing a hook changes
+        what a traced call computes, so it must trace again)."""
         state = vars(self)
-        if not has_forward_hooks(self):
+        if not has_hooks(self):
             return state
-        return {**state, "forward hooks": forward_hook_ids(self)}
+        return {**state, "hooks": hook_ids(self)}
 
     def _hook_table(self, name: str) -> OrderedDict:
         """The hook table ``name`` of this module, made on first use (modules need no
@@ -459,6 +460,49 @@ class Module:
                         flags=((self._hook_table("_forward_hooks_with_kwargs"), with_kwargs),
                                (self._hook_table("_forward_hooks_always_called"),
                                 always_call)))
+
+    def register_full_backward_pre_hook(self, hook: Callable, prepend: bool = False
+                                        ) -> RemovableHandle:
+        """Run ``hook(module, grad_output)`` when the gradients with respect to this module's
+        outputs are known, before they flow into it: ``grad_output`` has one entry per output
+        (None for one that is not a tensor, or that no gradient reached), and a tuple the hook
+        returns replaces it. ``prepend`` puts it before this module's other backward
+        pre-hooks (the global ones still run first). As PyTorch's; see
+        :meth:`register_full_backward_hook` for how the hooks run (inside ``gingham.jit``,
+        once, at tracing).
+
+            layer.register_full_backward_pre_hook(
+                lambda m, grad_output: tuple(g.clamp(-1, 1) for g in grad_output))
+        """
+        return add_hook(self._hook_table("_backward_pre_hooks"), hook, prepend=prepend)
+
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False
+                                    ) -> RemovableHandle:
+        """Run ``hook(module, grad_input, grad_output)`` when the gradients with respect to
+        this module's inputs are computed: ``grad_input`` has one entry per positional
+        argument (None for one that is not a tensor, zeros for a tensor that needs no
+        gradient, as PyTorch's; keyword arguments are not seen), ``grad_output`` one per
+        output (None where no gradient arrived); a tuple the hook returns
+        replaces ``grad_input`` on its way to the inputs (this module's own parameters'
+        gradients are not changed). When no argument requires a gradient (the first layer),
+        the hook runs when the gradients of the outputs are known, with ``grad_input`` all
+        None, and may only return None (PyTorch warns there; so does gingham); when no output
+        requires one, it never runs. As PyTorch's: the call passes its arguments and outputs
+        through an identity node (``BackwardHookFunctionBackward``) that collects the
+        gradients. Global hooks (:func:`gingham.nn.hooks.register_module_full_backward_hook`)
+        run first; ``prepend`` puts this one before the module's others.
+
+        Gradients are lazy tensors and the hooks run while the backward pass builds them, so
+        inside ``gingham.jit`` a hook runs once, when the step is traced: a gradient it
+        returns is part of the compiled step (replayed every call), while what it stores is a
+        value of the trace only; to read a gradient at every step, return it from the step.
+
+            grads = {}
+            model.layer4.register_full_backward_hook(
+                lambda m, grad_input, grad_output: grads.update(layer4=grad_output[0]))
+            model(x).sum().backward()          # grads["layer4"]: d(sum)/d(layer4's output)
+        """
+        return add_hook(self._hook_table("_backward_hooks"), hook, prepend=prepend)
 
     def register_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
         """Run ``hook(module, prefix, keep_vars)`` before :meth:`state_dict` reads this
@@ -3344,6 +3388,10 @@ class AdaptiveLogSoftmaxWithLoss(Module):
         loss = (-output).mean()
         return _ASMoutput(output if batched else output.reshape(()), loss)
 
+
+# torch.nn.modules.module's spelling of the hooks every module runs:
+# gingham.nn.modules.module.register_module_full_backward_hook(...)
+module = _hooks
 
 __all__ = ["Module", "Parameter", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
            "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",

@@ -240,3 +240,72 @@ def test_errors(device):
     loss.backward()
     loss.backward()
     np.testing.assert_allclose(x.grad.numpy(), 4 * x.numpy(), rtol=1e-6)
+
+
+# -- grad_fn ---------------------------------------------------------------------------------------
+
+
+def _two_outputs(lib):
+    """A custom Function with two outputs (so next_functions' indices show)."""
+    class Two(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, y):
+            return y * 2, y * 3
+
+        @staticmethod
+        def backward(ctx, first, second):
+            return first * 2 + second * 3
+
+    return Two
+
+
+def _graph(lib, x, w, b, c):
+    h = ((x @ w).exp() * c - b).relu()  # c needs no gradient: a (None, 0) edge
+    first, second = _two_outputs(lib).apply(h.permute(1, 0))
+    return (first ** 2).mean() + h.reshape(-1).sum() / w.sum() + second.sum()
+
+
+def walk(fn) -> tuple[list, list]:
+    """Every node reachable from ``fn``, once each (by identity, as torchviz does), breadth
+    first: each with its name and its edges' names and indices; and the leaves found."""
+    order, seen, queue = [fn], {id(fn)}, [fn]
+    while queue:
+        for child, _ in queue.pop(0).next_functions:
+            if child is not None and id(child) not in seen:
+                seen.add(id(child))
+                order.append(child)
+                queue.append(child)
+    nodes = [(type(n).__name__, n.name(),
+              [(None if child is None else child.name(), index)
+               for child, index in n.next_functions]) for n in order]
+    return nodes, [n.variable for n in order if hasattr(n, "variable")]
+
+
+def test_grad_fn_walks_as_torchs(device):
+    """The graph a walk from ``loss.grad_fn`` finds (names, edges with their output indices,
+    one AccumulateGrad per leaf holding it) against torch's; None for leaves, for values that
+    need no gradient and for detached ones; a node per in-place rebinding; and the graph's
+    values and gradients, which walking it leaves as they are."""
+    arrays = [rand(3, 4, seed=11), rand(4, 5, seed=12), rand(5, seed=13), rand(5, seed=14)]
+    results = {}
+    for lib in (torch, gingham):
+        x, w, b = (leaf(lib, a, device) for a in arrays[:3])
+        c = leaf(lib, arrays[3], device, requires_grad=False)
+        loss = _graph(lib, x, w, b, c)
+        assert loss.grad_fn is loss.grad_fn
+        assert isinstance(loss.grad_fn, lib.autograd.graph.Node)
+        nodes, leaves = walk(loss.grad_fn)
+        assert [id(t) for t in leaves] == [id(w), id(b), id(x)]
+        with lib.no_grad():
+            quiet = x * 2
+        h = b * c
+        h.relu_()
+        assert [t.grad_fn for t in (x, c, c * 2, quiet, h.detach())] == [None] * 5
+        results[lib] = (nodes, walk(h.grad_fn)[0], lib.autograd.grad(loss, [x, w, b]), loss)
+    (their_nodes, their_h, their_grads, their_loss), (nodes, h, grads, loss) = (
+        results[torch], results[gingham])
+    assert nodes == their_nodes
+    assert ("MulBackward0", "MulBackward0", [("ExpBackward0", 0), (None, 0)]) in nodes
+    assert ("SumBackward0", "SumBackward0", [("TwoBackward", 1)]) in nodes
+    assert h == their_h  # ReluBackward0, then the MulBackward0 of the value it replaced
+    check([loss, *grads], [their_loss, *their_grads])

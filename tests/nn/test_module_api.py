@@ -42,17 +42,16 @@ SKIPPED: dict[str, list[str]] = {
     "(meta) tensors to materialise, no legacy tensor types (use to(dtype))": [
         "share_memory", "to_empty", "type"],
     "torch.compile of a module: gingham.jit compiles whole steps (functions)": ["compile"],
+    "the deprecated non-full backward hook (PyTorch warns that its grad_input is wrong for "
+    "most modules): register_full_backward_hook is the hook to port to": [
+        "register_backward_hook"],
     "torch's class machinery: a TypeVar for annotations, the switch that makes torch's "
     "__init__ call super().__init__() (gingham modules need no __init__), a legacy "
     "serialisation flag": ["T_destination", "call_super_init", "dump_patches"],
 }
 
 #: Not implemented yet though expressible: the gaps, each with what it needs.
-NOT_YET: dict[str, list[str]] = {
-    "backward hooks: they need a hook node in gingham's autograd graph (gingham.frontend)": [
-        "register_backward_hook", "register_full_backward_hook",
-        "register_full_backward_pre_hook"],
-}
+NOT_YET: dict[str, list[str]] = {}
 
 #: Present with another signature, and why.
 OTHER_SIGNATURE = {
