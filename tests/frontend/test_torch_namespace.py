@@ -75,7 +75,8 @@ SKIPPED: dict[str, list[str]] = {
         "parse_schema", "parse_type_comment", "merge_type_from_type_comment", "unify_type_list",
         "sym_.*", "segment_reduce"],
     "autograd graph internals and hooks; legacy constructors": [
-        "grad_fn", "grad_dtype", "register_post_accumulate_grad_hook", "output_nr", "volatile", "reinforce", "as_subclass",
+        "grad_dtype", "register_post_accumulate_grad_hook", "output_nr", "volatile", "reinforce",
+        "as_subclass",
         "new", "type", "index"],
     "ATen-level spellings of nn ops (positional cudnn/train flags, int reductions): "
     "gingham.nn.functional has them with the public signature": [
