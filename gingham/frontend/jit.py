@@ -42,6 +42,7 @@ from ..config import debug_print
 from ..errors import DeviceError, GinghamError
 from ..tune import background as tune_background
 from .amp import trace_key
+from .graph import keep_readers_on_old_value
 from .tensor import Tensor, _bound_graph, is_graph_input, moves_count
 
 
@@ -177,6 +178,7 @@ class _Compiled:
         outputs = [Tensor(shape, dtype, device_id, buffer=buffer)
                    for (shape, dtype), buffer in zip(self._output_types, results)]
         for target, buffer in zip(self.assigned, results[self.n_outputs:]):
+            keep_readers_on_old_value(target)
             target._buffer = buffer
             target._version += 1
             target._backward_roots = []

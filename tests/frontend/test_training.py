@@ -107,6 +107,39 @@ def test_jit_retraces_when_captured_state_changes(device):
     assert predict.traces == 4
 
 
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_values_computed_before_a_step_keep_them(device, traced):
+    """A model's output computed before ``optimizer.step()`` and read after it (an accuracy,
+    a sample) and the gradient taken before it hold their values then, as in PyTorch, after
+    an eager step and after a replayed ``gingham.jit`` step (they used to be refused)."""
+    w = gingham.tensor(W0, device=device, requires_grad=True)
+    opt = optim.SGD([w], lr=0.1, momentum=0.9)
+    step = _training_step(w, opt)
+    tw = torch.tensor(W0, requires_grad=True)
+    topt = torch.optim.SGD([tw], lr=0.1, momentum=0.9)
+    x = gingham.tensor(X, device=device)
+    for _ in range(3):
+        output = x @ w
+        if traced:
+            step(X, Y)
+        else:
+            loss = ((output - gingham.tensor(Y, device=device)) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            grad = w.grad
+            opt.step()
+        torch_output = torch.tensor(X) @ tw
+        topt.zero_grad()
+        ((torch_output - torch.tensor(Y)) ** 2).mean().backward()
+        topt.step()
+        np.testing.assert_allclose(output.numpy(), torch_output.detach().numpy(), rtol=1e-5,
+                                   atol=1e-6)
+        if not traced:
+            np.testing.assert_allclose(grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_jit_uploads_numpy_arguments_to_the_device_asked_for(device):
     """``jit(fn, device=...)``: a function of NumPy arrays alone, capturing no tensor, runs
     on that device (by default it would run on the default device)."""
