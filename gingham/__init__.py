@@ -97,6 +97,7 @@ from .frontend.tensor import (  # noqa: E402  (PyTorch's creation, promotion and
     tril_indices, triu_indices, vander, var_mean, zeros_like,
 )
 from .frontend.tensor import cat as concatenate, vstack as row_stack  # noqa: E402
+from .frontend.namespace import finfo, iinfo  # noqa: E402  (torch.finfo, torch.iinfo)
 # nn.functional ops that torch also has at the top level with the same signature (torch.conv2d)
 from .nn.functional import (  # noqa: E402
     adaptive_avg_pool1d, avg_pool1d, bilinear, celu, channel_shuffle,

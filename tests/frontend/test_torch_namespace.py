@@ -480,3 +480,26 @@ def test_errors_of_index_reduce_put_histogram_frexp_renorm_gradient():
         gingham.gradient(x, spacing=[1.0, index.float()])
     with pytest.raises(ValueError, match="more than once"):
         gingham.gradient(x, dim=[0, -2])
+
+
+def test_finfo_and_iinfo_match_torch():
+    """``finfo`` and ``iinfo`` give torch's fields as Python numbers (so that
+    ``(1.0 - mask) * gingham.finfo(x.dtype).min`` builds Hugging Face's additive attention
+    mask from either side), and torch's TypeErrors for the other kinds of dtype."""
+    for name in ("float16", "bfloat16", "float32", "float64", None):
+        ours = gingham.finfo(getattr(gingham, name)) if name else gingham.finfo()
+        theirs = torch.finfo(getattr(torch, name)) if name else torch.finfo()
+        for field in ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution"):
+            assert getattr(ours, field) == getattr(theirs, field), (name, field)
+            assert type(getattr(ours, field)) is type(getattr(theirs, field)), (name, field)
+        assert ours.dtype == str(theirs.dtype)
+    for name in ("int8", "uint8", "int16", "int32", "int64"):
+        ours, theirs = gingham.iinfo(getattr(gingham, name)), torch.iinfo(getattr(torch, name))
+        assert (ours.bits, ours.max, ours.min, ours.dtype) == (theirs.bits, theirs.max,
+                                                               theirs.min, theirs.dtype)
+    for call, message in ((lambda lib: lib.finfo(lib.int32), "requires a floating point"),
+                          (lambda lib: lib.iinfo(lib.float32), "requires an integer"),
+                          (lambda lib: lib.iinfo(lib.bool), "bool is not supported")):
+        for lib in (torch, gingham):
+            with pytest.raises(TypeError, match=message):
+                call(lib)
