@@ -178,7 +178,7 @@ __all__ = [
     "diag_embed", "empty", "empty_like", "eye", "from_numpy", "full_like", "get_default_dtype",
     "is_grad_enabled", "is_tensor", "ones_like", "promote_types", "result_type",
     "scalar_tensor", "std_mean", "trapezoid", "trapz", "tril_indices", "triu_indices", "vander",
-    "var_mean", "zeros_like", "concatenate", "row_stack", "fill", "rsub",
+    "var_mean", "zeros_like", "concatenate", "row_stack", "fill", "rsub", "finfo", "iinfo",
     "adaptive_avg_pool1d", "avg_pool1d", "bilinear", "celu",
     "channel_shuffle", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d", "cosine_similarity", "manual_seed", "max_pool1d", "max_pool2d",
