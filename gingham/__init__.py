@@ -83,7 +83,7 @@ from .frontend.indexing import (  # noqa: E402
     unravel_index,
 )
 from .frontend.numerics import frexp, gradient  # noqa: E402  (beside ldexp, diff)
-from .nn.functional import multinomial  # noqa: E402
+from .nn.functional import Generator, multinomial  # noqa: E402
 # torch.<method>(input, ...) for the Tensor methods of gingham.frontend.tensor.METHOD_FUNCTIONS
 # (torch.sum, torch.max, torch.abs, ...: names a module-level def there would clash with builtins)
 from .frontend.tensor import METHOD_FUNCTIONS as _METHOD_FUNCTIONS  # noqa: E402
@@ -179,6 +179,7 @@ __all__ = [
     "is_grad_enabled", "is_tensor", "ones_like", "promote_types", "result_type",
     "scalar_tensor", "std_mean", "trapezoid", "trapz", "tril_indices", "triu_indices", "vander",
     "var_mean", "zeros_like", "concatenate", "row_stack", "fill", "rsub", "finfo", "iinfo",
+    "Generator",
     "adaptive_avg_pool1d", "avg_pool1d", "bilinear", "celu",
     "channel_shuffle", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d", "cosine_similarity", "manual_seed", "max_pool1d", "max_pool2d",

@@ -1342,9 +1342,16 @@ class Generator:
 
         saved = g.get_state()                   # array([seed, draws], dtype=uint32)
         g.set_state(saved)                      # the same numbers again
+
+    It is ``gingham.Generator`` too, so torch's spelling works:
+    ``gingham.multinomial(probs, 1, generator=gingham.Generator("cuda").manual_seed(0))``.
     """
 
-    def __init__(self, seed: int = 0, device: str | None = None) -> None:
+    def __init__(self, seed: int | str = 0, device: str | None = None) -> None:
+        if isinstance(seed, str) and device is None:
+            # torch.Generator("cuda"): torch's one positional argument is the device (a
+            # gingham.device is a str too); a seed is always a number.
+            seed, device = 0, seed
         self.state = tensor(np.array([int(seed) & 0xFFFFFFFF, 0], np.uint32), device=device)
         self.device = self.state.device
 

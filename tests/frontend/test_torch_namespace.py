@@ -503,3 +503,27 @@ def test_finfo_and_iinfo_match_torch():
         for lib in (torch, gingham):
             with pytest.raises(TypeError, match=message):
                 call(lib)
+
+
+def test_index_int_and_generator_in_torch_spelling(device):
+    """nanoGPT's batch sampler, ``torch.stack([data[i:i + block] for i in ix])``: a
+    one-element integer tensor is a Python index (``__index__``, ``__int__``), as torch's,
+    and anything else is torch's TypeError. ``gingham.Generator`` is the device generator
+    in torch's spelling (its positional argument a device): reseeded, it draws the same."""
+    data, offsets = np.arange(20) * 3, np.array([4, 0, 11])
+    ours = gingham.tensor(data, device=device)
+    batch = gingham.stack([ours[i:i + 5] for i in gingham.tensor(offsets, device=device)])
+    expected = torch.stack([torch.tensor(data)[i:i + 5] for i in torch.tensor(offsets)])
+    np.testing.assert_array_equal(batch.numpy(), expected.numpy())
+    one = gingham.tensor(np.array([7]), device=device)
+    assert (int(one), list(range(one)), int(gingham.tensor(2.9, device=device))) == (
+        7, list(range(7)), 2)
+    for bad in (gingham.tensor(3.0, device=device), gingham.tensor([1, 2], device=device)):
+        with pytest.raises(TypeError, match="only integer tensors of a single element"):
+            [0][bad]
+    assert gingham.Generator is F.Generator
+    probs = gingham.tensor(np.full((2, 6), 1 / 6, np.float32), device=device)
+    draws = [gingham.multinomial(probs, 3, generator=gingham.Generator(device).manual_seed(5))
+             for _ in range(2)]
+    np.testing.assert_array_equal(draws[0].numpy(), draws[1].numpy())
+    assert gingham.Generator(device).device == draws[0].device
