@@ -24,6 +24,11 @@ every step without retracing (a learning rate) belong in tensors: optimisers kee
 and a container that writes some of its values through to device tensors (an optimiser's
 parameter group) names what the step still depends on with a ``_jit_watched()`` method, which
 the check reads instead of the container.
+
+Gradients are state, as in PyTorch: a step that only calls ``loss.backward()`` leaves each
+captured parameter's ``.grad`` set (on the device), and a later step reads the ``.grad`` the
+parameter has then, so micro-batches can accumulate in one compiled step and be applied in
+another. Parameters the step updates end it without gradients.
 """
 
 from __future__ import annotations
