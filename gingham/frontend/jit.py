@@ -459,8 +459,8 @@ def _captured_grads(fn: Callable, args: tuple) -> dict[int, tuple[Tensor, Tensor
 
 
 def _grad_state(trace: _Trace) -> _GradState:
-    """The gradients a finished trace leaves set on (``written``) or takes from
-    (``cleared``) the captured leaves it does not update."""
+    """The captured leaves, among those a finished trace does not update, whose gradient it
+    leaves set to a new value (``written``) or to None (``cleared``)."""
     updated = {id(target) for target, _ in trace.assignments}
     state = _GradState()
     for owner, before in trace.grads_before.values():
