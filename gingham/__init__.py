@@ -83,7 +83,7 @@ from .frontend.indexing import (  # noqa: E402
     unravel_index,
 )
 from .frontend.numerics import frexp, gradient  # noqa: E402  (beside ldexp, diff)
-from .nn.functional import multinomial  # noqa: E402
+from .nn.functional import Generator, multinomial  # noqa: E402
 # torch.<method>(input, ...) for the Tensor methods of gingham.frontend.tensor.METHOD_FUNCTIONS
 # (torch.sum, torch.max, torch.abs, ...: names a module-level def there would clash with builtins)
 from .frontend.tensor import METHOD_FUNCTIONS as _METHOD_FUNCTIONS  # noqa: E402
@@ -97,6 +97,7 @@ from .frontend.tensor import (  # noqa: E402  (PyTorch's creation, promotion and
     tril_indices, triu_indices, vander, var_mean, zeros_like,
 )
 from .frontend.tensor import cat as concatenate, vstack as row_stack  # noqa: E402
+from .frontend.namespace import finfo, iinfo  # noqa: E402  (torch.finfo, torch.iinfo)
 # nn.functional ops that torch also has at the top level with the same signature (torch.conv2d)
 from .nn.functional import (  # noqa: E402
     adaptive_avg_pool1d, avg_pool1d, bilinear, celu, channel_shuffle,
@@ -177,7 +178,8 @@ __all__ = [
     "diag_embed", "empty", "empty_like", "eye", "from_numpy", "full_like", "get_default_dtype",
     "is_grad_enabled", "is_tensor", "ones_like", "promote_types", "result_type",
     "scalar_tensor", "std_mean", "trapezoid", "trapz", "tril_indices", "triu_indices", "vander",
-    "var_mean", "zeros_like", "concatenate", "row_stack", "fill", "rsub",
+    "var_mean", "zeros_like", "concatenate", "row_stack", "fill", "rsub", "finfo", "iinfo",
+    "Generator",
     "adaptive_avg_pool1d", "avg_pool1d", "bilinear", "celu",
     "channel_shuffle", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
     "conv_transpose3d", "cosine_similarity", "manual_seed", "max_pool1d", "max_pool2d",

@@ -202,11 +202,23 @@ def _gradients(output: Tensor, wrt: list[Tensor], cotangent: Tensor,
     return results
 
 
+def keep_readers_on_old_value(target: Tensor) -> None:
+    """Point the tensors computed from ``target``'s current value at a snapshot of it, before
+    ``target`` takes a new buffer: a model's output computed before ``optimizer.step()`` and
+    read after it (an accuracy, a sample) keeps the value it had, as in PyTorch, where it was
+    computed at once. Costs nothing for a tensor nothing lazy reads."""
+    if target._children:
+        from .inplace import snapshot_value  # inplace builds on this module
+
+        snapshot_value(target)
+
+
 def assign_all(pairs: Sequence[tuple[Tensor, Tensor]]) -> None:
     """Give several leaves new values computed together (one program), then swap them in.
 
     The tensors that ``backward()`` was called on are computed in the same program, so a loss
-    read after ``optimizer.step()`` still shows the value it had before the step.
+    read after ``optimizer.step()`` still shows the value it had before the step; other lazy
+    tensors computed from the old values keep them (:func:`keep_readers_on_old_value`).
     """
     from .jit import current_trace
 
@@ -227,6 +239,7 @@ def assign_all(pairs: Sequence[tuple[Tensor, Tensor]]) -> None:
     roots = [r for target, _ in pairs for r in target._backward_roots]
     realize([v for _, v in pairs] + roots)
     for target, value in pairs:
+        keep_readers_on_old_value(target)
         target._buffer = value._buffer
         target._version += 1
         target._backward_roots = []

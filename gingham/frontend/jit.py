@@ -24,6 +24,11 @@ every step without retracing (a learning rate) belong in tensors: optimisers kee
 and a container that writes some of its values through to device tensors (an optimiser's
 parameter group) names what the step still depends on with a ``_jit_watched()`` method, which
 the check reads instead of the container.
+
+Gradients are state, as in PyTorch: a step that only calls ``loss.backward()`` leaves each
+captured parameter's ``.grad`` set (on the device), and a later step reads the ``.grad`` the
+parameter has then, so micro-batches can accumulate in one compiled step and be applied in
+another. Parameters the step updates end it without gradients.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from ..config import debug_print
 from ..errors import DeviceError, GinghamError
 from ..tune import background as tune_background
 from .amp import trace_key
+from .graph import keep_readers_on_old_value
 from .tensor import Tensor, _bound_graph, is_graph_input, moves_count
 
 
@@ -64,6 +70,10 @@ def current_trace() -> "_Trace | None":
 @dataclass
 class _Trace:
     assignments: list[tuple[Tensor, Tensor]] = field(default_factory=list)
+
+    # Per captured leaf (a parameter), the leaf and its ``.grad`` when the step began: the
+    # step's gradients are state, as in PyTorch (see :class:`_GradState`).
+    grads_before: dict[int, tuple[Tensor, Tensor | None]] = field(default_factory=dict)
 
     # In-place updates of leaves (gingham.frontend.inplace): per leaf, the leaf and the
     # snapshot of its value when the step began, which stands for the leaf in the program.
@@ -113,6 +123,37 @@ class _Trace:
 
 
 @dataclass
+class _GradState:
+    """What a traced step does with the ``.grad`` of the leaves it captured and does not
+    update, so that gradients carry from one step to the next as in PyTorch (gradient
+    accumulation: ``loss.backward()`` in one compiled step, ``optimizer.step()`` in another):
+
+    * ``read``: program input position -> the leaf whose gradient *at replay time* feeds it
+      (the step adds to it, clips it, applies it);
+    * ``written``: leaves whose gradient the step leaves set, each receiving the program's
+      output at the same position of ``slots`` (one the step returns, or a trailing one);
+    * ``cleared``: leaves whose gradient the step sets to None;
+    * ``none``: per leaf of ``owners`` (all of the above), whether its gradient was None
+      when traced; a step called with another pattern is another program (a first
+      micro-batch's ``backward()`` sets the gradient, a later one adds to it).
+
+    The leaves the step updates (parameters after ``optimizer.step()``) end it without
+    gradients, as before: writing them out would cost a step a parameter-sized write each.
+    """
+
+    read: dict[int, Tensor] = field(default_factory=dict)
+    written: list[Tensor] = field(default_factory=list)
+    slots: list[int] = field(default_factory=list)
+    cleared: list[Tensor] = field(default_factory=list)
+    owners: list[Tensor] = field(default_factory=list)
+    none: tuple[bool, ...] = ()
+
+    def as_traced(self) -> bool:
+        """Whether every leaf's gradient is None exactly where it was when traced."""
+        return tuple(owner.grad is None for owner in self.owners) == self.none
+
+
+@dataclass
 class _Compiled:
     """One traced signature: the executable and how to bind and unbind its buffers."""
 
@@ -124,6 +165,7 @@ class _Compiled:
     assigned: list[Tensor]  # leaves that receive the program's trailing outputs
     snapshot: list
     refinement: Any = None  # GINGHAM_TUNE=background: the program's kernels being tuned
+    grads: _GradState = field(default_factory=_GradState)
 
     def __post_init__(self) -> None:
         # The devices and dtypes the program was compiled for: Module.to moves tensors in
@@ -132,11 +174,14 @@ class _Compiled:
         self._moves = moves_count()
         # Everything a replay looks up, looked up once: per leaf, the argument it comes from
         # (-1: the captured tensor itself); per output, its shape and dtype.
-        self._bindings = [(self.argument_slots.get(position, -1), leaf)
+        self._bindings = [(self.argument_slots.get(position, -1), leaf,
+                           self.grads.read.get(position))
                           for position, leaf in enumerate(self.leaves)]
         bound = self.executable.bound
         names = bound.program.outputs[:self.n_outputs]
         self._output_types = [(bound.shapes[n], bound.dtypes[n]) for n in names]
+        grad_names = [bound.program.outputs[slot] for slot in self.grads.slots]
+        self._grad_types = [(bound.shapes[n], bound.dtypes[n]) for n in grad_names]
         self._device = self.executable.device
         # The memory each output had one and two steps ago, and each uploaded argument last
         # step: a replay asks the buffer pool for the same memory again, so the addresses
@@ -160,8 +205,10 @@ class _Compiled:
 
     def replay(self, flat_args: list) -> Any:
         buffers = []
-        for slot, leaf in self._bindings:
+        for slot, leaf, grad_of in self._bindings:
             value = leaf if slot < 0 else flat_args[slot]
+            if grad_of is not None:  # a leaf's gradient: the one it has now
+                value = grad_of.grad
             if not isinstance(value, Tensor):  # a NumPy argument: straight into a buffer
                 buffers.append(self._upload(value, leaf, slot))
                 continue
@@ -176,11 +223,20 @@ class _Compiled:
         device_id = self._device.id
         outputs = [Tensor(shape, dtype, device_id, buffer=buffer)
                    for (shape, dtype), buffer in zip(self._output_types, results)]
-        for target, buffer in zip(self.assigned, results[self.n_outputs:]):
+        updates = results[self.n_outputs:]
+        for target, buffer in zip(self.assigned, updates):
+            keep_readers_on_old_value(target)
             target._buffer = buffer
             target._version += 1
             target._backward_roots = []
             target.grad = None
+        for owner, slot, (shape, dtype) in zip(self.grads.written, self.grads.slots,
+                                               self._grad_types):
+            # a gradient the step also returns is that same tensor, as in PyTorch
+            owner.grad = (outputs[slot] if slot < self.n_outputs
+                          else Tensor(shape, dtype, device_id, buffer=results[slot]))
+        for owner in self.grads.cleared:
+            owner.grad = None
         return _unflatten(self.output_structure, outputs)
 
     def _upload(self, value, leaf: Tensor, slot: int):
@@ -240,25 +296,30 @@ def jit(fn: Callable | None = None, *, device: str | None = None):
     if fn is None:
         return functools.partial(jit, device=device)
 
-    cache: dict[tuple, _Compiled] = {}
+    # Per signature, the programs traced for it, newest first: one, unless the gradients
+    # the step reads are None at some calls and not at others (gradient accumulation).
+    cache: dict[tuple, list[_Compiled]] = {}
 
     @functools.wraps(fn)
     def wrapper(*args):
         flat_args, structure = _flatten(args)
         key = (_signature(flat_args), structure)  # dicts' keys and nesting are the signature's
-        compiled = cache.get(key)
+        traced = cache.setdefault(key, [])
+        compiled = next((c for c in traced if c.grads.as_traced()), None)
         if compiled is not None and (compiled.snapshot != _snapshot(fn, args)
                                      or not compiled.placed_as_traced()):
-            compiled = None  # captured Python state changed, or tensors moved: stale trace
+            traced.remove(compiled)  # captured Python state changed, or tensors moved: stale
+            compiled = None
         if compiled is None:
             compiled = _trace(fn, args, device)
-            cache[key] = compiled
+            traced.insert(0, compiled)
+            del traced[_VARIANTS:]
             wrapper.traces += 1
         result = compiled.replay(flat_args)
         if compiled.refinement is not None:  # background tuning: between two steps
             refined = compiled.refinement.after_step()
             if refined is tune_background.RETRACE:  # a layer's algorithm changed
-                del cache[key]  # the next call traces again and builds it that way
+                traced.remove(compiled)  # the next call traces again, building it so
                 wrapper.refinements += 1
             elif refined is not None:
                 compiled.executable = refined
@@ -289,6 +350,7 @@ def _trace(fn: Callable, args: tuple, device: str | None = None) -> _Compiled:
     traced_args = _unflatten(structure, [p if p is not None else v
                                          for p, v in zip(placeholders, flat_args)])
     trace = _Trace()
+    trace.grads_before = _captured_grads(fn, args)
     _traces.stack.append(trace)
     started = time.perf_counter()
     # GINGHAM_TUNE=background: what tracing (layers' algorithms) and compiling (kernels'
@@ -320,7 +382,14 @@ def _compile_trace(result, trace: _Trace, placeholders: list, fn: Callable, args
         if not isinstance(o, Tensor):
             raise GinghamError(f"a function traced by gingham.jit must return tensors, got "
                                f"{type(o).__name__}")
+    grads = _grad_state(trace)
     targets = outputs + [value for _, value in trace.assignments]
+    position = {id(t): i for i, t in reversed(list(enumerate(targets)))}
+    for owner in grads.written:
+        if id(owner.grad) not in position:  # not already an output: one more
+            position[id(owner.grad)] = len(targets)
+            targets.append(owner.grad)
+        grads.slots.append(position[id(owner.grad)])
     if not targets:
         raise GinghamError("the traced function computes nothing (no outputs, no updates)")
     devices = sorted({t.device for t in targets})
@@ -333,6 +402,14 @@ def _compile_trace(result, trace: _Trace, placeholders: list, fn: Callable, args
     # A leaf updated in place entered the program as the snapshot of its value before the
     # update: the replay reads the leaf itself (its value at that time).
     leaves = [stand_ins.get(id(leaf), leaf) for leaf in leaves]
+    grad_of = {id(before): owner for owner, before in trace.grads_before.values()
+               if before is not None}
+    grads.read = {position: grad_of[id(leaf)] for position, leaf in enumerate(leaves)
+                  if id(leaf) in grad_of}
+    read_owners = {id(owner): owner for owner in grads.read.values()}
+    grads.owners = list({**read_owners, **{id(o): o for o in grads.written + grads.cleared}
+                         }.values())
+    grads.none = tuple(trace.grads_before[id(owner)][1] is None for owner in grads.owners)
     device = get_device(targets[0].device)
     debug_print(1, f"{device.id}: traced {getattr(fn, '__name__', 'a function')} in "
                    f"{(time.perf_counter() - started) * 1e3:.0f} ms "
@@ -352,14 +429,46 @@ def _compile_trace(result, trace: _Trace, placeholders: list, fn: Callable, args
     for position, leaf in enumerate(leaves):
         if id(leaf) in placeholder_position:
             slots[position] = placeholder_position[id(leaf)]
-    # Lazy gradients made during tracing refer to placeholders: never let them escape.
+    # Lazy gradients made during tracing refer to placeholders: never let them escape. The
+    # gradients the step writes are as it found them: the replay that follows applies it.
     for target, _ in trace.assignments:
         target.grad = None
+    for owner in grads.owners:
+        owner.grad = trace.grads_before[id(owner)][1]
     for leaf in leaves:
         if not leaf._placeholder:
             leaf._backward_roots = []
     return _Compiled(exe, leaves, slots, out_structure, len(outputs),
-                     [t for t, _ in trace.assignments], _snapshot(fn, args), refinement)
+                     [t for t, _ in trace.assignments], _snapshot(fn, args), refinement, grads)
+
+
+_VARIANTS = 4  # programs kept per signature (a step whose captured state keeps changing
+#               would otherwise keep one per call)
+
+
+def _captured_grads(fn: Callable, args: tuple) -> dict[int, tuple[Tensor, Tensor | None]]:
+    """Each tensor ``fn`` captures (parameters, through modules and optimisers) with its
+    gradient, computed now: the step reads it as an input bound to the leaf's ``.grad``."""
+    from .graph import realize
+
+    tensors: list[Tensor] = []
+    _snapshot(fn, args, tensors)
+    found = {id(t): (t, t.grad) for t in tensors}
+    realize([grad for _, grad in found.values() if grad is not None])
+    return found
+
+
+def _grad_state(trace: _Trace) -> _GradState:
+    """The captured leaves, among those a finished trace does not update, whose gradient it
+    leaves set to a new value (``written``) or to None (``cleared``)."""
+    updated = {id(target) for target, _ in trace.assignments}
+    state = _GradState()
+    for owner, before in trace.grads_before.values():
+        after = owner.grad
+        if id(owner) in updated or after is before:
+            continue
+        (state.cleared if after is None else state.written).append(owner)
+    return state
 
 
 def _captured_device(fn: Callable) -> str | None:

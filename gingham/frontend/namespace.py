@@ -14,6 +14,7 @@ below. And PyTorch's creation, promotion and combinatorics helpers (``zeros_like
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from typing import Callable
@@ -240,6 +241,69 @@ def can_cast(from_, to) -> bool:
     rank = {"b": 0, "i": 1, "u": 1, "f": 2, "V": 2}
     return rank[target.kind] >= rank[source.kind]
 
+
+
+@dataclasses.dataclass(frozen=True)
+class FloatInfo:
+    """What :func:`finfo` returns: the fields of ``torch.finfo``, as Python numbers (so they
+    combine with tensors in either order; a NumPy scalar on the left would turn a tensor
+    into an array), ``dtype`` the dtype's name."""
+
+    bits: int
+    eps: float
+    max: float
+    min: float
+    tiny: float
+    smallest_normal: float
+    resolution: float
+    dtype: str
+
+
+@dataclasses.dataclass(frozen=True)
+class IntInfo:
+    """What :func:`iinfo` returns: the fields of ``torch.iinfo``, as Python ints."""
+
+    bits: int
+    max: int
+    min: int
+    dtype: str
+
+
+def finfo(type=None) -> FloatInfo:  # noqa: A002 (torch's argument name)
+    """``torch.finfo``: the numerical properties of a float dtype (the default dtype without
+    one); ``TypeError`` for another kind of dtype, as PyTorch's.
+
+        scores = scores + (1.0 - mask) * gingham.finfo(scores.dtype).min
+    """
+    dtype = dt.as_tile_dtype(type if type is not None else get_default_dtype())
+    if not dt.is_float(dtype):
+        raise TypeError("torch.finfo() requires a floating point input type. Use torch.iinfo "
+                        "to handle 'torch.finfo'")
+    if dt.is_bfloat16(dtype):
+        import ml_dtypes  # as gingham.bfloat16, imported on first use
+
+        info = ml_dtypes.finfo(dtype)
+    else:
+        info = np.finfo(dtype)
+    # PyTorch's resolution is 10 ** -digits10 exactly (NumPy's is that value in the dtype)
+    return FloatInfo(int(info.bits), float(info.eps), float(info.max), float(info.min),
+                     float(info.tiny), float(info.smallest_normal), 10.0 ** -int(info.precision),
+                     dt.dtype_name(dtype))
+
+
+def iinfo(type) -> IntInfo:  # noqa: A002
+    """``torch.iinfo``: the range of an integer dtype; ``TypeError`` for bool or a float.
+
+        gingham.iinfo(gingham.int32).max    # 2147483647
+    """
+    dtype = dt.as_tile_dtype(type)
+    if dt.is_bool(dtype):
+        raise TypeError("torch.bool is not supported by torch.iinfo")
+    if not dt.is_integer(dtype):
+        raise TypeError("torch.iinfo() requires an integer input type. Use torch.finfo to "
+                        "handle 'torch.iinfo'")
+    info = np.iinfo(dtype)
+    return IntInfo(int(info.bits), int(info.max), int(info.min), dt.dtype_name(dtype))
 
 def _inclusive_range(start, end, step=1, *, dtype=None, device=None) -> Tensor:
     """``start`` to ``end`` inclusive (deprecated in PyTorch, float32 by default)."""

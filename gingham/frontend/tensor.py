@@ -241,6 +241,18 @@ class Tensor:
     def __float__(self) -> float:
         return float(self.item())
 
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        """An integer (or bool) tensor of one element as a Python index, as PyTorch's:
+        ``data[i:i + block]`` for ``i`` taken from a tensor of offsets (a read from the
+        device, so not inside ``gingham.jit``)."""
+        if self.size != 1 or not (dt.is_integer(self.dtype) or dt.is_bool(self.dtype)):
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            "index")
+        return int(self.item())
+
     def __array__(self, dtype=None, copy=None):
         value = self.numpy()
         return value if dtype is None else value.astype(dtype)

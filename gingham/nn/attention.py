@@ -344,7 +344,10 @@ class TransformerEncoder(Module):
         y = encoder(x, src_key_padding_mask=padding)          # x: [N, T, 64]
 
     ``enable_nested_tensor`` and ``mask_check`` (PyTorch's fast-path switches) are accepted
-    and change nothing.
+    and change nothing. Outputs at padded positions are computed as at the others; PyTorch's
+    nested-tensor fast path (evaluation without gradients, batch first, a
+    ``src_key_padding_mask`` and no ``mask``, among other conditions) returns zeros there
+    instead, so compare or pool only the positions the mask keeps.
     """
 
     def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int,

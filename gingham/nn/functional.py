@@ -1342,9 +1342,16 @@ class Generator:
 
         saved = g.get_state()                   # array([seed, draws], dtype=uint32)
         g.set_state(saved)                      # the same numbers again
+
+    It is ``gingham.Generator`` too, so torch's spelling works:
+    ``gingham.multinomial(probs, 1, generator=gingham.Generator("cuda").manual_seed(0))``.
     """
 
-    def __init__(self, seed: int = 0, device: str | None = None) -> None:
+    def __init__(self, seed: int | str = 0, device: str | None = None) -> None:
+        if isinstance(seed, str) and device is None:
+            # torch.Generator("cuda"): torch's one positional argument is the device (a
+            # gingham.device is a str too); a seed is always a number.
+            seed, device = 0, seed
         self.state = tensor(np.array([int(seed) & 0xFFFFFFFF, 0], np.uint32), device=device)
         self.device = self.state.device
 
@@ -2759,10 +2766,13 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
 
     ``padding_idx`` (negative: counted from the end) is a row that the gradient never
     reaches, as in PyTorch: the rows it picks are read as they are but pass through
-    ``stop_gradient``. ``sparse`` is accepted and ignored (gradients are dense, of equal
-    value); ``max_norm`` and ``scale_grad_by_freq`` are not supported.
+    ``stop_gradient``. ``max_norm``: first, as PyTorch's, every row ``input`` picks whose
+    ``norm_type``-norm exceeds ``max_norm`` is scaled in place (outside autograd) to norm
+    ``max_norm`` (:func:`_embedding_renorm_`). ``sparse`` is accepted and ignored (gradients
+    are dense, of equal value); ``scale_grad_by_freq`` is not supported.
 
         vectors = F.embedding(tokens, table, padding_idx=0)     # table.grad[0] stays zero
+        unit = F.embedding(tokens, table, max_norm=1.0)         # the rows used now norm <= 1
     """
     op = "embedding"
     _check(op, ("weight",), input=input, weight=weight)
@@ -2772,9 +2782,11 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
     if weight.ndim != 2:
         raise ShapeError(f"{op}: weight must be 2-d [num_embeddings, embedding_dim], got shape "
                          f"{weight.shape}")
-    if max_norm is not None or scale_grad_by_freq:
-        raise NotImplementedError(f"{op}: max_norm and scale_grad_by_freq are not supported")
+    if scale_grad_by_freq:
+        raise NotImplementedError(f"{op}: scale_grad_by_freq is not supported")
     pad = _padding_index(padding_idx, weight.shape[0])
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, max_norm, norm_type)
     shape = input.shape + (weight.shape[1],)
     column = input.shape + (1,)  # each index beside its row, to select whole rows
 
@@ -2786,6 +2798,20 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
         return builder.select(at_padding, builder.stop_gradient(rows), rows)
 
     return input._derive(shape, weight.dtype, [weight, input], build)
+
+
+def _embedding_renorm_(weight: Tensor, input: Tensor, max_norm: float,
+                       norm_type: float) -> None:
+    """``torch.embedding_renorm_``: the rows of ``weight`` that ``input`` picks and whose
+    ``norm_type``-norm exceeds ``max_norm`` scaled by ``max_norm / (norm + 1e-7)``, in place
+    and under ``no_grad`` (so, inside ``gingham.jit``, an update of the step). The rows are
+    found on the device, so the step's shape does not depend on the indices' values."""
+    rows = weight.shape[0]
+    with no_grad():
+        used = indexing.isin(arange(rows, device=weight.device).astype(input.dtype), input)
+        norms = weight.norm(p=norm_type, dim=1, keepdim=True)
+        too_long = used.reshape(rows, 1) & (norms > max_norm)
+        weight.mul_(where(too_long, max_norm / (norms + 1e-7), 1.0).astype(weight.dtype))
 
 
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")

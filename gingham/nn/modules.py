@@ -1350,8 +1350,10 @@ class Embedding(Module):
 
     ``padding_idx`` (negative: counted from the end) names a row initialised to zeros whose
     gradient is always zero, so training never changes it (a padding token's vector).
-    ``sparse`` is accepted and ignored (gradients are dense, of the same value); ``max_norm``
-    and ``scale_grad_by_freq`` are not supported.
+    ``max_norm``: each forward first scales, in place, the rows it looks up whose
+    ``norm_type``-norm exceeds ``max_norm`` down to that norm, as PyTorch's. ``sparse`` is
+    accepted and ignored (gradients are dense, of the same value); ``scale_grad_by_freq`` is
+    not supported.
 
         embed = Embedding(30000, 512, padding_idx=0)             # [batch, tokens] -> [.., 512]
     """
@@ -1361,9 +1363,8 @@ class Embedding(Module):
                  scale_grad_by_freq: bool = False, sparse: bool = False,
                  _weight: Tensor | None = None, _freeze: bool = False,
                  device: str | None = None) -> None:
-        if max_norm is not None or scale_grad_by_freq:
-            raise NotImplementedError("Embedding: max_norm and scale_grad_by_freq are not "
-                                      "supported")
+        if scale_grad_by_freq:
+            raise NotImplementedError("Embedding: scale_grad_by_freq is not supported")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = F._padding_index(padding_idx, num_embeddings)
         self.max_norm, self.norm_type = max_norm, norm_type
@@ -1407,6 +1408,8 @@ class Embedding(Module):
     def extra_repr(self) -> str:
         text = f"{self.num_embeddings}, {self.embedding_dim}"
         text += f", padding_idx={self.padding_idx}" if self.padding_idx is not None else ""
+        text += f", max_norm={self.max_norm}" if self.max_norm is not None else ""
+        text += f", norm_type={self.norm_type}" if self.norm_type != 2 else ""
         return text + (", sparse=True" if self.sparse else "")
 
 

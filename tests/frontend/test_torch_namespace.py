@@ -481,3 +481,50 @@ def test_errors_of_index_reduce_put_histogram_frexp_renorm_gradient():
         gingham.gradient(x, spacing=[1.0, index.float()])
     with pytest.raises(ValueError, match="more than once"):
         gingham.gradient(x, dim=[0, -2])
+
+
+def test_finfo_and_iinfo_match_torch():
+    """``finfo`` and ``iinfo`` give torch's fields as Python numbers (so that
+    ``(1.0 - mask) * gingham.finfo(x.dtype).min`` builds Hugging Face's additive attention
+    mask from either side), and torch's TypeErrors for the other kinds of dtype."""
+    for name in ("float16", "bfloat16", "float32", "float64", None):
+        ours = gingham.finfo(getattr(gingham, name)) if name else gingham.finfo()
+        theirs = torch.finfo(getattr(torch, name)) if name else torch.finfo()
+        for field in ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution"):
+            assert getattr(ours, field) == getattr(theirs, field), (name, field)
+            assert type(getattr(ours, field)) is type(getattr(theirs, field)), (name, field)
+        assert ours.dtype == str(theirs.dtype)
+    for name in ("int8", "uint8", "int16", "int32", "int64"):
+        ours, theirs = gingham.iinfo(getattr(gingham, name)), torch.iinfo(getattr(torch, name))
+        assert (ours.bits, ours.max, ours.min, ours.dtype) == (theirs.bits, theirs.max,
+                                                               theirs.min, theirs.dtype)
+    for call, message in ((lambda lib: lib.finfo(lib.int32), "requires a floating point"),
+                          (lambda lib: lib.iinfo(lib.float32), "requires an integer"),
+                          (lambda lib: lib.iinfo(lib.bool), "bool is not supported")):
+        for lib in (torch, gingham):
+            with pytest.raises(TypeError, match=message):
+                call(lib)
+
+
+def test_index_int_and_generator_in_torch_spelling(device):
+    """nanoGPT's batch sampler, ``torch.stack([data[i:i + block] for i in ix])``: a
+    one-element integer tensor is a Python index (``__index__``, ``__int__``), as torch's,
+    and anything else is torch's TypeError. ``gingham.Generator`` is the device generator
+    in torch's spelling (its positional argument a device): reseeded, it draws the same."""
+    data, offsets = np.arange(20) * 3, np.array([4, 0, 11])
+    ours = gingham.tensor(data, device=device)
+    batch = gingham.stack([ours[i:i + 5] for i in gingham.tensor(offsets, device=device)])
+    expected = torch.stack([torch.tensor(data)[i:i + 5] for i in torch.tensor(offsets)])
+    np.testing.assert_array_equal(batch.numpy(), expected.numpy())
+    one = gingham.tensor(np.array([7]), device=device)
+    assert (int(one), list(range(one)), int(gingham.tensor(2.9, device=device))) == (
+        7, list(range(7)), 2)
+    for bad in (gingham.tensor(3.0, device=device), gingham.tensor([1, 2], device=device)):
+        with pytest.raises(TypeError, match="only integer tensors of a single element"):
+            [0][bad]
+    assert gingham.Generator is F.Generator
+    probs = gingham.tensor(np.full((2, 6), 1 / 6, np.float32), device=device)
+    draws = [gingham.multinomial(probs, 3, generator=gingham.Generator(device).manual_seed(5))
+             for _ in range(2)]
+    np.testing.assert_array_equal(draws[0].numpy(), draws[1].numpy())
+    assert gingham.Generator(device).device == draws[0].device

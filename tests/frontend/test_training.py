@@ -107,6 +107,79 @@ def test_jit_retraces_when_captured_state_changes(device):
     assert predict.traces == 4
 
 
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_values_computed_before_a_step_keep_them(device, traced):
+    """A model's output computed before ``optimizer.step()`` and read after it (an accuracy,
+    a sample) and the gradient taken before it hold their values then, as in PyTorch, after
+    an eager step and after a replayed ``gingham.jit`` step (they used to be refused)."""
+    w = gingham.tensor(W0, device=device, requires_grad=True)
+    opt = optim.SGD([w], lr=0.1, momentum=0.9)
+    step = _training_step(w, opt)
+    tw = torch.tensor(W0, requires_grad=True)
+    topt = torch.optim.SGD([tw], lr=0.1, momentum=0.9)
+    x = gingham.tensor(X, device=device)
+    for _ in range(3):
+        output = x @ w
+        if traced:
+            step(X, Y)
+        else:
+            loss = ((output - gingham.tensor(Y, device=device)) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            grad = w.grad
+            opt.step()
+        torch_output = torch.tensor(X) @ tw
+        topt.zero_grad()
+        ((torch_output - torch.tensor(Y)) ** 2).mean().backward()
+        topt.step()
+        np.testing.assert_allclose(output.numpy(), torch_output.detach().numpy(), rtol=1e-5,
+                                   atol=1e-6)
+        if not traced:
+            np.testing.assert_allclose(grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_gradients_accumulate_across_compiled_steps(device):
+    """Gradient accumulation with the backward pass and the update in two compiled steps, as
+    PyTorch code does it: each micro-batch's ``backward()`` adds to ``.grad`` (kept on the
+    device between steps), the update clips and applies the sum and zeroes it. Losses,
+    gradients and weights follow PyTorch's; the micro-step has two programs (the first
+    micro-batch sets the gradient, the second adds to it), the update one."""
+    w = gingham.tensor(W0, device=device, requires_grad=True)
+    opt = optim.AdamW([w], lr=0.05)
+    tw = torch.tensor(W0, requires_grad=True)
+    topt = torch.optim.AdamW([tw], lr=0.05)
+
+    @jit
+    def micro(xb, yb):
+        loss = ((xb @ w - yb) ** 2).mean() / 2
+        loss.backward()
+        return loss
+
+    @jit
+    def update():
+        gingham.nn.utils.clip_grad_norm_([w], max_norm=0.5)
+        opt.step()
+        opt.zero_grad()
+
+    opt.zero_grad()
+    for i in range(6):
+        batch = slice(4 * (i % 4), 4 * (i % 4) + 4)
+        loss = micro(X[batch], Y[batch])
+        torch_loss = ((torch.tensor(X[batch]) @ tw - torch.tensor(Y[batch])) ** 2).mean() / 2
+        torch_loss.backward()
+        np.testing.assert_allclose(loss.item(), torch_loss.item(), rtol=1e-5)
+        np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-6)
+        if i % 2:
+            update()
+            assert w.grad is None
+            torch.nn.utils.clip_grad_norm_([tw], max_norm=0.5)
+            topt.step()
+            topt.zero_grad()
+    np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert (micro.traces, update.traces) == (2, 1)
+
 def test_jit_uploads_numpy_arguments_to_the_device_asked_for(device):
     """``jit(fn, device=...)``: a function of NumPy arrays alone, capturing no tensor, runs
     on that device (by default it would run on the default device)."""

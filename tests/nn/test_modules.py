@@ -393,6 +393,48 @@ def test_embedding_from_pretrained_never_updates_the_padding_row(device):
     np.testing.assert_array_equal(trained[[3, 4]], table[[3, 4]])  # not looked up
 
 
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_embedding_max_norm_renormalises_the_rows_it_looks_up(device, traced):
+    """``max_norm`` as PyTorch's: each forward first scales, in place and outside autograd,
+    the looked-up rows longer than ``max_norm`` (rows 1 and 2 here; row 4 is long but not
+    looked up), eagerly and as an update of a ``gingham.jit`` step; two SGD steps give
+    PyTorch's losses and table. ``F.embedding`` renormalises a plain table by the 1-norm."""
+    table, ids, target = 2 * rand(5, 3), np.array([[1, 2], [2, 0]]), rand(2, 2, seed=1)
+    ours = nn.Embedding(5, 3, max_norm=1.0, device=device)
+    theirs = tnn.Embedding(5, 3, max_norm=1.0)
+    with torch.no_grad():
+        theirs.weight.copy_(torch.tensor(table))
+    ours.load_state_dict(theirs.state_dict())
+    assert repr(ours) == repr(theirs) == "Embedding(5, 3, max_norm=1.0)"
+    optimizer, torch_optimizer = optim.SGD([ours.weight], lr=0.5), torch.optim.SGD(
+        [theirs.weight], lr=0.5)
+
+    def step(x, y):
+        loss = ((ours(x).sum(-1) - y) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    run = jit(step) if traced else step
+    for _ in range(2):
+        loss = run(tensor(ids, device=device), tensor(target, device=device))
+        torch_loss = ((theirs(torch.tensor(ids)).sum(-1) - torch.tensor(target)) ** 2).mean()
+        torch_optimizer.zero_grad()
+        torch_loss.backward()
+        torch_optimizer.step()
+        np.testing.assert_allclose(loss.item(), torch_loss.item(), **TOLERANCE)
+    np.testing.assert_allclose(ours.weight.numpy(), theirs.weight.detach().numpy(), **TOLERANCE)
+    np.testing.assert_array_equal(ours.weight.numpy()[[3, 4]], table[[3, 4]])
+    plain, torch_plain = tensor(table, device=device), torch.tensor(table)
+    rows = gingham.nn.functional.embedding(tensor(ids, device=device), plain, max_norm=0.5,
+                                           norm_type=1.0)
+    torch_rows = tnn.functional.embedding(torch.tensor(ids), torch_plain, max_norm=0.5,
+                                          norm_type=1.0)
+    np.testing.assert_allclose(rows.numpy(), torch_rows.numpy(), **TOLERANCE)
+    np.testing.assert_allclose(plain.numpy(), torch_plain.numpy(), **TOLERANCE)
+
 def test_constructor_errors():
     with pytest.raises(ValueError, match="p must be in"):
         nn.Dropout(1.5)
