@@ -206,8 +206,12 @@ def assign_all(pairs: Sequence[tuple[Tensor, Tensor]]) -> None:
     """Give several leaves new values computed together (one program), then swap them in.
 
     The tensors that ``backward()`` was called on are computed in the same program, so a loss
-    read after ``optimizer.step()`` still shows the value it had before the step.
+    read after ``optimizer.step()`` still shows the value it had before the step; any other
+    lazy tensor computed from a leaf's old value (the logits of that loss, a scaled loss's
+    unscaled one) is pointed at a snapshot of it and keeps that value too, as in PyTorch.
     """
+    from .inplace import snapshot_value  # inplace builds on this module
+
     from .jit import current_trace
 
     trace = current_trace()
@@ -227,6 +231,8 @@ def assign_all(pairs: Sequence[tuple[Tensor, Tensor]]) -> None:
     roots = [r for target, _ in pairs for r in target._backward_roots]
     realize([v for _, v in pairs] + roots)
     for target, value in pairs:
+        if target._children:
+            snapshot_value(target)
         target._buffer = value._buffer
         target._version += 1
         target._backward_roots = []

@@ -182,8 +182,7 @@ def _assign_leaf(target: Tensor, value: Tensor) -> None:
 
     trace = current_trace()
     if trace is None:
-        snapshot_value(target)
-        assign_all([(target, value)])
+        assign_all([(target, value)])  # which keeps what was computed from the old value
         return
     trace.update_in_place(target, value)
 
@@ -367,6 +366,10 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
     tensor (as PyTorch's ``copy_``)."""
     if isinstance(src, Tensor) and src.device != self.device:
         src = src.to(self.device)
+    if isinstance(src, Tensor) and src.dtype != self.dtype:
+        # unlike the other in-place ops, PyTorch's copy_ casts any dtype to any other (a
+        # float into an integer tensor truncates): an EMA of a model's int64 counters
+        src = src.astype(self.dtype)
     return write(self, src, "copy_")
 
 
