@@ -132,6 +132,9 @@ from .frontend.special import (  # noqa: E402  (the gamma family and Bessel's I0
 from . import special  # noqa: E402  (torch.special's names)
 from . import distributions  # noqa: E402  (torch.distributions)
 from .frontend.amp import autocast  # noqa: E402
+from .frontend.dims import (  # noqa: E402  (torch's memory formats: accepted, change nothing)
+    channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format,
+)
 from .torch_devices import device  # noqa: E402  (torch.device's spelling of a device id)
 from . import accelerator, backends, cuda  # noqa: E402  (torch.accelerator, .backends, .cuda)
 from .frontend.jit import compile, jit  # noqa: E402,A004  (compile: torch.compile's name)
@@ -158,7 +161,8 @@ __all__ = [
     "tensordot", "trace", "tril", "triu", "vstack",
     "device", "accelerator", "backends", "cuda", "jit", "compile", "optim", "grad",
     "value_and_grad", "autograd", "enable_grad", "inference_mode", "is_inference_mode_enabled",
-    "set_grad_enabled", "AutogradError", "amp", "autocast", "save", "load", "linalg",
+    "set_grad_enabled", "AutogradError", "amp", "autocast", "channels_last", "channels_last_3d",
+    "contiguous_format", "memory_format", "preserve_format", "save", "load", "linalg",
     "fft", "signal", "cholesky", "cholesky_inverse", "det", "logdet", "slogdet", "inverse",
     "cholesky_solve", "frobenius_norm", "geqrf", "lu", "lu_solve", "lu_unpack", "matrix_exp",
     "matrix_power", "nuclear_norm", "orgqr", "pinverse", "qr", "svd", "triangular_solve",

@@ -55,6 +55,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Seque
 import numpy as np
 
 from ..errors import StateDictError
+from ..frontend.dims import _memory_format
 from ..frontend.tensor import (Tensor, assign_all, cat, move_all, no_grad, placement, realize,
                                refuse_while_tracing, tensor, zeros)
 from ..tile import dtypes as dt
@@ -661,7 +662,8 @@ class Module:
     def eval(self) -> "Module":
         return self.train(False)
 
-    def to(self, *args, device=None, dtype=None, non_blocking: bool = False) -> "Module":
+    def to(self, *args, device=None, dtype=None, non_blocking: bool = False,
+           memory_format=None) -> "Module":
         """Move every tensor attribute (parameters, buffers, private tensors) of this module
         and its sub-modules to a device and/or cast its floating-point ones to a dtype, in
         place, as PyTorch's ``module.to``: ``to(device)``, ``to(dtype)``, ``to(device,
@@ -672,12 +674,18 @@ class Module:
         it), so an optimiser made before the move keeps training the model (its state
         follows its parameters at its next step) and a compiled step that captured them is
         traced again for the new device. An error inside ``gingham.jit``'s tracing.
-        ``non_blocking`` is accepted and ignored.
+        ``non_blocking`` is accepted and ignored; ``memory_format`` (``gingham.channels_last``)
+        is checked against each 4-d and 5-d tensor, as PyTorch's, and changes nothing:
+        gingham's compiler picks the layouts.
 
             opt = gingham.optim.SGD(model.parameters(), lr=0.1)
             model.to("cuda:0")                      # then train: opt updates the moved weights
             model.to(dtype="bfloat16")              # float parameters and buffers only
         """
+        if memory_format is not None:
+            for value in [*self.parameters(), *self.buffers()]:
+                if value.ndim in (4, 5):
+                    _memory_format("Module.to", memory_format, value.ndim)
         target_device, target_dtype = placement(args, device, dtype)
         if target_dtype is not None and not dt.is_float(target_dtype):
             raise TypeError("nn.Module.to only accepts floating point dtypes, but got desired "
