@@ -810,7 +810,7 @@ def _load_arrays(targets: Mapping[str, tuple[Module, str, Tensor]],
 
 def _uniform(shape, bound: float, device: str | None, rng: np.random.Generator) -> Tensor:
     values = rng.uniform(-bound, bound, size=shape).astype(np.float32)
-    return tensor(values, device=device, requires_grad=True)
+    return Parameter(tensor(values, device=device))
 
 
 _default_rng = np.random.default_rng(0)
@@ -1128,9 +1128,9 @@ class _BatchNorm(Module):
         self.weight = self.bias = self.running_mean = self.running_var = None
         self.num_batches_tracked = None
         if affine:
-            self.weight = tensor(ones, device=device, requires_grad=True)
+            self.weight = Parameter(tensor(ones, device=device))
             if bias:
-                self.bias = tensor(zeros, device=device, requires_grad=True)
+                self.bias = Parameter(tensor(zeros, device=device))
         if track_running_stats:
             self.running_mean = tensor(zeros, device=device)
             self.running_var = tensor(ones, device=device)
@@ -1220,9 +1220,9 @@ class GroupNorm(Module):
         self.weight = self.bias = None
         if affine:
             ones = np.ones(num_channels, np.float32)
-            self.weight = tensor(ones, device=device, requires_grad=True)
+            self.weight = Parameter(tensor(ones, device=device))
             if bias:
-                self.bias = tensor(np.zeros_like(ones), device=device, requires_grad=True)
+                self.bias = Parameter(tensor(np.zeros_like(ones), device=device))
 
     def forward(self, x: Tensor) -> Tensor:
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
@@ -1249,9 +1249,9 @@ class LayerNorm(Module):
         self.weight = self.bias = None
         if elementwise_affine:
             ones = np.ones(self.normalized_shape, np.float32)
-            self.weight = tensor(ones, device=device, requires_grad=True)
+            self.weight = Parameter(tensor(ones, device=device))
             if bias:
-                self.bias = tensor(np.zeros_like(ones), device=device, requires_grad=True)
+                self.bias = Parameter(tensor(np.zeros_like(ones), device=device))
 
     def forward(self, x: Tensor) -> Tensor:
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -1278,8 +1278,8 @@ class RMSNorm(Module):
         self.eps, self.elementwise_affine = eps, elementwise_affine
         self.weight = None
         if elementwise_affine:
-            self.weight = tensor(np.ones(self.normalized_shape, np.float32), device=device,
-                                 requires_grad=True)
+            ones = np.ones(self.normalized_shape, np.float32)
+            self.weight = Parameter(tensor(ones, device=device))
 
     def forward(self, x: Tensor) -> Tensor:
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
@@ -1337,20 +1337,21 @@ class Embedding(Module):
                 raise ValueError(f"Embedding: shape of weight {_weight.shape} does not match "
                                  f"num_embeddings and embedding_dim "
                                  f"({num_embeddings}, {embedding_dim})")
-            self.weight = tensor(_weight, device=device or getattr(_weight, "device", None),
-                                 requires_grad=not _freeze)
+            given = tensor(_weight, device=device or getattr(_weight, "device", None))
+            self.weight = Parameter(given, requires_grad=not _freeze)
             return
         values = _default_rng.standard_normal((num_embeddings, embedding_dim))
         if self.padding_idx is not None:
             values[self.padding_idx] = 0.0
-        self.weight = tensor(values.astype(np.float32), device=device, requires_grad=not _freeze)
+        self.weight = Parameter(tensor(values.astype(np.float32), device=device),
+                                requires_grad=not _freeze)
 
     @classmethod
     def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx: int | None = None,
                         max_norm: float | None = None, norm_type: float = 2.0,
                         scale_grad_by_freq: bool = False, sparse: bool = False) -> "Embedding":
         """An embedding holding a copy of ``embeddings`` (a 2-d tensor or array; its device
-        and dtype), frozen (``requires_grad=False``, so a buffer) unless ``freeze=False``. As
+        and dtype), frozen (a parameter with ``requires_grad=False``) unless ``freeze=False``. As
         in PyTorch the padding row keeps its given values; its gradient is zero.
 
             embed = Embedding.from_pretrained(glove_vectors, freeze=False, padding_idx=0)
@@ -1555,8 +1556,7 @@ class PReLU(Module):
     def __init__(self, num_parameters: int = 1, init: float = 0.25,
                  device: str | None = None) -> None:
         self.num_parameters = num_parameters
-        self.weight = tensor(np.full(num_parameters, init, np.float32), device=device,
-                             requires_grad=True)
+        self.weight = Parameter(tensor(np.full(num_parameters, init, np.float32), device=device))
 
     def forward(self, x: Tensor) -> Tensor:
         return F.prelu(x, self.weight)
@@ -2811,7 +2811,7 @@ def _as_parameter(container: str, value: Any) -> Tensor:
     if array is None or not dt.is_float(array.dtype):
         raise TypeError(f"{container} holds floating-point gingham Tensors (or arrays), not "
                         f"{type(value).__name__}")
-    return tensor(array, requires_grad=True)
+    return Parameter(tensor(array))
 
 
 class ParameterList(Module):
@@ -3123,13 +3123,13 @@ class EmbeddingBag(Module):
         self.include_last_offset = include_last_offset
         self.padding_idx = F._padding_index(padding_idx, num_embeddings)
         if _weight is not None:
-            self.weight = tensor(_weight, device=device or getattr(_weight, "device", None),
-                                 requires_grad=True)
+            given_device = device or getattr(_weight, "device", None)
+            self.weight = Parameter(tensor(_weight, device=given_device))
             return
         values = _default_rng.standard_normal((num_embeddings, embedding_dim))
         if self.padding_idx is not None:
             values[self.padding_idx] = 0.0
-        self.weight = tensor(values.astype(np.float32), device=device, requires_grad=True)
+        self.weight = Parameter(tensor(values.astype(np.float32), device=device))
 
     def forward(self, input: Tensor, offsets: Tensor | None = None,
                 per_sample_weights: Tensor | None = None) -> Tensor:
