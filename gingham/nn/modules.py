@@ -2265,6 +2265,21 @@ class Sequential(_ModuleSequence):
             return self._names
         return super()._child_names()
 
+    # PyTorch keeps a Sequential's children in ``_modules``, so each is an attribute by its
+    # name (``model.fc``, ``getattr(model, "0")``), and setting a module attribute replaces
+    # or appends a child: ``model.fc = nn.Linear(512, 3)`` swaps the head of a named one.
+    def __getattr__(self, name: str):
+        layers = self.__dict__.get("layers")  # absent while __init__ runs
+        if layers is not None and name in self._child_names():
+            return layers[self._child_names().index(name)]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __setattr__(self, name: str, value) -> None:
+        if isinstance(value, Module) and "layers" in self.__dict__:
+            self.add_module(name, value)
+        else:
+            super().__setattr__(name, value)
+
     def forward(self, x: Tensor) -> Tensor:
         for layer in self.layers:
             x = layer(x)
