@@ -84,6 +84,8 @@ from .frontend.indexing import (  # noqa: E402
 )
 from .frontend.numerics import frexp, gradient  # noqa: E402  (beside ldexp, diff)
 from .nn.functional import multinomial  # noqa: E402
+# torch.manual_seed's: the device generators and parameter initialisation alike
+from .nn import manual_seed  # noqa: E402
 # torch.<method>(input, ...) for the Tensor methods of gingham.frontend.tensor.METHOD_FUNCTIONS
 # (torch.sum, torch.max, torch.abs, ...: names a module-level def there would clash with builtins)
 from .frontend.tensor import METHOD_FUNCTIONS as _METHOD_FUNCTIONS  # noqa: E402
@@ -101,7 +103,7 @@ from .frontend.tensor import cat as concatenate, vstack as row_stack  # noqa: E4
 from .nn.functional import (  # noqa: E402
     adaptive_avg_pool1d, avg_pool1d, bilinear, celu, channel_shuffle,
     conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d,
-    cosine_similarity, manual_seed, max_pool1d, max_pool2d, max_pool3d, pairwise_distance,
+    cosine_similarity, max_pool1d, max_pool2d, max_pool3d, pairwise_distance,
     pdist, pixel_shuffle, pixel_unshuffle, rms_norm, selu, threshold,
 )
 from . import optim  # noqa: E402

@@ -135,8 +135,10 @@ def test_skip_tables_name_only_what_is_absent():
 
 def test_nn_functional_aliases_are_the_same_functions():
     for name in ("conv1d", "conv2d", "max_pool2d", "cosine_similarity", "pixel_shuffle",
-                 "selu", "threshold", "rms_norm", "bilinear", "manual_seed"):
+                 "selu", "threshold", "rms_norm", "bilinear"):
         assert getattr(gingham, name) is getattr(F, name), name
+    # torch.manual_seed seeds layer initialisation too: gingham.nn's seeds both generators
+    assert gingham.manual_seed is gingham.nn.manual_seed
 
 
 # -- the harness -----------------------------------------------------------------------------------
