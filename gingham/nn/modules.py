@@ -1136,6 +1136,24 @@ class _BatchNorm(Module):
             self.running_var = tensor(ones, device=device)
             self.num_batches_tracked = tensor(np.array(0, np.int64), device=device)
 
+    def reset_running_stats(self) -> None:
+        """Running mean 0, running variance 1 and ``num_batches_tracked`` 0, in place, as
+        PyTorch's (what ``swa_utils.update_bn`` does before re-estimating them)."""
+        if self.running_mean is not None:
+            with no_grad():
+                self.running_mean.zero_()
+                self.running_var.fill_(1.0)
+                self.num_batches_tracked.zero_()
+
+    def reset_parameters(self) -> None:
+        """:meth:`reset_running_stats`, and the affine weight 1 and bias 0."""
+        self.reset_running_stats()
+        with no_grad():
+            if self.weight is not None:
+                self.weight.fill_(1.0)
+            if self.bias is not None:
+                self.bias.zero_()
+
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim not in self._ranks:
             ranks = " or ".join(f"{r}D" for r in self._ranks)
