@@ -422,6 +422,23 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None
     return _init(self, "normal_", lambda t: init.normal_(t, mean, std, generator=generator))
 
 
+def bernoulli_(self: Tensor, p=0.5, *, generator=None) -> Tensor:
+    """Each element 1 with probability ``p`` (a float, or a tensor broadcast to this shape),
+    else 0, drawn by the device's generator (so inside a compiled step too), as PyTorch's;
+    stochastic depth's mask:
+
+        noise = gingham.empty(n, 1, 1, 1).bernoulli_(0.8).div_(0.8)
+    """
+    from .sampling import bernoulli
+    from .tensor import zeros
+
+    if isinstance(p, Tensor) and not dt.is_float(p.dtype):
+        raise DTypeError(f"bernoulli_: p must be floating-point, not {dt.dtype_name(p.dtype)}")
+    probability = zeros(self.shape, dt.FLOAT32, self.device) + p  # broadcast, checked
+    drawn = bernoulli(probability, generator=generator)
+    return write(self, drawn.astype(self.dtype), "bernoulli_")  # any dtype, as PyTorch's
+
+
 def _init(self: Tensor, op: str, draw: Callable[[Tensor], Tensor]) -> Tensor:
     """An initialiser's draw into ``self``: a leaf (or a leaf's alias) takes it directly, a
     computed tensor through :func:`write`."""
@@ -479,7 +496,7 @@ def install() -> None:
                 Tensor, f"{name}_"):
             setattr(Tensor, f"{name}_", _twin(name))
     for function in (add_, sub_, mul_, div_, pow_, zero_, fill_, copy_, uniform_, normal_,
-                     detach_, fill_diagonal_):
+                     bernoulli_, detach_, fill_diagonal_):
         setattr(Tensor, function.__name__, function)
     Tensor.divide_ = Tensor.true_divide_ = div_
     Tensor.multiply_ = mul_

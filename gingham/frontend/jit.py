@@ -320,7 +320,7 @@ def _compile_trace(result, trace: _Trace, placeholders: list, fn: Callable, args
         if not isinstance(o, Tensor):
             raise GinghamError(f"a function traced by gingham.jit must return tensors, got "
                                f"{type(o).__name__}")
-    targets = outputs + [value for _, value in trace.assignments]
+    targets = _distinct(outputs + [value for _, value in trace.assignments])
     if not targets:
         raise GinghamError("the traced function computes nothing (no outputs, no updates)")
     devices = sorted({t.device for t in targets})
@@ -360,6 +360,18 @@ def _compile_trace(result, trace: _Trace, placeholders: list, fn: Callable, args
             leaf._backward_roots = []
     return _Compiled(exe, leaves, slots, out_structure, len(outputs),
                      [t for t, _ in trace.assignments], _snapshot(fn, args), refinement)
+
+
+def _distinct(targets: list[Tensor]) -> list[Tensor]:
+    """``targets`` with each repeat of a tensor replaced by a copy: a program names each
+    output once, and a step may return one tensor twice, or return a tensor it also updates
+    in place (``noise = empty(n).bernoulli_(p); return noise``)."""
+    seen: set[int] = set()
+    distinct = []
+    for target in targets:
+        distinct.append(target.clone() if id(target) in seen else target)
+        seen.add(id(target))
+    return distinct
 
 
 def _captured_device(fn: Callable) -> str | None:

@@ -213,3 +213,23 @@ def test_channels_last_step_and_manual_seed(device):
     first = nn.Linear(3, 2, device=device).weight.numpy()
     gingham.manual_seed(7)
     np.testing.assert_array_equal(nn.Linear(3, 2, device=device).weight.numpy(), first)
+
+
+def test_stochastic_depth_mask_bernoulli_(device):
+    """torchvision's ``stochastic_depth``: ``empty(...).bernoulli_(p).div_(p)``, eagerly and
+    in a compiled step (new draws at each replay), with a tensor ``p`` and an integer target."""
+    def mask(x):
+        noise = gingham.empty([x.shape[0], 1, 1, 1], dtype=x.dtype, device=x.device)
+        return noise.bernoulli_(0.75).div_(0.75)
+    x = gingham.zeros(4096, 1, 1, 1, device=device)
+    compiled = gingham.jit(mask)
+    draws = [mask(x).numpy().ravel(), compiled(x).numpy().ravel(), compiled(x).numpy().ravel()]
+    for values in draws:
+        assert set(np.unique(values).tolist()) <= {0.0, np.float32(1 / 0.75)}
+        assert abs(values.mean() * 0.75 - 0.75) < 5 * np.sqrt(0.75 * 0.25 / 4096)
+    assert not np.array_equal(draws[1], draws[2])
+    twice = gingham.jit(lambda x: (x * 2,) * 2)(x[:3])  # one tensor returned twice
+    assert [t.shape for t in twice] == [(3, 1, 1, 1)] * 2
+    fixed = gingham.zeros(2, 3, dtype=gingham.int64, device=device)
+    fixed.bernoulli_(gingham.tensor(np.array([[0.0], [1.0]], np.float32), device=device))
+    np.testing.assert_array_equal(fixed.numpy(), [[0, 0, 0], [1, 1, 1]])
