@@ -40,7 +40,7 @@ import itertools
 import math
 import operator
 import warnings
-from typing import NamedTuple, Sequence, Union
+from typing import Callable, NamedTuple, Sequence, Union
 
 import numpy as np
 
@@ -1049,18 +1049,23 @@ def _float_input(op: str, x: Tensor) -> None:
     _check(op, ("input",), input=x)
 
 
-def relu(input: Tensor) -> Tensor:
+# ``inplace`` (PyTorch's) is accepted by the activations and ignored, as by the modules: the
+# value is returned and the input kept. F.relu_ and the other ``_`` spellings (at the end of
+# this file) write in place.
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
     _float_input("relu", input)
     return _map(input, builder.relu, "relu")
 
 
-def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """``x`` where positive, ``negative_slope * x`` elsewhere."""
     _float_input("leaky_relu", input)
     return _map(input, lambda a: builder.select(a > 0, a, a * negative_slope), "leaky_relu")
 
 
-def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere (``exp`` of ``min(x, 0)``, so
     the branch not taken never overflows into the gradient)."""
     _float_input("elu", input)
@@ -1081,7 +1086,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', not {approximate!r}")
 
 
-def silu(input: Tensor) -> Tensor:
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
     _float_input("silu", input)
     return _map(input, lambda a: a * builder.sigmoid(a), "silu")
 
@@ -1096,7 +1101,8 @@ def tanh(input: Tensor) -> Tensor:
     return _map(input, builder.tanh, "tanh")
 
 
-def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,
+             inplace: bool = False) -> Tensor:
     """``x`` clamped to ``[min_val, max_val]``."""
     _float_input("hardtanh", input)
     if min_val > max_val:
@@ -1106,7 +1112,7 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tens
                                                  float(max_val)), "hardtanh")
 
 
-def relu6(input: Tensor) -> Tensor:
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     """``min(max(x, 0), 6)``."""
     return hardtanh(input, 0.0, 6.0)
 
@@ -1121,14 +1127,14 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
         "softplus")
 
 
-def mish(input: Tensor) -> Tensor:
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * tanh(softplus(x))``."""
     _float_input("mish", input)
     return _map(input, lambda a: a * builder.tanh(builder.select(
         a > 20.0, a, builder.log(builder.exp(builder.minimum(a, 20.0)) + 1.0))), "mish")
 
 
-def hardswish(input: Tensor) -> Tensor:
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * relu6(x + 3) / 6``."""
     _float_input("hardswish", input)
     return _map(input, lambda a: a * builder.minimum(builder.maximum(a + 3.0, 0.0), 6.0)
@@ -3886,3 +3892,30 @@ def upsample_bilinear(input: Tensor, size: IntOrTuple | None = None, scale_facto
     warnings.warn("`nn.functional.upsample_bilinear` is deprecated. Use "
                   "`nn.functional.interpolate` instead.", stacklevel=2)
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+# -- in-place activations -----------------------------------------------------------------------
+# PyTorch's explicit in-place spellings write the value into the input through gingham's
+# in-place mechanism (a computed tensor is rebound, a leaf assigned), as Tensor.relu_ does.
+
+
+def _in_place(name: str, function: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    def apply(input: Tensor, *args, **kwargs) -> Tensor:  # noqa: A002 (PyTorch's name)
+        from ..frontend.inplace import write
+
+        _check(f"{name}_", ("input",), input=input)
+        return write(input, function(input, *args, **kwargs), f"{name}_")
+    apply.__name__ = apply.__qualname__ = f"{name}_"
+    apply.__doc__ = (f"``{name}`` written into ``input``, which is returned, as PyTorch's "
+                     f"``F.{name}_``:\n\n        F.{name}_(features)\n    ")
+    return apply
+
+
+relu_ = _in_place("relu", relu)
+leaky_relu_ = _in_place("leaky_relu", leaky_relu)
+elu_ = _in_place("elu", elu)
+celu_ = _in_place("celu", celu)
+selu_ = _in_place("selu", selu)
+hardtanh_ = _in_place("hardtanh", hardtanh)
+threshold_ = _in_place("threshold", threshold)
+rrelu_ = _in_place("rrelu", rrelu)

@@ -233,3 +233,30 @@ def test_stochastic_depth_mask_bernoulli_(device):
     fixed = gingham.zeros(2, 3, dtype=gingham.int64, device=device)
     fixed.bernoulli_(gingham.tensor(np.array([[0.0], [1.0]], np.float32), device=device))
     np.testing.assert_array_equal(fixed.numpy(), [[0, 0, 0], [1, 1, 1]])
+
+
+def test_activation_inplace_spellings(device):
+    """``F.relu(x, inplace=True)`` (torchvision's spelling; gingham returns the value and
+    keeps ``x``) and the ``F.relu_`` family, which change a computed tensor in place with
+    gradients through it, against PyTorch's values and gradient."""
+    start = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    results = {}
+    for lib, functional in ((gingham, F), (torch, torch.nn.functional)):
+        w = (gingham.tensor(start, device=device, requires_grad=True) if lib is gingham
+             else torch.tensor(start, requires_grad=True))
+        outs = [functional.relu(w * 1.0, inplace=True), functional.relu6(w * 2.9, inplace=True),
+                functional.hardswish(w * 2.0, inplace=True), functional.silu(w * 1.0, True)]
+        for spelling, args in ((functional.relu_, ()), (functional.leaky_relu_, (0.2,)),
+                               (functional.hardtanh_, (-0.5, 0.5)), (functional.elu_, ()),
+                               (functional.celu_, (0.5,)), (functional.threshold_, (0.1, 2.0))):
+            h = w * 1.5
+            assert spelling(h, *args) is h
+            outs.append(h)
+        weights = np.arange(len(outs) * 12, dtype=np.float32).reshape(len(outs), 3, 4) / 50
+        total = sum((out * lib.tensor(weight)).sum() if lib is torch else
+                    (out * gingham.tensor(weight, device=device)).sum()
+                    for out, weight in zip(outs, weights))
+        total.backward()
+        results[lib] = [*outs, w.grad]
+    for n, (ours, theirs) in enumerate(zip(results[gingham], results[torch])):
+        _close(ours, theirs, f"output {n}")
