@@ -16,11 +16,13 @@ work too, and say what an attribute is where the rules below would guess otherwi
   modules are children named ``attr.0``, ``attr.1``, ... (PyTorch's ``ModuleList`` naming);
   :class:`Sequential` and :class:`ModuleList` name theirs ``0``, ``1``, ...,
   :class:`ModuleDict` by key. Plain dicts are not walked: use a ``ModuleDict``.
-* a public :class:`gingham.Tensor` attribute that requires gradients is a *parameter*; one that
-  does not is a *buffer* (batch norm's running statistics; a parameter frozen with
-  ``requires_grad = False`` becomes one too, while ``module.requires_grad_(False)`` keeps its
-  parameters parameters, as PyTorch's). Both are in :meth:`Module.state_dict` under
-  PyTorch's dotted names, so a PyTorch state dict of the same architecture loads unchanged.
+* an :class:`nn.Parameter` attribute (the layers' weights are) is a *parameter* whatever
+  its ``requires_grad``, so one frozen with ``p.requires_grad = False`` stays one, as in
+  PyTorch; another public :class:`gingham.Tensor` attribute is a parameter while it requires
+  gradients and a *buffer* otherwise (batch norm's running statistics; such a tensor frozen
+  by ``module.requires_grad_(False)`` is registered and stays a parameter). Both are in
+  :meth:`Module.state_dict` under PyTorch's dotted names, so a PyTorch state dict of the
+  same architecture loads unchanged.
   Attributes whose names start with ``_`` are private: neither, and not saved (``to()`` still
   moves them). ``register_buffer(name, t, persistent=False)`` makes a buffer that is not
   saved; a registered name is a buffer or parameter whatever its ``requires_grad`` and
