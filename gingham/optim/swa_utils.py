@@ -23,7 +23,7 @@ import numpy as np
 
 from ..frontend.lr_scheduler import LRScheduler, _group_values
 from ..frontend.optim import Optimizer
-from ..frontend.tensor import Tensor, no_grad, tensor, where
+from ..frontend.tensor import Tensor, assign_all, no_grad, tensor, where
 from ..nn.modules import Module, _BatchNorm, _InstanceNorm
 
 __all__ = ["AveragedModel", "update_bn", "SWALR", "get_ema_multi_avg_fn",
@@ -39,33 +39,46 @@ def _check_decay(decay: float) -> None:
                          "[0,1] range.")
 
 
+def _ema_value(decay: float) -> AverageFn:
+    def value(averaged: Tensor, current: Tensor, _) -> Tensor:
+        if averaged.is_floating_point():
+            return averaged.lerp(current, 1 - decay)
+        return averaged * decay + current * (1 - decay)  # an integer buffer: truncated
+    return value
+
+
+def _swa_value() -> AverageFn:
+    def value(averaged: Tensor, current: Tensor, num_averaged: Tensor | int) -> Tensor:
+        if averaged.is_floating_point():
+            return averaged.lerp(current, 1 / (num_averaged + 1))
+        return averaged + (current - averaged) // (num_averaged + 1)
+    return value
+
+
+def _in_place(value_of: AverageFn) -> MultiAverageFn:
+    """A ``multi_avg_fn`` writing ``value_of(averaged, current, n)`` into each averaged
+    tensor. It carries ``value_of``: :class:`AveragedModel` computes every new value from it
+    and assigns them all at once (one program eagerly, not one per tensor)."""
+    def update(averaged_params: Sequence[Tensor], model_params: Sequence[Tensor],
+               num_averaged: Tensor | int) -> None:
+        with no_grad():
+            for averaged, current in zip(averaged_params, model_params, strict=True):
+                averaged.copy_(value_of(averaged, current, num_averaged))
+    update.value_of = value_of
+    return update
+
+
 def get_ema_multi_avg_fn(decay: float = 0.999) -> MultiAverageFn:
     """The in-place exponential moving average ``ema = decay * ema + (1 - decay) * model``
-    over lists of tensors (``AveragedModel``'s ``multi_avg_fn``)."""
+    over lists of tensors (``AveragedModel``'s ``multi_avg_fn``); integer tensors truncate
+    (PyTorch's ``copy_``)."""
     _check_decay(decay)
-
-    def ema_update(ema_params: Sequence[Tensor], model_params: Sequence[Tensor], _) -> None:
-        with no_grad():
-            for averaged, current in zip(ema_params, model_params, strict=True):
-                if averaged.is_floating_point():
-                    averaged.lerp_(current, 1 - decay)
-                else:  # integer buffers (a batch norm's count), truncated as PyTorch's
-                    averaged.copy_(averaged * decay + current * (1 - decay))
-    return ema_update
+    return _in_place(_ema_value(decay))
 
 
 def get_swa_multi_avg_fn() -> MultiAverageFn:
     """The in-place equal-weight average ``avg += (model - avg) / (n + 1)`` over lists."""
-
-    def swa_update(averaged_params: Sequence[Tensor], model_params: Sequence[Tensor],
-                   num_averaged: Tensor | int) -> None:
-        with no_grad():
-            for averaged, current in zip(averaged_params, model_params, strict=True):
-                if averaged.is_floating_point():
-                    averaged.lerp_(current, 1 / (num_averaged + 1))
-                else:  # integer buffers (a batch norm's count): PyTorch's integer division
-                    averaged.copy_(averaged + (current - averaged) // (num_averaged + 1))
-    return swa_update
+    return _in_place(_swa_value())
 
 
 def get_ema_avg_fn(decay: float = 0.999) -> AverageFn:
@@ -128,28 +141,32 @@ class AveragedModel(Module):
         return [(a, m.detach().to(a.device)) for a, m in zip(mine, theirs)]
 
     def update_parameters(self, model: Module) -> None:
-        """Average ``model``'s current parameters in (see the class docstring)."""
+        """Average ``model``'s current parameters in (see the class docstring): one
+        assignment of every averaged tensor, its buffers and the count, so eagerly one
+        program, unless ``multi_avg_fn`` is the caller's own (then it runs in place first)."""
         pairs = self._averaged_pairs(model)
         first = self.n_averaged == 0
+        average = self.multi_avg_fn or get_swa_multi_avg_fn()
+        value_of = self.avg_fn or getattr(average, "value_of", None)
         with no_grad():
-            if self.multi_avg_fn is not None or self.avg_fn is None:
-                average = self.multi_avg_fn or get_swa_multi_avg_fn()
+            if value_of is None:  # a multi_avg_fn of the caller's: in place, as PyTorch's
                 floats = [(a, m) for a, m in pairs if a.is_floating_point()]
                 others = [(a, m) for a, m in pairs if not a.is_floating_point()]
                 for group in (floats, others):  # PyTorch groups them by dtype
                     if group:
                         average([a for a, _ in group], [m for _, m in group],
                                 self.n_averaged)
-            else:
-                for averaged, current in pairs:
-                    averaged.copy_(self.avg_fn(averaged, current, self.n_averaged))
+                value_of = _keep
             # The first update is a copy: a where on the device count, so nothing is read back
-            for averaged, current in pairs:
-                averaged.copy_(where(first, current, averaged))
+            updates = [(a, where(first, m, value_of(a, m, self.n_averaged))) for a, m in pairs]
             if not self.use_buffers:
-                for mine, theirs in zip(self.module.buffers(), model.buffers(), strict=True):
-                    mine.copy_(theirs.detach().to(mine.device))
-            self.n_averaged += 1
+                updates += [(mine, theirs.detach().to(mine.device)) for mine, theirs
+                            in zip(self.module.buffers(), model.buffers(), strict=True)]
+            assign_all(updates + [(self.n_averaged, self.n_averaged + 1)])
+
+
+def _keep(averaged: Tensor, current: Tensor, num_averaged) -> Tensor:
+    return averaged
 
 
 def update_bn(loader: Iterable[Any], model: Module, device: str | None = None) -> None:
