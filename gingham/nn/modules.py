@@ -116,6 +116,20 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
+class TensorListing(list):
+    """What ``parameters()`` and ``buffers()`` return: a list (gingham's code and users index
+    it and take its ``len``) that is also an iterator over itself, as PyTorch's generators
+    are used: ``device = next(model.parameters()).device``."""
+
+    _position = 0
+
+    def __next__(self) -> Tensor:
+        if self._position >= len(self):
+            raise StopIteration
+        self._position += 1
+        return self[self._position - 1]
+
+
 class IncompatibleKeys(NamedTuple):
     """What ``load_state_dict(..., strict=False)`` passed over: the module's names that the
     state dict lacked, and the state dict's names that the module does not have."""
@@ -382,10 +396,10 @@ class Module:
         (under every name with ``remove_duplicate=False``)."""
         return self._named_tensors(prefix, recurse, remove_duplicate, ("parameter",))
 
-    def parameters(self, recurse: bool = True) -> list[Tensor]:
+    def parameters(self, recurse: bool = True) -> TensorListing:
         """The parameters in :meth:`named_parameters`' order (the order optimisers and
-        ``gingham.jit`` see)."""
-        return [p for _, p in self.named_parameters(recurse=recurse)]
+        ``gingham.jit`` see): a list, which ``next()`` also steps through."""
+        return TensorListing(p for _, p in self.named_parameters(recurse=recurse))
 
     def named_buffers(self, prefix: str = "", recurse: bool = True,
                       remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
@@ -393,8 +407,8 @@ class Module:
         attributes that do not require gradients), in the order of :meth:`named_parameters`."""
         return self._named_tensors(prefix, recurse, remove_duplicate, ("buffer",))
 
-    def buffers(self, recurse: bool = True) -> list[Tensor]:
-        return [b for _, b in self.named_buffers(recurse=recurse)]
+    def buffers(self, recurse: bool = True) -> TensorListing:
+        return TensorListing(b for _, b in self.named_buffers(recurse=recurse))
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget every parameter's gradient (or, with ``set_to_none=False``, make it zeros)."""

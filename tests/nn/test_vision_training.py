@@ -115,6 +115,9 @@ def test_frozen_parameters_and_named_sequential_match_torch():
     ``reset_running_stats``."""
     ours, theirs = _twins("reference")
     assert ours.fc is ours[-1] and ours.bn1 is ours[1]
+    parameters = ours.parameters()  # a list that next() steps through, as torch's generator
+    assert next(parameters) is ours.conv1.weight and next(parameters) is ours.bn1.weight
+    assert len(parameters) == 5 and next(ours.buffers()) is ours.bn1.running_mean
     with pytest.raises(AttributeError, match="no attribute 'head'"):
         ours.head  # noqa: B018
     ours.fc, theirs.fc = nn.Linear(4, 2, device="reference"), torch.nn.Linear(4, 2)
@@ -138,26 +141,34 @@ def test_frozen_parameters_and_named_sequential_match_torch():
 
 
 def test_averaged_models_and_update_bn(device):
-    """An EMA (``get_ema_multi_avg_fn``, ``use_buffers``) updated inside a compiled step, an
-    equal-weight SWA updated eagerly, then ``update_bn`` over NumPy batches, against
-    ``torch.optim.swa_utils``."""
+    """An EMA (``get_ema_multi_avg_fn``, ``use_buffers``) updated inside a compiled step; an
+    equal-weight SWA, an ``avg_fn`` and the caller's own in-place ``multi_avg_fn`` updated
+    eagerly; then ``update_bn`` over NumPy batches; against ``torch.optim.swa_utils``."""
     ours, theirs = _twins(device)
     twins = {}
     for lib, model, utils in ((gingham, ours, swa_utils), (torch, theirs, torch.optim.swa_utils)):
         ema = utils.AveragedModel(model, multi_avg_fn=utils.get_ema_multi_avg_fn(0.8),
                                   use_buffers=True)
         swa = utils.AveragedModel(model)
+        per_tensor = utils.AveragedModel(model, avg_fn=utils.get_ema_avg_fn(0.5))
+
+        def halfway(averaged, current, _):  # the caller's own in-place multi_avg_fn
+            for a, m in zip(averaged, current):
+                a.lerp_(m, 0.5)
+        own = utils.AveragedModel(model, multi_avg_fn=halfway)
         step = _step(lib, model, lib.optim.SGD(model.parameters(), lr=0.2), ema=ema)
         for scale in (1.0, 2.0, 0.5):
             images = IMAGES * scale
             step(*((images, LABELS) if lib is gingham
                    else (torch.tensor(images), torch.tensor(LABELS))))
-            swa.update_parameters(model)
+            for averaged in (swa, per_tensor, own):
+                averaged.update_parameters(model)
         loader = [(IMAGES, LABELS), (IMAGES[:2] * 3, LABELS[:2])]
         utils.update_bn(loader if lib is gingham else
                         [(torch.tensor(a), torch.tensor(b)) for a, b in loader], swa)
-        twins[lib] = {**{f"ema.{k}": v for k, v in ema.state_dict().items()},
-                      **{f"swa.{k}": v for k, v in swa.state_dict().items()}}
+        twins[lib] = {f"{label}.{k}": v for label, averaged in (
+            ("ema", ema), ("swa", swa), ("per_tensor", per_tensor), ("own", own))
+            for k, v in averaged.state_dict().items()}
     assert twins[gingham].keys() == twins[torch].keys()
     for name, expected in twins[torch].items():
         _close(twins[gingham][name], expected, name)
