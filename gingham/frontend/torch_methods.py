@@ -335,6 +335,11 @@ class TorchMethods:
     @property
     def nbytes(self) -> int: return self.numel() * self.dtype.itemsize
 
+    @property
+    def is_cuda(self) -> bool:
+        """Whether the tensor is on a CUDA device (``if x.is_cuda:`` in PyTorch scripts)."""
+        return self.device.type == "cuda"
+
     def cpu(self) -> "Tensor":
         """This tensor on gingham's ``cpu`` device (generated C), as ``to("cpu")``."""
         return self.to("cpu")

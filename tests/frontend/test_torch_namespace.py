@@ -58,7 +58,7 @@ SKIPPED: dict[str, list[str]] = {
         "set_num_interop_threads", "init_num_threads"],
     "other backends' kernels and device hooks (gingham's devices are its own)": [
         "cudnn_.*", "miopen_.*", "mkldnn_.*", "fbgemm_.*", "is_vulkan_available", "ipu", "xpu",
-        "mtia", "is_cpu", "is_cuda", "is_ipu", "is_maia", "is_meta", "is_mkldnn", "is_mps",
+        "mtia", "is_cpu", "is_ipu", "is_maia", "is_meta", "is_mkldnn", "is_mps",
         "is_mtia", "is_vulkan", "is_xla", "is_xpu", "to_mkldnn", "record_stream",
         "get_device_module", "profiler_.*"],
     "torch's global configuration, autocast state, RNG state and determinism flags": [

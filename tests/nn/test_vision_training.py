@@ -211,6 +211,7 @@ def test_channels_last_step_and_manual_seed(device):
         losses[lib] = [float(step(*args).item()) for _ in range(2)]
     np.testing.assert_allclose(losses[gingham], losses[torch], **TOL)
     x = gingham.tensor(IMAGES, device=device)
+    assert x.is_cuda == device.startswith("cuda")
     assert x.contiguous(memory_format=gingham.channels_last) is x
     assert x.is_contiguous(memory_format=gingham.channels_last)
     assert not x[0].is_contiguous(memory_format=gingham.channels_last)
