@@ -272,3 +272,20 @@ def test_activation_inplace_spellings(device):
         results[lib] = [*outs, w.grad]
     for n, (ours, theirs) in enumerate(zip(results[gingham], results[torch])):
         _close(ours, theirs, f"output {n}")
+
+
+def test_torch_cuda_amp_spellings():
+    """``from torch.cuda.amp import GradScaler, autocast`` scripts: PyTorch's deprecation
+    warning, CUDA's float16 for ops on CUDA devices only (a reference tensor's op stays
+    float32, as a CPU tensor's does under PyTorch's), the scaler's arguments."""
+    from gingham.cuda.amp import GradScaler, autocast
+
+    with pytest.warns(FutureWarning, match=r"torch.amp.autocast\('cuda'"):
+        region = autocast()
+    assert (region.device_type, np.dtype(region.dtype)) == ("cuda", np.float16)
+    x = gingham.ones(3, device="reference")
+    with region:
+        assert (x @ x).dtype == np.float32
+    with pytest.warns(FutureWarning, match=r"torch.amp.GradScaler\('cuda'"):
+        scaler = GradScaler(init_scale=8.0, growth_interval=5)
+    assert scaler.get_scale() == 8.0 and gingham.cuda.amp.GradScaler is GradScaler
