@@ -188,7 +188,8 @@ def update_bn(loader: Iterable[Any], model: Module, device: str | None = None) -
     model.train()
     for norm in momenta:
         norm.momentum = None
-    target = device or next(iter(momenta)).running_mean.device
+    held = [*model.parameters(), *model.buffers()]
+    target = device or (held[0].device if held else None)
     with no_grad():
         for batch in loader:
             if isinstance(batch, (list, tuple)):
