@@ -84,6 +84,8 @@ from .frontend.indexing import (  # noqa: E402
 )
 from .frontend.numerics import frexp, gradient  # noqa: E402  (beside ldexp, diff)
 from .nn.functional import Generator, multinomial  # noqa: E402
+# torch.manual_seed's: the device generators and parameter initialisation alike
+from .nn import manual_seed  # noqa: E402
 # torch.<method>(input, ...) for the Tensor methods of gingham.frontend.tensor.METHOD_FUNCTIONS
 # (torch.sum, torch.max, torch.abs, ...: names a module-level def there would clash with builtins)
 from .frontend.tensor import METHOD_FUNCTIONS as _METHOD_FUNCTIONS  # noqa: E402
@@ -102,7 +104,7 @@ from .frontend.namespace import finfo, iinfo  # noqa: E402  (torch.finfo, torch.
 from .nn.functional import (  # noqa: E402
     adaptive_avg_pool1d, avg_pool1d, bilinear, celu, channel_shuffle,
     conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d,
-    cosine_similarity, manual_seed, max_pool1d, max_pool2d, max_pool3d, pairwise_distance,
+    cosine_similarity, max_pool1d, max_pool2d, max_pool3d, pairwise_distance,
     pdist, pixel_shuffle, pixel_unshuffle, rms_norm, selu, threshold,
 )
 from . import optim  # noqa: E402
@@ -133,6 +135,9 @@ from .frontend.special import (  # noqa: E402  (the gamma family and Bessel's I0
 from . import special  # noqa: E402  (torch.special's names)
 from . import distributions  # noqa: E402  (torch.distributions)
 from .frontend.amp import autocast  # noqa: E402
+from .frontend.dims import (  # noqa: E402  (torch's memory formats: accepted, change nothing)
+    channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format,
+)
 from .torch_devices import device  # noqa: E402  (torch.device's spelling of a device id)
 from . import accelerator, backends, cuda  # noqa: E402  (torch.accelerator, .backends, .cuda)
 from .frontend.jit import compile, jit  # noqa: E402,A004  (compile: torch.compile's name)
@@ -159,7 +164,8 @@ __all__ = [
     "tensordot", "trace", "tril", "triu", "vstack",
     "device", "accelerator", "backends", "cuda", "jit", "compile", "optim", "grad",
     "value_and_grad", "autograd", "enable_grad", "inference_mode", "is_inference_mode_enabled",
-    "set_grad_enabled", "AutogradError", "amp", "autocast", "save", "load", "linalg",
+    "set_grad_enabled", "AutogradError", "amp", "autocast", "channels_last", "channels_last_3d",
+    "contiguous_format", "memory_format", "preserve_format", "save", "load", "linalg",
     "fft", "signal", "cholesky", "cholesky_inverse", "det", "logdet", "slogdet", "inverse",
     "cholesky_solve", "frobenius_norm", "geqrf", "lu", "lu_solve", "lu_unpack", "matrix_exp",
     "matrix_power", "nuclear_norm", "orgqr", "pinverse", "qr", "svd", "triangular_solve",

@@ -83,3 +83,44 @@ def _broadcast_shapes(name: str, shapes: list[tuple[int, ...]]) -> tuple[int, ..
         raise ShapeError(
             f"{name}: shapes {', '.join(str(s) for s in shapes)} do not broadcast together"
         ) from None
+
+
+class memory_format:  # noqa: N801  (torch.memory_format's name)
+    """A PyTorch memory format: ``gingham.channels_last``, ``gingham.contiguous_format``, ...
+
+    gingham's tensors have no strides: the compiler chooses each kernel's layout itself
+    (channels-last on CPUs, see ``data_format``), so a format changes no value and no
+    shape. Functions take one (``x.to(memory_format=gingham.channels_last)``,
+    ``model.to(memory_format=...)``, ``x.contiguous(memory_format=...)``) so PyTorch code
+    runs as written, and check it as PyTorch does: a 4-d tensor for ``channels_last``, a 5-d
+    one for ``channels_last_3d``.
+    """
+
+    def __init__(self, name: str, rank: int | None) -> None:
+        self.name, self.rank = name, rank
+
+    def __repr__(self) -> str:
+        return f"gingham.{self.name}"
+
+    def __reduce__(self) -> str:  # pickled (a checkpoint's argument) as the module's constant
+        return self.name
+
+
+contiguous_format = memory_format("contiguous_format", None)
+preserve_format = memory_format("preserve_format", None)
+channels_last = memory_format("channels_last", 4)
+channels_last_3d = memory_format("channels_last_3d", 5)
+
+
+def _memory_format(op: str, fmt, ndim: int) -> memory_format:
+    """``fmt`` checked to be a memory format a tensor of ``ndim`` dims can take (PyTorch's
+    TypeError and rank check); ``None`` is ``preserve_format``."""
+    if fmt is None:
+        return preserve_format
+    if not isinstance(fmt, memory_format):
+        raise TypeError(f"{op}: memory_format must be a gingham.memory_format (such as "
+                        f"gingham.channels_last), not {type(fmt).__name__}")
+    if fmt.rank is not None and fmt.rank != ndim:
+        raise ShapeError(f"{op}: required rank {fmt.rank} tensor to use {fmt.name} format, "
+                         f"not a {ndim}-d one")
+    return fmt

@@ -217,8 +217,10 @@ def assign_all(pairs: Sequence[tuple[Tensor, Tensor]]) -> None:
     """Give several leaves new values computed together (one program), then swap them in.
 
     The tensors that ``backward()`` was called on are computed in the same program, so a loss
-    read after ``optimizer.step()`` still shows the value it had before the step; other lazy
-    tensors computed from the old values keep them (:func:`keep_readers_on_old_value`).
+    read after ``optimizer.step()`` still shows the value it had before the step; any other
+    lazy tensor computed from a leaf's old value (the logits of that loss, a scaled loss's
+    unscaled one) is pointed at a snapshot of it and keeps that value too, as in PyTorch
+    (:func:`keep_readers_on_old_value`).
     """
     from .jit import current_trace
 

@@ -183,8 +183,7 @@ def _assign_leaf(target: Tensor, value: Tensor) -> None:
 
     trace = current_trace()
     if trace is None:
-        snapshot_value(target)
-        assign_all([(target, value)])
+        assign_all([(target, value)])  # which keeps what was computed from the old value
         return
     trace.update_in_place(target, value)
 
@@ -368,6 +367,10 @@ def copy_(self: Tensor, src, non_blocking: bool = False) -> Tensor:
     tensor (as PyTorch's ``copy_``)."""
     if isinstance(src, Tensor) and src.device != self.device:
         src = src.to(self.device)
+    if isinstance(src, Tensor) and src.dtype != self.dtype:
+        # unlike the other in-place ops, PyTorch's copy_ casts any dtype to any other (a
+        # float into an integer tensor truncates): an EMA of a model's int64 counters
+        src = src.astype(self.dtype)
     return write(self, src, "copy_")
 
 
@@ -418,6 +421,23 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None
     from ..nn import init
 
     return _init(self, "normal_", lambda t: init.normal_(t, mean, std, generator=generator))
+
+
+def bernoulli_(self: Tensor, p=0.5, *, generator=None) -> Tensor:
+    """Each element 1 with probability ``p`` (a float, or a tensor broadcast to this shape),
+    else 0, drawn by the device's generator (so inside a compiled step too), as PyTorch's;
+    stochastic depth's mask:
+
+        noise = gingham.empty(n, 1, 1, 1).bernoulli_(0.8).div_(0.8)
+    """
+    from .sampling import bernoulli
+    from .tensor import zeros
+
+    if isinstance(p, Tensor) and not dt.is_float(p.dtype):
+        raise DTypeError(f"bernoulli_: p must be floating-point, not {dt.dtype_name(p.dtype)}")
+    probability = zeros(self.shape, dt.FLOAT32, self.device) + p  # broadcast, checked
+    drawn = bernoulli(probability, generator=generator)
+    return write(self, drawn.astype(self.dtype), "bernoulli_")  # any dtype, as PyTorch's
 
 
 def _init(self: Tensor, op: str, draw: Callable[[Tensor], Tensor]) -> Tensor:
@@ -477,7 +497,7 @@ def install() -> None:
                 Tensor, f"{name}_"):
             setattr(Tensor, f"{name}_", _twin(name))
     for function in (add_, sub_, mul_, div_, pow_, zero_, fill_, copy_, uniform_, normal_,
-                     detach_, fill_diagonal_):
+                     bernoulli_, detach_, fill_diagonal_):
         setattr(Tensor, function.__name__, function)
     Tensor.divide_ = Tensor.true_divide_ = div_
     Tensor.multiply_ = mul_

@@ -383,7 +383,7 @@ def _compile_trace(result, trace: _Trace, placeholders: list, fn: Callable, args
             raise GinghamError(f"a function traced by gingham.jit must return tensors, got "
                                f"{type(o).__name__}")
     grads = _grad_state(trace)
-    targets = outputs + [value for _, value in trace.assignments]
+    targets = _distinct(outputs + [value for _, value in trace.assignments])
     position = {id(t): i for i, t in reversed(list(enumerate(targets)))}
     for owner in grads.written:
         if id(owner.grad) not in position:  # not already an output: one more
@@ -469,6 +469,18 @@ def _grad_state(trace: _Trace) -> _GradState:
             continue
         (state.cleared if after is None else state.written).append(owner)
     return state
+
+
+def _distinct(targets: list[Tensor]) -> list[Tensor]:
+    """``targets`` with each repeat of a tensor replaced by a copy: a program names each
+    output once, and a step may return one tensor twice, or return a tensor it also updates
+    in place (``noise = empty(n).bernoulli_(p); return noise``)."""
+    seen: set[int] = set()
+    distinct = []
+    for target in targets:
+        distinct.append(target.clone() if id(target) in seen else target)
+        seen.add(id(target))
+    return distinct
 
 
 def _captured_device(fn: Callable) -> str | None:

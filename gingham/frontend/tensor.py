@@ -49,7 +49,7 @@ from ..tile.shapes import ExprType, combine
 from .grad_mode import _grad_mode, is_grad_enabled, no_grad
 from .dims import (
     DimError, DTypeError, ShapeError, _axes, _broadcast_shapes, _dim, _dim_arguments,
-    _none_if_empty, _varargs,
+    _memory_format, _none_if_empty, _varargs,
 )
 
 Scalar = Union[int, float, bool]
@@ -168,8 +168,10 @@ class Tensor:
     def numel(self) -> int:
         return math.prod(self.shape)
 
-    def contiguous(self) -> "Tensor":
-        """``self``: gingham's tensors have no strides, so every tensor is contiguous."""
+    def contiguous(self, memory_format=None) -> "Tensor":
+        """``self``: gingham's tensors have no strides, so every tensor is contiguous, in
+        any :class:`~gingham.frontend.dims.memory_format` its rank allows."""
+        _memory_format("contiguous", memory_format, self.ndim)
         return self
 
     @property
@@ -258,7 +260,7 @@ class Tensor:
         return value if dtype is None else value.astype(dtype)
 
     def to(self, *args, device=None, dtype=None, non_blocking: bool = False,
-           copy: bool = False) -> "Tensor":
+           copy: bool = False, memory_format=None) -> "Tensor":
         """This tensor on another device and/or as another dtype, in PyTorch's forms:
         ``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(other_tensor)`` and the
         keywords ``device=``/``dtype=``. A dtype is a NumPy dtype or a Tile type name
@@ -271,8 +273,9 @@ class Tensor:
         through the copy carries its gradient back to this device and on through the graph
         that made this tensor, as PyTorch's ``to`` does (so a model split over two devices
         trains). Inside ``gingham.jit``'s tracing a move is an error. ``non_blocking`` is
-        accepted and ignored (copies are synchronous). To move a tensor itself, keeping its
-        identity, see :meth:`gingham.nn.Module.to`.
+        accepted and ignored (copies are synchronous); ``memory_format`` is checked and
+        changes nothing (see :class:`~gingham.frontend.dims.memory_format`). To move a tensor
+        itself, keeping its identity, see :meth:`gingham.nn.Module.to`.
 
             half = x.to("float16")                  # x.astype("float16")
             y = x.to("cpu", np.float16)             # float16 on the cpu device
@@ -280,6 +283,7 @@ class Tensor:
         """
         from ..devices import get_device
 
+        _memory_format("Tensor.to", memory_format, self.ndim)
         target_device, target_dtype = placement(args, device, dtype)
         target_dtype = self.dtype if target_dtype is None else target_dtype
         if target_device is None or get_device(target_device) is get_device(self.device):
@@ -779,8 +783,10 @@ class Tensor:
         """This tensor in ``other``'s dtype (itself when the dtypes are equal)."""
         return self._in_dtype(other.dtype)
 
-    def clone(self) -> "Tensor":
-        """A new tensor with this value; gradients flow through it to ``self``, as PyTorch's."""
+    def clone(self, *, memory_format=None) -> "Tensor":
+        """A new tensor with this value; gradients flow through it to ``self``, as PyTorch's.
+        ``memory_format`` is checked and changes nothing (gingham's tensors have no strides)."""
+        _memory_format("clone", memory_format, self.ndim)
         name = dt.dtype_name(self.dtype)
         return self._elementwise(lambda a: builder.cast(a, name), [], "clone")
 

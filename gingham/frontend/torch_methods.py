@@ -26,6 +26,7 @@ from ..tile import builder
 from ..tile import dtypes as dt
 from .contractions import matmul, outer
 from .dims import DTypeError, ShapeError, _dim, _none_if_empty, _varargs
+from .dims import memory_format as MemoryFormat
 from .elementwise import (_any_float, _erfinv, _float_operands, _floating, _floor_divide,
                           _integral, _sign_bit, _true_divide, _where_dtype, maximum, minimum,
                           where)
@@ -320,7 +321,12 @@ class TorchMethods:
     def is_complex(self) -> bool: return False
     def is_same_size(self, other: "Tensor") -> bool: return self.shape == other.shape
     def is_nonzero(self) -> bool: return bool(self.item())
-    def is_contiguous(self, memory_format=None) -> bool: return True
+    def is_contiguous(self, memory_format=None) -> bool:
+        # no strides: contiguous in every format its rank allows (channels_last: 4-d only)
+        if memory_format is not None and not isinstance(memory_format, MemoryFormat):
+            raise TypeError("is_contiguous: memory_format must be a gingham.memory_format, "
+                            f"not {type(memory_format).__name__}")
+        return memory_format is None or memory_format.rank in (None, self.ndim)
     def is_inference(self) -> bool: return False
 
     @property
@@ -328,6 +334,11 @@ class TorchMethods:
 
     @property
     def nbytes(self) -> int: return self.numel() * self.dtype.itemsize
+
+    @property
+    def is_cuda(self) -> bool:
+        """Whether the tensor is on a CUDA device (``if x.is_cuda:`` in PyTorch scripts)."""
+        return self.device.type == "cuda"
 
     def cpu(self) -> "Tensor":
         """This tensor on gingham's ``cpu`` device (generated C), as ``to("cpu")``."""

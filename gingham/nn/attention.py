@@ -31,17 +31,16 @@ from ..tile import builder
 from ..tile import dtypes as dt
 from . import functional as F
 from . import init
-from .modules import LayerNorm, Linear, Module, ModuleList
+from .modules import LayerNorm, Linear, Module, ModuleList, Parameter
 
 
 def _xavier_uniform(shape: tuple[int, ...], device: str | None) -> Tensor:
     """A new parameter of ``shape`` initialised by :func:`init.xavier_uniform_`."""
-    return init.xavier_uniform_(tensor(np.zeros(shape, np.float32), device=device,
-                                       requires_grad=True))
+    return init.xavier_uniform_(Parameter(tensor(np.zeros(shape, np.float32), device=device)))
 
 
 def _parameter(values: np.ndarray, device: str | None) -> Tensor:
-    return tensor(values.astype(np.float32), device=device, requires_grad=True)
+    return Parameter(tensor(values.astype(np.float32), device=device))
 
 
 def _project_heads(x: Tensor, weight: Tensor, row: int, bias: Tensor | None, heads: int,

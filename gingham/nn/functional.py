@@ -40,7 +40,7 @@ import itertools
 import math
 import operator
 import warnings
-from typing import NamedTuple, Sequence, Union
+from typing import Callable, NamedTuple, Sequence, Union
 
 import numpy as np
 
@@ -1049,18 +1049,23 @@ def _float_input(op: str, x: Tensor) -> None:
     _check(op, ("input",), input=x)
 
 
-def relu(input: Tensor) -> Tensor:
+# ``inplace`` (PyTorch's) is accepted by the activations and ignored, as by the modules: the
+# value is returned and the input kept. F.relu_ and the other ``_`` spellings (at the end of
+# this file) write in place.
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
     _float_input("relu", input)
     return _map(input, builder.relu, "relu")
 
 
-def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """``x`` where positive, ``negative_slope * x`` elsewhere."""
     _float_input("leaky_relu", input)
     return _map(input, lambda a: builder.select(a > 0, a, a * negative_slope), "leaky_relu")
 
 
-def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere (``exp`` of ``min(x, 0)``, so
     the branch not taken never overflows into the gradient)."""
     _float_input("elu", input)
@@ -1081,7 +1086,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', not {approximate!r}")
 
 
-def silu(input: Tensor) -> Tensor:
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
     _float_input("silu", input)
     return _map(input, lambda a: a * builder.sigmoid(a), "silu")
 
@@ -1096,7 +1101,8 @@ def tanh(input: Tensor) -> Tensor:
     return _map(input, builder.tanh, "tanh")
 
 
-def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,
+             inplace: bool = False) -> Tensor:
     """``x`` clamped to ``[min_val, max_val]``."""
     _float_input("hardtanh", input)
     if min_val > max_val:
@@ -1106,7 +1112,7 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tens
                                                  float(max_val)), "hardtanh")
 
 
-def relu6(input: Tensor) -> Tensor:
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     """``min(max(x, 0), 6)``."""
     return hardtanh(input, 0.0, 6.0)
 
@@ -1121,14 +1127,14 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
         "softplus")
 
 
-def mish(input: Tensor) -> Tensor:
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * tanh(softplus(x))``."""
     _float_input("mish", input)
     return _map(input, lambda a: a * builder.tanh(builder.select(
         a > 20.0, a, builder.log(builder.exp(builder.minimum(a, 20.0)) + 1.0))), "mish")
 
 
-def hardswish(input: Tensor) -> Tensor:
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * relu6(x + 3) / 6``."""
     _float_input("hardswish", input)
     return _map(input, lambda a: a * builder.minimum(builder.maximum(a + 3.0, 0.0), 6.0)
@@ -2927,29 +2933,91 @@ def _edge_pad_axis(x: Tensor, axis: int, left: int, right: int, mode: str) -> Te
     return x._derive(shape, x.dtype, [x], build)
 
 
+# Keys' cubic convolution kernel: PyTorch's bicubic uses a = -0.75, its antialiased bicubic -0.5.
+_CUBIC_A, _CUBIC_A_ANTIALIAS = -0.75, -0.5
+
+
+def _cubic(x: np.ndarray, a: float) -> np.ndarray:
+    """Keys' cubic kernel at the distances ``x`` (zero beyond 2)."""
+    x = np.abs(x)
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return np.where(x < 1, near, np.where(x < 2, far, 0)).astype(x.dtype)
+
+
+def _triangle(x: np.ndarray) -> np.ndarray:
+    return np.maximum(1 - np.abs(x), 0).astype(x.dtype)
+
+
+def _source_scale(size: int, out: int, scale: float | None, align_corners: bool) -> np.float32:
+    """PyTorch's ``area_pixel_compute_scale``: input pixels per output pixel."""
+    f32 = np.float32
+    if align_corners:
+        return f32(size - 1) / f32(out - 1) if out > 1 else f32(0)
+    return f32(1.0 / scale) if scale else f32(size) / f32(out)
+
+
+def _antialias_matrix(mode: str, size: int, out: int, ratio: np.float32) -> np.ndarray:
+    """PyTorch's antialiased resampling (``_upsample_bilinear2d_aa``): each output pixel a
+    normalised sum of the filter over the input pixels under it, the filter widened by the
+    ratio when downsampling."""
+    f32 = np.float32
+    taps = 2 if mode == "bilinear" else 4
+    support = f32(taps / 2) * ratio if ratio >= 1 else f32(taps / 2)
+    inverse = f32(1) / ratio if ratio >= 1 else f32(1)
+    matrix = np.zeros((out, size), np.float32)
+    for i in range(out):
+        center = ratio * f32(i + 0.5)
+        first = max(int(center - support + f32(0.5)), 0)
+        last = min(int(center + support + f32(0.5)), size)
+        distances = (np.arange(first, last, dtype=f32) - center + f32(0.5)) * inverse
+        weights = (_triangle(distances) if mode == "bilinear"
+                   else _cubic(distances, _CUBIC_A_ANTIALIAS))
+        total = weights.sum()
+        matrix[i, first:last] = weights / total if total != 0 else weights
+    return matrix
+
+
 def _resample_matrix(mode: str, size: int, out: int, scale: float | None,
-                     align_corners: bool) -> np.ndarray:
-    """PyTorch's source positions for one axis as an [out, size] interpolation matrix (computed
-    in float32, as PyTorch's CPU kernels compute them)."""
+                     align_corners: bool, antialias: bool = False) -> np.ndarray:
+    """PyTorch's source positions and weights for one axis as an [out, size] interpolation
+    matrix (positions computed in float32, as PyTorch's CPU kernels compute them)."""
     f32 = np.float32
     dst = np.arange(out)
     matrix = np.zeros((out, size), np.float32)
-    if mode == "nearest":
+    if mode in ("nearest", "nearest-exact"):
         if out == size:
             src = dst
-        elif out == 2 * size:
+        elif out == 2 * size and mode == "nearest":
             src = dst >> 1
         else:
             ratio = f32(1.0 / scale) if scale else f32(size) / f32(out)
-            src = np.minimum(np.floor(dst.astype(f32) * ratio).astype(np.int64), size - 1)
+            offset = f32(0.5) if mode == "nearest-exact" else f32(0)
+            src = np.minimum(np.floor((dst.astype(f32) + offset) * ratio).astype(np.int64),
+                             size - 1)
         matrix[dst, src] = 1.0
         return matrix
+    if mode == "area":  # adaptive average pooling's windows
+        starts = (dst * size) // out
+        ends = -((-(dst + 1) * size) // out)
+        for i, (begin, end) in enumerate(zip(starts, ends)):
+            matrix[i, begin:end] = f32(1) / f32(end - begin)
+        return matrix
+    ratio = _source_scale(size, out, scale, align_corners)
+    if antialias:
+        return _antialias_matrix(mode, size, out, ratio)
     if align_corners:
-        ratio = f32(size - 1) / f32(out - 1) if out > 1 else f32(0)
         real = dst.astype(f32) * ratio
     else:
-        ratio = f32(1.0 / scale) if scale else f32(size) / f32(out)
-        real = np.maximum((dst.astype(f32) + f32(0.5)) * ratio - f32(0.5), f32(0))
+        real = (dst.astype(f32) + f32(0.5)) * ratio - f32(0.5)
+    if mode == "bicubic":  # four taps around floor(real), clamped to the edges
+        base = np.floor(real).astype(np.int64)
+        t = (real - base.astype(f32)).astype(f32)
+        weights = _cubic(np.stack([t + 1, t, 1 - t, 2 - t]).astype(f32), _CUBIC_A)
+        for tap, weight in zip(range(-1, 3), weights):
+            np.add.at(matrix, (dst, np.clip(base + tap, 0, size - 1)), weight)
+        return matrix
+    real = np.maximum(real, f32(0))
     first = real.astype(np.int64)
     second = first + (first < size - 1)
     upper = (real - first.astype(f32)).astype(f32)
@@ -2961,12 +3029,17 @@ def _resample_matrix(mode: str, size: int, out: int, scale: float | None,
 def interpolate(input: Tensor, size: IntOrTuple | None = None,
                 scale_factor: float | Sequence[float] | None = None, mode: str = "nearest",
                 align_corners: bool | None = None,
-                recompute_scale_factor: bool | None = None) -> Tensor:
-    """Resize the spatial axes of ``[N, C, ...]`` data: ``mode`` is ``"nearest"`` or
-    ``"linear"``/``"bilinear"``/``"trilinear"`` (for 1/2/3 spatial axes), with PyTorch's
-    source-index rules. Nearest upsampling by integer factors is the assignment
+                recompute_scale_factor: bool | None = None, antialias: bool = False) -> Tensor:
+    """Resize the spatial axes of ``[N, C, ...]`` data, with PyTorch's source-index rules:
+    ``mode`` is ``"nearest"``, ``"nearest-exact"``, ``"area"`` (adaptive average pooling),
+    ``"linear"``/``"bilinear"``/``"trilinear"`` (for 1/2/3 spatial axes) or ``"bicubic"``
+    (2); ``antialias`` filters bilinear and bicubic downsampling as PyTorch's (torchvision's
+    ``Resize``). Nearest upsampling by integer factors is the assignment
     ``O[n, c, k*y + a, k*x + b] = =(I[n, c, y, x]), a < k, b < k``; other cases contract each
-    axis with its interpolation matrix (a small constant made on the host from the shapes)."""
+    axis with its interpolation matrix (a small constant made on the host from the shapes).
+
+        F.interpolate(x, size=(224, 224), mode="bilinear", antialias=True)
+    """
     op = "interpolate"
     _check(op, ("input",), input=input)
     nd = input.ndim - 2
@@ -2974,11 +3047,17 @@ def interpolate(input: Tensor, size: IntOrTuple | None = None,
         raise ShapeError(f"{op}: input must be (N, C, ...) with spatial axes, got shape "
                          f"{input.shape}")
     linear_modes = {1: "linear", 2: "bilinear", 3: "trilinear"}
-    if mode not in ("nearest", linear_modes.get(nd)):
-        raise ValueError(f"{op}: mode must be 'nearest' or '{linear_modes.get(nd)}' for "
+    modes = ("nearest", "nearest-exact", "area", linear_modes.get(nd)) + (
+        ("bicubic",) if nd == 2 else ())
+    if mode not in modes:
+        raise ValueError(f"{op}: mode must be one of {', '.join(map(repr, modes))} for "
                          f"{nd + 2}-d input, not {mode!r}")
-    if mode == "nearest" and align_corners is not None:
-        raise ValueError(f"{op}: align_corners only applies to the linear modes")
+    if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
+        raise ValueError(f"{op}: align_corners option can only be set with the interpolating "
+                         "modes: linear | bilinear | bicubic | trilinear")
+    if antialias and mode not in ("bilinear", "bicubic"):
+        raise ValueError(f"{op}: Anti-alias option is restricted to bilinear and bicubic "
+                         "modes and requires a 4-D tensor as input")
     if (size is None) == (scale_factor is None):
         raise ValueError(f"{op}: give exactly one of size and scale_factor")
     spatial = input.shape[2:]
@@ -2997,7 +3076,7 @@ def interpolate(input: Tensor, size: IntOrTuple | None = None,
         raise ShapeError(f"{op}: output size {out} must be positive")
     factors = [o // s if o % s == 0 else 0 for s, o in zip(spatial, out)]
     exact = all(f and (sc is None or 1.0 / sc == 1.0 / f) for f, sc in zip(factors, scales))
-    if mode == "nearest" and exact:
+    if mode in ("nearest", "nearest-exact") and exact:  # the same pixels at integer factors
         n, c = builder.indices("n c")
         ys, ks = _indices("y", nd), _indices("a", nd)
         shape = input.shape[:2] + out
@@ -3006,10 +3085,11 @@ def interpolate(input: Tensor, size: IntOrTuple | None = None,
             shape=list(shape), where=[k < f for k, f in zip(ks, factors)]))
     result = input
     for axis in range(nd):
-        if out[axis] == spatial[axis] and (scales[axis] in (None, 1.0)) and mode == "nearest":
+        unchanged = out[axis] == spatial[axis] and scales[axis] in (None, 1.0)
+        if unchanged and mode in ("nearest", "nearest-exact", "area"):
             continue
         matrix = _resample_matrix(mode, spatial[axis], out[axis], scales[axis],
-                                  bool(align_corners))
+                                  bool(align_corners), antialias)
         result = _contract_axis(result, 2 + axis,
                                 tensor(matrix.astype(input.dtype), device=input.device))
     return result
@@ -3838,3 +3918,30 @@ def upsample_bilinear(input: Tensor, size: IntOrTuple | None = None, scale_facto
     warnings.warn("`nn.functional.upsample_bilinear` is deprecated. Use "
                   "`nn.functional.interpolate` instead.", stacklevel=2)
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+# -- in-place activations -----------------------------------------------------------------------
+# PyTorch's explicit in-place spellings write the value into the input through gingham's
+# in-place mechanism (a computed tensor is rebound, a leaf assigned), as Tensor.relu_ does.
+
+
+def _in_place(name: str, function: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    def apply(input: Tensor, *args, **kwargs) -> Tensor:  # noqa: A002 (PyTorch's name)
+        from ..frontend.inplace import write
+
+        _check(f"{name}_", ("input",), input=input)
+        return write(input, function(input, *args, **kwargs), f"{name}_")
+    apply.__name__ = apply.__qualname__ = f"{name}_"
+    apply.__doc__ = (f"``{name}`` written into ``input``, which is returned, as PyTorch's "
+                     f"``F.{name}_``:\n\n        F.{name}_(features)\n    ")
+    return apply
+
+
+relu_ = _in_place("relu", relu)
+leaky_relu_ = _in_place("leaky_relu", leaky_relu)
+elu_ = _in_place("elu", elu)
+celu_ = _in_place("celu", celu)
+selu_ = _in_place("selu", selu)
+hardtanh_ = _in_place("hardtanh", hardtanh)
+threshold_ = _in_place("threshold", threshold)
+rrelu_ = _in_place("rrelu", rrelu)

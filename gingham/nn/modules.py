@@ -16,11 +16,13 @@ work too, and say what an attribute is where the rules below would guess otherwi
   modules are children named ``attr.0``, ``attr.1``, ... (PyTorch's ``ModuleList`` naming);
   :class:`Sequential` and :class:`ModuleList` name theirs ``0``, ``1``, ...,
   :class:`ModuleDict` by key. Plain dicts are not walked: use a ``ModuleDict``.
-* a public :class:`gingham.Tensor` attribute that requires gradients is a *parameter*; one that
-  does not is a *buffer* (batch norm's running statistics; a parameter frozen with
-  ``requires_grad = False`` becomes one too, while ``module.requires_grad_(False)`` keeps its
-  parameters parameters, as PyTorch's). Both are in :meth:`Module.state_dict` under
-  PyTorch's dotted names, so a PyTorch state dict of the same architecture loads unchanged.
+* an :class:`nn.Parameter` attribute (the layers' weights are) is a *parameter* whatever
+  its ``requires_grad``, so one frozen with ``p.requires_grad = False`` stays one, as in
+  PyTorch; another public :class:`gingham.Tensor` attribute is a parameter while it requires
+  gradients and a *buffer* otherwise (batch norm's running statistics; such a tensor frozen
+  by ``module.requires_grad_(False)`` is registered and stays a parameter). Both are in
+  :meth:`Module.state_dict` under PyTorch's dotted names, so a PyTorch state dict of the
+  same architecture loads unchanged.
   Attributes whose names start with ``_`` are private: neither, and not saved (``to()`` still
   moves them). ``register_buffer(name, t, persistent=False)`` makes a buffer that is not
   saved; a registered name is a buffer or parameter whatever its ``requires_grad`` and
@@ -56,6 +58,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Seque
 import numpy as np
 
 from ..errors import StateDictError
+from ..frontend.dims import _memory_format
 from ..frontend.tensor import (Tensor, assign_all, cat, move_all, no_grad, placement, realize,
                                refuse_while_tracing, tensor, zeros)
 from ..tile import dtypes as dt
@@ -112,6 +115,20 @@ class Parameter(Tensor):
 
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
+
+
+class TensorListing(list):
+    """What ``parameters()`` and ``buffers()`` return: a list (gingham's code and users index
+    it and take its ``len``) that is also an iterator over itself, as PyTorch's generators
+    are used: ``device = next(model.parameters()).device``."""
+
+    _position = 0
+
+    def __next__(self) -> Tensor:
+        if self._position >= len(self):
+            raise StopIteration
+        self._position += 1
+        return self[self._position - 1]
 
 
 class IncompatibleKeys(NamedTuple):
@@ -380,10 +397,10 @@ class Module:
         (under every name with ``remove_duplicate=False``)."""
         return self._named_tensors(prefix, recurse, remove_duplicate, ("parameter",))
 
-    def parameters(self, recurse: bool = True) -> list[Tensor]:
+    def parameters(self, recurse: bool = True) -> TensorListing:
         """The parameters in :meth:`named_parameters`' order (the order optimisers and
-        ``gingham.jit`` see)."""
-        return [p for _, p in self.named_parameters(recurse=recurse)]
+        ``gingham.jit`` see): a list, which ``next()`` also steps through."""
+        return TensorListing(p for _, p in self.named_parameters(recurse=recurse))
 
     def named_buffers(self, prefix: str = "", recurse: bool = True,
                       remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
@@ -391,8 +408,8 @@ class Module:
         attributes that do not require gradients), in the order of :meth:`named_parameters`."""
         return self._named_tensors(prefix, recurse, remove_duplicate, ("buffer",))
 
-    def buffers(self, recurse: bool = True) -> list[Tensor]:
-        return [b for _, b in self.named_buffers(recurse=recurse)]
+    def buffers(self, recurse: bool = True) -> TensorListing:
+        return TensorListing(b for _, b in self.named_buffers(recurse=recurse))
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget every parameter's gradient (or, with ``set_to_none=False``, make it zeros)."""
@@ -705,7 +722,8 @@ class Module:
     def eval(self) -> "Module":
         return self.train(False)
 
-    def to(self, *args, device=None, dtype=None, non_blocking: bool = False) -> "Module":
+    def to(self, *args, device=None, dtype=None, non_blocking: bool = False,
+           memory_format=None) -> "Module":
         """Move every tensor attribute (parameters, buffers, private tensors) of this module
         and its sub-modules to a device and/or cast its floating-point ones to a dtype, in
         place, as PyTorch's ``module.to``: ``to(device)``, ``to(dtype)``, ``to(device,
@@ -716,12 +734,18 @@ class Module:
         it), so an optimiser made before the move keeps training the model (its state
         follows its parameters at its next step) and a compiled step that captured them is
         traced again for the new device. An error inside ``gingham.jit``'s tracing.
-        ``non_blocking`` is accepted and ignored.
+        ``non_blocking`` is accepted and ignored; ``memory_format`` (``gingham.channels_last``)
+        is checked against each 4-d and 5-d tensor, as PyTorch's, and changes nothing:
+        gingham's compiler picks the layouts.
 
             opt = gingham.optim.SGD(model.parameters(), lr=0.1)
             model.to("cuda:0")                      # then train: opt updates the moved weights
             model.to(dtype="bfloat16")              # float parameters and buffers only
         """
+        if memory_format is not None:
+            for value in [*self.parameters(), *self.buffers()]:
+                if value.ndim in (4, 5):
+                    _memory_format("Module.to", memory_format, value.ndim)
         target_device, target_dtype = placement(args, device, dtype)
         if target_dtype is not None and not dt.is_float(target_dtype):
             raise TypeError("nn.Module.to only accepts floating point dtypes, but got desired "
@@ -846,7 +870,7 @@ def _load_arrays(targets: Mapping[str, tuple[Module, str, Tensor]],
 
 def _uniform(shape, bound: float, device: str | None, rng: np.random.Generator) -> Tensor:
     values = rng.uniform(-bound, bound, size=shape).astype(np.float32)
-    return tensor(values, device=device, requires_grad=True)
+    return Parameter(tensor(values, device=device))
 
 
 _default_rng = np.random.default_rng(0)
@@ -1164,13 +1188,31 @@ class _BatchNorm(Module):
         self.weight = self.bias = self.running_mean = self.running_var = None
         self.num_batches_tracked = None
         if affine:
-            self.weight = tensor(ones, device=device, requires_grad=True)
+            self.weight = Parameter(tensor(ones, device=device))
             if bias:
-                self.bias = tensor(zeros, device=device, requires_grad=True)
+                self.bias = Parameter(tensor(zeros, device=device))
         if track_running_stats:
             self.running_mean = tensor(zeros, device=device)
             self.running_var = tensor(ones, device=device)
             self.num_batches_tracked = tensor(np.array(0, np.int64), device=device)
+
+    def reset_running_stats(self) -> None:
+        """Running mean 0, running variance 1 and ``num_batches_tracked`` 0, in place, as
+        PyTorch's (what ``swa_utils.update_bn`` does before re-estimating them)."""
+        if self.running_mean is not None:
+            with no_grad():
+                self.running_mean.zero_()
+                self.running_var.fill_(1.0)
+                self.num_batches_tracked.zero_()
+
+    def reset_parameters(self) -> None:
+        """:meth:`reset_running_stats`, and the affine weight 1 and bias 0."""
+        self.reset_running_stats()
+        with no_grad():
+            if self.weight is not None:
+                self.weight.fill_(1.0)
+            if self.bias is not None:
+                self.bias.zero_()
 
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim not in self._ranks:
@@ -1256,9 +1298,9 @@ class GroupNorm(Module):
         self.weight = self.bias = None
         if affine:
             ones = np.ones(num_channels, np.float32)
-            self.weight = tensor(ones, device=device, requires_grad=True)
+            self.weight = Parameter(tensor(ones, device=device))
             if bias:
-                self.bias = tensor(np.zeros_like(ones), device=device, requires_grad=True)
+                self.bias = Parameter(tensor(np.zeros_like(ones), device=device))
 
     def forward(self, x: Tensor) -> Tensor:
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
@@ -1285,9 +1327,9 @@ class LayerNorm(Module):
         self.weight = self.bias = None
         if elementwise_affine:
             ones = np.ones(self.normalized_shape, np.float32)
-            self.weight = tensor(ones, device=device, requires_grad=True)
+            self.weight = Parameter(tensor(ones, device=device))
             if bias:
-                self.bias = tensor(np.zeros_like(ones), device=device, requires_grad=True)
+                self.bias = Parameter(tensor(np.zeros_like(ones), device=device))
 
     def forward(self, x: Tensor) -> Tensor:
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -1314,8 +1356,8 @@ class RMSNorm(Module):
         self.eps, self.elementwise_affine = eps, elementwise_affine
         self.weight = None
         if elementwise_affine:
-            self.weight = tensor(np.ones(self.normalized_shape, np.float32), device=device,
-                                 requires_grad=True)
+            ones = np.ones(self.normalized_shape, np.float32)
+            self.weight = Parameter(tensor(ones, device=device))
 
     def forward(self, x: Tensor) -> Tensor:
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
@@ -1374,20 +1416,21 @@ class Embedding(Module):
                 raise ValueError(f"Embedding: shape of weight {_weight.shape} does not match "
                                  f"num_embeddings and embedding_dim "
                                  f"({num_embeddings}, {embedding_dim})")
-            self.weight = tensor(_weight, device=device or getattr(_weight, "device", None),
-                                 requires_grad=not _freeze)
+            given = tensor(_weight, device=device or getattr(_weight, "device", None))
+            self.weight = Parameter(given, requires_grad=not _freeze)
             return
         values = _default_rng.standard_normal((num_embeddings, embedding_dim))
         if self.padding_idx is not None:
             values[self.padding_idx] = 0.0
-        self.weight = tensor(values.astype(np.float32), device=device, requires_grad=not _freeze)
+        self.weight = Parameter(tensor(values.astype(np.float32), device=device),
+                                requires_grad=not _freeze)
 
     @classmethod
     def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx: int | None = None,
                         max_norm: float | None = None, norm_type: float = 2.0,
                         scale_grad_by_freq: bool = False, sparse: bool = False) -> "Embedding":
         """An embedding holding a copy of ``embeddings`` (a 2-d tensor or array; its device
-        and dtype), frozen (``requires_grad=False``, so a buffer) unless ``freeze=False``. As
+        and dtype), frozen (a parameter with ``requires_grad=False``) unless ``freeze=False``. As
         in PyTorch the padding row keeps its given values; its gradient is zero.
 
             embed = Embedding.from_pretrained(glove_vectors, freeze=False, padding_idx=0)
@@ -1594,8 +1637,7 @@ class PReLU(Module):
     def __init__(self, num_parameters: int = 1, init: float = 0.25,
                  device: str | None = None) -> None:
         self.num_parameters = num_parameters
-        self.weight = tensor(np.full(num_parameters, init, np.float32), device=device,
-                             requires_grad=True)
+        self.weight = Parameter(tensor(np.full(num_parameters, init, np.float32), device=device))
 
     def forward(self, x: Tensor) -> Tensor:
         return F.prelu(x, self.weight)
@@ -2304,6 +2346,21 @@ class Sequential(_ModuleSequence):
             return self._names
         return super()._child_names()
 
+    # PyTorch keeps a Sequential's children in ``_modules``, so each is an attribute by its
+    # name (``model.fc``, ``getattr(model, "0")``), and setting a module attribute replaces
+    # or appends a child: ``model.fc = nn.Linear(512, 3)`` swaps the head of a named one.
+    def __getattr__(self, name: str):
+        layers = self.__dict__.get("layers")  # absent while __init__ runs
+        if layers is not None and name in self._child_names():
+            return layers[self._child_names().index(name)]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __setattr__(self, name: str, value) -> None:
+        if isinstance(value, Module) and "layers" in self.__dict__:
+            self.add_module(name, value)
+        else:
+            super().__setattr__(name, value)
+
     def forward(self, x: Tensor) -> Tensor:
         for layer in self.layers:
             x = layer(x)
@@ -2850,7 +2907,7 @@ def _as_parameter(container: str, value: Any) -> Tensor:
     if array is None or not dt.is_float(array.dtype):
         raise TypeError(f"{container} holds floating-point gingham Tensors (or arrays), not "
                         f"{type(value).__name__}")
-    return tensor(array, requires_grad=True)
+    return Parameter(tensor(array))
 
 
 class ParameterList(Module):
@@ -3162,13 +3219,13 @@ class EmbeddingBag(Module):
         self.include_last_offset = include_last_offset
         self.padding_idx = F._padding_index(padding_idx, num_embeddings)
         if _weight is not None:
-            self.weight = tensor(_weight, device=device or getattr(_weight, "device", None),
-                                 requires_grad=True)
+            given_device = device or getattr(_weight, "device", None)
+            self.weight = Parameter(tensor(_weight, device=given_device))
             return
         values = _default_rng.standard_normal((num_embeddings, embedding_dim))
         if self.padding_idx is not None:
             values[self.padding_idx] = 0.0
-        self.weight = tensor(values.astype(np.float32), device=device, requires_grad=True)
+        self.weight = Parameter(tensor(values.astype(np.float32), device=device))
 
     def forward(self, input: Tensor, offsets: Tensor | None = None,
                 per_sample_weights: Tensor | None = None) -> Tensor:

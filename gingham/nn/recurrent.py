@@ -37,8 +37,8 @@ def _init_uniform(shape: tuple, bound: float, device: str | None, dtype) -> Tens
     """A parameter drawn from ``U(-bound, bound)`` by the layers' initialisation generator
     (:func:`gingham.nn.manual_seed`), as PyTorch initialises every recurrent weight."""
     values = modules._default_rng.uniform(-bound, bound, size=shape)
-    return tensor(values.astype(dt.as_tile_dtype(dtype or np.float32)), device=device,
-                  requires_grad=True)
+    values = values.astype(dt.as_tile_dtype(dtype or np.float32))
+    return modules.Parameter(tensor(values, device=device))
 
 
 def _check_input(layer: str, input: Tensor, ranks: tuple[int, int]) -> None:

@@ -554,6 +554,16 @@ def test_embedding_pad_interpolate(device):
             "bilinear_corners": f.interpolate(x, size=(6, 4), mode="bilinear",
                                               align_corners=True),
             "linear_1d": f.interpolate(s, scale_factor=2, mode="linear"),
+            "nearest_exact": f.interpolate(x, size=(7, 3), mode="nearest-exact"),
+            "nearest_exact_1d": f.interpolate(s, scale_factor=0.6, mode="nearest-exact"),
+            "area_down": f.interpolate(x, size=(3, 2), mode="area"),
+            "area_1d": f.interpolate(s, scale_factor=1.5, mode="area"),
+            "bicubic": f.interpolate(x, size=(7, 3), mode="bicubic", align_corners=False),
+            "bicubic_corners": f.interpolate(x, scale_factor=1.5, mode="bicubic",
+                                             align_corners=True),
+            "bilinear_antialias": f.interpolate(x, size=(3, 2), mode="bilinear",
+                                                antialias=True),
+            "bicubic_antialias": f.interpolate(x, size=(2, 4), mode="bicubic", antialias=True),
         }
 
     compare(device, arrays, lambda **a: run(F, **a), lambda **a: run(TF, **a))
@@ -598,6 +608,22 @@ def test_pad_mode_errors():
             F.pad(x, **kwargs)
     assert F.pad(x, (5, 0), mode="replicate").shape == (2, 3, 10)
     assert F.pad(x, (1, 1), mode="reflect", value=0).shape == (2, 3, 7)
+
+
+def test_interpolate_mode_errors():
+    """PyTorch's conditions on ``mode``, ``align_corners`` and ``antialias`` (PyTorch raises
+    NotImplementedError for bicubic 5-d input; gingham a ValueError naming the modes)."""
+    volume = tensor(rand(1, 2, 3, 4, 5), device="reference")
+    image = tensor(rand(1, 2, 3, 4), device="reference")
+    cases = [(volume, dict(mode="bicubic"), "mode must be one of"),
+             (image, dict(mode="trilinear"), "mode must be one of"),
+             (image, dict(mode="area", align_corners=True), "align_corners option"),
+             (image, dict(mode="nearest-exact", antialias=True), "Anti-alias option")]
+    for x, kwargs, message in cases:
+        with pytest.raises(Exception):
+            TF.interpolate(torch.tensor(x.numpy()), size=2, **kwargs)
+        with pytest.raises(ValueError, match=message):
+            F.interpolate(x, size=2, **kwargs)
 
 
 # -- dropout ---------------------------------------------------------------------------------------

@@ -372,7 +372,8 @@ def test_embedding_from_pretrained_never_updates_the_padding_row(device):
     table, ids = rand(6, 4), np.array([[1, 5, 0], [5, 5, 2]])
     frozen = nn.Embedding.from_pretrained(tensor(table, device=device), padding_idx=-1)
     assert not frozen.weight.requires_grad and frozen.padding_idx == 5
-    assert [n for n, _ in frozen.named_buffers()] == ["weight"]
+    # a frozen parameter, as PyTorch's (it was a buffer)
+    assert [n for n, _ in frozen.named_parameters()] == ["weight"] and not [*frozen.buffers()]
     ours = nn.Embedding.from_pretrained(tensor(table, device=device), freeze=False,
                                         padding_idx=-1)
     theirs = tnn.Embedding.from_pretrained(torch.tensor(table), freeze=False, padding_idx=-1)

@@ -7,7 +7,7 @@ see :mod:`gingham.accelerator`.
 
 from __future__ import annotations
 
-from .torch_devices import _ids, _synchronize
+from ..torch_devices import _ids, _synchronize
 
 
 def is_available() -> bool:
@@ -25,7 +25,7 @@ def current_device() -> int:
 
 
 def get_device_name(device: int | str | None = None) -> str:
-    from .devices import get_device
+    from ..devices import get_device
 
     return get_device(_cuda_id(device)).info.name
 
@@ -42,7 +42,7 @@ def empty_cache() -> None:
 
 def manual_seed(seed: int) -> None:
     """Seed the default generators (as :func:`gingham.manual_seed`, every device's)."""
-    from .nn.functional import manual_seed as seed_all
+    from ..nn.functional import manual_seed as seed_all
 
     seed_all(seed)
 
@@ -56,3 +56,9 @@ def _cuda_id(device: int | str | None) -> str:
     if isinstance(device, int):
         return f"cuda:{device}"
     return str(device)
+
+
+from . import amp  # noqa: E402  (torch.cuda.amp's deprecated spellings)
+
+__all__ = ["is_available", "device_count", "current_device", "get_device_name", "synchronize",
+           "empty_cache", "manual_seed", "manual_seed_all", "amp"]
