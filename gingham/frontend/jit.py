@@ -546,7 +546,8 @@ def _unflatten(structure, flat: list):
 
 def _snapshot(fn: Callable, args: tuple, tensors: list | None = None) -> list:
     """Identities of the tensors and values of the plain Python values the function can see
-    through its closure, the globals it names, and its arguments' attributes.
+    through its default arguments, its closure, the globals it names, and its arguments'
+    attributes.
 
     Taken on every call, so it is kept cheap: the entries are flat tuples in depth-first
     order, ``(depth, key)`` for a container and ``(depth, key, value)`` for a leaf (a
@@ -597,6 +598,11 @@ def _snapshot(fn: Callable, args: tuple, tensors: list | None = None) -> list:
                     visit(k, item, depth)
 
     code = fn.__code__
+    # Default arguments are captured as closures are: `def step(x, y, model=model)`.
+    for index, value in enumerate(fn.__defaults__ or ()):
+        visit(f"default {index}", value, 4)
+    for name, value in (fn.__kwdefaults__ or {}).items():
+        visit(name, value, 4)
     for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
         try:
             visit(name, cell.cell_contents, 4)

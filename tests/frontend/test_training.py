@@ -189,6 +189,23 @@ def test_jit_uploads_numpy_arguments_to_the_device_asked_for(device):
     np.testing.assert_allclose(y.numpy(), 2 * X, rtol=1e-6)
 
 
+def test_jit_sees_tensors_captured_by_default_arguments(device):
+    """A step that reaches its parameters through a default argument (``model=model``) runs
+    on their device, and replays see their current values, as with a closure."""
+    w = gingham.tensor(W0, device=device)
+
+    @jit
+    def predict(xb, weights=w):
+        return (xb @ weights).tanh()
+
+    for scale in (1.0, 2.0):
+        y = predict(X)
+        assert y.device == gingham.devices.get_device(device).id
+        np.testing.assert_allclose(y.numpy(), np.tanh(X @ (W0 * scale)), rtol=1e-5, atol=1e-6)
+        w.copy_(gingham.tensor(W0 * 2.0, device=device))
+    assert predict.traces == 1
+
+
 def test_reading_a_value_while_tracing_is_an_error(device):
     @jit
     def bad(xb):
