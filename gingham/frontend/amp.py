@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -51,16 +51,22 @@ FLOAT32_OPS = ("softmax", "log_softmax", "layer_norm", "batch_norm statistics", 
                "mse_loss", "l1_loss", "exp", "log", "pow", "sum", "mean")
 
 
+class _Block(NamedTuple):
+    """One autocast block as it applies: ``dtype``, what its contractions compute in, or None
+    where autocast is off (also an ``autocast(enabled=False)`` block nested in an enabled
+    one); ``device_type``, the kind of device it applies to (None: every device)."""
+
+    dtype: np.dtype | None
+    device_type: str | None
+
+
 class _AutocastState(threading.local):
-    """Each thread's stack of autocast blocks (thread-local, as PyTorch's autocast state is:
-    the background tuner builds layers on its own thread while the training thread traces).
-    ``stack[-1]``: the innermost block's dtype, or None where autocast is off (also inside an
-    ``autocast(enabled=False)`` block nested in an enabled one); ``device_types[-1]``: the
-    kind of device it applies to (None: every device)."""
+    """Each thread's stack of autocast blocks, the innermost last (thread-local, as
+    PyTorch's autocast state is: the background tuner builds layers on its own thread while
+    the training thread traces)."""
 
     def __init__(self) -> None:
-        self.stack: list[np.dtype | None] = [None]
-        self.device_types: list[str | None] = [None]
+        self.blocks: list[_Block] = [_Block(None, None)]
 
 
 _state = _AutocastState()
@@ -112,34 +118,32 @@ class autocast(contextlib.ContextDecorator):
         self.enabled = bool(enabled)
 
     def __enter__(self) -> "autocast":
-        _state.stack.append(self.dtype if self.enabled else None)
-        _state.device_types.append(self.device_type)
+        _state.blocks.append(_Block(self.dtype if self.enabled else None, self.device_type))
         return self
 
     def __exit__(self, *exc) -> None:
-        _state.stack.pop()
-        _state.device_types.pop()
+        _state.blocks.pop()
 
 
 def autocast_dtype() -> np.dtype | None:
     """The dtype the current autocast block computes contractions in; None outside one."""
-    return _state.stack[-1]
+    return _state.blocks[-1].dtype
 
 
 def is_autocast_enabled() -> bool:
-    return _state.stack[-1] is not None
+    return _state.blocks[-1].dtype is not None
 
 
 def trace_key() -> str | None:
     """The autocast state as it enters a :func:`gingham.jit` signature."""
-    state = _state.stack[-1]
-    return None if state is None else f"{dt.dtype_name(state)}@{_state.device_types[-1]}"
+    block = _state.blocks[-1]
+    return None if block.dtype is None else f"{dt.dtype_name(block.dtype)}@{block.device_type}"
 
 
 def _applies_to(values) -> bool:
     """Whether the innermost block casts these operands: on if it names no device type, or
     one of their devices is of its type (a block for ``"cuda"`` leaves ``cpu`` ops alone)."""
-    kind = _state.device_types[-1]
+    kind = _state.blocks[-1].device_type
     return kind is None or any(isinstance(v, Tensor) and v.device.split(":")[0] == kind
                                for v in values)
 
@@ -156,7 +160,7 @@ def _is_autocast_float(value) -> bool:
 def cast_inputs_low(*values):
     """Under autocast, the float32/float16/bfloat16 tensors among ``values`` cast to the autocast
     dtype (float64, integers and non-tensors pass through, as in PyTorch); unchanged outside."""
-    target = _state.stack[-1]
+    target = _state.blocks[-1].dtype
     if target is None or not _applies_to(values):
         return values
     return tuple(v.astype(target) if _is_autocast_float(v) and v.dtype != target else v
@@ -166,7 +170,7 @@ def cast_inputs_low(*values):
 def cast_inputs_float32(*values):
     """Under autocast, the half tensors among ``values`` cast up to float32; unchanged
     outside."""
-    if _state.stack[-1] is None or not _applies_to(values):
+    if _state.blocks[-1].dtype is None or not _applies_to(values):
         return values
     return tuple(v.astype(dt.FLOAT32) if _is_half_tensor(v) else v for v in values)
 
