@@ -15,7 +15,6 @@ import io
 import math
 import warnings
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
