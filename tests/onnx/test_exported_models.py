@@ -313,8 +313,8 @@ class Functions(nn.Module):
 
 
 class PaddedAttention(nn.Module):
-    """nn.MultiheadAttention under a causal mask (triu of a constant) and a boolean
-    key_padding_mask; the averaged weights as a second output."""
+    """nn.MultiheadAttention under a causal mask (triu of a constant) and a key padding mask
+    made additive from a boolean input; the averaged weights as a second output."""
 
     def __init__(self, d: int = 8) -> None:
         super().__init__()
@@ -322,7 +322,8 @@ class PaddedAttention(nn.Module):
 
     def forward(self, x, padding):
         causal = nn.Transformer.generate_square_subsequent_mask(x.shape[1])
-        return self.attention(x, x, x, key_padding_mask=padding, attn_mask=causal)
+        additive = torch.zeros(padding.shape).masked_fill(padding, float("-inf"))
+        return self.attention(x, x, x, key_padding_mask=additive, attn_mask=causal)
 
 
 def _ids(shape, vocab: int, seed: int = 0) -> torch.Tensor:
