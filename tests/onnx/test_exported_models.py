@@ -167,14 +167,13 @@ class BERT(nn.Module):
 
 
 class TextRNN(nn.Module):
-    """Token ids through an embedding and a bidirectional LSTM; the mean of its outputs
-    classified."""
+    """Token ids through an embedding and an LSTM; the mean of its outputs classified."""
 
     def __init__(self) -> None:
         super().__init__()
         self.emb = nn.Embedding(12, 4)
-        self.lstm = nn.LSTM(4, 3, batch_first=True, bidirectional=True)
-        self.fc = nn.Linear(6, 2)
+        self.lstm = nn.LSTM(4, 3, batch_first=True)
+        self.fc = nn.Linear(3, 2)
 
     def forward(self, ids):
         return self.fc(self.lstm(self.emb(ids))[0].mean(1))
@@ -335,13 +334,15 @@ def _padding(lengths, size: int) -> torch.Tensor:
 
 
 # name: (module class, each call's inputs (the first is the export's example), exporters,
-# whether the batch axis is dynamic). "dynamo" is torch.onnx.export's default exporter.
+# whether the batch axis is dynamic). "dynamo" is torch.onnx.export's default exporter. The
+# transformers share a batch of 2, 5 positions and a width of 8, so that kernels of the same
+# shapes compile once per run.
 MODELS = {
     "resnet": (ResNet, [(torch.randn(2, 3, 12, 12),)], ["dynamo"], False),
     "mobilenet_v2_mbconv": (MobileBlocks, [(torch.randn(2, 4, 6, 6),)], ["dynamo"], False),
     "unet": (UNet, [(torch.randn(1, 1, 8, 8),)], ["dynamo"], False),
     "vit": (ViT, [(torch.randn(2, 3, 8, 8),)], ["dynamo"], False),
-    "gpt": (GPT, [(_ids((2, 6), 16),)], ["dynamo"], False),
+    "gpt": (GPT, [(_ids((2, 5), 16),)], ["dynamo"], False),
     "bert": (BERT, [(_ids((2, 5), 16), torch.tensor([[1] * 5, [1] * 3 + [0] * 2]))],
              ["dynamo"], False),
     "text_rnn": (TextRNN, [(_ids((2, 3), 12),)], ["dynamo"], False),
@@ -355,8 +356,8 @@ MODELS = {
     "cond": (Cond, [(torch.randn(3, 4).abs(),), (-torch.randn(3, 4).abs(),)], ["dynamo"],
              False),
     "functions": (Functions, [(torch.randn(2, 4),)], ["torchscript"], False),
-    "padded_attention": (PaddedAttention, [(torch.randn(2, 4, 8), _padding([4, 2], 4))],
-                         ["dynamo", "torchscript"], False),
+    "padded_attention": (PaddedAttention, [(torch.randn(2, 5, 8), _padding([5, 3], 5))],
+                         ["torchscript"], False),
 }
 
 CASES = [(name, exporter) for name, (_, _, exporters, _) in MODELS.items()
