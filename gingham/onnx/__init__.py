@@ -14,7 +14,8 @@ such as a dynamic batch take the size of the array passed) is traced once with
 every shape stays static. Recurrent nodes (``LSTM``, ``GRU``, ``RNN``) unroll over their
 static sequence length (:mod:`gingham.onnx.ops_rnn`); ``If`` converts the branch its condition
 picks when the condition is known at trace time (a constant, a graph input passed by value, a
-value of the shapes); ``Loop`` unrolls when its trip count and conditions are known so, ``Scan``
+value of the shapes), and both branches, selecting their outputs, when it is computed on the
+device (an exported ``torch.cond``); ``Loop`` unrolls when its trip count and conditions are known so, ``Scan``
 over its scanned axis. Sequences are Python lists of tensors while the graph is traced
 (:mod:`gingham.onnx.ops_sequence`; a sequence input is passed as a list of arrays), optionals
 a value or None. Attention (opsets 23-25), RotaryEmbedding and SwiGLU build on
@@ -38,7 +39,10 @@ shape of its results (a detector's number of detections) and replayed for a repe
 
 Supported ops (default domain; :func:`supported_ops` lists them) — {ops}.
 
-Not supported: other domains, ``If`` and ``Loop`` on conditions computed on the device, Pad's
+Model-local functions (``export_modules_as_functions``) are inlined when the model loads.
+
+Not supported: other domains, ``Loop`` on conditions computed on the device, ``If`` on one
+whose branches give outputs of different shapes or dtypes, Pad's
 ``reflect``/``edge``/``wrap`` modes on other than the last 1-3 axes of a 2-5-d input,
 BatchNormalization's statistics outputs before opset 14, pooling's ``Indices`` output, the 2-, 4- and 8-bit float and integer quantized types, 3-d Col2Im, GridSample of
 more than 3 spatial axes, RoiAlign's adaptive ``sampling_ratio=0``, value-shaped ops inside an ``If`` branch

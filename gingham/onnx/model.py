@@ -4,8 +4,8 @@
     (logits,) = model(images)                          # gingham Tensors, on the device
     (logits,) = model.run(None, {"input": images})     # onnxruntime's spelling: NumPy arrays
 
-Loading checks the model (``onnx.checker``), reads the opset of the default domain, puts the
-initializers on the device and refuses a model with ops gingham does not convert, naming every
+Loading checks the model (``onnx.checker``), inlines its model-local functions, reads the
+opset of the default domain, puts the initializers on the device and refuses a model with ops gingham does not convert, naming every
 such op type at once. A call with a new input signature (shapes, dtypes) traces the graph through
 :func:`gingham.jit`: the converters run once, on placeholder tensors, and later calls with that
 signature replay the compiled program without running Python per op.
@@ -175,6 +175,13 @@ class OnnxModel:
         from ..devices import get_device
 
         onnx.checker.check_model(model)
+        if model.functions:
+            # Model-local functions (the TorchScript exporter's export_modules_as_functions,
+            # other tools' composite ops): each call is replaced by the function's nodes, so
+            # the graph holds ONNX's own ops only.
+            from onnx.inliner import inline_local_functions
+
+            model = inline_local_functions(model)
         graph = model.graph
         missing = unsupported_ops(graph)
         if missing:

@@ -309,15 +309,20 @@ def _where(node: Node):
     condition, a, b = node.inputs
     if _is_host(condition, a, b):
         return _host(np.where(condition, a, b))
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        # A condition computed on the device between two constants (an exported attention
+        # mask: where(mask, -inf, 0)): the larger constant goes to the device, so the result
+        # has the constants' dtype (T.where would take a host array as a weak integer).
+        if a.size >= b.size:
+            a = node.lift(a)
+        else:
+            b = node.lift(b)
     like = a if isinstance(a, Tensor) else b
-    if isinstance(condition, Tensor):
-        return T.where(condition, _lift_like(node, a, like), _lift_like(node, b, like))
     return T.where(node.lift(condition), _lift_like(node, a, like), _lift_like(node, b, like))
 
 
-def _lift_like(node: Node, value: Value, like: Value):
-    return value if isinstance(value, Tensor) or not isinstance(like, Tensor) \
-        else _operand(node, value, like)
+def _lift_like(node: Node, value: Value, like: Tensor):
+    return value if isinstance(value, Tensor) else _operand(node, value, like)
 
 
 @converter("Cast")

@@ -86,8 +86,26 @@ def _reduction(node: Node) -> str:
     return reduction
 
 
+def _host_scatter(data: np.ndarray, coordinates: tuple, updates: np.ndarray,
+                  add: bool) -> np.ndarray:
+    """``data`` with ``updates`` written (or added) at ``coordinates`` (NumPy's index tuple)."""
+    result = data.copy()
+    if add:
+        np.add.at(result, coordinates, updates)
+    else:
+        result[coordinates] = updates
+    return result
+
+
 @converter("ScatterElements", "Scatter")
 def _scatter_elements(node: Node):
+    if _is_host(*node.inputs):
+        # Shape arithmetic: the TorchScript exporter writes one size of a Shape this way.
+        data, indices, updates = node.inputs
+        axis = _axis(node.attr("axis", 0), data.ndim)
+        coordinates = list(np.indices(indices.shape, sparse=True))
+        coordinates[axis] = np.where(indices < 0, indices + data.shape[axis], indices)
+        return _host_scatter(data, tuple(coordinates), updates, _reduction(node) == "add")
     data, indices, updates = (node.lift(v) if i != 1 else v for i, v in enumerate(node.inputs))
     axis = _axis(node.attr("axis", 0), data.ndim)
     write = indexing.scatter_add if _reduction(node) == "add" else indexing.scatter
@@ -96,6 +114,13 @@ def _scatter_elements(node: Node):
 
 @converter("ScatterND")
 def _scatter_nd(node: Node):
+    if _is_host(*node.inputs):  # shape arithmetic (an exported ``shape[i] = n``)
+        data, indices, updates = node.inputs
+        depth = indices.shape[-1]
+        limits = np.asarray(data.shape[:depth])
+        rows = np.where(indices < 0, indices + limits, indices).reshape(-1, depth)
+        return _host_scatter(data, tuple(rows.T), updates.reshape(
+            (len(rows),) + data.shape[depth:]), _reduction(node) == "add")
     data, indices, updates = node.lift(node.inputs[0]), node.inputs[1], node.tensor(2)
     depth = indices.shape[-1]
     count = math.prod(indices.shape[:-1])

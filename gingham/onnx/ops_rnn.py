@@ -15,7 +15,9 @@ math. The loop unrolls into the traced program, as gingham.keras' ``rnn`` does.
   ``clip`` bounds each gate's input before its activation; LSTM's ``input_forget`` couples
   the forget gate to the input gate (``f = 1 - i``), as onnxruntime does.
 * ``If`` converts the branch its condition picks, inline, when the condition is known while the
-  graph is traced (a constant, a graph input passed by value, or a value of the input shapes).
+  graph is traced (a constant, a graph input passed by value, or a value of the input shapes);
+  on a condition computed on the device (an exported ``torch.cond``) it converts both branches
+  and selects their outputs (which must then have the same shapes and dtypes).
   ``Loop`` unrolls its body when the trip count and the conditions are known so, ``Scan`` over
   the (static) length of its scanned axis.
 
@@ -25,6 +27,7 @@ math. The loop unrolls into the traced program, as gingham.keras' ``rnn`` does.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -252,15 +255,33 @@ def _rnn(node: Node):
 @converter("If")
 def _if(node: Node):
     condition = node.input(0)
-    if not isinstance(condition, np.ndarray):
-        raise node.fail("its condition is computed on the device; gingham converts If only "
-                        "when the condition is known when the model is traced (a constant, a "
-                        "graph input, or a value that follows from the input shapes)")
-    if condition.size != 1:
+    if math.prod(condition.shape) != 1:
         raise ValueError(f"ONNX If node {node.name!r}: the condition must hold one value, not "
-                         f"shape {condition.shape}")
+                         f"shape {tuple(condition.shape)}")
+    if not isinstance(condition, np.ndarray):
+        return _if_on_device(node, condition)
     branch = node.attr("then_branch" if condition.reshape(-1)[0] else "else_branch")
     return node.run_subgraph(branch, ())
+
+
+def _if_on_device(node: Node, condition: Tensor) -> list[Tensor]:
+    """An If whose condition is computed on the device (``torch.cond`` exported, on a value
+    of the data): both branches run and the condition selects each output, as
+    ``torch.where`` would, so the program stays one fixed sequence of kernels. The branches
+    must give outputs of the same shapes and dtypes (tensors, not sequences)."""
+    then = node.run_subgraph(node.attr("then_branch"), ())
+    other = node.run_subgraph(node.attr("else_branch"), ())
+    for a, b in zip(then, other):
+        if not all(hasattr(v, "shape") for v in (a, b)) or tuple(a.shape) != tuple(b.shape) \
+                or a.dtype != b.dtype:
+            described = [f"{tuple(v.shape)} {v.dtype}" if hasattr(v, "shape") else
+                         type(v).__name__ for v in (a, b)]
+            raise node.fail(
+                f"its condition is computed on the device, and its branches give "
+                f"{described[0]} and {described[1]}; gingham then runs both branches and "
+                "selects, which needs outputs of the same shapes and dtypes")
+    flag = condition.reshape(())
+    return [T.where(flag, node.lift(a), node.lift(b)) for a, b in zip(then, other)]
 
 
 def _stacked(node: Node, values: Sequence, axis: int):

@@ -358,3 +358,29 @@ def test_gridsample_opset16_mode_names(name, opset16_mode, device):
     for inputs, expected in case.data_sets:
         (got,) = backend.run_model(model, [_input(v) for v in inputs], device)
         _assert_close(got, expected[0], case, name)
+
+
+def test_scatters_of_a_shape_fold_on_the_host(device):
+    """ScatterElements and ScatterND writing sizes into a Shape (the TorchScript exporter's
+    ``index_copy`` / ``shape[i] = n``) fold on the host, so a Reshape can read the result."""
+    import ort_oracle  # tests/onnx/ort_oracle.py
+    from onnx import helper
+
+    ints = [helper.make_tensor(name, TensorProto.INT64, shape, values) for name, shape, values
+            in (("axes", [2], [1, 2]), ("sizes", [2], [4, 3]), ("rows", [2, 1], [2, 1]),
+                ("backwards", [2], [3, 4]), ("zeros", [1], [0]), ("none", [1, 1], [0]))]
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("ScatterElements", ["shape", "axes", "sizes"], ["by_axis"]),
+             helper.make_node("ScatterND", ["by_axis", "none", "zeros"], ["added"],
+                              reduction="add"),
+             helper.make_node("ScatterND", ["shape", "rows", "backwards"], ["by_row"]),
+             helper.make_node("Reshape", ["x", "added"], ["y1"]),
+             helper.make_node("Reshape", ["x", "by_row"], ["y2"])]
+    outputs = [helper.make_tensor_value_info(y, TensorProto.FLOAT, [2, 4, 3]) for y in ("y1", "y2")]
+    graph = helper.make_graph(nodes, "shape_scatters",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+                              outputs, ints)
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    got, want = ort_oracle.both(ort_oracle.make_model(graph, 18), {"x": x}, device)
+    ort_oracle.assert_close(got, want, ["y1", "y2"], rtol=0)
+    np.testing.assert_array_equal(got[0], x.reshape(2, 4, 3))

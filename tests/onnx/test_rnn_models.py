@@ -3,7 +3,7 @@ exported by ``torch.onnx.export`` (compared with the torch modules), and hand-bu
 and RNN nodes with the attributes exporters rarely emit (``sequence_lens``, ``clip``,
 ``input_forget``, other activations, ``layout`` 1), compared with a NumPy implementation of
 ONNX's equations written here, one sequence at a time. Also control flow: ``If`` with a
-condition known when the model is traced, against NumPy.
+condition known when the model is traced or computed on the device, against NumPy.
 """
 
 from __future__ import annotations
@@ -282,10 +282,35 @@ def test_if_converts_the_branch_its_condition_picks(device):
     computed, _ = _if_model([helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
                              helper.make_node("Constant", [], ["zero"], value_float=0.0),
                              helper.make_node("Greater", ["total", "zero"], ["flag"])])
+    model = gingham.onnx.load(computed, device=device)
+    for x in (np.abs(x), -np.abs(x)):  # the then branch, then the else branch
+        (y,) = model.run(None, {"x": x})
+        expected = np.maximum(x, 0) * w + 1 if x.sum() > 0 else np.tanh(-x)
+        np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
+    assert model.traces == 1  # a condition computed on the device: both branches, selected
+
+
+def test_if_on_a_device_condition_needs_branches_alike(device):
+    """Both branches run when the condition is computed on the device: outputs of different
+    shapes are refused, naming them."""
+    def branch(name: str, size: int) -> onnx.GraphProto:
+        value = helper.make_tensor("value", TensorProto.FLOAT, [size], [1.0] * size)
+        return helper.make_graph([helper.make_node("Constant", [], [name], value=value)], name,
+                                 [], [helper.make_tensor_value_info(name, TensorProto.FLOAT,
+                                                                    [size])])
+
+    nodes = [helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+             helper.make_node("Greater", ["total", "zero"], ["positive"]),
+             helper.make_node("If", ["positive"], ["y"], name="pick",
+                              then_branch=branch("two", 2), else_branch=branch("three", 3))]
+    graph = helper.make_graph(
+        nodes, "cond", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])],
+        [helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(gingham.UnsupportedOpError,
-                       match="If node 'choice': its condition is computed on the device.*"
-                             "known when the model is traced"):
-        gingham.onnx.load(computed, device=device).run(None, {"x": x})
+                       match=r"If node 'pick'.*branches give \(2,\) float32 and \(3,\) float32"):
+        gingham.onnx.load(proto, device=device)(np.ones(2, np.float32))
 
 
 # -- Scan and Loop -----------------------------------------------------------------------------
