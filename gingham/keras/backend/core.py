@@ -31,7 +31,7 @@ from keras.src.backend.common import standardize_dtype
 from keras.src.backend.common.dtypes import result_type
 from keras.src.backend.common.keras_tensor import KerasTensor
 from keras.src.backend.common.stateless_scope import StatelessScope
-from keras.src.backend.common.symbolic_scope import SymbolicScope
+from keras.src.backend.common.symbolic_scope import SymbolicScope, in_symbolic_scope
 
 from ...devices import default_device_id, get_device
 from ...frontend.jit import current_trace
@@ -180,6 +180,12 @@ def cond(pred, true_fn: Callable, false_fn: Callable):
     if not isinstance(pred, (Tensor, Variable)):
         return true_fn() if pred else false_fn()
     if current_trace() is None:
+        if in_symbolic_scope():
+            # compute_output_spec: ``pred`` may depend on placeholders, which have no
+            # values; the result's spec is either branch's, selected as in a step.
+            return tree.map_structure(
+                lambda a, b: None if a is None else _select(pred, a, b), true_fn(),
+                false_fn())
         return true_fn() if bool(convert_to_numpy(pred)) else false_fn()
     if not _updates.stack:
         raise NotImplementedError(
