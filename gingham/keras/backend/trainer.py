@@ -71,7 +71,12 @@ class CompiledStep:
         shapes = _Structures()
 
         def traced(key, *leaves):
-            data = tree.pack_sequence_as(shapes.inputs[key], list(leaves))
+            # Keras' losses change the batch's tensors in place (``sample_weight *= mask``),
+            # harmless on the fresh tensors its other backends' data adapters give; gingham.jit
+            # refuses in-place changes of its arguments, so the step works on copies (which
+            # the compiler fuses into their readers).
+            copies = [leaf if leaf is None else leaf.clone() for leaf in leaves]
+            data = tree.pack_sequence_as(shapes.inputs[key], copies)
             with update_scope():
                 if grad:
                     result = step(data)
