@@ -234,6 +234,25 @@ class Tensor:
     def __float__(self) -> float:
         return float(self.item())
 
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        """A one-element integer tensor as a Python index, as PyTorch's (``x[:, i:i + 4]``
+        with ``i`` a tensor, which Keras' RandomCrop writes). Refused inside gingham.jit:
+        the index would be read once while tracing and frozen into the compiled program."""
+        from .jit import current_trace
+
+        if self.dtype.kind not in "iub":
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            f"index, not a {self.dtype} tensor")
+        if current_trace() is not None:
+            raise GinghamError(
+                "a tensor used as a Python index inside a function traced by gingham.jit "
+                "(a slice bound, a range): its value would be frozen into the compiled "
+                "program; index with a tensor of positions (gather) or a Python int instead")
+        return int(self.item())
+
     def __array__(self, dtype=None, copy=None):
         value = self.numpy()
         return value if dtype is None else value.astype(dtype)
