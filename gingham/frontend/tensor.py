@@ -243,9 +243,9 @@ class Tensor:
         the index would be read once while tracing and frozen into the compiled program."""
         from .jit import current_trace
 
-        if self.dtype.kind not in "iub":
+        if self.dtype.kind not in "iub" or self.size != 1:
             raise TypeError("only integer tensors of a single element can be converted to an "
-                            f"index, not a {self.dtype} tensor")
+                            f"index, not a {self.dtype} tensor of shape {self.shape}")
         if current_trace() is not None:
             raise GinghamError(
                 "a tensor used as a Python index inside a function traced by gingham.jit "
