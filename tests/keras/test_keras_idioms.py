@@ -78,3 +78,43 @@ def test_random_crop_eager_and_refused_in_a_step(device):
         model.compile(optimizer="sgd", loss="mse")
         with pytest.raises(GinghamError, match="frozen into the compiled program"):
             model.fit(x, np.zeros((2, 1), np.float32), verbose=0)
+
+
+# The Kolmogorov-Smirnov statistic of 4000 true draws exceeds 0.031 with probability 0.001.
+DRAWS = 4000
+KS_LIMIT = 0.031
+
+
+def test_random_draws_inside_a_compiled_step(device):
+    """keras.random's normal, truncated_normal and randint inside a compiled step (what
+    GaussianNoise or a VAE's sampling layer calls in ``fit``) are drawn on the device anew at
+    every replay: their laws against SciPy's, and two replays of one trace differ."""
+    from scipy import stats
+
+    class Draws(keras.layers.Layer):
+        def __init__(self):
+            super().__init__()
+            self.seed = keras.random.SeedGenerator(11)
+
+        def call(self, x):
+            rows = keras.ops.shape(x)[0]
+            return keras.ops.concatenate([
+                keras.random.normal((rows, DRAWS), 1.0, 2.0, seed=self.seed),
+                keras.random.truncated_normal((rows, DRAWS), -1.0, 0.5, seed=self.seed),
+                keras.ops.cast(keras.random.randint((rows, DRAWS), 3, 9, seed=self.seed),
+                               "float32")], axis=-1)
+
+    with keras.device(device):
+        model = keras.Sequential([keras.Input((1,)), Draws()])
+        first = model.predict_on_batch(np.zeros((1, 1), np.float32))[0]
+        second = model.predict_on_batch(np.zeros((1, 1), np.float32))[0]
+        assert model.predict_function.traces == 1
+    normal, truncated, integers = np.split(first, 3)
+    assert stats.kstest(normal, stats.norm(1.0, 2.0).cdf).statistic < KS_LIMIT
+    assert stats.kstest(truncated, stats.truncnorm(-2, 2, loc=-1.0, scale=0.5).cdf
+                        ).statistic < KS_LIMIT
+    assert set(np.unique(integers)) == set(range(3, 9))
+    np.testing.assert_allclose(np.bincount(integers.astype(int), minlength=9)[3:] / DRAWS,
+                               np.full(6, 1 / 6), atol=0.025)
+    # the seed's state advanced: new draws (the integers repeat by chance)
+    assert not np.any(first[:2 * DRAWS] == second[:2 * DRAWS])
