@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-PROGRAMS = ("masked_hinge", "image_preprocessing")
+PROGRAMS = ("masked_hinge", "image_preprocessing", "custom_gradient")
 
 
 def build(name: str):
@@ -41,9 +41,42 @@ def build(name: str):
             layers.Flatten(), layers.Dense(2)])
         model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse",
                       metrics=[keras.metrics.R2Score(name="r2")])
+    elif name == "custom_gradient":
+        # ops.custom_gradient inside the step: a scaled gradient reversal and log(1 + e^x)
+        # with its hand-written gradient
+        model = keras.Sequential([keras.Input((4,)), layers.Dense(3), _CustomGradients(),
+                                  layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
     else:
         raise ValueError(name)
     return model
+
+
+def _CustomGradients():  # noqa: N802 (a layer, made when Keras is imported)
+    """A layer computing ``log1pexp(reverse(x))`` with two ``ops.custom_gradient``
+    functions: ``reverse`` passes ``-0.5`` times its upstream gradient back."""
+    import keras
+    from keras import ops
+
+    @ops.custom_gradient
+    def reverse(x):
+        def grad(*args, upstream=None):
+            return -0.5 * upstream
+        return x * 1.0, grad
+
+    @ops.custom_gradient
+    def log1pexp(x):
+        e = ops.exp(x)
+
+        def grad(*args, upstream=None):
+            return upstream * (1.0 - 1.0 / (1.0 + e))
+        return ops.log(1.0 + e), grad
+
+    class CustomGradients(keras.layers.Layer):
+        def call(self, x):
+            return log1pexp(reverse(x))
+
+    return CustomGradients()
 
 
 def data(name: str) -> tuple:
@@ -60,6 +93,9 @@ def data(name: str) -> tuple:
         x = rng.random((20, 6, 9, 2)).astype(np.float32)
         y = np.stack([x[:, 1:5, 3:6, 0].mean((1, 2)), x[:, :, :, 1].max((1, 2))], 1)
         return x, y.astype(np.float32), None
+    if name == "custom_gradient":
+        x = rng.standard_normal((16, 4)).astype(np.float32)
+        return x, x[:, :1] * 2.0 - x[:, 1:2], None
     raise ValueError(name)
 
 
