@@ -116,6 +116,11 @@ def eager(name: str) -> dict[str, np.ndarray]:
         result["discretized"] = ops.convert_to_numpy(bins(x[0, :, :, 0]))
         result["digitize_list"] = ops.convert_to_numpy(ops.digitize(x[0, 0, :, 1], [0.3, 0.6]))
         result["size_arithmetic"] = ops.convert_to_numpy(ops.size(x[:2]) + ops.ones(()))
+        # Equalization takes from integer histograms; CutMix and RandomErasing from masks
+        result["equalized"] = ops.convert_to_numpy(layers.Equalization(value_range=(0, 1))(
+            x[:2]))
+        result["take_bool"] = ops.convert_to_numpy(ops.take(x[0, :, :, 0] > 0.5, [4, 0, 4],
+                                                            axis=1))
     return result
 
 

@@ -538,7 +538,11 @@ def split(x, indices_or_sections, axis=0):
 
 def take(x, indices, axis=None):
     """``x``'s elements at ``indices`` along ``axis`` (negative indices count from the end):
-    gingham's gather (:func:`gingham.nn.functional.embedding`), differentiable in ``x``."""
+    gingham's gather of rows (:func:`gingham.index_select`), of any dtype (Keras' CutMix and
+    RandomErasing take from boolean masks, Equalization from integer histograms),
+    differentiable in ``x``."""
+    from ...frontend import indexing
+
     x = convert_to_tensor(x)
     indices = convert_to_tensor(indices)
     if "int" not in keras_dtype(indices):
@@ -550,7 +554,8 @@ def take(x, indices, axis=None):
     indices = gt.where(indices < 0, indices + size, indices)
     moved = moveaxis(x, axis, 0)
     rest = moved.shape[1:]
-    rows = F.embedding(indices, moved.reshape(size, pymath.prod(rest)))
+    table = moved.reshape(size, pymath.prod(rest))
+    rows = indexing.index_select(table, 0, indices.reshape(-1))
     picked = rows.reshape(indices.shape + rest)
     # [*indices, *before, *after] -> [*before, *indices, *after]
     n_index = indices.ndim
