@@ -247,12 +247,19 @@ class Tensor:
         return int(self.item())
 
     def __index__(self) -> int:
-        """An integer (or bool) tensor of one element as a Python index, as PyTorch's:
-        ``data[i:i + block]`` for ``i`` taken from a tensor of offsets (a read from the
-        device, so not inside ``gingham.jit``)."""
-        if self.size != 1 or not (dt.is_integer(self.dtype) or dt.is_bool(self.dtype)):
+        """A one-element integer tensor as a Python index, as PyTorch's (``x[:, i:i + 4]``
+        with ``i`` a tensor, which Keras' RandomCrop writes). Refused inside gingham.jit:
+        the index would be read once while tracing and frozen into the compiled program."""
+        from .jit import current_trace
+
+        if self.dtype.kind not in "iub" or self.size != 1:
             raise TypeError("only integer tensors of a single element can be converted to an "
-                            "index")
+                            f"index, not a {self.dtype} tensor of shape {self.shape}")
+        if current_trace() is not None:
+            raise GinghamError(
+                "a tensor used as a Python index inside a function traced by gingham.jit "
+                "(a slice bound, a range): its value would be frozen into the compiled "
+                "program; index with a tensor of positions (gather) or a Python int instead")
         return int(self.item())
 
     def __array__(self, dtype=None, copy=None):

@@ -50,15 +50,18 @@ plain tensor, not the leaf gradients are taken for), so eager code can compute f
 variable and then assign it; gradients are taken inside the trainer's steps. Ops whose
 result's shape depends on the values (``where`` with one argument, ``nonzero``) and
 ``linalg.qr`` (the Orthogonal initializer's), ``unique`` and ``view`` run on the host outside
-a step and raise inside one. ``scan``, ``map``, ``fori_loop`` and ``while_loop`` unroll into the
+a step and raise inside one (so RandAugment, which calls ``nonzero``, trains only outside
+``fit``); so does a tensor used as a Python index (RandomCrop's offsets), which would be
+frozen into the step. ``keras.random`` draws on the device inside a step, anew at every
+replay (GaussianNoise, the augmentation layers, a VAE's sampling); ``ops.custom_gradient``
+works inside and outside one. ``scan``, ``map``, ``fori_loop`` and ``while_loop`` unroll into the
 step; ``while_loop`` on a device condition needs ``maximum_iterations`` there. ``cumsum`` / ``cumprod`` cost ``N^2`` along their axis. In
 ``dot_product_attention`` a query whose keys are all masked gets zeros (PyTorch's
 attention), not the mean of the values.
 
 Not yet: sparse and ragged tensors, ``steps_per_execution > 1``, the fused ``lstm`` /
 ``gru`` backend ops (Keras falls back to its recurrent loop), ``linalg.eig`` (complex
-eigenvalues; the other ``linalg`` ops run on :mod:`gingham.linalg`),
-``elastic_transform`` inside a step (its noise is drawn on the host), and export. Each such op
+eigenvalues; the other ``linalg`` ops run on :mod:`gingham.linalg`), and export. Each such op
 raises ``NotImplementedError`` naming the op and "gingham's Keras backend".
 
 How it is installed: Keras 3 has no plug-in mechanism for backends (``keras.src.backend``,

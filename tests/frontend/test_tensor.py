@@ -274,3 +274,27 @@ def test_creation_takes_torchs_arguments(device):
     for bad in (-1, 2.5):
         with pytest.raises(TypeError, match="sizes must be non-negative"):
             gingham.zeros(bad)
+
+
+def test_int_and_index_as_torch(device):
+    """``int(t)`` and ``operator.index(t)`` as PyTorch's (a one-element integer tensor as a
+    slice bound, against torch and NumPy); a float or several-element tensor is no index
+    (TypeError, as torch); inside gingham.jit an index would be frozen into the program, so
+    it is refused."""
+    import operator
+
+    a = rand(3, 6)
+    start = tensor(np.array(2, np.int64), device=device)
+    begin = torch.tensor(2)
+    np.testing.assert_array_equal(tensor(a, device=device)[:, start:start + 3].numpy(),
+                                  torch.from_numpy(a)[:, begin:begin + 3].numpy())
+    assert [int(start), operator.index(start)] == [int(begin), operator.index(begin)] == [2, 2]
+    assert int(tensor(np.array([3.7], np.float32), device=device)) == int(torch.tensor([3.7]))
+    for bad in (np.array(1.0, np.float32), np.array([1, 2], np.int64)):
+        with pytest.raises(TypeError, match="only integer tensors of a single element"):
+            operator.index(tensor(bad, device=device))
+        with pytest.raises(TypeError):
+            operator.index(torch.from_numpy(bad))
+    offset = tensor(np.array(1, np.int64), device=device)
+    with pytest.raises(gingham.GinghamError, match="frozen into the compiled program"):
+        gingham.jit(lambda t: t[offset:offset + 2])(tensor(a, device=device))

@@ -31,8 +31,9 @@ from keras.src.backend.common import standardize_dtype
 from keras.src.backend.common.dtypes import result_type
 from keras.src.backend.common.keras_tensor import KerasTensor
 from keras.src.backend.common.stateless_scope import StatelessScope
-from keras.src.backend.common.symbolic_scope import SymbolicScope
+from keras.src.backend.common.symbolic_scope import SymbolicScope, in_symbolic_scope
 
+from ...autograd import Function
 from ...devices import default_device_id, get_device
 from ...frontend.jit import current_trace
 from ...frontend.tensor import Tensor, assign_all, stack, tensor, where
@@ -180,6 +181,12 @@ def cond(pred, true_fn: Callable, false_fn: Callable):
     if not isinstance(pred, (Tensor, Variable)):
         return true_fn() if pred else false_fn()
     if current_trace() is None:
+        if in_symbolic_scope():
+            # compute_output_spec: ``pred`` may depend on placeholders, which have no
+            # values; the result's spec is either branch's, selected as in a step.
+            return tree.map_structure(
+                lambda a, b: None if a is None else _select(pred, a, b), true_fn(),
+                false_fn())
         return true_fn() if bool(convert_to_numpy(pred)) else false_fn()
     if not _updates.stack:
         raise NotImplementedError(
@@ -488,8 +495,44 @@ def vectorized_map(function, elements):
 
 
 class custom_gradient:  # noqa: N801 (Keras' name)
-    def __init__(self, fun):
-        raise NotImplementedError("custom_gradient is not supported by gingham's Keras backend")
+    """``keras.ops.custom_gradient``: ``fun(*args)`` returns ``(output, grad)`` and the
+    gradient of ``output`` with respect to ``args`` is ``grad(*args, upstream=upstream)`` (one
+    per argument, a tuple for several), as in Keras' PyTorch backend: a
+    :class:`gingham.autograd.Function`, so inside a compiled step the forward and ``grad``
+    are traced into the step's program.
+
+        @keras.ops.custom_gradient
+        def reverse_gradient(x):
+            def grad(*args, upstream=None):
+                return -upstream
+            return keras.ops.copy(x), grad
+    """
+
+    def __init__(self, fun: Callable) -> None:
+        self.fun = fun
+
+    def __call__(self, *args, **kwargs):
+        args = tuple(convert_to_tensor(a) if isinstance(a, Variable) else a for a in args)
+        return _CustomGradient.apply(self.fun, kwargs, *args)
+
+
+class _CustomGradient(Function):
+    @staticmethod
+    def forward(ctx, fun, kwargs, *args):
+        result = fun(*args, **kwargs)
+        if not (isinstance(result, (tuple, list)) and len(result) == 2 and callable(result[1])):
+            raise ValueError("custom_gradient: the decorated function must return a pair "
+                             "(output, grad), grad a function of the arguments and `upstream`")
+        output, ctx.grad_fn = result
+        ctx.arguments = args
+        return output
+
+    @staticmethod
+    def backward(ctx, *upstream):
+        grads = ctx.grad_fn(*ctx.arguments,
+                            upstream=upstream[0] if len(upstream) == 1 else upstream)
+        grads = tuple(grads) if isinstance(grads, (tuple, list)) else (grads,)
+        return (None, None) + tuple(None if g is None else convert_to_tensor(g) for g in grads)
 
 
 def remat(f):

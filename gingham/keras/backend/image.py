@@ -41,13 +41,15 @@ def resize(images, size, interpolation="bilinear", antialias=False, crop_to_aspe
     (or ``[H, W, C]``; channels first with ``data_format``) images, computed in floating
     point (integer images are rounded back to their dtype). Nearest is Keras'
     ``nearest-exact``, which is gingham's ``nearest`` when each size is a whole multiple of
-    the input's: other nearest resizes, antialiased downsampling and the aspect-ratio
-    options raise NotImplementedError."""
+    the input's: other nearest resizes and antialiased downsampling raise
+    NotImplementedError. ``crop_to_aspect_ratio`` first takes the centred window of the
+    target's aspect ratio, ``pad_to_aspect_ratio`` pads with ``fill_value`` towards it."""
     if len(size) != 2:
         raise ValueError("Argument `size` must be a tuple of two elements (height, width). "
                          f"Received: size={size}")
-    if crop_to_aspect_ratio or pad_to_aspect_ratio:
-        raise _unsupported_resize("with crop_to_aspect_ratio / pad_to_aspect_ratio")
+    if crop_to_aspect_ratio and pad_to_aspect_ratio:
+        raise ValueError("Only one of `pad_to_aspect_ratio` & `crop_to_aspect_ratio` can be "
+                         "`True`.")
     if fill_mode != "constant":
         raise ValueError("Invalid value for argument `fill_mode`. Only `'constant'` is "
                          f"supported. Received: fill_mode={fill_mode}")
@@ -59,7 +61,12 @@ def resize(images, size, interpolation="bilinear", antialias=False, crop_to_aspe
     batch = x.unsqueeze(0) if single else x
     channels_last = standardize_data_format(data_format) == "channels_last"
     data = gt.permute_dims(batch, (0, 3, 1, 2)) if channels_last else batch
-    spatial, size = data.shape[2:], tuple(int(s) for s in size)
+    size = tuple(int(s) for s in size)
+    if crop_to_aspect_ratio:
+        data = _crop_to_aspect_ratio(data, size)
+    elif pad_to_aspect_ratio:
+        data = _pad_to_aspect_ratio(_float(data), size, fill_value)
+    spatial = data.shape[2:]
     if interpolation == "nearest":
         if any(out % n for n, out in zip(spatial, size)):
             raise _unsupported_resize(f"'nearest' from {spatial} to {size} (not whole multiples)")
@@ -77,6 +84,30 @@ def resize(images, size, interpolation="bilinear", antialias=False, crop_to_aspe
     resized = resized.squeeze(0) if single else resized
     # integer images come back in their dtype, rounded (as Keras' PyTorch backend)
     return resized if "float" in original else _cast(resized.round(), original)
+
+
+def _crop_to_aspect_ratio(data: Tensor, size: tuple[int, int]) -> Tensor:
+    """The centred window of ``[N, C, H, W]`` images with the aspect ratio of ``size``
+    (Keras' rounding: sizes truncated, the start rounded down)."""
+    height, width = data.shape[2:]
+    target_height, target_width = size
+    crop_height = max(min(height, int(width * target_height / target_width)), 1)
+    crop_width = max(min(width, int(height * target_width / target_height)), 1)
+    top, left = (height - crop_height) // 2, (width - crop_width) // 2
+    return data[:, :, top:top + crop_height, left:left + crop_width]
+
+
+def _pad_to_aspect_ratio(data: Tensor, size: tuple[int, int], fill_value: float) -> Tensor:
+    """``[N, C, H, W]`` images padded with ``fill_value`` towards the aspect ratio of
+    ``size``: the same amount on both sides (Keras' backends pad ``(P - H) // 2`` each
+    side, so an odd difference leaves the ratio one pixel short)."""
+    height, width = data.shape[2:]
+    target_height, target_width = size
+    top = (max(height, int(width * target_height / target_width)) - height) // 2
+    left = (max(width, int(height * target_width / target_height)) - width) // 2
+    if not top and not left:
+        return data
+    return F.pad(data, (left, left, top, top), value=float(fill_value))
 
 
 # --- shapes II ops ---

@@ -45,15 +45,19 @@ def _scalar(x):
 
 
 def _dtype_of(x):
-    if isinstance(x, _SCALARS):
-        return type(x)
+    # a subclass (a tensor's size, an IntEnum) is the number it holds; bool before int
+    for kind in _SCALARS:
+        if isinstance(x, kind):
+            return kind
     return getattr(x, "dtype", None) or type(x)
 
 
 def _promote(*operands):
     """The operands in Keras' result dtype: tensors cast, Python numbers left as they are
     (a weak number then takes the tensors' dtype in gingham's arithmetic as well)."""
-    operands = [_scalar(x) for x in operands]
+    # a (nested) list is an array of Keras' inferred dtype, as convert_to_tensor makes it
+    operands = [convert_to_tensor(x) if isinstance(x, (list, tuple)) else _scalar(x)
+                for x in operands]
     dtype = dtypes.result_type(*[_dtype_of(x) for x in operands])
     return dtype, [x if isinstance(x, _SCALARS) else convert_to_tensor(x, dtype)
                    for x in operands]
@@ -534,7 +538,11 @@ def split(x, indices_or_sections, axis=0):
 
 def take(x, indices, axis=None):
     """``x``'s elements at ``indices`` along ``axis`` (negative indices count from the end):
-    gingham's gather (:func:`gingham.nn.functional.embedding`), differentiable in ``x``."""
+    gingham's gather of rows (:func:`gingham.index_select`), of any dtype (Keras' CutMix and
+    RandomErasing take from boolean masks, Equalization from integer histograms),
+    differentiable in ``x``."""
+    from ...frontend import indexing
+
     x = convert_to_tensor(x)
     indices = convert_to_tensor(indices)
     if "int" not in keras_dtype(indices):
@@ -546,7 +554,8 @@ def take(x, indices, axis=None):
     indices = gt.where(indices < 0, indices + size, indices)
     moved = moveaxis(x, axis, 0)
     rest = moved.shape[1:]
-    rows = F.embedding(indices, moved.reshape(size, pymath.prod(rest)))
+    table = moved.reshape(size, pymath.prod(rest))
+    rows = indexing.index_select(table, 0, indices.reshape(-1))
     picked = rows.reshape(indices.shape + rest)
     # [*indices, *before, *after] -> [*before, *indices, *after]
     n_index = indices.ndim
@@ -568,7 +577,7 @@ def pad(x, pad_width, mode="constant", constant_values=None):
 
 
 def ndim(x): return convert_to_tensor(x).ndim
-def size(x): return convert_to_tensor(x).size
+def size(x): return int(convert_to_tensor(x).size)  # a Python int, as NumPy's np.size
 
 
 def copy(x):

@@ -3,9 +3,10 @@
 replay (the seed generator's state is a variable the step advances); ``uniform`` does the same
 inside a step, and ``categorical``, ``shuffle``, ``gamma``, ``beta`` and ``binomial`` always
 draw on the device (:func:`gingham.nn.functional.random_uniform` and the samplers built on
-it). The other draws are made on the host with NumPy from the seed (initialisers run once,
-eagerly); inside a compiled step they would be frozen at tracing, so there they raise
-NotImplementedError.
+it). ``normal``, ``truncated_normal`` and ``randint`` are drawn on the host with NumPy from
+the seed eagerly (initialisers run once), and on the device inside a compiled step (the
+GaussianNoise and GaussianDropout layers, a VAE's sampling layer), where a host draw would
+be frozen at tracing.
 
     keras.random.gamma((1000,), alpha=2.5, seed=7)
 """
@@ -36,8 +37,13 @@ def _generator(op: str, seed) -> np.random.Generator:
 
 
 def normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None):
-    values = _generator("normal", seed).normal(mean, stddev, size=shape)
-    return convert_to_tensor(values, dtype or floatx())
+    """Drawn on the host, or inside a compiled step on the device (Box-Muller on the
+    seed's Philox draws, :func:`gingham.nn.functional.random_normal`)."""
+    if current_trace() is None:
+        values = _generator("normal", seed).normal(mean, stddev, size=shape)
+        return convert_to_tensor(values, dtype or floatx())
+    draws = F.random_normal(tuple(shape), _state(seed)) * stddev + mean
+    return draws.astype(to_numpy_dtype(dtype or floatx()))
 
 
 def uniform(shape, minval=0.0, maxval=1.0, dtype=None, seed=None):
@@ -52,7 +58,19 @@ def uniform(shape, minval=0.0, maxval=1.0, dtype=None, seed=None):
     return draws.astype(to_numpy_dtype(dtype or floatx()))
 
 
+# The standard normal's CDF at -2 and 2: truncated_normal keeps draws within two deviations.
+_PHI_MINUS_2, _PHI_2 = 0.022750131948179195, 0.9772498680518208
+
+
 def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None):
+    """Normal draws within two standard deviations of ``mean``: redrawn on the host, or
+    inside a compiled step on the device by the inverse CDF of a uniform draw between the
+    CDF's values at -2 and 2 (one draw per element, no rejection)."""
+    if current_trace() is not None:
+        uniform_draws = F.random_uniform(tuple(shape), _state(seed))
+        within = uniform_draws * (_PHI_2 - _PHI_MINUS_2) + _PHI_MINUS_2
+        standard = (within * 2.0 - 1.0).erfinv() * float(np.sqrt(2.0))
+        return (standard * stddev + mean).astype(to_numpy_dtype(dtype or floatx()))
     rng = _generator("truncated_normal", seed)
     count = int(np.prod(shape))
     drawn = np.empty(0)
@@ -63,8 +81,15 @@ def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None):
 
 
 def randint(shape, minval, maxval, dtype="int32", seed=None):
-    values = _generator("randint", seed).integers(minval, maxval, size=shape)
-    return convert_to_tensor(values, dtype)
+    """Integers in ``[minval, maxval)``: drawn on the host, or inside a compiled step on
+    the device from uniform draws (``minval`` and ``maxval`` numbers there)."""
+    if current_trace() is None:
+        values = _generator("randint", seed).integers(minval, maxval, size=shape)
+        return convert_to_tensor(values, dtype)
+    low, high = int(minval), int(maxval)
+    scaled = (F.random_uniform(tuple(shape), _state(seed)) * float(high - low)).floor()
+    # float32 rounding can carry u * n up to n: keep the draw below maxval
+    return (scaled.clamp(max=high - low - 1) + low).astype(to_numpy_dtype(dtype))
 
 
 def dropout(inputs, rate, noise_shape=None, seed=None):

@@ -60,6 +60,19 @@ class _Structures:
         self.outputs: dict[str, Any] = {}
 
 
+def _sample_weight_copied(data):
+    """``data`` (a batch, ``(x, y, sample_weight)`` when weighted) with its sample weights
+    copied. Keras' losses multiply a mask into them in place (``sample_weight *= mask``),
+    harmless on the fresh tensors its other backends' data adapters give, but gingham.jit
+    refuses in-place changes of its arguments. Only the weights: a copy of ``x`` costs the
+    step a kernel (measured on the cpu device: 21 kernels for a Dense model's step instead of
+    20)."""
+    if not (isinstance(data, tuple) and len(data) == 3 and data[2] is not None):
+        return data
+    weights = tree.map_structure(lambda w: w if w is None else w.clone(), data[2])
+    return data[0], data[1], weights
+
+
 class CompiledStep:
     """``step(data)`` traced by :func:`gingham.jit` once per structure and shapes of
     ``data``, replayed afterwards; returns the step's results with their structure. Called
@@ -71,7 +84,8 @@ class CompiledStep:
         shapes = _Structures()
 
         def traced(key, *leaves):
-            data = tree.pack_sequence_as(shapes.inputs[key], list(leaves))
+            data = _sample_weight_copied(tree.pack_sequence_as(shapes.inputs[key],
+                                                               list(leaves)))
             with update_scope():
                 if grad:
                     result = step(data)
