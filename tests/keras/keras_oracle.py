@@ -12,7 +12,11 @@ Only the Keras API is used here, so the file runs under either backend.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -207,6 +211,39 @@ def main(argv: list[str]) -> None:
     with np.load(start) as saved:
         weights = [saved[f"w{i}"] for i in range(len(saved.files))]
     np.savez(out, **train(name, weights))
+
+
+def torch_backend_oracle(tmp_path_factory, programs) -> Callable[[str], tuple]:
+    """For a module-scoped fixture: name -> (initial weights, what ``programs``' script wrote
+    when it ran that program on Keras' PyTorch backend in a subprocess), each computed once.
+
+    ``programs`` is a module like this one (``build(name)``, and a ``main`` that takes the
+    name, the initial weights' file and the result's file): ``keras_oracle`` or
+    ``keras_idioms``. Called from gingham's side, with gingham's backend installed. The
+    initial weights are fixed (seed 0): some of MobileNetV2's draws are so ill-conditioned (a
+    batch norm over 4 values, ReLU6's kinks) that Keras' PyTorch backend in float32 differs
+    from itself in float64 by 33% in a weight's update (seed 1); seed 0 agrees to 0.1%.
+    """
+    import keras
+
+    results: dict[str, tuple] = {}
+
+    def get(name: str):
+        if name not in results:
+            folder = tmp_path_factory.mktemp(name)
+            keras.utils.set_random_seed(0)
+            with keras.device("reference"):
+                weights = programs.build(name).get_weights()
+            np.savez(folder / "start.npz", **{f"w{i}": w for i, w in enumerate(weights)})
+            environment = dict(os.environ, KERAS_BACKEND="torch", CUDA_VISIBLE_DEVICES="")
+            subprocess.run([sys.executable, str(Path(programs.__file__)), name,
+                            str(folder / "start.npz"), str(folder / "result.npz")],
+                           check=True, env=environment, cwd=folder, timeout=300)
+            with np.load(folder / "result.npz") as saved:
+                results[name] = weights, dict(saved)
+        return results[name]
+
+    return get
 
 
 if __name__ == "__main__":

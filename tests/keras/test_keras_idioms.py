@@ -7,10 +7,6 @@ compiled step."""
 from __future__ import annotations
 
 import importlib.util
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,32 +18,15 @@ importlib.import_module("gingham.keras")  # before keras: it installs the backen
 import keras  # noqa: E402
 
 import keras_idioms  # noqa: E402
+import keras_oracle  # noqa: E402
 from gingham.errors import GinghamError  # noqa: E402
 
-HERE = Path(__file__).parent
 
 
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory):
     """name -> (initial weights, the PyTorch backend's results), computed once per program."""
-    results: dict[str, tuple] = {}
-
-    def get(name: str):
-        if name not in results:
-            folder = tmp_path_factory.mktemp(name)
-            keras.utils.set_random_seed(0)
-            with keras.device("reference"):
-                weights = keras_idioms.build(name).get_weights()
-            np.savez(folder / "start.npz", **{f"w{i}": w for i, w in enumerate(weights)})
-            environment = dict(os.environ, KERAS_BACKEND="torch", CUDA_VISIBLE_DEVICES="")
-            subprocess.run([sys.executable, str(HERE / "keras_idioms.py"), name,
-                            str(folder / "start.npz"), str(folder / "result.npz")],
-                           check=True, env=environment, cwd=folder, timeout=300)
-            with np.load(folder / "result.npz") as saved:
-                results[name] = weights, dict(saved)
-        return results[name]
-
-    return get
+    return keras_oracle.torch_backend_oracle(tmp_path_factory, keras_idioms)
 
 
 @pytest.mark.parametrize("name", keras_idioms.PROGRAMS)

@@ -6,10 +6,6 @@ metrics), the trained weights and the predictions must agree."""
 from __future__ import annotations
 
 import importlib.util
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +18,6 @@ import keras  # noqa: E402
 
 import keras_oracle  # noqa: E402
 
-HERE = Path(__file__).parent
 MODELS = ["mlp", "mlp_softmax", "cnn", "functional", "transformer", "rnn", "scan",
           "mobilenet_v2"]
 # float32 throughout; the convolutions' and batch norm's sums reorder, and three epochs of
@@ -40,29 +35,8 @@ UPDATE_FLOOR = 1e-6
 
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory):
-    """name -> (initial weights, the PyTorch backend's result), computed once per model."""
-    results: dict[str, tuple] = {}
-
-    def get(name: str):
-        if name not in results:
-            folder = tmp_path_factory.mktemp(name)
-            # Fixed initial weights: some of MobileNetV2's draws are so ill-conditioned (a
-            # batch norm over 4 values, ReLU6's kinks) that Keras' PyTorch backend in float32
-            # differs from itself in float64 by 33% in a weight's update (seed 1); seed 0
-            # agrees to 0.1%.
-            keras.utils.set_random_seed(0)
-            with keras.device("reference"):
-                weights = keras_oracle.build(name).get_weights()
-            np.savez(folder / "start.npz", **{f"w{i}": w for i, w in enumerate(weights)})
-            environment = dict(os.environ, KERAS_BACKEND="torch", CUDA_VISIBLE_DEVICES="")
-            subprocess.run([sys.executable, str(HERE / "keras_oracle.py"), name,
-                            str(folder / "start.npz"), str(folder / "result.npz")],
-                           check=True, env=environment, cwd=folder, timeout=300)
-            with np.load(folder / "result.npz") as saved:
-                results[name] = weights, dict(saved)
-        return results[name]
-
-    return get
+    """name -> (initial weights, the PyTorch backend's results), computed once per program."""
+    return keras_oracle.torch_backend_oracle(tmp_path_factory, keras_oracle)
 
 
 @pytest.mark.parametrize("name", MODELS)
