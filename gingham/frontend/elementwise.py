@@ -315,6 +315,14 @@ def where(cond: Tensor, a=None, b=None):
     if a is None or b is None:
         raise TypeError("where: give both values (where(condition, input, other)) or neither "
                         "(where(condition), the coordinates of the True elements)")
+    if not isinstance(cond, Tensor):
+        if not isinstance(cond, np.ndarray):
+            raise TypeError(f"where: condition must be a tensor, not {type(cond).__name__}")
+        home = next((v.device for v in (a, b) if isinstance(v, Tensor)), None)
+        cond = tensor(cond, device=home)
+    # NumPy arrays become tensors and NumPy scalars numbers first, as for ``+``: their dtype
+    # then counts in the result's (an array is not a weakly typed Python number).
+    a, b = cond._scalar_or_tensor(a), cond._scalar_or_tensor(b)
     return cond._elementwise(lambda c, x, y: builder.select(c, x, y), [a, b], "where",
                              _where_dtype(a, b))
 

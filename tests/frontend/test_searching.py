@@ -6,6 +6,7 @@ the differentiable ones."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 import gingham
@@ -91,3 +92,22 @@ def test_searching_and_counting_match_torch(device):
                 if torch_leaf.requires_grad:
                     np.testing.assert_allclose(leaf.grad.numpy(), torch_leaf.grad.numpy(),
                                                rtol=1e-4, atol=1e-5, err_msg=f"{name} grad")
+
+
+def test_where_takes_numpy_operands_as_tensors_of_their_dtype(device):
+    """NumPy arrays and scalars as ``where``'s values count with their dtype, as ``+`` takes
+    them (they used to be typed as weak int32 and failed shape inference), and a NumPy
+    condition goes to the device of the values; a list condition is a TypeError, as in torch."""
+    rng = np.random.default_rng(3)
+    cond = rng.random((4, 5)) > 0.5
+    a, b = rng.standard_normal((4, 5)), rng.standard_normal((1, 5)).astype(np.float32)
+    got = gingham.where(tensor(cond, device=device), a, b)
+    expected = torch.where(torch.tensor(cond), torch.tensor(a), torch.tensor(b))
+    assert got.dtype == np.float64 and expected.dtype == torch.float64
+    np.testing.assert_array_equal(got.numpy(), expected.numpy())
+    values = tensor(a.astype(np.float32), device=device)
+    got = gingham.where(cond, values, np.float32(0.5))
+    assert got.device == values.device and got.dtype == np.float32
+    np.testing.assert_array_equal(got.numpy(), np.where(cond, a.astype(np.float32), 0.5))
+    with pytest.raises(TypeError, match="condition must be a tensor"):
+        gingham.where([True], values, 0.0)
