@@ -9,7 +9,7 @@ H100's memory (``CUDA_ERROR_OUT_OF_MEMORY`` creating the processes' own contexts
 compiling no faster than 16, since the cores are what they share.
 
 So a worker may start only while it holds a *slot*: one of ``config.compile_workers``
-(default: the machine's cores) lock files in a directory of the machine's temporary folder,
+(default: the cores this process may use) lock files in a directory of the machine's temporary folder,
 locked with ``flock`` for the worker's life. A process takes the free slots it needs, up to
 its pool's size, and builds in its own process when there are none (its builds still run;
 they wait for no one). The operating system drops a lock when its process ends, however it
@@ -39,14 +39,20 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 
-def _machine_cores() -> int:
+def _usable_cores() -> int:
+    """The cores this process may run on: a container's or a job's share of the host, not
+    the host's count (on the 16-core GPU lease ``os.cpu_count()`` said 32, and 15 test
+    processes' workers then filled an H100's memory with their contexts)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
 
 
 def limit() -> int:
     """Compile workers this machine runs at once, over every gingham process:
-    ``config.compile_workers`` (``GINGHAM_COMPILE_WORKERS``), else one per core."""
-    return get_config().compile_workers or _machine_cores()
+    ``config.compile_workers`` (``GINGHAM_COMPILE_WORKERS``), else one per core this process
+    may use."""
+    return get_config().compile_workers or _usable_cores()
 
 
 def slot_dir() -> Path:

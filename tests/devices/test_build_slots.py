@@ -6,6 +6,7 @@ The slots are real lock files in a folder of the test's own (``conftest.py`` poi
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -15,6 +16,14 @@ import pytest
 from gingham.devices import build_slots, opencl_build
 
 pytest.importorskip("fcntl")
+
+
+def test_the_default_limit_is_the_cores_this_process_may_use(monkeypatch):
+    monkeypatch.delenv("GINGHAM_COMPILE_WORKERS")
+    expected = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    assert build_slots.limit() == (expected or os.cpu_count())
+    monkeypatch.setenv("GINGHAM_COMPILE_WORKERS", "3")
+    assert build_slots.limit() == 3
 
 
 def test_slots_are_shared_out_up_to_the_limit_and_freed(monkeypatch):
