@@ -18,6 +18,8 @@ runs on AMD, Intel and Apple GPUs too.
 
 from __future__ import annotations
 
+import operator
+
 KINDS = ("cpu", "cuda", "opencl", "reference")
 _UNINDEXED = ("cpu", "reference")  # one device each: no index in the id
 
@@ -78,6 +80,17 @@ def as_device(device_id: str) -> device:
     if found is None:
         found = _cached[device_id] = device(device_id)
     return found
+
+
+def cuda_id(device: "int | str | None") -> str:
+    """The device id that ``.cuda(device)`` and :mod:`gingham.cuda`'s functions mean, as
+    PyTorch's: ``cuda:0`` for None, ``cuda:N`` for an index ``N``, an id (``"cuda:1"``, a
+    :class:`device`) as it is."""
+    if device is None:
+        return "cuda:0"
+    if isinstance(device, str):
+        return str(device)
+    return f"cuda:{operator.index(device)}"
 
 
 def _ids(kind: str) -> list[str]:

@@ -8,6 +8,7 @@ see :mod:`gingham.accelerator`.
 from __future__ import annotations
 
 from ..torch_devices import _ids, _synchronize
+from ..torch_devices import cuda_id as _cuda_id
 
 
 def is_available() -> bool:
@@ -48,14 +49,6 @@ def manual_seed(seed: int) -> None:
 
 
 manual_seed_all = manual_seed
-
-
-def _cuda_id(device: int | str | None) -> str:
-    if device is None:
-        return "cuda:0"
-    if isinstance(device, int):
-        return f"cuda:{device}"
-    return str(device)
 
 
 from . import amp  # noqa: E402  (torch.cuda.amp's deprecated spellings)

@@ -36,6 +36,7 @@ import numpy as np
 from ..frontend.graph import placement
 from ..frontend.tensor import Tensor, _Numel, tensor
 from ..tile import dtypes as dt
+from ..torch_devices import cuda_id
 
 
 class HostArray(np.ndarray):
@@ -73,8 +74,7 @@ class HostArray(np.ndarray):
     def cuda(self, device=None, non_blocking: bool = False) -> Tensor:
         """This array on CUDA device ``device`` (an index or an id; default ``cuda:0``), as
         :meth:`gingham.Tensor.cuda`."""
-        target = device if isinstance(device, str) else f"cuda:{0 if device is None else device}"
-        return self.to(target)
+        return self.to(cuda_id(device))
 
     def cpu(self) -> Tensor:
         """This array on gingham's ``cpu`` device (generated C), as :meth:`gingham.Tensor.cpu`:

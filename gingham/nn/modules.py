@@ -62,6 +62,7 @@ from ..frontend.dims import _memory_format
 from ..frontend.tensor import (Tensor, assign_all, cat, move_all, no_grad, placement, realize,
                                refuse_while_tracing, tensor, zeros)
 from ..tile import dtypes as dt
+from ..torch_devices import cuda_id
 from . import functional as F
 from . import hooks as _hooks
 from .hooks import RemovableHandle, add_hook, call_with_hooks, has_hooks, hook_ids
@@ -783,9 +784,7 @@ class Module:
     def cuda(self, device: int | str | None = None) -> "Module":
         """``to("cuda:N")`` (``device``: an index or a ``"cuda:N"`` id, default 0);
         :class:`gingham.DeviceNotFoundError` says why when there is no such CUDA device."""
-        if device is None:
-            device = 0
-        return self.to(f"cuda:{device}" if isinstance(device, int) else device)
+        return self.to(cuda_id(device))
 
     def float(self) -> "Module":
         """Floating-point parameters and buffers to float32."""
