@@ -112,14 +112,21 @@ channels_last = memory_format("channels_last", 4)
 channels_last_3d = memory_format("channels_last_3d", 5)
 
 
-def _memory_format(op: str, fmt, ndim: int) -> memory_format:
-    """``fmt`` checked to be a memory format a tensor of ``ndim`` dims can take (PyTorch's
-    TypeError and rank check); ``None`` is ``preserve_format``."""
+def _as_memory_format(op: str, fmt) -> memory_format:
+    """``fmt`` checked to be a memory format (PyTorch's TypeError); ``None`` is
+    ``preserve_format``."""
     if fmt is None:
         return preserve_format
     if not isinstance(fmt, memory_format):
         raise TypeError(f"{op}: memory_format must be a gingham.memory_format (such as "
                         f"gingham.channels_last), not {type(fmt).__name__}")
+    return fmt
+
+
+def _memory_format(op: str, fmt, ndim: int) -> memory_format:
+    """``fmt`` checked to be a memory format a tensor of ``ndim`` dims can take (PyTorch's
+    TypeError and rank check); ``None`` is ``preserve_format``."""
+    fmt = _as_memory_format(op, fmt)
     if fmt.rank is not None and fmt.rank != ndim:
         raise ShapeError(f"{op}: required rank {fmt.rank} tensor to use {fmt.name} format, "
                          f"not a {ndim}-d one")

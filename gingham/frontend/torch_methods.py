@@ -24,9 +24,10 @@ import numpy as np
 
 from ..tile import builder
 from ..tile import dtypes as dt
+from ..torch_devices import cuda_id
 from .contractions import matmul, outer
 from .dims import DTypeError, ShapeError, _dim, _none_if_empty, _varargs
-from .dims import memory_format as MemoryFormat
+from .dims import _as_memory_format
 from .elementwise import (_any_float, _erfinv, _float_operands, _floating, _floor_divide,
                           _integral, _sign_bit, _true_divide, _where_dtype, maximum, minimum,
                           where)
@@ -323,10 +324,7 @@ class TorchMethods:
     def is_nonzero(self) -> bool: return bool(self.item())
     def is_contiguous(self, memory_format=None) -> bool:
         # no strides: contiguous in every format its rank allows (channels_last: 4-d only)
-        if memory_format is not None and not isinstance(memory_format, MemoryFormat):
-            raise TypeError("is_contiguous: memory_format must be a gingham.memory_format, "
-                            f"not {type(memory_format).__name__}")
-        return memory_format is None or memory_format.rank in (None, self.ndim)
+        return _as_memory_format("is_contiguous", memory_format).rank in (None, self.ndim)
     def is_inference(self) -> bool: return False
 
     @property
@@ -346,8 +344,7 @@ class TorchMethods:
 
     def cuda(self, device=None, non_blocking: bool = False) -> "Tensor":
         """This tensor on CUDA device ``device`` (an index or an id; default ``cuda:0``)."""
-        target = device if isinstance(device, str) else f"cuda:{0 if device is None else device}"
-        return self.to(target)
+        return self.to(cuda_id(device))
 
     def get_device(self) -> int:
         """The device's index (``cuda:1`` gives 1), -1 for a device without one, as PyTorch's
