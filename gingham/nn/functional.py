@@ -2998,11 +2998,7 @@ def _resample_matrix(mode: str, size: int, out: int, scale: float | None,
         matrix[dst, src] = 1.0
         return matrix
     if mode == "area":  # adaptive average pooling's windows
-        starts = (dst * size) // out
-        ends = -((-(dst + 1) * size) // out)
-        for i, (begin, end) in enumerate(zip(starts, ends)):
-            matrix[i, begin:end] = f32(1) / f32(end - begin)
-        return matrix
+        return _adaptive_windows(size, out).astype(np.float32)
     ratio = _source_scale(size, out, scale, align_corners)
     if antialias:
         return _antialias_matrix(mode, size, out, ratio)

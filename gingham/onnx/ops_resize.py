@@ -131,20 +131,12 @@ def _coefficients(node: Node, options: _Options, ratios: np.ndarray,
         if options.mode == "linear":
             weights = np.clip(1 - distance, 0, 1)
         else:
-            weights = _cubic_kernel(distance, a)
+            weights = F._cubic(distance, a)
         return weights / weights.sum(1, keepdims=True)
     if options.mode == "linear":
         return np.stack([1 - ratios, ratios], 1)
     distance = np.stack([1 + ratios, ratios, 1 - ratios, 2 - ratios], 1)
-    return _cubic_kernel(distance, a)
-
-
-def _cubic_kernel(distance: np.ndarray, a: float) -> np.ndarray:
-    """Keys' cubic convolution kernel with parameter ``a`` at ``|distance|``."""
-    d = np.abs(distance)
-    near = ((a + 2) * d - (a + 3)) * d * d + 1
-    far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
-    return np.where(d <= 1, near, np.where(d < 2, far, 0.0))
+    return F._cubic(distance, a)
 
 
 def _axis_weights(node: Node, options: _Options, size: int, out: int, scale: float,
