@@ -147,13 +147,6 @@ def _table(module: Any, name: str) -> OrderedDict:
     return vars(module).get(name) or _EMPTY
 
 
-def has_forward_hooks(module: Any) -> bool:
-    """Whether a call of ``module`` has any forward hook to run."""
-    state = vars(module)
-    return bool(state.get("_forward_pre_hooks") or state.get("_forward_hooks")
-                or _global_forward_pre_hooks or _global_forward_hooks)
-
-
 def has_hooks(module: Any) -> bool:
     """Whether a call of ``module`` has any hook to run, forward or backward (the fast
     path's test)."""

@@ -381,7 +381,7 @@ def test_no_hooks_keeps_the_call_to_forward():
     """Without hooks a call is forward's (gingham.jit traces modules many times); a lazy
     module's first call runs its hooks once."""
     layer = nn.Linear(2, 2, device="reference")
-    assert not gingham_hooks.has_forward_hooks(layer) and "_forward_hooks" not in vars(layer)
+    assert not gingham_hooks.has_hooks(layer) and "_forward_hooks" not in vars(layer)
     log = []
     lazy = nn.LazyLinear(3, device="reference")
     lazy.register_forward_hook(lambda m, args, out: log.append(type(m).__name__))
