@@ -242,7 +242,6 @@ def can_cast(from_, to) -> bool:
     return rank[target.kind] >= rank[source.kind]
 
 
-
 @dataclasses.dataclass(frozen=True)
 class FloatInfo:
     """What :func:`finfo` returns: the fields of ``torch.finfo``, as Python numbers (so they
@@ -304,6 +303,7 @@ def iinfo(type) -> IntInfo:  # noqa: A002
                         "handle 'torch.iinfo'")
     info = np.iinfo(dtype)
     return IntInfo(int(info.bits), int(info.max), int(info.min), dt.dtype_name(dtype))
+
 
 def _inclusive_range(start, end, step=1, *, dtype=None, device=None) -> Tensor:
     """``start`` to ``end`` inclusive (deprecated in PyTorch, float32 by default)."""
