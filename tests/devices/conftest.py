@@ -48,3 +48,10 @@ def _private_compile_worker_slots(tmp_path, monkeypatch):
     machine's cores."""
     monkeypatch.setattr(build_slots, "slot_dir", lambda: tmp_path / "compile-worker-slots")
     monkeypatch.setenv("GINGHAM_COMPILE_WORKERS", "64")
+    # Private slots escape the machine's limit, so under pytest-xdist each process's pools
+    # would start a worker per core: 15 processes on a 16-core GPU host made 240 workers,
+    # whose OpenCL contexts ran the host and an H100 out of memory (stop 55). Two workers a
+    # pool still exercise every path; a test that asks for a number sets its own.
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1 and "GINGHAM_COMPILE_JOBS" not in os.environ:
+        monkeypatch.setenv("GINGHAM_COMPILE_JOBS", "2")
