@@ -90,8 +90,11 @@ def main() -> None:
     (compiled,) = [value for value in _compiled_of(step)]
     exe = compiled.executable
     arguments = list(batches[0])
-    buffers = [(leaf if slot < 0 else arguments[slot])._buffer
-               for slot, leaf in compiled._bindings]  # noqa: SLF001 - a measuring tool
+    buffers = []
+    for slot, leaf, grad_of in compiled._bindings:  # noqa: SLF001 - a measuring tool
+        value = leaf if slot < 0 else arguments[slot]
+        # A leaf's gradient carried between steps: the one it holds now (as jit's replay).
+        buffers.append((value if grad_of is None else grad_of.grad)._buffer)
     replay = median_synced(lambda: exe.run(buffers), device.synchronize, args.steps) * 1e3
     times = min((exe.kernel_times(buffers) for _ in range(3)), key=sum)
     kernels = sum(times) * 1e3
@@ -123,11 +126,13 @@ def _print_kernels(launches, times: list[float], top: int) -> None:
 
 
 def _compiled_of(step):
-    """The traced signatures' compiled programs of a ``gingham.jit`` function."""
+    """The traced signatures' compiled programs of a ``gingham.jit`` function (a signature
+    keeps a list of them: one per state of the ``.grad`` it carries between steps)."""
     for cell in step.__closure__ or ():
         value = cell.cell_contents
         if isinstance(value, dict):
-            yield from value.values()
+            for programs in value.values():
+                yield from programs
 
 
 if __name__ == "__main__":
