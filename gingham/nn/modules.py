@@ -1471,7 +1471,7 @@ class Dropout(Module):
         self.p, self.inplace = p, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.dropout(x, self.p, self.training)
+        return F.dropout(x, self.p, self.training, self.inplace)
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
@@ -1491,8 +1491,11 @@ class Identity(Module):
 
 
 class _InplaceActivation(Module):
-    """An activation whose only setting is PyTorch's ``inplace``, accepted for compatibility
-    and ignored (tensors are immutable), as in the other activations."""
+    """An activation whose only setting is PyTorch's ``inplace``: ``True`` writes the value
+    into the input and returns it, as PyTorch's (the ``inplace`` of :mod:`F`'s activations).
+
+        features = ReLU(inplace=True)(features)      # the same tensor, rectified
+    """
 
     function: Callable[[Tensor], Tensor]
 
@@ -1500,7 +1503,7 @@ class _InplaceActivation(Module):
         self.inplace = inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return type(self).function(x)
+        return type(self).function(x, inplace=self.inplace)
 
     def extra_repr(self) -> str:
         return _inplace_repr(self.inplace)
@@ -1519,7 +1522,7 @@ class LeakyReLU(Module):
         self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.leaky_relu(x, self.negative_slope)
+        return F.leaky_relu(x, self.negative_slope, self.inplace)
 
     def extra_repr(self) -> str:
         return ", ".join(filter(None, [f"negative_slope={self.negative_slope}",
@@ -1533,7 +1536,7 @@ class ELU(Module):
         self.alpha, self.inplace = alpha, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.elu(x, self.alpha)
+        return F.elu(x, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
         return ", ".join(filter(None, [f"alpha={self.alpha}", _inplace_repr(self.inplace)]))
@@ -1581,7 +1584,7 @@ class Hardtanh(Module):
         self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.hardtanh(x, self.min_val, self.max_val)
+        return F.hardtanh(x, self.min_val, self.max_val, self.inplace)
 
     def extra_repr(self) -> str:
         inplace = ", inplace=True" if self.inplace else ""
@@ -2470,7 +2473,7 @@ class CELU(Module):
         self.alpha, self.inplace = alpha, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.celu(x, self.alpha)
+        return F.celu(x, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
@@ -2552,7 +2555,7 @@ class Threshold(Module):
         self.threshold, self.value, self.inplace = threshold, value, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.threshold(x, self.threshold, self.value)
+        return F.threshold(x, self.threshold, self.value, self.inplace)
 
     def extra_repr(self) -> str:
         inplace = ", inplace=True" if self.inplace else ""
@@ -2757,9 +2760,12 @@ class _ChannelDropout(Dropout):
     """:class:`Dropout` of whole channels (``F.dropout1d``/``2d``/``3d``) in training."""
 
     function: Callable[..., Tensor]
+    # torch's AlphaDropout and FeatureAlphaDropout keep ``inplace`` but never pass it on
+    _writes_in_place = True
 
     def forward(self, x: Tensor) -> Tensor:
-        return type(self).function(x, self.p, self.training)
+        return type(self).function(x, self.p, self.training,
+                                   self.inplace and self._writes_in_place)
 
 
 class Dropout1d(_ChannelDropout):
@@ -2784,6 +2790,7 @@ class AlphaDropout(_ChannelDropout):
     """:func:`F.alpha_dropout` in training (for SELU networks), the identity in evaluation."""
 
     function = staticmethod(F.alpha_dropout)
+    _writes_in_place = False  # as torch's: its forward leaves ``inplace`` out
 
 
 class _PadNd(Module):
@@ -3121,7 +3128,7 @@ class RReLU(Module):
         self.lower, self.upper, self.inplace = lower, upper, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.rrelu(x, self.lower, self.upper, self.training)
+        return F.rrelu(x, self.lower, self.upper, self.training, self.inplace)
 
     def extra_repr(self) -> str:
         return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace
@@ -3161,6 +3168,7 @@ class FeatureAlphaDropout(_ChannelDropout):
     identity in evaluation."""
 
     function = staticmethod(F.feature_alpha_dropout)
+    _writes_in_place = False  # as torch's: its forward leaves ``inplace`` out
 
 
 class TripletMarginWithDistanceLoss(_Loss):

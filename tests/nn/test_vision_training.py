@@ -248,9 +248,9 @@ def test_stochastic_depth_mask_bernoulli_(device):
 
 
 def test_activation_inplace_spellings(device):
-    """``F.relu(x, inplace=True)`` (torchvision's spelling; gingham returns the value and
-    keeps ``x``) and the ``F.relu_`` family, which change a computed tensor in place with
-    gradients through it, against PyTorch's values and gradient."""
+    """``F.relu(x, inplace=True)`` (torchvision's spelling) and the ``F.relu_`` family, which
+    change a computed tensor in place with gradients through it, against PyTorch's values
+    and gradient (tests/nn/test_inplace_option.py checks ``inplace=True`` further)."""
     start = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
     results = {}
     for lib, functional in ((gingham, F), (torch, torch.nn.functional)):
