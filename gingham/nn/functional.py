@@ -53,6 +53,7 @@ from ..errors import DeviceError
 from ..frontend.amp import cast_inputs_float32, cast_inputs_low
 from ..frontend import indexing
 from ..frontend.inplace import write
+from ..frontend.strides import keeps_layout, row_major_result
 from ..frontend.tensor import (DTypeError, ShapeError, Tensor, _dim, arange, batched_operand_index,
                                concat, einsum, matmul, minimum, no_grad, stack, tensor, where)
 from ..tile import builder
@@ -321,6 +322,7 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: In
     return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
 
 
+@keeps_layout(weight=True)
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
            padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1,
            data_format: str = "NCHW") -> Tensor:
@@ -333,6 +335,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: In
                  data_format)
 
 
+@keeps_layout(weight=True)
 def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
            padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
     """3-D convolution of ``[N, C, D, H, W]`` (or unbatched ``[C, D, H, W]``) data with
@@ -400,6 +403,7 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
                            output_padding, groups, dilation)
 
 
+@keeps_layout(weight=True)
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
                      stride: IntOrTuple = 1, padding: IntOrTuple = 0,
                      output_padding: IntOrTuple = 0, groups: int = 1,
@@ -410,6 +414,7 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
                            output_padding, groups, dilation)
 
 
+@keeps_layout(weight=True)
 def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
                      stride: IntOrTuple = 1, padding: IntOrTuple = 0,
                      output_padding: IntOrTuple = 0, groups: int = 1,
@@ -521,6 +526,7 @@ def max_pool1d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None
                      return_indices, None)
 
 
+@keeps_layout
 def max_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None,
                padding: IntOrTuple = 0, dilation: IntOrTuple = 1, ceil_mode: bool = False,
                return_indices: bool = False, data_format: str = "NCHW") -> Tensor:
@@ -535,6 +541,7 @@ def max_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None
                      return_indices, data_format)
 
 
+@keeps_layout
 def max_pool3d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None,
                padding: IntOrTuple = 0, dilation: IntOrTuple = 1, ceil_mode: bool = False,
                return_indices: bool = False) -> Tensor:
@@ -687,6 +694,7 @@ def avg_pool1d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None
                      count_include_pad, None, None)
 
 
+@keeps_layout
 def avg_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None,
                padding: IntOrTuple = 0, ceil_mode: bool = False, count_include_pad: bool = True,
                divisor_override: int | None = None, data_format: str = "NCHW") -> Tensor:
@@ -753,6 +761,7 @@ def adaptive_avg_pool1d(input: Tensor, output_size: int) -> Tensor:
     return _adaptive_avg_pool("adaptive_avg_pool1d", 1, input, output_size)
 
 
+@keeps_layout
 def adaptive_avg_pool2d(input: Tensor, output_size: IntOrTuple,
                         data_format: str = "NCHW") -> Tensor:
     """Average pooling of ``[N, C, H, W]`` (or NHWC, or unbatched) data to a fixed output
@@ -801,6 +810,7 @@ def adaptive_max_pool1d(input: Tensor, output_size: int, return_indices: bool = 
     return _adaptive_max_pool("adaptive_max_pool1d", 1, input, output_size, return_indices)
 
 
+@keeps_layout
 def adaptive_max_pool2d(input: Tensor, output_size: IntOrTuple,
                         return_indices: bool = False) -> Tensor:
     """Max pooling of ``[N, C, H, W]`` (or unbatched) data to a fixed output size, over
@@ -851,6 +861,7 @@ def _along_axis(x: Tensor, axis: int, matrix: Tensor, aggregate, combine) -> Ten
 # -- normalisation ---------------------------------------------------------------------------------
 
 
+@keeps_layout
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
                weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5, data_format: str = "NCHW"):
@@ -933,6 +944,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     return y, new_mean, new_var
 
 
+@row_major_result
 def layer_norm(input: Tensor, normalized_shape: IntOrTuple, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalise over the trailing ``normalized_shape`` axes (biased variance), then scale and
@@ -960,6 +972,7 @@ def layer_norm(input: Tensor, normalized_shape: IntOrTuple, weight: Tensor | Non
     return _as_dtype(y, input.dtype)
 
 
+@keeps_layout
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalise ``[N, C, ...]`` data over each of ``num_groups`` groups of ``C / num_groups``
@@ -1022,6 +1035,7 @@ def rms_norm(input: Tensor, normalized_shape: IntOrTuple, weight: Tensor | None 
     return _as_dtype(y, input.dtype)
 
 
+@keeps_layout
 def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,
                         k: float = 1.0) -> Tensor:
     """AlexNet's normalisation across channels of ``[N, C, ...]`` data, as PyTorch's:
@@ -1209,6 +1223,7 @@ def _softmax_shift(x: Tensor, dim: int) -> Tensor:
     return x.amax(dim, keepdim=True).floor()
 
 
+@row_major_result
 def softmax(input: Tensor, dim: int = -1) -> Tensor:
     """``exp(x - m) / sum(exp(x - m))`` along ``dim``, ``m`` the max rounded down (it keeps
     ``exp`` finite: :func:`_softmax_shift`)."""
@@ -1224,6 +1239,7 @@ def softmax(input: Tensor, dim: int = -1) -> Tensor:
     return _as_dtype(y, input.dtype)
 
 
+@row_major_result
 def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
     """``x - m - log(sum(exp(x - m)))`` along ``dim``, ``m`` the max rounded down."""
     (input,) = cast_inputs_float32(input)
@@ -1352,6 +1368,7 @@ def _legacy_softmax_dim(op: str, ndim: int) -> int:
     return 0 if ndim in (0, 1, 3) else 1
 
 
+@row_major_result
 def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
             dtype=None) -> Tensor:
     """``softmax(-x)`` along ``dim`` (PyTorch's implicit axis, with its warning, where None),
@@ -1480,6 +1497,7 @@ def _check_dropout_probability(op: str, p: float) -> None:
 
 
 @_inplace_option
+@keeps_layout
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False, *,
             seed: int | Tensor | None = None, generator: Generator | None = None) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``.
@@ -2862,6 +2880,7 @@ def _embedding_renorm_(weight: Tensor, input: Tensor, max_norm: float,
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 
+@keeps_layout
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
         value: float | None = None) -> Tensor:
     """Pad with PyTorch's ``pad`` order: ``(left, right)`` of the last axis first, then of the
@@ -3061,6 +3080,7 @@ def _resample_matrix(mode: str, size: int, out: int, scale: float | None,
     return matrix
 
 
+@keeps_layout
 def interpolate(input: Tensor, size: IntOrTuple | None = None,
                 scale_factor: float | Sequence[float] | None = None, mode: str = "nearest",
                 align_corners: bool | None = None,
@@ -3459,6 +3479,7 @@ def fold(input: Tensor, output_size: IntOrTuple, kernel_size: IntOrTuple,
 # -- instance norm, channel dropout, bilinear, channel shuffle ------------------------------------
 
 
+@row_major_result
 def instance_norm(input: Tensor, running_mean: Tensor | None = None,
                   running_var: Tensor | None = None, weight: Tensor | None = None,
                   bias: Tensor | None = None, use_input_stats: bool = True,
@@ -3533,6 +3554,7 @@ def dropout1d(input: Tensor, p: float = 0.5, training: bool = True,
 
 
 @_inplace_option
+@keeps_layout
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True,
               inplace: bool = False) -> Tensor:
     """:func:`dropout1d` of ``[N, C, H, W]`` (or ``[C, H, W]``) data."""
@@ -3540,6 +3562,7 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True,
 
 
 @_inplace_option
+@keeps_layout
 def dropout3d(input: Tensor, p: float = 0.5, training: bool = True,
               inplace: bool = False) -> Tensor:
     """:func:`dropout1d` of ``[N, C, D, H, W]`` (or ``[C, D, H, W]``) data."""
@@ -3550,6 +3573,7 @@ _ALPHA_PRIME = 1.7580993408473766  # -SELU's scale * alpha: the value SELU satur
 
 
 @_inplace_option
+@keeps_layout
 def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
                   inplace: bool = False) -> Tensor:
     """Dropout for SELU networks (PyTorch's formula): dropped values are set to SELU's
@@ -3729,6 +3753,7 @@ def adaptive_max_pool3d_with_indices(input: Tensor, output_size: IntOrTuple,
 
 
 @_inplace_option
+@row_major_result
 def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
           inplace: bool = False) -> Tensor:
     """Randomised leaky ReLU: negative values times a slope drawn uniformly from
@@ -3862,6 +3887,7 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
 
 
 @_inplace_option
+@keeps_layout
 def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
                           inplace: bool = False) -> Tensor:
     """:func:`alpha_dropout` of whole channels: one draw per ``[n, c]`` feature map of

@@ -59,6 +59,7 @@ import numpy as np
 
 from ..errors import StateDictError
 from ..frontend.dims import _memory_format
+from ..frontend.strides import relaid
 from ..frontend.tensor import (Tensor, assign_all, cat, move_all, no_grad, placement, realize,
                                refuse_while_tracing, tensor, zeros)
 from ..tile import dtypes as dt
@@ -736,17 +737,21 @@ class Module:
         follows its parameters at its next step) and a compiled step that captured them is
         traced again for the new device. An error inside ``gingham.jit``'s tracing.
         ``non_blocking`` is accepted and ignored; ``memory_format`` (``gingham.channels_last``)
-        is checked against each 4-d and 5-d tensor, as PyTorch's, and changes nothing:
-        gingham's compiler picks the layouts.
+        is checked against each 4-d and 5-d tensor and lays it out so, as PyTorch's (which
+        changes no value, and what ``is_contiguous`` answers: gingham's compiler picks the
+        layouts, see :mod:`gingham.frontend.strides`).
 
             opt = gingham.optim.SGD(model.parameters(), lr=0.1)
             model.to("cuda:0")                      # then train: opt updates the moved weights
             model.to(dtype="bfloat16")              # float parameters and buffers only
         """
         if memory_format is not None:
-            for value in [*self.parameters(), *self.buffers()]:
-                if value.ndim in (4, 5):
-                    _memory_format("Module.to", memory_format, value.ndim)
+            laid_out = [value for value in [*self.parameters(), *self.buffers()]
+                        if value.ndim in (4, 5)]
+            for value in laid_out:  # all checked before any changes
+                _memory_format("Module.to", memory_format, value.ndim)
+            for value in laid_out:
+                value._strides = relaid(value.shape, value._strides, memory_format)[1]
         target_device, target_dtype = placement(args, device, dtype)
         if target_dtype is not None and not dt.is_float(target_dtype):
             raise TypeError("nn.Module.to only accepts floating point dtypes, but got desired "
