@@ -231,3 +231,28 @@ def test_in_place_ops_keep_the_layout_of_their_target(device):
         results[lib] = (layout(b, lib), b.detach().numpy())
     assert results[gingham][0] == results[torch][0]
     np.testing.assert_allclose(results[gingham][1], results[torch][1], rtol=1e-6)
+
+
+def test_jit_sees_and_keeps_layouts(device):
+    """Inside ``gingham.jit`` an argument has the layout it was given (a step that branches
+    on ``is_contiguous`` is traced per layout), and a replay's outputs have the traced ones:
+    the same code as torch's, eagerly there."""
+    _weight.device = device
+
+    def step(x, w, lib, f):
+        scale = 2.0 if x.is_contiguous(memory_format=lib.channels_last) else 3.0
+        return f.conv2d(x.to(memory_format=lib.channels_last), w) * scale, x + 1.0
+
+    compiled = gingham.jit(lambda x, w: step(x, w, gingham, F))
+    ours, theirs = pair((2, 3, 5, 5), device)
+    results = {gingham: [], torch: []}
+    for laid_out in (False, True, False):
+        for lib, x, run in ((gingham, ours, compiled),
+                            (torch, theirs, lambda x, w: step(x, w, torch, torch.nn.functional))):
+            x = x.contiguous(memory_format=lib.channels_last) if laid_out else x
+            outputs = run(x, _weight(lib, (4, 3, 3, 3)))
+            results[lib].append([(layout(y, lib), y.detach().numpy()) for y in outputs])
+    for got, expected in zip(results[gingham], results[torch]):
+        for (got_layout, got_value), (layout_expected, value_expected) in zip(got, expected):
+            assert got_layout == layout_expected
+            np.testing.assert_allclose(got_value, value_expected, rtol=1e-4, atol=1e-5)
