@@ -23,9 +23,9 @@ import numpy as np
 
 from ..tile import dtypes as dt
 from ..tile.shapes import ExprType, combine
-from .dims import ShapeError, _broadcast_shapes, _memory_format, preserve_format
+from .dims import ShapeError, _broadcast_shapes, _memory_format
 from .elementwise import _where_dtype
-from .strides import format_strides, normalised
+from .strides import made_like
 from .layout import _broadcast_to, meshgrid, stack
 from .tensor import Tensor, full, tensor, zeros
 
@@ -152,8 +152,7 @@ def _like(op: str, input: Tensor, value, dtype, device, requires_grad,  # noqa: 
     fmt = _memory_format(op, memory_format, input.ndim)
     made = full(input.shape, value, input.dtype if dtype is None else dtype,
                 device or input.device, requires_grad=requires_grad)
-    made._strides = (input._strides if fmt is preserve_format
-                     else normalised(input.shape, format_strides(input.shape, fmt)))
+    made._strides = made_like(input.shape, input._strides, fmt)
     return made
 
 

@@ -7,7 +7,7 @@ that PyTorch would have given it: ``None`` for row-major ones (every tensor, unt
 format is asked for), else a tuple. They change no value and no kernel. Where they come from:
 
 * ``contiguous``, ``to``, ``clone`` and ``Module.to`` with a ``memory_format``, and the
-  ``*_like`` constructors (PyTorch's ``preserve_format``), as PyTorch's;
+  ``*_like`` constructors (PyTorch's ``preserve_format``: :func:`made_like`), as PyTorch's;
 * elementwise ops (:meth:`gingham.Tensor._elementwise`): the layout PyTorch's TensorIterator
   picks from the operands' strides (:func:`elementwise_strides`);
 * the image ops that keep their input's layout in PyTorch (convolutions, batch norm, pools,
@@ -183,6 +183,13 @@ def relaid(shape: Sequence[int], strides: Strides | None,
             None if fmt.rank is None else fmt):
         return False, strides
     return True, normalised(shape, format_strides(shape, fmt))
+
+
+def made_like(shape: Sequence[int], strides: Strides | None,
+              fmt: memory_format) -> Strides | None:
+    """The strides of a ``*_like`` constructor's result (``zeros_like``, ``randn_like``):
+    its input's, under PyTorch's default ``preserve_format``, else ``fmt``'s."""
+    return strides if fmt is preserve_format else normalised(shape, format_strides(shape, fmt))
 
 
 def keeps_layout(function: Callable | None = None, *, weight: bool = False) -> Callable:

@@ -67,7 +67,9 @@ def test_conversions_and_is_contiguous_match_torch(shape):
                          laid_clone=laid.clone(),
                          laid_clone_default=laid.clone(memory_format=formats[0]),
                          laid_double=laid.to(lib.float64),
-                         zeros_like=lib.zeros_like(laid),
+                         zeros_like=lib.zeros_like(laid), randn_like=lib.randn_like(laid),
+                         rand_like=lib.rand_like(x, memory_format=formats[fmt]),
+                         ones_like=lib.ones_like(laid, memory_format=formats[0]),
                          cloned_laid=x.clone(memory_format=formats[fmt]))
         origin = {"contiguous": "x", "to_default": "x", "clone": "x", "laid": "x",
                   "moved": "x", "cloned_laid": "x"}
