@@ -23,7 +23,7 @@ import numpy as np
 
 from ..tile import dtypes as dt
 from ..tile.shapes import ExprType, combine
-from .dims import ShapeError, _broadcast_shapes, _memory_format
+from .dims import ShapeError, _broadcast_shapes, _memory_format, contiguous_format
 from .elementwise import _where_dtype
 from .strides import made_like
 from .layout import _broadcast_to, meshgrid, stack
@@ -175,9 +175,17 @@ def full_like(input: Tensor, fill_value, *, dtype=None, device=None,  # noqa: A0
 empty_like = zeros_like  # gingham hands out no uninitialised memory: zeros
 
 
-def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Zeros of ``size`` (gingham hands out no uninitialised memory), as ``torch.empty``."""
-    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+def empty(*size, dtype=None, device=None, requires_grad: bool = False,
+          memory_format=contiguous_format) -> Tensor:
+    """Zeros of ``size`` (gingham hands out no uninitialised memory), as ``torch.empty``,
+    laid out in ``memory_format`` (:mod:`gingham.frontend.strides`).
+
+        buffer = gingham.empty(8, 3, 32, 32, memory_format=gingham.channels_last)
+    """
+    made = zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    fmt = _memory_format("empty", memory_format, made.ndim)
+    made._strides = made_like(made.shape, None, fmt)
+    return made
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None,

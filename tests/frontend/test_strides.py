@@ -70,6 +70,7 @@ def test_conversions_and_is_contiguous_match_torch(shape):
                          zeros_like=lib.zeros_like(laid), randn_like=lib.randn_like(laid),
                          rand_like=lib.rand_like(x, memory_format=formats[fmt]),
                          ones_like=lib.ones_like(laid, memory_format=formats[0]),
+                         empty=lib.empty(*shape, memory_format=formats[fmt]),
                          cloned_laid=x.clone(memory_format=formats[fmt]))
         origin = {"contiguous": "x", "to_default": "x", "clone": "x", "laid": "x",
                   "moved": "x", "cloned_laid": "x"}
