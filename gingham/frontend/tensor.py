@@ -367,6 +367,7 @@ class Tensor:
             snapshot = copy.deepcopy(model)          # best-so-far weights, an EMA model
         """
         copied = tensor(self.numpy(), device=self.device, requires_grad=self.requires_grad)
+        copied._strides = self._strides  # laid out as this one, as PyTorch's copy is
         memo[id(self)] = copied
         return copied
 

@@ -5,6 +5,8 @@ each format, and whether a conversion returns the tensor itself, are torch's."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -71,6 +73,7 @@ def test_conversions_and_is_contiguous_match_torch(shape):
                          rand_like=lib.rand_like(x, memory_format=formats[fmt]),
                          ones_like=lib.ones_like(laid, memory_format=formats[0]),
                          empty=lib.empty(*shape, memory_format=formats[fmt]),
+                         deepcopy=copy.deepcopy(laid),
                          cloned_laid=x.clone(memory_format=formats[fmt]))
         origin = {"contiguous": "x", "to_default": "x", "clone": "x", "laid": "x",
                   "moved": "x", "cloned_laid": "x"}
