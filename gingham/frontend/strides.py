@@ -114,12 +114,14 @@ def normalised(shape: Sequence[int], strides: Strides | None) -> Strides | None:
 
 
 def elementwise_strides(shape: Sequence[int],
-                        operands: Sequence[tuple[Sequence[int], Strides | None]]
-                        ) -> Strides | None:
+                        operands: Sequence[tuple[Sequence[int], Strides | None]],
+                        with_numbers: bool = False) -> Strides | None:
     """The strides of an elementwise op's result of ``shape`` from its tensor operands'
     ``(shape, strides)``, as PyTorch's TensorIterator lays it out: the dims are sorted by the
     operands' strides, the first operand that orders two dims deciding (a broadcast dim has
     no say; equal strides put the smaller dim inside), and the result is dense in that order.
+    ``with_numbers``: a Python number is an operand too (``x * 2``), which in PyTorch is a
+    0-d tensor and so rules out the fast set-up for operands of one shape.
 
         elementwise_strides((2, 3, 4, 5), [((2, 3, 4, 5), (60, 1, 15, 3)), ((3, 1, 1), None)])
         # (60, 1, 15, 3): x_channels_last + bias keeps channels-last
@@ -128,11 +130,14 @@ def elementwise_strides(shape: Sequence[int],
         return None
     shape = tuple(shape)
     ndim = len(shape)
-    if all(tuple(own_shape) == shape for own_shape, _ in operands):
-        # TensorIterator's fast set-up: operands all contiguous, or all channels-last
+    if not with_numbers and all(tuple(own_shape) == shape for own_shape, _ in operands):
+        # TensorIterator's fast set-up: operands all contiguous, or all channels-last, or all
+        # of the same (dense: gingham tracks no views) strides
         for fmt in (contiguous_format, channels_last, channels_last_3d):
             if all(is_contiguous_in(shape, strides, fmt) for _, strides in operands):
                 return normalised(shape, format_strides(shape, fmt))
+        if len({strides for _, strides in operands}) == 1:
+            return normalised(shape, operands[0][1])
     aligned = []  # each operand's strides over the result's dims, 0 where it broadcasts
     for own_shape, strides in operands:
         strides = row_major(own_shape) if strides is None else strides

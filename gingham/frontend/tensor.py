@@ -421,7 +421,8 @@ class Tensor:
         result = self._derive(shape, dtype, tensors, build, name)
         if any(t._strides is not None for t in tensors):  # a channels-last operand
             result._strides = elementwise_strides(shape, [(t.shape, t._strides)
-                                                          for t in tensors])
+                                                          for t in tensors],
+                                                  len(tensors) < len(operands))
         return result
 
     # arithmetic ---------------------------------------------------------------------------------

@@ -262,3 +262,51 @@ def test_jit_sees_and_keeps_layouts(device):
         for (got_layout, got_value), (layout_expected, value_expected) in zip(got, expected):
             assert got_layout == layout_expected
             np.testing.assert_allclose(got_value, value_expected, rtol=1e-4, atol=1e-5)
+
+
+def _permuted(rng, shape):
+    """A torch tensor of ``shape`` laid out densely in a random order of its dims."""
+    order = rng.permutation(len(shape))
+    return torch.empty([shape[d] for d in order]).permute(*np.argsort(order).tolist())
+
+
+def test_stride_rules_match_torch_on_random_layouts():
+    """The pure rules of gingham/frontend/strides.py against torch on tensors laid out in
+    random dim orders (sizes 0 and 1 included): ``is_contiguous`` in every format and the
+    layout ``to(memory_format=)`` suggests; and an elementwise op's strides from two or three
+    such operands, broadcast or not, with or without a Python number, exactly."""
+    from gingham.frontend import strides as rules
+
+    rng = np.random.default_rng(2)
+    formats = [(gingham.contiguous_format, torch.contiguous_format),
+               (gingham.channels_last, torch.channels_last),
+               (gingham.channels_last_3d, torch.channels_last_3d)]
+    for _ in range(400):
+        shape = tuple(int(s) for s in rng.choice([0, 1, 1, 2, 3], rng.choice([3, 4, 5])))
+        t = _permuted(rng, shape)
+        for ours, theirs in formats:
+            assert rules.is_contiguous_in(shape, t.stride(), ours) == t.is_contiguous(
+                memory_format=theirs), (shape, t.stride(), ours)
+        suggested = torch._prims_common.suggest_memory_format(t)
+        expected = next((ours for ours, theirs in formats[1:] if theirs == suggested), None)
+        assert rules.suggested_format(shape, t.stride()) is expected, (shape, t.stride())
+    for _ in range(400):
+        shape = [int(s) for s in rng.choice([1, 2, 3, 4], rng.choice([2, 3, 4]))]
+        operands = []
+        for _ in range(rng.choice([2, 3])):
+            own = [1 if rng.random() < 0.3 else s for s in shape]
+            operands.append(_permuted(rng, own[int(rng.integers(0, 2)):]))
+        number = bool(rng.random() < 0.5)
+        expected = operands[0]
+        for operand in operands[1:]:
+            expected = expected + operand
+        layout_of = (tuple(operands[0].shape), operands[0].stride())
+        for operand in operands[1:]:  # pairwise, as the sum above is computed
+            result_shape = tuple(torch.broadcast_shapes(layout_of[0], operand.shape))
+            got = rules.elementwise_strides(result_shape, [layout_of, (tuple(operand.shape),
+                                                                       operand.stride())])
+            layout_of = (result_shape, got or rules.row_major(result_shape))
+        final = expected * 2 if number else expected.exp()
+        got = rules.elementwise_strides(layout_of[0], [layout_of], number)
+        assert (got or rules.row_major(layout_of[0])) == final.stride(), (
+            [(tuple(o.shape), o.stride()) for o in operands], number)
