@@ -337,10 +337,11 @@ class Tensor:
         if self.is_leaf and not self._placeholder:
             detached = Tensor(self.shape, self.dtype, self.device, buffer=self._buffer)
             detached._alias_of = self._alias_of if self._alias_of is not None else self
-            return detached
-        detached = self._derive(self.shape, self.dtype, [self],
-                                lambda nodes: builder.stop_gradient(nodes[0]))
-        detached.requires_grad, detached._detached = False, True
+        else:
+            detached = self._derive(self.shape, self.dtype, [self],
+                                    lambda nodes: builder.stop_gradient(nodes[0]))
+            detached.requires_grad, detached._detached = False, True
+        detached._strides = self._strides  # the same memory, in PyTorch: the same layout
         return detached
 
     @property

@@ -109,6 +109,7 @@ class Parameter(Tensor):
         data.realize()
         super().__init__(data.shape, data.dtype, data.device, buffer=data._buffer,
                          requires_grad=requires_grad)
+        self._strides = data._strides  # PyTorch's Parameter shares its data's layout too
 
     def __deepcopy__(self, memo: dict) -> "Parameter":
         copied = Parameter(Tensor.__deepcopy__(self, memo), self.requires_grad)

@@ -73,7 +73,9 @@ def test_conversions_and_is_contiguous_match_torch(shape):
                          rand_like=lib.rand_like(x, memory_format=formats[fmt]),
                          ones_like=lib.ones_like(laid, memory_format=formats[0]),
                          empty=lib.empty(*shape, memory_format=formats[fmt]),
-                         deepcopy=copy.deepcopy(laid),
+                         deepcopy=copy.deepcopy(laid), detached=laid.detach(),
+                         data=laid.data, computed_detached=(laid * 1.0).detach(),
+                         parameter=lib.nn.Parameter(laid),
                          cloned_laid=x.clone(memory_format=formats[fmt]))
         origin = {"contiguous": "x", "to_default": "x", "clone": "x", "laid": "x",
                   "moved": "x", "cloned_laid": "x"}
