@@ -329,8 +329,8 @@ class GradScaler:
         if not self.enabled:
             return
         if not state:
-            raise StateDictError("GradScaler.load_state_dict: the state dict is empty, possibly "
-                               "because it was saved from a disabled GradScaler")
+            raise StateDictError("GradScaler.load_state_dict: the state dict is empty, "
+                                 "possibly because it was saved from a disabled GradScaler")
         self.growth_factor = float(state["growth_factor"])
         self.backoff_factor = float(state["backoff_factor"])
         self.growth_interval = int(state["growth_interval"])

@@ -25,8 +25,8 @@ from ..tile import dtypes as dt
 from ..tile.shapes import ExprType, combine
 from .dims import ShapeError, _broadcast_shapes, _memory_format, contiguous_format
 from .elementwise import _where_dtype
-from .strides import made_like
 from .layout import _broadcast_to, meshgrid, stack
+from .strides import made_like
 from .tensor import Tensor, full, tensor, zeros
 
 
