@@ -10,11 +10,18 @@ format is asked for), else a tuple. They change no value and no kernel. Where th
   ``*_like`` constructors (PyTorch's ``preserve_format``: :func:`made_like`), as PyTorch's;
 * elementwise ops (:meth:`gingham.Tensor._elementwise`): the layout PyTorch's TensorIterator
   picks from the operands' strides (:func:`elementwise_strides`);
-* the image ops that keep their input's layout in PyTorch (convolutions, batch norm, pools,
-  interpolation, dropout): :func:`keeps_layout`.
+* the image ops that keep their input's layout in PyTorch (convolutions, batch and group
+  norm, pools, interpolation, padding, dropout): :func:`keeps_layout`; the ones gingham
+  composes of elementwise ops but PyTorch makes row-major (softmax, layer and instance norm):
+  :func:`row_major_result`;
+* ``detach``, ``.data``, ``nn.Parameter`` and ``copy.deepcopy`` keep them, and
+  ``gingham.jit`` traces an argument with its own (they are part of the signature) and gives
+  a replay's outputs the traced ones.
 
-Anything else (reductions, reshapes, transposes, slices: PyTorch's views) gives row-major
-strides. The answers, all PyTorch's, are pure functions of a shape and strides:
+Anything else (reductions, matmuls, reshapes, and PyTorch's views: transposes, permutes,
+slices, expands) gives row-major strides, so ``x.t().is_contiguous()`` is True here (the
+transpose is a new tensor) where PyTorch says False. The answers, all PyTorch's, are pure
+functions of a shape and strides:
 
     strides = format_strides((2, 3, 4, 5), channels_last)       # (60, 1, 15, 3)
     is_contiguous_in((2, 3, 4, 5), strides, channels_last)      # True
