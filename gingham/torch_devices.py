@@ -94,9 +94,11 @@ def cuda_id(device: "int | str | None") -> str:
 
 
 def _ids(kind: str) -> list[str]:
-    from .devices import list_devices
+    """The ids of the devices of ``kind`` (``"cuda"``, ``"opencl"``); only that backend is
+    asked, as ``get_device`` asks (``autocast("cuda")`` checks there is one)."""
+    from .devices import _backend_devices
 
-    return [d.id for d in list_devices() if d.id.startswith(kind + ":")]
+    return [d.id for d in _backend_devices(kind) if d.id.startswith(kind + ":")]
 
 
 def _gpus() -> list[str]:

@@ -1,7 +1,8 @@
 """``torch.cuda.amp``'s spellings (deprecated in PyTorch for ``torch.amp``'s, and still in many
 training scripts): :class:`autocast` is ``gingham.autocast("cuda", ...)`` and
 :class:`GradScaler` is ``gingham.amp.GradScaler("cuda", ...)``, with PyTorch's arguments and
-its deprecation warning.
+its deprecation warning. Where gingham sees no CUDA device, both warn and disable
+themselves, as PyTorch's do (``UserWarning``: "... CUDA is not available. Disabling.").
 
     from gingham.cuda.amp import GradScaler, autocast
     scaler = GradScaler()

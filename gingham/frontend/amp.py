@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import warnings
 from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from ..errors import GinghamError
+from ..errors import GinghamError, StateDictError
 from ..tile import dtypes as dt
+from ..torch_devices import _ids
 from .optim import Optimizer
 from .tensor import Tensor, assign_all, move_all, tensor, where
 
@@ -73,6 +75,16 @@ _state = _AutocastState()
 
 #: The device types an autocast block can name (a device id's part before the colon).
 DEVICE_TYPES = ("cpu", "cuda", "opencl", "reference")
+# The device types a machine can lack (cpu and reference are always there), as warnings name
+# them.
+_OPTIONAL_TYPES = {"cuda": "CUDA", "opencl": "OpenCL"}
+
+
+def _missing(device_type: str | None) -> str | None:
+    """The name of ``device_type`` if gingham sees no device of it (``"CUDA"`` on a machine
+    without an NVIDIA driver), else None."""
+    name = _OPTIONAL_TYPES.get(device_type)
+    return name if name is not None and not _ids(device_type) else None
 
 
 def _autocast_dtype(dtype) -> np.dtype:
@@ -98,6 +110,10 @@ class autocast(contextlib.ContextDecorator):
     casts only the ops on devices of that type (``"cpu"``, ``"cuda"``, ``"opencl"``), with
     PyTorch's default dtype for it when none is given (float16 on CUDA, else bfloat16).
     ``cache_enabled`` is accepted and ignored (casts are part of the compiled program).
+
+    A block for a device type gingham sees no device of (``"cuda"`` without an NVIDIA
+    driver) warns and disables itself, as PyTorch's does (``UserWarning``: "... CUDA is not
+    available. Disabling autocast."): inside it ``is_autocast_enabled()`` is False.
     """
 
     def __init__(self, device_type: str | None = None, dtype=None, enabled: bool = True,
@@ -116,6 +132,12 @@ class autocast(contextlib.ContextDecorator):
         self.device_type = device_type
         self.dtype = _autocast_dtype(dtype)
         self.enabled = bool(enabled)
+        missing = _missing(device_type) if self.enabled else None
+        if missing is not None:
+            warnings.warn(f"User provided device_type of {device_type!r}, but {missing} is not "
+                          "available (gingham sees no such device). Disabling autocast.",
+                          UserWarning, stacklevel=2)
+            self.enabled = False
 
     def __enter__(self) -> "autocast":
         _state.blocks.append(_Block(self.dtype if self.enabled else None, self.device_type))
@@ -221,7 +243,11 @@ class GradScaler:
     host copy) when you want to see it.
 
     ``enabled=False`` makes every method a pass-through (``scale`` returns the loss as is,
-    ``step`` calls ``optimizer.step()``), so one training loop serves float32 and float16.
+    ``step`` calls ``optimizer.step()``, ``get_scale`` is 1.0, ``update`` does nothing,
+    ``state_dict`` is empty), so one training loop serves float32 and float16. A scaler for
+    a device type gingham sees no device of (``GradScaler("cuda")`` without an NVIDIA
+    driver) warns and disables itself so, as PyTorch's does (``UserWarning``: "... CUDA is
+    not available. Disabling.").
     """
 
     def __init__(self, device: str | None = None, init_scale: float = 2.0 ** 16,
@@ -231,7 +257,13 @@ class GradScaler:
         # torch.cuda.amp.GradScaler(2.0 ** 10) and gingham's older spelling, the scale.
         if isinstance(device, (int, float)) and not isinstance(device, bool):
             init_scale, device = float(device), None
-        if device is not None and ":" not in str(device) and str(device) in ("cuda", "opencl"):
+        missing = None
+        if device is not None and ":" not in str(device) and str(device) in _OPTIONAL_TYPES:
+            missing = _missing(str(device)) if enabled else None
+            if missing is not None:
+                warnings.warn(f"GradScaler is enabled for {str(device)!r}, but {missing} is not "
+                              "available (gingham sees no such device). Disabling.",
+                              UserWarning, stacklevel=2)
             device = None  # a device type: the scale lives where the first loss is
         if growth_factor <= 1.0:
             raise GinghamError(f"GradScaler: growth_factor must be > 1, got {growth_factor}")
@@ -243,7 +275,7 @@ class GradScaler:
                                f"{growth_interval}")
         self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
         self.growth_interval = int(growth_interval)
-        self.enabled = bool(enabled)
+        self.enabled = bool(enabled) and missing is None
         self._init_scale = float(init_scale)
         self._device = device
         self._scale: Tensor | None = None  # made on the device of the first loss
@@ -283,12 +315,22 @@ class GradScaler:
         return bool(self._found_inf.item())
 
     def state_dict(self) -> dict:
+        """The scale, its factors and the count of good steps, as PyTorch's; empty when
+        disabled."""
+        if not self.enabled:
+            return {}
         return {"scale": self.get_scale(), "growth_factor": self.growth_factor,
                 "backoff_factor": self.backoff_factor, "growth_interval": self.growth_interval,
                 "_growth_tracker": 0 if self._growth_tracker is None
                 else int(self._growth_tracker.item())}
 
     def load_state_dict(self, state: dict) -> None:
+        """Take a :meth:`state_dict`'s values; a no-op when disabled, as PyTorch's."""
+        if not self.enabled:
+            return
+        if not state:
+            raise StateDictError("GradScaler.load_state_dict: the state dict is empty, "
+                                 "possibly because it was saved from a disabled GradScaler")
         self.growth_factor = float(state["growth_factor"])
         self.backoff_factor = float(state["backoff_factor"])
         self.growth_interval = int(state["growth_interval"])

@@ -93,7 +93,9 @@ class memory_format:  # noqa: N801  (torch.memory_format's name)
     shape. Functions take one (``x.to(memory_format=gingham.channels_last)``,
     ``model.to(memory_format=...)``, ``x.contiguous(memory_format=...)``) so PyTorch code
     runs as written, and check it as PyTorch does: a 4-d tensor for ``channels_last``, a 5-d
-    one for ``channels_last_3d``.
+    one for ``channels_last_3d``. A tensor remembers the strides PyTorch would have given it,
+    so that ``is_contiguous(memory_format=...)`` answers as PyTorch's
+    (:mod:`gingham.frontend.strides`).
     """
 
     def __init__(self, name: str, rank: int | None) -> None:

@@ -166,6 +166,8 @@ class _Compiled:
     snapshot: list
     refinement: Any = None  # GINGHAM_TUNE=background: the program's kernels being tuned
     grads: _GradState = field(default_factory=_GradState)
+    # The outputs' layouts as traced (gingham.frontend.strides), for is_contiguous
+    output_strides: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # The devices and dtypes the program was compiled for: Module.to moves tensors in
@@ -182,6 +184,8 @@ class _Compiled:
         self._output_types = [(bound.shapes[n], bound.dtypes[n]) for n in names]
         grad_names = [bound.program.outputs[slot] for slot in self.grads.slots]
         self._grad_types = [(bound.shapes[n], bound.dtypes[n]) for n in grad_names]
+        self._laid_out = [(i, strides) for i, strides in enumerate(self.output_strides)
+                          if strides is not None]  # almost always none: nothing per replay
         self._device = self.executable.device
         # The memory each output had one and two steps ago, and each uploaded argument last
         # step: a replay asks the buffer pool for the same memory again, so the addresses
@@ -223,6 +227,8 @@ class _Compiled:
         device_id = self._device.id
         outputs = [Tensor(shape, dtype, device_id, buffer=buffer)
                    for (shape, dtype), buffer in zip(self._output_types, results)]
+        for position, strides in self._laid_out:
+            outputs[position]._strides = strides
         updates = results[self.n_outputs:]
         for target, buffer in zip(self.assigned, updates):
             keep_readers_on_old_value(target)
@@ -344,6 +350,7 @@ def _trace(fn: Callable, args: tuple, device: str | None = None) -> _Compiled:
             device = value.device if isinstance(value, Tensor) else home
             placeholder = Tensor(like.shape, like.dtype, device)
             placeholder._placeholder = True
+            placeholder._strides = getattr(like, "_strides", None)  # a layout, as given
             placeholders.append(placeholder)
         else:
             placeholders.append(None)
@@ -439,7 +446,8 @@ def _compile_trace(result, trace: _Trace, placeholders: list, fn: Callable, args
         if not leaf._placeholder:
             leaf._backward_roots = []
     return _Compiled(exe, leaves, slots, out_structure, len(outputs),
-                     [t for t, _ in trace.assignments], _snapshot(fn, args), refinement, grads)
+                     [t for t, _ in trace.assignments], _snapshot(fn, args), refinement, grads,
+                     [o._strides for o in outputs])
 
 
 _VARIANTS = 4  # programs kept per signature (a step whose captured state keeps changing
@@ -498,8 +506,8 @@ def _default_device() -> str:
 def _signature(flat_args: list) -> tuple:
     key: list = [("autocast", trace_key())]  # a step traced under autocast is another program
     for value in flat_args:
-        if isinstance(value, Tensor):
-            key.append(("tensor", value.shape, str(value.dtype), value.device))
+        if isinstance(value, Tensor):  # its layout too: the step may ask is_contiguous
+            key.append(("tensor", value.shape, str(value.dtype), value.device, value._strides))
         elif isinstance(value, np.ndarray):
             key.append(("array", value.shape, str(value.dtype)))
         else:

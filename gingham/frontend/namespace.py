@@ -23,9 +23,10 @@ import numpy as np
 
 from ..tile import dtypes as dt
 from ..tile.shapes import ExprType, combine
-from .dims import ShapeError, _broadcast_shapes
+from .dims import ShapeError, _broadcast_shapes, _memory_format, contiguous_format
 from .elementwise import _where_dtype
 from .layout import _broadcast_to, meshgrid, stack
+from .strides import made_like
 from .tensor import Tensor, full, tensor, zeros
 
 
@@ -144,33 +145,47 @@ def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None
     return _triangle_indices(row, col, offset, False, dtype, device)
 
 
-def _like(input: Tensor, value, dtype, device, requires_grad) -> Tensor:  # noqa: A002
-    return full(input.shape, value, input.dtype if dtype is None else dtype,
+def _like(op: str, input: Tensor, value, dtype, device, requires_grad,  # noqa: A002
+          memory_format) -> Tensor:
+    """``value`` in ``input``'s shape, dtype and device (unless given), laid out as
+    ``input`` (PyTorch's default ``preserve_format``) or in ``memory_format``."""
+    fmt = _memory_format(op, memory_format, input.ndim)
+    made = full(input.shape, value, input.dtype if dtype is None else dtype,
                 device or input.device, requires_grad=requires_grad)
+    made._strides = made_like(input.shape, input._strides, fmt)
+    return made
 
 
 def zeros_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False,  # noqa: A002
                memory_format=None) -> Tensor:
     """Zeros of ``input``'s shape, dtype and device (unless given), as ``torch.zeros_like``."""
-    return _like(input, 0, dtype, device, requires_grad)
+    return _like("zeros_like", input, 0, dtype, device, requires_grad, memory_format)
 
 
 def ones_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False,  # noqa: A002
               memory_format=None) -> Tensor:
-    return _like(input, 1, dtype, device, requires_grad)
+    return _like("ones_like", input, 1, dtype, device, requires_grad, memory_format)
 
 
 def full_like(input: Tensor, fill_value, *, dtype=None, device=None,  # noqa: A002
               requires_grad: bool = False, memory_format=None) -> Tensor:
-    return _like(input, fill_value, dtype, device, requires_grad)
+    return _like("full_like", input, fill_value, dtype, device, requires_grad, memory_format)
 
 
 empty_like = zeros_like  # gingham hands out no uninitialised memory: zeros
 
 
-def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Zeros of ``size`` (gingham hands out no uninitialised memory), as ``torch.empty``."""
-    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+def empty(*size, dtype=None, device=None, requires_grad: bool = False,
+          memory_format=contiguous_format) -> Tensor:
+    """Zeros of ``size`` (gingham hands out no uninitialised memory), as ``torch.empty``,
+    laid out in ``memory_format`` (:mod:`gingham.frontend.strides`).
+
+        buffer = gingham.empty(8, 3, 32, 32, memory_format=gingham.channels_last)
+    """
+    made = zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    fmt = _memory_format("empty", memory_format, made.ndim)
+    made._strides = made_like(made.shape, None, fmt)
+    return made
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None,

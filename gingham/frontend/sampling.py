@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..tile import dtypes as dt
+from .dims import _memory_format
+from .strides import made_like
 from .tensor import DTypeError, ShapeError, Tensor, _varargs, where
 
 
@@ -77,17 +79,25 @@ def randn(*size, generator=None, dtype=None, device: str | None = None,
 
 
 def rand_like(input: Tensor, *, dtype=None, device: str | None = None,  # noqa: A002
-              requires_grad: bool = False) -> Tensor:
-    """:func:`rand` of ``input``'s shape (and dtype and device, unless given)."""
-    return rand(input.shape, dtype=dtype or input.dtype, device=device or input.device,
-                requires_grad=requires_grad)
+              requires_grad: bool = False, memory_format=None) -> Tensor:
+    """:func:`rand` of ``input``'s shape (and dtype and device, unless given), laid out as
+    ``input`` or in ``memory_format`` (:func:`gingham.frontend.strides.made_like`)."""
+    fmt = _memory_format("rand_like", memory_format, input.ndim)
+    drawn = rand(input.shape, dtype=dtype or input.dtype, device=device or input.device,
+                 requires_grad=requires_grad)
+    drawn._strides = made_like(input.shape, input._strides, fmt)
+    return drawn
 
 
 def randn_like(input: Tensor, *, dtype=None, device: str | None = None,  # noqa: A002
-               requires_grad: bool = False) -> Tensor:
-    """:func:`randn` of ``input``'s shape (and dtype and device, unless given)."""
-    return randn(input.shape, dtype=dtype or input.dtype, device=device or input.device,
-                 requires_grad=requires_grad)
+               requires_grad: bool = False, memory_format=None) -> Tensor:
+    """:func:`randn` of ``input``'s shape (and dtype and device, unless given), laid out as
+    :func:`rand_like`'s."""
+    fmt = _memory_format("randn_like", memory_format, input.ndim)
+    drawn = randn(input.shape, dtype=dtype or input.dtype, device=device or input.device,
+                  requires_grad=requires_grad)
+    drawn._strides = made_like(input.shape, input._strides, fmt)
+    return drawn
 
 
 # A float32 draw has 24 bits: wider integer ranges would leave values out.

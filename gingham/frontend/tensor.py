@@ -49,8 +49,9 @@ from ..tile.shapes import ExprType, combine
 from .grad_mode import _grad_mode, is_grad_enabled, no_grad
 from .dims import (
     DimError, DTypeError, ShapeError, _axes, _broadcast_shapes, _dim, _dim_arguments,
-    _memory_format, _none_if_empty, _varargs,
+    _memory_format, _none_if_empty, _varargs, contiguous_format, preserve_format,
 )
+from .strides import elementwise_strides, format_strides, is_contiguous_in, normalised, relaid
 
 Scalar = Union[int, float, bool]
 
@@ -101,6 +102,9 @@ class Tensor:
     _op: str | None = None
     _op_folds_parents = False
     _grad_fn_view = None
+    # The strides PyTorch would give this tensor, for is_contiguous (gingham.frontend.strides):
+    # None, row-major, for every tensor until a memory format is asked for.
+    _strides: tuple[int, ...] | None = None
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, device: str, *,
                  buffer=None, parents: Sequence["Tensor"] = (),
@@ -168,11 +172,19 @@ class Tensor:
     def numel(self) -> int:
         return math.prod(self.shape)
 
-    def contiguous(self, memory_format=None) -> "Tensor":
-        """``self``: gingham's tensors have no strides, so every tensor is contiguous, in
-        any :class:`~gingham.frontend.dims.memory_format` its rank allows."""
-        _memory_format("contiguous", memory_format, self.ndim)
-        return self
+    def contiguous(self, memory_format=contiguous_format) -> "Tensor":
+        """``self`` if it is contiguous in ``memory_format`` (``is_contiguous``), else a copy
+        that is, as PyTorch's. The layout changes no value: gingham's compiler picks each
+        kernel's own (see :mod:`gingham.frontend.strides`).
+
+            x = x.contiguous(memory_format=gingham.channels_last)
+            x.is_contiguous(), x.is_contiguous(memory_format=gingham.channels_last)
+            # (False, True) for x of shape (2, 3, 4, 5)
+        """
+        fmt = _memory_format("contiguous", memory_format, self.ndim)
+        if is_contiguous_in(self.shape, self._strides, fmt):
+            return self
+        return self.clone(memory_format=fmt)
 
     @property
     def is_leaf(self) -> bool:
@@ -280,9 +292,10 @@ class Tensor:
         through the copy carries its gradient back to this device and on through the graph
         that made this tensor, as PyTorch's ``to`` does (so a model split over two devices
         trains). Inside ``gingham.jit``'s tracing a move is an error. ``non_blocking`` is
-        accepted and ignored (copies are synchronous); ``memory_format`` is checked and
-        changes nothing (see :class:`~gingham.frontend.dims.memory_format`). To move a tensor
-        itself, keeping its identity, see :meth:`gingham.nn.Module.to`.
+        accepted and ignored (copies are synchronous); a ``memory_format`` the tensor is not
+        laid out in gives a copy in that layout, as PyTorch's (which changes no value: see
+        :mod:`gingham.frontend.strides`). To move a tensor itself, keeping its identity,
+        see :meth:`gingham.nn.Module.to`.
 
             half = x.to("float16")                  # x.astype("float16")
             y = x.to("cpu", np.float16)             # float16 on the cpu device
@@ -290,16 +303,21 @@ class Tensor:
         """
         from ..devices import get_device
 
-        _memory_format("Tensor.to", memory_format, self.ndim)
+        fmt = _memory_format("Tensor.to", memory_format, self.ndim)
         target_device, target_dtype = placement(args, device, dtype)
         target_dtype = self.dtype if target_dtype is None else target_dtype
+        relayout, strides = relaid(self.shape, self._strides, fmt)
         if target_device is None or get_device(target_device) is get_device(self.device):
-            if target_dtype == self.dtype and not copy:
+            if target_dtype == self.dtype and not copy and not relayout:
                 return self
-            return self.astype(target_dtype)
+            converted = (self.astype(target_dtype) if target_dtype != self.dtype
+                         else self.clone())
+            converted._strides = strides
+            return converted
         refuse_while_tracing(f"Tensor.to('{target_device}')")
         source = self if target_dtype == self.dtype else self.astype(target_dtype)
         moved = tensor(source.numpy(), device=target_device, dtype=target_dtype)
+        moved._strides = strides
         if source.requires_grad and is_grad_enabled():
             moved.requires_grad = True
             moved._moved_from = source
@@ -319,10 +337,11 @@ class Tensor:
         if self.is_leaf and not self._placeholder:
             detached = Tensor(self.shape, self.dtype, self.device, buffer=self._buffer)
             detached._alias_of = self._alias_of if self._alias_of is not None else self
-            return detached
-        detached = self._derive(self.shape, self.dtype, [self],
-                                lambda nodes: builder.stop_gradient(nodes[0]))
-        detached.requires_grad, detached._detached = False, True
+        else:
+            detached = self._derive(self.shape, self.dtype, [self],
+                                    lambda nodes: builder.stop_gradient(nodes[0]))
+            detached.requires_grad, detached._detached = False, True
+        detached._strides = self._strides  # the same memory, in PyTorch: the same layout
         return detached
 
     @property
@@ -349,6 +368,7 @@ class Tensor:
             snapshot = copy.deepcopy(model)          # best-so-far weights, an EMA model
         """
         copied = tensor(self.numpy(), device=self.device, requires_grad=self.requires_grad)
+        copied._strides = self._strides  # laid out as this one, as PyTorch's copy is
         memo[id(self)] = copied
         return copied
 
@@ -399,7 +419,12 @@ class Tensor:
                 values[position] = node
             return op(*values)
 
-        return self._derive(shape, dtype, tensors, build, name)
+        result = self._derive(shape, dtype, tensors, build, name)
+        if any(t._strides is not None for t in tensors):  # a channels-last operand
+            result._strides = elementwise_strides(shape, [(t.shape, t._strides)
+                                                          for t in tensors],
+                                                  len(tensors) < len(operands))
+        return result
 
     # arithmetic ---------------------------------------------------------------------------------
     def __add__(self, o): return self._elementwise(lambda a, b: a + b, [o], "add")
@@ -790,12 +815,16 @@ class Tensor:
         """This tensor in ``other``'s dtype (itself when the dtypes are equal)."""
         return self._in_dtype(other.dtype)
 
-    def clone(self, *, memory_format=None) -> "Tensor":
+    def clone(self, *, memory_format=preserve_format) -> "Tensor":
         """A new tensor with this value; gradients flow through it to ``self``, as PyTorch's.
-        ``memory_format`` is checked and changes nothing (gingham's tensors have no strides)."""
-        _memory_format("clone", memory_format, self.ndim)
+        Its layout (:mod:`gingham.frontend.strides`) is this tensor's, or ``memory_format``'s
+        when one is given."""
+        fmt = _memory_format("clone", memory_format, self.ndim)
         name = dt.dtype_name(self.dtype)
-        return self._elementwise(lambda a: builder.cast(a, name), [], "clone")
+        copied = self._elementwise(lambda a: builder.cast(a, name), [], "clone")
+        copied._strides = (self._strides if fmt is preserve_format
+                           else normalised(self.shape, format_strides(self.shape, fmt)))
+        return copied
 
     # reductions -----------------------------------------------------------------------------------
     # Each takes PyTorch's ``dim``/``keepdim`` and NumPy's ``axis``/``keepdims`` (PyTorch accepts

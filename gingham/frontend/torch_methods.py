@@ -28,6 +28,7 @@ from ..torch_devices import cuda_id
 from .contractions import matmul, outer
 from .dims import DTypeError, ShapeError, _dim, _none_if_empty, _varargs
 from .dims import _as_memory_format
+from .strides import is_contiguous_in
 from .elementwise import (_any_float, _erfinv, _float_operands, _floating, _floor_divide,
                           _integral, _sign_bit, _true_divide, _where_dtype, maximum, minimum,
                           where)
@@ -323,8 +324,9 @@ class TorchMethods:
     def is_same_size(self, other: "Tensor") -> bool: return self.shape == other.shape
     def is_nonzero(self) -> bool: return bool(self.item())
     def is_contiguous(self, memory_format=None) -> bool:
-        # no strides: contiguous in every format its rank allows (channels_last: 4-d only)
-        return _as_memory_format("is_contiguous", memory_format).rank in (None, self.ndim)
+        # PyTorch's answer for the strides PyTorch would have given it (frontend/strides.py)
+        return is_contiguous_in(self.shape, self._strides,
+                                _as_memory_format("is_contiguous", memory_format))
     def is_inference(self) -> bool: return False
 
     @property

@@ -16,7 +16,9 @@ convolution is the one contraction
 and a max pool's padded taps simply do not exist (they never win, as with -inf padding).
 Gradients come from the Tile autodiff of the whole graph: no op here has a hand-written one.
 
-Where PyTorch mutates state, these functions return new values instead (tensors are immutable):
+The activations' and dropouts' ``inplace=True`` writes the value into the input and returns it,
+as PyTorch's (through gingham's in-place mechanism, :mod:`gingham.frontend.inplace`). Elsewhere,
+where PyTorch mutates state, these functions return new values instead:
 ``batch_norm(..., training=True)`` returns ``(y, new_running_mean, new_running_var)``, and random
 numbers come from an explicit Philox state (:class:`Generator`, or a ``seed``).
 
@@ -36,6 +38,8 @@ Errors name the op, the argument and the shapes, and are raised before anything 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import itertools
 import math
 import operator
@@ -48,6 +52,8 @@ from ..config import get_config
 from ..errors import DeviceError
 from ..frontend.amp import cast_inputs_float32, cast_inputs_low
 from ..frontend import indexing
+from ..frontend.inplace import write
+from ..frontend.strides import keeps_layout, row_major_result
 from ..frontend.tensor import (DTypeError, ShapeError, Tensor, _dim, arange, batched_operand_index,
                                concat, einsum, matmul, minimum, no_grad, stack, tensor, where)
 from ..tile import builder
@@ -316,6 +322,7 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: In
     return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
 
 
+@keeps_layout(weight=True)
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
            padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1,
            data_format: str = "NCHW") -> Tensor:
@@ -328,6 +335,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: In
                  data_format)
 
 
+@keeps_layout(weight=True)
 def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: IntOrTuple = 1,
            padding: IntOrTuple | str = 0, dilation: IntOrTuple = 1, groups: int = 1) -> Tensor:
     """3-D convolution of ``[N, C, D, H, W]`` (or unbatched ``[C, D, H, W]``) data with
@@ -395,6 +403,7 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
                            output_padding, groups, dilation)
 
 
+@keeps_layout(weight=True)
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
                      stride: IntOrTuple = 1, padding: IntOrTuple = 0,
                      output_padding: IntOrTuple = 0, groups: int = 1,
@@ -405,6 +414,7 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
                            output_padding, groups, dilation)
 
 
+@keeps_layout(weight=True)
 def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None,
                      stride: IntOrTuple = 1, padding: IntOrTuple = 0,
                      output_padding: IntOrTuple = 0, groups: int = 1,
@@ -516,6 +526,7 @@ def max_pool1d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None
                      return_indices, None)
 
 
+@keeps_layout
 def max_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None,
                padding: IntOrTuple = 0, dilation: IntOrTuple = 1, ceil_mode: bool = False,
                return_indices: bool = False, data_format: str = "NCHW") -> Tensor:
@@ -530,6 +541,7 @@ def max_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None
                      return_indices, data_format)
 
 
+@keeps_layout
 def max_pool3d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None,
                padding: IntOrTuple = 0, dilation: IntOrTuple = 1, ceil_mode: bool = False,
                return_indices: bool = False) -> Tensor:
@@ -682,6 +694,7 @@ def avg_pool1d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None
                      count_include_pad, None, None)
 
 
+@keeps_layout
 def avg_pool2d(input: Tensor, kernel_size: IntOrTuple, stride: IntOrTuple | None = None,
                padding: IntOrTuple = 0, ceil_mode: bool = False, count_include_pad: bool = True,
                divisor_override: int | None = None, data_format: str = "NCHW") -> Tensor:
@@ -748,6 +761,7 @@ def adaptive_avg_pool1d(input: Tensor, output_size: int) -> Tensor:
     return _adaptive_avg_pool("adaptive_avg_pool1d", 1, input, output_size)
 
 
+@keeps_layout
 def adaptive_avg_pool2d(input: Tensor, output_size: IntOrTuple,
                         data_format: str = "NCHW") -> Tensor:
     """Average pooling of ``[N, C, H, W]`` (or NHWC, or unbatched) data to a fixed output
@@ -796,6 +810,7 @@ def adaptive_max_pool1d(input: Tensor, output_size: int, return_indices: bool = 
     return _adaptive_max_pool("adaptive_max_pool1d", 1, input, output_size, return_indices)
 
 
+@keeps_layout
 def adaptive_max_pool2d(input: Tensor, output_size: IntOrTuple,
                         return_indices: bool = False) -> Tensor:
     """Max pooling of ``[N, C, H, W]`` (or unbatched) data to a fixed output size, over
@@ -846,6 +861,7 @@ def _along_axis(x: Tensor, axis: int, matrix: Tensor, aggregate, combine) -> Ten
 # -- normalisation ---------------------------------------------------------------------------------
 
 
+@keeps_layout
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
                weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5, data_format: str = "NCHW"):
@@ -928,6 +944,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     return y, new_mean, new_var
 
 
+@row_major_result
 def layer_norm(input: Tensor, normalized_shape: IntOrTuple, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalise over the trailing ``normalized_shape`` axes (biased variance), then scale and
@@ -955,6 +972,7 @@ def layer_norm(input: Tensor, normalized_shape: IntOrTuple, weight: Tensor | Non
     return _as_dtype(y, input.dtype)
 
 
+@keeps_layout
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalise ``[N, C, ...]`` data over each of ``num_groups`` groups of ``C / num_groups``
@@ -1017,6 +1035,7 @@ def rms_norm(input: Tensor, normalized_shape: IntOrTuple, weight: Tensor | None 
     return _as_dtype(y, input.dtype)
 
 
+@keeps_layout
 def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,
                         k: float = 1.0) -> Tensor:
     """AlexNet's normalisation across channels of ``[N, C, ...]`` data, as PyTorch's:
@@ -1049,22 +1068,47 @@ def _float_input(op: str, x: Tensor) -> None:
     _check(op, ("input",), input=x)
 
 
-# ``inplace`` (PyTorch's) is accepted by the activations and ignored, as by the modules: the
-# value is returned and the input kept. F.relu_ and the other ``_`` spellings (at the end of
-# this file) write in place.
+def _inplace_option(function: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """Give ``function``'s ``inplace`` argument PyTorch's meaning: with ``inplace=True`` the
+    value is written into ``input`` through gingham's in-place mechanism
+    (:func:`gingham.frontend.inplace.write`: a computed tensor is rebound, with gradients
+    through it; a leaf is assigned, under ``no_grad()`` if it requires grad), and ``input``
+    itself is returned. ``function`` computes the value and ignores ``inplace``.
+
+        h = F.relu(lin(x), inplace=True)      # h is lin's output, now rectified
+
+    A result that is ``input`` itself (dropout in evaluation, or with ``p=0``) writes nothing,
+    as PyTorch writes nothing there (so a leaf that requires grad passes, as it does there).
+    """
+    name = function.__name__
+    # ``inplace``'s index among the arguments after ``input``: found once, not per call
+    position = list(inspect.signature(function).parameters).index("inplace") - 1
+
+    @functools.wraps(function)
+    def apply(input: Tensor, *args, **kwargs) -> Tensor:  # noqa: A002 (PyTorch's name)
+        in_place = args[position] if len(args) > position else kwargs.get("inplace", False)
+        value = function(input, *args, **kwargs)
+        if not in_place or value is input:
+            return value
+        return write(input, value, f"{name}(inplace=True)")
+
+    return apply
 
 
+@_inplace_option
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
     _float_input("relu", input)
     return _map(input, builder.relu, "relu")
 
 
+@_inplace_option
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """``x`` where positive, ``negative_slope * x`` elsewhere."""
     _float_input("leaky_relu", input)
     return _map(input, lambda a: builder.select(a > 0, a, a * negative_slope), "leaky_relu")
 
 
+@_inplace_option
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere (``exp`` of ``min(x, 0)``, so
     the branch not taken never overflows into the gradient)."""
@@ -1086,6 +1130,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', not {approximate!r}")
 
 
+@_inplace_option
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
     _float_input("silu", input)
     return _map(input, lambda a: a * builder.sigmoid(a), "silu")
@@ -1101,6 +1146,7 @@ def tanh(input: Tensor) -> Tensor:
     return _map(input, builder.tanh, "tanh")
 
 
+@_inplace_option
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,
              inplace: bool = False) -> Tensor:
     """``x`` clamped to ``[min_val, max_val]``."""
@@ -1112,6 +1158,7 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,
                                                  float(max_val)), "hardtanh")
 
 
+@_inplace_option
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     """``min(max(x, 0), 6)``."""
     return hardtanh(input, 0.0, 6.0)
@@ -1127,6 +1174,7 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
         "softplus")
 
 
+@_inplace_option
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * tanh(softplus(x))``."""
     _float_input("mish", input)
@@ -1134,6 +1182,7 @@ def mish(input: Tensor, inplace: bool = False) -> Tensor:
         a > 20.0, a, builder.log(builder.exp(builder.minimum(a, 20.0)) + 1.0))), "mish")
 
 
+@_inplace_option
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * relu6(x + 3) / 6``."""
     _float_input("hardswish", input)
@@ -1174,6 +1223,7 @@ def _softmax_shift(x: Tensor, dim: int) -> Tensor:
     return x.amax(dim, keepdim=True).floor()
 
 
+@row_major_result
 def softmax(input: Tensor, dim: int = -1) -> Tensor:
     """``exp(x - m) / sum(exp(x - m))`` along ``dim``, ``m`` the max rounded down (it keeps
     ``exp`` finite: :func:`_softmax_shift`)."""
@@ -1189,6 +1239,7 @@ def softmax(input: Tensor, dim: int = -1) -> Tensor:
     return _as_dtype(y, input.dtype)
 
 
+@row_major_result
 def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
     """``x - m - log(sum(exp(x - m)))`` along ``dim``, ``m`` the max rounded down."""
     (input,) = cast_inputs_float32(input)
@@ -1206,9 +1257,9 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+@_inplace_option
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
-    """``relu6(x + 3) / 6``: 0 below -3, 1 above 3, linear between (``inplace`` is ignored:
-    tensors are immutable).
+    """``relu6(x + 3) / 6``: 0 below -3, 1 above 3, linear between.
 
         gate = F.hardsigmoid(x)
     """
@@ -1217,6 +1268,7 @@ def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
                 * (1.0 / 6.0), "hardsigmoid")
 
 
+@_inplace_option
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`` (``exp`` of ``min(x, 0)``, so
     the branch not taken never overflows into the gradient).
@@ -1230,6 +1282,7 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
         a > 0, a, (builder.exp(builder.minimum(a, 0.0) * (1.0 / alpha)) - 1.0) * alpha), "celu")
 
 
+@_inplace_option
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
     """``scale * elu(x, alpha)`` with the self-normalising constants of Klambauer et al.
     (``alpha`` = 1.6733, ``scale`` = 1.0507), as PyTorch.
@@ -1279,6 +1332,7 @@ def tanhshrink(input: Tensor) -> Tensor:
     return _map(input, lambda a: a - builder.tanh(a), "tanhshrink")
 
 
+@_inplace_option
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """``x`` where ``x > threshold``, ``value`` elsewhere.
 
@@ -1314,6 +1368,7 @@ def _legacy_softmax_dim(op: str, ndim: int) -> int:
     return 0 if ndim in (0, 1, 3) else 1
 
 
+@row_major_result
 def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
             dtype=None) -> Tensor:
     """``softmax(-x)`` along ``dim`` (PyTorch's implicit axis, with its warning, where None),
@@ -1441,6 +1496,8 @@ def _check_dropout_probability(op: str, p: float) -> None:
         raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
 
 
+@_inplace_option
+@keeps_layout
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False, *,
             seed: int | Tensor | None = None, generator: Generator | None = None) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``.
@@ -1448,8 +1505,8 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     The mask is ``prng(state, shape) >= p``, computed on the device from a Philox state: an int
     ``seed`` (state ``[seed, 0]``), a ``uint32`` state tensor you advance yourself
     (``state + 1``), a :class:`Generator` (advanced once per call), or by default the device's
-    default generator (see :func:`manual_seed`). ``inplace`` is accepted for PyTorch
-    compatibility and ignored (tensors are immutable).
+    default generator (see :func:`manual_seed`). ``inplace=True`` writes the result into
+    ``input`` (:func:`_inplace_option`).
     """
     op = "dropout"
     _float_input(op, input)
@@ -2823,6 +2880,7 @@ def _embedding_renorm_(weight: Tensor, input: Tensor, max_norm: float,
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 
+@keeps_layout
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
         value: float | None = None) -> Tensor:
     """Pad with PyTorch's ``pad`` order: ``(left, right)`` of the last axis first, then of the
@@ -3022,6 +3080,7 @@ def _resample_matrix(mode: str, size: int, out: int, scale: float | None,
     return matrix
 
 
+@keeps_layout
 def interpolate(input: Tensor, size: IntOrTuple | None = None,
                 scale_factor: float | Sequence[float] | None = None, mode: str = "nearest",
                 align_corners: bool | None = None,
@@ -3420,6 +3479,7 @@ def fold(input: Tensor, output_size: IntOrTuple, kernel_size: IntOrTuple,
 # -- instance norm, channel dropout, bilinear, channel shuffle ------------------------------------
 
 
+@row_major_result
 def instance_norm(input: Tensor, running_mean: Tensor | None = None,
                   running_var: Tensor | None = None, weight: Tensor | None = None,
                   bias: Tensor | None = None, use_input_stats: bool = True,
@@ -3482,6 +3542,7 @@ def _channel_dropout(op: str, nd: int, input: Tensor, p: float, training: bool) 
     return input * dropout(_full_like_tensor(input, 1.0, shape), p, True)
 
 
+@_inplace_option
 def dropout1d(input: Tensor, p: float = 0.5, training: bool = True,
               inplace: bool = False) -> Tensor:
     """Channel dropout of ``[N, C, L]`` (or ``[C, L]``) data: each channel is zeroed with
@@ -3492,12 +3553,16 @@ def dropout1d(input: Tensor, p: float = 0.5, training: bool = True,
     return _channel_dropout("dropout1d", 1, input, p, training)
 
 
+@_inplace_option
+@keeps_layout
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True,
               inplace: bool = False) -> Tensor:
     """:func:`dropout1d` of ``[N, C, H, W]`` (or ``[C, H, W]``) data."""
     return _channel_dropout("dropout2d", 2, input, p, training)
 
 
+@_inplace_option
+@keeps_layout
 def dropout3d(input: Tensor, p: float = 0.5, training: bool = True,
               inplace: bool = False) -> Tensor:
     """:func:`dropout1d` of ``[N, C, D, H, W]`` (or ``[C, D, H, W]``) data."""
@@ -3507,6 +3572,8 @@ def dropout3d(input: Tensor, p: float = 0.5, training: bool = True,
 _ALPHA_PRIME = 1.7580993408473766  # -SELU's scale * alpha: the value SELU saturates to, negated
 
 
+@_inplace_option
+@keeps_layout
 def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
                   inplace: bool = False) -> Tensor:
     """Dropout for SELU networks (PyTorch's formula): dropped values are set to SELU's
@@ -3685,12 +3752,14 @@ def adaptive_max_pool3d_with_indices(input: Tensor, output_size: IntOrTuple,
     return adaptive_max_pool3d(input, output_size, True)
 
 
+@_inplace_option
+@row_major_result
 def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
           inplace: bool = False) -> Tensor:
     """Randomised leaky ReLU: negative values times a slope drawn uniformly from
     ``[lower, upper]`` per element in training (on the device, from the default generator,
     fresh at every replay of a compiled step), times the fixed ``(lower + upper) / 2`` in
-    evaluation, as PyTorch's. ``inplace`` is accepted and ignored.
+    evaluation, as PyTorch's.
 
         y = F.rrelu(x, training=True)
     """
@@ -3817,6 +3886,8 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
     return total if mode == "sum" else total / counts.clamp(min=1.0)
 
 
+@_inplace_option
+@keeps_layout
 def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
                           inplace: bool = False) -> Tensor:
     """:func:`alpha_dropout` of whole channels: one draw per ``[n, c]`` feature map of
@@ -3923,8 +3994,6 @@ def upsample_bilinear(input: Tensor, size: IntOrTuple | None = None, scale_facto
 
 def _in_place(name: str, function: Callable[..., Tensor]) -> Callable[..., Tensor]:
     def apply(input: Tensor, *args, **kwargs) -> Tensor:  # noqa: A002 (PyTorch's name)
-        from ..frontend.inplace import write
-
         _check(f"{name}_", ("input",), input=input)
         return write(input, function(input, *args, **kwargs), f"{name}_")
     apply.__name__ = apply.__qualname__ = f"{name}_"

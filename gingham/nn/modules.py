@@ -59,6 +59,7 @@ import numpy as np
 
 from ..errors import StateDictError
 from ..frontend.dims import _memory_format
+from ..frontend.strides import relaid
 from ..frontend.tensor import (Tensor, assign_all, cat, move_all, no_grad, placement, realize,
                                refuse_while_tracing, tensor, zeros)
 from ..tile import dtypes as dt
@@ -108,6 +109,7 @@ class Parameter(Tensor):
         data.realize()
         super().__init__(data.shape, data.dtype, data.device, buffer=data._buffer,
                          requires_grad=requires_grad)
+        self._strides = data._strides  # PyTorch's Parameter shares its data's layout too
 
     def __deepcopy__(self, memo: dict) -> "Parameter":
         copied = Parameter(Tensor.__deepcopy__(self, memo), self.requires_grad)
@@ -736,17 +738,21 @@ class Module:
         follows its parameters at its next step) and a compiled step that captured them is
         traced again for the new device. An error inside ``gingham.jit``'s tracing.
         ``non_blocking`` is accepted and ignored; ``memory_format`` (``gingham.channels_last``)
-        is checked against each 4-d and 5-d tensor, as PyTorch's, and changes nothing:
-        gingham's compiler picks the layouts.
+        is checked against each 4-d and 5-d tensor and lays it out so, as PyTorch's (which
+        changes no value, and what ``is_contiguous`` answers: gingham's compiler picks the
+        layouts, see :mod:`gingham.frontend.strides`).
 
             opt = gingham.optim.SGD(model.parameters(), lr=0.1)
             model.to("cuda:0")                      # then train: opt updates the moved weights
             model.to(dtype="bfloat16")              # float parameters and buffers only
         """
         if memory_format is not None:
-            for value in [*self.parameters(), *self.buffers()]:
-                if value.ndim in (4, 5):
-                    _memory_format("Module.to", memory_format, value.ndim)
+            laid_out = [value for value in [*self.parameters(), *self.buffers()]
+                        if value.ndim in (4, 5)]
+            for value in laid_out:  # all checked before any changes
+                _memory_format("Module.to", memory_format, value.ndim)
+            for value in laid_out:
+                value._strides = relaid(value.shape, value._strides, memory_format)[1]
         target_device, target_dtype = placement(args, device, dtype)
         if target_dtype is not None and not dt.is_float(target_dtype):
             raise TypeError("nn.Module.to only accepts floating point dtypes, but got desired "
@@ -1471,7 +1477,7 @@ class Dropout(Module):
         self.p, self.inplace = p, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.dropout(x, self.p, self.training)
+        return F.dropout(x, self.p, self.training, self.inplace)
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={self.inplace}"
@@ -1491,8 +1497,11 @@ class Identity(Module):
 
 
 class _InplaceActivation(Module):
-    """An activation whose only setting is PyTorch's ``inplace``, accepted for compatibility
-    and ignored (tensors are immutable), as in the other activations."""
+    """An activation whose only setting is PyTorch's ``inplace``: ``True`` writes the value
+    into the input and returns it, as PyTorch's (the ``inplace`` of :mod:`F`'s activations).
+
+        features = ReLU(inplace=True)(features)      # the same tensor, rectified
+    """
 
     function: Callable[[Tensor], Tensor]
 
@@ -1500,7 +1509,7 @@ class _InplaceActivation(Module):
         self.inplace = inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return type(self).function(x)
+        return type(self).function(x, inplace=self.inplace)
 
     def extra_repr(self) -> str:
         return _inplace_repr(self.inplace)
@@ -1519,7 +1528,7 @@ class LeakyReLU(Module):
         self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.leaky_relu(x, self.negative_slope)
+        return F.leaky_relu(x, self.negative_slope, self.inplace)
 
     def extra_repr(self) -> str:
         return ", ".join(filter(None, [f"negative_slope={self.negative_slope}",
@@ -1533,7 +1542,7 @@ class ELU(Module):
         self.alpha, self.inplace = alpha, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.elu(x, self.alpha)
+        return F.elu(x, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
         return ", ".join(filter(None, [f"alpha={self.alpha}", _inplace_repr(self.inplace)]))
@@ -1581,7 +1590,7 @@ class Hardtanh(Module):
         self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.hardtanh(x, self.min_val, self.max_val)
+        return F.hardtanh(x, self.min_val, self.max_val, self.inplace)
 
     def extra_repr(self) -> str:
         inplace = ", inplace=True" if self.inplace else ""
@@ -2470,7 +2479,7 @@ class CELU(Module):
         self.alpha, self.inplace = alpha, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.celu(x, self.alpha)
+        return F.celu(x, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
@@ -2552,7 +2561,7 @@ class Threshold(Module):
         self.threshold, self.value, self.inplace = threshold, value, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.threshold(x, self.threshold, self.value)
+        return F.threshold(x, self.threshold, self.value, self.inplace)
 
     def extra_repr(self) -> str:
         inplace = ", inplace=True" if self.inplace else ""
@@ -2757,9 +2766,12 @@ class _ChannelDropout(Dropout):
     """:class:`Dropout` of whole channels (``F.dropout1d``/``2d``/``3d``) in training."""
 
     function: Callable[..., Tensor]
+    # torch's AlphaDropout and FeatureAlphaDropout keep ``inplace`` but never pass it on
+    _writes_in_place = True
 
     def forward(self, x: Tensor) -> Tensor:
-        return type(self).function(x, self.p, self.training)
+        return type(self).function(x, self.p, self.training,
+                                   self.inplace and self._writes_in_place)
 
 
 class Dropout1d(_ChannelDropout):
@@ -2784,6 +2796,7 @@ class AlphaDropout(_ChannelDropout):
     """:func:`F.alpha_dropout` in training (for SELU networks), the identity in evaluation."""
 
     function = staticmethod(F.alpha_dropout)
+    _writes_in_place = False  # as torch's: its forward leaves ``inplace`` out
 
 
 class _PadNd(Module):
@@ -3121,7 +3134,7 @@ class RReLU(Module):
         self.lower, self.upper, self.inplace = lower, upper, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.rrelu(x, self.lower, self.upper, self.training)
+        return F.rrelu(x, self.lower, self.upper, self.training, self.inplace)
 
     def extra_repr(self) -> str:
         return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace
@@ -3161,6 +3174,7 @@ class FeatureAlphaDropout(_ChannelDropout):
     identity in evaluation."""
 
     function = staticmethod(F.feature_alpha_dropout)
+    _writes_in_place = False  # as torch's: its forward leaves ``inplace`` out
 
 
 class TripletMarginWithDistanceLoss(_Loss):

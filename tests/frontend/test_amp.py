@@ -480,3 +480,112 @@ def test_autocast_takes_torch_signature_and_device_type(device):
         gingham.autocast("tpu")
     assert gingham.float is gingham.float32 and gingham.long == np.int64
     assert a.to(gingham.half).dtype == np.float16
+
+
+# -- a CUDA scaler and autocast where there is no CUDA device: PyTorch warns and disables ------
+
+SAME_CUDA = gingham.cuda.is_available() == torch.cuda.is_available()
+
+
+def _warnings_of(make):
+    """``make()``'s result and the (category, message) of each warning it gave."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        made = make()
+    return made, [(w.category, str(w.message)) for w in caught]
+
+
+def _kinds(caught):
+    """Each warning's category and whether it says the device type is missing and disabled
+    (the wording differs: torch names torch_xla, gingham its own device list)."""
+    import re
+
+    return [(category, bool(re.search(r"CUDA is not available.*Disabling", message)))
+            for category, message in caught]
+
+
+def _cuda_amp_run(lib, device, make_scaler, make_autocast, device_type="cuda"):
+    """Two SGD steps of a linear layer through ``make_scaler()`` and ``make_autocast()``, the
+    same code for gingham and torch: what each call gave."""
+    gingham.manual_seed(0)
+    weight = np.array([[0.5, -1.0, 2.0]], np.float32)
+    if lib is gingham:
+        w = tensor(weight, device=device, requires_grad=True)
+        x = tensor(rand(4, 3), device=device)
+    else:
+        w, x = torch.tensor(weight, requires_grad=True), torch.tensor(rand(4, 3))
+    optimizer = lib.optim.SGD([w], lr=0.1)
+    scaler, scaler_warnings = _warnings_of(make_scaler)
+    region, autocast_warnings = _warnings_of(make_autocast)
+    seen = {"scaler warnings": _kinds(scaler_warnings),
+            "autocast warnings": _kinds(autocast_warnings),
+            "enabled": scaler.is_enabled(), "scale": scaler.get_scale(),
+            "state_dict": scaler.state_dict() if not scaler.is_enabled() else "enabled"}
+    for _ in range(2):
+        with region:
+            seen["autocast on"] = (gingham.amp.is_autocast_enabled() if lib is gingham
+                                   else torch.is_autocast_enabled(device_type))
+            product = x @ w.t()
+            loss = product.float().square().mean()
+        optimizer.zero_grad()
+        scaled = scaler.scale(loss)
+        seen["scale() returns its input"] = scaled is loss
+        scaled.backward()
+        seen["step"] = scaler.step(optimizer)
+        seen["update"] = scaler.update()
+    seen["scale after"] = scaler.get_scale()
+    seen["matmul dtype"] = str(product.dtype).replace("torch.", "")
+    return seen, w.detach().numpy()
+
+
+@pytest.mark.skipif(not SAME_CUDA, reason="gingham and torch see CUDA differently here")
+@pytest.mark.parametrize("spelling", ["torch.amp", "torch.cuda.amp"])
+def test_cuda_scaler_and_autocast_follow_torch_on_cuda_availability(device, spelling):
+    """``GradScaler("cuda")`` and ``autocast("cuda")`` (and torch.cuda.amp's spellings): where
+    there is no CUDA device, torch warns (``UserWarning``) and disables both: ``scale``
+    returns its input, the scale is 1.0, ``step`` just steps, ``update`` does nothing,
+    ``state_dict`` is empty, and autocast is off inside the block. gingham, running the same
+    code, gives the same warnings, calls and weights (with CUDA: the same as well)."""
+    results = {}
+    for lib in (gingham, torch):
+        if spelling == "torch.amp":
+            make_scaler = lambda lib=lib: lib.amp.GradScaler("cuda", init_scale=8.0)  # noqa: E731
+            make_autocast = lambda lib=lib: lib.autocast("cuda")  # noqa: E731
+        else:
+            make_scaler = lambda lib=lib: lib.cuda.amp.GradScaler(init_scale=8.0)  # noqa: E731
+            make_autocast = lambda lib=lib: lib.cuda.amp.autocast()  # noqa: E731
+        results[lib] = _cuda_amp_run(lib, device, make_scaler, make_autocast)
+    assert results[gingham][0] == results[torch][0]
+    np.testing.assert_allclose(results[gingham][1], results[torch][1], rtol=1e-6, atol=1e-7)
+    if not torch.cuda.is_available():
+        assert results[torch][0]["scaler warnings"][-1] == (UserWarning, True)  # not vacuous
+
+
+def test_cpu_scaler_and_autocast_keep_working():
+    """``GradScaler("cpu")`` and ``autocast("cpu")`` stay enabled, without a warning, as
+    torch's: the loss is scaled (by 8, then grown), autocast casts the CPU matmul."""
+    results = {}
+    for lib in (gingham, torch):
+        make_scaler = lambda lib=lib: lib.amp.GradScaler("cpu", init_scale=8.0,  # noqa: E731
+                                                         growth_interval=1)
+        make_autocast = lambda lib=lib: lib.autocast("cpu")  # noqa: E731
+        results[lib] = _cuda_amp_run(lib, "cpu", make_scaler, make_autocast, "cpu")
+    ours, theirs = results[gingham][0], results[torch][0]
+    assert ours == theirs
+    assert ours["enabled"] and ours["scale after"] == 32.0 and ours["autocast on"]
+    np.testing.assert_allclose(results[gingham][1], results[torch][1], rtol=1e-2)
+
+
+def test_disabled_scaler_state_dict_as_torch():
+    """A disabled scaler's ``state_dict`` is empty and its ``load_state_dict`` a no-op; an
+    enabled one refuses an empty state dict (torch's RuntimeError, gingham's
+    StateDictError)."""
+    for lib in (gingham, torch):
+        disabled = lib.amp.GradScaler("cpu", enabled=False)
+        assert disabled.state_dict() == {} and disabled.get_scale() == 1.0
+        disabled.load_state_dict({"scale": 4.0})
+        assert disabled.get_scale() == 1.0
+        with pytest.raises((RuntimeError, gingham.errors.StateDictError), match="empty"):
+            lib.amp.GradScaler("cpu").load_state_dict({})

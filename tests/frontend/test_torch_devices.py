@@ -59,5 +59,11 @@ def test_load_with_map_location_gives_tensors_on_the_device(device, tmp_path):
 
 
 def test_grad_scaler_takes_torch_amp_signature():
-    assert gingham.amp.GradScaler("cuda", init_scale=8.0).get_scale() == 8.0
+    """``GradScaler("cuda", init_scale=...)``; without a CUDA device it warns and is disabled,
+    as torch's (tests/frontend/test_amp.py compares the two)."""
+    if gingham.cuda.is_available():
+        assert gingham.amp.GradScaler("cuda", init_scale=8.0).get_scale() == 8.0
+    else:
+        with pytest.warns(UserWarning, match="CUDA is not available"):
+            assert gingham.amp.GradScaler("cuda", init_scale=8.0).get_scale() == 1.0
     assert gingham.amp.GradScaler(2.0 ** 10).get_scale() == 2.0 ** 10  # torch.cuda.amp's

@@ -60,7 +60,7 @@ LAYERS = {  # name: (gingham layer, PyTorch layer, which input)
     "tanh": (lambda d: nn.Tanh(), lambda: tnn.Tanh(), "image"),
     "leaky_relu": (lambda d: nn.LeakyReLU(0.2), lambda: tnn.LeakyReLU(0.2), "image"),
     "elu": (lambda d: nn.ELU(0.5), lambda: tnn.ELU(0.5), "image"),
-    "relu": (lambda d: nn.ReLU(inplace=True), lambda: tnn.ReLU(), "image"),
+    "relu": (lambda d: nn.ReLU(), lambda: tnn.ReLU(), "image"),  # inplace: the input is shared
     "softmax": (lambda d: nn.Softmax(dim=1), lambda: tnn.Softmax(dim=1), "image"),
     "log_softmax": (lambda d: nn.LogSoftmax(dim=-1), lambda: tnn.LogSoftmax(dim=-1), "seq"),
     "identity": (lambda d: nn.Identity(54, unused=True), lambda: tnn.Identity(), "seq"),
