@@ -94,8 +94,10 @@ class TileConflictError(TileError):
     """An ``=`` aggregation that writes one output cell from two different index assignments."""
 
 
-class DeviceError(GinghamError):
-    """A device is missing, unusable, or failed while running a program."""
+class DeviceError(GinghamError, RuntimeError):
+    """A device is missing, unusable, or failed while running a program, or operands on two
+    devices met in one op. A ``RuntimeError``, as PyTorch raises for these (``Expected all
+    tensors to be on the same device``, ``Invalid device string``)."""
 
 
 class DeviceNotFoundError(DeviceError):

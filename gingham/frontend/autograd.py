@@ -279,7 +279,7 @@ def accumulate_gradients(tensors: Sequence[Tensor], grad_tensors: Sequence, crea
         raise AutogradError(f"{what}: 'inputs' argument to backward() cannot be empty")
     results = backward_pass(tensors, cotangents, inputs, create_graph)
     if not results and inputs is None:
-        raise GinghamError(
+        raise AutogradError(
             f"{what}: no tensor in the graph requires a gradient (the outputs of a gingham.jit "
             "or gingham.compile function keep no graph: call backward() inside that function)")
     for leaf, grad in results.values():

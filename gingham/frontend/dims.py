@@ -18,8 +18,12 @@ import numpy as np
 from ..errors import GinghamError
 
 
-class ShapeError(GinghamError, ValueError):
-    """Operands whose shapes or dtypes do not fit an operation (the message names both)."""
+class ShapeError(GinghamError, ValueError, RuntimeError):
+    """Operands whose shapes or dtypes do not fit an operation (the message names both).
+
+    A ``ValueError``, as NumPy and Keras raise for these, and a ``RuntimeError``, as PyTorch
+    does (``mat1 and mat2 shapes cannot be multiplied``), so code written for either catches
+    it: ``except RuntimeError`` around a PyTorch training step keeps working on gingham."""
 
 
 class DTypeError(ShapeError, TypeError):
