@@ -35,6 +35,13 @@ class DimError(ShapeError, IndexError):
     :class:`ShapeError` like gingham's other shape errors."""
 
 
+class IndexRangeError(ShapeError, IndexError):
+    """An index value outside the size it indexes: a class target of ``cross_entropy``, an
+    ``embedding`` id, a ``gather`` index. An ``IndexError``, as PyTorch raises for most of
+    these (a ``RuntimeError`` for the rest, which a :class:`ShapeError` is too). Found where
+    the values are known on the host (``Tensor._known_range``), never by reading the device."""
+
+
 def _dim(op: str, shape: tuple[int, ...], dim, rank: int | None = None) -> int:
     """``dim`` of a tensor of ``shape`` counted from 0 (negative dims count from the end); a
     0-d tensor takes dims 0 and -1, as PyTorch's. ``rank`` is the number of dims to choose

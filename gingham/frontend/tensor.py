@@ -48,7 +48,7 @@ from ..torch_devices import as_device as _as_device
 from ..tile.shapes import ExprType, combine
 from .grad_mode import _grad_mode, is_grad_enabled, no_grad
 from .dims import (
-    DimError, DTypeError, ShapeError, _axes, _broadcast_shapes, _dim, _dim_arguments,
+    DimError, DTypeError, IndexRangeError, ShapeError, _axes, _broadcast_shapes, _dim, _dim_arguments,
     _memory_format, _none_if_empty, _varargs,
 )
 
@@ -101,6 +101,11 @@ class Tensor:
     _op: str | None = None
     _op_folds_parents = False
     _grad_fn_view = None
+    # An integer tensor made from host data (gingham.tensor): its version then and its least
+    # and greatest values, read from the host array being copied in, so that the ops taking
+    # indices (cross_entropy's targets, embedding, gather, ...) can refuse one out of range
+    # without reading the device (see _known_range).
+    _host_range: tuple[int, int, int] | None = None
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, device: str, *,
                  buffer=None, parents: Sequence["Tensor"] = (),
@@ -304,6 +309,19 @@ class Tensor:
             moved.requires_grad = True
             moved._moved_from = source
         return moved
+
+    def _known_range(self) -> tuple[int, int] | None:
+        """The least and greatest values of this integer tensor where the host knows them
+        without reading the device: a tensor made by :func:`tensor` (or moved with ``to``) and
+        not changed in place since. ``None`` for a computed tensor (an ``argmax``), whose
+        values only the device holds.
+
+            gingham.tensor([3, 0, 2])._known_range()    # (0, 3)
+        """
+        if self._host_range is None:
+            return None
+        version, least, greatest = self._host_range
+        return (least, greatest) if version == self._version else None
 
     def detach(self) -> "Tensor":
         """This value without its autograd history: it requires no gradient, and no gradient
@@ -1320,7 +1338,11 @@ def tensor(data, dtype=None, device: str | None = None, requires_grad: bool = Fa
     buffer = target.alloc(max(array.nbytes, 1))
     if array.size:
         target.copy_in(buffer, np.require(array, requirements="C"))
-    return Tensor(array.shape, array.dtype, device, buffer=buffer, requires_grad=requires_grad)
+    made = Tensor(array.shape, array.dtype, device, buffer=buffer, requires_grad=requires_grad)
+    if array.size and dt.is_integer(array.dtype):
+        # one pass over data already on the host: what the index ops check (_known_range)
+        made._host_range = (made._version, int(array.min()), int(array.max()))
+    return made
 
 
 def _creation(op: str, args: tuple, dtype, device) -> tuple[tuple[int, ...], np.dtype, str]:
@@ -1441,7 +1463,7 @@ from .namespace import (  # noqa: E402
 )
 
 __all__ = [
-    "Tensor", "ShapeError", "DTypeError", "DimError", "ValuesIndices", "cat", "tensor", "zeros", "ones", "full", "arange", "matmul", "reshape",
+    "Tensor", "ShapeError", "DTypeError", "DimError", "IndexRangeError", "ValuesIndices", "cat", "tensor", "zeros", "ones", "full", "arange", "matmul", "reshape",
     "permute_dims", "concat", "stack", "maximum", "minimum", "where", "realize", "no_grad",
     "is_grad_enabled", "assign_all", "move_all", "placement",
 ]
