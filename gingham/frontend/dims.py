@@ -87,6 +87,22 @@ def _varargs(sizes: tuple) -> tuple:
     return tuple(sizes)
 
 
+def _sizes(op: str, sizes) -> tuple[int, ...]:
+    """A shape given to a creation op (``zeros``, ``randn``, ``full``, ``eye``): ints
+    (``TypeError``, as PyTorch's, naming the op) that are not negative (:class:`ShapeError`,
+    PyTorch's ``Trying to create tensor with negative dimension``).
+
+        _sizes("zeros", (2, 3))     # (2, 3)
+    """
+    sizes = tuple(sizes)
+    for s in sizes:
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)):
+            raise TypeError(f"{op}(): sizes must be ints, not {type(s).__name__} (in {sizes})")
+    if any(s < 0 for s in sizes):
+        raise ShapeError(f"{op}(): sizes must be non-negative, not {sizes}")
+    return tuple(int(s) for s in sizes)
+
+
 def _broadcast_shapes(name: str, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
     try:
         return tuple(np.broadcast_shapes(*shapes))

@@ -23,10 +23,10 @@ import numpy as np
 
 from ..tile import dtypes as dt
 from ..tile.shapes import ExprType, combine
-from .dims import ShapeError, _broadcast_shapes
+from .dims import ShapeError, _broadcast_shapes, _sizes
 from .elementwise import _where_dtype
 from .layout import _broadcast_to, meshgrid, stack
-from .tensor import Tensor, full, tensor, zeros
+from .tensor import Tensor, _creation, full, tensor, zeros
 
 
 def _function_of(name: str) -> Callable:
@@ -170,13 +170,15 @@ empty_like = zeros_like  # gingham hands out no uninitialised memory: zeros
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Zeros of ``size`` (gingham hands out no uninitialised memory), as ``torch.empty``."""
-    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    shape, dtype, device = _creation("empty", size, dtype, device)
+    return zeros(shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None,
         requires_grad: bool = False) -> Tensor:
     """The ``n x m`` identity matrix (``m = n`` by default), as ``torch.eye``."""
-    return tensor(np.eye(n, n if m is None else m), dtype=np.float32 if dtype is None else dtype,
+    n, m = _sizes("eye", (n, n if m is None else m))
+    return tensor(np.eye(n, m), dtype=np.float32 if dtype is None else dtype,
                   device=device, requires_grad=requires_grad)
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..tile import dtypes as dt
 from .tensor import DTypeError, ShapeError, Tensor, _varargs, where
+from . import dims
 
 
 def _state(generator, device: str | None, op: str) -> Tensor:
@@ -34,10 +35,7 @@ def _state(generator, device: str | None, op: str) -> Tensor:
 
 
 def _sizes(op: str, size) -> tuple[int, ...]:
-    sizes = _varargs(tuple(size))
-    if any(not isinstance(s, (int, np.integer)) or s < 0 for s in sizes):
-        raise ShapeError(f"{op}: sizes must be non-negative integers, not {sizes}")
-    return tuple(int(s) for s in sizes)
+    return dims._sizes(op, _varargs(tuple(size)))
 
 
 def _finish(op: str, values: Tensor, dtype, requires_grad: bool) -> Tensor:

@@ -49,7 +49,7 @@ from ..tile.shapes import ExprType, combine
 from .grad_mode import _grad_mode, is_grad_enabled, no_grad
 from .dims import (
     DimError, DTypeError, IndexRangeError, ShapeError, _axes, _broadcast_shapes, _dim, _dim_arguments,
-    _memory_format, _none_if_empty, _varargs,
+    _memory_format, _none_if_empty, _sizes, _varargs,
 )
 
 Scalar = Union[int, float, bool]
@@ -1358,7 +1358,8 @@ def _creation(op: str, args: tuple, dtype, device) -> tuple[tuple[int, ...], np.
         shape = args[:position]
     rest = args[position:]
     if rest and isinstance(rest[0], (bool, float, np.floating)):  # a size, not a dtype
-        raise TypeError(f"{op}(): sizes must be non-negative integers, not {args!r}")
+        raise TypeError(f"{op}(): sizes must be ints, not {type(rest[0]).__name__} "
+                        f"(in {args!r})")
     if len(rest) > 2:
         raise TypeError(f"{op}(): too many positional arguments {args!r} (the sizes, then "
                         "dtype and device)")
@@ -1366,9 +1367,7 @@ def _creation(op: str, args: tuple, dtype, device) -> tuple[tuple[int, ...], np.
         dtype = rest[0] if dtype is None else dtype
     if len(rest) == 2:
         device = rest[1] if device is None else device
-    if any(not isinstance(s, (int, np.integer)) or s < 0 for s in shape):
-        raise TypeError(f"{op}(): sizes must be non-negative integers, not {shape!r}")
-    return tuple(int(s) for s in shape), dt.as_tile_dtype(
+    return _sizes(op, shape), dt.as_tile_dtype(
         np.float32 if dtype is None else dtype), device
 
 
@@ -1392,7 +1391,7 @@ def ones(*size, dtype=None, device: str | None = None, requires_grad: bool = Fal
 def full(shape, value, dtype=np.float32, device: str | None = None, *,
          requires_grad: bool = False) -> Tensor:
     """``value`` everywhere in ``shape``, as ``torch.full(size, fill_value)``."""
-    shape = (shape,) if isinstance(shape, (int, np.integer)) else shape
+    shape = _sizes("full", (shape,) if isinstance(shape, (int, np.integer)) else shape)
     return _created(np.full(shape, value, dt.as_tile_dtype(dtype)), device, requires_grad)
 
 
@@ -1400,6 +1399,8 @@ def arange(start, stop=None, step=1, dtype=None, device: str | None = None, *,
            requires_grad: bool = False) -> Tensor:
     """``start, start + step, ...`` below ``stop``, as ``torch.arange`` (int64 for integers)."""
     dtype = dt.as_tile_dtype(dtype) if dtype is not None else None
+    if step == 0:
+        raise ShapeError(f"arange: step must be nonzero (start {start}, end {stop})")
     return _created(np.arange(start, stop, step, dtype=dtype), device, requires_grad)
 
 
