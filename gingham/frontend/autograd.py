@@ -18,7 +18,7 @@ from __future__ import annotations
 import weakref
 from typing import Callable, Sequence
 
-from ..errors import AutogradError, GinghamError
+from ..errors import AutogradError
 from .grad_mode import set_grad_enabled
 from .tensor import Tensor, _gradients, is_autograd_input
 
@@ -91,7 +91,7 @@ class _Pass:
                 stack.extend(parent._parents)
             else:
                 if parent._snapshot_of is not None:
-                    raise GinghamError(
+                    raise AutogradError(
                         "backward(): a tensor this gradient needs was modified by an in-place "
                         "operation after it was used (as PyTorch, gingham refuses: the gradient "
                         "would go to its old value); do the in-place update after backward(), "

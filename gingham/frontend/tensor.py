@@ -41,7 +41,7 @@ from typing import Callable, NamedTuple, Sequence, Union
 
 import numpy as np
 
-from ..errors import DeviceError, GinghamError
+from ..errors import AutogradError, DeviceError, GinghamError
 from ..tile import builder
 from ..tile import dtypes as dt
 from ..torch_devices import as_device as _as_device
@@ -194,10 +194,12 @@ class Tensor:
         if self._detached and not self.is_leaf:
             _become_leaf(self, "requires_grad_()")
         if not self.is_leaf:
-            raise GinghamError(
+            raise AutogradError(
                 "requires_grad_(): only leaf tensors can change requires_grad (gradients are "
                 "taken with respect to leaves); use .detach().requires_grad_() for a new leaf"
             )
+        if requires_grad:
+            _check_differentiable("requires_grad_()", self)
         self.requires_grad = bool(requires_grad)
         return self
 
@@ -243,13 +245,23 @@ class Tensor:
         return self.numpy().reshape(()).item()
 
     def __bool__(self) -> bool:
+        # PyTorch's words: `if mask:` or `while loss > tol:` of a tensor of many values
+        if self.size != 1:
+            raise ShapeError(f"Boolean value of a tensor of shape {self.shape} ({self.size} "
+                             "values) is ambiguous; use .any() or .all()")
         return bool(self.item())
 
     def __float__(self) -> float:
-        return float(self.item())
+        return float(self._scalar("float"))
 
     def __int__(self) -> int:
-        return int(self.item())
+        return int(self._scalar("int"))
+
+    def _scalar(self, to: str):
+        if self.size != 1:
+            raise ShapeError(f"{to}(): only one element tensors can be converted to Python "
+                             f"scalars, not shape {self.shape}")
+        return self.item()
 
     def __index__(self) -> int:
         """A one-element integer tensor as a Python index, as PyTorch's (``x[:, i:i + 4]``
@@ -1215,7 +1227,7 @@ class Tensor:
             w.register_hook(lambda grad: grad.clamp(-1.0, 1.0))   # clip w's gradient
         """
         if not self.requires_grad:
-            raise GinghamError("register_hook(): cannot register a hook on a tensor that "
+            raise AutogradError("register_hook(): cannot register a hook on a tensor that "
                                "doesn't require gradient")
         node = self._grad_fn
         if node is not None:  # an output of a custom Function: its node runs the hooks
@@ -1234,7 +1246,7 @@ class Tensor:
             hidden = encoder(x); hidden.retain_grad(); loss.backward(); hidden.grad
         """
         if not self.requires_grad:
-            raise GinghamError("retain_grad(): can't retain_grad on a tensor that has "
+            raise AutogradError("retain_grad(): can't retain_grad on a tensor that has "
                                "requires_grad=False")
         if self.is_leaf or self.retains_grad:
             return
@@ -1338,11 +1350,22 @@ def tensor(data, dtype=None, device: str | None = None, requires_grad: bool = Fa
     buffer = target.alloc(max(array.nbytes, 1))
     if array.size:
         target.copy_in(buffer, np.require(array, requirements="C"))
-    made = Tensor(array.shape, array.dtype, device, buffer=buffer, requires_grad=requires_grad)
+    made = Tensor(array.shape, array.dtype, device, buffer=buffer)
+    if requires_grad:
+        _check_differentiable("tensor(requires_grad=True)", made)
+        made.requires_grad = True
     if array.size and dt.is_integer(array.dtype):
         # one pass over data already on the host: what the index ops check (_known_range)
         made._host_range = (made._version, int(array.min()), int(array.max()))
     return made
+
+
+def _check_differentiable(op: str, x: Tensor) -> None:
+    """Only floating-point tensors take gradients, as in PyTorch (an integer parameter would
+    otherwise be silently never trained): ``AutogradError`` naming the dtype."""
+    if not dt.is_float(x.dtype):
+        raise AutogradError(f"{op}: only floating-point tensors can require gradients, not "
+                            f"{dt.dtype_name(x.dtype)} (shape {x.shape})")
 
 
 def _creation(op: str, args: tuple, dtype, device) -> tuple[tuple[int, ...], np.dtype, str]:

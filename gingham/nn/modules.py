@@ -59,8 +59,8 @@ import numpy as np
 
 from ..errors import StateDictError
 from ..frontend.dims import ShapeError, _memory_format
-from ..frontend.tensor import (Tensor, assign_all, cat, move_all, no_grad, placement, realize,
-                               refuse_while_tracing, tensor, zeros)
+from ..frontend.tensor import (Tensor, _check_differentiable, assign_all, cat, move_all,
+                               no_grad, placement, realize, refuse_while_tracing, tensor, zeros)
 from ..tile import dtypes as dt
 from ..torch_devices import cuda_id
 from . import functional as F
@@ -106,6 +106,8 @@ class Parameter(Tensor):
         elif not isinstance(data, Tensor):
             data = tensor(np.asarray(data))
         data.realize()
+        if requires_grad:
+            _check_differentiable("Parameter", data)
         super().__init__(data.shape, data.dtype, data.device, buffer=data._buffer,
                          requires_grad=requires_grad)
 
