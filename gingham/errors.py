@@ -120,10 +120,11 @@ class DeviceMemoryError(DeviceError, MemoryError):
     """A device ran out of memory for an allocation."""
 
 
-class StateDictError(GinghamError, ValueError):
+class StateDictError(GinghamError, ValueError, RuntimeError):
     """A state dict that does not fit a module or an optimiser: missing or unexpected keys,
     shapes or dtypes that differ. The message lists every problem found, not just the first;
-    ``missing_keys`` and ``unexpected_keys`` hold the names."""
+    ``missing_keys`` and ``unexpected_keys`` hold the names. A ``RuntimeError`` too, as
+    PyTorch's ``Error(s) in loading state_dict``."""
 
     def __init__(self, message: str, missing_keys: tuple[str, ...] = (),
                  unexpected_keys: tuple[str, ...] = ()) -> None:

@@ -48,8 +48,8 @@ from ..torch_devices import as_device as _as_device
 from ..tile.shapes import ExprType, combine
 from .grad_mode import _grad_mode, is_grad_enabled, no_grad
 from .dims import (
-    DimError, DTypeError, IndexRangeError, ShapeError, _axes, _broadcast_shapes, _dim, _dim_arguments,
-    _memory_format, _none_if_empty, _sizes, _varargs,
+    DimError, DTypeError, IndexRangeError, ShapeError, _axes, _broadcast_shapes, _dim,
+    _dim_arguments, _memory_format, _none_if_empty, _sizes, _varargs,
 )
 
 Scalar = Union[int, float, bool]
@@ -1338,7 +1338,10 @@ def tensor(data, dtype=None, device: str | None = None, requires_grad: bool = Fa
 
     if isinstance(data, Tensor):
         data = data.numpy()
-    array = np.asarray(data)
+    try:
+        array = np.asarray(data)
+    except ValueError as error:  # NumPy's "inhomogeneous shape": say where, as PyTorch does
+        raise ValueError(f"tensor(): {_ragged(data) or error}") from None
     if dtype is None and array.dtype == np.float64 and not isinstance(data, np.ndarray):
         dtype = np.float32  # Python floats become float32, as in PyTorch
     if dtype is not None:  # a Tile type; the name "bfloat16" too (numpy knows it from ml_dtypes)
@@ -1366,6 +1369,22 @@ def _check_differentiable(op: str, x: Tensor) -> None:
     if not dt.is_float(x.dtype):
         raise AutogradError(f"{op}: only floating-point tensors can require gradients, not "
                             f"{dt.dtype_name(x.dtype)} (shape {x.shape})")
+
+
+def _ragged(data, path: str = "data") -> str | None:
+    """Where nested lists ``data`` are ragged, as PyTorch says (``expected sequence of
+    length 2 at dim 1 (got 1)``), naming the item; None where they are not."""
+    if not isinstance(data, (list, tuple)):
+        return None
+    lengths = [len(item) if isinstance(item, (list, tuple)) else None for item in data]
+    for position, length in enumerate(lengths):
+        if length != lengths[0]:
+            wanted = "a number" if lengths[0] is None else f"a sequence of length {lengths[0]}"
+            got = "is a number" if length is None else f"has length {length}"
+            return (f"ragged nested sequence: {path}[0] is {wanted} but {path}[{position}] "
+                    f"{got}; every row must have the same length")
+    return next(filter(None, (_ragged(item, f"{path}[{position}]")
+                              for position, item in enumerate(data))), None)
 
 
 def _creation(op: str, args: tuple, dtype, device) -> tuple[tuple[int, ...], np.dtype, str]:

@@ -2088,8 +2088,13 @@ def _class_target_check(op: str, input: Tensor, target: Tensor, weight: Tensor |
     _check_integer(op, "target", target)
     expected = (input.shape[0],) + input.shape[2:]
     if target.shape != expected:
+        # integer one-hot labels: PyTorch's "Expected floating point type for target with
+        # class probabilities"
+        hint = ("; an integer target of the input's shape (one-hot labels?) must be float to "
+                "hold class probabilities (target.float()), or its argmax(1) as class indices"
+                if target.shape == input.shape else "")
         raise ShapeError(f"{op}: target shape {target.shape} does not fit input shape "
-                         f"{input.shape} (expected {expected})")
+                         f"{input.shape} (expected {expected} of class indices){hint}")
     if weight is not None and weight.shape != (input.shape[1],):
         raise ShapeError(f"{op}: weight must have shape ({input.shape[1]},), got {weight.shape}")
     classes = input.shape[1]
@@ -3085,13 +3090,18 @@ def interpolate(input: Tensor, size: IntOrTuple | None = None,
         raise ValueError(f"{op}: give exactly one of size and scale_factor")
     spatial = input.shape[2:]
     if size is not None:
+        if not isinstance(size, (int, np.integer)) and len(size) != nd:
+            raise ShapeError(f"{op}: size {tuple(size)} has {len(size)} values but the input of "
+                             f"shape {input.shape} has {nd} spatial dims (after N and C)")
         out = _ntuple(op, "size", size, nd)
         scales = (None,) * nd
     else:
         scales = tuple(float(s) for s in ((scale_factor,) * nd if isinstance(
             scale_factor, (int, float)) else scale_factor))
         if len(scales) != nd:
-            raise ShapeError(f"{op}: scale_factor needs {nd} values, got {scale_factor}")
+            raise ShapeError(f"{op}: scale_factor {scale_factor} has {len(scales)} values but "
+                             f"the input of shape {input.shape} has {nd} spatial dims (after N "
+                             "and C)")
         out = tuple(int(math.floor(s * f)) for s, f in zip(spatial, scales))
         if recompute_scale_factor:
             scales = (None,) * nd

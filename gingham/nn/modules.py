@@ -677,6 +677,9 @@ class Module:
 
             model.load_state_dict(torch_model.state_dict())
         """
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"load_state_dict: expected a dict-like state dict (names to "
+                            f"arrays), got {type(state_dict).__name__}")
         missing, unexpected, problems = [], [], []
         state_dict = self._run_load_pre_hooks(state_dict, strict, missing, unexpected, problems)
         targets = self._load_targets()
@@ -696,6 +699,11 @@ class Module:
                       for hook in vars(module).get("_load_state_dict_post_hooks", {}).values()]
         if strict and not post_hooks:  # without hooks to forgive them, load nothing
             problems = _key_problems(missing, unexpected) + problems
+            nested = [key for key in unexpected if isinstance(state_dict[key], Mapping)]
+            if missing and nested:  # {"model": ..., "optimizer": ...} given whole
+                entries = ", ".join(map(repr, nested))
+                problems.append(f"({entries} {'holds a dict' if len(nested) == 1 else 'hold dicts'}"
+                                f": a checkpoint? load checkpoint[{nested[0]!r}])")
         if problems:
             raise self._load_error(problems, missing, unexpected)
         _load_arrays(targets, arrays, assign)
