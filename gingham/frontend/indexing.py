@@ -25,7 +25,8 @@ sorts as the largest value, as in PyTorch.
 An index outside ``[0, size)`` raises :class:`IndexRangeError` (an ``IndexError``) where its
 values are known on the host: an index made by ``gingham.tensor`` (a batch of labels, a list
 of positions), whose least and greatest values were read as it was copied in
-(``Tensor._known_range``). A computed index (an ``argmax``) is not checked, since that would
+(``Tensor._known_range``), or the argument of a ``gingham.jit`` step, checked at every call
+against the values passed. A computed index (an ``argmax``) is not checked, since that would
 read the device and stall the step: it selects nothing, so ``gather`` and ``index_select``
 give 0 there and ``scatter_add``, ``scatter`` and ``index_add`` drop the update. ``x[idx]``,
 ``take`` and ``take_along_dim`` count a negative index from the end, as PyTorch's; the other
@@ -81,22 +82,48 @@ def _check_range(op: str, index: Tensor, size: int, place: str, *, name: str = "
                  negative: bool = False, ignore: int | None = None) -> None:
     """Refuse an ``index`` holding a value outside ``[0, size)`` (``[-size, size)`` where
     ``negative`` values count from the end), ``ignore`` (an ``ignore_index``) excepted, where
-    its least and greatest values are known on the host (``Tensor._known_range``); a
-    computed index goes unchecked rather than read from the device. ``place`` says what
-    ``size`` measures, for the message.
+    its least and greatest values are known on the host (``Tensor._known_range``). An
+    argument of a step being traced by ``gingham.jit`` is checked at every call instead,
+    against the values it is called with; any other computed index goes unchecked rather
+    than read from the device. ``place`` says what ``size`` measures, for the message.
 
         _check_range("gather", idx, 4, "dim 1 with size 4 (input shape (3, 4))")
     """
+    def refuse_outside(known: tuple[int, int]) -> None:
+        least = -size if negative else 0
+        for value in known:
+            if value != ignore and not least <= value < size:
+                valid = f"{least} to {size - 1}" if size else "none: the size is 0"
+                valid += f", or the ignored {ignore}" if ignore is not None else ""
+                raise IndexRangeError(f"{op}: {name} {value} is out of bounds for {place} "
+                                      f"(valid: {valid})")
+
+    index = _value_source(index)
     known = index._known_range()
-    if known is None:
-        return
-    least = -size if negative else 0
-    for value in known:
-        if value != ignore and not least <= value < size:
-            valid = f"{least} to {size - 1}" if size else "none: the size is 0"
-            valid += f", or the ignored {ignore}" if ignore is not None else ""
-            raise IndexRangeError(f"{op}: {name} {value} is out of bounds for {place} "
-                                  f"(valid: {valid})")
+    if known is not None:
+        refuse_outside(known)
+    elif index._placeholder:
+        from .jit import current_trace
+
+        trace = current_trace()
+        if trace is not None:
+            trace.index_checks.append((index, refuse_outside))
+
+
+# Ops whose result holds exactly the values of their one operand, rearranged or cast (a cast
+# keeps integer labels' least and greatest): an index made through them is checked as its
+# source (``y.view(-1)``, ``labels.long()``, Keras' labels cast to float and back).
+_SAME_VALUES = frozenset({"view", "reshape", "squeeze", "unsqueeze", "flatten", "ravel",
+                          "astype", "clone", "permute", "permute_dims"})
+
+
+def _value_source(index: Tensor) -> Tensor:
+    """The tensor whose values ``index`` holds, through :data:`_SAME_VALUES` ops, stopping
+    at one whose range the host knows or an argument of a traced step."""
+    while (index._known_range() is None and not index._placeholder
+           and index._op in _SAME_VALUES and len(index._parents) == 1):
+        index = index._parents[0]
+    return index
 
 
 def _along(axis: int, x: Tensor) -> str:
