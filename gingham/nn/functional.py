@@ -2406,7 +2406,16 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
     input_lengths = _ctc_lengths(op, "input_lengths", input_lengths, batch, unbatched, device)
     target_lengths = _ctc_lengths(op, "target_lengths", target_lengths, batch, unbatched,
                                   device)
+    # lengths past the data would read labels and steps that are not there (PyTorch: "Expected
+    # tensor to have size at least 3 at dimension 1"), where the host knows them
+    indexing._check_range(op, input_lengths, steps + 1, f"log_probs of {steps} steps (shape "
+                          f"{log_probs.shape})", name="input length")
+    indexing._check_range(op, target_lengths, targets.shape[-1] + 1, f"targets of shape "
+                          f"{targets.shape}", name="target length")
     if targets.ndim == 1:
+        # every value a label (padded rows may hold anything past their lengths)
+        indexing._check_range(op, targets, classes, f"{classes} classes (log_probs shape "
+                              f"{log_probs.shape})", name="label")
         # A label needs at least one step, so no target longer than T is possible.
         targets = _ctc_padded_targets(targets, target_lengths, max(1, min(targets.shape[0],
                                                                           steps)))

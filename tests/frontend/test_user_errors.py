@@ -147,7 +147,17 @@ CASES = [
          (r"requires_grad", r"floating-point", r"int64")),
     Case("int_parameter", lambda L: L.nn.Parameter(L.i([1, 2])),
          (r"Parameter", r"floating-point", r"int64")),
+    Case("linear_float64_input", lambda L: L.m(L.nn.Linear(3, 2))(L.t(np.ones((2, 3)))),
+         (r"linear", r"float32", r"float64")),
+    Case("lstm_float64_input", lambda L: L.m(L.nn.LSTM(3, 2))(L.t(np.ones((4, 1, 3)))),
+         (r"LSTM", r"float64", r"float32")),
+    Case("optimizer_lr_string", lambda L: L.lib.optim.SGD(L.nn.Linear(2, 2).parameters(),
+                                                          lr="0.1"),
+         (r"SGD", r"lr", r"str")),
     # values
+    Case("ctc_target_lengths", lambda L: L.F.ctc_loss(
+        L.r(5, 2, 4).log_softmax(2), L.i([[1, 2], [1, 2]]), L.i([5, 5]), L.i([3, 2])),
+         (r"ctc_loss", r"target length 3", r"\(2, 2\)")),
     Case("cross_entropy_class", lambda L: L.F.cross_entropy(L.r(3, 3), L.i([0, 1, 3])),
          (r"cross_entropy", r"target 3", r"3 classes", r"0 to 2")),
     Case("cross_entropy_negative", lambda L: L.F.cross_entropy(L.r(3, 3), L.i([0, -2, 1])),
