@@ -2092,7 +2092,9 @@ def _class_target_check(op: str, input: Tensor, target: Tensor, weight: Tensor |
         # class probabilities"
         hint = ("; an integer target of the input's shape (one-hot labels?) must be float to "
                 "hold class probabilities (target.float()), or its argmax(1) as class indices"
-                if target.shape == input.shape else "")
+                if target.shape == input.shape else
+                f"; squeeze its last dim (target.squeeze({target.ndim - 1}))"
+                if target.shape == expected + (1,) else "")
         raise ShapeError(f"{op}: target shape {target.shape} does not fit input shape "
                          f"{input.shape} (expected {expected} of class indices){hint}")
     if weight is not None and weight.shape != (input.shape[1],):

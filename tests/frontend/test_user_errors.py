@@ -120,6 +120,9 @@ CASES = [
          (r"LSTM", r"\(1, 2, 6\)", r"\(1, 3, 6\)")),
     Case("cross_entropy_batch", lambda L: L.F.cross_entropy(L.r(4, 3), L.i([0, 1, 2])),
          (r"cross_entropy", r"\(3,\)", r"\(4, 3\)")),
+    Case("cross_entropy_column_target", lambda L: L.F.cross_entropy(L.r(4, 3),
+                                                                    L.i([[0], [1], [2], [0]])),
+         (r"cross_entropy", r"\(4, 1\)", r"squeeze\(1\)")),
     Case("cross_entropy_onehot_int", lambda L: L.F.cross_entropy(L.r(2, 3), L.i(np.eye(3)[:2])),
          (r"cross_entropy", r"one-hot", r"float")),
     Case("mse_shapes", lambda L: L.F.mse_loss(L.r(4, 3), L.r(4, 2)),
@@ -191,6 +194,7 @@ CASES = [
     Case("arange_step_zero", lambda L: L.lib.arange(0, 5, 0), (r"arange", r"step", r"nonzero")),
     Case("tensor_ragged", lambda L: L.lib.tensor([[1, 2], [3]]),
          (r"tensor", r"data\[1\]", r"length 1")),
+    Case("randint_float_bound", lambda L: L.lib.randint(0, 2.5, (2,)), (r"randint", r"2.5")),
     Case("dropout_p", lambda L: L.F.dropout(L.r(4), p=1.5), (r"dropout", r"1.5")),
     # autograd
     Case("backward_non_scalar", lambda L: (L.r(3).requires_grad_() * 2).backward(),
