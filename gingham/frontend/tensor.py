@@ -1228,7 +1228,7 @@ class Tensor:
         """
         if not self.requires_grad:
             raise AutogradError("register_hook(): cannot register a hook on a tensor that "
-                               "doesn't require gradient")
+                                "doesn't require gradient")
         node = self._grad_fn
         if node is not None:  # an output of a custom Function: its node runs the hooks
             hooks = node.output_hooks.setdefault(self._output_nr, [])
@@ -1247,7 +1247,7 @@ class Tensor:
         """
         if not self.requires_grad:
             raise AutogradError("retain_grad(): can't retain_grad on a tensor that has "
-                               "requires_grad=False")
+                                "requires_grad=False")
         if self.is_leaf or self.retains_grad:
             return
         reference = weakref.ref(self)
@@ -1506,7 +1506,8 @@ from .namespace import (  # noqa: E402
 )
 
 __all__ = [
-    "Tensor", "ShapeError", "DTypeError", "DimError", "IndexRangeError", "ValuesIndices", "cat", "tensor", "zeros", "ones", "full", "arange", "matmul", "reshape",
+    "Tensor", "ShapeError", "DTypeError", "DimError", "IndexRangeError", "ValuesIndices", "cat",
+    "tensor", "zeros", "ones", "full", "arange", "matmul", "reshape",
     "permute_dims", "concat", "stack", "maximum", "minimum", "where", "realize", "no_grad",
     "is_grad_enabled", "assign_all", "move_all", "placement",
 ]
