@@ -31,7 +31,10 @@ ops): a batch of one, whose axis the result drops.
 
 Errors name the op, the argument and the shapes, and are raised before anything is built:
 :class:`ShapeError` for shapes, :class:`DTypeError` (a ``ShapeError``) for dtypes,
-:class:`gingham.DeviceError` for operands on different devices.
+:class:`gingham.DeviceError` for operands on different devices, all ``RuntimeError``s as
+PyTorch's are. A class target, embedding id or other index out of range is an
+``IndexRangeError`` (an ``IndexError``) where the host knows its values without reading the
+device (:func:`gingham.frontend.indexing._check_range`).
 """
 
 from __future__ import annotations
