@@ -218,12 +218,15 @@ class _Compiled:
         computed on the device goes unchecked. Nothing to do for most steps."""
         for slot, refuse_outside in self.index_checks:
             value = flat_args[slot]
+            known = None
             if isinstance(value, Tensor):
                 known = value._known_range()
-            elif isinstance(value, np.ndarray) and value.size and value.dtype.kind in "iu":
-                known = (int(value.min()), int(value.max()))
-            else:
-                known = None
+            elif isinstance(value, np.ndarray) and value.size and value.dtype.kind in "iuf":
+                least, greatest = value.min(), value.max()
+                # float labels (Keras casts them to int in the step): a cast truncates, which
+                # keeps the least and the greatest
+                if np.isfinite(least) and np.isfinite(greatest):
+                    known = (int(least), int(greatest))
             if known is not None:
                 refuse_outside(known)
 

@@ -82,6 +82,11 @@ PROGRAMS = {
         X, LABELS_OUT_OF_RANGE, verbose=0),
     "sparse_label_out_of_range_evaluate": lambda: _mlp(
         "sparse_categorical_crossentropy").evaluate(X, LABELS_OUT_OF_RANGE, verbose=0),
+    "sparse_float_label_out_of_range": lambda: _mlp("sparse_categorical_crossentropy").evaluate(
+        X, LABELS_OUT_OF_RANGE.astype(np.float32), verbose=0),
+    "sparse_label_out_of_range_train_on_batch": lambda: _mlp(
+        "sparse_categorical_crossentropy").train_on_batch(X, LABELS_OUT_OF_RANGE),
+    "fit_without_targets": lambda: _mlp().fit(X, verbose=0),
     "categorical_integer_labels": lambda: _mlp("categorical_crossentropy").fit(
         X, np.array([0, 1] * 4), verbose=0),
     # layers
