@@ -391,8 +391,8 @@ class Tensor:
         for parent in parents[1:]:
             if parent.device != device:
                 raise DeviceError(
-                    f"operands are on different devices ({device} and {parent.device}); "
-                    "move one with .to(device)"
+                    f"{op + ': ' if op else ''}operands are on different devices ({device} "
+                    f"and {parent.device}); move one with .to(device)"
                 )
         derived = Tensor(shape, dtype, device, parents=parents, build=build,
                          requires_grad=requires)

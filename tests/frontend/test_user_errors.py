@@ -213,7 +213,7 @@ CASES = [
     Case("load_state_dict_list", lambda L: L.nn.Linear(2, 2).load_state_dict([1, 2]),
          (r"load_state_dict", r"list")),
     # devices
-    Case("two_devices", _devices, (r"devices",)),
+    Case("two_devices", _devices, (r"add", r"different devices")),
     Case("model_on_another_device", _model_devices, (r"linear", r"weight is on",)),
 ]
 
