@@ -94,8 +94,10 @@ class TileConflictError(TileError):
     """An ``=`` aggregation that writes one output cell from two different index assignments."""
 
 
-class DeviceError(GinghamError):
-    """A device is missing, unusable, or failed while running a program."""
+class DeviceError(GinghamError, RuntimeError):
+    """A device is missing, unusable, or failed while running a program, or operands on two
+    devices met in one op. A ``RuntimeError``, as PyTorch raises for these (``Expected all
+    tensors to be on the same device``, ``Invalid device string``)."""
 
 
 class DeviceNotFoundError(DeviceError):
@@ -118,10 +120,11 @@ class DeviceMemoryError(DeviceError, MemoryError):
     """A device ran out of memory for an allocation."""
 
 
-class StateDictError(GinghamError, ValueError):
+class StateDictError(GinghamError, ValueError, RuntimeError):
     """A state dict that does not fit a module or an optimiser: missing or unexpected keys,
     shapes or dtypes that differ. The message lists every problem found, not just the first;
-    ``missing_keys`` and ``unexpected_keys`` hold the names."""
+    ``missing_keys`` and ``unexpected_keys`` hold the names. A ``RuntimeError`` too, as
+    PyTorch's ``Error(s) in loading state_dict``."""
 
     def __init__(self, message: str, missing_keys: tuple[str, ...] = (),
                  unexpected_keys: tuple[str, ...] = ()) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import weakref
 from typing import Callable, Sequence
 
-from ..errors import AutogradError, GinghamError
+from ..errors import AutogradError
 from .grad_mode import set_grad_enabled
 from .tensor import Tensor, _gradients, is_autograd_input
 
@@ -91,7 +91,7 @@ class _Pass:
                 stack.extend(parent._parents)
             else:
                 if parent._snapshot_of is not None:
-                    raise GinghamError(
+                    raise AutogradError(
                         "backward(): a tensor this gradient needs was modified by an in-place "
                         "operation after it was used (as PyTorch, gingham refuses: the gradient "
                         "would go to its old value); do the in-place update after backward(), "
@@ -279,7 +279,7 @@ def accumulate_gradients(tensors: Sequence[Tensor], grad_tensors: Sequence, crea
         raise AutogradError(f"{what}: 'inputs' argument to backward() cannot be empty")
     results = backward_pass(tensors, cotangents, inputs, create_graph)
     if not results and inputs is None:
-        raise GinghamError(
+        raise AutogradError(
             f"{what}: no tensor in the graph requires a gradient (the outputs of a gingham.jit "
             "or gingham.compile function keep no graph: call backward() inside that function)")
     for leaf, grad in results.values():

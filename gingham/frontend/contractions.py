@@ -36,11 +36,32 @@ def batched_operand_index(shape: tuple[int, ...], batch: tuple[int, ...], indice
     return (*index, rows, cols)
 
 
+def _operands(op: str, a, b) -> tuple[Tensor, Tensor]:
+    """``a`` and ``b`` as tensors: a NumPy array beside a tensor becomes a constant on its
+    device (as ``x + array`` does); anything else is a ``TypeError`` naming it."""
+    from .tensor import _as_tensor
+
+    like = a if isinstance(a, Tensor) else b
+    if not isinstance(like, Tensor):
+        raise TypeError(f"{op}: expects gingham Tensors, not {type(a).__name__} and "
+                        f"{type(b).__name__}")
+    operands = []
+    for name, value in (("input", a), ("other", b)):
+        if isinstance(value, np.ndarray):
+            value = _as_tensor(value, like)
+        elif not isinstance(value, Tensor):
+            raise TypeError(f"{op}: {name} must be a gingham Tensor (or a NumPy array beside "
+                            f"one), not {type(value).__name__}")
+        operands.append(value)
+    return operands[0], operands[1]
+
+
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """``a @ b`` for 1-D, 2-D and batched (leading dimensions equal) operands; under
     ``gingham.autocast`` in its low-precision dtype."""
     from .amp import cast_inputs_low
 
+    a, b = _operands("matmul", a, b)
     a, b = cast_inputs_low(a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError("matmul: operands must have at least one dimension")

@@ -18,8 +18,12 @@ import numpy as np
 from ..errors import GinghamError
 
 
-class ShapeError(GinghamError, ValueError):
-    """Operands whose shapes or dtypes do not fit an operation (the message names both)."""
+class ShapeError(GinghamError, ValueError, RuntimeError):
+    """Operands whose shapes or dtypes do not fit an operation (the message names both).
+
+    A ``ValueError``, as NumPy and Keras raise for these, and a ``RuntimeError``, as PyTorch
+    does (``mat1 and mat2 shapes cannot be multiplied``), so code written for either catches
+    it: ``except RuntimeError`` around a PyTorch training step keeps working on gingham."""
 
 
 class DTypeError(ShapeError, TypeError):
@@ -29,6 +33,13 @@ class DTypeError(ShapeError, TypeError):
 class DimError(ShapeError, IndexError):
     """A ``dim`` out of range for a tensor's rank: an ``IndexError``, as PyTorch raises, and a
     :class:`ShapeError` like gingham's other shape errors."""
+
+
+class IndexRangeError(ShapeError, IndexError):
+    """An index value outside the size it indexes: a class target of ``cross_entropy``, an
+    ``embedding`` id, a ``gather`` index. An ``IndexError``, as PyTorch raises for most of
+    these (a ``RuntimeError`` for the rest, which a :class:`ShapeError` is too). Found where
+    the values are known on the host (``Tensor._known_range``), never by reading the device."""
 
 
 def _dim(op: str, shape: tuple[int, ...], dim, rank: int | None = None) -> int:
@@ -74,6 +85,22 @@ def _varargs(sizes: tuple) -> tuple:
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         return tuple(sizes[0])
     return tuple(sizes)
+
+
+def _sizes(op: str, sizes) -> tuple[int, ...]:
+    """A shape given to a creation op (``zeros``, ``randn``, ``full``, ``eye``): ints
+    (``TypeError``, as PyTorch's, naming the op) that are not negative (:class:`ShapeError`,
+    PyTorch's ``Trying to create tensor with negative dimension``).
+
+        _sizes("zeros", (2, 3))     # (2, 3)
+    """
+    sizes = tuple(sizes)
+    for s in sizes:
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)):
+            raise TypeError(f"{op}(): sizes must be ints, not {type(s).__name__} (in {sizes})")
+    if any(s < 0 for s in sizes):
+        raise ShapeError(f"{op}(): sizes must be non-negative, not {sizes}")
+    return tuple(int(s) for s in sizes)
 
 
 def _broadcast_shapes(name: str, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:

@@ -22,10 +22,15 @@ sequence lengths, not for sorting millions), and the value of rank ``r`` is the 
 whose rank is ``r`` (the contraction above). Ties keep their order (a stable sort) and NaN
 sorts as the largest value, as in PyTorch.
 
-An index outside ``[0, size)`` is no error (it cannot be checked without reading the device):
-it selects nothing, so ``gather`` and ``index_select`` give 0 there and ``scatter_add``,
-``scatter`` and ``index_add`` drop the update. ``x[idx]`` and ``take_along_dim`` count a
-negative index from the end, as PyTorch's; the other functions do not (PyTorch refuses one).
+An index outside ``[0, size)`` raises :class:`IndexRangeError` (an ``IndexError``) where its
+values are known on the host: an index made by ``gingham.tensor`` (a batch of labels, a list
+of positions), whose least and greatest values were read as it was copied in
+(``Tensor._known_range``), or the argument of a ``gingham.jit`` step, checked at every call
+against the values passed. A computed index (an ``argmax``) is not checked, since that would
+read the device and stall the step: it selects nothing, so ``gather`` and ``index_select``
+give 0 there and ``scatter_add``, ``scatter`` and ``index_add`` drop the update. ``x[idx]``,
+``take`` and ``take_along_dim`` count a negative index from the end, as PyTorch's; the other
+functions do not (PyTorch refuses one).
 
 Results whose shape depends on the values (``x[mask]``, ``masked_select``, ``nonzero``,
 ``argwhere``, ``where(condition)``, ``unique``, ``unique_consecutive``) read the mask or the
@@ -46,6 +51,7 @@ from ..tile import builder
 from ..tile import dtypes as dt
 from .tensor import (
     DTypeError,
+    IndexRangeError,
     ShapeError,
     Tensor,
     ValuesIndices,
@@ -70,6 +76,59 @@ def _check_index(op: str, index, name: str = "index") -> Tensor:
     if not dt.is_integer(index.dtype):
         raise DTypeError(f"{op}: {name} must hold integers, not {dt.dtype_name(index.dtype)}")
     return index
+
+
+def _check_range(op: str, index: Tensor, size: int, place: str, *, name: str = "index",
+                 negative: bool = False, ignore: int | None = None) -> None:
+    """Refuse an ``index`` holding a value outside ``[0, size)`` (``[-size, size)`` where
+    ``negative`` values count from the end), ``ignore`` (an ``ignore_index``) excepted, where
+    its least and greatest values are known on the host (``Tensor._known_range``). An
+    argument of a step being traced by ``gingham.jit`` is checked at every call instead,
+    against the values it is called with; any other computed index goes unchecked rather
+    than read from the device. ``place`` says what ``size`` measures, for the message.
+
+        _check_range("gather", idx, 4, "dim 1 with size 4 (input shape (3, 4))")
+    """
+    def refuse_outside(known: tuple[int, int]) -> None:
+        least = -size if negative else 0
+        for value in known:
+            if value != ignore and not least <= value < size:
+                valid = f"{least} to {size - 1}" if size else "none: the size is 0"
+                valid += f", or the ignored {ignore}" if ignore is not None else ""
+                raise IndexRangeError(f"{op}: {name} {value} is out of bounds for {place} "
+                                      f"(valid: {valid})")
+
+    index = _value_source(index)
+    known = index._known_range()
+    if known is not None:
+        refuse_outside(known)
+    elif index._placeholder:
+        from .jit import current_trace
+
+        trace = current_trace()
+        if trace is not None:
+            trace.index_checks.append((index, refuse_outside))
+
+
+# Ops whose result holds exactly the values of their one operand, rearranged or cast (a cast
+# keeps integer labels' least and greatest): an index made through them is checked as its
+# source (``y.view(-1)``, ``labels.long()``, Keras' labels cast to float and back).
+_SAME_VALUES = frozenset({"view", "reshape", "squeeze", "unsqueeze", "flatten", "ravel",
+                          "astype", "clone", "permute", "permute_dims"})
+
+
+def _value_source(index: Tensor) -> Tensor:
+    """The tensor whose values ``index`` holds, through :data:`_SAME_VALUES` ops, stopping
+    at one whose range the host knows or an argument of a traced step."""
+    while (index._known_range() is None and not index._placeholder
+           and index._op in _SAME_VALUES and len(index._parents) == 1):
+        index = index._parents[0]
+    return index
+
+
+def _along(axis: int, x: Tensor) -> str:
+    """The ``place`` of :func:`_check_range` for an index along ``axis`` of ``x``."""
+    return f"dim {axis} with size {x.shape[axis]} (input shape {x.shape})"
 
 
 def _check_fits(op: str, x: Tensor, axis: int, index: Tensor, what: str = "index") -> None:
@@ -142,6 +201,7 @@ def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:  # noqa: A002 (PyT
     axis = _dim(op, input.shape, dim)
     _check_index(op, index)
     _check_fits(op, input, axis, index)
+    _check_range(op, index, input.shape[axis], _along(axis, input))
     return _select_along(input, axis, index)
 
 
@@ -173,6 +233,7 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
         indices = _broadcast_to(indices, common[:axis] + [indices.shape[axis]]
                                 + common[axis + 1:], op)
     size = input.shape[axis]
+    _check_range(op, indices, size, _along(axis, input), name="indices", negative=True)
     wrapped = where(indices < 0, indices + size, indices)
     return _select_along(input, axis, wrapped)
 
@@ -189,6 +250,7 @@ def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor: 
     axis = _dim(op, input.shape, dim)
     _check_index(op, index)
     _check_fits(op, input, axis, index)
+    _check_range(op, index, input.shape[axis], _along(axis, input))
     src = _check_src(op, input, index, src)
     return _add_along(input, axis, index, src)
 
@@ -224,6 +286,7 @@ def scatter(input: Tensor, dim: int, index: Tensor, src=None, *,  # noqa: A002
     axis = _dim(op, input.shape, dim)
     _check_index(op, index)
     _check_fits(op, input, axis, index)
+    _check_range(op, index, input.shape[axis], _along(axis, input))
     if (src is None) == (value is None):
         raise TypeError(f"{op}: give src (a tensor) or value (a number), one of them")
     if src is None or not isinstance(src, Tensor):
@@ -270,6 +333,8 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:  # noqa: A00
     _check_index(op, index)
     if index.ndim > 1:
         raise ShapeError(f"{op}: index must be 1-d (or 0-d), not of shape {index.shape}")
+    if input.ndim:
+        _check_range(op, index, input.shape[axis], _along(axis, input))
     return _take_slices(input, axis, index.reshape(-1))
 
 
@@ -313,6 +378,7 @@ def _index_spread(op: str, input: Tensor, dim: int, index: Tensor,  # noqa: A002
     _check_index(op, index)
     if index.ndim > 1:
         raise ShapeError(f"{op}: index must be 1-d (or 0-d), not of shape {index.shape}")
+    _check_range(op, index, input.shape[axis], _along(axis, input))
     index = index.reshape(-1)
     expected = input.shape[:axis] + (index.shape[0],) + input.shape[axis + 1:]
     if not isinstance(source, Tensor) or source.shape != expected:
@@ -360,6 +426,8 @@ def getitem_with_tensor(x: Tensor, key: tuple) -> Tensor:
     size = sliced.shape[axis]
     if isinstance(index, Tensor):
         index = _check_index("index", index)
+        _check_range("__getitem__", index, size, f"dim {axis} with size {size} (shape "
+                     f"{sliced.shape})", negative=True)
         index = where(index < 0, index + size, index)
     else:
         array = np.asarray(index)
@@ -1049,6 +1117,7 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value) -> Tensor:  # noqa
     ``torch.index_fill`` (out of place)."""
     axis = _dim("index_fill", input.shape, dim)
     _check_index("index_fill", index)
+    _check_range("index_fill", index, input.shape[axis], _along(axis, input))
     return input.masked_fill(_index_mask(input, axis, index), value)
 
 
@@ -1069,8 +1138,10 @@ def index_put(input: Tensor, indices, values, accumulate: bool = False) -> Tenso
     if not indices or len(indices) > input.ndim:
         raise ShapeError(f"index_put: needs 1 to {input.ndim} index tensors, not "
                          f"{len(indices)}")
-    for index in indices:
+    for axis, index in enumerate(indices):
         _check_index("index_put", index, "indices")
+        _check_range("index_put", index, input.shape[axis], _along(axis, input),
+                     name="indices", negative=True)
     lead, rest = input.shape[:len(indices)], input.shape[len(indices):]
     shape = _broadcast_shapes("index_put", [i.shape for i in indices])
     linear = None
@@ -1107,6 +1178,7 @@ def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor,  # noqa:
         raise ValueError(f"{op}: reduce must be one of {_SCATTER_REDUCTIONS}, not {reduce!r}")
     axis = _dim(op, input.shape, dim)
     _check_index(op, index)
+    _check_range(op, index, input.shape[axis], _along(axis, input))
     others = [d for d in range(input.ndim) if d != axis]
     if index.ndim != input.ndim or any(index.shape[d] != input.shape[d] for d in others):
         raise ShapeError(f"{op}: index of shape {index.shape} must match input {input.shape} "
@@ -1203,6 +1275,8 @@ def take(input: Tensor, index: Tensor) -> Tensor:  # noqa: A002
     ``index``, as ``torch.take``."""
     _check_index("take", index)
     flat = input.reshape(-1)
+    _check_range("take", index, flat.shape[0], f"an input of {flat.shape[0]} elements "
+                 f"(shape {input.shape})", negative=True)
     wrapped = where(index < 0, index + flat.shape[0], index).reshape(-1)
     return index_select(flat, 0, wrapped).reshape(index.shape)
 

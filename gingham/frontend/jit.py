@@ -79,6 +79,11 @@ class _Trace:
     # snapshot of its value when the step began, which stands for the leaf in the program.
     in_place: dict[int, tuple[Tensor, Tensor]] = field(default_factory=dict)
 
+    # Index checks on arguments (gingham.frontend.indexing._check_range): the placeholder
+    # and what refuses its least and greatest values, run at every call on the values given.
+    index_checks: list[tuple[Tensor, Callable[[tuple[int, int]], None]]] = field(
+        default_factory=list)
+
     def record_assignments(self, pairs) -> None:
         """``assign()`` inside the trace: as an in-place update, each target takes its value
         for the rest of the trace, so a later read sees it, as eagerly (two draws from one
@@ -168,6 +173,10 @@ class _Compiled:
     grads: _GradState = field(default_factory=_GradState)
     # The outputs' layouts as traced (gingham.frontend.strides), for is_contiguous
     output_strides: list = field(default_factory=list)
+    # Per index argument the step's ops check (a batch of labels): its position in the
+    # flattened arguments and the check of its least and greatest values (_Trace).
+    index_checks: list[tuple[int, Callable[[tuple[int, int]], None]]] = field(
+        default_factory=list)
 
     def __post_init__(self) -> None:
         # The devices and dtypes the program was compiled for: Module.to moves tensors in
@@ -206,6 +215,24 @@ class _Compiled:
             return False
         self._moves = moves
         return True
+
+    def check_indices(self, flat_args: list) -> None:
+        """Refuse an index argument out of range for the ops reading it, from the values the
+        host has: a NumPy batch's, or a tensor's known range (``Tensor._known_range``); one
+        computed on the device goes unchecked. Nothing to do for most steps."""
+        for slot, refuse_outside in self.index_checks:
+            value = flat_args[slot]
+            known = None
+            if isinstance(value, Tensor):
+                known = value._known_range()
+            elif isinstance(value, np.ndarray) and value.size and value.dtype.kind in "iuf":
+                least, greatest = value.min(), value.max()
+                # float labels (Keras casts them to int in the step): a cast truncates, which
+                # keeps the least and the greatest
+                if np.isfinite(least) and np.isfinite(greatest):
+                    known = (int(least), int(greatest))
+            if known is not None:
+                refuse_outside(known)
 
     def replay(self, flat_args: list) -> Any:
         buffers = []
@@ -321,6 +348,7 @@ def jit(fn: Callable | None = None, *, device: str | None = None):
             traced.insert(0, compiled)
             del traced[_VARIANTS:]
             wrapper.traces += 1
+        compiled.check_indices(flat_args)
         result = compiled.replay(flat_args)
         if compiled.refinement is not None:  # background tuning: between two steps
             refined = compiled.refinement.after_step()
@@ -445,9 +473,11 @@ def _compile_trace(result, trace: _Trace, placeholders: list, fn: Callable, args
     for leaf in leaves:
         if not leaf._placeholder:
             leaf._backward_roots = []
+    index_checks = [(placeholder_position[id(p)], check) for p, check in trace.index_checks
+                    if id(p) in placeholder_position]
     return _Compiled(exe, leaves, slots, out_structure, len(outputs),
                      [t for t, _ in trace.assignments], _snapshot(fn, args), refinement, grads,
-                     [o._strides for o in outputs])
+                     [o._strides for o in outputs], index_checks)
 
 
 _VARIANTS = 4  # programs kept per signature (a step whose captured state keeps changing

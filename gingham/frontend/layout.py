@@ -152,21 +152,37 @@ def _getitem_plan(x: Tensor, key) -> tuple[list, list, tuple[int, ...]]:
     return source_index, out_index, tuple(out_shape)
 
 
+def _tensor_sequence(op: str, tensors) -> list[Tensor]:
+    """The tensors of ``cat``/``stack``: a non-empty sequence of Tensors (``cat(a, b)``, a
+    common slip for ``cat([a, b])``, is a ``TypeError`` naming it)."""
+    if isinstance(tensors, Tensor):
+        raise TypeError(f"{op}: expects a sequence (list or tuple) of tensors, not a Tensor "
+                        f"of shape {tensors.shape}; write {op}([a, b], dim)")
+    tensors = list(tensors)
+    if not tensors:
+        raise ShapeError(f"{op}: needs at least one tensor")
+    for position, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: tensor {position} is a {type(t).__name__}, not a gingham "
+                            "Tensor")
+    return tensors
+
+
 def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     """Join along an existing axis (each piece is a shifted ``=`` write into one output), in
     the pieces' promoted dtype."""
-    tensors = list(tensors)
-    if not tensors:
-        raise ShapeError("concat: needs at least one tensor")
+    tensors = _tensor_sequence("concat", tensors)
     first = tensors[0]
     if first.ndim == 0:
         raise ShapeError("concat: 0-d tensors cannot be joined along an axis; use stack")
     axis = _dim("concat", first.shape, axis)
-    for t in tensors[1:]:
-        if t.ndim != first.ndim or any(
-            t.shape[a] != first.shape[a] for a in range(first.ndim) if a != axis
-        ):
-            raise ShapeError(f"concat: shapes {[t.shape for t in tensors]} differ off axis {axis}")
+    for position, t in enumerate(tensors[1:], 1):
+        if t.ndim != first.ndim:
+            raise ShapeError(f"concat: tensors must have the same number of dims: tensor 0 "
+                             f"has shape {first.shape}, tensor {position} {t.shape}")
+        if any(t.shape[a] != first.shape[a] for a in range(first.ndim) if a != axis):
+            raise ShapeError(f"concat: tensor {position} has shape {t.shape} but tensor 0 "
+                             f"has {first.shape}; they may differ only along dim {axis}")
     total = sum(t.shape[axis] for t in tensors)
     shape = first.shape[:axis] + (total,) + first.shape[axis + 1:]
     dtype = first.dtype
@@ -195,11 +211,11 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
 
 def stack(tensors: Sequence[Tensor], dim: int = 0, *, axis: int | None = None) -> Tensor:
     """Join along a new dim ``dim`` (NumPy's ``axis=`` too): ``stack([a, b], 1)``."""
-    tensors = list(tensors)
-    if not tensors:
-        raise ShapeError("stack: needs at least one tensor")
-    if any(t.shape != tensors[0].shape for t in tensors):
-        raise ShapeError(f"stack: shapes {[t.shape for t in tensors]} differ")
+    tensors = _tensor_sequence("stack", tensors)
+    for position, t in enumerate(tensors[1:], 1):
+        if t.shape != tensors[0].shape:
+            raise ShapeError(f"stack: expects tensors of one shape, but tensor 0 has shape "
+                             f"{tensors[0].shape} and tensor {position} {t.shape}")
     position = _dim("stack", tensors[0].shape, dim if axis is None else axis,
                     tensors[0].ndim + 1)
     return concat([t.unsqueeze(position) for t in tensors], position)

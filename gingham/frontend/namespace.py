@@ -23,11 +23,11 @@ import numpy as np
 
 from ..tile import dtypes as dt
 from ..tile.shapes import ExprType, combine
-from .dims import ShapeError, _broadcast_shapes, _memory_format, contiguous_format
+from .dims import ShapeError, _broadcast_shapes, _memory_format, _sizes, contiguous_format
 from .elementwise import _where_dtype
 from .layout import _broadcast_to, meshgrid, stack
 from .strides import made_like
-from .tensor import Tensor, full, tensor, zeros
+from .tensor import Tensor, _creation, full, tensor, zeros
 
 
 def _function_of(name: str) -> Callable:
@@ -182,7 +182,8 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False,
 
         buffer = gingham.empty(8, 3, 32, 32, memory_format=gingham.channels_last)
     """
-    made = zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    shape, dtype, device = _creation("empty", size, dtype, device)
+    made = zeros(shape, dtype=dtype, device=device, requires_grad=requires_grad)
     fmt = _memory_format("empty", memory_format, made.ndim)
     made._strides = made_like(made.shape, None, fmt)
     return made
@@ -191,7 +192,8 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False,
 def eye(n: int, m: int | None = None, *, dtype=None, device=None,
         requires_grad: bool = False) -> Tensor:
     """The ``n x m`` identity matrix (``m = n`` by default), as ``torch.eye``."""
-    return tensor(np.eye(n, n if m is None else m), dtype=np.float32 if dtype is None else dtype,
+    n, m = _sizes("eye", (n, n if m is None else m))
+    return tensor(np.eye(n, m), dtype=np.float32 if dtype is None else dtype,
                   device=device, requires_grad=requires_grad)
 
 

@@ -159,6 +159,10 @@ class Optimizer:
         for key in ("lr", "eps", "momentum", "weight_decay", "alpha", "lr_decay", "rho",
                     "initial_accumulator_value", "momentum_decay", "dampening"):
             value = settings.get(key)
+            if value is not None and not isinstance(value, (int, float, np.number, Tensor)):
+                # lr="1e-3" from a config file: refused here, not when a step reads it
+                raise TypeError(f"{type(self).__name__}: {key} must be a number (or a tensor), "
+                                f"not {type(value).__name__} {value!r}")
             if isinstance(value, (int, float)) and value < 0:
                 raise ValueError(f"Invalid {key} value: {value}")
         if "betas" in settings:

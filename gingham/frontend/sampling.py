@@ -21,6 +21,7 @@ from ..tile import dtypes as dt
 from .dims import _memory_format
 from .strides import made_like
 from .tensor import DTypeError, ShapeError, Tensor, _varargs, where
+from . import dims
 
 
 def _state(generator, device: str | None, op: str) -> Tensor:
@@ -36,10 +37,7 @@ def _state(generator, device: str | None, op: str) -> Tensor:
 
 
 def _sizes(op: str, size) -> tuple[int, ...]:
-    sizes = _varargs(tuple(size))
-    if any(not isinstance(s, (int, np.integer)) or s < 0 for s in sizes):
-        raise ShapeError(f"{op}: sizes must be non-negative integers, not {sizes}")
-    return tuple(int(s) for s in sizes)
+    return dims._sizes(op, _varargs(tuple(size)))
 
 
 def _finish(op: str, values: Tensor, dtype, requires_grad: bool) -> Tensor:
@@ -117,6 +115,11 @@ def randint(*args, size=None, generator=None, dtype=None, device: str | None = N
         low, high, sizes = args
     else:
         raise TypeError("randint: expected randint(high, size) or randint(low, high, size)")
+    for name, bound in (("low", low), ("high", high)):
+        if isinstance(bound, (bool, np.bool_)) or not isinstance(bound, (int, np.integer)):
+            # int(2.5) would quietly draw from [0, 2)
+            raise TypeError(f"randint: {name} must be an int, not {type(bound).__name__} "
+                            f"({bound!r})")
     low, high = int(low), int(high)
     if high <= low:
         raise ValueError(f"randint: expects low < high, got low={low}, high={high}")
@@ -165,6 +168,8 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None,
         raise TypeError("normal: with a number mean and std, give size")
     else:
         shape = _sizes("normal", (size,))
+    if isinstance(std, (int, float, np.number)) and not std >= 0:  # free: no device value
+        raise ValueError(f"normal: expects std >= 0.0, but found std {std}")
     values = F.random_normal(tuple(shape), _state(generator, device, "normal")) * std + mean
     return _finish("normal", values, dtype, False)
 

@@ -41,15 +41,16 @@ from typing import Callable, NamedTuple, Sequence, Union
 
 import numpy as np
 
-from ..errors import DeviceError, GinghamError
+from ..errors import AutogradError, DeviceError, GinghamError
 from ..tile import builder
 from ..tile import dtypes as dt
 from ..torch_devices import as_device as _as_device
 from ..tile.shapes import ExprType, combine
 from .grad_mode import _grad_mode, is_grad_enabled, no_grad
 from .dims import (
-    DimError, DTypeError, ShapeError, _axes, _broadcast_shapes, _dim, _dim_arguments,
-    _memory_format, _none_if_empty, _varargs, contiguous_format, preserve_format,
+    DimError, DTypeError, IndexRangeError, ShapeError, _axes, _broadcast_shapes, _dim,
+    _dim_arguments, _memory_format, _none_if_empty, _sizes, _varargs, contiguous_format,
+    preserve_format,
 )
 from .strides import elementwise_strides, format_strides, is_contiguous_in, normalised, relaid
 
@@ -105,6 +106,11 @@ class Tensor:
     # The strides PyTorch would give this tensor, for is_contiguous (gingham.frontend.strides):
     # None, row-major, for every tensor until a memory format is asked for.
     _strides: tuple[int, ...] | None = None
+    # An integer tensor made from host data (gingham.tensor): its version then and its least
+    # and greatest values, read from the host array being copied in, so that the ops taking
+    # indices (cross_entropy's targets, embedding, gather, ...) can refuse one out of range
+    # without reading the device (see _known_range).
+    _host_range: tuple[int, int, int] | None = None
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, device: str, *,
                  buffer=None, parents: Sequence["Tensor"] = (),
@@ -201,10 +207,12 @@ class Tensor:
         if self._detached and not self.is_leaf:
             _become_leaf(self, "requires_grad_()")
         if not self.is_leaf:
-            raise GinghamError(
+            raise AutogradError(
                 "requires_grad_(): only leaf tensors can change requires_grad (gradients are "
                 "taken with respect to leaves); use .detach().requires_grad_() for a new leaf"
             )
+        if requires_grad:
+            _check_differentiable("requires_grad_()", self)
         self.requires_grad = bool(requires_grad)
         return self
 
@@ -250,13 +258,23 @@ class Tensor:
         return self.numpy().reshape(()).item()
 
     def __bool__(self) -> bool:
+        # PyTorch's words: `if mask:` or `while loss > tol:` of a tensor of many values
+        if self.size != 1:
+            raise ShapeError(f"Boolean value of a tensor of shape {self.shape} ({self.size} "
+                             "values) is ambiguous; use .any() or .all()")
         return bool(self.item())
 
     def __float__(self) -> float:
-        return float(self.item())
+        return float(self._scalar("float"))
 
     def __int__(self) -> int:
-        return int(self.item())
+        return int(self._scalar("int"))
+
+    def _scalar(self, to: str):
+        if self.size != 1:
+            raise ShapeError(f"{to}(): only one element tensors can be converted to Python "
+                             f"scalars, not shape {self.shape}")
+        return self.item()
 
     def __index__(self) -> int:
         """A one-element integer tensor as a Python index, as PyTorch's (``x[:, i:i + 4]``
@@ -323,6 +341,19 @@ class Tensor:
             moved._moved_from = source
         return moved
 
+    def _known_range(self) -> tuple[int, int] | None:
+        """The least and greatest values of this integer tensor where the host knows them
+        without reading the device: a tensor made by :func:`tensor` (or moved with ``to``) and
+        not changed in place since. ``None`` for a computed tensor (an ``argmax``), whose
+        values only the device holds.
+
+            gingham.tensor([3, 0, 2])._known_range()    # (0, 3)
+        """
+        if self._host_range is None:
+            return None
+        version, least, greatest = self._host_range
+        return (least, greatest) if version == self._version else None
+
     def detach(self) -> "Tensor":
         """This value without its autograd history: it requires no gradient, and no gradient
         flows through it. For a leaf (a parameter, data) it shares the leaf's value as
@@ -381,8 +412,8 @@ class Tensor:
         for parent in parents[1:]:
             if parent.device != device:
                 raise DeviceError(
-                    f"operands are on different devices ({device} and {parent.device}); "
-                    "move one with .to(device)"
+                    f"{op + ': ' if op else ''}operands are on different devices ({device} "
+                    f"and {parent.device}); move one with .to(device)"
                 )
         derived = Tensor(shape, dtype, device, parents=parents, build=build,
                          requires_grad=requires)
@@ -1226,8 +1257,8 @@ class Tensor:
             w.register_hook(lambda grad: grad.clamp(-1.0, 1.0))   # clip w's gradient
         """
         if not self.requires_grad:
-            raise GinghamError("register_hook(): cannot register a hook on a tensor that "
-                               "doesn't require gradient")
+            raise AutogradError("register_hook(): cannot register a hook on a tensor that "
+                                "doesn't require gradient")
         node = self._grad_fn
         if node is not None:  # an output of a custom Function: its node runs the hooks
             hooks = node.output_hooks.setdefault(self._output_nr, [])
@@ -1245,8 +1276,8 @@ class Tensor:
             hidden = encoder(x); hidden.retain_grad(); loss.backward(); hidden.grad
         """
         if not self.requires_grad:
-            raise GinghamError("retain_grad(): can't retain_grad on a tensor that has "
-                               "requires_grad=False")
+            raise AutogradError("retain_grad(): can't retain_grad on a tensor that has "
+                                "requires_grad=False")
         if self.is_leaf or self.retains_grad:
             return
         reference = weakref.ref(self)
@@ -1337,7 +1368,10 @@ def tensor(data, dtype=None, device: str | None = None, requires_grad: bool = Fa
 
     if isinstance(data, Tensor):
         data = data.numpy()
-    array = np.asarray(data)
+    try:
+        array = np.asarray(data)
+    except ValueError as error:  # NumPy's "inhomogeneous shape": say where, as PyTorch does
+        raise ValueError(f"tensor(): {_ragged(data) or error}") from None
     if dtype is None and array.dtype == np.float64 and not isinstance(data, np.ndarray):
         dtype = np.float32  # Python floats become float32, as in PyTorch
     if dtype is not None:  # a Tile type; the name "bfloat16" too (numpy knows it from ml_dtypes)
@@ -1349,7 +1383,38 @@ def tensor(data, dtype=None, device: str | None = None, requires_grad: bool = Fa
     buffer = target.alloc(max(array.nbytes, 1))
     if array.size:
         target.copy_in(buffer, np.require(array, requirements="C"))
-    return Tensor(array.shape, array.dtype, device, buffer=buffer, requires_grad=requires_grad)
+    made = Tensor(array.shape, array.dtype, device, buffer=buffer)
+    if requires_grad:
+        _check_differentiable("tensor(requires_grad=True)", made)
+        made.requires_grad = True
+    if array.size and dt.is_integer(array.dtype):
+        # one pass over data already on the host: what the index ops check (_known_range)
+        made._host_range = (made._version, int(array.min()), int(array.max()))
+    return made
+
+
+def _check_differentiable(op: str, x: Tensor) -> None:
+    """Only floating-point tensors take gradients, as in PyTorch (an integer parameter would
+    otherwise be silently never trained): ``AutogradError`` naming the dtype."""
+    if not dt.is_float(x.dtype):
+        raise AutogradError(f"{op}: only floating-point tensors can require gradients, not "
+                            f"{dt.dtype_name(x.dtype)} (shape {x.shape})")
+
+
+def _ragged(data, path: str = "data") -> str | None:
+    """Where nested lists ``data`` are ragged, as PyTorch says (``expected sequence of
+    length 2 at dim 1 (got 1)``), naming the item; None where they are not."""
+    if not isinstance(data, (list, tuple)):
+        return None
+    lengths = [len(item) if isinstance(item, (list, tuple)) else None for item in data]
+    for position, length in enumerate(lengths):
+        if length != lengths[0]:
+            wanted = "a number" if lengths[0] is None else f"a sequence of length {lengths[0]}"
+            got = "is a number" if length is None else f"has length {length}"
+            return (f"ragged nested sequence: {path}[0] is {wanted} but {path}[{position}] "
+                    f"{got}; every row must have the same length")
+    return next(filter(None, (_ragged(item, f"{path}[{position}]")
+                              for position, item in enumerate(data))), None)
 
 
 def _creation(op: str, args: tuple, dtype, device) -> tuple[tuple[int, ...], np.dtype, str]:
@@ -1365,7 +1430,8 @@ def _creation(op: str, args: tuple, dtype, device) -> tuple[tuple[int, ...], np.
         shape = args[:position]
     rest = args[position:]
     if rest and isinstance(rest[0], (bool, float, np.floating)):  # a size, not a dtype
-        raise TypeError(f"{op}(): sizes must be non-negative integers, not {args!r}")
+        raise TypeError(f"{op}(): sizes must be ints, not {type(rest[0]).__name__} "
+                        f"(in {args!r})")
     if len(rest) > 2:
         raise TypeError(f"{op}(): too many positional arguments {args!r} (the sizes, then "
                         "dtype and device)")
@@ -1373,9 +1439,7 @@ def _creation(op: str, args: tuple, dtype, device) -> tuple[tuple[int, ...], np.
         dtype = rest[0] if dtype is None else dtype
     if len(rest) == 2:
         device = rest[1] if device is None else device
-    if any(not isinstance(s, (int, np.integer)) or s < 0 for s in shape):
-        raise TypeError(f"{op}(): sizes must be non-negative integers, not {shape!r}")
-    return tuple(int(s) for s in shape), dt.as_tile_dtype(
+    return _sizes(op, shape), dt.as_tile_dtype(
         np.float32 if dtype is None else dtype), device
 
 
@@ -1399,7 +1463,7 @@ def ones(*size, dtype=None, device: str | None = None, requires_grad: bool = Fal
 def full(shape, value, dtype=np.float32, device: str | None = None, *,
          requires_grad: bool = False) -> Tensor:
     """``value`` everywhere in ``shape``, as ``torch.full(size, fill_value)``."""
-    shape = (shape,) if isinstance(shape, (int, np.integer)) else shape
+    shape = _sizes("full", (shape,) if isinstance(shape, (int, np.integer)) else shape)
     return _created(np.full(shape, value, dt.as_tile_dtype(dtype)), device, requires_grad)
 
 
@@ -1407,6 +1471,8 @@ def arange(start, stop=None, step=1, dtype=None, device: str | None = None, *,
            requires_grad: bool = False) -> Tensor:
     """``start, start + step, ...`` below ``stop``, as ``torch.arange`` (int64 for integers)."""
     dtype = dt.as_tile_dtype(dtype) if dtype is not None else None
+    if step == 0:
+        raise ShapeError(f"arange: step must be nonzero (start {start}, end {stop})")
     return _created(np.arange(start, stop, step, dtype=dtype), device, requires_grad)
 
 
@@ -1470,7 +1536,8 @@ from .namespace import (  # noqa: E402
 )
 
 __all__ = [
-    "Tensor", "ShapeError", "DTypeError", "DimError", "ValuesIndices", "cat", "tensor", "zeros", "ones", "full", "arange", "matmul", "reshape",
+    "Tensor", "ShapeError", "DTypeError", "DimError", "IndexRangeError", "ValuesIndices", "cat",
+    "tensor", "zeros", "ones", "full", "arange", "matmul", "reshape",
     "permute_dims", "concat", "stack", "maximum", "minimum", "where", "realize", "no_grad",
     "is_grad_enabled", "assign_all", "move_all", "placement",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Callable, Sequence, Union
 
-from ..errors import GinghamError
+from ..errors import AutogradError
 from .autograd import backward_pass
 from .tensor import Tensor, tensor, zeros
 
@@ -37,7 +37,9 @@ def value_and_grad(fn: Callable, argnums: Union[int, Sequence[int]] = 0) -> Call
             wrt.append(leaf)
         out = fn(*args)
         if not isinstance(out, Tensor) or out.size != 1:
-            raise GinghamError("grad: the function must return a single-element tensor")
+            raise AutogradError(f"grad: the function must return a single-element tensor, "
+                                f"not {type(out).__name__}"
+                                + (f" of shape {out.shape}" if isinstance(out, Tensor) else ""))
         ones = tensor([1.0], dtype=out.dtype, device=out.device).reshape(out.shape)
         # The pass of autograd.grad, so custom autograd Functions in fn work here too.
         found = backward_pass([out], [ones], wrt)

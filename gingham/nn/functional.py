@@ -33,7 +33,10 @@ ops): a batch of one, whose axis the result drops.
 
 Errors name the op, the argument and the shapes, and are raised before anything is built:
 :class:`ShapeError` for shapes, :class:`DTypeError` (a ``ShapeError``) for dtypes,
-:class:`gingham.DeviceError` for operands on different devices.
+:class:`gingham.DeviceError` for operands on different devices, all ``RuntimeError``s as
+PyTorch's are. A class target, embedding id or other index out of range is an
+``IndexRangeError`` (an ``IndexError``) where the host knows its values without reading the
+device (:func:`gingham.frontend.indexing._check_range`).
 """
 
 from __future__ import annotations
@@ -2134,16 +2137,31 @@ def _pick_class(log_probs: Tensor, target: Tensor) -> Tensor:
     return log_probs._derive(target.shape, log_probs.dtype, [log_probs, target], build)
 
 
-def _class_target_check(op: str, input: Tensor, target: Tensor, weight: Tensor | None) -> None:
+def _class_target_check(op: str, input: Tensor, target: Tensor, weight: Tensor | None,
+                        ignore_index: int) -> None:
+    """Class-index targets that fit logits ``input`` ``[N, C, ...]``: integers of shape
+    ``[N, ...]``, each in ``[0, C)`` or ``ignore_index`` where their values are known on the
+    host (``Tensor._known_range``: labels made by ``gingham.tensor``), as PyTorch's
+    ``Target 3 is out of bounds``; labels computed on the device are not read back."""
     if input.ndim < 2:
         raise ShapeError(f"{op}: input must be (N, C, ...), got shape {input.shape}")
     _check_integer(op, "target", target)
     expected = (input.shape[0],) + input.shape[2:]
     if target.shape != expected:
+        # integer one-hot labels: PyTorch's "Expected floating point type for target with
+        # class probabilities"
+        hint = ("; an integer target of the input's shape (one-hot labels?) must be float to "
+                "hold class probabilities (target.float()), or its argmax(1) as class indices"
+                if target.shape == input.shape else
+                f"; squeeze its last dim (target.squeeze({target.ndim - 1}))"
+                if target.shape == expected + (1,) else "")
         raise ShapeError(f"{op}: target shape {target.shape} does not fit input shape "
-                         f"{input.shape} (expected {expected})")
+                         f"{input.shape} (expected {expected} of class indices){hint}")
     if weight is not None and weight.shape != (input.shape[1],):
         raise ShapeError(f"{op}: weight must have shape ({input.shape[1]},), got {weight.shape}")
+    classes = input.shape[1]
+    indexing._check_range(op, target, classes, f"{classes} classes (input shape "
+                          f"{input.shape})", name="target", ignore=ignore_index)
 
 
 def _class_weights(input: Tensor, target: Tensor, weight: Tensor | None,
@@ -2164,7 +2182,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     op = "nll_loss"
     input, weight = cast_inputs_float32(input, weight)
     _check(op, ("input", "weight"), input=input, target=target, weight=weight)
-    _class_target_check(op, input, target, weight)
+    _class_target_check(op, input, target, weight, ignore_index)
     sample_weight = _class_weights(input, target, weight, ignore_index)
     losses = -_pick_class(input, target) * sample_weight
     if reduction == "mean":
@@ -2193,6 +2211,13 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
         return log_probs if weight is None else log_probs * weight.reshape(per_class)
 
     if dt.is_float(target.dtype):
+        if target.shape == (input.shape[0],) + input.shape[2:]:
+            # the shape of class indices, but float: PyTorch's "expected target dtype to be
+            # Long", rather than a shape error about probability targets
+            raise DTypeError(f"{op}: target of shape {target.shape} has the shape of class "
+                             f"indices for input shape {input.shape} but is "
+                             f"{dt.dtype_name(target.dtype)}; class indices must be integers "
+                             "(target.long()); class probabilities need the input's shape")
         if target.shape != input.shape:
             raise ShapeError(f"{op}: probability target shape {target.shape} differs from input "
                              f"shape {input.shape}")
@@ -2201,7 +2226,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
         if label_smoothing:
             target = target * (1.0 - label_smoothing) + label_smoothing / classes
         return _reduce_loss(op, -(weighted_log_probs() * target).sum(1), reduction)
-    _class_target_check(op, input, target, weight)
+    _class_target_check(op, input, target, weight, ignore_index)
     sample_weight = _class_weights(input, target, weight, ignore_index)
     # -log_softmax(x)[t] = log(sum(exp(x - m))) + m - x[t]: the pick reads the logits, so the
     # [N, C] log-probabilities are never written. An ignored sample's loss is 0 whatever its
@@ -2443,7 +2468,16 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
     input_lengths = _ctc_lengths(op, "input_lengths", input_lengths, batch, unbatched, device)
     target_lengths = _ctc_lengths(op, "target_lengths", target_lengths, batch, unbatched,
                                   device)
+    # lengths past the data would read labels and steps that are not there (PyTorch: "Expected
+    # tensor to have size at least 3 at dimension 1"), where the host knows them
+    indexing._check_range(op, input_lengths, steps + 1, f"log_probs of {steps} steps (shape "
+                          f"{log_probs.shape})", name="input length")
+    indexing._check_range(op, target_lengths, targets.shape[-1] + 1, f"targets of shape "
+                          f"{targets.shape}", name="target length")
     if targets.ndim == 1:
+        # every value a label (padded rows may hold anything past their lengths)
+        indexing._check_range(op, targets, classes, f"{classes} classes (log_probs shape "
+                              f"{log_probs.shape})", name="label")
         # A label needs at least one step, so no target longer than T is possible.
         targets = _ctc_padded_targets(targets, target_lengths, max(1, min(targets.shape[0],
                                                                           steps)))
@@ -2782,18 +2816,26 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """int64 ``[*tensor.shape, num_classes]``: 1 at each index's class, 0 elsewhere.
     ``num_classes=-1`` takes the largest index plus one (read from the device, as PyTorch
-    reads it). An index outside ``[0, num_classes)`` gives a row of zeros, where PyTorch
-    raises: checking would read the indices back every call.
+    reads it, unless the host knows it: ``Tensor._known_range``). An index outside
+    ``[0, num_classes)`` raises ``IndexRangeError`` where the host knows the values (indices
+    made by ``gingham.tensor``); computed on the device, it gives a row of zeros, where
+    PyTorch raises: checking would read the indices back every call.
 
         F.one_hot(labels, 10)                     # [N] -> [N, 10]
     """
     op = "one_hot"
     _check(op, (), tensor=tensor)
     _check_integer(op, "tensor", tensor)
+    known = tensor._known_range()
     if num_classes == -1:
-        num_classes = int(tensor.max().item()) + 1 if tensor.size else 0
+        if known is not None:
+            num_classes = known[1] + 1
+        else:
+            num_classes = int(tensor.max().item()) + 1 if tensor.size else 0
     if num_classes < 1:
         raise ValueError(f"{op}: num_classes must be positive (or -1), got {num_classes}")
+    indexing._check_range(op, tensor, num_classes, f"num_classes {num_classes}",
+                          name="class")
     shape = tensor.shape + (num_classes,)
     column = tensor.shape + (1,)  # each index beside its row of classes
 
@@ -2825,7 +2867,9 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
               max_norm: float | None = None, norm_type: float = 2.0,
               scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """Rows of ``weight`` ``[V, D]`` picked by integer ``input`` (any shape): shape
-    ``input.shape + (D,)``. Tile's ``gather``; an index outside ``[0, V)`` gives a zero row.
+    ``input.shape + (D,)``. Tile's ``gather``. An index outside ``[0, V)`` raises
+    ``IndexRangeError`` where the host knows the values (``Tensor._known_range``: tokens made
+    by ``gingham.tensor``); computed on the device, it gives a zero row.
 
     ``padding_idx`` (negative: counted from the end) is a row that the gradient never
     reaches, as in PyTorch: the rows it picks are read as they are but pass through
@@ -2847,6 +2891,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
                          f"{weight.shape}")
     if scale_grad_by_freq:
         raise NotImplementedError(f"{op}: scale_grad_by_freq is not supported")
+    indexing._check_range(op, input, weight.shape[0], f"{weight.shape[0]} embeddings (weight "
+                          f"shape {weight.shape})")
     pad = _padding_index(padding_idx, weight.shape[0])
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
@@ -3117,13 +3163,18 @@ def interpolate(input: Tensor, size: IntOrTuple | None = None,
         raise ValueError(f"{op}: give exactly one of size and scale_factor")
     spatial = input.shape[2:]
     if size is not None:
+        if not isinstance(size, (int, np.integer)) and len(size) != nd:
+            raise ShapeError(f"{op}: size {tuple(size)} has {len(size)} values but the input of "
+                             f"shape {input.shape} has {nd} spatial dims (after N and C)")
         out = _ntuple(op, "size", size, nd)
         scales = (None,) * nd
     else:
         scales = tuple(float(s) for s in ((scale_factor,) * nd if isinstance(
             scale_factor, (int, float)) else scale_factor))
         if len(scales) != nd:
-            raise ShapeError(f"{op}: scale_factor needs {nd} values, got {scale_factor}")
+            raise ShapeError(f"{op}: scale_factor {scale_factor} has {len(scales)} values but "
+                             f"the input of shape {input.shape} has {nd} spatial dims (after N "
+                             "and C)")
         out = tuple(int(math.floor(s * f)) for s, f in zip(spatial, scales))
         if recompute_scale_factor:
             scales = (None,) * nd

@@ -58,10 +58,10 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Seque
 import numpy as np
 
 from ..errors import StateDictError
-from ..frontend.dims import _memory_format
+from ..frontend.dims import ShapeError, _memory_format
 from ..frontend.strides import relaid
-from ..frontend.tensor import (Tensor, assign_all, cat, move_all, no_grad, placement, realize,
-                               refuse_while_tracing, tensor, zeros)
+from ..frontend.tensor import (Tensor, _check_differentiable, assign_all, cat, move_all,
+                               no_grad, placement, realize, refuse_while_tracing, tensor, zeros)
 from ..tile import dtypes as dt
 from ..torch_devices import cuda_id
 from . import functional as F
@@ -107,6 +107,8 @@ class Parameter(Tensor):
         elif not isinstance(data, Tensor):
             data = tensor(np.asarray(data))
         data.realize()
+        if requires_grad:
+            _check_differentiable("Parameter", data)
         super().__init__(data.shape, data.dtype, data.device, buffer=data._buffer,
                          requires_grad=requires_grad)
         self._strides = data._strides  # PyTorch's Parameter shares its data's layout too
@@ -677,6 +679,9 @@ class Module:
 
             model.load_state_dict(torch_model.state_dict())
         """
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"load_state_dict: expected a dict-like state dict (names to "
+                            f"arrays), got {type(state_dict).__name__}")
         missing, unexpected, problems = [], [], []
         state_dict = self._run_load_pre_hooks(state_dict, strict, missing, unexpected, problems)
         targets = self._load_targets()
@@ -696,6 +701,11 @@ class Module:
                       for hook in vars(module).get("_load_state_dict_post_hooks", {}).values()]
         if strict and not post_hooks:  # without hooks to forgive them, load nothing
             problems = _key_problems(missing, unexpected) + problems
+            nested = [key for key in unexpected if isinstance(state_dict[key], Mapping)]
+            if missing and nested:  # {"model": ..., "optimizer": ...} given whole
+                entries = ", ".join(map(repr, nested))
+                problems.append(f"({entries} {'holds a dict' if len(nested) == 1 else 'hold dicts'}"
+                                f": a checkpoint? load checkpoint[{nested[0]!r}])")
         if problems:
             raise self._load_error(problems, missing, unexpected)
         _load_arrays(targets, arrays, assign)
@@ -873,6 +883,27 @@ def _load_arrays(targets: Mapping[str, tuple[Module, str, Tensor]],
         assign_all(list(pairs.values()))
 
 
+def _check_sizes(layer: str, **sizes) -> None:
+    """A layer's size arguments, checked when it is made: each an int (``TypeError``) and not
+    negative (:class:`ShapeError`, PyTorch's ``Trying to create tensor with negative
+    dimension``), named with the layer, rather than an error from NumPy's allocation.
+
+        _check_sizes("Linear", in_features=4, out_features=-2)   # ShapeError
+    """
+    for name, size in sizes.items():
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
+            raise TypeError(f"{layer}: {name} must be an int, not {type(size).__name__} "
+                            f"({size!r})")
+        if size < 0:
+            raise ShapeError(f"{layer}: {name} must be non-negative, got {size}")
+
+
+def _fan_in_bound(fan_in: int) -> float:
+    """PyTorch's default bound ``1/sqrt(fan_in)`` of a weight and its bias (0 for a layer
+    with no inputs, whose weight is empty)."""
+    return 1.0 / math.sqrt(fan_in) if fan_in else 0.0
+
+
 def _uniform(shape, bound: float, device: str | None, rng: np.random.Generator) -> Tensor:
     values = rng.uniform(-bound, bound, size=shape).astype(np.float32)
     return Parameter(tensor(values, device=device))
@@ -944,8 +975,9 @@ class Linear(Module):
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
                  device: str | None = None) -> None:
+        _check_sizes("Linear", in_features=in_features, out_features=out_features)
         self.in_features, self.out_features = in_features, out_features
-        bound = 1.0 / math.sqrt(in_features)
+        bound = _fan_in_bound(in_features)
         self.weight = _uniform((out_features, in_features), bound, device, _default_rng)
         self.bias = _uniform((out_features,), bound, device, _default_rng) if bias else None
 
@@ -980,6 +1012,7 @@ class _ConvNd(Module):
                  dilation, groups: int, bias: bool, padding_mode: str, device: str | None,
                  output_padding=0, data_format: str | None = None) -> None:
         layer, nd = type(self).__name__, self._nd
+        _check_sizes(layer, in_channels=in_channels, out_channels=out_channels)
         if groups < 1 or in_channels % groups or out_channels % groups:
             raise ValueError(f"{layer}: groups={groups} must divide in_channels {in_channels} "
                              f"and out_channels {out_channels}")
@@ -992,6 +1025,10 @@ class _ConvNd(Module):
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = F._ntuple(layer, "kernel_size", kernel_size, nd)
         self.stride = F._ntuple(layer, "stride", stride, nd)
+        for name, values in (("kernel_size", self.kernel_size), ("stride", self.stride),
+                             ("dilation", F._ntuple(layer, "dilation", dilation, nd))):
+            if min(values) < 1:
+                raise ShapeError(f"{layer}: {name} must be positive, got {values}")
         if isinstance(padding, str):
             if self._transposed or padding not in ("valid", "same"):
                 allowed = "ints" if self._transposed else "ints, 'valid' or 'same'"
@@ -1006,7 +1043,7 @@ class _ConvNd(Module):
         self.padding_mode = padding_mode
         weight_channels = ((in_channels, out_channels // groups) if self._transposed
                            else (out_channels, in_channels // groups))
-        bound = 1.0 / math.sqrt(weight_channels[1] * math.prod(self.kernel_size))
+        bound = _fan_in_bound(weight_channels[1] * math.prod(self.kernel_size))
         self.weight = _uniform(weight_channels + self.kernel_size, bound, device, _default_rng)
         self.bias = _uniform((out_channels,), bound, device, _default_rng) if bias else None
 
@@ -1187,6 +1224,7 @@ class _BatchNorm(Module):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True,
                  device: str | None = None, *, bias: bool = True) -> None:
+        _check_sizes(type(self).__name__, num_features=num_features)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         ones, zeros = np.ones(num_features, np.float32), np.zeros(num_features, np.float32)
@@ -1327,6 +1365,8 @@ class LayerNorm(Module):
                  bias: bool = True, device: str | None = None) -> None:
         shape = ((normalized_shape,) if isinstance(normalized_shape, (int, np.integer))
                  else tuple(normalized_shape))
+        _check_sizes(type(self).__name__,
+                     **{f"normalized_shape[{i}]": size for i, size in enumerate(shape)})
         self.normalized_shape = tuple(int(s) for s in shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
         self.weight = self.bias = None
@@ -1357,6 +1397,8 @@ class RMSNorm(Module):
                  elementwise_affine: bool = True, device: str | None = None) -> None:
         shape = ((normalized_shape,) if isinstance(normalized_shape, (int, np.integer))
                  else tuple(normalized_shape))
+        _check_sizes(type(self).__name__,
+                     **{f"normalized_shape[{i}]": size for i, size in enumerate(shape)})
         self.normalized_shape = tuple(int(s) for s in shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
         self.weight = None
@@ -1393,7 +1435,8 @@ class LocalResponseNorm(Module):
 class Embedding(Module):
     """A lookup table: integer indices of any shape pick rows of a ``[num_embeddings,
     embedding_dim]`` weight, initialised N(0, 1) as in PyTorch (an index outside the table
-    gives a zero row rather than an error).
+    raises ``IndexRangeError`` where the host knows the indices, and otherwise gives a zero
+    row: :func:`F.embedding`).
 
     ``padding_idx`` (negative: counted from the end) names a row initialised to zeros whose
     gradient is always zero, so training never changes it (a padding token's vector).
@@ -1412,6 +1455,7 @@ class Embedding(Module):
                  device: str | None = None) -> None:
         if scale_grad_by_freq:
             raise NotImplementedError("Embedding: scale_grad_by_freq is not supported")
+        _check_sizes("Embedding", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = F._padding_index(padding_idx, num_embeddings)
         self.max_norm, self.norm_type = max_norm, norm_type

@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 
-from ..frontend.tensor import ShapeError, Tensor, cat, stack, tensor, where, zeros
+from ..frontend.tensor import DTypeError, ShapeError, Tensor, cat, stack, tensor, where, zeros
 from ..tile import dtypes as dt
 from . import functional as F
 from . import modules
@@ -165,6 +165,12 @@ class _RNNBase(Module):
         if input.shape[-1] != self.input_size:
             raise ShapeError(f"{layer}: input.size(-1) must be equal to input_size. Expected "
                              f"{self.input_size}, got {input.shape[-1]}")
+        weight = self.weight_ih_l0
+        if input.dtype != weight.dtype:  # PyTorch's check, before an inner linear's
+            raise DTypeError(f"{layer}: input dtype ({dt.dtype_name(input.dtype)}) does not "
+                             f"match weight dtype ({dt.dtype_name(weight.dtype)}); convert "
+                             f"the input (input.to({dt.dtype_name(weight.dtype)})) or the "
+                             f"model (model.to({dt.dtype_name(input.dtype)}))")
         batched = input.ndim == 3
         x = input.unsqueeze(1) if not batched else (
             input.transpose(0, 1) if self.batch_first and packed is None else input)  # [T, N, I]

@@ -278,8 +278,10 @@ def test_errors_name_the_method_the_argument_and_the_shape():
         (lambda: x.size(3), DimError, r"size: dim 3"),
         (lambda: (x > 0) & x, DTypeError, r"&: needs bool or integer tensors, not float32"),
         (lambda: ~x, DTypeError, r"~: needs bool or integer tensors, not float32"),
-        (lambda: gingham.cat([x, x[:, :, :1]], dim=1), ShapeError, r"concat: shapes .* differ"),
-        (lambda: gingham.stack([x, x[0]]), ShapeError, r"stack: shapes .* differ"),
+        (lambda: gingham.cat([x, x[:, :, :1]], dim=1), ShapeError,
+         r"concat: tensor 1 has shape \(2, 3, 1\) but tensor 0 has \(2, 3, 4\); they may "
+         r"differ only along dim 1"),
+        (lambda: gingham.stack([x, x[0]]), ShapeError, r"stack: expects tensors of one shape"),
         (lambda: x.int().addcdiv(x.int(), x.int()), DTypeError, r"addcdiv: integer division"),
         (lambda: x.int().nanmean(), DTypeError, r"nanmean: needs a floating-point tensor"),
         (lambda: x.aminmax(dim=(0, 1)), TypeError, r"aminmax: dim must be an int or None"),

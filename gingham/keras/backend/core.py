@@ -141,6 +141,11 @@ def convert_to_tensor(x, dtype=None, sparse=None, ragged=None) -> Tensor:
     if dtype is None:
         dtype = result_type(*[getattr(item, "dtype", type(item)) for item in tree.flatten(x)])
     array = np.asarray(x)
+    if array.dtype == object:  # None (NumPy would make it NaN), strings, ragged lists
+        hint = (" (a missing value: y in fit(x) for a model compiled with a loss?)"
+                if x is None else "")
+        raise ValueError(f"convert_to_tensor: cannot make a tensor of {type(x).__name__}"
+                         f"{hint}")
     return tensor(array.astype(to_numpy_dtype(dtype), copy=False), device=current_device())
 
 

@@ -24,6 +24,7 @@ from keras.src.backend.common.backend_utils import (
 from keras.src.backend.config import epsilon, standardize_data_format
 from keras.src.utils.argument_validation import standardize_tuple
 
+from ...frontend import indexing
 from ...frontend import tensor as gt
 from ...frontend.tensor import Tensor
 from ...nn import functional as F
@@ -426,6 +427,7 @@ def categorical_crossentropy(target, output, from_logits=False, axis=-1):
 
 def sparse_categorical_crossentropy(target, output, from_logits=False, axis=-1):
     target, output = convert_to_tensor(target), _float(output)
+    labels = target  # before squeezing: a step's argument itself, which jit checks per call
     if target.ndim == output.ndim and target.shape[-1] == 1:
         target = target.squeeze(-1)
     if output.ndim < 1:
@@ -435,6 +437,11 @@ def sparse_categorical_crossentropy(target, output, from_logits=False, axis=-1):
         raise ValueError("Arguments `target` and `output` must have the same shape up until "
                          f"the last dimension: target.shape={target.shape}, "
                          f"output.shape={output.shape}")
+    classes = output.shape[axis]
+    # labels outside [0, classes) would pick no class (a one-hot row of zeros, a loss of 0):
+    # refused, as Keras' PyTorch backend does, where the host knows them (a batch of fit)
+    indexing._check_range("sparse_categorical_crossentropy", labels, classes,
+                          f"{classes} classes (output shape {output.shape})", name="target")
     log_prob = _log_probabilities(output, from_logits, axis)
     chosen = one_hot(target, output.shape[axis], axis=axis, dtype=keras_dtype(log_prob))
     return -(chosen * log_prob).sum(dim=axis)

@@ -551,6 +551,8 @@ def take(x, indices, axis=None):
         x, axis = x.reshape(-1), 0
     axis = int(axis) % x.ndim
     size = x.shape[axis]
+    indexing._check_range("take", indices, size, f"axis {axis} with size {size} (shape "
+                          f"{x.shape})", negative=True)
     indices = gt.where(indices < 0, indices + size, indices)
     moved = moveaxis(x, axis, 0)
     rest = moved.shape[1:]
