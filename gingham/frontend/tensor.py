@@ -46,6 +46,7 @@ from ..tile import builder
 from ..tile import dtypes as dt
 from ..torch_devices import as_device as _as_device
 from ..tile.shapes import ExprType, combine
+from .defaults import default_float
 from .grad_mode import _grad_mode, is_grad_enabled, no_grad
 from .dims import (
     DimError, DTypeError, ShapeError, _axes, _broadcast_shapes, _dim, _dim_arguments,
@@ -381,7 +382,7 @@ class Tensor:
 
     def _elementwise(self, op: Callable, others: Sequence, name: str,
                      result_dtype: np.dtype | None = None) -> "Tensor":
-        operands = [self] + [self._scalar_or_tensor(o) for o in others]
+        operands = _widened([self] + [self._scalar_or_tensor(o) for o in others])
         tensors = [o for o in operands if isinstance(o, Tensor)]
         shape = _broadcast_shapes(name, [t.shape for t in tensors])
         types = [ExprType(o.dtype) if isinstance(o, Tensor) else
@@ -1299,6 +1300,19 @@ for _name in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv"
 del _name
 
 
+def _widened(operands: list) -> list:
+    """``operands`` with integer and bool tensors cast to the default float dtype where a
+    Python float meets no float tensor and that default is not float32 (``arange(3) * 0.5``
+    is float64 after ``set_default_dtype(float64)``, as in PyTorch; Tile types the literal
+    float32, the promotion it gives under the float32 default)."""
+    floating = default_float()
+    if floating == dt.FLOAT32 or not any(isinstance(o, float) for o in operands) or any(
+            isinstance(o, Tensor) and dt.is_float(o.dtype) for o in operands):
+        return operands
+    return [o.astype(floating) if isinstance(o, Tensor) and not dt.is_bool(o.dtype) else o
+            for o in operands]
+
+
 # -- creation ------------------------------------------------------------------------------------------
 
 
@@ -1310,7 +1324,7 @@ def tensor(data, dtype=None, device: str | None = None, requires_grad: bool = Fa
         data = data.numpy()
     array = np.asarray(data)
     if dtype is None and array.dtype == np.float64 and not isinstance(data, np.ndarray):
-        dtype = np.float32  # Python floats become float32, as in PyTorch
+        dtype = default_float()  # Python floats: float32 unless set_default_dtype changed it
     if dtype is not None:  # a Tile type; the name "bfloat16" too (numpy knows it from ml_dtypes)
         array = array.astype(dt.as_tile_dtype(dtype))
     array = np.require(array, requirements="C")
@@ -1347,7 +1361,7 @@ def _creation(op: str, args: tuple, dtype, device) -> tuple[tuple[int, ...], np.
     if any(not isinstance(s, (int, np.integer)) or s < 0 for s in shape):
         raise TypeError(f"{op}(): sizes must be non-negative integers, not {shape!r}")
     return tuple(int(s) for s in shape), dt.as_tile_dtype(
-        np.float32 if dtype is None else dtype), device
+        default_float() if dtype is None else dtype), device
 
 
 def _created(array: np.ndarray, device, requires_grad: bool) -> Tensor:
@@ -1367,18 +1381,23 @@ def ones(*size, dtype=None, device: str | None = None, requires_grad: bool = Fal
     return _created(np.ones(shape, dtype), device, requires_grad)
 
 
-def full(shape, value, dtype=np.float32, device: str | None = None, *,
+def full(shape, value, dtype=None, device: str | None = None, *,
          requires_grad: bool = False) -> Tensor:
     """``value`` everywhere in ``shape``, as ``torch.full(size, fill_value)``."""
     shape = (shape,) if isinstance(shape, (int, np.integer)) else shape
-    return _created(np.full(shape, value, dt.as_tile_dtype(dtype)), device, requires_grad)
+    dtype = default_float() if dtype is None else dt.as_tile_dtype(dtype)
+    return _created(np.full(shape, value, dtype), device, requires_grad)
 
 
 def arange(start, stop=None, step=1, dtype=None, device: str | None = None, *,
            requires_grad: bool = False) -> Tensor:
-    """``start, start + step, ...`` below ``stop``, as ``torch.arange`` (int64 for integers)."""
+    """``start, start + step, ...`` below ``stop``, as ``torch.arange`` (int64 for integers,
+    the default float dtype when a bound or the step is a float)."""
     dtype = dt.as_tile_dtype(dtype) if dtype is not None else None
-    return _created(np.arange(start, stop, step, dtype=dtype), device, requires_grad)
+    values = np.arange(start, stop, step, dtype=dtype)
+    if dtype is None and values.dtype.kind == "f":  # NumPy's float64, from Python floats
+        values = values.astype(default_float())
+    return _created(values, device, requires_grad)
 
 
 def _as_tensor(value, like: Tensor) -> Tensor:
@@ -1386,7 +1405,7 @@ def _as_tensor(value, like: Tensor) -> Tensor:
         return value
     array = np.asarray(value)
     if array.dtype == np.float64 and not isinstance(value, np.ndarray):
-        array = array.astype(like.dtype if dt.is_float(like.dtype) else np.float32)
+        array = array.astype(like.dtype if dt.is_float(like.dtype) else default_float())
     return tensor(array, device=like.device)
 
 

@@ -58,6 +58,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Seque
 import numpy as np
 
 from ..errors import StateDictError
+from ..frontend.defaults import default_float
 from ..frontend.dims import _memory_format
 from ..frontend.tensor import (Tensor, assign_all, cat, move_all, no_grad, placement, realize,
                                refuse_while_tracing, tensor, zeros)
@@ -868,7 +869,7 @@ def _load_arrays(targets: Mapping[str, tuple[Module, str, Tensor]],
 
 
 def _uniform(shape, bound: float, device: str | None, rng: np.random.Generator) -> Tensor:
-    values = rng.uniform(-bound, bound, size=shape).astype(np.float32)
+    values = rng.uniform(-bound, bound, size=shape).astype(default_float())
     return Parameter(tensor(values, device=device))
 
 
@@ -1183,7 +1184,8 @@ class _BatchNorm(Module):
                  device: str | None = None, *, bias: bool = True) -> None:
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        ones, zeros = np.ones(num_features, np.float32), np.zeros(num_features, np.float32)
+        floating = default_float()
+        ones, zeros = np.ones(num_features, floating), np.zeros(num_features, floating)
         self.weight = self.bias = self.running_mean = self.running_var = None
         self.num_batches_tracked = None
         if affine:
@@ -1296,7 +1298,7 @@ class GroupNorm(Module):
                                                                      eps, affine)
         self.weight = self.bias = None
         if affine:
-            ones = np.ones(num_channels, np.float32)
+            ones = np.ones(num_channels, default_float())
             self.weight = Parameter(tensor(ones, device=device))
             if bias:
                 self.bias = Parameter(tensor(np.zeros_like(ones), device=device))
@@ -1325,7 +1327,7 @@ class LayerNorm(Module):
         self.eps, self.elementwise_affine = eps, elementwise_affine
         self.weight = self.bias = None
         if elementwise_affine:
-            ones = np.ones(self.normalized_shape, np.float32)
+            ones = np.ones(self.normalized_shape, default_float())
             self.weight = Parameter(tensor(ones, device=device))
             if bias:
                 self.bias = Parameter(tensor(np.zeros_like(ones), device=device))
@@ -1355,7 +1357,7 @@ class RMSNorm(Module):
         self.eps, self.elementwise_affine = eps, elementwise_affine
         self.weight = None
         if elementwise_affine:
-            ones = np.ones(self.normalized_shape, np.float32)
+            ones = np.ones(self.normalized_shape, default_float())
             self.weight = Parameter(tensor(ones, device=device))
 
     def forward(self, x: Tensor) -> Tensor:
@@ -1421,7 +1423,7 @@ class Embedding(Module):
         values = _default_rng.standard_normal((num_embeddings, embedding_dim))
         if self.padding_idx is not None:
             values[self.padding_idx] = 0.0
-        self.weight = Parameter(tensor(values.astype(np.float32), device=device),
+        self.weight = Parameter(tensor(values.astype(default_float()), device=device),
                                 requires_grad=not _freeze)
 
     @classmethod
@@ -1636,7 +1638,8 @@ class PReLU(Module):
     def __init__(self, num_parameters: int = 1, init: float = 0.25,
                  device: str | None = None) -> None:
         self.num_parameters = num_parameters
-        self.weight = Parameter(tensor(np.full(num_parameters, init, np.float32), device=device))
+        values = np.full(num_parameters, init, default_float())
+        self.weight = Parameter(tensor(values, device=device))
 
     def forward(self, x: Tensor) -> Tensor:
         return F.prelu(x, self.weight)
@@ -3224,7 +3227,7 @@ class EmbeddingBag(Module):
         values = _default_rng.standard_normal((num_embeddings, embedding_dim))
         if self.padding_idx is not None:
             values[self.padding_idx] = 0.0
-        self.weight = Parameter(tensor(values.astype(np.float32), device=device))
+        self.weight = Parameter(tensor(values.astype(default_float()), device=device))
 
     def forward(self, input: Tensor, offsets: Tensor | None = None,
                 per_sample_weights: Tensor | None = None) -> Tensor:

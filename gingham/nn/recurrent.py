@@ -23,6 +23,7 @@ import warnings
 
 import numpy as np
 
+from ..frontend.defaults import default_float
 from ..frontend.tensor import ShapeError, Tensor, cat, stack, tensor, where, zeros
 from ..tile import dtypes as dt
 from . import functional as F
@@ -37,7 +38,7 @@ def _init_uniform(shape: tuple, bound: float, device: str | None, dtype) -> Tens
     """A parameter drawn from ``U(-bound, bound)`` by the layers' initialisation generator
     (:func:`gingham.nn.manual_seed`), as PyTorch initialises every recurrent weight."""
     values = modules._default_rng.uniform(-bound, bound, size=shape)
-    values = values.astype(dt.as_tile_dtype(dtype or np.float32))
+    values = values.astype(dt.as_tile_dtype(dtype or default_float()))
     return modules.Parameter(tensor(values, device=device))
 
 
