@@ -95,6 +95,11 @@ class Tensor:
     _grad_fn = None
     _output_nr = 0
     _hooks: Sequence = ()  # register_hook's functions (an instance list once one is added)
+    # register_post_accumulate_grad_hook's functions (a leaf's list once one is added)
+    _post_accumulate_hooks: Sequence = ()
+    # PyTorch would give this tensor a view's layout (a transpose, expand, slice, ..., or a
+    # result computed from one): its strides are not row-major, and gingham does not know them
+    _layout_view = False
     # The operation that computed this tensor, as its maker named it (None: see grad_fn);
     # whether its parents are steps of the same PyTorch operation (mean: a sum, divided), so
     # that grad_fn shows one node reading their parents; and grad_fn's view of it, made when
@@ -171,9 +176,16 @@ class Tensor:
 
     def contiguous(self, memory_format=None) -> "Tensor":
         """``self``: gingham's tensors have no strides, so every tensor is contiguous, in
-        any :class:`~gingham.frontend.dims.memory_format` its rank allows."""
+        any :class:`~gingham.frontend.dims.memory_format` its rank allows. Of a tensor that
+        PyTorch holds as a view (see :meth:`stride`), a new one, as PyTorch's copy, whose
+        ``stride()`` is row-major."""
         _memory_format("contiguous", memory_format, self.ndim)
-        return self
+        if not self._layout_view:
+            return self
+        copy = self._derive(self.shape, self.dtype, [self], lambda nodes: nodes[0],
+                            "contiguous")
+        copy._layout_view = False
+        return copy
 
     @property
     def is_leaf(self) -> bool:
@@ -400,7 +412,12 @@ class Tensor:
                 values[position] = node
             return op(*values)
 
-        return self._derive(shape, dtype, tensors, build, name)
+        result = self._derive(shape, dtype, tensors, build, name)
+        for operand in tensors:  # PyTorch's elementwise results keep a view input's layout
+            if operand._layout_view:
+                result._layout_view = True
+                break
+        return result
 
     # arithmetic ---------------------------------------------------------------------------------
     def __add__(self, o): return self._elementwise(lambda a, b: a + b, [o], "add")
@@ -1209,6 +1226,30 @@ class Tensor:
             hooks = self._hooks
         hooks.append(hook)
         return RemovableHandle(hooks, hook)
+
+    def register_post_accumulate_grad_hook(
+            self, hook: Callable[["Tensor"], None]) -> "RemovableHandle":
+        """Call ``hook(self)`` after each ``backward()`` has added into this leaf's ``.grad``,
+        as PyTorch's: the optimiser-in-backward recipe steps and clears each parameter there.
+        Returns a handle whose ``remove()`` unregisters it. Like :meth:`register_hook`'s,
+        the hook runs while the lazy gradients are built (inside ``gingham.jit``, once, at
+        tracing, and what it computes is part of the step).
+
+            def step(p): optimizers[p].step(); optimizers[p].zero_grad()
+            for p in model.parameters():
+                p.register_post_accumulate_grad_hook(step)
+        """
+        if not self.requires_grad:
+            raise GinghamError("register_post_accumulate_grad_hook(): cannot register a hook "
+                               "on a tensor that doesn't require gradient")
+        if not self.is_leaf:
+            raise GinghamError("register_post_accumulate_grad_hook(): post accumulate grad "
+                               "hooks cannot be registered on non-leaf tensors (use "
+                               "register_hook)")
+        if not isinstance(self._post_accumulate_hooks, list):
+            self._post_accumulate_hooks = []
+        self._post_accumulate_hooks.append(hook)
+        return RemovableHandle(self._post_accumulate_hooks, hook)
 
     def retain_grad(self) -> None:
         """Fill ``.grad`` of this computed tensor too on ``backward()`` (accumulating, as a

@@ -1281,6 +1281,85 @@ class BatchNorm3d(_BatchNorm):
     _ranks = (5,)
 
 
+class SyncBatchNorm(_BatchNorm):
+    """``torch.nn.SyncBatchNorm`` in one process: batch norm of ``[N, C, ...]`` data of any
+    rank from 2 (see :class:`_BatchNorm`), its statistics the batch's own. PyTorch
+    synchronises them across the processes of a distributed run; gingham runs one process
+    per model (:class:`gingham.nn.DataParallel` splits a batch over devices in it), so there
+    are no peers to combine with, as in PyTorch when no process group is initialised.
+    :meth:`convert_sync_batchnorm` swaps a model's batch norm layers for these, as DDP
+    scripts do:
+
+        model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    """
+
+    _ranks = range(2, 64)  # [N, C] and any number of spatial dims, as PyTorch's
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, process_group=None,
+                 device: str | None = None, dtype=None) -> None:
+        _one_process("SyncBatchNorm", process_group)
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device)
+        if dtype is not None:
+            self.to(dtype=dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim < 2:
+            raise ValueError(f"SyncBatchNorm: expected at least 2D input (got {x.ndim}D input)")
+        return super().forward(x)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module: Module, process_group=None) -> Module:
+        """``module`` with every batch norm layer in it (``BatchNorm1d``/``2d``/``3d``; not
+        instance norm) replaced by a :class:`SyncBatchNorm` holding the same parameters and
+        running statistics (the same tensors) and training mode, as PyTorch's; a batch norm
+        ``module`` itself is returned converted.
+
+            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        """
+        _one_process("convert_sync_batchnorm", process_group)
+        converted = module
+        if isinstance(module, _BatchNorm) and not isinstance(module, (_InstanceNorm, cls)):
+            converted = cls._converted(module)
+        for name, child in list(module.named_children()):
+            replacement = cls.convert_sync_batchnorm(child)
+            if replacement is not child:
+                _replace_child(converted, name, replacement)
+        return converted
+
+    @classmethod
+    def _converted(cls, norm: "_BatchNorm") -> "SyncBatchNorm":
+        held = next((t for t in (norm.weight, norm.running_mean) if t is not None), None)
+        converted = cls(norm.num_features, norm.eps, norm.momentum, norm.affine,
+                        norm.track_running_stats, device=None if held is None else held.device)
+        # the same tensors, as PyTorch's: an optimiser made before still updates them
+        for name in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked"):
+            setattr(converted, name, getattr(norm, name))
+        converted.data_format = norm.data_format
+        converted.train(norm.training)
+        return converted
+
+
+def _one_process(op: str, process_group) -> None:
+    if process_group is not None:
+        raise ValueError(f"{op}: gingham runs a model in one process, so there is no process "
+                         f"group to synchronise over; pass process_group=None, not "
+                         f"{process_group!r}")
+
+
+def _replace_child(module: Module, name: str, child: Module) -> None:
+    """Put ``child`` where :meth:`Module.named_children` found ``name`` (an attribute, a
+    container's entry, or ``attr.index`` of a list or tuple attribute)."""
+    attribute, _, index = name.partition(".")
+    if not index or isinstance(module, (Sequential, ModuleList, ModuleDict)):
+        module.add_module(name, child)
+        return
+    items = getattr(module, attribute)
+    replaced = list(items)
+    replaced[int(index)] = child
+    setattr(module, attribute, replaced if isinstance(items, list) else tuple(replaced))
+
+
 class GroupNorm(Module):
     """Normalise ``[N, C, ...]`` data over groups of ``num_channels / num_groups`` channels
     (:func:`F.group_norm`), then scale and shift per channel by ``weight`` (ones) and
@@ -3457,7 +3536,8 @@ module = _hooks
 
 __all__ = ["Module", "Parameter", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
            "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
-           "ConvTranspose3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm",
+           "ConvTranspose3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm",
+           "GroupNorm",
            "LayerNorm", "RMSNorm", "LocalResponseNorm", "Embedding", "Dropout",
            "Identity", "ReLU", "ReLU6", "Hardtanh", "LeakyReLU", "PReLU", "ELU", "GELU", "SiLU",
            "Mish", "Hardswish", "Softplus", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
