@@ -47,6 +47,8 @@ def _autocast_float32(x: Tensor) -> Tensor:
 
 
 def _unary_float(x: Tensor, fn, name: str) -> Tensor:
+    if not dt.is_float(x.dtype) and default_float() != dt.FLOAT32:
+        x = x.astype(default_float())  # Tile's math on an integer computes in float32
     dtype = x.dtype if dt.is_float(x.dtype) else default_float()
     return x._elementwise(fn, [], name, dtype)
 
