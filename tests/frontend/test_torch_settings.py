@@ -67,6 +67,23 @@ def test_default_dtype_refuses_other_kinds_and_finfo_follows(float64_default):
     assert gingham.get_default_dtype() == np.float64  # unchanged by the refused call
 
 
+def test_a_jitted_step_traced_under_another_default_dtype_is_another_program(device):
+    @gingham.jit
+    def scaled(counts):
+        return counts * 0.1 + gingham.ones(counts.shape[0], device=device)
+
+    counts = gingham.arange(3, device=device)
+    assert scaled(counts).dtype == np.float32
+    gingham.set_default_dtype(gingham.float64)
+    try:
+        result = scaled(counts)
+    finally:
+        gingham.set_default_dtype(gingham.float32)
+    assert result.dtype == np.float64
+    np.testing.assert_allclose(result.numpy(), np.arange(3) * 0.1 + 1, rtol=1e-15)
+    assert scaled(counts).dtype == np.float32
+
+
 @pytest.fixture
 def restored_default_device():
     yield
