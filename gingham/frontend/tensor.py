@@ -183,7 +183,7 @@ class Tensor:
         if not self._layout_view:
             return self
         copy = self._derive(self.shape, self.dtype, [self], lambda nodes: nodes[0],
-                            "contiguous")
+                            "clone")  # PyTorch's copy is a clone (grad_fn CloneBackward0)
         copy._layout_view = False
         return copy
 
