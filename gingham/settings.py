@@ -28,7 +28,7 @@ from .devices import default_device_id, get_device, set_default_device_id
 from .errors import DeviceNotFoundError
 from .frontend.defaults import set_default_float
 from .frontend.tensor import Tensor, tensor
-from .torch_devices import as_device, device
+from .torch_devices import as_device, device as torch_device
 
 
 def set_default_dtype(d) -> None:
@@ -43,7 +43,7 @@ def set_default_dtype(d) -> None:
     set_default_float(d)
 
 
-def set_default_device(device: "str | device | None") -> None:  # noqa: F811 (torch's name)
+def set_default_device(device: "str | torch_device | None") -> None:
     """Make ``device`` the device of tensors made without one (and of new layers), over
     ``GINGHAM_DEVICE`` and the config file, as ``torch.set_default_device``; None returns to
     the configured default. ``DeviceNotFoundError`` for a device this machine lacks.
@@ -53,7 +53,7 @@ def set_default_device(device: "str | device | None") -> None:  # noqa: F811 (to
     set_default_device_id(None if device is None else str(device))
 
 
-def get_default_device() -> device:
+def get_default_device() -> torch_device:
     """The device of tensors made without one, as a :class:`gingham.device`."""
     return as_device(default_device_id())
 

@@ -54,8 +54,8 @@ def _unary_float(x: Tensor, fn, name: str) -> Tensor:
 
 
 def _floating(x: Tensor, autocast: bool = False) -> Tensor:
-    """``x`` in a floating-point dtype (an integer or bool tensor as float32, PyTorch's result
-    for them); ``autocast``: half types as float32 under ``gingham.autocast``."""
+    """``x`` in a floating-point dtype (an integer or bool tensor in the default float dtype,
+    float32 unless changed: PyTorch's result for them); ``autocast``: half types as float32 under ``gingham.autocast``."""
     x = _autocast_float32(x) if autocast else x
     return x if dt.is_float(x.dtype) else x.astype(default_float())
 
@@ -188,8 +188,9 @@ def _without_nan(x: Tensor) -> Tensor:
 
 
 def _true_divide(a: Tensor, b) -> Tensor:
-    """``/`` divides as NumPy's true_divide: integers give float32 here (Tile's ``/`` on
-    integers truncates, so they are converted first)."""
+    """``/`` divides as NumPy's true_divide: integers give the default float dtype (float32
+    unless changed), as PyTorch's (Tile's ``/`` on integers truncates, so they are converted
+    first)."""
     if not dt.is_float(a.dtype):
         a = a.astype(default_float())
     if isinstance(b, Tensor) and not dt.is_float(b.dtype):
@@ -224,7 +225,7 @@ def _remainder(a: Tensor, b) -> Tensor:
     ``-floor(a / b)``, PyTorch's."""
     if dt.is_float(a.dtype) or isinstance(b, float) or (
             isinstance(b, Tensor) and dt.is_float(b.dtype)):
-        # an integer operand as float32 (as _true_divide makes it), not NumPy's float64
+        # an integer operand in the default float dtype (as _true_divide makes it)
         a = a if dt.is_float(a.dtype) else a.astype(default_float())
         b = b.astype(a.dtype) if isinstance(b, Tensor) and not dt.is_float(b.dtype) else b
         b = float(b) if not isinstance(b, Tensor) else b
