@@ -2011,6 +2011,41 @@ class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
     function = staticmethod(F.adaptive_max_pool3d)
 
 
+class FractionalMaxPool2d(Module):
+    """Fractional max pooling of ``[N, C, H, W]`` data (:func:`F.fractional_max_pool2d`):
+    ``kernel_size`` windows at positions drawn afresh at each call (from the default
+    generator) that give ``output_size``, or ``int(H * output_ratio)`` by
+    ``int(W * output_ratio)``, outputs.
+
+        pool = FractionalMaxPool2d(3, output_ratio=0.5)          # [N, C, 32, 32] -> 16 x 16
+    """
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None,
+                 return_indices: bool = False, _random_samples: Tensor | None = None) -> None:
+        if output_size is None and output_ratio is None:
+            raise ValueError("FractionalMaxPool2d requires specifying either an output size, "
+                             "or a pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if output_ratio is not None:
+            ratios = (output_ratio,) * 2 if isinstance(output_ratio, (int, float)) \
+                else tuple(output_ratio)
+            if not all(0 < r < 1 for r in ratios):
+                raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+            output_ratio = ratios
+        if return_indices:
+            raise NotImplementedError("FractionalMaxPool2d: return_indices=True is not "
+                                      "supported")
+        self.kernel_size, self.output_size = kernel_size, output_size
+        self.output_ratio, self.return_indices = output_ratio, return_indices
+        self.register_buffer("_random_samples", _random_samples)  # a buffer, as PyTorch's
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.fractional_max_pool2d(input, self.kernel_size, self.output_size,
+                                       self.output_ratio, self.return_indices,
+                                       _random_samples=self._random_samples)
+
+
 class Upsample(Module):
     """Resize the spatial axes of ``[N, C, ...]`` data to ``size`` or by ``scale_factor``
     (:func:`F.interpolate`: ``"nearest"``, or ``"linear"``/``"bilinear"``/``"trilinear"``):
@@ -3544,7 +3579,7 @@ __all__ = ["Module", "Parameter", "IncompatibleKeys", "Sequential", "ModuleList"
            "MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
            "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
            "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
-           "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "Flatten", "Unflatten",
+           "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "FractionalMaxPool2d", "Upsample", "Flatten", "Unflatten",
            "PixelShuffle", "PixelUnshuffle", "Unfold", "Fold", "CosineSimilarity",
            "L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss",
            "BCEWithLogitsLoss", "NLLLoss", "CrossEntropyLoss", "CTCLoss", "manual_seed",
