@@ -336,6 +336,7 @@ class Tensor:
         detached = self._derive(self.shape, self.dtype, [self],
                                 lambda nodes: builder.stop_gradient(nodes[0]))
         detached.requires_grad, detached._detached = False, True
+        detached._layout_view = self._layout_view  # PyTorch's detach() is a view of the same
         return detached
 
     @property
