@@ -55,7 +55,8 @@ def _unary_float(x: Tensor, fn, name: str) -> Tensor:
 
 def _floating(x: Tensor, autocast: bool = False) -> Tensor:
     """``x`` in a floating-point dtype (an integer or bool tensor in the default float dtype,
-    float32 unless changed: PyTorch's result for them); ``autocast``: half types as float32 under ``gingham.autocast``."""
+    float32 unless changed: PyTorch's result for them); ``autocast``: half types as float32
+    under ``gingham.autocast``."""
     x = _autocast_float32(x) if autocast else x
     return x if dt.is_float(x.dtype) else x.astype(default_float())
 

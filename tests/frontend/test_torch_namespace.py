@@ -45,7 +45,8 @@ SKIPPED: dict[str, list[str]] = {
     "storage, strides and aliasing views: gingham's tensors have no strides or storage "
     "(stride() answers only where torch's tensor is contiguous)": [
         "as_strided.*", "(?!index_).*_copy", "storage", "storage_type", "untyped_storage",
-        "data_ptr", "const_data_ptr", "is_set_to", "is_shared", "pin_memory", "resize", "resize_as", "empty_strided", "empty_permuted", "dim_order",
+        "data_ptr", "const_data_ptr", "is_set_to", "is_shared", "pin_memory", "resize",
+        "resize_as", "empty_strided", "empty_permuted", "dim_order",
         "frombuffer", "from_file", "from_dlpack", "to_dlpack", "unsafe_.*", "slice_inverse",
         "nonzero_static", "new_empty_strided", "is_storage", "is_nested", "to_padded_tensor",
         "module_load", "hash_tensor"],
