@@ -146,6 +146,26 @@ from . import autograd  # noqa: E402  (torch.autograd: grad, backward, Function,
 from .frontend.grad_mode import (  # noqa: E402  (torch's grad-mode switches)
     enable_grad, inference_mode, is_inference_mode_enabled, set_grad_enabled,
 )
+# torch's top-level spellings of nn.functional ops whose arguments differ from F's
+# (torch.batch_norm, torch.embedding, torch.dropout(x, p, train), ...), and in-place forms
+from .nn.aten import (  # noqa: E402
+    alpha_dropout, alpha_dropout_, batch_norm, binary_cross_entropy_with_logits, celu_, dropout,
+    dropout_, embedding, feature_alpha_dropout, feature_alpha_dropout_, group_norm,
+    instance_norm, kl_div, layer_norm, rrelu, rrelu_, selu_, threshold_,
+)
+# torch.relu_(x), torch.zero_(x), ...: the in-place methods' function spellings
+from .frontend.namespace import in_place_functions as _in_place_functions  # noqa: E402
+
+_IN_PLACE_FUNCTIONS = _in_place_functions()
+globals().update(_IN_PLACE_FUNCTIONS)
+# torch's process-wide settings (set_default_dtype, set_num_threads, seed, ...)
+from .settings import (  # noqa: E402
+    are_deterministic_algorithms_enabled, get_default_device, get_float32_matmul_precision,
+    get_num_threads, get_rng_state, initial_seed, is_deterministic_algorithms_warn_only_enabled,
+    seed, set_default_device, set_default_dtype, set_float32_matmul_precision, set_num_threads,
+    set_rng_state, use_deterministic_algorithms,
+)
+from .frontend.amp import get_autocast_dtype, is_autocast_enabled  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -191,6 +211,15 @@ __all__ = [
     "conv_transpose3d", "cosine_similarity", "manual_seed", "max_pool1d", "max_pool2d",
     "max_pool3d", "pairwise_distance", "pdist", "pixel_shuffle", "pixel_unshuffle", "rms_norm", "selu",
     "threshold",
+    "alpha_dropout", "alpha_dropout_", "batch_norm", "binary_cross_entropy_with_logits",
+    "celu_", "dropout", "dropout_", "embedding", "feature_alpha_dropout",
+    "feature_alpha_dropout_", "group_norm", "instance_norm", "kl_div", "layer_norm", "rrelu",
+    "rrelu_", "selu_", "threshold_", *_IN_PLACE_FUNCTIONS,
+    "are_deterministic_algorithms_enabled", "get_default_device", "get_float32_matmul_precision",
+    "get_num_threads", "get_rng_state", "initial_seed",
+    "is_deterministic_algorithms_warn_only_enabled", "seed", "set_default_device",
+    "set_default_dtype", "set_float32_matmul_precision", "set_num_threads", "set_rng_state",
+    "use_deterministic_algorithms", "get_autocast_dtype", "is_autocast_enabled",
     "GinghamError",
     "TileError",
     "TileSyntaxError",

@@ -118,13 +118,31 @@ def get_device(device_id: str | None = None) -> Device:
     raise DeviceNotFoundError(message)
 
 
+_process_default: str | None = None  # set_default_device's, over the configured one
+
+
+def set_default_device_id(device_id: str | None) -> None:
+    """Make ``device_id`` the default device of this process (checked to exist), over
+    ``GINGHAM_DEVICE`` and the config file, as ``torch.set_default_device``; None goes back
+    to the configured default.
+
+        set_default_device_id("reference")
+        gingham.zeros(3).device           # 'reference'
+    """
+    global _process_default
+    _process_default = None if device_id is None else get_device(str(device_id)).id
+
+
 def default_device_id() -> str:
-    """``GINGHAM_DEVICE``, else the config file's device, else the best one available.
+    """The device :func:`set_default_device_id` set, else ``GINGHAM_DEVICE``, else the config
+    file's device, else the best one available.
 
     Best: the first CUDA device, then the first OpenCL GPU, then ``cpu``, then
     ``reference`` (when there is no C compiler). A configured id is returned as-is, so a
     missing device is reported by :func:`get_device` rather than silently replaced.
     """
+    if _process_default is not None:
+        return _process_default
     configured = get_config().device
     if configured:
         return _canonical(configured)
@@ -140,5 +158,5 @@ def default_device_id() -> str:
 
 __all__ = [
     "BACKENDS", "Buffer", "Device", "DeviceInfo", "DeviceStats", "Kernel",
-    "default_device_id", "get_device", "list_devices", "unavailable",
+    "default_device_id", "get_device", "list_devices", "set_default_device_id", "unavailable",
 ]

@@ -319,6 +319,32 @@ class CPUDevice(Device):
         self.cc, self.cc_version, self.cflags = cc_path, cc_version, cflags
         self.libraries = libraries
         self.num_threads = num_threads
+        self._openmp: ctypes.CDLL | None = None  # a loaded kernel library, for its OpenMP calls
+
+    def set_num_threads(self, count: int) -> None:
+        """Run this device's kernels on ``count`` OpenMP threads from now on (the launches of
+        the calling thread, which is where kernels run: OpenMP keeps the count per thread),
+        as ``torch.set_num_threads``; ``GINGHAM_NUM_THREADS`` sets it at start.
+
+            gingham.get_device("cpu").set_num_threads(1)
+        """
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"set_num_threads: the number of threads must be a positive int, "
+                             f"not {count!r}")
+        self.num_threads = count
+        if self._openmp is not None:  # else the next kernel library loaded applies it
+            self._openmp.omp_set_num_threads(ctypes.c_int(count))
+
+    def get_num_threads(self) -> int:
+        """The OpenMP threads this device's next kernel runs on (the count set, else
+        OpenMP's own default: ``OMP_NUM_THREADS`` or the cores this process may use)."""
+        if self._openmp is not None:
+            self._openmp.omp_get_max_threads.restype = ctypes.c_int
+            return int(self._openmp.omp_get_max_threads())
+        if self.num_threads is not None:
+            return self.num_threads
+        configured = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]
+        return int(configured) if configured.isdigit() else len(os.sched_getaffinity(0))
 
     def _alloc(self, nbytes: int) -> Buffer:
         from gingham.errors import DeviceMemoryError
@@ -366,9 +392,11 @@ class CPUDevice(Device):
             library = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
         finally:
             os.unlink(path)
-        if self.num_threads is not None and hasattr(library, "omp_set_num_threads"):
-            # Sets the calling thread's OpenMP default for every later parallel region.
-            library.omp_set_num_threads(ctypes.c_int(self.num_threads))
+        if hasattr(library, "omp_set_num_threads"):
+            self._openmp = library
+            if self.num_threads is not None:
+                # Sets the calling thread's OpenMP default for every later parallel region.
+                library.omp_set_num_threads(ctypes.c_int(self.num_threads))
         kernels = []
         for entry in entries:
             try:

@@ -152,8 +152,34 @@ def autocast_dtype() -> np.dtype | None:
     return _state.blocks[-1].dtype
 
 
-def is_autocast_enabled() -> bool:
-    return _state.blocks[-1].dtype is not None
+def is_autocast_enabled(device_type: str | None = None) -> bool:
+    """Whether the innermost autocast block casts ops; with ``device_type`` (``"cpu"``,
+    ``"cuda"``, ...), ops on devices of that type, as ``torch.is_autocast_enabled``.
+
+        with gingham.autocast("cuda"):
+            gingham.is_autocast_enabled("cuda"), gingham.is_autocast_enabled("cpu")  # T, F
+    """
+    block = _state.blocks[-1]
+    if device_type is not None:
+        _check_device_type("is_autocast_enabled", device_type)
+    return block.dtype is not None and (device_type is None or block.device_type is None
+                                        or block.device_type == device_type)
+
+
+def get_autocast_dtype(device_type: str) -> np.dtype:
+    """The dtype autocast computes ``device_type``'s contractions in: the innermost enabled
+    block's where it applies to that type, else PyTorch's default for it (float16 on CUDA,
+    else bfloat16), as ``torch.get_autocast_dtype``."""
+    _check_device_type("get_autocast_dtype", device_type)
+    if is_autocast_enabled(device_type):
+        return _state.blocks[-1].dtype
+    return _autocast_dtype("float16" if device_type == "cuda" else "bfloat16")
+
+
+def _check_device_type(op: str, device_type: str) -> None:
+    if device_type not in DEVICE_TYPES:
+        raise GinghamError(f"{op}: device_type must be one of {DEVICE_TYPES} (a device id's "
+                           f"kind), not {device_type!r}")
 
 
 def trace_key() -> str | None:
@@ -420,5 +446,5 @@ class GradScaler:
         assign_all([(self._scale, new_scale), (self._growth_tracker, new_tracker)])
 
 
-__all__ = ["autocast", "autocast_dtype", "is_autocast_enabled", "GradScaler",
+__all__ = ["autocast", "autocast_dtype", "get_autocast_dtype", "is_autocast_enabled", "GradScaler",
            "LOW_PRECISION_OPS", "FLOAT32_OPS"]

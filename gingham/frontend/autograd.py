@@ -288,6 +288,10 @@ def accumulate_gradients(tensors: Sequence[Tensor], grad_tensors: Sequence, crea
         leaf.grad = grad if leaf.grad is None else leaf.grad + grad
         # computed before an assignment changes the leaf (see graph.assign_all)
         leaf._backward_roots.extend(tensors)
+        for hook in tuple(leaf._post_accumulate_hooks):
+            if hook(leaf) is not None:
+                raise AutogradError("a post accumulate grad hook must return None (it acts "
+                                    "on the tensor, whose .grad holds the gradient)")
 
 
 def check_cotangent(root: Tensor, cotangent, position: int, what: str) -> Tensor:

@@ -21,8 +21,9 @@ import numpy as np
 from ..tile import builder
 from ..tile import dtypes as dt
 from ..tile.shapes import ExprType, combine
+from .defaults import default_float
 from .dims import DTypeError
-from .tensor import Tensor, tensor
+from .tensor import Tensor, _widened, tensor
 
 
 def _eq(a, b):
@@ -46,15 +47,18 @@ def _autocast_float32(x: Tensor) -> Tensor:
 
 
 def _unary_float(x: Tensor, fn, name: str) -> Tensor:
-    dtype = x.dtype if dt.is_float(x.dtype) else dt.FLOAT32
+    if not dt.is_float(x.dtype) and default_float() != dt.FLOAT32:
+        x = x.astype(default_float())  # Tile's math on an integer computes in float32
+    dtype = x.dtype if dt.is_float(x.dtype) else default_float()
     return x._elementwise(fn, [], name, dtype)
 
 
 def _floating(x: Tensor, autocast: bool = False) -> Tensor:
-    """``x`` in a floating-point dtype (an integer or bool tensor as float32, PyTorch's result
-    for them); ``autocast``: half types as float32 under ``gingham.autocast``."""
+    """``x`` in a floating-point dtype (an integer or bool tensor in the default float dtype,
+    float32 unless changed: PyTorch's result for them); ``autocast``: half types as float32
+    under ``gingham.autocast``."""
     x = _autocast_float32(x) if autocast else x
-    return x if dt.is_float(x.dtype) else x.astype(dt.FLOAT32)
+    return x if dt.is_float(x.dtype) else x.astype(default_float())
 
 
 def _any_float(a: Tensor, b) -> bool:
@@ -185,12 +189,13 @@ def _without_nan(x: Tensor) -> Tensor:
 
 
 def _true_divide(a: Tensor, b) -> Tensor:
-    """``/`` divides as NumPy's true_divide: integers give float32 here (Tile's ``/`` on
-    integers truncates, so they are converted first)."""
+    """``/`` divides as NumPy's true_divide: integers give the default float dtype (float32
+    unless changed), as PyTorch's (Tile's ``/`` on integers truncates, so they are converted
+    first)."""
     if not dt.is_float(a.dtype):
-        a = a.astype(np.float32)
+        a = a.astype(default_float())
     if isinstance(b, Tensor) and not dt.is_float(b.dtype):
-        b = b.astype(np.float32)
+        b = b.astype(default_float())
     return a._elementwise(lambda x, y: x / y, [b], "divide")
 
 
@@ -200,7 +205,7 @@ def _weak_scalar(value, like: Tensor) -> Tensor:
     if isinstance(value, Tensor):
         return value
     floating = dt.is_float(like.dtype) or isinstance(value, float)
-    dtype = like.dtype if dt.is_float(like.dtype) or not floating else dt.FLOAT32
+    dtype = like.dtype if dt.is_float(like.dtype) or not floating else default_float()
     return tensor(np.asarray(value, dtype), device=like.device)
 
 
@@ -221,8 +226,8 @@ def _remainder(a: Tensor, b) -> Tensor:
     ``-floor(a / b)``, PyTorch's."""
     if dt.is_float(a.dtype) or isinstance(b, float) or (
             isinstance(b, Tensor) and dt.is_float(b.dtype)):
-        # an integer operand as float32 (as _true_divide makes it), not NumPy's float64
-        a = a if dt.is_float(a.dtype) else a.astype(dt.FLOAT32)
+        # an integer operand in the default float dtype (as _true_divide makes it)
+        a = a if dt.is_float(a.dtype) else a.astype(default_float())
         b = b.astype(a.dtype) if isinstance(b, Tensor) and not dt.is_float(b.dtype) else b
         b = float(b) if not isinstance(b, Tensor) else b
 
@@ -322,7 +327,7 @@ def where(cond: Tensor, a=None, b=None):
         cond = tensor(cond, device=home)
     # NumPy arrays become tensors and NumPy scalars numbers first, as for ``+``: their dtype
     # then counts in the result's (an array is not a weakly typed Python number).
-    a, b = cond._scalar_or_tensor(a), cond._scalar_or_tensor(b)
+    a, b = _widened([cond._scalar_or_tensor(a), cond._scalar_or_tensor(b)])
     return cond._elementwise(lambda c, x, y: builder.select(c, x, y), [a, b], "where",
                              _where_dtype(a, b))
 

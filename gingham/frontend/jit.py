@@ -47,6 +47,7 @@ from ..config import debug_print
 from ..errors import DeviceError, GinghamError
 from ..tune import background as tune_background
 from .amp import trace_key
+from .defaults import default_float
 from .graph import keep_readers_on_old_value
 from .tensor import Tensor, _bound_graph, is_graph_input, moves_count
 
@@ -534,7 +535,9 @@ def _default_device() -> str:
 
 
 def _signature(flat_args: list) -> tuple:
-    key: list = [("autocast", trace_key())]  # a step traced under autocast is another program
+    key: list = [("autocast", trace_key()),  # a step traced under autocast is another program
+                 # as one traced under another default dtype (its Python floats, factories)
+                 ("default dtype", str(default_float()))]
     for value in flat_args:
         if isinstance(value, Tensor):  # its layout too: the step may ask is_contiguous
             key.append(("tensor", value.shape, str(value.dtype), value.device, value._strides))

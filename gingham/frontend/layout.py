@@ -56,7 +56,14 @@ def _broadcast_to(x: Tensor, sizes: Sequence[int], op: str) -> Tensor:
         return builder.assign(nodes[0][source] if source else nodes[0][()], out=list(idx),
                               shape=list(shape), where=[i < s for i, s in zip(idx, shape)])
 
-    return x._derive(shape, x.dtype, [x], build)
+    return _view(x._derive(shape, x.dtype, [x], build))
+
+
+def _view(result: Tensor) -> Tensor:
+    """``result``, marked as what PyTorch holds as a view in its input's memory (a transpose,
+    an expand, a slice, a diagonal), whose strides ``Tensor.stride()`` cannot tell."""
+    result._layout_view = True
+    return result
 
 
 def reshape(x: Tensor, shape, op: str = "reshape") -> Tensor:
@@ -90,8 +97,8 @@ def permute_dims(x: Tensor, axes: Sequence[int], op: str = "permute_dims") -> Te
         return x
     idx = builder.indices(" ".join(f"i{a}" for a in range(x.ndim)))
     shape = tuple(x.shape[a] for a in axes)
-    return x._derive(shape, x.dtype, [x], lambda nodes: builder.assign(
-        nodes[0][tuple(idx)], out=[idx[a] for a in axes], shape=list(shape)), op)
+    return _view(x._derive(shape, x.dtype, [x], lambda nodes: builder.assign(
+        nodes[0][tuple(idx)], out=[idx[a] for a in axes], shape=list(shape)), op))
 
 
 def _getitem(x: Tensor, key) -> Tensor:
@@ -109,7 +116,7 @@ def _getitem(x: Tensor, key) -> Tensor:
         return builder.assign(nodes[0][tuple(source_index)] if source_index else nodes[0][()],
                               out=out_index, shape=list(shape), where=where)
 
-    return x._derive(shape, x.dtype, [x], build)
+    return _view(x._derive(shape, x.dtype, [x], build))
 
 
 def _getitem_plan(x: Tensor, key) -> tuple[list, list, tuple[int, ...]]:
@@ -387,7 +394,7 @@ def _diagonal(x: Tensor, offset: int, dim1: int, dim2: int) -> Tensor:
         return builder.assign(nodes[0][tuple(source)], out=list(idx), shape=list(shape),
                               where=[i < s for i, s in zip(idx, shape)])
 
-    return x._derive(shape, x.dtype, [x], build)
+    return _view(x._derive(shape, x.dtype, [x], build))
 
 
 def diag(x: Tensor, diagonal: int = 0) -> Tensor:

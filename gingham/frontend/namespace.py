@@ -23,11 +23,12 @@ import numpy as np
 
 from ..tile import dtypes as dt
 from ..tile.shapes import ExprType, combine
+from .defaults import default_float
 from .dims import ShapeError, _broadcast_shapes, _memory_format, _sizes, contiguous_format
 from .elementwise import _where_dtype
 from .layout import _broadcast_to, meshgrid, stack
 from .strides import made_like
-from .tensor import Tensor, _creation, full, tensor, zeros
+from .tensor import Tensor, _creation, _widened, full, tensor, zeros
 
 
 def _function_of(name: str) -> Callable:
@@ -86,6 +87,28 @@ METHOD_FUNCTIONS: dict[str, Callable] = {
 
 
 METHOD_FUNCTIONS["absolute"] = METHOD_FUNCTIONS["abs"]
+
+# torch's top-level in-place functions that are Tensor methods too (torch.relu_(x),
+# torch.zero_(x), torch.clamp_(x, min=0), ...): gingham/__init__.py exports the function
+# spellings of those Tensor has, from :func:`in_place_functions`.
+IN_PLACE_FUNCTION_NAMES = """
+    abs_ acos_ acosh_ addmv_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ asin_ asinh_
+    atan_ atanh_ ceil_ clamp_ clamp_max_ clamp_min_ clip_ cos_ cosh_ deg2rad_ detach_ erf_
+    erfc_ exp2_ exp_ expm1_ fill_ fix_ floor_ frac_ gcd_ i0_ index_put_ lcm_ ldexp_ log10_
+    log1p_ log2_ log_ logit_ nan_to_num_ neg_ negative_ rad2deg_ reciprocal_ relu_ round_
+    rsqrt_ sigmoid_ sin_ sinc_ sinh_ sqrt_ square_ tan_ tanh_ trunc_ xlogy_ zero_
+""".split()
+
+
+def in_place_functions() -> dict[str, Callable]:
+    """``{name: torch.<name>}`` for the names of :data:`IN_PLACE_FUNCTION_NAMES` that are
+    Tensor methods. A function, not a table made here: the in-place methods are installed
+    (by :mod:`gingham.frontend.inplace`) after this module is imported.
+
+        in_place_functions()["relu_"](x)      # x.relu_()
+    """
+    return {name: _function_of(name) for name in IN_PLACE_FUNCTION_NAMES
+            if hasattr(Tensor, name)}
 
 
 def cartesian_prod(*tensors: Tensor) -> Tensor:
@@ -193,12 +216,12 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None,
         requires_grad: bool = False) -> Tensor:
     """The ``n x m`` identity matrix (``m = n`` by default), as ``torch.eye``."""
     n, m = _sizes("eye", (n, n if m is None else m))
-    return tensor(np.eye(n, m), dtype=np.float32 if dtype is None else dtype,
+    return tensor(np.eye(n, m), dtype=default_float() if dtype is None else dtype,
                   device=device, requires_grad=requires_grad)
 
 
 def scalar_tensor(s, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    return tensor(s, dtype=np.float32 if dtype is None else dtype, device=device,
+    return tensor(s, dtype=default_float() if dtype is None else dtype, device=device,
                   requires_grad=requires_grad)
 
 
@@ -223,8 +246,9 @@ def is_tensor(obj) -> bool:
 
 
 def get_default_dtype() -> np.dtype:
-    """float32: the dtype Python floats become."""
-    return np.dtype(np.float32)
+    """The dtype Python floats and float factories give: float32 unless
+    :func:`gingham.set_default_dtype` changed it, as ``torch.get_default_dtype``."""
+    return default_float()
 
 
 def broadcast_shapes(*shapes) -> tuple[int, ...]:
@@ -241,7 +265,7 @@ def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
 def result_type(tensor1, tensor2) -> np.dtype:
     """The dtype of an arithmetic result of the two operands (tensors or numbers; numbers are
     weak, as in PyTorch)."""
-    return _where_dtype(tensor1, tensor2)
+    return _where_dtype(*_widened([tensor1, tensor2]))
 
 
 def promote_types(type1, type2) -> np.dtype:
@@ -325,7 +349,7 @@ def iinfo(type) -> IntInfo:  # noqa: A002
 def _inclusive_range(start, end, step=1, *, dtype=None, device=None) -> Tensor:
     """``start`` to ``end`` inclusive (deprecated in PyTorch, float32 by default)."""
     values = np.arange(start, end + step / 2, step)
-    return tensor(values, dtype=np.float32 if dtype is None else dtype, device=device)
+    return tensor(values, dtype=default_float() if dtype is None else dtype, device=device)
 
 
 METHOD_FUNCTIONS["range"] = _inclusive_range  # torch.range; a global would hide the builtin
@@ -345,7 +369,7 @@ def linspace(start: float, end: float, steps: int, *, dtype=None,
              device: str | None = None, requires_grad: bool = False) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive, as
     ``torch.linspace`` (computed on the host: the values are constants of the program)."""
-    dtype = dt.as_tile_dtype(dtype) if dtype is not None else dt.FLOAT32
+    dtype = dt.as_tile_dtype(dtype) if dtype is not None else default_float()
     return tensor(_linspace_values("linspace", start, end, steps).astype(dtype),
                   device=device, requires_grad=requires_grad)
 
@@ -364,6 +388,6 @@ def logspace(start: float, end: float, steps: int, base: float = 10.0, *, dtype=
              device: str | None = None, requires_grad: bool = False) -> Tensor:
     """``base ** linspace(start, end, steps)``, as ``torch.logspace``."""
     exponents = _linspace_values("logspace", start, end, steps)
-    dtype = dt.as_tile_dtype(dtype) if dtype is not None else dt.FLOAT32
+    dtype = dt.as_tile_dtype(dtype) if dtype is not None else default_float()
     return tensor((float(base) ** exponents).astype(dtype), device=device,
                   requires_grad=requires_grad)

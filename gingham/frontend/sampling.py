@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tile import dtypes as dt
+from .defaults import default_float
 from .dims import _memory_format
 from .strides import made_like
 from .tensor import DTypeError, ShapeError, Tensor, _varargs, where
@@ -42,7 +43,7 @@ def _sizes(op: str, size) -> tuple[int, ...]:
 
 def _finish(op: str, values: Tensor, dtype, requires_grad: bool) -> Tensor:
     """``values`` in ``dtype``; a leaf (computed now) when it requires gradients."""
-    dtype = dt.FLOAT32 if dtype is None else dt.as_tile_dtype(dtype)
+    dtype = default_float() if dtype is None else dt.as_tile_dtype(dtype)
     if requires_grad and not dt.is_float(dtype):
         raise DTypeError(f"{op}: only floating-point tensors can require gradients, not "
                          f"{dt.dtype_name(dtype)}")

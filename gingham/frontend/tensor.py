@@ -46,6 +46,7 @@ from ..tile import builder
 from ..tile import dtypes as dt
 from ..torch_devices import as_device as _as_device
 from ..tile.shapes import ExprType, combine
+from .defaults import default_float
 from .grad_mode import _grad_mode, is_grad_enabled, no_grad
 from .dims import (
     DimError, DTypeError, IndexRangeError, ShapeError, _axes, _broadcast_shapes, _dim,
@@ -96,6 +97,11 @@ class Tensor:
     _grad_fn = None
     _output_nr = 0
     _hooks: Sequence = ()  # register_hook's functions (an instance list once one is added)
+    # register_post_accumulate_grad_hook's functions (a leaf's list once one is added)
+    _post_accumulate_hooks: Sequence = ()
+    # PyTorch would give this tensor a view's layout (a transpose, expand, slice, ..., or a
+    # result computed from one): its strides are not row-major, and gingham does not know them
+    _layout_view = False
     # The operation that computed this tensor, as its maker named it (None: see grad_fn);
     # whether its parents are steps of the same PyTorch operation (mean: a sum, divided), so
     # that grad_fn shows one node reading their parents; and grad_fn's view of it, made when
@@ -181,16 +187,19 @@ class Tensor:
     def contiguous(self, memory_format=contiguous_format) -> "Tensor":
         """``self`` if it is contiguous in ``memory_format`` (``is_contiguous``), else a copy
         that is, as PyTorch's. The layout changes no value: gingham's compiler picks each
-        kernel's own (see :mod:`gingham.frontend.strides`).
+        kernel's own (see :mod:`gingham.frontend.strides`). Of a tensor that PyTorch holds as
+        a view (see :meth:`stride`), always a copy, as PyTorch's, whose ``stride()`` is known.
 
             x = x.contiguous(memory_format=gingham.channels_last)
             x.is_contiguous(), x.is_contiguous(memory_format=gingham.channels_last)
             # (False, True) for x of shape (2, 3, 4, 5)
         """
         fmt = _memory_format("contiguous", memory_format, self.ndim)
-        if is_contiguous_in(self.shape, self._strides, fmt):
+        if not self._layout_view and is_contiguous_in(self.shape, self._strides, fmt):
             return self
-        return self.clone(memory_format=fmt)
+        copy = self.clone(memory_format=fmt)  # grad_fn CloneBackward0, as PyTorch's
+        copy._layout_view = False
+        return copy
 
     @property
     def is_leaf(self) -> bool:
@@ -372,7 +381,9 @@ class Tensor:
             detached = self._derive(self.shape, self.dtype, [self],
                                     lambda nodes: builder.stop_gradient(nodes[0]))
             detached.requires_grad, detached._detached = False, True
-        detached._strides = self._strides  # the same memory, in PyTorch: the same layout
+        # The same memory in PyTorch: the same layout, and a view where this one is.
+        detached._strides = self._strides
+        detached._layout_view = self._layout_view
         return detached
 
     @property
@@ -432,7 +443,7 @@ class Tensor:
 
     def _elementwise(self, op: Callable, others: Sequence, name: str,
                      result_dtype: np.dtype | None = None) -> "Tensor":
-        operands = [self] + [self._scalar_or_tensor(o) for o in others]
+        operands = _widened([self] + [self._scalar_or_tensor(o) for o in others])
         tensors = [o for o in operands if isinstance(o, Tensor)]
         shape = _broadcast_shapes(name, [t.shape for t in tensors])
         types = [ExprType(o.dtype) if isinstance(o, Tensor) else
@@ -455,6 +466,10 @@ class Tensor:
             result._strides = elementwise_strides(shape, [(t.shape, t._strides)
                                                           for t in tensors],
                                                   len(tensors) < len(operands))
+        for operand in tensors:  # PyTorch's elementwise results keep a view input's layout
+            if operand._layout_view:
+                result._layout_view = True
+                break
         return result
 
     # arithmetic ---------------------------------------------------------------------------------
@@ -1269,6 +1284,30 @@ class Tensor:
         hooks.append(hook)
         return RemovableHandle(hooks, hook)
 
+    def register_post_accumulate_grad_hook(
+            self, hook: Callable[["Tensor"], None]) -> "RemovableHandle":
+        """Call ``hook(self)`` after each ``backward()`` has added into this leaf's ``.grad``,
+        as PyTorch's: the optimiser-in-backward recipe steps and clears each parameter there.
+        Returns a handle whose ``remove()`` unregisters it. Like :meth:`register_hook`'s,
+        the hook runs while the lazy gradients are built (inside ``gingham.jit``, once, at
+        tracing, and what it computes is part of the step).
+
+            def step(p): optimizers[p].step(); optimizers[p].zero_grad()
+            for p in model.parameters():
+                p.register_post_accumulate_grad_hook(step)
+        """
+        if not self.requires_grad:
+            raise GinghamError("register_post_accumulate_grad_hook(): cannot register a hook "
+                               "on a tensor that doesn't require gradient")
+        if not self.is_leaf:
+            raise GinghamError("register_post_accumulate_grad_hook(): post accumulate grad "
+                               "hooks cannot be registered on non-leaf tensors (use "
+                               "register_hook)")
+        if not isinstance(self._post_accumulate_hooks, list):
+            self._post_accumulate_hooks = []
+        self._post_accumulate_hooks.append(hook)
+        return RemovableHandle(self._post_accumulate_hooks, hook)
+
     def retain_grad(self) -> None:
         """Fill ``.grad`` of this computed tensor too on ``backward()`` (accumulating, as a
         leaf's), as PyTorch's; a no-op on a leaf.
@@ -1359,6 +1398,19 @@ for _name in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv"
 del _name
 
 
+def _widened(operands: list) -> list:
+    """``operands`` with integer and bool tensors cast to the default float dtype where a
+    Python float meets no float tensor and that default is not float32 (``arange(3) * 0.5``
+    is float64 after ``set_default_dtype(float64)``, as in PyTorch; Tile types the literal
+    float32, the promotion it gives under the float32 default)."""
+    floating = default_float()
+    if floating == dt.FLOAT32 or not any(isinstance(o, float) for o in operands) or any(
+            isinstance(o, Tensor) and dt.is_float(o.dtype) for o in operands):
+        return operands
+    return [o.astype(floating) if isinstance(o, Tensor) and not dt.is_bool(o.dtype) else o
+            for o in operands]
+
+
 # -- creation ------------------------------------------------------------------------------------------
 
 
@@ -1373,7 +1425,7 @@ def tensor(data, dtype=None, device: str | None = None, requires_grad: bool = Fa
     except ValueError as error:  # NumPy's "inhomogeneous shape": say where, as PyTorch does
         raise ValueError(f"tensor(): {_ragged(data) or error}") from None
     if dtype is None and array.dtype == np.float64 and not isinstance(data, np.ndarray):
-        dtype = np.float32  # Python floats become float32, as in PyTorch
+        dtype = default_float()  # Python floats: float32 unless set_default_dtype changed it
     if dtype is not None:  # a Tile type; the name "bfloat16" too (numpy knows it from ml_dtypes)
         array = array.astype(dt.as_tile_dtype(dtype))
     array = np.require(array, requirements="C")
@@ -1440,7 +1492,7 @@ def _creation(op: str, args: tuple, dtype, device) -> tuple[tuple[int, ...], np.
     if len(rest) == 2:
         device = rest[1] if device is None else device
     return _sizes(op, shape), dt.as_tile_dtype(
-        np.float32 if dtype is None else dtype), device
+        default_float() if dtype is None else dtype), device
 
 
 def _created(array: np.ndarray, device, requires_grad: bool) -> Tensor:
@@ -1460,20 +1512,25 @@ def ones(*size, dtype=None, device: str | None = None, requires_grad: bool = Fal
     return _created(np.ones(shape, dtype), device, requires_grad)
 
 
-def full(shape, value, dtype=np.float32, device: str | None = None, *,
+def full(shape, value, dtype=None, device: str | None = None, *,
          requires_grad: bool = False) -> Tensor:
     """``value`` everywhere in ``shape``, as ``torch.full(size, fill_value)``."""
     shape = _sizes("full", (shape,) if isinstance(shape, (int, np.integer)) else shape)
-    return _created(np.full(shape, value, dt.as_tile_dtype(dtype)), device, requires_grad)
+    dtype = default_float() if dtype is None else dt.as_tile_dtype(dtype)
+    return _created(np.full(shape, value, dtype), device, requires_grad)
 
 
 def arange(start, stop=None, step=1, dtype=None, device: str | None = None, *,
            requires_grad: bool = False) -> Tensor:
-    """``start, start + step, ...`` below ``stop``, as ``torch.arange`` (int64 for integers)."""
+    """``start, start + step, ...`` below ``stop``, as ``torch.arange`` (int64 for integers,
+    the default float dtype when a bound or the step is a float)."""
     dtype = dt.as_tile_dtype(dtype) if dtype is not None else None
     if step == 0:
         raise ShapeError(f"arange: step must be nonzero (start {start}, end {stop})")
-    return _created(np.arange(start, stop, step, dtype=dtype), device, requires_grad)
+    values = np.arange(start, stop, step, dtype=dtype)
+    if dtype is None and values.dtype.kind == "f":  # NumPy's float64, from Python floats
+        values = values.astype(default_float())
+    return _created(values, device, requires_grad)
 
 
 def _as_tensor(value, like: Tensor) -> Tensor:
@@ -1481,7 +1538,7 @@ def _as_tensor(value, like: Tensor) -> Tensor:
         return value
     array = np.asarray(value)
     if array.dtype == np.float64 and not isinstance(value, np.ndarray):
-        array = array.astype(like.dtype if dt.is_float(like.dtype) else np.float32)
+        array = array.astype(like.dtype if dt.is_float(like.dtype) else default_float())
     return tensor(array, device=like.device)
 
 

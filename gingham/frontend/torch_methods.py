@@ -22,13 +22,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..errors import GinghamError
 from ..tile import builder
 from ..tile import dtypes as dt
 from ..torch_devices import cuda_id
 from .contractions import matmul, outer
 from .dims import DTypeError, ShapeError, _dim, _none_if_empty, _varargs
 from .dims import _as_memory_format
-from .strides import is_contiguous_in
+from .strides import is_contiguous_in, row_major
 from .elementwise import (_any_float, _erfinv, _float_operands, _floating, _floor_divide,
                           _integral, _sign_bit, _true_divide, _where_dtype, maximum, minimum,
                           where)
@@ -339,6 +340,70 @@ class TorchMethods:
     def is_cuda(self) -> bool:
         """Whether the tensor is on a CUDA device (``if x.is_cuda:`` in PyTorch scripts)."""
         return self.device.type == "cuda"
+
+    @property
+    def is_cpu(self) -> bool:
+        """Whether the tensor is on gingham's ``cpu`` device (where ``x.cpu()`` puts it;
+        ``reference`` tensors, also in host memory, are not), as PyTorch's."""
+        return self.device.type == "cpu"
+
+    def is_pinned(self) -> bool:
+        """False: gingham allocates no page-locked host memory (its host-to-device copies
+        are synchronous), so no tensor is pinned, as PyTorch answers for an unpinned one."""
+        return False
+
+    def stride(self, dim: int | None = None):
+        """The strides, in elements, PyTorch gives this tensor; one dim's with ``dim``:
+        row-major over the shape (sizes 0 and 1 counted as 1, as PyTorch's), or the layout a
+        ``memory_format`` gave it (:mod:`gingham.frontend.strides`). A view that PyTorch lays
+        out in its base's memory (transposed, expanded, sliced, or computed from one) raises
+        :class:`~gingham.errors.GinghamError`: gingham stores every tensor contiguously, so
+        it cannot say what PyTorch would; ``.contiguous()``'s strides are known.
+
+            gingham.zeros(2, 3, 4).stride()      # (12, 4, 1)
+            gingham.zeros(2, 3, 4, 5).to(memory_format=gingham.channels_last).stride()
+            # (60, 1, 15, 3)
+        """
+        _known_layout("stride", self)
+        strides = self._strides if self._strides is not None else row_major(self.shape)
+        return strides if dim is None else strides[_dim("stride", self.shape, dim)]
+
+    def storage_offset(self) -> int:
+        """0, the offset of a tensor that owns its memory; a view raises as :meth:`stride`."""
+        _known_layout("storage_offset", self)
+        return 0
+
+    def type(self, dtype=None, non_blocking: bool = False, **kwargs):  # noqa: A003
+        """Without ``dtype``, PyTorch's legacy type name (``'torch.FloatTensor'``,
+        ``'torch.cuda.LongTensor'`` on CUDA); with one (a dtype, its name or a legacy type
+        name), this tensor converted to it (itself when it has it), as ``torch.Tensor.type``.
+
+            x.type()                      # 'torch.FloatTensor'
+            x.type(gingham.float16)       # x.half()
+            x.type("torch.DoubleTensor")  # x.double()
+        """
+        if dtype is None:
+            prefix = "torch.cuda." if self.device.type == "cuda" else "torch."
+            return f"{prefix}{_LEGACY_TYPES[dt.dtype_name(self.dtype)]}Tensor"
+        if isinstance(dtype, str) and dtype.startswith("torch."):
+            cuda, name = _legacy_type("type", dtype)
+            moved = self.to(cuda_id(None)) if cuda and self.device.type != "cuda" else self
+            return moved._in_dtype(name)
+        return self._in_dtype(dtype)
+
+    def new(self, *args, dtype=None, device=None) -> "Tensor":
+        """PyTorch's legacy constructor, in this tensor's dtype and device: ``x.new()`` is
+        empty, ``x.new(2, 3)`` (or ``x.new(x.size())``, a tuple of ints) is of that size (zeros:
+        gingham hands out no uninitialised memory), ``x.new([1, 2])`` (a list, an array or a
+        tensor) holds that data.
+
+            h = x.new(batch, hidden).zero_()
+        """
+        if not args:
+            args = (0,)
+        if len(args) == 1 and not isinstance(args[0], (int, np.integer, tuple)):
+            return self.new_tensor(args[0], dtype=dtype, device=device)
+        return self.new_zeros(*args, dtype=dtype, device=device)
 
     def cpu(self) -> "Tensor":
         """This tensor on gingham's ``cpu`` device (generated C), as ``to("cpu")``."""
@@ -704,6 +769,36 @@ def _even_split(x: Tensor, sections, dim: int, op: str, rank: int) -> tuple[Tens
         raise ShapeError(f"{op}: dim {dim} of size {x.shape[dim]} does not split into "
                          f"{sections} equal sections")
     return x.tensor_split(sections, dim)
+
+
+#: PyTorch's legacy tensor type names (``torch.FloatTensor``) by dtype name.
+_LEGACY_TYPES = {
+    "float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+    "int8": "Char", "uint8": "Byte", "int16": "Short", "int32": "Int", "int64": "Long",
+    "bool": "Bool", "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64",
+}
+
+
+def _legacy_type(op: str, name: str) -> tuple[bool, str]:
+    """``'torch.cuda.HalfTensor'`` as (on CUDA, the dtype's name); ValueError otherwise."""
+    cuda = name.startswith("torch.cuda.")
+    stem = name[len("torch.cuda." if cuda else "torch."):]
+    by_type = {f"{legacy}Tensor": dtype for dtype, legacy in _LEGACY_TYPES.items()}
+    if stem not in by_type:
+        raise ValueError(f"{op}: invalid type: {name!r} (a dtype, or a legacy name such as "
+                         "'torch.FloatTensor' or 'torch.cuda.LongTensor')")
+    return cuda, by_type[stem]
+
+
+def _known_layout(op: str, x: "Tensor") -> None:
+    """Refuse ``op`` for a tensor whose PyTorch strides gingham does not know (a view, or
+    computed from one: see :meth:`TorchMethods.stride`)."""
+    if x._layout_view:
+        raise GinghamError(
+            f"{op}(): this tensor is, in PyTorch, a view of another's memory (a transpose, "
+            "permute, expand, slice or diagonal, or a tensor computed from one), whose strides "
+            "depend on that memory's layout; gingham stores every tensor contiguously and "
+            f"does not track PyTorch's layouts. x.contiguous().{op}() is known")
 
 
 def install() -> None:

@@ -58,7 +58,8 @@ from ..frontend import indexing
 from ..frontend.inplace import write
 from ..frontend.strides import keeps_layout, row_major_result
 from ..frontend.tensor import (DTypeError, ShapeError, Tensor, _dim, arange, batched_operand_index,
-                               concat, einsum, matmul, minimum, no_grad, stack, tensor, where)
+                               concat, einsum, matmul, minimum, no_grad, stack, tensor, where,
+                               zeros)
 from ..tile import builder
 from ..tile import dtypes as dt
 from . import winograd
@@ -851,14 +852,100 @@ def _contract_axis(x: Tensor, axis: int, matrix: Tensor) -> Tensor:
 def _along_axis(x: Tensor, axis: int, matrix: Tensor, aggregate, combine) -> Tensor:
     """``O[..., o, ...] = aggregate(combine(X[..., a, ...], M[o, a]))`` over ``a``: axis
     ``axis`` of ``x`` replaced by ``matrix``'s rows (:func:`_contract_axis`,
-    :func:`_max_along_axis`)."""
+    :func:`_max_along_axis`). A matrix with leading dims, ``M[n, c, o, a]``, is one matrix
+    per index of ``x``'s leading dims (per sample and channel: fractional pooling's)."""
     idx = list(_indices("i", x.ndim))
     a, o = builder.indices("a o")
     source, target = list(idx), list(idx)
     source[axis], target[axis] = a, o
-    shape = x.shape[:axis] + (matrix.shape[0],) + x.shape[axis + 1:]
+    lead = tuple(idx[:matrix.ndim - 2])
+    assert matrix.shape[:-2] == x.shape[:len(lead)], (matrix.shape, x.shape)
+    shape = x.shape[:axis] + (matrix.shape[-2],) + x.shape[axis + 1:]
     return x._derive(shape, x.dtype, [x, matrix], lambda nodes: aggregate(
-        combine(nodes[0][tuple(source)], nodes[1][o, a]), out=target, shape=list(shape)))
+        combine(nodes[0][tuple(source)], nodes[1][lead + (o, a)]), out=target,
+        shape=list(shape)))
+
+
+def _fractional_windows(samples: Tensor, size: int, out: int, kernel: int,
+                        lowest: float) -> Tensor:
+    """Fractional max pooling's windows along one axis as per-plane masks ``[N, C, out,
+    size]`` (0 inside, ``lowest`` outside), from one uniform sample per plane ``[N, C]``:
+    window ``i`` starts at ``int((i + u) * alpha) - int(u * alpha)``, ``alpha = (size -
+    kernel) / (out - 1)``, the last at ``size - kernel`` (PyTorch's ``generate_intervals``,
+    in the samples' dtype, on the device)."""
+    dtype = samples.dtype
+    positions = tensor(np.arange(out, dtype=dtype), device=samples.device)
+    starts = zeros((*samples.shape, out), dtype, samples.device) + float(size - kernel)
+    if out > 1:
+        alpha = float(np.asarray(size - kernel, dtype) / np.asarray(out - 1, dtype))
+        u = samples.unsqueeze(-1)
+        inner = ((positions + u) * alpha).trunc() - (u * alpha).trunc()
+        starts = where(positions < out - 1, inner, starts)
+    columns = tensor(np.arange(size, dtype=dtype), device=samples.device)
+    start = starts.unsqueeze(-1)
+    inside = (columns >= start) & (columns < start + float(kernel))
+    return where(inside, 0.0, lowest).astype(dtype)
+
+
+def fractional_max_pool2d(input: Tensor, kernel_size: IntOrTuple,  # noqa: A002
+                          output_size: IntOrTuple | None = None,
+                          output_ratio: float | tuple[float, float] | None = None,
+                          return_indices: bool = False,
+                          _random_samples: Tensor | None = None) -> Tensor:
+    """Fractional max pooling of ``[N, C, H, W]`` (or unbatched) data (Graham, 2014), as
+    PyTorch's: ``kernel_size`` windows at pseudo-random, overlapping-free-spaced positions
+    that give ``output_size`` (or ``int(H * output_ratio)``) outputs per axis, one draw
+    ``u`` per plane and axis from the default generator (or ``_random_samples`` ``[N, C,
+    2]``, ``u`` for W then H). Separable, as :func:`adaptive_max_pool2d`: a masked max along
+    H, then along W. ``return_indices`` is not supported.
+
+        F.fractional_max_pool2d(x, 3, output_ratio=0.5)       # [N, C, 32, 32] -> 16 x 16
+    """
+    op = "fractional_max_pool2d"
+    if return_indices:
+        raise NotImplementedError(f"{op}: return_indices=True is not supported")
+    if _unbatched(input, 2):
+        samples = None if _random_samples is None else _random_samples.reshape(
+            1, *_random_samples.shape[-2:])
+        return fractional_max_pool2d(input.unsqueeze(0), kernel_size, output_size,
+                                     output_ratio, False, samples).squeeze(0)
+    _check(op, ("input",), input=input)
+    batch, channels, spatial = _spatial_input(op, input, 2, False)
+    kernel = _ntuple(op, "kernel_size", kernel_size, 2)
+    if (output_size is None) == (output_ratio is None):
+        raise ValueError(f"{op} requires specifying either an output_size or an "
+                         f"output_ratio (one of them), got {output_size} and {output_ratio}")
+    if output_size is None:
+        ratios = (output_ratio,) * 2 if isinstance(output_ratio, (int, float)) \
+            else tuple(output_ratio)
+        if len(ratios) != 2 or not all(0 < r < 1 for r in ratios):
+            raise ValueError(f"{op}: output_ratio must be 1 or 2 values in (0, 1), got "
+                             f"{output_ratio}")
+        out = tuple(int(s * r) for s, r in zip(spatial, ratios))
+    else:
+        out = _ntuple(op, "output_size", output_size, 2)
+    for axis, (size, o, k) in enumerate(zip(spatial, out, kernel)):
+        if o < 1 or k < 1 or o + k - 1 > size:
+            raise ShapeError(f"{op}: output size {o} with kernel {k} does not fit input "
+                             f"{'HW'[axis]} of size {size} (needs output + kernel - 1 <= "
+                             f"{size}); input shape {input.shape}")
+    if _random_samples is None:
+        from ..frontend.sampling import rand
+
+        samples = rand(batch, channels, 2, dtype=input.dtype, device=input.device)
+    else:
+        samples = _random_samples
+        if samples.shape != (batch, channels, 2):
+            raise ShapeError(f"{op}: _random_samples must be [N, C, 2] = "
+                             f"{[batch, channels, 2]}, got shape {samples.shape}")
+        samples = samples.astype(input.dtype) if samples.dtype != input.dtype else samples
+    lowest = float(np.finfo(input.dtype).min)
+    result = input
+    for axis, sample in ((0, 1), (1, 0)):  # PyTorch's samples: [..., 0] for W, [..., 1] for H
+        mask = _fractional_windows(samples[..., sample], spatial[axis], out[axis],
+                                   kernel[axis], lowest)
+        result = _max_along_axis(result, 2 + axis, mask)
+    return result
 
 
 # -- normalisation ---------------------------------------------------------------------------------
@@ -3706,7 +3793,8 @@ __all__ = [
     "max_pool1d", "max_pool2d", "max_pool3d", "max_unpool1d", "max_unpool2d", "max_unpool3d",
     "avg_pool1d", "avg_pool2d", "avg_pool3d",
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
-    "adaptive_max_pool2d", "adaptive_max_pool3d", "global_avg_pool2d", "global_max_pool2d",
+    "adaptive_max_pool2d", "adaptive_max_pool3d", "fractional_max_pool2d", "global_avg_pool2d",
+    "global_max_pool2d",
     "batch_norm", "layer_norm", "group_norm", "rms_norm", "local_response_norm",
     "relu", "leaky_relu", "elu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax",
     "hardtanh", "relu6", "softplus", "mish", "hardswish", "prelu",

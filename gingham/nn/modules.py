@@ -58,6 +58,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Seque
 import numpy as np
 
 from ..errors import StateDictError
+from ..frontend.defaults import default_float
 from ..frontend.dims import ShapeError, _memory_format
 from ..frontend.strides import relaid
 from ..frontend.tensor import (Tensor, _check_differentiable, assign_all, cat, move_all,
@@ -905,7 +906,7 @@ def _fan_in_bound(fan_in: int) -> float:
 
 
 def _uniform(shape, bound: float, device: str | None, rng: np.random.Generator) -> Tensor:
-    values = rng.uniform(-bound, bound, size=shape).astype(np.float32)
+    values = rng.uniform(-bound, bound, size=shape).astype(default_float())
     return Parameter(tensor(values, device=device))
 
 
@@ -1227,7 +1228,8 @@ class _BatchNorm(Module):
         _check_sizes(type(self).__name__, num_features=num_features)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        ones, zeros = np.ones(num_features, np.float32), np.zeros(num_features, np.float32)
+        floating = default_float()
+        ones, zeros = np.ones(num_features, floating), np.zeros(num_features, floating)
         self.weight = self.bias = self.running_mean = self.running_var = None
         self.num_batches_tracked = None
         if affine:
@@ -1323,6 +1325,85 @@ class BatchNorm3d(_BatchNorm):
     _ranks = (5,)
 
 
+class SyncBatchNorm(_BatchNorm):
+    """``torch.nn.SyncBatchNorm`` in one process: batch norm of ``[N, C, ...]`` data of any
+    rank from 2 (see :class:`_BatchNorm`), its statistics the batch's own. PyTorch
+    synchronises them across the processes of a distributed run; gingham runs one process
+    per model (:class:`gingham.nn.DataParallel` splits a batch over devices in it), so there
+    are no peers to combine with, as in PyTorch when no process group is initialised.
+    :meth:`convert_sync_batchnorm` swaps a model's batch norm layers for these, as DDP
+    scripts do:
+
+        model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    """
+
+    _ranks = range(2, 64)  # [N, C] and any number of spatial dims, as PyTorch's
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, process_group=None,
+                 device: str | None = None, dtype=None) -> None:
+        _one_process("SyncBatchNorm", process_group)
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device)
+        if dtype is not None:
+            self.to(dtype=dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim < 2:
+            raise ValueError(f"SyncBatchNorm: expected at least 2D input (got {x.ndim}D input)")
+        return super().forward(x)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module: Module, process_group=None) -> Module:
+        """``module`` with every batch norm layer in it (``BatchNorm1d``/``2d``/``3d``; not
+        instance norm) replaced by a :class:`SyncBatchNorm` holding the same parameters and
+        running statistics (the same tensors) and training mode, as PyTorch's; a batch norm
+        ``module`` itself is returned converted.
+
+            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        """
+        _one_process("convert_sync_batchnorm", process_group)
+        converted = module
+        if isinstance(module, _BatchNorm) and not isinstance(module, (_InstanceNorm, cls)):
+            converted = cls._converted(module)
+        for name, child in list(module.named_children()):
+            replacement = cls.convert_sync_batchnorm(child)
+            if replacement is not child:
+                _replace_child(converted, name, replacement)
+        return converted
+
+    @classmethod
+    def _converted(cls, norm: "_BatchNorm") -> "SyncBatchNorm":
+        held = next((t for t in (norm.weight, norm.running_mean) if t is not None), None)
+        converted = cls(norm.num_features, norm.eps, norm.momentum, norm.affine,
+                        norm.track_running_stats, device=None if held is None else held.device)
+        # the same tensors, as PyTorch's: an optimiser made before still updates them
+        for name in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked"):
+            setattr(converted, name, getattr(norm, name))
+        converted.data_format = norm.data_format
+        converted.train(norm.training)
+        return converted
+
+
+def _one_process(op: str, process_group) -> None:
+    if process_group is not None:
+        raise ValueError(f"{op}: gingham runs a model in one process, so there is no process "
+                         f"group to synchronise over; pass process_group=None, not "
+                         f"{process_group!r}")
+
+
+def _replace_child(module: Module, name: str, child: Module) -> None:
+    """Put ``child`` where :meth:`Module.named_children` found ``name`` (an attribute, a
+    container's entry, or ``attr.index`` of a list or tuple attribute)."""
+    attribute, _, index = name.partition(".")
+    if not index or isinstance(module, (Sequential, ModuleList, ModuleDict)):
+        module.add_module(name, child)
+        return
+    items = getattr(module, attribute)
+    replaced = list(items)
+    replaced[int(index)] = child
+    setattr(module, attribute, replaced if isinstance(items, list) else tuple(replaced))
+
+
 class GroupNorm(Module):
     """Normalise ``[N, C, ...]`` data over groups of ``num_channels / num_groups`` channels
     (:func:`F.group_norm`), then scale and shift per channel by ``weight`` (ones) and
@@ -1340,7 +1421,7 @@ class GroupNorm(Module):
                                                                      eps, affine)
         self.weight = self.bias = None
         if affine:
-            ones = np.ones(num_channels, np.float32)
+            ones = np.ones(num_channels, default_float())
             self.weight = Parameter(tensor(ones, device=device))
             if bias:
                 self.bias = Parameter(tensor(np.zeros_like(ones), device=device))
@@ -1371,7 +1452,7 @@ class LayerNorm(Module):
         self.eps, self.elementwise_affine = eps, elementwise_affine
         self.weight = self.bias = None
         if elementwise_affine:
-            ones = np.ones(self.normalized_shape, np.float32)
+            ones = np.ones(self.normalized_shape, default_float())
             self.weight = Parameter(tensor(ones, device=device))
             if bias:
                 self.bias = Parameter(tensor(np.zeros_like(ones), device=device))
@@ -1403,7 +1484,7 @@ class RMSNorm(Module):
         self.eps, self.elementwise_affine = eps, elementwise_affine
         self.weight = None
         if elementwise_affine:
-            ones = np.ones(self.normalized_shape, np.float32)
+            ones = np.ones(self.normalized_shape, default_float())
             self.weight = Parameter(tensor(ones, device=device))
 
     def forward(self, x: Tensor) -> Tensor:
@@ -1471,7 +1552,7 @@ class Embedding(Module):
         values = _default_rng.standard_normal((num_embeddings, embedding_dim))
         if self.padding_idx is not None:
             values[self.padding_idx] = 0.0
-        self.weight = Parameter(tensor(values.astype(np.float32), device=device),
+        self.weight = Parameter(tensor(values.astype(default_float()), device=device),
                                 requires_grad=not _freeze)
 
     @classmethod
@@ -1689,7 +1770,8 @@ class PReLU(Module):
     def __init__(self, num_parameters: int = 1, init: float = 0.25,
                  device: str | None = None) -> None:
         self.num_parameters = num_parameters
-        self.weight = Parameter(tensor(np.full(num_parameters, init, np.float32), device=device))
+        values = np.full(num_parameters, init, default_float())
+        self.weight = Parameter(tensor(values, device=device))
 
     def forward(self, x: Tensor) -> Tensor:
         return F.prelu(x, self.weight)
@@ -1980,6 +2062,41 @@ class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
     """Max pooling of ``[N, C, D, H, W]`` data to ``output_size``."""
 
     function = staticmethod(F.adaptive_max_pool3d)
+
+
+class FractionalMaxPool2d(Module):
+    """Fractional max pooling of ``[N, C, H, W]`` data (:func:`F.fractional_max_pool2d`):
+    ``kernel_size`` windows at positions drawn afresh at each call (from the default
+    generator) that give ``output_size``, or ``int(H * output_ratio)`` by
+    ``int(W * output_ratio)``, outputs.
+
+        pool = FractionalMaxPool2d(3, output_ratio=0.5)          # [N, C, 32, 32] -> 16 x 16
+    """
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None,
+                 return_indices: bool = False, _random_samples: Tensor | None = None) -> None:
+        if output_size is None and output_ratio is None:
+            raise ValueError("FractionalMaxPool2d requires specifying either an output size, "
+                             "or a pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if output_ratio is not None:
+            ratios = (output_ratio,) * 2 if isinstance(output_ratio, (int, float)) \
+                else tuple(output_ratio)
+            if not all(0 < r < 1 for r in ratios):
+                raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+            output_ratio = ratios
+        if return_indices:
+            raise NotImplementedError("FractionalMaxPool2d: return_indices=True is not "
+                                      "supported")
+        self.kernel_size, self.output_size = kernel_size, output_size
+        self.output_ratio, self.return_indices = output_ratio, return_indices
+        self.register_buffer("_random_samples", _random_samples)  # a buffer, as PyTorch's
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: A002
+        return F.fractional_max_pool2d(input, self.kernel_size, self.output_size,
+                                       self.output_ratio, self.return_indices,
+                                       _random_samples=self._random_samples)
 
 
 class Upsample(Module):
@@ -3282,7 +3399,7 @@ class EmbeddingBag(Module):
         values = _default_rng.standard_normal((num_embeddings, embedding_dim))
         if self.padding_idx is not None:
             values[self.padding_idx] = 0.0
-        self.weight = Parameter(tensor(values.astype(np.float32), device=device))
+        self.weight = Parameter(tensor(values.astype(default_float()), device=device))
 
     def forward(self, input: Tensor, offsets: Tensor | None = None,
                 per_sample_weights: Tensor | None = None) -> Tensor:
@@ -3512,14 +3629,16 @@ module = _hooks
 
 __all__ = ["Module", "Parameter", "IncompatibleKeys", "Sequential", "ModuleList", "ModuleDict",
            "Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
-           "ConvTranspose3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm",
+           "ConvTranspose3d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm",
+           "GroupNorm",
            "LayerNorm", "RMSNorm", "LocalResponseNorm", "Embedding", "Dropout",
            "Identity", "ReLU", "ReLU6", "Hardtanh", "LeakyReLU", "PReLU", "ELU", "GELU", "SiLU",
            "Mish", "Hardswish", "Softplus", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
            "MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d",
            "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
            "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
-           "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "Flatten", "Unflatten",
+           "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "FractionalMaxPool2d", "Upsample",
+           "Flatten", "Unflatten",
            "PixelShuffle", "PixelUnshuffle", "Unfold", "Fold", "CosineSimilarity",
            "L1Loss", "MSELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "BCELoss",
            "BCEWithLogitsLoss", "NLLLoss", "CrossEntropyLoss", "CTCLoss", "manual_seed",

@@ -23,6 +23,7 @@ import warnings
 
 import numpy as np
 
+from ..frontend.defaults import default_float
 from ..frontend.tensor import DTypeError, ShapeError, Tensor, cat, stack, tensor, where, zeros
 from ..tile import dtypes as dt
 from . import functional as F
@@ -37,7 +38,7 @@ def _init_uniform(shape: tuple, bound: float, device: str | None, dtype) -> Tens
     """A parameter drawn from ``U(-bound, bound)`` by the layers' initialisation generator
     (:func:`gingham.nn.manual_seed`), as PyTorch initialises every recurrent weight."""
     values = modules._default_rng.uniform(-bound, bound, size=shape)
-    values = values.astype(dt.as_tile_dtype(dtype or np.float32))
+    values = values.astype(dt.as_tile_dtype(dtype or default_float()))
     return modules.Parameter(tensor(values, device=device))
 
 
@@ -62,16 +63,24 @@ def _step(mode: str, projected: Tensor, state: tuple, w_hh: Tensor,
                         else "relu"),)
 
 
-class _RNNBase(Module):
-    """What :class:`RNN`, :class:`LSTM` and :class:`GRU` share: the stacked, optionally
-    bidirectional, layers over a ``[T, N, input_size]`` (``[N, T, ...]`` with
-    ``batch_first``, or unbatched ``[T, input_size]``) sequence."""
+class RNNBase(Module):
+    """What :class:`RNN`, :class:`LSTM` and :class:`GRU` share, as ``torch.nn.RNNBase`` (their
+    base class here too, for ``isinstance`` checks): the stacked, optionally bidirectional,
+    layers of ``mode`` (``"RNN_TANH"``, ``"RNN_RELU"``, ``"LSTM"`` or ``"GRU"``) over a
+    ``[T, N, input_size]`` (``[N, T, ...]`` with ``batch_first``, or unbatched
+    ``[T, input_size]``) sequence.
 
-    mode = ""
+        isinstance(nn.LSTM(10, 20), nn.RNNBase)          # True
+        nn.RNNBase("GRU", 10, 20)                         # nn.GRU(10, 20)'s layers
+    """
 
-    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
-                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
-                 proj_size: int = 0, device: str | None = None, dtype=None) -> None:
+    def __init__(self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
+                 bidirectional: bool = False, proj_size: int = 0, device: str | None = None,
+                 dtype=None) -> None:
+        if mode not in _GATES:
+            raise ValueError(f"Unrecognized RNN mode: {mode!r} (one of {tuple(_GATES)})")
+        self.mode = mode
         layer = type(self).__name__
         for name, value in (("input_size", input_size), ("hidden_size", hidden_size),
                             ("num_layers", num_layers)):
@@ -232,7 +241,7 @@ class _RNNBase(Module):
         return text
 
 
-class RNN(_RNNBase):
+class RNN(RNNBase):
     """An Elman RNN, ``h_t = tanh(x_t @ W_ih.T + b_ih + h_{t-1} @ W_hh.T + b_hh)`` (or
     ``relu`` with ``nonlinearity="relu"``), stacked ``num_layers`` deep. Returns
     ``(output, h_n)``: every step's last-layer state and every layer's final state.
@@ -249,12 +258,12 @@ class RNN(_RNNBase):
             raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or "
                              "'relu'.")
         self.nonlinearity = nonlinearity
-        self.mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                         bidirectional, 0, device, dtype)
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size,
+                         hidden_size, num_layers, bias, batch_first, dropout, bidirectional, 0,
+                         device, dtype)
 
 
-class LSTM(_RNNBase):
+class LSTM(RNNBase):
     """A long short-term memory layer stack (:func:`F.lstm_cell`'s gates). Returns
     ``(output, (h_n, c_n))``; ``hx`` is ``(h_0, c_0)``, each ``[layers * directions, N, H]``.
     ``proj_size`` raises ``NotImplementedError``.
@@ -263,16 +272,14 @@ class LSTM(_RNNBase):
         output, (h_n, c_n) = lstm(x)        # x [N, T, 10] -> output [N, T, 20]
     """
 
-    mode = "LSTM"
-
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
                  proj_size: int = 0, device: str | None = None, dtype=None) -> None:
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                         bidirectional, proj_size, device, dtype)
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first,
+                         dropout, bidirectional, proj_size, device, dtype)
 
 
-class GRU(_RNNBase):
+class GRU(RNNBase):
     """A gated recurrent unit layer stack (:func:`F.gru_cell`'s gates). Returns
     ``(output, h_n)``.
 
@@ -280,25 +287,31 @@ class GRU(_RNNBase):
         output, h_n = gru(x)                # x [T, N, 10] -> output [T, N, 40], h_n [4, N, 20]
     """
 
-    mode = "GRU"
-
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
                  device: str | None = None, dtype=None) -> None:
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                         bidirectional, 0, device, dtype)
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first,
+                         dropout, bidirectional, 0, device, dtype)
 
 
-class _RNNCellBase(Module):
-    """One step of a recurrent layer, ``weight_ih [gates * H, I]``, ``weight_hh
-    [gates * H, H]`` and the two biases, on ``[N, I]`` or unbatched ``[I]`` input."""
+class RNNCellBase(Module):
+    """One step of a recurrent layer, ``weight_ih [num_chunks * H, I]``, ``weight_hh
+    [num_chunks * H, H]`` and the two biases, on ``[N, I]`` or unbatched ``[I]`` input, as
+    ``torch.nn.RNNCellBase`` (the base class of :class:`RNNCell`, :class:`LSTMCell` and
+    :class:`GRUCell` here too; ``num_chunks`` is their gate count: 1, 4, 3).
+
+        isinstance(nn.GRUCell(10, 20), nn.RNNCellBase)   # True
+    """
 
     mode = ""
 
-    def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
+    def __init__(self, input_size: int, hidden_size: int, bias: bool, num_chunks: int,
                  device: str | None = None, dtype=None) -> None:
+        if self.mode and num_chunks != _GATES[self.mode]:
+            raise ValueError(f"{type(self).__name__}: num_chunks must be {_GATES[self.mode]} "
+                             f"(its gates), not {num_chunks}")
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
-        gates = _GATES[self.mode] * hidden_size
+        gates = num_chunks * hidden_size
         bound = 1.0 / math.sqrt(hidden_size)
         self.weight_ih = _init_uniform((gates, input_size), bound, device, dtype)
         self.weight_hh = _init_uniform((gates, hidden_size), bound, device, dtype)
@@ -333,7 +346,7 @@ class _RNNCellBase(Module):
         return text
 
 
-class RNNCell(_RNNCellBase):
+class RNNCell(RNNCellBase):
     """One Elman RNN step (:func:`F.rnn_tanh_cell` / :func:`F.rnn_relu_cell`):
 
         cell = nn.RNNCell(10, 20)
@@ -346,7 +359,7 @@ class RNNCell(_RNNCellBase):
             raise ValueError(f"Unknown nonlinearity: {nonlinearity}")
         self.nonlinearity = nonlinearity
         self.mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
-        super().__init__(input_size, hidden_size, bias, device, dtype)
+        super().__init__(input_size, hidden_size, bias, 1, device, dtype)
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
         (x, (h,)), batched = self._state(input, hx)
@@ -355,7 +368,7 @@ class RNNCell(_RNNCellBase):
         return h if batched else h.squeeze(0)
 
 
-class LSTMCell(_RNNCellBase):
+class LSTMCell(RNNCellBase):
     """One LSTM step (:func:`F.lstm_cell`); returns ``(h', c')``:
 
         cell = nn.LSTMCell(10, 20)
@@ -364,13 +377,17 @@ class LSTMCell(_RNNCellBase):
 
     mode = "LSTM"
 
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
+                 device: str | None = None, dtype=None) -> None:
+        super().__init__(input_size, hidden_size, bias, 4, device, dtype)
+
     def forward(self, input: Tensor, hx=None) -> tuple[Tensor, Tensor]:
         (x, state), batched = self._state(input, hx)
         h, c = F.lstm_cell(x, state, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
         return (h, c) if batched else (h.squeeze(0), c.squeeze(0))
 
 
-class GRUCell(_RNNCellBase):
+class GRUCell(RNNCellBase):
     """One GRU step (:func:`F.gru_cell`):
 
         cell = nn.GRUCell(10, 20)
@@ -379,10 +396,14 @@ class GRUCell(_RNNCellBase):
 
     mode = "GRU"
 
+    def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
+                 device: str | None = None, dtype=None) -> None:
+        super().__init__(input_size, hidden_size, bias, 3, device, dtype)
+
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
         (x, (h,)), batched = self._state(input, hx)
         h = F.gru_cell(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
         return h if batched else h.squeeze(0)
 
 
-__all__ = ["RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell"]
+__all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]

@@ -403,3 +403,106 @@ def test_composed_math_is_accurate_near_zero(device):
                                    atol=0, err_msg=name)
         np.testing.assert_allclose(g_in[name].grad.numpy(), t.grad.numpy(), rtol=1e-6, atol=0,
                                    err_msg=f"d{name}")
+
+
+def test_strides_and_storage_offset_where_torch_stores_contiguously(device):
+    for shape in ((), (5,), (2, 3, 4), (2, 0, 3), (1, 3, 1, 2)):
+        values = rand(*shape)
+        mine = gingham.tensor(values, device=device)
+        # torch.tensor of an empty array copies NumPy's strides (0); torch.zeros' are these
+        theirs = torch.tensor(values) if values.size else torch.zeros(shape)
+        assert mine.stride() == theirs.stride(), shape
+        assert mine.storage_offset() == theirs.storage_offset() == 0, shape
+        for dim in range(-len(shape), len(shape)):
+            assert mine.stride(dim) == theirs.stride(dim), (shape, dim)
+        if values.size:  # (torch's empty results have strides 0, its empty data not)
+            assert (mine * 2 + 1).stride() == (theirs * 2 + 1).stride(), shape
+    x, t = gingham.tensor(rand(2, 3, 4), device=device), torch.tensor(rand(2, 3, 4))
+    # computed by ops torch writes to new contiguous memory
+    for name, run in (("matmul", lambda v: v @ v.transpose(1, 2)), ("sum", lambda v: v.sum(1)),
+                      ("reshape", lambda v: v.reshape(4, 6)), ("flatten", lambda v: v.flatten(1))):
+        assert run(x).stride() == run(t).stride(), name
+    # views: gingham stores them contiguously and cannot tell torch's strides
+    views = {"transpose": lambda v: v.transpose(0, 2), "expand": lambda v: v[:, :1].expand(
+        2, 5, 4), "slice": lambda v: v[:, 1:], "row": lambda v: v[1],
+        "diagonal": lambda v: v.diagonal(0, 1, 2), "elementwise of a view": lambda v: v.mT + 1,
+        "permute": lambda v: v.permute(2, 0, 1), "narrow": lambda v: v.narrow(2, 1, 2),
+        "detached view": lambda v: v.transpose(1, 2).detach()}
+    for name, view in views.items():
+        with pytest.raises(gingham.GinghamError, match="view of another's memory"):
+            view(x).stride()
+        with pytest.raises(gingham.GinghamError, match="storage_offset"):
+            view(x).storage_offset()
+        # contiguous() is torch's copy: row-major, offset 0, same values
+        mine, theirs = view(x).contiguous(), view(t).contiguous()
+        assert mine.stride() == theirs.stride() and mine.storage_offset() == 0, name
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy(), err_msg=name)
+    assert x.contiguous() is x  # already torch's layout: the tensor itself, as torch's
+
+
+def test_legacy_type_new_and_placement_queries(device):
+    for dtype in ("float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16",
+                  "int32", "int64", "bool", "uint16", "uint32", "uint64"):
+        mine = gingham.zeros(2, dtype=dtype, device=device)
+        assert mine.type() == torch.zeros(2, dtype=getattr(torch, dtype)).type(), dtype
+    x, t = gingham.tensor(rand(2, 3), device=device), torch.tensor(rand(2, 3))
+    for target in ("torch.DoubleTensor", "torch.HalfTensor", "torch.LongTensor"):
+        mine, theirs = x.type(target), t.type(target)
+        assert mine.type() == theirs.type() and mine.device == device, target
+        np.testing.assert_array_equal(_as_float_array(mine), _as_float_array(theirs))
+    assert x.type(gingham.float16).dtype == np.float16 and x.type(x.type()) is x
+    with pytest.raises(ValueError, match="invalid type: 'torch.FancyTensor'"):
+        x.type("torch.FancyTensor")
+    for args in ((2, 3), ((4,),), ([1.5, 2.0],), ()):
+        mine, theirs = x.new(*args), t.new(*[torch.Size(a) if isinstance(a, tuple) else a
+                                             for a in args])
+        assert (mine.shape, mine.dtype, mine.device) == (
+            tuple(theirs.shape), np.float32, device), args
+        if args and isinstance(args[0], list):
+            np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+    assert x.long().new([7]).dtype == np.int64
+    assert x.is_cpu == (device == "cpu") and t.is_cpu
+    assert x.is_pinned() is t.is_pinned() is False
+
+
+def _optimizer_in_backward(lib, device):
+    """PyTorch's optimiser-in-backward recipe: each parameter's SGD step (with momentum) runs
+    in its post-accumulate hook, and its gradient is freed there."""
+    rng = np.random.default_rng(5)
+    w1, w2 = rng.standard_normal((4, 3)), rng.standard_normal((2, 4))
+    data = rng.standard_normal((8, 3)).astype(np.float32)
+    make = (lambda a: gingham.tensor(a.astype(np.float32), device=device)) if lib is gingham \
+        else (lambda a: torch.tensor(a.astype(np.float32)))
+    params = [make(w1).requires_grad_(), make(w2).requires_grad_()]
+    optim = gingham.optim if lib is gingham else torch.optim
+    optimizers = {id(p): optim.SGD([p], lr=0.1, momentum=0.9) for p in params}
+    seen = []
+
+    def step(p):
+        seen.append(p.grad is not None)
+        optimizers[id(p)].step()
+        optimizers[id(p)].zero_grad(set_to_none=True)
+
+    handles = [p.register_post_accumulate_grad_hook(step) for p in params]
+    for _ in range(3):
+        loss = (make(data) @ params[0].t()).tanh().matmul(params[1].t()).square().mean()
+        loss.backward()
+    handles[1].remove()
+    loss = (make(data) @ params[0].t()).tanh().matmul(params[1].t()).square().mean()
+    loss.backward()
+    return [p.detach() for p in params], [p.grad for p in params], seen
+
+
+def test_post_accumulate_grad_hook_runs_the_optimizer_in_backward(device):
+    mine, theirs = _optimizer_in_backward(gingham, device), _optimizer_in_backward(torch, device)
+    for got, expected in zip(mine[0], theirs[0]):
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+    # the first parameter's hook freed its gradient; the removed hook left the second's
+    assert mine[1][0] is None and theirs[1][0] is None
+    np.testing.assert_allclose(mine[1][1].numpy(), theirs[1][1].numpy(), rtol=1e-5, atol=1e-6)
+    assert mine[2] == theirs[2] == [True] * 7
+    x = gingham.ones(2, requires_grad=True)
+    with pytest.raises(gingham.GinghamError, match="non-leaf"):
+        (x * 2).register_post_accumulate_grad_hook(lambda p: None)
+    with pytest.raises(gingham.GinghamError, match="doesn't require gradient"):
+        gingham.ones(2).register_post_accumulate_grad_hook(lambda p: None)

@@ -735,3 +735,42 @@ def test_device_errors(device):
                         tensor(np.zeros(2, np.int64), device=there))
     with pytest.raises(gingham.DeviceError, match=r"dropout: generator is on"):
         F.dropout(x, generator=F.Generator(device=there))
+
+
+def test_fractional_max_pool2d_matches_torch_for_the_same_samples(device):
+    """PyTorch's windows exactly (its interval formula in float32, on the device), forward
+    and gradient, given the same per-plane samples; drawn ones give windows that tile the
+    input as PyTorch's do; the module draws afresh each call, reproducibly from the seed."""
+    x = rand(2, 3, 9, 11)
+    samples = np.random.default_rng(1).random((2, 3, 2)).astype(np.float32)
+    for kernel, options in ((2, dict(output_size=(4, 5))), ((2, 3), dict(output_size=(8, 9))),
+                            (3, dict(output_ratio=(0.5, 0.7))), (2, dict(output_size=1))):
+        mine = tensor(x, device=device, requires_grad=True)
+        theirs = torch.tensor(x, requires_grad=True)
+        got = F.fractional_max_pool2d(mine, kernel, _random_samples=tensor(samples, device=device),
+                                      **options)
+        expected = TF.fractional_max_pool2d(theirs, kernel, _random_samples=torch.tensor(samples),
+                                            **options)
+        np.testing.assert_array_equal(got.numpy(), expected.detach().numpy(), err_msg=str(options))
+        weights = np.random.default_rng(3).standard_normal(tuple(expected.shape)).astype(np.float32)
+        (got * tensor(weights, device=device)).sum().backward()
+        (expected * torch.tensor(weights)).sum().backward()
+        np.testing.assert_allclose(mine.grad.numpy(), theirs.grad.numpy(), rtol=1e-6, atol=1e-6)
+    unbatched = F.fractional_max_pool2d(tensor(x[0], device=device), 2, output_size=(4, 5),
+                                        _random_samples=tensor(samples[:1], device=device))
+    np.testing.assert_array_equal(unbatched.numpy(), TF.fractional_max_pool2d(
+        torch.tensor(x[0]), 2, output_size=(4, 5), _random_samples=torch.tensor(samples[:1])))
+    # drawn samples: each output is an element of the input, and the module draws the same
+    # windows again after the same seed
+    gingham.manual_seed(3)
+    pool = gingham.nn.FractionalMaxPool2d(2, output_ratio=0.5)
+    first = pool(tensor(x, device=device)).numpy()
+    assert first.shape == (2, 3, 4, 5) and np.isin(first, x).all()
+    gingham.manual_seed(3)
+    np.testing.assert_array_equal(pool(tensor(x, device=device)).numpy(), first)
+    with pytest.raises(ValueError, match="either an output_size or an output_ratio"):
+        F.fractional_max_pool2d(tensor(x, device=device), 2)
+    with pytest.raises(ShapeError, match="does not fit input H of size 9"):
+        F.fractional_max_pool2d(tensor(x, device=device), 3, output_size=(8, 5))
+    with pytest.raises(ValueError, match="output_ratio must be between 0 and 1"):
+        gingham.nn.FractionalMaxPool2d(2, output_ratio=1.5)

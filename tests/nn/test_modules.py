@@ -1169,3 +1169,67 @@ def test_optimizer_state_dict_errors():
     with pytest.raises(gingham.StateDictError, match="not SGD's"):
         sgd.load_state_dict({"state": {0: {"exp_avg": np.zeros((3, 2), np.float32)}},
                              "param_groups": [sgd.state_dict()["param_groups"][0]]})
+
+
+class _TorchNet(tnn.Module):
+    """Batch norm in a Sequential, as an attribute, in a list attribute's ModuleList, and
+    instance norm (which conversion leaves alone)."""
+
+    def __init__(self, lib):
+        super().__init__()
+        self.body = lib.Sequential(lib.Conv1d(3, 4, 3), lib.BatchNorm1d(4), lib.ReLU())
+        self.norm = lib.BatchNorm3d(2)
+        self.blocks = lib.ModuleList([lib.BatchNorm2d(2, momentum=0.3), lib.InstanceNorm1d(4)])
+
+
+class _GinghamNet(nn.Module):
+    def __init__(self, device):
+        self.body = nn.Sequential(nn.Conv1d(3, 4, 3, device=device),
+                                  nn.BatchNorm1d(4, device=device), nn.ReLU())
+        self.norm = nn.BatchNorm3d(2, device=device)
+        self.blocks = nn.ModuleList([nn.BatchNorm2d(2, momentum=0.3, device=device),
+                                     nn.InstanceNorm1d(4)])
+
+
+def test_sync_batch_norm_is_batch_norm_of_any_rank_in_one_process(device):
+    theirs = randomize(_TorchNet(tnn))
+    ours = _GinghamNet(device)
+    ours.load_state_dict(theirs.state_dict())
+    parameters = list(ours.parameters())
+    ours_converted = nn.SyncBatchNorm.convert_sync_batchnorm(ours)
+    theirs_converted = tnn.SyncBatchNorm.convert_sync_batchnorm(theirs)
+    kinds = [type(m).__name__ for m in list(ours_converted.modules())[1:]]
+    assert kinds == [type(m).__name__ for m in list(theirs_converted.modules())[1:]]
+    assert kinds.count("SyncBatchNorm") == 3 and "InstanceNorm1d" in kinds
+    # the same parameter tensors: an optimiser made before conversion still updates them
+    assert [id(p) for p in ours_converted.parameters()] == [id(p) for p in parameters]
+    assert list(ours_converted.state_dict()) == list(theirs_converted.state_dict())
+    arrays = {"signal": rand(4, 3, 7), "volume": rand(3, 2, 2, 3, 2, seed=1),
+              "image": rand(3, 2, 4, 3, seed=2), "flat": rand(5, 4, seed=3)}
+    g_in = {k: tensor(v, device=device, requires_grad=True) for k, v in arrays.items()}
+    t_in = {k: torch.tensor(v, requires_grad=True) for k, v in arrays.items()}
+    flat_theirs, flat_ours = tnn.SyncBatchNorm(4), nn.SyncBatchNorm(4, device=device)
+
+    def run(net, flat, inputs):
+        return {"body": net.body(inputs["signal"]), "norm": net.norm(inputs["volume"]),
+                "block": net.blocks[0](inputs["image"]), "flat": flat(inputs["flat"])}
+
+    g_out, t_out = run(ours_converted, flat_ours, g_in), run(theirs_converted, flat_theirs, t_in)
+    assert_layers_match(ours_converted, theirs_converted, g_in, t_in, g_out, t_out, device,
+                        TOLERANCE)
+    for name, buffer in theirs_converted.state_dict().items():  # running stats updated alike
+        np.testing.assert_allclose(np.asarray(ours_converted.state_dict()[name]), buffer.numpy(),
+                                   err_msg=name, **TOLERANCE)
+    ours_converted.eval()
+    theirs_converted.eval()
+    np.testing.assert_allclose(ours_converted.norm(g_in["volume"]).numpy(),
+                               theirs_converted.norm(t_in["volume"]).detach().numpy(),
+                               **TOLERANCE)
+    with pytest.raises(ValueError, match="expected at least 2D input"):
+        flat_ours(tensor(rand(4), device=device))
+    with pytest.raises(ValueError, match="no process group"):
+        nn.SyncBatchNorm(4, process_group="world")
+    lone = nn.BatchNorm2d(3, device=device).eval()
+    converted = nn.SyncBatchNorm.convert_sync_batchnorm(lone)
+    assert type(converted) is nn.SyncBatchNorm and not converted.training
+    assert converted.running_mean is lone.running_mean

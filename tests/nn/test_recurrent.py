@@ -161,3 +161,35 @@ def test_recurrent_errors():
     with pytest.raises(ShapeError, match="hx must have shape \\(2, 4\\)"):
         F.gru_cell(tensor(rand(2, 3)), tensor(rand(3, 4)), tensor(rand(12, 3)),
                    tensor(rand(12, 4)))
+
+
+def test_rnn_base_classes_are_torchs(device):
+    """nn.RNNBase / nn.RNNCellBase: the layers' bases (isinstance checks in user code), built
+    with torch's constructors; RNNBase(mode, ...) holds torch's parameters for that mode and
+    computes as the layer of that mode (torch's RNNBase has no forward: checked against
+    torch's GRU with the same weights)."""
+    for layer in (nn.RNN(3, 4), nn.LSTM(3, 4), nn.GRU(3, 4)):
+        assert isinstance(layer, nn.RNNBase) and not isinstance(layer, nn.RNNCellBase)
+    for cell in (nn.RNNCell(3, 4), nn.LSTMCell(3, 4), nn.GRUCell(3, 4)):
+        assert isinstance(cell, nn.RNNCellBase) and not isinstance(cell, nn.RNNBase)
+    torch.manual_seed(0)
+    theirs = tnn.RNNBase("GRU", 3, 4, num_layers=2, bidirectional=True)
+    ours = nn.RNNBase("GRU", 3, 4, num_layers=2, bidirectional=True, device=device)
+    assert [(k, tuple(v.shape)) for k, v in ours.state_dict().items()] == [
+        (k, tuple(v.shape)) for k, v in theirs.state_dict().items()]
+    assert repr(ours) == repr(theirs)
+    assert ours.load_state_dict(theirs.state_dict()) == ([], [])
+    reference = tnn.GRU(3, 4, num_layers=2, bidirectional=True)
+    reference.load_state_dict(theirs.state_dict())
+    x = rand(5, 2, 3)
+    output, h_n = ours(tensor(x, device=device))
+    expected, expected_h = reference(torch.tensor(x))
+    np.testing.assert_allclose(output.numpy(), expected.detach().numpy(), **TOLERANCE)
+    np.testing.assert_allclose(h_n.numpy(), expected_h.detach().numpy(), **TOLERANCE)
+    cell = nn.RNNCellBase(3, 4, True, 3)
+    assert [(k, p.shape) for k, p in cell.named_parameters()] == [
+        (k, tuple(p.shape)) for k, p in tnn.RNNCellBase(3, 4, True, 3).named_parameters()]
+    with pytest.raises(ValueError, match="Unrecognized RNN mode: 'FOO'"):
+        nn.RNNBase("FOO", 3, 4)
+    with pytest.raises(ValueError, match="num_chunks must be 4"):
+        nn.LSTMCell.__base__.__init__(nn.LSTMCell(3, 4), 3, 4, True, 3)
