@@ -20,7 +20,7 @@ import numpy as np
 
 from ..tile import builder
 from ..tile import dtypes as dt
-from ..tile.shapes import ExprType, combine
+from . import promotion
 from .dims import DTypeError
 from .tensor import Tensor, tensor
 
@@ -58,20 +58,35 @@ def _floating(x: Tensor, autocast: bool = False) -> Tensor:
 
 
 def _any_float(a: Tensor, b) -> bool:
-    return dt.is_float(a.dtype) or isinstance(b, float) or (
-        isinstance(b, Tensor) and dt.is_float(b.dtype))
+    return dt.is_float(_promoted(a, b)[0].dtype)
+
+
+def _promoted(a: Tensor, b, floating: bool = False) -> tuple[Tensor, "Tensor | float"]:
+    """Both operands in PyTorch's common dtype (:func:`promotion.result_type`; ``floating``:
+    a bool or integer one as float32, for a floating-point function). A number stays a
+    number, a weak literal that takes that dtype; one in a float computation as a float."""
+    b = a._scalar_or_tensor(b)
+    dtype = (promotion.float_result_type if floating else promotion.result_type)(a, b)
+    if isinstance(b, Tensor):
+        b = b if b.dtype == dtype else b.astype(dtype)
+    elif dt.is_float(dtype):
+        b = float(b)
+    return (a if a.dtype == dtype else a.astype(dtype)), b
 
 
 def _float_operands(a: Tensor, b) -> tuple[Tensor, "Tensor | float"]:
-    """Both operands of a floating-point binary function: integer tensors as float32, an int
-    as a float (a tensor ``b`` of another float dtype promotes as usual)."""
-    if isinstance(b, Tensor):
-        b = _floating(b)
-    elif isinstance(b, (bool, int, float, np.number)):
-        b = float(b)
-    else:
-        raise TypeError(f"unsupported operand type {type(b).__name__}")
-    return _floating(a), b
+    """Both operands of a floating-point binary function in their common floating dtype
+    (integer and bool ones as float32), as PyTorch promotes them."""
+    return _promoted(a, b, floating=True)
+
+
+def _no_bool(op: str, what: str, *operands) -> None:
+    """PyTorch refuses ``-`` with a bool operand (a mask's negation is ``~``)."""
+    if any(isinstance(o, bool) or isinstance(o, Tensor) and dt.is_bool(o.dtype)
+           for o in operands):
+        raise promotion.PromotionError(
+            f"{op}: {what} with a bool tensor is not supported, as in PyTorch; to invert a "
+            "mask use `~` or logical_not(), to compare two use logical_xor()")
 
 
 def _series_argument(x, small):
@@ -185,13 +200,26 @@ def _without_nan(x: Tensor) -> Tensor:
 
 
 def _true_divide(a: Tensor, b) -> Tensor:
-    """``/`` divides as NumPy's true_divide: integers give float32 here (Tile's ``/`` on
-    integers truncates, so they are converted first)."""
-    if not dt.is_float(a.dtype):
-        a = a.astype(np.float32)
-    if isinstance(b, Tensor) and not dt.is_float(b.dtype):
-        b = b.astype(np.float32)
+    """``/`` in the operands' common floating dtype, as PyTorch's: integers give float32
+    (Tile's ``/`` on integers truncates, so they are converted first)."""
+    a, b = _promoted(a, b, floating=True)
     return a._elementwise(lambda x, y: x / y, [b], "divide")
+
+
+def _pow_of(dtype: np.dtype):
+    """``pow`` of builder nodes of the common ``dtype``: Tile's (floating point) for floats;
+    for integers the float64 power rounded back to ``dtype``, as PyTorch keeps integer powers
+    integers (exact while the result fits 53 bits)."""
+    if dt.is_float(dtype):
+        return builder.pow
+    _not_for_bool("pow", dtype)
+    name = dt.dtype_name(dtype)
+
+    def integer_pow(a, b):
+        real = builder.pow(builder.cast(a, "float64"), builder.cast(b, "float64"))
+        return builder.cast(builder.round(real), name)
+
+    return integer_pow
 
 
 def _weak_scalar(value, like: Tensor) -> Tensor:
@@ -199,8 +227,7 @@ def _weak_scalar(value, like: Tensor) -> Tensor:
     beside ``like`` (a weak scalar, as in PyTorch: ``7 // int32_tensor`` is int32)."""
     if isinstance(value, Tensor):
         return value
-    floating = dt.is_float(like.dtype) or isinstance(value, float)
-    dtype = like.dtype if dt.is_float(like.dtype) or not floating else dt.FLOAT32
+    dtype = promotion.result_type(like, like._scalar_or_tensor(value))
     return tensor(np.asarray(value, dtype), device=like.device)
 
 
@@ -219,12 +246,8 @@ def _remainder(a: Tensor, b) -> Tensor:
     computes it. (Not ``a - floor(a / b) * b``, which is NaN for an infinite divisor, where
     PyTorch gives ``a`` or ``b``: ``-3 % inf == inf``.) The gradient for ``b`` is
     ``-floor(a / b)``, PyTorch's."""
-    if dt.is_float(a.dtype) or isinstance(b, float) or (
-            isinstance(b, Tensor) and dt.is_float(b.dtype)):
-        # an integer operand as float32 (as _true_divide makes it), not NumPy's float64
-        a = a if dt.is_float(a.dtype) else a.astype(dt.FLOAT32)
-        b = b.astype(a.dtype) if isinstance(b, Tensor) and not dt.is_float(b.dtype) else b
-        b = float(b) if not isinstance(b, Tensor) else b
+    a, b = _promoted(a, b)
+    _not_for_bool("remainder", a)
 
     def remainder(x, y):
         r = x % y
@@ -236,8 +259,9 @@ def _remainder(a: Tensor, b) -> Tensor:
 def _floor_divide(a: Tensor, b) -> Tensor:
     """``a // b`` rounded toward minus infinity, as PyTorch's ``//``; integers from Tile's
     truncating ``/``, one less where the remainder's sign differs from the divisor's."""
-    if dt.is_float(a.dtype) or isinstance(b, float) or (
-            isinstance(b, Tensor) and dt.is_float(b.dtype)):
+    a, b = _promoted(a, b)
+    _not_for_bool("floor_divide", a)
+    if dt.is_float(a.dtype):
         return _true_divide(a, b).floor()
 
     def floor_divide(x, y):
@@ -268,6 +292,14 @@ def _euclid(a, b, steps: int):
 _BFLOAT16_FINFO = type("Finfo", (), dict(nmant=7, smallest_normal=2.0 ** -126,
                                          smallest_subnormal=2.0 ** -133,
                                          max=3.3895313892515355e38))
+
+
+def _not_for_bool(op: str, promoted) -> None:
+    """PyTorch defines no ``//``, ``%``, ``fmod`` or ``**`` of bools (a tensor or a dtype:
+    the operands' common one)."""
+    if dt.is_bool(getattr(promoted, "dtype", promoted)):
+        raise promotion.PromotionError(f"{op}: not defined for bool operands, as in PyTorch; "
+                                       "convert them with .int() first")
 
 
 def _integral(op: str, *operands) -> None:
@@ -323,14 +355,20 @@ def where(cond: Tensor, a=None, b=None):
     # NumPy arrays become tensors and NumPy scalars numbers first, as for ``+``: their dtype
     # then counts in the result's (an array is not a weakly typed Python number).
     a, b = cond._scalar_or_tensor(a), cond._scalar_or_tensor(b)
-    return cond._elementwise(lambda c, x, y: builder.select(c, x, y), [a, b], "where",
-                             _where_dtype(a, b))
+    dtype = _where_dtype(a, b)
+    a, b = (v.astype(dtype) if isinstance(v, Tensor) and v.dtype != dtype else v for v in (a, b))
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        def select(c, x, y):
+            return builder.select(c, x, y)
+    else:  # two literals would be typed by Tile's rule (int32, float32): cast to PyTorch's
+        def select(c, x, y):
+            return builder.cast(builder.select(c, x, y), dt.dtype_name(dtype))
+    return cond._elementwise(select, [a, b], "where", dtype)
 
 
 def _where_dtype(a, b) -> np.dtype:
-    types = [ExprType(x.dtype) if isinstance(x, Tensor) else
-             ExprType(dt.FLOAT32 if isinstance(x, float) else dt.INT32, weak=True) for x in (a, b)]
-    return combine(types[0], types[1]).dtype
+    """PyTorch's result dtype of two operands (tensors or Python numbers)."""
+    return promotion.result_type(a, b)
 
 
 _ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,

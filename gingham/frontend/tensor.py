@@ -46,6 +46,7 @@ from ..tile import builder
 from ..tile import dtypes as dt
 from ..torch_devices import as_device as _as_device
 from ..tile.shapes import ExprType, combine
+from . import promotion
 from .grad_mode import _grad_mode, is_grad_enabled, no_grad
 from .dims import (
     DimError, DTypeError, ShapeError, _axes, _broadcast_shapes, _dim, _dim_arguments,
@@ -380,32 +381,59 @@ class Tensor:
         raise TypeError(f"unsupported operand type {type(other).__name__}")
 
     def _elementwise(self, op: Callable, others: Sequence, name: str,
-                     result_dtype: np.dtype | None = None) -> "Tensor":
+                     result_dtype: np.dtype | None = None, *,
+                     promote: bool | None = None) -> "Tensor":
+        """The elementwise ``op(self, *others)`` of builder nodes (numbers stay literals).
+
+        ``promote`` (the default without ``result_dtype``): the tensors are first cast to
+        PyTorch's common dtype of the operands (:func:`promotion.result_type`), which is the
+        result's unless ``result_dtype`` says otherwise (a comparison's bool). Without it the
+        operands enter as they are, for ops whose operands differ by design (a bool mask
+        beside values); Tile's rule then types the result.
+
+            x._elementwise(lambda a, b: a + b, [2.5], "add")   # int32 x: float32
+        """
         operands = [self] + [self._scalar_or_tensor(o) for o in others]
+        promote = result_dtype is None if promote is None else promote
+        if promote:
+            common = promotion.result_type(*operands)
+            operands = [o.astype(common) if isinstance(o, Tensor) and o.dtype != common else o
+                        for o in operands]
         tensors = [o for o in operands if isinstance(o, Tensor)]
         shape = _broadcast_shapes(name, [t.shape for t in tensors])
-        types = [ExprType(o.dtype) if isinstance(o, Tensor) else
-                 ExprType(dt.FLOAT32 if isinstance(o, float) else dt.INT32, weak=True)
-                 for o in operands]
-        joined = types[0]
-        for t in types[1:]:
-            joined = combine(joined, t)
-        dtype = result_dtype if result_dtype is not None else joined.dtype
+        if promote:
+            dtype = common if result_dtype is None else result_dtype
+        else:
+            types = [ExprType(o.dtype) if isinstance(o, Tensor) else
+                     ExprType(dt.FLOAT32 if isinstance(o, float) else dt.INT32, weak=True)
+                     for o in operands]
+            joined = types[0]
+            for t in types[1:]:
+                joined = combine(joined, t)
+            dtype = result_dtype if result_dtype is not None else joined.dtype
+        # Tile's arithmetic on bools gives int32 (NumPy's); PyTorch's stays bool (True + True
+        # is True), so a bool result is cast back.
+        restore = "bool" if promote and result_dtype is None and dt.is_bool(dtype) else None
         positions = [i for i, o in enumerate(operands) if isinstance(o, Tensor)]
 
         def build(nodes):
             values = list(operands)
             for position, node in zip(positions, nodes):
                 values[position] = node
-            return op(*values)
+            result = op(*values)
+            return builder.cast(result, restore) if restore else result
 
         return self._derive(shape, dtype, tensors, build, name)
 
     # arithmetic ---------------------------------------------------------------------------------
     def __add__(self, o): return self._elementwise(lambda a, b: a + b, [o], "add")
     def __radd__(self, o): return self._elementwise(lambda a, b: b + a, [o], "add")
-    def __sub__(self, o): return self._elementwise(lambda a, b: a - b, [o], "subtract")
-    def __rsub__(self, o): return self._elementwise(lambda a, b: b - a, [o], "subtract")
+    def __sub__(self, o):
+        _no_bool("subtract", "Subtraction, the `-` operator,", self, o)
+        return self._elementwise(lambda a, b: a - b, [o], "subtract")
+    def __rsub__(self, o):
+        _no_bool("subtract", "Subtraction, the `-` operator,", self, o)
+        return self._elementwise(lambda a, b: b - a, [o], "subtract")
     def __mul__(self, o): return self._elementwise(lambda a, b: a * b, [o], "multiply")
     def __rmul__(self, o): return self._elementwise(lambda a, b: b * a, [o], "multiply")
     def __truediv__(self, o): return _true_divide(self, o)
@@ -415,21 +443,28 @@ class Tensor:
         # not build (1.0 / x in a traced op).
         if isinstance(o, Tensor):
             return _true_divide(o, self)
-        divisor = self if dt.is_float(self.dtype) else self.astype(np.float32)
-        return divisor._elementwise(lambda a, b: b / a, [o], "divide")
+        divisor, dividend = _float_operands(self, o)
+        return divisor._elementwise(lambda a, b: b / a, [dividend], "divide")
     def __mod__(self, o): return _remainder(self, o)
     def __rmod__(self, o): return _remainder(_weak_scalar(o, self), self)
     def __floordiv__(self, o): return _floor_divide(self, o)
     def __rfloordiv__(self, o): return _floor_divide(_weak_scalar(o, self), self)
-    def __neg__(self): return self._elementwise(lambda a: -a, [], "negative")
+    def __neg__(self):
+        _no_bool("negative", "Negation, the `-` operator,", self)
+        return self._elementwise(lambda a: -a, [], "negative")
     def __pow__(self, o):
-        return _autocast_float32(self)._elementwise(lambda a, b: builder.pow(a, b), [o], "pow")
-    def __lt__(self, o): return self._elementwise(lambda a, b: a < b, [o], "less", dt.BOOL)
-    def __le__(self, o): return self._elementwise(lambda a, b: a <= b, [o], "less_equal", dt.BOOL)
-    def __gt__(self, o): return self._elementwise(lambda a, b: a > b, [o], "greater", dt.BOOL)
-    def __ge__(self, o): return self._elementwise(lambda a, b: a >= b, [o], "greater_equal", dt.BOOL)
-    def __eq__(self, o): return self._elementwise(lambda a, b: _eq(a, b), [o], "equal", dt.BOOL)  # type: ignore[override]
-    def __ne__(self, o): return self._elementwise(lambda a, b: _ne(a, b), [o], "not_equal", dt.BOOL)  # type: ignore[override]
+        base, exponent = _promoted(_autocast_float32(self), o)
+        return base._elementwise(_pow_of(base.dtype), [exponent], "pow")
+    def _compare(self, other, fn, name: str) -> "Tensor":
+        """``fn(self, other)`` in the operands' common dtype (PyTorch's), a bool tensor."""
+        return self._elementwise(fn, [other], name, dt.BOOL, promote=True)
+
+    def __lt__(self, o): return self._compare(o, lambda a, b: a < b, "less")
+    def __le__(self, o): return self._compare(o, lambda a, b: a <= b, "less_equal")
+    def __gt__(self, o): return self._compare(o, lambda a, b: a > b, "greater")
+    def __ge__(self, o): return self._compare(o, lambda a, b: a >= b, "greater_equal")
+    def __eq__(self, o): return self._compare(o, _eq, "equal")  # type: ignore[override]
+    def __ne__(self, o): return self._compare(o, _ne, "not_equal")  # type: ignore[override]
     __hash__ = object.__hash__
 
     # bool masks (logical) and integers (bitwise), as PyTorch's ~ & | ^
@@ -476,7 +511,9 @@ class Tensor:
     negative = neg
 
     def __rpow__(self, base):
-        return _autocast_float32(self)._elementwise(lambda a, b: builder.pow(b, a), [base], "pow")
+        exponent, base = _promoted(_autocast_float32(self), base)
+        power = _pow_of(exponent.dtype)
+        return exponent._elementwise(lambda a, b: power(b, a), [base], "pow")
 
     def square(self) -> "Tensor":
         """``self ** 2`` in this tensor's dtype (an integer stays an integer, as PyTorch's)."""
@@ -579,10 +616,9 @@ class Tensor:
     def fmod(self, other) -> "Tensor":
         """The remainder of ``self / other`` with the dividend's sign (C's ``fmod``), where
         :meth:`remainder` (``%``) takes the divisor's. Integers: C's ``%`` (by zero, 0)."""
-        if _any_float(self, other):
-            a, b = _float_operands(self, other)
-            return a._elementwise(lambda p, q: p % q, [b], "fmod")
-        return self._elementwise(lambda p, q: p % q, [other], "fmod")
+        a, b = _promoted(self, other)
+        _not_for_bool("fmod", a)
+        return a._elementwise(lambda p, q: p % q, [b], "fmod")
 
     def remainder(self, other) -> "Tensor":
         """``self % other``, with the divisor's sign (Python's, PyTorch's)."""
@@ -1403,10 +1439,11 @@ def _as_tensor(value, like: Tensor) -> Tensor:
 #   namespace.py      torch's functions: the methods' function spellings, creation helpers
 # The rest of gingham imports their names from here, as when they were written here.
 from .elementwise import (  # noqa: E402
-    maximum, minimum, where, _acosh, _any_float, _asinh, _atan2, _autocast_float32,
+    maximum, minimum, where, _acosh, _asinh, _atan2, _autocast_float32,
     _BFLOAT16_FINFO, _bitwise, _eq, _euclid, _expm1, _finfo_max, _float_operands, _floating,
-    _floor_divide, _gcd_steps, _integral, _log1p, _logaddexp, _ne, _remainder, _sign_bit,
-    _true_divide, _trunc, _unary_float, _weak_scalar, _where_dtype, _without_nan,
+    _floor_divide, _gcd_steps, _integral, _log1p, _logaddexp, _ne, _no_bool, _not_for_bool,
+    _remainder, _sign_bit,
+    _pow_of, _promoted, _true_divide, _trunc, _unary_float, _weak_scalar, _where_dtype, _without_nan,
 )
 from .contractions import (  # noqa: E402
     batched_operand_index, chain_matmul, einsum, inner, kron, matmul, outer, tensordot,
