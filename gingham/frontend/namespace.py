@@ -22,9 +22,8 @@ from typing import Callable
 import numpy as np
 
 from ..tile import dtypes as dt
-from ..tile.shapes import ExprType, combine
 from .dims import ShapeError, _broadcast_shapes
-from .elementwise import _where_dtype
+from . import promotion
 from .layout import _broadcast_to, meshgrid, stack
 from .tensor import Tensor, full, tensor, zeros
 
@@ -222,24 +221,25 @@ def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
 
 
 def result_type(tensor1, tensor2) -> np.dtype:
-    """The dtype of an arithmetic result of the two operands (tensors or numbers; numbers are
-    weak, as in PyTorch)."""
-    return _where_dtype(tensor1, tensor2)
+    """The dtype of an arithmetic result of the two operands (tensors or Python numbers), by
+    PyTorch's rules (:func:`gingham.frontend.promotion.result_type`).
+
+        gingham.result_type(gingham.ones(2, dtype="float16"), gingham.tensor(1.0))  # float16
+    """
+    return promotion.result_type(tensor1, tensor2)
 
 
 def promote_types(type1, type2) -> np.dtype:
-    """PyTorch's rule: a float type beside an integer or bool one wins whatever its width."""
-    first, second = dt.as_tile_dtype(type1), dt.as_tile_dtype(type2)
-    if dt.is_float(first) != dt.is_float(second):
-        return first if dt.is_float(first) else second
-    return combine(ExprType(first), ExprType(second)).dtype
+    """PyTorch's table: a float type beside an integer or bool one wins whatever its width.
+
+        gingham.promote_types("int64", "float16")   # float16
+    """
+    return promotion.promote_types(type1, type2)
 
 
 def can_cast(from_, to) -> bool:
     """PyTorch's rule: no cast to a lower kind (float to integer, integer to bool)."""
-    source, target = (dt.as_tile_dtype(t) for t in (from_, to))
-    rank = {"b": 0, "i": 1, "u": 1, "f": 2, "V": 2}
-    return rank[target.kind] >= rank[source.kind]
+    return promotion.can_cast(from_, to)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -50,14 +50,22 @@ def _reduce(x: Tensor, agg: str, axis, keepdims: bool, op: str = "reduce") -> Te
     return x._derive(tuple(out_shape), dtype, [x], build, op)
 
 
+def _accumulating(x: Tensor, dtype=None) -> Tensor:
+    """``x`` in the dtype a sum or a product of it accumulates in: ``dtype`` when given, else
+    int64 for bools and integers (PyTorch's: ``int32_tensor.sum()`` is int64, which does not
+    wrap around where int32 would), else its own.
+
+        _accumulating(counts).sum()      # int64 for an int32 ``counts``
+    """
+    if dtype is not None:
+        return x.astype(dtype)
+    return x if dt.is_float(x.dtype) or x.dtype == dt.INT64 else x.astype(dt.INT64)
+
+
 def _cumulative(x: Tensor, agg: str, dim: int, dtype, op: str) -> Tensor:
     """``O[..., i, ...] = agg(X[..., i - k, ...]), k < N`` along ``dim`` (see cumsum)."""
     dim = _dim(op, x.shape, dim)
-    if dtype is not None:
-        x = x.astype(dtype)
-    elif not dt.is_float(x.dtype):
-        x = x.astype(dt.INT64)  # PyTorch's integer running sums and products
-    x = _autocast_float32(x)
+    x = _autocast_float32(_accumulating(x, dtype))
     idx = builder.indices(" ".join(f"i{a}" for a in range(x.ndim)))
     (k,) = builder.indices("k")
     read = list(idx)

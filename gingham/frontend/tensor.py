@@ -516,9 +516,11 @@ class Tensor:
         return exponent._elementwise(lambda a, b: power(b, a), [base], "pow")
 
     def square(self) -> "Tensor":
-        """``self ** 2`` in this tensor's dtype (an integer stays an integer, as PyTorch's)."""
+        """``self ** 2`` in this tensor's dtype (an integer stays an integer, a bool becomes
+        int64, as PyTorch's)."""
         if not dt.is_float(self.dtype):  # Tile's pow computes in floating point
-            return self._elementwise(lambda a: a * a, [], "square")
+            x = self.astype(dt.INT64) if dt.is_bool(self.dtype) else self
+            return x._elementwise(lambda a: a * a, [], "square")
         # pow, not a * a: gingham.tile.builder could not inline an elementwise node that its
         # only consumer reads twice (``d = A - 1.0; d * d`` failed in program()).
         return self._elementwise(lambda a: builder.pow(a, 2.0), [], "square")
@@ -742,6 +744,15 @@ class Tensor:
 
             ema = ema.lerp(value, 0.1)
         """
+        for name, operand in (("end", end), ("weight", weight)):
+            if isinstance(operand, Tensor) and operand.dtype != self.dtype:
+                raise promotion.PromotionError(
+                    f"lerp: expected dtype {dt.dtype_name(self.dtype)} for `{name}` but got "
+                    f"dtype {dt.dtype_name(operand.dtype)} (PyTorch's lerp does not promote)")
+        if not dt.is_float(self.dtype):
+            raise promotion.PromotionError(f"lerp: needs floating-point tensors, not "
+                                           f"{dt.dtype_name(self.dtype)}")
+
         def lerp(start, stop, w):
             diff = stop - start
             return builder.select(builder.abs(w) < 0.5, start + diff * w, stop - diff * (1.0 - w))
@@ -837,13 +848,24 @@ class Tensor:
     # Each takes PyTorch's ``dim``/``keepdim`` and NumPy's ``axis``/``keepdims`` (PyTorch accepts
     # those spellings too); ``dim`` is an int, a tuple of ints or None (every dim).
     def sum(self, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
+        """The sum along ``dim`` (an int, a tuple or None: every dim); bools and integers
+        sum in int64 unless ``dtype`` says otherwise, as PyTorch's (an int32 sum would wrap
+        around silently).
+
+            counts.sum(0)            # int64
+        """
         dims, keep = _dim_arguments("sum", dim, keepdim, axis, keepdims)
-        x = self if dtype is None else self.astype(dtype)
+        x = _accumulating(self, dtype)
         return _reduce(_autocast_float32(x), "+", dims, keep, "sum")
 
     def mean(self, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
         dims, keep = _dim_arguments("mean", dim, keepdim, axis, keepdims)
         x = _autocast_float32(self if dtype is None else self.astype(dtype))
+        if not dt.is_float(x.dtype):
+            raise promotion.PromotionError(
+                f"mean(): could not infer output dtype. Input dtype must be either a floating "
+                f"point or complex dtype, not {dt.dtype_name(x.dtype)} (give dtype=, as to "
+                "PyTorch's)")
         count = math.prod(x.shape[a] for a in _axes("mean", x.shape, dims)) or 1
         total = _reduce(x if dt.is_float(x.dtype) else x.astype(np.float32), "+", dims, keep,
                         "mean")
@@ -863,10 +885,7 @@ class Tensor:
         if isinstance(dims, (tuple, list)):
             raise TypeError(f"prod: dim must be an int or None, not {dims!r} (PyTorch's prod "
                             "takes one dim)")
-        x = self if dtype is None else self.astype(dtype)
-        if dt.is_bool(x.dtype):
-            x = x.astype(dt.INT32)  # an integer, as sum() gives for bools
-        return _reduce(_autocast_float32(x), "*", dims, keep, "prod")
+        return _reduce(_autocast_float32(_accumulating(self, dtype)), "*", dims, keep, "prod")
 
     def cumsum(self, dim: int, *, dtype=None) -> "Tensor":
         """Running sums along ``dim``, as PyTorch's ``cumsum`` (integers and bools give
@@ -947,8 +966,7 @@ class Tensor:
 
     def nansum(self, dim=None, keepdim: bool = False, *, dtype=None) -> "Tensor":
         """:meth:`sum` with NaNs counted as zero (their gradient is 0)."""
-        x = self if dtype is None else self.astype(dtype)
-        return _without_nan(x).sum(_none_if_empty(dim), keepdim)
+        return _without_nan(_accumulating(self, dtype)).sum(_none_if_empty(dim), keepdim)
 
     def nanmean(self, dim=None, keepdim: bool = False, *, dtype=None) -> "Tensor":
         """The mean of the elements that are not NaN (NaN where all are), as PyTorch's."""
@@ -1403,18 +1421,34 @@ def ones(*size, dtype=None, device: str | None = None, requires_grad: bool = Fal
     return _created(np.ones(shape, dtype), device, requires_grad)
 
 
-def full(shape, value, dtype=np.float32, device: str | None = None, *,
+def full(shape, value, dtype=None, device: str | None = None, *,
          requires_grad: bool = False) -> Tensor:
-    """``value`` everywhere in ``shape``, as ``torch.full(size, fill_value)``."""
+    """``value`` everywhere in ``shape``, as ``torch.full(size, fill_value)``: without
+    ``dtype``, the value's (a bool gives bool, an int int64, a float float32).
+
+        gingham.full((2, 3), 7)          # int64, as torch.full
+    """
     shape = (shape,) if isinstance(shape, (int, np.integer)) else shape
+    if dtype is None:
+        number = value.item() if isinstance(value, (np.number, np.bool_)) else value
+        dtype = promotion.number_dtype(number)
     return _created(np.full(shape, value, dt.as_tile_dtype(dtype)), device, requires_grad)
 
 
 def arange(start, stop=None, step=1, dtype=None, device: str | None = None, *,
            requires_grad: bool = False) -> Tensor:
-    """``start, start + step, ...`` below ``stop``, as ``torch.arange`` (int64 for integers)."""
+    """``start, start + step, ...`` below ``stop``, as ``torch.arange``: without ``dtype``,
+    int64 for integers and float32 (the default dtype) where any argument is a float.
+
+        gingham.arange(0, 1, 0.25)       # float32 [0, 0.25, 0.5, 0.75]
+    """
+    if dtype is None:
+        numbers = [v for v in (start, stop, step) if v is not None]
+        dtype = dt.FLOAT32 if any(isinstance(v, (float, np.floating)) for v in numbers) else None
     dtype = dt.as_tile_dtype(dtype) if dtype is not None else None
-    return _created(np.arange(start, stop, step, dtype=dtype), device, requires_grad)
+    # the count and the values in float64, rounded once to the result's dtype
+    values = np.arange(start, stop, step, dtype=None if dtype is None else np.float64)
+    return _created(values if dtype is None else values.astype(dtype), device, requires_grad)
 
 
 def _as_tensor(value, like: Tensor) -> Tensor:
@@ -1443,7 +1477,8 @@ from .elementwise import (  # noqa: E402
     _BFLOAT16_FINFO, _bitwise, _eq, _euclid, _expm1, _finfo_max, _float_operands, _floating,
     _floor_divide, _gcd_steps, _integral, _log1p, _logaddexp, _ne, _no_bool, _not_for_bool,
     _remainder, _sign_bit,
-    _pow_of, _promoted, _true_divide, _trunc, _unary_float, _weak_scalar, _where_dtype, _without_nan,
+    _pow_of, _promoted, _true_divide, _trunc, _unary_float, _weak_scalar, _where_dtype,
+    _without_nan,
 )
 from .contractions import (  # noqa: E402
     batched_operand_index, chain_matmul, einsum, inner, kron, matmul, outer, tensordot,
@@ -1456,7 +1491,7 @@ from .layout import (  # noqa: E402
 )
 from .reductions import (  # noqa: E402
     corrcoef, cov, cumulative_trapezoid, std_mean, trapezoid, trapz, var_mean, _arg_extreme,
-    _cumulative, _max_or_min, _reduce, _variance,
+    _accumulating, _cumulative, _max_or_min, _reduce, _variance,
 )
 from .graph import (  # noqa: E402
     assign_all, graph_inputs, is_autograd_input, is_graph_input, move_all, moves_count,
