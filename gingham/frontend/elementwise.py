@@ -21,7 +21,6 @@ import numpy as np
 from ..tile import builder
 from ..tile import dtypes as dt
 from . import promotion
-from .dims import DTypeError
 from .tensor import Tensor, tensor
 
 
@@ -306,10 +305,11 @@ def _integral(op: str, *operands) -> None:
     for operand in operands:
         if isinstance(operand, Tensor) and not (dt.is_bool(operand.dtype)
                                                 or dt.is_integer(operand.dtype)):
-            raise DTypeError(f"{op}: needs bool or integer tensors, not "
-                             f"{dt.dtype_name(operand.dtype)}")
+            raise promotion.PromotionError(f"{op}: needs bool or integer tensors, not "
+                                           f"{dt.dtype_name(operand.dtype)}")
         if isinstance(operand, float):
-            raise DTypeError(f"{op}: needs bool or integer operands, not the float {operand}")
+            raise promotion.PromotionError(f"{op}: needs bool or integer operands, not the "
+                                           f"float {operand}")
 
 
 def _bitwise(a: Tensor, b, op: str, logical) -> Tensor:
@@ -357,12 +357,14 @@ def where(cond: Tensor, a=None, b=None):
     a, b = cond._scalar_or_tensor(a), cond._scalar_or_tensor(b)
     dtype = _where_dtype(a, b)
     a, b = (v.astype(dtype) if isinstance(v, Tensor) and v.dtype != dtype else v for v in (a, b))
-    if isinstance(a, Tensor) or isinstance(b, Tensor):
-        def select(c, x, y):
-            return builder.select(c, x, y)
-    else:  # two literals would be typed by Tile's rule (int32, float32): cast to PyTorch's
+    if dt.is_bool(dtype) or not (isinstance(a, Tensor) or isinstance(b, Tensor)):
+        # Tile types literals by its rule (a Python bool or int as int32, a float float32):
+        # the result cast to PyTorch's dtype
         def select(c, x, y):
             return builder.cast(builder.select(c, x, y), dt.dtype_name(dtype))
+    else:
+        def select(c, x, y):
+            return builder.select(c, x, y)
     return cond._elementwise(select, [a, b], "where", dtype)
 
 

@@ -20,9 +20,10 @@ import numpy as np
 from ..tile import builder
 from ..tile import dtypes as dt
 from .contractions import einsum, matmul
-from .dims import DTypeError, ShapeError, _axes, _dim, _dim_arguments, _none_if_empty
+from .dims import ShapeError, _axes, _dim, _dim_arguments, _none_if_empty
 from .elementwise import _autocast_float32, _floating, maximum, minimum, where
 from .layout import reshape
+from .promotion import PromotionError
 from .tensor import Tensor, ValuesIndices, arange, zeros
 
 
@@ -125,7 +126,8 @@ def _variance(x: Tensor, op: str, dim, unbiased: bool | None, keepdim: bool,
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
     if not dt.is_float(x.dtype):
-        raise DTypeError(f"{op}: needs a floating-point tensor, not {dt.dtype_name(x.dtype)}")
+        raise PromotionError(f"{op}: needs a floating-point tensor, not "
+                             f"{dt.dtype_name(x.dtype)} (as PyTorch's)")
     axes = _axes(op, x.shape, _none_if_empty(dim))
     count = math.prod(x.shape[a] for a in axes)
     data = x.astype(dt.FLOAT32) if dt.is_half(x.dtype) else x  # half types sum in float32

@@ -454,6 +454,8 @@ class Tensor:
         return self._elementwise(lambda a: -a, [], "negative")
     def __pow__(self, o):
         base, exponent = _promoted(_autocast_float32(self), o)
+        if dt.is_bool(base.dtype) and isinstance(exponent, bool):
+            return base | (not exponent)  # PyTorch's x ** True is x, x ** False all True
         return base._elementwise(_pow_of(base.dtype), [exponent], "pow")
     def _compare(self, other, fn, name: str) -> "Tensor":
         """``fn(self, other)`` in the operands' common dtype (PyTorch's), a bool tensor."""
@@ -760,7 +762,12 @@ class Tensor:
         return self._elementwise(lerp, [end, weight], "lerp")
 
     def addcmul(self, tensor1: "Tensor", tensor2: "Tensor", *, value=1) -> "Tensor":
-        """``self + value * tensor1 * tensor2``."""
+        """``self + value * tensor1 * tensor2``, in the tensors' common dtype (as PyTorch's:
+        a float ``value`` for integer tensors is truncated toward zero; bools are refused)."""
+        common = promotion.result_type(self, tensor1, tensor2)
+        _not_for_bool("addcmul", common)
+        if isinstance(value, float) and not dt.is_float(common):
+            value = int(value)
         return self._elementwise(lambda s, p, q: s + p * q * value, [tensor1, tensor2], "addcmul")
 
     def addcdiv(self, tensor1: "Tensor", tensor2: "Tensor", *, value=1) -> "Tensor":
@@ -1305,6 +1312,17 @@ class Tensor:
     def char(self) -> "Tensor": return self._in_dtype(np.dtype(np.int8))
     def short(self) -> "Tensor": return self._in_dtype(np.dtype(np.int16))
 
+    def type(self, dtype=None) -> "Tensor | str":
+        """This tensor in ``dtype`` (itself when it has it already), as PyTorch's
+        ``x.type(torch.int32)``; without ``dtype``, PyTorch's name of the tensor type
+        (``"torch.FloatTensor"``).
+
+            x.type("int32")
+        """
+        if dtype is None:
+            return f"torch.{_TENSOR_TYPE_NAMES[dt.dtype_name(self.dtype)]}Tensor"
+        return self._in_dtype(dtype)
+
     def _in_dtype(self, dtype) -> "Tensor":
         """This tensor in ``dtype``, itself when it has that dtype already (as PyTorch's
         ``x.float()`` returns ``x`` for a float32 ``x``)."""
@@ -1419,6 +1437,14 @@ def ones(*size, dtype=None, device: str | None = None, requires_grad: bool = Fal
     """Ones, as ``torch.ones`` (the arguments as :func:`zeros`')."""
     shape, dtype, device = _creation("ones", size, dtype, device)
     return _created(np.ones(shape, dtype), device, requires_grad)
+
+
+#: PyTorch's legacy names of the tensor types (``x.type()``).
+_TENSOR_TYPE_NAMES = {
+    "float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+    "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+    "bool": "Bool", "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64",
+}
 
 
 def full(shape, value, dtype=None, device: str | None = None, *,
