@@ -77,7 +77,7 @@ SKIPPED: dict[str, list[str]] = {
     "autograd graph internals and hooks; legacy constructors": [
         "grad_dtype", "register_post_accumulate_grad_hook", "output_nr", "volatile", "reinforce",
         "as_subclass",
-        "new", "type", "index"],
+        "new", "index"],
     "ATen-level spellings of nn ops (positional cudnn/train flags, int reductions): "
     "gingham.nn.functional has them with the public signature": [
         "affine_grid_generator", "batch_norm.*", "native_.*", "binary_cross_entropy_with_logits",
