@@ -57,7 +57,8 @@ def _floating(x: Tensor, autocast: bool = False) -> Tensor:
 
 
 def _any_float(a: Tensor, b) -> bool:
-    return dt.is_float(_promoted(a, b)[0].dtype)
+    """Whether ``a`` and ``b`` compute in a floating dtype (PyTorch's promotion)."""
+    return dt.is_float(promotion.result_type(a, a._scalar_or_tensor(b)))
 
 
 def _promoted(a: Tensor, b, floating: bool = False) -> tuple[Tensor, "Tensor | float"]:

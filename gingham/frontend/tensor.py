@@ -457,6 +457,7 @@ class Tensor:
         if dt.is_bool(base.dtype) and isinstance(exponent, bool):
             return base | (not exponent)  # PyTorch's x ** True is x, x ** False all True
         return base._elementwise(_pow_of(base.dtype), [exponent], "pow")
+
     def _compare(self, other, fn, name: str) -> "Tensor":
         """``fn(self, other)`` in the operands' common dtype (PyTorch's), a bool tensor."""
         return self._elementwise(fn, [other], name, dt.BOOL, promote=True)
@@ -874,8 +875,7 @@ class Tensor:
                 f"point or complex dtype, not {dt.dtype_name(x.dtype)} (give dtype=, as to "
                 "PyTorch's)")
         count = math.prod(x.shape[a] for a in _axes("mean", x.shape, dims)) or 1
-        total = _reduce(x if dt.is_float(x.dtype) else x.astype(np.float32), "+", dims, keep,
-                        "mean")
+        total = _reduce(x, "+", dims, keep, "mean")
         mean = total / float(count)
         mean._op, mean._op_folds_parents = "mean", True  # one node to grad_fn, as to PyTorch
         return mean
