@@ -156,17 +156,23 @@ def _sign_bit(x):
     return builder.logical_or(x < 0, builder.logical_and(x.eq(0.0), 1.0 / x < 0))
 
 
-def _atan2(y, x):
+def _atan2(y, x, dtype: str = "float32"):
     """``atan2`` from ``atan`` of the ratio of the smaller magnitude to the larger (so it
     never divides by zero, and the derivative is finite on the axes): ``atan(y / x)`` plus
     ``+-pi`` where ``x`` is negative, or ``+-pi/2 - atan(x / y)`` where ``|y| > |x|``. Each
     branch divides by 1 where it is not taken (and at the origin, whose angle is then 0 or
-    ``+-pi`` by the signs of the zeros, as C's)."""
+    ``+-pi`` by the signs of the zeros, as C's). ``dtype`` names the operands' type: the
+    turns are a sign of that type times a literal, which keeps its full value there (a
+    select of two literals would be typed, and rounded, as a weak float32)."""
+
+    def turn(negative, angle: float):
+        return builder.cast(builder.select(negative, -1.0, 1.0), dtype) * angle
+
     steep = builder.abs(y) > builder.abs(x)
     flat_divisor = builder.select(builder.logical_or(steep, x.eq(0.0)), 1.0, x)
-    half_turn = builder.select(_sign_bit(y), -math.pi, math.pi)
+    half_turn = turn(_sign_bit(y), math.pi)
     flat = builder.atan(y / flat_divisor) + builder.select(_sign_bit(x), half_turn, 0.0)
-    quarter_turn = builder.select(y < 0, -math.pi / 2, math.pi / 2)
+    quarter_turn = turn(y < 0, math.pi / 2)
     steep_angle = quarter_turn - builder.atan(x / builder.select(steep, y, 1.0))
     return builder.select(steep, steep_angle, flat)
 

@@ -588,10 +588,11 @@ class Tensor:
             angle = y.atan2(x)
         """
         y, x = _float_operands(self, other)
+        name = dt.dtype_name(y.dtype)
         if not isinstance(x, Tensor):  # a number: a constant node, which _atan2 compares
-            name = dt.dtype_name(y.dtype)
-            return y._elementwise(lambda p: _atan2(p, builder.cast(x, name)), [], "atan2")
-        return y._elementwise(_atan2, [x], "atan2")
+            return y._elementwise(lambda p: _atan2(p, builder.cast(x, name), name), [],
+                                  "atan2")
+        return y._elementwise(lambda p, q: _atan2(p, q, name), [x], "atan2")
 
     arctan2 = atan2
 
