@@ -71,6 +71,8 @@ def _promoted(a: Tensor, b, floating: bool = False) -> tuple[Tensor, "Tensor | f
         b = b if b.dtype == dtype else b.astype(dtype)
     elif dt.is_float(dtype):
         b = float(b)
+    else:
+        b = promotion.in_dtype(b, dtype)
     return (a if a.dtype == dtype else a.astype(dtype)), b
 
 

@@ -98,6 +98,19 @@ def result_type(*operands) -> np.dtype:
     return result
 
 
+def in_dtype(value, dtype: np.dtype):
+    """A Python number as the operand of an operation computing in ``dtype``: an int in an
+    integer ``dtype`` wrapped around into its range, as PyTorch converts it
+    (``uint8_tensor < -1`` compares with 255, ``uint8_tensor == 257`` with 1); anything
+    else unchanged (a literal takes the dtype it meets).
+
+        in_dtype(-1, np.dtype("uint8"))     # 255
+    """
+    if type(value) is int and (dt.is_integer(dtype)):
+        return np.asarray(value, np.int64).astype(dtype).item()
+    return value
+
+
 def float_result_type(*operands) -> np.dtype:
     """:func:`result_type`, with bool and integer results as float32: the dtype of a
     floating-point function of the operands (``/``, ``atan2``), as PyTorch's."""

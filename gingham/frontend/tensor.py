@@ -397,8 +397,8 @@ class Tensor:
         promote = result_dtype is None if promote is None else promote
         if promote:
             common = promotion.result_type(*operands)
-            operands = [o.astype(common) if isinstance(o, Tensor) and o.dtype != common else o
-                        for o in operands]
+            operands = [(o if o.dtype == common else o.astype(common)) if isinstance(o, Tensor)
+                        else promotion.in_dtype(o, common) for o in operands]
         tensors = [o for o in operands if isinstance(o, Tensor)]
         shape = _broadcast_shapes(name, [t.shape for t in tensors])
         if promote:

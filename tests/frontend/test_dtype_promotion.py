@@ -304,7 +304,8 @@ def test_ternary_functions(device):
 def test_integer_arithmetic_is_torchs(device):
     """Integer ``//`` and ``%`` round toward minus infinity (the divisor's sign), ``fmod``
     and ``div(rounding_mode='trunc')`` toward zero; int8, uint8 and int32 arithmetic wraps
-    around as PyTorch's (two's complement); integer powers stay integers."""
+    around as PyTorch's (two's complement), and so does a Python int out of the tensor's
+    range (``uint8 < -1`` compares with 255); integer powers stay integers."""
     checks = Checks(device, all_values=True)
     dividends = [7, -7, 7, -7, 0, 1, -1, 5]
     divisors = [2, 2, -2, -2, 3, -3, 3, -5]
@@ -335,6 +336,11 @@ def test_integer_arithmetic_is_torchs(device):
             checks.case(f"{dtype} {name} wraps", lambda: op(a, b), lambda: op(ga, gb))
         checks.case(f"{dtype} - 1 wraps", lambda: a - 1, lambda: ga - 1)
         checks.case(f"{dtype} neg wraps", lambda: -a, lambda: -ga)
+        for number in (-1, 300, 257, -2**33 + 5):
+            for name in ("lt", "eq", "add", "floordiv", "mod"):
+                op = getattr(operator, name)
+                checks.case(f"{dtype} {name} {number}", lambda: op(a, number),
+                            lambda: op(ga, number))
     checks.verify()
 
 
