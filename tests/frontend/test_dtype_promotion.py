@@ -257,24 +257,22 @@ def test_in_place_operators(device, name):
     refused with a RuntimeError where it cannot (a float result into an integer tensor, an
     integer one into a bool tensor), as PyTorch's."""
     checks = Checks(device)
-    op = getattr(operator, {"and": "iand"}.get(name, f"i{name}"))
-    left = (("tensor", d) for d in DTYPES)
-    for (_, left_dtype), right in ((pair, r) for pair in left for r in KINDS):
-        for right_dtype in DTYPES if right not in NUMBERS else (None,):
-            label = f"{name}=(tensor {left_dtype}, {right} {right_dtype or ''})"
+    op = getattr(operator, f"i{name}")  # operator.iadd: a += b
+    for _, left_dtype, right, right_dtype in _pairs(["tensor"], KINDS):
+        label = f"{name}=(tensor {left_dtype}, {right} {right_dtype or ''})"
 
-            def torch_fn(left_dtype=left_dtype, right=right, right_dtype=right_dtype):
-                a = torch_operand("tensor", left_dtype, LEFT)
-                return op(a, torch_operand(right, right_dtype, RIGHT))
+        def torch_fn(left_dtype=left_dtype, right=right, right_dtype=right_dtype):
+            a = torch_operand("tensor", left_dtype, LEFT)
+            return op(a, torch_operand(right, right_dtype, RIGHT))
 
-            def gingham_fn(left_dtype=left_dtype, right=right, right_dtype=right_dtype):
-                # a computed tensor, whose update is lazy (a leaf's is written at once)
-                a = gingham_operand(torch_operand("tensor", left_dtype, LEFT), device).clone()
-                b = gingham_operand(torch_operand(right, right_dtype, RIGHT), device)
-                return op(a, b)
+        def gingham_fn(left_dtype=left_dtype, right=right, right_dtype=right_dtype):
+            # a computed tensor, whose update is lazy (a leaf's is written at once)
+            a = gingham_operand(torch_operand("tensor", left_dtype, LEFT), device).clone()
+            b = gingham_operand(torch_operand(right, right_dtype, RIGHT), device)
+            return op(a, b)
 
-            values = checks.values_for(f"i{name}", "tensor", left_dtype, right, right_dtype)
-            checks.case(label, torch_fn, gingham_fn, values)
+        values = checks.values_for(f"i{name}", "tensor", left_dtype, right, right_dtype)
+        checks.case(label, torch_fn, gingham_fn, values)
     checks.verify()
 
 
