@@ -106,7 +106,7 @@ def in_dtype(value, dtype: np.dtype):
 
         in_dtype(-1, np.dtype("uint8"))     # 255
     """
-    if type(value) is int and (dt.is_integer(dtype)):
+    if type(value) is int and dt.is_integer(dtype):  # not a bool
         return np.asarray(value, np.int64).astype(dtype).item()
     return value
 
