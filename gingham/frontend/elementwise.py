@@ -20,10 +20,9 @@ import numpy as np
 
 from ..tile import builder
 from ..tile import dtypes as dt
-from ..tile.shapes import ExprType, combine
+from . import promotion
 from .defaults import default_float
-from .dims import DTypeError
-from .tensor import Tensor, _widened, tensor
+from .tensor import Tensor, tensor
 
 
 def _eq(a, b):
@@ -62,20 +61,38 @@ def _floating(x: Tensor, autocast: bool = False) -> Tensor:
 
 
 def _any_float(a: Tensor, b) -> bool:
-    return dt.is_float(a.dtype) or isinstance(b, float) or (
-        isinstance(b, Tensor) and dt.is_float(b.dtype))
+    """Whether ``a`` and ``b`` compute in a floating dtype (PyTorch's promotion)."""
+    return dt.is_float(promotion.result_type(a, a._scalar_or_tensor(b)))
+
+
+def _promoted(a: Tensor, b, floating: bool = False) -> tuple[Tensor, "Tensor | float"]:
+    """Both operands in PyTorch's common dtype (:func:`promotion.result_type`; ``floating``:
+    a bool or integer one as float32, for a floating-point function). A number stays a
+    number, a weak literal that takes that dtype; one in a float computation as a float."""
+    b = a._scalar_or_tensor(b)
+    dtype = (promotion.float_result_type if floating else promotion.result_type)(a, b)
+    if isinstance(b, Tensor):
+        b = b if b.dtype == dtype else b.astype(dtype)
+    elif dt.is_float(dtype):
+        b = float(b)
+    else:
+        b = promotion.in_dtype(b, dtype)
+    return (a if a.dtype == dtype else a.astype(dtype)), b
 
 
 def _float_operands(a: Tensor, b) -> tuple[Tensor, "Tensor | float"]:
-    """Both operands of a floating-point binary function: integer tensors as float32, an int
-    as a float (a tensor ``b`` of another float dtype promotes as usual)."""
-    if isinstance(b, Tensor):
-        b = _floating(b)
-    elif isinstance(b, (bool, int, float, np.number)):
-        b = float(b)
-    else:
-        raise TypeError(f"unsupported operand type {type(b).__name__}")
-    return _floating(a), b
+    """Both operands of a floating-point binary function in their common floating dtype
+    (integer and bool ones as float32), as PyTorch promotes them."""
+    return _promoted(a, b, floating=True)
+
+
+def _no_bool(op: str, what: str, *operands) -> None:
+    """PyTorch refuses ``-`` with a bool operand (a mask's negation is ``~``)."""
+    if any(isinstance(o, bool) or isinstance(o, Tensor) and dt.is_bool(o.dtype)
+           for o in operands):
+        raise promotion.PromotionError(
+            f"{op}: {what} with a bool tensor is not supported, as in PyTorch; to invert a "
+            "mask use `~` or logical_not(), to compare two use logical_xor()")
 
 
 def _series_argument(x, small):
@@ -145,17 +162,23 @@ def _sign_bit(x):
     return builder.logical_or(x < 0, builder.logical_and(x.eq(0.0), 1.0 / x < 0))
 
 
-def _atan2(y, x):
+def _atan2(y, x, dtype: str = "float32"):
     """``atan2`` from ``atan`` of the ratio of the smaller magnitude to the larger (so it
     never divides by zero, and the derivative is finite on the axes): ``atan(y / x)`` plus
     ``+-pi`` where ``x`` is negative, or ``+-pi/2 - atan(x / y)`` where ``|y| > |x|``. Each
     branch divides by 1 where it is not taken (and at the origin, whose angle is then 0 or
-    ``+-pi`` by the signs of the zeros, as C's)."""
+    ``+-pi`` by the signs of the zeros, as C's). ``dtype`` names the operands' type: the
+    turns are a sign of that type times a literal, which keeps its full value there (a
+    select of two literals would be typed, and rounded, as a weak float32)."""
+
+    def turn(negative, angle: float):
+        return builder.cast(builder.select(negative, -1.0, 1.0), dtype) * angle
+
     steep = builder.abs(y) > builder.abs(x)
     flat_divisor = builder.select(builder.logical_or(steep, x.eq(0.0)), 1.0, x)
-    half_turn = builder.select(_sign_bit(y), -math.pi, math.pi)
+    half_turn = turn(_sign_bit(y), math.pi)
     flat = builder.atan(y / flat_divisor) + builder.select(_sign_bit(x), half_turn, 0.0)
-    quarter_turn = builder.select(y < 0, -math.pi / 2, math.pi / 2)
+    quarter_turn = turn(y < 0, math.pi / 2)
     steep_angle = quarter_turn - builder.atan(x / builder.select(steep, y, 1.0))
     return builder.select(steep, steep_angle, flat)
 
@@ -189,14 +212,26 @@ def _without_nan(x: Tensor) -> Tensor:
 
 
 def _true_divide(a: Tensor, b) -> Tensor:
-    """``/`` divides as NumPy's true_divide: integers give the default float dtype (float32
-    unless changed), as PyTorch's (Tile's ``/`` on integers truncates, so they are converted
-    first)."""
-    if not dt.is_float(a.dtype):
-        a = a.astype(default_float())
-    if isinstance(b, Tensor) and not dt.is_float(b.dtype):
-        b = b.astype(default_float())
+    """``/`` in the operands' common floating dtype, as PyTorch's: integers give the
+    default float dtype (Tile's ``/`` on integers truncates, so they are converted first)."""
+    a, b = _promoted(a, b, floating=True)
     return a._elementwise(lambda x, y: x / y, [b], "divide")
+
+
+def _pow_of(dtype: np.dtype):
+    """``pow`` of builder nodes of the common ``dtype``: Tile's (floating point) for floats;
+    for integers the float64 power rounded back to ``dtype``, as PyTorch keeps integer powers
+    integers (exact while the result fits 53 bits)."""
+    if dt.is_float(dtype):
+        return builder.pow
+    _not_for_bool("pow", dtype)
+    name = dt.dtype_name(dtype)
+
+    def integer_pow(a, b):
+        real = builder.pow(builder.cast(a, "float64"), builder.cast(b, "float64"))
+        return builder.cast(builder.round(real), name)
+
+    return integer_pow
 
 
 def _weak_scalar(value, like: Tensor) -> Tensor:
@@ -204,8 +239,7 @@ def _weak_scalar(value, like: Tensor) -> Tensor:
     beside ``like`` (a weak scalar, as in PyTorch: ``7 // int32_tensor`` is int32)."""
     if isinstance(value, Tensor):
         return value
-    floating = dt.is_float(like.dtype) or isinstance(value, float)
-    dtype = like.dtype if dt.is_float(like.dtype) or not floating else default_float()
+    dtype = promotion.result_type(like, like._scalar_or_tensor(value))
     return tensor(np.asarray(value, dtype), device=like.device)
 
 
@@ -224,12 +258,8 @@ def _remainder(a: Tensor, b) -> Tensor:
     computes it. (Not ``a - floor(a / b) * b``, which is NaN for an infinite divisor, where
     PyTorch gives ``a`` or ``b``: ``-3 % inf == inf``.) The gradient for ``b`` is
     ``-floor(a / b)``, PyTorch's."""
-    if dt.is_float(a.dtype) or isinstance(b, float) or (
-            isinstance(b, Tensor) and dt.is_float(b.dtype)):
-        # an integer operand in the default float dtype (as _true_divide makes it)
-        a = a if dt.is_float(a.dtype) else a.astype(default_float())
-        b = b.astype(a.dtype) if isinstance(b, Tensor) and not dt.is_float(b.dtype) else b
-        b = float(b) if not isinstance(b, Tensor) else b
+    a, b = _promoted(a, b)
+    _not_for_bool("remainder", a)
 
     def remainder(x, y):
         r = x % y
@@ -241,8 +271,9 @@ def _remainder(a: Tensor, b) -> Tensor:
 def _floor_divide(a: Tensor, b) -> Tensor:
     """``a // b`` rounded toward minus infinity, as PyTorch's ``//``; integers from Tile's
     truncating ``/``, one less where the remainder's sign differs from the divisor's."""
-    if dt.is_float(a.dtype) or isinstance(b, float) or (
-            isinstance(b, Tensor) and dt.is_float(b.dtype)):
+    a, b = _promoted(a, b)
+    _not_for_bool("floor_divide", a)
+    if dt.is_float(a.dtype):
         return _true_divide(a, b).floor()
 
     def floor_divide(x, y):
@@ -275,14 +306,23 @@ _BFLOAT16_FINFO = type("Finfo", (), dict(nmant=7, smallest_normal=2.0 ** -126,
                                          max=3.3895313892515355e38))
 
 
+def _not_for_bool(op: str, promoted) -> None:
+    """PyTorch defines no ``//``, ``%``, ``fmod`` or ``**`` of bools (a tensor or a dtype:
+    the operands' common one)."""
+    if dt.is_bool(getattr(promoted, "dtype", promoted)):
+        raise promotion.PromotionError(f"{op}: not defined for bool operands, as in PyTorch; "
+                                       "convert them with .int() first")
+
+
 def _integral(op: str, *operands) -> None:
     for operand in operands:
         if isinstance(operand, Tensor) and not (dt.is_bool(operand.dtype)
                                                 or dt.is_integer(operand.dtype)):
-            raise DTypeError(f"{op}: needs bool or integer tensors, not "
-                             f"{dt.dtype_name(operand.dtype)}")
+            raise promotion.PromotionError(f"{op}: needs bool or integer tensors, not "
+                                           f"{dt.dtype_name(operand.dtype)}")
         if isinstance(operand, float):
-            raise DTypeError(f"{op}: needs bool or integer operands, not the float {operand}")
+            raise promotion.PromotionError(f"{op}: needs bool or integer operands, not the "
+                                           f"float {operand}")
 
 
 def _bitwise(a: Tensor, b, op: str, logical) -> Tensor:
@@ -327,15 +367,23 @@ def where(cond: Tensor, a=None, b=None):
         cond = tensor(cond, device=home)
     # NumPy arrays become tensors and NumPy scalars numbers first, as for ``+``: their dtype
     # then counts in the result's (an array is not a weakly typed Python number).
-    a, b = _widened([cond._scalar_or_tensor(a), cond._scalar_or_tensor(b)])
-    return cond._elementwise(lambda c, x, y: builder.select(c, x, y), [a, b], "where",
-                             _where_dtype(a, b))
+    a, b = cond._scalar_or_tensor(a), cond._scalar_or_tensor(b)
+    dtype = _where_dtype(a, b)
+    a, b = (v.astype(dtype) if isinstance(v, Tensor) and v.dtype != dtype else v for v in (a, b))
+    if dt.is_bool(dtype) or not (isinstance(a, Tensor) or isinstance(b, Tensor)):
+        # Tile types literals by its rule (a Python bool or int as int32, a float float32):
+        # the result cast to PyTorch's dtype
+        def select(c, x, y):
+            return builder.cast(builder.select(c, x, y), dt.dtype_name(dtype))
+    else:
+        def select(c, x, y):
+            return builder.select(c, x, y)
+    return cond._elementwise(select, [a, b], "where", dtype)
 
 
 def _where_dtype(a, b) -> np.dtype:
-    types = [ExprType(x.dtype) if isinstance(x, Tensor) else
-             ExprType(dt.FLOAT32 if isinstance(x, float) else dt.INT32, weak=True) for x in (a, b)]
-    return combine(types[0], types[1]).dtype
+    """PyTorch's result dtype of two operands (tensors or Python numbers)."""
+    return promotion.result_type(a, b)
 
 
 _ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,

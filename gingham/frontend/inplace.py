@@ -39,6 +39,7 @@ import numpy as np
 from ..errors import DeviceError, GinghamError
 from ..tile import builder
 from ..tile import dtypes as dt
+from .promotion import check_writable
 from .tensor import (DTypeError, ShapeError, Tensor, _broadcast_to, _getitem_plan, _true_divide,
                      assign_all, is_grad_enabled, no_grad, where)
 
@@ -102,10 +103,7 @@ def _fitted(target: Tensor, value: Tensor, shape: tuple[int, ...], op: str,
     if value.device != target.device:
         raise DeviceError(f"{op}: a value on {value.device} cannot be written into a tensor on "
                           f"{target.device}; move it with .to('{target.device}')")
-    if dt.is_float(value.dtype) and not dt.is_float(target.dtype):
-        raise DTypeError(f"{op}: result type {dt.dtype_name(value.dtype)} can't be cast to the "
-                         f"desired output type {dt.dtype_name(target.dtype)} (an in-place "
-                         "operation keeps its tensor's dtype)")
+    check_writable(op, value.dtype, target.dtype)
     if value.shape != shape:
         fitted = value
         while drop_leading_ones and fitted.ndim > len(shape) and fitted.shape[0] == 1:

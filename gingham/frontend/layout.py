@@ -24,7 +24,7 @@ from ..tile import builder
 from ..tile import dtypes as dt
 from .contractions import einsum
 from .dims import ShapeError, _axes, _broadcast_shapes, _dim
-from .elementwise import _where_dtype
+from .promotion import promote_types
 from .tensor import Tensor, tensor, zeros
 
 
@@ -192,9 +192,7 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
                              f"has {first.shape}; they may differ only along dim {axis}")
     total = sum(t.shape[axis] for t in tensors)
     shape = first.shape[:axis] + (total,) + first.shape[axis + 1:]
-    dtype = first.dtype
-    for t in tensors[1:]:
-        dtype = dt.promote(dtype, t.dtype)
+    dtype = functools.reduce(promote_types, [t.dtype for t in tensors])  # PyTorch's table
     tensors = [t._in_dtype(dtype) for t in tensors]  # the writes of one output share its type
     idx = builder.indices(" ".join(f"i{a}" for a in range(first.ndim)))
     offsets = list(itertools.accumulate([0] + [t.shape[axis] for t in tensors]))
@@ -478,7 +476,7 @@ def block_diag(*tensors: Tensor) -> Tensor:
     for t in blocks:
         if t.ndim != 2:
             raise ShapeError(f"block_diag: inputs must have at most 2 dims, not {t.shape}")
-    dtype = functools.reduce(lambda a, b: _where_dtype(a, b), blocks)
+    dtype = functools.reduce(promote_types, [b.dtype for b in blocks])
     width = sum(b.shape[1] for b in blocks)
     rows, before = [], 0
     for b in blocks:

@@ -22,13 +22,12 @@ from typing import Callable
 import numpy as np
 
 from ..tile import dtypes as dt
-from ..tile.shapes import ExprType, combine
+from . import promotion
 from .defaults import default_float
 from .dims import ShapeError, _broadcast_shapes, _memory_format, _sizes, contiguous_format
-from .elementwise import _where_dtype
 from .layout import _broadcast_to, meshgrid, stack
 from .strides import made_like
-from .tensor import Tensor, _creation, _widened, full, tensor, zeros
+from .tensor import Tensor, _creation, full, tensor, zeros
 
 
 def _function_of(name: str) -> Callable:
@@ -263,24 +262,25 @@ def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
 
 
 def result_type(tensor1, tensor2) -> np.dtype:
-    """The dtype of an arithmetic result of the two operands (tensors or numbers; numbers are
-    weak, as in PyTorch)."""
-    return _where_dtype(*_widened([tensor1, tensor2]))
+    """The dtype of an arithmetic result of the two operands (tensors or Python numbers), by
+    PyTorch's rules (:func:`gingham.frontend.promotion.result_type`).
+
+        gingham.result_type(gingham.ones(2, dtype="float16"), gingham.tensor(1.0))  # float16
+    """
+    return promotion.result_type(tensor1, tensor2)
 
 
 def promote_types(type1, type2) -> np.dtype:
-    """PyTorch's rule: a float type beside an integer or bool one wins whatever its width."""
-    first, second = dt.as_tile_dtype(type1), dt.as_tile_dtype(type2)
-    if dt.is_float(first) != dt.is_float(second):
-        return first if dt.is_float(first) else second
-    return combine(ExprType(first), ExprType(second)).dtype
+    """PyTorch's table: a float type beside an integer or bool one wins whatever its width.
+
+        gingham.promote_types("int64", "float16")   # float16
+    """
+    return promotion.promote_types(type1, type2)
 
 
 def can_cast(from_, to) -> bool:
     """PyTorch's rule: no cast to a lower kind (float to integer, integer to bool)."""
-    source, target = (dt.as_tile_dtype(t) for t in (from_, to))
-    rank = {"b": 0, "i": 1, "u": 1, "f": 2, "V": 2}
-    return rank[target.kind] >= rank[source.kind]
+    return promotion.can_cast(from_, to)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -55,7 +55,9 @@ def frexp(input: Tensor) -> FrexpResult:  # noqa: A002 (PyTorch's name)
     boost = int(info.nmant) + 1  # 2 ** boost takes the smallest subnormal to a normal number
     subnormal = magnitude < float(info.smallest_normal)
     scaled = magnitude * where(subnormal, 2.0 ** boost, 1.0)  # (no overflow in the other branch)
-    exponent = (scaled.log2().floor() + 1).astype(dt.INT32) - where(subnormal, boost, 0)
+    # (two numbers make an int64 where, as PyTorch's: cast, or the exponent would be int64)
+    shift = where(subnormal, boost, 0).astype(dt.INT32)
+    exponent = (scaled.log2().floor() + 1).astype(dt.INT32) - shift
     estimate = _times_power_of_two(magnitude, -exponent)
     exponent = exponent + (estimate >= 1).astype(dt.INT32) - (estimate < 0.5).astype(dt.INT32)
     exponent = where(regular, exponent, 0)

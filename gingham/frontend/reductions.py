@@ -20,9 +20,10 @@ import numpy as np
 from ..tile import builder
 from ..tile import dtypes as dt
 from .contractions import einsum, matmul
-from .dims import DTypeError, ShapeError, _axes, _dim, _dim_arguments, _none_if_empty
+from .dims import ShapeError, _axes, _dim, _dim_arguments, _none_if_empty
 from .elementwise import _autocast_float32, _floating, maximum, minimum, where
 from .layout import reshape
+from .promotion import PromotionError
 from .tensor import Tensor, ValuesIndices, arange, zeros
 
 
@@ -50,14 +51,22 @@ def _reduce(x: Tensor, agg: str, axis, keepdims: bool, op: str = "reduce") -> Te
     return x._derive(tuple(out_shape), dtype, [x], build, op)
 
 
+def _accumulating(x: Tensor, dtype=None) -> Tensor:
+    """``x`` in the dtype a sum or a product of it accumulates in: ``dtype`` when given, else
+    int64 for bools and integers (PyTorch's: ``int32_tensor.sum()`` is int64, which does not
+    wrap around where int32 would), else its own.
+
+        _accumulating(counts).sum()      # int64 for an int32 ``counts``
+    """
+    if dtype is not None:
+        return x.astype(dtype)
+    return x if dt.is_float(x.dtype) or x.dtype == dt.INT64 else x.astype(dt.INT64)
+
+
 def _cumulative(x: Tensor, agg: str, dim: int, dtype, op: str) -> Tensor:
     """``O[..., i, ...] = agg(X[..., i - k, ...]), k < N`` along ``dim`` (see cumsum)."""
     dim = _dim(op, x.shape, dim)
-    if dtype is not None:
-        x = x.astype(dtype)
-    elif not dt.is_float(x.dtype):
-        x = x.astype(dt.INT64)  # PyTorch's integer running sums and products
-    x = _autocast_float32(x)
+    x = _autocast_float32(_accumulating(x, dtype))
     idx = builder.indices(" ".join(f"i{a}" for a in range(x.ndim)))
     (k,) = builder.indices("k")
     read = list(idx)
@@ -117,7 +126,8 @@ def _variance(x: Tensor, op: str, dim, unbiased: bool | None, keepdim: bool,
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
     if not dt.is_float(x.dtype):
-        raise DTypeError(f"{op}: needs a floating-point tensor, not {dt.dtype_name(x.dtype)}")
+        raise PromotionError(f"{op}: needs a floating-point tensor, not "
+                             f"{dt.dtype_name(x.dtype)} (as PyTorch's)")
     axes = _axes(op, x.shape, _none_if_empty(dim))
     count = math.prod(x.shape[a] for a in axes)
     data = x.astype(dt.FLOAT32) if dt.is_half(x.dtype) else x  # half types sum in float32

@@ -46,6 +46,7 @@ from ..tile import builder
 from ..tile import dtypes as dt
 from ..torch_devices import as_device as _as_device
 from ..tile.shapes import ExprType, combine
+from . import promotion
 from .defaults import default_float
 from .grad_mode import _grad_mode, is_grad_enabled, no_grad
 from .dims import (
@@ -442,24 +443,49 @@ class Tensor:
         raise TypeError(f"unsupported operand type {type(other).__name__}")
 
     def _elementwise(self, op: Callable, others: Sequence, name: str,
-                     result_dtype: np.dtype | None = None) -> "Tensor":
-        operands = _widened([self] + [self._scalar_or_tensor(o) for o in others])
+                     result_dtype: np.dtype | None = None, *,
+                     promote: bool | None = None) -> "Tensor":
+        """The elementwise ``op(self, *others)`` of builder nodes (numbers stay literals).
+
+        ``promote`` (the default without ``result_dtype``): the tensors are first cast to
+        PyTorch's common dtype of the operands (:func:`promotion.result_type`), which is the
+        result's unless ``result_dtype`` says otherwise (a comparison's bool). Without it the
+        operands enter as they are, for ops whose operands differ by design (a bool mask
+        beside values); Tile's rule then types the result.
+
+            x._elementwise(lambda a, b: a + b, [2.5], "add")   # int32 x: float32
+        """
+        operands = [self] + [self._scalar_or_tensor(o) for o in others]
+        promote = result_dtype is None if promote is None else promote
+        if promote:
+            common = promotion.result_type(*operands)
+            operands = [(o if o.dtype == common else o.astype(common)) if isinstance(o, Tensor)
+                        else promotion.in_dtype(o, common) for o in operands]
+        else:  # an integer tensor beside a Python float: the default float, if not float32
+            operands = _widened(operands)
         tensors = [o for o in operands if isinstance(o, Tensor)]
         shape = _broadcast_shapes(name, [t.shape for t in tensors])
-        types = [ExprType(o.dtype) if isinstance(o, Tensor) else
-                 ExprType(dt.FLOAT32 if isinstance(o, float) else dt.INT32, weak=True)
-                 for o in operands]
-        joined = types[0]
-        for t in types[1:]:
-            joined = combine(joined, t)
-        dtype = result_dtype if result_dtype is not None else joined.dtype
+        if promote:
+            dtype = common if result_dtype is None else result_dtype
+        else:
+            types = [ExprType(o.dtype) if isinstance(o, Tensor) else
+                     ExprType(dt.FLOAT32 if isinstance(o, float) else dt.INT32, weak=True)
+                     for o in operands]
+            joined = types[0]
+            for t in types[1:]:
+                joined = combine(joined, t)
+            dtype = result_dtype if result_dtype is not None else joined.dtype
+        # Tile's arithmetic on bools gives int32 (NumPy's); PyTorch's stays bool (True + True
+        # is True), so a bool result is cast back.
+        restore = "bool" if promote and result_dtype is None and dt.is_bool(dtype) else None
         positions = [i for i, o in enumerate(operands) if isinstance(o, Tensor)]
 
         def build(nodes):
             values = list(operands)
             for position, node in zip(positions, nodes):
                 values[position] = node
-            return op(*values)
+            result = op(*values)
+            return builder.cast(result, restore) if restore else result
 
         result = self._derive(shape, dtype, tensors, build, name)
         if any(t._strides is not None for t in tensors):  # a channels-last operand
@@ -475,8 +501,12 @@ class Tensor:
     # arithmetic ---------------------------------------------------------------------------------
     def __add__(self, o): return self._elementwise(lambda a, b: a + b, [o], "add")
     def __radd__(self, o): return self._elementwise(lambda a, b: b + a, [o], "add")
-    def __sub__(self, o): return self._elementwise(lambda a, b: a - b, [o], "subtract")
-    def __rsub__(self, o): return self._elementwise(lambda a, b: b - a, [o], "subtract")
+    def __sub__(self, o):
+        _no_bool("subtract", "Subtraction, the `-` operator,", self, o)
+        return self._elementwise(lambda a, b: a - b, [o], "subtract")
+    def __rsub__(self, o):
+        _no_bool("subtract", "Subtraction, the `-` operator,", self, o)
+        return self._elementwise(lambda a, b: b - a, [o], "subtract")
     def __mul__(self, o): return self._elementwise(lambda a, b: a * b, [o], "multiply")
     def __rmul__(self, o): return self._elementwise(lambda a, b: b * a, [o], "multiply")
     def __truediv__(self, o): return _true_divide(self, o)
@@ -486,21 +516,31 @@ class Tensor:
         # not build (1.0 / x in a traced op).
         if isinstance(o, Tensor):
             return _true_divide(o, self)
-        divisor = self if dt.is_float(self.dtype) else self.astype(np.float32)
-        return divisor._elementwise(lambda a, b: b / a, [o], "divide")
+        divisor, dividend = _float_operands(self, o)
+        return divisor._elementwise(lambda a, b: b / a, [dividend], "divide")
     def __mod__(self, o): return _remainder(self, o)
     def __rmod__(self, o): return _remainder(_weak_scalar(o, self), self)
     def __floordiv__(self, o): return _floor_divide(self, o)
     def __rfloordiv__(self, o): return _floor_divide(_weak_scalar(o, self), self)
-    def __neg__(self): return self._elementwise(lambda a: -a, [], "negative")
+    def __neg__(self):
+        _no_bool("negative", "Negation, the `-` operator,", self)
+        return self._elementwise(lambda a: -a, [], "negative")
     def __pow__(self, o):
-        return _autocast_float32(self)._elementwise(lambda a, b: builder.pow(a, b), [o], "pow")
-    def __lt__(self, o): return self._elementwise(lambda a, b: a < b, [o], "less", dt.BOOL)
-    def __le__(self, o): return self._elementwise(lambda a, b: a <= b, [o], "less_equal", dt.BOOL)
-    def __gt__(self, o): return self._elementwise(lambda a, b: a > b, [o], "greater", dt.BOOL)
-    def __ge__(self, o): return self._elementwise(lambda a, b: a >= b, [o], "greater_equal", dt.BOOL)
-    def __eq__(self, o): return self._elementwise(lambda a, b: _eq(a, b), [o], "equal", dt.BOOL)  # type: ignore[override]
-    def __ne__(self, o): return self._elementwise(lambda a, b: _ne(a, b), [o], "not_equal", dt.BOOL)  # type: ignore[override]
+        base, exponent = _promoted(_autocast_float32(self), o)
+        if dt.is_bool(base.dtype) and isinstance(exponent, bool):
+            return base | (not exponent)  # PyTorch's x ** True is x, x ** False all True
+        return base._elementwise(_pow_of(base.dtype), [exponent], "pow")
+
+    def _compare(self, other, fn, name: str) -> "Tensor":
+        """``fn(self, other)`` in the operands' common dtype (PyTorch's), a bool tensor."""
+        return self._elementwise(fn, [other], name, dt.BOOL, promote=True)
+
+    def __lt__(self, o): return self._compare(o, lambda a, b: a < b, "less")
+    def __le__(self, o): return self._compare(o, lambda a, b: a <= b, "less_equal")
+    def __gt__(self, o): return self._compare(o, lambda a, b: a > b, "greater")
+    def __ge__(self, o): return self._compare(o, lambda a, b: a >= b, "greater_equal")
+    def __eq__(self, o): return self._compare(o, _eq, "equal")  # type: ignore[override]
+    def __ne__(self, o): return self._compare(o, _ne, "not_equal")  # type: ignore[override]
     __hash__ = object.__hash__
 
     # bool masks (logical) and integers (bitwise), as PyTorch's ~ & | ^
@@ -547,12 +587,16 @@ class Tensor:
     negative = neg
 
     def __rpow__(self, base):
-        return _autocast_float32(self)._elementwise(lambda a, b: builder.pow(b, a), [base], "pow")
+        exponent, base = _promoted(_autocast_float32(self), base)
+        power = _pow_of(exponent.dtype)
+        return exponent._elementwise(lambda a, b: power(b, a), [base], "pow")
 
     def square(self) -> "Tensor":
-        """``self ** 2`` in this tensor's dtype (an integer stays an integer, as PyTorch's)."""
+        """``self ** 2`` in this tensor's dtype (an integer stays an integer, a bool becomes
+        int64, as PyTorch's)."""
         if not dt.is_float(self.dtype):  # Tile's pow computes in floating point
-            return self._elementwise(lambda a: a * a, [], "square")
+            x = self.astype(dt.INT64) if dt.is_bool(self.dtype) else self
+            return x._elementwise(lambda a: a * a, [], "square")
         # pow, not a * a: gingham.tile.builder could not inline an elementwise node that its
         # only consumer reads twice (``d = A - 1.0; d * d`` failed in program()).
         return self._elementwise(lambda a: builder.pow(a, 2.0), [], "square")
@@ -617,10 +661,11 @@ class Tensor:
             angle = y.atan2(x)
         """
         y, x = _float_operands(self, other)
+        name = dt.dtype_name(y.dtype)
         if not isinstance(x, Tensor):  # a number: a constant node, which _atan2 compares
-            name = dt.dtype_name(y.dtype)
-            return y._elementwise(lambda p: _atan2(p, builder.cast(x, name)), [], "atan2")
-        return y._elementwise(_atan2, [x], "atan2")
+            return y._elementwise(lambda p: _atan2(p, builder.cast(x, name), name), [],
+                                  "atan2")
+        return y._elementwise(lambda p, q: _atan2(p, q, name), [x], "atan2")
 
     arctan2 = atan2
 
@@ -650,10 +695,9 @@ class Tensor:
     def fmod(self, other) -> "Tensor":
         """The remainder of ``self / other`` with the dividend's sign (C's ``fmod``), where
         :meth:`remainder` (``%``) takes the divisor's. Integers: C's ``%`` (by zero, 0)."""
-        if _any_float(self, other):
-            a, b = _float_operands(self, other)
-            return a._elementwise(lambda p, q: p % q, [b], "fmod")
-        return self._elementwise(lambda p, q: p % q, [other], "fmod")
+        a, b = _promoted(self, other)
+        _not_for_bool("fmod", a)
+        return a._elementwise(lambda p, q: p % q, [b], "fmod")
 
     def remainder(self, other) -> "Tensor":
         """``self % other``, with the divisor's sign (Python's, PyTorch's)."""
@@ -777,6 +821,15 @@ class Tensor:
 
             ema = ema.lerp(value, 0.1)
         """
+        for name, operand in (("end", end), ("weight", weight)):
+            if isinstance(operand, Tensor) and operand.dtype != self.dtype:
+                raise promotion.PromotionError(
+                    f"lerp: expected dtype {dt.dtype_name(self.dtype)} for `{name}` but got "
+                    f"dtype {dt.dtype_name(operand.dtype)} (PyTorch's lerp does not promote)")
+        if not dt.is_float(self.dtype):
+            raise promotion.PromotionError(f"lerp: needs floating-point tensors, not "
+                                           f"{dt.dtype_name(self.dtype)}")
+
         def lerp(start, stop, w):
             diff = stop - start
             return builder.select(builder.abs(w) < 0.5, start + diff * w, stop - diff * (1.0 - w))
@@ -784,7 +837,12 @@ class Tensor:
         return self._elementwise(lerp, [end, weight], "lerp")
 
     def addcmul(self, tensor1: "Tensor", tensor2: "Tensor", *, value=1) -> "Tensor":
-        """``self + value * tensor1 * tensor2``."""
+        """``self + value * tensor1 * tensor2``, in the tensors' common dtype (as PyTorch's:
+        a float ``value`` for integer tensors is truncated toward zero; bools are refused)."""
+        common = promotion.result_type(self, tensor1, tensor2)
+        _not_for_bool("addcmul", common)
+        if isinstance(value, float) and not dt.is_float(common):
+            value = int(value)
         return self._elementwise(lambda s, p, q: s + p * q * value, [tensor1, tensor2], "addcmul")
 
     def addcdiv(self, tensor1: "Tensor", tensor2: "Tensor", *, value=1) -> "Tensor":
@@ -876,16 +934,26 @@ class Tensor:
     # Each takes PyTorch's ``dim``/``keepdim`` and NumPy's ``axis``/``keepdims`` (PyTorch accepts
     # those spellings too); ``dim`` is an int, a tuple of ints or None (every dim).
     def sum(self, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
+        """The sum along ``dim`` (an int, a tuple or None: every dim); bools and integers
+        sum in int64 unless ``dtype`` says otherwise, as PyTorch's (an int32 sum would wrap
+        around silently).
+
+            counts.sum(0)            # int64
+        """
         dims, keep = _dim_arguments("sum", dim, keepdim, axis, keepdims)
-        x = self if dtype is None else self.astype(dtype)
+        x = _accumulating(self, dtype)
         return _reduce(_autocast_float32(x), "+", dims, keep, "sum")
 
     def mean(self, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
         dims, keep = _dim_arguments("mean", dim, keepdim, axis, keepdims)
         x = _autocast_float32(self if dtype is None else self.astype(dtype))
+        if not dt.is_float(x.dtype):
+            raise promotion.PromotionError(
+                f"mean(): could not infer output dtype. Input dtype must be either a floating "
+                f"point or complex dtype, not {dt.dtype_name(x.dtype)} (give dtype=, as to "
+                "PyTorch's)")
         count = math.prod(x.shape[a] for a in _axes("mean", x.shape, dims)) or 1
-        total = _reduce(x if dt.is_float(x.dtype) else x.astype(np.float32), "+", dims, keep,
-                        "mean")
+        total = _reduce(x, "+", dims, keep, "mean")
         mean = total / float(count)
         mean._op, mean._op_folds_parents = "mean", True  # one node to grad_fn, as to PyTorch
         return mean
@@ -902,10 +970,7 @@ class Tensor:
         if isinstance(dims, (tuple, list)):
             raise TypeError(f"prod: dim must be an int or None, not {dims!r} (PyTorch's prod "
                             "takes one dim)")
-        x = self if dtype is None else self.astype(dtype)
-        if dt.is_bool(x.dtype):
-            x = x.astype(dt.INT32)  # an integer, as sum() gives for bools
-        return _reduce(_autocast_float32(x), "*", dims, keep, "prod")
+        return _reduce(_autocast_float32(_accumulating(self, dtype)), "*", dims, keep, "prod")
 
     def cumsum(self, dim: int, *, dtype=None) -> "Tensor":
         """Running sums along ``dim``, as PyTorch's ``cumsum`` (integers and bools give
@@ -986,8 +1051,7 @@ class Tensor:
 
     def nansum(self, dim=None, keepdim: bool = False, *, dtype=None) -> "Tensor":
         """:meth:`sum` with NaNs counted as zero (their gradient is 0)."""
-        x = self if dtype is None else self.astype(dtype)
-        return _without_nan(x).sum(_none_if_empty(dim), keepdim)
+        return _without_nan(_accumulating(self, dtype)).sum(_none_if_empty(dim), keepdim)
 
     def nanmean(self, dim=None, keepdim: bool = False, *, dtype=None) -> "Tensor":
         """The mean of the elements that are not NaN (NaN where all are), as PyTorch's."""
@@ -1350,6 +1414,17 @@ class Tensor:
     def char(self) -> "Tensor": return self._in_dtype(np.dtype(np.int8))
     def short(self) -> "Tensor": return self._in_dtype(np.dtype(np.int16))
 
+    def type(self, dtype=None) -> "Tensor | str":
+        """This tensor in ``dtype`` (itself when it has it already), as PyTorch's
+        ``x.type(torch.int32)``; without ``dtype``, PyTorch's name of the tensor type
+        (``"torch.FloatTensor"``).
+
+            x.type("int32")
+        """
+        if dtype is None:
+            return f"torch.{_TENSOR_TYPE_NAMES[dt.dtype_name(self.dtype)]}Tensor"
+        return self._in_dtype(dtype)
+
     def _in_dtype(self, dtype) -> "Tensor":
         """This tensor in ``dtype``, itself when it has that dtype already (as PyTorch's
         ``x.float()`` returns ``x`` for a float32 ``x``)."""
@@ -1512,25 +1587,46 @@ def ones(*size, dtype=None, device: str | None = None, requires_grad: bool = Fal
     return _created(np.ones(shape, dtype), device, requires_grad)
 
 
+#: PyTorch's legacy names of the tensor types (``x.type()``).
+_TENSOR_TYPE_NAMES = {
+    "float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+    "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+    "bool": "Bool", "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64",
+}
+
+
 def full(shape, value, dtype=None, device: str | None = None, *,
          requires_grad: bool = False) -> Tensor:
-    """``value`` everywhere in ``shape``, as ``torch.full(size, fill_value)``."""
+    """``value`` everywhere in ``shape``, as ``torch.full(size, fill_value)``: without
+    ``dtype``, the value's (a bool gives bool, an int int64, a float the default float).
+
+        gingham.full((2, 3), 7)          # int64, as torch.full
+    """
     shape = _sizes("full", (shape,) if isinstance(shape, (int, np.integer)) else shape)
-    dtype = default_float() if dtype is None else dt.as_tile_dtype(dtype)
-    return _created(np.full(shape, value, dtype), device, requires_grad)
+    if dtype is None:
+        number = value.item() if isinstance(value, (np.number, np.bool_)) else value
+        dtype = promotion.number_dtype(number)
+    return _created(np.full(shape, value, dt.as_tile_dtype(dtype)), device, requires_grad)
 
 
 def arange(start, stop=None, step=1, dtype=None, device: str | None = None, *,
            requires_grad: bool = False) -> Tensor:
-    """``start, start + step, ...`` below ``stop``, as ``torch.arange`` (int64 for integers,
-    the default float dtype when a bound or the step is a float)."""
-    dtype = dt.as_tile_dtype(dtype) if dtype is not None else None
+    """``start, start + step, ...`` below ``stop``, as ``torch.arange``: without ``dtype``,
+    int64 for integers and the default float dtype (float32 unless changed) where any
+    argument is a float.
+
+        gingham.arange(0, 1, 0.25)       # float32 [0, 0.25, 0.5, 0.75]
+    """
     if step == 0:
         raise ShapeError(f"arange: step must be nonzero (start {start}, end {stop})")
-    values = np.arange(start, stop, step, dtype=dtype)
-    if dtype is None and values.dtype.kind == "f":  # NumPy's float64, from Python floats
-        values = values.astype(default_float())
-    return _created(values, device, requires_grad)
+    if dtype is None:
+        numbers = [v for v in (start, stop, step) if v is not None]
+        if any(isinstance(v, (float, np.floating)) for v in numbers):
+            dtype = default_float()
+    dtype = dt.as_tile_dtype(dtype) if dtype is not None else None
+    # the count and the values in float64, rounded once to the result's dtype
+    values = np.arange(start, stop, step, dtype=None if dtype is None else np.float64)
+    return _created(values if dtype is None else values.astype(dtype), device, requires_grad)
 
 
 def _as_tensor(value, like: Tensor) -> Tensor:
@@ -1555,10 +1651,12 @@ def _as_tensor(value, like: Tensor) -> Tensor:
 #   namespace.py      torch's functions: the methods' function spellings, creation helpers
 # The rest of gingham imports their names from here, as when they were written here.
 from .elementwise import (  # noqa: E402
-    maximum, minimum, where, _acosh, _any_float, _asinh, _atan2, _autocast_float32,
+    maximum, minimum, where, _acosh, _asinh, _atan2, _autocast_float32,
     _BFLOAT16_FINFO, _bitwise, _eq, _euclid, _expm1, _finfo_max, _float_operands, _floating,
-    _floor_divide, _gcd_steps, _integral, _log1p, _logaddexp, _ne, _remainder, _sign_bit,
-    _true_divide, _trunc, _unary_float, _weak_scalar, _where_dtype, _without_nan,
+    _floor_divide, _gcd_steps, _integral, _log1p, _logaddexp, _ne, _no_bool, _not_for_bool,
+    _remainder, _sign_bit,
+    _pow_of, _promoted, _true_divide, _trunc, _unary_float, _weak_scalar, _where_dtype,
+    _without_nan,
 )
 from .contractions import (  # noqa: E402
     batched_operand_index, chain_matmul, einsum, inner, kron, matmul, outer, tensordot,
@@ -1571,7 +1669,7 @@ from .layout import (  # noqa: E402
 )
 from .reductions import (  # noqa: E402
     corrcoef, cov, cumulative_trapezoid, std_mean, trapezoid, trapz, var_mean, _arg_extreme,
-    _cumulative, _max_or_min, _reduce, _variance,
+    _accumulating, _cumulative, _max_or_min, _reduce, _variance,
 )
 from .graph import (  # noqa: E402
     assign_all, graph_inputs, is_autograd_input, is_graph_input, move_all, moves_count,

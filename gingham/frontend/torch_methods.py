@@ -34,6 +34,7 @@ from .elementwise import (_any_float, _erfinv, _float_operands, _floating, _floo
                           _integral, _sign_bit, _true_divide, _where_dtype, maximum, minimum,
                           where)
 from .layout import _broadcast_to, _getitem, diag, diag_embed, movedim, reshape
+from .promotion import PromotionError
 from .reductions import _running_extreme, corrcoef, cov
 from .tensor import Tensor, ValuesIndices, _as_tensor, tensor
 
@@ -175,12 +176,14 @@ class TorchMethods:
 
     def all(self, dim=None, keepdim: bool = False) -> "Tensor":
         """Whether every element along ``dim`` (an int, a tuple or None: all) is nonzero;
-        a bool tensor."""
-        return (self == 0).astype(dt.INT32).sum(_none_if_empty(dim), keepdim) == 0
+        a bool tensor (uint8 for a uint8 tensor, as PyTorch's)."""
+        every = (self == 0).astype(dt.INT32).sum(_none_if_empty(dim), keepdim) == 0
+        return _as_uint8_like(every, self)
 
     def any(self, dim=None, keepdim: bool = False) -> "Tensor":
-        """Whether some element along ``dim`` is nonzero; a bool tensor."""
-        return (self != 0).astype(dt.INT32).sum(_none_if_empty(dim), keepdim) > 0
+        """Whether some element along ``dim`` is nonzero; a bool tensor (uint8 for uint8)."""
+        some = (self != 0).astype(dt.INT32).sum(_none_if_empty(dim), keepdim) > 0
+        return _as_uint8_like(some, self)
 
     def matmul(self, other: "Tensor") -> "Tensor": return matmul(self, other)
     def mm(self, mat2: "Tensor") -> "Tensor": return _checked_matmul("mm", self, mat2, 2, 2)
@@ -535,7 +538,10 @@ class TorchMethods:
         if not isinstance(p, (int, float)) or isinstance(p, bool):
             raise ValueError(f"norm: p must be a number, inf or 'fro', not {p!r} (nuclear "
                              "and matrix norms are gingham.linalg's)")
-        x = _floating(self if dtype is None else self.astype(dtype))
+        x = self if dtype is None else self.astype(dtype)
+        if not dt.is_float(x.dtype):
+            raise PromotionError(f"norm: needs a floating-point tensor, not "
+                                 f"{dt.dtype_name(x.dtype)} (give dtype=, as PyTorch asks)")
         return vector_norm(x, p, _none_if_empty(dim), keepdim)
 
     def dist(self, other, p: float = 2) -> "Tensor":
@@ -734,6 +740,12 @@ class TorchMethods:
         from . import indexing
 
         return indexing.unique_consecutive(self, return_inverse, return_counts, dim)
+
+
+def _as_uint8_like(mask: Tensor, x: Tensor) -> Tensor:
+    """``any``/``all``'s bool ``mask`` of ``x``, as uint8 where ``x`` is uint8 (PyTorch keeps
+    that dtype, from the time masks were uint8)."""
+    return mask.astype(dt.dtype_name(x.dtype)) if x.dtype == np.uint8 else mask
 
 
 def _checked_matmul(op: str, a: Tensor, b: Tensor, rank_a: int, rank_b: int) -> Tensor:

@@ -942,7 +942,8 @@ _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate",
 
 
 _REDUCTIONS = {
-    "ReduceSum": (np.sum, lambda x, axes, keep: x.sum(axes, keepdim=keep)),
+    # ONNX keeps the input's type (PyTorch's sum of integers is int64)
+    "ReduceSum": (np.sum, lambda x, axes, keep: x.sum(axes, keepdim=keep, dtype=x.dtype)),
     "ReduceMean": (np.mean, lambda x, axes, keep: x.mean(axes, keepdim=keep)),
     "ReduceMax": (np.max, lambda x, axes, keep: x.amax(axes, keepdim=keep)),
     "ReduceMin": (np.min, lambda x, axes, keep: x.amin(axes, keepdim=keep)),

@@ -375,11 +375,13 @@ amin = min
 
 def prod(x, axis=None, keepdims=False, dtype=None):
     x = convert_to_tensor(x, dtype)
+    # Keras keeps an integer's type (PyTorch's product of integers is int64), bools as int32
+    kept = "int32" if keras_dtype(x) == "bool" else x.dtype
     if isinstance(axis, (list, tuple)):
         for a in sorted((a % x.ndim for a in axis), reverse=True):
-            x = x.prod(dim=a, keepdim=keepdims)
+            x = x.prod(dim=a, keepdim=keepdims, dtype=kept)
         return x
-    return x.prod(dim=_axis(axis), keepdim=keepdims)
+    return x.prod(dim=_axis(axis), keepdim=keepdims, dtype=kept)
 
 
 def _cumulative(x, axis, dtype, method):
