@@ -514,8 +514,10 @@ def _cuda_amp_run(lib, device, make_scaler, make_autocast, device_type="cuda"):
     if lib is gingham:
         w = tensor(weight, device=device, requires_grad=True)
         x = tensor(rand(4, 3), device=device)
-    else:
-        w, x = torch.tensor(weight, requires_grad=True), torch.tensor(rand(4, 3))
+    else:  # torch's tensors on the device type gingham's are on, where torch has it
+        on = "cuda" if device.startswith("cuda") and torch.cuda.is_available() else "cpu"
+        w = torch.tensor(weight, device=on, requires_grad=True)
+        x = torch.tensor(rand(4, 3), device=on)
     optimizer = lib.optim.SGD([w], lr=0.1)
     scaler, scaler_warnings = _warnings_of(make_scaler)
     region, autocast_warnings = _warnings_of(make_autocast)
@@ -537,7 +539,7 @@ def _cuda_amp_run(lib, device, make_scaler, make_autocast, device_type="cuda"):
         seen["update"] = scaler.update()
     seen["scale after"] = scaler.get_scale()
     seen["matmul dtype"] = str(product.dtype).replace("torch.", "")
-    return seen, w.detach().numpy()
+    return seen, (w.detach().numpy() if lib is gingham else w.detach().cpu().numpy())
 
 
 @pytest.mark.skipif(not SAME_CUDA, reason="gingham and torch see CUDA differently here")
@@ -558,7 +560,10 @@ def test_cuda_scaler_and_autocast_follow_torch_on_cuda_availability(device, spel
             make_autocast = lambda lib=lib: lib.cuda.amp.autocast()  # noqa: E731
         results[lib] = _cuda_amp_run(lib, device, make_scaler, make_autocast)
     assert results[gingham][0] == results[torch][0]
-    np.testing.assert_allclose(results[gingham][1], results[torch][1], rtol=1e-6, atol=1e-7)
+    # with CUDA, both autocasts multiply in float16 (accumulating in float32, each its own way)
+    tolerance = 1e-2 if results[torch][0]["autocast on"] else 1e-6
+    np.testing.assert_allclose(results[gingham][1], results[torch][1], rtol=tolerance,
+                               atol=tolerance / 10)
     if not torch.cuda.is_available():
         assert results[torch][0]["scaler warnings"][-1] == (UserWarning, True)  # not vacuous
 

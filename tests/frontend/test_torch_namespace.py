@@ -69,7 +69,7 @@ SKIPPED: dict[str, list[str]] = {
         "set_default_tensor_type", "set_deterministic_debug_mode", "get_deterministic_debug_mode",
         "set_flush_denormal", "set_printoptions", "set_warn_always", "is_warn_always_enabled",
         "is_anomaly_.*", "compiled_with_cxx11_abi", "get_file_path", "classproperty",
-        "typename", "thread_safe_generator", "read_vitals", "vitals_enabled"],
+        "typename", "thread_safe_generator", "read_vitals", "vitals_enabled", "set_vital"],
     "TorchScript, FX and torch.compile machinery": [
         "cond", "while_loop", "vmap", "import_ir_module.*", "parse_ir",
         "parse_schema", "parse_type_comment", "merge_type_from_type_comment", "unify_type_list",
