@@ -49,6 +49,7 @@ from ..tune import background as tune_background
 from .amp import trace_key
 from .defaults import default_float
 from .graph import keep_readers_on_old_value
+from .views import refresh
 from .tensor import Tensor, _bound_graph, is_graph_input, moves_count
 
 
@@ -264,6 +265,8 @@ class _Compiled:
             target._version += 1
             target._backward_roots = []
             target.grad = None
+            if target._views:  # views taken outside the step follow its update
+                refresh(target)
         for owner, slot, (shape, dtype) in zip(self.grads.written, self.grads.slots,
                                                self._grad_types):
             # a gradient the step also returns is that same tensor, as in PyTorch

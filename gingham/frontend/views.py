@@ -29,8 +29,11 @@ the base's shape). A chain of views is a chain of records.
   base, so, as PyTorch, writing one in place is refused (:class:`InPlaceError`); an expand
   that repeats nothing (new leading dims of size 1) is a plain reshape.
 * **Inside ``gingham.jit``** a view taken in the step writes through and follows its base as
-  eagerly. A view taken outside the step cannot be written inside it (an error), and it does
-  not see the step's updates of its base (take it again after the step).
+  eagerly. A view taken outside the step cannot be written inside it (an error); it sees the
+  step's updates of its base once the step has returned (each replay re-derives it), but a
+  read of it *inside* the step, after the step changed its base, still reads the value the
+  base had when the step began (take the view inside the step).
+* An optimiser's update of a parameter (``assign``) re-derives the parameter's views too.
 * ``reshape`` and ``flatten`` are views unless their input is one that PyTorch lays out with
   gaps (``_layout_view``: a transpose, a slice, ...), where PyTorch copies; ``view``,
   ``squeeze``, ``unsqueeze`` and ``unflatten`` are always views.

@@ -299,6 +299,34 @@ def test_captured_cache_written_through_views_inside_jit():
     assert step.traces == 1
 
 
+def test_views_taken_outside_follow_a_compiled_step_and_an_optimiser():
+    cache = gingham.zeros((2, 3), device="cpu")
+    row, column = cache[0], cache.t()[2]
+
+    @gingham.jit
+    def step(x):
+        cache.add_(x)
+        return x * 1.0
+
+    tcache = torch.zeros(2, 3)
+    trow, tcolumn = tcache[0], tcache.t()[2]
+    for n in range(3):
+        x_np = RNG.standard_normal((2, 3)).astype(np.float32)
+        step(gingham.tensor(x_np, device="cpu"))
+        tcache.add_(torch.tensor(x_np))
+        _same(row, trow, f"row {n}")
+        _same(column, tcolumn, f"column {n}")
+    w = gingham.tensor(np.ones((2, 3), np.float32), device="cpu", requires_grad=True)
+    tw = torch.ones(2, 3, requires_grad=True)
+    views = [w[1:], w.t()[0]]
+    tviews = [tw[1:], tw.t()[0]]
+    for lib, weight in ((gingham, w), (torch, tw)):
+        (weight * weight).sum().backward()
+        lib.optim.SGD([weight], lr=0.25).step()
+    for view, tview in zip(views, tviews):
+        _same(view, tview, "view of a parameter after optimizer.step()")
+
+
 def test_jit_refuses_writes_into_views_of_arguments_and_outside_views():
     @gingham.jit
     def bad(x):
