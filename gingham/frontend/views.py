@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..tile import builder
+from .grad_mode import _grad_mode
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -121,7 +122,14 @@ def refresh(base: "Tensor") -> None:
     for view in live:
         if not in_current_trace(view._view_of):
             continue
-        value = view._view_of.derive(base)
+        # A view that tracked gradients keeps tracking them after a write of its base under
+        # no_grad() (an optimiser's update), as PyTorch's, which regenerates its grad_fn
+        previous = _grad_mode.enabled
+        _grad_mode.enabled = previous or view.requires_grad
+        try:
+            value = view._view_of.derive(base)
+        finally:
+            _grad_mode.enabled = previous
         if view._children:
             snapshot_value(view)
         for parent in view._parents:  # take_value adopts the view again under its new parents

@@ -195,6 +195,22 @@ def test_gradients_through_writes_into_views_match_torch(device):
         _same(got[name], expected[name], name, tol=1e-4)
 
 
+def test_a_view_keeps_its_gradient_after_a_no_grad_update_of_its_base(device):
+    def program(ns, make):
+        w = make(np.arange(6, dtype=np.float32).reshape(2, 3))
+        row = w[1]
+        with ns.no_grad():
+            w.mul_(2)                  # an update: row sees it, and still reads w
+        (row * row).sum().backward()
+        assert row.requires_grad
+        return {"row": row, "w.grad": w.grad}
+
+    expected = program(TORCH, lambda v: torch.tensor(v, requires_grad=True))
+    got = program(GINGHAM, lambda v: gingham.tensor(v, device=device, requires_grad=True))
+    for name in expected:
+        _same(got[name], expected[name], name)
+
+
 def test_refusals_match_torch(device):
     w = gingham.tensor(np.ones((3, 4), np.float32), device=device, requires_grad=True)
     tw = torch.ones(3, 4, requires_grad=True)
