@@ -42,7 +42,6 @@ the base's shape). A chain of views is a chain of records.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..tile import builder
@@ -52,7 +51,6 @@ if TYPE_CHECKING:
     from .tensor import Tensor
 
 
-@dataclass(frozen=True)
 class ViewOf:
     """What a view records of its base.
 
@@ -65,10 +63,14 @@ class ViewOf:
         ViewOf(x, lambda b: b.t(), lambda b, v: v.t(), None)   # x.t()
     """
 
-    base: "Tensor"
-    derive: Callable[["Tensor"], "Tensor"]
-    put: Callable[["Tensor", "Tensor"], "Tensor"] | None
-    trace: weakref.ref | None
+    # A plain class with slots: one is made per view taken, and a frozen dataclass's
+    # __init__ costs several times more
+    __slots__ = ("base", "derive", "put", "trace")
+
+    def __init__(self, base: "Tensor", derive: Callable[["Tensor"], "Tensor"],
+                 put: Callable[["Tensor", "Tensor"], "Tensor"] | None,
+                 trace: weakref.ref | None) -> None:
+        self.base, self.derive, self.put, self.trace = base, derive, put, trace
 
 
 def record(view: "Tensor", base: "Tensor", derive: Callable[["Tensor"], "Tensor"],
@@ -80,9 +82,7 @@ def record(view: "Tensor", base: "Tensor", derive: Callable[["Tensor"], "Tensor"
     """
     if view is base:
         return view
-    from .jit import current_trace
-
-    trace = current_trace()
+    trace = _current_trace()
     view._view_of = ViewOf(base, derive, put, None if trace is None else weakref.ref(trace))
     views = base._views
     if views is None:
@@ -95,12 +95,20 @@ def record(view: "Tensor", base: "Tensor", derive: Callable[["Tensor"], "Tensor"
     return view
 
 
+def _current_trace():
+    """``gingham.jit``'s trace now running, or None. jit imports this module, so its function
+    is bound at the first call (an import statement per view cost a microsecond)."""
+    global _current_trace
+    from .jit import current_trace
+
+    _current_trace = current_trace
+    return current_trace()
+
+
 def in_current_trace(view_of: ViewOf) -> bool:
     """Whether the view was taken where the code now runs (outside ``gingham.jit``, or in the
     trace now running)."""
-    from .jit import current_trace
-
-    trace = current_trace()
+    trace = _current_trace()
     if view_of.trace is None:
         return trace is None
     return view_of.trace() is trace
