@@ -168,6 +168,24 @@ def test_random_initialisation_of_a_slice_changes_only_the_slice(device):
     assert w.is_leaf and w.requires_grad
 
 
+def test_nn_init_of_views_and_of_data_writes_the_parameter(device):
+    def program(ns, make):
+        w = make(np.zeros((4, 6), np.float32))
+        ns.lib.nn.init.ones_(w[:, 1])
+        ns.lib.nn.init.constant_(w.t()[2:4, 1:3], 0.5)
+        ns.lib.nn.init.eye_(w.data[:3, 3:])
+        ns.lib.nn.init.zeros_(w.data[1])
+        return {"w": w}
+
+    expected = program(TORCH, lambda v: torch.tensor(v, requires_grad=True))
+    w = program(GINGHAM, lambda v: gingham.tensor(v, device=device, requires_grad=True))["w"]
+    _same(w, expected["w"], "w")
+    assert w.is_leaf and w.requires_grad
+    gingham.nn.init.kaiming_uniform_(w[2:])
+    drawn = w.detach().numpy()
+    assert np.all(drawn[2:] != 0) and np.array_equal(drawn[:2], expected["w"][:2].detach())
+
+
 def test_gradients_through_writes_into_views_match_torch(device):
     """``y = lin(x); y[:, 0].mul_(2)``: the write is part of the graph (CopySlices)."""
     x_np = RNG.standard_normal((3, 4)).astype(np.float32)
