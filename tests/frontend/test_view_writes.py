@@ -229,6 +229,57 @@ def test_a_view_keeps_its_gradient_after_a_no_grad_update_of_its_base(device):
         _same(got[name], expected[name], name)
 
 
+def _rnn(ns, make, x_np, w_np, u_np):
+    """An RNN whose states are written a step at a time into views of one tensor, read back
+    through other views; the loss's gradients flow through every write."""
+    x, w, u = make(x_np), make(w_np), make(u_np)
+    steps, batch, _ = x_np.shape
+    states = ns.lib.zeros_like(x[:, :, :1]).repeat(1, 1, u_np.shape[0])
+    states = ns.lib.cat([states[:1], states], 0)        # [steps + 1, batch, hidden]
+    for t in range(steps):
+        # clone(): torch refuses a backward through a state its later writes changed
+        states[t + 1].copy_(ns.lib.tanh(x[t] @ w + states[t].clone() @ u))
+    states[1:, :, 0].mul_(0.5)                           # a column of every state
+    loss = (states[1:] ** 2).sum()
+    loss.backward()
+    return {"states": states, "loss": loss, "w.grad": w.grad, "u.grad": u.grad,
+            "x.grad": x.grad}
+
+
+def test_rnn_states_written_into_views_match_torch(device):
+    arrays = [RNG.standard_normal(s).astype(np.float32) * 0.5
+              for s in ((5, 2, 3), (3, 4), (4, 4))]
+    expected = _rnn(TORCH, lambda v: torch.tensor(v, requires_grad=True), *arrays)
+    got = _rnn(GINGHAM, lambda v: gingham.tensor(v, device=device, requires_grad=True),
+               *arrays)
+    for name in expected:
+        _same(got[name], expected[name], name, tol=1e-4)
+
+
+def test_rnn_states_written_into_views_inside_jit():
+    x_np, w_np, u_np = (RNG.standard_normal(s).astype(np.float32) * 0.5
+                        for s in ((5, 2, 3), (3, 4), (4, 4)))
+    w = gingham.tensor(w_np, device="cpu", requires_grad=True)
+    u = gingham.tensor(u_np, device="cpu", requires_grad=True)
+    # as after a step, so that every call begins in the same state (one trace)
+    w.grad, u.grad = gingham.zeros_like(w), gingham.zeros_like(u)
+
+    @gingham.jit
+    def step(x):
+        w.grad = u.grad = None
+        out = _rnn(GINGHAM, lambda v: v, x, w, u)
+        return out["loss"], out["states"], w.grad, u.grad
+
+    for n in range(3):
+        expected = _rnn(TORCH, lambda v: torch.tensor(v, requires_grad=True), x_np, w_np, u_np)
+        loss, states, w_grad, u_grad = step(gingham.tensor(x_np, device="cpu"))
+        for got, name in ((loss, "loss"), (states, "states"), (w_grad, "w.grad"),
+                          (u_grad, "u.grad")):
+            _same(got, expected[name], f"{name}, call {n}", tol=1e-4)
+        x_np = x_np * 0.5
+    assert step.traces == 1
+
+
 def test_refusals_match_torch(device):
     w = gingham.tensor(np.ones((3, 4), np.float32), device=device, requires_grad=True)
     tw = torch.ones(3, 4, requires_grad=True)
