@@ -94,7 +94,8 @@ def reshape(x: Tensor, shape, op: str = "reshape") -> Tensor:
         return base._derive(shape, base.dtype, [base],
                             lambda nodes: builder.reshape(nodes[0], *shape), op)
 
-    if op in _ALWAYS_VIEWS or (op in _VIEWS_IF_DENSE and not x._layout_view):
+    if op in _ALWAYS_VIEWS or (op in _VIEWS_IF_DENSE and (not x._layout_view
+                                                          or x._dense_view)):
         return record(derive(x), x, derive, lambda base, value: reshape(value, base.shape))
     return derive(x)
 
@@ -152,8 +153,42 @@ def _getitem(x: Tensor, key, view: bool = True) -> Tensor:
 
     if not view:
         return derive(x)
-    return record(derive(x), x, derive, lambda base, value: put_affine(
+    result = record(derive(x), x, derive, lambda base, value: put_affine(
         base, value, source_index, out_index, shape))
+    if (x._dense_view or not (x._layout_view or x._strides)) and _keeps_rows(x.shape, key):
+        result._dense_view = True
+    return result
+
+
+def _keeps_rows(shape: tuple[int, ...], key) -> bool:
+    """Whether basic indexing ``[key]`` of a tensor laid out densely in row-major order gives
+    one dense in PyTorch too (so that ``reshape`` of it is a view): integers on leading dims,
+    then one slice of step 1, then whole dims (``x[2]``, ``x[1:3]``, ``x[0, 1:]``; not
+    ``x[:, 1:3]``), any dim of size 1 aside.
+
+        _keeps_rows((4, 5), (slice(1, 3),))   # True; (slice(None), 0) gives False
+    """
+    keys = [k for k in (key if isinstance(key, tuple) else (key,)) if k is not None]
+    if any(k is Ellipsis for k in keys):
+        position = keys.index(Ellipsis)
+        keys[position:position + 1] = [slice(None)] * (len(shape) - len(keys) + 1)
+    keys += [slice(None)] * (len(shape) - len(keys))
+    ranges = [range(*k.indices(n)) if isinstance(k, slice) else None
+              for k, n in zip(keys, shape)]
+    if any(r is not None and len(r) == 0 for r in ranges):
+        return True  # no element: dense
+    sliced = False  # past the first slice: every later dim must be whole
+    for kept, size in zip(ranges, shape):
+        if size <= 1:
+            continue
+        if kept is None or len(kept) == 1:  # PyTorch's contiguity skips dims of size 1
+            if sliced:
+                return False
+            continue
+        if kept.step != 1 or sliced and len(kept) != size:
+            return False
+        sliced = True
+    return True
 
 
 def _getitem_plan(x: Tensor, key) -> tuple[list, list, tuple[int, ...]]:

@@ -123,6 +123,9 @@ class Tensor:
     # write of it re-derives.
     _view_of = None
     _views: list | None = None
+    # A basic index that PyTorch lays out densely (x[0], x[1:3] of a dense x), whose reshape
+    # is a view there although gingham marks it _layout_view (gingham.frontend.layout)
+    _dense_view = False
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, device: str, *,
                  buffer=None, parents: Sequence["Tensor"] = (),

@@ -86,6 +86,9 @@ def _reshapes(x, ns):
     x.unsqueeze(0)[0, 1].zero_()
     x.view(2, 2, 5).permute(2, 0, 1)[1].add_(7)
     x.unflatten(1, (5, 1))[:, 3].sub_(0.5)
+    x[1:3].reshape(-1)[::4].add_(1)       # rows of x are dense: a view in PyTorch
+    x[2].flatten().mul_(2)
+    x[0, 1:].reshape(2, 2).t()[0].neg_()
     return {}
 
 
@@ -125,6 +128,8 @@ def _copies_stay_copies(x, ns):
     x.repeat(2, 1).mul_(0)
     x.t().contiguous().fill_(3)
     x.t().reshape(-1).fill_(4)
+    x[:, 1:3].reshape(-1).fill_(5)       # columns are not dense: PyTorch's reshape copies
+    x[::2].flatten().fill_(6)
     copied = x.clone()
     copied[0].zero_()
     return {"copied": copied}
