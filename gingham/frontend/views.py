@@ -34,9 +34,11 @@ the base's shape). A chain of views is a chain of records.
   read of it *inside* the step, after the step changed its base, still reads the value the
   base had when the step began (take the view inside the step).
 * An optimiser's update of a parameter (``assign``) re-derives the parameter's views too.
-* ``reshape`` and ``flatten`` are views unless their input is one that PyTorch lays out with
-  gaps (``_layout_view``: a transpose, a slice, ...), where PyTorch copies; ``view``,
-  ``squeeze``, ``unsqueeze`` and ``unflatten`` are always views.
+* ``reshape`` and ``flatten`` are views where PyTorch's are: of a tensor laid out densely,
+  including a basic index that keeps whole rows (``x[0]``, ``x[1:3]``), and copies of one
+  with gaps (a transpose, ``x[:, 1:3]``, ``x[::2]``); ``view``, ``squeeze``, ``unsqueeze``
+  and ``unflatten`` are always views. ``flip``, ``diag``, ``repeat`` and ``contiguous()`` of
+  a view are copies, as PyTorch's.
 """
 
 from __future__ import annotations
