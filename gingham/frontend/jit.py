@@ -92,6 +92,8 @@ class _Trace:
         generator in a step advance its state twice); the last value updates the leaf."""
         for target, value in pairs:
             self.update_in_place(target, value)
+            if target._views:  # its views taken in the step follow it, as eagerly
+                refresh(target)
 
     def updates(self, target: Tensor) -> bool:
         """Whether ``target`` is a leaf this trace has updated (it holds a computed value

@@ -417,6 +417,30 @@ def test_views_taken_outside_follow_a_compiled_step_and_an_optimiser():
         _same(view, tview, "view of a parameter after optimizer.step()")
 
 
+def test_a_view_taken_in_a_step_follows_the_optimiser_of_the_step():
+    w_np = RNG.standard_normal((3, 4)).astype(np.float32)
+
+    def body(lib, w, opt, x):
+        row = w[1]
+        loss = ((x @ w.t()) ** 2).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return row * 1.0, w.t()[2] * 1.0
+
+    tw = torch.tensor(w_np, requires_grad=True)
+    topt = torch.optim.SGD([tw], lr=0.1)
+    w = gingham.tensor(w_np, device="cpu", requires_grad=True)
+    opt = gingham.optim.SGD([w], lr=0.1)
+    step = gingham.jit(lambda x: body(gingham, w, opt, x))
+    for n in range(3):
+        x_np = RNG.standard_normal((2, 4)).astype(np.float32)
+        got = step(gingham.tensor(x_np, device="cpu"))
+        expected = body(torch, tw, topt, torch.tensor(x_np))
+        for ours, theirs in zip(got, expected):
+            _same(ours, theirs, f"call {n}")
+
+
 def test_jit_refuses_writes_into_views_of_arguments_and_outside_views():
     @gingham.jit
     def bad(x):
