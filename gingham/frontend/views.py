@@ -27,7 +27,12 @@ the base's shape). A chain of views is a chain of records.
   node it always was.
 * **Expanded views** (``x.expand(3, 4)`` of a ``[1, 4]`` tensor) repeat elements of their
   base, so, as PyTorch, writing one in place is refused (:class:`InPlaceError`); an expand
-  that repeats nothing (new leading dims of size 1) is a plain reshape.
+  that repeats nothing (new leading dims of size 1) is a plain reshape. A view of an
+  expanded view is refused too (``x.expand(3, 4)[0].add_(1)``), where PyTorch allows a
+  write that reaches each element once.
+* **Cost:** a write re-derives every live view of the tensor written (a node each, computed
+  only if read), so keeping many views of one tensor alive across many writes of it (a list
+  of ``x[t]`` over a loop that writes ``x``) builds a node per view per write.
 * **Inside ``gingham.jit``** a view taken in the step writes through and follows its base as
   eagerly. A view taken outside the step cannot be written inside it (an error); it sees the
   step's updates of its base once the step has returned (each replay re-derives it), but a
