@@ -245,6 +245,10 @@ def assign_all(pairs: Sequence[tuple[Tensor, Tensor]]) -> None:
         target._buffer = value._buffer
         target._version += 1
         target._backward_roots = []
+        if target._views:  # its views follow it (an optimiser's update of a parameter)
+            from .views import refresh
+
+            refresh(target)
 
 
 # -- moving tensors between devices and dtypes ---------------------------------------------------

@@ -27,7 +27,12 @@ its old value keeps the old value. Three cases:
     h.clamp_(max=6)
 
 The write keeps the tensor's dtype, so a float result cannot be written into an integer
-tensor (an error, as in PyTorch), and its shape: the new value must broadcast to it.
+tensor (an error, as in PyTorch), and its shape: the new value must broadcast to it. An
+indexed write ``x[key] = v`` casts ``v`` to ``x``'s dtype, as PyTorch's does.
+
+A write into a view (``x[0].add_(1)``, ``x.t()[1].zero_()``) writes through to the tensor
+it was taken from, and a write of a tensor re-derives its live views: see
+:mod:`gingham.frontend.views`.
 """
 
 from __future__ import annotations
@@ -37,11 +42,11 @@ from typing import Callable
 import numpy as np
 
 from ..errors import DeviceError, GinghamError
-from ..tile import builder
 from ..tile import dtypes as dt
 from .promotion import check_writable
 from .tensor import (DTypeError, ShapeError, Tensor, _broadcast_to, _getitem_plan, _true_divide,
                      assign_all, is_grad_enabled, no_grad, where)
+from .views import in_current_trace, put_affine, refresh
 
 
 class InPlaceError(GinghamError, RuntimeError):
@@ -64,6 +69,8 @@ def write(target: Tensor, value, op: str) -> Tensor:
         raise InPlaceError(
             f"{op}: an argument of a function traced by gingham.jit cannot be changed in place "
             "(the caller's tensor would not see it); return the new value instead")
+    if target._view_of is not None:
+        return _write_through_view(target, value, op)
     if target._alias_of is not None:
         return _write_through_alias(target, value, op)
     trace = current_trace()
@@ -77,7 +84,30 @@ def write(target: Tensor, value, op: str) -> Tensor:
         _assign_leaf(target, value)
     else:
         _rebind(target, value, op)
+    refresh(target)
     return target
+
+
+def _write_through_view(view: Tensor, value: Tensor, op: str) -> Tensor:
+    """An in-place operation on a view: ``value`` put into the view's base, as an in-place
+    write of the base (which re-derives the view from the base's new value)."""
+    taken = view._view_of
+    if not in_current_trace(taken):
+        raise InPlaceError(
+            f"{op}: a view taken outside the function gingham.jit traces (or in another "
+            "trace) cannot be changed in place inside it; take the view inside the function")
+    if taken.put is None:
+        raise InPlaceError(
+            f"{op}: unsupported operation: more than one element of the written-to tensor "
+            "refers to a single memory location (it is an expand()ed view); clone() it "
+            "before the in-place operation")
+    base = taken.base
+    if base.is_leaf and base.requires_grad and is_grad_enabled():
+        raise InPlaceError(
+            f"{op}: a view of a leaf tensor that requires grad is being used in an in-place "
+            "operation; do it under gingham.no_grad() (an update), or on a copy (.clone())")
+    write(base, taken.put(base, value), op)
+    return view
 
 
 def _conformed(target: Tensor, value, op: str) -> Tensor:
@@ -95,15 +125,17 @@ def _conformed(target: Tensor, value, op: str) -> Tensor:
 
 
 def _fitted(target: Tensor, value: Tensor, shape: tuple[int, ...], op: str,
-            drop_leading_ones: bool = False) -> Tensor:
+            drop_leading_ones: bool = False, any_dtype: bool = False) -> Tensor:
     """The tensor ``value`` broadcast to ``shape`` (the target's, or an indexed region's) in
-    ``target``'s dtype, checked to be on its device and not a float for an integer tensor.
+    ``target``'s dtype, checked to be on its device and, unless ``any_dtype`` (an indexed
+    write, which casts as ``copy_``), not a float for an integer tensor.
     ``drop_leading_ones``: leading dims of size 1 beyond ``shape``'s rank go first, as
     PyTorch's indexed writes allow (``x[0] = v[None]``)."""
     if value.device != target.device:
         raise DeviceError(f"{op}: a value on {value.device} cannot be written into a tensor on "
                           f"{target.device}; move it with .to('{target.device}')")
-    check_writable(op, value.dtype, target.dtype)
+    if not any_dtype:
+        check_writable(op, value.dtype, target.dtype)
     if value.shape != shape:
         fitted = value
         while drop_leading_ones and fitted.ndim > len(shape) and fitted.shape[0] == 1:
@@ -136,6 +168,7 @@ def snapshot_value(target: Tensor) -> Tensor:
     old.__dict__.update(target.__dict__)
     old._children = None
     old._snapshot_of = target
+    old._views = old._view_of = None  # an old value: no view follows it, none is written
     for parent in old._parents:  # a computed value's snapshot reads its parents: an update
         parent._adopt(old)       # of one of them must point it at their old value too
     children = target._children or []
@@ -206,6 +239,7 @@ def _write_through_alias(alias: Tensor, value: Tensor, op: str) -> Tensor:
     snapshot_value(alias)
     alias._buffer = base._buffer
     alias._version += 1
+    refresh(alias)
     return alias
 
 
@@ -239,26 +273,37 @@ def setitem(target: Tensor, key, value) -> None:
             "index_copy / scatter (out of place) or a boolean mask")
     sources, out_index, region = _getitem_plan(target, key)
     value = _conformed_region(target, value, region, op)
-    def build(nodes):
-        where_ = [v < s for v, s in zip(out_index, region) if isinstance(v, builder.Index)]
-        return builder.assign(nodes[1][tuple(out_index)] if out_index else nodes[1][()],
-                              out=sources, shape=list(target.shape), where=where_,
-                              default=nodes[0])
-
-    written = target._derive(target.shape, target.dtype, [target, value], build)
-    write(target, written, op)
+    write(target, put_affine(target, value, sources, out_index, region), op)
 
 
 def _conformed_region(target: Tensor, value, region: tuple[int, ...], op: str) -> Tensor:
     """``value`` (a number, an array or a tensor) as a tensor of the indexed ``region``'s
-    shape in ``target``'s dtype (a number is converted as PyTorch's indexed writes do)."""
+    shape in ``target``'s dtype: cast from any dtype (a float into an integer tensor
+    truncates), as PyTorch's indexed writes, which are ``copy_``, do."""
     if not isinstance(value, Tensor):
         from .tensor import full, tensor
 
-        value = (full(region, value, target.dtype, device=target.device)
+        value = (full(region, _number_for(target, value, op), target.dtype,
+                      device=target.device)
                  if isinstance(value, (bool, int, float, np.number))
                  else tensor(np.asarray(value), device=target.device))
-    return _fitted(target, value, region, op, drop_leading_ones=True)
+    return _fitted(target, value, region, op, drop_leading_ones=True, any_dtype=True)
+
+
+def _number_for(target: Tensor, value, op: str):
+    """The Python number ``value`` as PyTorch writes it into ``target``'s dtype: a float into
+    an integer tensor truncated towards zero, into a bool tensor nonzero; a float an integer
+    cannot hold (nan, inf) is an error rather than PyTorch's unspecified value."""
+    if isinstance(value, np.number):
+        value = value.item()
+    if dt.is_bool(target.dtype):
+        return bool(value)
+    if isinstance(value, float) and not dt.is_float(target.dtype):
+        if not np.isfinite(value):
+            raise DTypeError(f"{op}: {value} cannot be written into a "
+                             f"{dt.dtype_name(target.dtype)} tensor")
+        return int(value)
+    return value
 
 
 def _boolean_mask(target: Tensor, key) -> Tensor | None:
@@ -277,13 +322,17 @@ def _boolean_mask(target: Tensor, key) -> Tensor | None:
 
 
 def _masked(target: Tensor, mask: Tensor, value, op: str) -> Tensor:
+    """``target`` with ``value`` where ``mask`` is true. A number or a one-element tensor is
+    cast to ``target``'s dtype, as PyTorch's masked writes do; a tensor of more elements must
+    be writable without a lossy cast (PyTorch asks for equal dtypes)."""
     if isinstance(value, Tensor) and value.numel() == 1:
         value = value.reshape(())
+        if value.device == target.device and value.dtype != target.dtype:
+            value = value.astype(target.dtype)
     if isinstance(value, Tensor):
         value = _conformed(target, value, op)
-    elif isinstance(value, float) and not dt.is_float(target.dtype):
-        raise DTypeError(f"{op}: the float value {value} cannot be written into a "
-                         f"{dt.dtype_name(target.dtype)} tensor")
+    elif isinstance(value, (bool, int, float, np.number)):
+        value = _number_for(target, value, op)
     return where(mask, value, target)
 
 
@@ -379,6 +428,9 @@ def detach_(self: Tensor) -> Tensor:
 
     if current_trace() is not None:
         raise InPlaceError("detach_: not supported inside gingham.jit; use detach()")
+    if self._view_of is not None:
+        raise InPlaceError("detach_: can't detach views in-place (it shares its base's value); "
+                           "use detach()")
     self.realize()
     snapshot_value(self)
     self._parents, self._build, self._parent_versions = (), None, ()

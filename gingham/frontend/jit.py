@@ -49,6 +49,7 @@ from ..tune import background as tune_background
 from .amp import trace_key
 from .defaults import default_float
 from .graph import keep_readers_on_old_value
+from .views import refresh
 from .tensor import Tensor, _bound_graph, is_graph_input, moves_count
 
 
@@ -91,6 +92,8 @@ class _Trace:
         generator in a step advance its state twice); the last value updates the leaf."""
         for target, value in pairs:
             self.update_in_place(target, value)
+            if target._views:  # its views taken in the step follow it, as eagerly
+                refresh(target)
 
     def updates(self, target: Tensor) -> bool:
         """Whether ``target`` is a leaf this trace has updated (it holds a computed value
@@ -264,6 +267,8 @@ class _Compiled:
             target._version += 1
             target._backward_roots = []
             target.grad = None
+            if target._views:  # views taken outside the step follow its update
+                refresh(target)
         for owner, slot, (shape, dtype) in zip(self.grads.written, self.grads.slots,
                                                self._grad_types):
             # a gradient the step also returns is that same tensor, as in PyTorch

@@ -26,6 +26,7 @@ from .contractions import einsum
 from .dims import ShapeError, _axes, _broadcast_shapes, _dim
 from .promotion import promote_types
 from .tensor import Tensor, tensor, zeros
+from .views import put_affine, record
 
 
 def _broadcast_to(x: Tensor, sizes: Sequence[int], op: str) -> Tensor:
@@ -56,7 +57,15 @@ def _broadcast_to(x: Tensor, sizes: Sequence[int], op: str) -> Tensor:
         return builder.assign(nodes[0][source] if source else nodes[0][()], out=list(idx),
                               shape=list(shape), where=[i < s for i, s in zip(idx, shape)])
 
-    return _view(x._derive(shape, x.dtype, [x], build))
+    def derive(base: Tensor) -> Tensor:
+        return _view(base._derive(shape, base.dtype, [base], build))
+
+    # Writing the expanded view would write one element of x from several (PyTorch refuses
+    # it); new leading dims of size 1 repeat nothing: the view is x reshaped.
+    repeats = shape[:lead].count(1) != lead or any(
+        x.shape[d] != shape[lead + d] for d in range(x.ndim))
+    put = None if repeats else (lambda base, value: reshape(value, base.shape))
+    return record(derive(x), x, derive, put)
 
 
 def _view(result: Tensor) -> Tensor:
@@ -80,8 +89,23 @@ def reshape(x: Tensor, shape, op: str = "reshape") -> Tensor:
         raise ShapeError(f"{op}: cannot reshape {x.shape} ({x.size} elements) to {shape}")
     if shape == x.shape:
         return x
-    return x._derive(shape, x.dtype, [x], lambda nodes: builder.reshape(nodes[0], *shape),
-                     op)
+
+    def derive(base: Tensor) -> Tensor:
+        return base._derive(shape, base.dtype, [base],
+                            lambda nodes: builder.reshape(nodes[0], *shape), op)
+
+    if op in _ALWAYS_VIEWS or (op in _VIEWS_IF_DENSE and (not x._layout_view
+                                                          or x._dense_view)):
+        return record(derive(x), x, derive, lambda base, value: reshape(value, base.shape))
+    return derive(x)
+
+
+# The reshapes that PyTorch makes views of their input: always (a view of a tensor laid out
+# with gaps is an error in PyTorch, a view here) or where the input is laid out densely,
+# as far as gingham knows (Tensor._layout_view; else PyTorch copies). gingham's own
+# reshapes (of repeat, roll, ...) give new tensors, as PyTorch's do.
+_ALWAYS_VIEWS = frozenset({"view", "view_as", "squeeze", "unsqueeze", "unflatten"})
+_VIEWS_IF_DENSE = frozenset({"reshape", "reshape_as", "flatten"})
 
 
 def permute_dims(x: Tensor, axes: Sequence[int], op: str = "permute_dims") -> Tensor:
@@ -97,13 +121,21 @@ def permute_dims(x: Tensor, axes: Sequence[int], op: str = "permute_dims") -> Te
         return x
     idx = builder.indices(" ".join(f"i{a}" for a in range(x.ndim)))
     shape = tuple(x.shape[a] for a in axes)
-    return _view(x._derive(shape, x.dtype, [x], lambda nodes: builder.assign(
-        nodes[0][tuple(idx)], out=[idx[a] for a in axes], shape=list(shape)), op))
+    permuted = [idx[a] for a in axes]
+
+    def derive(base: Tensor) -> Tensor:
+        return _view(base._derive(shape, base.dtype, [base], lambda nodes: builder.assign(
+            nodes[0][tuple(idx)], out=permuted, shape=list(shape)), op))
+
+    return record(derive(x), x, derive,
+                  lambda base, value: put_affine(base, value, idx, permuted, shape))
 
 
-def _getitem(x: Tensor, key) -> Tensor:
+def _getitem(x: Tensor, key, view: bool = True) -> Tensor:
     """Basic indexing: integers, slices (any step), None and Ellipsis; an integer tensor or a
-    boolean mask on one dim goes to :func:`gingham.frontend.indexing.getitem_with_tensor`."""
+    boolean mask on one dim goes to :func:`gingham.frontend.indexing.getitem_with_tensor`.
+    The result is a view of ``x`` (:mod:`gingham.frontend.views`) unless ``view`` is false
+    (a flip, which PyTorch copies)."""
     keys = key if isinstance(key, tuple) else (key,)
     if any(isinstance(k, (Tensor, np.ndarray, list, bool, np.bool_)) for k in keys):
         from .indexing import getitem_with_tensor
@@ -116,7 +148,47 @@ def _getitem(x: Tensor, key) -> Tensor:
         return builder.assign(nodes[0][tuple(source_index)] if source_index else nodes[0][()],
                               out=out_index, shape=list(shape), where=where)
 
-    return _view(x._derive(shape, x.dtype, [x], build))
+    def derive(base: Tensor) -> Tensor:
+        return _view(base._derive(shape, base.dtype, [base], build))
+
+    if not view:
+        return derive(x)
+    result = record(derive(x), x, derive, lambda base, value: put_affine(
+        base, value, source_index, out_index, shape))
+    if (x._dense_view or not (x._layout_view or x._strides)) and _keeps_rows(x.shape, key):
+        result._dense_view = True
+    return result
+
+
+def _keeps_rows(shape: tuple[int, ...], key) -> bool:
+    """Whether basic indexing ``[key]`` of a tensor laid out densely in row-major order gives
+    one dense in PyTorch too (so that ``reshape`` of it is a view): integers on leading dims,
+    then one slice of step 1, then whole dims (``x[2]``, ``x[1:3]``, ``x[0, 1:]``; not
+    ``x[:, 1:3]``), any dim of size 1 aside.
+
+        _keeps_rows((4, 5), (slice(1, 3),))   # True; (slice(None), 0) gives False
+    """
+    keys = [k for k in (key if isinstance(key, tuple) else (key,)) if k is not None]
+    if any(k is Ellipsis for k in keys):
+        position = keys.index(Ellipsis)
+        keys[position:position + 1] = [slice(None)] * (len(shape) - len(keys) + 1)
+    keys += [slice(None)] * (len(shape) - len(keys))
+    ranges = [range(*k.indices(n)) if isinstance(k, slice) else None
+              for k, n in zip(keys, shape)]
+    if any(r is not None and len(r) == 0 for r in ranges):
+        return True  # no element: dense
+    sliced = False  # past the first slice: every later dim must be whole
+    for kept, size in zip(ranges, shape):
+        if size <= 1:
+            continue
+        if kept is None or len(kept) == 1:  # PyTorch's contiguity skips dims of size 1
+            if sliced:
+                return False
+            continue
+        if kept.step != 1 or sliced and len(kept) != size:
+            return False
+        sliced = True
+    return True
 
 
 def _getitem_plan(x: Tensor, key) -> tuple[list, list, tuple[int, ...]]:
@@ -234,7 +306,7 @@ def flip(x: Tensor, dims) -> Tensor:
     """
     axes = _axes("flip", x.shape, dims)
     return _getitem(x, tuple(slice(None, None, -1) if a in axes else slice(None)
-                             for a in range(x.ndim)))
+                             for a in range(x.ndim)), view=False)
 
 
 def fliplr(x: Tensor) -> Tensor:
@@ -373,7 +445,9 @@ def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor
     return _diagonal(x, offset, dim1, dim2)
 
 
-def _diagonal(x: Tensor, offset: int, dim1: int, dim2: int) -> Tensor:
+def _diagonal(x: Tensor, offset: int, dim1: int, dim2: int, view: bool = True) -> Tensor:
+    """:func:`diagonal`, a view of ``x`` unless ``view`` is false (``diag``, which PyTorch
+    copies)."""
     first = _dim("diagonal", x.shape, dim1)
     second = _dim("diagonal", x.shape, dim2)
     if first == second:
@@ -392,7 +466,13 @@ def _diagonal(x: Tensor, offset: int, dim1: int, dim2: int) -> Tensor:
         return builder.assign(nodes[0][tuple(source)], out=list(idx), shape=list(shape),
                               where=[i < s for i, s in zip(idx, shape)])
 
-    return _view(x._derive(shape, x.dtype, [x], build))
+    def derive(base: Tensor) -> Tensor:
+        return _view(base._derive(shape, base.dtype, [base], build))
+
+    if not view:
+        return derive(x)
+    return record(derive(x), x, derive,
+                  lambda base, value: put_affine(base, value, source, idx, shape))
 
 
 def diag(x: Tensor, diagonal: int = 0) -> Tensor:
@@ -400,7 +480,7 @@ def diag(x: Tensor, diagonal: int = 0) -> Tensor:
     matrix with the vector on that diagonal and zeros elsewhere (one ``=`` write to
     ``[i + r, i + c]``)."""
     if x.ndim == 2:
-        return _diagonal(x, diagonal, 0, 1)
+        return _diagonal(x, diagonal, 0, 1, view=False)
     if x.ndim != 1:
         raise ShapeError(f"diag: input must be 1-d or 2-d, not shape {x.shape}")
     n, shift = x.shape[0], abs(int(diagonal))

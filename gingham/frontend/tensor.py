@@ -118,6 +118,14 @@ class Tensor:
     # indices (cross_entropy's targets, embedding, gather, ...) can refuse one out of range
     # without reading the device (see _known_range).
     _host_range: tuple[int, int, int] | None = None
+    # A view (gingham.frontend.views): what it records of the tensor it was taken from (None
+    # for a tensor that is not one), and, on a base, its views (weakly), which an in-place
+    # write of it re-derives.
+    _view_of = None
+    _views: list | None = None
+    # A basic index that PyTorch lays out densely (x[0], x[1:3] of a dense x), whose reshape
+    # is a view there although gingham marks it _layout_view (gingham.frontend.layout)
+    _dense_view = False
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, device: str, *,
                  buffer=None, parents: Sequence["Tensor"] = (),

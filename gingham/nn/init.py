@@ -26,7 +26,8 @@ import warnings
 
 import numpy as np
 
-from ..frontend.tensor import DTypeError, Tensor, assign_all, refuse_while_tracing
+from ..frontend.inplace import write
+from ..frontend.tensor import DTypeError, Tensor, assign_all, no_grad, refuse_while_tracing
 from ..frontend.tensor import tensor as _leaf  # the functions' argument is named tensor
 from ..tile import dtypes as dt
 from . import modules
@@ -96,9 +97,17 @@ def _check_tensor(function: str, target: Tensor, random: bool) -> None:
 
 
 def _fill(target: Tensor, values: np.ndarray) -> Tensor:
-    """``target`` holds ``values`` from now on (same object, device, dtype)."""
+    """``target`` holds ``values`` from now on (same object, device, dtype). A leaf takes
+    them directly; a view (``w[:, :k]``), ``.data`` or a computed tensor gets them by an
+    in-place write outside autograd, which reaches the tensor it shares its value with, as
+    PyTorch's ``nn.init`` (under ``no_grad``) does."""
     values = np.asarray(values).reshape(target.shape).astype(target.dtype)
-    assign_all([(target, _leaf(values, device=target.device))])
+    value = _leaf(values, device=target.device)
+    if target.is_leaf and target._alias_of is None:
+        assign_all([(target, value)])
+    else:
+        with no_grad():
+            write(target, value, "nn.init")
     return target
 
 
