@@ -191,8 +191,7 @@ class Optimizer:
             return
         constants = {name: float(value) for name, value in self._constants(group).items()}
         written = self._written[index]
-        dtype = _settings_dtype(group)
-        pairs = [(slots[name], tensor(value, dtype=dtype, device=device))
+        pairs = [(slots[name], tensor(value, dtype=slots[name].dtype, device=device))
                  for device, slots in self._slots[index].items()
                  for name, value in constants.items() if written.get(name) != value]
         written.update(constants)
