@@ -16,8 +16,9 @@ under :func:`gingham.jit`, together with the whole training step.
 dict, in a 0-d device tensor per group and device, written through when the dict entry is
 set; the step count too. The tensors are float64 where the group holds a float64 parameter
 (a float32 ``lr`` or ``eps`` would move float64 parameters by float32 amounts, ~1e-8 off
-PyTorch's), else float32 (a 0-d tensor does not widen a float32 or half parameter's update). A learning-rate schedule (or ``OneCycleLR`` cycling ``momentum`` or
-``betas``) therefore changes a few 4-byte tensors and never forces a retrace. The values that
+PyTorch's), else float32 (a 0-d tensor does not widen a float32 or half parameter's
+update). A learning-rate schedule (or ``OneCycleLR`` cycling ``momentum`` or ``betas``)
+therefore changes a few 4- or 8-byte tensors and never forces a retrace. The values that
 change the *shape* of the program make :func:`gingham.jit` trace again: the flags (``nesterov``,
 ``amsgrad``, ``maximize``, ``centered``, ...), a setting going to or from zero where zero
 removes a term (``momentum`` and ``weight_decay``: SGD keeps no momentum buffer without
