@@ -418,3 +418,16 @@ def test_float64_after_double_with_a_scheduler_matches_torch(device):
     assert model.weight.dtype == np.float64
     failure = _mismatch("weight", model.weight.numpy(), torch_model.weight.detach().numpy())
     assert failure is None, failure
+
+
+def test_signed_integer_overflow_wraps_as_in_torch(device):
+    """int32 and int64 arithmetic wraps around as PyTorch's does (the cpu device's C is
+    built with -fwrapv: without it GCC folds ``(X + big) > X`` to true)."""
+    from gingham import tile
+
+    for dtype, big in ((np.int32, 2**31 - 1), (np.int64, 2**63 - 1)):
+        x = np.array([1, 5, -3, big, -big - 1, 0], dtype)
+        function = tile.function(f"function (X) -> (O) {{ O = (X + {big}) > X; }}")
+        got = np.asarray(function(x, device=device))
+        t = torch.tensor(x)
+        np.testing.assert_array_equal(got, ((t + big) > t).numpy(), err_msg=str(dtype))
