@@ -93,15 +93,8 @@ from gingham.errors import GinghamError
 # need not set errno, which gingham never reads. Without it GCC keeps every sqrtf behind a
 # test and a call (for errno on a negative input), so no loop taking a square root (a batch
 # norm's 1 / sqrt(var + eps)) was vectorised.
-# -fwrapv makes signed integer overflow wrap, as PyTorch's int32/int64 arithmetic does; C
-# leaves it undefined, and GCC -O3 folded (X + 2147483647) > X to true for int32 X (torch:
-# false for X > 0). Float32 GEMM 1024 and the CIFAR 3x3 conv (forward, backward) showed no
-# slowdown on the 2-core CPU (gingham bench ops --device cpu --only gemm,conv --quick,
-# four runs each way, interleaved; the machine was shared, times +-50%: GEMM median 558 ms
-# without, 368 ms with; conv forward 646 / 540 ms, backward 1.20 / 1.01 s).
 DEFAULT_CFLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fno-trapping-math",
-                                   "-fno-math-errno", "-fwrapv", "-fopenmp", "-fPIC",
-                                   "-shared")
+                                   "-fno-math-errno", "-fopenmp", "-fPIC", "-shared")
 
 MAX_DEBUG = 4
 

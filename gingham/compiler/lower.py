@@ -272,6 +272,8 @@ class ExprLowering:
             inner = self.lower(expr.operand, t.dtype)
             if expr.op == "!" or (expr.op == "~" and ct == "bool"):
                 return k.BinOp("==", inner, k.Const(0, _type_of(inner)), "bool")
+            if expr.op == "-" and ct in _WRAPPING:
+                return _wrapping(k.UnOp("-", _cast(inner, _WRAPPING[ct]), _WRAPPING[ct]), ct)
             return k.UnOp(expr.op, _cast(inner, ct), ct)
         if isinstance(expr, tir.Binary):
             return self.binary(expr, t, ct)
@@ -318,6 +320,9 @@ class ExprLowering:
             return _cast(k.BinOp("idiv", a, b, ot), ct)
         if op == "%":
             return _cast(k.BinOp("fmod" if is_float else "imod", a, b, ot), ct)
+        if op in ("+", "-", "*") and ot in _WRAPPING:
+            u = _WRAPPING[ot]
+            return _cast(_wrapping(k.BinOp(op, _cast(a, u), _cast(b, u), u), ot), ct)
         return _cast(k.BinOp(op, a, b, ot), ct)
 
 
@@ -335,6 +340,17 @@ def constant_value(expr: tir.Expr) -> float | None:
         return {"+": left + right, "-": left - right, "*": left * right,
                 "/": left / right if right else 0.0}[expr.op]
     return None
+
+
+#: Signed types whose +, -, * and negation are computed in the unsigned type of their width:
+#: PyTorch's integers wrap around, C, OpenCL C and CUDA leave signed overflow undefined (and
+#: optimise on it: (X + 2147483647) > X became true), unsigned arithmetic wraps by definition.
+_WRAPPING = {"int32": "uint32", "int64": "uint64"}
+
+
+def _wrapping(expr: k.Expr, dtype: str) -> k.Expr:
+    """``expr`` (unsigned) back as the signed ``dtype``: two's complement, on every device."""
+    return k.Cast(dtype, expr)
 
 
 def _type_of(expr: k.Expr) -> str:

@@ -416,13 +416,39 @@ def test_float64_after_double_with_a_scheduler_matches_torch(device):
 
 
 def test_signed_integer_overflow_wraps_as_in_torch(device):
-    """int32 and int64 arithmetic wraps around as PyTorch's does (the cpu device's C is
-    built with -fwrapv: without it GCC folds ``(X + big) > X`` to true)."""
+    """int32 and int64 arithmetic wraps around as PyTorch's does (computed in the unsigned
+    type: with signed overflow undefined, GCC and PoCL folded ``(X + big) > X`` to true)."""
     from gingham import tile
 
     for dtype, big in ((np.int32, 2**31 - 1), (np.int64, 2**63 - 1)):
         x = np.array([1, 5, -3, big, -big - 1, 0], dtype)
-        function = tile.function(f"function (X) -> (O) {{ O = (X + {big}) > X; }}")
-        got = np.asarray(function(x, device=device))
+        function = tile.function(f"function (X) -> (O, N, P) {{ O = (X + {big}) > X; "
+                                 f"N = -X; P = X * 3 - 7; }}")
+        got = [np.asarray(v) for v in function(x, device=device)]
         t = torch.tensor(x)
-        np.testing.assert_array_equal(got, ((t + big) > t).numpy(), err_msg=str(dtype))
+        for have, want in zip(got, [(t + big) > t, -t, t * 3 - 7]):
+            np.testing.assert_array_equal(have, want.numpy(), err_msg=str(dtype))
+
+
+def _wrapped(value: int, bits: int) -> int:
+    return (value + 2 ** (bits - 1)) % 2 ** bits - 2 ** (bits - 1)
+
+
+def test_integer_min_divided_by_minus_one_wraps(device):
+    """``MIN / -1`` is MIN and ``MIN % -1`` is 0, by two's-complement wrap-around (C leaves
+    them undefined; x86's idiv traps, which killed the process with SIGFPE). Python's exact
+    integers are the oracle (torch's own CPU kernel traps here too)."""
+    from gingham import tile
+
+    divide = tile.function("function (X, Y) -> (Q, R) { Q = X / Y; R = X % Y; }")
+    for dtype, bits in ((np.int32, 32), (np.int64, 64)):
+        x = np.array([-2 ** (bits - 1), 7, -7, -2 ** (bits - 1), 5], dtype)
+        y = np.array([-1, -1, 2, 3, 0], dtype)
+        quotient, remainder = (np.asarray(v) for v in divide(x, y, device=device))
+        exact = [0 if b == 0 else (abs(int(a)) // abs(int(b))) * (1 if (a < 0) == (b < 0)
+                                                                   else -1)
+                 for a, b in zip(x, y)]
+        want_q = [_wrapped(q, bits) for q in exact]
+        want_r = [0 if b == 0 else int(a) - q * int(b) for a, b, q in zip(x, y, exact)]
+        assert quotient.tolist() == want_q and remainder.tolist() == want_r, (dtype, quotient,
+                                                                              remainder)
