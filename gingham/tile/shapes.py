@@ -311,9 +311,12 @@ def met(t: ExprType, context: np.dtype | None) -> ExprType:
 
 
 def operand_context(expr: Expr, t: ExprType, dtypes: dict[str, np.dtype]) -> ExprType:
-    """The type in which the operands of ``expr`` (a Binary, Select or Call node whose own
-    type, already :func:`met`, is ``t``) are read: ``t`` itself, except that a comparison or
-    a logical operator reads its operands in their common type (its own is bool)."""
+    """The type in which the operands of ``expr`` (a node whose own type, already
+    :func:`met`, is ``t``) are read: ``t`` itself, except that a comparison or a logical
+    operator reads its operands in their common type (its own is bool).
+
+        operand_context(parse_expr("X < 0.1"), ExprType(dt.BOOL), {"X": dt.FLOAT64})  # f64
+    """
     if isinstance(expr, Binary) and (expr.op in _COMPARISONS or expr.op in _LOGICAL):
         return combine(expr_type(expr.left, dtypes), expr_type(expr.right, dtypes))
     return t
