@@ -4,7 +4,8 @@ constant, a literal or an intermediate silently rounded to float32 inside a floa
 fails here.
 
 Each test builds every case of its table on one device, realizes them together (one compiled
-program) and reports every mismatch at once.
+program) and reports every mismatch at once. At the end, integer wrap-around (signed overflow,
+``MIN / -1``), which C leaves undefined and PyTorch defines.
 """
 
 from __future__ import annotations
