@@ -453,3 +453,31 @@ def test_integer_min_divided_by_minus_one_wraps(device):
         want_r = [0 if b == 0 else int(a) - q * int(b) for a, b, q in zip(x, y, exact)]
         assert quotient.tolist() == want_q and remainder.tolist() == want_r, (dtype, quotient,
                                                                               remainder)
+
+
+def test_float64_random_draws_have_float64_resolution(device):
+    """float64 ``rand``/``randn``/``normal`` and a float64 distribution's samples are drawn
+    in float64 (48 random bits), not float32 draws cast (24 bits: every value would be a
+    float32), and keep their laws (Kolmogorov-Smirnov against SciPy, fixed seed)."""
+    stats = pytest.importorskip("scipy.stats")
+    gingham.manual_seed(5)
+    n = 20000
+    uniform = gingham.rand(n, dtype=gingham.float64, device=device)
+    draws = {
+        "rand": (uniform, stats.uniform.cdf),
+        "randn": (gingham.randn(n, dtype=gingham.float64, device=device), stats.norm.cdf),
+        "normal": (gingham.normal(1.5, 0.3, (n,), dtype=gingham.float64, device=device),
+                   lambda v: stats.norm.cdf(v, 1.5, 0.3)),
+        "Normal": (gingham.distributions.Normal(
+            gingham.zeros(n, dtype=gingham.float64, device=device), 1.0).sample(),
+            stats.norm.cdf),
+    }
+    realize([tensor for tensor, _ in draws.values()])
+    for name, (tensor, cdf) in draws.items():
+        values = tensor.numpy()
+        assert values.dtype == np.float64, name
+        in_float32 = np.mean(values.astype(np.float32).astype(np.float64) == values)
+        assert in_float32 < 0.01, f"{name}: {in_float32:.0%} of the draws are float32 values"
+        assert stats.kstest(values, cdf).pvalue > 1e-3, name
+    scaled = uniform.numpy() * 2.0 ** 48
+    assert np.array_equal(scaled, np.floor(scaled))  # on the 2^-48 grid: 48 bits
