@@ -525,10 +525,18 @@ class _Renderer:
             lines.append(f"{p} {t} gh_sign_{dtype}({t} x) {{ return x > 0 ? 1 : 0; }}")
         else:
             lines.append(f"{p} {t} gh_sign_{dtype}({t} x) {{ return (x > 0) - (x < 0); }}")
-        if not is_float:
+        if dtype.startswith("u"):
             zero_safe = f"{p} {t} gh_idiv_{dtype}({t} a, {t} b) {{ return b == 0 ? 0 : a / b; }}"
             lines.append(zero_safe)
             lines.append(f"{p} {t} gh_imod_{dtype}({t} a, {t} b) {{ return b == 0 ? 0 : a % b; }}")
+        elif not is_float:
+            # MIN / -1 overflows: C leaves it undefined and x86's idiv traps (SIGFPE killed the
+            # process); PyTorch wraps it to MIN, negated through the unsigned type.
+            u = self.d.types["u" + dtype]
+            lines.append(f"{p} {t} gh_idiv_{dtype}({t} a, {t} b) {{ return b == 0 ? 0 : "
+                         f"b == -1 ? ({t})(({u})0 - ({u})a) : a / b; }}")
+            lines.append(f"{p} {t} gh_imod_{dtype}({t} a, {t} b) {{ "
+                         "return (b == 0 || b == -1) ? 0 : a % b; }")
         return lines
 
     def _select_helpers(self) -> list[str]:

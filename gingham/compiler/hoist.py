@@ -90,7 +90,10 @@ def _hoistable(expr: tir.Expr, shapes: dict, dtypes: dict, cells: int) -> bool:
         return False  # a constant expression: no shape of its own
     if math.prod(_broadcast_shape(expr, shapes)) * MIN_RATIO > cells:
         return False
-    dtype = np.dtype(expr_type(expr, dtypes).dtype)
+    t = expr_type(expr, dtypes)
+    if t.weak:  # (c ? 0.1 : 0.2) takes the type it meets: stored, it would be float32
+        return False
+    dtype = np.dtype(t.dtype)
     return dt.compute_dtype(dtype) == dtype
 
 

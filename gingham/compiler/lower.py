@@ -27,7 +27,8 @@ from ..tile import dtypes as dt
 from ..tile import ir as tir
 from ..tile.bounds import integer_form
 from ..tile.ir import Poly, Special
-from ..tile.shapes import BoundProgram, combine, expr_type
+from ..tile.shapes import (BoundProgram, ExprType, combine, expr_type, met,
+                           operand_context)
 from . import kernel_ir as k
 from .cell import CellStatement, lower_cell_statement, pinned_declarations
 from .fusion import KernelPlan
@@ -243,8 +244,10 @@ class ExprLowering:
         self.ctx = ctx
         self.value_of = value_of  # tensor name -> kernel IR expression at this cell
 
-    def lower(self, expr: tir.Expr) -> k.Expr:
-        t = expr_type(expr, self.ctx.bound.dtypes)
+    def lower(self, expr: tir.Expr, context: np.dtype | None = None) -> k.Expr:
+        """``expr`` in kernel IR, read by an operation of type ``context`` (where a weakly
+        typed float expression meeting float64 computes, see :func:`met`)."""
+        t = met(expr_type(expr, self.ctx.bound.dtypes), context)
         ct = compute_type(t.dtype)
         if isinstance(expr, tir.Ref):
             return self.value_of(expr.name)
@@ -258,7 +261,7 @@ class ExprLowering:
         if isinstance(expr, tir.DimValue):
             return k.Const(self.ctx.bound.dims[expr.name], ct)
         if isinstance(expr, tir.Cast):
-            inner = self.lower(expr.operand)
+            inner = self.lower(expr.operand, t.dtype)
             if expr.dtype == "bool":
                 return k.BinOp("!=", inner, k.Const(0, _type_of(inner)), "bool")
             if expr.dtype in ("float16", "bfloat16"):
@@ -266,42 +269,46 @@ class ExprLowering:
                 return k.Call(f"round_{expr.dtype}", (k.Cast("float32", inner),), "float32")
             return k.Cast(ct, inner)
         if isinstance(expr, tir.Unary):
-            inner = self.lower(expr.operand)
+            inner = self.lower(expr.operand, t.dtype)
             if expr.op == "!" or (expr.op == "~" and ct == "bool"):
                 return k.BinOp("==", inner, k.Const(0, _type_of(inner)), "bool")
+            if expr.op == "-" and ct in _WRAPPING:
+                return _wrapping(k.UnOp("-", _cast(inner, _WRAPPING[ct]), _WRAPPING[ct]), ct)
             return k.UnOp(expr.op, _cast(inner, ct), ct)
         if isinstance(expr, tir.Binary):
-            return self.binary(expr, ct)
+            return self.binary(expr, t, ct)
         if isinstance(expr, tir.Select):
             cond = self.lower(expr.cond)
             if _type_of(cond) != "bool":
                 cond = k.BinOp("!=", cond, k.Const(0, _type_of(cond)), "bool")
-            return k.Select(cond, _cast(self.lower(expr.if_true), ct),
-                            _cast(self.lower(expr.if_false), ct), ct)
+            return k.Select(cond, _cast(self.lower(expr.if_true, t.dtype), ct),
+                            _cast(self.lower(expr.if_false, t.dtype), ct), ct)
         if isinstance(expr, tir.Call):
             if expr.fn == "stop_gradient":  # only autodiff sees it: in a kernel, the identity
-                return _cast(self.lower(expr.args[0]), ct)
+                return _cast(self.lower(expr.args[0], t.dtype), ct)
             if expr.fn == "pow" and ct.startswith("float") and len(expr.args) == 2:
                 # x^1 and x^2 exactly (x * x is the correctly rounded square, as NumPy's
                 # float power gives it), without a libm call per element: batch norm's
                 # variance and its gradient (pow(T, 2.0 - 1.0)).
                 exponent = constant_value(expr.args[1])
                 if exponent in (1.0, 2.0):
-                    base = _cast(self.lower(expr.args[0]), ct)
+                    base = _cast(self.lower(expr.args[0], t.dtype), ct)
                     return base if exponent == 1.0 else k.BinOp("*", base, base, ct)
             arg_type = "int32" if ct == "bool" and expr.fn not in ("min", "max") else ct
-            args = tuple(_cast(self.lower(a), arg_type) for a in expr.args)
+            args = tuple(_cast(self.lower(a, t.dtype), arg_type) for a in expr.args)
             fn = {"min": "min", "max": "max"}.get(expr.fn, expr.fn)
             return _cast(k.Call(fn, args, arg_type), ct)
         raise AssertionError(expr)
 
-    def binary(self, expr: tir.Binary, ct: str) -> k.Expr:
+    def binary(self, expr: tir.Binary, t: ExprType, ct: str) -> k.Expr:
         op = expr.op
-        left, right = self.lower(expr.left), self.lower(expr.right)
+        dtypes = self.ctx.bound.dtypes
+        context = operand_context(expr, t, dtypes).dtype
+        left, right = self.lower(expr.left, context), self.lower(expr.right, context)
         if op in ("&&", "||"):
             return k.BinOp(op, _truth(left), _truth(right), "bool")
-        dtypes = self.ctx.bound.dtypes
-        operand = combine(expr_type(expr.left, dtypes), expr_type(expr.right, dtypes))
+        operand = met(combine(expr_type(expr.left, dtypes), expr_type(expr.right, dtypes)),
+                      context)
         ot = compute_type(operand.dtype)
         if ot == "bool" and op in "+-*/%":
             ot = "int32"
@@ -313,6 +320,9 @@ class ExprLowering:
             return _cast(k.BinOp("idiv", a, b, ot), ct)
         if op == "%":
             return _cast(k.BinOp("fmod" if is_float else "imod", a, b, ot), ct)
+        if op in ("+", "-", "*") and ot in _WRAPPING:
+            u = _WRAPPING[ot]
+            return _cast(_wrapping(k.BinOp(op, _cast(a, u), _cast(b, u), u), ot), ct)
         return _cast(k.BinOp(op, a, b, ot), ct)
 
 
@@ -330,6 +340,17 @@ def constant_value(expr: tir.Expr) -> float | None:
         return {"+": left + right, "-": left - right, "*": left * right,
                 "/": left / right if right else 0.0}[expr.op]
     return None
+
+
+#: Signed types whose +, -, * and negation are computed in the unsigned type of their width:
+#: PyTorch's integers wrap around, C, OpenCL C and CUDA leave signed overflow undefined (and
+#: optimise on it: (X + 2147483647) > X became true), unsigned arithmetic wraps by definition.
+_WRAPPING = {"int32": "uint32", "int64": "uint64"}
+
+
+def _wrapping(expr: k.Expr, dtype: str) -> k.Expr:
+    """``expr`` (unsigned) back as the signed ``dtype``: two's complement, on every device."""
+    return k.Cast(dtype, expr)
 
 
 def _type_of(expr: k.Expr) -> str:

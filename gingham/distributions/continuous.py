@@ -41,7 +41,7 @@ class Normal(Distribution):
 
     def rsample(self, sample_shape=()) -> Tensor:
         shape = self._extended_shape(sample_shape)
-        noise = F.random_normal(shape, sample_state(self.loc.device)).astype(self.loc.dtype)
+        noise = F.random_normal(shape, sample_state(self.loc.device), self.loc.dtype)
         return self.loc + noise * self.scale
 
     def log_prob(self, value) -> Tensor:
@@ -86,7 +86,7 @@ class Uniform(Distribution):
 
     def rsample(self, sample_shape=()) -> Tensor:
         shape = self._extended_shape(sample_shape)
-        u = F.random_uniform(shape, sample_state(self.low.device)).astype(self.low.dtype)
+        u = F.random_uniform(shape, sample_state(self.low.device), self.low.dtype)
         return self.low + u * (self.high - self.low)
 
     def log_prob(self, value) -> Tensor:
@@ -127,7 +127,7 @@ class Exponential(Distribution):
 
     def rsample(self, sample_shape=()) -> Tensor:
         shape = self._extended_shape(sample_shape)
-        u = F.random_uniform(shape, sample_state(self.rate.device)).astype(self.rate.dtype)
+        u = F.random_uniform(shape, sample_state(self.rate.device), self.rate.dtype)
         return -(-u).log1p() / self.rate  # u in [0, 1): log1p(-u) is finite
 
     def log_prob(self, value) -> Tensor:
@@ -167,7 +167,7 @@ class Laplace(Distribution):
 
     def rsample(self, sample_shape=()) -> Tensor:
         shape = self._extended_shape(sample_shape)
-        u = F.random_uniform(shape, sample_state(self.loc.device)).astype(self.loc.dtype)
+        u = F.random_uniform(shape, sample_state(self.loc.device), self.loc.dtype)
         centred = u * 2.0 - 1.0  # in [-1, 1): -1 would give log1p(-1) = -inf
         centred = where(centred == -1.0, -1.0 + 2.0 ** -24, centred)
         return self.loc - self.scale * centred.sign() * (-centred.abs()).log1p()

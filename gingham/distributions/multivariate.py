@@ -134,7 +134,7 @@ class MultivariateNormal(Distribution):
 
     def rsample(self, sample_shape=()) -> Tensor:
         shape = self._extended_shape(sample_shape)
-        noise = F.random_normal(shape, sample_state(self.loc.device)).astype(self.loc.dtype)
+        noise = F.random_normal(shape, sample_state(self.loc.device), self.loc.dtype)
         return self.loc + (self._unbroadcasted_scale_tril @ noise.unsqueeze(-1)).squeeze(-1)
 
     def _half_log_det(self) -> Tensor:

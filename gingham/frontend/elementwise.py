@@ -101,26 +101,45 @@ def _series_argument(x, small):
     return builder.select(small, x, 0.0)
 
 
-def _log1p(u):
+def _series_terms(dtype: str, float32_terms: int, float64_terms: int) -> int:
+    """How many terms a series formula takes: enough for ``dtype``'s rounding (float64's
+    needs about twice float32's; half types compute in float32)."""
+    return float64_terms if dtype == "float64" else float32_terms
+
+
+def _log1p(u, dtype: str = "float32"):
     """``log(1 + u)`` of a builder node: where ``|u| < 0.25`` the series of ``2 atanh(s)``,
-    ``s = u / (2 + u)``, whose next term is below float32's rounding (``s^8 / 9 < 2e-8``);
-    ``log(1 + u)`` elsewhere, whose rounding of ``1 + u`` costs at most 3e-7 relative there."""
+    ``s = u / (2 + u)`` (``s^2 < 0.021``), to ``s^7 / 7`` in float32 (next term
+    ``s^8 / 9 < 2e-8``) or ``s^19 / 19`` in float64 (next ``s^20 / 21 < 1e-18``);
+    ``log(1 + u)`` elsewhere, whose rounding of ``1 + u`` costs at most 5 ulps there.
+
+        _log1p(builder.ref("X"), "float64")
+    """
     small = builder.abs(u) < 0.25
     v = _series_argument(u, small)
     s = v / (v + 2.0)
     s2 = s * s
-    series = s * 2.0 * (1.0 + s2 * (1.0 / 3.0 + s2 * (1.0 / 5.0 + s2 * (1.0 / 7.0))))
+    odd = 2 * _series_terms(dtype, 4, 10) - 1  # the last odd denominator
+    nested = 1.0 / odd
+    for k in range(odd - 2, 0, -2):  # 1 + s2 (1/3 + s2 (1/5 + ...))
+        nested = 1.0 / k + s2 * nested
+    series = s * 2.0 * nested
     direct = builder.log(builder.select(small, 1.0, u + 1.0))
     return builder.select(small, series, direct)
 
 
-def _expm1(x):
-    """``exp(x) - 1`` of a builder node: Taylor's series to ``x^7 / 7!`` where ``|x| < 0.25``
-    (the next term is below 2e-9 relative), ``exp(x) - 1`` elsewhere."""
+def _expm1(x, dtype: str = "float32"):
+    """``exp(x) - 1`` of a builder node: Taylor's series where ``|x| < 0.25``, to ``x^7 / 7!``
+    in float32 (the next term is below 2e-9 relative) or ``x^13 / 13!`` in float64 (below
+    1e-18), ``exp(x) - 1`` elsewhere.
+
+        _expm1(builder.ref("X"), "float64")
+    """
     small = builder.abs(x) < 0.25
     v = _series_argument(x, small)
-    nested = 1.0 + v * (1.0 / 7.0)
-    for k in (6.0, 5.0, 4.0, 3.0, 2.0):  # x (1 + x/2 (1 + x/3 (... (1 + x/7))))
+    last = _series_terms(dtype, 7, 13)
+    nested = 1.0 + v * (1.0 / last)
+    for k in range(last - 1, 1, -1):  # x (1 + x/2 (1 + x/3 (... (1 + x/last))))
         nested = 1.0 + v * (1.0 / k) * nested
     return builder.select(small, v * nested,
                           builder.exp(builder.select(small, 0.0, x)) - 1.0)
@@ -131,7 +150,7 @@ def _expm1(x):
 _HUGE_ARGUMENT = 4096.0
 
 
-def _asinh(x):
+def _asinh(x, dtype: str = "float32"):
     """``asinh(x) = sign(x) log1p(t + t^2 / (1 + sqrt(1 + t^2)))``, ``t = |x|`` (no cancellation
     for small ``t``), ``log(t) + log(2)`` for huge ``t``. ``t`` is a select, not ``abs``, so the
     gradient at 0 is 1 (abs' would be 0)."""
@@ -139,20 +158,20 @@ def _asinh(x):
     t = builder.select(negative, -x, x)
     huge = t > _HUGE_ARGUMENT
     m = builder.select(huge, 0.0, t)
-    moderate = _log1p(m + m * m / (1.0 + builder.sqrt(1.0 + m * m)))
+    moderate = _log1p(m + m * m / (1.0 + builder.sqrt(1.0 + m * m)), dtype)
     large = builder.log(builder.select(huge, t, 1.0)) + math.log(2.0)
     magnitude = builder.select(huge, large, moderate)
     return builder.select(negative, -magnitude, magnitude)
 
 
-def _acosh(x):
+def _acosh(x, dtype: str = "float32"):
     """``acosh(x) = log1p(u + sqrt(u) sqrt(u + 2))``, ``u = x - 1`` (accurate near 1), and
     ``log(x) + log(2)`` for huge ``x``; NaN below 1 from the square root. Two roots, not
     ``sqrt(u (u + 2))``: at ``x = 1`` the product rule would give ``inf * 0``, NaN, where the
     gradient is inf (PyTorch's)."""
     huge = x > _HUGE_ARGUMENT
     u = builder.select(huge, 0.0, x - 1.0)
-    moderate = _log1p(u + builder.sqrt(u) * builder.sqrt(u + 2.0))
+    moderate = _log1p(u + builder.sqrt(u) * builder.sqrt(u + 2.0), dtype)
     large = builder.log(builder.select(huge, x, 1.0)) + math.log(2.0)
     return builder.select(huge, large, moderate)
 
@@ -162,35 +181,30 @@ def _sign_bit(x):
     return builder.logical_or(x < 0, builder.logical_and(x.eq(0.0), 1.0 / x < 0))
 
 
-def _atan2(y, x, dtype: str = "float32"):
+def _atan2(y, x):
     """``atan2`` from ``atan`` of the ratio of the smaller magnitude to the larger (so it
     never divides by zero, and the derivative is finite on the axes): ``atan(y / x)`` plus
     ``+-pi`` where ``x`` is negative, or ``+-pi/2 - atan(x / y)`` where ``|y| > |x|``. Each
     branch divides by 1 where it is not taken (and at the origin, whose angle is then 0 or
-    ``+-pi`` by the signs of the zeros, as C's). ``dtype`` names the operands' type: the
-    turns are a sign of that type times a literal, which keeps its full value there (a
-    select of two literals would be typed, and rounded, as a weak float32)."""
-
-    def turn(negative, angle: float):
-        return builder.cast(builder.select(negative, -1.0, 1.0), dtype) * angle
-
+    ``+-pi`` by the signs of the zeros, as C's). The turns are selects of literals, which
+    take the operands' type where they meet them (float64's pi in float64)."""
     steep = builder.abs(y) > builder.abs(x)
     flat_divisor = builder.select(builder.logical_or(steep, x.eq(0.0)), 1.0, x)
-    half_turn = turn(_sign_bit(y), math.pi)
+    half_turn = builder.select(_sign_bit(y), -math.pi, math.pi)
     flat = builder.atan(y / flat_divisor) + builder.select(_sign_bit(x), half_turn, 0.0)
-    quarter_turn = turn(y < 0, math.pi / 2)
+    quarter_turn = builder.select(y < 0, -math.pi / 2, math.pi / 2)
     steep_angle = quarter_turn - builder.atan(x / builder.select(steep, y, 1.0))
     return builder.select(steep, steep_angle, flat)
 
 
-def _logaddexp(a, b, power, log_base: float):
+def _logaddexp(a, b, power, log_base: float, dtype: str = "float32"):
     """``log_base(power(a) + power(b))`` as ``max + log1p(power(-|a - b|)) / log(base)``; equal
     arguments (+-inf too, where ``a - b`` is NaN) as ``(a + b) / 2 + log_base(2)``, which also
     splits the gradient evenly, as PyTorch's."""
     tie = a.eq(b)
     high = builder.maximum(a, b)
     gap = builder.select(tie, 0.0, -builder.abs(a - b))
-    apart = high + _log1p(power(gap)) * (1.0 / log_base)
+    apart = high + _log1p(power(gap), dtype) * (1.0 / log_base)
     return builder.select(tie, (a + b) * 0.5 + math.log(2.0) / log_base, apart)
 
 

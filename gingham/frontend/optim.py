@@ -13,9 +13,12 @@ under :func:`gingham.jit`, together with the whole training step.
 
 **Which settings a compiled step reads from the device.** Every number of a parameter group
 (``lr``, ``momentum``, ``betas``, ``eps``, ``weight_decay``, ...) lives, besides the group's
-dict, in a float32 device tensor per group and device, written through when the dict entry is
-set; the step count too. A learning-rate schedule (or ``OneCycleLR`` cycling ``momentum`` or
-``betas``) therefore changes a few 4-byte tensors and never forces a retrace. The values that
+dict, in a 0-d device tensor per group and device, written through when the dict entry is
+set; the step count too. The tensors are float64 where the group holds a float64 parameter
+(a float32 ``lr`` or ``eps`` would move float64 parameters by float32 amounts, ~1e-8 off
+PyTorch's), else float32 (a 0-d tensor does not widen a float32 or half parameter's
+update). A learning-rate schedule (or ``OneCycleLR`` cycling ``momentum`` or ``betas``)
+therefore changes a few 4- or 8-byte tensors and never forces a retrace. The values that
 change the *shape* of the program make :func:`gingham.jit` trace again: the flags (``nesterov``,
 ``amsgrad``, ``maximize``, ``centered``, ...), a setting going to or from zero where zero
 removes a term (``momentum`` and ``weight_decay``: SGD keeps no momentum buffer without
@@ -189,7 +192,7 @@ class Optimizer:
             return
         constants = {name: float(value) for name, value in self._constants(group).items()}
         written = self._written[index]
-        pairs = [(slots[name], tensor(np.float32(value), device=device))
+        pairs = [(slots[name], tensor(value, dtype=slots[name].dtype, device=device))
                  for device, slots in self._slots[index].items()
                  for name, value in constants.items() if written.get(name) != value]
         written.update(constants)
@@ -236,32 +239,39 @@ class Optimizer:
                 moves += [(t, p.device, p.dtype) for t in state.values()
                           if (t.device, t.dtype) != (p.device, p.dtype)]
         move_all(moves)
+        for index, group in enumerate(self.param_groups):
+            if not self._written[index]:
+                self._write_settings(group)
 
     def _rehome(self, index: int, group: ParamGroup) -> list:
         """Move the group tensors of devices no parameter is left on (so that a model moved
         whole keeps the tensors a compiled step captured), make them for new devices."""
         devices = list(dict.fromkeys(p.device for p in group["params"]))
+        dtype = _settings_dtype(group)
         slots = self._slots[index]
-        if list(slots) == devices:
+        if list(slots) == devices and all(s["step"].dtype == dtype for s in slots.values()):
             return []
         vacated = [d for d in slots if d not in devices]
-        step = next(iter(slots.values()))["step"].numpy() if slots else np.float32(0)
+        step = next(iter(slots.values()))["step"].numpy() if slots else 0.0
         if not self._written[index]:
             self._written[index] = {name: float(value)
                                     for name, value in self._constants(group).items()}
         constants = self._written[index]
         moves, rehomed = [], {}
         for device in devices:
-            if device in slots:
-                rehomed[device] = slots[device]
-            elif vacated:
-                rehomed[device] = slots[vacated.pop()]
-                moves += [(t, device, np.float32) for t in rehomed[device].values()]
+            if device in slots or vacated:
+                # the same tensors, moved or cast in place: a compiled step holds them
+                rehomed[device] = slots[device] if device in slots else slots[vacated.pop()]
+                moves += [(t, device, dtype) for t in rehomed[device].values()
+                          if (t.device, t.dtype) != (device, dtype)]
             else:
-                rehomed[device] = {"step": tensor(np.float32(step), device=device),
-                                   **{name: tensor(np.float32(value), device=device)
+                rehomed[device] = {"step": tensor(step, dtype=dtype, device=device),
+                                   **{name: tensor(value, dtype=dtype, device=device)
                                       for name, value in constants.items()}}
         self._slots[index] = rehomed
+        if any(moved_dtype != t.dtype for t, _, moved_dtype in moves):
+            # cast settings hold the narrower type's rounding: write them again, exactly
+            self._written[index] = {}
         return moves
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -362,7 +372,8 @@ class Optimizer:
             for entry, loaded in zip(self._states[index], state):
                 pairs += [(entry[key], value) for key, value in loaded.items()]
             for device, slots in self._slots[index].items():
-                pairs.append((slots["step"], tensor(np.float32(step), device=device)))
+                pairs.append((slots["step"], tensor(step, dtype=slots["step"].dtype,
+                                                    device=device)))
             self._written[index] = {}
         assign_all(pairs)
         for group in self.param_groups:
@@ -438,6 +449,17 @@ def _state_array(value: Any, parameter: Tensor, what: str, initial: np.ndarray
     if array.shape != parameter.shape:
         return None, f"{what} has shape {array.shape}, the parameter {parameter.shape}"
     return array, ""
+
+
+def _settings_dtype(group: Mapping[str, Any]) -> np.dtype:
+    """The dtype of a group's device settings and step count: float64 where the group holds
+    a float64 parameter (PyTorch applies Python-float settings to it in float64), else
+    float32.
+
+        _settings_dtype({"params": [gingham.zeros(3, dtype="float64")]})  # dtype('float64')
+    """
+    wide = any(p.dtype == np.float64 for p in group["params"])
+    return np.dtype(np.float64 if wide else np.float32)
 
 
 def _decay(p: Tensor, g: Tensor, c: Mapping[str, Tensor], group: Mapping[str, Any]) -> Tensor:

@@ -54,17 +54,24 @@ def _finish(op: str, values: Tensor, dtype, requires_grad: bool) -> Tensor:
     return Tensor(values.shape, dtype, values.device, buffer=values._buffer, requires_grad=True)
 
 
-def _uniform(op: str, sizes, generator, device) -> Tensor:
+def _uniform(op: str, sizes, generator, device, dtype=None) -> Tensor:
     from ..nn import functional as F
 
-    return F.random_uniform(sizes, _state(generator, device, op))
+    return F.random_uniform(sizes, _state(generator, device, op), dtype)
+
+
+def _drawn_dtype(dtype):
+    """The dtype draws are made in: float64's own (more random bits), else float32's."""
+    dtype = default_float() if dtype is None else dt.as_tile_dtype(dtype)
+    return dtype if dtype == np.float64 else None
 
 
 def rand(*size, generator=None, dtype=None, device: str | None = None,
          requires_grad: bool = False) -> Tensor:
     """Uniform draws in ``[0, 1)`` of shape ``size`` (``rand(2, 3)`` or ``rand((2, 3))``)."""
     sizes = _sizes("rand", size)
-    return _finish("rand", _uniform("rand", sizes, generator, device), dtype, requires_grad)
+    drawn = _uniform("rand", sizes, generator, device, _drawn_dtype(dtype))
+    return _finish("rand", drawn, dtype, requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device: str | None = None,
@@ -73,7 +80,7 @@ def randn(*size, generator=None, dtype=None, device: str | None = None,
     from ..nn import functional as F
 
     sizes = _sizes("randn", size)
-    values = F.random_normal(sizes, _state(generator, device, "randn"))
+    values = F.random_normal(sizes, _state(generator, device, "randn"), _drawn_dtype(dtype))
     return _finish("randn", values, dtype, requires_grad)
 
 
@@ -171,7 +178,8 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None,
         shape = _sizes("normal", (size,))
     if isinstance(std, (int, float, np.number)) and not std >= 0:  # free: no device value
         raise ValueError(f"normal: expects std >= 0.0, but found std {std}")
-    values = F.random_normal(tuple(shape), _state(generator, device, "normal")) * std + mean
+    values = F.random_normal(tuple(shape), _state(generator, device, "normal"),
+                             _drawn_dtype(dtype)) * std + mean
     return _finish("normal", values, dtype, False)
 
 

@@ -626,11 +626,15 @@ class Tensor:
 
             x.log1p()                # torch.log1p(x)
         """
-        return _floating(self, autocast=True)._elementwise(_log1p, [], "log1p")
+        x = _floating(self, autocast=True)
+        name = dt.dtype_name(x.dtype)
+        return x._elementwise(lambda a: _log1p(a, name), [], "log1p")
 
     def expm1(self) -> "Tensor":
         """``exp(x) - 1``, accurate also where ``|x|`` is tiny (a series there)."""
-        return _floating(self, autocast=True)._elementwise(_expm1, [], "expm1")
+        x = _floating(self, autocast=True)
+        name = dt.dtype_name(x.dtype)
+        return x._elementwise(lambda a: _expm1(a, name), [], "expm1")
 
     def exp2(self) -> "Tensor":
         """``2 ** x`` (exact at integers)."""
@@ -648,16 +652,22 @@ class Tensor:
     def asinh(self) -> "Tensor":
         """The inverse hyperbolic sine, odd by construction (computed on ``|x|``, so large
         negative ``x`` does not cancel), gradient ``1 / sqrt(x^2 + 1)`` as PyTorch's."""
-        return _floating(self)._elementwise(_asinh, [], "asinh")
+        x = _floating(self)
+        name = dt.dtype_name(x.dtype)
+        return x._elementwise(lambda a: _asinh(a, name), [], "asinh")
 
     def acosh(self) -> "Tensor":
         """The inverse hyperbolic cosine (NaN below 1; the gradient at 1 is inf, as PyTorch's)."""
-        return _floating(self)._elementwise(_acosh, [], "acosh")
+        x = _floating(self)
+        name = dt.dtype_name(x.dtype)
+        return x._elementwise(lambda a: _acosh(a, name), [], "acosh")
 
     def atanh(self) -> "Tensor":
         """``(log1p(x) - log1p(-x)) / 2``: +-inf at +-1 (gradient inf), NaN beyond."""
-        return _floating(self)._elementwise(
-            lambda a: (_log1p(a) - _log1p(-a)) * 0.5, [], "atanh")
+        x = _floating(self)
+        name = dt.dtype_name(x.dtype)
+        return x._elementwise(
+            lambda a: (_log1p(a, name) - _log1p(-a, name)) * 0.5, [], "atanh")
 
     arcsinh, arccosh, arctanh = asinh, acosh, atanh
 
@@ -669,11 +679,10 @@ class Tensor:
             angle = y.atan2(x)
         """
         y, x = _float_operands(self, other)
-        name = dt.dtype_name(y.dtype)
         if not isinstance(x, Tensor):  # a number: a constant node, which _atan2 compares
-            return y._elementwise(lambda p: _atan2(p, builder.cast(x, name), name), [],
-                                  "atan2")
-        return y._elementwise(lambda p, q: _atan2(p, q, name), [x], "atan2")
+            name = dt.dtype_name(y.dtype)
+            return y._elementwise(lambda p: _atan2(p, builder.cast(x, name)), [], "atan2")
+        return y._elementwise(_atan2, [x], "atan2")
 
     arctan2 = atan2
 
@@ -690,15 +699,17 @@ class Tensor:
             torch_like = a.logaddexp(b)
         """
         a, b = _float_operands(self, other)
-        return a._elementwise(lambda p, q: _logaddexp(p, q, builder.exp, 1.0), [b],
+        name = dt.dtype_name(a.dtype)
+        return a._elementwise(lambda p, q: _logaddexp(p, q, builder.exp, 1.0, name), [b],
                               "logaddexp")
 
     def logaddexp2(self, other) -> "Tensor":
         """``log2(2**self + 2**other)`` without overflow."""
         a, b = _float_operands(self, other)
+        name = dt.dtype_name(a.dtype)
         return a._elementwise(
-            lambda p, q: _logaddexp(p, q, lambda d: builder.pow(2.0, d), math.log(2.0)), [b],
-            "logaddexp2")
+            lambda p, q: _logaddexp(p, q, lambda d: builder.pow(2.0, d), math.log(2.0), name),
+            [b], "logaddexp2")
 
     def fmod(self, other) -> "Tensor":
         """The remainder of ``self / other`` with the dividend's sign (C's ``fmod``), where

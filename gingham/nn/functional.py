@@ -1610,7 +1610,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     return where(keep, input * (1.0 / (1.0 - p)), 0.0)
 
 
-def random_uniform(shape: Sequence[int], state: Tensor) -> Tensor:
+def random_uniform(shape: Sequence[int], state: Tensor, dtype=None) -> Tensor:
     """float32 draws in ``[0, 1)`` of ``shape`` from the Philox ``state`` (a ``uint32`` tensor
     of 1 or 2 elements, ``[key, counter]``), on its device: Tile's ``prng``, a pure function of
     the state. Every device-side draw of gingham goes through it (dropout's mask, the Keras
@@ -1618,21 +1618,38 @@ def random_uniform(shape: Sequence[int], state: Tensor) -> Tensor:
     replay. Draws of different shapes from one state are not independent: take the numbers
     one op needs from one draw (``random_uniform((2, n), state)``).
 
+    ``dtype=float64`` gives float64 draws of 48 random bits (two float32 draws of 24, the
+    second scaled by ``2^-24``: exact in float64), where a float32 draw cast to float64
+    would keep 24 (PyTorch's float64 draws have 53).
+
         u = F.random_uniform((3, 4), gingham.Generator(0).next_state())
     """
     sizes = tuple(int(s) for s in shape)
-    return state._derive(sizes, dt.FLOAT32, [state],
-                         lambda nodes: builder.prng(nodes[0], *sizes))
+    if _is_float64(dtype):
+        high, low = random_uniform((2,) + sizes, state).astype(np.float64).unbind(0)
+        return high + low * 2.0 ** -24
+    drawn = state._derive(sizes, dt.FLOAT32, [state],
+                          lambda nodes: builder.prng(nodes[0], *sizes))
+    return drawn if dtype is None else drawn.astype(dtype)
 
 
-def random_normal(shape: Sequence[int], state: Tensor) -> Tensor:
-    """Standard normal float32 draws of ``shape`` from the Philox ``state``: Box-Muller on
-    two uniform draws (:func:`random_uniform`).
+def _is_float64(dtype) -> bool:
+    return dtype is not None and dt.as_tile_dtype(dtype) == np.float64
+
+
+def random_normal(shape: Sequence[int], state: Tensor, dtype=None) -> Tensor:
+    """Standard normal draws of ``shape`` from the Philox ``state``: Box-Muller on two
+    uniform draws (:func:`random_uniform`) in float32 (then cast to ``dtype`` if given), or
+    in float64 from float64 draws where ``dtype`` is float64 (a float32 transform would round
+    every value to float32 and end the tails at ``|z| < 5.8``, float32's smallest ``1 - u``).
 
         z = F.random_normal((1000,), state)
     """
     shape = tuple(int(s) for s in shape)
-    return _box_muller(*random_uniform((2,) + shape, state).unbind(0))
+    wide = _is_float64(dtype)
+    uniforms = random_uniform((2,) + shape, state, np.float64 if wide else None)
+    drawn = _box_muller(*uniforms.unbind(0))
+    return drawn if dtype is None or wide else drawn.astype(dtype)
 
 
 def _box_muller(first: Tensor, second: Tensor) -> Tensor:

@@ -67,6 +67,7 @@ DTYPES: Mapping[str, np.dtype] = _TileTypes()
 
 FLOAT16 = _EAGER["float16"]
 FLOAT32 = _EAGER["float32"]
+FLOAT64 = _EAGER["float64"]
 INT32 = _EAGER["int32"]
 INT64 = _EAGER["int64"]
 BOOL = _EAGER["bool"]

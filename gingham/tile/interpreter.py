@@ -34,7 +34,7 @@ from .ir import (
     Unary,
 )
 from .philox import philox_uniform
-from .shapes import BoundProgram, ExprType, combine, expr_type
+from .shapes import BoundProgram, ExprType, combine, expr_type, met, operand_context
 
 # Largest number of index assignments enumerated at once (memory stays in the tens of MB).
 _CHUNK = 1 << 21
@@ -231,8 +231,10 @@ class _Evaluator:
     def type_of(self, expr: Expr) -> ExprType:
         return expr_type(expr, self.bound.dtypes)
 
-    def eval(self, expr: Expr):
-        t = self.type_of(expr)
+    def eval(self, expr: Expr, context: np.dtype | None = None):
+        """``(value, type)`` of ``expr`` read by an operation of type ``context`` (where a
+        weakly typed float expression meeting float64 computes, see :func:`met`)."""
+        t = met(self.type_of(expr), context)
         if isinstance(expr, Ref):
             return self.env[expr.name], t
         if isinstance(expr, DimValue):
@@ -242,7 +244,7 @@ class _Evaluator:
             exact = np.float64 if isinstance(expr.value, float) else np.int64
             return np.asarray(expr.value, dtype=exact if t.weak else t.dtype), t
         if isinstance(expr, Cast):
-            value, _ = self.eval(expr.operand)
+            value, _ = self.eval(expr.operand, t.dtype)
             if expr.dtype == "bool":
                 return np.asarray(value) != 0, t
             target = dt.DTYPES[expr.dtype]
@@ -253,7 +255,7 @@ class _Evaluator:
                     value = value.astype(np.int64 if dt.is_signed(target) else np.uint64)
             return value.astype(target), t
         if isinstance(expr, Unary):
-            value, _ = self.eval(expr.operand)
+            value, _ = self.eval(expr.operand, t.dtype)
             if expr.op == "!":
                 return np.asarray(value) == 0, t
             value = self.cast_to(value, t)
@@ -264,8 +266,8 @@ class _Evaluator:
             return self.binary(expr, t), t
         if isinstance(expr, Select):
             cond, _ = self.eval(expr.cond)
-            a, _ = self.eval(expr.if_true)
-            b, _ = self.eval(expr.if_false)
+            a, _ = self.eval(expr.if_true, t.dtype)
+            b, _ = self.eval(expr.if_false, t.dtype)
             return np.where(np.asarray(cond) != 0, self.cast_to(a, t), self.cast_to(b, t)), t
         if isinstance(expr, Call):
             return self.call(expr, t), t
@@ -275,8 +277,9 @@ class _Evaluator:
         return np.asarray(value).astype(t.dtype)
 
     def binary(self, expr: Binary, t: ExprType) -> np.ndarray:
-        left, lt = self.eval(expr.left)
-        right, rt = self.eval(expr.right)
+        operands = operand_context(expr, t, self.bound.dtypes).dtype
+        left, lt = self.eval(expr.left, operands)
+        right, rt = self.eval(expr.right, operands)
         op = expr.op
         if op in ("&&", "||"):
             a, b = np.asarray(left) != 0, np.asarray(right) != 0
@@ -317,7 +320,7 @@ class _Evaluator:
         return np.asarray(value).astype(t.dtype)
 
     def call(self, expr: Call, t: ExprType) -> np.ndarray:
-        values = [self.eval(a) for a in expr.args]
+        values = [self.eval(a, t.dtype) for a in expr.args]
         compute = dt.compute_dtype(t.dtype)
         if dt.is_bool(compute) and expr.fn not in ("min", "max"):
             compute = dt.INT32

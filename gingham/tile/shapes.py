@@ -294,6 +294,34 @@ def combine(a: ExprType, b: ExprType) -> ExprType:
     return ExprType(dt.promote(a.dtype, b.dtype))
 
 
+def met(t: ExprType, context: np.dtype | None) -> ExprType:
+    """The type a node of type ``t`` computes in where its value meets ``context`` (the type
+    of the operation that reads it): a weakly typed float expression (``c ? 0.1 : 0.2``,
+    ``1.0 / 3.0``, ``-(0.1)``) computes in float64 where it meets float64, as a lone
+    literal takes the type it meets, so a float64 formula never reads a float32 rounding of
+    its constants. Elsewhere ``t`` itself: weak floats stay float32 (half types compute in
+    float32), so float32 and half kernels are unchanged.
+
+        met(ExprType(dt.FLOAT32, weak=True), dt.FLOAT64)   # ExprType(float64, weak=True)
+    """
+    if (t.weak and context is not None and dt.is_float(t.dtype)
+            and np.dtype(context) == dt.FLOAT64):
+        return ExprType(dt.FLOAT64, weak=True)
+    return t
+
+
+def operand_context(expr: Expr, t: ExprType, dtypes: dict[str, np.dtype]) -> ExprType:
+    """The type in which the operands of ``expr`` (a node whose own type, already
+    :func:`met`, is ``t``) are read: ``t`` itself, except that a comparison or a logical
+    operator reads its operands in their common type (its own is bool).
+
+        operand_context(parse_expr("X < 0.1"), ExprType(dt.BOOL), {"X": dt.FLOAT64})  # f64
+    """
+    if isinstance(expr, Binary) and (expr.op in _COMPARISONS or expr.op in _LOGICAL):
+        return combine(expr_type(expr.left, dtypes), expr_type(expr.right, dtypes))
+    return t
+
+
 def _floating(t: ExprType) -> ExprType:
     if dt.is_float(t.dtype):
         return t
