@@ -52,8 +52,9 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,  # noqa
 
 def _in_place(function: Callable, name: str) -> Callable:
     """torch's ``name`` (``torch.dropout_(x, p, train)``): ``function``'s result written
-    into its first argument, which it returns (:func:`gingham.frontend.inplace.write`;
-    ``F``'s ``inplace=True`` is accepted and ignored, so it cannot do this)."""
+    into its first argument, which it returns (:func:`gingham.frontend.inplace.write`, the
+    mechanism behind ``F``'s ``inplace=True`` too, :func:`gingham.nn.functional._inplace_option`;
+    torch's top-level spellings take no ``inplace`` argument and order theirs differently)."""
 
     @functools.wraps(function)
     def in_place(input: Tensor, *args, **kwargs) -> Tensor:  # noqa: A002
