@@ -45,7 +45,6 @@ from ..errors import AutogradError, DeviceError, GinghamError
 from ..tile import builder
 from ..tile import dtypes as dt
 from ..torch_devices import as_device as _as_device
-from ..tile.shapes import ExprType, combine
 from . import promotion
 from .defaults import default_float
 from .grad_mode import _grad_mode, is_grad_enabled, no_grad
@@ -470,19 +469,14 @@ class Tensor:
             operands = [(o if o.dtype == common else o.astype(common)) if isinstance(o, Tensor)
                         else promotion.in_dtype(o, common) for o in operands]
         else:  # an integer tensor beside a Python float: the default float, if not float32
-            operands = _widened(operands)
+            operands = promotion.widened(operands)
         tensors = [o for o in operands if isinstance(o, Tensor)]
         shape = _broadcast_shapes(name, [t.shape for t in tensors])
         if promote:
             dtype = common if result_dtype is None else result_dtype
         else:
-            types = [ExprType(o.dtype) if isinstance(o, Tensor) else
-                     ExprType(dt.FLOAT32 if isinstance(o, float) else dt.INT32, weak=True)
-                     for o in operands]
-            joined = types[0]
-            for t in types[1:]:
-                joined = combine(joined, t)
-            dtype = result_dtype if result_dtype is not None else joined.dtype
+            dtype = (result_dtype if result_dtype is not None
+                     else promotion.unpromoted_result_type(*operands))
         # Tile's arithmetic on bools gives int32 (NumPy's); PyTorch's stays bool (True + True
         # is True), so a bool result is cast back.
         restore = "bool" if promote and result_dtype is None and dt.is_bool(dtype) else None
@@ -1490,19 +1484,6 @@ for _name in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv"
               "rand", "or", "ror", "xor", "rxor", "matmul"):
     setattr(Tensor, f"__{_name}__", _deferring(getattr(Tensor, f"__{_name}__")))
 del _name
-
-
-def _widened(operands: list) -> list:
-    """``operands`` with integer and bool tensors cast to the default float dtype where a
-    Python float meets no float tensor and that default is not float32 (``arange(3) * 0.5``
-    is float64 after ``set_default_dtype(float64)``, as in PyTorch; Tile types the literal
-    float32, the promotion it gives under the float32 default)."""
-    floating = default_float()
-    if floating == dt.FLOAT32 or not any(isinstance(o, float) for o in operands) or any(
-            isinstance(o, Tensor) and dt.is_float(o.dtype) for o in operands):
-        return operands
-    return [o.astype(floating) if isinstance(o, Tensor) and not dt.is_bool(o.dtype) else o
-            for o in operands]
 
 
 # -- creation ------------------------------------------------------------------------------------------
