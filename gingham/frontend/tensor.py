@@ -458,7 +458,8 @@ class Tensor:
         PyTorch's common dtype of the operands (:func:`promotion.result_type`), which is the
         result's unless ``result_dtype`` says otherwise (a comparison's bool). Without it the
         operands enter as they are, for ops whose operands differ by design (a bool mask
-        beside values); Tile's rule then types the result.
+        beside values); Tile's rule then types the result (:func:`promotion.widened`,
+        :func:`promotion.unpromoted_result_type`).
 
             x._elementwise(lambda a, b: a + b, [2.5], "add")   # int32 x: float32
         """
