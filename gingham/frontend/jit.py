@@ -259,7 +259,7 @@ class _Compiled:
         outputs = [Tensor(shape, dtype, device_id, buffer=buffer)
                    for (shape, dtype), buffer in zip(self._output_types, results)]
         for position, strides in self._laid_out:
-            outputs[position]._strides = strides
+            outputs[position]._layout = outputs[position]._layout.with_strides(strides)
         updates = results[self.n_outputs:]
         for target, buffer in zip(self.assigned, updates):
             keep_readers_on_old_value(target)
@@ -384,7 +384,8 @@ def _trace(fn: Callable, args: tuple, device: str | None = None) -> _Compiled:
             device = value.device if isinstance(value, Tensor) else home
             placeholder = Tensor(like.shape, like.dtype, device)
             placeholder._placeholder = True
-            placeholder._strides = getattr(like, "_strides", None)  # a layout, as given
+            if isinstance(like, Tensor):  # its strides, as given
+                placeholder._layout = placeholder._layout.with_strides(like._layout.strides)
             placeholders.append(placeholder)
         else:
             placeholders.append(None)
@@ -483,7 +484,7 @@ def _compile_trace(result, trace: _Trace, placeholders: list, fn: Callable, args
                     if id(p) in placeholder_position]
     return _Compiled(exe, leaves, slots, out_structure, len(outputs),
                      [t for t, _ in trace.assignments], _snapshot(fn, args), refinement, grads,
-                     [o._strides for o in outputs], index_checks)
+                     [o._layout.strides for o in outputs], index_checks)
 
 
 _VARIANTS = 4  # programs kept per signature (a step whose captured state keeps changing
@@ -545,7 +546,8 @@ def _signature(flat_args: list) -> tuple:
                  ("default dtype", str(default_float()))]
     for value in flat_args:
         if isinstance(value, Tensor):  # its layout too: the step may ask is_contiguous
-            key.append(("tensor", value.shape, str(value.dtype), value.device, value._strides))
+            key.append(("tensor", value.shape, str(value.dtype), value.device,
+                        value._layout.strides))
         elif isinstance(value, np.ndarray):
             key.append(("array", value.shape, str(value.dtype)))
         else:

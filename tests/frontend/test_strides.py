@@ -34,7 +34,7 @@ def strides(t) -> tuple[int, ...]:
     """gingham's tracked strides (row-major when not tracked) or torch's ``stride()``."""
     if isinstance(t, torch.Tensor):
         return t.stride()
-    return row_major(t.shape) if t._strides is None else t._strides
+    return row_major(t.shape) if t._layout.strides is None else t._layout.strides
 
 
 def pair(shape, device="reference"):
