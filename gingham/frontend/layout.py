@@ -96,7 +96,10 @@ def reshape(x: Tensor, shape, op: str = "reshape") -> Tensor:
                             lambda nodes: builder.reshape(nodes[0], *shape), op)
 
     if op in _ALWAYS_VIEWS or (op in _VIEWS_IF_DENSE and x._layout.reshapes_as_view):
-        return record(derive(x), x, derive, lambda base, value: reshape(value, base.shape))
+        result = record(derive(x), x, derive, lambda base, value: reshape(value, base.shape))
+        if x._layout.view:  # in the same memory as x, at an offset or strides gingham lacks
+            result._layout = result._layout.as_view(dense=x._layout.dense)
+        return result
     return derive(x)
 
 

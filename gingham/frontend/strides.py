@@ -30,9 +30,10 @@ Where it comes from:
   composes of elementwise ops but PyTorch makes row-major (softmax, layer and instance norm):
   :func:`row_major_result`;
 * the views of :mod:`gingham.frontend.layout` (:meth:`Layout.as_view`);
-* ``detach`` and ``.data`` keep the whole layout (the same memory in PyTorch);
-  ``nn.Parameter`` and ``copy.deepcopy`` keep the strides; ``gingham.jit`` traces an argument
-  with its own strides (part of the signature) and gives a replay's outputs the traced ones.
+* ``detach``, ``.data``, ``nn.Parameter`` and ``copy.deepcopy`` keep the whole layout (the
+  same memory in PyTorch, or a copy of it with its strides and offset); ``gingham.jit``
+  traces an argument with its own layout (part of the signature) and gives a replay's
+  outputs the traced ones.
 
 Anything else (reductions, matmuls, reshapes that copy) gives row-major strides, so
 ``x.t().is_contiguous()`` is True here (the transpose is a new tensor) where PyTorch says

@@ -414,7 +414,7 @@ class Tensor:
             snapshot = copy.deepcopy(model)          # best-so-far weights, an EMA model
         """
         copied = tensor(self.numpy(), device=self.device, requires_grad=self.requires_grad)
-        copied._layout = ROW_MAJOR.with_strides(self._layout.strides)  # as PyTorch's copy
+        copied._layout = self._layout  # laid out as this one (offset too), as PyTorch's copy
         memo[id(self)] = copied
         return copied
 

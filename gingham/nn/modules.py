@@ -112,8 +112,7 @@ class Parameter(Tensor):
             _check_differentiable("Parameter", data)
         super().__init__(data.shape, data.dtype, data.device, buffer=data._buffer,
                          requires_grad=requires_grad)
-        # PyTorch's Parameter shares its data's layout too (its strides, as gingham knows them)
-        self._layout = self._layout.with_strides(data._layout.strides)
+        self._layout = data._layout  # PyTorch's Parameter shares its data's memory and layout
 
     def __deepcopy__(self, memo: dict) -> "Parameter":
         copied = Parameter(Tensor.__deepcopy__(self, memo), self.requires_grad)
