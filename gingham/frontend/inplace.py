@@ -37,6 +37,8 @@ it was taken from, and a write of a tensor re-derives its live views: see
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Callable
 
 import numpy as np
@@ -86,6 +88,53 @@ def write(target: Tensor, value, op: str) -> Tensor:
         _rebind(target, value, op)
     refresh(target)
     return target
+
+
+def in_place_form(compute: Callable[..., Tensor], name: str | None = None, *,
+                  flag: str | None = None,
+                  check: Callable[[str, Tensor], None] | None = None) -> Callable[..., Tensor]:
+    """The in-place form of the function ``compute(input, *args, **kwargs)``: its result
+    written into ``input`` (:func:`write`), which is returned, as PyTorch's in-place
+    functions do. The one wrapper behind torch's top-level ``dropout_``, ``selu_``, ...,
+    ``F``'s ``relu_``, ``elu_``, ... and ``F``'s ``inplace=True``.
+
+    * ``name``: the in-place function's name (``"relu_"``), which its errors name.
+    * ``flag``: instead, the name of ``compute``'s own argument that asks for the write
+      (``F.relu``'s ``inplace``): the function keeps ``compute``'s name, writes only when the
+      argument is true, and its errors name ``relu(inplace=True)``.
+    * ``check``: called as ``check(op, input)`` before ``compute``, so that a bad input is
+      reported under the in-place name (``relu_``) rather than ``compute``'s.
+
+    A result that *is* ``input`` (dropout in evaluation, or with ``p=0``) writes nothing, as
+    PyTorch writes nothing there: a leaf that requires grad passes, as it does there.
+
+        relu_ = in_place_form(relu, "relu_")                  # F.relu_(h)
+        relu = in_place_form(relu, flag="inplace")            # F.relu(h, inplace=True)
+    """
+    assert (name is None) != (flag is None), "an in-place name or a flag argument, not both"
+    if flag is None:
+        op = name
+    else:
+        op = f"{compute.__name__}({flag}=True)"
+        # the flag's index among the arguments after ``input``: found once, not per call
+        position = list(inspect.signature(compute).parameters).index(flag) - 1
+
+    @functools.wraps(compute)
+    def in_place(input: Tensor, *args, **kwargs) -> Tensor:  # noqa: A002 (PyTorch's name)
+        if check is not None:
+            check(op, input)
+        value = compute(input, *args, **kwargs)
+        if flag is not None and not (args[position] if len(args) > position
+                                     else kwargs.get(flag, False)):
+            return value
+        return value if value is input else write(input, value, op)
+
+    if name is not None:
+        in_place.__name__ = in_place.__qualname__ = name
+        in_place.__doc__ = (f"``{compute.__name__}`` written into ``input``, which is "
+                            f"returned, as PyTorch's ``{name}``:\n\n"
+                            f"        {name}(features)\n    ")
+    return in_place
 
 
 def _write_through_view(view: Tensor, value: Tensor, op: str) -> Tensor:

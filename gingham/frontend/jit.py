@@ -48,6 +48,7 @@ from ..errors import DeviceError, GinghamError
 from ..tune import background as tune_background
 from .amp import trace_key
 from .defaults import default_float
+from .strides import ROW_MAJOR, Layout
 from .graph import keep_readers_on_old_value
 from .views import refresh
 from .tensor import Tensor, _bound_graph, is_graph_input, moves_count
@@ -175,8 +176,9 @@ class _Compiled:
     snapshot: list
     refinement: Any = None  # GINGHAM_TUNE=background: the program's kernels being tuned
     grads: _GradState = field(default_factory=_GradState)
-    # The outputs' layouts as traced (gingham.frontend.strides), for is_contiguous
-    output_strides: list = field(default_factory=list)
+    # The outputs' layouts as traced (gingham.frontend.strides.Layout), for is_contiguous,
+    # stride() and reshape, as the eager outputs'
+    output_layouts: list[Layout] = field(default_factory=list)
     # Per index argument the step's ops check (a batch of labels): its position in the
     # flattened arguments and the check of its least and greatest values (_Trace).
     index_checks: list[tuple[int, Callable[[tuple[int, int]], None]]] = field(
@@ -197,8 +199,8 @@ class _Compiled:
         self._output_types = [(bound.shapes[n], bound.dtypes[n]) for n in names]
         grad_names = [bound.program.outputs[slot] for slot in self.grads.slots]
         self._grad_types = [(bound.shapes[n], bound.dtypes[n]) for n in grad_names]
-        self._laid_out = [(i, strides) for i, strides in enumerate(self.output_strides)
-                          if strides is not None]  # almost always none: nothing per replay
+        self._laid_out = [(i, layout) for i, layout in enumerate(self.output_layouts)
+                          if layout != ROW_MAJOR]  # almost always none: nothing per replay
         self._device = self.executable.device
         # The memory each output had one and two steps ago, and each uploaded argument last
         # step: a replay asks the buffer pool for the same memory again, so the addresses
@@ -258,8 +260,8 @@ class _Compiled:
         device_id = self._device.id
         outputs = [Tensor(shape, dtype, device_id, buffer=buffer)
                    for (shape, dtype), buffer in zip(self._output_types, results)]
-        for position, strides in self._laid_out:
-            outputs[position]._strides = strides
+        for position, layout in self._laid_out:
+            outputs[position]._layout = layout
         updates = results[self.n_outputs:]
         for target, buffer in zip(self.assigned, updates):
             keep_readers_on_old_value(target)
@@ -384,7 +386,8 @@ def _trace(fn: Callable, args: tuple, device: str | None = None) -> _Compiled:
             device = value.device if isinstance(value, Tensor) else home
             placeholder = Tensor(like.shape, like.dtype, device)
             placeholder._placeholder = True
-            placeholder._strides = getattr(like, "_strides", None)  # a layout, as given
+            if isinstance(like, Tensor):  # its layout, as given
+                placeholder._layout = like._layout
             placeholders.append(placeholder)
         else:
             placeholders.append(None)
@@ -483,7 +486,7 @@ def _compile_trace(result, trace: _Trace, placeholders: list, fn: Callable, args
                     if id(p) in placeholder_position]
     return _Compiled(exe, leaves, slots, out_structure, len(outputs),
                      [t for t, _ in trace.assignments], _snapshot(fn, args), refinement, grads,
-                     [o._strides for o in outputs], index_checks)
+                     [o._layout for o in outputs], index_checks)
 
 
 _VARIANTS = 4  # programs kept per signature (a step whose captured state keeps changing
@@ -545,7 +548,7 @@ def _signature(flat_args: list) -> tuple:
                  ("default dtype", str(default_float()))]
     for value in flat_args:
         if isinstance(value, Tensor):  # its layout too: the step may ask is_contiguous
-            key.append(("tensor", value.shape, str(value.dtype), value.device, value._strides))
+            key.append(("tensor", value.shape, str(value.dtype), value.device, value._layout))
         elif isinstance(value, np.ndarray):
             key.append(("array", value.shape, str(value.dtype)))
         else:

@@ -70,8 +70,9 @@ def _broadcast_to(x: Tensor, sizes: Sequence[int], op: str) -> Tensor:
 
 def _view(result: Tensor) -> Tensor:
     """``result``, marked as what PyTorch holds as a view in its input's memory (a transpose,
-    an expand, a slice, a diagonal), whose strides ``Tensor.stride()`` cannot tell."""
-    result._layout_view = True
+    an expand, a slice, a diagonal), whose strides ``Tensor.stride()`` cannot tell
+    (:class:`gingham.frontend.strides.Layout`)."""
+    result._layout = result._layout.as_view()
     return result
 
 
@@ -94,15 +95,17 @@ def reshape(x: Tensor, shape, op: str = "reshape") -> Tensor:
         return base._derive(shape, base.dtype, [base],
                             lambda nodes: builder.reshape(nodes[0], *shape), op)
 
-    if op in _ALWAYS_VIEWS or (op in _VIEWS_IF_DENSE and (not x._layout_view
-                                                          or x._dense_view)):
-        return record(derive(x), x, derive, lambda base, value: reshape(value, base.shape))
+    if op in _ALWAYS_VIEWS or (op in _VIEWS_IF_DENSE and x._layout.reshapes_as_view):
+        result = record(derive(x), x, derive, lambda base, value: reshape(value, base.shape))
+        if x._layout.view:  # in the same memory as x, at an offset or strides gingham lacks
+            result._layout = result._layout.as_view(dense=x._layout.dense)
+        return result
     return derive(x)
 
 
 # The reshapes that PyTorch makes views of their input: always (a view of a tensor laid out
 # with gaps is an error in PyTorch, a view here) or where the input is laid out densely,
-# as far as gingham knows (Tensor._layout_view; else PyTorch copies). gingham's own
+# as far as gingham knows (Layout.reshapes_as_view; else PyTorch copies). gingham's own
 # reshapes (of repeat, roll, ...) give new tensors, as PyTorch's do.
 _ALWAYS_VIEWS = frozenset({"view", "view_as", "squeeze", "unsqueeze", "unflatten"})
 _VIEWS_IF_DENSE = frozenset({"reshape", "reshape_as", "flatten"})
@@ -155,8 +158,8 @@ def _getitem(x: Tensor, key, view: bool = True) -> Tensor:
         return derive(x)
     result = record(derive(x), x, derive, lambda base, value: put_affine(
         base, value, source_index, out_index, shape))
-    if (x._dense_view or not (x._layout_view or x._strides)) and _keeps_rows(x.shape, key):
-        result._dense_view = True
+    if x._layout.dense_rows and _keeps_rows(x.shape, key):
+        result._layout = result._layout.as_view(dense=True)
     return result
 
 

@@ -174,7 +174,7 @@ def _like(op: str, input: Tensor, value, dtype, device, requires_grad,  # noqa: 
     fmt = _memory_format(op, memory_format, input.ndim)
     made = full(input.shape, value, input.dtype if dtype is None else dtype,
                 device or input.device, requires_grad=requires_grad)
-    made._strides = made_like(input.shape, input._strides, fmt)
+    made._layout = made._layout.with_strides(made_like(input.shape, input._layout.strides, fmt))
     return made
 
 
@@ -207,7 +207,7 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False,
     shape, dtype, device = _creation("empty", size, dtype, device)
     made = zeros(shape, dtype=dtype, device=device, requires_grad=requires_grad)
     fmt = _memory_format("empty", memory_format, made.ndim)
-    made._strides = made_like(made.shape, None, fmt)
+    made._layout = made._layout.with_strides(made_like(made.shape, None, fmt))
     return made
 
 

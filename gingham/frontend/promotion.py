@@ -9,8 +9,12 @@ frontend follows PyTorch, whose users rely on it without thinking about it. Two 
   (``uint8`` with ``int8`` is ``int16``; ``bfloat16`` with ``float16`` is ``float32``).
 * :func:`result_type`, for the operands of one operation, in three tiers by priority:
   tensors with dimensions, 0-d tensors, Python numbers (``bool`` as bool, ``int`` as int64,
-  ``float`` as the default float dtype, float32 unless changed). Each tier promotes within itself; a lower tier counts
-  only where its category is higher than the tiers above it.
+  ``float`` as the default float dtype, float32 unless changed). Each tier promotes within
+  itself; a lower tier counts only where its category is higher than the tiers above it.
+
+The few elementwise ops whose operands differ by design (a bool mask beside values) do not
+promote: their operands enter as they are (:func:`widened`, for a non-float32 default float)
+and Tile's rule types the result (:func:`unpromoted_result_type`).
 
     result_type(float16_tensor, float32_scalar_tensor)   # float16: same category
     result_type(int32_tensor, float64_scalar_tensor)     # float64: a higher category
@@ -23,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tile import dtypes as dt
+from ..tile.shapes import ExprType, combine
 from .defaults import default_float
 from .dims import DTypeError
 
@@ -75,6 +80,11 @@ def number_dtype(value) -> np.dtype:
     raise TypeError(f"unsupported operand type {type(value).__name__}")
 
 
+def _is_number(operand) -> bool:
+    """Whether an operand is a Python number (a literal of the op) rather than a tensor."""
+    return isinstance(operand, (bool, int, float))
+
+
 def _combine_categories(higher: np.dtype | None, lower: np.dtype | None) -> np.dtype | None:
     """A higher-priority tier's dtype, unless the lower tier's category is higher."""
     if higher is None or lower is None:
@@ -90,7 +100,7 @@ def result_type(*operands) -> np.dtype:
     """
     tiers: list[np.dtype | None] = [None, None, None]  # dimensioned, 0-d, numbers
     for operand in operands:
-        if isinstance(operand, (bool, int, float)):
+        if _is_number(operand):
             tier, dtype = 2, number_dtype(operand)
         else:
             tier, dtype = (0 if len(operand.shape) else 1), operand.dtype
@@ -114,6 +124,41 @@ def in_dtype(value, dtype: np.dtype):
     if type(value) is int and dt.is_integer(dtype):  # not a bool
         return np.asarray(value, np.int64).astype(dtype).item()
     return value
+
+
+def widened(operands: list) -> list:
+    """``operands`` (tensors, anything with ``dtype`` and ``astype``, and Python numbers) of
+    an op that does not promote, with its integer tensors cast to the default float dtype
+    where a Python float meets no float tensor and that default is not float32
+    (``arange(3) * 0.5`` is float64 after ``set_default_dtype(float64)``, as in PyTorch;
+    Tile types the literal float32, the promotion it gives under the float32 default). A bool
+    tensor, a mask, is left as it is.
+
+        widened([int32_tensor, 0.5])    # [int32_tensor.astype(float64), 0.5] under float64
+    """
+    floating = default_float()
+    tensors = [o for o in operands if not _is_number(o)]
+    if floating == dt.FLOAT32 or not any(isinstance(o, float) for o in operands) or any(
+            dt.is_float(t.dtype) for t in tensors):
+        return operands
+    return [o if _is_number(o) or dt.is_bool(o.dtype) else o.astype(floating)
+            for o in operands]
+
+
+def unpromoted_result_type(*operands) -> np.dtype:
+    """The dtype Tile's own rule (NumPy's, with weak literals:
+    :func:`gingham.tile.shapes.combine`) gives an op of ``operands`` that enter unpromoted
+    (after :func:`widened`): a tensor's dtype is strong, a Python float a weak float32, an int
+    or bool a weak int32.
+
+        unpromoted_result_type(bool_mask, float16_tensor, 0.0)     # float16
+    """
+    types = [ExprType(dt.FLOAT32 if isinstance(o, float) else dt.INT32, weak=True)
+             if _is_number(o) else ExprType(o.dtype) for o in operands]
+    joined = types[0]
+    for t in types[1:]:
+        joined = combine(joined, t)
+    return joined.dtype
 
 
 def float_result_type(*operands) -> np.dtype:

@@ -91,7 +91,8 @@ def rand_like(input: Tensor, *, dtype=None, device: str | None = None,  # noqa: 
     fmt = _memory_format("rand_like", memory_format, input.ndim)
     drawn = rand(input.shape, dtype=dtype or input.dtype, device=device or input.device,
                  requires_grad=requires_grad)
-    drawn._strides = made_like(input.shape, input._strides, fmt)
+    drawn._layout = drawn._layout.with_strides(made_like(input.shape, input._layout.strides,
+                                                         fmt))
     return drawn
 
 
@@ -102,7 +103,8 @@ def randn_like(input: Tensor, *, dtype=None, device: str | None = None,  # noqa:
     fmt = _memory_format("randn_like", memory_format, input.ndim)
     drawn = randn(input.shape, dtype=dtype or input.dtype, device=device or input.device,
                   requires_grad=requires_grad)
-    drawn._strides = made_like(input.shape, input._strides, fmt)
+    drawn._layout = drawn._layout.with_strides(made_like(input.shape, input._layout.strides,
+                                                         fmt))
     return drawn
 
 

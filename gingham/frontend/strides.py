@@ -1,27 +1,44 @@
-"""The strides PyTorch would give a tensor, tracked so that ``is_contiguous`` answers as there.
+"""A tensor's layout as PyTorch would have it, tracked so that ``is_contiguous``, ``stride()``,
+``contiguous()`` and ``reshape`` answer as there: one record per tensor, :class:`Layout`.
 
 gingham's tensors have no strides: the compiler picks every kernel's layout. But PyTorch code
 asks about layouts (``x.is_contiguous(memory_format=torch.channels_last)`` after
-``x.to(memory_format=torch.channels_last)``), so a tensor carries the strides, in elements,
-that PyTorch would have given it: ``None`` for row-major ones (every tensor, until a memory
-format is asked for), else a tuple. They change no value and no kernel. Where they come from:
+``x.to(memory_format=torch.channels_last)``, ``x.stride()``), so a tensor carries, in
+``Tensor._layout``, what gingham knows of the memory PyTorch would have given it:
+
+* ``strides``, in elements: ``None`` for row-major ones (every tensor, until a memory format
+  is asked for), else a tuple;
+* ``view``: PyTorch would hold the tensor as a view of another's memory (a transpose, expand,
+  slice, diagonal, or a result computed from one), whose real strides depend on that memory,
+  which gingham does not track: ``stride()`` refuses it and ``contiguous()`` copies it;
+* ``dense``: such a view that PyTorch lays out densely in row-major order (``x[0]``,
+  ``x[1:3]`` of a dense ``x``), so that a ``reshape`` of it is a view there too.
+
+One record, because these answer one question, "what would PyTorch's memory for this tensor
+look like", at three levels of knowledge: known strides, a view of unknown strides, a dense
+view. ``strides`` of a view are still what gingham's rules give (as if the view were a new
+tensor), which ``is_contiguous`` answers from. The layout changes no value and no kernel.
+Where it comes from:
 
 * ``contiguous``, ``to``, ``clone`` and ``Module.to`` with a ``memory_format``, and the
   ``*_like`` constructors (PyTorch's ``preserve_format``: :func:`made_like`), as PyTorch's;
 * elementwise ops (:meth:`gingham.Tensor._elementwise`): the layout PyTorch's TensorIterator
-  picks from the operands' strides (:func:`elementwise_strides`);
+  picks from the operands' strides, a view where an operand is one
+  (:func:`elementwise_layout`);
 * the image ops that keep their input's layout in PyTorch (convolutions, batch and group
   norm, pools, interpolation, padding, dropout): :func:`keeps_layout`; the ones gingham
   composes of elementwise ops but PyTorch makes row-major (softmax, layer and instance norm):
   :func:`row_major_result`;
-* ``detach``, ``.data``, ``nn.Parameter`` and ``copy.deepcopy`` keep them, and
-  ``gingham.jit`` traces an argument with its own (they are part of the signature) and gives
-  a replay's outputs the traced ones.
+* the views of :mod:`gingham.frontend.layout` (:meth:`Layout.as_view`);
+* ``detach``, ``.data``, ``nn.Parameter`` and ``copy.deepcopy`` keep the whole layout (the
+  same memory in PyTorch, or a copy of it with its strides and offset); ``gingham.jit``
+  traces an argument with its own layout (part of the signature) and gives a replay's
+  outputs the traced ones.
 
-Anything else (reductions, matmuls, reshapes, and PyTorch's views: transposes, permutes,
-slices, expands) gives row-major strides, so ``x.t().is_contiguous()`` is True here (the
-transpose is a new tensor) where PyTorch says False. The answers, all PyTorch's, are pure
-functions of a shape and strides:
+Anything else (reductions, matmuls, reshapes that copy) gives row-major strides, so
+``x.t().is_contiguous()`` is True here (the transpose is a new tensor) where PyTorch says
+False; ``x.t().stride()`` is refused rather than answered wrongly. The answers, all
+PyTorch's, are pure functions of a shape and strides:
 
     strides = format_strides((2, 3, 4, 5), channels_last)       # (60, 1, 15, 3)
     is_contiguous_in((2, 3, 4, 5), strides, channels_last)      # True
@@ -30,6 +47,7 @@ functions of a shape and strides:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import Callable, Sequence
@@ -38,6 +56,51 @@ from .dims import (channels_last, channels_last_3d, contiguous_format, memory_fo
                    preserve_format)
 
 Strides = tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """What gingham knows of the memory PyTorch would give a tensor (see the module
+    docstring): ``strides`` (None: row-major), whether it is a ``view`` of another's memory,
+    of strides gingham cannot tell, and whether that view is ``dense`` in row-major order.
+    Frozen, so that tensors share records; every tensor starts with :data:`ROW_MAJOR`.
+
+        x._layout = x._layout.with_strides(format_strides(x.shape, channels_last))
+        x.t()._layout                 # Layout(strides=None, view=True, dense=False)
+    """
+
+    strides: Strides | None = None
+    view: bool = False
+    dense: bool = False
+
+    def with_strides(self, strides: Strides | None) -> "Layout":
+        """This layout with ``strides`` (a tensor re-laid out keeps being a view or not)."""
+        return self if strides == self.strides else dataclasses.replace(self, strides=strides)
+
+    def as_view(self, dense: bool = False) -> "Layout":
+        """This layout, marked as a view of another tensor's memory (``dense``: laid out
+        densely in row-major order there)."""
+        return dataclasses.replace(self, view=True, dense=dense)
+
+    def owned(self) -> "Layout":
+        """The layout of a copy with these strides, in memory of its own: not a view."""
+        return self if not self.view else Layout(self.strides)
+
+    @property
+    def reshapes_as_view(self) -> bool:
+        """Whether PyTorch's ``reshape``/``flatten`` of the tensor is a view of it (rather
+        than a copy): where it is laid out densely, as far as gingham knows."""
+        return not self.view or self.dense
+
+    @property
+    def dense_rows(self) -> bool:
+        """Whether the tensor is laid out densely in row-major order in PyTorch, so that
+        basic indexing that keeps whole rows gives a dense view of it."""
+        return self.dense or not (self.view or self.strides is not None)
+
+
+#: The layout of every tensor until something says otherwise: row-major, its own memory.
+ROW_MAJOR = Layout()
 
 
 def row_major(shape: Sequence[int]) -> Strides:
@@ -183,6 +246,23 @@ def elementwise_strides(shape: Sequence[int],
     return normalised(shape, strides)
 
 
+def elementwise_layout(shape: Sequence[int],
+                       operands: Sequence[tuple[Sequence[int], Layout]],
+                       with_numbers: bool = False) -> Layout:
+    """The layout of an elementwise op's result of ``shape`` from its tensor operands'
+    ``(shape, layout)``: :func:`elementwise_strides`, and a view where an operand is one
+    (PyTorch's elementwise results keep a view input's layout, which gingham cannot tell).
+
+        elementwise_layout((3, 2), [((3, 2), x.t()._layout)])   # a view: stride() refuses
+    """
+    view = any(layout.view for _, layout in operands)
+    if not view and all(layout.strides is None for _, layout in operands):
+        return ROW_MAJOR  # the common case, at the cost of one scan
+    strides = elementwise_strides(shape, [(own_shape, layout.strides)
+                                          for own_shape, layout in operands], with_numbers)
+    return Layout(strides, view)
+
+
 def relaid(shape: Sequence[int], strides: Strides | None,
            fmt: memory_format) -> tuple[bool, Strides | None]:
     """What PyTorch's ``to(memory_format=fmt)`` does to a tensor of ``shape`` and
@@ -218,16 +298,18 @@ def keeps_layout(function: Callable | None = None, *, weight: bool = False) -> C
     @functools.wraps(function)
     def apply(input, *args, **kwargs):
         result = function(input, *args, **kwargs)
-        fmt = suggested_format(input.shape, input._strides)
+        fmt = suggested_format(input.shape, input._layout.strides)
         if fmt is None and weight:
             kernel = kwargs["weight"] if "weight" in kwargs else args[0]
+            kernel_strides = kernel._layout.strides
             # a weight that is contiguous too (a 1x1 kernel) leaves PyTorch's output so
-            if not is_contiguous_in(kernel.shape, kernel._strides, contiguous_format):
-                fmt = suggested_format(kernel.shape, kernel._strides)
+            if not is_contiguous_in(kernel.shape, kernel_strides, contiguous_format):
+                fmt = suggested_format(kernel.shape, kernel_strides)
         if fmt is not None:
             for value in result if isinstance(result, tuple) else (result,):
                 if value is not input and getattr(value, "ndim", None) == input.ndim == fmt.rank:
-                    value._strides = normalised(value.shape, format_strides(value.shape, fmt))
+                    value._layout = value._layout.with_strides(
+                        normalised(value.shape, format_strides(value.shape, fmt)))
         return result
 
     return apply
@@ -241,9 +323,10 @@ def row_major_result(function: Callable) -> Callable:
     def apply(*args, **kwargs):
         result = function(*args, **kwargs)
         for value in result if isinstance(result, tuple) else (result,):
-            if getattr(value, "_strides", None) is not None and not any(
+            layout = getattr(value, "_layout", ROW_MAJOR)
+            if layout.strides is not None and not any(
                     value is argument for argument in args):  # an input keeps its own
-                value._strides = None
+                value._layout = layout.with_strides(None)
         return result
 
     return apply

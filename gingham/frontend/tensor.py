@@ -45,7 +45,6 @@ from ..errors import AutogradError, DeviceError, GinghamError
 from ..tile import builder
 from ..tile import dtypes as dt
 from ..torch_devices import as_device as _as_device
-from ..tile.shapes import ExprType, combine
 from . import promotion
 from .defaults import default_float
 from .grad_mode import _grad_mode, is_grad_enabled, no_grad
@@ -54,7 +53,8 @@ from .dims import (
     _dim_arguments, _memory_format, _none_if_empty, _sizes, _varargs, contiguous_format,
     preserve_format,
 )
-from .strides import elementwise_strides, format_strides, is_contiguous_in, normalised, relaid
+from .strides import (ROW_MAJOR, Layout, elementwise_layout, format_strides, is_contiguous_in,
+                      normalised, relaid)
 
 Scalar = Union[int, float, bool]
 
@@ -100,9 +100,6 @@ class Tensor:
     _hooks: Sequence = ()  # register_hook's functions (an instance list once one is added)
     # register_post_accumulate_grad_hook's functions (a leaf's list once one is added)
     _post_accumulate_hooks: Sequence = ()
-    # PyTorch would give this tensor a view's layout (a transpose, expand, slice, ..., or a
-    # result computed from one): its strides are not row-major, and gingham does not know them
-    _layout_view = False
     # The operation that computed this tensor, as its maker named it (None: see grad_fn);
     # whether its parents are steps of the same PyTorch operation (mean: a sum, divided), so
     # that grad_fn shows one node reading their parents; and grad_fn's view of it, made when
@@ -110,9 +107,11 @@ class Tensor:
     _op: str | None = None
     _op_folds_parents = False
     _grad_fn_view = None
-    # The strides PyTorch would give this tensor, for is_contiguous (gingham.frontend.strides):
-    # None, row-major, for every tensor until a memory format is asked for.
-    _strides: tuple[int, ...] | None = None
+    # The memory PyTorch would give this tensor (gingham.frontend.strides): its strides, for
+    # is_contiguous (row-major for every tensor until a memory format is asked for), and
+    # whether it is a view of another's memory (a transpose, an expand, a slice, or computed
+    # from one), whose strides gingham cannot tell, for stride(), contiguous() and reshape.
+    _layout: Layout = ROW_MAJOR
     # An integer tensor made from host data (gingham.tensor): its version then and its least
     # and greatest values, read from the host array being copied in, so that the ops taking
     # indices (cross_entropy's targets, embedding, gather, ...) can refuse one out of range
@@ -123,9 +122,6 @@ class Tensor:
     # write of it re-derives.
     _view_of = None
     _views: list | None = None
-    # A basic index that PyTorch lays out densely (x[0], x[1:3] of a dense x), whose reshape
-    # is a view there although gingham marks it _layout_view (gingham.frontend.layout)
-    _dense_view = False
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, device: str, *,
                  buffer=None, parents: Sequence["Tensor"] = (),
@@ -204,10 +200,10 @@ class Tensor:
             # (False, True) for x of shape (2, 3, 4, 5)
         """
         fmt = _memory_format("contiguous", memory_format, self.ndim)
-        if not self._layout_view and is_contiguous_in(self.shape, self._strides, fmt):
+        if not self._layout.view and is_contiguous_in(self.shape, self._layout.strides, fmt):
             return self
         copy = self.clone(memory_format=fmt)  # grad_fn CloneBackward0, as PyTorch's
-        copy._layout_view = False
+        copy._layout = copy._layout.owned()
         return copy
 
     @property
@@ -342,18 +338,18 @@ class Tensor:
         fmt = _memory_format("Tensor.to", memory_format, self.ndim)
         target_device, target_dtype = placement(args, device, dtype)
         target_dtype = self.dtype if target_dtype is None else target_dtype
-        relayout, strides = relaid(self.shape, self._strides, fmt)
+        relayout, strides = relaid(self.shape, self._layout.strides, fmt)
         if target_device is None or get_device(target_device) is get_device(self.device):
             if target_dtype == self.dtype and not copy and not relayout:
                 return self
             converted = (self.astype(target_dtype) if target_dtype != self.dtype
                          else self.clone())
-            converted._strides = strides
+            converted._layout = converted._layout.with_strides(strides)
             return converted
         refuse_while_tracing(f"Tensor.to('{target_device}')")
         source = self if target_dtype == self.dtype else self.astype(target_dtype)
         moved = tensor(source.numpy(), device=target_device, dtype=target_dtype)
-        moved._strides = strides
+        moved._layout = moved._layout.with_strides(strides)
         if source.requires_grad and is_grad_enabled():
             moved.requires_grad = True
             moved._moved_from = source
@@ -391,8 +387,7 @@ class Tensor:
                                     lambda nodes: builder.stop_gradient(nodes[0]))
             detached.requires_grad, detached._detached = False, True
         # The same memory in PyTorch: the same layout, and a view where this one is.
-        detached._strides = self._strides
-        detached._layout_view = self._layout_view
+        detached._layout = self._layout
         return detached
 
     @property
@@ -419,7 +414,7 @@ class Tensor:
             snapshot = copy.deepcopy(model)          # best-so-far weights, an EMA model
         """
         copied = tensor(self.numpy(), device=self.device, requires_grad=self.requires_grad)
-        copied._strides = self._strides  # laid out as this one, as PyTorch's copy is
+        copied._layout = self._layout  # laid out as this one (offset too), as PyTorch's copy
         memo[id(self)] = copied
         return copied
 
@@ -459,7 +454,8 @@ class Tensor:
         PyTorch's common dtype of the operands (:func:`promotion.result_type`), which is the
         result's unless ``result_dtype`` says otherwise (a comparison's bool). Without it the
         operands enter as they are, for ops whose operands differ by design (a bool mask
-        beside values); Tile's rule then types the result.
+        beside values); Tile's rule then types the result (:func:`promotion.widened`,
+        :func:`promotion.unpromoted_result_type`).
 
             x._elementwise(lambda a, b: a + b, [2.5], "add")   # int32 x: float32
         """
@@ -470,19 +466,14 @@ class Tensor:
             operands = [(o if o.dtype == common else o.astype(common)) if isinstance(o, Tensor)
                         else promotion.in_dtype(o, common) for o in operands]
         else:  # an integer tensor beside a Python float: the default float, if not float32
-            operands = _widened(operands)
+            operands = promotion.widened(operands)
         tensors = [o for o in operands if isinstance(o, Tensor)]
         shape = _broadcast_shapes(name, [t.shape for t in tensors])
         if promote:
             dtype = common if result_dtype is None else result_dtype
         else:
-            types = [ExprType(o.dtype) if isinstance(o, Tensor) else
-                     ExprType(dt.FLOAT32 if isinstance(o, float) else dt.INT32, weak=True)
-                     for o in operands]
-            joined = types[0]
-            for t in types[1:]:
-                joined = combine(joined, t)
-            dtype = result_dtype if result_dtype is not None else joined.dtype
+            dtype = (result_dtype if result_dtype is not None
+                     else promotion.unpromoted_result_type(*operands))
         # Tile's arithmetic on bools gives int32 (NumPy's); PyTorch's stays bool (True + True
         # is True), so a bool result is cast back.
         restore = "bool" if promote and result_dtype is None and dt.is_bool(dtype) else None
@@ -496,14 +487,8 @@ class Tensor:
             return builder.cast(result, restore) if restore else result
 
         result = self._derive(shape, dtype, tensors, build, name)
-        if any(t._strides is not None for t in tensors):  # a channels-last operand
-            result._strides = elementwise_strides(shape, [(t.shape, t._strides)
-                                                          for t in tensors],
-                                                  len(tensors) < len(operands))
-        for operand in tensors:  # PyTorch's elementwise results keep a view input's layout
-            if operand._layout_view:
-                result._layout_view = True
-                break
+        result._layout = elementwise_layout(shape, [(t.shape, t._layout) for t in tensors],
+                                            len(tensors) < len(operands))
         return result
 
     # arithmetic ---------------------------------------------------------------------------------
@@ -945,8 +930,9 @@ class Tensor:
         fmt = _memory_format("clone", memory_format, self.ndim)
         name = dt.dtype_name(self.dtype)
         copied = self._elementwise(lambda a: builder.cast(a, name), [], "clone")
-        copied._strides = (self._strides if fmt is preserve_format
-                           else normalised(self.shape, format_strides(self.shape, fmt)))
+        copied._layout = copied._layout.with_strides(
+            self._layout.strides if fmt is preserve_format
+            else normalised(self.shape, format_strides(self.shape, fmt)))
         return copied
 
     # reductions -----------------------------------------------------------------------------------
@@ -1490,19 +1476,6 @@ for _name in ("add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "rtruediv"
               "rand", "or", "ror", "xor", "rxor", "matmul"):
     setattr(Tensor, f"__{_name}__", _deferring(getattr(Tensor, f"__{_name}__")))
 del _name
-
-
-def _widened(operands: list) -> list:
-    """``operands`` with integer and bool tensors cast to the default float dtype where a
-    Python float meets no float tensor and that default is not float32 (``arange(3) * 0.5``
-    is float64 after ``set_default_dtype(float64)``, as in PyTorch; Tile types the literal
-    float32, the promotion it gives under the float32 default)."""
-    floating = default_float()
-    if floating == dt.FLOAT32 or not any(isinstance(o, float) for o in operands) or any(
-            isinstance(o, Tensor) and dt.is_float(o.dtype) for o in operands):
-        return operands
-    return [o.astype(floating) if isinstance(o, Tensor) and not dt.is_bool(o.dtype) else o
-            for o in operands]
 
 
 # -- creation ------------------------------------------------------------------------------------------

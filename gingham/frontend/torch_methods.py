@@ -329,7 +329,7 @@ class TorchMethods:
     def is_nonzero(self) -> bool: return bool(self.item())
     def is_contiguous(self, memory_format=None) -> bool:
         # PyTorch's answer for the strides PyTorch would have given it (frontend/strides.py)
-        return is_contiguous_in(self.shape, self._strides,
+        return is_contiguous_in(self.shape, self._layout.strides,
                                 _as_memory_format("is_contiguous", memory_format))
     def is_inference(self) -> bool: return False
 
@@ -368,7 +368,7 @@ class TorchMethods:
             # (60, 1, 15, 3)
         """
         _known_layout("stride", self)
-        strides = self._strides if self._strides is not None else row_major(self.shape)
+        strides = self._layout.strides or row_major(self.shape)
         return strides if dim is None else strides[_dim("stride", self.shape, dim)]
 
     def storage_offset(self) -> int:
@@ -805,7 +805,7 @@ def _legacy_type(op: str, name: str) -> tuple[bool, str]:
 def _known_layout(op: str, x: "Tensor") -> None:
     """Refuse ``op`` for a tensor whose PyTorch strides gingham does not know (a view, or
     computed from one: see :meth:`TorchMethods.stride`)."""
-    if x._layout_view:
+    if x._layout.view:
         raise GinghamError(
             f"{op}(): this tensor is, in PyTorch, a view of another's memory (a transpose, "
             "permute, expand, slice or diagonal, or a tensor computed from one), whose strides "

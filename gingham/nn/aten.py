@@ -12,10 +12,7 @@ signature is ``F``'s (``torch.conv2d``, ``torch.selu``) are exported from ``F`` 
 
 from __future__ import annotations
 
-import functools
-from typing import Callable
-
-from ..frontend.inplace import write
+from ..frontend.inplace import in_place_form
 from ..frontend.tensor import Tensor, assign_all
 from . import functional as F
 
@@ -50,27 +47,14 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,  # noqa
     return F.rrelu(input, lower, upper, training)
 
 
-def _in_place(function: Callable, name: str) -> Callable:
-    """torch's ``name`` (``torch.dropout_(x, p, train)``): ``function``'s result written
-    into its first argument, which it returns (:func:`gingham.frontend.inplace.write`, the
-    mechanism behind ``F``'s ``inplace=True`` too, :func:`gingham.nn.functional._inplace_option`;
-    torch's top-level spellings take no ``inplace`` argument and order theirs differently)."""
-
-    @functools.wraps(function)
-    def in_place(input: Tensor, *args, **kwargs) -> Tensor:  # noqa: A002
-        return write(input, function(input, *args, **kwargs), name)
-
-    in_place.__name__ = in_place.__qualname__ = name
-    return in_place
-
-
-dropout_ = _in_place(dropout, "dropout_")
-alpha_dropout_ = _in_place(alpha_dropout, "alpha_dropout_")
-feature_alpha_dropout_ = _in_place(feature_alpha_dropout, "feature_alpha_dropout_")
-rrelu_ = _in_place(rrelu, "rrelu_")
-selu_ = _in_place(F.selu, "selu_")
-celu_ = _in_place(F.celu, "celu_")
-threshold_ = _in_place(F.threshold, "threshold_")
+# torch's top-level in-place spellings: no ``inplace`` argument, and their own argument order
+dropout_ = in_place_form(dropout, "dropout_")
+alpha_dropout_ = in_place_form(alpha_dropout, "alpha_dropout_")
+feature_alpha_dropout_ = in_place_form(feature_alpha_dropout, "feature_alpha_dropout_")
+rrelu_ = in_place_form(rrelu, "rrelu_")
+selu_ = in_place_form(F.selu, "selu_")
+celu_ = in_place_form(F.celu, "celu_")
+threshold_ = in_place_form(F.threshold, "threshold_")
 
 
 def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,  # noqa: A002

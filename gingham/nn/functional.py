@@ -42,12 +42,11 @@ device (:func:`gingham.frontend.indexing._check_range`).
 from __future__ import annotations
 
 import functools
-import inspect
 import itertools
 import math
 import operator
 import warnings
-from typing import Callable, NamedTuple, Sequence, Union
+from typing import NamedTuple, Sequence, Union
 
 import numpy as np
 
@@ -55,7 +54,7 @@ from ..config import get_config
 from ..errors import DeviceError
 from ..frontend.amp import cast_inputs_float32, cast_inputs_low
 from ..frontend import indexing
-from ..frontend.inplace import write
+from ..frontend.inplace import in_place_form
 from ..frontend.strides import keeps_layout, row_major_result
 from ..frontend.tensor import (DTypeError, ShapeError, Tensor, _dim, arange, batched_operand_index,
                                concat, einsum, matmul, minimum, no_grad, stack, tensor, where,
@@ -1158,31 +1157,12 @@ def _float_input(op: str, x: Tensor) -> None:
     _check(op, ("input",), input=x)
 
 
-def _inplace_option(function: Callable[..., Tensor]) -> Callable[..., Tensor]:
-    """Give ``function``'s ``inplace`` argument PyTorch's meaning: with ``inplace=True`` the
-    value is written into ``input`` through gingham's in-place mechanism
-    (:func:`gingham.frontend.inplace.write`: a computed tensor is rebound, with gradients
-    through it; a leaf is assigned, under ``no_grad()`` if it requires grad), and ``input``
-    itself is returned. ``function`` computes the value and ignores ``inplace``.
-
-        h = F.relu(lin(x), inplace=True)      # h is lin's output, now rectified
-
-    A result that is ``input`` itself (dropout in evaluation, or with ``p=0``) writes nothing,
-    as PyTorch writes nothing there (so a leaf that requires grad passes, as it does there).
-    """
-    name = function.__name__
-    # ``inplace``'s index among the arguments after ``input``: found once, not per call
-    position = list(inspect.signature(function).parameters).index("inplace") - 1
-
-    @functools.wraps(function)
-    def apply(input: Tensor, *args, **kwargs) -> Tensor:  # noqa: A002 (PyTorch's name)
-        in_place = args[position] if len(args) > position else kwargs.get("inplace", False)
-        value = function(input, *args, **kwargs)
-        if not in_place or value is input:
-            return value
-        return write(input, value, f"{name}(inplace=True)")
-
-    return apply
+#: ``inplace=True`` with PyTorch's meaning: the value written into ``input``, which is
+#: returned (:func:`gingham.frontend.inplace.in_place_form`, which says what that means for a
+#: computed tensor, a leaf, and a result that is ``input`` itself).
+#:
+#:     h = F.relu(lin(x), inplace=True)      # h is lin's output, now rectified
+_inplace_option = functools.partial(in_place_form, flag="inplace")
 
 
 @_inplace_option
@@ -1596,7 +1576,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     ``seed`` (state ``[seed, 0]``), a ``uint32`` state tensor you advance yourself
     (``state + 1``), a :class:`Generator` (advanced once per call), or by default the device's
     default generator (see :func:`manual_seed`). ``inplace=True`` writes the result into
-    ``input`` (:func:`_inplace_option`).
+    ``input`` (:data:`_inplace_option`).
     """
     op = "dropout"
     _float_input(op, input)
@@ -4148,21 +4128,11 @@ def upsample_bilinear(input: Tensor, size: IntOrTuple | None = None, scale_facto
 # in-place mechanism (a computed tensor is rebound, a leaf assigned), as Tensor.relu_ does.
 
 
-def _in_place(name: str, function: Callable[..., Tensor]) -> Callable[..., Tensor]:
-    def apply(input: Tensor, *args, **kwargs) -> Tensor:  # noqa: A002 (PyTorch's name)
-        _check(f"{name}_", ("input",), input=input)
-        return write(input, function(input, *args, **kwargs), f"{name}_")
-    apply.__name__ = apply.__qualname__ = f"{name}_"
-    apply.__doc__ = (f"``{name}`` written into ``input``, which is returned, as PyTorch's "
-                     f"``F.{name}_``:\n\n        F.{name}_(features)\n    ")
-    return apply
-
-
-relu_ = _in_place("relu", relu)
-leaky_relu_ = _in_place("leaky_relu", leaky_relu)
-elu_ = _in_place("elu", elu)
-celu_ = _in_place("celu", celu)
-selu_ = _in_place("selu", selu)
-hardtanh_ = _in_place("hardtanh", hardtanh)
-threshold_ = _in_place("threshold", threshold)
-rrelu_ = _in_place("rrelu", rrelu)
+relu_ = in_place_form(relu, "relu_", check=_float_input)
+leaky_relu_ = in_place_form(leaky_relu, "leaky_relu_", check=_float_input)
+elu_ = in_place_form(elu, "elu_", check=_float_input)
+celu_ = in_place_form(celu, "celu_", check=_float_input)
+selu_ = in_place_form(selu, "selu_", check=_float_input)
+hardtanh_ = in_place_form(hardtanh, "hardtanh_", check=_float_input)
+threshold_ = in_place_form(threshold, "threshold_", check=_float_input)
+rrelu_ = in_place_form(rrelu, "rrelu_", check=_float_input)

@@ -112,7 +112,7 @@ class Parameter(Tensor):
             _check_differentiable("Parameter", data)
         super().__init__(data.shape, data.dtype, data.device, buffer=data._buffer,
                          requires_grad=requires_grad)
-        self._strides = data._strides  # PyTorch's Parameter shares its data's layout too
+        self._layout = data._layout  # PyTorch's Parameter shares its data's memory and layout
 
     def __deepcopy__(self, memo: dict) -> "Parameter":
         copied = Parameter(Tensor.__deepcopy__(self, memo), self.requires_grad)
@@ -763,7 +763,8 @@ class Module:
             for value in laid_out:  # all checked before any changes
                 _memory_format("Module.to", memory_format, value.ndim)
             for value in laid_out:
-                value._strides = relaid(value.shape, value._strides, memory_format)[1]
+                value._layout = value._layout.with_strides(
+                    relaid(value.shape, value._layout.strides, memory_format)[1])
         target_device, target_dtype = placement(args, device, dtype)
         if target_dtype is not None and not dt.is_float(target_dtype):
             raise TypeError("nn.Module.to only accepts floating point dtypes, but got desired "

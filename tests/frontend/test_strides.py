@@ -34,7 +34,7 @@ def strides(t) -> tuple[int, ...]:
     """gingham's tracked strides (row-major when not tracked) or torch's ``stride()``."""
     if isinstance(t, torch.Tensor):
         return t.stride()
-    return row_major(t.shape) if t._strides is None else t._strides
+    return row_major(t.shape) if t._layout.strides is None else t._layout.strides
 
 
 def pair(shape, device="reference"):
@@ -264,6 +264,48 @@ def test_jit_sees_and_keeps_layouts(device):
         for (got_layout, got_value), (layout_expected, value_expected) in zip(got, expected):
             assert got_layout == layout_expected
             np.testing.assert_allclose(got_value, value_expected, rtol=1e-4, atol=1e-5)
+
+
+def test_jit_keeps_which_tensors_are_views(device):
+    """Inside ``gingham.jit`` an argument that is a view, and after it a replay's output
+    computed from one, refuse ``stride()`` as they do eagerly (torch's answer depends on
+    memory gingham does not track: ``(1, 3)`` for ``x.t() * 2``) rather than answer
+    row-major, as they used to; a step traced with a view is retraced with its copy."""
+    ours, theirs = pair((2, 3), device)
+    seen = []
+
+    def step(a):
+        try:
+            seen.append(a.stride())
+        except gingham.GinghamError:
+            seen.append("a view")
+        return a * 2.0, a.sum(0)
+
+    compiled = gingham.jit(step)
+    for _ in range(2):  # the trace, then a replay
+        doubled, summed = compiled(ours.t())
+        with pytest.raises(gingham.GinghamError, match="view of another's memory"):
+            doubled.stride()
+        assert summed.stride() == theirs.t().sum(0).stride()
+        assert doubled.contiguous().stride() == (theirs.t() * 2.0).contiguous().stride()
+        np.testing.assert_allclose(doubled.numpy(), theirs.t().numpy() * 2.0)
+    compiled(ours.t().contiguous())
+    assert seen == ["a view", theirs.t().contiguous().stride()]
+
+
+def test_parameter_and_deepcopy_keep_a_views_layout():
+    """``nn.Parameter`` shares its data's memory and ``copy.deepcopy`` copies it with its
+    strides in PyTorch, so of a transpose both have strides gingham cannot tell: refused,
+    where they used to be answered row-major; their ``contiguous()`` is torch's."""
+    ours, theirs = pair((2, 3))
+    for name, make in (("Parameter", lambda v, lib: lib.nn.Parameter(v.t())),
+                       ("deepcopy", lambda v, lib: copy.deepcopy(v.t()))):
+        mine, expected = make(ours, gingham), make(theirs, torch)
+        assert expected.stride() != row_major(expected.shape), name
+        with pytest.raises(gingham.GinghamError, match="view of another's memory"):
+            mine.stride()
+        assert mine.contiguous().stride() == expected.contiguous().stride(), name
+        np.testing.assert_array_equal(mine.detach().numpy(), expected.detach().numpy())
 
 
 def _permuted(rng, shape):

@@ -428,7 +428,11 @@ def test_strides_and_storage_offset_where_torch_stores_contiguously(device):
         2, 5, 4), "slice": lambda v: v[:, 1:], "row": lambda v: v[1],
         "diagonal": lambda v: v.diagonal(0, 1, 2), "elementwise of a view": lambda v: v.mT + 1,
         "permute": lambda v: v.permute(2, 0, 1), "narrow": lambda v: v.narrow(2, 1, 2),
-        "detached view": lambda v: v.transpose(1, 2).detach()}
+        "detached view": lambda v: v.transpose(1, 2).detach(),
+        # views of views (they answered row-major strides and offset 0 before)
+        "unsqueeze of a transpose": lambda v: v.transpose(0, 2).unsqueeze(0),
+        "reshape of a row": lambda v: v[1].reshape(-1),
+        "flatten of rows": lambda v: v[1:].flatten()}
     for name, view in views.items():
         with pytest.raises(gingham.GinghamError, match="view of another's memory"):
             view(x).stride()

@@ -461,6 +461,22 @@ def test_dropout_in_torch_spelling_trains_in_place():
         gingham.kl_div(x, x, "mean")
 
 
+def test_dropout_in_torch_spelling_in_evaluation_writes_nothing():
+    """``torch.dropout_(x, p, False)`` returns ``x`` unwritten, so a leaf that requires grad
+    passes outside ``no_grad()`` and keeps its version (gingham used to refuse it, writing
+    ``x`` into itself); in training the leaf is refused, by both."""
+    values = rand(2, 3, 4)
+    for name in ("dropout_", "alpha_dropout_", "feature_alpha_dropout_"):
+        for lib in (gingham, torch):
+            leaf = lib.tensor(values, requires_grad=True)
+            version = leaf._version
+            assert getattr(lib, name)(leaf, 0.5, False) is leaf, (name, lib.__name__)
+            assert leaf._version == version and leaf.is_leaf, (name, lib.__name__)
+            np.testing.assert_array_equal(leaf.detach().numpy(), values)
+            with pytest.raises(RuntimeError, match="leaf"):
+                getattr(lib, name)(leaf, 0.5, True)
+
+
 def test_batch_norm_in_torch_spelling_updates_running_statistics(device):
     x, w, b = rand(8, 3, 4), rand(3, seed=1), rand(3, seed=2)
     stats = {lib: (lib.tensor(rand(3, seed=3)), lib.tensor(rand(3, seed=4, low=0.5)))

@@ -135,10 +135,23 @@ def _copies_stay_copies(x, ns):
     return {"copied": copied}
 
 
+def _detached_views(x, ns):
+    """A detached view keeps its layout, as PyTorch's shares its memory: a reshape of a dense
+    one is a view of it there, so writes through the reshape reach it (gingham's reshape
+    used to copy, losing them); of a view of columns, a copy."""
+    rows = (x * 1.0)[1:3].detach()
+    rows.reshape(-1)[::3].add_(100)
+    rows.flatten()[1:4].mul_(-1)
+    columns = (x * 1.0)[:, 1:3].detach()
+    columns.reshape(-1).fill_(5)
+    return {"rows": rows, "columns": columns}
+
+
 PROGRAMS = {
     "rows": _rows, "later_reads": _later_reads, "steps_and_ellipsis": _steps_and_ellipsis,
     "pieces": _pieces, "reshapes": _reshapes, "transposes": _transposes,
     "diagonals": _diagonals, "chains": _chains, "copies_stay_copies": _copies_stay_copies,
+    "detached_views": _detached_views,
 }
 
 
