@@ -284,7 +284,7 @@ def _unchanged(text: str) -> str:
 #: (:mod:`gingham.devices.cpu_vector_math`).
 C_VECTOR_MATH: dict[str, int] = {
     "exp": 1, "log": 1, "sin": 1, "cos": 1, "tan": 1, "sinh": 1, "cosh": 1, "tanh": 1,
-    "asin": 1, "acos": 1, "atan": 1, "erf": 1, "pow": 2,
+    "asin": 1, "acos": 1, "atan": 1, "erf": 1, "erfc": 1, "pow": 2,
 }
 
 

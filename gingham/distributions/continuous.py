@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..frontend import special
 from ..frontend.jit import current_trace
 from ..frontend.tensor import Tensor, where
@@ -198,7 +200,11 @@ def standard_gamma(concentration: Tensor, sample_shape=()) -> Tensor:
     shape = sample_shape_of(sample_shape) + alpha.shape
     fixed = special._stopped(alpha)
     draws = F.random_gamma(fixed.expand(*shape), sample_state(alpha.device)).astype(alpha.dtype)
-    draws = where(draws > 0.0, draws, 1e-30)  # a tiny alpha can round a draw to 0
+    # A tiny alpha can round a draw to 0 (log(0) in the density below): it is raised to a
+    # floor, float64's smallest normal number in float64 (half of the float64 draws of
+    # Gamma(1e-3) are below 1e-308: 1e-30 would stand out), 1e-30 otherwise.
+    floor = float(np.finfo(np.float64).tiny) if alpha.dtype == np.float64 else 1e-30
+    draws = where(draws > 0.0, draws, floor)
     if current_trace() is None:
         # A buffer of its own: igamma's continued fraction reads the draw at each of its
         # levels, and the compiler's inliner would copy the sampler's whole expression into

@@ -50,7 +50,7 @@ from .amp import trace_key
 from .defaults import default_float
 from .strides import ROW_MAJOR, Layout
 from .graph import keep_readers_on_old_value
-from .views import refresh
+from .views import refresh, sync_stale
 from .tensor import Tensor, _bound_graph, is_graph_input, moves_count
 
 
@@ -393,6 +393,7 @@ def _trace(fn: Callable, args: tuple, device: str | None = None) -> _Compiled:
             placeholders.append(None)
     traced_args = _unflatten(structure, [p if p is not None else v
                                          for p, v in zip(placeholders, flat_args)])
+    sync_stale()  # a view the step reads is re-derived outside it, as eagerly
     trace = _Trace()
     trace.grads_before = _captured_grads(fn, args)
     _traces.stack.append(trace)

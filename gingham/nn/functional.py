@@ -1644,17 +1644,24 @@ _GAMMA_ROUNDS = 8
 
 
 def random_gamma(alpha: Tensor, state: Tensor) -> Tensor:
-    """Gamma(``alpha``, 1) float32 draws, one per element of the float tensor ``alpha`` (all
+    """Gamma(``alpha``, 1) draws, one per element of the float tensor ``alpha`` (all
     positive), from the Philox ``state``: Marsaglia and Tsang's rejection sampler (2000) with
     a fixed number of rounds (8 candidates per element, the first accepted one taken; if
     all are refused, with probability below 4e-11, the last), so the draw is one program.
     ``alpha < 1`` draws Gamma(``alpha + 1``) times ``u ** (1 / alpha)``.
 
-        g = F.random_gamma(gingham.full((1000,), 2.5), state)
+    The draws are float64, computed in float64 from float64 uniform draws
+    (:func:`random_uniform`), where ``alpha`` is float64; float32 otherwise (half types and
+    integers too: the caller casts).
+
+        g = F.random_gamma(gingham.full((1000,), 2.5), state)             # float32
+        g = F.random_gamma(gingham.full((1000,), 1e6, dtype=gingham.float64), state)
     """
-    alpha = alpha.astype(dt.FLOAT32)
+    # a float32 draw cast to float64 keeps float32's 24 bits and its rounded acceptance test
+    wide = _is_float64(alpha.dtype)
+    alpha = alpha.astype(dt.FLOAT64 if wide else dt.FLOAT32)
     shape, rounds = alpha.shape, _GAMMA_ROUNDS
-    uniforms = random_uniform((3 * rounds + 1,) + shape, state)
+    uniforms = random_uniform((3 * rounds + 1,) + shape, state, dt.FLOAT64 if wide else None)
     boosted = alpha < 1.0
     d = where(boosted, alpha + 1.0, alpha) - 1.0 / 3.0
     c = 1.0 / (9.0 * d).sqrt()

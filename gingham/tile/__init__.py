@@ -33,6 +33,7 @@ from .builder import (  # noqa: E402
     cosh,
     dims,
     erf,
+    erfc,
     exp,
     floor,
     gather,

@@ -625,8 +625,10 @@ class _GradientBuilder:
             derivative = Unary("-", Call("rsqrt", (Binary("-", one, mul(x, x)),)))
         elif fn == "atan":
             derivative = Binary("/", one, Binary("+", one, mul(x, x)))
-        elif fn == "erf":
-            derivative = mul(Const(2.0 / math.sqrt(math.pi)), Call("exp", (Unary("-", mul(x, x)),)))
+        elif fn in ("erf", "erfc"):  # erfc = 1 - erf
+            sign = 1.0 if fn == "erf" else -1.0
+            gaussian = Call("exp", (Unary("-", mul(x, x)),))
+            derivative = mul(Const(sign * 2.0 / math.sqrt(math.pi)), gaussian)
         elif fn == "sigmoid":
             derivative = mul(itself, Binary("-", one, itself))
         elif fn == "relu":

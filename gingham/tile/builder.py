@@ -668,8 +668,8 @@ def _topological(roots: Iterable[Tensor]) -> list[Tensor]:
 exp, log, sqrt, rsqrt, abs, sign, floor, ceil, round = (  # noqa: A001
     _function(f) for f in "exp log sqrt rsqrt abs sign floor ceil round".split()
 )
-sin, cos, tan, tanh, sinh, cosh, asin, acos, atan, erf, sigmoid, relu = (
-    _function(f) for f in "sin cos tan tanh sinh cosh asin acos atan erf sigmoid relu".split()
+sin, cos, tan, tanh, sinh, cosh, asin, acos, atan, erf, erfc, sigmoid, relu = (
+    _function(f) for f in "sin cos tan tanh sinh cosh asin acos atan erf erfc sigmoid relu".split()
 )
 pow = _function("pow")  # noqa: A001
 stop_gradient = _function("stop_gradient")

@@ -352,7 +352,7 @@ Expr = Union[Ref, Const, DimValue, Unary, Binary, Select, Call, Cast]
 
 UNARY_FUNCTIONS = (
     "exp log sqrt rsqrt abs sign floor ceil round sin cos tan tanh sinh cosh asin acos atan "
-    "erf sigmoid relu stop_gradient"
+    "erf erfc sigmoid relu stop_gradient"
 ).split()
 BINARY_FUNCTIONS = ("pow", "min", "max")
 FUNCTIONS = tuple(UNARY_FUNCTIONS) + BINARY_FUNCTIONS

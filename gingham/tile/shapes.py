@@ -209,7 +209,7 @@ class ExprType:
 
 
 _FLOAT_FUNCTIONS = set(
-    "exp log sqrt rsqrt sin cos tan tanh sinh cosh asin acos atan erf sigmoid".split()
+    "exp log sqrt rsqrt sin cos tan tanh sinh cosh asin acos atan erf erfc sigmoid".split()
 )
 _ARITHMETIC = set("+ - * / %".split())
 _COMPARISONS = set("< <= > >= == !=".split())

@@ -170,3 +170,44 @@ def test_special_namespace_and_errors():
         gingham.lgamma([1.0, 2.0])
     zeros = gingham.xlogy(gingham.zeros((1,), device="reference"), x[:1])
     assert zeros.numpy().tolist() == [0.0]
+
+
+# erfc over [-30, 30]: its float32 values are subnormal from x = 9.2 and 0 from 10.05, its
+# float64 values subnormal from 26.55 and 0 from 27.3; the gradient underflows sooner.
+_ERFC_DOMAIN = np.concatenate([np.linspace(-30.0, 30.0, 241), [3.3, 5.7, 9.9, 10.0, 20.0]])
+_SUBNORMAL = {np.float32: float(np.finfo(np.float32).smallest_subnormal),
+              np.float64: float(np.finfo(np.float64).smallest_subnormal)}
+
+
+def _ndtr_oracle(x: torch.Tensor) -> torch.Tensor:
+    """``erfc(-x / sqrt 2) / 2``: torch.special.ndtr itself is ``(1 + erf(x / sqrt 2)) / 2``,
+    0 below about -8.3 (float64) where the answer is 1e-17 and less."""
+    return 0.5 * torch.special.erfc(x * (-1.0 / np.sqrt(2.0)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_erfc_is_relatively_accurate_in_the_tail(device, dtype):
+    """``erfc`` (Tensor method, ``gingham.erfc``, ``gingham.special.erfc``) and ``ndtr`` to a
+    relative tolerance where ``1 - erf(x)`` is 0 (erfc(10) = 2.09e-45 in float32, erfc(20) =
+    5.4e-176 in float64), the gradient (-2/sqrt(pi) exp(-x^2)) against torch autograd; only
+    a subnormal result may be off by a few of its units."""
+    rounded = _ERFC_DOMAIN.astype(dtype)
+    x = gingham.tensor(rounded, device=device).requires_grad_()
+    values = [x.erfc(), gingham.erfc(x), special.erfc(x), special.ndtr(x)]
+    realize(values)
+    values[0].sum().backward()
+    expected, expected_grad = _oracle(torch.special.erfc, rounded, True)
+    expected_ndtr, _ = _oracle(_ndtr_oracle, rounded, False)
+    assert expected[rounded == 20.0][0] > 0 or dtype == np.float32  # the tail is in the test
+    eps = float(np.finfo(dtype).eps)
+    atol = 4 * _SUBNORMAL[dtype]
+    # ndtr rounds x / sqrt 2 first: erfc's relative change is 2 t^2 times t's (t^2 < 100 where
+    # a float32 erfc is normal, < 730 in float64)
+    ndtr_rtol = 2 * (100 if dtype == np.float32 else 730) * eps
+    for name, value, oracle, rtol in zip(
+            ["erfc", "gingham.erfc", "special.erfc", "ndtr"], values,
+            [expected, expected, expected, expected_ndtr], [25 * eps] * 3 + [ndtr_rtol]):
+        assert value.dtype == np.dtype(dtype), name
+        np.testing.assert_allclose(value.numpy(), oracle, rtol=rtol, atol=atol, err_msg=name)
+    # the gradient's exp(-x^2) carries x^2's rounding, multiplied by x^2 (as ndtr's)
+    np.testing.assert_allclose(x.grad.numpy(), expected_grad, rtol=ndtr_rtol, atol=atol)

@@ -508,3 +508,40 @@ def test_views_that_are_not_written_cost_no_kernel(monkeypatch):
     assert with_views[0] == without[0] > 0
     np.testing.assert_allclose(with_views[1], without[1], rtol=1e-6)
     np.testing.assert_allclose(with_views[2], without[2], rtol=1e-6)
+
+
+def test_views_kept_over_many_writes_cost_linear_nodes(device, monkeypatch):
+    """``n`` live views of the rows of a tensor, each written once, and ``n`` writes of the
+    tensor itself: a view is re-derived when next used, not at every write of its base, so
+    the graph nodes made grow as ``n`` (5 n: 320 for n = 64; re-deriving every live view at
+    every write made about 4 n^2, 16641), and the values are torch's."""
+    from gingham.frontend.tensor import Tensor
+
+    made = [0]
+    init = Tensor.__init__
+
+    def counted(self, *args, **kwargs):
+        made[0] += 1
+        init(self, *args, **kwargs)
+
+    def program(zeros, n):
+        x = zeros(n, 3)
+        rows = [x[i] for i in range(n)]
+        for i in range(n):
+            rows[i].add_(i)
+        for _ in range(n):
+            x.mul_(1.5)
+        return x, rows
+
+    counts = {}
+    for n in (32, 64):
+        monkeypatch.setattr(Tensor, "__init__", counted)
+        made[0] = 0
+        x, rows = program(lambda *shape: gingham.zeros(*shape, device=device), n)
+        counts[n] = made[0]
+        monkeypatch.setattr(Tensor, "__init__", init)
+        tx, trows = program(torch.zeros, n)
+        _same(x, tx, "x")
+        for i in (0, n // 2, n - 1):
+            _same(rows[i], trows[i], f"rows[{i}]")
+    assert counts[64] <= 2.2 * counts[32] and counts[64] < 20 * 64, counts

@@ -118,6 +118,7 @@ def test_random_distributions(device):
             "gamma_small": keras.random.gamma((DRAWS,), 0.5, seed=1),
             "gamma": keras.random.gamma((DRAWS,), 2.5, seed=2),
             "beta": keras.random.beta((DRAWS,), 2.0, 5.0, seed=3),
+            "gamma64": keras.random.gamma((DRAWS,), 2.5, dtype="float64", seed=8),
             "binomial": keras.random.binomial((2, DRAWS), np.array([[5.0], [20.0]]),
                                               np.array([[0.3], [0.6]]), seed=4),
             "categorical": keras.random.categorical(logits, DRAWS, seed=5),
@@ -130,6 +131,10 @@ def test_random_distributions(device):
                       ("beta", stats.beta(2.0, 5.0))):
         assert got[name].shape == (DRAWS,) and got[name].dtype == np.float32, name
         assert stats.kstest(got[name], law.cdf).statistic < KS_LIMIT, name
+    # float64 draws of float64 precision (a float32 draw cast to float64 round-trips)
+    assert got["gamma64"].dtype == np.float64
+    assert stats.kstest(got["gamma64"], stats.gamma(2.5).cdf).statistic < KS_LIMIT
+    assert (got["gamma64"].astype(np.float32).astype(np.float64) != got["gamma64"]).all()
     for row, (n, p) in enumerate([(5, 0.3), (20, 0.6)]):
         counts = got["binomial"][row]
         assert set(np.unique(counts)) <= set(range(n + 1))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from scipy import stats
 
 import gingham
@@ -85,6 +86,60 @@ def test_gamma_is_marsaglia_tsang_exactly(device):
         assert (np.abs(got - expected) > 1e-3 * expected).sum() <= 3, alpha
         # a true Gamma sample's p-value falls below 1e-5 with probability 1e-5
         assert stats.kstest(got, stats.gamma(alpha).cdf).pvalue > 1e-5, alpha
+
+
+FLOAT64_ALPHAS = [1e-3, 0.5, 1.0, 7.5, 1e6]
+FLOAT64_DRAWS = 40000
+
+
+def test_float64_gamma_draws_in_float64(device):
+    """A float64 alpha gets float64 draws computed in float64 from 48-bit uniform draws:
+    each is the float64 algorithm's on the same Philox numbers to 1e-12 (a float32 draw
+    cast to float64 is off by about 1e-7), and the sample moments are alpha's (mean and
+    variance alpha): the mean by the exact law of a sum of Gamma draws, Gamma(n alpha), the
+    variance within 6 of its standard errors (the fourth central moment 3 a^2 + 6 a)."""
+    alphas = np.repeat(np.array(FLOAT64_ALPHAS), FLOAT64_DRAWS)
+    drawn = F.random_gamma(tensor(alphas, device=device),
+                           tensor(np.array([5, 2], np.uint32), device=device)).numpy()
+    assert drawn.dtype == np.float64
+    high, low = philox_uniform(5, 2, 2 * 25 * alphas.size).reshape(2, 25, -1).astype(np.float64)
+    uniforms = high + low * 2.0 ** -24  # F.random_uniform's float64 draws
+    for i, alpha in enumerate(FLOAT64_ALPHAS):
+        columns = slice(i * FLOAT64_DRAWS, (i + 1) * FLOAT64_DRAWS)
+        got = drawn[columns]
+        expected = _marsaglia_tsang(alpha, uniforms[:, columns])
+        normal = expected > 1e-300  # the tiny alpha's draws reach float64's subnormals
+        assert (np.abs(got - expected) > 1e-12 * expected)[normal].sum() <= 3, alpha
+        n = FLOAT64_DRAWS
+        # P(sum < n * mean) for the exact law of the sum: a true sampler's falls outside
+        # (1e-6, 1 - 1e-6) with probability 2e-6
+        below = torch.special.gammainc(torch.tensor(n * alpha, dtype=torch.float64),
+                                       torch.tensor(got.sum(), dtype=torch.float64)).item()
+        assert 1e-6 < below < 1 - 1e-6, (alpha, got.mean(), below)
+        variance_error = np.sqrt((2 * alpha ** 2 + 6 * alpha) / n)
+        assert abs(got.var() - alpha) < 6 * variance_error, (alpha, got.var())
+
+
+def test_float64_distributions_sample_in_float64(device):
+    """gingham.distributions' Gamma, Beta and Dirichlet of float64 parameters draw float64
+    values of float64 precision (not float32 draws cast: those round-trip through float32)
+    whose means are the laws' within 6 standard errors."""
+    from gingham import distributions as D
+    n = 20000
+    concentration = tensor(np.array([0.5, 7.5]), device=device)
+    laws = {"Gamma": (D.Gamma(concentration, tensor(np.array([2.0, 0.5]), device=device)),
+                      np.array([0.25, 15.0]), np.sqrt(np.array([0.125, 30.0]) / n)),
+            "Beta": (D.Beta(concentration, tensor(np.array([1.5, 2.5]), device=device)),
+                     np.array([0.25, 0.75]), None),
+            "Dirichlet": (D.Dirichlet(concentration), np.array([0.0625, 0.9375]), None)}
+    draws = {name: law.sample((n,)) for name, (law, _, _) in laws.items()}
+    realize(list(draws.values()))
+    for name, (law, mean, error) in laws.items():
+        got = draws[name].numpy()
+        assert got.dtype == np.float64, name
+        assert (got.astype(np.float32).astype(np.float64) != got).mean() > 0.99, name
+        error = np.sqrt(law.variance.numpy() / n) if error is None else error
+        np.testing.assert_array_less(np.abs(got.mean(0) - mean), 6 * error, err_msg=name)
 
 def test_multinomial_errors():
     weights = tensor(np.ones((2, 3), np.float32))

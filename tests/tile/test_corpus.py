@@ -814,6 +814,10 @@ def _erf(x):
     return _np(torch.erf(T(np.asarray(x, np.float64))))
 
 
+def _erfc(x):
+    return _np(torch.erfc(T(np.asarray(x, np.float64))))
+
+
 # (name, source expression in X (and Y), input makers, numpy reference)
 FLOAT_UNARY = [
     ("neg", "-X", randn, lambda x: -x),
@@ -836,6 +840,7 @@ FLOAT_UNARY = [
     ("acos", "acos(X)", _unit, np.arccos),
     ("atan", "atan(X)", randn, np.arctan),
     ("erf", "erf(X)", randn, _erf),
+    ("erfc", "erfc(X)", randn, _erfc),
     ("sigmoid", "sigmoid(X)", randn, lambda x: 1 / (1 + np.exp(-x))),
     ("relu", "relu(X)", randn, lambda x: np.maximum(x, 0)),
 ]

@@ -357,6 +357,7 @@ TORCH_UNARY = {
     "acos": ("acos(X)", torch.acos, "unit"),
     "atan": ("atan(X)", torch.atan, "randn"),
     "erf": ("erf(X)", torch.erf, "randn"),
+    "erfc": ("erfc(X)", torch.erfc, "randn"),
     "sigmoid": ("sigmoid(X)", torch.sigmoid, "randn"),
     "relu": ("relu(X)", torch.relu, "randn"),
 }

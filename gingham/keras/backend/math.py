@@ -25,7 +25,7 @@ from .numpy import _float
 
 def rsqrt(x): return _float(x).rsqrt()
 def erf(x): return _float(x).erf()
-def erfc(x): return 1.0 - _float(x).erf()
+def erfc(x): return _float(x).erfc()
 
 
 def logsumexp(x, axis=None, keepdims=False):

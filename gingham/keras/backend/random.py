@@ -143,8 +143,11 @@ def shuffle(x, axis=0, seed=None):
     return indexing.index_select(x, axis, order)
 
 
-def _alpha(value, shape) -> gt.Tensor:
-    return convert_to_tensor(value, "float32").broadcast_to(tuple(shape))
+def _alpha(value, shape, dtype=None) -> gt.Tensor:
+    """``value`` broadcast to ``shape``, in float64 where the draws are to be float64 (so
+    that F.random_gamma draws in float64), float32 otherwise."""
+    wide = dtype is not None and np.dtype(to_numpy_dtype(dtype)) == np.float64
+    return convert_to_tensor(value, "float64" if wide else "float32").broadcast_to(tuple(shape))
 
 
 def gamma(shape, alpha, dtype=None, seed=None):
@@ -153,8 +156,9 @@ def gamma(shape, alpha, dtype=None, seed=None):
 
         keras.random.gamma((1000,), alpha=0.5, seed=7)
     """
-    drawn = F.random_gamma(_alpha(alpha, shape), _state(seed))
-    return drawn.astype(to_numpy_dtype(dtype or floatx()))
+    dtype = dtype or floatx()
+    drawn = F.random_gamma(_alpha(alpha, shape, dtype), _state(seed))
+    return drawn.astype(to_numpy_dtype(dtype))
 
 
 def beta(shape, alpha, beta, dtype=None, seed=None):
@@ -163,9 +167,10 @@ def beta(shape, alpha, beta, dtype=None, seed=None):
         keras.random.beta((1000,), 2.0, 5.0, seed=7)
     """
     shape = tuple(shape)
-    both = gt.stack([_alpha(alpha, shape), _alpha(beta, shape)])
+    dtype = dtype or floatx()
+    both = gt.stack([_alpha(alpha, shape, dtype), _alpha(beta, shape, dtype)])
     x, y = F.random_gamma(both, _state(seed)).unbind(0)
-    return (x / (x + y)).astype(to_numpy_dtype(dtype or floatx()))
+    return (x / (x + y)).astype(to_numpy_dtype(dtype))
 
 
 def binomial(shape, counts, probabilities, dtype=None, seed=None):
