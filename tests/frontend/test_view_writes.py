@@ -513,8 +513,9 @@ def test_views_that_are_not_written_cost_no_kernel(monkeypatch):
 def test_views_kept_over_many_writes_cost_linear_nodes(device, monkeypatch):
     """``n`` live views of the rows of a tensor, each written once, and ``n`` writes of the
     tensor itself: a view is re-derived when next used, not at every write of its base, so
-    the graph nodes made grow as ``n`` (5 n: 320 for n = 64; re-deriving every live view at
-    every write made about 4 n^2, 16641), and the values are torch's."""
+    the graph nodes made grow as ``n`` (5 n: 160 for n = 32; re-deriving every live view at
+    every write made about 4 n^2, 4225), and the values are torch's (read in one program:
+    each read of its own compiles one)."""
     from gingham.frontend.tensor import Tensor
 
     made = [0]
@@ -534,14 +535,15 @@ def test_views_kept_over_many_writes_cost_linear_nodes(device, monkeypatch):
         return x, rows
 
     counts = {}
-    for n in (32, 64):
+    for n in (16, 32):
         monkeypatch.setattr(Tensor, "__init__", counted)
         made[0] = 0
         x, rows = program(lambda *shape: gingham.zeros(*shape, device=device), n)
         counts[n] = made[0]
         monkeypatch.setattr(Tensor, "__init__", init)
-        tx, trows = program(torch.zeros, n)
-        _same(x, tx, "x")
-        for i in (0, n // 2, n - 1):
-            _same(rows[i], trows[i], f"rows[{i}]")
-    assert counts[64] <= 2.2 * counts[32] and counts[64] < 20 * 64, counts
+        if n == 32:
+            tx, trows = program(torch.zeros, n)
+            picked = (0, n // 2, n - 1)
+            _same(gingham.cat([x] + [rows[i][None] for i in picked]),
+                  torch.cat([tx] + [trows[i][None] for i in picked]), "x and rows")
+    assert counts[32] <= 2.2 * counts[16] and counts[32] < 20 * 32, counts
