@@ -370,11 +370,22 @@ LINALG = {
 }
 
 
+# The iterative factorisations (Jacobi sweeps, Householder steps), forward and backward, are
+# most of the program's 2,800 kernels. On PoCL, which builds a kernel several times slower
+# than gcc, they took 4 to 9 minutes of a CI run's 45; the same gingham.linalg kernels run on
+# every device in tests/frontend/test_linalg.py, so on opencl this test checks Keras'
+# conventions with the other ops only.
+_ITERATIVE = ("qr", "eigh", "svd", "lstsq_pinv")
+
+
 def test_linalg_ops_against_torch(device):
     """keras.ops.linalg's factorisations, solves and norms, forward and gradient, in one
     program: gingham.linalg under Keras' argument conventions (SciPy's 0-based pivots,
     ``lower=``, a batch of vectors for ``b``)."""
-    check_against_torch(device, LINALG, dict(rtol=2e-4, atol=2e-4))
+    table = LINALG
+    if device.startswith("opencl"):
+        table = {name: case for name, case in LINALG.items() if name not in _ITERATIVE}
+    check_against_torch(device, table, dict(rtol=2e-4, atol=2e-4))
 
 
 # name: (keras op on the converted inputs, NumPy's result, inputs)
