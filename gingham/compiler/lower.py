@@ -1550,12 +1550,14 @@ def _lane_axis(nc: NormalContraction, lanes: int) -> int:
 
 
 def lower_cell_nest(plan: KernelPlan, ctx: LoweringContext, name: str, lanes: int = 8,
-                    max_reduction: int = NEST_MAX_REDUCTION) -> k.Kernel | None:
+                    max_reduction: int = NEST_MAX_REDUCTION,
+                    max_group: int | None = None) -> k.Kernel | None:
     """The CPU schedule (C, and a CPU's OpenCL driver) of a contraction with a short
     reduction (a pooling window, its gradient's taps, a relayout copy; at most
     ``max_reduction`` assignments): a loop nest over its output variables, or None (then
     :func:`lower_contraction` is the schedule). OpenCL C has no ``omp`` pragmas: the parallel
-    loop is the work-items, and the run's loop is left to the driver's vectoriser.
+    loop is the work-items, and the run's loop is left to the driver's vectoriser; its
+    work-groups hold at most ``max_group`` work-items (the device's limit).
 
     One work-item per cell decodes its coordinates with a division and a modulo per output
     variable and computes alone. Here the leading output variables are the parallel loop
@@ -1678,9 +1680,13 @@ def lower_cell_nest(plan: KernelPlan, ctx: LoweringContext, name: str, lanes: in
     # About NEST_MIN_PARALLEL work-groups, like C's dynamic chunks (C ignores the size). A
     # CPU's OpenCL driver deals each core whole work-groups: 128 runs (a batch) in one group
     # kept one of two cores busy (PoCL: 24 ms against 12), and a group per run was slower on
-    # 2048 runs (13.8 ms against 11.7).
-    kernel = _kernel(name, ctx, loop, max(runs, 1), schedule,
-                     local=max(1, runs // NEST_MIN_PARALLEL))
+    # 2048 runs (13.8 ms against 11.7). No larger than the device's work-groups
+    # (``max_group``): PoCL refuses more than 4096 work-items a group, which 500,000 runs
+    # (a float64 Gamma draw of 20,000 x 2 x 25 cells) asked for.
+    group = max(1, runs // NEST_MIN_PARALLEL)
+    if max_group:
+        group = min(group, max_group)
+    kernel = _kernel(name, ctx, loop, max(runs, 1), schedule, local=group)
     return dataclasses.replace(kernel, flops=2 * cells * nc.reduction_size)
 
 

@@ -55,7 +55,8 @@ def lower_with_schedule(plan: KernelPlan, ctx: LoweringContext, name: str,
         # loop nest vectorised over the cells. On PoCL too: ResNet-9's pooling and its
         # gradients (batch 128) take 35 ms of a step as nests, 105 ms as a work-item per cell.
         longest = THIN_MAX_K if streams_thin_product(plan, ctx, info) else NEST_MAX_REDUCTION
-        kernel = lower_cell_nest(plan, ctx, name, max(2, info.simd_width), longest)
+        kernel = lower_cell_nest(plan, ctx, name, max(2, info.simd_width), longest,
+                                 info.max_work_group_size)
         if kernel is not None:
             return [kernel]
     # Every other work-group device gets the staged GPU schedule (and PoCL the products the CPU

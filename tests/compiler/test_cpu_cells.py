@@ -18,6 +18,7 @@ max with NaN, min, product, unreached cells with a default, int32 and float16, s
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -336,6 +337,20 @@ def test_average_pool_with_epilogue(device):
     want = windows(x, 2, 2, 0, 0.0).astype(np.float64).sum(axis=-1) / 4
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
+
+
+def test_nest_work_groups_stay_within_the_device(device):
+    # 500,000 runs of 2 cells: a work-group per 64th of the runs (7,812 work-items) is more
+    # than PoCL launches (4,096; INVALID_WORK_GROUP_SIZE, as a float64 Gamma draw of 20,000
+    # samples hit), so the groups are cut to the device's largest.
+    x = RNG.standard_normal((25, 20000, 3)).astype(np.float32)
+    source = "function (X[A, B, C]) -> (O) { O[a, b, c : A, B, 2] = +(X[a, b, c + r]), r < 2; }"
+    target = get_device(device)
+    if runs_on(target.info) and target.info.dialect != "c":
+        for launch in executable(tile.function(source).bind(x), target).launches:
+            assert math.prod(launch.local_size) <= target.info.max_work_group_size, launch
+    got = run(source, [x], device, NEST)
+    np.testing.assert_allclose(got, x[..., :2] + x[..., 1:], rtol=1e-6, atol=1e-6)
 
 # -- elementwise rows ------------------------------------------------------------------------------
 
