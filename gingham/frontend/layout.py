@@ -65,7 +65,10 @@ def _broadcast_to(x: Tensor, sizes: Sequence[int], op: str) -> Tensor:
     repeats = shape[:lead].count(1) != lead or any(
         x.shape[d] != shape[lead + d] for d in range(x.ndim))
     put = None if repeats else (lambda base, value: reshape(value, base.shape))
-    return record(derive(x), x, derive, put)
+    result = record(derive(x), x, derive, put)
+    if not repeats and x._layout.dense_rows:  # x with dims of size 1 in front: still dense
+        result._layout = result._layout.as_view(dense=True)
+    return result
 
 
 def _view(result: Tensor) -> Tensor:
@@ -130,8 +133,14 @@ def permute_dims(x: Tensor, axes: Sequence[int], op: str = "permute_dims") -> Te
         return _view(base._derive(shape, base.dtype, [base], lambda nodes: builder.assign(
             nodes[0][tuple(idx)], out=permuted, shape=list(shape)), op))
 
-    return record(derive(x), x, derive,
-                  lambda base, value: put_affine(base, value, idx, permuted, shape))
+    result = record(derive(x), x, derive,
+                    lambda base, value: put_affine(base, value, idx, permuted, shape))
+    # Moving only dims of size 1 keeps the elements in order: PyTorch's view is dense
+    # (a row vector's transpose is a contiguous column).
+    moved = [a for a in axes if x.shape[a] > 1]
+    if x._layout.dense_rows and moved == sorted(moved):
+        result._layout = result._layout.as_view(dense=True)
+    return result
 
 
 def _getitem(x: Tensor, key, view: bool = True) -> Tensor:

@@ -251,11 +251,13 @@ def elementwise_layout(shape: Sequence[int],
                        with_numbers: bool = False) -> Layout:
     """The layout of an elementwise op's result of ``shape`` from its tensor operands'
     ``(shape, layout)``: :func:`elementwise_strides`, and a view where an operand is one
-    (PyTorch's elementwise results keep a view input's layout, which gingham cannot tell).
+    (PyTorch's elementwise results keep a view input's layout, which gingham cannot tell),
+    unless that view is dense in row-major order (a row, a leading slice: its result is
+    contiguous, as ``randn``'s, which is computed from the rows of one uniform draw).
 
         elementwise_layout((3, 2), [((3, 2), x.t()._layout)])   # a view: stride() refuses
     """
-    view = any(layout.view for _, layout in operands)
+    view = any(layout.view and not layout.dense for _, layout in operands)
     if not view and all(layout.strides is None for _, layout in operands):
         return ROW_MAJOR  # the common case, at the cost of one scan
     strides = elementwise_strides(shape, [(own_shape, layout.strides)

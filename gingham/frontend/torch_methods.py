@@ -329,9 +329,22 @@ class TorchMethods:
     def is_same_size(self, other: "Tensor") -> bool: return self.shape == other.shape
     def is_nonzero(self) -> bool: return bool(self.item())
     def is_contiguous(self, memory_format=None) -> bool:
-        # PyTorch's answer for the strides PyTorch would have given it (frontend/strides.py)
-        return is_contiguous_in(self.shape, self._layout.strides,
-                                _as_memory_format("is_contiguous", memory_format))
+        """PyTorch's answer for the strides PyTorch would have given it
+        (:mod:`gingham.frontend.strides`). A view that is not dense in row-major order (a
+        transpose, a column slice, an expand, or computed from one) is not contiguous in
+        the default format, as in PyTorch, unless it has no dim of more than one element.
+        gingham records that a tensor is such a view, not its strides, so a view that
+        restores the order (``x.t().t()``) is answered False where PyTorch says True.
+
+            x.t().is_contiguous()              # False (x 3 x 4)
+            x.t().contiguous().is_contiguous() # True
+        """
+        fmt = _as_memory_format("is_contiguous", memory_format)
+        layout = self._layout
+        if (layout.view and not layout.dense and layout.strides is None and fmt.rank is None
+                and any(size > 1 for size in self.shape)):
+            return False
+        return is_contiguous_in(self.shape, layout.strides, fmt)
     def is_inference(self) -> bool: return False
 
     @property

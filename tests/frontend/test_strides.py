@@ -354,3 +354,48 @@ def test_stride_rules_match_torch_on_random_layouts():
         got = rules.elementwise_strides(layout_of[0], [layout_of], number)
         assert (got or rules.row_major(layout_of[0])) == final.stride(), (
             [(tuple(o.shape), o.stride()) for o in operands], number)
+
+
+VIEWS = {
+    "transpose": lambda x: x.t(),
+    "column slice": lambda x: x[:, :2],
+    "column": lambda x: x[:, 1],
+    "row slice": lambda x: x[1:],
+    "row": lambda x: x[0],
+    "every other row": lambda x: x[::2],
+    "whole slice": lambda x: x[:, :],
+    "transpose made contiguous": lambda x: x.t().contiguous(),
+    "computed from a transpose": lambda x: x.t() * 2,
+    "product of a transpose": lambda x: x.t() @ x,
+    "expanded": lambda x: x[:1].expand(3, 4),
+    "size-1 dim in front": lambda x: x[0].expand(1, 4),
+    "unsqueeze": lambda x: x.unsqueeze(0),
+    "reshape": lambda x: x.reshape(4, 3),
+    "row's transpose": lambda x: x[:1].t(),
+    "size-1 dim moved": lambda x: x.unsqueeze(1).permute(1, 0, 2),
+    "column's transpose reshaped": lambda x: x[:1].t().reshape(2, 2),
+}
+
+
+@pytest.mark.parametrize("name", list(VIEWS))
+def test_is_contiguous_of_views_matches_torch(name):
+    """``is_contiguous()`` of views and of what is computed from them, as torch answers:
+    a transpose or a column slice is not contiguous (gingham answered True for every view
+    before), a row slice, an unsqueeze or a transpose that moves only dims of size 1 is."""
+    ours, theirs = pair((3, 4))
+    assert VIEWS[name](ours).is_contiguous() == VIEWS[name](theirs).is_contiguous()
+
+
+def test_new_tensors_and_results_of_dense_views_have_torch_strides():
+    """A draw is a tensor of its own (``randn`` is computed from the two rows of one uniform
+    draw, which made ``stride()`` refuse it as a view), and so is what an elementwise op
+    computes from a dense view (a row, a leading slice)."""
+    x = gingham.tensor(RNG.standard_normal((3, 4)).astype(np.float32))
+    tx = torch.tensor(x.numpy())
+    for ours, theirs in [(gingham.randn(3, 4), torch.randn(3, 4)),
+                         (gingham.normal(0.0, 1.0, (3, 4)), torch.normal(0.0, 1.0, (3, 4))),
+                         (gingham.randn(2, 3, dtype=gingham.float64),
+                          torch.randn(2, 3, dtype=torch.float64)),
+                         (x[1:] * 2, tx[1:] * 2), (x[0] + x[1], tx[0] + tx[1])]:
+        assert ours.stride() == theirs.stride()
+        assert ours.is_contiguous() == theirs.is_contiguous()
