@@ -276,7 +276,7 @@ class ExprLowering:
                 return _wrapping(k.UnOp("-", _cast(inner, _WRAPPING[ct]), _WRAPPING[ct]), ct)
             return k.UnOp(expr.op, _cast(inner, ct), ct)
         if isinstance(expr, tir.Binary):
-            return self.binary(expr, t, ct)
+            return self.rounded(self.binary(expr, t, ct), t.dtype)
         if isinstance(expr, tir.Select):
             cond = self.lower(expr.cond)
             if _type_of(cond) != "bool":
@@ -297,8 +297,20 @@ class ExprLowering:
             arg_type = "int32" if ct == "bool" and expr.fn not in ("min", "max") else ct
             args = tuple(_cast(self.lower(a, t.dtype), arg_type) for a in expr.args)
             fn = {"min": "min", "max": "max"}.get(expr.fn, expr.fn)
-            return _cast(k.Call(fn, args, arg_type), ct)
+            value = _cast(k.Call(fn, args, arg_type), ct)
+            return value if fn in ("min", "max") else self.rounded(value, t.dtype)
         raise AssertionError(expr)
+
+    def rounded(self, value: k.Expr, dtype: np.dtype) -> k.Expr:
+        """``value``, computed in float32, rounded to ``dtype`` where that is a half type, as
+        the interpreter (and PyTorch) rounds each operation's result: a kernel that computes
+        ``float32(bfloat16(x) * 3)`` in one expression otherwise returned the unrounded
+        product. Comparisons and min/max of half values need no rounding."""
+        name = dt.dtype_name(np.dtype(dtype))
+        if name not in ("float16", "bfloat16") or _type_of(value) != "float32":
+            return value
+        self.ctx.uses.add(f"round_{name}")
+        return k.Call(f"round_{name}", (value,), "float32")
 
     def binary(self, expr: tir.Binary, t: ExprType, ct: str) -> k.Expr:
         op = expr.op

@@ -45,6 +45,33 @@ def test_fused_half_results_are_rounded(device, half):
     np.testing.assert_array_equal(s32, exact_sum)
 
 
+@pytest.mark.parametrize("half", HALF)
+def test_half_operations_inside_one_expression_are_rounded(device, half):
+    """Each half-typed operation of one elementwise expression is rounded, as the
+    interpreter and PyTorch round it: ``float32(bfloat16(x) * 3)`` and ``float32(exp(h) *
+    h + 1)`` were computed in float32 from end to end and returned unrounded values (650 of
+    1000 differed from PyTorch's on ``cpu`` and PoCL)."""
+    dtype = HALF[half]
+    source = f"""
+    function (X[N], H[N]) -> (P, Q) {{
+        P = as_float(as_float(X, 16) * 3.0, 32);
+        Q = as_float(exp(H) * H + 1.0, 32);
+    }}"""
+    if half == "bfloat16":
+        source = source.replace("as_float(X, 16)", "as_bfloat(X, 16)")
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal(1000) * 3).astype(np.float32)
+    h = rng.standard_normal(1000).astype(dtype)
+    p, q = tile.function(source)(x, h, device=device)
+
+    def rounded(v):
+        return np.asarray(v, np.float32).astype(dtype).astype(np.float32)
+
+    np.testing.assert_array_equal(p, rounded(rounded(x) * np.float32(3)))
+    e = rounded(np.exp(h.astype(np.float32)))
+    np.testing.assert_array_equal(q, rounded(rounded(e * h.astype(np.float32)) + np.float32(1)))
+
+
 def test_stored_rounded_bfloat16_is_not_rounded_again():
     """A bfloat16 store of a scalar declared as its rounded value takes the value's top 16
     bits (rounding it again cost two conversions a cell in every bf16 epilogue); a store of
