@@ -25,6 +25,7 @@ from ..tile import dtypes as dt
 from .contractions import einsum
 from .dims import ShapeError, _axes, _broadcast_shapes, _dim
 from .promotion import promote_types
+from .strides import elementwise_layout
 from .tensor import Tensor, tensor, zeros
 from .views import put_affine, record
 
@@ -164,7 +165,10 @@ def _getitem(x: Tensor, key, view: bool = True) -> Tensor:
         return _view(base._derive(shape, base.dtype, [base], build))
 
     if not view:
-        return derive(x)
+        # A copy (a flip) laid out as x, as PyTorch's flip preserves its input's layout.
+        copied = derive(x)
+        copied._layout = elementwise_layout(copied.shape, [(x.shape, x._layout)])
+        return copied
     result = record(derive(x), x, derive, lambda base, value: put_affine(
         base, value, source_index, out_index, shape))
     if x._layout.dense_rows and _keeps_rows(x.shape, key):

@@ -372,16 +372,20 @@ class TorchMethods:
     def stride(self, dim: int | None = None):
         """The strides, in elements, PyTorch gives this tensor; one dim's with ``dim``:
         row-major over the shape (sizes 0 and 1 counted as 1, as PyTorch's), or the layout a
-        ``memory_format`` gave it (:mod:`gingham.frontend.strides`). A view that PyTorch lays
-        out in its base's memory (transposed, expanded, sliced, or computed from one) raises
+        ``memory_format`` gave it (:mod:`gingham.frontend.strides`). A view dense in row-major
+        order in its base's memory (a row, a leading slice, a chunk along the first dim) has
+        row-major strides too. Any other view that PyTorch lays out in its base's memory
+        (transposed, expanded, a column slice, or computed from one) raises
         :class:`~gingham.errors.GinghamError`: gingham stores every tensor contiguously, so
         it cannot say what PyTorch would; ``.contiguous()``'s strides are known.
 
             gingham.zeros(2, 3, 4).stride()      # (12, 4, 1)
+            gingham.zeros(2, 3, 4)[1:].stride()  # (12, 4, 1)
             gingham.zeros(2, 3, 4, 5).to(memory_format=gingham.channels_last).stride()
             # (60, 1, 15, 3)
         """
-        _known_layout("stride", self)
+        if not self._layout.dense:
+            _known_layout("stride", self)
         strides = self._layout.strides or row_major(self.shape)
         return strides if dim is None else strides[_dim("stride", self.shape, dim)]
 

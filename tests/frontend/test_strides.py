@@ -366,6 +366,8 @@ VIEWS = {
     "whole slice": lambda x: x[:, :],
     "transpose made contiguous": lambda x: x.t().contiguous(),
     "computed from a transpose": lambda x: x.t() * 2,
+    "flip": lambda x: x.flip(0),
+    "flip of a transpose": lambda x: x.t().flip(0),
     "product of a transpose": lambda x: x.t() @ x,
     "expanded": lambda x: x[:1].expand(3, 4),
     "size-1 dim in front": lambda x: x[0].expand(1, 4),
@@ -389,13 +391,19 @@ def test_is_contiguous_of_views_matches_torch(name):
 def test_new_tensors_and_results_of_dense_views_have_torch_strides():
     """A draw is a tensor of its own (``randn`` is computed from the two rows of one uniform
     draw, which made ``stride()`` refuse it as a view), and so is what an elementwise op
-    computes from a dense view (a row, a leading slice)."""
+    computes from a dense view (a row, a leading slice) or a flip; a dense view's strides
+    are row-major."""
     x = gingham.tensor(RNG.standard_normal((3, 4)).astype(np.float32))
     tx = torch.tensor(x.numpy())
     for ours, theirs in [(gingham.randn(3, 4), torch.randn(3, 4)),
                          (gingham.normal(0.0, 1.0, (3, 4)), torch.normal(0.0, 1.0, (3, 4))),
                          (gingham.randn(2, 3, dtype=gingham.float64),
                           torch.randn(2, 3, dtype=torch.float64)),
-                         (x[1:] * 2, tx[1:] * 2), (x[0] + x[1], tx[0] + tx[1])]:
+                         (x[1:] * 2, tx[1:] * 2), (x[0] + x[1], tx[0] + tx[1]),
+                         # dense views: row-major strides (stride() refused them as views)
+                         (x.chunk(3, 0)[1], tx.chunk(3, 0)[1]), (x.unbind(0)[2], tx.unbind(0)[2]),
+                         (x.narrow(0, 1, 2), tx.narrow(0, 1, 2)), (x[1:], tx[1:]),
+                         # a flip is a copy laid out as its input
+                         (x.flip(0), tx.flip(0)), (x.flip(1) * 1, tx.flip(1) * 1)]:
         assert ours.stride() == theirs.stride()
         assert ours.is_contiguous() == theirs.is_contiguous()
