@@ -335,6 +335,8 @@ class ExprLowering:
         if op in ("+", "-", "*") and ot in _WRAPPING:
             u = _WRAPPING[ot]
             return _cast(_wrapping(k.BinOp(op, _cast(a, u), _cast(b, u), u), ot), ct)
+        if op in ("<<", ">>"):
+            return _cast(_shift(op, a, b, ot), ct)
         return _cast(k.BinOp(op, a, b, ot), ct)
 
 
@@ -358,6 +360,35 @@ def constant_value(expr: tir.Expr) -> float | None:
 #: PyTorch's integers wrap around, C, OpenCL C and CUDA leave signed overflow undefined (and
 #: optimise on it: (X + 2147483647) > X became true), unsigned arithmetic wraps by definition.
 _WRAPPING = {"int32": "uint32", "int64": "uint64"}
+
+
+def _shift(op: str, a: k.Expr, b: k.Expr, dtype: str) -> k.Expr:
+    """``a << b`` or ``a >> b`` of integers of ``dtype`` as NumPy and PyTorch define them for
+    every count: a count that is negative or at least the type's width shifts every bit out
+    (0, or -1 for a right shift of a negative value), where C leaves it undefined (x86 and
+    GPUs take the count modulo the width: ``1 << 70`` gave 64)."""
+    width = np.dtype(dtype).itemsize * 8
+    if isinstance(b, k.Const) and 0 <= b.value < width:
+        return _plain_shift(op, a, b, dtype)  # a constant count in range: as it is
+    zero = k.Const(0, dtype)
+    in_range = k.BinOp("&&", k.BinOp(">=", b, zero, "bool"),
+                       k.BinOp("<", b, k.Const(width, dtype), "bool"), "bool")
+    # the count shifted by is always in range, even in the branch not taken
+    shifted = _plain_shift(op, a, k.Select(in_range, b, zero, dtype), dtype)
+    fill: k.Expr = zero
+    if op == ">>" and np.dtype(dtype).kind == "i":
+        fill = k.Select(k.BinOp("<", a, zero, "bool"), k.Const(-1, dtype), zero, dtype)
+    return k.Select(in_range, shifted, fill, dtype)
+
+
+def _plain_shift(op: str, a: k.Expr, count: k.Expr, dtype: str) -> k.Expr:
+    """C's shift for a count within the width; a left shift of a signed type computed
+    unsigned (wrapping as two's complement: a signed overflow is undefined in C)."""
+    unsigned = _WRAPPING.get(dtype)
+    if op == "<<" and unsigned is not None:
+        return _wrapping(k.BinOp("<<", _cast(a, unsigned), _cast(count, unsigned), unsigned),
+                         dtype)
+    return k.BinOp(op, a, count, dtype)
 
 
 def _wrapping(expr: k.Expr, dtype: str) -> k.Expr:

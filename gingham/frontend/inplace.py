@@ -586,6 +586,7 @@ _OPERATORS = {
     "__ifloordiv__": lambda a, b: a // b, "__imod__": lambda a, b: a % b,
     "__ipow__": lambda a, b: a ** b, "__iand__": lambda a, b: a & b,
     "__ior__": lambda a, b: a | b, "__ixor__": lambda a, b: a ^ b,
+    "__ilshift__": lambda a, b: a << b, "__irshift__": lambda a, b: a >> b,
 }
 
 

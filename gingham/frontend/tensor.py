@@ -547,6 +547,11 @@ class Tensor:
     def __or__(self, o): return _bitwise(self, o, "|", builder.logical_or)
     def __xor__(self, o): return _bitwise(self, o, "^", _ne)
     __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
+    # integer shifts, as PyTorch's << and >> (TorchMethods.bitwise_left_shift / _right_shift)
+    def __lshift__(self, o): return self.bitwise_left_shift(o)
+    def __rshift__(self, o): return self.bitwise_right_shift(o)
+    def __rlshift__(self, o): return _as_tensor(o, self).bitwise_left_shift(self)
+    def __rrshift__(self, o): return _as_tensor(o, self).bitwise_right_shift(self)
 
     def __matmul__(self, other: "Tensor") -> "Tensor":
         return matmul(self, other)
@@ -902,17 +907,17 @@ class Tensor:
 
         return self._elementwise(fill, [mask, value], "masked_fill", self.dtype)
 
-    def softmax(self, dim: int) -> "Tensor":
-        """``gingham.nn.functional.softmax(self, dim)``."""
+    def softmax(self, dim: int, dtype=None) -> "Tensor":
+        """``gingham.nn.functional.softmax(self, dim, dtype=dtype)``."""
         from ..nn import functional
 
-        return functional.softmax(self, dim)
+        return functional.softmax(self, dim, dtype=dtype)
 
-    def log_softmax(self, dim: int) -> "Tensor":
-        """``gingham.nn.functional.log_softmax(self, dim)``."""
+    def log_softmax(self, dim: int, dtype=None) -> "Tensor":
+        """``gingham.nn.functional.log_softmax(self, dim, dtype=dtype)``."""
         from ..nn import functional
 
-        return functional.log_softmax(self, dim)
+        return functional.log_softmax(self, dim, dtype=dtype)
 
     def astype(self, dtype) -> "Tensor":
         target = dt.as_tile_dtype(dtype)

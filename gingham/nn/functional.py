@@ -1294,9 +1294,15 @@ def _softmax_shift(x: Tensor, dim: int) -> Tensor:
 
 
 @row_major_result
-def softmax(input: Tensor, dim: int = -1) -> Tensor:
+def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+            dtype=None) -> Tensor:
     """``exp(x - m) / sum(exp(x - m))`` along ``dim``, ``m`` the max rounded down (it keeps
-    ``exp`` finite: :func:`_softmax_shift`)."""
+    ``exp`` finite: :func:`_softmax_shift`); PyTorch's signature: the input first cast to
+    ``dtype`` if given, and PyTorch's implicit axis, with its warning, where ``dim`` is None.
+
+        attention = F.softmax(scores, dim=-1, dtype=gingham.float32)
+    """
+    input, dim = _softmax_arguments("softmax", input, dim, dtype)
     (input,) = cast_inputs_float32(input)
     _float_input("softmax", input)
     dim = _dim("softmax", input.shape, dim)
@@ -1310,8 +1316,11 @@ def softmax(input: Tensor, dim: int = -1) -> Tensor:
 
 
 @row_major_result
-def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
-    """``x - m - log(sum(exp(x - m)))`` along ``dim``, ``m`` the max rounded down."""
+def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+                dtype=None) -> Tensor:
+    """``x - m - log(sum(exp(x - m)))`` along ``dim``, ``m`` the max rounded down; ``dim``
+    and ``dtype`` as :func:`softmax`'s."""
+    input, dim = _softmax_arguments("log_softmax", input, dim, dtype)
     (input,) = cast_inputs_float32(input)
     _float_input("log_softmax", input)
     dim = _dim("log_softmax", input.shape, dim)
@@ -1430,11 +1439,21 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     return a * b.sigmoid()
 
 
+def _softmax_arguments(op: str, input: Tensor, dim: int | None, dtype
+                       ) -> tuple[Tensor, int]:
+    """``input`` cast to ``dtype`` (if given, before the op, as PyTorch's ``dtype=``), and
+    ``dim``, PyTorch's implicit one where None."""
+    if dtype is not None:
+        _float_input(op, input)
+        input = input.astype(dtype)
+    return input, _legacy_softmax_dim(op, input.ndim) if dim is None else dim
+
+
 def _legacy_softmax_dim(op: str, ndim: int) -> int:
     """PyTorch's implicit axis of a softmax-like op called without ``dim``, with its
     warning."""
     warnings.warn(f"Implicit dimension choice for {op} has been deprecated. Change the call to "
-                  "include dim=X as an argument.", UserWarning, stacklevel=3)
+                  "include dim=X as an argument.", UserWarning, stacklevel=5)
     return 0 if ndim in (0, 1, 3) else 1
 
 
@@ -1447,10 +1466,7 @@ def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
         weights = F.softmin(distances, dim=-1)
     """
     _float_input("softmin", input)
-    if dtype is not None:
-        input = input.astype(dtype)
-    if dim is None:
-        dim = _legacy_softmax_dim("softmin", input.ndim)
+    input, dim = _softmax_arguments("softmin", input, dim, dtype)
     return softmax(-input, dim)
 
 

@@ -523,3 +523,32 @@ def test_post_accumulate_grad_hook_runs_the_optimizer_in_backward(device):
         (x * 2).register_post_accumulate_grad_hook(lambda p: None)
     with pytest.raises(gingham.GinghamError, match="doesn't require gradient"):
         gingham.ones(2).register_post_accumulate_grad_hook(lambda p: None)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "int64"])
+def test_shifts_match_torch_for_every_count(device, dtype):
+    """``<<``, ``>>`` (operators, reversed, in place) and ``bitwise_*_shift`` as PyTorch:
+    a count that is negative or at least the width shifts every bit out (0, or -1 for a
+    negative value shifted right), where C's shift is undefined and x86 took the count
+    modulo the width (``1 << 70`` gave 64 on ``cpu`` and PoCL); a left shift wraps."""
+    width = np.dtype(dtype).itemsize * 8
+    info = np.iinfo(dtype)
+    values = np.array([1, 3, info.max, info.min, 0, 5, info.max // 3, 2] * 2, dtype)
+    counts = np.array([0, 1, width - 1, width, width + 6, 2, 3, 7,
+                       1, width - 2, 2, 1, 0, width + 1, 5, 6], dtype)
+    if info.min < 0:
+        counts[[4, 9]] = -1
+    x, c = gingham.tensor(values, device=device), gingham.tensor(counts, device=device)
+    tx, tc = torch.tensor(values), torch.tensor(counts)
+    pairs = [(x << c, tx << tc), (x >> c, tx >> tc), (x.bitwise_left_shift(3), tx << 3),
+             (x >> width + 2, tx >> width + 2), (x << width, tx << width),
+             (2 << c.abs() if info.min < 0 else 2 << c, 2 << (tc.abs() if info.min < 0 else tc))]
+    y, ty = x.clone(), tx.clone()
+    y <<= c
+    ty <<= tc
+    pairs.append((y, ty))
+    for mine, theirs in pairs:
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+        assert str(mine.dtype) == str(theirs.dtype).replace("torch.", "")
+    with pytest.raises(Exception, match="integer"):
+        gingham.tensor([1.0], device=device) << 1

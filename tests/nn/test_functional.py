@@ -774,3 +774,24 @@ def test_fractional_max_pool2d_matches_torch_for_the_same_samples(device):
         F.fractional_max_pool2d(tensor(x, device=device), 3, output_size=(8, 5))
     with pytest.raises(ValueError, match="output_ratio must be between 0 and 1"):
         gingham.nn.FractionalMaxPool2d(2, output_ratio=1.5)
+
+
+def test_softmax_dtype_and_implicit_dim_as_torch(device):
+    """``F.softmax``/``F.log_softmax``/``Tensor.softmax`` take PyTorch's ``dtype=`` (the
+    input cast first: a float16 input's float32 softmax) and, without ``dim``, PyTorch's
+    implicit axis with its warning (dim 0 of a 3-d tensor, where gingham took -1)."""
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    x, t = tensor(a, device=device), torch.tensor(a)
+    pairs = [(F.softmax(x, -1, dtype=gingham.float64), TF.softmax(t, -1, dtype=torch.float64)),
+             (F.log_softmax(x.half(), 1, dtype=gingham.float32),
+              TF.log_softmax(t.half(), 1, dtype=torch.float32)),
+             (x.softmax(2, dtype=gingham.float64), t.softmax(2, dtype=torch.float64)),
+             (x.log_softmax(0, dtype=gingham.float64), t.log_softmax(0, dtype=torch.float64))]
+    with pytest.warns(UserWarning, match="Implicit dimension choice for softmax"):
+        pairs.append((F.softmax(x), TF.softmax(t, 0)))
+    with pytest.warns(UserWarning, match="Implicit dimension choice for log_softmax"):
+        pairs.append((F.log_softmax(x[0]), TF.log_softmax(t[0], 1)))
+    for mine, theirs in pairs:
+        assert str(mine.dtype) == str(theirs.dtype).replace("torch.", "")
+        np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-6, atol=1e-6)
