@@ -2627,6 +2627,14 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
 # -- margin, embedding and likelihood losses -------------------------------------------------------
 
 
+def _sign_target(op: str, target: Tensor, like: Tensor) -> Tensor:
+    """A target of 1 / -1 labels in ``like``'s dtype: PyTorch's sign-label losses take
+    integer (and other float) targets, ``F.cosine_embedding_loss(a, b, torch.tensor([1, -1]))``;
+    the labels are exact in any float type."""
+    _check(op, (), input=like, target=target)
+    return target if target.dtype == like.dtype else target.astype(like.dtype)
+
+
 def _broadcast_loss_operands(op: str, **operands: Tensor) -> None:
     """Float operands on one device whose shapes broadcast together (as PyTorch's losses
     that take pairs of inputs and a target)."""
@@ -2671,6 +2679,7 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
     """
     op = "margin_ranking_loss"
     reduction = _legacy_reduction(op, size_average, reduce, reduction)
+    target = _sign_target(op, target, input1)
     _broadcast_loss_operands(op, input1=input1, input2=input2, target=target)
     return _reduce_loss(op, (-target * (input1 - input2) + margin).relu(), reduction)
 
@@ -2712,6 +2721,7 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
     """
     op = "cosine_embedding_loss"
     reduction = _legacy_reduction(op, size_average, reduce, reduction)
+    target = _sign_target(op, target, input1)
     _check(op, ("input1", "input2", "target"), input1=input1, input2=input2, target=target)
     if input1.shape != input2.shape or input1.ndim not in (1, 2) \
             or target.shape != input1.shape[:-1]:
@@ -2737,6 +2747,7 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,
     """
     op = "hinge_embedding_loss"
     reduction = _legacy_reduction(op, size_average, reduce, reduction)
+    target = _sign_target(op, target, input)
     _broadcast_loss_operands(op, input=input, target=target)
     hinge = (margin - input).relu() * (target != 1.0).astype(input.dtype)
     return _reduce_loss(op, hinge + input * (target != -1.0).astype(input.dtype), reduction)
@@ -2815,6 +2826,7 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = 
     """
     op = "soft_margin_loss"
     reduction = _legacy_reduction(op, size_average, reduce, reduction)
+    target = _sign_target(op, target, input)
     _broadcast_loss_operands(op, input=input, target=target)
     return _reduce_loss(op, -logsigmoid(target * input), reduction)
 

@@ -795,3 +795,21 @@ def test_softmax_dtype_and_implicit_dim_as_torch(device):
     for mine, theirs in pairs:
         assert str(mine.dtype) == str(theirs.dtype).replace("torch.", "")
         np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("label_dtype", ["int64", "int32", "float64"])
+def test_sign_label_losses_take_integer_targets(device, label_dtype):
+    """The losses of 1 / -1 labels take them as PyTorch does, as integers or another float
+    type (they raised that the target must be a float of the inputs' type)."""
+    rng = np.random.default_rng(12)
+    a, b = (rng.standard_normal((6, 5)).astype(np.float32) for _ in range(2))
+    labels = np.array([1, -1, 1, 1, -1, -1], label_dtype)
+    ga, gb, gl = (tensor(v, device=device) for v in (a, b, labels))
+    ta, tb, tl = torch.tensor(a), torch.tensor(b), torch.tensor(labels)
+    pairs = [(F.cosine_embedding_loss(ga, gb, gl), TF.cosine_embedding_loss(ta, tb, tl)),
+             (F.hinge_embedding_loss(ga[:, 0], gl), TF.hinge_embedding_loss(ta[:, 0], tl)),
+             (F.margin_ranking_loss(ga[:, 0], gb[:, 0], gl, margin=0.2),
+              TF.margin_ranking_loss(ta[:, 0], tb[:, 0], tl, margin=0.2)),
+             (F.soft_margin_loss(ga[:, 1], gl), TF.soft_margin_loss(ta[:, 1], tl))]
+    for mine, theirs in pairs:
+        np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)
