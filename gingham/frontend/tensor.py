@@ -677,10 +677,29 @@ class Tensor:
     arctan2 = atan2
 
     def hypot(self, other) -> "Tensor":
-        """``sqrt(self^2 + other^2)`` (overflows to inf where a square does, ``|x| > 1.8e19``
-        in float32)."""
+        """``sqrt(self^2 + other^2)`` without overflow or underflow, as C's ``hypot``: the
+        larger magnitude times ``sqrt(1 + (smaller / larger)^2)`` (the squares overflowed
+        float32 from ``|x| > 1.8e19``: ``hypot(2.5, 1e30)`` was inf); inf where either is
+        inf (NaN or not), NaN where either is NaN otherwise; the gradient ``x / hypot``.
+
+            radius = x.hypot(y)
+        """
+        from .elementwise import where
+
         a, b = _float_operands(self, other)
-        return a._elementwise(lambda p, q: builder.sqrt(p * p + q * q), [b], "hypot")
+        x, y = a.abs(), b.abs()
+        first = x >= y
+        larger, smaller = where(first, x, y), where(first, y, x)
+        ratio = smaller / where(larger == 0, 1.0, larger)
+        value = where(x.isinf() | y.isinf(), math.inf,
+                      larger * (ratio * ratio + 1.0).sqrt()).detach()
+        # The gradient, x / hypot, given by hand: the chain rule through the ratio divides
+        # by the larger value squared, which overflows float32 (NaN gradients from 1e19).
+        usable = value.isfinite() & (value != 0)
+        scale = where(usable, value, 1.0)
+        linear = (a * where(usable, a / scale, 0.0).detach()
+                  + b * where(usable, b / scale, 0.0).detach())
+        return where(usable, value + (linear - linear.detach()), value)
 
     def logaddexp(self, other) -> "Tensor":
         """``log(exp(self) + exp(other))`` without overflow (``max + log1p(exp(-|a - b|))``);

@@ -552,3 +552,24 @@ def test_shifts_match_torch_for_every_count(device, dtype):
         assert str(mine.dtype) == str(theirs.dtype).replace("torch.", "")
     with pytest.raises(Exception, match="integer"):
         gingham.tensor([1.0], device=device) << 1
+
+
+def test_hypot_neither_overflows_nor_underflows(device):
+    """``hypot`` as C's and PyTorch's: no overflow where a square would overflow float32
+    (``hypot(2.5, 1e30)`` was inf), no underflow of subnormal pairs, inf where either is inf
+    even beside a NaN; its gradient ``x / hypot`` (each half at a tie)."""
+    v = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 2.5, -2.5, 3.5, 1e30, -1e30, 0.5,
+                  -7.25, 1.0, 3e-30, -3e9, 1e-40, 4.0, 3e38], np.float32)
+    w = np.concatenate([v[::-1][:-2], [4.0, 3e38]]).astype(np.float32)
+    mine = gingham.tensor(v, device=device).hypot(gingham.tensor(w, device=device))
+    np.testing.assert_allclose(mine.numpy(), torch.tensor(v).hypot(torch.tensor(w)).numpy(),
+                               rtol=1e-6, atol=0)
+    x = gingham.tensor(np.array([3.0, -4.0, 2.0, 1e25], np.float32), device=device,
+                       requires_grad=True)
+    y = gingham.tensor(np.array([4.0, 3.0, 2.0, -1e25], np.float32), device=device,
+                       requires_grad=True)
+    tx, ty = (torch.tensor(t.detach().numpy(), requires_grad=True) for t in (x, y))
+    x.hypot(y).sum().backward()
+    tx.hypot(ty).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=1e-6)
