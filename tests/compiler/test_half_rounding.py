@@ -52,11 +52,11 @@ def test_half_operations_inside_one_expression_are_rounded(device, half):
     h + 1)`` were computed in float32 from end to end and returned unrounded values (650 of
     1000 differed from PyTorch's on ``cpu`` and PoCL)."""
     dtype = HALF[half]
-    source = f"""
-    function (X[N], H[N]) -> (P, Q) {{
+    source = """
+    function (X[N], H[N]) -> (P, Q) {
         P = as_float(as_float(X, 16) * 3.0, 32);
         Q = as_float(exp(H) * H + 1.0, 32);
-    }}"""
+    }"""
     if half == "bfloat16":
         source = source.replace("as_float(X, 16)", "as_bfloat(X, 16)")
     rng = np.random.default_rng(11)
