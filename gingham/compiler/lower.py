@@ -45,7 +45,9 @@ def as_stored(value: k.Expr, dtype: np.dtype, ctx: "LoweringContext") -> k.Expr:
     float32 and are rounded here, so that a consumer fused into the same kernel reads what the
     interpreter and a consumer in another kernel read: without it a bfloat16 convolution fused
     with its cast to float32 skipped the rounding, and a max pool's gradient, which compares
-    recomputed values with stored ones, lost taps."""
+    recomputed values with stored ones, lost taps. Each half-typed operation inside one
+    expression is rounded so too (:class:`ExprLowering`): ``float32(bfloat16(x) * 3)``
+    returned the unrounded product before."""
     name = dt.dtype_name(np.dtype(dtype))
     if name not in ("float16", "bfloat16"):
         return value
@@ -265,8 +267,8 @@ class ExprLowering:
             if expr.dtype == "bool":
                 return k.BinOp("!=", inner, k.Const(0, _type_of(inner)), "bool")
             if expr.dtype in ("float16", "bfloat16"):
-                self.ctx.uses.add(f"round_{expr.dtype}")
-                return k.Call(f"round_{expr.dtype}", (k.Cast("float32", inner),), "float32")
+                return as_stored(k.Cast("float32", inner), np.dtype(dt.as_tile_dtype(expr.dtype)),
+                                 self.ctx)
             return k.Cast(ct, inner)
         if isinstance(expr, tir.Unary):
             inner = self.lower(expr.operand, t.dtype)
@@ -276,7 +278,7 @@ class ExprLowering:
                 return _wrapping(k.UnOp("-", _cast(inner, _WRAPPING[ct]), _WRAPPING[ct]), ct)
             return k.UnOp(expr.op, _cast(inner, ct), ct)
         if isinstance(expr, tir.Binary):
-            return self.rounded(self.binary(expr, t, ct), t.dtype)
+            return as_stored(self.binary(expr, t, ct), t.dtype, self.ctx)
         if isinstance(expr, tir.Select):
             cond = self.lower(expr.cond)
             if _type_of(cond) != "bool":
@@ -298,19 +300,9 @@ class ExprLowering:
             args = tuple(_cast(self.lower(a, t.dtype), arg_type) for a in expr.args)
             fn = {"min": "min", "max": "max"}.get(expr.fn, expr.fn)
             value = _cast(k.Call(fn, args, arg_type), ct)
-            return value if fn in ("min", "max") else self.rounded(value, t.dtype)
+            # min and max of half values are half values: no rounding
+            return value if fn in ("min", "max") else as_stored(value, t.dtype, self.ctx)
         raise AssertionError(expr)
-
-    def rounded(self, value: k.Expr, dtype: np.dtype) -> k.Expr:
-        """``value``, computed in float32, rounded to ``dtype`` where that is a half type, as
-        the interpreter (and PyTorch) rounds each operation's result: a kernel that computes
-        ``float32(bfloat16(x) * 3)`` in one expression otherwise returned the unrounded
-        product. Comparisons and min/max of half values need no rounding."""
-        name = dt.dtype_name(np.dtype(dtype))
-        if name not in ("float16", "bfloat16") or _type_of(value) != "float32":
-            return value
-        self.ctx.uses.add(f"round_{name}")
-        return k.Call(f"round_{name}", (value,), "float32")
 
     def binary(self, expr: tir.Binary, t: ExprType, ct: str) -> k.Expr:
         op = expr.op

@@ -550,8 +550,8 @@ class Tensor:
     # integer shifts, as PyTorch's << and >> (TorchMethods.bitwise_left_shift / _right_shift)
     def __lshift__(self, o): return self.bitwise_left_shift(o)
     def __rshift__(self, o): return self.bitwise_right_shift(o)
-    def __rlshift__(self, o): return _as_tensor(o, self).bitwise_left_shift(self)
-    def __rrshift__(self, o): return _as_tensor(o, self).bitwise_right_shift(self)
+    def __rlshift__(self, o): return _weak_scalar(o, self).bitwise_left_shift(self)
+    def __rrshift__(self, o): return _weak_scalar(o, self).bitwise_right_shift(self)
 
     def __matmul__(self, other: "Tensor") -> "Tensor":
         return matmul(self, other)
@@ -684,8 +684,6 @@ class Tensor:
 
             radius = x.hypot(y)
         """
-        from .elementwise import where
-
         a, b = _float_operands(self, other)
         x, y = a.abs(), b.abs()
         first = x >= y

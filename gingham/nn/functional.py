@@ -2630,9 +2630,10 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths, target_lengths, 
 def _sign_target(op: str, target: Tensor, like: Tensor) -> Tensor:
     """A target of 1 / -1 labels in ``like``'s dtype: PyTorch's sign-label losses take
     integer (and other float) targets, ``F.cosine_embedding_loss(a, b, torch.tensor([1, -1]))``;
-    the labels are exact in any float type."""
-    _check(op, (), input=like, target=target)
-    return target if target.dtype == like.dtype else target.astype(like.dtype)
+    the labels are exact in any float type. Anything else is left to the loss's own checks."""
+    if isinstance(target, Tensor) and isinstance(like, Tensor) and target.dtype != like.dtype:
+        return target.astype(like.dtype)
+    return target
 
 
 def _broadcast_loss_operands(op: str, **operands: Tensor) -> None:
